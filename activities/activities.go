@@ -1,0 +1,164 @@
+// Package activities holds the side effects of hookflow's workflows: the
+// signed HTTP delivery, the ledger writes in Postgres, and the signal that
+// starts or wakes a correlation's sequencer.
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"github.com/hookflow/hookflow/store"
+)
+
+// Error types of Deliver's failures, as workflows see them in
+// temporal.ApplicationError.Type().
+const (
+	ErrTypePermanent        = "PermanentRejection" // a 4xx other than 408/410/429: dead-letter at once
+	ErrTypeEndpointGone     = "EndpointGone"       // 410: the endpoint is disabled and the event dead-lettered
+	ErrTypeEndpointDisabled = "EndpointDisabled"   // the endpoint was disabled before this attempt
+	ErrTypeRetryable        = "RetryableFailure"   // 5xx, 408, 202, timeouts, connection errors
+	ErrTypeRetryAfter       = "RetryAfter"         // 429/503 with Retry-After: the next attempt waits as told
+)
+
+// Activities carries the activities' dependencies; workers register one.
+type Activities struct {
+	store    *store.Store
+	temporal client.Client
+	http     *http.Client
+	logger   *slog.Logger
+	now      func() time.Time
+}
+
+// Deps are what the activities need.
+type Deps struct {
+	Store    *store.Store
+	Temporal client.Client
+	HTTP     *http.Client
+	Logger   *slog.Logger
+}
+
+// New returns the activities; every dependency is required.
+func New(d Deps) (*Activities, error) {
+	switch {
+	case d.Store == nil:
+		return nil, errors.New("activities: store is required")
+	case d.Temporal == nil:
+		return nil, errors.New("activities: temporal client is required")
+	case d.HTTP == nil:
+		return nil, errors.New("activities: http client is required")
+	case d.Logger == nil:
+		return nil, errors.New("activities: logger is required")
+	}
+	return &Activities{store: d.Store, temporal: d.Temporal, http: d.HTTP, logger: d.Logger, now: time.Now}, nil
+}
+
+// Arrival tells a sequencer that an event of its correlation exists.
+type Arrival struct {
+	Sequence int64  `json:"sequence"`
+	EventID  string `json:"event_id"`
+}
+
+// ArriveInput is everything needed to signal-with-start a sequencer.
+type ArriveInput struct {
+	SequencerID   string
+	SequencerType string
+	Signal        string
+	Arrival       Arrival
+	// StartArg is the sequencer's input when this signal starts it.
+	StartArg any
+	// SearchAttributes of a sequencer this signal starts.
+	CorrelationID string
+}
+
+// Arrive signals the correlation's sequencer, starting it when it is not
+// running. Repeating it is harmless: the sequencer ignores a duplicate arrival.
+func (a *Activities) Arrive(ctx context.Context, in ArriveInput) error {
+	info := activity.GetInfo(ctx)
+	_, err := a.temporal.SignalWithStartWorkflow(ctx, in.SequencerID, in.Signal, in.Arrival, client.StartWorkflowOptions{
+		ID:                    in.SequencerID,
+		TaskQueue:             info.TaskQueue,
+		TypedSearchAttributes: searchAttributes(in.CorrelationID),
+	}, in.SequencerType, in.StartArg)
+	if err != nil {
+		return fmt.Errorf("signal sequencer %s: %w", in.SequencerID, err)
+	}
+	return nil
+}
+
+// LoadCursor returns the sequence a correlation needs next, from the ledger;
+// a sequencer starting afresh begins there.
+func (a *Activities) LoadCursor(ctx context.Context, correlationID string) (int64, error) {
+	return a.store.CorrelationNext(ctx, correlationID)
+}
+
+// SkipInput names the event an operator skipped.
+type SkipInput struct {
+	EventID       string
+	CorrelationID string
+	Sequence      int64
+	By            string
+	Note          string
+}
+
+// Skip marks the event skipped (who, when, why) and moves its correlation's
+// cursor past it.
+func (a *Activities) Skip(ctx context.Context, in SkipInput) error {
+	if err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.By, in.Note); err != nil {
+		return err
+	}
+	return a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, store.StateSkipped, a.now())
+}
+
+// DeadLetterInput is the context of an event whose delivery gave up.
+type DeadLetterInput struct {
+	Event  DeliverInput
+	Reason string
+}
+
+// WriteDeadLetter stores the dead letter with the signed envelope and every
+// attempt recorded so far, and marks the event dead-lettered.
+func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) error {
+	attempts, err := a.store.AttemptsList(ctx, in.Event.EventID)
+	if err != nil {
+		return err
+	}
+	env, err := json.Marshal(in.Event.Envelope())
+	if err != nil {
+		return fmt.Errorf("encode envelope: %w", err)
+	}
+	var first *time.Time
+	for _, at := range attempts {
+		if at.Outcome != OutcomeDelivered {
+			t := at.StartedAt
+			first = &t
+			break
+		}
+	}
+	now := a.now()
+	err = a.store.DeadLetterUpsert(ctx, store.DeadLetter{
+		EventID: in.Event.EventID, CorrelationID: in.Event.CorrelationID, Sequence: in.Event.Sequence,
+		EndpointID: in.Event.EndpointID, Envelope: env, Attempts: attempts, Reason: in.Reason,
+		FirstFailureAt: first, DeadLetteredAt: now,
+	})
+	if err != nil {
+		return err
+	}
+	a.logger.Warn("event dead-lettered",
+		"event_id", in.Event.EventID, "correlation_id", in.Event.CorrelationID, "sequence", in.Event.Sequence,
+		"endpoint_id", in.Event.EndpointID, "reason", in.Reason, "attempts", len(attempts))
+	return nil
+}
+
+// Replayed records that an operator replayed the event's dead letter.
+func (a *Activities) Replayed(ctx context.Context, eventID string) error {
+	_, err := a.store.DeadLetterMarkReplayed(ctx, eventID)
+	return err
+}

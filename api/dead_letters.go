@@ -1,0 +1,256 @@
+package api
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+type deadLetterPage struct {
+	Items      []store.DeadLetter `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+}
+
+// deadLetterFilter reads correlation_id, endpoint_id, since, until (RFC
+// 3339), status (default open; "all" for every row), limit and cursor.
+func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
+	f := store.DeadLetterFilter{
+		CorrelationID: c.QueryParam("correlation_id"),
+		EndpointID:    c.QueryParam("endpoint_id"),
+		Status:        c.QueryParam("status"),
+		Limit:         100,
+	}
+	if f.CorrelationID != "" {
+		if p := validKey("correlation_id", f.CorrelationID); p != nil {
+			return f, p
+		}
+	}
+	if f.EndpointID != "" {
+		if p := validKey("endpoint_id", f.EndpointID); p != nil {
+			return f, p
+		}
+	}
+	switch f.Status {
+	case "":
+		f.Status = store.DeadLetterOpen
+	case "all":
+		f.Status = ""
+	case store.DeadLetterOpen, store.DeadLetterReplayed, store.DeadLetterSkipped:
+	default:
+		return f, fieldProblem("status", "status must be open, replayed, skipped or all")
+	}
+	for _, tf := range []struct {
+		name string
+		dst  **time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := c.QueryParam(tf.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return f, fieldProblem(tf.name, tf.name+" must be an RFC 3339 time such as 2026-11-29T18:00:00Z")
+			}
+			*tf.dst = &t
+		}
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return f, fieldProblem("limit", "limit must be a whole number from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	if v := c.QueryParam("cursor"); v != "" {
+		t, id, ok := decodeCursor(v)
+		if !ok {
+			return f, fieldProblem("cursor", "cursor is not one this API returned")
+		}
+		f.AfterTime, f.AfterID = &t, id
+	}
+	return f, nil
+}
+
+func encodeCursor(d store.DeadLetter) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(d.DeadLetteredAt.UTC().Format(time.RFC3339Nano) + "|" + d.EventID))
+}
+
+func decodeCursor(v string) (time.Time, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	ts, id, ok := strings.Cut(string(b), "|")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	return t, id, err == nil && id != ""
+}
+
+func (s *Server) deadLetterList(c echo.Context) error {
+	f, p := deadLetterFilter(c)
+	if p != nil {
+		return p
+	}
+	items, err := s.deps.Store.DeadLetterList(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	page := deadLetterPage{Items: items}
+	if page.Items == nil {
+		page.Items = []store.DeadLetter{}
+	}
+	if len(items) == f.Limit {
+		page.NextCursor = encodeCursor(items[len(items)-1])
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+func (s *Server) deadLetter(c echo.Context) (store.DeadLetter, error) {
+	id := c.Param("id")
+	if p := validKey("id", id); p != nil {
+		return store.DeadLetter{}, p
+	}
+	d, err := s.deps.Store.DeadLetterGet(c.Request().Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return d, problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no dead letter")
+	}
+	return d, err
+}
+
+func (s *Server) deadLetterGet(c echo.Context) error {
+	d, err := s.deadLetter(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+type operatorRequest struct {
+	By   string `json:"by"`
+	Note string `json:"note"`
+}
+
+func notOpen(d store.DeadLetter) *Problem {
+	return problem(http.StatusConflict, "not-dead-lettered", "Not dead-lettered",
+		fmt.Sprintf("event %s is not waiting in the dead-letter queue (status %s)", d.EventID, d.Status))
+}
+
+// replay marks the dead letter replayed, then signals the event's workflow;
+// if the signal cannot be sent the mark is undone and the caller told.
+func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
+	ctx := c.Request().Context()
+	ok, err := s.deps.Store.DeadLetterMarkReplayed(ctx, d.EventID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notOpen(d)
+	}
+	if err := s.deps.Temporal.SignalWorkflow(ctx, d.EventID, "", workflows.SignalReplay, workflows.Replay{By: by}); err != nil {
+		if rerr := s.deps.Store.DeadLetterReopen(ctx, d.EventID); rerr != nil {
+			s.deps.Logger.Error("reopen dead letter after failed replay signal", "event_id", d.EventID, "error", rerr)
+		}
+		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
+	}
+	return nil
+}
+
+func (s *Server) deadLetterReplay(c echo.Context) error {
+	d, err := s.deadLetter(c)
+	if err != nil {
+		return err
+	}
+	var req operatorRequest
+	if err := s.decodeOptional(c, &req); err != nil {
+		return err
+	}
+	if d.Status != store.DeadLetterOpen {
+		return notOpen(d)
+	}
+	if err := s.replay(c, d, operator(req.By)); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "replaying"})
+}
+
+func (s *Server) deadLetterSkip(c echo.Context) error {
+	d, err := s.deadLetter(c)
+	if err != nil {
+		return err
+	}
+	var req operatorRequest
+	if err := s.decodeOptional(c, &req); err != nil {
+		return err
+	}
+	if len(req.Note) > 2000 {
+		return fieldProblem("note", "note must be at most 2000 characters")
+	}
+	if d.Status != store.DeadLetterOpen {
+		return notOpen(d)
+	}
+	sig := workflows.Skip{By: operator(req.By), Note: req.Note}
+	if err := s.deps.Temporal.SignalWorkflow(c.Request().Context(), d.EventID, "", workflows.SignalSkip, sig); err != nil {
+		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "skipping"})
+}
+
+// deadLetterReplayBatch replays every open dead letter matching the filters,
+// in sequence order within each correlation.
+func (s *Server) deadLetterReplayBatch(c echo.Context) error {
+	f, p := deadLetterFilter(c)
+	if p != nil {
+		return p
+	}
+	f.Status, f.Limit = store.DeadLetterOpen, 500
+	var all []store.DeadLetter
+	for {
+		page, err := s.deps.Store.DeadLetterList(c.Request().Context(), f)
+		if err != nil {
+			return err
+		}
+		all = append(all, page...)
+		if len(page) < f.Limit {
+			break
+		}
+		last := page[len(page)-1]
+		f.AfterTime, f.AfterID = &last.DeadLetteredAt, last.EventID
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].CorrelationID != all[j].CorrelationID {
+			return all[i].CorrelationID < all[j].CorrelationID
+		}
+		return all[i].Sequence < all[j].Sequence
+	})
+	replayed := []string{}
+	for _, d := range all {
+		if err := s.replay(c, d, "batch"); err != nil {
+			var pr *Problem
+			if errors.As(err, &pr) && pr.Status == http.StatusConflict {
+				continue // replayed by someone else meanwhile
+			}
+			return err
+		}
+		replayed = append(replayed, d.EventID)
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"replayed": len(replayed), "event_ids": replayed})
+}
+
+func operator(by string) string {
+	if by = strings.TrimSpace(by); by == "" {
+		return "api"
+	}
+	if len(by) > 200 {
+		by = by[:200]
+	}
+	return by
+}

@@ -1,0 +1,86 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Problem is an RFC 9457 problem details object; every error the API returns
+// is one, written by the central error handler.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Field names the request field at fault, when there is one.
+	Field string `json:"field,omitempty"`
+	// Extensions carry problem-specific members (e.g. high_water_mark).
+	Extensions map[string]any `json:"-"`
+}
+
+func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+// problemTypeBase prefixes problem type URIs; they name the kind of problem.
+const problemTypeBase = "https://hookflow.dev/problems/"
+
+func problem(status int, kind, title, detail string) *Problem {
+	return &Problem{Type: problemTypeBase + kind, Title: title, Status: status, Detail: detail}
+}
+
+func fieldProblem(field, detail string) *Problem {
+	p := problem(http.StatusBadRequest, "invalid-field", "Invalid request field", detail)
+	p.Field = field
+	return p
+}
+
+// errorHandler turns every error into problem+json. Errors that are not a
+// *Problem or an echo.HTTPError are logged and answered 500 without detail.
+func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var p *Problem
+		var he *echo.HTTPError
+		switch {
+		case errors.As(err, &p):
+		case errors.As(err, &he):
+			p = problem(he.Code, "http-"+fmt.Sprint(he.Code), http.StatusText(he.Code), fmt.Sprint(he.Message))
+			if he.Code == http.StatusRequestEntityTooLarge {
+				p.Type = problemTypeBase + "body-too-large"
+				p.Detail = "request body exceeds the limit"
+			}
+		default:
+			logger.Error("request failed", "method", c.Request().Method, "path", c.Path(), "error", err)
+			p = problem(http.StatusInternalServerError, "internal", "Internal Server Error", "")
+		}
+		if p.Instance == "" {
+			p.Instance = c.Request().URL.Path
+		}
+		body := map[string]any{"type": p.Type, "title": p.Title, "status": p.Status, "instance": p.Instance}
+		if p.Detail != "" {
+			body["detail"] = p.Detail
+		}
+		if p.Field != "" {
+			body["field"] = p.Field
+		}
+		for k, v := range p.Extensions {
+			body[k] = v
+		}
+		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+		if p.Status == http.StatusUnauthorized {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hookflow"`)
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(p.Status)
+			return
+		}
+		c.Response().WriteHeader(p.Status)
+		_ = encodeJSON(c.Response(), body)
+	}
+}

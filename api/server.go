@@ -1,0 +1,232 @@
+// Package api is hookflow's REST API over Echo: endpoints, events,
+// correlations, dead letters, health. HTTP only: the work is done by the
+// store, the starter and Temporal behind small interfaces declared here.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"go.temporal.io/sdk/client"
+
+	"github.com/hookflow/hookflow/store"
+)
+
+// RouterConfig are the API's settings.
+type RouterConfig struct {
+	// Token is the bearer token /v1 requires.
+	Token string
+	// MaxBodyBytes bounds request bodies.
+	MaxBodyBytes int64
+	// AllowPrivateTargets lets endpoint URLs use http and private addresses.
+	AllowPrivateTargets bool
+	// SecretGrace is how long a rotated-out secret keeps signing (default 24 h).
+	SecretGrace time.Duration
+}
+
+// Starter starts an accepted event's workflow.
+type Starter interface {
+	Start(ctx context.Context, ev store.Event) error
+}
+
+// Signaler is the part of the Temporal client the API uses.
+type Signaler interface {
+	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	CheckHealth(ctx context.Context, request *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
+}
+
+// RouterDeps are the API's collaborators; all are required.
+type RouterDeps struct {
+	Store    *store.Store
+	Pool     *pgxpool.Pool
+	Starter  Starter
+	Temporal Signaler
+	Logger   *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg  RouterConfig
+	deps RouterDeps
+	echo *echo.Echo
+}
+
+// New builds the API and its routes.
+func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
+	switch {
+	case deps.Store == nil, deps.Pool == nil, deps.Starter == nil, deps.Temporal == nil, deps.Logger == nil:
+		return nil, errors.New("api: store, pool, starter, temporal and logger are required")
+	case cfg.Token == "":
+		return nil, errors.New("api: a bearer token is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.SecretGrace <= 0 {
+		cfg.SecretGrace = 24 * time.Hour
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(deps.Logger)
+	s := &Server{cfg: cfg, deps: deps, echo: e}
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	v1 := e.Group("/v1", s.auth)
+	v1.POST("/endpoints", s.endpointCreate)
+	v1.GET("/endpoints/:id", s.endpointGet)
+	v1.PATCH("/endpoints/:id", s.endpointUpdate)
+	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate)
+	v1.POST("/events", s.eventCreate)
+	v1.GET("/events/:id", s.eventGet)
+	v1.GET("/correlations/:id", s.correlationGet)
+	v1.GET("/dead-letters", s.deadLetterList)
+	v1.POST("/dead-letters/replay", s.deadLetterReplayBatch)
+	v1.GET("/dead-letters/:id", s.deadLetterGet)
+	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay)
+	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip)
+	e.RouteNotFound("/*", func(c echo.Context) error {
+		return problem(http.StatusNotFound, "not-found", "Not Found", "no route for "+c.Request().Method+" "+c.Request().URL.Path)
+	})
+	return s, nil
+}
+
+// Handler is the API as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Echo exposes the router, for adding routes such as /metrics.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// auth requires "Authorization: Bearer <token>", compared in constant time.
+func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
+	want := []byte(s.cfg.Token)
+	return func(c echo.Context) error {
+		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			return problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required")
+		}
+		return next(c)
+	}
+}
+
+// decode reads a JSON body strictly: JSON content type, within the size
+// limit, no unknown fields, nothing after the value.
+func (s *Server) decode(c echo.Context, dst any) error {
+	req := c.Request()
+	mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported Media Type", "send the body as application/json")
+	}
+	if req.ContentLength > s.cfg.MaxBodyBytes {
+		return tooLarge(s.cfg.MaxBodyBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(s.cfg.MaxBodyBytes)
+		}
+		return problem(http.StatusBadRequest, "unreadable-body", "Bad Request", "could not read the request body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(dst); err != nil {
+		return jsonProblem(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// decodeOptional is decode for bodies that may be empty.
+func (s *Server) decodeOptional(c echo.Context, dst any) error {
+	req := c.Request()
+	if req.ContentLength == 0 && req.Header.Get(echo.HeaderContentType) == "" {
+		return nil
+	}
+	return s.decode(c, dst)
+}
+
+func tooLarge(limit int64) *Problem {
+	return problem(http.StatusRequestEntityTooLarge, "body-too-large", "Request Entity Too Large", fmt.Sprintf("request body exceeds %d bytes", limit))
+}
+
+func jsonProblem(err error) *Problem {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
+	case errors.As(err, &typ):
+		p := fieldProblem(typ.Field, fmt.Sprintf("%s must be %s", typ.Field, jsonKind(typ.Type.Kind().String())))
+		return p
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body is empty or cut short")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		p := fieldProblem(name, "unknown field "+name)
+		p.Type = problemTypeBase + "unknown-field"
+		return p
+	default:
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
+	}
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "int", "int64", "int32":
+		return "an integer"
+	default:
+		return "of another JSON type"
+	}
+}
+
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is 200 only when Postgres and Temporal both answer.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"postgres": "ok", "temporal": "ok"}
+	status := http.StatusOK
+	if err := s.deps.Pool.Ping(ctx); err != nil {
+		checks["postgres"] = "unavailable"
+		status = http.StatusServiceUnavailable
+	}
+	if _, err := s.deps.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		checks["temporal"] = "unavailable"
+		status = http.StatusServiceUnavailable
+	}
+	state := "ready"
+	if status != http.StatusOK {
+		state = "not_ready"
+	}
+	return c.JSON(status, map[string]any{"status": state, "checks": checks})
+}

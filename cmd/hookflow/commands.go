@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hookflow/hookflow/schema"
+)
+
+var (
+	dbSettings       = []string{"HOOKFLOW_DATABASE_URL"}
+	temporalSettings = []string{"HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE"}
+	deliverySettings = []string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_ALLOW_PRIVATE_TARGETS"}
+	apiSettings      = []string{"HOOKFLOW_API_ADDR", "HOOKFLOW_API_TOKEN", "HOOKFLOW_MAX_BODY_BYTES"}
+)
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+func runMigrate(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "migrate", "Apply pending migrations to hookflow's database (idempotent).", args, dbSettings, nil)
+	if err != nil {
+		return err
+	}
+	pool, err := connectPostgres(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := schema.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(env.stdout, "schema is current; nothing to apply")
+		return nil
+	}
+	fmt.Fprintf(env.stdout, "applied: %s\n", strings.Join(applied, ", "))
+	return nil
+}
+
+func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "api", "Serve the REST API. Accepted events are stored, then their workflows started.", args,
+		concat(dbSettings, temporalSettings, deliverySettings, apiSettings), nil)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(env)
+	st, err := connectStore(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	c, err := temporalClient(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return serveAPI(ctx, cfg, st, c, logger, func(addr string) { logger.Info("api listening", "addr", addr) })
+}
+
+func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "worker", "Run a worker on the task queue until SIGTERM, then drain.", args,
+		concat(dbSettings, temporalSettings, deliverySettings), nil)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(env)
+	st, err := connectStore(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	c, err := temporalClient(ctx, cfg, logger, false)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w, err := startWorker(cfg, st, c, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("worker started", "task_queue", cfg.TaskQueue)
+	<-ctx.Done()
+	w.Stop()
+	logger.Info("worker stopped")
+	return nil
+}

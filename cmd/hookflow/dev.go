@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/hookflow/hookflow/devstack"
+	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/config"
+)
+
+var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS", "HOOKFLOW_RECEIVER_ADDR"}
+
+// runDev starts the whole stack in the foreground and stops it, in reverse
+// order, on Ctrl-C. Everything persists under HOOKFLOW_DATA_DIR, so a second
+// start resumes where the first stopped.
+func runDev(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "dev", "Run everything on this machine without Docker: Postgres from the local server binaries, an embedded Temporal server with its Web UI, migrations, the API, workers and the reference receiver.", args,
+		concat([]string{"HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE"}, deliverySettings, apiSettings, devSettings),
+		map[string]string{"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "true"})
+	if err != nil {
+		return err
+	}
+	logger := newLogger(env)
+	began := time.Now()
+
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("resolve HOOKFLOW_DATA_DIR: %w", err)
+	}
+	// 0755: as root, Postgres runs as the postgres user and must reach its folder.
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("create HOOKFLOW_DATA_DIR: %w", err)
+	}
+	if err := os.Chmod(dataDir, 0o755); err != nil {
+		return fmt.Errorf("chmod HOOKFLOW_DATA_DIR: %w", err)
+	}
+
+	pg, err := devstack.StartPostgres(ctx, devstack.PostgresConfig{
+		DataDir: filepath.Join(dataDir, "postgres"), Port: cfg.DevPostgresPort,
+	}, logger)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pg.Stop()
+	for _, db := range []string{"hookflow", "hookflow_receiver"} {
+		if err := pg.EnsureDatabase(ctx, db); err != nil {
+			return err
+		}
+	}
+	cfg.DatabaseURL = pg.AdminURL("hookflow")
+
+	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
+		Postgres: pg, Port: cfg.DevTemporalPort, UIPort: cfg.DevUIPort, Namespace: cfg.TemporalNamespace,
+		LogFile: filepath.Join(dataDir, "temporal.log"),
+	}, logger)
+	if err != nil {
+		return fmt.Errorf("temporal: %w", err)
+	}
+	defer tmp.Stop()
+	cfg.TemporalAddress = tmp.Address()
+
+	pool, err := connectPostgres(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	applied, err := schema.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 {
+		logger.Info("migrations applied", "names", applied)
+	}
+	st, err := connectStore(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	c, err := temporalClient(ctx, cfg, logger, false)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	var workers []sdkworker.Worker
+	defer func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+	}()
+	for i := 0; i < cfg.DevWorkers; i++ {
+		w, err := startWorker(cfg, st, c, logger)
+		if err != nil {
+			return err
+		}
+		workers = append(workers, w)
+	}
+
+	return serveAPI(ctx, cfg, st, c, logger, func(addr string) {
+		printBanner(env, cfg, addr, tmp, pg, time.Since(began))
+	})
+}
+
+func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *devstack.Temporal, pg *devstack.Postgres, took time.Duration) {
+	w := env.stdout
+	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
+	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", apiAddr, cfg.APIToken)
+	fmt.Fprintf(w, "  Temporal UI    %s/namespaces/%s/workflows\n", tmp.UIURL(), cfg.TemporalNamespace)
+	fmt.Fprintf(w, "  Temporal       %s   namespace %s, task queue %s\n", tmp.Address(), cfg.TemporalNamespace, cfg.TaskQueue)
+	fmt.Fprintf(w, "  Postgres       %s\n", pg.AdminURL("hookflow"))
+	fmt.Fprintf(w, "  Workers        %s in-process\n", strconv.Itoa(cfg.DevWorkers))
+	fmt.Fprintf(w, "  Data           %s\n\n", cfg.DataDir)
+}
+
+

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/egress"
+	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/starter"
+	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/worker"
+)
+
+func loadConfig(env *cliEnv, name, summary string, args []string, settings []string, overrides map[string]string) (config.Config, []string, error) {
+	return config.Load(name, summary, settings, args, env.getenv, overrides, env.stdout)
+}
+
+// newLogger logs JSON when stderr is not a terminal, text when it is.
+func newLogger(env *cliEnv) *slog.Logger {
+	if f, ok := env.stderr.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(env.stderr, nil))
+		}
+	}
+	return slog.New(slog.NewJSONHandler(env.stderr, nil))
+}
+
+// connectPostgres opens a pool and checks the server answers.
+func connectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &config.UsageError{Msg: "invalid HOOKFLOW_DATABASE_URL: " + err.Error()}
+	}
+	cfg.MaxConns = 32
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach Postgres at %s: %w", net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)), err)
+	}
+	return pool, nil
+}
+
+// connectStore opens the pool and refuses an out-of-date schema.
+func connectStore(ctx context.Context, url string) (*store.Store, error) {
+	pool, err := connectPostgres(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := schema.CheckCurrent(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// temporalClient dials Temporal. A lazy client connects on first use, so
+// the API can start (and accept events) while Temporal is down.
+func temporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool) (client.Client, error) {
+	opts := client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    sdklog.NewStructuredLogger(slog.New(levelFloor{logger.Handler(), slog.LevelWarn})),
+	}
+	if lazy {
+		c, err := client.NewLazyClient(opts)
+		if err != nil {
+			return nil, fmt.Errorf("temporal client: %w", err)
+		}
+		return c, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (HOOKFLOW_TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// levelFloor drops records below a level; the SDK is chatty at info.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelFloor) WithAttrs(a []slog.Attr) slog.Handler { return levelFloor{h.Handler.WithAttrs(a), h.min} }
+func (h levelFloor) WithGroup(n string) slog.Handler      { return levelFloor{h.Handler.WithGroup(n), h.min} }
+
+func newStarter(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (*starter.Starter, error) {
+	return starter.New(starter.Config{
+		TaskQueue: cfg.TaskQueue, RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout,
+	}, st, c, logger)
+}
+
+// serveAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
+// down gracefully. The starter's sweep runs alongside. ready is called once
+// the socket is bound.
+func serveAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(addr string)) error {
+	strt, err := newStarter(cfg, st, c, logger)
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(api.RouterConfig{
+		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, AllowPrivateTargets: cfg.AllowPrivate,
+	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (HOOKFLOW_API_ADDR): %w", cfg.APIAddr, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go strt.Run(sweepCtx)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve api: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down api: %w", err)
+	}
+	return nil
+}
+
+// startWorker starts one worker on the task queue; Stop drains it.
+func startWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (sdkworker.Worker, error) {
+	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	w, err := worker.New(c, worker.Config{TaskQueue: cfg.TaskQueue}, acts)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	return w, nil
+}

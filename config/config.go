@@ -1,0 +1,219 @@
+// Package config holds hookflow's settings: every one an environment variable
+// with a flag of the same meaning and a working local default.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of every subcommand. Each subcommand registers the
+// subset it uses (see Bind).
+type Config struct {
+	DatabaseURL       string
+	TemporalAddress   string
+	TemporalNamespace string
+	TaskQueue         string
+	APIAddr           string
+	APIToken          string
+	RecoveryWindow    time.Duration
+	DeliveryTimeout   time.Duration
+	MaxBodyBytes      int64
+	AllowPrivate      bool
+	DataDir           string
+	DevTemporalPort   int
+	DevUIPort         int
+	DevPostgresPort   int
+	DevWorkers        int
+	ReceiverAddr      string
+	ReceiverSecrets   string
+	ReceiverDatabase  string
+	APIURL            string
+}
+
+// Setting describes one variable: its name, flag, default and help.
+type Setting struct {
+	Env     string
+	Flag    string
+	Default string
+	Help    string
+	set     func(c *Config, v string) error
+}
+
+// Settings lists every variable hookflow reads, in README order.
+func Settings() []Setting {
+	return []Setting{
+		{"HOOKFLOW_DATABASE_URL", "database-url", "postgres://postgres@127.0.0.1:5433/hookflow?sslmode=disable", "PostgreSQL DSN of hookflow's own database", str(func(c *Config) *string { return &c.DatabaseURL })},
+		{"HOOKFLOW_TEMPORAL_ADDRESS", "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port", hostPort(func(c *Config) *string { return &c.TemporalAddress })},
+		{"HOOKFLOW_TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace", nonEmpty(func(c *Config) *string { return &c.TemporalNamespace })},
+		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
+		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
+		{"HOOKFLOW_API_TOKEN", "api-token", "dev-token", "bearer token required on /v1 (change it outside dev)", nonEmpty(func(c *Config) *string { return &c.APIToken })},
+		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
+		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
+		{"HOOKFLOW_MAX_BODY_BYTES", "max-body-bytes", "1048576", "largest accepted request body in bytes", positiveInt64(func(c *Config) *int64 { return &c.MaxBodyBytes })},
+		{"HOOKFLOW_ALLOW_PRIVATE_TARGETS", "allow-private-targets", "false", "allow endpoint URLs on loopback/private/link-local addresses and plain http (true in dev)", boolean(func(c *Config) *bool { return &c.AllowPrivate })},
+		{"HOOKFLOW_DATA_DIR", "data-dir", "./.hookflow", "dev only: where the local Postgres cluster and logs live", nonEmpty(func(c *Config) *string { return &c.DataDir })},
+		{"HOOKFLOW_DEV_TEMPORAL_PORT", "dev-temporal-port", "7233", "dev only: Temporal frontend port", port(func(c *Config) *int { return &c.DevTemporalPort })},
+		{"HOOKFLOW_DEV_UI_PORT", "dev-ui-port", "8233", "dev only: Temporal Web UI port", port(func(c *Config) *int { return &c.DevUIPort })},
+		{"HOOKFLOW_DEV_POSTGRES_PORT", "dev-postgres-port", "5433", "dev only: local Postgres port", port(func(c *Config) *int { return &c.DevPostgresPort })},
+		{"HOOKFLOW_DEV_WORKERS", "dev-workers", "1", "dev only: in-process workers (0 lets external hookflow worker processes do the work)", nonNegativeInt(func(c *Config) *int { return &c.DevWorkers })},
+		{"HOOKFLOW_RECEIVER_ADDR", "receiver-addr", "127.0.0.1:8090", "listen address of the reference receiver", hostPort(func(c *Config) *string { return &c.ReceiverAddr })},
+		{"HOOKFLOW_RECEIVER_SECRET", "receiver-secret", "", "reference receiver: whsec_ secrets it accepts, space separated", str(func(c *Config) *string { return &c.ReceiverSecrets })},
+		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
+		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands (dlq, status): base URL of the API", str(func(c *Config) *string { return &c.APIURL })},
+	}
+}
+
+// ErrHelp is returned by Load when -h/--help was asked for.
+var ErrHelp = flag.ErrHelp
+
+// UsageError is a bad setting or flag; the CLI prints it on one line and
+// exits with code 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Load reads the named settings from the environment, then from the flags in
+// args, and returns the remaining positional arguments. overrides replaces
+// defaults (dev uses it to allow private targets).
+func Load(name, summary string, names []string, args []string, getenv func(string) string, overrides map[string]string, usageOut io.Writer) (Config, []string, error) {
+	all := map[string]Setting{}
+	for _, s := range Settings() {
+		all[s.Env] = s
+	}
+	var c Config
+	fs := flag.NewFlagSet("hookflow "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	chosen := make([]Setting, 0, len(names))
+	for _, n := range names {
+		s, ok := all[n]
+		if !ok {
+			return c, nil, fmt.Errorf("config: unknown setting %s", n)
+		}
+		chosen = append(chosen, s)
+		if d, ok := overrides[n]; ok {
+			s.Default = d
+		}
+		v := s.Default
+		if e := getenv(s.Env); e != "" {
+			v = e
+		}
+		if err := s.set(&c, v); err != nil {
+			return c, nil, &UsageError{fmt.Sprintf("invalid %s=%q: %v", s.Env, v, err)}
+		}
+		fs.Func(s.Flag, s.Help+" (env "+s.Env+", default "+quoteEmpty(s.Default)+")", func(v string) error {
+			if err := s.set(&c, v); err != nil {
+				return fmt.Errorf("%v", err)
+			}
+			return nil
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(usageOut, "usage: hookflow %s [flags]\n\n%s\n\nflags:\n", name, summary)
+			fs.SetOutput(usageOut)
+			fs.PrintDefaults()
+			return c, nil, ErrHelp
+		}
+		return c, nil, &UsageError{err.Error()}
+	}
+	return c, fs.Args(), nil
+}
+
+func quoteEmpty(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+func str(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+func nonEmpty(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if strings.TrimSpace(v) == "" {
+			return errors.New("must not be empty")
+		}
+		*f(c) = v
+		return nil
+	}
+}
+
+func hostPort(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if _, p, err := net.SplitHostPort(v); err != nil {
+			return errors.New("want host:port")
+		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			return errors.New("port must be a number from 0 to 65535")
+		}
+		*f(c) = v
+		return nil
+	}
+}
+
+func positiveDuration(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errors.New("want a Go duration such as 5m or 30s")
+		}
+		if d <= 0 {
+			return errors.New("must be greater than zero")
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func positiveInt64(f func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return errors.New("want a whole number greater than zero")
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func nonNegativeInt(f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errors.New("want a whole number, 0 or more")
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func port(f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return errors.New("want a port number from 1 to 65535")
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func boolean(f func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("want true or false")
+		}
+		*f(c) = b
+		return nil
+	}
+}

@@ -1,0 +1,163 @@
+// Package egress is how hookflow reaches receivers: an HTTP client that never
+// follows redirects and, unless private targets are allowed, refuses to
+// connect to loopback, private, link-local, metadata or unspecified
+// addresses. The check runs on the address actually dialled (a net.Dialer
+// Control hook), so a name that resolves differently later (DNS rebinding)
+// cannot get around it.
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrForbiddenTarget is returned for a destination hookflow must not reach.
+var ErrForbiddenTarget = errors.New("destination address is not allowed (loopback, private, link-local or metadata)")
+
+// blocked lists the ranges a public webhook target must never be in.
+var blocked = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("ff00::/8"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+}
+
+// Forbidden reports whether addr is in a range public targets must avoid.
+func Forbidden(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, p := range blocked {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckURL validates an endpoint URL at registration: http or https with a
+// host; outside allowPrivate, https only and no literal forbidden address
+// (names are checked again at every dial).
+func CheckURL(raw string, allowPrivate bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("scheme must be http or https")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return errors.New("URL needs a host")
+	}
+	if u.User != nil {
+		return errors.New("URL must not carry credentials")
+	}
+	if allowPrivate {
+		return nil
+	}
+	if u.Scheme != "https" {
+		return errors.New("scheme must be https (set HOOKFLOW_ALLOW_PRIVATE_TARGETS=true to allow http)")
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return ErrForbiddenTarget
+	}
+	if addr, ok := parseLooseIP(host); ok && Forbidden(addr) {
+		return ErrForbiddenTarget
+	}
+	return nil
+}
+
+// parseLooseIP also reads the forms inet_aton accepts (decimal 2130706433,
+// hex 0x7f000001, octal 0177.0.0.1), which some resolvers turn into
+// addresses; a host spelled like that is judged by the address it means.
+func parseLooseIP(host string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return a, true
+	}
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	nums := make([]uint64, len(parts))
+	for i, p := range parts {
+		var n uint64
+		var err error
+		switch {
+		case strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "0X"):
+			_, err = fmt.Sscanf(p[2:], "%x", &n)
+		case len(p) > 1 && p[0] == '0':
+			_, err = fmt.Sscanf(p, "%o", &n)
+		default:
+			_, err = fmt.Sscanf(p, "%d", &n)
+		}
+		if err != nil || p == "" {
+			return netip.Addr{}, false
+		}
+		nums[i] = n
+	}
+	var v uint64
+	switch len(nums) {
+	case 1:
+		v = nums[0]
+	case 2:
+		v = nums[0]<<24 | nums[1]
+	case 3:
+		v = nums[0]<<24 | nums[1]<<16 | nums[2]
+	case 4:
+		v = nums[0]<<24 | nums[1]<<16 | nums[2]<<8 | nums[3]
+	}
+	if v > 0xffffffff {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// NewClient returns the HTTP client deliveries use. Redirects are returned
+// as responses, never followed.
+func NewClient(allowPrivate bool) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
+			}
+			if Forbidden(ap.Addr()) {
+				return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
+			}
+			return nil
+		}
+	}
+	tr := &http.Transport{
+		DialContext:           d.DialContext,
+		Proxy:                 nil,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

@@ -1,0 +1,64 @@
+-- name: EventInsert
+-- DO NOTHING covers both unique keys: the caller tells a repeated id from a
+-- sequence taken by another id by reading the row back.
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING
+RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at;
+
+-- name: EventGet
+SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at
+FROM events WHERE id = $1;
+
+-- name: EventMarkStarted
+-- Only a queued event moves to waiting: a later state is never rolled back.
+UPDATE events SET state = 'waiting', updated_at = now() WHERE id = $1 AND state = 'queued';
+
+-- name: EventsQueuedClaim
+SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at
+FROM events
+WHERE state = 'queued' AND accepted_at < now() - make_interval(secs => $2)
+ORDER BY accepted_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
+-- name: EventMarkDelivering
+UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
+WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered');
+
+-- name: EventMarkFinal
+-- delivered or skipped; $3 = delivered_at (NULL when skipped).
+UPDATE events SET state = $2, delivered_at = $3, updated_at = now() WHERE id = $1;
+
+-- name: EventMarkDeadLettered
+UPDATE events SET state = 'dead_lettered', updated_at = now() WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
+
+-- name: CorrelationAdvance
+-- Compare-and-swap: the cursor moves past $2 only from $2 itself, so a
+-- repeated call (an activity retried after a crash) changes nothing.
+INSERT INTO correlations AS c (correlation_id, next_sequence)
+VALUES ($1, $2 + 1)
+ON CONFLICT (correlation_id) DO UPDATE SET next_sequence = $2 + 1, updated_at = now()
+WHERE c.next_sequence = $2;
+
+-- name: CorrelationNext
+SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1);
+
+-- name: CorrelationPending
+-- Events of the correlation not delivered or skipped yet, in sequence order.
+SELECT id, sequence, state FROM events
+WHERE correlation_id = $1 AND state NOT IN ('delivered', 'skipped')
+ORDER BY sequence
+LIMIT $2;
+
+-- name: CorrelationHighWater
+-- Highest sequence accepted for the correlation, 0 when none.
+SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
+
+-- name: AttemptInsert
+INSERT INTO delivery_attempts (event_id, attempt, started_at, latency_ms, status_code, error, outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7);
+
+-- name: AttemptsList
+SELECT attempt, started_at, latency_ms, status_code, error, outcome
+FROM delivery_attempts WHERE event_id = $1 ORDER BY id;

@@ -1,0 +1,126 @@
+// Package starter turns accepted events into running EventWorkflows. An event
+// is stored in Postgres before anything else (state queued); the starter then
+// starts its workflow with workflow ID = the event's idempotency key and marks
+// it waiting. When Temporal is unavailable the event simply stays queued and
+// the sweep loop starts it once Temporal is back: nothing accepted is lost,
+// and a start repeated after a crash never duplicates a workflow.
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// Config tunes the starter.
+type Config struct {
+	TaskQueue       string
+	RecoveryWindow  time.Duration
+	DeliveryTimeout time.Duration
+	// SweepInterval is how often queued events are looked for (default 1 s).
+	SweepInterval time.Duration
+	// SweepMinAge leaves fresh events to the request that stored them (default 2 s).
+	SweepMinAge time.Duration
+}
+
+// Starter starts event workflows.
+type Starter struct {
+	cfg      Config
+	store    *store.Store
+	temporal client.Client
+	logger   *slog.Logger
+}
+
+// New returns a Starter; store, client and logger are required.
+func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*Starter, error) {
+	if st == nil || c == nil || logger == nil {
+		return nil, errors.New("starter: store, temporal client and logger are required")
+	}
+	if cfg.TaskQueue == "" || cfg.RecoveryWindow <= 0 {
+		return nil, errors.New("starter: task queue and recovery window are required")
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Second
+	}
+	if cfg.SweepMinAge <= 0 {
+		cfg.SweepMinAge = 2 * time.Second
+	}
+	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger}, nil
+}
+
+// Input builds the workflow input of a stored event.
+func (s *Starter) Input(ev store.Event) workflows.EventInput {
+	return workflows.EventInput{
+		Event: activities.DeliverInput{
+			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
+			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
+		},
+		RecoveryWindow: s.cfg.RecoveryWindow,
+	}
+}
+
+// Start starts the event's workflow (a no-op when it exists) and marks the
+// event waiting.
+func (s *Starter) Start(ctx context.Context, ev store.Event) error {
+	if err := s.startWorkflow(ctx, ev); err != nil {
+		return err
+	}
+	return s.store.EventMarkStarted(ctx, ev.ID)
+}
+
+func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
+	opts := client.StartWorkflowOptions{
+		ID:                       ev.ID,
+		TaskQueue:                s.cfg.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		EnableEagerStart:         true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			activities.CorrelationIDKey.ValueSet(ev.CorrelationID),
+			activities.SequenceKey.ValueSet(ev.Sequence),
+			activities.DeliveryStateKey.ValueSet(store.StateWaiting),
+		),
+	}
+	_, err := s.temporal.ExecuteWorkflow(ctx, opts, workflows.EventWorkflowName, s.Input(ev))
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Run sweeps for queued events until ctx is done, starting their workflows.
+func (s *Starter) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Warn("start queued events", "error", err, "started", n)
+		} else if n > 0 {
+			s.logger.Info("started queued events", "count", n)
+		}
+	}
+}
+
+// Sweep starts the workflows of events queued for longer than SweepMinAge,
+// one batch, and returns how many it started.
+func (s *Starter) Sweep(ctx context.Context) (int, error) {
+	return s.store.EventsQueuedClaim(ctx, 100, s.cfg.SweepMinAge, s.startWorkflow)
+}

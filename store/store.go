@@ -1,0 +1,349 @@
+// Package store is hookflow's access to its own Postgres tables: endpoints,
+// the event ledger, delivery attempts, correlation cursors and dead letters.
+// Every query it runs is a named query from package schema.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookflow/hookflow/schema"
+)
+
+// ErrNotFound is returned when the row asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Event states, as stored and as the API reports them.
+const (
+	StateQueued       = "queued"
+	StateWaiting      = "waiting"
+	StateDelivering   = "delivering"
+	StateDelivered    = "delivered"
+	StateDeadLettered = "dead_lettered"
+	StateSkipped      = "skipped"
+)
+
+// Store runs hookflow's queries on a pool.
+type Store struct {
+	pool *pgxpool.Pool
+	q    queries
+}
+
+type queries struct {
+	EndpointInsert         string
+	EndpointGet            string
+	EndpointUpdate         string
+	EndpointRotateSecret   string
+	EndpointDisable        string
+	EventInsert            string
+	EventGet               string
+	EventMarkStarted       string
+	EventsQueuedClaim      string
+	EventMarkDelivering    string
+	EventMarkFinal         string
+	EventMarkDeadLettered  string
+	CorrelationAdvance     string
+	CorrelationNext        string
+	CorrelationPending     string
+	CorrelationHighWater   string
+	AttemptInsert          string
+	AttemptsList           string
+	DeadLetterUpsert       string
+	DeadLetterGet          string
+	DeadLetterList         string
+	DeadLetterMarkReplayed string
+	DeadLetterMarkSkipped  string
+	DeadLetterReopen       string
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) (*Store, error) {
+	s := &Store{pool: pool}
+	if err := schema.Load(&s.q); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Pool is the pool the store runs on.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Endpoint is a registered receiver URL.
+type Endpoint struct {
+	ID                string
+	URL               string
+	Secret            string
+	PreviousSecret    *string
+	PreviousExpiresAt *time.Time
+	Disabled          bool
+	DisabledReason    *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// SigningSecrets returns the secrets that sign a delivery now: the current
+// one, and the previous one while its grace period lasts.
+func (e Endpoint) SigningSecrets(now time.Time) []string {
+	out := []string{e.Secret}
+	if e.PreviousSecret != nil && e.PreviousExpiresAt != nil && now.Before(*e.PreviousExpiresAt) {
+		out = append(out, *e.PreviousSecret)
+	}
+	return out
+}
+
+func scanEndpoint(row pgx.Row) (Endpoint, error) {
+	var e Endpoint
+	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.PreviousSecret, &e.PreviousExpiresAt, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+	return e, translate(err)
+}
+
+func translate(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// EndpointInsert stores a new endpoint.
+func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, id, url, secret))
+	if err != nil {
+		return e, fmt.Errorf("insert endpoint: %w", err)
+	}
+	return e, nil
+}
+
+// EndpointGet returns the endpoint, or ErrNotFound.
+func (s *Store) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointGet, id))
+	if err != nil {
+		return e, fmt.Errorf("get endpoint: %w", err)
+	}
+	return e, nil
+}
+
+// EndpointUpdate changes the fields that are not nil; ErrNotFound when the
+// endpoint does not exist.
+func (s *Store) EndpointUpdate(ctx context.Context, id string, url *string, disabled *bool, reason *string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, id, url, disabled, reason))
+	if err != nil {
+		return e, fmt.Errorf("update endpoint: %w", err)
+	}
+	return e, nil
+}
+
+// EndpointRotateSecret makes secret the current one; the old one keeps
+// signing for grace.
+func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, grace time.Duration) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointRotateSecret, id, secret, grace.Seconds()))
+	if err != nil {
+		return e, fmt.Errorf("rotate endpoint secret: %w", err)
+	}
+	return e, nil
+}
+
+// EndpointDisable disables the endpoint, recording why.
+func (s *Store) EndpointDisable(ctx context.Context, id, reason string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EndpointDisable, id, reason); err != nil {
+		return fmt.Errorf("disable endpoint: %w", err)
+	}
+	return nil
+}
+
+// Event is one accepted event in the ledger.
+type Event struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+	EndpointID    string
+	Type          string
+	Data          json.RawMessage
+	PayloadHash   []byte
+	State         string
+	AcceptedAt    time.Time
+	ReleasedAt    *time.Time
+	DeliveredAt   *time.Time
+	UpdatedAt     time.Time
+}
+
+func scanEvent(row pgx.Row) (Event, error) {
+	var e Event
+	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt, &e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt)
+	return e, translate(err)
+}
+
+// EventInsert stores e as queued. It reports inserted=false, and no error,
+// when the id or the (correlation, sequence) pair is already taken.
+func (s *Store) EventInsert(ctx context.Context, e Event) (Event, bool, error) {
+	got, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventInsert, e.ID, e.CorrelationID, e.Sequence, e.EndpointID, e.Type, e.Data, e.PayloadHash))
+	if errors.Is(err, ErrNotFound) {
+		return Event{}, false, nil
+	}
+	if err != nil {
+		return Event{}, false, fmt.Errorf("insert event: %w", err)
+	}
+	return got, true, nil
+}
+
+// EventGet returns the event, or ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
+	e, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventGet, id))
+	if err != nil {
+		return e, fmt.Errorf("get event: %w", err)
+	}
+	return e, nil
+}
+
+// EventMarkStarted records that the event's workflow exists (queued → waiting).
+func (s *Store) EventMarkStarted(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventMarkStarted, id); err != nil {
+		return fmt.Errorf("mark event started: %w", err)
+	}
+	return nil
+}
+
+// EventsQueuedClaim locks up to limit events queued for longer than minAge
+// (SKIP LOCKED, so concurrent starters share the work), calls start for each
+// and marks it waiting in the same transaction. It stops at the first error
+// and returns how many it marked.
+func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, minAge time.Duration, start func(ctx context.Context, ev Event) error) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.q.EventsQueuedClaim, limit, minAge.Seconds())
+		if err != nil {
+			return fmt.Errorf("claim queued events: %w", err)
+		}
+		events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+		if err != nil {
+			return fmt.Errorf("claim queued events: %w", err)
+		}
+		for _, ev := range events {
+			if err := start(ctx, ev); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, s.q.EventMarkStarted, ev.ID); err != nil {
+				return fmt.Errorf("mark event started: %w", err)
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil && n > 0 {
+		// The transaction rolled back: those starts happened but are not
+		// marked; the next sweep starts them again, which is a no-op.
+		n = 0
+	}
+	return n, err
+}
+
+// EventMarkDelivering records that a delivery attempt is under way.
+func (s *Store) EventMarkDelivering(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventMarkDelivering, id); err != nil {
+		return fmt.Errorf("mark event delivering: %w", err)
+	}
+	return nil
+}
+
+// EventFinish marks the event delivered or skipped and advances its
+// correlation past it, in one transaction. Repeating it is harmless.
+func (s *Store) EventFinish(ctx context.Context, id, correlationID string, sequence int64, state string, at time.Time) error {
+	var deliveredAt *time.Time
+	if state == StateDelivered {
+		deliveredAt = &at
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.EventMarkFinal, id, state, deliveredAt); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.q.CorrelationAdvance, correlationID, sequence)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mark event %s: %w", state, err)
+	}
+	return nil
+}
+
+// EventMarkDeadLettered records the dead-lettered state.
+func (s *Store) EventMarkDeadLettered(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventMarkDeadLettered, id); err != nil {
+		return fmt.Errorf("mark event dead-lettered: %w", err)
+	}
+	return nil
+}
+
+// CorrelationNext is the sequence the correlation needs next (1 when new).
+func (s *Store) CorrelationNext(ctx context.Context, correlationID string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.CorrelationNext, correlationID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("get correlation cursor: %w", err)
+	}
+	return n, nil
+}
+
+// CorrelationHighWater is the highest sequence accepted for the correlation.
+func (s *Store) CorrelationHighWater(ctx context.Context, correlationID string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.CorrelationHighWater, correlationID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("get correlation high-water mark: %w", err)
+	}
+	return n, nil
+}
+
+// PendingEvent is an event of a correlation that is not final yet.
+type PendingEvent struct {
+	ID       string
+	Sequence int64
+	State    string
+}
+
+// CorrelationPending lists up to limit unfinished events of the correlation
+// in sequence order.
+func (s *Store) CorrelationPending(ctx context.Context, correlationID string, limit int) ([]PendingEvent, error) {
+	rows, err := s.pool.Query(ctx, s.q.CorrelationPending, correlationID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list pending events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PendingEvent])
+	if err != nil {
+		return nil, fmt.Errorf("list pending events: %w", err)
+	}
+	return out, nil
+}
+
+// Attempt is one delivery attempt.
+type Attempt struct {
+	Attempt    int32     `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	LatencyMS  int32     `json:"latency_ms"`
+	StatusCode *int32    `json:"status_code,omitempty"`
+	Error      *string   `json:"error,omitempty"`
+	Outcome    string    `json:"outcome"`
+}
+
+// AttemptInsert records an attempt of event id.
+func (s *Store) AttemptInsert(ctx context.Context, eventID string, a Attempt) error {
+	if _, err := s.pool.Exec(ctx, s.q.AttemptInsert, eventID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome); err != nil {
+		return fmt.Errorf("insert delivery attempt: %w", err)
+	}
+	return nil
+}
+
+// AttemptsList returns the event's attempts in order.
+func (s *Store) AttemptsList(ctx context.Context, eventID string) ([]Attempt, error) {
+	rows, err := s.pool.Query(ctx, s.q.AttemptsList, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,204 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/store"
+)
+
+// EventInput is an accepted event and the delivery settings fixed at
+// acceptance.
+type EventInput struct {
+	Event activities.DeliverInput `json:"event"`
+	// RecoveryWindow is how long delivery is retried, counted from release.
+	RecoveryWindow time.Duration `json:"recovery_window"`
+}
+
+// EventResult is how the event ended.
+type EventResult struct {
+	State    string `json:"state"`
+	Attempts int32  `json:"attempts"`
+}
+
+// EventState is what QueryState answers for an event.
+type EventState struct {
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// DeliverOptions are the activity options of one delivery window: retry at
+// about 0, 1, 5, 21, 85 s…, every attempt within the window counted from
+// release, each attempt bounded a little above the HTTP timeout.
+func DeliverOptions(window, httpTimeout time.Duration) workflow.ActivityOptions {
+	if httpTimeout <= 0 {
+		httpTimeout = 15 * time.Second
+	}
+	return workflow.ActivityOptions{
+		ScheduleToCloseTimeout: window,
+		StartToCloseTimeout:    httpTimeout + 10*time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 4,
+			// The window, not a fixed cap, ends the retries: the attempt after
+			// 85 s would come at 341 s, past a 5-minute window.
+			MaximumInterval: window,
+			NonRetryableErrorTypes: []string{
+				activities.ErrTypePermanent, activities.ErrTypeEndpointGone, activities.ErrTypeEndpointDisabled,
+			},
+		},
+	}
+}
+
+// ledgerOptions are for writes to hookflow's own Postgres: they retry until
+// they succeed, because losing one (a dead letter above all) is not an option.
+var ledgerOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+	},
+}
+
+// EventWorkflow delivers one event in its correlation's order: it announces
+// itself to the sequencer, waits to be released, delivers within the
+// recovery window, and tells the sequencer it is done. When delivery gives
+// up it writes a dead letter and waits for an operator's replay or skip; the
+// sequencer stays gated on it meanwhile, so order is never broken silently.
+func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
+	logger := workflow.GetLogger(ctx)
+	ev := in.Event
+	state := EventState{State: store.StateWaiting}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (EventState, error) { return state, nil }); err != nil {
+		return EventResult{}, err
+	}
+	setState := func(s string) {
+		state.State = s
+		if err := workflow.UpsertTypedSearchAttributes(ctx, activities.DeliveryStateKey.ValueSet(s)); err != nil {
+			logger.Warn("upsert search attributes", "error", err)
+		}
+	}
+	// CorrelationId, Sequence and DeliveryState=waiting are set at start
+	// (starter), which costs no history event.
+
+	var a *activities.Activities
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+	})
+	arrive := activities.ArriveInput{
+		SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Signal: SignalArrived,
+		Arrival:  activities.Arrival{Sequence: ev.Sequence, EventID: ev.EventID},
+		StartArg: SequencerInput{CorrelationID: ev.CorrelationID}, CorrelationID: ev.CorrelationID,
+	}
+	if err := workflow.ExecuteLocalActivity(lctx, a.Arrive, arrive).Get(ctx, nil); err != nil {
+		return EventResult{}, fmt.Errorf("announce to sequencer: %w", err)
+	}
+
+	var rel Release
+	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
+
+	replayCh := workflow.GetSignalChannel(ctx, SignalReplay)
+	skipCh := workflow.GetSignalChannel(ctx, SignalSkip)
+	ledger := workflow.WithActivityOptions(ctx, ledgerOptions)
+	for {
+		setState(store.StateDelivering)
+		windowEnd := workflow.Now(ctx).Add(in.RecoveryWindow)
+		dctx := workflow.WithActivityOptions(ctx, DeliverOptions(in.RecoveryWindow, ev.Timeout))
+		var res activities.DeliverResult
+		err := workflow.ExecuteActivity(dctx, a.Deliver, ev).Get(ctx, &res)
+		if err == nil {
+			setState(store.StateDelivered)
+			if err := signalDone(ctx, ev); err != nil {
+				return EventResult{}, err
+			}
+			return EventResult{State: store.StateDelivered, Attempts: res.Attempt}, nil
+		}
+
+		reason, permanent := failureReason(err)
+		if !permanent {
+			// Temporal stops retrying as soon as the next attempt would fall
+			// past the window; the event still owns its whole window, so the
+			// dead letter is written when the window ends, not earlier.
+			if rest := windowEnd.Sub(workflow.Now(ctx)); rest > 0 {
+				if err := workflow.Sleep(ctx, rest); err != nil {
+					return EventResult{}, err
+				}
+			}
+		}
+		state.Reason = reason
+		if err := workflow.ExecuteActivity(ledger, a.WriteDeadLetter, activities.DeadLetterInput{Event: ev, Reason: reason}).Get(ctx, nil); err != nil {
+			return EventResult{}, fmt.Errorf("write dead letter: %w", err)
+		}
+		setState(store.StateDeadLettered)
+		logger.Warn("event dead-lettered", "correlation_id", ev.CorrelationID, "sequence", ev.Sequence, "reason", reason)
+
+		var replay Replay
+		var skip Skip
+		skipped := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(replayCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &replay) })
+		sel.AddReceive(skipCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &skip); skipped = true })
+		sel.Select(ctx)
+
+		if skipped {
+			in := activities.SkipInput{EventID: ev.EventID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, By: skip.By, Note: skip.Note}
+			if err := workflow.ExecuteActivity(ledger, a.Skip, in).Get(ctx, nil); err != nil {
+				return EventResult{}, fmt.Errorf("record skip: %w", err)
+			}
+			setState(store.StateSkipped)
+			if err := signalDone(ctx, ev); err != nil {
+				return EventResult{}, err
+			}
+			return EventResult{State: store.StateSkipped}, nil
+		}
+		if err := workflow.ExecuteActivity(ledger, a.Replayed, ev.EventID).Get(ctx, nil); err != nil {
+			return EventResult{}, fmt.Errorf("record replay: %w", err)
+		}
+		state.Reason = ""
+	}
+}
+
+func signalDone(ctx workflow.Context, ev activities.DeliverInput) error {
+	err := workflow.SignalExternalWorkflow(ctx, SequencerID(ev.CorrelationID), "", SignalDone, Done{Sequence: ev.Sequence, EventID: ev.EventID}).Get(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("signal sequencer done: %w", err)
+	}
+	return nil
+}
+
+// failureReason explains why delivery stopped and whether it stopped before
+// the window was spent (a permanent rejection).
+func failureReason(err error) (string, bool) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case activities.ErrTypePermanent:
+			return "permanent rejection: " + appErr.Message(), true
+		case activities.ErrTypeEndpointGone:
+			return "endpoint gone (410), endpoint disabled: " + appErr.Message(), true
+		case activities.ErrTypeEndpointDisabled:
+			return "endpoint disabled: " + appErr.Message(), true
+		}
+	}
+	last := "no answer"
+	if appErr != nil {
+		last = appErr.Message()
+	}
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_TIMEOUT {
+		return "recovery window spent; last attempt: " + last, false
+	}
+	var toErr *temporal.TimeoutError
+	if errors.As(err, &toErr) {
+		return "recovery window spent; last attempt timed out", false
+	}
+	return "delivery failed: " + last, false
+}

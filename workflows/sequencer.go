@@ -1,0 +1,212 @@
+package workflows
+
+import (
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/hookflow/hookflow/activities"
+)
+
+// SequencerWorkflowName is the sequencer's registered workflow type.
+const SequencerWorkflowName = "SequencerWorkflow"
+
+// Defaults of SequencerInput's tunables.
+const (
+	DefaultMaxHistory  = 4000
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// SequencerInput starts (or continues) a correlation's sequencer.
+type SequencerInput struct {
+	CorrelationID string `json:"correlation_id"`
+	// State is carried across continue-as-new; nil on a fresh start, which
+	// loads the cursor from the ledger.
+	State *SequencerState `json:"state,omitempty"`
+	// MaxHistory is the history length past which it continues as new.
+	MaxHistory int `json:"max_history,omitempty"`
+	// IdleTimeout ends a sequencer with nothing parked or in flight.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+}
+
+// SequencerState is a sequencer's whole memory: the next sequence to
+// release, the event released and not finished yet, and the arrivals parked
+// until their turn. It stays small: parked arrivals are bounded by what the
+// producer sent ahead.
+type SequencerState struct {
+	Next     int64                `json:"next"`
+	Released *activities.Arrival  `json:"released,omitempty"`
+	Parked   []activities.Arrival `json:"parked,omitempty"`
+}
+
+// SequencerWorkflow releases a correlation's events strictly in sequence:
+// N only after N-1 is done (delivered or skipped). Duplicate arrivals and
+// duplicate done signals are ignored. It continues as new before its history
+// grows large, draining buffered signals first so none is lost at the
+// boundary, and ends when idle; a later arrival starts it again from the
+// cursor kept in Postgres.
+func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
+	logger := workflow.GetLogger(ctx)
+	maxHistory := in.MaxHistory
+	if maxHistory <= 0 {
+		maxHistory = DefaultMaxHistory
+	}
+	idle := in.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+
+	st := in.State
+	if st == nil {
+		var a *activities.Activities
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+		var next int64
+		if err := workflow.ExecuteLocalActivity(lctx, a.LoadCursor, in.CorrelationID).Get(ctx, &next); err != nil {
+			return err
+		}
+		st = &SequencerState{Next: next}
+	}
+	parked := make(map[int64]string, len(st.Parked))
+	for _, p := range st.Parked {
+		parked[p.Sequence] = p.EventID
+	}
+	snapshot := func() SequencerState {
+		s := SequencerState{Next: st.Next, Released: st.Released, Parked: make([]activities.Arrival, 0, len(parked))}
+		for seq, id := range parked {
+			s.Parked = append(s.Parked, activities.Arrival{Sequence: seq, EventID: id})
+		}
+		sort.Slice(s.Parked, func(i, j int) bool { return s.Parked[i].Sequence < s.Parked[j].Sequence })
+		return s
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SequencerState, error) { return snapshot(), nil }); err != nil {
+		return err
+	}
+
+	arrivedCh := workflow.GetSignalChannel(ctx, SignalArrived)
+	doneCh := workflow.GetSignalChannel(ctx, SignalDone)
+	var releases []workflow.Future
+
+	onArrived := func(a activities.Arrival) {
+		switch {
+		case a.Sequence < st.Next:
+			logger.Info("ignoring arrival of a finished sequence", "sequence", a.Sequence, "event_id", a.EventID)
+		case st.Released != nil && st.Released.Sequence == a.Sequence:
+			// A repeated announcement of the event in flight.
+		default:
+			if prev, ok := parked[a.Sequence]; ok && prev != a.EventID {
+				logger.Error("two events claim one sequence; keeping the first", "sequence", a.Sequence, "kept", prev, "ignored", a.EventID)
+				return
+			}
+			parked[a.Sequence] = a.EventID
+		}
+	}
+	onDone := func(d Done) {
+		if st.Released == nil || st.Released.Sequence != d.Sequence {
+			return // a repeated done
+		}
+		st.Next = d.Sequence + 1
+		st.Released = nil
+	}
+	releaseNext := func() {
+		if st.Released != nil {
+			return
+		}
+		id, ok := parked[st.Next]
+		if !ok {
+			return
+		}
+		delete(parked, st.Next)
+		st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
+		releases = append(releases, workflow.SignalExternalWorkflow(ctx, id, "", SignalRelease, Release{Sequence: st.Next}))
+	}
+	drain := func() bool {
+		got := false
+		for {
+			var a activities.Arrival
+			if !arrivedCh.ReceiveAsync(&a) {
+				break
+			}
+			onArrived(a)
+			got = true
+		}
+		for {
+			var d Done
+			if !doneCh.ReceiveAsync(&d) {
+				break
+			}
+			onDone(d)
+			got = true
+		}
+		return got
+	}
+	settleReleases := func() {
+		for _, f := range releases {
+			if err := f.Get(ctx, nil); err != nil {
+				logger.Error("release signal failed", "error", err)
+			}
+		}
+		releases = releases[:0]
+	}
+
+	lastActivity := workflow.Now(ctx)
+	var idleTimer workflow.Future
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	for {
+		releaseNext()
+		busy := st.Released != nil || len(parked) > 0
+		info := workflow.GetInfo(ctx)
+		if info.GetCurrentHistoryLength() > maxHistory || info.GetContinueAsNewSuggested() {
+			drain()
+			releaseNext()
+			settleReleases()
+			if !drain() {
+				s := snapshot()
+				return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
+					CorrelationID: in.CorrelationID, State: &s, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
+				})
+			}
+			continue
+		}
+		if !busy && idleTimer == nil {
+			idleTimer = workflow.NewTimer(timerCtx, idle)
+		}
+
+		fired := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(arrivedCh, func(c workflow.ReceiveChannel, _ bool) {
+			var a activities.Arrival
+			c.Receive(ctx, &a)
+			onArrived(a)
+		})
+		sel.AddReceive(doneCh, func(c workflow.ReceiveChannel, _ bool) {
+			var d Done
+			c.Receive(ctx, &d)
+			onDone(d)
+		})
+		if idleTimer != nil {
+			sel.AddFuture(idleTimer, func(workflow.Future) { fired = true })
+		}
+		sel.Select(ctx)
+		if !fired {
+			lastActivity = workflow.Now(ctx)
+			continue
+		}
+		idleTimer = nil
+		busy = st.Released != nil || len(parked) > 0
+		if quiet := workflow.Now(ctx).Sub(lastActivity); busy || quiet < idle {
+			if !busy {
+				// One timer per idle period, not one per signal.
+				idleTimer = workflow.NewTimer(timerCtx, idle-quiet)
+			}
+			continue
+		}
+		settleReleases()
+		if drain() {
+			lastActivity = workflow.Now(ctx)
+			continue
+		}
+		return nil
+	}
+}
