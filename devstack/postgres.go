@@ -1,6 +1,6 @@
 // Package devstack runs hookflow's dependencies on one machine without Docker:
-// a PostgreSQL cluster from the local server binaries and an embedded Temporal
-// server (Postgres persistence) with its Web UI. `hookflow dev` and the
+// a PostgreSQL cluster from the local server binaries (this package) and an
+// embedded Temporal server (package temporaldev). hookflow dev and the
 // integration-test harness both start their services through it.
 package devstack
 
@@ -90,6 +90,11 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	if cred != nil {
+		if err := reachable(filepath.Dir(cfg.DataDir), cred.Uid); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create postgres data dir: %w", err)
 	}
@@ -107,7 +112,7 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig, logger *slog.Logger)
 		}
 	}
 	stopStale(cfg.DataDir)
-	if err := portFree(cfg.Port); err != nil {
+	if err := PortFree(cfg.Port); err != nil {
 		return nil, err
 	}
 
@@ -225,6 +230,27 @@ func serverCredential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
+// reachable checks that uid can traverse every folder down to dir, since
+// the server runs as that user.
+func reachable(dir string, uid uint32) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err == nil {
+			sys, ok := st.Sys().(*syscall.Stat_t)
+			if st.Mode().Perm()&0o001 == 0 && !(ok && sys.Uid == uid) {
+				return fmt.Errorf("the postgres user cannot reach %s: %s is not traversable (chmod o+x it, or choose another HOOKFLOW_DATA_DIR)", abs, d)
+			}
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
 // stopStale ends a server left running on this data dir by a process that
 // died without stopping it, so the new start does not fail on the lock.
 func stopStale(dataDir string) {
@@ -249,7 +275,8 @@ func stopStale(dataDir string) {
 	}
 }
 
-func portFree(port int) error {
+// PortFree returns an error naming the port when 127.0.0.1:port is taken.
+func PortFree(port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("port %d on 127.0.0.1 is in use", port)
@@ -263,7 +290,7 @@ func portFree(port int) error {
 func FreeLowPort() (int, error) {
 	for i := 0; i < 200; i++ {
 		p := 20000 + mrand.IntN(12000)
-		if portFree(p) == nil {
+		if PortFree(p) == nil {
 			return p, nil
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/hookflow/hookflow/app"
 	"strings"
 
 	"github.com/hookflow/hookflow/schema"
@@ -28,7 +29,7 @@ func runMigrate(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := connectPostgres(ctx, cfg.DatabaseURL)
+	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -51,18 +52,18 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := newLogger(env)
-	st, err := connectStore(ctx, cfg.DatabaseURL)
+	logger := app.NewLogger(env.stderr)
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := temporalClient(ctx, cfg, logger, true)
+	c, err := app.TemporalClient(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return serveAPI(ctx, cfg, st, c, logger, func(addr string) { logger.Info("api listening", "addr", addr) })
+	return app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) { logger.Info("api listening", "addr", addr) })
 }
 
 func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
@@ -71,18 +72,18 @@ func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := newLogger(env)
-	st, err := connectStore(ctx, cfg.DatabaseURL)
+	logger := app.NewLogger(env.stderr)
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := temporalClient(ctx, cfg, logger, false)
+	c, err := app.TemporalClient(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := startWorker(cfg, st, c, logger)
+	w, err := app.StartWorker(cfg, st, c, logger)
 	if err != nil {
 		return err
 	}

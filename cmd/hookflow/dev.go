@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/hookflow/hookflow/app"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,9 +12,10 @@ import (
 
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/hookflow/hookflow/devstack"
-	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/devstack"
+	"github.com/hookflow/hookflow/devstack/temporaldev"
+	"github.com/hookflow/hookflow/schema"
 )
 
 var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS", "HOOKFLOW_RECEIVER_ADDR"}
@@ -27,8 +30,25 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := newLogger(env)
+	logger := app.NewLogger(env.stderr)
 	began := time.Now()
+
+	// Check every port first: a clash should cost one line, not a half-started stack.
+	for _, p := range []struct {
+		name string
+		addr string
+	}{
+		{"HOOKFLOW_DEV_POSTGRES_PORT", hostPort(cfg.DevPostgresPort)},
+		{"HOOKFLOW_DEV_TEMPORAL_PORT", hostPort(cfg.DevTemporalPort)},
+		{"HOOKFLOW_DEV_UI_PORT", hostPort(cfg.DevUIPort)},
+		{"HOOKFLOW_API_ADDR", cfg.APIAddr},
+	} {
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("%s: %s is in use (pick another with %s)", p.name, p.addr, p.name)
+		}
+		ln.Close()
+	}
 
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -56,7 +76,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	cfg.DatabaseURL = pg.AdminURL("hookflow")
 
-	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
+	tmp, err := temporaldev.Start(ctx, temporaldev.Config{
 		Postgres: pg, Port: cfg.DevTemporalPort, UIPort: cfg.DevUIPort, Namespace: cfg.TemporalNamespace,
 		LogFile: filepath.Join(dataDir, "temporal.log"),
 	}, logger)
@@ -66,7 +86,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	defer tmp.Stop()
 	cfg.TemporalAddress = tmp.Address()
 
-	pool, err := connectPostgres(ctx, cfg.DatabaseURL)
+	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -78,12 +98,12 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	if len(applied) > 0 {
 		logger.Info("migrations applied", "names", applied)
 	}
-	st, err := connectStore(ctx, cfg.DatabaseURL)
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := temporalClient(ctx, cfg, logger, false)
+	c, err := app.TemporalClient(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}
@@ -96,19 +116,21 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}()
 	for i := 0; i < cfg.DevWorkers; i++ {
-		w, err := startWorker(cfg, st, c, logger)
+		w, err := app.StartWorker(cfg, st, c, logger)
 		if err != nil {
 			return err
 		}
 		workers = append(workers, w)
 	}
 
-	return serveAPI(ctx, cfg, st, c, logger, func(addr string) {
+	return app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) {
 		printBanner(env, cfg, addr, tmp, pg, time.Since(began))
 	})
 }
 
-func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *devstack.Temporal, pg *devstack.Postgres, took time.Duration) {
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *temporaldev.Server, pg *devstack.Postgres, took time.Duration) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", apiAddr, cfg.APIToken)
@@ -118,5 +140,3 @@ func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *devstack.T
 	fmt.Fprintf(w, "  Workers        %s in-process\n", strconv.Itoa(cfg.DevWorkers))
 	fmt.Fprintf(w, "  Data           %s\n\n", cfg.DataDir)
 }
-
-

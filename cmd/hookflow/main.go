@@ -29,6 +29,10 @@ type cliEnv struct {
 	getenv         func(string) string
 }
 
+func loadConfig(env *cliEnv, name, summary string, args []string, settings []string, overrides map[string]string) (config.Config, []string, error) {
+	return config.Load(name, summary, settings, args, env.getenv, overrides, env.stdout)
+}
+
 func commands() map[string]command {
 	return map[string]command{
 		"dev":     {"run Postgres, Temporal (with Web UI), migrations, the API, workers and the reference receiver on this machine", runDev},

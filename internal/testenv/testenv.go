@@ -1,6 +1,6 @@
 // Package testenv starts the real services integration tests run against: a
-// PostgreSQL cluster from the local server binaries and an embedded Temporal
-// server persisting to it. Each test package gets its own cluster (started
+// PostgreSQL cluster from the local server binaries, and (package
+// temporaltest) an embedded Temporal server persisting to it. Each test package gets its own cluster (started
 // lazily, on free ports, under a temporary folder) and each test its own
 // database or namespace. A service that cannot start fails the test loudly; it
 // is never skipped.
@@ -26,12 +26,11 @@ import (
 // env holds the package's services. Tests share it through the helpers
 // below; it is the one piece of package-level state, set once per test binary.
 var env struct {
-	mu       sync.Mutex
-	dir      string
-	pg       *devstack.Postgres
-	pgErr    error
-	temporal *devstack.Temporal
-	tErr     error
+	mu     sync.Mutex
+	dir    string
+	pg     *devstack.Postgres
+	pgErr  error
+	onExit []func()
 }
 
 // Main runs the package's tests and stops whatever they started. Use it from
@@ -40,8 +39,8 @@ func Main(m *testing.M) int {
 	code := m.Run()
 	env.mu.Lock()
 	defer env.mu.Unlock()
-	if env.temporal != nil {
-		env.temporal.Stop()
+	for i := len(env.onExit) - 1; i >= 0; i-- {
+		env.onExit[i]()
 	}
 	if env.pg != nil {
 		env.pg.Stop()
@@ -102,6 +101,20 @@ func startPostgres() (*devstack.Postgres, error) {
 	}, slog.New(slog.DiscardHandler))
 }
 
+// OnExit registers f to run when the package's tests are done, before
+// Postgres stops (package temporaltest stops its server this way).
+func OnExit(f func()) {
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	env.onExit = append(env.onExit, f)
+}
+
+// Dir is the package's temporary folder (logs of the services live there).
+func Dir(t testing.TB) string {
+	postgres(t)
+	return env.dir
+}
+
 // Postgres returns the package's cluster, starting it on first use.
 func Postgres(t testing.TB) *devstack.Postgres { return postgres(t) }
 
@@ -124,40 +137,6 @@ func NewDatabase(t testing.TB) string {
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	return pg.AdminURL(name)
-}
-
-// Temporal returns the package's embedded Temporal server (persisting to the
-// package's Postgres), starting it on first use.
-func Temporal(t testing.TB) *devstack.Temporal {
-	t.Helper()
-	pg := postgres(t)
-	env.mu.Lock()
-	defer env.mu.Unlock()
-	if env.temporal == nil && env.tErr == nil {
-		env.temporal, env.tErr = startTemporal(pg)
-	}
-	if env.tErr != nil {
-		t.Fatalf("testenv: temporal: %v", env.tErr)
-	}
-	return env.temporal
-}
-
-// Namespace is the namespace the test Temporal server registers.
-const Namespace = "default"
-
-func startTemporal(pg *devstack.Postgres) (*devstack.Temporal, error) {
-	port, err := devstack.FreeLowPort()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return devstack.StartTemporal(ctx, devstack.TemporalConfig{
-		Postgres:  pg,
-		Port:      port,
-		Namespace: Namespace,
-		LogFile:   filepath.Join(env.dir, "temporal.log"),
-	}, slog.New(slog.DiscardHandler))
 }
 
 // TaskQueue returns a task queue name unique to this test, so tests sharing a

@@ -1,4 +1,9 @@
-package devstack
+// Package temporaldev runs an embedded Temporal server (every service in
+// this process, Postgres persistence through the postgres12 plugin) with its
+// Web UI, for hookflow dev and the integration tests. It is apart from
+// package devstack so that code needing only Postgres does not link the
+// Temporal server.
+package temporaldev
 
 import (
 	"context"
@@ -26,6 +31,8 @@ import (
 	toolschema "go.temporal.io/server/tools/common/schema"
 	toolsql "go.temporal.io/server/tools/sql"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/hookflow/hookflow/devstack"
 )
 
 // SearchAttributes are the custom search attributes hookflow's workflows set,
@@ -36,10 +43,10 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 	"DeliveryState": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
-// TemporalConfig describes the embedded Temporal server.
-type TemporalConfig struct {
+// Config describes the embedded Temporal server.
+type Config struct {
 	// Postgres is the cluster that stores Temporal's persistence and visibility.
-	Postgres *Postgres
+	Postgres *devstack.Postgres
 	// DatabasePrefix names the two databases: <prefix> and <prefix>_visibility.
 	DatabasePrefix string
 	// Port is the frontend gRPC port on 127.0.0.1.
@@ -54,16 +61,16 @@ type TemporalConfig struct {
 	NumHistoryShards int32
 }
 
-// Temporal is a running embedded server.
-type Temporal struct {
-	cfg    TemporalConfig
+// Server is a running embedded Temporal server.
+type Server struct {
+	cfg    Config
 	server temporal.Server
 	ui     *uiserver.Server
 }
 
-// StartTemporal sets up (or upgrades) the schema in the given Postgres and
+// Start sets up (or upgrades) the schema in the given Postgres and
 // starts a Temporal server with every service in this process.
-func StartTemporal(ctx context.Context, cfg TemporalConfig, logger *slog.Logger) (*Temporal, error) {
+func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
 	if cfg.DatabasePrefix == "" {
 		cfg.DatabasePrefix = "temporal"
 	}
@@ -73,11 +80,11 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, logger *slog.Logger)
 	if cfg.Port >= 32768 {
 		return nil, fmt.Errorf("temporal port %d: must be below 32768 (Temporal stores ports as smallint)", cfg.Port)
 	}
-	if err := portFree(cfg.Port); err != nil {
+	if err := devstack.PortFree(cfg.Port); err != nil {
 		return nil, err
 	}
 	if cfg.UIPort != 0 {
-		if err := portFree(cfg.UIPort); err != nil {
+		if err := devstack.PortFree(cfg.UIPort); err != nil {
 			return nil, err
 		}
 	}
@@ -112,7 +119,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, logger *slog.Logger)
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	t := &Temporal{cfg: cfg, server: srv}
+	t := &Server{cfg: cfg, server: srv}
 	if err := t.prepareNamespace(ctx); err != nil {
 		t.Stop()
 		return nil, err
@@ -137,12 +144,12 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, logger *slog.Logger)
 }
 
 // Address is the frontend's host:port.
-func (t *Temporal) Address() string {
+func (t *Server) Address() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.cfg.Port))
 }
 
 // UIURL is the Web UI's base URL, or "" without a UI.
-func (t *Temporal) UIURL() string {
+func (t *Server) UIURL() string {
 	if t.cfg.UIPort == 0 {
 		return ""
 	}
@@ -150,14 +157,14 @@ func (t *Temporal) UIURL() string {
 }
 
 // Stop stops the UI and the server.
-func (t *Temporal) Stop() {
+func (t *Server) Stop() {
 	if t.ui != nil {
 		t.ui.Stop()
 	}
 	_ = t.server.Stop()
 }
 
-func (cfg TemporalConfig) sqlConfig(db string) *config.SQL {
+func (cfg Config) sqlConfig(db string) *config.SQL {
 	return &config.SQL{
 		PluginName:      "postgres12",
 		DatabaseName:    db,
@@ -172,7 +179,7 @@ func (cfg TemporalConfig) sqlConfig(db string) *config.SQL {
 
 // setupSchema creates the database and brings its schema to the version this
 // server build ships, the way temporal-sql-tool setup-schema/update-schema do.
-func setupSchema(ctx context.Context, pg *Postgres, sqlCfg *config.SQL, schemaName string, tl tlog.Logger) error {
+func setupSchema(ctx context.Context, pg *devstack.Postgres, sqlCfg *config.SQL, schemaName string, tl tlog.Logger) error {
 	if err := pg.EnsureDatabase(ctx, sqlCfg.DatabaseName); err != nil {
 		return err
 	}
@@ -194,7 +201,7 @@ func setupSchema(ctx context.Context, pg *Postgres, sqlCfg *config.SQL, schemaNa
 	return nil
 }
 
-func (cfg TemporalConfig) serverConfig(mainDB, visDB *config.SQL) (*config.Config, error) {
+func (cfg Config) serverConfig(mainDB, visDB *config.SQL) (*config.Config, error) {
 	var conf config.Config
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = "127.0.0.1"
@@ -227,14 +234,14 @@ func (cfg TemporalConfig) serverConfig(mainDB, visDB *config.SQL) (*config.Confi
 			svc.RPC.GRPCPort = cfg.Port
 			svc.RPC.BindOnIP = "127.0.0.1"
 		} else {
-			p, err := FreeLowPort()
+			p, err := devstack.FreeLowPort()
 			if err != nil {
 				return nil, err
 			}
 			svc.RPC.GRPCPort = p
 			svc.RPC.BindOnLocalHost = true
 		}
-		mp, err := FreeLowPort()
+		mp, err := devstack.FreeLowPort()
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +258,7 @@ func (cfg TemporalConfig) serverConfig(mainDB, visDB *config.SQL) (*config.Confi
 
 // prepareNamespace registers the namespace and hookflow's search attributes;
 // both are no-ops when they already exist (a warm start).
-func (t *Temporal) prepareNamespace(ctx context.Context) error {
+func (t *Server) prepareNamespace(ctx context.Context) error {
 	c, err := client.Dial(client.Options{HostPort: t.Address(), Logger: nopLogger{}})
 	if err != nil {
 		return fmt.Errorf("dial embedded temporal: %w", err)

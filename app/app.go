@@ -1,9 +1,13 @@
-package main
+// Package app wires hookflow's pieces into the processes the hookflow
+// command runs (api, worker, dev), so the command and the end-to-end tests
+// build them the same way.
+package app
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,22 +29,18 @@ import (
 	"github.com/hookflow/hookflow/worker"
 )
 
-func loadConfig(env *cliEnv, name, summary string, args []string, settings []string, overrides map[string]string) (config.Config, []string, error) {
-	return config.Load(name, summary, settings, args, env.getenv, overrides, env.stdout)
-}
-
-// newLogger logs JSON when stderr is not a terminal, text when it is.
-func newLogger(env *cliEnv) *slog.Logger {
-	if f, ok := env.stderr.(*os.File); ok {
+// NewLogger logs JSON when w is not a terminal, text when it is.
+func NewLogger(w io.Writer) *slog.Logger {
+	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return slog.New(slog.NewTextHandler(env.stderr, nil))
+			return slog.New(slog.NewTextHandler(w, nil))
 		}
 	}
-	return slog.New(slog.NewJSONHandler(env.stderr, nil))
+	return slog.New(slog.NewJSONHandler(w, nil))
 }
 
-// connectPostgres opens a pool and checks the server answers.
-func connectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// ConnectPostgres opens a pool and checks the server answers.
+func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, &config.UsageError{Msg: "invalid HOOKFLOW_DATABASE_URL: " + err.Error()}
@@ -59,9 +59,9 @@ func connectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// connectStore opens the pool and refuses an out-of-date schema.
-func connectStore(ctx context.Context, url string) (*store.Store, error) {
-	pool, err := connectPostgres(ctx, url)
+// ConnectStore opens the pool and refuses an out-of-date schema.
+func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
+	pool, err := ConnectPostgres(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +77,9 @@ func connectStore(ctx context.Context, url string) (*store.Store, error) {
 	return st, nil
 }
 
-// temporalClient dials Temporal. A lazy client connects on first use, so
+// TemporalClient dials Temporal. A lazy client connects on first use, so
 // the API can start (and accept events) while Temporal is down.
-func temporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool) (client.Client, error) {
+func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool) (client.Client, error) {
 	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
@@ -111,20 +111,25 @@ func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
 
-func (h levelFloor) WithAttrs(a []slog.Attr) slog.Handler { return levelFloor{h.Handler.WithAttrs(a), h.min} }
-func (h levelFloor) WithGroup(n string) slog.Handler      { return levelFloor{h.Handler.WithGroup(n), h.min} }
+func (h levelFloor) WithAttrs(a []slog.Attr) slog.Handler {
+	return levelFloor{h.Handler.WithAttrs(a), h.min}
+}
+func (h levelFloor) WithGroup(n string) slog.Handler {
+	return levelFloor{h.Handler.WithGroup(n), h.min}
+}
 
-func newStarter(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (*starter.Starter, error) {
+// NewStarter builds the starter from the settings.
+func NewStarter(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (*starter.Starter, error) {
 	return starter.New(starter.Config{
 		TaskQueue: cfg.TaskQueue, RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout,
 	}, st, c, logger)
 }
 
-// serveAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
+// ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
 // down gracefully. The starter's sweep runs alongside. ready is called once
 // the socket is bound.
-func serveAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(addr string)) error {
-	strt, err := newStarter(cfg, st, c, logger)
+func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(addr string)) error {
+	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return err
 	}
@@ -160,8 +165,8 @@ func serveAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 	return nil
 }
 
-// startWorker starts one worker on the task queue; Stop drains it.
-func startWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (sdkworker.Worker, error) {
+// StartWorker starts one worker on the task queue; Stop drains it.
+func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (sdkworker.Worker, error) {
 	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,36 @@
+# The few commands a newcomer needs. `make run` starts hookflow locally,
+# `make test` runs every test against real Postgres and Temporal.
+GO       ?= go
+BIN      := bin/hookflow
+# Packages whose tests need no Temporal server run under the race detector;
+# the end-to-end and CLI tests link the embedded server and run without it.
+SERVER_PKGS := ./e2e/... ./cmd/...
+UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/)
+
+.PHONY: all build run test lint test-unit test-integration deps clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/hookflow
+
+run: deps build
+	./$(BIN) dev
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+test-unit:
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+test-integration: build
+	$(GO) test -count=1 -timeout 40m $(SERVER_PKGS)
+
+test: deps lint test-unit test-integration
+
+clean:
+	rm -rf bin .hookflow

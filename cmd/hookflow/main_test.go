@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runWith(env map[string]string, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &cliEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }})
+	return code, out.String(), errb.String()
+}
+
+// Bad configuration gives exit code 2 and one line naming the variable.
+func TestBadConfigOneLine(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"malformed duration", map[string]string{"HOOKFLOW_RECOVERY_WINDOW": "five minutes"}, []string{"worker"}, "HOOKFLOW_RECOVERY_WINDOW"},
+		{"negative duration", map[string]string{"HOOKFLOW_RECOVERY_WINDOW": "-1s"}, []string{"api"}, "HOOKFLOW_RECOVERY_WINDOW"},
+		{"bad bool", map[string]string{"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "maybe"}, []string{"api"}, "HOOKFLOW_ALLOW_PRIVATE_TARGETS"},
+		{"bad address", map[string]string{"HOOKFLOW_API_ADDR": "8080"}, []string{"api"}, "HOOKFLOW_API_ADDR"},
+		{"bad port", map[string]string{"HOOKFLOW_DEV_UI_PORT": "99999"}, []string{"dev"}, "HOOKFLOW_DEV_UI_PORT"},
+		{"bad workers", map[string]string{"HOOKFLOW_DEV_WORKERS": "-2"}, []string{"dev"}, "HOOKFLOW_DEV_WORKERS"},
+		{"bad flag value", nil, []string{"worker", "--recovery-window", "soon"}, "recovery-window"},
+		{"unknown flag", nil, []string{"migrate", "--nope"}, "nope"},
+		{"bad dsn", map[string]string{"HOOKFLOW_DATABASE_URL": "postgres://%zz"}, []string{"migrate"}, "HOOKFLOW_DATABASE_URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runWith(tc.env, tc.args...)
+			require.Equal(t, 2, code, stderr)
+			require.Contains(t, stderr, tc.want)
+			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+		})
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	code, _, stderr := runWith(nil, "frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `unknown command "frobnicate"`)
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	for name := range commands() {
+		code, out, _ := runWith(nil, name, "--help")
+		require.Equal(t, 0, code, name)
+		require.Contains(t, out, "usage: hookflow "+name, name)
+	}
+}
+
+// An unreachable database is one readable line and exit 1, no stack trace.
+func TestUnreachableDatabase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	code, _, stderr := runWith(map[string]string{"HOOKFLOW_DATABASE_URL": "postgres://u:secretpw@" + addr + "/x?connect_timeout=2"}, "migrate")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "cannot reach Postgres")
+	require.NotContains(t, stderr, "secretpw", "the password must not be printed")
+	require.NotContains(t, stderr, "goroutine")
+	require.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+}
+
+// A taken port for dev is refused with one line before anything starts.
+func TestDevPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	code, _, stderr := runWith(map[string]string{
+		"HOOKFLOW_DATA_DIR": dir, "HOOKFLOW_DEV_POSTGRES_PORT": itoa(port),
+	}, "dev")
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "in use")
+	require.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

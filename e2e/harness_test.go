@@ -1,0 +1,199 @@
+// Package e2e holds hookflow's end-to-end tests: the real API on a real
+// socket, real workers, the embedded Temporal server and Postgres that
+// internal/testenv starts, and HTTP receivers on real sockets.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
+	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// bundle is one test's running hookflow: its own database and task queue on
+// the package's shared Postgres and Temporal.
+type bundle struct {
+	t       *testing.T
+	cfg     config.Config
+	store   *store.Store
+	client  client.Client
+	apiURL  string
+	prefix  string
+	workers []sdkworker.Worker
+}
+
+type options struct {
+	window  time.Duration
+	timeout time.Duration
+	workers int
+}
+
+func setup(t *testing.T, opts options) *bundle {
+	t.Helper()
+	if opts.window == 0 {
+		opts.window = 5 * time.Minute
+	}
+	if opts.timeout == 0 {
+		opts.timeout = 5 * time.Second
+	}
+	if opts.workers == 0 {
+		opts.workers = 1
+	}
+	tmp := temporaltest.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logger := testenv.Logger(t)
+
+	cfg := config.Config{
+		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
+		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(8),
+		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
+	}
+	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, pool)
+	require.NoError(t, err)
+	pool.Close()
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	b := &bundle{t: t, cfg: cfg, store: st, client: c, prefix: randHex(4)}
+	for i := 0; i < opts.workers; i++ {
+		b.startWorker()
+	}
+	t.Cleanup(func() {
+		for _, w := range b.workers {
+			w.Stop()
+		}
+	})
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) { ready <- addr })
+	}()
+	select {
+	case addr := <-ready:
+		b.apiURL = "http://" + addr
+	case err := <-done:
+		t.Fatalf("api did not start: %v", err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+func (b *bundle) startWorker() sdkworker.Worker {
+	w, err := app.StartWorker(b.cfg, b.store, b.client, testenv.Logger(b.t))
+	require.NoError(b.t, err)
+	b.workers = append(b.workers, w)
+	return w
+}
+
+// id makes an identifier unique to this test (sequencers are namespace-wide).
+func (b *bundle) id(s string) string { return b.prefix + "-" + s }
+
+// call sends a JSON request to the API and decodes the JSON answer into out
+// (when not nil); it returns the status code.
+func (b *bundle) call(method, path string, body any, out any) int {
+	b.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(b.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, b.apiURL+path, rd)
+	require.NoError(b.t, err)
+	req.Header.Set("Authorization", "Bearer "+b.cfg.APIToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(b.t, json.Unmarshal(raw, out), "body: %s", raw)
+	}
+	return resp.StatusCode
+}
+
+type endpoint struct {
+	ID     string `json:"id"`
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+}
+
+func (b *bundle) createEndpoint(url string) endpoint {
+	b.t.Helper()
+	var ep endpoint
+	code := b.call(http.MethodPost, "/v1/endpoints", map[string]any{"url": url}, &ep)
+	require.Equal(b.t, http.StatusCreated, code)
+	return ep
+}
+
+type eventState struct {
+	ID       string          `json:"id"`
+	State    string          `json:"state"`
+	Attempts []store.Attempt `json:"attempts"`
+}
+
+func (b *bundle) postEvent(id, correlation string, seq int64, endpointID string, data map[string]any) (int, eventState) {
+	b.t.Helper()
+	var st eventState
+	code := b.call(http.MethodPost, "/v1/events", map[string]any{
+		"id": id, "correlation_id": correlation, "sequence": seq, "endpoint_id": endpointID, "type": "order.updated", "data": data,
+	}, &st)
+	return code, st
+}
+
+func (b *bundle) eventState(id string) eventState {
+	b.t.Helper()
+	var st eventState
+	require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, "/v1/events/"+id, nil, &st))
+	return st
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Makes sure this machine has what hookflow's dev stack and tests need beyond
+# Go: the PostgreSQL server binaries (initdb, postgres) and a 'postgres' user
+# to run them as when we are root. Installs them with apt when they are
+# missing and we may; otherwise says the exact command and fails.
+set -euo pipefail
+
+have_pg() {
+  { command -v initdb && command -v postgres; } >/dev/null 2>&1 && return 0
+  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1
+}
+
+need_user() { [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; }
+
+if have_pg && ! need_user; then
+  exit 0
+fi
+if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "hookflow needs the PostgreSQL server binaries: sudo apt-get update && sudo apt-get install -y postgresql" >&2
+  exit 1
+fi
+echo "installing PostgreSQL server binaries (apt-get install -y postgresql)..." >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq postgresql >/dev/null
+# The package starts a system cluster on 5432; hookflow runs its own clusters.
+if command -v pg_ctlcluster >/dev/null 2>&1; then
+  for c in /etc/postgresql/*/main; do
+    [[ -d $c ]] && pg_ctlcluster "$(basename "$(dirname "$c")")" main stop >/dev/null 2>&1 || true
+  done
+fi
+have_pg
