@@ -38,6 +38,9 @@ type DeliverInput struct {
 	Type          string          `json:"type"`
 	Timestamp     time.Time       `json:"timestamp"`
 	Data          json.RawMessage `json:"data"`
+	// Skipped are the sequences just before this one that an operator
+	// skipped; the envelope tells the receiver so it does not wait for them.
+	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
 }
@@ -50,13 +53,16 @@ type Envelope struct {
 	CorrelationID string          `json:"correlation_id"`
 	Sequence      int64           `json:"sequence"`
 	Data          json.RawMessage `json:"data"`
+	// SkippedSequences, present only after an operator skip, lists the
+	// sequences before this one that will never be delivered.
+	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
 }
 
 // Envelope builds the body sent for this event.
 func (in DeliverInput) Envelope() Envelope {
 	return Envelope{
 		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano),
-		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Data: in.Data,
+		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Data: in.Data, SkippedSequences: in.Skipped,
 	}
 }
 

@@ -108,6 +108,11 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	if len(applied) > 0 {
 		last = applied[len(applied)-1]
 	}
+	for _, sk := range ev.SkippedSequences {
+		if sk == last+1 {
+			last = sk // the sender says it will never come
+		}
+	}
 	if ev.Sequence != last+1 {
 		r.violate("out of order on %s: got sequence %d after %d", ev.CorrelationID, ev.Sequence, last)
 		w.WriteHeader(http.StatusAccepted)

@@ -104,6 +104,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 
 	var rel Release
 	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
+	ev.Skipped = rel.Skipped
 
 	replayCh := workflow.GetSignalChannel(ctx, SignalReplay)
 	skipCh := workflow.GetSignalChannel(ctx, SignalSkip)
@@ -116,7 +117,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		err := workflow.ExecuteActivity(dctx, a.Deliver, ev).Get(ctx, &res)
 		if err == nil {
 			setState(store.StateDelivered)
-			if err := signalDone(ctx, ev); err != nil {
+			if err := signalDone(ctx, ev, false); err != nil {
 				return EventResult{}, err
 			}
 			return EventResult{State: store.StateDelivered, Attempts: res.Attempt}, nil
@@ -154,7 +155,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 				return EventResult{}, fmt.Errorf("record skip: %w", err)
 			}
 			setState(store.StateSkipped)
-			if err := signalDone(ctx, ev); err != nil {
+			if err := signalDone(ctx, ev, true); err != nil {
 				return EventResult{}, err
 			}
 			return EventResult{State: store.StateSkipped}, nil
@@ -166,8 +167,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	}
 }
 
-func signalDone(ctx workflow.Context, ev activities.DeliverInput) error {
-	err := workflow.SignalExternalWorkflow(ctx, SequencerID(ev.CorrelationID), "", SignalDone, Done{Sequence: ev.Sequence, EventID: ev.EventID}).Get(ctx, nil)
+func signalDone(ctx workflow.Context, ev activities.DeliverInput, skipped bool) error {
+	done := Done{Sequence: ev.Sequence, EventID: ev.EventID, Skipped: skipped}
+	err := workflow.SignalExternalWorkflow(ctx, SequencerID(ev.CorrelationID), "", SignalDone, done).Get(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("signal sequencer done: %w", err)
 	}

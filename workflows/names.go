@@ -35,15 +35,19 @@ func CorrelationOf(sequencerID string) (string, bool) {
 	return strings.CutPrefix(sequencerID, SequencerPrefix)
 }
 
-// Release is the sequencer's go-ahead to an event.
+// Release is the sequencer's go-ahead to an event. Skipped lists the
+// sequences an operator skipped since the last delivered one, so the
+// receiver can move its cursor past them instead of waiting for them.
 type Release struct {
-	Sequence int64 `json:"sequence"`
+	Sequence int64   `json:"sequence"`
+	Skipped  []int64 `json:"skipped,omitempty"`
 }
 
-// Done tells the sequencer an event is finished (delivered or skipped).
+// Done tells the sequencer an event is finished: delivered, or skipped.
 type Done struct {
 	Sequence int64  `json:"sequence"`
 	EventID  string `json:"event_id"`
+	Skipped  bool   `json:"skipped,omitempty"`
 }
 
 // Replay asks a dead-lettered event to try again with a fresh window.

@@ -38,6 +38,9 @@ type SequencerState struct {
 	Next     int64                `json:"next"`
 	Released *activities.Arrival  `json:"released,omitempty"`
 	Parked   []activities.Arrival `json:"parked,omitempty"`
+	// Skipped are sequences skipped since the last delivered one; the next
+	// release carries them to the receiver.
+	Skipped []int64 `json:"skipped,omitempty"`
 }
 
 // SequencerWorkflow releases a correlation's events strictly in sequence:
@@ -72,7 +75,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		parked[p.Sequence] = p.EventID
 	}
 	snapshot := func() SequencerState {
-		s := SequencerState{Next: st.Next, Released: st.Released, Parked: make([]activities.Arrival, 0, len(parked))}
+		s := SequencerState{Next: st.Next, Released: st.Released, Skipped: st.Skipped, Parked: make([]activities.Arrival, 0, len(parked))}
 		for seq, id := range parked {
 			s.Parked = append(s.Parked, activities.Arrival{Sequence: seq, EventID: id})
 		}
@@ -107,6 +110,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		}
 		st.Next = d.Sequence + 1
 		st.Released = nil
+		if d.Skipped {
+			st.Skipped = append(st.Skipped, d.Sequence)
+		}
 	}
 	releaseNext := func() {
 		if st.Released != nil {
@@ -118,7 +124,8 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		}
 		delete(parked, st.Next)
 		st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
-		releases = append(releases, workflow.SignalExternalWorkflow(ctx, id, "", SignalRelease, Release{Sequence: st.Next}))
+		releases = append(releases, workflow.SignalExternalWorkflow(ctx, id, "", SignalRelease, Release{Sequence: st.Next, Skipped: st.Skipped}))
+		st.Skipped = nil
 	}
 	drain := func() bool {
 		got := false
@@ -155,7 +162,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	defer cancelTimer()
 	for {
 		releaseNext()
-		busy := st.Released != nil || len(parked) > 0
+		busy := st.Released != nil || len(parked) > 0 || len(st.Skipped) > 0
 		info := workflow.GetInfo(ctx)
 		if info.GetCurrentHistoryLength() > maxHistory || info.GetContinueAsNewSuggested() {
 			drain()
@@ -194,7 +201,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			continue
 		}
 		idleTimer = nil
-		busy = st.Released != nil || len(parked) > 0
+		// A pending skip list keeps the sequencer alive: only this run knows
+		// it, and the next release must carry it.
+		busy = st.Released != nil || len(parked) > 0 || len(st.Skipped) > 0
 		if quiet := workflow.Now(ctx).Sub(lastActivity); busy || quiet < idle {
 			if !busy {
 				// One timer per idle period, not one per signal.

@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/store"
+)
+
+type deadLetterPage struct {
+	Items      []store.DeadLetter `json:"items"`
+	NextCursor string             `json:"next_cursor"`
+}
+
+func (b *bundle) waitState(id, state string, timeout time.Duration) {
+	b.t.Helper()
+	waitFor(b.t, timeout, id+" "+state, func() bool { return b.eventState(id).State == state })
+}
+
+// TestDeadLetterHoldsSuccessorsThenReplay: sequence 2 is rejected for good,
+// 1 is delivered, 3 and 4 are held and never attempted, another correlation
+// on the same endpoint keeps flowing; the dead letter carries its context;
+// replay after the receiver heals delivers 2, 3, 4 in order.
+func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
+	b := setup(t, options{window: 4 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var healed atomic.Bool
+	corr, other := b.id("acct-a"), b.id("acct-b")
+	rcv.fault = func(ev activities.Envelope, n int) string {
+		if ev.CorrelationID == corr && ev.Sequence == 2 && !healed.Load() {
+			return "400"
+		}
+		return ""
+	}
+	for s := int64(1); s <= 4; s++ {
+		code, _ := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
+		require.Equal(t, http.StatusAccepted, code)
+	}
+	b.waitState(corr+"-2", store.StateDeadLettered, 30*time.Second)
+
+	// The other correlation on the same endpoint is not held.
+	for s := int64(1); s <= 3; s++ {
+		b.postEvent(fmt.Sprintf("%s-%d", other, s), other, s, ep.ID, map[string]any{"amount": s})
+	}
+	for s := 1; s <= 3; s++ {
+		b.waitState(fmt.Sprintf("%s-%d", other, s), store.StateDelivered, 30*time.Second)
+	}
+
+	// Successors are held: waiting, never attempted.
+	time.Sleep(time.Second)
+	for _, s := range []int{3, 4} {
+		id := fmt.Sprintf("%s-%d", corr, s)
+		require.Equal(t, store.StateWaiting, b.eventState(id).State, id)
+		require.Zero(t, rcv.requestsFor(id), "%s must not be attempted while 2 is dead-lettered", id)
+	}
+	var c struct {
+		NextSequence int64   `json:"next_sequence"`
+		Parked       []int64 `json:"parked"`
+		BlockedBy    struct {
+			Sequence int64  `json:"sequence"`
+			State    string `json:"state"`
+		} `json:"blocked_by"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/correlations/"+corr, nil, &c))
+	require.EqualValues(t, 2, c.NextSequence)
+	require.Equal(t, []int64{3, 4}, c.Parked)
+	require.Equal(t, store.StateDeadLettered, c.BlockedBy.State)
+
+	// Listed with its context.
+	var page deadLetterPage
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters?correlation_id="+corr, nil, &page))
+	require.Len(t, page.Items, 1)
+	dl := page.Items[0]
+	require.Equal(t, corr+"-2", dl.EventID)
+	require.EqualValues(t, 2, dl.Sequence)
+	require.Equal(t, ep.ID, dl.EndpointID)
+	require.Contains(t, dl.Reason, "permanent rejection")
+	require.Contains(t, dl.Reason, "400")
+	require.Len(t, dl.Attempts, 1)
+	require.Contains(t, string(dl.Envelope), `"sequence":2`)
+	require.NotNil(t, dl.FirstFailureAt)
+
+	// Replay of something not dead-lettered is refused.
+	require.Equal(t, http.StatusNotFound, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-3/replay", nil, nil))
+
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/replay", map[string]any{"by": "test"}, nil))
+	for _, s := range []int{2, 3, 4} {
+		b.waitState(fmt.Sprintf("%s-%d", corr, s), store.StateDelivered, 30*time.Second)
+	}
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2, 3, 4}, applied[corr])
+	require.Equal(t, []int64{1, 2, 3}, applied[other])
+	require.Equal(t, http.StatusConflict, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/replay", nil, nil))
+}
+
+// TestDeadLetterSkip: skipping the dead-lettered head delivers its successors
+// and records who skipped it, when and why.
+func TestDeadLetterSkip(t *testing.T) {
+	b := setup(t, options{window: 3 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	corr := b.id("ledger")
+	rcv.fault = func(ev activities.Envelope, n int) string {
+		if ev.Sequence == 2 {
+			return "400"
+		}
+		return ""
+	}
+	for s := int64(1); s <= 4; s++ {
+		b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
+	}
+	b.waitState(corr+"-2", store.StateDeadLettered, 30*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/skip", map[string]any{"by": "alice", "note": "superseded by 3"}, nil))
+	for _, s := range []int{3, 4} {
+		b.waitState(fmt.Sprintf("%s-%d", corr, s), store.StateDelivered, 30*time.Second)
+	}
+	require.Equal(t, store.StateSkipped, b.eventState(corr+"-2").State)
+	var dl store.DeadLetter
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+corr+"-2", nil, &dl))
+	require.Equal(t, store.DeadLetterSkipped, dl.Status)
+	require.Equal(t, "alice", *dl.SkippedBy)
+	require.Equal(t, "superseded by 3", *dl.SkipNote)
+	require.NotNil(t, dl.SkippedAt)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 3, 4}, applied[corr])
+}
+
+// TestEndpointGoneThenReenabled: 410 disables the endpoint and dead-letters
+// the event; after re-enabling, a batch replay delivers it.
+func TestEndpointGoneThenReenabled(t *testing.T) {
+	b := setup(t, options{window: 3 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var gone atomic.Bool
+	gone.Store(true)
+	rcv.fault = func(activities.Envelope, int) string {
+		if gone.Load() {
+			return "410"
+		}
+		return ""
+	}
+	corr := b.id("gone")
+	b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
+	b.waitState(corr+"-1", store.StateDeadLettered, 30*time.Second)
+	var got struct {
+		Disabled bool `json:"disabled"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+ep.ID, nil, &got))
+	require.True(t, got.Disabled)
+
+	gone.Store(false)
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &got))
+	require.False(t, got.Disabled)
+	var res struct {
+		Replayed int      `json:"replayed"`
+		EventIDs []string `json:"event_ids"`
+	}
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/replay?endpoint_id="+ep.ID, nil, &res))
+	require.Equal(t, []string{corr + "-1"}, res.EventIDs)
+	b.waitState(corr+"-1", store.StateDelivered, 30*time.Second)
+}
+
+// TestRecoveryWindowFigures measures the seed's recovery figure: a receiver
+// down for good is dead-lettered when the window ends (± 1 s after the first
+// failure), and one that comes back inside the window is delivered at the
+// next scheduled attempt.
+func TestRecoveryWindowFigures(t *testing.T) {
+	const window = 6 * time.Second
+	b := setup(t, options{window: window})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	down, back := b.id("down"), b.id("back")
+	var backUp atomic.Bool
+	var backAt atomic.Int64
+	rcv.fault = func(ev activities.Envelope, n int) string {
+		switch {
+		case ev.CorrelationID == down:
+			return "down"
+		case ev.CorrelationID == back && !backUp.Load():
+			return "503"
+		}
+		return ""
+	}
+	b.postEvent(down+"-1", down, 1, ep.ID, map[string]any{"amount": 1})
+	b.postEvent(back+"-1", back, 1, ep.ID, map[string]any{"amount": 1})
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		backAt.Store(time.Now().UnixNano())
+		backUp.Store(true)
+	}()
+
+	b.waitState(back+"-1", store.StateDelivered, 30*time.Second)
+	b.waitState(down+"-1", store.StateDeadLettered, 30*time.Second)
+
+	var dl store.DeadLetter
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+down+"-1", nil, &dl))
+	require.NotNil(t, dl.FirstFailureAt)
+	toDeadLetter := dl.DeadLetteredAt.Sub(*dl.FirstFailureAt)
+	t.Logf("FIGURE first failure → dead letter: %s (window %s); attempts %d", toDeadLetter.Round(10*time.Millisecond), window, len(dl.Attempts))
+	require.InDelta(t, window.Seconds(), toDeadLetter.Seconds(), 1.0)
+	require.Contains(t, dl.Reason, "recovery window spent")
+
+	ev := b.eventState(back + "-1")
+	deliveredAt := ev.Attempts[len(ev.Attempts)-1].StartedAt
+	t.Logf("FIGURE receiver back → delivered: %s (attempt %d)", deliveredAt.Sub(time.Unix(0, backAt.Load())).Round(10*time.Millisecond), len(ev.Attempts))
+}
