@@ -84,6 +84,12 @@ func (e *UsageError) Error() string { return e.Msg }
 // args, and returns the remaining positional arguments. overrides replaces
 // defaults (dev uses it to allow private targets).
 func Load(name, summary string, names []string, args []string, getenv func(string) string, overrides map[string]string, usageOut io.Writer) (Config, []string, error) {
+	return LoadWithFlags(name, summary, names, args, getenv, overrides, usageOut, nil)
+}
+
+// LoadWithFlags is Load for commands with flags of their own: extra
+// registers them on the same flag set before parsing.
+func LoadWithFlags(name, summary string, names []string, args []string, getenv func(string) string, overrides map[string]string, usageOut io.Writer, extra func(*flag.FlagSet)) (Config, []string, error) {
 	all := map[string]Setting{}
 	for _, s := range Settings() {
 		all[s.Env] = s
@@ -115,7 +121,18 @@ func Load(name, summary string, names []string, args []string, getenv func(strin
 			return nil
 		})
 	}
-	if err := fs.Parse(args); err != nil {
+	if extra != nil {
+		extra(fs)
+	}
+	// Flags may come before or after positional arguments
+	// (hookflow conformance <url> --secret …), so parse in rounds.
+	var positional []string
+	err := fs.Parse(args)
+	for err == nil && fs.NArg() > 0 {
+		positional = append(positional, fs.Arg(0))
+		err = fs.Parse(fs.Args()[1:])
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(usageOut, "usage: hookflow %s [flags]\n\n%s\n\nflags:\n", name, summary)
 			fs.SetOutput(usageOut)
@@ -124,7 +141,7 @@ func Load(name, summary string, names []string, args []string, getenv func(strin
 		}
 		return c, nil, &UsageError{err.Error()}
 	}
-	return c, fs.Args(), nil
+	return c, positional, nil
 }
 
 func quoteEmpty(s string) string {

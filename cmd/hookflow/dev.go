@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/webhook"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	sdkworker "go.temporal.io/sdk/worker"
@@ -42,6 +46,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", hostPort(cfg.DevTemporalPort)},
 		{"HOOKFLOW_DEV_UI_PORT", hostPort(cfg.DevUIPort)},
 		{"HOOKFLOW_API_ADDR", cfg.APIAddr},
+		{"HOOKFLOW_RECEIVER_ADDR", cfg.ReceiverAddr},
 	} {
 		ln, err := net.Listen("tcp", p.addr)
 		if err != nil {
@@ -123,14 +128,67 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		workers = append(workers, w)
 	}
 
+	// The reference receiver, with a dev endpoint pointing at it, so a
+	// newcomer can post events and watch them land without writing anything.
+	secret, err := devReceiverSecret(filepath.Join(dataDir, "receiver-secret"))
+	if err != nil {
+		return err
+	}
+	receiverURL := "http://" + cfg.ReceiverAddr + "/webhook"
+	if err := ensureDevEndpoint(ctx, st, receiverURL, secret); err != nil {
+		return err
+	}
+	rctx, stopReceiver := context.WithCancel(ctx)
+	receiverDone := make(chan error, 1)
+	go func() {
+		receiverDone <- serveReceiver(rctx, pg.AdminURL("hookflow_receiver"), cfg.ReceiverAddr, []string{secret}, logger, nil)
+	}()
+	defer func() { stopReceiver(); <-receiverDone }()
+
 	return app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) {
-		printBanner(env, cfg, addr, tmp, pg, time.Since(began))
+		printBanner(env, cfg, addr, tmp, pg, receiverURL, time.Since(began))
 	})
+}
+
+// devEndpointID names the endpoint hookflow dev registers for its receiver.
+const devEndpointID = "ep_dev_receiver"
+
+// devReceiverSecret returns the dev receiver's secret, made once and kept
+// in the data folder so the endpoint and the receiver agree across restarts.
+func devReceiverSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+	}
+	s, err := webhook.NewSecret()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save dev receiver secret: %w", err)
+	}
+	return s, nil
+}
+
+func ensureDevEndpoint(ctx context.Context, st *store.Store, url, secret string) error {
+	ep, err := st.EndpointGet(ctx, devEndpointID)
+	if errors.Is(err, store.ErrNotFound) {
+		_, err = st.EndpointInsert(ctx, devEndpointID, url, secret)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if ep.URL != url {
+		_, err = st.EndpointUpdate(ctx, devEndpointID, &url, nil, nil)
+	}
+	return err
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *temporaldev.Server, pg *devstack.Postgres, took time.Duration) {
+func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *temporaldev.Server, pg *devstack.Postgres, receiverURL string, took time.Duration) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", apiAddr, cfg.APIToken)
@@ -138,5 +196,7 @@ func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *temporalde
 	fmt.Fprintf(w, "  Temporal       %s   namespace %s, task queue %s\n", tmp.Address(), cfg.TemporalNamespace, cfg.TaskQueue)
 	fmt.Fprintf(w, "  Postgres       %s\n", pg.AdminURL("hookflow"))
 	fmt.Fprintf(w, "  Workers        %s in-process\n", strconv.Itoa(cfg.DevWorkers))
+	fmt.Fprintf(w, "  Receiver       %s   (reference ledger; GET %s/correlations/{id})\n", receiverURL, strings.TrimSuffix(receiverURL, "/webhook"))
+	fmt.Fprintf(w, "  Dev endpoint   %s   (points at the receiver; use it as endpoint_id)\n", devEndpointID)
 	fmt.Fprintf(w, "  Data           %s\n\n", cfg.DataDir)
 }

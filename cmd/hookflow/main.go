@@ -35,10 +35,13 @@ func loadConfig(env *cliEnv, name, summary string, args []string, settings []str
 
 func commands() map[string]command {
 	return map[string]command{
-		"dev":     {"run Postgres, Temporal (with Web UI), migrations, the API, workers and the reference receiver on this machine", runDev},
-		"api":     {"serve the REST API", runAPICommand},
-		"worker":  {"run a worker: executes event and sequencer workflows and deliveries", runWorkerCommand},
-		"migrate": {"apply pending database migrations", runMigrate},
+		"dev":         {"run Postgres, Temporal (with Web UI), migrations, the API, workers and the reference receiver on this machine", runDev},
+		"api":         {"serve the REST API", runAPICommand},
+		"worker":      {"run a worker: executes event and sequencer workflows and deliveries", runWorkerCommand},
+		"migrate":     {"apply pending database migrations", runMigrate},
+		"dlq":         {"list, show, replay and skip dead letters through the API", runDLQ},
+		"receiver":    {"run the reference receiver (a ledger built on the receiver kit)", runReceiverCommand},
+		"conformance": {"check any receiver URL against the wire contract's hard cases", runConformance},
 	}
 }
 

@@ -2,12 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net"
+	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/refreceiver"
+	"github.com/hookflow/hookflow/webhook"
 )
 
 func runWith(env map[string]string, args ...string) (int, string, string) {
@@ -88,3 +96,33 @@ func TestDevPortInUse(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// TestConformanceCommandAgainstReferenceReceiver runs `hookflow conformance`
+// against `hookflow receiver`'s handler on a real socket and real Postgres;
+// a wrong secret makes the same command fail.
+func TestConformanceCommandAgainstReferenceReceiver(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, refreceiver.Migrate(ctx, pool))
+	secret, err := webhook.NewSecret()
+	require.NoError(t, err)
+	srv, err := refreceiver.New(refreceiver.Config{Secrets: []string{secret}}, refreceiver.Deps{Pool: pool, Logger: testenv.Logger(t)})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+
+	code, out, stderr := runWith(nil, "conformance", hs.URL+"/webhook", "--secret", secret)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr: %s", out, stderr)
+	require.Contains(t, out, "9/9 cases passed")
+
+	other, err := webhook.NewSecret()
+	require.NoError(t, err)
+	code, out, stderr = runWith(nil, "conformance", hs.URL+"/webhook", "--secret", other)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "FAIL")
+	require.Contains(t, stderr, "breaks the contract")
+}

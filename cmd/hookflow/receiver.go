@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/conformance"
+	"github.com/hookflow/hookflow/refreceiver"
+	"github.com/hookflow/hookflow/webhook"
+)
+
+var receiverSettings = []string{"HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_SECRET", "HOOKFLOW_RECEIVER_DATABASE_URL"}
+
+// parseSecrets splits a space-separated list and checks each secret.
+func parseSecrets(list string) ([]string, error) {
+	secrets := strings.Fields(list)
+	if len(secrets) == 0 {
+		return nil, &config.UsageError{Msg: "HOOKFLOW_RECEIVER_SECRET is required: the endpoint's whsec_ secret(s), space separated"}
+	}
+	for _, s := range secrets {
+		if _, err := webhook.DecodeSecret(s); err != nil {
+			return nil, &config.UsageError{Msg: "invalid HOOKFLOW_RECEIVER_SECRET: " + err.Error()}
+		}
+	}
+	return secrets, nil
+}
+
+func runReceiverCommand(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "receiver", "Run the reference receiver: a small ledger (data.amount added to a balance per correlation) built on the receiver kit. POST /webhook, GET /correlations/{id}. Applies its own migrations at start.", args, receiverSettings, nil)
+	if err != nil {
+		return err
+	}
+	secrets, err := parseSecrets(cfg.ReceiverSecrets)
+	if err != nil {
+		return err
+	}
+	logger := app.NewLogger(env.stderr)
+	return serveReceiver(ctx, cfg.ReceiverDatabase, cfg.ReceiverAddr, secrets, logger, func(addr string) {
+		logger.Info("reference receiver listening", "url", "http://"+addr+"/webhook")
+	})
+}
+
+// serveReceiver migrates the receiver's database and serves until ctx ends.
+func serveReceiver(ctx context.Context, dsn, addr string, secrets []string, logger *slog.Logger, ready func(addr string)) error {
+	pool, err := app.ConnectPostgres(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("receiver database: %w", err)
+	}
+	defer pool.Close()
+	if err := refreceiver.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	srv, err := refreceiver.New(refreceiver.Config{Secrets: secrets}, refreceiver.Deps{Pool: pool, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(addr)
+	}
+	if err := srv.Run(ctx, addr); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("receiver on %s (HOOKFLOW_RECEIVER_ADDR): %w", addr, err)
+	}
+	return nil
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, " ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runConformance(ctx context.Context, env *cliEnv, args []string) error {
+	var secrets stringList
+	var timeout time.Duration
+	_, rest, err := config.LoadWithFlags("conformance", "Fire the wire contract's hard cases at a receiver URL and print a pass/fail table:\n  hookflow conformance <url> --secret whsec_… [--secret whsec_old…]\nThe first secret is the endpoint's current one. Exit 1 on any failure.",
+		nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
+			fs.Var(&secrets, "secret", "the endpoint's whsec_ secret (repeat for a rotation; first = current)")
+			fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+		})
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return &config.UsageError{Msg: "conformance takes one receiver URL: hookflow conformance <url> --secret whsec_…"}
+	}
+	if len(secrets) == 0 {
+		return &config.UsageError{Msg: "conformance needs --secret whsec_… (the endpoint's signing secret)"}
+	}
+	for _, s := range secrets {
+		if _, err := webhook.DecodeSecret(s); err != nil {
+			return &config.UsageError{Msg: "invalid --secret: " + err.Error()}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	report, err := conformance.Run(ctx, conformance.Config{URL: rest[0], Secrets: secrets})
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "conformance config") {
+			return &config.UsageError{Msg: err.Error()}
+		}
+		return err
+	}
+	if err := report.Print(env.stdout); err != nil {
+		return err
+	}
+	if !report.OK() {
+		return errors.New("the receiver breaks the contract (see the table above)")
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package conformance_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/conformance"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/refreceiver"
+	"github.com/hookflow/hookflow/webhook"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+func TestReferenceReceiverPasses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, refreceiver.Migrate(ctx, pool))
+
+	current, err := webhook.NewSecret()
+	require.NoError(t, err)
+	previous, err := webhook.NewSecret()
+	require.NoError(t, err)
+	server, err := refreceiver.New(refreceiver.Config{Secrets: []string{current, previous}}, refreceiver.Deps{Pool: pool, Logger: testenv.Logger(t)})
+	require.NoError(t, err)
+	srv := httptest.NewServer(server.Handler())
+	t.Cleanup(srv.Close)
+
+	report, err := conformance.Run(ctx, conformance.Config{URL: srv.URL + "/webhook", Secrets: []string{current}})
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, report.Print(&out))
+	t.Log("\n" + out.String())
+	require.Len(t, report.Results, 9)
+	for _, res := range report.Results {
+		require.True(t, res.Passed, "%s: %s", res.Name, res.Detail)
+		require.Contains(t, out.String(), res.Name)
+	}
+	require.True(t, report.OK())
+	require.Contains(t, out.String(), "9/9 cases passed")
+}
+
+// TestCheckerCanFail points the checker at a receiver that answers 200 to
+// anything, signed or not: the signature cases, at least, must fail.
+func TestCheckerCanFail(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"applied"}`))
+	}))
+	t.Cleanup(srv.Close)
+	secret, err := webhook.NewSecret()
+	require.NoError(t, err)
+
+	report, err := conformance.Run(context.Background(), conformance.Config{URL: srv.URL, Secrets: []string{secret}, CorrelationPrefix: "broken"})
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, report.Print(&out))
+	t.Log("\n" + out.String())
+	require.False(t, report.OK())
+
+	passed := map[string]bool{}
+	for _, res := range report.Results {
+		passed[res.Name] = res.Passed
+	}
+	for _, name := range []string{"tampered_body", "expired_timestamp", "wrong_secret", "gap_then_fill"} {
+		require.False(t, passed[name], "%s must fail against a receiver that checks nothing", name)
+	}
+	require.True(t, passed["exact_duplicate"], "what it cannot see from outside still passes")
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	secret, err := webhook.NewSecret()
+	require.NoError(t, err)
+	for _, cfg := range []conformance.Config{
+		{URL: "", Secrets: []string{secret}},
+		{URL: "ftp://example.com", Secrets: []string{secret}},
+		{URL: "http://example.com/webhook"},
+		{URL: "http://example.com/webhook", Secrets: []string{"whsec_short"}},
+		{URL: "http://example.com/webhook", Secrets: []string{secret}, CorrelationPrefix: "no.dots"},
+	} {
+		_, err := conformance.Run(context.Background(), cfg)
+		require.Error(t, err, "%+v", cfg)
+	}
+}

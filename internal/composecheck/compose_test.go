@@ -1,0 +1,539 @@
+package composecheck
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hookflow/hookflow/config"
+)
+
+const root = "../.."
+
+// requiredServices are the services DESIGN.md and the README promise.
+var requiredServices = []string{"postgresql", "temporal", "temporal-ui", "migrate", "api", "worker", "receiver"}
+
+// subcommands a compose service may run. Each one used must also be a quoted
+// command name in cmd/hookflow/main.go, so this list cannot drift from the CLI.
+var subcommands = map[string]bool{"api": true, "worker": true, "migrate": true, "receiver": true, "relay": true, "dev": true}
+
+// mustRunAfterMigrate are the services that use hookflow's schema.
+var mustRunAfterMigrate = []string{"api", "worker"}
+
+// mustSet are the settings each service needs set away from their defaults:
+// the defaults point at 127.0.0.1, which inside a container is the container
+// itself (an address to dial) or unreachable from outside (one to listen on).
+var mustSet = map[string][]string{
+	"migrate":  {"HOOKFLOW_DATABASE_URL"},
+	"api":      {"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_API_ADDR"},
+	"worker":   {"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS"},
+	"receiver": {"HOOKFLOW_RECEIVER_DATABASE_URL", "HOOKFLOW_RECEIVER_ADDR"},
+}
+
+func TestComposeMatchesCode(t *testing.T) {
+	compose, dockerfile, mainGo := readInputs(t)
+	for _, err := range check(compose, dockerfile, mainGo) {
+		t.Error(err)
+	}
+}
+
+// TestCheckCatchesMistakes feeds check copies of the real files with one
+// mistake each, so a check that cannot fail is noticed.
+func TestCheckCatchesMistakes(t *testing.T) {
+	compose, dockerfile, mainGo := readInputs(t)
+	before := map[string]bool{}
+	for _, err := range check(compose, dockerfile, mainGo) {
+		before[err.Error()] = true
+	}
+	type files struct{ compose, dockerfile, mainGo string }
+	cases := []struct {
+		name   string
+		mutate func(f *files) bool // reports whether the mistake was made
+		want   string              // substring of one of the errors
+	}{
+		{"typo'd variable", func(f *files) bool {
+			return replace(&f.compose, "HOOKFLOW_TASK_QUEUE:", "HOOKFLOW_TASKQUEUE:")
+		}, "HOOKFLOW_TASKQUEUE"},
+		{"variable only in the anchor", func(f *files) bool {
+			return replace(&f.compose, `HOOKFLOW_TEMPORAL_ADDRESS: "temporal:7233"`, `HOOKFLOW_TEMPORAL_ADDR: "temporal:7233"`)
+		}, "HOOKFLOW_TEMPORAL_ADDR"},
+		{"dev-only variable", func(f *files) bool {
+			return replace(&f.compose, `HOOKFLOW_TASK_QUEUE: "hookflow"`, `HOOKFLOW_TASK_QUEUE: "hookflow"`+"\n  HOOKFLOW_DEV_WORKERS: \"0\"")
+		}, "HOOKFLOW_DEV_WORKERS"},
+		{"unparsable value", func(f *files) bool {
+			return replace(&f.compose, `${HOOKFLOW_RECOVERY_WINDOW:-5m}`, `${HOOKFLOW_RECOVERY_WINDOW:-5 minutes}`)
+		}, "HOOKFLOW_RECOVERY_WINDOW"},
+		{"unknown subcommand", func(f *files) bool {
+			return replace(&f.compose, `command: ["worker"]`, `command: ["work"]`)
+		}, `"work"`},
+		{"subcommand missing from main.go", func(f *files) bool {
+			return replace(&f.mainGo, `"worker":`, `"wrkr":`)
+		}, "main.go"},
+		{"api listens on loopback", func(f *files) bool {
+			return replace(&f.compose, `HOOKFLOW_API_ADDR: "0.0.0.0:8080"`, `HOOKFLOW_API_ADDR: "127.0.0.1:8080"`)
+		}, "HOOKFLOW_API_ADDR"},
+		{"worker without the shared environment", func(f *files) bool {
+			i := strings.Index(f.compose, "\n  worker:\n")
+			if i < 0 {
+				return false
+			}
+			head, tail := f.compose[:i], f.compose[i:]
+			if !replace(&tail, "<<: *hookflow-env\n", "") {
+				return false
+			}
+			f.compose = head + tail
+			return true
+		}, "HOOKFLOW_TEMPORAL_ADDRESS is not set"},
+		{"two workers", func(f *files) bool {
+			return replace(&f.compose, "replicas: 3", "replicas: 2")
+		}, "replicas"},
+		{"api not after migrate", func(f *files) bool {
+			i := strings.Index(f.compose, "\n  api:\n")
+			if i < 0 {
+				return false
+			}
+			head, tail := f.compose[:i], f.compose[i:]
+			if !replace(&tail, "condition: service_completed_successfully", "condition: service_started") {
+				return false
+			}
+			f.compose = head + tail
+			return true
+		}, "api"},
+		{"missing service", func(f *files) bool {
+			return replace(&f.compose, "\n  temporal-ui:\n", "\n  temporal-web:\n")
+		}, "temporal-ui"},
+		{"builds another package", func(f *files) bool {
+			return replace(&f.dockerfile, "./cmd/hookflow", "./cmd/other")
+		}, "./cmd/hookflow"},
+		{"runs as root", func(f *files) bool {
+			return replace(&f.dockerfile, "USER 10001:10001", "USER root")
+		}, "root"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := files{string(compose), string(dockerfile), string(mainGo)}
+			if !tc.mutate(&f) {
+				t.Fatal("the mistake could not be made: the files changed; update this case")
+			}
+			errs := check([]byte(f.compose), []byte(f.dockerfile), []byte(f.mainGo))
+			for _, err := range errs {
+				// Only an error the mistake caused counts, not one the real
+				// files already have.
+				if !before[err.Error()] && strings.Contains(err.Error(), tc.want) {
+					return
+				}
+			}
+			t.Errorf("no new error mentions %q; got %v", tc.want, errs)
+		})
+	}
+}
+
+func readInputs(t *testing.T) (compose, dockerfile, mainGo []byte) {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(path.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return read("docker-compose.yml"), read("Dockerfile"), read("cmd/hookflow/main.go")
+}
+
+func replace(s *string, old, new string) bool {
+	if !strings.Contains(*s, old) {
+		return false
+	}
+	*s = strings.Replace(*s, old, new, 1)
+	return true
+}
+
+// --- the checks -------------------------------------------------------------
+
+type composeFile struct {
+	Services map[string]service `yaml:"services"`
+}
+
+type service struct {
+	Image       string      `yaml:"image"`
+	Build       any         `yaml:"build"`
+	Command     stringList  `yaml:"command"`
+	Environment environment `yaml:"environment"`
+	DependsOn   dependsOn   `yaml:"depends_on"`
+	Deploy      struct {
+		Replicas *int `yaml:"replicas"`
+	} `yaml:"deploy"`
+}
+
+// stringList is compose's list-or-string form (command, entrypoint).
+type stringList []string
+
+func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = strings.Fields(n.Value)
+		return nil
+	}
+	var s []string
+	err := n.Decode(&s)
+	*l = s
+	return err
+}
+
+// environment is compose's map form (merge keys resolved by yaml.v3) or its
+// KEY=VALUE list form.
+type environment map[string]string
+
+func (e *environment) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		var items []string
+		if err := n.Decode(&items); err != nil {
+			return err
+		}
+		*e = environment{}
+		for _, it := range items {
+			k, v, _ := strings.Cut(it, "=")
+			(*e)[k] = v
+		}
+		return nil
+	}
+	var m map[string]*string // null values: passed through from the shell
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	*e = environment{}
+	for k, v := range m {
+		if v == nil {
+			(*e)[k] = ""
+		} else {
+			(*e)[k] = *v
+		}
+	}
+	return nil
+}
+
+// dependsOn is compose's list form (condition service_started) or map form.
+type dependsOn map[string]string
+
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	*d = dependsOn{}
+	if n.Kind == yaml.SequenceNode {
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return err
+		}
+		for _, s := range names {
+			(*d)[s] = "service_started"
+		}
+		return nil
+	}
+	var m map[string]struct {
+		Condition string `yaml:"condition"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	for s, c := range m {
+		if c.Condition == "" {
+			c.Condition = "service_started"
+		}
+		(*d)[s] = c.Condition
+	}
+	return nil
+}
+
+// check returns every way the compose file, Dockerfile and CLI disagree.
+func check(composeYAML, dockerfile, mainGo []byte) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	var cf composeFile
+	if err := yaml.Unmarshal(composeYAML, &cf); err != nil {
+		return []error{fmt.Errorf("docker-compose.yml: %w", err)}
+	}
+	for _, name := range requiredServices {
+		if _, ok := cf.Services[name]; !ok {
+			fail("docker-compose.yml: service %q is missing", name)
+		}
+	}
+	for _, name := range sortedKeys(cf.Services) {
+		for dep := range cf.Services[name].DependsOn {
+			if _, ok := cf.Services[dep]; !ok {
+				fail("service %s: depends_on names unknown service %q", name, dep)
+			}
+		}
+	}
+
+	if w, ok := cf.Services["worker"]; ok {
+		if w.Deploy.Replicas == nil || *w.Deploy.Replicas != 3 {
+			fail("service worker: want deploy.replicas 3, got %v", deref(w.Deploy.Replicas))
+		}
+	}
+
+	for _, name := range mustRunAfterMigrate {
+		s, ok := cf.Services[name]
+		if !ok {
+			continue
+		}
+		if c := s.DependsOn["migrate"]; c != "service_completed_successfully" {
+			fail("service %s: want depends_on migrate with condition service_completed_successfully, got %q", name, c)
+		}
+	}
+
+	for _, name := range sortedKeys(mustSet) {
+		s, ok := cf.Services[name]
+		if !ok {
+			continue
+		}
+		for _, k := range mustSet[name] {
+			v, ok := s.Environment[k]
+			switch {
+			case !ok || interpolate(v) == "":
+				fail("service %s: %s is not set (its default is a loopback address)", name, k)
+			case strings.Contains(v, "127.0.0.1") || strings.Contains(v, "localhost"):
+				fail("service %s: %s=%q is a loopback address, unreachable across containers", name, k, v)
+			}
+		}
+	}
+
+	// Hookflow services run a real subcommand.
+	registered := registeredCommands(mainGo)
+	hookflowServices := 0
+	for _, name := range sortedKeys(cf.Services) {
+		s := cf.Services[name]
+		if !isHookflow(s) {
+			continue
+		}
+		hookflowServices++
+		if len(s.Command) == 0 {
+			fail("service %s: a hookflow service needs a command (the image's default only prints help)", name)
+			continue
+		}
+		sub := s.Command[0]
+		if !subcommands[sub] {
+			fail("service %s: command %q is not a hookflow subcommand (%s)", name, sub, strings.Join(sortedKeys(subcommands), ", "))
+		} else if !registered[sub] {
+			fail("service %s: subcommand %q is not registered in cmd/hookflow/main.go (registered: %s)", name, sub, strings.Join(sortedKeys(registered), ", "))
+		}
+		if b, ok := s.Build.(map[string]any); ok {
+			if c, _ := b["context"].(string); c != "." {
+				fail("service %s: build context %q, want \".\" (the repository root)", name, c)
+			}
+			if d, _ := b["dockerfile"].(string); d != "" && d != "Dockerfile" {
+				fail("service %s: build dockerfile %q, want Dockerfile", name, d)
+			}
+		}
+	}
+	if hookflowServices == 0 {
+		fail("docker-compose.yml: no hookflow service (build: or image hookflow) found")
+	}
+
+	// Every HOOKFLOW_* variable is a real setting, not a dev-only one, and
+	// its value (with ${VAR:-default} taken at its default) parses.
+	settings := map[string]config.Setting{}
+	for _, s := range config.Settings() {
+		settings[s.Env] = s
+	}
+	checkEnv := func(where string, env map[string]string) {
+		var names []string
+		values := map[string]string{}
+		for _, k := range sortedKeys(env) {
+			if !strings.HasPrefix(k, "HOOKFLOW_") {
+				continue
+			}
+			s, ok := settings[k]
+			switch {
+			case !ok:
+				fail("%s: %s is not a hookflow setting (config.Settings)", where, k)
+			case strings.HasPrefix(s.Help, "dev only"):
+				fail("%s: %s is read by hookflow dev only", where, k)
+			default:
+				names = append(names, k)
+				values[k] = interpolate(env[k])
+			}
+		}
+		if len(names) == 0 {
+			return
+		}
+		getenv := func(k string) string { return values[k] }
+		if _, _, err := config.Load("compose", "", names, nil, getenv, nil, io.Discard); err != nil {
+			fail("%s: %v", where, err)
+		}
+	}
+	for _, name := range sortedKeys(cf.Services) {
+		checkEnv("service "+name, cf.Services[name].Environment)
+	}
+	// Extension fields (the shared environment anchor) on their own, so a
+	// name there is checked even if no service merged it.
+	var top map[string]any
+	if err := yaml.Unmarshal(composeYAML, &top); err == nil {
+		for _, k := range sortedKeys(top) {
+			if m, ok := top[k].(map[string]any); ok && strings.HasPrefix(k, "x-") {
+				env := map[string]string{}
+				for ek, ev := range m {
+					env[ek] = fmt.Sprint(ev)
+				}
+				checkEnv(k, env)
+			}
+		}
+	}
+
+	errs = append(errs, checkDockerfile(dockerfile)...)
+	return errs
+}
+
+// registeredCommands finds the subcommand names in main.go: the quoted keys
+// of the commands() map, as in `"api": {...}`.
+func registeredCommands(mainGo []byte) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*"([a-z][a-z0-9-]*)"\s*:`).FindAllSubmatch(mainGo, -1) {
+		out[string(m[1])] = true
+	}
+	return out
+}
+
+func isHookflow(s service) bool {
+	if s.Build != nil {
+		return true
+	}
+	img := s.Image
+	if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+		img = img[:i]
+	}
+	return path.Base(img) == "hookflow"
+}
+
+var interpolation = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}`)
+
+// interpolate resolves compose's ${VAR}, ${VAR:-default} and ${VAR-default}
+// as if VAR were unset, and $$ to $.
+func interpolate(v string) string {
+	v = interpolation.ReplaceAllStringFunc(v, func(m string) string {
+		sub := interpolation.FindStringSubmatch(m)
+		if op := sub[2]; op == "-" || op == ":-" {
+			return sub[3]
+		}
+		return ""
+	})
+	return strings.ReplaceAll(v, "$$", "$")
+}
+
+// checkDockerfile asserts the image is built from ./cmd/hookflow without cgo
+// and runs the binary as a non-root user.
+func checkDockerfile(dockerfile []byte) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("Dockerfile: "+format, args...)) }
+
+	type instr struct{ op, args string }
+	var stages [][]instr
+	var cur strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(string(dockerfile)))
+	flush := func() {
+		line := strings.TrimSpace(cur.String())
+		cur.Reset()
+		if line == "" {
+			return
+		}
+		op, args, _ := strings.Cut(line, " ")
+		op = strings.ToUpper(op)
+		if op == "FROM" || len(stages) == 0 {
+			stages = append(stages, nil)
+		}
+		stages[len(stages)-1] = append(stages[len(stages)-1], instr{op, strings.TrimSpace(args)})
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if t := strings.TrimSpace(line); strings.HasPrefix(t, "#") {
+			continue
+		}
+		if strings.HasSuffix(line, `\`) {
+			cur.WriteString(strings.TrimSuffix(line, `\`) + " ")
+			continue
+		}
+		cur.WriteString(line)
+		flush()
+	}
+	flush()
+	if len(stages) < 2 {
+		fail("want a multi-stage build (builder and runtime), found %d stage(s)", len(stages))
+		return errs
+	}
+
+	built, cgoOff := false, false
+	for _, stage := range stages[:len(stages)-1] {
+		for _, in := range stage {
+			if (in.op == "ENV" || in.op == "ARG") && strings.Contains(in.args, "CGO_ENABLED=0") {
+				cgoOff = true
+			}
+			if in.op != "RUN" || !strings.Contains(in.args, "go build") {
+				continue
+			}
+			if strings.Contains(in.args, "CGO_ENABLED=0") {
+				cgoOff = true
+			}
+			for _, f := range strings.Fields(in.args) {
+				if f == "./cmd/hookflow" {
+					built = true
+				}
+			}
+		}
+	}
+	if !built {
+		fail("no builder RUN does `go build ... ./cmd/hookflow`")
+	}
+	if !cgoOff {
+		fail("CGO_ENABLED=0 is not set for the build")
+	}
+
+	final := stages[len(stages)-1]
+	var user, entrypoint string
+	copied := false
+	for _, in := range final {
+		switch in.op {
+		case "USER":
+			user = in.args
+		case "ENTRYPOINT":
+			entrypoint = in.args
+		case "COPY":
+			if strings.Contains(in.args, "--from=") && strings.HasSuffix(in.args, " /usr/local/bin/hookflow") {
+				copied = true
+			}
+		}
+	}
+	if !copied {
+		fail("the runtime stage does not COPY --from the builder to /usr/local/bin/hookflow")
+	}
+	if entrypoint != `["/usr/local/bin/hookflow"]` {
+		fail(`want ENTRYPOINT ["/usr/local/bin/hookflow"], got %q`, entrypoint)
+	}
+	if name, _, _ := strings.Cut(user, ":"); name == "" || name == "root" || name == "0" {
+		fail("the runtime stage must run as a non-root USER, got %q", user)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
+}

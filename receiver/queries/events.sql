@@ -1,0 +1,56 @@
+-- Queries of the receiver's request path. Parameters are numbered as in the
+-- Go call sites; see process.go for the order they run in.
+
+-- name: ProcessedEventInsert
+-- No conflict target: a clash on the event ID (a retry) and a clash on
+-- (correlation_id, sequence) (another ID claiming the sequence) both leave the
+-- table alone; ProcessedEventExists tells them apart.
+INSERT INTO processed_events (event_id, correlation_id, sequence)
+VALUES ($1, $2, $3)
+ON CONFLICT DO NOTHING;
+
+-- name: ProcessedEventExists
+SELECT EXISTS (SELECT 1 FROM processed_events WHERE event_id = $1);
+
+-- name: ProcessedEventDelete
+-- Undoes this transaction's own insert when the event is parked instead. A
+-- savepoint rollback would also release the cursor lock taken after it.
+DELETE FROM processed_events WHERE event_id = $1;
+
+-- name: CorrelationCursorEnsure
+INSERT INTO correlation_cursors (correlation_id)
+VALUES ($1)
+ON CONFLICT (correlation_id) DO NOTHING;
+
+-- name: CorrelationCursorLock
+SELECT last_sequence FROM correlation_cursors WHERE correlation_id = $1 FOR UPDATE;
+
+-- name: CorrelationCursorAdvance
+-- Compare-and-swap: moves the cursor only from the predecessor's sequence
+-- ($3: sequence-1, or earlier when the sender skipped the ones between).
+UPDATE correlation_cursors
+SET last_sequence = $2, updated_at = now()
+WHERE correlation_id = $1 AND last_sequence = $3;
+
+-- name: CorrelationCursorGet
+SELECT last_sequence, updated_at FROM correlation_cursors WHERE correlation_id = $1;
+
+-- name: ParkedEventInsert
+INSERT INTO parked_events (event_id, correlation_id, sequence, body, headers)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT DO NOTHING;
+
+-- name: ParkedEventExists
+SELECT EXISTS (SELECT 1 FROM parked_events WHERE event_id = $1);
+
+-- name: ParkedEventGetBySequence
+SELECT event_id, body FROM parked_events WHERE correlation_id = $1 AND sequence = $2;
+
+-- name: ParkedEventDeleteBySequence
+DELETE FROM parked_events WHERE correlation_id = $1 AND sequence = $2 RETURNING event_id;
+
+-- name: ParkedEventListByCorrelation
+SELECT event_id, sequence, parked_at
+FROM parked_events
+WHERE correlation_id = $1
+ORDER BY sequence;

@@ -1,0 +1,2 @@
+INSERT INTO ledger_balances (correlation_id) VALUES ($1)
+ON CONFLICT (correlation_id) DO NOTHING;

@@ -1,0 +1,1 @@
+SELECT version FROM refreceiver_schema_migrations ORDER BY version;

@@ -1,0 +1,1 @@
+SELECT to_regclass('refreceiver_schema_migrations') IS NOT NULL;
