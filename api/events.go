@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,17 +9,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/intake"
 	"github.com/hookflow/hookflow/store"
 )
-
-type eventRequest struct {
-	ID            *string         `json:"id"`
-	CorrelationID *string         `json:"correlation_id"`
-	Sequence      json.RawMessage `json:"sequence"`
-	EndpointID    *string         `json:"endpoint_id"`
-	Type          *string         `json:"type"`
-	Data          json.RawMessage `json:"data"`
-}
 
 type eventResponse struct {
 	ID            string          `json:"id"`
@@ -34,24 +25,17 @@ type eventResponse struct {
 	Attempts      []store.Attempt `json:"attempts"`
 }
 
-func required(field string, v *string) (string, *Problem) {
-	if v == nil {
-		return "", fieldProblem(field, field+" is required")
-	}
-	return *v, nil
-}
-
 // eventCreate accepts an event. The ledger row is written first; then its
 // workflow is started. If Temporal cannot be reached the event stays queued
 // (202, state "queued") and the starter's sweep starts it later.
 func (s *Server) eventCreate(c echo.Context) error {
-	var req eventRequest
+	var req intake.Request
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	ev, p := validateEvent(req)
-	if p != nil {
-		return p
+	ev, fe := intake.Validate(req)
+	if fe != nil {
+		return fieldProblem(fe.Field, fe.Detail)
 	}
 	ctx := c.Request().Context()
 	if _, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID); errors.Is(err, store.ErrNotFound) {
@@ -116,51 +100,6 @@ func (s *Server) eventConflict(c echo.Context, ev store.Event) error {
 	p.Field = "sequence"
 	p.Extensions = map[string]any{"correlation_id": ev.CorrelationID, "high_water_mark": hw, "next_sequence": next}
 	return p
-}
-
-func validateEvent(req eventRequest) (store.Event, *Problem) {
-	var ev store.Event
-	var p *Problem
-	if ev.ID, p = required("id", req.ID); p != nil {
-		return ev, p
-	}
-	if p = validKey("id", ev.ID); p != nil {
-		return ev, p
-	}
-	if ev.CorrelationID, p = required("correlation_id", req.CorrelationID); p != nil {
-		return ev, p
-	}
-	if p = validKey("correlation_id", ev.CorrelationID); p != nil {
-		return ev, p
-	}
-	if ev.Sequence, p = parseSequence(req.Sequence); p != nil {
-		return ev, p
-	}
-	if ev.EndpointID, p = required("endpoint_id", req.EndpointID); p != nil {
-		return ev, p
-	}
-	if p = validKey("endpoint_id", ev.EndpointID); p != nil {
-		return ev, p
-	}
-	if ev.Type, p = required("type", req.Type); p != nil {
-		return ev, p
-	}
-	if p = validType(ev.Type); p != nil {
-		return ev, p
-	}
-	if len(req.Data) == 0 || string(req.Data) == "null" {
-		return ev, fieldProblem("data", "data is required (a JSON object)")
-	}
-	if req.Data[0] != '{' {
-		return ev, fieldProblem("data", "data must be a JSON object")
-	}
-	data, err := canonicalJSON(req.Data)
-	if err != nil {
-		return ev, fieldProblem("data", "data is not valid JSON")
-	}
-	ev.Data = data
-	ev.PayloadHash = payloadHash(ev.CorrelationID, ev.Sequence, ev.EndpointID, ev.Type, data)
-	return ev, nil
 }
 
 func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {

@@ -210,23 +210,22 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 200 only when Postgres and Temporal both answer.
+// readyz is 200 when Postgres answers. Temporal being down is reported as
+// "degraded" but still 200: the API keeps accepting events (they wait as
+// queued and start when Temporal is back), so it must stay in rotation.
+// Postgres down is 503: nothing can be accepted without the ledger.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{"postgres": "ok", "temporal": "ok"}
-	status := http.StatusOK
-	if err := s.deps.Pool.Ping(ctx); err != nil {
-		checks["postgres"] = "unavailable"
-		status = http.StatusServiceUnavailable
-	}
+	status, state := http.StatusOK, "ready"
 	if _, err := s.deps.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		checks["temporal"] = "unavailable"
-		status = http.StatusServiceUnavailable
+		state = "degraded"
 	}
-	state := "ready"
-	if status != http.StatusOK {
-		state = "not_ready"
+	if err := s.deps.Pool.Ping(ctx); err != nil {
+		checks["postgres"] = "unavailable"
+		status, state = http.StatusServiceUnavailable, "not_ready"
 	}
 	return c.JSON(status, map[string]any{"status": state, "checks": checks})
 }

@@ -42,6 +42,9 @@ func commands() map[string]command {
 		"dlq":         {"list, show, replay and skip dead letters through the API", runDLQ},
 		"receiver":    {"run the reference receiver (a ledger built on the receiver kit)", runReceiverCommand},
 		"conformance": {"check any receiver URL against the wire contract's hard cases", runConformance},
+		"relay":       {"move transactional-outbox rows into hookflow (start their workflows)", runRelay},
+		"chaos":       {"run the stack as real processes under injected faults and check every invariant", runChaos},
+		"bench":       {"measure throughput and latency against bare Temporal in the same run", runBench},
 	}
 }
 
