@@ -45,6 +45,8 @@ type Postgres struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	logger *slog.Logger
+	// attached: not ours to stop.
+	attached bool
 }
 
 // FindPostgresBin returns the folder holding initdb and postgres: PATH first,
@@ -164,6 +166,14 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig, logger *slog.Logger)
 	}
 }
 
+// Attach returns a handle on a cluster already running on 127.0.0.1:port
+// (superuser "postgres", trust auth), started by someone else. Stop and Kill
+// do nothing on it.
+func Attach(port int) *Postgres {
+	done := make(chan struct{})
+	return &Postgres{cfg: PostgresConfig{Port: port}, done: done, attached: true}
+}
+
 // AdminURL is the DSN of database db as the cluster's superuser.
 func (p *Postgres) AdminURL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.cfg.Port, db)
@@ -195,6 +205,9 @@ func (p *Postgres) EnsureDatabase(ctx context.Context, name string) error {
 // Stop shuts the server down with a fast shutdown (open transactions are
 // rolled back, committed data is safe) and waits for it to exit.
 func (p *Postgres) Stop() {
+	if p.attached {
+		return
+	}
 	select {
 	case <-p.done:
 		return
@@ -211,6 +224,9 @@ func (p *Postgres) Stop() {
 
 // Kill stops the server the hard way (SIGKILL), as a crash would.
 func (p *Postgres) Kill() {
+	if p.attached {
+		return
+	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }

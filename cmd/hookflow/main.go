@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"conformance": {"check any receiver URL against the wire contract's hard cases", runConformance},
 		"relay":       {"move transactional-outbox rows into hookflow (start their workflows)", runRelay},
 		"chaos":       {"run the stack as real processes under injected faults and check every invariant", runChaos},
+		"temporal":    {"run only the embedded Temporal server on the local Postgres (chaos and bench use it)", runTemporal},
 		"bench":       {"measure throughput and latency against bare Temporal in the same run", runBench},
 	}
 }
