@@ -93,10 +93,26 @@ func (a *Activities) Arrive(ctx context.Context, in ArriveInput) error {
 	return nil
 }
 
-// LoadCursor returns the sequence a correlation needs next, from the ledger;
-// a sequencer starting afresh begins there.
-func (a *Activities) LoadCursor(ctx context.Context, correlationID string) (int64, error) {
-	return a.store.CorrelationNext(ctx, correlationID)
+// Cursor is where a correlation stands in the ledger.
+type Cursor struct {
+	// Next is the sequence the correlation needs next.
+	Next int64 `json:"next"`
+	// Skipped are the sequences skipped since the last delivered one.
+	Skipped []int64 `json:"skipped,omitempty"`
+}
+
+// LoadCursor reads a correlation's cursor from the ledger; a sequencer
+// starting afresh begins there.
+func (a *Activities) LoadCursor(ctx context.Context, correlationID string) (Cursor, error) {
+	next, err := a.store.CorrelationNext(ctx, correlationID)
+	if err != nil {
+		return Cursor{}, err
+	}
+	skipped, err := a.store.CorrelationSkippedTail(ctx, correlationID)
+	if err != nil {
+		return Cursor{}, err
+	}
+	return Cursor{Next: next, Skipped: skipped}, nil
 }
 
 // SkipInput names the event an operator skipped.

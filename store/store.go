@@ -50,6 +50,7 @@ type queries struct {
 	EventMarkDeadLettered  string
 	CorrelationAdvance     string
 	CorrelationNext        string
+	CorrelationSkippedTail string
 	CorrelationPending     string
 	CorrelationHighWater   string
 	AttemptInsert          string
@@ -285,6 +286,20 @@ func (s *Store) CorrelationNext(ctx context.Context, correlationID string) (int6
 		return 0, fmt.Errorf("get correlation cursor: %w", err)
 	}
 	return n, nil
+}
+
+// CorrelationSkippedTail lists the sequences skipped since the
+// correlation's last delivered event, in order.
+func (s *Store) CorrelationSkippedTail(ctx context.Context, correlationID string) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, s.q.CorrelationSkippedTail, correlationID)
+	if err != nil {
+		return nil, fmt.Errorf("list skipped sequences: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list skipped sequences: %w", err)
+	}
+	return out, nil
 }
 
 // CorrelationHighWater is the highest sequence accepted for the correlation.

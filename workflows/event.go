@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -67,6 +66,16 @@ var ledgerOptions = workflow.ActivityOptions{
 	},
 }
 
+// localOptions are for the local activities that talk to Temporal or the
+// ledger (announcing an arrival, loading a cursor): they retry through an
+// outage of either for as long as it lasts, because giving up would strand
+// the event or the correlation.
+var localOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    10 * time.Second,
+	ScheduleToCloseTimeout: 30 * 24 * time.Hour,
+	RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+}
+
 // EventWorkflow delivers one event in its correlation's order: it announces
 // itself to the sequencer, waits to be released, delivers within the
 // recovery window, and tells the sequencer it is done. When delivery gives
@@ -89,10 +98,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// (starter), which costs no history event.
 
 	var a *activities.Activities
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
-	})
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
 	arrive := activities.ArriveInput{
 		SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Signal: SignalArrived,
 		Arrival:  activities.Arrival{Sequence: ev.Sequence, EventID: ev.EventID},
@@ -190,17 +196,14 @@ func failureReason(err error) (string, bool) {
 			return "endpoint disabled: " + appErr.Message(), true
 		}
 	}
+	// Anything else means the retries ran out within the recovery window.
 	last := "no answer"
-	if appErr != nil {
-		last = appErr.Message()
-	}
-	var actErr *temporal.ActivityError
-	if errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_TIMEOUT {
-		return "recovery window spent; last attempt: " + last, false
-	}
 	var toErr *temporal.TimeoutError
-	if errors.As(err, &toErr) {
-		return "recovery window spent; last attempt timed out", false
+	switch {
+	case appErr != nil:
+		last = appErr.Message()
+	case errors.As(err, &toErr):
+		last = "timed out"
 	}
-	return "delivery failed: " + last, false
+	return "recovery window spent; last attempt: " + last, false
 }

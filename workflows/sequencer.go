@@ -38,8 +38,8 @@ type SequencerState struct {
 	Next     int64                `json:"next"`
 	Released *activities.Arrival  `json:"released,omitempty"`
 	Parked   []activities.Arrival `json:"parked,omitempty"`
-	// Skipped are sequences skipped since the last delivered one; the next
-	// release carries them to the receiver.
+	// Skipped are sequences skipped since the last delivered one; every
+	// release carries them to the receiver until an event is delivered.
 	Skipped []int64 `json:"skipped,omitempty"`
 }
 
@@ -63,12 +63,12 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	st := in.State
 	if st == nil {
 		var a *activities.Activities
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
-		var next int64
-		if err := workflow.ExecuteLocalActivity(lctx, a.LoadCursor, in.CorrelationID).Get(ctx, &next); err != nil {
+		lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+		var cur activities.Cursor
+		if err := workflow.ExecuteLocalActivity(lctx, a.LoadCursor, in.CorrelationID).Get(ctx, &cur); err != nil {
 			return err
 		}
-		st = &SequencerState{Next: next}
+		st = &SequencerState{Next: cur.Next, Skipped: cur.Skipped}
 	}
 	parked := make(map[int64]string, len(st.Parked))
 	for _, p := range st.Parked {
@@ -112,6 +112,8 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		st.Released = nil
 		if d.Skipped {
 			st.Skipped = append(st.Skipped, d.Sequence)
+		} else {
+			st.Skipped = nil
 		}
 	}
 	releaseNext := func() {
@@ -125,7 +127,6 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		delete(parked, st.Next)
 		st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
 		releases = append(releases, workflow.SignalExternalWorkflow(ctx, id, "", SignalRelease, Release{Sequence: st.Next, Skipped: st.Skipped}))
-		st.Skipped = nil
 	}
 	drain := func() bool {
 		got := false
@@ -162,7 +163,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	defer cancelTimer()
 	for {
 		releaseNext()
-		busy := st.Released != nil || len(parked) > 0 || len(st.Skipped) > 0
+		busy := st.Released != nil || len(parked) > 0
 		info := workflow.GetInfo(ctx)
 		if info.GetCurrentHistoryLength() > maxHistory || info.GetContinueAsNewSuggested() {
 			drain()
@@ -201,9 +202,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			continue
 		}
 		idleTimer = nil
-		// A pending skip list keeps the sequencer alive: only this run knows
-		// it, and the next release must carry it.
-		busy = st.Released != nil || len(parked) > 0 || len(st.Skipped) > 0
+		// A pending skip list need not keep it alive: a fresh run reloads it
+		// from the ledger (LoadCursor).
+		busy = st.Released != nil || len(parked) > 0
 		if quiet := workflow.Now(ctx).Sub(lastActivity); busy || quiet < idle {
 			if !busy {
 				// One timer per idle period, not one per signal.

@@ -62,3 +62,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7);
 -- name: AttemptsList
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
 FROM delivery_attempts WHERE event_id = $1 ORDER BY id;
+
+-- name: CorrelationSkippedTail
+-- Sequences skipped since the correlation's last delivered event: a sequencer
+-- starting afresh owes them to the receiver with its next release.
+SELECT sequence FROM events
+WHERE correlation_id = $1 AND state = 'skipped'
+  AND sequence > COALESCE((SELECT max(sequence) FROM events WHERE correlation_id = $1 AND state = 'delivered'), 0)
+ORDER BY sequence;

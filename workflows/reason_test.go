@@ -1,0 +1,79 @@
+package workflows
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/hookflow/hookflow/activities"
+)
+
+// deliverFailure is Deliver's failure as a real server reports it in
+// ActivityTaskFailed/TimedOut, converted the way the SDK hands it to the
+// workflow. The test environment does not set the retry state a server
+// sets, so the wording of a spent window is checked here.
+func deliverFailure(retryState enumspb.RetryState, cause *failurepb.Failure) error {
+	return temporal.GetDefaultFailureConverter().FailureToError(&failurepb.Failure{
+		Message: "activity error",
+		FailureInfo: &failurepb.Failure_ActivityFailureInfo{ActivityFailureInfo: &failurepb.ActivityFailureInfo{
+			ActivityType: &commonpb.ActivityType{Name: "Deliver"}, ActivityId: "5", RetryState: retryState,
+		}},
+		Cause: cause,
+	})
+}
+
+func appFailure(msg, typ string, nonRetryable bool) *failurepb.Failure {
+	return &failurepb.Failure{Message: msg, FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
+		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: typ, NonRetryable: nonRetryable},
+	}}
+}
+
+func TestFailureReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		err       error
+		reason    string
+		permanent bool
+	}{
+		{
+			"window spent after a 503",
+			deliverFailure(enumspb.RETRY_STATE_TIMEOUT, appFailure("receiver answered 503", activities.ErrTypeRetryable, false)),
+			"recovery window spent; last attempt: receiver answered 503", false,
+		},
+		{
+			"window spent while an attempt was running",
+			deliverFailure(enumspb.RETRY_STATE_TIMEOUT, &failurepb.Failure{Message: "activity ScheduleToClose timeout",
+				FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{
+					TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,
+				}}}),
+			"recovery window spent; last attempt: timed out", false,
+		},
+		{
+			"permanent 4xx",
+			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("receiver answered 400", activities.ErrTypePermanent, true)),
+			"permanent rejection: receiver answered 400", true,
+		},
+		{
+			"410 gone",
+			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("receiver answered 410", activities.ErrTypeEndpointGone, true)),
+			"endpoint gone (410), endpoint disabled: receiver answered 410", true,
+		},
+		{
+			"endpoint disabled",
+			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("endpoint ep_1 is disabled", activities.ErrTypeEndpointDisabled, true)),
+			"endpoint disabled: endpoint ep_1 is disabled", true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			reason, permanent := failureReason(tc.err)
+			require.Equal(t, tc.reason, reason)
+			require.Equal(t, tc.permanent, permanent)
+		})
+	}
+}
