@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
@@ -98,6 +99,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	if err := setupSchema(ctx, cfg.Postgres, visDB, "postgresql/v12/visibility", tl); err != nil {
 		return nil, err
 	}
+	if err := forgetMembers(ctx, cfg.Postgres, cfg.DatabasePrefix); err != nil {
+		return nil, err
+	}
 
 	conf, err := cfg.serverConfig(mainDB, visDB)
 	if err != nil {
@@ -175,6 +179,22 @@ func (cfg Config) sqlConfig(db string) *config.SQL {
 		MaxIdleConns:    20,
 		MaxConnLifetime: time.Hour,
 	}
+}
+
+// forgetMembers clears the membership rows a previous run left behind. All
+// services run in this one process on fresh ports, so every stored member is
+// gone; left in place, the ring keeps routing to them ("Not enough hosts to
+// serve the request") until they expire, about 40 s after a restart.
+func forgetMembers(ctx context.Context, pg *devstack.Postgres, db string) error {
+	conn, err := pgx.Connect(ctx, pg.AdminURL(db))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", db, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DELETE FROM cluster_membership"); err != nil {
+		return fmt.Errorf("clear stale cluster membership: %w", err)
+	}
+	return nil
 }
 
 // setupSchema creates the database and brings its schema to the version this
