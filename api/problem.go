@@ -51,9 +51,16 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		case errors.As(err, &p):
 		case errors.As(err, &he):
 			p = problem(he.Code, "http-"+fmt.Sprint(he.Code), http.StatusText(he.Code), fmt.Sprint(he.Message))
-			if he.Code == http.StatusRequestEntityTooLarge {
+			switch he.Code {
+			case http.StatusRequestEntityTooLarge:
 				p.Type = problemTypeBase + "body-too-large"
 				p.Detail = "request body exceeds the limit"
+			case http.StatusNotFound:
+				p.Type = problemTypeBase + "not-found"
+				p.Detail = "no route for " + c.Request().Method + " " + c.Request().URL.Path
+			case http.StatusMethodNotAllowed:
+				p.Type = problemTypeBase + "method-not-allowed"
+				p.Detail = c.Request().Method + " is not allowed on " + c.Request().URL.Path
 			}
 		default:
 			logger.Error("request failed", "method", c.Request().Method, "path", c.Path(), "error", err)

@@ -85,7 +85,11 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
-	v1 := e.Group("/v1", s.auth)
+	// Auth wraps every request, not the /v1 group: group middleware and
+	// RouteNotFound register catch-all routes that make Echo answer 404
+	// where 405 is due; Echo's own 404 and 405 go through the error handler.
+	e.Use(s.auth)
+	v1 := e.Group("/v1")
 	v1.POST("/endpoints", s.endpointCreate)
 	v1.GET("/endpoints/:id", s.endpointGet)
 	v1.PATCH("/endpoints/:id", s.endpointUpdate)
@@ -98,9 +102,6 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.GET("/dead-letters/:id", s.deadLetterGet)
 	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay)
 	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip)
-	e.RouteNotFound("/*", func(c echo.Context) error {
-		return problem(http.StatusNotFound, "not-found", "Not Found", "no route for "+c.Request().Method+" "+c.Request().URL.Path)
-	})
 	return s, nil
 }
 
@@ -110,16 +111,27 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Echo exposes the router, for adding routes such as /metrics.
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
-// auth requires "Authorization: Bearer <token>", compared in constant time.
+// auth requires "Authorization: Bearer <token>" on /v1, compared in
+// constant time.
 func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	want := []byte(s.cfg.Token)
 	return func(c echo.Context) error {
-		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+			return next(c)
+		}
+		got, ok := bearerToken(c.Request().Header.Get("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			return problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required")
 		}
 		return next(c)
 	}
+}
+
+// bearerToken takes the token out of an Authorization header. The scheme
+// name is case-insensitive (RFC 9110 §11.1); the token is compared as is.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	return token, ok && strings.EqualFold(scheme, "Bearer")
 }
 
 // decode reads a JSON body strictly: JSON content type, within the size
@@ -172,6 +184,8 @@ func jsonProblem(err error) *Problem {
 	switch {
 	case errors.As(err, &syn):
 		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
+	case errors.As(err, &typ) && typ.Field == "":
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body must be a JSON object")
 	case errors.As(err, &typ):
 		p := fieldProblem(typ.Field, fmt.Sprintf("%s must be %s", typ.Field, jsonKind(typ.Type.Kind().String())))
 		return p

@@ -76,7 +76,8 @@ func CheckURL(raw string, allowPrivate bool) error {
 	if u.Scheme != "https" {
 		return errors.New("scheme must be https (set HOOKFLOW_ALLOW_PRIVATE_TARGETS=true to allow http)")
 	}
-	host := strings.ToLower(u.Hostname())
+	// A trailing dot makes a name fully qualified; it resolves the same.
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return ErrForbiddenTarget
 	}

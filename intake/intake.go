@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -155,7 +157,8 @@ func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	// dec.More is not enough: it reports false for a stray "}" or "]".
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("trailing data after the JSON value")
 	}
 	var buf bytes.Buffer

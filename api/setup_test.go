@@ -1,0 +1,216 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// testMaxBody is the body limit the bundle's API runs with; small, so the
+// oversize cases stay cheap.
+const testMaxBody = 4096
+
+// recordingStarter counts Start calls; the API's own tests need no Temporal.
+// When fail is set, Start fails as an unreachable Temporal would.
+type recordingStarter struct {
+	calls atomic.Int64
+	fail  atomic.Bool
+}
+
+func (s *recordingStarter) Start(context.Context, store.Event) error {
+	s.calls.Add(1)
+	if s.fail.Load() {
+		return errors.New("temporal unreachable")
+	}
+	return nil
+}
+
+// fakeSignaler answers health checks and records signals.
+type fakeSignaler struct {
+	mu      sync.Mutex
+	signals []string
+}
+
+func (f *fakeSignaler) SignalWorkflow(_ context.Context, workflowID, _, signalName string, _ any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signals = append(f.signals, workflowID+"/"+signalName)
+	return nil
+}
+
+func (f *fakeSignaler) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	return &client.CheckHealthResponse{}, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of request
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// bundle is a migrated database, the real API on a real socket, and the
+// fakes standing in for Temporal.
+type bundle struct {
+	pool     *pgxpool.Pool
+	store    *store.Store
+	starter  *recordingStarter
+	signaler *fakeSignaler
+	logs     *syncBuffer
+	url      string
+	token    string
+	// endpointID is an endpoint registered through the API at setup.
+	endpointID string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the API's settings adjusted by cfg.
+func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = schema.Migrate(ctx, pool)
+	require.NoError(t, err)
+	st, err := store.New(pool)
+	require.NoError(t, err)
+
+	b := &bundle{
+		pool: pool, store: st, starter: &recordingStarter{}, signaler: &fakeSignaler{},
+		logs: &syncBuffer{}, token: "tok_" + rand.Text(),
+	}
+	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rc := api.RouterConfig{Token: b.token, MaxBodyBytes: testMaxBody}
+	if cfg != nil {
+		cfg(&rc)
+	}
+	srv, err := api.New(rc, api.RouterDeps{
+		Store: st, Pool: pool, Starter: b.starter, Temporal: b.signaler, Logger: logger,
+	})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	b.url = hs.URL
+
+	resp, body := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"https://example.com/hook"}`, b.bearer())
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	var ep struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &ep))
+	b.endpointID = ep.ID
+	return b
+}
+
+func (b *bundle) bearer() http.Header {
+	return http.Header{"Authorization": {"Bearer " + b.token}}
+}
+
+// do sends one request and returns the response with its body read.
+func (b *bundle) do(t *testing.T, method, path, contentType, body string, h http.Header) (*http.Response, string) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = bytes.NewReader([]byte(body))
+	}
+	req, err := http.NewRequest(method, b.url+path, r)
+	require.NoError(t, err)
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return send(t, req)
+}
+
+func send(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(raw)
+}
+
+func (b *bundle) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// endpointRows is every endpoint row as text, to tell "unchanged" exactly.
+func (b *bundle) endpointRows(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), "SELECT row_to_json(e)::text FROM endpoints e ORDER BY id")
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireProblem asserts an RFC 9457 answer: the status, the media type,
+// the members every problem carries, and the field at fault (if any).
+func requireProblem(t *testing.T, resp *http.Response, body string, status int, field string) map[string]any {
+	t.Helper()
+	require.Equal(t, status, resp.StatusCode, body)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), body)
+	var p map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &p), body)
+	require.NotEmpty(t, p["type"], body)
+	require.NotEmpty(t, p["title"], body)
+	require.EqualValues(t, status, p["status"], body)
+	require.NotEmpty(t, p["detail"], body)
+	if field != "" {
+		require.Equal(t, field, p["field"], body)
+	} else {
+		require.NotContains(t, p, "field", body)
+	}
+	return p
+}
