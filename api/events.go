@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"github.com/hookflow/hookflow/intake"
 	"github.com/hookflow/hookflow/store"
 )
+
+// startTimeout bounds the workflow start inside a POST /v1/events.
+const startTimeout = 3 * time.Second
 
 type eventResponse struct {
 	ID            string          `json:"id"`
@@ -53,7 +57,11 @@ func (s *Server) eventCreate(c echo.Context) error {
 	if !inserted {
 		return s.eventConflict(c, ev)
 	}
-	if err := s.deps.Starter.Start(ctx, stored); err != nil {
+	// A slow or absent Temporal must not hold the producer: past a few
+	// seconds the event stays queued and the sweep starts it later.
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := s.deps.Starter.Start(sctx, stored); err != nil {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
 		return c.JSON(http.StatusAccepted, map[string]string{"id": stored.ID, "state": store.StateQueued})
 	}
