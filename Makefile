@@ -3,11 +3,12 @@
 GO       ?= go
 BIN      := bin/hookflow
 # Packages whose tests need no Temporal server run under the race detector;
-# the end-to-end and CLI tests link the embedded server and run without it.
-SERVER_PKGS := ./e2e/... ./cmd/...
-UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/)
+# the end-to-end, CLI, chaos and bench tests start the stack (the embedded
+# server, or the hookflow binary as processes) and run without it.
+SERVER_PKGS := ./e2e/... ./cmd/... ./chaos/... ./bench/...
+UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /chaos -e /bench)
 
-.PHONY: all build run test lint test-unit test-integration deps clean
+.PHONY: all build run test lint test-unit test-integration deps clean bench chaos
 
 all: build
 
@@ -31,6 +32,12 @@ test-integration: build
 	$(GO) test -count=1 -timeout 40m $(SERVER_PKGS)
 
 test: deps lint test-unit test-integration
+
+bench: build
+	./$(BIN) bench
+
+chaos: build
+	./$(BIN) chaos
 
 clean:
 	rm -rf bin .hookflow
