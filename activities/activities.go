@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -34,6 +35,7 @@ type Activities struct {
 	temporal client.Client
 	http     *http.Client
 	logger   *slog.Logger
+	metrics  *metrics.Metrics
 	now      func() time.Time
 }
 
@@ -43,6 +45,8 @@ type Deps struct {
 	Temporal client.Client
 	HTTP     *http.Client
 	Logger   *slog.Logger
+	// Metrics is optional: nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // New returns the activities; every dependency is required.
@@ -57,7 +61,7 @@ func New(d Deps) (*Activities, error) {
 	case d.Logger == nil:
 		return nil, errors.New("activities: logger is required")
 	}
-	return &Activities{store: d.Store, temporal: d.Temporal, http: d.HTTP, logger: d.Logger, now: time.Now}, nil
+	return &Activities{store: d.Store, temporal: d.Temporal, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, now: time.Now}, nil
 }
 
 // Arrival tells a sequencer that an event of its correlation exists.
@@ -167,6 +171,7 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) er
 	if err != nil {
 		return err
 	}
+	a.metrics.DeadLettered(in.Event.EndpointID)
 	a.logger.Warn("event dead-lettered",
 		"event_id", in.Event.EventID, "correlation_id", in.Event.CorrelationID, "sequence", in.Event.Sequence,
 		"endpoint_id", in.Event.EndpointID, "reason", in.Reason, "attempts", len(attempts))

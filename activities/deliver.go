@@ -128,6 +128,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if err != nil {
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(err.Error())
 		a.record(ctx, in.EventID, rec)
+		a.observe(in.EndpointID, rec, latency)
 		return DeliverResult{}, temporal.NewApplicationError("deliver: "+err.Error(), ErrTypeRetryable)
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBody))
@@ -144,6 +145,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		rec.Outcome = OutcomeDelivered
 		a.record(ctx, in.EventID, rec)
+		a.observe(in.EndpointID, rec, latency)
 		if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, store.StateDelivered, a.now()); err != nil {
 			// The receiver has it; a retry re-sends and gets "already processed".
 			return DeliverResult{}, err
@@ -152,6 +154,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	case c == http.StatusGone:
 		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
 		a.record(ctx, in.EventID, rec)
+		a.observe(in.EndpointID, rec, latency)
 		if err := a.store.EndpointDisable(ctx, ep.ID, "receiver answered 410 Gone for event "+in.EventID); err != nil {
 			return DeliverResult{}, err
 		}
@@ -160,16 +163,27 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		d := retryAfter(resp.Header, a.now())
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
 		a.record(ctx, in.EventID, rec)
+		a.observe(in.EndpointID, rec, latency)
 		return DeliverResult{}, temporal.NewApplicationErrorWithOptions(what, ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: d})
 	case c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests,
 		c >= 300 && c < 400: // redirects are not followed: a moved endpoint is a configuration error
 		rec.Outcome, rec.Error = OutcomePermanent, ptr(what)
 		a.record(ctx, in.EventID, rec)
+		a.observe(in.EndpointID, rec, latency)
 		return DeliverResult{}, temporal.NewNonRetryableApplicationError(what, ErrTypePermanent, nil)
 	default:
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
 		a.record(ctx, in.EventID, rec)
+		a.observe(in.EndpointID, rec, latency)
 		return DeliverResult{}, temporal.NewApplicationError(what, ErrTypeRetryable)
+	}
+}
+
+// observe records an HTTP attempt's metrics.
+func (a *Activities) observe(endpointID string, rec store.Attempt, latency time.Duration) {
+	a.metrics.Attempt(endpointID, rec.Outcome, latency, rec.Outcome == OutcomeDelivered)
+	if rec.Outcome == OutcomeRetry {
+		a.metrics.Retry(endpointID)
 	}
 }
 

@@ -61,6 +61,7 @@ func (s *Server) eventCreate(c echo.Context) error {
 	// seconds the event stays queued and the sweep starts it later.
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	s.deps.Metrics.EventAccepted(stored.EndpointID)
 	if err := s.deps.Starter.Start(sctx, stored); err != nil {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
 		return c.JSON(http.StatusAccepted, map[string]string{"id": stored.ID, "state": store.StateQueued})

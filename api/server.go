@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
 
+	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -54,6 +55,9 @@ type RouterDeps struct {
 	Starter  Starter
 	Temporal Signaler
 	Logger   *slog.Logger
+	// Metrics is optional: when set, the API counts accepted events and
+	// serves the registry at GET /metrics.
+	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP API.
@@ -84,6 +88,10 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openAPI)
+	if deps.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(deps.Metrics.Handler()))
+	}
 
 	// Auth wraps every request, not the /v1 group: group middleware and
 	// RouteNotFound register catch-all routes that make Echo answer 404
@@ -102,6 +110,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.GET("/dead-letters/:id", s.deadLetterGet)
 	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay)
 	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip)
+	v1.GET("/stats", s.stats)
 	return s, nil
 }
 

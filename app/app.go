@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -23,6 +24,7 @@ import (
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/config"
 	"github.com/hookflow/hookflow/egress"
+	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/starter"
 	"github.com/hookflow/hookflow/store"
@@ -80,10 +82,23 @@ func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
 // TemporalClient dials Temporal. A lazy client connects on first use, so
 // the API can start (and accept events) while Temporal is down.
 func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool) (client.Client, error) {
+	return TemporalClientWith(ctx, cfg, logger, lazy, nil)
+}
+
+// TemporalClientWith is TemporalClient with the SDK's metrics sent to m's
+// registry (nil m: the SDK's metrics are dropped).
+func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, m *metrics.Metrics) (client.Client, error) {
 	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    sdklog.NewStructuredLogger(slog.New(levelFloor{logger.Handler(), slog.LevelWarn})),
+	}
+	if m != nil {
+		h, err := metrics.NewTemporalHandler(m.Registry())
+		if err != nil {
+			return nil, fmt.Errorf("temporal metrics: %w", err)
+		}
+		opts.MetricsHandler = h
 	}
 	if lazy {
 		c, err := client.NewLazyClient(opts)
@@ -129,13 +144,39 @@ func NewStarter(cfg config.Config, st *store.Store, c client.Client, logger *slo
 // down gracefully. The starter's sweep runs alongside. ready is called once
 // the socket is bound.
 func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(addr string)) error {
+	m, err := NewMetrics(logger)
+	if err != nil {
+		return err
+	}
+	return ServeAPIWith(ctx, cfg, st, c, logger, m, ready)
+}
+
+// NewMetrics makes a fresh registry with hookflow's instruments in it.
+func NewMetrics(logger *slog.Logger) (*metrics.Metrics, error) {
+	m, err := metrics.New(prometheus.NewRegistry(), logger)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return m, nil
+}
+
+// ServeAPIWith is ServeAPI with the metrics registry given: the API counts
+// accepted events in m, adds the Postgres-backed gauges (DLQ size, queue
+// depth, oldest lag) to it, and serves it at GET /metrics. Workers sharing m
+// (hookflow dev) show up on the same page.
+func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics, ready func(addr string)) error {
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return err
 	}
+	if m != nil {
+		if err := metrics.RegisterStore(m.Registry(), st, logger); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	srv, err := api.New(api.RouterConfig{
 		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, AllowPrivateTargets: cfg.AllowPrivate,
-	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger})
+	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger, Metrics: m})
 	if err != nil {
 		return err
 	}
@@ -167,7 +208,13 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 
 // StartWorker starts one worker on the task queue; Stop drains it.
 func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (sdkworker.Worker, error) {
-	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger})
+	return StartWorkerWith(cfg, st, c, logger, nil)
+}
+
+// StartWorkerWith is StartWorker with delivery metrics recorded in m (nil:
+// none).
+func StartWorkerWith(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics) (sdkworker.Worker, error) {
+	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger, Metrics: m})
 	if err != nil {
 		return nil, err
 	}
@@ -179,4 +226,33 @@ func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *sl
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	return w, nil
+}
+
+// ServeMetrics serves m at http://addr/metrics until ctx is done; workers
+// run it when HOOKFLOW_METRICS_ADDR is set. ready is called once the
+// socket is bound.
+func ServeMetrics(ctx context.Context, addr string, m *metrics.Metrics, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (HOOKFLOW_METRICS_ADDR): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down metrics: %w", err)
+	}
+	return nil
 }

@@ -35,6 +35,8 @@ type Config struct {
 	ReceiverSecrets   string
 	ReceiverDatabase  string
 	APIURL            string
+	OutboxDatabaseURL string
+	MetricsAddr       string
 }
 
 // Setting describes one variable: its name, flag, default and help.
@@ -68,6 +70,8 @@ func Settings() []Setting {
 		{"HOOKFLOW_RECEIVER_SECRET", "receiver-secret", "", "reference receiver: whsec_ secrets it accepts, space separated", str(func(c *Config) *string { return &c.ReceiverSecrets })},
 		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
 		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands (dlq, status): base URL of the API", str(func(c *Config) *string { return &c.APIURL })},
+		{"HOOKFLOW_METRICS_ADDR", "metrics-addr", "", "worker: listen address of its own /metrics (empty: off; the API serves /metrics on its own address)", str(func(c *Config) *string { return &c.MetricsAddr })},
+		{"HOOKFLOW_OUTBOX_DATABASE_URL", "outbox-database-url", "", "relay: PostgreSQL DSN of the producer's database holding the outbox table (empty: HOOKFLOW_DATABASE_URL)", str(func(c *Config) *string { return &c.OutboxDatabaseURL })},
 	}
 }
 

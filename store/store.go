@@ -36,31 +36,33 @@ type Store struct {
 }
 
 type queries struct {
-	EndpointInsert         string
-	EndpointGet            string
-	EndpointUpdate         string
-	EndpointRotateSecret   string
-	EndpointDisable        string
-	EventInsert            string
-	EventGet               string
-	EventMarkStarted       string
-	EventsQueuedClaim      string
-	EventMarkDelivering    string
-	EventMarkFinal         string
-	EventMarkDeadLettered  string
-	CorrelationAdvance     string
-	CorrelationNext        string
-	CorrelationSkippedTail string
-	CorrelationPending     string
-	CorrelationHighWater   string
-	AttemptInsert          string
-	AttemptsList           string
-	DeadLetterUpsert       string
-	DeadLetterGet          string
-	DeadLetterList         string
-	DeadLetterMarkReplayed string
-	DeadLetterMarkSkipped  string
-	DeadLetterReopen       string
+	EndpointInsert           string
+	EndpointGet              string
+	EndpointUpdate           string
+	EndpointRotateSecret     string
+	EndpointDisable          string
+	EventInsert              string
+	EventGet                 string
+	EventMarkStarted         string
+	EventsQueuedClaim        string
+	EventMarkDelivering      string
+	EventMarkFinal           string
+	EventMarkDeadLettered    string
+	CorrelationAdvance       string
+	CorrelationNext          string
+	CorrelationSkippedTail   string
+	CorrelationPending       string
+	CorrelationHighWater     string
+	AttemptInsert            string
+	AttemptsList             string
+	DeadLetterUpsert         string
+	DeadLetterGet            string
+	DeadLetterList           string
+	DeadLetterMarkReplayed   string
+	DeadLetterMarkSkipped    string
+	DeadLetterReopen         string
+	StatsSummary             string
+	StatsBlockedCorrelations string
 }
 
 // New returns a Store on pool.

@@ -6,6 +6,7 @@ import (
 	"github.com/hookflow/hookflow/app"
 	"strings"
 
+	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/schema"
 )
 
@@ -68,7 +69,7 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 
 func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 	cfg, _, err := loadConfig(env, "worker", "Run a worker on the task queue until SIGTERM, then drain.", args,
-		concat(dbSettings, temporalSettings, deliverySettings), nil)
+		concat(dbSettings, temporalSettings, deliverySettings, []string{"HOOKFLOW_METRICS_ADDR"}), nil)
 	if err != nil {
 		return err
 	}
@@ -78,17 +79,39 @@ func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	var m *metrics.Metrics // nil records nothing
+	if cfg.MetricsAddr != "" {
+		if m, err = app.NewMetrics(logger); err != nil {
+			return err
+		}
+	}
+	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := app.StartWorker(cfg, st, c, logger)
+	w, err := app.StartWorkerWith(cfg, st, c, logger, m)
 	if err != nil {
 		return err
 	}
 	logger.Info("worker started", "task_queue", cfg.TaskQueue)
-	<-ctx.Done()
+	metricsDone := make(chan error, 1)
+	if m != nil {
+		go func() {
+			metricsDone <- app.ServeMetrics(ctx, cfg.MetricsAddr, m, func(addr string) { logger.Info("worker metrics", "url", "http://"+addr+"/metrics") })
+		}()
+	} else {
+		metricsDone <- nil
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-metricsDone:
+		if err != nil {
+			w.Stop()
+			return err
+		}
+		<-ctx.Done()
+	}
 	w.Stop()
 	logger.Info("worker stopped")
 	return nil

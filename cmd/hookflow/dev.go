@@ -108,7 +108,12 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	// One registry: the API's /metrics shows the in-process workers too.
+	m, err := app.NewMetrics(logger)
+	if err != nil {
+		return err
+	}
+	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m)
 	if err != nil {
 		return err
 	}
@@ -121,7 +126,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}()
 	for i := 0; i < cfg.DevWorkers; i++ {
-		w, err := app.StartWorker(cfg, st, c, logger)
+		w, err := app.StartWorkerWith(cfg, st, c, logger, m)
 		if err != nil {
 			return err
 		}
@@ -145,7 +150,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}()
 	defer func() { stopReceiver(); <-receiverDone }()
 
-	return app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) {
+	return app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(addr string) {
 		printBanner(env, cfg, addr, tmp, pg, receiverURL, time.Since(began))
 	})
 }

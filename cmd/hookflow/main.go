@@ -40,6 +40,8 @@ func commands() map[string]command {
 		"worker":      {"run a worker: executes event and sequencer workflows and deliveries", runWorkerCommand},
 		"migrate":     {"apply pending database migrations", runMigrate},
 		"dlq":         {"list, show, replay and skip dead letters through the API", runDLQ},
+		"demo":        {"guided first run against hookflow dev: ordering, a dead letter, skip, with Temporal UI links", runDemo},
+		"status":      {"print queue depth, in-flight, dead letters, lag and blocked correlations (GET /v1/stats)", runStatus},
 		"receiver":    {"run the reference receiver (a ledger built on the receiver kit)", runReceiverCommand},
 		"conformance": {"check any receiver URL against the wire contract's hard cases", runConformance},
 		"relay":       {"move transactional-outbox rows into hookflow (start their workflows)", runRelay},

@@ -1,0 +1,155 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/metrics"
+	"github.com/hookflow/hookflow/store"
+)
+
+type openAPIDoc struct {
+	OpenAPI string `json:"openapi"`
+	Paths   map[string]map[string]struct {
+		Security    *[]map[string][]string     `json:"security"`
+		RequestBody *json.RawMessage           `json:"requestBody"`
+		Responses   map[string]json.RawMessage `json:"responses"`
+	} `json:"paths"`
+}
+
+// fullServer is the API with every optional route on (metrics). It never
+// touches the database: the pool connects lazily and no handler runs.
+func fullServer(t *testing.T) *api.Server {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := metrics.New(prometheus.NewRegistry(), logger)
+	require.NoError(t, err)
+	srv, err := api.New(api.RouterConfig{Token: "t"}, api.RouterDeps{
+		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: &fakeSignaler{}, Logger: logger, Metrics: m,
+	})
+	require.NoError(t, err)
+	return srv
+}
+
+func loadDoc(t *testing.T) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	require.NoError(t, json.Unmarshal(api.OpenAPIDocument(), &doc))
+	require.Equal(t, "3.1.0", doc.OpenAPI)
+	return doc
+}
+
+var echoParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+
+// TestOpenAPIMatchesRoutes walks Echo's routes: every route is documented
+// and every documented operation is routed.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	doc := loadDoc(t)
+	srv := fullServer(t)
+
+	routed := map[string]bool{}
+	for _, r := range srv.Echo().Routes() {
+		if !slices.Contains([]string{"GET", "POST", "PUT", "PATCH", "DELETE"}, r.Method) {
+			continue
+		}
+		path := echoParam.ReplaceAllString(r.Path, "{$1}")
+		key := r.Method + " " + path
+		routed[key] = true
+		ops, ok := doc.Paths[path]
+		require.True(t, ok, "route %s is not in openapi.json", key)
+		_, ok = ops[strings.ToLower(r.Method)]
+		require.True(t, ok, "route %s is not in openapi.json", key)
+	}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			key := strings.ToUpper(method) + " " + path
+			documented = append(documented, key)
+			require.True(t, routed[key], "openapi.json documents %s but no route serves it", key)
+		}
+	}
+	sort.Strings(documented)
+	require.Len(t, documented, len(routed))
+}
+
+// TestOpenAPIDocumentsStatuses checks each operation lists the statuses its
+// handler answers (those the bad-input, security and e2e tests observe),
+// plus the ones every /v1 call or body-taking call can get.
+func TestOpenAPIDocumentsStatuses(t *testing.T) {
+	t.Parallel()
+	doc := loadDoc(t)
+	observed := map[string][]int{
+		"GET /healthz":                          {200},
+		"GET /readyz":                           {200, 503},
+		"GET /openapi.json":                     {200},
+		"GET /metrics":                          {200},
+		"POST /v1/endpoints":                    {201, 400, 401, 413, 415},
+		"GET /v1/endpoints/{id}":                {200, 400, 401, 404},
+		"PATCH /v1/endpoints/{id}":              {200, 400, 401, 404, 413, 415},
+		"POST /v1/endpoints/{id}/rotate-secret": {200, 400, 401, 404},
+		"POST /v1/events":                       {200, 202, 400, 401, 404, 409, 413, 415, 422},
+		"GET /v1/events/{id}":                   {200, 400, 401, 404},
+		"GET /v1/correlations/{id}":             {200, 400, 401, 404},
+		"GET /v1/dead-letters":                  {200, 400, 401},
+		"POST /v1/dead-letters/replay":          {202, 400, 401, 503},
+		"GET /v1/dead-letters/{id}":             {200, 400, 401, 404},
+		"POST /v1/dead-letters/{id}/replay":     {202, 400, 401, 404, 409, 413, 415, 503},
+		"POST /v1/dead-letters/{id}/skip":       {202, 400, 401, 404, 409, 413, 415, 503},
+		"GET /v1/stats":                         {200, 400, 401},
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			key := strings.ToUpper(method) + " " + path
+			want, ok := observed[key]
+			require.True(t, ok, "no status table entry for %s: add what its handler answers", key)
+			if strings.HasPrefix(path, "/v1/") {
+				require.Contains(t, want, 401, key)
+				require.Nil(t, op.Security, "%s: /v1 operations use the document's bearer security", key)
+			} else {
+				require.NotNil(t, op.Security, "%s: must declare security: [] (no token)", key)
+			}
+			if op.RequestBody != nil {
+				require.Subset(t, want, []int{400, 413, 415}, key)
+			}
+			for _, code := range want {
+				require.Contains(t, op.Responses, strconv.Itoa(code), "%s does not document %d", key, code)
+			}
+		}
+	}
+}
+
+// TestOpenAPIServedWithoutToken fetches GET /openapi.json with no token.
+func TestOpenAPIServedWithoutToken(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(fullServer(t).Handler())
+	t.Cleanup(hs.Close)
+	resp, err := http.Get(hs.URL + "/openapi.json")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.JSONEq(t, string(api.OpenAPIDocument()), string(body))
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
+	"github.com/hookflow/hookflow/refreceiver"
+	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/webhook"
+)
+
+// TestDemoAgainstDevStack runs `hookflow demo` against what `hookflow dev`
+// runs (API, worker, reference receiver with the dev endpoint), on real
+// Temporal and Postgres.
+func TestDemoAgainstDevStack(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logger := testenv.Logger(t)
+	tmp := temporaltest.Server(t)
+
+	// The reference receiver on its own database.
+	rpool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(rpool.Close)
+	require.NoError(t, refreceiver.Migrate(ctx, rpool))
+	secret, err := webhook.NewSecret()
+	require.NoError(t, err)
+	rsrv, err := refreceiver.New(refreceiver.Config{Secrets: []string{secret}}, refreceiver.Deps{Pool: rpool, Logger: logger})
+	require.NoError(t, err)
+	rhs := httptest.NewServer(rsrv.Handler())
+	t.Cleanup(rhs.Close)
+
+	cfg := config.Config{
+		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
+		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "demo-token",
+		RecoveryWindow: time.Minute, DeliveryTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20, AllowPrivate: true,
+	}
+	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, pool)
+	require.NoError(t, err)
+	pool.Close()
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	require.NoError(t, ensureDevEndpoint(ctx, st, rhs.URL+"/webhook", secret))
+	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	w, err := app.StartWorker(cfg, st, c, logger)
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() { done <- app.ServeAPI(ctx, cfg, st, c, logger, func(a string) { ready <- a }) }()
+	var apiURL string
+	select {
+	case a := <-ready:
+		apiURL = "http://" + a
+	case err := <-done:
+		t.Fatalf("api did not start: %v", err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+
+	code, out, stderr := runWith(map[string]string{"HOOKFLOW_API_URL": apiURL, "HOOKFLOW_API_TOKEN": cfg.APIToken},
+		"demo", "--receiver-url", rhs.URL, "--namespace", temporaltest.Namespace, "--wait", "60s")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr: %s", out, stderr)
+	t.Log(out)
+	for _, want := range []string{
+		"-1, ", "(last sequence 3", // applied in order
+		"dead letter ", "401", "is held: next sequence 1, parked [2]",
+		"receiver applied: ", "last sequence 2",
+		"/namespaces/" + temporaltest.Namespace + "/workflows?query=CorrelationId%3D%22demo-",
+		"/namespaces/" + temporaltest.Namespace + "/workflows/demo-",
+	} {
+		require.Contains(t, out, want)
+	}
+}
