@@ -4,9 +4,11 @@ GO       ?= go
 BIN      := bin/hookflow
 # Packages whose tests need no Temporal server run under the race detector;
 # the end-to-end, CLI, chaos and bench tests start the stack (the embedded
-# server, or the hookflow binary as processes) and run without it.
+# server, or the hookflow binary as processes) and run without it. The
+# packages that link the Temporal server have no tests of their own (go vet
+# checks them); building them under -race would compile the server again.
 SERVER_PKGS := ./e2e/... ./cmd/... ./chaos/... ./bench/...
-UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /chaos -e /bench)
+UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /chaos -e /bench -e /temporaldev -e /temporaltest)
 
 .PHONY: all build run test lint test-unit test-integration deps clean bench chaos
 
