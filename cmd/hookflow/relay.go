@@ -1,11 +1,90 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/outbox"
+	"github.com/hookflow/hookflow/relay"
 )
 
-// runRelay is hookflow relay (being built).
+// runRelay is hookflow relay: it moves the producer's outbox rows into
+// hookflow until SIGTERM. `hookflow relay migrate` applies the outbox schema
+// to the outbox database instead, and exits.
 func runRelay(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("hookflow relay is not built yet")
+	cfg, rest, err := loadConfig(env, "relay",
+		"Move transactional-outbox rows into hookflow's ledger and start their workflows, until SIGTERM.\n"+
+			"`hookflow relay migrate` applies the outbox table's migrations to the outbox database and exits.", args,
+		concat(dbSettings, []string{"HOOKFLOW_OUTBOX_DATABASE_URL"}, temporalSettings,
+			// The workflow input carries both: keep them equal to the API's.
+			[]string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"}), nil)
+	if err != nil {
+		return err
+	}
+	migrate := false
+	switch {
+	case len(rest) == 0:
+	case len(rest) == 1 && rest[0] == "migrate":
+		migrate = true
+	default:
+		return &config.UsageError{Msg: fmt.Sprintf("unexpected argument %q (hookflow relay [migrate])", rest[0])}
+	}
+	outboxURL := cmp.Or(cfg.OutboxDatabaseURL, cfg.DatabaseURL)
+	if _, err := pgxpool.ParseConfig(outboxURL); err != nil {
+		return &config.UsageError{Msg: "invalid HOOKFLOW_OUTBOX_DATABASE_URL: " + err.Error()}
+	}
+	logger := app.NewLogger(env.stderr)
+
+	outboxPool, err := app.ConnectPostgres(ctx, outboxURL)
+	if err != nil {
+		return fmt.Errorf("outbox database: %w", err)
+	}
+	defer outboxPool.Close()
+	if migrate {
+		if err := outbox.Migrate(ctx, outboxPool); err != nil {
+			return err
+		}
+		fmt.Fprintln(env.stdout, "outbox schema is current")
+		return nil
+	}
+	if err := outbox.CheckMigrations(ctx, outboxPool); err != nil {
+		if errors.Is(err, outbox.ErrMigrationsPending) {
+			return fmt.Errorf("%w: run `hookflow relay migrate` first", err)
+		}
+		return err
+	}
+	src, err := outbox.NewSource(outboxPool)
+	if err != nil {
+		return err
+	}
+
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	// Lazy: the relay runs (and keeps rows pending) while Temporal is down.
+	c, err := app.TemporalClient(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	strt, err := app.NewStarter(cfg, st, c, logger)
+	if err != nil {
+		return err
+	}
+	r, err := relay.New(relay.Config{}, relay.Deps{Outbox: src, Ledger: st, Starter: strt, Logger: logger})
+	if err != nil {
+		return err
+	}
+	logger.Info("relay started", "task_queue", cfg.TaskQueue)
+	err = r.Run(ctx)
+	logger.Info("relay stopped")
+	return err
 }

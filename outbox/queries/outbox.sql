@@ -1,0 +1,89 @@
+-- Queries on the outbox table: the producer's insert (Enqueue) and the
+-- relay's side (claim, mark, lag). Parameters are numbered as at the Go call
+-- sites.
+
+-- name: OutboxInsert
+-- No conflict target: a repeated id and a sequence taken by another id both
+-- leave the table alone (and the caller's transaction usable);
+-- OutboxHashGet tells them apart.
+INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING
+RETURNING position;
+
+-- name: OutboxHashGet
+SELECT payload_hash FROM outbox WHERE id = $1;
+
+-- name: OutboxListen
+LISTEN hookflow_outbox;
+
+-- name: OutboxCorrelationsPending
+-- Correlations with pending rows, the longest waiting first.
+SELECT correlation_id FROM outbox
+WHERE state = 'pending'
+GROUP BY correlation_id
+ORDER BY min(created_at), correlation_id
+LIMIT $1;
+
+-- name: OutboxCorrelationLock
+-- One relay at a time per correlation, held to the end of the claiming
+-- transaction; a relay that dies releases it with its connection. The first
+-- key keeps these locks apart from any other user of advisory locks in the
+-- producer's database. Two correlations sharing a hash only wait for each
+-- other.
+SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext($1));
+
+-- name: OutboxPendingList
+SELECT position, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
+FROM outbox
+WHERE correlation_id = $1 AND state = 'pending'
+ORDER BY sequence
+LIMIT $2;
+
+-- name: OutboxMarkRelayed
+UPDATE outbox SET state = 'relayed', relayed_at = now(), last_error = NULL
+WHERE position = $1 AND state = 'pending';
+
+-- name: OutboxMarkFailed
+UPDATE outbox SET state = 'failed', failure = $2
+WHERE position = $1 AND state = 'pending';
+
+-- name: OutboxNoteError
+UPDATE outbox SET attempts = attempts + 1, last_error = $2
+WHERE position = $1 AND state = 'pending';
+
+-- name: OutboxLag
+-- Unrelayed rows and the age of the oldest, in seconds.
+SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+FROM outbox WHERE state = 'pending';
+
+-- name: OutboxPruneRelayed
+-- In batches, so a large backlog never becomes one long delete.
+DELETE FROM outbox WHERE position IN (
+    SELECT position FROM outbox
+    WHERE state = 'relayed' AND relayed_at < now() - make_interval(secs => $1)
+    LIMIT $2
+);
+
+-- name: OutboxFailedCount
+SELECT count(*) FROM outbox WHERE state = 'failed';
+
+-- name: MigrationLock
+-- Any constant works; it only has to be the same for every outbox.Migrate.
+SELECT pg_advisory_xact_lock(7215346201934520813);
+
+-- name: MigrationTableCreate
+CREATE TABLE IF NOT EXISTS outbox_schema_migrations (
+    version    bigint PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: MigrationTableExists
+SELECT to_regclass('outbox_schema_migrations') IS NOT NULL;
+
+-- name: MigrationList
+SELECT version FROM outbox_schema_migrations ORDER BY version;
+
+-- name: MigrationInsert
+INSERT INTO outbox_schema_migrations (version, name) VALUES ($1, $2);

@@ -1,0 +1,202 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Source is the relay's access to an outbox table: which correlations wait,
+// claiming one at a time, marking rows, and the lag.
+type Source struct {
+	pool *pgxpool.Pool
+	q    *queries
+}
+
+// NewSource returns a Source on the producer's pool.
+func NewSource(pool *pgxpool.Pool) (*Source, error) {
+	if pool == nil {
+		return nil, errors.New("outbox: pool is required")
+	}
+	q, err := loadQueries()
+	if err != nil {
+		return nil, err
+	}
+	return &Source{pool: pool, q: q}, nil
+}
+
+// Row is one pending outbox row.
+type Row struct {
+	Position    int64
+	Event       Event
+	PayloadHash []byte
+	CreatedAt   time.Time
+	Attempts    int32
+}
+
+// CorrelationsPending returns up to limit correlations that have pending
+// rows, the longest waiting first.
+func (s *Source) CorrelationsPending(ctx context.Context, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q.OutboxCorrelationsPending, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list pending outbox correlations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list pending outbox correlations: %w", err)
+	}
+	return out, nil
+}
+
+// Claim is one correlation held by one relay: its pending rows, at most the
+// limit asked for, in sequence order, and the transaction that marks them.
+type Claim struct {
+	tx   pgx.Tx
+	q    *queries
+	Rows []Row
+}
+
+// MarkRelayed records that the row is in hookflow with its workflow started.
+func (c *Claim) MarkRelayed(ctx context.Context, r Row) error {
+	if _, err := c.tx.Exec(ctx, c.q.OutboxMarkRelayed, r.Position); err != nil {
+		return fmt.Errorf("mark outbox event %s relayed: %w", r.Event.ID, err)
+	}
+	return nil
+}
+
+// MarkFailed records that hookflow refused the row, and why. The row is not
+// tried again unless an operator sets it back to pending.
+func (c *Claim) MarkFailed(ctx context.Context, r Row, reason string) error {
+	if _, err := c.tx.Exec(ctx, c.q.OutboxMarkFailed, r.Position, reason); err != nil {
+		return fmt.Errorf("mark outbox event %s failed: %w", r.Event.ID, err)
+	}
+	return nil
+}
+
+// NoteError records a transient error on a row that stays pending.
+func (c *Claim) NoteError(ctx context.Context, r Row, msg string) error {
+	if _, err := c.tx.Exec(ctx, c.q.OutboxNoteError, r.Position, msg); err != nil {
+		return fmt.Errorf("note error on outbox event %s: %w", r.Event.ID, err)
+	}
+	return nil
+}
+
+// Claim takes the correlation if no other relay holds it and calls fn with
+// its pending rows (at most limit). The claim lasts until fn returns; then
+// the marks fn made are committed, also when fn returns an error (rows
+// marked relayed before it were relayed), and fn's error is returned. It
+// reports claimed=false, without calling fn, when another relay holds the
+// correlation or nothing is pending any more.
+func (s *Source) Claim(ctx context.Context, correlationID string, limit int, fn func(ctx context.Context, c *Claim) error) (claimed bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin outbox claim: %w", err)
+	}
+	defer func() {
+		// A no-op after a commit.
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+	}()
+	var locked bool
+	if err := tx.QueryRow(ctx, s.q.OutboxCorrelationLock, correlationID).Scan(&locked); err != nil {
+		return false, fmt.Errorf("lock outbox correlation %s: %w", correlationID, err)
+	}
+	if !locked {
+		return false, nil
+	}
+	rows, err := tx.Query(ctx, s.q.OutboxPendingList, correlationID, limit)
+	if err != nil {
+		return false, fmt.Errorf("list pending outbox events: %w", err)
+	}
+	pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var row Row
+		var data []byte
+		err := r.Scan(&row.Position, &row.Event.ID, &row.Event.CorrelationID, &row.Event.Sequence, &row.Event.EndpointID,
+			&row.Event.Type, &data, &row.PayloadHash, &row.CreatedAt, &row.Attempts)
+		row.Event.Data = json.RawMessage(data)
+		return row, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("list pending outbox events: %w", err)
+	}
+	if len(pending) == 0 {
+		return false, nil
+	}
+	fnErr := fn(ctx, &Claim{tx: tx, q: s.q, Rows: pending})
+	// Commit even when ctx is done: what was marked did happen.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		return true, errors.Join(fnErr, fmt.Errorf("commit outbox claim: %w", err))
+	}
+	return true, fnErr
+}
+
+// Lag returns how many rows are not relayed yet and how long the oldest of
+// them has waited.
+func (s *Source) Lag(ctx context.Context) (count int, oldest time.Duration, err error) {
+	var secs float64
+	if err := s.pool.QueryRow(ctx, s.q.OutboxLag).Scan(&count, &secs); err != nil {
+		return 0, 0, fmt.Errorf("read outbox lag: %w", err)
+	}
+	return count, time.Duration(math.Round(secs * float64(time.Second))), nil
+}
+
+// FailedCount returns how many rows hookflow refused.
+func (s *Source) FailedCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, s.q.OutboxFailedCount).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count failed outbox events: %w", err)
+	}
+	return n, nil
+}
+
+// PruneRelayed deletes up to limit rows relayed more than olderThan ago and
+// returns how many it deleted. Failed and pending rows are never pruned.
+// Pruning is safe: an id enqueued again after its row is gone is relayed
+// again and found already in hookflow's ledger, which is the dedup of record.
+func (s *Source) PruneRelayed(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.q.OutboxPruneRelayed, olderThan.Seconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune relayed outbox events: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Listener receives the notification every committed Enqueue sends. It holds
+// a connection of its own (LISTEN is per session) outside the pool.
+type Listener struct {
+	conn *pgx.Conn
+}
+
+// Listen opens a connection with the pool's settings and listens on it.
+func (s *Source) Listen(ctx context.Context) (*Listener, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("connect outbox listener: %w", err)
+	}
+	if _, err := conn.Exec(ctx, s.q.OutboxListen); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("listen for outbox events: %w", err)
+	}
+	return &Listener{conn: conn}, nil
+}
+
+// Wait blocks until a notification arrives, ctx is done or the connection
+// fails (then the Listener is of no further use: Close it and Listen again).
+func (l *Listener) Wait(ctx context.Context) error {
+	if _, err := l.conn.WaitForNotification(ctx); err != nil {
+		return fmt.Errorf("wait for outbox notification: %w", err)
+	}
+	return nil
+}
+
+// Close closes the listener's connection.
+func (l *Listener) Close(ctx context.Context) error {
+	return l.conn.Close(ctx)
+}
