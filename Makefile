@@ -7,7 +7,10 @@ BIN      := bin/hookflow
 # server, or the hookflow binary as processes) and run without it. The
 # packages that link the Temporal server have no tests of their own (go vet
 # checks them); building them under -race would compile the server again.
-SERVER_PKGS := ./e2e/... ./cmd/... ./chaos/... ./bench/...
+# chaos and bench have end-to-end tests of their own (TestChaosShort, the
+# short bench); they are not in `make test` yet: run them with `make chaos`
+# and `make bench` until they have been seen to pass on a quiet machine.
+SERVER_PKGS := ./e2e/... ./cmd/...
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /chaos -e /bench -e /temporaldev -e /temporaltest)
 
 .PHONY: all build run test lint test-unit test-integration deps clean bench chaos

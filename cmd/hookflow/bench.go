@@ -2,10 +2,83 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/bench"
+	"github.com/hookflow/hookflow/config"
 )
 
-// runBench is hookflow bench (being built).
+const benchSummary = `Measure hookflow against bare Temporal in one run, on one stack it starts and stops itself:
+Postgres (under --data-dir, or a temporary folder), the Temporal server, the API, a worker, the
+reference receiver and the baseline's worker, each a child process so its CPU is read apart.
+Scenarios: baseline (one workflow per event, one HTTP activity), hookflow-ordered (POST /v1/events
+over --correlations keys), hookflow-single-key, then idle latency for the baseline and a single key.
+Prints a table; --json writes every figure. Short run: hookflow bench --events 300.`
+
+// runBench is hookflow bench. "hookflow bench baseline-worker" is the
+// baseline's worker process, which the bench starts itself.
 func runBench(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("hookflow bench is not built yet")
+	if len(args) > 0 && args[0] == "baseline-worker" {
+		return runBaselineWorker(ctx, env, args[1:])
+	}
+	var cfg bench.Config
+	var jsonPath, dataDir string
+	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
+		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
+		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
+		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered scenario")
+		fs.IntVar(&cfg.Rounds, "rounds", bench.DefaultRounds, "interleaved rounds each scenario's events are split into")
+		fs.IntVar(&cfg.IdleEvents, "idle-events", bench.DefaultIdleEvents, "events sent one at a time for idle latency, per system")
+		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")
+		fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
+		fs.StringVar(&dataDir, "data-dir", "", "folder for Postgres and the logs (default: a temporary folder, removed afterwards)")
+	})
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return &config.UsageError{Msg: fmt.Sprintf("bench takes no arguments (got %q)", rest[0])}
+	}
+	if cfg.Events <= 0 || cfg.Concurrency <= 0 || cfg.Correlations <= 0 || cfg.Rounds <= 0 || cfg.IdleEvents < 0 {
+		return &config.UsageError{Msg: "--events, --concurrency, --correlations and --rounds must be positive, --idle-events not negative"}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the hookflow binary: %w", err)
+	}
+	cfg.Exe, cfg.DataDir, cfg.Progress = exe, dataDir, env.stderr
+	rep, err := bench.Run(ctx, cfg, app.NewLogger(env.stderr))
+	if err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		if err := rep.WriteJSON(jsonPath); err != nil {
+			return err
+		}
+	}
+	return rep.WriteTable(env.stdout)
+}
+
+func runBaselineWorker(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "bench baseline-worker", "The bench's baseline worker (started by hookflow bench): one workflow per event, one signed HTTP POST to the receiver.", args,
+		[]string{"HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_SECRET"}, nil)
+	if err != nil {
+		return err
+	}
+	secrets, err := parseSecrets(cfg.ReceiverSecrets)
+	if err != nil {
+		return err
+	}
+	logger := app.NewLogger(env.stderr)
+	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return bench.RunBaselineWorker(ctx, c, bench.WorkerConfig{
+		TaskQueue: cfg.TaskQueue, ReceiverURL: "http://" + cfg.ReceiverAddr + "/webhook", Secrets: secrets,
+	}, logger)
 }

@@ -1,0 +1,196 @@
+// Package bench measures hookflow against the bare Temporal way of sending a
+// webhook, on one stack and in one run: the same Postgres, the same Temporal
+// server, the same receiver. Every service is a child process of the bench,
+// so the CPU each one spends is read apart from /proc. Scenarios run in
+// rounds, interleaved, so that noise from anything else on the machine hits
+// hookflow and the baseline alike; the ratios are what to trust.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config is one bench run.
+type Config struct {
+	// Exe is the hookflow binary the stack's processes run from. Required.
+	Exe string
+	// DataDir holds Postgres and the logs; empty means a temporary folder
+	// removed at the end.
+	DataDir string
+	// Events is the number of measured events per throughput scenario.
+	Events int
+	// Concurrency is how many producers submit at once.
+	Concurrency int
+	// Correlations is the number of correlation IDs of the ordered scenario.
+	Correlations int
+	// Rounds splits each scenario's events into interleaved rounds.
+	Rounds int
+	// IdleEvents are sent one at a time on a quiet system to measure latency.
+	IdleEvents int
+	// PostgresFast turns off fsync (throwaway data). Off by default, as in
+	// hookflow dev.
+	PostgresFast bool
+	// Progress receives progress lines (stderr). Nil discards them.
+	Progress io.Writer
+}
+
+// Defaults of Config.
+const (
+	DefaultEvents       = 2000
+	DefaultConcurrency  = 16
+	DefaultCorrelations = 50
+	DefaultRounds       = 4
+	DefaultIdleEvents   = 30
+)
+
+// Scenario names, as the table and the JSON show them.
+const (
+	ScenarioBaseline      = "baseline"
+	ScenarioOrdered       = "hookflow-ordered"
+	ScenarioSingleKey     = "hookflow-single-key"
+	ScenarioBaselineIdle  = "baseline-idle"
+	ScenarioSingleKeyIdle = "single-key-idle"
+)
+
+// Scenarios lists every scenario a run reports, in table order.
+var Scenarios = []string{ScenarioBaseline, ScenarioOrdered, ScenarioSingleKey, ScenarioBaselineIdle, ScenarioSingleKeyIdle}
+
+func (c *Config) defaults() error {
+	if c.Exe == "" {
+		return errors.New("bench: the hookflow binary is required")
+	}
+	if c.Events <= 0 {
+		c.Events = DefaultEvents
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Correlations <= 0 {
+		c.Correlations = DefaultCorrelations
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = DefaultRounds
+	}
+	if c.Rounds > c.Events {
+		c.Rounds = c.Events
+	}
+	if c.IdleEvents < 0 {
+		c.IdleEvents = 0
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return nil
+}
+
+// progress prints timestamped lines to the progress writer.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	began time.Time
+}
+
+func (p *progress) logf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Run starts the stack, runs every scenario and returns the report. The
+// stack is stopped (and a temporary folder removed) before it returns.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	p := &progress{w: cfg.Progress, began: time.Now()}
+	rep := &Report{StartedAt: time.Now().UTC(), Settings: settingsOf(cfg), Machine: machine()}
+	s, err := startStack(ctx, cfg, p, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		p.logf("stopping the stack")
+		s.stop()
+	}()
+	rep.Machine.Postgres = postgresVersion(ctx, s)
+	p.logf("stack up; logs in %s", s.dir)
+
+	r := newRunner(cfg, s, p)
+	if err := r.run(ctx); err != nil {
+		return nil, err
+	}
+	r.fill(ctx, rep)
+	rep.Machine.LoadAvgEnd = loadAvg()
+	rep.Seconds = time.Since(p.began).Seconds()
+	return rep, nil
+}
+
+func settingsOf(cfg Config) Settings {
+	return Settings{
+		Events: cfg.Events, Concurrency: cfg.Concurrency, Correlations: cfg.Correlations, Rounds: cfg.Rounds,
+		IdleEvents: cfg.IdleEvents, PostgresFsync: !cfg.PostgresFast,
+	}
+}
+
+func newTag() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "b" + hex.EncodeToString(b)
+}
+
+// machine describes where the bench ran.
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb float64
+				fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+				m.MemoryGiB = kb / (1024 * 1024)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func postgresVersion(ctx context.Context, s *stack) string {
+	var v string
+	if err := s.receiverDB.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&v); err != nil {
+		return ""
+	}
+	return v
+}

@@ -1,0 +1,638 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// Report is everything one run measured; it is written as JSON as is.
+type Report struct {
+	StartedAt time.Time        `json:"started_at"`
+	Seconds   float64          `json:"seconds"`
+	Machine   Machine          `json:"machine"`
+	Settings  Settings         `json:"settings"`
+	Scenarios []ScenarioResult `json:"scenarios"`
+	Ratios    Ratios           `json:"ratios"`
+	Targets   []Target         `json:"targets"`
+	History   HistoryProfile   `json:"history_profile"`
+	// Sequencers sums up the sequencers of each hookflow scenario.
+	Sequencers []SequencerStat `json:"sequencers"`
+	// Timelines are the median steps of an idle event, from send.
+	Timelines []Timeline `json:"idle_timelines"`
+	// Background is the idle stack's own load, per second.
+	Background Background `json:"background"`
+	// WorkerRSS samples the hookflow worker's resident memory over the run.
+	WorkerRSS []RSSPoint `json:"worker_rss"`
+}
+
+// Machine describes where the bench ran.
+type Machine struct {
+	CPUs         int     `json:"cpus"`
+	CPUModel     string  `json:"cpu_model"`
+	MemoryGiB    float64 `json:"memory_gib"`
+	Kernel       string  `json:"kernel"`
+	GoVersion    string  `json:"go_version"`
+	Postgres     string  `json:"postgres"`
+	LoadAvgStart string  `json:"load_avg_start"`
+	LoadAvgEnd   string  `json:"load_avg_end"`
+}
+
+// Settings are the run's parameters.
+type Settings struct {
+	Events        int  `json:"events"`
+	Concurrency   int  `json:"concurrency"`
+	Correlations  int  `json:"correlations"`
+	Rounds        int  `json:"rounds"`
+	IdleEvents    int  `json:"idle_events"`
+	PostgresFsync bool `json:"postgres_fsync"`
+}
+
+// ScenarioResult is one row of the table.
+type ScenarioResult struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Events      int    `json:"events"`
+	Delivered   int    `json:"delivered"`
+	// InOrder: every correlation's ledger holds its sequences in order
+	// (hookflow scenarios only).
+	InOrder *bool `json:"in_order,omitempty"`
+	// EventsPerSec: delivered events over the time from the first
+	// submission to the last receiver commit, summed over rounds; for the
+	// idle rows, one event at a time.
+	EventsPerSec float64 `json:"events_per_sec"`
+	VsBaseline   float64 `json:"vs_baseline,omitempty"`
+	// LatencyMS is from accepted (API 202 / workflow start returned) to the
+	// receiver's commit.
+	LatencyMS Latency `json:"latency_ms"`
+	// HistoryPerEvent is the event's own workflow history plus its share of
+	// its sequencer's (sequencer events / events of that correlation).
+	HistoryPerEvent       float64 `json:"history_events_per_event,omitempty"`
+	HistoryWorkflow       float64 `json:"history_workflow,omitempty"`
+	HistorySequencerShare float64 `json:"history_sequencer_share,omitempty"`
+	// CPUPer1000 is CPU seconds per 1,000 delivered events by process;
+	// "app" is hookflow's api+worker, or the baseline's worker.
+	CPUPer1000 map[string]float64 `json:"cpu_seconds_per_1000,omitempty"`
+	// Postgres is, per database, committed transactions and rows written
+	// per delivered event (pg_stat_database), the bench's own queries out.
+	Postgres    map[string]PGPerEvent `json:"postgres_per_event,omitempty"`
+	WorkerRSSMB *RSSRange             `json:"worker_rss_mb,omitempty"`
+	Rounds      []RoundResult         `json:"rounds,omitempty"`
+}
+
+// Background is what the stack spends per second with no event in flight.
+type Background struct {
+	Seconds   float64            `json:"seconds"`
+	CPUPerSec map[string]float64 `json:"cpu_seconds_per_second"`
+	// PostgresPerSec uses PGPerEvent's fields, per second.
+	PostgresPerSec map[string]PGPerEvent `json:"postgres_per_second"`
+}
+
+// PGPerEvent is one database's work per delivered event.
+type PGPerEvent struct {
+	Transactions float64 `json:"transactions"`
+	RowsWritten  float64 `json:"rows_written"`
+}
+
+// Latency percentiles in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// RSSRange is a worker's resident memory over a scenario.
+type RSSRange struct {
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+	Max   float64 `json:"max"`
+}
+
+// RSSPoint is one memory sample.
+type RSSPoint struct {
+	Seconds float64 `json:"t"`
+	MB      float64 `json:"mb"`
+}
+
+// Ratios are hookflow's events/s over the baseline's: overall and per round.
+type Ratios struct {
+	OrderedVsBaseline   float64   `json:"ordered_vs_baseline"`
+	SingleKeyVsBaseline float64   `json:"single_key_vs_baseline"`
+	OrderedPerRound     []float64 `json:"ordered_per_round"`
+	SingleKeyPerRound   []float64 `json:"single_key_per_round"`
+}
+
+// Target is one of issue 8's goals and where the run stands.
+type Target struct {
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+// HistoryProfile counts history events by type.
+type HistoryProfile struct {
+	BaselineWorkflow map[string]int `json:"baseline_workflow"`
+	EventWorkflow    map[string]int `json:"event_workflow"`
+	// SequencerPerEvent: the ordered scenario's sequencer events by type,
+	// per event of their correlations.
+	SequencerPerEvent          map[string]float64 `json:"sequencer_per_event"`
+	SingleKeySequencerPerEvent map[string]float64 `json:"single_key_sequencer_per_event"`
+}
+
+// SequencerStat sums up the sequencers of one scenario.
+type SequencerStat struct {
+	Scenario      string  `json:"scenario"`
+	Correlations  int     `json:"correlations"`
+	Events        int64   `json:"events"`
+	Runs          int     `json:"runs"`
+	HistoryEvents int     `json:"history_events"`
+	MaxRunLength  int     `json:"max_run_length"`
+	PerEvent      float64 `json:"per_event"`
+}
+
+// Timeline is when each step of an idle event happened (median).
+type Timeline struct {
+	Scenario string `json:"scenario"`
+	Events   int    `json:"events"`
+	Steps    []Step `json:"steps"`
+}
+
+// Step is one point of a Timeline.
+type Step struct {
+	Name     string  `json:"name"`
+	MedianMS float64 `json:"median_ms"`
+}
+
+// fill turns the runner's measurements into the report.
+func (r *runner) fill(ctx context.Context, rep *Report) {
+	r.p.logf("reading workflow histories")
+	base := r.burstResult(r.base, "bare Temporal: one workflow per event, one HTTP activity, no order, no ledger")
+	ordered := r.burstResult(r.ordered, fmt.Sprintf("POST /v1/events, %d correlations", r.cfg.Correlations))
+	single := r.burstResult(r.single, "POST /v1/events, one correlation (strictly serial)")
+
+	tc := r.s.temporal
+	warn := func(what string, err error) { r.p.logf("%s: %v", what, err) }
+	if h, m, err := meanHistory(ctx, tc, ids(r.base)); err != nil {
+		warn("baseline history", err)
+	} else {
+		base.HistoryPerEvent, base.HistoryWorkflow = h, h
+		rep.History.BaselineWorkflow = m
+	}
+
+	seqStat := func(sc *scenario, corrs []string) (SequencerStat, map[string]float64, *sequencerHistory) {
+		st := SequencerStat{Scenario: sc.name, Correlations: len(corrs)}
+		types := map[string]float64{}
+		var last sequencerHistory
+		for _, c := range corrs {
+			sh, err := loadSequencer(ctx, tc, c)
+			if err != nil {
+				warn("sequencer history", err)
+				continue
+			}
+			st.Events += r.seq[c]
+			st.Runs += sh.runs
+			st.HistoryEvents += len(sh.events)
+			st.MaxRunLength = max(st.MaxRunLength, sh.maxLength)
+			for k, v := range byType(sh.events) {
+				types[k] += float64(v)
+			}
+			last = sh
+		}
+		if st.Events > 0 {
+			st.PerEvent = float64(st.HistoryEvents) / float64(st.Events)
+			for k := range types {
+				types[k] /= float64(st.Events)
+			}
+		}
+		return st, types, &last
+	}
+	var orderedCorrs []string
+	for i := 0; i < r.cfg.Correlations; i++ {
+		orderedCorrs = append(orderedCorrs, r.ordered.corr(i))
+	}
+	ost, otypes, _ := seqStat(r.ordered, orderedCorrs)
+	sst, stypes, singleSeq := seqStat(r.single, []string{r.single.corr(0)})
+	rep.Sequencers = []SequencerStat{ost, sst}
+	rep.History.SequencerPerEvent = otypes
+	rep.History.SingleKeySequencerPerEvent = stypes
+	for _, x := range []struct {
+		res *ScenarioResult
+		sc  *scenario
+		st  SequencerStat
+	}{{&ordered, r.ordered, ost}, {&single, r.single, sst}} {
+		h, m, err := meanHistory(ctx, tc, ids(x.sc))
+		if err != nil {
+			warn("event workflow history", err)
+			continue
+		}
+		x.res.HistoryWorkflow = h
+		x.res.HistorySequencerShare = x.st.PerEvent
+		x.res.HistoryPerEvent = h + x.st.PerEvent
+		if x.sc == r.ordered {
+			rep.History.EventWorkflow = m
+		}
+	}
+	inOrder, err := r.inOrder(ctx, append(orderedCorrs, r.single.corr(0)))
+	if err != nil {
+		warn("order check", err)
+	} else {
+		ordered.InOrder, single.InOrder = &inOrder, &inOrder
+	}
+
+	baseIdle := idleResult(ScenarioBaselineIdle, "baseline, one event at a time on a quiet system", r.base.idle)
+	singleIdle := idleResult(ScenarioSingleKeyIdle, "hookflow single key, one event at a time on a quiet system", r.single.idle)
+	if len(r.base.idle) > 0 {
+		if tl, err := timeline(ctx, tc, ScenarioBaselineIdle, r.base.idle, nil, baselineSteps); err != nil {
+			warn("baseline timeline", err)
+		} else {
+			rep.Timelines = append(rep.Timelines, tl)
+		}
+	}
+	if len(r.single.idle) > 0 {
+		if tl, err := timeline(ctx, tc, ScenarioSingleKeyIdle, r.single.idle, singleSeq, hookflowSteps); err != nil {
+			warn("single-key timeline", err)
+		} else {
+			rep.Timelines = append(rep.Timelines, tl)
+		}
+	}
+
+	if base.EventsPerSec > 0 {
+		ordered.VsBaseline = ordered.EventsPerSec / base.EventsPerSec
+		single.VsBaseline = single.EventsPerSec / base.EventsPerSec
+		rep.Ratios.OrderedVsBaseline, rep.Ratios.SingleKeyVsBaseline = ordered.VsBaseline, single.VsBaseline
+		base.VsBaseline = 1
+	}
+	if baseIdle.EventsPerSec > 0 {
+		singleIdle.VsBaseline = singleIdle.EventsPerSec / baseIdle.EventsPerSec
+		baseIdle.VsBaseline = 1
+	}
+	for i := range base.Rounds {
+		if i < len(ordered.Rounds) && base.Rounds[i].EventsPerSec > 0 {
+			rep.Ratios.OrderedPerRound = append(rep.Ratios.OrderedPerRound, ordered.Rounds[i].EventsPerSec/base.Rounds[i].EventsPerSec)
+		}
+		if i < len(single.Rounds) && base.Rounds[i].EventsPerSec > 0 {
+			rep.Ratios.SingleKeyPerRound = append(rep.Ratios.SingleKeyPerRound, single.Rounds[i].EventsPerSec/base.Rounds[i].EventsPerSec)
+		}
+	}
+	rep.Scenarios = []ScenarioResult{base, ordered, single, baseIdle, singleIdle}
+	rep.WorkerRSS = r.rss
+	rep.Background = r.background
+	rep.Targets = targets(rep, base, ordered, single, singleIdle)
+}
+
+func ids(sc *scenario) []string {
+	var out []string
+	for _, rd := range sc.rounds {
+		out = append(out, rd.ids...)
+	}
+	return out
+}
+
+// burstResult sums a scenario's rounds.
+func (r *runner) burstResult(sc *scenario, desc string) ScenarioResult {
+	res := ScenarioResult{Name: sc.name, Description: desc, Rounds: sc.rounds, CPUPer1000: map[string]float64{}}
+	var lat []time.Duration
+	var seconds float64
+	cpu := cpuSnapshot{}
+	pg := pgSnapshot{}
+	for i, rd := range sc.rounds {
+		for k, v := range rd.pg {
+			pg[k] = pgCounters{commits: pg[k].commits + v.commits, rows: pg[k].rows + v.rows}
+		}
+		res.Events += rd.Events
+		res.Delivered += rd.Delivered
+		seconds += rd.Seconds
+		lat = append(lat, rd.latencies...)
+		for k, v := range rd.cpu {
+			cpu[k] += v
+		}
+		if i == 0 {
+			res.WorkerRSSMB = &RSSRange{Start: rd.rssStart}
+		}
+		res.WorkerRSSMB.End = rd.rssEnd
+		res.WorkerRSSMB.Max = max(res.WorkerRSSMB.Max, rd.rssMax)
+	}
+	if seconds > 0 {
+		res.EventsPerSec = float64(res.Delivered) / seconds
+	}
+	res.LatencyMS = percentiles(lat)
+	if res.Delivered > 0 {
+		per := 1000 / float64(res.Delivered)
+		for k, v := range cpu {
+			res.CPUPer1000[k] = v * per
+		}
+		res.Postgres = map[string]PGPerEvent{}
+		for k, v := range pg {
+			res.Postgres[k] = PGPerEvent{Transactions: v.commits / float64(res.Delivered), RowsWritten: v.rows / float64(res.Delivered)}
+		}
+		if sc.kind == kindBaseline {
+			res.CPUPer1000["app"] = cpu[procBaseline] * per
+		} else {
+			res.CPUPer1000["app"] = (cpu[procAPI] + cpu[procWorker]) * per
+		}
+	}
+	return res
+}
+
+func idleResult(name, desc string, samples []idleSample) ScenarioResult {
+	res := ScenarioResult{Name: name, Description: desc, Events: len(samples)}
+	var lat []time.Duration
+	var busy time.Duration
+	for _, s := range samples {
+		if s.applied.IsZero() {
+			continue
+		}
+		res.Delivered++
+		lat = append(lat, s.applied.Sub(s.accepted))
+		busy += s.applied.Sub(s.sent)
+	}
+	if busy > 0 {
+		res.EventsPerSec = float64(res.Delivered) / busy.Seconds()
+	}
+	res.LatencyMS = percentiles(lat)
+	return res
+}
+
+// percentiles uses the nearest rank.
+func percentiles(d []time.Duration) Latency {
+	if len(d) == 0 {
+		return Latency{}
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(p float64) float64 {
+		i := int(p*float64(len(s))+0.999999) - 1
+		i = min(max(i, 0), len(s)-1)
+		return float64(s[i].Microseconds()) / 1000
+	}
+	return Latency{P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: at(1)}
+}
+
+// inOrder checks, in the receiver's ledger, that every correlation's
+// entries were applied in sequence order with no gap.
+func (r *runner) inOrder(ctx context.Context, corrs []string) (bool, error) {
+	rows, err := r.s.receiverDB.Query(ctx,
+		"SELECT correlation_id, sequence FROM ledger_entries WHERE correlation_id = ANY($1) ORDER BY entry_no", corrs)
+	if err != nil {
+		return false, fmt.Errorf("read ledger order: %w", err)
+	}
+	last := map[string]int64{}
+	ok := true
+	var corr string
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&corr, &seq}, func() error {
+		if seq != last[corr]+1 {
+			ok = false
+		}
+		last[corr] = seq
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("read ledger order: %w", err)
+	}
+	return ok, nil
+}
+
+func targets(rep *Report, base, ordered, single, singleIdle ScenarioResult) []Target {
+	var t []Target
+	t = append(t, Target{
+		Goal:     "hookflow ordered ≥ 1.0× baseline events/s",
+		Measured: fmt.Sprintf("%.2f× (%.1f vs %.1f events/s; per round %s)", ordered.VsBaseline, ordered.EventsPerSec, base.EventsPerSec, joinRatios(rep.Ratios.OrderedPerRound)),
+		Met:      ordered.VsBaseline >= 1,
+	})
+	t = append(t, Target{
+		Goal:     "single key ≥ 20 events/s",
+		Measured: fmt.Sprintf("%.1f events/s", single.EventsPerSec),
+		Met:      single.EventsPerSec >= 20,
+	})
+	t = append(t, Target{
+		Goal:     "single key p50 accept→commit ≤ 50 ms (idle)",
+		Measured: fmt.Sprintf("p50 %.1f ms over %d idle events", singleIdle.LatencyMS.P50, singleIdle.Delivered),
+		Met:      singleIdle.Delivered > 0 && singleIdle.LatencyMS.P50 <= 50,
+	})
+	t = append(t, Target{
+		Goal: "history events per delivered event ≤ baseline's",
+		Measured: fmt.Sprintf("ordered %.1f, single key %.1f, baseline %.1f",
+			ordered.HistoryPerEvent, single.HistoryPerEvent, base.HistoryPerEvent),
+		Met: base.HistoryPerEvent > 0 && ordered.HistoryPerEvent <= base.HistoryPerEvent && single.HistoryPerEvent <= base.HistoryPerEvent,
+	})
+	if n := len(rep.WorkerRSS); n >= 2 {
+		first, last, peak := rep.WorkerRSS[0].MB, rep.WorkerRSS[n-1].MB, 0.0
+		for _, p := range rep.WorkerRSS {
+			peak = max(peak, p.MB)
+		}
+		t = append(t, Target{
+			Goal:     "worker RSS flat over a long run",
+			Measured: fmt.Sprintf("%.0f MB → %.0f MB (peak %.0f MB) over %.0f s", first, last, peak, rep.WorkerRSS[n-1].Seconds-rep.WorkerRSS[0].Seconds),
+			Met:      last <= first*1.25+10,
+		})
+	}
+	limit := workflows.DefaultMaxHistory + workflows.DefaultMaxHistory/10
+	maxRun, runs := 0, 0
+	for _, s := range rep.Sequencers {
+		maxRun = max(maxRun, s.MaxRunLength)
+		runs += s.Runs
+	}
+	t = append(t, Target{
+		Goal:     fmt.Sprintf("sequencer history bounded (continue-as-new past %d events)", workflows.DefaultMaxHistory),
+		Measured: fmt.Sprintf("longest run %d events; %d runs over %d sequencers", maxRun, runs, rep.Sequencers[0].Correlations+rep.Sequencers[1].Correlations),
+		Met:      maxRun > 0 && maxRun <= limit,
+	})
+	return t
+}
+
+func joinRatios(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.2f×", x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// WriteJSON writes the report to path.
+func (rep *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteTable prints the report for people: the main table, the rounds, the
+// targets, the idle timelines and the history profile.
+func (rep *Report) WriteTable(w io.Writer) error {
+	m, st := rep.Machine, rep.Settings
+	fmt.Fprintf(w, "hookflow bench: %d events per scenario, concurrency %d, %d correlations, %d rounds, %d idle events, Postgres fsync %s\n",
+		st.Events, st.Concurrency, st.Correlations, st.Rounds, st.IdleEvents, onOff(st.PostgresFsync))
+	fmt.Fprintf(w, "machine: %d CPUs (%s), %.1f GiB, Linux %s, %s, PostgreSQL %s, load average %s at start, %s at end; %.0f s\n\n",
+		m.CPUs, m.CPUModel, m.MemoryGiB, m.Kernel, m.GoVersion, m.Postgres, m.LoadAvgStart, m.LoadAvgEnd, rep.Seconds)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tevents\tdelivered\tevents/s\tvs baseline\tp50 ms\tp95 ms\tp99 ms\thistory/event\tapp CPU s/1k\ttemporal CPU s/1k\tpostgres CPU s/1k\treceiver CPU s/1k\t")
+	for _, s := range rep.Scenarios {
+		hist, app, tmp, pg, rc := "-", "-", "-", "-", "-"
+		if s.HistoryPerEvent > 0 {
+			hist = fmt.Sprintf("%.1f", s.HistoryPerEvent)
+		}
+		if s.CPUPer1000 != nil {
+			app = fmt.Sprintf("%.1f", s.CPUPer1000["app"])
+			tmp = fmt.Sprintf("%.1f", s.CPUPer1000[procTemporal])
+			pg = fmt.Sprintf("%.1f", s.CPUPer1000[procPostgres])
+			rc = fmt.Sprintf("%.1f", s.CPUPer1000[procReceiver])
+		}
+		ratio := "-"
+		if s.VsBaseline > 0 {
+			ratio = fmt.Sprintf("%.2f×", s.VsBaseline)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Events, s.Delivered,
+			s.EventsPerSec, ratio, s.LatencyMS.P50, s.LatencyMS.P95, s.LatencyMS.P99, hist, app, tmp, pg, rc)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nlatency: accepted (API 202 / workflow start returned) → receiver commit. history/event: the event's workflow + its share of the sequencer's.")
+	fmt.Fprintln(w, "CPU s/1k: CPU seconds per 1,000 delivered events from /proc; app = hookflow api+worker, or the baseline's worker. idle rows: events/s is one at a time.")
+
+	fmt.Fprintln(w, "\nrounds (events/s; interleaved, so noise hits every scenario alike):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "round\t")
+	for _, s := range rep.Scenarios[:3] {
+		fmt.Fprintf(tw, "%s\t", s.Name)
+	}
+	fmt.Fprintln(tw, "ordered/baseline\tsingle/baseline\t")
+	for i := 0; i < len(rep.Scenarios[0].Rounds); i++ {
+		fmt.Fprintf(tw, "%d\t", i+1)
+		for _, s := range rep.Scenarios[:3] {
+			if i < len(s.Rounds) {
+				fmt.Fprintf(tw, "%.1f\t", s.Rounds[i].EventsPerSec)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\n", at(rep.Ratios.OrderedPerRound, i), at(rep.Ratios.SingleKeyPerRound, i))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\ntargets (issue 8):")
+	for _, t := range rep.Targets {
+		mark := "MISSED"
+		if t.Met {
+			mark = "met"
+		}
+		fmt.Fprintf(w, "  [%-6s] %s: %s\n", mark, t.Goal, t.Measured)
+	}
+
+	for _, tl := range rep.Timelines {
+		fmt.Fprintf(w, "\nwhere the time goes, %s (median of %d, ms from send):\n", tl.Scenario, tl.Events)
+		prev := 0.0
+		for _, s := range tl.Steps {
+			fmt.Fprintf(w, "  %8.1f  (+%6.1f)  %s\n", s.MedianMS, s.MedianMS-prev, s.Name)
+			prev = s.MedianMS
+		}
+	}
+
+	fmt.Fprintln(w, "\nhistory events by type (one event):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "type\tbaseline workflow\tEventWorkflow\tsequencer share (ordered)\tsequencer share (single key)\t")
+	types := map[string]bool{}
+	for _, m := range []map[string]int{rep.History.BaselineWorkflow, rep.History.EventWorkflow} {
+		for k := range m {
+			types[k] = true
+		}
+	}
+	for _, m := range []map[string]float64{rep.History.SequencerPerEvent, rep.History.SingleKeySequencerPerEvent} {
+		for k := range m {
+			types[k] = true
+		}
+	}
+	names := make([]string, 0, len(types))
+	for k := range types {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var tb, te int
+	var to, ts float64
+	for _, k := range names {
+		b, e := rep.History.BaselineWorkflow[k], rep.History.EventWorkflow[k]
+		o, s := rep.History.SequencerPerEvent[k], rep.History.SingleKeySequencerPerEvent[k]
+		tb, te, to, ts = tb+b, te+e, to+o, ts+s
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t\n", k, b, e, o, s)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%.2f\t%.2f\t\n", tb, te, to, ts)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nPostgres per delivered event (committed transactions, reads included / rows written), by database:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "scenario\t")
+	for _, db := range pgDatabases {
+		fmt.Fprintf(tw, "%s\t", db)
+	}
+	fmt.Fprintln(tw, "total\t")
+	for _, sc := range rep.Scenarios {
+		if sc.Postgres == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t", sc.Name)
+		var tx, rows float64
+		for _, db := range pgDatabases {
+			v := sc.Postgres[db]
+			tx, rows = tx+v.Transactions, rows+v.RowsWritten
+			fmt.Fprintf(tw, "%.1f / %.1f\t", v.Transactions, v.RowsWritten)
+		}
+		fmt.Fprintf(tw, "%.1f / %.1f\t\n", tx, rows)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	bg := rep.Background
+	if bg.Seconds > 0 {
+		fmt.Fprintf(w, "idle stack (background, per second): CPU temporal %.3f s, postgres %.3f s, worker %.3f s; Postgres transactions %.1f, rows written %.1f\n",
+			bg.CPUPerSec[procTemporal], bg.CPUPerSec[procPostgres], bg.CPUPerSec[procWorker], sumTx(bg.PostgresPerSec), sumRows(bg.PostgresPerSec))
+	}
+	fmt.Fprintln(w, "\nsequencers:")
+	for _, s := range rep.Sequencers {
+		fmt.Fprintf(w, "  %s: %d correlations, %d events, %d runs, %d history events (%.2f per event), longest run %d\n",
+			s.Scenario, s.Correlations, s.Events, s.Runs, s.HistoryEvents, s.PerEvent, s.MaxRunLength)
+	}
+	return nil
+}
+
+func at(v []float64, i int) string {
+	if i < len(v) {
+		return fmt.Sprintf("%.2f×", v[i])
+	}
+	return "-"
+}
+
+func sumTx(m map[string]PGPerEvent) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v.Transactions
+	}
+	return t
+}
+
+func sumRows(m map[string]PGPerEvent) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v.RowsWritten
+	}
+	return t
+}

@@ -1,0 +1,145 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestChaosShort builds hookflow and runs `hookflow chaos --short`: the
+// whole stack as real processes (Postgres, the Temporal server, the API,
+// three workers, the reference receiver) under the fault schedule, and
+// asserts that the run found nothing lost, nothing applied twice and no
+// sequence out of order.
+func TestChaosShort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
+	defer cancel()
+
+	root := moduleRoot(t)
+	dir, err := os.MkdirTemp("", "hookflow-chaos-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As root Postgres runs as the postgres user, which must reach the folder.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	t.Cleanup(func() {
+		KillStalePostgres(data) // only if the run itself was killed
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		} else {
+			t.Logf("logs kept in %s", filepath.Join(data, "logs"))
+		}
+	})
+
+	bin := filepath.Join(dir, "hookflow")
+	began := time.Now()
+	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/hookflow")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built hookflow in %s", time.Since(began).Round(time.Second))
+
+	// The preset waits 4 minutes for quiet. On a loaded machine the run is
+	// slower, not wrong, so the wait gets what the budget leaves after
+	// start-up, the fault phase and the posts (about 5 minutes there), so
+	// that a slow run still ends with a verdict rather than a kill.
+	quiet := 4 * time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		quiet = max(2*time.Minute, time.Until(dl)-5*time.Minute)
+	}
+	began = time.Now()
+	cmd := exec.CommandContext(ctx, bin, "chaos", "--short", "--data-dir", data, "--quiet-timeout", quiet.Round(time.Second).String())
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its own process group, killed whole when the budget runs out; and it
+	// dies with the test binary.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	progress := make(chan struct{})
+	go func() {
+		defer close(progress)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			t.Log(sc.Text())
+		}
+	}()
+	<-progress
+	err = cmd.Wait()
+	wall := time.Since(began).Round(time.Second)
+
+	var summary, faults string
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "events="):
+			summary = line
+		case strings.HasPrefix(line, "faults:"):
+			faults = line
+		}
+	}
+	t.Log(faults)
+	t.Logf("summary (%s): %s", wall, summary)
+	if err != nil {
+		t.Fatalf("hookflow chaos --short: %v (ctx: %v)", err, ctx.Err())
+	}
+	if summary == "" {
+		t.Fatalf("no summary line in the output:\n%s", stdout.String())
+	}
+	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 "} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
+
+// testBudget is how long the build and the run may take: 20 minutes, less
+// when go test's own deadline is nearer. On a quiet 2-core machine the run
+// takes about 4 minutes.
+func testBudget(t *testing.T) time.Duration {
+	budget := 20 * time.Minute
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl) - 30*time.Second; left < budget {
+			budget = left
+		}
+	}
+	return budget
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(goTool(), "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatal("go env GOMOD: not inside the module")
+	}
+	return filepath.Dir(gomod)
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}

@@ -1,0 +1,266 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ProxyFaults are the odds of the per-request faults on healthy endpoints.
+type ProxyFaults struct {
+	// Latency holds the request past the sender's HTTP timeout, then
+	// forwards it anyway: the receiver applies a copy the sender gave up on.
+	Latency float64
+	// LostAck forwards the request, reads the receiver's answer (it has
+	// committed), then resets the sender's connection without answering.
+	LostAck float64
+}
+
+// ProxyStats counts what the proxy did.
+type ProxyStats struct {
+	Requests     int64
+	Forwarded    int64
+	Latency      int64
+	LostAcks     int64
+	Burst503     int64
+	DownAnswers  int64
+	UpstreamErrs int64
+	Parked       int64 // receiver answered 202: an event arrived before its predecessor
+}
+
+// Proxy stands between hookflow's workers and the receiver and injects
+// faults. Endpoints point at /ok/<name>/webhook (healthy, subject to the
+// per-request faults and 5xx bursts) or /down/webhook (answers resets and
+// 503s while down). Everything else is forwarded to the receiver's /webhook.
+type Proxy struct {
+	upstream     string // receiver's /webhook URL
+	holdFor      time.Duration
+	faults       ProxyFaults
+	client       *http.Client
+	down         atomic.Bool
+	burst        atomic.Bool
+	burstRetryAf atomic.Bool
+	faultsOn     atomic.Bool
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	applied map[string]int // event id → "applied" answers seen
+
+	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked atomic.Int64
+
+	inflight atomic.Int64
+}
+
+// NewProxy returns a proxy forwarding to upstream. holdFor is how long a
+// latency fault holds a request (past the sender's timeout).
+func NewProxy(upstream string, seed uint64, holdFor time.Duration, faults ProxyFaults) *Proxy {
+	p := &Proxy{
+		upstream: upstream, holdFor: holdFor, faults: faults,
+		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
+		applied: map[string]int{},
+	}
+	p.faultsOn.Store(true)
+	return p
+}
+
+// SetDown turns the down endpoint's outage on or off.
+func (p *Proxy) SetDown(on bool) { p.down.Store(on) }
+
+// SetBurst starts or ends a 5xx burst on the healthy endpoints; withRetryAfter
+// adds "Retry-After: 1" to the 503s.
+func (p *Proxy) SetBurst(on, withRetryAfter bool) {
+	p.burstRetryAf.Store(withRetryAfter)
+	p.burst.Store(on)
+}
+
+// SetFaults turns the per-request faults and bursts on or off (off in a calm run).
+func (p *Proxy) SetFaults(on bool) { p.faultsOn.Store(on) }
+
+// Stats returns the counters so far.
+func (p *Proxy) Stats() ProxyStats {
+	return ProxyStats{
+		Requests: p.requests.Load(), Forwarded: p.forwarded.Load(), Latency: p.latency.Load(),
+		LostAcks: p.lostAcks.Load(), Burst503: p.burst503.Load(), DownAnswers: p.downAnswers.Load(),
+		UpstreamErrs: p.upstreamErrs.Load(), Parked: p.parked.Load(),
+	}
+}
+
+// AppliedAnswers returns, per event id, how many times the receiver answered
+// "applied" (more than once would be a double application).
+func (p *Proxy) AppliedAnswers() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.applied))
+	for k, v := range p.applied {
+		out[k] = v
+	}
+	return out
+}
+
+// Wait waits, up to timeout, until no request is being held or forwarded,
+// and reports whether that happened.
+func (p *Proxy) Wait(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for p.inflight.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+type fault int
+
+const (
+	faultNone fault = iota
+	faultLatency
+	faultLostAck
+)
+
+func (p *Proxy) pick() fault {
+	if !p.faultsOn.Load() {
+		return faultNone
+	}
+	p.mu.Lock()
+	r := p.rng.Float64()
+	p.mu.Unlock()
+	switch {
+	case r < p.faults.Latency:
+		return faultLatency
+	case r < p.faults.Latency+p.faults.LostAck:
+		return faultLostAck
+	}
+	return faultNone
+}
+
+// ServeHTTP routes one delivery through the fault schedule.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.inflight.Add(1)
+	defer p.inflight.Add(-1)
+	p.requests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	isDown := strings.HasPrefix(r.URL.Path, "/down/")
+	if isDown && p.down.Load() {
+		if p.downAnswers.Add(1)%2 == 0 {
+			reset(w)
+			return
+		}
+		http.Error(w, "endpoint down (chaos)", http.StatusServiceUnavailable)
+		return
+	}
+	if !isDown && p.burst.Load() && p.faultsOn.Load() {
+		p.burst503.Add(1)
+		if p.burstRetryAf.Load() {
+			w.Header().Set("Retry-After", "1")
+		}
+		http.Error(w, "5xx burst (chaos)", http.StatusServiceUnavailable)
+		return
+	}
+	f := faultNone
+	if !isDown {
+		f = p.pick()
+	}
+	switch f {
+	case faultLatency:
+		p.latency.Add(1)
+		// Hold past the sender's timeout; the sender gives up and will
+		// retry. Then deliver this copy anyway, as a slow network would.
+		time.Sleep(p.holdFor)
+		status, respBody, hdr, err := p.forward(context.Background(), r, body)
+		if err != nil {
+			return
+		}
+		writeResp(w, status, hdr, respBody) // usually to a closed connection
+	case faultLostAck:
+		if _, _, _, err := p.forward(r.Context(), r, body); err != nil {
+			http.Error(w, "upstream unreachable", http.StatusBadGateway)
+			return
+		}
+		p.lostAcks.Add(1)
+		reset(w)
+	default:
+		status, respBody, hdr, err := p.forward(r.Context(), r, body)
+		if err != nil {
+			http.Error(w, "upstream unreachable", http.StatusBadGateway)
+			return
+		}
+		writeResp(w, status, hdr, respBody)
+	}
+}
+
+// forward posts the request to the receiver and records its verdict.
+func (p *Proxy) forward(ctx context.Context, r *http.Request, body []byte) (int, []byte, http.Header, error) {
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, p.upstream, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	for k, vs := range r.Header {
+		lk := strings.ToLower(k)
+		if lk == "content-type" || strings.HasPrefix(lk, "webhook-") || lk == "user-agent" {
+			req.Header[k] = vs
+		}
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		p.upstreamErrs.Add(1)
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	p.forwarded.Add(1)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var v struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(rb, &v) == nil && v.Status == "applied" {
+			p.mu.Lock()
+			p.applied[r.Header.Get("webhook-id")]++
+			p.mu.Unlock()
+		}
+	case http.StatusAccepted:
+		p.parked.Add(1)
+	}
+	return resp.StatusCode, rb, resp.Header, nil
+}
+
+func writeResp(w http.ResponseWriter, status int, hdr http.Header, body []byte) {
+	if ct := hdr.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	if ra := hdr.Get("Retry-After"); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// reset closes the client's connection with a TCP RST and no answer.
+func reset(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("chaos proxy: connection cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}

@@ -1,0 +1,129 @@
+package chaos
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// proxySetup starts a stand-in receiver answering "applied" and a proxy in
+// front of it.
+func proxySetup(t *testing.T, holdFor time.Duration, faults ProxyFaults) (*Proxy, string, *atomic.Int64) {
+	t.Helper()
+	var got atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"applied","event_id":"`+r.Header.Get("webhook-id")+`"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	p := NewProxy(upstream.URL+"/webhook", 1, holdFor, faults)
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Wait(5 * time.Second) })
+	return p, srv.URL, &got
+}
+
+func deliver(t *testing.T, url, id string, timeout time.Duration) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("webhook-id", id)
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+func TestProxyPassesThrough(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
+	code, body, err := deliver(t, url+"/ok/0/webhook", "ev-1", 5*time.Second)
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "applied") {
+		t.Fatalf("got %d %q %v, want 200 applied", code, body, err)
+	}
+	if got.Load() != 1 || p.AppliedAnswers()["ev-1"] != 1 {
+		t.Fatalf("upstream saw %d, applied answers %v", got.Load(), p.AppliedAnswers())
+	}
+}
+
+// A lost ack: the receiver applied the event, the sender gets a reset.
+func TestProxyLostAck(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, time.Second, ProxyFaults{LostAck: 1})
+	if _, _, err := deliver(t, url+"/ok/0/webhook", "ev-1", 5*time.Second); err == nil {
+		t.Fatal("the sender got an answer; want a reset connection")
+	}
+	if got.Load() != 1 || p.Stats().LostAcks != 1 || p.AppliedAnswers()["ev-1"] != 1 {
+		t.Fatalf("upstream saw %d, stats %+v", got.Load(), p.Stats())
+	}
+}
+
+// A held request: the sender times out, the receiver still gets it later.
+func TestProxyLatency(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, 300*time.Millisecond, ProxyFaults{Latency: 1})
+	if _, _, err := deliver(t, url+"/ok/0/webhook", "ev-1", 100*time.Millisecond); err == nil {
+		t.Fatal("the sender got an answer before its timeout")
+	}
+	time.Sleep(50 * time.Millisecond) // the handler may not have begun yet
+	if !p.Wait(5 * time.Second) {
+		t.Fatal("the held request never finished")
+	}
+	if got.Load() != 1 || p.Stats().Latency != 1 {
+		t.Fatalf("upstream saw %d, stats %+v", got.Load(), p.Stats())
+	}
+}
+
+func TestProxyDownAndBurst(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
+	p.SetDown(true)
+	var resets, unavailable int
+	for i := 0; i < 4; i++ {
+		code, _, err := deliver(t, url+"/down/webhook", "ev-d", 5*time.Second)
+		switch {
+		case err != nil:
+			resets++
+		case code == http.StatusServiceUnavailable:
+			unavailable++
+		default:
+			t.Fatalf("down endpoint answered %d", code)
+		}
+	}
+	if resets != 2 || unavailable != 2 {
+		t.Fatalf("resets=%d 503s=%d, want 2 and 2", resets, unavailable)
+	}
+	// The healthy endpoints are not affected by the outage.
+	if code, _, err := deliver(t, url+"/ok/1/webhook", "ev-h", 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("healthy endpoint during the outage: %d %v", code, err)
+	}
+
+	p.SetBurst(true, true)
+	req, _ := http.NewRequest(http.MethodPost, url+"/ok/1/webhook", strings.NewReader(`{}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("burst answered %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	p.SetBurst(false, false)
+	p.SetDown(false)
+	if code, _, err := deliver(t, url+"/down/webhook", "ev-d", 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("healed endpoint: %d %v", code, err)
+	}
+	if got.Load() != 2 {
+		t.Fatalf("upstream saw %d deliveries, want 2 (faults never forward)", got.Load())
+	}
+}

@@ -1,0 +1,137 @@
+package chaos
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func testWorkload(t *testing.T, seed uint64) *Workload {
+	t.Helper()
+	w, err := NewWorkload(WorkloadConfig{Seed: seed, Events: 1000, Correlations: 50, DownCorrelations: 2, HealthyEndpoints: 3, DuplicateRate: 0.1, Reorder: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestNewWorkloadShape(t *testing.T) {
+	t.Parallel()
+	w := testWorkload(t, 7)
+	if len(w.Events) != 1000 || len(w.Correlations) != 50 || len(w.Down) != 2 {
+		t.Fatalf("events=%d correlations=%d down=%d", len(w.Events), len(w.Correlations), len(w.Down))
+	}
+	for corr, n := range w.PerCorrelation() {
+		if n != 20 {
+			t.Errorf("%s has %d events, want 20", corr, n)
+		}
+	}
+	if w.Duplicates != 100 || len(w.Posts) != 1100 {
+		t.Fatalf("duplicates=%d posts=%d, want 100 and 1100", w.Duplicates, len(w.Posts))
+	}
+	seen := map[int]int{}
+	for _, k := range w.Posts {
+		seen[k]++
+	}
+	twice := 0
+	for i := range w.Events {
+		switch seen[i] {
+		case 1:
+		case 2:
+			twice++
+		default:
+			t.Errorf("event %s posted %d times", w.Events[i].ID, seen[i])
+		}
+	}
+	if twice != 100 {
+		t.Errorf("%d events posted twice, want 100", twice)
+	}
+	if !reflect.DeepEqual(w, testWorkload(t, 7)) {
+		t.Error("the same seed gave another workload")
+	}
+	if reflect.DeepEqual(w.Posts, testWorkload(t, 8).Posts) {
+		t.Error("another seed gave the same posting order")
+	}
+}
+
+// The order is shuffled, but an event overtakes fewer than Reorder of its
+// predecessors, and the down endpoint's heads go out early.
+func TestNewWorkloadOrder(t *testing.T) {
+	t.Parallel()
+	w := testWorkload(t, 3)
+	first := map[string]int{} // event id → first post position
+	posts := map[string]int{}
+	for pos, k := range w.Posts {
+		if _, ok := first[w.Events[k].ID]; !ok {
+			first[w.Events[k].ID] = pos
+		}
+		posts[w.Events[k].ID]++
+	}
+	ahead := 0
+	for _, ev := range w.Events {
+		for _, other := range w.Events {
+			if other.CorrelationID != ev.CorrelationID || other.Sequence >= ev.Sequence || first[other.ID] < first[ev.ID] {
+				continue
+			}
+			ahead++
+			// A duplicate post goes anywhere, and so do the down heads.
+			if ev.Sequence-other.Sequence >= 5 && posts[ev.ID] == 1 && !(ev.Down && ev.Sequence == 1) {
+				t.Errorf("%s is posted before %s, %d places back", ev.ID, other.ID, ev.Sequence-other.Sequence)
+			}
+		}
+		if ev.Down && ev.Sequence == 1 && first[ev.ID] > len(w.Posts)/10 {
+			t.Errorf("down head %s posted at %d, want within the first tenth", ev.ID, first[ev.ID])
+		}
+	}
+	if ahead < 100 {
+		t.Errorf("only %d events arrive before a predecessor; the order is hardly shuffled", ahead)
+	}
+}
+
+func TestNewWorkloadRefusesBadShapes(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []WorkloadConfig{
+		{Events: 10, Correlations: 0, HealthyEndpoints: 1},
+		{Events: 5, Correlations: 10, HealthyEndpoints: 1},
+		{Events: 10, Correlations: 2, DownCorrelations: 2, HealthyEndpoints: 1},
+		{Events: 10, Correlations: 2, HealthyEndpoints: 0},
+		{Events: 10, Correlations: 2, HealthyEndpoints: 1, DuplicateRate: 2},
+	} {
+		if _, err := NewWorkload(cfg); err == nil {
+			t.Errorf("NewWorkload(%+v) = nil error", cfg)
+		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	cfg := PlanConfig{Seed: 1, Phase: 90 * time.Second, Workers: 3, KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second}
+	plan := Plan(cfg)
+	if !reflect.DeepEqual(plan, Plan(cfg)) {
+		t.Fatal("the same seed gave another plan")
+	}
+	count := map[string]int{}
+	var last time.Duration
+	for _, a := range plan {
+		count[a.Kind]++
+		if a.At < last || a.At >= cfg.Phase {
+			t.Errorf("%s at %s: out of order or past the phase", a, a.At)
+		}
+		last = a.At
+		if a.Kind == KindKillWorker && (a.Worker < 0 || a.Worker >= cfg.Workers) {
+			t.Errorf("kill of worker %d", a.Worker)
+		}
+		if a.Kind == KindBurst && (a.For < time.Second || a.For > 3*time.Second) {
+			t.Errorf("burst of %s", a.For)
+		}
+	}
+	if count[KindRestartPostgres] != 1 || count[KindRestartTemporal] != 1 {
+		t.Errorf("restarts: %v, want one of each", count)
+	}
+	if n := count[KindKillWorker]; n < 6 || n > 12 {
+		t.Errorf("%d worker kills in 90s, want about 9", n)
+	}
+	if n := count[KindBurst]; n < 3 || n > 9 {
+		t.Errorf("%d bursts in 90s, want about 6", n)
+	}
+}
