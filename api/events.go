@@ -84,7 +84,9 @@ func (s *Server) eventConflict(c echo.Context, ev store.Event) error {
 		}
 		if existing.State == store.StateQueued {
 			// The first start may have failed; trying again is harmless.
-			if err := s.deps.Starter.Start(ctx, existing); err == nil {
+			sctx, cancel := context.WithTimeout(ctx, startTimeout)
+			defer cancel()
+			if err := s.deps.Starter.Start(sctx, existing); err == nil {
 				existing.State = store.StateWaiting
 			}
 		}
