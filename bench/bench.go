@@ -63,8 +63,10 @@ const (
 	ScenarioSingleKeyIdle = "single-key-idle"
 )
 
-// Scenarios lists every scenario a run reports, in table order.
-var Scenarios = []string{ScenarioBaseline, ScenarioOrdered, ScenarioSingleKey, ScenarioBaselineIdle, ScenarioSingleKeyIdle}
+// ScenarioNames lists every scenario a run reports, in table order.
+func ScenarioNames() []string {
+	return []string{ScenarioBaseline, ScenarioOrdered, ScenarioSingleKey, ScenarioBaselineIdle, ScenarioSingleKeyIdle}
+}
 
 func (c *Config) defaults() error {
 	if c.Exe == "" {

@@ -42,7 +42,7 @@ func TestBenchShortRun(t *testing.T) {
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
 
 	table := stdout.String()
-	for _, name := range bench.Scenarios {
+	for _, name := range bench.ScenarioNames() {
 		require.Contains(t, table, name)
 	}
 	b, err := os.ReadFile(jsonPath)
@@ -53,7 +53,7 @@ func TestBenchShortRun(t *testing.T) {
 	for _, s := range rep.Scenarios {
 		got[s.Name] = s
 	}
-	for _, name := range bench.Scenarios {
+	for _, name := range bench.ScenarioNames() {
 		s, ok := got[name]
 		require.True(t, ok, "scenario %s missing from the JSON", name)
 		require.Positive(t, s.Events, name)

@@ -30,7 +30,7 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			"held requests, lost acks, 5xx bursts, an endpoint down past the recovery window, then replayed); wait\n"+
 			"for quiet and check every event applied exactly once, in order, or dead-lettered. Prints one summary line;\n"+
 			"exits 1 on any violation.\n"+
-			"  hookflow chaos --short     ≈3 minutes: 1,000 events over 50 correlations, recovery window 15s\n"+
+			"  hookflow chaos --short     1,000 events over 50 correlations, 90s of faults, window 15s (4-5 minutes on 2 cores)\n"+
 			"  hookflow chaos             10,000 events over 200 correlations, recovery window 30s",
 		[]string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"},
 		args, env.getenv,
@@ -41,14 +41,14 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 		},
 		env.stdout, func(f *flag.FlagSet) {
 			fs = f
-			f.BoolVar(&short, "short", false, "the ≈3-minute preset: 1,000 events, 50 correlations, recovery window 15s")
+			f.BoolVar(&short, "short", false, "the short preset: 1,000 events, 50 correlations, 90s of faults, recovery window 15s")
 			f.BoolVar(&calm, "calm", false, "inject no fault: the same run as a baseline")
 			f.Uint64Var(&seed, "seed", long.Seed, "seed of the workload and the fault schedule")
 			f.IntVar(&events, "events", long.Events, "events to post (1000 with --short)")
 			f.IntVar(&corrs, "correlations", long.Correlations, "correlation IDs to spread them over (50 with --short)")
 			f.IntVar(&wrks, "workers", long.Workers, "worker processes")
 			f.DurationVar(&phase, "duration", long.FaultPhase, "how long faults are injected; events are posted over its first 70% (90s with --short)")
-			f.DurationVar(&quiet, "quiet-timeout", long.QuietTimeout, "how long to wait for every event to settle after the faults (4m with --short)")
+			f.DurationVar(&quiet, "quiet-timeout", long.QuietTimeout, "at most how long to wait for every event to settle once posted (20m with --short); the wait also ends after 3 minutes without progress")
 		})
 	if err != nil {
 		return err
@@ -101,6 +101,9 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	c.Binary, c.DataDir, c.Stdout, c.Stderr, c.Calm = self, cfg.DataDir, env.stdout, env.stderr, calm
 	res, err := chaos.Run(ctx, c)
+	if errors.Is(err, chaos.ErrDataDirInUse) {
+		return &config.UsageError{Msg: "HOOKFLOW_DATA_DIR " + err.Error()}
+	}
 	if err != nil {
 		return err
 	}
