@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
@@ -92,6 +94,79 @@ func (a *Activities) Arrive(ctx context.Context, in ArriveInput) error {
 		TypedSearchAttributes: searchAttributes(in.CorrelationID),
 	}, in.SequencerType, in.StartArg)
 	if err != nil {
+		return fmt.Errorf("signal sequencer %s: %w", in.SequencerID, err)
+	}
+	return nil
+}
+
+// AnnounceInput is everything needed to update-with-start a sequencer.
+type AnnounceInput struct {
+	SequencerID   string
+	SequencerType string
+	Update        string
+	Arrival       Arrival
+	// StartArg is the sequencer's input when this update starts it.
+	StartArg any
+	// CorrelationID sets the search attributes of a sequencer this starts.
+	CorrelationID string
+}
+
+// Announcement is the sequencer's answer to an arrival: Released when the
+// event may deliver at once (it was next and nothing was in flight), with
+// the skipped sequences its envelope must carry; otherwise the event waits
+// for the release signal.
+type Announcement struct {
+	Released bool    `json:"released"`
+	Skipped  []int64 `json:"skipped,omitempty"`
+}
+
+// Announce tells the correlation's sequencer that the event exists through
+// update-with-start, starting the sequencer when it is not running, and
+// returns whether the event is released at once. The in-order event thus
+// needs no release signal. Repeating it is harmless: the update ID is the
+// event's, and the sequencer answers a repeated announcement as it did the
+// first.
+func (a *Activities) Announce(ctx context.Context, in AnnounceInput) (Announcement, error) {
+	info := activity.GetInfo(ctx)
+	start := a.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       in.SequencerID,
+		TaskQueue:                info.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    searchAttributes(in.CorrelationID),
+	}, in.SequencerType, in.StartArg)
+	h, err := a.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     "arrive/" + in.Arrival.EventID,
+			UpdateName:   in.Update,
+			Args:         []any{in.Arrival},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return Announcement{}, fmt.Errorf("announce to sequencer %s: %w", in.SequencerID, err)
+	}
+	var out Announcement
+	if err := h.Get(ctx, &out); err != nil {
+		return Announcement{}, fmt.Errorf("announce to sequencer %s: %w", in.SequencerID, err)
+	}
+	return out, nil
+}
+
+// NotifyInput names the sequencer to tell and what to tell it.
+type NotifyInput struct {
+	SequencerID string
+	Signal      string
+	Arg         any
+}
+
+// Notify signals a correlation's sequencer (an event is done). A sequencer
+// that is not running has nothing to wait for: the ledger already holds
+// the finished event, and its next run starts from there.
+func (a *Activities) Notify(ctx context.Context, in NotifyInput) error {
+	err := a.temporal.SignalWorkflow(ctx, in.SequencerID, "", in.Signal, in.Arg)
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("signal sequencer %s: %w", in.SequencerID, err)
 	}
 	return nil

@@ -43,6 +43,10 @@ type DeliverInput struct {
 	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
+	// AttemptOffset is added to Temporal's attempt number in the attempts
+	// recorded: the regular activity that follows a first attempt made as a
+	// local activity counts on from it.
+	AttemptOffset int32 `json:"attempt_offset,omitempty"`
 }
 
 // Envelope is the signed body a receiver gets.
@@ -81,7 +85,7 @@ const maxRecordedBody = 2048
 // any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
 // → retry after that delay; everything else → retry.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
-	attempt := activity.GetInfo(ctx).Attempt
+	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
 	ep, err := a.store.EndpointGet(ctx, in.EndpointID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {

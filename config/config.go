@@ -63,7 +63,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_ALLOW_PRIVATE_TARGETS", "allow-private-targets", "false", "allow endpoint URLs on loopback/private/link-local addresses and plain http (true in dev)", boolean(func(c *Config) *bool { return &c.AllowPrivate })},
 		{"HOOKFLOW_DATA_DIR", "data-dir", "./.hookflow", "dev only: where the local Postgres cluster and logs live", nonEmpty(func(c *Config) *string { return &c.DataDir })},
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", "dev-temporal-port", "7233", "dev only: Temporal frontend port", port(func(c *Config) *int { return &c.DevTemporalPort })},
-		{"HOOKFLOW_DEV_UI_PORT", "dev-ui-port", "8233", "dev only: Temporal Web UI port", port(func(c *Config) *int { return &c.DevUIPort })},
+		{"HOOKFLOW_DEV_UI_PORT", "dev-ui-port", "8233", "dev only: Temporal Web UI port; 0 runs no Web UI", portOrOff(func(c *Config) *int { return &c.DevUIPort })},
 		{"HOOKFLOW_DEV_POSTGRES_PORT", "dev-postgres-port", "5433", "dev only: local Postgres port", port(func(c *Config) *int { return &c.DevPostgresPort })},
 		{"HOOKFLOW_DEV_WORKERS", "dev-workers", "1", "dev only: in-process workers (0 lets external hookflow worker processes do the work)", nonNegativeInt(func(c *Config) *int { return &c.DevWorkers })},
 		{"HOOKFLOW_RECEIVER_ADDR", "receiver-addr", "127.0.0.1:8090", "listen address of the reference receiver", hostPort(func(c *Config) *string { return &c.ReceiverAddr })},
@@ -224,6 +224,20 @@ func port(f func(*Config) *int) func(*Config, string) error {
 			return errors.New("want a port number from 1 to 65535")
 		}
 		*f(c) = n
+		return nil
+	}
+}
+
+// portOrOff is port, with 0 meaning "do not serve it".
+func portOrOff(f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if v == "0" {
+			*f(c) = 0
+			return nil
+		}
+		if err := port(f)(c, v); err != nil {
+			return errors.New("want a port number from 1 to 65535, or 0 for none")
+		}
 		return nil
 	}
 }

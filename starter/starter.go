@@ -67,6 +67,7 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
+		Protocol:       workflows.ProtocolFastPath,
 	}
 }
 

@@ -18,6 +18,9 @@ type EventInput struct {
 	Event activities.DeliverInput `json:"event"`
 	// RecoveryWindow is how long delivery is retried, counted from release.
 	RecoveryWindow time.Duration `json:"recovery_window"`
+	// Protocol is ProtocolFastPath for every event started now; zero in the
+	// inputs of workflows started before it existed.
+	Protocol int `json:"protocol,omitempty"`
 }
 
 // EventResult is how the event ended.
@@ -76,6 +79,23 @@ var localOptions = workflow.LocalActivityOptions{
 	RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 }
 
+// Protocols of EventInput: how an event workflow talks to its sequencer and
+// makes its first attempt. The protocol is part of the workflow's input,
+// fixed when it starts, so a workflow keeps the one it began with across
+// worker upgrades (its replays stay deterministic) at no history cost, unlike
+// workflow.GetVersion's marker and search attribute upsert.
+const (
+	// ProtocolSignals: arrival by signal-with-start, release by signal, every
+	// attempt a regular activity, done by an external signal. Workflows
+	// started before the fast path run it to their end.
+	ProtocolSignals = 0
+	// ProtocolFastPath: arrival by update-with-start, whose answer releases
+	// an event that is next in line (no release signal); the first attempt
+	// as a local activity, the rest of the window as a regular activity; done
+	// signalled from a local activity. What every new event starts with.
+	ProtocolFastPath = 1
+)
+
 // EventWorkflow delivers one event in its correlation's order: it announces
 // itself to the sequencer, waits to be released, delivers within the
 // recovery window, and tells the sequencer it is done. When delivery gives
@@ -84,6 +104,7 @@ var localOptions = workflow.LocalActivityOptions{
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	logger := workflow.GetLogger(ctx)
 	ev := in.Event
+	fast := in.Protocol >= ProtocolFastPath
 	state := EventState{State: store.StateWaiting}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (EventState, error) { return state, nil }); err != nil {
 		return EventResult{}, err
@@ -97,33 +118,29 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// CorrelationId, Sequence and DeliveryState=waiting are set at start
 	// (starter), which costs no history event.
 
+	skipped, err := awaitRelease(ctx, ev, fast)
+	if err != nil {
+		return EventResult{}, err
+	}
+	ev.Skipped = skipped
+
 	var a *activities.Activities
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-	arrive := activities.ArriveInput{
-		SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Signal: SignalArrived,
-		Arrival:  activities.Arrival{Sequence: ev.Sequence, EventID: ev.EventID},
-		StartArg: SequencerInput{CorrelationID: ev.CorrelationID}, CorrelationID: ev.CorrelationID,
-	}
-	if err := workflow.ExecuteLocalActivity(lctx, a.Arrive, arrive).Get(ctx, nil); err != nil {
-		return EventResult{}, fmt.Errorf("announce to sequencer: %w", err)
-	}
-
-	var rel Release
-	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
-	ev.Skipped = rel.Skipped
-
 	replayCh := workflow.GetSignalChannel(ctx, SignalReplay)
 	skipCh := workflow.GetSignalChannel(ctx, SignalSkip)
 	ledger := workflow.WithActivityOptions(ctx, ledgerOptions)
-	for {
-		setState(store.StateDelivering)
-		windowEnd := workflow.Now(ctx).Add(in.RecoveryWindow)
-		dctx := workflow.WithActivityOptions(ctx, DeliverOptions(in.RecoveryWindow, ev.Timeout))
+	for window := 0; ; window++ {
 		var res activities.DeliverResult
-		err := workflow.ExecuteActivity(dctx, a.Deliver, ev).Get(ctx, &res)
+		windowEnd := workflow.Now(ctx).Add(in.RecoveryWindow)
+		if fast && window == 0 {
+			res, err = deliverFast(ctx, ev, in.RecoveryWindow, windowEnd, func() { setState(store.StateDelivering) })
+		} else {
+			setState(store.StateDelivering)
+			dctx := workflow.WithActivityOptions(ctx, DeliverOptions(in.RecoveryWindow, ev.Timeout))
+			err = workflow.ExecuteActivity(dctx, a.Deliver, ev).Get(ctx, &res)
+		}
 		if err == nil {
 			setState(store.StateDelivered)
-			if err := signalDone(ctx, ev, false); err != nil {
+			if err := signalDone(ctx, ev, false, fast); err != nil {
 				return EventResult{}, err
 			}
 			return EventResult{State: store.StateDelivered, Attempts: res.Attempt}, nil
@@ -161,7 +178,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 				return EventResult{}, fmt.Errorf("record skip: %w", err)
 			}
 			setState(store.StateSkipped)
-			if err := signalDone(ctx, ev, true); err != nil {
+			if err := signalDone(ctx, ev, true, fast); err != nil {
 				return EventResult{}, err
 			}
 			return EventResult{State: store.StateSkipped}, nil
@@ -173,9 +190,106 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	}
 }
 
-func signalDone(ctx workflow.Context, ev activities.DeliverInput, skipped bool) error {
+// awaitRelease announces the event to its correlation's sequencer and
+// returns once the event may deliver, with the skipped sequences its
+// envelope must carry. On the fast path an event that is next in line is
+// released in the announcement's answer; any other waits for the release
+// signal.
+func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) ([]int64, error) {
+	var a *activities.Activities
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	arrival := activities.Arrival{Sequence: ev.Sequence, EventID: ev.EventID}
+	start := SequencerInput{CorrelationID: ev.CorrelationID}
+	if fast {
+		in := activities.AnnounceInput{
+			SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Update: UpdateArrive,
+			Arrival: arrival, StartArg: start, CorrelationID: ev.CorrelationID,
+		}
+		var ann activities.Announcement
+		if err := workflow.ExecuteLocalActivity(lctx, a.Announce, in).Get(ctx, &ann); err != nil {
+			return nil, fmt.Errorf("announce to sequencer: %w", err)
+		}
+		if ann.Released {
+			return ann.Skipped, nil
+		}
+	} else {
+		in := activities.ArriveInput{
+			SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Signal: SignalArrived,
+			Arrival: arrival, StartArg: start, CorrelationID: ev.CorrelationID,
+		}
+		if err := workflow.ExecuteLocalActivity(lctx, a.Arrive, in).Get(ctx, nil); err != nil {
+			return nil, fmt.Errorf("announce to sequencer: %w", err)
+		}
+	}
+	var rel Release
+	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
+	return rel.Skipped, nil
+}
+
+// deliverFast makes the window's first attempt as a local activity, which
+// needs no activity task and adds one marker to the history. If that
+// attempt fails in a way worth retrying, the rest of the window runs as a
+// regular activity on the same schedule as DeliverOptions (about 1, 5, 21,
+// 85 s after the first attempt), so a long outage is retried by Temporal's
+// timers, not by a workflow task held open. markDelivering records that the
+// event left the fast path.
+func deliverFast(ctx workflow.Context, ev activities.DeliverInput, window time.Duration, windowEnd time.Time, markDelivering func()) (activities.DeliverResult, error) {
+	var a *activities.Activities
+	var res activities.DeliverResult
+	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
+	err := workflow.ExecuteLocalActivity(lctx, a.Deliver, ev).Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	if _, permanent := failureReason(err); permanent {
+		return res, err
+	}
+	wait := time.Second
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NextRetryDelay() > 0 {
+		wait = appErr.NextRetryDelay() // the receiver's Retry-After
+	}
+	if wait >= windowEnd.Sub(workflow.Now(ctx)) {
+		return res, err // no attempt fits in the window any more
+	}
+	markDelivering()
+	if err := workflow.Sleep(ctx, wait); err != nil {
+		return res, err
+	}
+	opts := DeliverOptions(window, ev.Timeout)
+	opts.ScheduleToCloseTimeout = windowEnd.Sub(workflow.Now(ctx))
+	opts.RetryPolicy.InitialInterval = 4 * time.Second
+	ev.AttemptOffset = 1
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, ev).Get(ctx, &res)
+	return res, err
+}
+
+// FirstAttemptOptions are the local activity options of the fast path's
+// first attempt: one try, bounded a little above the HTTP timeout.
+func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOptions {
+	if httpTimeout <= 0 {
+		httpTimeout = 15 * time.Second
+	}
+	return workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: httpTimeout + 10*time.Second,
+		StartToCloseTimeout:    httpTimeout + 10*time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	}
+}
+
+// signalDone tells the sequencer the event is finished: on the fast path
+// from a local activity (one marker), otherwise by an external signal.
+func signalDone(ctx workflow.Context, ev activities.DeliverInput, skipped, fast bool) error {
 	done := Done{Sequence: ev.Sequence, EventID: ev.EventID, Skipped: skipped}
-	err := workflow.SignalExternalWorkflow(ctx, SequencerID(ev.CorrelationID), "", SignalDone, done).Get(ctx, nil)
+	var err error
+	if fast {
+		var a *activities.Activities
+		lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+		in := activities.NotifyInput{SequencerID: SequencerID(ev.CorrelationID), Signal: SignalDone, Arg: done}
+		err = workflow.ExecuteLocalActivity(lctx, a.Notify, in).Get(ctx, nil)
+	} else {
+		err = workflow.SignalExternalWorkflow(ctx, SequencerID(ev.CorrelationID), "", SignalDone, done).Get(ctx, nil)
+	}
 	if err != nil {
 		return fmt.Errorf("signal sequencer done: %w", err)
 	}

@@ -11,6 +11,9 @@ import "strings"
 const (
 	// SignalArrived (activities.Arrival) tells a sequencer an event exists.
 	SignalArrived = "arrived"
+	// UpdateArrive (activities.Arrival → activities.Announcement) tells a
+	// sequencer an event exists and answers whether it may deliver at once.
+	UpdateArrive = "arrive"
 	// SignalRelease (Release) lets an event deliver.
 	SignalRelease = "release"
 	// SignalDone (Done) tells the sequencer its released event is finished.

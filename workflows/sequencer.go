@@ -60,7 +60,21 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		idle = DefaultIdleTimeout
 	}
 
+	// The arrive update handler is registered before the first blocking call,
+	// so an update-with-start that starts this run is not refused; it waits
+	// for the state to be loaded.
 	st := in.State
+	var releaseNow func(a activities.Arrival) activities.Announcement
+	lastActivity := workflow.Now(ctx)
+	if err := workflow.SetUpdateHandler(ctx, UpdateArrive, func(ctx workflow.Context, a activities.Arrival) (activities.Announcement, error) {
+		if err := workflow.Await(ctx, func() bool { return releaseNow != nil }); err != nil {
+			return activities.Announcement{}, err
+		}
+		lastActivity = workflow.Now(ctx)
+		return releaseNow(a), nil
+	}); err != nil {
+		return err
+	}
 	if st == nil {
 		var a *activities.Activities
 		lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
@@ -128,6 +142,22 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
 		releases = append(releases, workflow.SignalExternalWorkflow(ctx, id, "", SignalRelease, Release{Sequence: st.Next, Skipped: st.Skipped}))
 	}
+	// releaseNow handles an arrival announced by update: an event that is
+	// next with nothing in flight is released in the answer, without a
+	// signal; any other is parked as a signalled arrival is. A repeated
+	// announcement gets the answer the first one got.
+	releaseNow = func(a activities.Arrival) activities.Announcement {
+		if r := st.Released; r != nil && r.Sequence == a.Sequence {
+			return activities.Announcement{Released: r.EventID == a.EventID, Skipped: st.Skipped}
+		}
+		onArrived(a)
+		if st.Released == nil && a.Sequence == st.Next && parked[a.Sequence] == a.EventID {
+			delete(parked, a.Sequence)
+			st.Released = &activities.Arrival{Sequence: a.Sequence, EventID: a.EventID}
+			return activities.Announcement{Released: true, Skipped: st.Skipped}
+		}
+		return activities.Announcement{}
+	}
 	drain := func() bool {
 		got := false
 		for {
@@ -157,7 +187,6 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		releases = releases[:0]
 	}
 
-	lastActivity := workflow.Now(ctx)
 	var idleTimer workflow.Future
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
@@ -169,7 +198,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			drain()
 			releaseNext()
 			settleReleases()
-			if !drain() {
+			if !drain() && workflow.AllHandlersFinished(ctx) {
 				s := snapshot()
 				return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
 					CorrelationID: in.CorrelationID, State: &s, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,

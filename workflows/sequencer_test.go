@@ -48,6 +48,8 @@ type seqHarness struct {
 	cursorErr func(now time.Time) error
 	start     time.Time
 
+	// answers are the announcements' answers, in the order they came.
+	answers []activities.Announcement
 	// received holds the arrivals the run was handed (set by recordSignals).
 	received *signalLog
 }
@@ -540,4 +542,105 @@ func testContinueAsNew(t *testing.T, maxHistory int) {
 		wantCarried[sk+1] = []int64{sk}
 	}
 	require.Equal(t, wantCarried, carried, "each skip reaches the receiver with the next release")
+}
+
+// announce announces an event d after start as the fast path does, by the
+// arrive update; an answer of "released" counts as that event's release.
+func (h *seqHarness) announce(d time.Duration, seq int64, id string) {
+	h.env.RegisterDelayedCallback(func() {
+		a := activities.Arrival{Sequence: seq, EventID: id}
+		h.env.UpdateWorkflow(workflows.UpdateArrive, "arrive/"+id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { h.flag(fmt.Sprintf("announcement of %d rejected: %v", seq, err)) },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					h.flag(fmt.Sprintf("announcement of %d failed: %v", seq, err))
+					return
+				}
+				ann, ok := v.(activities.Announcement)
+				if !ok {
+					h.flag(fmt.Sprintf("announcement answered %T", v))
+					return
+				}
+				h.mu.Lock()
+				h.answers = append(h.answers, ann)
+				if !ann.Released {
+					h.mu.Unlock()
+					return
+				}
+				if h.outstanding != nil && *h.outstanding == a {
+					h.mu.Unlock()
+					return // a repeated announcement of the event in flight
+				}
+				if h.outstanding != nil {
+					h.violations = append(h.violations, fmt.Sprintf("released %d while %d was in flight", seq, h.outstanding.Sequence))
+				}
+				h.outstanding = &a
+				h.releases = append(h.releases, a)
+				h.carried[seq] = ann.Skipped
+				h.mu.Unlock()
+				h.env.RegisterDelayedCallback(func() { h.done(a) }, h.doneDelay)
+			},
+		}, a)
+	}, d)
+}
+
+func TestSequencerReleasesAnnouncedEventsInTheAnswer(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.cursorSkipped = []int64{}
+	// 1 is next: released in its answer. 3 comes early: parked, released
+	// by signal after 2. 2 arrives while 1 is in flight: parked, released
+	// by signal when 1 is done. A repeated announcement of 3 while it is in
+	// flight gets "released" again, never a second release. An event of a
+	// workflow started before the fast path (a signal) mixes in: 4.
+	h.announce(0, 1, eventID(1))
+	h.announce(500*time.Millisecond, 3, eventID(3))
+	h.announce(time.Second, 2, eventID(2))
+	h.arrive(1500*time.Millisecond, 4, eventID(4))
+	var repeated activities.Announcement
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, workflows.SequencerState{
+			Next: 3, Released: &activities.Arrival{Sequence: 3, EventID: eventID(3)}, Parked: arrivals(4),
+		}, h.state())
+		h.env.UpdateWorkflow(workflows.UpdateArrive, "arrive/again", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { h.flag(err.Error()) },
+			OnComplete: func(v any, err error) { require.NoError(t, err); repeated = v.(activities.Announcement) },
+		}, activities.Arrival{Sequence: 3, EventID: eventID(3)})
+	}, 4500*time.Millisecond)
+	// After 4 is done, 5 is next and idle: released in its answer.
+	h.announce(20*time.Second, 5, eventID(5))
+
+	require.NoError(t, h.run(workflows.SequencerInput{CorrelationID: correlation, IdleTimeout: time.Minute}))
+	require.Equal(t, arrivals(1, 2, 3, 4, 5), h.released(), "each event released once, in sequence")
+	require.True(t, repeated.Released, "a repeated announcement of the event in flight is answered as the first was")
+	answers := h.answerList()
+	require.Len(t, answers, 4)
+	require.Equal(t, []bool{true, false, false, true}, []bool{answers[0].Released, answers[1].Released, answers[2].Released, answers[3].Released})
+}
+
+func TestSequencerAnnouncementThatStartsItWaitsForTheCursor(t *testing.T) {
+	t.Parallel()
+	// Update-with-start hands the run its first announcement before the
+	// cursor is loaded, and Postgres is down for 30 s: the announcement must
+	// wait for the cursor, not be refused, then release the event.
+	h := newSeqHarness(t, 4)
+	h.cursorSkipped = []int64{3}
+	outageEnd := h.start.Add(30 * time.Second)
+	h.cursorErr = func(now time.Time) error {
+		if now.Before(outageEnd) {
+			return errors.New("correlation next: dial tcp 127.0.0.1:5432: connect: connection refused")
+		}
+		return nil
+	}
+	h.announce(0, 4, eventID(4))
+
+	require.NoError(t, h.run(workflows.SequencerInput{CorrelationID: correlation, IdleTimeout: time.Minute}))
+	require.Equal(t, arrivals(4), h.released())
+	require.Equal(t, []int64{3}, h.carriedSkips()[4], "the answer carries the skipped tail to the receiver")
+}
+
+func (h *seqHarness) answerList() []activities.Announcement {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]activities.Announcement(nil), h.answers...)
 }

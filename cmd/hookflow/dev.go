@@ -48,6 +48,9 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		{"HOOKFLOW_API_ADDR", cfg.APIAddr},
 		{"HOOKFLOW_RECEIVER_ADDR", cfg.ReceiverAddr},
 	} {
+		if p.addr == hostPort(0) {
+			continue // not served
+		}
 		ln, err := net.Listen("tcp", p.addr)
 		if err != nil {
 			return fmt.Errorf("%s: %s is in use (pick another with %s)", p.name, p.addr, p.name)
@@ -197,7 +200,11 @@ func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *temporalde
 	w := env.stdout
 	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", apiAddr, cfg.APIToken)
-	fmt.Fprintf(w, "  Temporal UI    %s/namespaces/%s/workflows\n", tmp.UIURL(), cfg.TemporalNamespace)
+	if ui := tmp.UIURL(); ui != "" {
+		fmt.Fprintf(w, "  Temporal UI    %s/namespaces/%s/workflows\n", ui, cfg.TemporalNamespace)
+	} else {
+		fmt.Fprintf(w, "  Temporal UI    off (HOOKFLOW_DEV_UI_PORT=0)\n")
+	}
 	fmt.Fprintf(w, "  Temporal       %s   namespace %s, task queue %s\n", tmp.Address(), cfg.TemporalNamespace, cfg.TaskQueue)
 	fmt.Fprintf(w, "  Postgres       %s\n", pg.AdminURL("hookflow"))
 	fmt.Fprintf(w, "  Workers        %s in-process\n", strconv.Itoa(cfg.DevWorkers))
