@@ -153,23 +153,70 @@ func (a *Activities) Announce(ctx context.Context, in AnnounceInput) (Announceme
 	return out, nil
 }
 
-// NotifyInput names the sequencer to tell and what to tell it.
-type NotifyInput struct {
-	SequencerID string
-	Signal      string
-	Arg         any
+// Release is a sequencer's go-ahead to an event (the release signal's
+// payload). Skipped lists the sequences an operator skipped since the last
+// delivered one, so the receiver can move its cursor past them instead of
+// waiting for them.
+type Release struct {
+	Sequence int64   `json:"sequence"`
+	Skipped  []int64 `json:"skipped,omitempty"`
 }
 
-// Notify signals a correlation's sequencer (an event is done). A sequencer
-// that is not running has nothing to wait for: the ledger already holds
-// the finished event, and its next run starts from there.
-func (a *Activities) Notify(ctx context.Context, in NotifyInput) error {
-	err := a.temporal.SignalWorkflow(ctx, in.SequencerID, "", in.Signal, in.Arg)
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("signal sequencer %s: %w", in.SequencerID, err)
+// Handoff is a sequencer's answer to a finished event: the event it
+// released next (none when EventID is empty), which the finished event's
+// workflow then signals itself.
+type Handoff struct {
+	EventID string  `json:"event_id,omitempty"`
+	Release Release `json:"release"`
+}
+
+// FinishInput tells a sequencer that an event is finished.
+type FinishInput struct {
+	SequencerID string
+	EventID     string
+	// Update is the sequencer's update that takes Done and answers a
+	// Handoff; ReleaseSignal is the signal that releases the next event.
+	Update, ReleaseSignal string
+	Done                  any
+}
+
+// Finish tells the correlation's sequencer the event is finished, by update,
+// and releases the successor the sequencer hands it with a signal of its
+// own, so the hand-over costs the sequencer no signal command and no extra
+// workflow task. A sequencer that is not running has nothing to wait for:
+// the ledger already holds the finished event and its next run starts from
+// there. Repeating it is harmless: the update ID is the event's, and a
+// second release signal is ignored by its receiver.
+func (a *Activities) Finish(ctx context.Context, in FinishInput) error {
+	h, err := a.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   in.SequencerID,
+		UpdateID:     "finish/" + in.EventID,
+		UpdateName:   in.Update,
+		Args:         []any{in.Done},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var next Handoff
+	if err == nil {
+		err = h.Get(ctx, &next)
+	}
+	if notFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tell sequencer %s: %w", in.SequencerID, err)
+	}
+	if next.EventID == "" {
+		return nil
+	}
+	if err := a.temporal.SignalWorkflow(ctx, next.EventID, "", in.ReleaseSignal, next.Release); err != nil && !notFound(err) {
+		return fmt.Errorf("release %s: %w", next.EventID, err)
 	}
 	return nil
+}
+
+func notFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
 
 // Cursor is where a correlation stands in the ledger.

@@ -96,6 +96,16 @@ const (
 	ProtocolFastPath = 1
 )
 
+// sequencerCallOptions are for the local activities that wait on the
+// sequencer's answer (announce, finish): under a backlog the sequencer's
+// workflow task can take a while to come round, and a retry only attaches
+// to the same update again, so each try waits longer than localOptions'.
+var sequencerCallOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: localOptions.ScheduleToCloseTimeout,
+	RetryPolicy:            localOptions.RetryPolicy,
+}
+
 // EventWorkflow delivers one event in its correlation's order: it announces
 // itself to the sequencer, waits to be released, delivers within the
 // recovery window, and tells the sequencer it is done. When delivery gives
@@ -201,6 +211,7 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 	arrival := activities.Arrival{Sequence: ev.Sequence, EventID: ev.EventID}
 	start := SequencerInput{CorrelationID: ev.CorrelationID}
 	if fast {
+		lctx := workflow.WithLocalActivityOptions(ctx, sequencerCallOptions)
 		in := activities.AnnounceInput{
 			SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Update: UpdateArrive,
 			Arrival: arrival, StartArg: start, CorrelationID: ev.CorrelationID,
@@ -256,8 +267,14 @@ func deliverFast(ctx workflow.Context, ev activities.DeliverInput, window time.D
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return res, err
 	}
+	// The timer may fire late (no worker was up): what is left of the
+	// window bounds the rest, and nothing left means it is spent.
+	rest := windowEnd.Sub(workflow.Now(ctx))
+	if rest <= 0 {
+		return res, err
+	}
 	opts := DeliverOptions(window, ev.Timeout)
-	opts.ScheduleToCloseTimeout = windowEnd.Sub(workflow.Now(ctx))
+	opts.ScheduleToCloseTimeout = rest
 	opts.RetryPolicy.InitialInterval = 4 * time.Second
 	ev.AttemptOffset = 1
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, ev).Get(ctx, &res)
@@ -277,16 +294,20 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 	}
 }
 
-// signalDone tells the sequencer the event is finished: on the fast path
-// from a local activity (one marker), otherwise by an external signal.
+// signalDone tells the sequencer the event is finished: on the fast path by
+// an update from a local activity (one marker), which also releases the
+// successor the sequencer names; otherwise by an external signal.
 func signalDone(ctx workflow.Context, ev activities.DeliverInput, skipped, fast bool) error {
 	done := Done{Sequence: ev.Sequence, EventID: ev.EventID, Skipped: skipped}
 	var err error
 	if fast {
 		var a *activities.Activities
-		lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-		in := activities.NotifyInput{SequencerID: SequencerID(ev.CorrelationID), Signal: SignalDone, Arg: done}
-		err = workflow.ExecuteLocalActivity(lctx, a.Notify, in).Get(ctx, nil)
+		lctx := workflow.WithLocalActivityOptions(ctx, sequencerCallOptions)
+		in := activities.FinishInput{
+			SequencerID: SequencerID(ev.CorrelationID), EventID: ev.EventID,
+			Update: UpdateFinished, ReleaseSignal: SignalRelease, Done: done,
+		}
+		err = workflow.ExecuteLocalActivity(lctx, a.Finish, in).Get(ctx, nil)
 	} else {
 		err = workflow.SignalExternalWorkflow(ctx, SequencerID(ev.CorrelationID), "", SignalDone, done).Get(ctx, nil)
 	}

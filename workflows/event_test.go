@@ -122,10 +122,12 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 			}
 			return activities.Announcement{Released: true, Skipped: h.skippedBefore}, nil
 		})
-		env.OnActivity(act.Notify, mock.Anything, mock.Anything).Return(func(_ context.Context, n activities.NotifyInput) error {
-			require.Equal(t, workflows.SequencerID(correlation), n.SequencerID)
-			require.Equal(t, workflows.SignalDone, n.Signal)
-			recordDone(n.Arg)
+		env.OnActivity(act.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, f activities.FinishInput) error {
+			require.Equal(t, workflows.SequencerID(correlation), f.SequencerID)
+			require.Equal(t, in.Event.EventID, f.EventID)
+			require.Equal(t, workflows.UpdateFinished, f.Update)
+			require.Equal(t, workflows.SignalRelease, f.ReleaseSignal)
+			recordDone(f.Done)
 			return nil
 		}).Once()
 	} else {

@@ -4,7 +4,11 @@
 // after its predecessor is delivered or skipped.
 package workflows
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/hookflow/hookflow/activities"
+)
 
 // Signal and query names: the contract between the workflows, the API and
 // the CLI.
@@ -14,6 +18,9 @@ const (
 	// UpdateArrive (activities.Arrival → activities.Announcement) tells a
 	// sequencer an event exists and answers whether it may deliver at once.
 	UpdateArrive = "arrive"
+	// UpdateFinished (Done → activities.Handoff) tells a sequencer its
+	// released event is finished and answers the event it released next.
+	UpdateFinished = "finished"
 	// SignalRelease (Release) lets an event deliver.
 	SignalRelease = "release"
 	// SignalDone (Done) tells the sequencer its released event is finished.
@@ -38,13 +45,8 @@ func CorrelationOf(sequencerID string) (string, bool) {
 	return strings.CutPrefix(sequencerID, SequencerPrefix)
 }
 
-// Release is the sequencer's go-ahead to an event. Skipped lists the
-// sequences an operator skipped since the last delivered one, so the
-// receiver can move its cursor past them instead of waiting for them.
-type Release struct {
-	Sequence int64   `json:"sequence"`
-	Skipped  []int64 `json:"skipped,omitempty"`
-}
+// Release is the sequencer's go-ahead to an event (see activities.Release).
+type Release = activities.Release
 
 // Done tells the sequencer an event is finished: delivered, or skipped.
 type Done struct {

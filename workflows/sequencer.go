@@ -63,15 +63,30 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	// The arrive update handler is registered before the first blocking call,
 	// so an update-with-start that starts this run is not refused; it waits
 	// for the state to be loaded.
+	// Each handled update wakes the main loop (wake), which owns
+	// continue-as-new and the idle end.
 	st := in.State
 	var releaseNow func(a activities.Arrival) activities.Announcement
+	var handOff func(d Done) activities.Handoff
 	lastActivity := workflow.Now(ctx)
+	wake := workflow.NewBufferedChannel(ctx, 1)
 	if err := workflow.SetUpdateHandler(ctx, UpdateArrive, func(ctx workflow.Context, a activities.Arrival) (activities.Announcement, error) {
 		if err := workflow.Await(ctx, func() bool { return releaseNow != nil }); err != nil {
 			return activities.Announcement{}, err
 		}
 		lastActivity = workflow.Now(ctx)
+		wake.SendAsync(true)
 		return releaseNow(a), nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateFinished, func(ctx workflow.Context, d Done) (activities.Handoff, error) {
+		if err := workflow.Await(ctx, func() bool { return handOff != nil }); err != nil {
+			return activities.Handoff{}, err
+		}
+		lastActivity = workflow.Now(ctx)
+		wake.SendAsync(true)
+		return handOff(d), nil
 	}); err != nil {
 		return err
 	}
@@ -158,6 +173,23 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		}
 		return activities.Announcement{}
 	}
+	// handOff handles a finished event reported by update: the sequencer
+	// moves on and releases the next parked event without a signal of its
+	// own; the answer names it, and the finished event's workflow signals
+	// it. A repeated report gets the event released after it again.
+	handOff = func(d Done) activities.Handoff {
+		onDone(d)
+		if st.Released == nil {
+			if id, ok := parked[st.Next]; ok {
+				delete(parked, st.Next)
+				st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
+			}
+		}
+		if r := st.Released; r != nil && r.Sequence > d.Sequence {
+			return activities.Handoff{EventID: r.EventID, Release: Release{Sequence: r.Sequence, Skipped: st.Skipped}}
+		}
+		return activities.Handoff{}
+	}
 	drain := func() bool {
 		got := false
 		for {
@@ -222,6 +254,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			c.Receive(ctx, &d)
 			onDone(d)
 		})
+		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 		if idleTimer != nil {
 			sel.AddFuture(idleTimer, func(workflow.Future) { fired = true })
 		}

@@ -48,6 +48,9 @@ type seqHarness struct {
 	cursorErr func(now time.Time) error
 	start     time.Time
 
+	// finishByUpdate reports finished events by the finished update, as the
+	// fast path does, instead of the done signal.
+	finishByUpdate bool
 	// answers are the announcements' answers, in the order they came.
 	answers []activities.Announcement
 	// received holds the arrivals the run was handed (set by recordSignals).
@@ -76,23 +79,28 @@ func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 				h.flag(fmt.Sprintf("release signal carries %T", arg))
 				return nil
 			}
-			rel := activities.Arrival{Sequence: r.Sequence, EventID: workflowID}
-			h.mu.Lock()
-			if h.outstanding != nil {
-				h.violations = append(h.violations, fmt.Sprintf("released %d while %d was in flight", r.Sequence, h.outstanding.Sequence))
-			}
-			h.outstanding = &rel
-			h.releases = append(h.releases, rel)
-			h.carried[r.Sequence] = r.Skipped
-			hook := h.onRelease
-			h.mu.Unlock()
-			if hook != nil {
-				hook(rel)
-			}
-			h.env.RegisterDelayedCallback(func() { h.done(rel) }, h.doneDelay)
+			h.release(activities.Arrival{Sequence: r.Sequence, EventID: workflowID}, r.Skipped)
 			return nil
 		}).Maybe()
 	return h
+}
+
+// release records a release, by signal or in an update's answer, and plays
+// the event: done doneDelay later.
+func (h *seqHarness) release(rel activities.Arrival, skipped []int64) {
+	h.mu.Lock()
+	if h.outstanding != nil {
+		h.violations = append(h.violations, fmt.Sprintf("released %d while %d was in flight", rel.Sequence, h.outstanding.Sequence))
+	}
+	h.outstanding = &rel
+	h.releases = append(h.releases, rel)
+	h.carried[rel.Sequence] = skipped
+	hook := h.onRelease
+	h.mu.Unlock()
+	if hook != nil {
+		hook(rel)
+	}
+	h.env.RegisterDelayedCallback(func() { h.done(rel) }, h.doneDelay)
 }
 
 func (h *seqHarness) flag(v string) {
@@ -113,7 +121,27 @@ func (h *seqHarness) done(e activities.Arrival) {
 	if h.beforeDone != nil {
 		h.beforeDone()
 	}
-	h.env.SignalWorkflow(workflows.SignalDone, workflows.Done{Sequence: e.Sequence, EventID: e.EventID, Skipped: skipped})
+	done := workflows.Done{Sequence: e.Sequence, EventID: e.EventID, Skipped: skipped}
+	if !h.finishByUpdate {
+		h.env.SignalWorkflow(workflows.SignalDone, done)
+		return
+	}
+	// As the fast path's Finish does: the update's answer names the event
+	// released next, which the finished event then signals.
+	h.env.UpdateWorkflow(workflows.UpdateFinished, "finish/"+e.EventID, &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { h.flag(fmt.Sprintf("finish of %d rejected: %v", e.Sequence, err)) },
+		OnComplete: func(v any, err error) {
+			next, ok := v.(activities.Handoff)
+			switch {
+			case err != nil:
+				h.flag(fmt.Sprintf("finish of %d failed: %v", e.Sequence, err))
+			case !ok:
+				h.flag(fmt.Sprintf("finish answered %T", v))
+			case next.EventID != "":
+				h.release(activities.Arrival{Sequence: next.Release.Sequence, EventID: next.EventID}, next.Release.Skipped)
+			}
+		},
+	}, done)
 }
 
 // skip makes the given events finish as skipped.
@@ -571,14 +599,8 @@ func (h *seqHarness) announce(d time.Duration, seq int64, id string) {
 					h.mu.Unlock()
 					return // a repeated announcement of the event in flight
 				}
-				if h.outstanding != nil {
-					h.violations = append(h.violations, fmt.Sprintf("released %d while %d was in flight", seq, h.outstanding.Sequence))
-				}
-				h.outstanding = &a
-				h.releases = append(h.releases, a)
-				h.carried[seq] = ann.Skipped
 				h.mu.Unlock()
-				h.env.RegisterDelayedCallback(func() { h.done(a) }, h.doneDelay)
+				h.release(a, ann.Skipped)
 			},
 		}, a)
 	}, d)
@@ -643,4 +665,55 @@ func (h *seqHarness) answerList() []activities.Announcement {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]activities.Announcement(nil), h.answers...)
+}
+
+func TestSequencerFastPathFinishHandsOffTheNextEvent(t *testing.T) {
+	t.Parallel()
+	// Fast-path events report done by update; the answer names the parked
+	// successor, which the finished event releases. Skips travel along.
+	h := newSeqHarness(t, 1)
+	h.finishByUpdate = true
+	h.skip(2)
+	for i, seq := range []int64{3, 2, 5, 1, 4} {
+		h.announce(time.Duration(i)*100*time.Millisecond, seq, eventID(seq))
+	}
+
+	require.NoError(t, h.run(workflows.SequencerInput{CorrelationID: correlation, IdleTimeout: time.Minute}))
+	require.Equal(t, arrivals(1, 2, 3, 4, 5), h.released(), "each event released once, in sequence")
+	require.Equal(t, []int64{2}, h.carriedSkips()[3], "the hand-off carries the skip to the next event")
+	require.Empty(t, h.carriedSkips()[4])
+}
+
+func TestSequencerContinuesAsNewOnUpdatesAlone(t *testing.T) {
+	t.Parallel()
+	// A correlation whose events all take the fast path talks to its
+	// sequencer by updates only; the run must still see its history grow
+	// and continue as new, carrying where it stands.
+	h := newSeqHarness(t, 1)
+	h.finishByUpdate = true
+	h.doneDelay = 500 * time.Millisecond
+	history := 0
+	grow := func() {
+		history += 5 // an update and its workflow task
+		h.env.SetCurrentHistoryLength(history)
+	}
+	h.beforeDone = grow
+	for seq := int64(1); seq <= 20; seq++ {
+		at := time.Duration(seq) * time.Second
+		h.env.RegisterDelayedCallback(grow, at-time.Millisecond)
+		h.announce(at, seq, eventID(seq))
+	}
+
+	err := h.run(workflows.SequencerInput{CorrelationID: correlation, MaxHistory: 40, IdleTimeout: time.Minute})
+
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(err, &can), "want continue-as-new, got %v", err)
+	var next workflows.SequencerInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.NotNil(t, next.State)
+	released := h.released()
+	require.Equal(t, arrivals(released[0].Sequence), released[:1])
+	require.Less(t, len(released), 20, "the run continued as new before the last event")
+	require.Equal(t, int64(len(released)), next.State.Next-1+map[bool]int64{true: 1, false: 0}[next.State.Released != nil],
+		"the carried cursor is where the run stood: %+v after %d releases", next.State, len(released))
 }
