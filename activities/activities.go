@@ -101,7 +101,9 @@ func (a *Activities) Arrive(ctx context.Context, in ArriveInput) error {
 
 // AnnounceInput is everything needed to update-with-start a sequencer.
 type AnnounceInput struct {
-	SequencerID   string
+	SequencerID string
+	// TaskQueue is where a sequencer this starts runs.
+	TaskQueue     string
 	SequencerType string
 	Update        string
 	Arrival       Arrival
@@ -127,10 +129,13 @@ type Announcement struct {
 // event's, and the sequencer answers a repeated announcement as it did the
 // first.
 func (a *Activities) Announce(ctx context.Context, in AnnounceInput) (Announcement, error) {
-	info := activity.GetInfo(ctx)
+	queue := in.TaskQueue
+	if queue == "" {
+		queue = activity.GetInfo(ctx).TaskQueue
+	}
 	start := a.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       in.SequencerID,
-		TaskQueue:                info.TaskQueue,
+		TaskQueue:                queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    searchAttributes(in.CorrelationID),
 	}, in.SequencerType, in.StartArg)

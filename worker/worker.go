@@ -21,7 +21,12 @@ type Config struct {
 }
 
 // New returns a worker with hookflow's workflows and acts registered; call
-// Start (or Run) on it, and Stop to drain.
+// Start (or Run) on it, and Stop to drain. It polls two task queues: the
+// configured one, where event workflows and deliveries run, and its
+// sequencer queue (workflows.SequencerTaskQueue), where new sequencers run.
+// An event's first workflow task waits for its sequencer's answer; on one
+// shared queue, under a backlog, the sequencers' tasks would queue behind
+// the very event tasks that wait for them.
 func New(c client.Client, cfg Config, acts *activities.Activities) (worker.Worker, error) {
 	if cfg.TaskQueue == "" {
 		return nil, errors.New("worker: task queue is required")
@@ -29,14 +34,51 @@ func New(c client.Client, cfg Config, acts *activities.Activities) (worker.Worke
 	if acts == nil {
 		return nil, errors.New("worker: activities are required")
 	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{
+	opts := worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		// Let in-flight deliveries finish on SIGTERM; Temporal retries what
 		// does not, with the same identifiers.
 		WorkerStopTimeout: 20e9,
-	})
-	Register(w, acts)
-	return w, nil
+	}
+	events := worker.New(c, cfg.TaskQueue, opts)
+	Register(events, acts)
+	sequencers := worker.New(c, workflows.SequencerTaskQueue(cfg.TaskQueue), worker.Options{WorkerStopTimeout: 20e9})
+	Register(sequencers, acts)
+	return &pair{Worker: events, sequencers: sequencers}, nil
+}
+
+// pair is the two queues' workers as one worker.Worker; registrations go
+// to the event queue's.
+type pair struct {
+	worker.Worker
+	sequencers worker.Worker
+}
+
+func (p *pair) Start() error {
+	if err := p.Worker.Start(); err != nil {
+		return err
+	}
+	if err := p.sequencers.Start(); err != nil {
+		p.Worker.Stop()
+		return err
+	}
+	return nil
+}
+
+func (p *pair) Run(interruptCh <-chan any) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	<-interruptCh
+	p.Stop()
+	return nil
+}
+
+func (p *pair) Stop() {
+	done := make(chan struct{})
+	go func() { p.sequencers.Stop(); close(done) }()
+	p.Worker.Stop()
+	<-done
 }
 
 // Register adds hookflow's workflows and activities to any registry (a

@@ -213,7 +213,8 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 	if fast {
 		lctx := workflow.WithLocalActivityOptions(ctx, sequencerCallOptions)
 		in := activities.AnnounceInput{
-			SequencerID: SequencerID(ev.CorrelationID), SequencerType: SequencerWorkflowName, Update: UpdateArrive,
+			SequencerID: SequencerID(ev.CorrelationID), TaskQueue: SequencerTaskQueue(workflow.GetInfo(ctx).TaskQueueName),
+			SequencerType: SequencerWorkflowName, Update: UpdateArrive,
 			Arrival: arrival, StartArg: start, CorrelationID: ev.CorrelationID,
 		}
 		var ann activities.Announcement

@@ -66,5 +66,10 @@ type Skip struct {
 	Note string `json:"note,omitempty"`
 }
 
+// SequencerTaskQueue is the task queue new sequencers of events on
+// taskQueue run on: workers poll both, so a sequencer's workflow tasks never
+// wait behind the event tasks that wait for its answers.
+func SequencerTaskQueue(taskQueue string) string { return taskQueue + "-sequencers" }
+
 // EventWorkflowName is the event workflow's registered type.
 const EventWorkflowName = "EventWorkflow"
