@@ -126,7 +126,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(webhook.HeaderSignature, sig)
 
-	resp, err := a.http.Do(req)
+	resp, err := a.send(ctx, in, attempt, req)
 	latency := a.now().Sub(started)
 	rec := store.Attempt{Attempt: attempt, StartedAt: started, LatencyMS: int32(latency.Milliseconds())}
 	if err != nil {

@@ -41,6 +41,7 @@ func (s *Server) eventCreate(c echo.Context) error {
 	if fe != nil {
 		return fieldProblem(fe.Field, fe.Detail)
 	}
+	traceEvent(c, ev)
 	ctx := c.Request().Context()
 	if _, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID); errors.Is(err, store.ErrNotFound) {
 		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)

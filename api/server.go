@@ -96,6 +96,8 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	// Auth wraps every request, not the /v1 group: group middleware and
 	// RouteNotFound register catch-all routes that make Echo answer 404
 	// where 405 is due; Echo's own 404 and 405 go through the error handler.
+	// Tracing wraps auth so a refused request shows in the trace too.
+	e.Use(traceRequests)
 	e.Use(s.auth)
 	v1 := e.Group("/v1")
 	v1.POST("/endpoints", s.endpointCreate)

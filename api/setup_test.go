@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/hookflow/hookflow/api"
@@ -32,14 +33,18 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 const testMaxBody = 4096
 
 // recordingStarter counts Start calls; the API's own tests need no Temporal.
-// When fail is set, Start fails as an unreachable Temporal would.
+// When fail is set, Start fails as an unreachable Temporal would. It keeps
+// the trace context of the last call: the workflow start carries it on.
 type recordingStarter struct {
-	calls atomic.Int64
-	fail  atomic.Bool
+	calls     atomic.Int64
+	fail      atomic.Bool
+	lastTrace atomic.Pointer[trace.SpanContext]
 }
 
-func (s *recordingStarter) Start(context.Context, store.Event) error {
+func (s *recordingStarter) Start(ctx context.Context, _ store.Event) error {
 	s.calls.Add(1)
+	sc := trace.SpanContextFromContext(ctx)
+	s.lastTrace.Store(&sc)
 	if s.fail.Load() {
 		return errors.New("temporal unreachable")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -81,17 +82,20 @@ func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
 
 // TemporalClient dials Temporal. A lazy client connects on first use, so
 // the API can start (and accept events) while Temporal is down.
-func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool) (client.Client, error) {
-	return TemporalClientWith(ctx, cfg, logger, lazy, nil)
+// interceptors (tracing's, when it is on) apply to the client and to every
+// worker built from it.
+func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
+	return TemporalClientWith(ctx, cfg, logger, lazy, nil, interceptors...)
 }
 
 // TemporalClientWith is TemporalClient with the SDK's metrics sent to m's
 // registry (nil m: the SDK's metrics are dropped).
-func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, m *metrics.Metrics) (client.Client, error) {
+func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, m *metrics.Metrics, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
 	opts := client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    sdklog.NewStructuredLogger(slog.New(levelFloor{logger.Handler(), slog.LevelWarn})),
+		HostPort:     cfg.TemporalAddress,
+		Namespace:    cfg.TemporalNamespace,
+		Logger:       sdklog.NewStructuredLogger(slog.New(levelFloor{logger.Handler(), slog.LevelWarn})),
+		Interceptors: interceptors,
 	}
 	if m != nil {
 		h, err := metrics.NewTemporalHandler(m.Registry())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/app"
@@ -46,6 +47,8 @@ type options struct {
 	window  time.Duration
 	timeout time.Duration
 	workers int
+	// interceptors go on the Temporal client the API and the workers share.
+	interceptors []interceptor.ClientInterceptor
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -77,7 +80,7 @@ func setup(t *testing.T, opts options) *bundle {
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	c, err := app.TemporalClient(ctx, cfg, logger, false, opts.interceptors...)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 

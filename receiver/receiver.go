@@ -39,6 +39,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookflow/hookflow/webhook"
 )
@@ -119,6 +122,12 @@ type Deps struct {
 	Apply func(ctx context.Context, tx pgx.Tx, ev Event) error
 	// Logger receives the receiver's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes the span of each delivery. Nil means
+	// OpenTelemetry's global provider (a no-op until one is installed).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the sender's trace context (W3C traceparent) from
+	// the request. Nil means OpenTelemetry's global propagator.
+	Propagator propagation.TextMapPropagator
 }
 
 // Receiver is the webhook endpoint. It is safe for concurrent use.
@@ -128,6 +137,10 @@ type Receiver struct {
 	apply  func(ctx context.Context, tx pgx.Tx, ev Event) error
 	logger *slog.Logger
 	q      queryBook
+	tracer trace.Tracer
+	// propagator is nil when the global one is to be used: it is looked up
+	// per request, so one installed after New still applies.
+	propagator propagation.TextMapPropagator
 }
 
 // New returns a Receiver, filling defaults into cfg and validating it and deps.
@@ -154,12 +167,18 @@ func New(cfg Config, deps Deps) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
+	tp := deps.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
 	return &Receiver{
-		cfg:    cfg,
-		pool:   deps.Pool,
-		apply:  deps.Apply,
-		logger: cmp.Or(deps.Logger, slog.Default()),
-		q:      q,
+		cfg:        cfg,
+		pool:       deps.Pool,
+		apply:      deps.Apply,
+		logger:     cmp.Or(deps.Logger, slog.Default()),
+		q:          q,
+		tracer:     tp.Tracer(tracerName),
+		propagator: deps.Propagator,
 	}, nil
 }
 
@@ -172,7 +191,23 @@ func (rc *Receiver) EchoHandler() echo.HandlerFunc {
 // ServeHTTP handles one delivery (POST). The answer is written only after the
 // transaction has committed, so a 2xx other than 202 always means the event
 // is durably applied.
+//
+// Each delivery is a server span, the child of the sender's traceparent when
+// the request has one, so the receiver's work joins the event's trace. The
+// span covers the verification and the transaction, and is in the context
+// Apply gets, so the application's own spans nest under it.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, span := rc.startSpan(r)
+	defer span.End()
+	// Limit the body on the server's own writer: it closes the connection
+	// after an oversized body only when it sees its own type.
+	r.Body = http.MaxBytesReader(w, r.Body, rc.cfg.MaxBodyBytes)
+	sw := &statusWriter{ResponseWriter: w}
+	rc.serve(sw, r.WithContext(ctx))
+	endSpan(span, sw.status)
+}
+
+func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeProblem(w, http.StatusMethodNotAllowed, "deliveries are POST requests")
@@ -182,7 +217,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes", rc.cfg.MaxBodyBytes))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rc.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes", rc.cfg.MaxBodyBytes))
@@ -217,7 +252,9 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.cfg.Timeout)
 	defer cancel()
 	log := rc.logger.With("event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+	traceEvent(ctx, ev)
 	out, err := rc.process(ctx, ev, body, r.Header)
+	traceOutcome(ctx, out, err)
 	switch {
 	case errors.Is(err, ErrRejected):
 		log.Warn("event rejected by apply", "error", err)

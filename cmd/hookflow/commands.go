@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/tracing"
 )
 
 var (
@@ -54,12 +55,17 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	logger := app.NewLogger(env.stderr)
+	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceAPI, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := app.TemporalClient(ctx, cfg, logger, true)
+	c, err := app.TemporalClient(ctx, cfg, logger, true, interceptors...)
 	if err != nil {
 		return err
 	}
@@ -74,6 +80,11 @@ func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	logger := app.NewLogger(env.stderr)
+	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceWorker, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -85,7 +96,7 @@ func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 	}
-	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m)
+	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m, interceptors...)
 	if err != nil {
 		return err
 	}

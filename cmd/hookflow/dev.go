@@ -20,6 +20,7 @@ import (
 	"github.com/hookflow/hookflow/devstack"
 	"github.com/hookflow/hookflow/devstack/temporaldev"
 	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/tracing"
 )
 
 var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS", "HOOKFLOW_RECEIVER_ADDR"}
@@ -36,6 +37,11 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	logger := app.NewLogger(env.stderr)
 	began := time.Now()
+	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceDev, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	// Check every port first: a clash should cost one line, not a half-started stack.
 	for _, p := range []struct {
@@ -116,7 +122,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m)
+	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m, interceptors...)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hookflow/hookflow/config"
 	"github.com/hookflow/hookflow/conformance"
 	"github.com/hookflow/hookflow/refreceiver"
+	"github.com/hookflow/hookflow/tracing"
 	"github.com/hookflow/hookflow/webhook"
 )
 
@@ -43,6 +44,11 @@ func runReceiverCommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	logger := app.NewLogger(env.stderr)
+	_, stopTracing, err := startTracing(ctx, env, tracing.ServiceReceiver, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	return serveReceiver(ctx, cfg.ReceiverDatabase, cfg.ReceiverAddr, secrets, logger, func(addr string) {
 		logger.Info("reference receiver listening", "url", "http://"+addr+"/webhook")
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/hookflow/hookflow/config"
 	"github.com/hookflow/hookflow/outbox"
 	"github.com/hookflow/hookflow/relay"
+	"github.com/hookflow/hookflow/tracing"
 )
 
 // runRelay is hookflow relay: it moves the producer's outbox rows into
@@ -64,13 +65,18 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 
+	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceRelay, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Pool().Close()
 	// Lazy: the relay runs (and keeps rows pending) while Temporal is down.
-	c, err := app.TemporalClient(ctx, cfg, logger, true)
+	c, err := app.TemporalClient(ctx, cfg, logger, true, interceptors...)
 	if err != nil {
 		return err
 	}

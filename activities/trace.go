@@ -1,0 +1,64 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracerName is the instrumentation scope of the delivery spans.
+const tracerName = "github.com/hookflow/hookflow/activities"
+
+// send makes one delivery attempt's HTTP request inside a client span (a
+// child of the RunActivity span the Temporal interceptor put in ctx) and
+// sends its context to the receiver as traceparent, so the receiver's work
+// joins the event's trace. Every attempt is its own span, with the status
+// the receiver answered. The URL is not recorded (it may carry a token in
+// its query); only its host and port are. With tracing off the span is a
+// no-op one and no traceparent is sent.
+func (a *Activities) send(ctx context.Context, in DeliverInput, attempt int32, req *http.Request) (*http.Response, error) {
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(req.Method),
+		semconv.ServerAddress(req.URL.Hostname()),
+		attribute.String("hookflow.event_id", in.EventID),
+		attribute.String("hookflow.correlation_id", in.CorrelationID),
+		attribute.Int64("hookflow.sequence", in.Sequence),
+		attribute.String("hookflow.endpoint_id", in.EndpointID),
+		attribute.Int("hookflow.attempt", int(attempt)),
+	}
+	if p, err := strconv.Atoi(req.URL.Port()); err == nil {
+		attrs = append(attrs, semconv.ServerPort(p))
+	}
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "deliver webhook", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	// W3C traceparent and tracestate only: baggage stays inside hookflow,
+	// since a receiver is another party.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+
+	resp, err := a.http.Do(req)
+	if err != nil {
+		// A *url.Error repeats the URL; record only what went wrong.
+		cause := err
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			cause = ue.Err
+		}
+		span.RecordError(cause)
+		span.SetStatus(codes.Error, "request failed")
+		return nil, err
+	}
+	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	// Anything but a 2xx other than 202 means the event is not delivered.
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 || resp.StatusCode == http.StatusAccepted {
+		span.SetStatus(codes.Error, "receiver answered "+strconv.Itoa(resp.StatusCode))
+	}
+	return resp, nil
+}
