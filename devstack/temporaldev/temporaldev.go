@@ -110,6 +110,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
 		dynamicconfig.EnableEagerWorkflowStart.Key():                true,
+		// One partition per task queue, as the Temporal CLI's dev server
+		// does: a single-node stack with a handful of pollers gains nothing
+		// from four, and loses time forwarding tasks and polls between them.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
