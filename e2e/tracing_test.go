@@ -143,7 +143,9 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 	start := one("StartWorkflow:" + workflows.EventWorkflowName)
 	require.Equal(t, apiSpan.SpanContext().SpanID(), start.Parent().SpanID(), "the workflow is started inside the request's span")
 	require.Equal(t, start.SpanContext().SpanID(), one(runWorkflow).Parent().SpanID(), "the workflow runs under its start, through the Temporal header")
-	one("StartActivity:Deliver")
+	// The first attempt runs as a local activity, the retry as a regular
+	// one: each is started, and run, under the workflow's trace.
+	require.Len(t, named("StartActivity:Deliver"), 2, "the local first attempt and the activity that retries it")
 
 	attempts := named("deliver webhook")
 	require.Len(t, attempts, 2)
