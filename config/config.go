@@ -54,7 +54,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_DATABASE_URL", "database-url", "postgres://postgres@127.0.0.1:5433/hookflow?sslmode=disable", "PostgreSQL DSN of hookflow's own database", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"HOOKFLOW_TEMPORAL_ADDRESS", "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port", hostPort(func(c *Config) *string { return &c.TemporalAddress })},
 		{"HOOKFLOW_TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace", nonEmpty(func(c *Config) *string { return &c.TemporalNamespace })},
-		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
+		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers (they also poll {queue}-sequencers, where sequencers run)", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
 		{"HOOKFLOW_API_TOKEN", "api-token", "dev-token", "bearer token required on /v1 (change it outside dev)", nonEmpty(func(c *Config) *string { return &c.APIToken })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
