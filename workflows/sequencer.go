@@ -70,22 +70,29 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	var handOff func(d Done) activities.Handoff
 	lastActivity := workflow.Now(ctx)
 	wake := workflow.NewBufferedChannel(ctx, 1)
-	if err := workflow.SetUpdateHandler(ctx, UpdateArrive, func(ctx workflow.Context, a activities.Arrival) (activities.Announcement, error) {
-		if err := workflow.Await(ctx, func() bool { return releaseNow != nil }); err != nil {
-			return activities.Announcement{}, err
+	// ready holds an update until the state is loaded (handOff is set, with
+	// releaseNow, before the first blocking call after loading) and wakes
+	// the main loop.
+	ready := func(ctx workflow.Context) error {
+		if err := workflow.Await(ctx, func() bool { return handOff != nil }); err != nil {
+			return err
 		}
 		lastActivity = workflow.Now(ctx)
 		wake.SendAsync(true)
+		return nil
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateArrive, func(ctx workflow.Context, a activities.Arrival) (activities.Announcement, error) {
+		if err := ready(ctx); err != nil {
+			return activities.Announcement{}, err
+		}
 		return releaseNow(a), nil
 	}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateFinished, func(ctx workflow.Context, d Done) (activities.Handoff, error) {
-		if err := workflow.Await(ctx, func() bool { return handOff != nil }); err != nil {
+		if err := ready(ctx); err != nil {
 			return activities.Handoff{}, err
 		}
-		lastActivity = workflow.Now(ctx)
-		wake.SendAsync(true)
 		return handOff(d), nil
 	}); err != nil {
 		return err
