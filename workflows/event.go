@@ -211,6 +211,7 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 	arrival := activities.Arrival{Sequence: ev.Sequence, EventID: ev.EventID}
 	start := SequencerInput{CorrelationID: ev.CorrelationID}
 	if fast {
+		start.MaxHistory = FastPathMaxHistory
 		lctx := workflow.WithLocalActivityOptions(ctx, sequencerCallOptions)
 		in := activities.AnnounceInput{
 			SequencerID: SequencerID(ev.CorrelationID), TaskQueue: SequencerTaskQueue(workflow.GetInfo(ctx).TaskQueueName),

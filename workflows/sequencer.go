@@ -18,6 +18,17 @@ const (
 	DefaultIdleTimeout = 10 * time.Minute
 )
 
+// FastPathMaxHistory is the continue-as-new threshold of the sequencers that
+// fast-path events start. Their tasks are mostly updates' speculative
+// workflow tasks, which a worker that does not have the sequencer cached
+// must replay within the task's timeout, or the task is lost and retried
+// from the start; seen in a bench run with two worker processes where a
+// 2,300-event sequencer never got past its replay on a busy machine. A
+// shorter history keeps that replay quick. Sequencers started before keep
+// DefaultMaxHistory: it is part of their input, so their replays do not
+// change.
+const FastPathMaxHistory = 1000
+
 // SequencerInput starts (or continues) a correlation's sequencer.
 type SequencerInput struct {
 	CorrelationID string `json:"correlation_id"`
