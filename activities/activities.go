@@ -246,6 +246,85 @@ func (a *Activities) LoadCursor(ctx context.Context, correlationID string) (Curs
 	return Cursor{Next: next, Skipped: skipped}, nil
 }
 
+// ClaimInput names an event ordered by the ledger that asks to deliver.
+type ClaimInput struct {
+	EventID       string `json:"event_id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+}
+
+// Claimed is the ledger's answer to ClaimInput.
+type Claimed struct {
+	// Released: the event is its correlation's next; deliver it now, with
+	// Skipped in its envelope.
+	Released bool    `json:"released,omitempty"`
+	Skipped  []int64 `json:"skipped,omitempty"`
+	// Finished: the correlation is past the event already (State says how
+	// it ended); there is nothing to do.
+	Finished bool   `json:"finished,omitempty"`
+	State    string `json:"state,omitempty"`
+}
+
+// Claim asks the ledger whether an event ordered by it (store.ProtocolLedger)
+// may deliver: it may when its correlation's next sequence is its own, which
+// only the event before it moves, when it is delivered or skipped. An event
+// that must wait is released by that event's HandOff signal. Claim only
+// reads, so repeating it is harmless.
+func (a *Activities) Claim(ctx context.Context, in ClaimInput) (Claimed, error) {
+	c, err := a.store.CorrelationClaim(ctx, in.CorrelationID, in.Sequence, in.EventID)
+	if err != nil {
+		return Claimed{}, err
+	}
+	switch {
+	case c.Next == in.Sequence:
+		return Claimed{Released: true, Skipped: c.Skipped}, nil
+	case c.Next > in.Sequence:
+		return Claimed{Finished: true, State: c.State}, nil
+	default:
+		return Claimed{}, nil
+	}
+}
+
+// HandOffInput names an event ordered by the ledger that is finished.
+type HandOffInput struct {
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	// Skipped: the event was skipped, not delivered, so the successor's
+	// envelope must name the skipped sequences.
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// HandOff signals release to the event after a finished one when that event
+// exists and is not released yet. The ledger moved the cursor to it when the
+// finished one was marked, so the signal only wakes it: an event that claims
+// after the cursor moved is released by its own Claim, and one whose
+// workflow is not started yet (NotFound) will be. Repeating it is harmless:
+// the receiver ignores a release it does not wait for.
+func (a *Activities) HandOff(ctx context.Context, in HandOffInput) error {
+	return a.handOff(ctx, in)
+}
+
+func (a *Activities) handOff(ctx context.Context, in HandOffInput) error {
+	next, err := a.store.EventSuccessor(ctx, in.CorrelationID, in.Sequence)
+	if err != nil || next == "" {
+		return err
+	}
+	rel := Release{Sequence: in.Sequence + 1}
+	if in.Skipped {
+		if rel.Skipped, err = a.store.CorrelationSkippedTail(ctx, in.CorrelationID); err != nil {
+			return err
+		}
+	}
+	if err := a.temporal.SignalWorkflow(ctx, next, "", SignalRelease, rel); err != nil && !notFound(err) {
+		return fmt.Errorf("release %s: %w", next, err)
+	}
+	return nil
+}
+
+// SignalRelease is the name of the signal that releases a waiting event
+// (workflows.SignalRelease).
+const SignalRelease = "release"
+
 // SkipInput names the event an operator skipped.
 type SkipInput struct {
 	EventID       string
@@ -253,6 +332,9 @@ type SkipInput struct {
 	Sequence      int64
 	By            string
 	Note          string
+	// HandOff: the event is ordered by the ledger, so its successor is
+	// signalled once the cursor is past it.
+	HandOff bool `json:",omitempty"`
 }
 
 // Skip marks the event skipped (who, when, why) and moves its correlation's
@@ -261,7 +343,13 @@ func (a *Activities) Skip(ctx context.Context, in SkipInput) error {
 	if err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.By, in.Note); err != nil {
 		return err
 	}
-	return a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, store.StateSkipped, a.now())
+	if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, store.StateSkipped, a.now()); err != nil {
+		return err
+	}
+	if !in.HandOff {
+		return nil
+	}
+	return a.handOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, Skipped: true})
 }
 
 // DeadLetterInput is the context of an event whose delivery gave up.

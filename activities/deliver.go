@@ -47,6 +47,10 @@ type DeliverInput struct {
 	// recorded: the regular activity that follows a first attempt made as a
 	// local activity counts on from it.
 	AttemptOffset int32 `json:"attempt_offset,omitempty"`
+	// HandOff, set by events ordered by the ledger (store.ProtocolLedger),
+	// makes a delivered attempt signal the event after this one in its
+	// correlation, which the ledger has just released.
+	HandOff bool `json:"hand_off,omitempty"`
 }
 
 // Envelope is the signed body a receiver gets.
@@ -74,6 +78,9 @@ func (in DeliverInput) Envelope() Envelope {
 type DeliverResult struct {
 	StatusCode int   `json:"status_code"`
 	Attempt    int32 `json:"attempt"`
+	// HandOffPending: the event is delivered but signalling its successor
+	// failed; the workflow runs HandOff, which retries.
+	HandOffPending bool `json:"hand_off_pending,omitempty"`
 }
 
 // maxRecordedBody bounds how much of a receiver's answer is kept.
@@ -154,7 +161,15 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// The receiver has it; a retry re-sends and gets "already processed".
 			return DeliverResult{}, err
 		}
-		return DeliverResult{StatusCode: c, Attempt: attempt}, nil
+		res := DeliverResult{StatusCode: c, Attempt: attempt}
+		if in.HandOff {
+			if err := a.handOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence}); err != nil {
+				// Delivered all the same: failing here would re-send it.
+				a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
+				res.HandOffPending = true
+			}
+		}
+		return res, nil
 	case c == http.StatusGone:
 		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
 		a.record(ctx, in.EventID, rec)

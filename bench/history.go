@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -10,6 +11,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -76,6 +78,10 @@ func loadSequencer(ctx context.Context, c client.Client, corr string) (sequencer
 	var sh sequencerHistory
 	for _, run := range runsOf(ctx, c, workflows.SequencerID(corr)) {
 		evs, err := history(ctx, c, workflows.SequencerID(corr), run)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) && run == "" {
+			return sh, nil // the ledger orders this correlation: no sequencer
+		}
 		if err != nil {
 			return sh, err
 		}

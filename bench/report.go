@@ -444,10 +444,16 @@ func targets(rep *Report, base, ordered, single, singleIdle ScenarioResult) []Ta
 		maxRun = max(maxRun, s.MaxRunLength)
 		runs += s.Runs
 	}
+	measured := fmt.Sprintf("longest run %d events; %d runs over %d sequencers", maxRun, runs, rep.Sequencers[0].Correlations+rep.Sequencers[1].Correlations)
+	if runs == 0 {
+		// Every event was ordered by the ledger: a correlation's ordering
+		// state is one row, and no workflow outlives its event.
+		measured = "no sequencer workflows: the ledger orders every event (one row per correlation)"
+	}
 	t = append(t, Target{
-		Goal:     fmt.Sprintf("sequencer history bounded (continue-as-new past %d events)", workflows.FastPathMaxHistory),
-		Measured: fmt.Sprintf("longest run %d events; %d runs over %d sequencers", maxRun, runs, rep.Sequencers[0].Correlations+rep.Sequencers[1].Correlations),
-		Met:      maxRun > 0 && maxRun <= limit,
+		Goal:     fmt.Sprintf("ordering state bounded (no sequencer, or continue-as-new past %d events)", workflows.FastPathMaxHistory),
+		Measured: measured,
+		Met:      maxRun <= limit,
 	})
 	return t
 }

@@ -104,7 +104,7 @@ func TestOrderedExactlyOnce(t *testing.T) {
 	dropped := fmt.Sprintf("%s-%d", b.id("order-0"), 5)
 	require.GreaterOrEqual(t, rcv.requestsFor(dropped), 2, "a dropped ack must be retried")
 
-	// Every correlation's sequencer reports the cursor past the last event.
+	// The ledger reports every correlation's cursor past its last event.
 	var corr struct {
 		NextSequence int64   `json:"next_sequence"`
 		Parked       []int64 `json:"parked"`

@@ -239,8 +239,8 @@ func TestOutboxRelaysRace(t *testing.T) {
 	t.Logf("relay: %d rows written in %s, all relayed (workflows started) after %s: %.0f rows/s",
 		correlations*perCorrelation, written.Round(time.Millisecond), relayed.Round(time.Millisecond),
 		float64(correlations*perCorrelation)/relayed.Seconds())
-	// Delivery is ordered per correlation: 50 events one after another
-	// through each correlation's sequencer. On a loaded 2-core machine that
+	// Delivery is ordered per correlation: 50 events one after another in
+	// each correlation. On a loaded 2-core machine that
 	// takes minutes, hence the long timeout.
 	waitApplied(t, rcv, want, 10*time.Minute)
 	t.Logf("all %d delivered after %s", correlations*perCorrelation, time.Since(start).Round(time.Millisecond))

@@ -67,8 +67,16 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
-		Protocol:       workflows.ProtocolFastPath,
+		Protocol:       protocol(ev.Protocol),
 	}
+}
+
+// protocol is the workflow protocol of a stored event's ordering protocol.
+func protocol(stored int) int {
+	if stored == store.ProtocolLedger {
+		return workflows.ProtocolLedger
+	}
+	return workflows.ProtocolFastPath
 }
 
 // Start starts the event's workflow (a no-op when it exists) and marks the

@@ -41,7 +41,10 @@ type queries struct {
 	EndpointUpdate           string
 	EndpointRotateSecret     string
 	EndpointDisable          string
+	EventLockCorrelation     string
 	EventInsert              string
+	EventSuccessor           string
+	CorrelationClaim         string
 	EventGet                 string
 	EventMarkStarted         string
 	EventsQueuedClaim        string
@@ -173,18 +176,41 @@ type Event struct {
 	ReleasedAt    *time.Time
 	DeliveredAt   *time.Time
 	UpdatedAt     time.Time
+	// Protocol is how the event is ordered: ProtocolSequencer or
+	// ProtocolLedger, chosen when it is stored.
+	Protocol int
 }
+
+// Ordering protocols of stored events (events.protocol).
+const (
+	// ProtocolSequencer: the correlation's sequencer workflow releases the
+	// event. Every event stored before migration 003.
+	ProtocolSequencer = 1
+	// ProtocolLedger: the correlation's next_sequence in this ledger
+	// releases the event, and its predecessor signals it when it finishes.
+	ProtocolLedger = 2
+)
 
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
-	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt, &e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt)
+	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt, &e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.Protocol)
 	return e, translate(err)
 }
 
 // EventInsert stores e as queued. It reports inserted=false, and no error,
 // when the id or the (correlation, sequence) pair is already taken.
+// The stored event's Protocol is ProtocolLedger unless its correlation
+// still has an unfinished ProtocolSequencer event.
 func (s *Store) EventInsert(ctx context.Context, e Event) (Event, bool, error) {
-	got, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventInsert, e.ID, e.CorrelationID, e.Sequence, e.EndpointID, e.Type, e.Data, e.PayloadHash))
+	var got Event
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.EventLockCorrelation, e.CorrelationID); err != nil {
+			return err
+		}
+		var err error
+		got, err = scanEvent(tx.QueryRow(ctx, s.q.EventInsert, e.ID, e.CorrelationID, e.Sequence, e.EndpointID, e.Type, e.Data, e.PayloadHash))
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return Event{}, false, nil
 	}
@@ -279,6 +305,49 @@ func (s *Store) EventMarkDeadLettered(ctx context.Context, id string) error {
 		return fmt.Errorf("mark event dead-lettered: %w", err)
 	}
 	return nil
+}
+
+// Claim is the ledger's answer to a ProtocolLedger event asking to deliver.
+type Claim struct {
+	// Next is the correlation's next sequence: the event is released when
+	// it is the event's, finished already when it is past it, and waits
+	// otherwise.
+	Next int64
+	// State is the event's own state.
+	State string
+	// Skipped are the sequences skipped since the last delivered one, when
+	// the event is released.
+	Skipped []int64
+}
+
+// CorrelationClaim answers whether the event (id, sequence) of the
+// correlation may deliver now. It reads; the release is the cursor reaching
+// the event, which only the event before it moves (EventFinish).
+func (s *Store) CorrelationClaim(ctx context.Context, correlationID string, sequence int64, id string) (Claim, error) {
+	var c Claim
+	var state *string
+	if err := s.pool.QueryRow(ctx, s.q.CorrelationClaim, correlationID, sequence, id).Scan(&c.Next, &state, &c.Skipped); err != nil {
+		return Claim{}, fmt.Errorf("claim event %s: %w", id, err)
+	}
+	if state == nil {
+		return Claim{}, fmt.Errorf("claim event %s: %w", id, ErrNotFound)
+	}
+	c.State = *state
+	return c, nil
+}
+
+// EventSuccessor returns the ID of the event after sequence in the
+// correlation when it exists and is not released yet; "" otherwise.
+func (s *Store) EventSuccessor(ctx context.Context, correlationID string, sequence int64) (string, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, s.q.EventSuccessor, correlationID, sequence).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find successor of %s/%d: %w", correlationID, sequence, err)
+	}
+	return id, nil
 }
 
 // CorrelationNext is the sequence the correlation needs next (1 when new).

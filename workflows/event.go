@@ -18,8 +18,9 @@ type EventInput struct {
 	Event activities.DeliverInput `json:"event"`
 	// RecoveryWindow is how long delivery is retried, counted from release.
 	RecoveryWindow time.Duration `json:"recovery_window"`
-	// Protocol is ProtocolFastPath for every event started now; zero in the
-	// inputs of workflows started before it existed.
+	// Protocol is ProtocolLedger or ProtocolFastPath for every event started
+	// now (as stored with the event); zero in the inputs of workflows
+	// started before either existed.
 	Protocol int `json:"protocol,omitempty"`
 }
 
@@ -92,8 +93,26 @@ const (
 	// ProtocolFastPath: arrival by update-with-start, whose answer releases
 	// an event that is next in line (no release signal); the first attempt
 	// as a local activity, the rest of the window as a regular activity; done
-	// signalled from a local activity. What every new event starts with.
+	// signalled from a local activity. New events of a correlation that
+	// still has unfinished events of an older protocol start with it.
 	ProtocolFastPath = 1
+	// ProtocolLedger: no sequencer. The event is released when the ledger's
+	// cursor for its correlation reaches it (Claim, a local activity); one
+	// that must wait is signalled release by the event before it, whose
+	// delivered attempt (or skip) moved the cursor. The first attempt and
+	// the rest of the window as in ProtocolFastPath. What every other new
+	// event starts with.
+	ProtocolLedger = 2
+)
+
+// Recheck bounds of an event waiting for its release under ProtocolLedger:
+// the event before it signals it, so the wait normally ends there; the
+// ledger is asked again after RecheckFirst, then at doubling intervals up to
+// RecheckMax, which keeps a wait live whatever happened to that signal at a
+// cost of a timer per interval.
+const (
+	RecheckFirst = time.Minute
+	RecheckMax   = time.Hour
 )
 
 // sequencerCallOptions are for the local activities that wait on the
@@ -128,8 +147,21 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// CorrelationId, Sequence and DeliveryState=waiting are set at start
 	// (starter), which costs no history event.
 
-	skipped, err := awaitRelease(ctx, ev, fast)
-	if err != nil {
+	byLedger := in.Protocol >= ProtocolLedger
+	var skipped []int64
+	var err error
+	if byLedger {
+		var finished string
+		skipped, finished, err = awaitLedgerRelease(ctx, ev)
+		if err != nil {
+			return EventResult{}, err
+		}
+		if finished != "" {
+			// The correlation is past this event already: it ended before.
+			return EventResult{State: finished}, nil
+		}
+		ev.HandOff = true
+	} else if skipped, err = awaitRelease(ctx, ev, fast); err != nil {
 		return EventResult{}, err
 	}
 	ev.Skipped = skipped
@@ -150,7 +182,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		}
 		if err == nil {
 			setState(store.StateDelivered)
-			if err := signalDone(ctx, ev, false, fast); err != nil {
+			if err := finish(ctx, ev, false, fast, res.HandOffPending); err != nil {
 				return EventResult{}, err
 			}
 			return EventResult{State: store.StateDelivered, Attempts: res.Attempt}, nil
@@ -183,12 +215,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		sel.Select(ctx)
 
 		if skipped {
-			in := activities.SkipInput{EventID: ev.EventID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, By: skip.By, Note: skip.Note}
+			in := activities.SkipInput{EventID: ev.EventID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, By: skip.By, Note: skip.Note, HandOff: ev.HandOff}
 			if err := workflow.ExecuteActivity(ledger, a.Skip, in).Get(ctx, nil); err != nil {
 				return EventResult{}, fmt.Errorf("record skip: %w", err)
 			}
 			setState(store.StateSkipped)
-			if err := signalDone(ctx, ev, true, fast); err != nil {
+			if err := finish(ctx, ev, true, fast, false); err != nil {
 				return EventResult{}, err
 			}
 			return EventResult{State: store.StateSkipped}, nil
@@ -237,6 +269,41 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 	var rel Release
 	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
 	return rel.Skipped, nil
+}
+
+// awaitLedgerRelease returns once the ledger releases the event
+// (ProtocolLedger), with the skipped sequences its envelope must carry, or
+// with the state it ended in when the correlation is past it already. An
+// event that is next is released by Claim's answer; any other waits for the
+// release signal of the event before it, asking the ledger again now and
+// then (RecheckFirst … RecheckMax). The timer of a wait that ends by signal
+// is left to lapse: cancelling it would cost a history event.
+func awaitLedgerRelease(ctx workflow.Context, ev activities.DeliverInput) ([]int64, string, error) {
+	var a *activities.Activities
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	in := activities.ClaimInput{EventID: ev.EventID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
+	releases := workflow.GetSignalChannel(ctx, SignalRelease)
+	for recheck := RecheckFirst; ; recheck = min(2*recheck, RecheckMax) {
+		var c activities.Claimed
+		if err := workflow.ExecuteLocalActivity(lctx, a.Claim, in).Get(ctx, &c); err != nil {
+			return nil, "", fmt.Errorf("ask the ledger for release: %w", err)
+		}
+		switch {
+		case c.Released:
+			return c.Skipped, "", nil
+		case c.Finished:
+			return nil, c.State, nil
+		}
+		var rel Release
+		released := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, &rel); released = true })
+		sel.AddFuture(workflow.NewTimer(ctx, recheck), func(workflow.Future) {})
+		sel.Select(ctx)
+		if released {
+			return rel.Skipped, "", nil
+		}
+	}
 }
 
 // deliverFast makes the window's first attempt as a local activity, which
@@ -294,6 +361,27 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 		StartToCloseTimeout:    httpTimeout + 10*time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	}
+}
+
+// finish tells whoever releases the event's successor that the event is
+// finished. Under ProtocolLedger the delivering attempt or the skip did it
+// (moved the cursor and signalled the successor), unless that signal failed
+// (handOffPending): then a local activity repeats it until it succeeds.
+// Otherwise the sequencer is told (signalDone).
+func finish(ctx workflow.Context, ev activities.DeliverInput, skipped, fast, handOffPending bool) error {
+	if !ev.HandOff {
+		return signalDone(ctx, ev, skipped, fast)
+	}
+	if !handOffPending {
+		return nil
+	}
+	var a *activities.Activities
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	in := activities.HandOffInput{CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Skipped: skipped}
+	if err := workflow.ExecuteLocalActivity(lctx, a.HandOff, in).Get(ctx, nil); err != nil {
+		return fmt.Errorf("release successor: %w", err)
+	}
+	return nil
 }
 
 // signalDone tells the sequencer the event is finished: on the fast path by

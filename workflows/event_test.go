@@ -53,9 +53,14 @@ type eventHarness struct {
 	// arriveErr, when set, answers each announcement (the signal-with-start
 	// or update-with-start of the sequencer); nil means it succeeds.
 	arriveErr func(now time.Time) error
-	// releasedAtOnce makes the fast path's announcement answer "released"
-	// (the event was next in line), so no release signal is sent.
+	// releasedAtOnce makes the fast path's announcement (or the ledger's
+	// claim) answer "released" (the event was next in line), so no release
+	// signal is sent.
 	releasedAtOnce bool
+	// claim, when set, answers the ledger's n-th Claim (1-based).
+	claim func(n int) activities.Claimed
+	// noReleaseSignal: nobody sends the release signal.
+	noReleaseSignal bool
 
 	arrivals    recorder[announcement]
 	attempts    recorder[attempt]
@@ -72,8 +77,13 @@ type announcement struct {
 	StartArg                                        any
 }
 
-// fast reports whether the harness runs the fast-path protocol.
-func (h *eventHarness) fast() bool { return h.in.Protocol == workflows.ProtocolFastPath }
+// fast reports whether the harness runs a protocol whose first attempt is a
+// local activity (the fast path or the ledger's).
+func (h *eventHarness) fast() bool { return h.in.Protocol >= workflows.ProtocolFastPath }
+
+// ledger reports whether the harness runs the ledger protocol: no
+// sequencer, Claim answers, the finishing attempt or skip hands off.
+func (h *eventHarness) ledger() bool { return h.in.Protocol == workflows.ProtocolLedger }
 
 // eachProtocol runs a test once per event protocol: the fast path every new
 // event takes, and the signal protocol that workflows started before it
@@ -82,7 +92,7 @@ func eachProtocol(t *testing.T, fn func(t *testing.T, protocol int)) {
 	for _, p := range []struct {
 		name     string
 		protocol int
-	}{{"fast-path", workflows.ProtocolFastPath}, {"signals", workflows.ProtocolSignals}} {
+	}{{"ledger", workflows.ProtocolLedger}, {"fast-path", workflows.ProtocolFastPath}, {"signals", workflows.ProtocolSignals}} {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, p.protocol)
@@ -114,7 +124,19 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 		d, _ := arg.(workflows.Done)
 		h.dones.add(doneCall{at: env.Now(), done: d})
 	}
-	if h.fast() {
+	switch {
+	case h.ledger():
+		env.OnActivity(act.Claim, mock.Anything, mock.Anything).Return(func(_ context.Context, c activities.ClaimInput) (activities.Claimed, error) {
+			require.Equal(t, activities.ClaimInput{EventID: in.Event.EventID, CorrelationID: correlation, Sequence: in.Event.Sequence}, c)
+			if err := announced(announcement{Name: "claim", CorrelationID: c.CorrelationID, Arrival: activities.Arrival{Sequence: c.Sequence, EventID: c.EventID}}); err != nil {
+				return activities.Claimed{}, err
+			}
+			if h.claim != nil {
+				return h.claim(h.arrivals.len()), nil
+			}
+			return activities.Claimed{Released: h.releasedAtOnce, Skipped: h.skippedIfReleased()}, nil
+		})
+	case h.fast():
 		env.OnActivity(act.Announce, mock.Anything, mock.Anything).Return(func(_ context.Context, a activities.AnnounceInput) (activities.Announcement, error) {
 			err := announced(announcement{a.SequencerID, a.SequencerType, a.Update, a.CorrelationID, a.Arrival, a.StartArg})
 			if err != nil || !h.releasedAtOnce {
@@ -130,7 +152,7 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 			recordDone(f.Done)
 			return nil
 		}).Once()
-	} else {
+	default:
 		env.OnActivity(act.Arrive, mock.Anything, mock.Anything).Return(func(_ context.Context, a activities.ArriveInput) error {
 			return announced(announcement{a.SequencerID, a.SequencerType, a.Signal, a.CorrelationID, a.Arrival, a.StartArg})
 		})
@@ -148,7 +170,7 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 	}).Maybe()
 
 	h.at(releaseAfter, func() {
-		if h.releasedAtOnce {
+		if h.releasedAtOnce || h.noReleaseSignal {
 			return
 		}
 		require.Equal(t, store.StateWaiting, h.state().State, "an unreleased event waits")
@@ -169,7 +191,13 @@ func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (activities.D
 		func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 			number := activity.GetInfo(ctx).Attempt + in.AttemptOffset // as Deliver counts
 			n := h.attempts.add(attempt{at: h.env.Now(), number: number, input: in})
-			return answer(n, number)
+			res, err := answer(n, number)
+			if err == nil && in.HandOff {
+				// The ledger protocol's delivered attempt moves the cursor
+				// and releases the successor itself.
+				h.dones.add(doneCall{at: h.env.Now(), done: workflows.Done{Sequence: in.Sequence, EventID: in.EventID}})
+			}
+			return res, err
 		})
 }
 
@@ -185,7 +213,22 @@ func (h *eventHarness) onDeadLetter(answer func(n int) error) {
 func (h *eventHarness) expectSkip(by, note string) {
 	h.env.OnActivity(act.Skip, mock.Anything, activities.SkipInput{
 		EventID: h.in.Event.EventID, CorrelationID: correlation, Sequence: h.in.Event.Sequence, By: by, Note: note,
-	}).Return(nil).Once()
+		HandOff: h.ledger(),
+	}).Return(func(context.Context, activities.SkipInput) error {
+		if h.ledger() {
+			h.dones.add(doneCall{at: h.env.Now(), done: workflows.Done{Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID, Skipped: true}})
+		}
+		return nil
+	}).Once()
+}
+
+// skippedIfReleased is what a Claim that releases the event says was
+// skipped before it.
+func (h *eventHarness) skippedIfReleased() []int64 {
+	if !h.releasedAtOnce {
+		return nil
+	}
+	return h.skippedBefore
 }
 
 func (h *eventHarness) state() workflows.EventState {
@@ -211,10 +254,14 @@ func (h *eventHarness) run() workflows.EventResult {
 	// every attempt carried its identifiers.
 	arrivals := h.arrivals.all()
 	require.NotEmpty(h.t, arrivals)
-	if h.arriveErr == nil {
+	if h.arriveErr == nil && h.claim == nil {
 		require.Len(h.t, arrivals, 1)
 	}
 	for _, a := range arrivals {
+		if h.ledger() {
+			require.Equal(h.t, announcement{Name: "claim", CorrelationID: correlation, Arrival: activities.Arrival{Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID}}, a)
+			continue
+		}
 		require.Equal(h.t, workflows.SequencerID(correlation), a.SequencerID)
 		require.Equal(h.t, workflows.SequencerWorkflowName, a.SequencerType)
 		if h.fast() {
@@ -237,6 +284,7 @@ func (h *eventHarness) run() workflows.EventResult {
 		require.Equal(h.t, h.in.Event.EndpointID, a.input.EndpointID)
 		require.JSONEq(h.t, string(h.in.Event.Data), string(a.input.Data))
 		require.Equal(h.t, h.skippedBefore, a.input.Skipped, "the envelope tells the receiver what was skipped before it")
+		require.Equal(h.t, h.ledger(), a.input.HandOff, "only the ledger protocol hands off from the attempt")
 	}
 	// The sequencer hears once how the event finished.
 	if dones := h.dones.all(); len(dones) > 0 {
@@ -549,4 +597,84 @@ func TestEventWorkflowFastPathReleasedByTheAnnouncement(t *testing.T) {
 	requireAbout(t, 0, attempts[0].at.Sub(h.start), "an event next in line delivers at once, without a release signal")
 	require.Len(t, h.dones.all(), 1)
 	require.Equal(t, []string{store.StateDelivered}, h.states.all())
+}
+
+func TestEventWorkflowLedgerReleasedByTheClaim(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
+	h.releasedAtOnce = true
+	h.skippedBefore = []int64{2}
+	h.onDeliver(func(_ int, number int32) (activities.DeliverResult, error) {
+		return activities.DeliverResult{StatusCode: 200, Attempt: number}, nil
+	})
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(nil).Never()
+	h.env.OnActivity(act.HandOff, mock.Anything, mock.Anything).Return(nil).Never()
+
+	res := h.run()
+
+	require.Equal(t, workflows.EventResult{State: store.StateDelivered, Attempts: 1}, res)
+	attempts := h.attempts.all()
+	require.Len(t, attempts, 1)
+	requireAbout(t, 0, attempts[0].at.Sub(h.start), "an event next in line delivers at once, without a release signal")
+	require.Len(t, h.arrivals.all(), 1, "one claim")
+	require.Equal(t, []string{store.StateDelivered}, h.states.all())
+}
+
+func TestEventWorkflowLedgerEndsWhenTheCorrelationIsPastIt(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
+	h.noReleaseSignal = true
+	h.claim = func(int) activities.Claimed { return activities.Claimed{Finished: true, State: store.StateSkipped} }
+	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(activities.DeliverResult{}, nil).Never()
+
+	res := h.run()
+
+	require.Equal(t, workflows.EventResult{State: store.StateSkipped}, res, "nothing is delivered twice")
+	require.Empty(t, h.attempts.all())
+}
+
+func TestEventWorkflowLedgerAsksAgainWhenNoReleaseComes(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
+	h.noReleaseSignal = true
+	const releasedOnClaim = 4
+	h.claim = func(n int) activities.Claimed {
+		return activities.Claimed{Released: n == releasedOnClaim}
+	}
+	h.onDeliver(func(_ int, number int32) (activities.DeliverResult, error) {
+		return activities.DeliverResult{StatusCode: 200, Attempt: number}, nil
+	})
+
+	res := h.run()
+
+	require.Equal(t, store.StateDelivered, res.State)
+	claims := h.arrivals.all()
+	require.Len(t, claims, releasedOnClaim)
+	attempts := h.attempts.all()
+	require.Len(t, attempts, 1)
+	// Asked at start, then 1, 2 and 4 minutes apart.
+	requireAbout(t, workflows.RecheckFirst*7, attempts[0].at.Sub(h.start), "the ledger is asked again at doubling intervals")
+}
+
+func TestEventWorkflowLedgerRetriesAFailedHandOff(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
+	h.releasedAtOnce = true
+	h.onDeliver(func(_ int, number int32) (activities.DeliverResult, error) {
+		return activities.DeliverResult{StatusCode: 200, Attempt: number, HandOffPending: true}, nil
+	})
+	handOffs := 0
+	h.env.OnActivity(act.HandOff, mock.Anything, activities.HandOffInput{CorrelationID: correlation, Sequence: 3}).Return(
+		func(context.Context, activities.HandOffInput) error {
+			handOffs++
+			if handOffs < 3 {
+				return errors.New("signal: rpc error: code = Unavailable")
+			}
+			return nil
+		})
+
+	res := h.run()
+
+	require.Equal(t, store.StateDelivered, res.State)
+	require.Equal(t, 3, handOffs, "the successor's release is repeated until it is sent")
 }

@@ -1,13 +1,24 @@
+-- name: EventLockCorrelation
+-- Serialises the inserts of one correlation until the transaction ends.
+SELECT pg_advisory_xact_lock(hashtextextended('hookflow.correlation:' || $1, 0));
+
 -- name: EventInsert
 -- DO NOTHING covers both unique keys: the caller tells a repeated id from a
 -- sequence taken by another id by reading the row back.
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+-- The protocol is 2 (the ledger orders the event) unless an event of the
+-- correlation stored before protocol 2 is still unfinished: then its
+-- sequencer orders this one too (see migration 003). The caller holds the
+-- correlation's lock (EventLockCorrelation), so two inserts cannot decide
+-- differently.
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, protocol)
+SELECT $1, $2, $3, $4, $5, $6, $7,
+       CASE WHEN EXISTS (SELECT 1 FROM events WHERE correlation_id = $2 AND protocol < 2 AND state NOT IN ('delivered', 'skipped'))
+            THEN 1 ELSE 2 END
 ON CONFLICT DO NOTHING
-RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at;
+RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, protocol;
 
 -- name: EventGet
-SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at
+SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, protocol
 FROM events WHERE id = $1;
 
 -- name: EventMarkStarted
@@ -15,7 +26,7 @@ FROM events WHERE id = $1;
 UPDATE events SET state = 'waiting', updated_at = now() WHERE id = $1 AND state = 'queued';
 
 -- name: EventsQueuedClaim
-SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at
+SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, protocol
 FROM events
 WHERE state = 'queued' AND accepted_at < now() - make_interval(secs => $2)
 ORDER BY accepted_at
@@ -70,3 +81,24 @@ SELECT sequence FROM events
 WHERE correlation_id = $1 AND state = 'skipped'
   AND sequence > COALESCE((SELECT max(sequence) FROM events WHERE correlation_id = $1 AND state = 'delivered'), 0)
 ORDER BY sequence;
+
+-- name: CorrelationClaim
+-- The ledger's answer to an event of protocol 2 asking to deliver: the
+-- correlation's next sequence, the event's own state, and when it is next
+-- the sequences skipped since the last delivered one (its envelope carries
+-- them).
+SELECT c.next,
+       (SELECT state FROM events WHERE id = $3),
+       CASE WHEN c.next = $2 THEN ARRAY(
+           SELECT sequence FROM events
+           WHERE correlation_id = $1 AND state = 'skipped' AND sequence < $2
+             AND sequence > COALESCE((SELECT max(sequence) FROM events WHERE correlation_id = $1 AND state = 'delivered' AND sequence < $2), 0)
+           ORDER BY sequence)
+       END
+FROM (SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1) AS next) c;
+
+-- name: EventSuccessor
+-- The event after $2 when it is started or stored but not released yet: the
+-- one a finished event of protocol 2 signals.
+SELECT id FROM events
+WHERE correlation_id = $1 AND sequence = $2 + 1 AND state IN ('queued', 'waiting');

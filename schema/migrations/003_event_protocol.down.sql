@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS events_sequencer_open_idx;
+ALTER TABLE events DROP COLUMN IF EXISTS protocol;

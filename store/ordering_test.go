@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/store"
+)
+
+// TestLedgerOrdering: Claim releases exactly the correlation's next event,
+// EventFinish moves the cursor to its successor, and EventSuccessor names a
+// successor only while it still waits.
+func TestLedgerOrdering(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	insert := func(id string, seq int64) store.Event {
+		t.Helper()
+		e, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: "c", Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+		require.NoError(t, err)
+		require.True(t, ok)
+		return e
+	}
+	claim := func(id string, seq int64) store.Claim {
+		t.Helper()
+		c, err := st.CorrelationClaim(ctx, "c", seq, id)
+		require.NoError(t, err)
+		return c
+	}
+	successor := func(seq int64) string {
+		t.Helper()
+		id, err := st.EventSuccessor(ctx, "c", seq)
+		require.NoError(t, err)
+		return id
+	}
+
+	e1, e2, e3 := insert("c-1", 1), insert("c-2", 2), insert("c-3", 3)
+	for _, e := range []store.Event{e1, e2, e3} {
+		require.Equal(t, store.ProtocolLedger, e.Protocol, "a new correlation is ordered by the ledger")
+		require.NoError(t, st.EventMarkStarted(ctx, e.ID))
+	}
+	require.Equal(t, store.Claim{Next: 1, State: store.StateWaiting, Skipped: []int64{}}, claim("c-1", 1))
+	require.Equal(t, int64(1), claim("c-2", 2).Next, "2 waits for 1")
+	require.Nil(t, claim("c-2", 2).Skipped)
+	require.Equal(t, "c-2", successor(1))
+
+	require.NoError(t, st.EventMarkDelivering(ctx, "c-1"))
+	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()))
+	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()), "repeating it is harmless")
+	require.Equal(t, store.Claim{Next: 2, State: store.StateWaiting, Skipped: []int64{}}, claim("c-2", 2), "1 delivered releases 2")
+	require.Equal(t, store.Claim{Next: 2, State: store.StateDelivered}, claim("c-1", 1), "1 is finished")
+
+	// 2 is skipped: 3 is released with 2 named in its envelope.
+	require.NoError(t, st.EventMarkDelivering(ctx, "c-2"))
+	require.Equal(t, "", successor(1), "a released event is not signalled again")
+	require.NoError(t, st.EventFinish(ctx, "c-2", "c", 2, store.StateSkipped, time.Now()))
+	require.Equal(t, "c-3", successor(2))
+	require.Equal(t, store.Claim{Next: 3, State: store.StateWaiting, Skipped: []int64{2}}, claim("c-3", 3))
+	require.Equal(t, "", successor(3), "no event 4 yet")
+
+	_, err := st.CorrelationClaim(ctx, "c", 9, "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestEventProtocolChoice: while a correlation has an unfinished event of
+// the sequencer protocol (stored before migration 003), its new events are
+// ordered by the sequencer too; once none is left, by the ledger. Concurrent
+// inserts never mix the two.
+func TestEventProtocolChoice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	pool := st.Pool()
+	insert := func(id, corr string, seq int64) store.Event {
+		t.Helper()
+		e, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+		require.NoError(t, err)
+		require.True(t, ok)
+		return e
+	}
+	// An event an older API stored: the column's default.
+	_, err := pool.Exec(ctx, `INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash) VALUES ('old-1', 'old', 1, 'ep', 't', '{}', '\x01')`)
+	require.NoError(t, err)
+
+	require.Equal(t, store.ProtocolSequencer, insert("old-2", "old", 2).Protocol, "an unfinished sequencer event keeps its correlation on the sequencer")
+	require.Equal(t, store.ProtocolLedger, insert("new-1", "new", 1).Protocol, "other correlations are not affected")
+
+	require.NoError(t, st.EventFinish(ctx, "old-1", "old", 1, store.StateDelivered, time.Now()))
+	require.Equal(t, store.ProtocolSequencer, insert("old-3", "old", 3).Protocol, "old-2 is still unfinished")
+	require.NoError(t, st.EventFinish(ctx, "old-2", "old", 2, store.StateDelivered, time.Now()))
+
+	// old-3 is the last unfinished sequencer event: racing inserts while it
+	// finishes either all see it (sequencer) or some see it finished
+	// (ledger), but a ledger event never coexists with an unfinished
+	// sequencer one.
+	var wg sync.WaitGroup
+	got := make([]store.Event, 20)
+	errs := make([]error, len(got))
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, ok, err := st.EventInsert(ctx, store.Event{ID: fmt.Sprintf("old-%d", 4+i), CorrelationID: "old", Sequence: int64(4 + i), EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+			if err == nil && !ok {
+				err = fmt.Errorf("event %d not inserted", 4+i)
+			}
+			got[i], errs[i] = e, err
+		}()
+		if i == 10 {
+			require.NoError(t, st.EventFinish(ctx, "old-3", "old", 3, store.StateDelivered, time.Now()))
+		}
+	}
+	wg.Wait()
+	sequencer := 0
+	for i, e := range got {
+		require.NoError(t, errs[i])
+		if e.Protocol == store.ProtocolSequencer {
+			sequencer++
+		}
+	}
+	if sequencer > 0 {
+		// Some were stored while old-3 was unfinished: then every one stored
+		// after them is a sequencer event too, since they are unfinished.
+		require.Equal(t, len(got), sequencer, "a correlation never mixes the two protocols")
+	}
+	require.Equal(t, store.ProtocolLedger, insert("after", "fresh", 1).Protocol)
+}
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.New(migrated(t))
+	require.NoError(t, err)
+	_, err = st.EndpointInsert(context.Background(), "ep", "https://example.com/hook", "whsec_x")
+	require.NoError(t, err)
+	return st
+}
