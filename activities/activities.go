@@ -315,8 +315,14 @@ func (a *Activities) handOff(ctx context.Context, in HandOffInput) error {
 			return err
 		}
 	}
-	if err := a.temporal.SignalWorkflow(ctx, next, "", SignalRelease, rel); err != nil && !notFound(err) {
-		return fmt.Errorf("release %s: %w", next, err)
+	return a.release(ctx, next, rel)
+}
+
+// release signals a waiting event its release; one whose workflow is not
+// started yet (NotFound) needs none.
+func (a *Activities) release(ctx context.Context, eventID string, rel Release) error {
+	if err := a.temporal.SignalWorkflow(ctx, eventID, "", SignalRelease, rel); err != nil && !notFound(err) {
+		return fmt.Errorf("release %s: %w", eventID, err)
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ const maxRecordedBody = 2048
 // → retry after that delay; everything else → retry.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
-	ep, err := a.store.EndpointGet(ctx, in.EndpointID)
+	ep, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+in.EndpointID+" does not exist", ErrTypeEndpointDisabled, nil)
@@ -104,9 +104,6 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if ep.Disabled {
 		a.record(ctx, in.EventID, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
 		return DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", ErrTypeEndpointDisabled, nil)
-	}
-	if err := a.store.EventMarkDelivering(ctx, in.EventID); err != nil {
-		return DeliverResult{}, err
 	}
 	body, err := json.Marshal(in.Envelope())
 	if err != nil {
@@ -155,15 +152,15 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		rec.Outcome = OutcomeDelivered
-		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
-		if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, store.StateDelivered, a.now()); err != nil {
+		next, err := a.store.EventDelivered(ctx, in.EventID, in.CorrelationID, in.Sequence, rec, a.now(), in.HandOff)
+		if err != nil {
 			// The receiver has it; a retry re-sends and gets "already processed".
 			return DeliverResult{}, err
 		}
 		res := DeliverResult{StatusCode: c, Attempt: attempt}
-		if in.HandOff {
-			if err := a.handOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence}); err != nil {
+		if next != "" {
+			if err := a.release(ctx, next, Release{Sequence: in.Sequence + 1}); err != nil {
 				// Delivered all the same: failing here would re-send it.
 				a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
 				res.HandOffPending = true

@@ -65,3 +65,48 @@ func TestUpgradeFromSequencerProtocol(t *testing.T) {
 	require.Empty(t, violations)
 	require.Equal(t, []int64{1, 2, 3}, applied[corr])
 }
+
+// TestLostReleaseIsSweptUp: an event of the ledger protocol whose release
+// signal never came (here: the event before it was skipped straight in the
+// ledger, as by a worker that died between its commit and its signal, on a
+// release without the retry) is released by the starter's sweep once the
+// cursor has been on it for MissedReleaseAge, with the skip in its envelope.
+func TestLostReleaseIsSweptUp(t *testing.T) {
+	b := setup(t, options{})
+	ctx := context.Background()
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	corr := b.id("lost")
+
+	code, _ := b.postEvent(corr+"-2", corr, 2, ep.ID, map[string]any{"n": 2})
+	require.Equal(t, http.StatusAccepted, code)
+	waitFor(t, 30*time.Second, "event 2 waits for 1", func() bool { return b.eventState(corr+"-2").State == store.StateWaiting })
+	time.Sleep(time.Second) // its Claim has answered "wait"
+
+	_, err := b.store.Pool().Exec(ctx, `INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, protocol)
+		VALUES ($1, $2, 1, $3, 'order.updated', '{}', '\x01', 'skipped', 2)`, corr+"-1", corr, ep.ID)
+	require.NoError(t, err)
+	_, err = b.store.Pool().Exec(ctx, `INSERT INTO correlations (correlation_id, next_sequence, updated_at) VALUES ($1, 2, now() - interval '2 minutes')`, corr)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	require.Zero(t, rcv.requestsFor(corr+"-2"), "nothing released it yet")
+
+	st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow}, b.store, b.client, testenv.Logger(t))
+	require.NoError(t, err)
+	n, err := st.ReleaseMissed(ctx, starter.MissedReleaseAge)
+	require.NoError(t, err)
+	if n == 0 {
+		// The API's own sweep (every MissedReleaseAge/2) came first.
+		require.NotEqual(t, store.StateWaiting, b.eventState(corr+"-2").State)
+	} else {
+		require.Equal(t, 1, n)
+	}
+	waitFor(t, 30*time.Second, "event 2 delivered", func() bool { return b.eventState(corr+"-2").State == store.StateDelivered })
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2}, applied[corr], "2 applied, 1 known skipped")
+	n, err = st.ReleaseMissed(ctx, starter.MissedReleaseAge)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

@@ -109,10 +109,16 @@ func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
 	return nil
 }
 
-// Run sweeps for queued events until ctx is done, starting their workflows.
+// MissedReleaseAge is how long an event of the ledger protocol may wait
+// after its correlation's cursor reached it before the sweep signals it.
+const MissedReleaseAge = time.Minute
+
+// Run sweeps for queued events until ctx is done, starting their workflows,
+// and every MissedReleaseAge/2 for released events whose signal was lost.
 func (s *Starter) Run(ctx context.Context) {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
+	lastRelease := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -125,7 +131,46 @@ func (s *Starter) Run(ctx context.Context) {
 		} else if n > 0 {
 			s.logger.Info("started queued events", "count", n)
 		}
+		if time.Since(lastRelease) < MissedReleaseAge/2 {
+			continue
+		}
+		lastRelease = time.Now()
+		n, err = s.ReleaseMissed(ctx, MissedReleaseAge)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Warn("release waiting events", "error", err, "released", n)
+		} else if n > 0 {
+			s.logger.Warn("released events whose release signal was lost", "count", n)
+		}
 	}
+}
+
+// ReleaseMissed signals release to events of the ledger protocol still
+// waiting although their correlation's cursor reached them more than age
+// ago, one batch, and returns how many it signalled. The signal normally
+// comes from the event before, when it finishes; this is the safety net for
+// one that never came (the event before finished by a worker of an older
+// release, say), so no wait lasts forever. A release the event already got
+// is ignored by it.
+func (s *Starter) ReleaseMissed(ctx context.Context, age time.Duration) (int, error) {
+	missed, err := s.store.EventsMissedRelease(ctx, age, 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range missed {
+		skipped, err := s.store.CorrelationSkippedTail(ctx, m.CorrelationID)
+		if err != nil {
+			return n, err
+		}
+		rel := workflows.Release{Sequence: m.Sequence, Skipped: skipped}
+		err = s.temporal.SignalWorkflow(ctx, m.ID, "", workflows.SignalRelease, rel)
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return n, fmt.Errorf("release %s: %w", m.ID, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // Sweep starts the workflows of events queued for longer than SweepMinAge,

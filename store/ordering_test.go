@@ -139,3 +139,54 @@ func newStore(t *testing.T) *store.Store {
 	require.NoError(t, err)
 	return st
 }
+
+// TestDeliveredHandOffAndMissedRelease: a delivered attempt is recorded, the
+// event marked and its correlation advanced in one call that names the
+// waiting successor; a successor left waiting past the age is listed for the
+// sweep until it starts its attempt.
+func TestDeliveredHandOffAndMissedRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for seq := int64(1); seq <= 2; seq++ {
+		_, ok, err := st.EventInsert(ctx, store.Event{ID: fmt.Sprintf("m-%d", seq), CorrelationID: "m", Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, st.EventMarkStarted(ctx, fmt.Sprintf("m-%d", seq)))
+	}
+	ep, err := st.EventStartAttempt(ctx, "m-1", "ep")
+	require.NoError(t, err)
+	require.Equal(t, "ep", ep.ID)
+	_, err = st.EventStartAttempt(ctx, "m-1", "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	e, err := st.EventGet(ctx, "m-1")
+	require.NoError(t, err)
+	require.Equal(t, store.StateDelivering, e.State)
+
+	code := int32(200)
+	at := time.Now()
+	next, err := st.EventDelivered(ctx, "m-1", "m", 1, store.Attempt{Attempt: 1, StartedAt: at, LatencyMS: 3, StatusCode: &code, Outcome: "delivered"}, at, true)
+	require.NoError(t, err)
+	require.Equal(t, "m-2", next)
+	e, err = st.EventGet(ctx, "m-1")
+	require.NoError(t, err)
+	require.Equal(t, store.StateDelivered, e.State)
+	attempts, err := st.AttemptsList(ctx, "m-1")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	n, err := st.CorrelationNext(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+
+	missed, err := st.EventsMissedRelease(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Empty(t, missed, "released a moment ago: its signal is on the way")
+	missed, err = st.EventsMissedRelease(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.MissedRelease{{ID: "m-2", CorrelationID: "m", Sequence: 2}}, missed)
+	_, err = st.EventStartAttempt(ctx, "m-2", "ep")
+	require.NoError(t, err)
+	missed, err = st.EventsMissedRelease(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, missed, "an event that started its attempt got its release")
+}

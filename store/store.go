@@ -49,6 +49,8 @@ type queries struct {
 	EventMarkStarted         string
 	EventsQueuedClaim        string
 	EventMarkDelivering      string
+	EventStartAttempt        string
+	EventsMissedRelease      string
 	EventMarkFinal           string
 	EventMarkDeadLettered    string
 	CorrelationAdvance       string
@@ -297,6 +299,65 @@ func (s *Store) EventFinish(ctx context.Context, id, correlationID string, seque
 		return fmt.Errorf("mark event %s: %w", state, err)
 	}
 	return nil
+}
+
+// EventStartAttempt marks the event delivering and returns its endpoint
+// (ErrNotFound when it does not exist), in one round trip.
+func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID))
+	if err != nil {
+		return e, fmt.Errorf("start attempt: %w", err)
+	}
+	return e, nil
+}
+
+// EventDelivered records the delivering attempt, marks the event delivered
+// and moves its correlation past it, in one transaction sent as one batch.
+// With successor it also returns the event after it when that one waits for
+// its release (EventSuccessor). Repeating it records the attempt again and
+// changes nothing else.
+func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, sequence int64, a Attempt, at time.Time, successor bool) (string, error) {
+	var next string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
+		b.Queue(s.q.EventMarkFinal, id, StateDelivered, at)
+		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
+		if successor {
+			b.Queue(s.q.EventSuccessor, correlationID, sequence).QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&next); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				return nil
+			})
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return "", fmt.Errorf("mark event delivered: %w", err)
+	}
+	return next, nil
+}
+
+// MissedRelease is an event whose release signal never came.
+type MissedRelease struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+}
+
+// EventsMissedRelease lists up to limit events of protocol 2 still waiting
+// although their correlation's cursor reached them more than age ago.
+func (s *Store) EventsMissedRelease(ctx context.Context, age time.Duration, limit int) ([]MissedRelease, error) {
+	rows, err := s.pool.Query(ctx, s.q.EventsMissedRelease, age.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("find missed releases: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[MissedRelease])
+	if err != nil {
+		return nil, fmt.Errorf("find missed releases: %w", err)
+	}
+	return out, nil
 }
 
 // EventMarkDeadLettered records the dead-lettered state.

@@ -105,16 +105,6 @@ const (
 	ProtocolLedger = 2
 )
 
-// Recheck bounds of an event waiting for its release under ProtocolLedger:
-// the event before it signals it, so the wait normally ends there; the
-// ledger is asked again after RecheckFirst, then at doubling intervals up to
-// RecheckMax, which keeps a wait live whatever happened to that signal at a
-// cost of a timer per interval.
-const (
-	RecheckFirst = time.Minute
-	RecheckMax   = time.Hour
-)
-
 // sequencerCallOptions are for the local activities that wait on the
 // sequencer's answer (announce, finish): under a backlog the sequencer's
 // workflow task can take a while to come round, and a retry only attaches
@@ -275,35 +265,26 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 // (ProtocolLedger), with the skipped sequences its envelope must carry, or
 // with the state it ended in when the correlation is past it already. An
 // event that is next is released by Claim's answer; any other waits for the
-// release signal of the event before it, asking the ledger again now and
-// then (RecheckFirst … RecheckMax). The timer of a wait that ends by signal
-// is left to lapse: cancelling it would cost a history event.
+// release signal of the event before it (or of the starter's sweep, the
+// safety net for a signal that never came: starter.ReleaseMissed). The wait
+// has no timer of its own, which would cost history on every waiting event.
 func awaitLedgerRelease(ctx workflow.Context, ev activities.DeliverInput) ([]int64, string, error) {
 	var a *activities.Activities
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
 	in := activities.ClaimInput{EventID: ev.EventID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
-	releases := workflow.GetSignalChannel(ctx, SignalRelease)
-	for recheck := RecheckFirst; ; recheck = min(2*recheck, RecheckMax) {
-		var c activities.Claimed
-		if err := workflow.ExecuteLocalActivity(lctx, a.Claim, in).Get(ctx, &c); err != nil {
-			return nil, "", fmt.Errorf("ask the ledger for release: %w", err)
-		}
-		switch {
-		case c.Released:
-			return c.Skipped, "", nil
-		case c.Finished:
-			return nil, c.State, nil
-		}
-		var rel Release
-		released := false
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, &rel); released = true })
-		sel.AddFuture(workflow.NewTimer(ctx, recheck), func(workflow.Future) {})
-		sel.Select(ctx)
-		if released {
-			return rel.Skipped, "", nil
-		}
+	var c activities.Claimed
+	if err := workflow.ExecuteLocalActivity(lctx, a.Claim, in).Get(ctx, &c); err != nil {
+		return nil, "", fmt.Errorf("ask the ledger for release: %w", err)
 	}
+	switch {
+	case c.Released:
+		return c.Skipped, "", nil
+	case c.Finished:
+		return nil, c.State, nil
+	}
+	var rel Release
+	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
+	return rel.Skipped, "", nil
 }
 
 // deliverFast makes the window's first attempt as a local activity, which

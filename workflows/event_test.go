@@ -633,29 +633,6 @@ func TestEventWorkflowLedgerEndsWhenTheCorrelationIsPastIt(t *testing.T) {
 	require.Empty(t, h.attempts.all())
 }
 
-func TestEventWorkflowLedgerAsksAgainWhenNoReleaseComes(t *testing.T) {
-	t.Parallel()
-	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
-	h.noReleaseSignal = true
-	const releasedOnClaim = 4
-	h.claim = func(n int) activities.Claimed {
-		return activities.Claimed{Released: n == releasedOnClaim}
-	}
-	h.onDeliver(func(_ int, number int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{StatusCode: 200, Attempt: number}, nil
-	})
-
-	res := h.run()
-
-	require.Equal(t, store.StateDelivered, res.State)
-	claims := h.arrivals.all()
-	require.Len(t, claims, releasedOnClaim)
-	attempts := h.attempts.all()
-	require.Len(t, attempts, 1)
-	// Asked at start, then 1, 2 and 4 minutes apart.
-	requireAbout(t, workflows.RecheckFirst*7, attempts[0].at.Sub(h.start), "the ledger is asked again at doubling intervals")
-}
-
 func TestEventWorkflowLedgerRetriesAFailedHandOff(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))

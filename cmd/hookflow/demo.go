@@ -15,7 +15,6 @@ import (
 
 	"github.com/hookflow/hookflow/config"
 	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 const demoSummary = `Guided first run against a running "hookflow dev": sends events out of order and shows the
@@ -86,7 +85,7 @@ func (d demo) run(ctx context.Context) error {
 		fmt.Fprintf(d.out, "   sent sequence %d as %s   %s\n", seq, id, d.workflowLink(id))
 		time.Sleep(300 * time.Millisecond) // let each arrive before the next: the receiver sees the gap
 	}
-	fmt.Fprintf(d.out, "   sequencer:  %s\n   all of it:  %s\n", d.workflowLink(workflows.SequencerID(corr)), d.correlationLink(corr))
+	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(corr))
 	for _, seq := range []int64{1, 2, 3} {
 		if err := d.waitState(ctx, ids[seq], store.StateDelivered); err != nil {
 			return err

@@ -37,6 +37,15 @@ FOR UPDATE SKIP LOCKED;
 UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
 WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered');
 
+-- name: EventStartAttempt
+-- Marks the event delivering and reads its endpoint, in one round trip.
+WITH marked AS (
+    UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
+    WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered')
+)
+SELECT id, url, secret, previous_secret, previous_expires_at, disabled, disabled_reason, created_at, updated_at
+FROM endpoints WHERE id = $2;
+
 -- name: EventMarkFinal
 -- delivered or skipped; $3 = delivered_at (NULL when skipped).
 UPDATE events SET state = $2, delivered_at = $3, updated_at = now() WHERE id = $1;
@@ -102,3 +111,15 @@ FROM (SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_
 -- one a finished event of protocol 2 signals.
 SELECT id FROM events
 WHERE correlation_id = $1 AND sequence = $2 + 1 AND state IN ('queued', 'waiting');
+
+-- name: EventsMissedRelease
+-- Events of protocol 2 still waiting although their correlation's cursor
+-- reached them more than $1 seconds ago: their release signal was lost (a
+-- predecessor finished by an older worker, say). The sweep signals them.
+SELECT e.id, e.correlation_id, e.sequence
+FROM events e
+JOIN correlations c ON c.correlation_id = e.correlation_id AND c.next_sequence = e.sequence
+WHERE e.state NOT IN ('delivered', 'skipped') AND e.state = 'waiting' AND e.protocol = 2
+  AND c.updated_at < now() - make_interval(secs => $1)
+ORDER BY e.accepted_at
+LIMIT $2;
