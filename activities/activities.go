@@ -246,45 +246,6 @@ func (a *Activities) LoadCursor(ctx context.Context, correlationID string) (Curs
 	return Cursor{Next: next, Skipped: skipped}, nil
 }
 
-// ClaimInput names an event ordered by the ledger that asks to deliver.
-type ClaimInput struct {
-	EventID       string `json:"event_id"`
-	CorrelationID string `json:"correlation_id"`
-	Sequence      int64  `json:"sequence"`
-}
-
-// Claimed is the ledger's answer to ClaimInput.
-type Claimed struct {
-	// Released: the event is its correlation's next; deliver it now, with
-	// Skipped in its envelope.
-	Released bool    `json:"released,omitempty"`
-	Skipped  []int64 `json:"skipped,omitempty"`
-	// Finished: the correlation is past the event already (State says how
-	// it ended); there is nothing to do.
-	Finished bool   `json:"finished,omitempty"`
-	State    string `json:"state,omitempty"`
-}
-
-// Claim asks the ledger whether an event ordered by it (store.ProtocolLedger)
-// may deliver: it may when its correlation's next sequence is its own, which
-// only the event before it moves, when it is delivered or skipped. An event
-// that must wait is released by that event's HandOff signal. Claim only
-// reads, so repeating it is harmless.
-func (a *Activities) Claim(ctx context.Context, in ClaimInput) (Claimed, error) {
-	c, err := a.store.CorrelationClaim(ctx, in.CorrelationID, in.Sequence, in.EventID)
-	if err != nil {
-		return Claimed{}, err
-	}
-	switch {
-	case c.Next == in.Sequence:
-		return Claimed{Released: true, Skipped: c.Skipped}, nil
-	case c.Next > in.Sequence:
-		return Claimed{Finished: true, State: c.State}, nil
-	default:
-		return Claimed{}, nil
-	}
-}
-
 // HandOffInput names an event ordered by the ledger that is finished.
 type HandOffInput struct {
 	CorrelationID string `json:"correlation_id"`

@@ -88,7 +88,27 @@ func (s *Starter) Start(ctx context.Context, ev store.Event) error {
 	return s.store.EventMarkStarted(ctx, ev.ID)
 }
 
+// startWorkflow starts the event's workflow. An event ordered by the ledger
+// starts released when its correlation's cursor is on it; one that is not
+// is looked at again once its workflow exists, because the event before it
+// may have finished in between, while there was no workflow to signal. From
+// then on that event's hand-off reaches it. An event the cursor is past
+// ended already: there is nothing to start.
 func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
+	in := s.Input(ev)
+	ledger := in.Protocol == workflows.ProtocolLedger
+	if ledger {
+		c, err := s.store.CorrelationClaim(ctx, ev.CorrelationID, ev.Sequence, ev.ID)
+		if err != nil {
+			return err
+		}
+		if c.Next > ev.Sequence {
+			return nil
+		}
+		if c.Next == ev.Sequence {
+			in.ReleasedAtStart = &workflows.Release{Sequence: ev.Sequence, Skipped: c.Skipped}
+		}
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                       ev.ID,
 		TaskQueue:                s.cfg.TaskQueue,
@@ -101,10 +121,29 @@ func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
 			activities.DeliveryStateKey.ValueSet(store.StateWaiting),
 		),
 	}
-	_, err := s.temporal.ExecuteWorkflow(ctx, opts, workflows.EventWorkflowName, s.Input(ev))
+	_, err := s.temporal.ExecuteWorkflow(ctx, opts, workflows.EventWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+	}
+	// A workflow that existed already did not get this input.
+	if !ledger || (in.ReleasedAtStart != nil && err == nil) {
+		return nil
+	}
+	c, err := s.store.CorrelationClaim(ctx, ev.CorrelationID, ev.Sequence, ev.ID)
+	if err != nil || c.Next != ev.Sequence {
+		return err
+	}
+	return s.release(ctx, ev.ID, workflows.Release{Sequence: ev.Sequence, Skipped: c.Skipped})
+}
+
+// release signals an event's workflow its release; a second release is
+// ignored by the workflow, and one that has ended needs none.
+func (s *Starter) release(ctx context.Context, id string, rel workflows.Release) error {
+	err := s.temporal.SignalWorkflow(ctx, id, "", workflows.SignalRelease, rel)
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("release %s: %w", id, err)
 	}
 	return nil
 }
@@ -162,11 +201,8 @@ func (s *Starter) ReleaseMissed(ctx context.Context, age time.Duration) (int, er
 		if err != nil {
 			return n, err
 		}
-		rel := workflows.Release{Sequence: m.Sequence, Skipped: skipped}
-		err = s.temporal.SignalWorkflow(ctx, m.ID, "", workflows.SignalRelease, rel)
-		var nf *serviceerror.NotFound
-		if err != nil && !errors.As(err, &nf) {
-			return n, fmt.Errorf("release %s: %w", m.ID, err)
+		if err := s.release(ctx, m.ID, workflows.Release{Sequence: m.Sequence, Skipped: skipped}); err != nil {
+			return n, err
 		}
 		n++
 	}

@@ -22,6 +22,11 @@ type EventInput struct {
 	// now (as stored with the event); zero in the inputs of workflows
 	// started before either existed.
 	Protocol int `json:"protocol,omitempty"`
+	// ReleasedAtStart, under ProtocolLedger, says the event was its
+	// correlation's next when it started (the cursor only moves past an
+	// event when that event finishes, so it stays released); without it the
+	// event waits for the release signal.
+	ReleasedAtStart *Release `json:"released_at_start,omitempty"`
 }
 
 // EventResult is how the event ended.
@@ -97,11 +102,11 @@ const (
 	// still has unfinished events of an older protocol start with it.
 	ProtocolFastPath = 1
 	// ProtocolLedger: no sequencer. The event is released when the ledger's
-	// cursor for its correlation reaches it (Claim, a local activity); one
-	// that must wait is signalled release by the event before it, whose
-	// delivered attempt (or skip) moved the cursor. The first attempt and
-	// the rest of the window as in ProtocolFastPath. What every other new
-	// event starts with.
+	// cursor for its correlation reaches it: at start (the starter read the
+	// cursor: ReleasedAtStart), or later by the release signal of the event
+	// before it, whose delivered attempt (or skip) moved the cursor. The
+	// first attempt and the rest of the window as in ProtocolFastPath. What
+	// every other new event starts with.
 	ProtocolLedger = 2
 )
 
@@ -141,15 +146,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	var skipped []int64
 	var err error
 	if byLedger {
-		var finished string
-		skipped, finished, err = awaitLedgerRelease(ctx, ev)
-		if err != nil {
-			return EventResult{}, err
-		}
-		if finished != "" {
-			// The correlation is past this event already: it ended before.
-			return EventResult{State: finished}, nil
-		}
+		skipped = awaitLedgerRelease(ctx, in.ReleasedAtStart)
 		ev.HandOff = true
 	} else if skipped, err = awaitRelease(ctx, ev, fast); err != nil {
 		return EventResult{}, err
@@ -262,29 +259,18 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 }
 
 // awaitLedgerRelease returns once the ledger releases the event
-// (ProtocolLedger), with the skipped sequences its envelope must carry, or
-// with the state it ended in when the correlation is past it already. An
-// event that is next is released by Claim's answer; any other waits for the
-// release signal of the event before it (or of the starter's sweep, the
-// safety net for a signal that never came: starter.ReleaseMissed). The wait
-// has no timer of its own, which would cost history on every waiting event.
-func awaitLedgerRelease(ctx workflow.Context, ev activities.DeliverInput) ([]int64, string, error) {
-	var a *activities.Activities
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-	in := activities.ClaimInput{EventID: ev.EventID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
-	var c activities.Claimed
-	if err := workflow.ExecuteLocalActivity(lctx, a.Claim, in).Get(ctx, &c); err != nil {
-		return nil, "", fmt.Errorf("ask the ledger for release: %w", err)
-	}
-	switch {
-	case c.Released:
-		return c.Skipped, "", nil
-	case c.Finished:
-		return nil, c.State, nil
+// (ProtocolLedger), with the skipped sequences its envelope must carry: at
+// once when it was released at start, otherwise when the release signal
+// comes, from the event before it or from the starter (which looks again
+// right after the start, and sweeps for a signal that never came:
+// starter.ReleaseMissed). Waiting costs no activity and no timer.
+func awaitLedgerRelease(ctx workflow.Context, atStart *Release) []int64 {
+	if atStart != nil {
+		return atStart.Skipped
 	}
 	var rel Release
 	workflow.GetSignalChannel(ctx, SignalRelease).Receive(ctx, &rel)
-	return rel.Skipped, "", nil
+	return rel.Skipped
 }
 
 // deliverFast makes the window's first attempt as a local activity, which

@@ -53,14 +53,10 @@ type eventHarness struct {
 	// arriveErr, when set, answers each announcement (the signal-with-start
 	// or update-with-start of the sequencer); nil means it succeeds.
 	arriveErr func(now time.Time) error
-	// releasedAtOnce makes the fast path's announcement (or the ledger's
-	// claim) answer "released" (the event was next in line), so no release
-	// signal is sent.
+	// releasedAtOnce makes the fast path's announcement answer "released"
+	// (the event was next in line), or starts a ledger event released, so
+	// no release signal is sent.
 	releasedAtOnce bool
-	// claim, when set, answers the ledger's n-th Claim (1-based).
-	claim func(n int) activities.Claimed
-	// noReleaseSignal: nobody sends the release signal.
-	noReleaseSignal bool
 
 	arrivals    recorder[announcement]
 	attempts    recorder[attempt]
@@ -126,16 +122,7 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 	}
 	switch {
 	case h.ledger():
-		env.OnActivity(act.Claim, mock.Anything, mock.Anything).Return(func(_ context.Context, c activities.ClaimInput) (activities.Claimed, error) {
-			require.Equal(t, activities.ClaimInput{EventID: in.Event.EventID, CorrelationID: correlation, Sequence: in.Event.Sequence}, c)
-			if err := announced(announcement{Name: "claim", CorrelationID: c.CorrelationID, Arrival: activities.Arrival{Sequence: c.Sequence, EventID: c.EventID}}); err != nil {
-				return activities.Claimed{}, err
-			}
-			if h.claim != nil {
-				return h.claim(h.arrivals.len()), nil
-			}
-			return activities.Claimed{Released: h.releasedAtOnce, Skipped: h.skippedIfReleased()}, nil
-		})
+		// No sequencer: released at start (run sets the input) or by signal.
 	case h.fast():
 		env.OnActivity(act.Announce, mock.Anything, mock.Anything).Return(func(_ context.Context, a activities.AnnounceInput) (activities.Announcement, error) {
 			err := announced(announcement{a.SequencerID, a.SequencerType, a.Update, a.CorrelationID, a.Arrival, a.StartArg})
@@ -170,7 +157,7 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 	}).Maybe()
 
 	h.at(releaseAfter, func() {
-		if h.releasedAtOnce || h.noReleaseSignal {
+		if h.releasedAtOnce {
 			return
 		}
 		require.Equal(t, store.StateWaiting, h.state().State, "an unreleased event waits")
@@ -222,15 +209,6 @@ func (h *eventHarness) expectSkip(by, note string) {
 	}).Once()
 }
 
-// skippedIfReleased is what a Claim that releases the event says was
-// skipped before it.
-func (h *eventHarness) skippedIfReleased() []int64 {
-	if !h.releasedAtOnce {
-		return nil
-	}
-	return h.skippedBefore
-}
-
 func (h *eventHarness) state() workflows.EventState {
 	h.t.Helper()
 	v, err := h.env.QueryWorkflow(workflows.QueryState)
@@ -243,6 +221,9 @@ func (h *eventHarness) state() workflows.EventState {
 // run executes the workflow to its end and returns its result.
 func (h *eventHarness) run() workflows.EventResult {
 	h.t.Helper()
+	if h.ledger() && h.releasedAtOnce {
+		h.in.ReleasedAtStart = &workflows.Release{Sequence: h.in.Event.Sequence, Skipped: h.skippedBefore}
+	}
 	h.env.ExecuteWorkflow(workflows.EventWorkflowName, h.in)
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	require.NoError(h.t, h.env.GetWorkflowError())
@@ -253,15 +234,15 @@ func (h *eventHarness) run() workflows.EventResult {
 	// sequencer (once, unless the announcement had to be retried), and
 	// every attempt carried its identifiers.
 	arrivals := h.arrivals.all()
-	require.NotEmpty(h.t, arrivals)
-	if h.arriveErr == nil && h.claim == nil {
+	if h.ledger() {
+		require.Empty(h.t, arrivals, "the ledger protocol has no sequencer to announce to")
+	} else {
+		require.NotEmpty(h.t, arrivals)
+	}
+	if h.arriveErr == nil && !h.ledger() {
 		require.Len(h.t, arrivals, 1)
 	}
 	for _, a := range arrivals {
-		if h.ledger() {
-			require.Equal(h.t, announcement{Name: "claim", CorrelationID: correlation, Arrival: activities.Arrival{Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID}}, a)
-			continue
-		}
 		require.Equal(h.t, workflows.SequencerID(correlation), a.SequencerID)
 		require.Equal(h.t, workflows.SequencerWorkflowName, a.SequencerType)
 		if h.fast() {
@@ -599,7 +580,7 @@ func TestEventWorkflowFastPathReleasedByTheAnnouncement(t *testing.T) {
 	require.Equal(t, []string{store.StateDelivered}, h.states.all())
 }
 
-func TestEventWorkflowLedgerReleasedByTheClaim(t *testing.T) {
+func TestEventWorkflowLedgerReleasedAtStart(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
 	h.releasedAtOnce = true
@@ -616,21 +597,7 @@ func TestEventWorkflowLedgerReleasedByTheClaim(t *testing.T) {
 	attempts := h.attempts.all()
 	require.Len(t, attempts, 1)
 	requireAbout(t, 0, attempts[0].at.Sub(h.start), "an event next in line delivers at once, without a release signal")
-	require.Len(t, h.arrivals.all(), 1, "one claim")
 	require.Equal(t, []string{store.StateDelivered}, h.states.all())
-}
-
-func TestEventWorkflowLedgerEndsWhenTheCorrelationIsPastIt(t *testing.T) {
-	t.Parallel()
-	h := newEventHarness(t, protocolInput(3, workflows.ProtocolLedger))
-	h.noReleaseSignal = true
-	h.claim = func(int) activities.Claimed { return activities.Claimed{Finished: true, State: store.StateSkipped} }
-	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(activities.DeliverResult{}, nil).Never()
-
-	res := h.run()
-
-	require.Equal(t, workflows.EventResult{State: store.StateSkipped}, res, "nothing is delivered twice")
-	require.Empty(t, h.attempts.all())
 }
 
 func TestEventWorkflowLedgerRetriesAFailedHandOff(t *testing.T) {
