@@ -38,7 +38,14 @@ type Activities struct {
 	http     *http.Client
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
+	starter  Starter
 	now      func() time.Time
+}
+
+// Starter starts the workflow of an event the ledger just released
+// (starter.Starter).
+type Starter interface {
+	StartReleased(ctx context.Context, ev store.Event, skipped []int64) error
 }
 
 // Deps are what the activities need.
@@ -49,6 +56,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Metrics is optional: nil records nothing.
 	Metrics *metrics.Metrics
+	// Starter starts the successors the ledger releases (hand-off). Only
+	// events of the ledger protocol need it.
+	Starter Starter
 }
 
 // New returns the activities; every dependency is required.
@@ -63,7 +73,7 @@ func New(d Deps) (*Activities, error) {
 	case d.Logger == nil:
 		return nil, errors.New("activities: logger is required")
 	}
-	return &Activities{store: d.Store, temporal: d.Temporal, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, now: time.Now}, nil
+	return &Activities{store: d.Store, temporal: d.Temporal, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, starter: d.Starter, now: time.Now}, nil
 }
 
 // Arrival tells a sequencer that an event of its correlation exists.
@@ -255,37 +265,35 @@ type HandOffInput struct {
 	Skipped bool `json:"skipped,omitempty"`
 }
 
-// HandOff signals release to the event after a finished one when that event
-// exists and is not released yet. The ledger moved the cursor to it when the
-// finished one was marked, so the signal only wakes it: an event that claims
-// after the cursor moved is released by its own Claim, and one whose
-// workflow is not started yet (NotFound) will be. Repeating it is harmless:
-// the receiver ignores a release it does not wait for.
+// HandOff starts the workflow of the event after a finished one, released,
+// when that event is stored and waiting. The ledger moved the cursor to it
+// when the finished one was marked, and an event of the ledger protocol gets
+// a workflow only once released, so this is the release. An event stored
+// after the cursor moved is released by the starter at its own start.
+// Repeating it is harmless: the workflow ID is the event's key.
 func (a *Activities) HandOff(ctx context.Context, in HandOffInput) error {
 	return a.handOff(ctx, in)
 }
 
 func (a *Activities) handOff(ctx context.Context, in HandOffInput) error {
 	next, err := a.store.EventSuccessor(ctx, in.CorrelationID, in.Sequence)
-	if err != nil || next == "" {
+	if err != nil || next == nil {
 		return err
 	}
-	rel := Release{Sequence: in.Sequence + 1}
+	var skipped []int64
 	if in.Skipped {
-		if rel.Skipped, err = a.store.CorrelationSkippedTail(ctx, in.CorrelationID); err != nil {
+		if skipped, err = a.store.CorrelationSkippedTail(ctx, in.CorrelationID); err != nil {
 			return err
 		}
 	}
-	return a.release(ctx, next, rel)
+	return a.startReleased(ctx, *next, skipped)
 }
 
-// release signals a waiting event its release; one whose workflow is not
-// started yet (NotFound) needs none.
-func (a *Activities) release(ctx context.Context, eventID string, rel Release) error {
-	if err := a.temporal.SignalWorkflow(ctx, eventID, "", SignalRelease, rel); err != nil && !notFound(err) {
-		return fmt.Errorf("release %s: %w", eventID, err)
+func (a *Activities) startReleased(ctx context.Context, ev store.Event, skipped []int64) error {
+	if a.starter == nil {
+		return errors.New("activities: no starter to release " + ev.ID + " with")
 	}
-	return nil
+	return a.starter.StartReleased(ctx, ev, skipped)
 }
 
 // SignalRelease is the name of the signal that releases a waiting event

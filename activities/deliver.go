@@ -48,8 +48,8 @@ type DeliverInput struct {
 	// local activity counts on from it.
 	AttemptOffset int32 `json:"attempt_offset,omitempty"`
 	// HandOff, set by events ordered by the ledger (store.ProtocolLedger),
-	// makes a delivered attempt signal the event after this one in its
-	// correlation, which the ledger has just released.
+	// makes a delivered attempt start the workflow of the event after this
+	// one in its correlation, which the ledger has just released.
 	HandOff bool `json:"hand_off,omitempty"`
 }
 
@@ -78,7 +78,7 @@ func (in DeliverInput) Envelope() Envelope {
 type DeliverResult struct {
 	StatusCode int   `json:"status_code"`
 	Attempt    int32 `json:"attempt"`
-	// HandOffPending: the event is delivered but signalling its successor
+	// HandOffPending: the event is delivered but starting its successor
 	// failed; the workflow runs HandOff, which retries.
 	HandOffPending bool `json:"hand_off_pending,omitempty"`
 }
@@ -159,8 +159,8 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			return DeliverResult{}, err
 		}
 		res := DeliverResult{StatusCode: c, Attempt: attempt}
-		if next != "" {
-			if err := a.release(ctx, next, Release{Sequence: in.Sequence + 1}); err != nil {
+		if next != nil {
+			if err := a.startReleased(ctx, *next, nil); err != nil {
 				// Delivered all the same: failing here would re-send it.
 				a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
 				res.HandOffPending = true

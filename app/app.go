@@ -218,7 +218,11 @@ func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *sl
 // StartWorkerWith is StartWorker with delivery metrics recorded in m (nil:
 // none).
 func StartWorkerWith(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics) (sdkworker.Worker, error) {
-	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger, Metrics: m})
+	strt, err := NewStarter(cfg, st, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger, Metrics: m, Starter: strt})
 	if err != nil {
 		return nil, err
 	}

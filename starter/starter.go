@@ -89,26 +89,43 @@ func (s *Starter) Start(ctx context.Context, ev store.Event) error {
 }
 
 // startWorkflow starts the event's workflow. An event ordered by the ledger
-// starts released when its correlation's cursor is on it; one that is not
-// is looked at again once its workflow exists, because the event before it
-// may have finished in between, while there was no workflow to signal. From
-// then on that event's hand-off reaches it. An event the cursor is past
-// ended already: there is nothing to start.
+// gets one only once released: now, when its correlation's cursor is on it;
+// otherwise the event before it starts it when it finishes (StartReleased
+// from its hand-off). There is no race between the two: this event is
+// stored before its cursor is read, and the event before looks for it only
+// after moving the cursor, so one of them sees the other. An event the
+// cursor is past ended already.
 func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
 	in := s.Input(ev)
-	ledger := in.Protocol == workflows.ProtocolLedger
-	if ledger {
+	if in.Protocol == workflows.ProtocolLedger {
 		c, err := s.store.CorrelationClaim(ctx, ev.CorrelationID, ev.Sequence, ev.ID)
-		if err != nil {
-			return err
+		if err != nil || c.Next != ev.Sequence {
+			return err // held for its predecessor's hand-off, or ended
 		}
-		if c.Next > ev.Sequence {
-			return nil
-		}
-		if c.Next == ev.Sequence {
-			in.ReleasedAtStart = &workflows.Release{Sequence: ev.Sequence, Skipped: c.Skipped}
-		}
+		in.ReleasedAtStart = &workflows.Release{Sequence: ev.Sequence, Skipped: c.Skipped}
 	}
+	_, err := s.execute(ctx, ev, in)
+	return err
+}
+
+// StartReleased starts the workflow of an event of the ledger protocol that
+// the ledger has just released, with the sequences skipped before it. A
+// workflow that exists already is signalled its release instead, in case it
+// was started waiting. Repeating it is harmless.
+func (s *Starter) StartReleased(ctx context.Context, ev store.Event, skipped []int64) error {
+	rel := workflows.Release{Sequence: ev.Sequence, Skipped: skipped}
+	in := s.Input(ev)
+	in.ReleasedAtStart = &rel
+	existed, err := s.execute(ctx, ev, in)
+	if err != nil || !existed {
+		return err
+	}
+	return s.release(ctx, ev.ID, rel)
+}
+
+// execute starts the workflow with input in; existed reports that it was
+// running already (a no-op).
+func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (existed bool, err error) {
 	opts := client.StartWorkflowOptions{
 		ID:                       ev.ID,
 		TaskQueue:                s.cfg.TaskQueue,
@@ -121,20 +138,15 @@ func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
 			activities.DeliveryStateKey.ValueSet(store.StateWaiting),
 		),
 	}
-	_, err := s.temporal.ExecuteWorkflow(ctx, opts, workflows.EventWorkflowName, in)
+	_, err = s.temporal.ExecuteWorkflow(ctx, opts, workflows.EventWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if err != nil && !errors.As(err, &started) {
-		return fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+	if errors.As(err, &started) {
+		return true, nil
 	}
-	// A workflow that existed already did not get this input.
-	if !ledger || (in.ReleasedAtStart != nil && err == nil) {
-		return nil
+	if err != nil {
+		return false, fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
 	}
-	c, err := s.store.CorrelationClaim(ctx, ev.CorrelationID, ev.Sequence, ev.ID)
-	if err != nil || c.Next != ev.Sequence {
-		return err
-	}
-	return s.release(ctx, ev.ID, workflows.Release{Sequence: ev.Sequence, Skipped: c.Skipped})
+	return false, nil
 }
 
 // release signals an event's workflow its release; a second release is
@@ -149,7 +161,7 @@ func (s *Starter) release(ctx context.Context, id string, rel workflows.Release)
 }
 
 // MissedReleaseAge is how long an event of the ledger protocol may wait
-// after its correlation's cursor reached it before the sweep signals it.
+// after its correlation's cursor reached it before the sweep starts it.
 const MissedReleaseAge = time.Minute
 
 // Run sweeps for queued events until ctx is done, starting their workflows,
@@ -183,13 +195,13 @@ func (s *Starter) Run(ctx context.Context) {
 	}
 }
 
-// ReleaseMissed signals release to events of the ledger protocol still
+// ReleaseMissed starts, released, the events of the ledger protocol still
 // waiting although their correlation's cursor reached them more than age
-// ago, one batch, and returns how many it signalled. The signal normally
-// comes from the event before, when it finishes; this is the safety net for
-// one that never came (the event before finished by a worker of an older
-// release, say), so no wait lasts forever. A release the event already got
-// is ignored by it.
+// ago, one batch, and returns how many. The event before normally starts
+// them when it finishes; this is the safety net for a hand-off that never
+// happened (the event before finished by a worker of an older release, or
+// one that crashed after its commit and whose workflow was then reset), so
+// no wait lasts forever.
 func (s *Starter) ReleaseMissed(ctx context.Context, age time.Duration) (int, error) {
 	missed, err := s.store.EventsMissedRelease(ctx, age, 100)
 	if err != nil {
@@ -201,7 +213,7 @@ func (s *Starter) ReleaseMissed(ctx context.Context, age time.Duration) (int, er
 		if err != nil {
 			return n, err
 		}
-		if err := s.release(ctx, m.ID, workflows.Release{Sequence: m.Sequence, Skipped: skipped}); err != nil {
+		if err := s.StartReleased(ctx, m, skipped); err != nil {
 			return n, err
 		}
 		n++

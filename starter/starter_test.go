@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
@@ -24,10 +25,9 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestStartReleasesByTheLedgerCursor runs the starter on a real ledger with
 // Temporal mocked: an event its correlation's cursor is on starts released;
-// one whose predecessor finishes while its workflow is being started (when
-// the predecessor had no workflow to signal) is signalled right after the
-// start; one that must wait starts waiting and is not signalled; one the
-// cursor is past is not started at all.
+// one that must wait gets no workflow until the event before it hands off
+// (StartReleased); a repeated hand-off signals the running workflow instead;
+// an event the cursor is past is not started at all.
 func TestStartReleasesByTheLedgerCursor(t *testing.T) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
@@ -49,13 +49,12 @@ func TestStartReleasesByTheLedgerCursor(t *testing.T) {
 
 	tc := &mocks.Client{}
 	started := map[string]workflows.EventInput{}
-	var duringStart func(id string)
 	tc.On("ExecuteWorkflow", mock.Anything, mock.Anything, workflows.EventWorkflowName, mock.Anything).Return(
 		func(_ context.Context, o client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
-			started[o.ID] = args[0].(workflows.EventInput)
-			if duringStart != nil {
-				duringStart(o.ID)
+			if _, ok := started[o.ID]; ok {
+				return nil, serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
 			}
+			started[o.ID] = args[0].(workflows.EventInput)
 			return &mocks.WorkflowRun{}, nil
 		})
 	var signals []string
@@ -71,28 +70,30 @@ func TestStartReleasesByTheLedgerCursor(t *testing.T) {
 	require.NoError(t, s.Start(ctx, insert(1)))
 	require.Equal(t, workflows.ProtocolLedger, started["c-1"].Protocol)
 	require.Equal(t, &workflows.Release{Sequence: 1, Skipped: []int64{}}, started["c-1"].ReleasedAtStart)
+
+	// 2 must wait for 1: stored and held, no workflow yet.
+	e2 := insert(2)
+	require.NoError(t, s.Start(ctx, e2))
+	require.NotContains(t, started, "c-2", "a held event has no workflow")
+	held, err := st.EventGet(ctx, "c-2")
+	require.NoError(t, err)
+	require.Equal(t, store.StateWaiting, held.State)
+
+	// 1 finishes and hands off: 2 starts released; a repeated hand-off
+	// signals it instead of starting it twice.
+	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()))
+	require.NoError(t, s.StartReleased(ctx, held, nil))
+	require.Equal(t, &workflows.Release{Sequence: 2}, started["c-2"].ReleasedAtStart)
 	require.Empty(t, signals)
+	require.NoError(t, s.StartReleased(ctx, held, nil))
+	require.Equal(t, []string{"c-2 {2 []}"}, signals)
 
-	// 2 starts while 1 is in flight, and 1 finishes during the start.
-	duringStart = func(string) {
-		require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()))
-	}
-	require.NoError(t, s.Start(ctx, insert(2)))
-	require.Nil(t, started["c-2"].ReleasedAtStart)
-	require.Equal(t, []string{"c-2 {2 []}"}, signals, "released right after its start")
-
-	// 3 must wait for 2.
-	duringStart = nil
+	// 3 waits; 2 is skipped; 3's start repeated (the sweep's) releases it
+	// with the skip named; 2 is past the cursor and not started again.
 	require.NoError(t, s.Start(ctx, insert(3)))
-	require.Nil(t, started["c-3"].ReleasedAtStart)
-	require.Len(t, signals, 1, "3 waits for 2's hand-off")
-
-	// 2 is skipped; 3's workflow start repeated (the sweep) releases it with
-	// the skip; 2 itself is past the cursor and not started again.
+	require.NotContains(t, started, "c-3")
 	require.NoError(t, st.EventFinish(ctx, "c-2", "c", 2, store.StateSkipped, time.Now()))
 	delete(started, "c-2")
-	e2, err := st.EventGet(ctx, "c-2")
-	require.NoError(t, err)
 	require.NoError(t, s.Start(ctx, e2))
 	require.NotContains(t, started, "c-2", "an event the cursor is past is not started")
 	e3, err := st.EventGet(ctx, "c-3")

@@ -314,10 +314,10 @@ func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (E
 // EventDelivered records the delivering attempt, marks the event delivered
 // and moves its correlation past it, in one transaction sent as one batch.
 // With successor it also returns the event after it when that one waits for
-// its release (EventSuccessor). Repeating it records the attempt again and
+// its release (EventSuccessor), or nil. Repeating it records the attempt again and
 // changes nothing else.
-func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, sequence int64, a Attempt, at time.Time, successor bool) (string, error) {
-	var next string
+func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, sequence int64, a Attempt, at time.Time, successor bool) (*Event, error) {
+	var next *Event
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
@@ -325,35 +325,30 @@ func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, se
 		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
 		if successor {
 			b.Queue(s.q.EventSuccessor, correlationID, sequence).QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&next); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return err
+				e, err := scanEvent(row)
+				if errors.Is(err, ErrNotFound) {
+					return nil
 				}
-				return nil
+				next = &e
+				return err
 			})
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return "", fmt.Errorf("mark event delivered: %w", err)
+		return nil, fmt.Errorf("mark event delivered: %w", err)
 	}
 	return next, nil
 }
 
-// MissedRelease is an event whose release signal never came.
-type MissedRelease struct {
-	ID            string
-	CorrelationID string
-	Sequence      int64
-}
-
 // EventsMissedRelease lists up to limit events of protocol 2 still waiting
 // although their correlation's cursor reached them more than age ago.
-func (s *Store) EventsMissedRelease(ctx context.Context, age time.Duration, limit int) ([]MissedRelease, error) {
+func (s *Store) EventsMissedRelease(ctx context.Context, age time.Duration, limit int) ([]Event, error) {
 	rows, err := s.pool.Query(ctx, s.q.EventsMissedRelease, age.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("find missed releases: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[MissedRelease])
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
 	if err != nil {
 		return nil, fmt.Errorf("find missed releases: %w", err)
 	}
@@ -397,18 +392,17 @@ func (s *Store) CorrelationClaim(ctx context.Context, correlationID string, sequ
 	return c, nil
 }
 
-// EventSuccessor returns the ID of the event after sequence in the
-// correlation when it exists and is not released yet; "" otherwise.
-func (s *Store) EventSuccessor(ctx context.Context, correlationID string, sequence int64) (string, error) {
-	var id string
-	err := s.pool.QueryRow(ctx, s.q.EventSuccessor, correlationID, sequence).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
+// EventSuccessor returns the event after sequence in the correlation when
+// it is stored and not released yet; nil otherwise.
+func (s *Store) EventSuccessor(ctx context.Context, correlationID string, sequence int64) (*Event, error) {
+	e, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventSuccessor, correlationID, sequence))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("find successor of %s/%d: %w", correlationID, sequence, err)
+		return nil, fmt.Errorf("find successor of %s/%d: %w", correlationID, sequence, err)
 	}
-	return id, nil
+	return &e, nil
 }
 
 // CorrelationNext is the sequence the correlation needs next (1 when new).

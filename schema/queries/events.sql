@@ -107,16 +107,17 @@ SELECT c.next,
 FROM (SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1) AS next) c;
 
 -- name: EventSuccessor
--- The event after $2 when it is started or stored but not released yet: the
--- one a finished event of protocol 2 signals.
-SELECT id FROM events
+-- The event after $2 when it is stored but not released yet: the one a
+-- finished event of protocol 2 starts.
+SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, protocol
+FROM events
 WHERE correlation_id = $1 AND sequence = $2 + 1 AND state IN ('queued', 'waiting');
 
 -- name: EventsMissedRelease
 -- Events of protocol 2 still waiting although their correlation's cursor
--- reached them more than $1 seconds ago: their release signal was lost (a
--- predecessor finished by an older worker, say). The sweep signals them.
-SELECT e.id, e.correlation_id, e.sequence
+-- reached them more than $1 seconds ago: the hand-off of the event before
+-- never happened. The sweep starts them.
+SELECT e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.protocol
 FROM events e
 JOIN correlations c ON c.correlation_id = e.correlation_id AND c.next_sequence = e.sequence
 WHERE e.state NOT IN ('delivered', 'skipped') AND e.state = 'waiting' AND e.protocol = 2
