@@ -26,6 +26,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	var cfg bench.Config
 	var jsonPath, dataDir string
+	var soak int
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
@@ -35,6 +36,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")
 		fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 		fs.StringVar(&dataDir, "data-dir", "", "folder for Postgres and the logs (default: a temporary folder, removed afterwards)")
+		fs.IntVar(&soak, "soak", 0, "instead: post this many events to one correlation in bursts, and report rate and worker RSS per burst")
 	})
 	if err != nil {
 		return err
@@ -50,6 +52,22 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("find the hookflow binary: %w", err)
 	}
 	cfg.Exe, cfg.DataDir, cfg.Progress = exe, dataDir, env.stderr
+	if soak < 0 {
+		return &config.UsageError{Msg: "--soak must not be negative"}
+	}
+	if soak > 0 {
+		cfg.Events = soak
+		rep, err := bench.Soak(ctx, cfg, app.NewLogger(env.stderr))
+		if err != nil {
+			return err
+		}
+		if jsonPath != "" {
+			if err := rep.WriteJSON(jsonPath); err != nil {
+				return err
+			}
+		}
+		return rep.WriteTable(env.stdout)
+	}
 	rep, err := bench.Run(ctx, cfg, app.NewLogger(env.stderr))
 	if err != nil {
 		return err

@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"text/tabwriter"
+	"time"
+)
+
+// SoakRoundSize is how many events one soak round posts at once.
+const SoakRoundSize = 5000
+
+// SoakReport is a long run on one correlation: does hookflow stay as fast
+// and as small at its 100,000th event as at its first?
+type SoakReport struct {
+	StartedAt   time.Time   `json:"started_at"`
+	Machine     Machine     `json:"machine"`
+	Events      int         `json:"events"`
+	Delivered   int         `json:"delivered"`
+	Correlation string      `json:"correlation"`
+	InOrder     bool        `json:"in_order"`
+	Seconds     float64     `json:"seconds"`
+	Rounds      []SoakRound `json:"rounds"`
+	WorkerRSS   []RSSPoint  `json:"worker_rss"`
+	// HistoryPerEvent is the mean history length of events sampled from
+	// the last round: what a late event of a long correlation costs.
+	HistoryPerEvent float64 `json:"history_per_event"`
+}
+
+// SoakRound is one burst of the soak.
+type SoakRound struct {
+	Round        int     `json:"round"`
+	Events       int     `json:"events"`
+	Delivered    int     `json:"delivered"`
+	UpTo         int     `json:"up_to"` // the correlation's length after it
+	EventsPerSec float64 `json:"events_per_sec"`
+	P50ms        float64 `json:"p50_ms"`
+	RSSEndMB     float64 `json:"rss_end_mb"`
+	RSSMaxMB     float64 `json:"rss_max_mb"`
+}
+
+// Soak starts a stack and posts cfg.Events events to one correlation in
+// bursts of SoakRoundSize, recording each burst's rate and the worker's RSS.
+func Soak(ctx context.Context, cfg Config, logger *slog.Logger) (*SoakReport, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	p := &progress{w: cfg.Progress, began: time.Now()}
+	rep := &SoakReport{StartedAt: time.Now().UTC(), Machine: machine(), Events: cfg.Events}
+	s, err := startStack(ctx, cfg, p, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		p.logf("stopping the stack")
+		s.stop()
+	}()
+	rep.Machine.Postgres = postgresVersion(ctx, s)
+	r := newRunner(cfg, s, p)
+	rep.Correlation = r.single.corr(0)
+	var last RoundResult
+	for round, done := 1, 0; done < cfg.Events; round++ {
+		n := min(SoakRoundSize, cfg.Events-done)
+		res, err := r.burst(ctx, r.single, fmt.Sprintf("s%d", round), n)
+		if err != nil {
+			return nil, err
+		}
+		done += n
+		rep.Delivered += res.Delivered
+		sr := SoakRound{Round: round, Events: n, Delivered: res.Delivered, UpTo: done, EventsPerSec: res.EventsPerSec,
+			P50ms: percentiles(res.latencies).P50, RSSEndMB: res.rssEnd, RSSMaxMB: res.rssMax}
+		rep.Rounds = append(rep.Rounds, sr)
+		p.logf("soak round %d: %d/%d delivered at %.1f events/s, correlation now %d long, worker RSS %.0f MB (peak %.0f)",
+			round, res.Delivered, n, res.EventsPerSec, done, res.rssEnd, res.rssMax)
+		last = res
+	}
+	rep.WorkerRSS = r.rss
+	if h, _, err := meanHistory(ctx, s.temporal, last.ids); err == nil {
+		rep.HistoryPerEvent = h
+	} else {
+		p.logf("history: %v", err)
+	}
+	if rep.InOrder, err = r.inOrder(ctx, []string{rep.Correlation}); err != nil {
+		return nil, err
+	}
+	rep.Machine.LoadAvgEnd = loadAvg()
+	rep.Seconds = time.Since(p.began).Seconds()
+	return rep, nil
+}
+
+// WriteJSON writes the soak report to path.
+func (rep *SoakReport) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode soak report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write soak report: %w", err)
+	}
+	return nil
+}
+
+// WriteTable prints the rounds and the verdicts.
+func (rep *SoakReport) WriteTable(w io.Writer) error {
+	m := rep.Machine
+	fmt.Fprintf(w, "hookflow bench --soak: %d events on one correlation (%s), bursts of %d\n", rep.Events, rep.Correlation, SoakRoundSize)
+	fmt.Fprintf(w, "machine: %d CPUs (%s), %.1f GiB, %s, load average %s at start, %s at end; %.0f s\n\n",
+		m.CPUs, m.CPUModel, m.MemoryGiB, m.GoVersion, m.LoadAvgStart, m.LoadAvgEnd, rep.Seconds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\tevents\tdelivered\tcorrelation length\tevents/s\tp50 ms\tworker RSS MB\tpeak MB\t")
+	for _, r := range rep.Rounds {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t\n", r.Round, r.Events, r.Delivered, r.UpTo, r.EventsPerSec, r.P50ms, r.RSSEndMB, r.RSSMaxMB)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rep.Rounds) == 0 {
+		return nil
+	}
+	first, lastR := rep.Rounds[0], rep.Rounds[len(rep.Rounds)-1]
+	fmt.Fprintf(w, "\ndelivered %d of %d, in order: %v\n", rep.Delivered, rep.Events, rep.InOrder)
+	// The first burst grows the caches from cold; flat means no growth after.
+	base := first.RSSEndMB
+	peak := 0.0
+	for _, r := range rep.Rounds[1:] {
+		peak = max(peak, r.RSSMaxMB)
+	}
+	fmt.Fprintf(w, "worker RSS after the first burst %.0f MB, after the last %.0f MB (%+.0f%%), peak after the first %.0f MB\n",
+		base, lastR.RSSEndMB, 100*(lastR.RSSEndMB-base)/base, peak)
+	fmt.Fprintf(w, "events/s first burst %.1f, last %.1f (%.2f×); history events per event in the last burst %.1f\n",
+		first.EventsPerSec, lastR.EventsPerSec, lastR.EventsPerSec/first.EventsPerSec, rep.HistoryPerEvent)
+	return nil
+}
