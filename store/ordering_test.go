@@ -52,21 +52,23 @@ func TestLedgerOrdering(t *testing.T) {
 	require.Nil(t, claim("c-2", 2).Skipped)
 	require.Equal(t, "c-2", successor(1))
 
-	require.NoError(t, st.EventMarkDelivering(ctx, "c-1"))
+	_, err := st.EventStartAttempt(ctx, "c-1", "ep")
+	require.NoError(t, err)
 	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()))
 	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()), "repeating it is harmless")
 	require.Equal(t, store.Claim{Next: 2, State: store.StateWaiting, Skipped: []int64{}}, claim("c-2", 2), "1 delivered releases 2")
 	require.Equal(t, store.Claim{Next: 2, State: store.StateDelivered}, claim("c-1", 1), "1 is finished")
 
 	// 2 is skipped: 3 is released with 2 named in its envelope.
-	require.NoError(t, st.EventMarkDelivering(ctx, "c-2"))
+	_, err = st.EventStartAttempt(ctx, "c-2", "ep")
+	require.NoError(t, err)
 	require.Equal(t, "", successor(1), "a released event is not signalled again")
 	require.NoError(t, st.EventFinish(ctx, "c-2", "c", 2, store.StateSkipped, time.Now()))
 	require.Equal(t, "c-3", successor(2))
 	require.Equal(t, store.Claim{Next: 3, State: store.StateWaiting, Skipped: []int64{2}}, claim("c-3", 3))
 	require.Equal(t, "", successor(3), "no event 4 yet")
 
-	_, err := st.CorrelationClaim(ctx, "c", 9, "nope")
+	_, err = st.CorrelationClaim(ctx, "c", 9, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 

@@ -48,7 +48,6 @@ type queries struct {
 	EventGet                 string
 	EventMarkStarted         string
 	EventsQueuedClaim        string
-	EventMarkDelivering      string
 	EventStartAttempt        string
 	EventsMissedRelease      string
 	EventMarkFinal           string
@@ -271,14 +270,6 @@ func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, minAge time.Du
 		n = 0
 	}
 	return n, err
-}
-
-// EventMarkDelivering records that a delivery attempt is under way.
-func (s *Store) EventMarkDelivering(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, s.q.EventMarkDelivering, id); err != nil {
-		return fmt.Errorf("mark event delivering: %w", err)
-	}
-	return nil
 }
 
 // EventFinish marks the event delivered or skipped and advances its

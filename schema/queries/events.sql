@@ -33,10 +33,6 @@ ORDER BY accepted_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
--- name: EventMarkDelivering
-UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
-WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered');
-
 -- name: EventStartAttempt
 -- Marks the event delivering and reads its endpoint, in one round trip.
 WITH marked AS (
