@@ -92,6 +92,9 @@ func TestLostReleaseIsSweptUp(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.store.Pool().Exec(ctx, `INSERT INTO correlations (correlation_id, next_sequence, updated_at) VALUES ($1, 2, now() - interval '2 minutes')`, corr)
 	require.NoError(t, err)
+	// Both happened two minutes ago.
+	_, err = b.store.Pool().Exec(ctx, `UPDATE events SET updated_at = now() - interval '2 minutes' WHERE id = $1`, corr+"-2")
+	require.NoError(t, err)
 	time.Sleep(2 * time.Second)
 	require.Zero(t, rcv.requestsFor(corr+"-2"), "nothing released it yet")
 

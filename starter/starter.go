@@ -92,8 +92,9 @@ func (s *Starter) Start(ctx context.Context, ev store.Event) error {
 // gets one only once released: now, when its correlation's cursor is on it;
 // otherwise the event before it starts it when it finishes (StartReleased
 // from its hand-off). There is no race between the two: this event is
-// stored before its cursor is read, and the event before looks for it only
-// after moving the cursor, so one of them sees the other. An event the
+// stored (under its correlation's lock) before its cursor is read, and the
+// event before moves the cursor and looks for it under the same lock, or
+// after its commit on a skip, so one of them sees the other. An event the
 // cursor is past ended already.
 func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
 	in := s.Input(ev)
@@ -132,6 +133,8 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		EnableEagerStart:         true,
+		// Tell "it exists" apart (the SDK otherwise returns the running one).
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			activities.CorrelationIDKey.ValueSet(ev.CorrelationID),
 			activities.SequenceKey.ValueSet(ev.Sequence),

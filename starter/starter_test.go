@@ -51,6 +51,9 @@ func TestStartReleasesByTheLedgerCursor(t *testing.T) {
 	started := map[string]workflows.EventInput{}
 	tc.On("ExecuteWorkflow", mock.Anything, mock.Anything, workflows.EventWorkflowName, mock.Anything).Return(
 		func(_ context.Context, o client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
+			// Without it the SDK hides an existing workflow, and a repeated
+			// hand-off could not tell it needs a signal.
+			require.True(t, o.WorkflowExecutionErrorWhenAlreadyStarted)
 			if _, ok := started[o.ID]; ok {
 				return nil, serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
 			}

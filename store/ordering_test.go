@@ -199,3 +199,67 @@ func TestDeliveredHandOffAndMissedRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, missed, "an event that started its attempt got its release")
 }
+
+// TestDeliveredWaitsForAConcurrentInsert: a delivered attempt's transaction
+// takes the correlation's lock before it moves the cursor and looks for the
+// successor, so a successor being stored at that moment (whose API reads
+// the cursor only after its commit) is found once it commits, not missed by
+// both sides.
+func TestDeliveredWaitsForAConcurrentInsert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, ok, err := st.EventInsert(ctx, store.Event{ID: "r-1", CorrelationID: "r", Sequence: 1, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// The insert of 2, as EventInsert runs it, held open.
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('hookflow.correlation:' || $1, 0))`, "r")
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, protocol) VALUES ('r-2', 'r', 2, 'ep', 't', '{}', '\x01', 2)`)
+	require.NoError(t, err)
+
+	type result struct {
+		next *store.Event
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		at := time.Now()
+		next, err := st.EventDelivered(ctx, "r-1", "r", 1, store.Attempt{Attempt: 1, StartedAt: at, Outcome: "delivered"}, at, true)
+		done <- result{next, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("delivered did not wait for the insert in flight: next=%v err=%v", r.next, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.NotNil(t, r.next, "the successor committed meanwhile is found")
+	require.Equal(t, "r-2", r.next.ID)
+}
+
+// TestStartAttemptOnADisabledEndpoint: the attempt reads the endpoint but
+// leaves the event's state alone; Deliver then records the refusal.
+func TestStartAttemptOnADisabledEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, ok, err := st.EventInsert(ctx, store.Event{ID: "d-1", CorrelationID: "d", Sequence: 1, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, st.EventMarkStarted(ctx, "d-1"))
+	require.NoError(t, st.EndpointDisable(ctx, "ep", "test"))
+	ep, err := st.EventStartAttempt(ctx, "d-1", "ep")
+	require.NoError(t, err)
+	require.True(t, ep.Disabled)
+	e, err := st.EventGet(ctx, "d-1")
+	require.NoError(t, err)
+	require.Equal(t, store.StateWaiting, e.State)
+	require.Nil(t, e.ReleasedAt)
+}

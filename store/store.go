@@ -311,6 +311,11 @@ func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, se
 	var next *Event
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		// The correlation's lock, which EventInsert holds until it commits:
+		// a successor stored concurrently is either committed before the
+		// lookup below reads (found here) or stored after this commits (its
+		// own start then sees the moved cursor). Without it both could miss.
+		b.Queue(s.q.EventLockCorrelation, correlationID)
 		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
 		b.Queue(s.q.EventMarkFinal, id, StateDelivered, at)
 		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)

@@ -259,11 +259,11 @@ func awaitRelease(ctx workflow.Context, ev activities.DeliverInput, fast bool) (
 }
 
 // awaitLedgerRelease returns once the ledger releases the event
-// (ProtocolLedger), with the skipped sequences its envelope must carry: at
-// once when it was released at start, otherwise when the release signal
-// comes, from the event before it or from the starter (which looks again
-// right after the start, and sweeps for a signal that never came:
-// starter.ReleaseMissed). Waiting costs no activity and no timer.
+// (ProtocolLedger), with the skipped sequences its envelope must carry.
+// Every starter of a ledger event passes ReleasedAtStart (an event that must
+// wait gets no workflow until released), so this returns at once; the wait
+// for a release signal is for a workflow started without it, which
+// starter.StartReleased signals when it finds it running.
 func awaitLedgerRelease(ctx workflow.Context, atStart *Release) []int64 {
 	if atStart != nil {
 		return atStart.Skipped

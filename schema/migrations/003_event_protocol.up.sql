@@ -1,8 +1,9 @@
 -- Which ordering protocol each event's workflow runs. 1: its correlation's
 -- sequencer workflow releases it (every event accepted before this
--- migration, and any a not yet upgraded API still stores). 2: the ledger
+-- migration; upgrade workers before APIs, see README). 2: the ledger
 -- does: the event is released when the correlation's next_sequence reaches
--- it, and the event before it signals it when it finishes.
+-- it; until then it is only stored, and the event before it starts its
+-- workflow when it finishes.
 --
 -- An API stores a new event with protocol 2 only when its correlation has no
 -- unfinished protocol-1 event (under a per-correlation lock), so a

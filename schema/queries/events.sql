@@ -34,10 +34,12 @@ LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
 -- name: EventStartAttempt
--- Marks the event delivering and reads its endpoint, in one round trip.
+-- Marks the event delivering (when its endpoint is usable) and reads its
+-- endpoint, in one round trip.
 WITH marked AS (
     UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
     WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered')
+      AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secret, previous_expires_at, disabled, disabled_reason, created_at, updated_at
 FROM endpoints WHERE id = $2;
@@ -107,7 +109,7 @@ FROM (SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_
 -- finished event of protocol 2 starts.
 SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, protocol
 FROM events
-WHERE correlation_id = $1 AND sequence = $2 + 1 AND state IN ('queued', 'waiting');
+WHERE correlation_id = $1 AND sequence = $2 + 1 AND state IN ('queued', 'waiting') AND protocol = 2;
 
 -- name: EventsMissedRelease
 -- Events of protocol 2 still waiting although their correlation's cursor
@@ -118,5 +120,6 @@ FROM events e
 JOIN correlations c ON c.correlation_id = e.correlation_id AND c.next_sequence = e.sequence
 WHERE e.state NOT IN ('delivered', 'skipped') AND e.state = 'waiting' AND e.protocol = 2
   AND c.updated_at < now() - make_interval(secs => $1)
+  AND e.updated_at < now() - make_interval(secs => $1)
 ORDER BY e.accepted_at
 LIMIT $2;
