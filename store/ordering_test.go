@@ -263,3 +263,38 @@ func TestStartAttemptOnADisabledEndpoint(t *testing.T) {
 	require.Equal(t, store.StateWaiting, e.State)
 	require.Nil(t, e.ReleasedAt)
 }
+
+// TestLostReplayIsReopened: a dead letter marked replayed whose event has
+// not moved since (the replay signal never reached the workflow: the API
+// could neither signal nor undo its mark) is reopened once it is older than
+// the age; one whose event moved on is left alone.
+func TestLostReplayIsReopened(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for _, id := range []string{"lost-1", "moved-1"} {
+		_, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: id, Sequence: 1, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: id, Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "503", DeadLetteredAt: time.Now()}))
+		ok, err = st.DeadLetterMarkReplayed(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	// The replay of moved-1 reached its workflow: its attempt started.
+	_, err := st.EventStartAttempt(ctx, "moved-1", "ep")
+	require.NoError(t, err)
+
+	ids, err := st.DeadLettersReopenLost(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, ids, "a replay a moment ago may still be on its way")
+	ids, err = st.DeadLettersReopenLost(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"lost-1"}, ids)
+	d, err := st.DeadLetterGet(ctx, "lost-1")
+	require.NoError(t, err)
+	require.Equal(t, store.DeadLetterOpen, d.Status)
+	d, err = st.DeadLetterGet(ctx, "moved-1")
+	require.NoError(t, err)
+	require.NotEqual(t, store.DeadLetterOpen, d.Status)
+}

@@ -65,6 +65,7 @@ type queries struct {
 	DeadLetterMarkReplayed   string
 	DeadLetterMarkSkipped    string
 	DeadLetterReopen         string
+	DeadLettersReopenLost    string
 	StatsSummary             string
 	StatsBlockedCorrelations string
 }
