@@ -93,12 +93,19 @@ const maxRecordedBody = 2048
 // → retry after that delay; everything else → retry.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
-	ep, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
+	ep, state, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+in.EndpointID+" does not exist", ErrTypeEndpointDisabled, nil)
 		}
 		return DeliverResult{}, err
+	}
+	if state == store.StateDelivered {
+		// An earlier attempt was delivered and recorded, and its result lost
+		// on the way back (a workflow task that timed out after its local
+		// activity finished): nothing is sent again, and the hand-off, which
+		// may not have happened, is repeated.
+		return a.alreadyDelivered(ctx, in, attempt), nil
 	}
 	started := a.now()
 	if ep.Disabled {
@@ -193,6 +200,19 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		a.observe(in.EndpointID, rec, latency)
 		return DeliverResult{}, temporal.NewApplicationError(what, ErrTypeRetryable)
 	}
+}
+
+// alreadyDelivered answers an attempt on an event the ledger has as
+// delivered.
+func (a *Activities) alreadyDelivered(ctx context.Context, in DeliverInput, attempt int32) DeliverResult {
+	res := DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}
+	if in.HandOff {
+		if err := a.handOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence}); err != nil {
+			a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
+			res.HandOffPending = true
+		}
+	}
+	return res
 }
 
 // observe records an HTTP attempt's metrics.

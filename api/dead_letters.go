@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/workflows"
@@ -144,22 +145,28 @@ func notOpen(d store.DeadLetter) *Problem {
 		fmt.Sprintf("event %s is not waiting in the dead-letter queue (status %s)", d.EventID, d.Status))
 }
 
-// replay marks the dead letter replayed, then signals the event's workflow;
-// if the signal cannot be sent the mark is undone and the caller told.
+// replay signals the event's workflow, then marks the dead letter replayed
+// (the workflow marks it too when the signal arrives, so a mark lost to a
+// failure here is made up for; marking first could leave a dead letter
+// "replayed" that its workflow never heard of). A workflow that has ended
+// means the event was finished after all: its dead letter is closed.
 func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
 	ctx := c.Request().Context()
-	ok, err := s.deps.Store.DeadLetterMarkReplayed(ctx, d.EventID)
-	if err != nil {
-		return err
-	}
-	if !ok {
+	if d.Status != store.DeadLetterOpen {
 		return notOpen(d)
 	}
-	if err := s.deps.Temporal.SignalWorkflow(ctx, d.EventID, "", workflows.SignalReplay, workflows.Replay{By: by}); err != nil {
-		if rerr := s.deps.Store.DeadLetterReopen(ctx, d.EventID); rerr != nil {
-			s.deps.Logger.Error("reopen dead letter after failed replay signal", "event_id", d.EventID, "error", rerr)
+	err := s.deps.Temporal.SignalWorkflow(ctx, d.EventID, "", workflows.SignalReplay, workflows.Replay{By: by})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		if ev, gerr := s.deps.Store.EventGet(ctx, d.EventID); gerr == nil && (ev.State == store.StateDelivered || ev.State == store.StateSkipped) {
+			err = nil
 		}
+	}
+	if err != nil {
 		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
+	}
+	if _, err := s.deps.Store.DeadLetterMarkReplayed(ctx, d.EventID); err != nil {
+		s.deps.Logger.Warn("mark dead letter replayed (its workflow marks it too)", "event_id", d.EventID, "error", err)
 	}
 	return nil
 }

@@ -168,8 +168,7 @@ func (s *Starter) release(ctx context.Context, id string, rel workflows.Release)
 const MissedReleaseAge = time.Minute
 
 // Run sweeps for queued events until ctx is done, starting their workflows,
-// and every MissedReleaseAge/2 for held events whose hand-off never came and
-// for replays that never reached their workflow (reopened for the operator).
+// and every MissedReleaseAge/2 for held events whose hand-off never came.
 func (s *Starter) Run(ctx context.Context) {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
@@ -195,12 +194,6 @@ func (s *Starter) Run(ctx context.Context) {
 			s.logger.Warn("release waiting events", "error", err, "released", n)
 		} else if n > 0 {
 			s.logger.Warn("started held events whose hand-off never came", "count", n)
-		}
-		ids, err := s.store.DeadLettersReopenLost(ctx, MissedReleaseAge)
-		if err != nil && ctx.Err() == nil {
-			s.logger.Warn("reopen lost replays", "error", err)
-		} else if len(ids) > 0 {
-			s.logger.Warn("reopened dead letters whose replay never reached the workflow", "event_ids", ids)
 		}
 	}
 }

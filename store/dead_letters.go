@@ -128,26 +128,3 @@ func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, by, note str
 	}
 	return nil
 }
-
-// DeadLetterReopen undoes DeadLetterMarkReplayed.
-func (s *Store) DeadLetterReopen(ctx context.Context, eventID string) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterReopen, eventID); err != nil {
-		return fmt.Errorf("reopen dead letter: %w", err)
-	}
-	return nil
-}
-
-// DeadLettersReopenLost reopens the dead letters marked replayed more than
-// age ago whose event has not moved since (the replay signal was lost) and
-// returns their event IDs.
-func (s *Store) DeadLettersReopenLost(ctx context.Context, age time.Duration) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeadLettersReopenLost, age.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("reopen lost replays: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("reopen lost replays: %w", err)
-	}
-	return ids, nil
-}

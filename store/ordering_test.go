@@ -52,7 +52,7 @@ func TestLedgerOrdering(t *testing.T) {
 	require.Nil(t, claim("c-2", 2).Skipped)
 	require.Equal(t, "c-2", successor(1))
 
-	_, err := st.EventStartAttempt(ctx, "c-1", "ep")
+	_, _, err := st.EventStartAttempt(ctx, "c-1", "ep")
 	require.NoError(t, err)
 	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()))
 	require.NoError(t, st.EventFinish(ctx, "c-1", "c", 1, store.StateDelivered, time.Now()), "repeating it is harmless")
@@ -60,7 +60,7 @@ func TestLedgerOrdering(t *testing.T) {
 	require.Equal(t, store.Claim{Next: 2, State: store.StateDelivered}, claim("c-1", 1), "1 is finished")
 
 	// 2 is skipped: 3 is released with 2 named in its envelope.
-	_, err = st.EventStartAttempt(ctx, "c-2", "ep")
+	_, _, err = st.EventStartAttempt(ctx, "c-2", "ep")
 	require.NoError(t, err)
 	require.Equal(t, "", successor(1), "a released event is not signalled again")
 	require.NoError(t, st.EventFinish(ctx, "c-2", "c", 2, store.StateSkipped, time.Now()))
@@ -159,10 +159,10 @@ func TestDeliveredHandOffAndMissedRelease(t *testing.T) {
 		require.True(t, ok)
 		require.NoError(t, st.EventMarkStarted(ctx, fmt.Sprintf("m-%d", seq)))
 	}
-	ep, err := st.EventStartAttempt(ctx, "m-1", "ep")
+	ep, _, err := st.EventStartAttempt(ctx, "m-1", "ep")
 	require.NoError(t, err)
 	require.Equal(t, "ep", ep.ID)
-	_, err = st.EventStartAttempt(ctx, "m-1", "nope")
+	_, _, err = st.EventStartAttempt(ctx, "m-1", "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	e, err := st.EventGet(ctx, "m-1")
 	require.NoError(t, err)
@@ -181,6 +181,12 @@ func TestDeliveredHandOffAndMissedRelease(t *testing.T) {
 	attempts, err := st.AttemptsList(ctx, "m-1")
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
+	_, state, err := st.EventStartAttempt(ctx, "m-1", "ep")
+	require.NoError(t, err)
+	require.Equal(t, store.StateDelivered, state, "a repeated attempt learns it was delivered")
+	e, err = st.EventGet(ctx, "m-1")
+	require.NoError(t, err)
+	require.Equal(t, store.StateDelivered, e.State, "and does not undo it")
 	n, err := st.CorrelationNext(ctx, "m")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
@@ -193,7 +199,7 @@ func TestDeliveredHandOffAndMissedRelease(t *testing.T) {
 	require.Len(t, missed, 1)
 	require.Equal(t, "m-2", missed[0].ID)
 	require.Equal(t, store.ProtocolLedger, missed[0].Protocol)
-	_, err = st.EventStartAttempt(ctx, "m-2", "ep")
+	_, _, err = st.EventStartAttempt(ctx, "m-2", "ep")
 	require.NoError(t, err)
 	missed, err = st.EventsMissedRelease(ctx, 0, 10)
 	require.NoError(t, err)
@@ -255,46 +261,11 @@ func TestStartAttemptOnADisabledEndpoint(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, st.EventMarkStarted(ctx, "d-1"))
 	require.NoError(t, st.EndpointDisable(ctx, "ep", "test"))
-	ep, err := st.EventStartAttempt(ctx, "d-1", "ep")
+	ep, _, err := st.EventStartAttempt(ctx, "d-1", "ep")
 	require.NoError(t, err)
 	require.True(t, ep.Disabled)
 	e, err := st.EventGet(ctx, "d-1")
 	require.NoError(t, err)
 	require.Equal(t, store.StateWaiting, e.State)
 	require.Nil(t, e.ReleasedAt)
-}
-
-// TestLostReplayIsReopened: a dead letter marked replayed whose event has
-// not moved since (the replay signal never reached the workflow: the API
-// could neither signal nor undo its mark) is reopened once it is older than
-// the age; one whose event moved on is left alone.
-func TestLostReplayIsReopened(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st := newStore(t)
-	for _, id := range []string{"lost-1", "moved-1"} {
-		_, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: id, Sequence: 1, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.NoError(t, st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: id, Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "503", DeadLetteredAt: time.Now()}))
-		ok, err = st.DeadLetterMarkReplayed(ctx, id)
-		require.NoError(t, err)
-		require.True(t, ok)
-	}
-	// The replay of moved-1 reached its workflow: its attempt started.
-	_, err := st.EventStartAttempt(ctx, "moved-1", "ep")
-	require.NoError(t, err)
-
-	ids, err := st.DeadLettersReopenLost(ctx, time.Hour)
-	require.NoError(t, err)
-	require.Empty(t, ids, "a replay a moment ago may still be on its way")
-	ids, err = st.DeadLettersReopenLost(ctx, 0)
-	require.NoError(t, err)
-	require.Equal(t, []string{"lost-1"}, ids)
-	d, err := st.DeadLetterGet(ctx, "lost-1")
-	require.NoError(t, err)
-	require.Equal(t, store.DeadLetterOpen, d.Status)
-	d, err = st.DeadLetterGet(ctx, "moved-1")
-	require.NoError(t, err)
-	require.NotEqual(t, store.DeadLetterOpen, d.Status)
 }

@@ -64,8 +64,6 @@ type queries struct {
 	DeadLetterList           string
 	DeadLetterMarkReplayed   string
 	DeadLetterMarkSkipped    string
-	DeadLetterReopen         string
-	DeadLettersReopenLost    string
 	StatsSummary             string
 	StatsBlockedCorrelations string
 }
@@ -294,13 +292,17 @@ func (s *Store) EventFinish(ctx context.Context, id, correlationID string, seque
 }
 
 // EventStartAttempt marks the event delivering and returns its endpoint
-// (ErrNotFound when it does not exist), in one round trip.
-func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID))
+// (ErrNotFound when it does not exist) and the event's state before this
+// attempt, in one round trip.
+func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (Endpoint, string, error) {
+	var e Endpoint
+	var state string
+	err := translate(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID).Scan(
+		&e.ID, &e.URL, &e.Secret, &e.PreviousSecret, &e.PreviousExpiresAt, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &state))
 	if err != nil {
-		return e, fmt.Errorf("start attempt: %w", err)
+		return e, "", fmt.Errorf("start attempt: %w", err)
 	}
-	return e, nil
+	return e, state, nil
 }
 
 // EventDelivered records the delivering attempt, marks the event delivered

@@ -34,19 +34,3 @@ WHERE event_id = $1 AND status = 'open';
 -- name: DeadLetterMarkSkipped
 UPDATE dead_letters SET status = 'skipped', skipped_by = $2, skipped_at = now(), skip_note = $3
 WHERE event_id = $1;
-
--- name: DeadLetterReopen
--- Undo a replay mark when the replay signal could not be sent.
-UPDATE dead_letters SET status = 'open', replay_count = replay_count - 1 WHERE event_id = $1 AND status = 'replayed';
-
--- name: DeadLettersReopenLost
--- Dead letters marked replayed more than $1 seconds ago whose event has not
--- moved since: the replay signal never reached the workflow (the API marks
--- first, then signals, and could not undo the mark when both Temporal and
--- Postgres failed at that moment). Reopened, an operator can replay them.
-UPDATE dead_letters d SET status = 'open'
-FROM events e
-WHERE e.id = d.event_id AND d.status = 'replayed' AND e.state = 'dead_lettered'
-  AND d.replayed_at < now() - make_interval(secs => $1)
-  AND e.updated_at < d.replayed_at
-RETURNING d.event_id;

@@ -35,13 +35,15 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: EventStartAttempt
 -- Marks the event delivering (when its endpoint is usable) and reads its
--- endpoint, in one round trip.
+-- endpoint and its state before this attempt, in one round trip (the CTE
+-- and the sub-select see the same snapshot, from before the update).
 WITH marked AS (
     UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
     WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered')
       AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
-SELECT id, url, secret, previous_secret, previous_expires_at, disabled, disabled_reason, created_at, updated_at
+SELECT id, url, secret, previous_secret, previous_expires_at, disabled, disabled_reason, created_at, updated_at,
+       COALESCE((SELECT state FROM events WHERE id = $1), '')
 FROM endpoints WHERE id = $2;
 
 -- name: EventMarkFinal
