@@ -195,6 +195,16 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.NoError(t, val.Get(&res))
 	require.Equal(t, http.StatusOK, res.StatusCode)
 
+	// The same attempt again (its result lost on the way back to the
+	// workflow) sends nothing: the ledger has the event as delivered.
+	before := verified.Load()
+	answer.Store(http.StatusInternalServerError)
+	val, err = env.ExecuteActivity(acts.Deliver, input(accepted[0]))
+	require.NoError(t, err, "an event the ledger has as delivered is not sent again")
+	require.NoError(t, val.Get(&res))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, before, verified.Load(), "no request reached the receiver")
+
 	// Event 2: rejected for good, and dead-lettered.
 	answer.Store(http.StatusBadRequest)
 	_, err = env.ExecuteActivity(acts.Deliver, input(accepted[1]))
