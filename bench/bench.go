@@ -112,30 +112,39 @@ func (p *progress) logf(format string, args ...any) {
 // Run starts the stack, runs every scenario and returns the report. The
 // stack is stopped (and a temporary folder removed) before it returns.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Report, error) {
+	var rep *Report
+	err := onStack(ctx, cfg, logger, func(r *runner, m Machine) error {
+		rep = &Report{StartedAt: r.p.began.UTC(), Settings: settingsOf(r.cfg), Machine: m}
+		if err := r.run(ctx); err != nil {
+			return err
+		}
+		r.fill(ctx, rep)
+		rep.Machine.LoadAvgEnd = loadAvg()
+		rep.Seconds = time.Since(r.p.began).Seconds()
+		return nil
+	})
+	return rep, err
+}
+
+// onStack starts a stack for cfg (defaults filled in), runs fn with its
+// runner and the machine's description, and stops the stack.
+func onStack(ctx context.Context, cfg Config, logger *slog.Logger, fn func(r *runner, m Machine) error) error {
 	if err := cfg.defaults(); err != nil {
-		return nil, err
+		return err
 	}
 	p := &progress{w: cfg.Progress, began: time.Now()}
-	rep := &Report{StartedAt: time.Now().UTC(), Settings: settingsOf(cfg), Machine: machine()}
+	m := machine()
 	s, err := startStack(ctx, cfg, p, logger)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		p.logf("stopping the stack")
 		s.stop()
 	}()
-	rep.Machine.Postgres = postgresVersion(ctx, s)
+	m.Postgres = postgresVersion(ctx, s)
 	p.logf("stack up; logs in %s", s.dir)
-
-	r := newRunner(cfg, s, p)
-	if err := r.run(ctx); err != nil {
-		return nil, err
-	}
-	r.fill(ctx, rep)
-	rep.Machine.LoadAvgEnd = loadAvg()
-	rep.Seconds = time.Since(p.began).Seconds()
-	return rep, nil
+	return fn(newRunner(cfg, s, p), m)
 }
 
 func settingsOf(cfg Config) Settings {

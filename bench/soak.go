@@ -46,50 +46,45 @@ type SoakRound struct {
 // Soak starts a stack and posts cfg.Events events to one correlation in
 // bursts of SoakRoundSize, recording each burst's rate and the worker's RSS.
 func Soak(ctx context.Context, cfg Config, logger *slog.Logger) (*SoakReport, error) {
-	if err := cfg.defaults(); err != nil {
-		return nil, err
-	}
-	p := &progress{w: cfg.Progress, began: time.Now()}
-	rep := &SoakReport{StartedAt: time.Now().UTC(), Machine: machine(), Events: cfg.Events}
-	s, err := startStack(ctx, cfg, p, logger)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		p.logf("stopping the stack")
-		s.stop()
-	}()
-	rep.Machine.Postgres = postgresVersion(ctx, s)
-	r := newRunner(cfg, s, p)
-	rep.Correlation = r.single.corr(0)
+	var rep *SoakReport
+	err := onStack(ctx, cfg, logger, func(r *runner, m Machine) error {
+		rep = &SoakReport{StartedAt: r.p.began.UTC(), Machine: m, Events: r.cfg.Events, Correlation: r.single.corr(0)}
+		return r.soak(ctx, rep)
+	})
+	return rep, err
+}
+
+// soak runs the bursts of Soak and fills rep.
+func (r *runner) soak(ctx context.Context, rep *SoakReport) error {
 	var last RoundResult
-	for round, done := 1, 0; done < cfg.Events; round++ {
-		n := min(SoakRoundSize, cfg.Events-done)
+	for round, done := 1, 0; done < r.cfg.Events; round++ {
+		n := min(SoakRoundSize, r.cfg.Events-done)
 		res, err := r.burst(ctx, r.single, fmt.Sprintf("s%d", round), n)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		done += n
 		rep.Delivered += res.Delivered
 		sr := SoakRound{Round: round, Events: n, Delivered: res.Delivered, UpTo: done, EventsPerSec: res.EventsPerSec,
 			P50ms: percentiles(res.latencies).P50, RSSEndMB: res.rssEnd, RSSMaxMB: res.rssMax}
 		rep.Rounds = append(rep.Rounds, sr)
-		p.logf("soak round %d: %d/%d delivered at %.1f events/s, correlation now %d long, worker RSS %.0f MB (peak %.0f)",
+		r.p.logf("soak round %d: %d/%d delivered at %.1f events/s, correlation now %d long, worker RSS %.0f MB (peak %.0f)",
 			round, res.Delivered, n, res.EventsPerSec, done, res.rssEnd, res.rssMax)
 		last = res
 	}
 	rep.WorkerRSS = r.rss
-	if h, _, err := meanHistory(ctx, s.temporal, last.ids); err == nil {
+	if h, _, err := meanHistory(ctx, r.s.temporal, last.ids); err == nil {
 		rep.HistoryPerEvent = h
 	} else {
-		p.logf("history: %v", err)
+		r.p.logf("history: %v", err)
 	}
+	var err error
 	if rep.InOrder, err = r.inOrder(ctx, []string{rep.Correlation}); err != nil {
-		return nil, err
+		return err
 	}
 	rep.Machine.LoadAvgEnd = loadAvg()
-	rep.Seconds = time.Since(p.began).Seconds()
-	return rep, nil
+	rep.Seconds = time.Since(r.p.began).Seconds()
+	return nil
 }
 
 // WriteJSON writes the soak report to path.

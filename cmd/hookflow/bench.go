@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/hookflow/hookflow/app"
@@ -55,20 +56,13 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	if soak < 0 {
 		return &config.UsageError{Msg: "--soak must not be negative"}
 	}
+	var rep benchReport
 	if soak > 0 {
 		cfg.Events = soak
-		rep, err := bench.Soak(ctx, cfg, app.NewLogger(env.stderr))
-		if err != nil {
-			return err
-		}
-		if jsonPath != "" {
-			if err := rep.WriteJSON(jsonPath); err != nil {
-				return err
-			}
-		}
-		return rep.WriteTable(env.stdout)
+		rep, err = bench.Soak(ctx, cfg, app.NewLogger(env.stderr))
+	} else {
+		rep, err = bench.Run(ctx, cfg, app.NewLogger(env.stderr))
 	}
-	rep, err := bench.Run(ctx, cfg, app.NewLogger(env.stderr))
 	if err != nil {
 		return err
 	}
@@ -78,6 +72,12 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	return rep.WriteTable(env.stdout)
+}
+
+// benchReport is what a bench run or a soak prints and saves.
+type benchReport interface {
+	WriteJSON(path string) error
+	WriteTable(w io.Writer) error
 }
 
 func runBaselineWorker(ctx context.Context, env *cliEnv, args []string) error {
