@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -27,7 +26,6 @@ import (
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/egress"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/webhook"
 )
@@ -78,15 +76,10 @@ func (healthySignaler) CheckHealth(context.Context, *client.CheckHealthRequest) 
 // captured at debug level; no secret and no API token may appear in them.
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
-	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = schema.Migrate(ctx, pool)
-	require.NoError(t, err)
+	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
 

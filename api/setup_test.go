@@ -22,7 +22,6 @@ import (
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -109,12 +108,7 @@ func setup(t *testing.T) *bundle {
 // setupWith is setup with the API's settings adjusted by cfg.
 func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = schema.Migrate(ctx, pool)
-	require.NoError(t, err)
+	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
 

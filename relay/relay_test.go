@@ -19,7 +19,6 @@ import (
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/outbox"
 	"github.com/hookflow/hookflow/relay"
-	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -94,11 +93,7 @@ func setup(t *testing.T) *bundle {
 	src, err := outbox.NewSource(producer)
 	require.NoError(t, err)
 
-	ledger, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(ledger.Close)
-	_, err = schema.Migrate(ctx, ledger)
-	require.NoError(t, err)
+	ledger := testenv.MigratedPool(t)
 	st, err := store.New(ledger)
 	require.NoError(t, err)
 	ep, err := st.EndpointInsert(ctx, "ep_1", "https://example.com/hook", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0")

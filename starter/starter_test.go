@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
@@ -15,7 +14,6 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/starter"
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/workflows"
@@ -30,11 +28,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // an event the cursor is past is not started at all.
 func TestStartReleasesByTheLedgerCursor(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = schema.Migrate(ctx, pool)
-	require.NoError(t, err)
+	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
 	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/hook", "whsec_x")

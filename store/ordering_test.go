@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -138,7 +139,7 @@ func TestEventProtocolChoice(t *testing.T) {
 
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.New(migrated(t))
+	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
 	_, err = st.EndpointInsert(context.Background(), "ep", "https://example.com/hook", "whsec_x")
 	require.NoError(t, err)

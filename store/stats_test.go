@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/testenv"
@@ -16,24 +15,12 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// migrated is a pool on a fresh database with hookflow's schema.
-func migrated(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = schema.Migrate(ctx, pool)
-	require.NoError(t, err)
-	return pool
-}
-
 // TestStats: a correlation missing its next sequence and one held by a
 // dead letter are blocked; one merely in flight is not.
 func TestStats(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := migrated(t)
+	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
 	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/hook", "whsec_x")
@@ -95,7 +82,7 @@ func TestStats(t *testing.T) {
 func TestStatsReadOnlyThePendingRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := migrated(t)
+	pool := testenv.MigratedPool(t)
 
 	// A deployment that created the indexes by hand (CONCURRENTLY, as the
 	// migration's comment suggests) still migrates: 002 is a no-op then.

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookflow/hookflow/devstack"
+	"github.com/hookflow/hookflow/schema"
 )
 
 // env holds the package's services. Tests share it through the helpers
@@ -137,6 +139,22 @@ func NewDatabase(t testing.TB) string {
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	return pg.AdminURL(name)
+}
+
+// MigratedPool is a pool on a new database (NewDatabase) with hookflow's
+// schema applied, closed when the test ends.
+func MigratedPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, NewDatabase(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatalf("testenv: migrate: %v", err)
+	}
+	return pool
 }
 
 // TaskQueue returns a task queue name unique to this test, so tests sharing a
