@@ -272,10 +272,6 @@ type HandOffInput struct {
 // after the cursor moved is released by the starter at its own start.
 // Repeating it is harmless: the workflow ID is the event's key.
 func (a *Activities) HandOff(ctx context.Context, in HandOffInput) error {
-	return a.handOff(ctx, in)
-}
-
-func (a *Activities) handOff(ctx context.Context, in HandOffInput) error {
 	next, err := a.store.EventSuccessor(ctx, in.CorrelationID, in.Sequence)
 	if err != nil || next == nil {
 		return err
@@ -295,10 +291,6 @@ func (a *Activities) startReleased(ctx context.Context, ev store.Event, skipped 
 	}
 	return a.starter.StartReleased(ctx, ev, skipped)
 }
-
-// SignalRelease is the name of the signal that releases a waiting event
-// (workflows.SignalRelease).
-const SignalRelease = "release"
 
 // SkipInput names the event an operator skipped.
 type SkipInput struct {
@@ -324,7 +316,7 @@ func (a *Activities) Skip(ctx context.Context, in SkipInput) error {
 	if !in.HandOff {
 		return nil
 	}
-	return a.handOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, Skipped: true})
+	return a.HandOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, Skipped: true})
 }
 
 // DeadLetterInput is the context of an event whose delivery gave up.

@@ -207,7 +207,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 func (a *Activities) alreadyDelivered(ctx context.Context, in DeliverInput, attempt int32) DeliverResult {
 	res := DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}
 	if in.HandOff {
-		if err := a.handOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence}); err != nil {
+		if err := a.HandOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence}); err != nil {
 			a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
 			res.HandOffPending = true
 		}

@@ -22,7 +22,7 @@ const (
 	// released event is finished and answers the event it released next.
 	UpdateFinished = "finished"
 	// SignalRelease (Release) lets an event deliver.
-	SignalRelease = activities.SignalRelease
+	SignalRelease = "release"
 	// SignalDone (Done) tells the sequencer its released event is finished.
 	SignalDone = "done"
 	// SignalReplay (Replay) restarts a dead-lettered event's delivery.
