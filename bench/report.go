@@ -467,13 +467,16 @@ func joinRatios(v []float64) string {
 }
 
 // WriteJSON writes the report to path.
-func (rep *Report) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
+func (rep *Report) WriteJSON(path string) error { return writeJSON(path, "report", rep) }
+
+// writeJSON writes v, indented, to path; what names it in errors.
+func writeJSON(path, what string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
+		return fmt.Errorf("encode %s: %w", what, err)
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"text/tabwriter"
 	"time"
 )
@@ -88,16 +86,7 @@ func (r *runner) soak(ctx context.Context, rep *SoakReport) error {
 }
 
 // WriteJSON writes the soak report to path.
-func (rep *SoakReport) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode soak report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write soak report: %w", err)
-	}
-	return nil
-}
+func (rep *SoakReport) WriteJSON(path string) error { return writeJSON(path, "soak report", rep) }
 
 // WriteTable prints the rounds and the verdicts.
 func (rep *SoakReport) WriteTable(w io.Writer) error {
