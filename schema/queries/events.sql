@@ -120,7 +120,7 @@ WHERE correlation_id = $1 AND sequence = $2 + 1 AND state IN ('queued', 'waiting
 SELECT e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.protocol
 FROM events e
 JOIN correlations c ON c.correlation_id = e.correlation_id AND c.next_sequence = e.sequence
-WHERE e.state NOT IN ('delivered', 'skipped') AND e.state = 'waiting' AND e.protocol = 2
+WHERE e.state = 'waiting' AND e.protocol = 2
   AND c.updated_at < now() - make_interval(secs => $1)
   AND e.updated_at < now() - make_interval(secs => $1)
 ORDER BY e.accepted_at
