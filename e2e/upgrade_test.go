@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/hookflow/hookflow/app"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/starter"
 	"github.com/hookflow/hookflow/store"
@@ -37,8 +38,7 @@ func TestUpgradeFromSequencerProtocol(t *testing.T) {
 	old, err := b.store.EventGet(ctx, corr+"-2")
 	require.NoError(t, err)
 	require.Equal(t, store.ProtocolSequencer, old.Protocol)
-	st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow, DeliveryTimeout: b.cfg.DeliveryTimeout},
-		b.store, b.client, testenv.Logger(t))
+	st, err := app.NewStarter(b.cfg, b.store, b.client, testenv.Logger(t))
 	require.NoError(t, err)
 	require.Equal(t, workflows.ProtocolFastPath, st.Input(old).Protocol)
 	require.NoError(t, st.Start(ctx, old))
@@ -98,7 +98,7 @@ func TestLostReleaseIsSweptUp(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	require.Zero(t, rcv.requestsFor(corr+"-2"), "nothing released it yet")
 
-	st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow}, b.store, b.client, testenv.Logger(t))
+	st, err := app.NewStarter(b.cfg, b.store, b.client, testenv.Logger(t))
 	require.NoError(t, err)
 	n, err := st.ReleaseMissed(ctx, starter.MissedReleaseAge)
 	require.NoError(t, err)
