@@ -20,13 +20,6 @@ func TestLedgerOrdering(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	insert := func(id string, seq int64) store.Event {
-		t.Helper()
-		e, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: "c", Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-		require.NoError(t, err)
-		require.True(t, ok)
-		return e
-	}
 	claim := func(id string, seq int64) store.Claim {
 		t.Helper()
 		c, err := st.CorrelationClaim(ctx, "c", seq, id)
@@ -43,7 +36,7 @@ func TestLedgerOrdering(t *testing.T) {
 		return e.ID
 	}
 
-	e1, e2, e3 := insert("c-1", 1), insert("c-2", 2), insert("c-3", 3)
+	e1, e2, e3 := insertEvent(t, st, "c-1", "c", 1), insertEvent(t, st, "c-2", "c", 2), insertEvent(t, st, "c-3", "c", 3)
 	for _, e := range []store.Event{e1, e2, e3} {
 		require.Equal(t, store.ProtocolLedger, e.Protocol, "a new correlation is ordered by the ledger")
 		require.NoError(t, st.EventMarkStarted(ctx, e.ID))
@@ -82,22 +75,15 @@ func TestEventProtocolChoice(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	pool := st.Pool()
-	insert := func(id, corr string, seq int64) store.Event {
-		t.Helper()
-		e, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-		require.NoError(t, err)
-		require.True(t, ok)
-		return e
-	}
 	// An event an older API stored: the column's default.
 	_, err := pool.Exec(ctx, `INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash) VALUES ('old-1', 'old', 1, 'ep', 't', '{}', '\x01')`)
 	require.NoError(t, err)
 
-	require.Equal(t, store.ProtocolSequencer, insert("old-2", "old", 2).Protocol, "an unfinished sequencer event keeps its correlation on the sequencer")
-	require.Equal(t, store.ProtocolLedger, insert("new-1", "new", 1).Protocol, "other correlations are not affected")
+	require.Equal(t, store.ProtocolSequencer, insertEvent(t, st, "old-2", "old", 2).Protocol, "an unfinished sequencer event keeps its correlation on the sequencer")
+	require.Equal(t, store.ProtocolLedger, insertEvent(t, st, "new-1", "new", 1).Protocol, "other correlations are not affected")
 
 	require.NoError(t, st.EventFinish(ctx, "old-1", "old", 1, store.StateDelivered, time.Now()))
-	require.Equal(t, store.ProtocolSequencer, insert("old-3", "old", 3).Protocol, "old-2 is still unfinished")
+	require.Equal(t, store.ProtocolSequencer, insertEvent(t, st, "old-3", "old", 3).Protocol, "old-2 is still unfinished")
 	require.NoError(t, st.EventFinish(ctx, "old-2", "old", 2, store.StateDelivered, time.Now()))
 
 	// old-3 is the last unfinished sequencer event: racing inserts while it
@@ -134,7 +120,7 @@ func TestEventProtocolChoice(t *testing.T) {
 		// after them is a sequencer event too, since they are unfinished.
 		require.Equal(t, len(got), sequencer, "a correlation never mixes the two protocols")
 	}
-	require.Equal(t, store.ProtocolLedger, insert("after", "fresh", 1).Protocol)
+	require.Equal(t, store.ProtocolLedger, insertEvent(t, st, "after", "fresh", 1).Protocol)
 }
 
 func newStore(t *testing.T) *store.Store {
@@ -146,6 +132,15 @@ func newStore(t *testing.T) *store.Store {
 	return st
 }
 
+// insertEvent stores id as sequence seq of corr, for endpoint "ep".
+func insertEvent(t *testing.T, st *store.Store, id, corr string, seq int64) store.Event {
+	t.Helper()
+	e, ok, err := st.EventInsert(context.Background(), store.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	return e
+}
+
 // TestDeliveredHandOffAndMissedRelease: a delivered attempt is recorded, the
 // event marked and its correlation advanced in one call that names the
 // waiting successor; a successor left waiting past the age is listed for the
@@ -155,9 +150,7 @@ func TestDeliveredHandOffAndMissedRelease(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	for seq := int64(1); seq <= 2; seq++ {
-		_, ok, err := st.EventInsert(ctx, store.Event{ID: fmt.Sprintf("m-%d", seq), CorrelationID: "m", Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-		require.NoError(t, err)
-		require.True(t, ok)
+		insertEvent(t, st, fmt.Sprintf("m-%d", seq), "m", seq)
 		require.NoError(t, st.EventMarkStarted(ctx, fmt.Sprintf("m-%d", seq)))
 	}
 	ep, _, err := st.EventStartAttempt(ctx, "m-1", "ep")
@@ -216,9 +209,7 @@ func TestDeliveredWaitsForAConcurrentInsert(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	_, ok, err := st.EventInsert(ctx, store.Event{ID: "r-1", CorrelationID: "r", Sequence: 1, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-	require.NoError(t, err)
-	require.True(t, ok)
+	insertEvent(t, st, "r-1", "r", 1)
 
 	// The insert of 2, as EventInsert runs it, held open.
 	tx, err := st.Pool().Begin(ctx)
@@ -257,9 +248,7 @@ func TestStartAttemptOnADisabledEndpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	_, ok, err := st.EventInsert(ctx, store.Event{ID: "d-1", CorrelationID: "d", Sequence: 1, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-	require.NoError(t, err)
-	require.True(t, ok)
+	insertEvent(t, st, "d-1", "d", 1)
 	require.NoError(t, st.EventMarkStarted(ctx, "d-1"))
 	require.NoError(t, st.EndpointDisable(ctx, "ep", "test"))
 	ep, _, err := st.EventStartAttempt(ctx, "d-1", "ep")

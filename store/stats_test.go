@@ -20,27 +20,17 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 func TestStats(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testenv.MigratedPool(t)
-	st, err := store.New(pool)
-	require.NoError(t, err)
-	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/hook", "whsec_x")
-	require.NoError(t, err)
-	insert := func(id, corr string, seq int64) {
-		t.Helper()
-		_, ok, err := st.EventInsert(ctx, store.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
-		require.NoError(t, err)
-		require.True(t, ok)
-	}
-	insert("gap-2", "gap", 2)       // 1 never arrived
-	insert("dl-1", "dl", 1)         // dead-lettered
-	insert("dl-2", "dl", 2)         // held behind it
-	insert("ok-1", "ok", 1)         // delivering
-	insert("done-1", "done", 1)     // delivered
-	insert("queued-1", "queued", 1) // still queued
+	st := newStore(t)
+	insertEvent(t, st, "gap-2", "gap", 2)       // 1 never arrived
+	insertEvent(t, st, "dl-1", "dl", 1)         // dead-lettered
+	insertEvent(t, st, "dl-2", "dl", 2)         // held behind it
+	insertEvent(t, st, "ok-1", "ok", 1)         // delivering
+	insertEvent(t, st, "done-1", "done", 1)     // delivered
+	insertEvent(t, st, "queued-1", "queued", 1) // still queued
 	for _, id := range []string{"gap-2", "dl-1", "dl-2", "ok-1", "done-1"} {
 		require.NoError(t, st.EventMarkStarted(ctx, id))
 	}
-	_, _, err = st.EventStartAttempt(ctx, "dl-1", "ep")
+	_, _, err := st.EventStartAttempt(ctx, "dl-1", "ep")
 	require.NoError(t, err)
 	require.NoError(t, st.EventMarkDeadLettered(ctx, "dl-1"))
 	require.NoError(t, st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"}))
