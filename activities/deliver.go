@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/webhook"
 )
@@ -47,10 +48,6 @@ type DeliverInput struct {
 	// recorded: the regular activity that follows a first attempt made as a
 	// local activity counts on from it.
 	AttemptOffset int32 `json:"attempt_offset,omitempty"`
-	// HandOff, set by events ordered by the ledger (store.ProtocolLedger),
-	// makes a delivered attempt start the workflow of the event after this
-	// one in its correlation, which the ledger has just released.
-	HandOff bool `json:"hand_off,omitempty"`
 }
 
 // Envelope is the signed body a receiver gets.
@@ -78,8 +75,9 @@ func (in DeliverInput) Envelope() Envelope {
 type DeliverResult struct {
 	StatusCode int   `json:"status_code"`
 	Attempt    int32 `json:"attempt"`
-	// HandOffPending: the event is delivered but starting its successor
-	// failed; the workflow runs HandOff, which retries.
+	// HandOffPending: the event is delivered but telling its sequencer (or
+	// releasing the successor it named) failed; the workflow runs Finish,
+	// which retries.
 	HandOffPending bool `json:"hand_off_pending,omitempty"`
 }
 
@@ -88,7 +86,9 @@ const maxRecordedBody = 2048
 
 // Deliver makes one signed POST of the event to its endpoint and maps the
 // answer per the wire contract: 2xx except 202 → delivered (the ledger is
-// updated before returning); 410 → the endpoint is disabled, non-retryable;
+// updated, then the event is handed over to its sequencer, which names the
+// event it releases next, and that one is signalled, before returning);
+// 410 → the endpoint is disabled, non-retryable;
 // any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
 // → retry after that delay; everything else → retry.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
@@ -100,12 +100,12 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		return DeliverResult{}, err
 	}
-	if state == store.StateDelivered {
+	if state == contract.StateDelivered {
 		// An earlier attempt was delivered and recorded, and its result lost
 		// on the way back (a workflow task that timed out after its local
-		// activity finished): nothing is sent again, and the hand-off, which
-		// may not have happened, is repeated.
-		return a.alreadyDelivered(ctx, in, attempt), nil
+		// activity finished, or an operator's reset): nothing is sent again,
+		// and the hand-over, which may not have happened, is repeated.
+		return a.handOver(ctx, in, DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}), nil
 	}
 	started := a.now()
 	if ep.Disabled {
@@ -160,20 +160,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		rec.Outcome = OutcomeDelivered
 		a.observe(in.EndpointID, rec, latency)
-		next, err := a.store.EventDelivered(ctx, in.EventID, in.CorrelationID, in.Sequence, rec, a.now(), in.HandOff)
-		if err != nil {
+		if err := a.store.EventDelivered(ctx, in.EventID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
 			// The receiver has it; a retry re-sends and gets "already processed".
 			return DeliverResult{}, err
 		}
-		res := DeliverResult{StatusCode: c, Attempt: attempt}
-		if next != nil {
-			if err := a.startReleased(ctx, *next, nil); err != nil {
-				// Delivered all the same: failing here would re-send it.
-				a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
-				res.HandOffPending = true
-			}
-		}
-		return res, nil
+		return a.handOver(ctx, in, DeliverResult{StatusCode: c, Attempt: attempt}), nil
 	case c == http.StatusGone:
 		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
 		a.record(ctx, in.EventID, rec)
@@ -202,15 +193,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 }
 
-// alreadyDelivered answers an attempt on an event the ledger has as
-// delivered.
-func (a *Activities) alreadyDelivered(ctx context.Context, in DeliverInput, attempt int32) DeliverResult {
-	res := DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}
-	if in.HandOff {
-		if err := a.HandOff(ctx, HandOffInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence}); err != nil {
-			a.logger.Warn("release successor", "event_id", in.EventID, "error", err)
-			res.HandOffPending = true
-		}
+// handOver tells the sequencer the delivered event is finished, which
+// releases its successor. A failure is not the attempt's: the event is
+// delivered, and failing here would send it again; the workflow repeats the
+// hand-over (Finish) instead.
+func (a *Activities) handOver(ctx context.Context, in DeliverInput, res DeliverResult) DeliverResult {
+	if err := a.Finish(ctx, FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID}); err != nil {
+		a.logger.Warn("hand delivered event over to its sequencer", "event_id", in.EventID, "error", err)
+		res.HandOffPending = true
 	}
 	return res
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,12 +20,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/egress"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/webhook"
@@ -63,9 +66,28 @@ func (s *capturingStarter) Start(_ context.Context, ev store.Event) error {
 	return nil
 }
 
+func (s *capturingStarter) SignalDeadLetter(context.Context, store.DeadLetter, string, any) (bool, error) {
+	return false, nil
+}
+
+// handOvers records what Deliver hands over to the sequencer.
+type handOvers struct {
+	mu    sync.Mutex
+	dones []contract.Done
+}
+
+func (h *handOvers) Finished(_ context.Context, _ string, d contract.Done) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dones = append(h.dones, d)
+	return nil
+}
+
 type healthySignaler struct{}
 
-func (healthySignaler) SignalWorkflow(context.Context, string, string, string, any) error { return nil }
+func (healthySignaler) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	return nil, errors.New("no sequencer here")
+}
 func (healthySignaler) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
 	return &client.CheckHealthResponse{}, nil
 }
@@ -162,9 +184,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	starter.mu.Unlock()
 	require.Len(t, accepted, 2)
 
-	temporal, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: tlog.NewStructuredLogger(logger)})
-	require.NoError(t, err)
-	acts, err := activities.New(activities.Deps{Store: st, Temporal: temporal, HTTP: egress.NewClient(true), Logger: logger})
+	seq := &handOvers{}
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, HTTP: egress.NewClient(true), Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))
@@ -197,6 +218,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.NoError(t, val.Get(&res))
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, before, verified.Load(), "no request reached the receiver")
+	require.Equal(t, []contract.Done{{Sequence: 1, EventID: "evt_1"}, {Sequence: 1, EventID: "evt_1"}}, seq.dones,
+		"each answer hands the event over to its sequencer; the second repeats the first")
 
 	// Event 2: rejected for good, and dead-lettered.
 	answer.Store(http.StatusBadRequest)

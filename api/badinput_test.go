@@ -207,7 +207,7 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 			require.Zero(t, b.count(t, "events"), "a refused request stores no event")
 			require.Equal(t, endpointsBefore, b.endpointRows(t), "a refused request changes no endpoint")
 			require.Zero(t, b.starter.calls.Load(), "a refused request starts no workflow")
-			require.Empty(t, b.signaler.signals, "a refused request signals no workflow")
+			require.Empty(t, b.starter.signalled(), "a refused request signals no workflow")
 		})
 	}
 	require.GreaterOrEqual(t, len(cases), 20)

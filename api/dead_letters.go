@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,8 +14,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 type deadLetterPage struct {
@@ -145,30 +146,64 @@ func notOpen(d store.DeadLetter) *Problem {
 		fmt.Sprintf("event %s is not waiting in the dead-letter queue (status %s)", d.EventID, d.Status))
 }
 
-// replay signals the event's workflow, then marks the dead letter replayed
-// (the workflow marks it too when the signal arrives, so a mark lost to a
-// failure here is made up for; marking first could leave a dead letter
-// "replayed" that its workflow never heard of). A workflow that has ended
-// means the event was finished after all: its dead letter is closed.
-func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
+// claimed is the 409 of a replay or skip that someone else made first.
+func claimed(d store.DeadLetter) *Problem {
+	return problem(http.StatusConflict, "not-dead-lettered", "Not dead-lettered",
+		fmt.Sprintf("dead letter %d of event %s was replayed or skipped already", d.Generation, d.EventID))
+}
+
+// operate claims an operator's action on the dead letter d in the ledger
+// (claim: a compare-and-swap on its generation, so of two concurrent
+// replays, or a replay and a skip, one wins and the other gets 409), then
+// signals the event's workflow, naming the generation so that the workflow
+// ignores a signal meant for an earlier dead letter. A workflow that has
+// ended is started again by the starter, waiting on the dead letter; one
+// whose event is finished answers 409. When the signal cannot be sent the
+// claim is undone and the answer is 503.
+func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool, error), signal string, arg any) error {
 	ctx := c.Request().Context()
 	if d.Status != store.DeadLetterOpen {
 		return notOpen(d)
 	}
-	err := s.deps.Temporal.SignalWorkflow(ctx, d.EventID, "", workflows.SignalReplay, workflows.Replay{By: by})
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		if ev, gerr := s.deps.Store.EventGet(ctx, d.EventID); gerr == nil && (ev.State == store.StateDelivered || ev.State == store.StateSkipped) {
-			err = nil
-		}
+	ok, err := claim()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return claimed(d)
+	}
+	ended, err := s.deps.Starter.SignalDeadLetter(ctx, d, signal, arg)
+	if ended {
+		return problem(http.StatusConflict, "event-finished", "Event finished",
+			fmt.Sprintf("event %s is delivered or skipped already; its dead letter is closed", d.EventID))
 	}
 	if err != nil {
+		if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.Generation); rerr != nil {
+			// The sweep reopens it once it sees the workflow still waiting.
+			s.deps.Logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
+		}
+		if !temporalUnavailable(err) {
+			return fmt.Errorf("signal %s: %w", d.EventID, err)
+		}
 		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
 	}
-	if _, err := s.deps.Store.DeadLetterMarkReplayed(ctx, d.EventID); err != nil {
-		s.deps.Logger.Warn("mark dead letter replayed (its workflow marks it too)", "event_id", d.EventID, "error", err)
-	}
 	return nil
+}
+
+// temporalUnavailable tells an outage (retry later: 503) from any other
+// failure to signal.
+func temporalUnavailable(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
+	return s.operate(c, d, func() (bool, error) {
+		return s.deps.Store.DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.Generation, by)
+	}, contract.SignalReplay, contract.Replay{Generation: d.Generation, By: by})
 }
 
 func (s *Server) deadLetterReplay(c echo.Context) error {
@@ -179,9 +214,6 @@ func (s *Server) deadLetterReplay(c echo.Context) error {
 	var req operatorRequest
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
-	}
-	if d.Status != store.DeadLetterOpen {
-		return notOpen(d)
 	}
 	if err := s.replay(c, d, operator(req.By)); err != nil {
 		return err
@@ -201,12 +233,12 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 	if len(req.Note) > 2000 {
 		return fieldProblem("note", "note must be at most 2000 characters")
 	}
-	if d.Status != store.DeadLetterOpen {
-		return notOpen(d)
-	}
-	sig := workflows.Skip{By: operator(req.By), Note: req.Note}
-	if err := s.deps.Temporal.SignalWorkflow(c.Request().Context(), d.EventID, "", workflows.SignalSkip, sig); err != nil {
-		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
+	by := operator(req.By)
+	err = s.operate(c, d, func() (bool, error) {
+		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.Generation, by, req.Note)
+	}, contract.SignalSkip, contract.Skip{Generation: d.Generation, By: by, Note: req.Note})
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "skipping"})
 }

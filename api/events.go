@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookflow/hookflow/intake"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -23,10 +24,20 @@ type eventResponse struct {
 	Sequence      int64           `json:"sequence"`
 	EndpointID    string          `json:"endpoint_id"`
 	Type          string          `json:"type"`
-	State         string          `json:"state"`
+	State         contract.State  `json:"state"`
 	AcceptedAt    time.Time       `json:"accepted_at"`
 	DeliveredAt   *time.Time      `json:"delivered_at,omitempty"`
 	Attempts      []store.Attempt `json:"attempts"`
+	// Restarts says how often a sweep or a replay had to start the event's
+	// workflow again (an operator terminated it in the Web UI, say), when
+	// last and why.
+	Restarts *restarts `json:"restarts,omitempty"`
+}
+
+type restarts struct {
+	Count  int32     `json:"count"`
+	LastAt time.Time `json:"last_at"`
+	Reason string    `json:"reason"`
 }
 
 // eventCreate accepts an event. The ledger row is written first; then its
@@ -65,9 +76,9 @@ func (s *Server) eventCreate(c echo.Context) error {
 	s.deps.Metrics.EventAccepted(stored.EndpointID)
 	if err := s.deps.Starter.Start(sctx, stored); err != nil {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
-		return c.JSON(http.StatusAccepted, map[string]string{"id": stored.ID, "state": store.StateQueued})
+		return c.JSON(http.StatusAccepted, map[string]any{"id": stored.ID, "state": contract.StateQueued})
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"id": stored.ID, "state": store.StateWaiting})
+	return c.JSON(http.StatusAccepted, map[string]any{"id": stored.ID, "state": contract.StateWaiting})
 }
 
 // eventConflict answers a post whose id or sequence is taken: the same
@@ -83,12 +94,12 @@ func (s *Server) eventConflict(c echo.Context, ev store.Event) error {
 			p.Field = "id"
 			return p
 		}
-		if existing.State == store.StateQueued {
+		if existing.State == contract.StateQueued {
 			// The first start may have failed; trying again is harmless.
 			sctx, cancel := context.WithTimeout(ctx, startTimeout)
 			defer cancel()
 			if err := s.deps.Starter.Start(sctx, existing); err == nil {
-				existing.State = store.StateWaiting
+				existing.State = contract.StateWaiting
 			}
 		}
 		return s.writeEvent(c, http.StatusOK, existing)
@@ -122,10 +133,14 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	if attempts == nil {
 		attempts = []store.Attempt{}
 	}
-	return c.JSON(status, eventResponse{
+	resp := eventResponse{
 		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID, Type: ev.Type,
 		State: ev.State, AcceptedAt: ev.AcceptedAt, DeliveredAt: ev.DeliveredAt, Attempts: attempts,
-	})
+	}
+	if ev.Restarts > 0 && ev.RestartedAt != nil && ev.RestartReason != nil {
+		resp.Restarts = &restarts{Count: ev.Restarts, LastAt: *ev.RestartedAt, Reason: *ev.RestartReason}
+	}
+	return c.JSON(status, resp)
 }
 
 func (s *Server) eventGet(c echo.Context) error {
@@ -143,46 +158,71 @@ func (s *Server) eventGet(c echo.Context) error {
 }
 
 type blocker struct {
-	Sequence int64  `json:"sequence"`
-	EventID  string `json:"event_id,omitempty"`
-	State    string `json:"state"`
+	Sequence int64          `json:"sequence"`
+	EventID  string         `json:"event_id,omitempty"`
+	State    contract.State `json:"state"`
 }
 
 type correlationResponse struct {
-	CorrelationID string   `json:"correlation_id"`
-	NextSequence  int64    `json:"next_sequence"`
-	Parked        []int64  `json:"parked"`
-	BlockedBy     *blocker `json:"blocked_by,omitempty"`
+	CorrelationID string            `json:"correlation_id"`
+	NextSequence  int64             `json:"next_sequence"`
+	Released      *contract.Arrival `json:"released,omitempty"`
+	Parked        []int64           `json:"parked"`
+	Skipped       []int64           `json:"skipped"`
+	BlockedBy     *blocker          `json:"blocked_by,omitempty"`
+	// Source says where the order came from: "sequencer" (its state query),
+	// or "ledger" when no sequencer answered (none runs, or Temporal is
+	// unavailable), from the cursor its last run left.
+	Source string `json:"source"`
 }
 
-// correlationGet reports where a correlation stands: the sequence it needs
-// next, what is parked behind it, and what holds it (the next event's state,
-// or "missing" when that sequence has not arrived).
+// sequencerQueryTimeout bounds the sequencer's state query; past it the
+// ledger answers.
+const sequencerQueryTimeout = 2 * time.Second
+
+// correlationGet reports where a correlation stands, as its sequencer sees
+// it: the sequence it releases next, the event it released, what is parked
+// behind it, and what holds it (the next event's state, or "missing" when
+// that sequence has not arrived).
 func (s *Server) correlationGet(c echo.Context) error {
 	id := c.Param("id")
 	if p := validKey("id", id); p != nil {
 		return p
 	}
 	ctx := c.Request().Context()
-	next, err := s.deps.Store.CorrelationNext(ctx, id)
-	if err != nil {
-		return err
-	}
 	pending, err := s.deps.Store.CorrelationPending(ctx, id, 1000)
 	if err != nil {
 		return err
 	}
-	resp := correlationResponse{CorrelationID: id, NextSequence: next, Parked: []int64{}}
-	for _, p := range pending {
-		switch {
-		case p.Sequence == next:
-			resp.BlockedBy = &blocker{Sequence: p.Sequence, EventID: p.ID, State: p.State}
-		case p.Sequence > next:
+	resp := correlationResponse{CorrelationID: id, Parked: []int64{}, Skipped: []int64{}}
+	if st, ok := s.sequencerState(ctx, id); ok {
+		resp.Source, resp.NextSequence, resp.Released = "sequencer", st.Next, st.Released
+		for _, p := range st.Parked {
 			resp.Parked = append(resp.Parked, p.Sequence)
+		}
+		resp.Skipped = append(resp.Skipped, st.Skipped...)
+	} else {
+		if resp.NextSequence, err = s.deps.Store.CorrelationNext(ctx, id); err != nil {
+			return err
+		}
+		skipped, err := s.deps.Store.CorrelationSkippedTail(ctx, id)
+		if err != nil {
+			return err
+		}
+		resp.Source, resp.Skipped = "ledger", append(resp.Skipped, skipped...)
+		for _, p := range pending {
+			if p.Sequence > resp.NextSequence {
+				resp.Parked = append(resp.Parked, p.Sequence)
+			}
+		}
+	}
+	for _, p := range pending {
+		if p.Sequence == resp.NextSequence {
+			resp.BlockedBy = &blocker{Sequence: p.Sequence, EventID: p.ID, State: p.State}
 		}
 	}
 	if resp.BlockedBy == nil && len(resp.Parked) > 0 {
-		resp.BlockedBy = &blocker{Sequence: next, State: "missing"}
+		resp.BlockedBy = &blocker{Sequence: resp.NextSequence, State: "missing"}
 	}
 	if resp.BlockedBy == nil && len(pending) == 0 {
 		hw, err := s.deps.Store.CorrelationHighWater(ctx, id)
@@ -194,4 +234,17 @@ func (s *Server) correlationGet(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, resp)
+}
+
+// sequencerState asks the correlation's sequencer for its state; ok is
+// false when none answers in time.
+func (s *Server) sequencerState(ctx context.Context, correlationID string) (contract.SequencerState, bool) {
+	qctx, cancel := context.WithTimeout(ctx, sequencerQueryTimeout)
+	defer cancel()
+	var st contract.SequencerState
+	v, err := s.deps.Temporal.QueryWorkflow(qctx, contract.SequencerID(correlationID), "", contract.QueryState)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err == nil
 }

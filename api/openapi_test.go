@@ -45,7 +45,7 @@ func fullServer(t *testing.T) *api.Server {
 	m, err := metrics.New(prometheus.NewRegistry(), logger)
 	require.NoError(t, err)
 	srv, err := api.New(api.RouterConfig{Token: "t"}, api.RouterDeps{
-		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: &fakeSignaler{}, Logger: logger, Metrics: m,
+		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: logger, Metrics: m,
 	})
 	require.NoError(t, err)
 	return srv

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/store"
@@ -37,15 +38,19 @@ type RouterConfig struct {
 	SecretGrace time.Duration
 }
 
-// Starter starts an accepted event's workflow.
+// Starter makes an accepted event a workflow, and carries an operator's
+// replay or skip to a dead letter's workflow (starter.Starter).
 type Starter interface {
 	Start(ctx context.Context, ev store.Event) error
+	// SignalDeadLetter reports ended when the event's workflow completed:
+	// the event is delivered or skipped.
+	SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error)
 }
 
-// Signaler is the part of the Temporal client the API uses.
-type Signaler interface {
-	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+// Temporal is the part of the Temporal client the API uses.
+type Temporal interface {
 	CheckHealth(ctx context.Context, request *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
+	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
 }
 
 // RouterDeps are the API's collaborators; all are required.
@@ -53,7 +58,7 @@ type RouterDeps struct {
 	Store    *store.Store
 	Pool     *pgxpool.Pool
 	Starter  Starter
-	Temporal Signaler
+	Temporal Temporal
 	Logger   *slog.Logger
 	// Metrics is optional: when set, the API counts accepted events and
 	// serves the registry at GET /metrics.
@@ -176,12 +181,21 @@ func (s *Server) decode(c echo.Context, dst any) error {
 	return nil
 }
 
-// decodeOptional is decode for bodies that may be empty.
+// decodeOptional is decode for bodies that may be empty: an empty body
+// leaves dst as it is, whatever its content type says (generated clients
+// send Content-Type: application/json with no body).
 func (s *Server) decodeOptional(c echo.Context, dst any) error {
 	req := c.Request()
-	if req.ContentLength == 0 && req.Header.Get(echo.HeaderContentType) == "" {
+	if req.ContentLength > 0 {
+		return s.decode(c, dst)
+	}
+	// Unknown length (chunked): read at most one byte ahead to tell.
+	first := make([]byte, 1)
+	n, _ := io.ReadFull(req.Body, first)
+	if n == 0 {
 		return nil
 	}
+	req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(first[:n]), req.Body))
 	return s.decode(c, dst)
 }
 

@@ -18,7 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/testenv"
@@ -31,13 +33,30 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // oversize cases stay cheap.
 const testMaxBody = 4096
 
-// recordingStarter counts Start calls; the API's own tests need no Temporal.
-// When fail is set, Start fails as an unreachable Temporal would. It keeps
-// the trace context of the last call: the workflow start carries it on.
+// recordingStarter counts Start calls and records the dead letters'
+// signals; the API's own tests need no Temporal. When fail is set, Start
+// fails as an unreachable Temporal would. It keeps the trace context of the
+// last call: the workflow start carries it on.
 type recordingStarter struct {
 	calls     atomic.Int64
 	fail      atomic.Bool
 	lastTrace atomic.Pointer[trace.SpanContext]
+
+	mu      sync.Mutex
+	signals []string
+}
+
+func (s *recordingStarter) SignalDeadLetter(_ context.Context, d store.DeadLetter, signal string, _ any) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signals = append(s.signals, d.EventID+"/"+signal)
+	return false, nil
+}
+
+func (s *recordingStarter) signalled() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.signals...)
 }
 
 func (s *recordingStarter) Start(ctx context.Context, _ store.Event) error {
@@ -50,21 +69,16 @@ func (s *recordingStarter) Start(ctx context.Context, _ store.Event) error {
 	return nil
 }
 
-// fakeSignaler answers health checks and records signals.
-type fakeSignaler struct {
-	mu      sync.Mutex
-	signals []string
-}
+// fakeTemporal answers health checks; no sequencer answers a query, so the
+// API answers correlations from the ledger.
+type fakeTemporal struct{}
 
-func (f *fakeSignaler) SignalWorkflow(_ context.Context, workflowID, _, signalName string, _ any) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.signals = append(f.signals, workflowID+"/"+signalName)
-	return nil
-}
-
-func (f *fakeSignaler) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+func (fakeTemporal) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
 	return &client.CheckHealthResponse{}, nil
+}
+
+func (fakeTemporal) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	return nil, serviceerror.NewNotFound("no such workflow")
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of request
@@ -89,13 +103,12 @@ func (b *syncBuffer) String() string {
 // bundle is a migrated database, the real API on a real socket, and the
 // fakes standing in for Temporal.
 type bundle struct {
-	pool     *pgxpool.Pool
-	store    *store.Store
-	starter  *recordingStarter
-	signaler *fakeSignaler
-	logs     *syncBuffer
-	url      string
-	token    string
+	pool    *pgxpool.Pool
+	store   *store.Store
+	starter *recordingStarter
+	logs    *syncBuffer
+	url     string
+	token   string
 	// endpointID is an endpoint registered through the API at setup.
 	endpointID string
 }
@@ -113,7 +126,7 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 	require.NoError(t, err)
 
 	b := &bundle{
-		pool: pool, store: st, starter: &recordingStarter{}, signaler: &fakeSignaler{},
+		pool: pool, store: st, starter: &recordingStarter{},
 		logs: &syncBuffer{}, token: "tok_" + rand.Text(),
 	}
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -122,7 +135,7 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 		cfg(&rc)
 	}
 	srv, err := api.New(rc, api.RouterDeps{
-		Store: st, Pool: pool, Starter: b.starter, Temporal: b.signaler, Logger: logger,
+		Store: st, Pool: pool, Starter: b.starter, Temporal: fakeTemporal{}, Logger: logger,
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())

@@ -222,7 +222,7 @@ func StartWorkerWith(cfg config.Config, st *store.Store, c client.Client, logger
 	if err != nil {
 		return nil, err
 	}
-	acts, err := activities.New(activities.Deps{Store: st, Temporal: c, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger, Metrics: m, Starter: strt})
+	acts, err := activities.New(activities.Deps{Store: st, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger, Metrics: m, Sequencer: strt})
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -11,11 +10,10 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/hookflow/hookflow/workflows"
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // history returns every event of one run ("" = the latest).
@@ -76,12 +74,8 @@ type sequencerHistory struct {
 
 func loadSequencer(ctx context.Context, c client.Client, corr string) (sequencerHistory, error) {
 	var sh sequencerHistory
-	for _, run := range runsOf(ctx, c, workflows.SequencerID(corr)) {
-		evs, err := history(ctx, c, workflows.SequencerID(corr), run)
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) && run == "" {
-			return sh, nil // the ledger orders this correlation: no sequencer
-		}
+	for _, run := range runsOf(ctx, c, contract.SequencerID(corr)) {
+		evs, err := history(ctx, c, contract.SequencerID(corr), run)
 		if err != nil {
 			return sh, err
 		}
@@ -131,18 +125,17 @@ const (
 	stepAccepted         = "api/start call returned (accepted)"
 	stepStarted          = "workflow started"
 	stepFirstTask        = "first workflow task started"
-	stepArrived          = "sequencer: arrived signal recorded"
-	stepReleaseSent      = "sequencer: release signal initiated"
+	stepArrived          = "sequencer: arrive update accepted"
 	stepReleased         = "event: release signal recorded"
 	stepScheduled        = "Deliver scheduled"
 	stepActStarted       = "Deliver started (picked up by worker)"
 	stepCommitted        = "receiver committed (applied_at)"
 	stepActDone          = "Deliver completed"
 	stepWorkflowDone     = "workflow completed"
-	stepSequencerGotDone = "sequencer: done signal recorded"
+	stepSequencerGotDone = "sequencer: finished update accepted"
 )
 
-var hookflowSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepArrived, stepReleaseSent, stepReleased,
+var hookflowSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepArrived, stepReleased,
 	stepScheduled, stepActStarted, stepCommitted, stepActDone, stepWorkflowDone, stepSequencerGotDone}
 
 var baselineSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepScheduled, stepActStarted, stepCommitted,
@@ -179,7 +172,7 @@ func timeline(ctx context.Context, c client.Client, name string, samples []idleS
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 				first(stepFirstTask, e)
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-				if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalRelease {
+				if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == contract.SignalRelease {
 					first(stepReleased, e)
 				}
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -196,20 +189,16 @@ func timeline(ctx context.Context, c client.Client, name string, samples []idleS
 			quoted := []byte(`"` + s.id + `"`)
 			for _, e := range seq.events {
 				switch e.GetEventType() {
-				case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-					a := e.GetWorkflowExecutionSignaledEventAttributes()
-					if !payloadsContain(a.GetInput().GetPayloads(), quoted) {
+				case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+					a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
+					if !payloadsContain(a.GetInput().GetArgs().GetPayloads(), quoted) {
 						continue
 					}
-					switch a.GetSignalName() {
-					case workflows.SignalArrived:
+					switch a.GetInput().GetName() {
+					case contract.UpdateArrive:
 						first(stepArrived, e)
-					case workflows.SignalDone:
+					case contract.UpdateFinished:
 						first(stepSequencerGotDone, e)
-					}
-				case enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
-					if e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes().GetWorkflowExecution().GetWorkflowId() == s.id {
-						first(stepReleaseSent, e)
 					}
 				}
 			}

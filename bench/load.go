@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/hookflow/hookflow/activities"
-	"github.com/hookflow/hookflow/workflows"
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 type kind int
@@ -102,10 +102,10 @@ func newRunner(cfg Config, s *stack, p *progress) *runner {
 		MaxIdleConns: cfg.Concurrency + 8, MaxIdleConnsPerHost: cfg.Concurrency + 8, IdleConnTimeout: time.Minute,
 	}}
 	r.base = &scenario{name: ScenarioBaseline, short: "base", kind: kindBaseline, wfType: BaselineWorkflowName}
-	r.ordered = &scenario{name: ScenarioOrdered, short: "ord", kind: kindHookflow, wfType: workflows.EventWorkflowName,
+	r.ordered = &scenario{name: ScenarioOrdered, short: "ord", kind: kindHookflow, wfType: contract.EventWorkflow,
 		corr: func(n int) string { return fmt.Sprintf("%s-ord-%03d", r.tag, n%cfg.Correlations) }}
 	single := r.tag + "-single"
-	r.single = &scenario{name: ScenarioSingleKey, short: "one", kind: kindHookflow, wfType: workflows.EventWorkflowName,
+	r.single = &scenario{name: ScenarioSingleKey, short: "one", kind: kindHookflow, wfType: contract.EventWorkflow,
 		corr: func(int) string { return single }}
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -18,9 +19,9 @@ type deadLetterPage struct {
 	NextCursor string             `json:"next_cursor"`
 }
 
-func (b *bundle) waitState(id, state string, timeout time.Duration) {
+func (b *bundle) waitState(id string, state contract.State, timeout time.Duration) {
 	b.t.Helper()
-	waitFor(b.t, timeout, id+" "+state, func() bool { return b.eventState(id).State == state })
+	waitFor(b.t, timeout, id+" "+string(state), func() bool { return b.eventState(id).State == state })
 }
 
 // TestDeadLetterHoldsSuccessorsThenReplay: sequence 2 is rejected for good,
@@ -44,21 +45,21 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 		code, _ := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
 		require.Equal(t, http.StatusAccepted, code)
 	}
-	b.waitState(corr+"-2", store.StateDeadLettered, 30*time.Second)
+	b.waitState(corr+"-2", contract.StateDeadLettered, 30*time.Second)
 
 	// The other correlation on the same endpoint is not held.
 	for s := int64(1); s <= 3; s++ {
 		b.postEvent(fmt.Sprintf("%s-%d", other, s), other, s, ep.ID, map[string]any{"amount": s})
 	}
 	for s := 1; s <= 3; s++ {
-		b.waitState(fmt.Sprintf("%s-%d", other, s), store.StateDelivered, 30*time.Second)
+		b.waitState(fmt.Sprintf("%s-%d", other, s), contract.StateDelivered, 30*time.Second)
 	}
 
 	// Successors are held: waiting, never attempted.
 	time.Sleep(time.Second)
 	for _, s := range []int{3, 4} {
 		id := fmt.Sprintf("%s-%d", corr, s)
-		require.Equal(t, store.StateWaiting, b.eventState(id).State, id)
+		require.Equal(t, contract.StateWaiting, b.eventState(id).State, id)
 		require.Zero(t, rcv.requestsFor(id), "%s must not be attempted while 2 is dead-lettered", id)
 	}
 	var c struct {
@@ -72,7 +73,7 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/correlations/"+corr, nil, &c))
 	require.EqualValues(t, 2, c.NextSequence)
 	require.Equal(t, []int64{3, 4}, c.Parked)
-	require.Equal(t, store.StateDeadLettered, c.BlockedBy.State)
+	require.Equal(t, string(contract.StateDeadLettered), c.BlockedBy.State)
 
 	// Listed with its context.
 	var page deadLetterPage
@@ -94,7 +95,7 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 	healed.Store(true)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/replay", map[string]any{"by": "test"}, nil))
 	for _, s := range []int{2, 3, 4} {
-		b.waitState(fmt.Sprintf("%s-%d", corr, s), store.StateDelivered, 30*time.Second)
+		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
 	}
 	applied, violations := rcv.snapshot()
 	require.Empty(t, violations)
@@ -120,12 +121,12 @@ func TestDeadLetterSkip(t *testing.T) {
 	for s := int64(1); s <= 4; s++ {
 		b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
 	}
-	b.waitState(corr+"-2", store.StateDeadLettered, 30*time.Second)
+	b.waitState(corr+"-2", contract.StateDeadLettered, 30*time.Second)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/skip", map[string]any{"by": "alice", "note": "superseded by 3"}, nil))
 	for _, s := range []int{3, 4} {
-		b.waitState(fmt.Sprintf("%s-%d", corr, s), store.StateDelivered, 30*time.Second)
+		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
 	}
-	require.Equal(t, store.StateSkipped, b.eventState(corr+"-2").State)
+	require.Equal(t, contract.StateSkipped, b.eventState(corr+"-2").State)
 	var dl store.DeadLetter
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+corr+"-2", nil, &dl))
 	require.Equal(t, store.DeadLetterSkipped, dl.Status)
@@ -154,7 +155,7 @@ func TestEndpointGoneThenReenabled(t *testing.T) {
 	}
 	corr := b.id("gone")
 	b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
-	b.waitState(corr+"-1", store.StateDeadLettered, 30*time.Second)
+	b.waitState(corr+"-1", contract.StateDeadLettered, 30*time.Second)
 	var got struct {
 		Disabled bool `json:"disabled"`
 	}
@@ -170,7 +171,7 @@ func TestEndpointGoneThenReenabled(t *testing.T) {
 	}
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/replay?endpoint_id="+ep.ID, nil, &res))
 	require.Equal(t, []string{corr + "-1"}, res.EventIDs)
-	b.waitState(corr+"-1", store.StateDelivered, 30*time.Second)
+	b.waitState(corr+"-1", contract.StateDelivered, 30*time.Second)
 }
 
 // TestRecoveryWindowFigures measures the seed's recovery figure: a receiver
@@ -203,8 +204,8 @@ func TestRecoveryWindowFigures(t *testing.T) {
 		backUp.Store(true)
 	}()
 
-	b.waitState(back+"-1", store.StateDelivered, 30*time.Second)
-	b.waitState(down+"-1", store.StateDeadLettered, 30*time.Second)
+	b.waitState(back+"-1", contract.StateDelivered, 30*time.Second)
+	b.waitState(down+"-1", contract.StateDeadLettered, 30*time.Second)
 
 	var dl store.DeadLetter
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+down+"-1", nil, &dl))

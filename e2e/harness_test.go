@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookflow/hookflow/app"
 	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
@@ -161,7 +162,7 @@ func (b *bundle) createEndpoint(url string) endpoint {
 
 type eventState struct {
 	ID       string          `json:"id"`
-	State    string          `json:"state"`
+	State    contract.State  `json:"state"`
 	Attempts []store.Attempt `json:"attempts"`
 }
 

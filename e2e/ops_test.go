@@ -15,10 +15,10 @@ import (
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/app"
 	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
-	"github.com/hookflow/hookflow/store"
 )
 
 // setupObserved is setup with one metrics registry shared by the API, the
@@ -127,7 +127,7 @@ func TestOpsMetricsAndStats(t *testing.T) {
 	before, _ := sample(b.scrape(), "hookflow_events_delivered_total", byEP)
 	code, _ := b.postEvent(okCorr+"-1", okCorr, 1, ep.ID, map[string]any{"n": 1})
 	require.Equal(t, http.StatusAccepted, code)
-	b.waitState(okCorr+"-1", store.StateDelivered, 30*time.Second)
+	b.waitState(okCorr+"-1", contract.StateDelivered, 30*time.Second)
 
 	fams := b.scrape()
 	delivered, ok := sample(fams, "hookflow_events_delivered_total", byEP)
@@ -151,8 +151,8 @@ func TestOpsMetricsAndStats(t *testing.T) {
 		code, _ := b.postEvent(fmt.Sprintf("%s-%d", dlCorr, s), dlCorr, s, ep.ID, map[string]any{"n": s})
 		require.Equal(t, http.StatusAccepted, code)
 	}
-	b.waitState(dlCorr+"-1", store.StateDeadLettered, 30*time.Second)
-	b.waitState(dlCorr+"-2", store.StateWaiting, 30*time.Second)
+	b.waitState(dlCorr+"-1", contract.StateDeadLettered, 30*time.Second)
+	b.waitState(dlCorr+"-2", contract.StateWaiting, 30*time.Second)
 
 	var st api.StatsResponse
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/stats", nil, &st))
@@ -166,7 +166,7 @@ func TestOpsMetricsAndStats(t *testing.T) {
 	top := st.BlockedCorrelations.Top[0]
 	require.Equal(t, dlCorr, top.CorrelationID)
 	require.EqualValues(t, 1, top.NextSequence)
-	require.Equal(t, store.StateDeadLettered, top.BlockedBy)
+	require.Equal(t, string(contract.StateDeadLettered), top.BlockedBy)
 	require.Equal(t, dlCorr+"-1", top.BlockingEventID)
 	require.EqualValues(t, 1, top.Parked)
 	require.Greater(t, top.AgeSeconds, 0.0)

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/hookflow/hookflow/activities"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // TestOrderedExactlyOnce posts 20 correlations × 25 events in shuffled order,
@@ -99,7 +99,7 @@ func TestOrderedExactlyOnce(t *testing.T) {
 	// The sender's ledger agrees, and a dropped ack was retried and answered
 	// "already processed" rather than applied twice.
 	for _, p := range posts[:50] {
-		waitFor(t, 10*time.Second, "ledger says delivered", func() bool { return b.eventState(p.id).State == store.StateDelivered })
+		waitFor(t, 10*time.Second, "ledger says delivered", func() bool { return b.eventState(p.id).State == contract.StateDelivered })
 	}
 	dropped := fmt.Sprintf("%s-%d", b.id("order-0"), 5)
 	require.GreaterOrEqual(t, rcv.requestsFor(dropped), 2, "a dropped ack must be retried")
@@ -132,7 +132,7 @@ func TestSameKeySemantics(t *testing.T) {
 
 	code, st := b.postEvent(b.id("k1"), corr, 1, ep.ID, map[string]any{"amount": 10, "note": "x"})
 	require.Equal(t, http.StatusAccepted, code)
-	require.Equal(t, store.StateWaiting, st.State)
+	require.Equal(t, contract.StateWaiting, st.State)
 
 	// Same content, keys in another order: 200 with the current state.
 	var again map[string]any
@@ -148,7 +148,7 @@ func TestSameKeySemantics(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, code)
 
 	// Another key claiming sequence 1: 409 naming the high-water mark.
-	waitFor(t, 30*time.Second, "first event delivered", func() bool { return b.eventState(b.id("k1")).State == store.StateDelivered })
+	waitFor(t, 30*time.Second, "first event delivered", func() bool { return b.eventState(b.id("k1")).State == contract.StateDelivered })
 	var prob map[string]any
 	code = b.call(http.MethodPost, "/v1/events", map[string]any{
 		"id": b.id("k2"), "correlation_id": corr, "sequence": 1, "endpoint_id": ep.ID, "type": "t", "data": map[string]any{},
@@ -173,7 +173,7 @@ func TestSameKeySemantics(t *testing.T) {
 	require.Equal(t, http.StatusOK, results[0])
 	require.Equal(t, http.StatusAccepted, results[9])
 	require.Equal(t, http.StatusOK, results[8])
-	waitFor(t, 30*time.Second, "k3 delivered", func() bool { return b.eventState(b.id("k3")).State == store.StateDelivered })
+	waitFor(t, 30*time.Second, "k3 delivered", func() bool { return b.eventState(b.id("k3")).State == contract.StateDelivered })
 	applied, violations := rcv.snapshot()
 	require.Empty(t, violations)
 	require.Equal(t, []int64{1, 2}, applied[corr])

@@ -19,12 +19,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/spantest"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/receiver"
-	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/tracing"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 // One event is one trace: the producer's traceparent is continued by the
@@ -98,7 +97,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 
-	waitFor(t, 60*time.Second, "delivery", func() bool { return b.eventState(evID).State == store.StateDelivered })
+	waitFor(t, 60*time.Second, "delivery", func() bool { return b.eventState(evID).State == contract.StateDelivered })
 	mu.Lock()
 	require.Equal(t, []string{evID + "@" + producerTrace}, applied, "Apply ran once, inside the event's trace")
 	require.Len(t, traceparents, 2, "one refused attempt, one delivered")
@@ -120,7 +119,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 		}
 		return out
 	}
-	runWorkflow := "RunWorkflow:" + workflows.EventWorkflowName
+	runWorkflow := "RunWorkflow:" + contract.EventWorkflow
 	waitFor(t, 30*time.Second, "the event's spans to end", func() bool {
 		spans = spans[:0]
 		for _, s := range rec.Ended() {
@@ -140,7 +139,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 	apiSpan := one("POST /v1/events")
 	require.Equal(t, producerSpan, apiSpan.Parent().SpanID().String(), "the API continues the producer's trace")
 	require.Equal(t, apiSpan.SpanContext().TraceID().String(), producerTrace)
-	start := one("StartWorkflow:" + workflows.EventWorkflowName)
+	start := one("StartWorkflow:" + contract.EventWorkflow)
 	require.Equal(t, apiSpan.SpanContext().SpanID(), start.Parent().SpanID(), "the workflow is started inside the request's span")
 	require.Equal(t, start.SpanContext().SpanID(), one(runWorkflow).Parent().SpanID(), "the workflow runs under its start, through the Temporal header")
 	// The first attempt runs as a local activity, the retry as a regular

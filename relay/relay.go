@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/intake"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/outbox"
 	"github.com/hookflow/hookflow/store"
 )
@@ -278,7 +279,7 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 		}
 		stored = existing
 	}
-	if stored.State != store.StateQueued {
+	if stored.State != contract.StateQueued {
 		return "", nil // its workflow exists already
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
@@ -296,7 +297,7 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 	// The API's sweep may have started the same event meanwhile and hold
 	// its row while it works through its batch, so that marking it here
 	// timed out: once the ledger says it left queued, the workflow exists.
-	if now, gerr := r.deps.Ledger.EventGet(ctx, stored.ID); gerr == nil && now.State != store.StateQueued {
+	if now, gerr := r.deps.Ledger.EventGet(ctx, stored.ID); gerr == nil && now.State != contract.StateQueued {
 		return "", nil
 	}
 	return "", err

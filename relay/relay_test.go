@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/intake"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/outbox"
 	"github.com/hookflow/hookflow/relay"
@@ -172,7 +173,7 @@ func TestRelayMovesRowsIntoTheLedger(t *testing.T) {
 		id := fmt.Sprintf("o-%d", seq)
 		ev, err := b.st.EventGet(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, store.StateWaiting, ev.State)
+		require.Equal(t, contract.StateWaiting, ev.State)
 		require.Equal(t, seq, ev.Sequence)
 		require.JSONEq(t, fmt.Sprintf(`{"seq":%d}`, seq), string(ev.Data))
 		// The ledger judges it exactly as an API post of the same event.
@@ -427,5 +428,5 @@ func TestRelayPrunesRelayedRows(t *testing.T) {
 	require.Equal(t, "failed", state)
 	ev, err := b.st.EventGet(ctx, "p-1")
 	require.NoError(t, err)
-	require.Equal(t, store.StateWaiting, ev.State)
+	require.Equal(t, contract.StateWaiting, ev.State)
 }

@@ -1,9 +1,12 @@
-// Package starter turns accepted events into running EventWorkflows. An event
-// is stored in Postgres before anything else (state queued); the starter then
-// starts its workflow with workflow ID = the event's idempotency key and marks
-// it waiting. When Temporal is unavailable the event simply stays queued and
-// the sweep loop starts it once Temporal is back: nothing accepted is lost,
-// and a start repeated after a crash never duplicates a workflow.
+// Package starter carries events between the ledger and Temporal. It makes
+// an accepted event a workflow (its arrival at its correlation's sequencer,
+// then its EventWorkflow, released or waiting as the sequencer answered),
+// hands a finished event over to the sequencer and passes the release it
+// answers on to the next event, and signals a dead letter's workflow for an
+// operator. Its sweeps start what Temporal could not take when it was down
+// and repair what an operator's Terminate or Reset in the Web UI broke, so
+// no correlation stays blocked. An event's workflow ID is its key, so no
+// start repeated after a crash ever duplicates one.
 package starter
 
 import (
@@ -19,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/workflows"
 )
@@ -28,13 +32,19 @@ type Config struct {
 	TaskQueue       string
 	RecoveryWindow  time.Duration
 	DeliveryTimeout time.Duration
-	// SweepInterval is how often queued events are looked for (default 1 s).
+	// SweepInterval is how often the sweeps run (default 1 s).
 	SweepInterval time.Duration
-	// SweepMinAge leaves fresh events to the request that stored them (default 2 s).
-	SweepMinAge time.Duration
+	// QueuedAfter leaves fresh events to the request that stored them: the
+	// sweep starts events queued for longer (default 2 s).
+	QueuedAfter time.Duration
+	// StuckAfter is how long the next event of a correlation may go
+	// unchanged before the sweep looks at its workflow and sequencer
+	// (default 30 s), and how long it then leaves it alone.
+	StuckAfter time.Duration
 }
 
-// Starter starts event workflows.
+// Starter turns stored events into workflows and carries the sequencer's
+// decisions to them.
 type Starter struct {
 	cfg      Config
 	store    *store.Store
@@ -53,13 +63,17 @@ func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*St
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Second
 	}
-	if cfg.SweepMinAge <= 0 {
-		cfg.SweepMinAge = 2 * time.Second
+	if cfg.QueuedAfter <= 0 {
+		cfg.QueuedAfter = 2 * time.Second
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 30 * time.Second
 	}
 	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger}, nil
 }
 
-// Input builds the workflow input of a stored event.
+// Input builds the workflow input of a stored event, waiting for its
+// release.
 func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	return workflows.EventInput{
 		Event: activities.DeliverInput{
@@ -67,83 +81,164 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
-		Protocol:       protocol(ev.Protocol),
 	}
 }
 
-// protocol is the workflow protocol of a stored event's ordering protocol.
-func protocol(stored int) int {
-	if stored == store.ProtocolLedger {
-		return workflows.ProtocolLedger
-	}
-	return workflows.ProtocolFastPath
-}
-
-// Start starts the event's workflow (a no-op when it exists) and marks the
-// event waiting.
+// Start makes a stored event a workflow: it tells the event's sequencer it
+// arrived (update-with-start, which starts the sequencer if it is not
+// running), then starts the event's workflow with the answer, released if
+// the event is next, waiting otherwise, and marks the event waiting in the
+// ledger. A repeat is harmless: the sequencer answers a repeated arrival as
+// it did the first, and the workflow ID is the event's key.
 func (s *Starter) Start(ctx context.Context, ev store.Event) error {
-	if err := s.startWorkflow(ctx, ev); err != nil {
+	ann, err := s.arrive(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if ann.Finished {
+		return nil // its sequencer is past it: it ended already
+	}
+	in := s.Input(ev)
+	if ann.Released {
+		in.Released = &contract.Release{Sequence: ev.Sequence, Skipped: ann.Skipped}
+	}
+	if _, err := s.execute(ctx, ev, in); err != nil {
 		return err
 	}
 	return s.store.EventMarkStarted(ctx, ev.ID)
 }
 
-// startWorkflow starts the event's workflow. An event ordered by the ledger
-// gets one only once released: now, when its correlation's cursor is on it;
-// otherwise the event before it starts it when it finishes (StartReleased
-// from its hand-off). There is no race between the two: this event is
-// stored (under its correlation's lock) before its cursor is read, and the
-// event before moves the cursor and looks for it under the same lock, or
-// after its commit on a skip, so one of them sees the other. An event the
-// cursor is past ended already.
-func (s *Starter) startWorkflow(ctx context.Context, ev store.Event) error {
-	in := s.Input(ev)
-	if in.Protocol == workflows.ProtocolLedger {
-		c, err := s.store.CorrelationClaim(ctx, ev.CorrelationID, ev.Sequence, ev.ID)
-		if err != nil || c.Next != ev.Sequence {
-			return err // held for its predecessor's hand-off, or ended
-		}
-		in.ReleasedAtStart = &workflows.Release{Sequence: ev.Sequence, Skipped: c.Skipped}
-	}
-	_, err := s.execute(ctx, ev, in)
-	return err
+func (s *Starter) arrive(ctx context.Context, ev store.Event) (contract.Announcement, error) {
+	var ann contract.Announcement
+	err := s.updateSequencer(ctx, ev.CorrelationID, contract.UpdateArrive, []any{contract.Arrival{Sequence: ev.Sequence, EventID: ev.ID}}, &ann)
+	return ann, err
 }
 
-// StartReleased starts the workflow of an event of the ledger protocol that
-// the ledger has just released, with the sequences skipped before it. A
-// workflow that exists already is signalled its release instead, in case it
-// was started waiting. Repeating it is harmless.
-func (s *Starter) StartReleased(ctx context.Context, ev store.Event, skipped []int64) error {
-	rel := workflows.Release{Sequence: ev.Sequence, Skipped: skipped}
-	in := s.Input(ev)
-	in.ReleasedAtStart = &rel
-	existed, err := s.execute(ctx, ev, in)
-	if err != nil || !existed {
+// Finished tells the correlation's sequencer that its released event is
+// finished and releases the event it names next (activities.Sequencer). A
+// sequencer that is not running (it was terminated) is started by it and
+// loads the correlation from the ledger, where the finished event is
+// recorded already.
+func (s *Starter) Finished(ctx context.Context, correlationID string, d contract.Done) error {
+	var h contract.Handoff
+	if err := s.updateSequencer(ctx, correlationID, contract.UpdateFinished, []any{d}, &h); err != nil {
 		return err
 	}
-	return s.release(ctx, ev.ID, rel)
+	return s.release(ctx, h)
 }
 
-// execute starts the workflow with input in; existed reports that it was
-// running already (a no-op).
-func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (existed bool, err error) {
-	opts := client.StartWorkflowOptions{
+// Resync makes the correlation's sequencer merge the ledger into its state
+// and passes the release it answers on.
+func (s *Starter) Resync(ctx context.Context, correlationID string) error {
+	var h contract.Handoff
+	if err := s.updateSequencer(ctx, correlationID, contract.UpdateResync, nil, &h); err != nil {
+		return err
+	}
+	return s.release(ctx, h)
+}
+
+// updateSequencer sends an update to the correlation's sequencer, starting
+// it when it is not running, and decodes the answer into out.
+func (s *Starter) updateSequencer(ctx context.Context, correlationID, update string, args []any, out any) error {
+	start := s.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       contract.SequencerID(correlationID),
+		TaskQueue:                contract.SequencerTaskQueue(s.cfg.TaskQueue),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.CorrelationIDKey.ValueSet(correlationID)),
+	}, contract.SequencerWorkflow, workflows.SequencerInput{CorrelationID: correlationID})
+	h, err := s.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName: update, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err == nil {
+		err = h.Get(ctx, out)
+	}
+	if err != nil {
+		return fmt.Errorf("%s update to sequencer of %s: %w", update, correlationID, err)
+	}
+	return nil
+}
+
+// release passes a sequencer's release on to the event it names, by the
+// release signal. A workflow that is not running (an operator terminated it
+// while it waited) is started again with the signal; one that completed is
+// left alone. A second release is ignored by its receiver, so a repeat is
+// harmless.
+func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
+	if h.EventID == "" {
+		return nil
+	}
+	err := s.temporal.SignalWorkflow(ctx, h.EventID, "", contract.SignalRelease, h.Release)
+	if !isNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("release %s: %w", h.EventID, err)
+		}
+		return nil
+	}
+	ev, err := s.store.EventGet(ctx, h.EventID)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", h.EventID, err)
+	}
+	if ev.State.Final() {
+		return nil
+	}
+	_, err = s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
+		s.signalStartOptions(ev, contract.StateWaiting), contract.EventWorkflow, s.Input(ev))
+	if isAlreadyStarted(err) {
+		return nil // its last run completed
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: %w", h.EventID, err)
+	}
+	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again released")
+}
+
+// startOptions start an event's workflow: its ID is the key, a completed
+// run is never repeated (a failed or terminated one may be started again),
+// and the search attributes the Web UI filters on are set at once.
+func (s *Starter) startOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
 		ID:                       ev.ID,
 		TaskQueue:                s.cfg.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		EnableEagerStart:         true,
+		// The first task runs on this process's worker when it has one
+		// (hookflow dev), without a round trip through matching.
+		EnableEagerStart: true,
 		// Tell "it exists" apart (the SDK otherwise returns the running one).
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			activities.CorrelationIDKey.ValueSet(ev.CorrelationID),
-			activities.SequenceKey.ValueSet(ev.Sequence),
-			activities.DeliveryStateKey.ValueSet(store.StateWaiting),
+			contract.CorrelationIDKey.ValueSet(ev.CorrelationID),
+			contract.SequenceKey.ValueSet(ev.Sequence),
+			contract.DeliveryStateKey.ValueSet(string(state)),
 		),
 	}
-	_, err = s.temporal.ExecuteWorkflow(ctx, opts, workflows.EventWorkflowName, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+}
+
+// signalStartOptions are startOptions for a signal-with-start, which
+// signals the running workflow rather than failing on it.
+func (s *Starter) signalStartOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
+	opts := s.startOptions(ev, state)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = false
+	opts.EnableEagerStart = false
+	return opts
+}
+
+// execute starts the event's workflow with input in; existed reports that
+// it was running (or completed) already, which is not an error.
+func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (existed bool, err error) {
+	state := contract.StateWaiting
+	switch {
+	case in.DeadLetter != nil:
+		state = contract.StateDeadLettered
+	case in.Released != nil:
+		state = contract.StateDelivering
+	}
+	_, err = s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, state), contract.EventWorkflow, in)
+	if isAlreadyStarted(err) {
 		return true, nil
 	}
 	if err != nil {
@@ -152,80 +247,41 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 	return false, nil
 }
 
-// release signals an event's workflow its release; a second release is
-// ignored by the workflow, and one that has ended needs none.
-func (s *Starter) release(ctx context.Context, id string, rel workflows.Release) error {
-	err := s.temporal.SignalWorkflow(ctx, id, "", workflows.SignalRelease, rel)
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("release %s: %w", id, err)
+// SignalDeadLetter sends an operator's replay or skip (signal, with arg) to
+// the workflow of the dead letter d. A workflow that is not running although
+// its event is not finished (an operator terminated it) is started again,
+// waiting on that dead letter, with the signal. ended reports an event whose
+// workflow completed: it is delivered or skipped, and nothing was sent.
+func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error) {
+	err = s.temporal.SignalWorkflow(ctx, d.EventID, "", signal, arg)
+	if !isNotFound(err) {
+		return false, err
 	}
-	return nil
-}
-
-// MissedReleaseAge is how long an event of the ledger protocol may wait
-// after its correlation's cursor reached it before the sweep starts it.
-const MissedReleaseAge = time.Minute
-
-// Run sweeps for queued events until ctx is done, starting their workflows,
-// and every MissedReleaseAge/2 for held events whose hand-off never came.
-func (s *Starter) Run(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepInterval)
-	defer t.Stop()
-	lastRelease := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := s.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.logger.Warn("start queued events", "error", err, "started", n)
-		} else if n > 0 {
-			s.logger.Info("started queued events", "count", n)
-		}
-		if time.Since(lastRelease) < MissedReleaseAge/2 {
-			continue
-		}
-		lastRelease = time.Now()
-		n, err = s.ReleaseMissed(ctx, MissedReleaseAge)
-		if err != nil && ctx.Err() == nil {
-			s.logger.Warn("release waiting events", "error", err, "released", n)
-		} else if n > 0 {
-			s.logger.Warn("started held events whose hand-off never came", "count", n)
-		}
-	}
-}
-
-// ReleaseMissed starts, released, the events of the ledger protocol still
-// waiting although their correlation's cursor reached them more than age
-// ago, one batch, and returns how many. The event before normally starts
-// them when it finishes; this is the safety net for a hand-off that never
-// happened (the event before finished by a worker of an older release, or
-// one that crashed after its commit and whose workflow was then reset), so
-// no wait lasts forever.
-func (s *Starter) ReleaseMissed(ctx context.Context, age time.Duration) (int, error) {
-	missed, err := s.store.EventsMissedRelease(ctx, age, 100)
+	ev, err := s.store.EventGet(ctx, d.EventID)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
-	n := 0
-	for _, m := range missed {
-		skipped, err := s.store.CorrelationSkippedTail(ctx, m.CorrelationID)
-		if err != nil {
-			return n, err
-		}
-		if err := s.StartReleased(ctx, m, skipped); err != nil {
-			return n, err
-		}
-		n++
+	if ev.State.Final() {
+		return true, nil
 	}
-	return n, nil
+	in := s.Input(ev)
+	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
+	_, err = s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, contract.StateDeadLettered), contract.EventWorkflow, in)
+	if isAlreadyStarted(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, s.store.EventRestarted(ctx, ev.ID, "its workflow had ended while dead-lettered; started again by an operator's "+signal)
 }
 
-// Sweep starts the workflows of events queued for longer than SweepMinAge,
-// one batch, and returns how many it started.
-func (s *Starter) Sweep(ctx context.Context) (int, error) {
-	return s.store.EventsQueuedClaim(ctx, 100, s.cfg.SweepMinAge, s.startWorkflow)
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+func isAlreadyStarted(err error) bool {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &started)
 }

@@ -28,19 +28,23 @@ type DeadLetter struct {
 	Reason         string          `json:"reason"`
 	FirstFailureAt *time.Time      `json:"first_failure_at,omitempty"`
 	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
-	Status         string          `json:"status"`
-	ReplayedAt     *time.Time      `json:"replayed_at,omitempty"`
-	ReplayCount    int32           `json:"replay_count"`
-	SkippedBy      *string         `json:"skipped_by,omitempty"`
-	SkippedAt      *time.Time      `json:"skipped_at,omitempty"`
-	SkipNote       *string         `json:"skip_note,omitempty"`
+	// Generation counts the times the event was dead-lettered; a replay or
+	// skip names the one it is for.
+	Generation  int32      `json:"generation"`
+	Status      string     `json:"status"`
+	ReplayedAt  *time.Time `json:"replayed_at,omitempty"`
+	ReplayedBy  *string    `json:"replayed_by,omitempty"`
+	ReplayCount int32      `json:"replay_count"`
+	SkippedBy   *string    `json:"skipped_by,omitempty"`
+	SkippedAt   *time.Time `json:"skipped_at,omitempty"`
+	SkipNote    *string    `json:"skip_note,omitempty"`
 }
 
 func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 	var d DeadLetter
 	var attempts []byte
 	err := row.Scan(&d.EventID, &d.CorrelationID, &d.Sequence, &d.EndpointID, &d.Envelope, &attempts, &d.Reason, &d.FirstFailureAt, &d.DeadLetteredAt,
-		&d.Status, &d.ReplayedAt, &d.ReplayCount, &d.SkippedBy, &d.SkippedAt, &d.SkipNote)
+		&d.Generation, &d.Status, &d.ReplayedAt, &d.ReplayedBy, &d.ReplayCount, &d.SkippedBy, &d.SkippedAt, &d.SkipNote)
 	if err != nil {
 		return d, translate(err)
 	}
@@ -51,23 +55,25 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 }
 
 // DeadLetterUpsert writes (or reopens) the dead letter and marks the event
-// dead-lettered, in one transaction.
-func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter) error {
+// dead-lettered, in one transaction, and returns the dead letter's
+// generation: 1 the first time, one more at each reopening.
+func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter) (int32, error) {
 	attempts, err := json.Marshal(d.Attempts)
 	if err != nil {
-		return fmt.Errorf("encode attempts: %w", err)
+		return 0, fmt.Errorf("encode attempts: %w", err)
 	}
+	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt); err != nil {
+		if err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt).Scan(&gen); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, s.q.EventMarkDeadLettered, d.EventID)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("write dead letter: %w", err)
+		return 0, fmt.Errorf("write dead letter: %w", err)
 	}
-	return nil
+	return gen, nil
 }
 
 // DeadLetterGet returns the dead letter of event id, or ErrNotFound.
@@ -111,20 +117,32 @@ func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadL
 	return out, nil
 }
 
-// DeadLetterMarkReplayed records a replay of an open dead letter; it reports
-// false when the row was not open.
-func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkReplayed, eventID)
+// DeadLetterMarkReplayed claims the replay of the dead letter's generation
+// gen; it reports false when that generation is not open (someone replayed
+// or skipped it already, or it was reopened as a later one).
+func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID string, gen int32, by string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkReplayed, eventID, gen, by)
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter replayed: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// DeadLetterMarkSkipped records who skipped the event and why.
-func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, by, note string) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterMarkSkipped, eventID, by, nullable(note)); err != nil {
-		return fmt.Errorf("mark dead letter skipped: %w", err)
+// DeadLetterMarkSkipped claims the skip of generation gen, recording who and
+// why; false as DeadLetterMarkReplayed.
+func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID string, gen int32, by, note string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkSkipped, eventID, gen, by, nullable(note))
+	if err != nil {
+		return false, fmt.Errorf("mark dead letter skipped: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// DeadLetterReopen undoes a replay or skip claimed for generation gen whose
+// signal never reached the workflow, so an operator can act again.
+func (s *Store) DeadLetterReopen(ctx context.Context, eventID string, gen int32) error {
+	if _, err := s.pool.Exec(ctx, s.q.DeadLetterReopen, eventID, gen); err != nil {
+		return fmt.Errorf("reopen dead letter: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/store"
@@ -33,12 +34,13 @@ func TestStats(t *testing.T) {
 	_, _, err := st.EventStartAttempt(ctx, "dl-1", "ep")
 	require.NoError(t, err)
 	require.NoError(t, st.EventMarkDeadLettered(ctx, "dl-1"))
-	require.NoError(t, st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"}))
+	_, err = st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"})
+	require.NoError(t, err)
 	_, _, err = st.EventStartAttempt(ctx, "ok-1", "ep")
 	require.NoError(t, err)
 	_, _, err = st.EventStartAttempt(ctx, "done-1", "ep")
 	require.NoError(t, err)
-	require.NoError(t, st.EventFinish(ctx, "done-1", "done", 1, store.StateDelivered, time.Now()))
+	require.NoError(t, st.EventFinish(ctx, "done-1", "done", 1, contract.StateDelivered, time.Now()))
 
 	sm, err := st.StatsSummary(ctx)
 	require.NoError(t, err)
@@ -55,7 +57,7 @@ func TestStats(t *testing.T) {
 	require.Equal(t, "missing", byID["gap"].BlockedBy)
 	require.Nil(t, byID["gap"].BlockingEventID)
 	require.EqualValues(t, 1, byID["gap"].NextSequence)
-	require.Equal(t, store.StateDeadLettered, byID["dl"].BlockedBy)
+	require.Equal(t, string(contract.StateDeadLettered), byID["dl"].BlockedBy)
 	require.Equal(t, "dl-1", *byID["dl"].BlockingEventID)
 	require.EqualValues(t, 1, byID["dl"].Parked)
 
@@ -66,26 +68,18 @@ func TestStats(t *testing.T) {
 }
 
 // TestStatsReadOnlyThePendingRows: on a ledger of mostly delivered history
-// the stats queries reach events through the partial indexes of migration
-// 002 and correlations by primary key, never by scanning either table, so
+// the stats queries reach events through the partial indexes and
+// correlations by primary key, never by scanning either table, so
 // their cost follows the backlog rather than the history.
 func TestStatsReadOnlyThePendingRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testenv.MigratedPool(t)
 
-	// A deployment that created the indexes by hand (CONCURRENTLY, as the
-	// migration's comment suggests) still migrates: 002 is a no-op then.
-	_, err := pool.Exec(ctx, `DELETE FROM schema_migrations WHERE version = 2`)
-	require.NoError(t, err)
-	applied, err := schema.Migrate(ctx, pool)
-	require.NoError(t, err)
-	require.Equal(t, []string{"002_stats_indexes"}, applied)
-
 	// 20,000 delivered long ago over 2,000 correlations, 200 delivered just
 	// now, 500 skipped, and a backlog of 120 (queued, waiting, delivering,
 	// dead-lettered) across 30 correlations whose sequence 1 never came.
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO endpoints (id, url, secret) VALUES ('ep', 'https://example.com/hook', 'whsec_x');
 INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, delivered_at)
 SELECT 'old-'||g, 'c'||(g % 2000), g / 2000 + 1, 'ep', 't', '{}', '\x01', 'delivered', now() - interval '2 days', now() - interval '1 day'
@@ -118,10 +112,10 @@ ANALYZE correlations;`)
 		return out
 	}
 	summary := plan(q.StatsSummary)
-	require.Contains(t, summary, `"events_undelivered_idx"`, summary)
+	require.Contains(t, summary, `"events_pending_idx"`, summary)
 	require.Contains(t, summary, `"events_delivered_at_idx"`, summary)
 	blocked := plan(q.StatsBlockedCorrelations, 10)
-	require.Contains(t, blocked, `"events_undelivered_idx"`, blocked)
+	require.Contains(t, blocked, `"events_pending_idx"`, blocked)
 	for name, p := range map[string]string{"summary": summary, "blocked": blocked} {
 		require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|correlations)"`, p, "%s scans a whole table", name)
 	}

@@ -1,5 +1,6 @@
 // Package store is hookflow's access to its own Postgres tables: endpoints,
-// the event ledger, delivery attempts, correlation cursors and dead letters.
+// the event ledger, delivery attempts, the correlations' cursors (as their
+// sequencers moved them) and dead letters.
 // Every query it runs is a named query from package schema.
 package store
 
@@ -13,21 +14,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/schema"
 )
 
 // ErrNotFound is returned when the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
-
-// Event states, as stored and as the API reports them.
-const (
-	StateQueued       = "queued"
-	StateWaiting      = "waiting"
-	StateDelivering   = "delivering"
-	StateDelivered    = "delivered"
-	StateDeadLettered = "dead_lettered"
-	StateSkipped      = "skipped"
-)
 
 // Store runs hookflow's queries on a pool.
 type Store struct {
@@ -41,15 +33,13 @@ type queries struct {
 	EndpointUpdate           string
 	EndpointRotateSecret     string
 	EndpointDisable          string
-	EventLockCorrelation     string
 	EventInsert              string
-	EventSuccessor           string
-	CorrelationClaim         string
 	EventGet                 string
 	EventMarkStarted         string
 	EventsQueuedClaim        string
+	EventsStuckHeadsClaim    string
+	EventRestarted           string
 	EventStartAttempt        string
-	EventsMissedRelease      string
 	EventMarkFinal           string
 	EventMarkDeadLettered    string
 	CorrelationAdvance       string
@@ -64,6 +54,7 @@ type queries struct {
 	DeadLetterList           string
 	DeadLetterMarkReplayed   string
 	DeadLetterMarkSkipped    string
+	DeadLetterReopen         string
 	StatsSummary             string
 	StatsBlockedCorrelations string
 }
@@ -171,46 +162,37 @@ type Event struct {
 	Type          string
 	Data          json.RawMessage
 	PayloadHash   []byte
-	State         string
+	State         contract.State
 	AcceptedAt    time.Time
 	ReleasedAt    *time.Time
 	DeliveredAt   *time.Time
 	UpdatedAt     time.Time
-	// Protocol is how the event is ordered: ProtocolSequencer or
-	// ProtocolLedger, chosen when it is stored.
-	Protocol int
+	// Restarts counts the times a sweep or a replay had to start the
+	// event's workflow again; RestartedAt and RestartReason say when last
+	// and why.
+	Restarts      int32
+	RestartedAt   *time.Time
+	RestartReason *string
 }
-
-// Ordering protocols of stored events (events.protocol).
-const (
-	// ProtocolSequencer: the correlation's sequencer workflow releases the
-	// event. Every event stored before migration 003.
-	ProtocolSequencer = 1
-	// ProtocolLedger: the correlation's next_sequence in this ledger
-	// releases the event, and its predecessor signals it when it finishes.
-	ProtocolLedger = 2
-)
 
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
-	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt, &e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.Protocol)
+	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt,
+		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.Restarts, &e.RestartedAt, &e.RestartReason)
 	return e, translate(err)
+}
+
+func collectEvents(rows pgx.Rows, err error) ([]Event, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
 }
 
 // EventInsert stores e as queued. It reports inserted=false, and no error,
 // when the id or the (correlation, sequence) pair is already taken.
-// The stored event's Protocol is ProtocolLedger unless its correlation
-// still has an unfinished ProtocolSequencer event.
 func (s *Store) EventInsert(ctx context.Context, e Event) (Event, bool, error) {
-	var got Event
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.EventLockCorrelation, e.CorrelationID); err != nil {
-			return err
-		}
-		var err error
-		got, err = scanEvent(tx.QueryRow(ctx, s.q.EventInsert, e.ID, e.CorrelationID, e.Sequence, e.EndpointID, e.Type, e.Data, e.PayloadHash))
-		return err
-	})
+	got, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventInsert, e.ID, e.CorrelationID, e.Sequence, e.EndpointID, e.Type, e.Data, e.PayloadHash))
 	if errors.Is(err, ErrNotFound) {
 		return Event{}, false, nil
 	}
@@ -237,53 +219,50 @@ func (s *Store) EventMarkStarted(ctx context.Context, id string) error {
 	return nil
 }
 
-// EventsQueuedClaim locks up to limit events queued for longer than minAge
-// (SKIP LOCKED, so concurrent starters share the work), calls start for each
-// and marks it waiting in the same transaction. It stops at the first error
-// and returns how many it marked.
-func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, minAge time.Duration, start func(ctx context.Context, ev Event) error) (int, error) {
-	n := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.q.EventsQueuedClaim, limit, minAge.Seconds())
-		if err != nil {
-			return fmt.Errorf("claim queued events: %w", err)
-		}
-		events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
-		if err != nil {
-			return fmt.Errorf("claim queued events: %w", err)
-		}
-		for _, ev := range events {
-			if err := start(ctx, ev); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, s.q.EventMarkStarted, ev.ID); err != nil {
-				return fmt.Errorf("mark event started: %w", err)
-			}
-			n++
-		}
-		return nil
-	})
-	if err != nil && n > 0 {
-		// The transaction rolled back: those starts happened but are not
-		// marked; the next sweep starts them again, which is a no-op.
-		n = 0
+// EventsQueuedClaim takes up to limit events queued for longer than lease
+// that no other sweep took within lease, and returns them. The claim is
+// committed when it returns: the caller starts their workflows with no
+// transaction open.
+func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
+	out, err := collectEvents(s.pool.Query(ctx, s.q.EventsQueuedClaim, limit, lease.Seconds()))
+	if err != nil {
+		return nil, fmt.Errorf("claim queued events: %w", err)
 	}
-	return n, err
+	return out, nil
+}
+
+// EventsStuckHeadsClaim takes up to limit unfinished events that are next in
+// their correlation and have not changed, nor been claimed, for longer than
+// lease, and returns them, as EventsQueuedClaim.
+func (s *Store) EventsStuckHeadsClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
+	out, err := collectEvents(s.pool.Query(ctx, s.q.EventsStuckHeadsClaim, lease.Seconds(), limit))
+	if err != nil {
+		return nil, fmt.Errorf("claim stuck heads: %w", err)
+	}
+	return out, nil
+}
+
+// EventRestarted records that the event's workflow had to be started again,
+// and why.
+func (s *Store) EventRestarted(ctx context.Context, id, reason string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventRestarted, id, reason); err != nil {
+		return fmt.Errorf("record restart: %w", err)
+	}
+	return nil
 }
 
 // EventFinish marks the event delivered or skipped and advances its
-// correlation past it, in one transaction. Repeating it is harmless.
-func (s *Store) EventFinish(ctx context.Context, id, correlationID string, sequence int64, state string, at time.Time) error {
+// correlation's cursor past it, in one transaction. Repeating it is harmless.
+func (s *Store) EventFinish(ctx context.Context, id, correlationID string, sequence int64, state contract.State, at time.Time) error {
 	var deliveredAt *time.Time
-	if state == StateDelivered {
+	if state == contract.StateDelivered {
 		deliveredAt = &at
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.EventMarkFinal, id, state, deliveredAt); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, s.q.CorrelationAdvance, correlationID, sequence)
-		return err
+		b := &pgx.Batch{}
+		b.Queue(s.q.EventMarkFinal, id, state, deliveredAt)
+		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return fmt.Errorf("mark event %s: %w", state, err)
@@ -294,9 +273,9 @@ func (s *Store) EventFinish(ctx context.Context, id, correlationID string, seque
 // EventStartAttempt marks the event delivering and returns its endpoint
 // (ErrNotFound when it does not exist) and the event's state before this
 // attempt, in one round trip.
-func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (Endpoint, string, error) {
+func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (Endpoint, contract.State, error) {
 	var e Endpoint
-	var state string
+	var state contract.State
 	err := translate(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID).Scan(
 		&e.ID, &e.URL, &e.Secret, &e.PreviousSecret, &e.PreviousExpiresAt, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &state))
 	if err != nil {
@@ -306,52 +285,20 @@ func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (E
 }
 
 // EventDelivered records the delivering attempt, marks the event delivered
-// and moves its correlation past it, in one transaction sent as one batch.
-// With successor it also returns the event after it when that one waits for
-// its release (EventSuccessor), or nil. Repeating it records the attempt again and
-// changes nothing else.
-func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, sequence int64, a Attempt, at time.Time, successor bool) (*Event, error) {
-	var next *Event
+// and moves its correlation's cursor past it, in one transaction sent as one
+// batch. Repeating it records the attempt again and changes nothing else.
+func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, sequence int64, a Attempt, at time.Time) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		// The correlation's lock, which EventInsert holds until it commits:
-		// a successor stored concurrently is either committed before the
-		// lookup below reads (found here) or stored after this commits (its
-		// own start then sees the moved cursor). Without it both could miss.
-		b.Queue(s.q.EventLockCorrelation, correlationID)
 		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
-		b.Queue(s.q.EventMarkFinal, id, StateDelivered, at)
+		b.Queue(s.q.EventMarkFinal, id, contract.StateDelivered, at)
 		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
-		if successor {
-			b.Queue(s.q.EventSuccessor, correlationID, sequence).QueryRow(func(row pgx.Row) error {
-				e, err := scanEvent(row)
-				if errors.Is(err, ErrNotFound) {
-					return nil
-				}
-				next = &e
-				return err
-			})
-		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mark event delivered: %w", err)
+		return fmt.Errorf("mark event delivered: %w", err)
 	}
-	return next, nil
-}
-
-// EventsMissedRelease lists up to limit events of protocol 2 still waiting
-// although their correlation's cursor reached them more than age ago.
-func (s *Store) EventsMissedRelease(ctx context.Context, age time.Duration, limit int) ([]Event, error) {
-	rows, err := s.pool.Query(ctx, s.q.EventsMissedRelease, age.Seconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("find missed releases: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
-	if err != nil {
-		return nil, fmt.Errorf("find missed releases: %w", err)
-	}
-	return out, nil
+	return nil
 }
 
 // EventMarkDeadLettered records the dead-lettered state.
@@ -362,49 +309,8 @@ func (s *Store) EventMarkDeadLettered(ctx context.Context, id string) error {
 	return nil
 }
 
-// Claim is the ledger's answer to a ProtocolLedger event asking to deliver.
-type Claim struct {
-	// Next is the correlation's next sequence: the event is released when
-	// it is the event's, finished already when it is past it, and waits
-	// otherwise.
-	Next int64
-	// State is the event's own state.
-	State string
-	// Skipped are the sequences skipped since the last delivered one, when
-	// the event is released.
-	Skipped []int64
-}
-
-// CorrelationClaim answers whether the event (id, sequence) of the
-// correlation may deliver now. It reads; the release is the cursor reaching
-// the event, which only the event before it moves (EventFinish).
-func (s *Store) CorrelationClaim(ctx context.Context, correlationID string, sequence int64, id string) (Claim, error) {
-	var c Claim
-	var state *string
-	if err := s.pool.QueryRow(ctx, s.q.CorrelationClaim, correlationID, sequence, id).Scan(&c.Next, &state, &c.Skipped); err != nil {
-		return Claim{}, fmt.Errorf("claim event %s: %w", id, err)
-	}
-	if state == nil {
-		return Claim{}, fmt.Errorf("claim event %s: %w", id, ErrNotFound)
-	}
-	c.State = *state
-	return c, nil
-}
-
-// EventSuccessor returns the event after sequence in the correlation when
-// it is stored and not released yet; nil otherwise.
-func (s *Store) EventSuccessor(ctx context.Context, correlationID string, sequence int64) (*Event, error) {
-	e, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventSuccessor, correlationID, sequence))
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find successor of %s/%d: %w", correlationID, sequence, err)
-	}
-	return &e, nil
-}
-
-// CorrelationNext is the sequence the correlation needs next (1 when new).
+// CorrelationNext is the sequence the correlation needs next (1 when new),
+// as its sequencer last moved it.
 func (s *Store) CorrelationNext(ctx context.Context, correlationID string) (int64, error) {
 	var n int64
 	if err := s.pool.QueryRow(ctx, s.q.CorrelationNext, correlationID).Scan(&n); err != nil {
@@ -440,7 +346,7 @@ func (s *Store) CorrelationHighWater(ctx context.Context, correlationID string) 
 type PendingEvent struct {
 	ID       string
 	Sequence int64
-	State    string
+	State    contract.State
 }
 
 // CorrelationPending lists up to limit unfinished events of the correlation

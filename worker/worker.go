@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/workflows"
 )
 
@@ -23,10 +24,10 @@ type Config struct {
 // New returns a worker with hookflow's workflows and acts registered; call
 // Start (or Run) on it, and Stop to drain. It polls two task queues: the
 // configured one, where event workflows and deliveries run, and its
-// sequencer queue (workflows.SequencerTaskQueue), where new sequencers run.
-// An event's first workflow task waits for its sequencer's answer; on one
-// shared queue, under a backlog, the sequencers' tasks would queue behind
-// the very event tasks that wait for them.
+// sequencer queue (contract.SequencerTaskQueue), where the sequencers run.
+// The API's acceptance and a delivering attempt's hand-over wait for a
+// sequencer's answer; on one shared queue, under a backlog, the sequencers'
+// tasks would queue behind the very event tasks that wait for them.
 func New(c client.Client, cfg Config, acts *activities.Activities) (worker.Worker, error) {
 	if cfg.TaskQueue == "" {
 		return nil, errors.New("worker: task queue is required")
@@ -42,7 +43,7 @@ func New(c client.Client, cfg Config, acts *activities.Activities) (worker.Worke
 	}
 	events := worker.New(c, cfg.TaskQueue, opts)
 	Register(events, acts)
-	sequencers := worker.New(c, workflows.SequencerTaskQueue(cfg.TaskQueue), worker.Options{WorkerStopTimeout: 20e9})
+	sequencers := worker.New(c, contract.SequencerTaskQueue(cfg.TaskQueue), worker.Options{WorkerStopTimeout: 20e9})
 	Register(sequencers, acts)
 	return &pair{Worker: events, sequencers: sequencers}, nil
 }
@@ -84,7 +85,7 @@ func (p *pair) Stop() {
 // Register adds hookflow's workflows and activities to any registry (a
 // worker, or a test environment).
 func Register(r worker.Registry, acts *activities.Activities) {
-	r.RegisterWorkflowWithOptions(workflows.EventWorkflow, workflow.RegisterOptions{Name: workflows.EventWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.EventWorkflow, workflow.RegisterOptions{Name: contract.EventWorkflow})
+	r.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: contract.SequencerWorkflow})
 	r.RegisterActivity(acts)
 }

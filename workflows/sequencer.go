@@ -7,61 +7,61 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 )
-
-// SequencerWorkflowName is the sequencer's registered workflow type.
-const SequencerWorkflowName = "SequencerWorkflow"
 
 // Defaults of SequencerInput's tunables.
 const (
-	DefaultMaxHistory  = 4000
+	// DefaultMaxHistory is the history length past which a sequencer
+	// continues as new. Most of its tasks are the speculative tasks of
+	// updates, which a worker that does not have the sequencer cached must
+	// replay within the task's timeout; a short history keeps that quick
+	// (a 2,300-event sequencer once never got past its replay on a busy
+	// machine).
+	DefaultMaxHistory = 1000
+	// DefaultIdleTimeout ends a sequencer with nothing parked or released.
+	// It is long: a start of the same workflow ID within a second of the
+	// last run's is refused, and a fresh run pays a ledger load.
 	DefaultIdleTimeout = 10 * time.Minute
 )
-
-// FastPathMaxHistory is the continue-as-new threshold of the sequencers that
-// fast-path events start. Their tasks are mostly updates' speculative
-// workflow tasks, which a worker that does not have the sequencer cached
-// must replay within the task's timeout, or the task is lost and retried
-// from the start; seen in a bench run with two worker processes where a
-// 2,300-event sequencer never got past its replay on a busy machine. A
-// shorter history keeps that replay quick. Sequencers started before keep
-// DefaultMaxHistory: it is part of their input, so their replays do not
-// change.
-const FastPathMaxHistory = 1000
 
 // SequencerInput starts (or continues) a correlation's sequencer.
 type SequencerInput struct {
 	CorrelationID string `json:"correlation_id"`
 	// State is carried across continue-as-new; nil on a fresh start, which
-	// loads the cursor from the ledger.
-	State *SequencerState `json:"state,omitempty"`
+	// loads the correlation from the ledger.
+	State *contract.SequencerState `json:"state,omitempty"`
 	// MaxHistory is the history length past which it continues as new.
 	MaxHistory int `json:"max_history,omitempty"`
-	// IdleTimeout ends a sequencer with nothing parked or in flight.
+	// IdleTimeout ends a sequencer with nothing parked or released.
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 }
 
-// SequencerState is a sequencer's whole memory: the next sequence to
-// release, the event released and not finished yet, and the arrivals parked
-// until their turn. It stays small: parked arrivals are bounded by what the
-// producer sent ahead.
-type SequencerState struct {
-	Next     int64                `json:"next"`
-	Released *activities.Arrival  `json:"released,omitempty"`
-	Parked   []activities.Arrival `json:"parked,omitempty"`
-	// Skipped are sequences skipped since the last delivered one; every
-	// release carries them to the receiver until an event is delivered.
-	Skipped []int64 `json:"skipped,omitempty"`
-}
-
-// SequencerWorkflow releases a correlation's events strictly in sequence:
-// N only after N-1 is done (delivered or skipped). Duplicate arrivals and
-// duplicate done signals are ignored. It continues as new before its history
-// grows large, draining buffered signals first so none is lost at the
-// boundary, and ends when idle; a later arrival starts it again from the
-// cursor kept in Postgres.
+// SequencerWorkflow is the one authority on the order of a correlation's
+// events: it releases sequence N only after N-1 is delivered or skipped.
+// It learns of events by the arrive update (which the API sends when it
+// accepts one) and of finished ones by the finished update (which the
+// delivering attempt or the skip sends); each answer names the event
+// released by it, if any, and the caller passes the release on: in the
+// workflow's start input when the event is released on arrival, by the
+// release signal otherwise. The sequencer itself sends nothing, so an
+// event costs it no command.
+//
+// A fresh run (the first, or after an idle end, or after an operator
+// terminated one) loads the correlation from the ledger: the cursor its
+// last run moved, the skipped tail, and every stored event not finished,
+// parked. The resync update merges the ledger in the same way into a
+// running one, which repairs a sequencer that an operator reset to an
+// earlier state. Both only ever move it forward: the ledger's cursor passes
+// an event only once that event is delivered or skipped.
+//
+// It continues as new before its history grows long and ends when it has
+// been idle for IdleTimeout.
 func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
-	logger := workflow.GetLogger(ctx)
+	s := &sequencer{logger: workflow.GetLogger(ctx), correlation: in.CorrelationID, parked: map[int64]string{}}
+	if in.State != nil {
+		s.restore(*in.State)
+	}
 	maxHistory := in.MaxHistory
 	if maxHistory <= 0 {
 		maxHistory = DefaultMaxHistory
@@ -70,233 +70,227 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	if idle <= 0 {
 		idle = DefaultIdleTimeout
 	}
-
-	// The arrive update handler is registered before the first blocking call,
-	// so an update-with-start that starts this run is not refused; it waits
-	// for the state to be loaded.
-	// Each handled update wakes the main loop (wake), which owns
-	// continue-as-new and the idle end.
-	st := in.State
-	var releaseNow func(a activities.Arrival) activities.Announcement
-	var handOff func(d Done) activities.Handoff
-	lastActivity := workflow.Now(ctx)
-	wake := workflow.NewBufferedChannel(ctx, 1)
-	// ready holds an update until the state is loaded (handOff is set, with
-	// releaseNow, before the first blocking call after loading) and wakes
-	// the main loop.
-	ready := func(ctx workflow.Context) error {
-		if err := workflow.Await(ctx, func() bool { return handOff != nil }); err != nil {
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	var a *activities.Activities
+	resync := func(ctx workflow.Context) error {
+		var l activities.SequencerLoad
+		if err := workflow.ExecuteLocalActivity(lctx, a.LoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {
 			return err
 		}
-		lastActivity = workflow.Now(ctx)
-		wake.SendAsync(true)
+		s.merge(l)
 		return nil
 	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateArrive, func(ctx workflow.Context, a activities.Arrival) (activities.Announcement, error) {
-		if err := ready(ctx); err != nil {
-			return activities.Announcement{}, err
-		}
-		return releaseNow(a), nil
-	}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateFinished, func(ctx workflow.Context, d Done) (activities.Handoff, error) {
-		if err := ready(ctx); err != nil {
-			return activities.Handoff{}, err
-		}
-		return handOff(d), nil
-	}); err != nil {
-		return err
-	}
-	if st == nil {
-		var a *activities.Activities
-		lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-		var cur activities.Cursor
-		if err := workflow.ExecuteLocalActivity(lctx, a.LoadCursor, in.CorrelationID).Get(ctx, &cur); err != nil {
+
+	// The handlers are registered before the first blocking call, so the
+	// update that starts a run is not refused; they wait for the load.
+	loaded := in.State != nil
+	lastChange := workflow.Now(ctx)
+	changes := 0
+	handle := func(ctx workflow.Context) error {
+		if err := workflow.Await(ctx, func() bool { return loaded }); err != nil {
 			return err
 		}
-		st = &SequencerState{Next: cur.Next, Skipped: cur.Skipped}
+		changes++
+		lastChange = workflow.Now(ctx)
+		return nil
 	}
-	parked := make(map[int64]string, len(st.Parked))
-	for _, p := range st.Parked {
-		parked[p.Sequence] = p.EventID
-	}
-	snapshot := func() SequencerState {
-		s := SequencerState{Next: st.Next, Released: st.Released, Skipped: st.Skipped, Parked: make([]activities.Arrival, 0, len(parked))}
-		for seq, id := range parked {
-			s.Parked = append(s.Parked, activities.Arrival{Sequence: seq, EventID: id})
+	if err := workflow.SetUpdateHandler(ctx, contract.UpdateArrive, func(ctx workflow.Context, ar contract.Arrival) (contract.Announcement, error) {
+		if err := handle(ctx); err != nil {
+			return contract.Announcement{}, err
 		}
-		sort.Slice(s.Parked, func(i, j int) bool { return s.Parked[i].Sequence < s.Parked[j].Sequence })
-		return s
-	}
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SequencerState, error) { return snapshot(), nil }); err != nil {
+		return s.arrive(ar), nil
+	}); err != nil {
 		return err
 	}
-
-	arrivedCh := workflow.GetSignalChannel(ctx, SignalArrived)
-	doneCh := workflow.GetSignalChannel(ctx, SignalDone)
-	var releases []workflow.Future
-
-	onArrived := func(a activities.Arrival) {
-		switch {
-		case a.Sequence < st.Next:
-			logger.Info("ignoring arrival of a finished sequence", "sequence", a.Sequence, "event_id", a.EventID)
-		case st.Released != nil && st.Released.Sequence == a.Sequence:
-			// A repeated announcement of the event in flight.
-		default:
-			if prev, ok := parked[a.Sequence]; ok && prev != a.EventID {
-				logger.Error("two events claim one sequence; keeping the first", "sequence", a.Sequence, "kept", prev, "ignored", a.EventID)
-				return
-			}
-			parked[a.Sequence] = a.EventID
+	if err := workflow.SetUpdateHandler(ctx, contract.UpdateFinished, func(ctx workflow.Context, d contract.Done) (contract.Handoff, error) {
+		if err := handle(ctx); err != nil {
+			return contract.Handoff{}, err
 		}
-	}
-	onDone := func(d Done) {
-		if st.Released == nil || st.Released.Sequence != d.Sequence {
-			return // a repeated done
-		}
-		st.Next = d.Sequence + 1
-		st.Released = nil
-		if d.Skipped {
-			st.Skipped = append(st.Skipped, d.Sequence)
-		} else {
-			st.Skipped = nil
-		}
-	}
-	releaseNext := func() {
-		if st.Released != nil {
-			return
-		}
-		id, ok := parked[st.Next]
-		if !ok {
-			return
-		}
-		delete(parked, st.Next)
-		st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
-		releases = append(releases, workflow.SignalExternalWorkflow(ctx, id, "", SignalRelease, Release{Sequence: st.Next, Skipped: st.Skipped}))
-	}
-	// releaseNow handles an arrival announced by update: an event that is
-	// next with nothing in flight is released in the answer, without a
-	// signal; any other is parked as a signalled arrival is. A repeated
-	// announcement gets the answer the first one got.
-	releaseNow = func(a activities.Arrival) activities.Announcement {
-		if r := st.Released; r != nil && r.Sequence == a.Sequence {
-			return activities.Announcement{Released: r.EventID == a.EventID, Skipped: st.Skipped}
-		}
-		onArrived(a)
-		if st.Released == nil && a.Sequence == st.Next && parked[a.Sequence] == a.EventID {
-			delete(parked, a.Sequence)
-			st.Released = &activities.Arrival{Sequence: a.Sequence, EventID: a.EventID}
-			return activities.Announcement{Released: true, Skipped: st.Skipped}
-		}
-		return activities.Announcement{}
-	}
-	// handOff handles a finished event reported by update: the sequencer
-	// moves on and releases the next parked event without a signal of its
-	// own; the answer names it, and the finished event's workflow signals
-	// it. A repeated report gets the event released after it again.
-	handOff = func(d Done) activities.Handoff {
-		onDone(d)
-		if st.Released == nil {
-			if id, ok := parked[st.Next]; ok {
-				delete(parked, st.Next)
-				st.Released = &activities.Arrival{Sequence: st.Next, EventID: id}
+		if !s.finished(d) {
+			// A finished event this run did not release, past its cursor:
+			// it lost its state (an operator's reset). The event's finisher
+			// wrote the ledger first, so the ledger knows better.
+			s.logger.Warn("finished event unknown to the sequencer; resyncing from the ledger", "sequence", d.Sequence, "event_id", d.EventID)
+			if err := resync(ctx); err != nil {
+				return contract.Handoff{}, err
 			}
 		}
-		if r := st.Released; r != nil && r.Sequence > d.Sequence {
-			return activities.Handoff{EventID: r.EventID, Release: Release{Sequence: r.Sequence, Skipped: st.Skipped}}
-		}
-		return activities.Handoff{}
+		return s.handoffAfter(d.Sequence), nil
+	}); err != nil {
+		return err
 	}
-	drain := func() bool {
-		got := false
-		for {
-			var a activities.Arrival
-			if !arrivedCh.ReceiveAsync(&a) {
-				break
-			}
-			onArrived(a)
-			got = true
+	if err := workflow.SetUpdateHandler(ctx, contract.UpdateResync, func(ctx workflow.Context) (contract.Handoff, error) {
+		if err := handle(ctx); err != nil {
+			return contract.Handoff{}, err
 		}
-		for {
-			var d Done
-			if !doneCh.ReceiveAsync(&d) {
-				break
-			}
-			onDone(d)
-			got = true
+		if err := resync(ctx); err != nil {
+			return contract.Handoff{}, err
 		}
-		return got
+		return s.handoffAfter(0), nil
+	}); err != nil {
+		return err
 	}
-	settleReleases := func() {
-		for _, f := range releases {
-			if err := f.Get(ctx, nil); err != nil {
-				logger.Error("release signal failed", "error", err)
-			}
+	if err := workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.SequencerState, error) { return s.snapshot(), nil }); err != nil {
+		return err
+	}
+	if !loaded {
+		if err := resync(ctx); err != nil {
+			return err
 		}
-		releases = releases[:0]
+		loaded = true
 	}
 
-	var idleTimer workflow.Future
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
+	var idleTimer workflow.Future
 	for {
-		releaseNext()
-		busy := st.Released != nil || len(parked) > 0
 		info := workflow.GetInfo(ctx)
 		if info.GetCurrentHistoryLength() > maxHistory || info.GetContinueAsNewSuggested() {
-			drain()
-			releaseNext()
-			settleReleases()
-			if !drain() && workflow.AllHandlersFinished(ctx) {
-				s := snapshot()
-				return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
-					CorrelationID: in.CorrelationID, State: &s, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
-				})
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return err
 			}
-			continue
+			st := s.snapshot()
+			return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
+				CorrelationID: in.CorrelationID, State: &st, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
+			})
 		}
-		if !busy && idleTimer == nil {
-			idleTimer = workflow.NewTimer(timerCtx, idle)
-		}
-
-		fired := false
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(arrivedCh, func(c workflow.ReceiveChannel, _ bool) {
-			var a activities.Arrival
-			c.Receive(ctx, &a)
-			onArrived(a)
-		})
-		sel.AddReceive(doneCh, func(c workflow.ReceiveChannel, _ bool) {
-			var d Done
-			c.Receive(ctx, &d)
-			onDone(d)
-		})
-		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
-		if idleTimer != nil {
-			sel.AddFuture(idleTimer, func(workflow.Future) { fired = true })
-		}
-		sel.Select(ctx)
-		if !fired {
-			lastActivity = workflow.Now(ctx)
-			continue
-		}
-		idleTimer = nil
-		// A pending skip list need not keep it alive: a fresh run reloads it
-		// from the ledger (LoadCursor).
-		busy = st.Released != nil || len(parked) > 0
-		if quiet := workflow.Now(ctx).Sub(lastActivity); busy || quiet < idle {
-			if !busy {
-				// One timer per idle period, not one per signal.
-				idleTimer = workflow.NewTimer(timerCtx, idle-quiet)
+		// One timer per idle period, not one per update: each would cost
+		// the history a start and a cancel.
+		if !s.busy() && idleTimer == nil {
+			rest := idle - workflow.Now(ctx).Sub(lastChange)
+			if rest <= 0 && workflow.AllHandlersFinished(ctx) {
+				return nil
 			}
-			continue
+			idleTimer = workflow.NewTimer(timerCtx, max(rest, time.Second))
 		}
-		settleReleases()
-		if drain() {
-			lastActivity = workflow.Now(ctx)
-			continue
+		seen := changes
+		if err := workflow.Await(ctx, func() bool { return changes != seen || (idleTimer != nil && idleTimer.IsReady()) }); err != nil {
+			return err
 		}
-		return nil
+		if idleTimer != nil && idleTimer.IsReady() {
+			idleTimer = nil
+		}
 	}
+}
+
+// sequencer is a SequencerWorkflow's state and its rules, apart from how
+// messages reach it.
+type sequencer struct {
+	logger      interface{ Warn(string, ...any) }
+	correlation string
+	next        int64
+	released    *contract.Arrival
+	// parked maps a sequence to the event that arrived with it; it is only
+	// ever read by key or through snapshot's sorted copy, so its iteration
+	// order never decides anything.
+	parked  map[int64]string
+	skipped []int64
+}
+
+func (s *sequencer) restore(st contract.SequencerState) {
+	s.next, s.released, s.skipped = st.Next, st.Released, st.Skipped
+	for _, p := range st.Parked {
+		s.parked[p.Sequence] = p.EventID
+	}
+}
+
+func (s *sequencer) snapshot() contract.SequencerState {
+	st := contract.SequencerState{Next: s.next, Released: s.released, Skipped: s.skipped, Parked: make([]contract.Arrival, 0, len(s.parked))}
+	for seq, id := range s.parked {
+		st.Parked = append(st.Parked, contract.Arrival{Sequence: seq, EventID: id})
+	}
+	sort.Slice(st.Parked, func(i, j int) bool { return st.Parked[i].Sequence < st.Parked[j].Sequence })
+	return st
+}
+
+func (s *sequencer) busy() bool { return s.released != nil || len(s.parked) > 0 }
+
+// arrive records an event's arrival and releases it when it is next and
+// nothing is in flight. A repeated arrival gets the answer the first got.
+func (s *sequencer) arrive(a contract.Arrival) contract.Announcement {
+	if a.Sequence < s.next {
+		return contract.Announcement{Finished: true}
+	}
+	if r := s.released; r != nil && r.Sequence == a.Sequence {
+		return contract.Announcement{Released: r.EventID == a.EventID, Skipped: s.skipped}
+	}
+	if prev, ok := s.parked[a.Sequence]; ok && prev != a.EventID {
+		// The ledger refuses a second key for a sequence, so this is a bug.
+		s.logger.Warn("two events claim one sequence; keeping the first", "sequence", a.Sequence, "kept", prev, "ignored", a.EventID)
+		return contract.Announcement{}
+	}
+	s.parked[a.Sequence] = a.EventID
+	s.releaseNext()
+	if r := s.released; r != nil && r.EventID == a.EventID {
+		return contract.Announcement{Released: true, Skipped: s.skipped}
+	}
+	return contract.Announcement{}
+}
+
+// finished records that the released event is finished and releases the
+// next one that has arrived. It reports false for a Done past the cursor
+// that this sequencer did not release: its state is behind the ledger's.
+// A repeated Done (at or before the cursor) changes nothing.
+func (s *sequencer) finished(d contract.Done) bool {
+	switch r := s.released; {
+	case r != nil && r.Sequence == d.Sequence:
+		s.next = d.Sequence + 1
+		s.released = nil
+		if d.Skipped {
+			s.skipped = append(s.skipped, d.Sequence)
+		} else {
+			s.skipped = nil
+		}
+		s.releaseNext()
+	case d.Sequence >= s.next:
+		return false
+	}
+	return true
+}
+
+// handoffAfter names the event released after sequence seq, if any.
+func (s *sequencer) handoffAfter(seq int64) contract.Handoff {
+	if r := s.released; r != nil && r.Sequence > seq {
+		return contract.Handoff{EventID: r.EventID, Release: contract.Release{Sequence: r.Sequence, Skipped: s.skipped}}
+	}
+	return contract.Handoff{}
+}
+
+// releaseNext releases the next sequence when it has arrived and nothing is
+// in flight.
+func (s *sequencer) releaseNext() {
+	if s.released != nil {
+		return
+	}
+	if id, ok := s.parked[s.next]; ok {
+		delete(s.parked, s.next)
+		s.released = &contract.Arrival{Sequence: s.next, EventID: id}
+	}
+}
+
+// merge brings in what the ledger knows: a cursor past this one means those
+// events finished (finishers write the ledger before they tell the
+// sequencer), and stored events not finished have arrived. Then the next one
+// is released if it can be.
+func (s *sequencer) merge(l activities.SequencerLoad) {
+	if l.Next > s.next {
+		s.next, s.skipped = l.Next, l.Skipped
+		if s.released != nil && s.released.Sequence < l.Next {
+			s.released = nil
+		}
+		for _, p := range s.snapshot().Parked {
+			if p.Sequence < l.Next {
+				delete(s.parked, p.Sequence)
+			}
+		}
+	}
+	for _, p := range l.Pending {
+		if p.Sequence < s.next || (s.released != nil && s.released.Sequence == p.Sequence) {
+			continue
+		}
+		if _, ok := s.parked[p.Sequence]; !ok {
+			s.parked[p.Sequence] = p.EventID
+		}
+	}
+	s.releaseNext()
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/store"
 )
 
@@ -87,7 +88,7 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(corr))
 	for _, seq := range []int64{1, 2, 3} {
-		if err := d.waitState(ctx, ids[seq], store.StateDelivered); err != nil {
+		if err := d.waitState(ctx, ids[seq], contract.StateDelivered); err != nil {
 			return err
 		}
 	}
@@ -123,7 +124,7 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "   sent sequence 2 as %s to %s   %s\n", dl2, devEndpointID, d.workflowLink(dl2))
 	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(dlCorr))
-	if err := d.waitState(ctx, dl1, store.StateDeadLettered); err != nil {
+	if err := d.waitState(ctx, dl1, contract.StateDeadLettered); err != nil {
 		return err
 	}
 	var dl store.DeadLetter
@@ -148,10 +149,10 @@ func (d demo) run(ctx context.Context) error {
 	if err := d.api.do(ctx, http.MethodPost, "/v1/dead-letters/"+dl1+"/skip", map[string]string{"by": "hookflow demo", "note": "demo: the receiver does not know this endpoint's secret"}, nil); err != nil {
 		return err
 	}
-	if err := d.waitState(ctx, dl1, store.StateSkipped); err != nil {
+	if err := d.waitState(ctx, dl1, contract.StateSkipped); err != nil {
 		return err
 	}
-	if err := d.waitState(ctx, dl2, store.StateDelivered); err != nil {
+	if err := d.waitState(ctx, dl2, contract.StateDelivered); err != nil {
 		return err
 	}
 	if err := d.getJSON(ctx, d.receiver+"/correlations/"+url.PathEscape(dlCorr), &rc); err != nil {
@@ -179,13 +180,13 @@ func (d demo) postEvent(ctx context.Context, id, corr string, seq int64, endpoin
 }
 
 // waitState polls the event until it reaches state, printing progress.
-func (d demo) waitState(ctx context.Context, id, state string) error {
+func (d demo) waitState(ctx context.Context, id string, state contract.State) error {
 	fmt.Fprintf(d.out, "   waiting for %s to be %s ", id, state)
 	deadline := time.Now().Add(d.wait)
-	last := ""
+	last := contract.State("")
 	for {
 		var ev struct {
-			State    string          `json:"state"`
+			State    contract.State  `json:"state"`
 			Attempts []store.Attempt `json:"attempts"`
 		}
 		if err := d.api.do(ctx, http.MethodGet, "/v1/events/"+id, nil, &ev); err != nil {

@@ -1,22 +1,24 @@
 -- name: DeadLetterUpsert
 -- A replayed event that fails again is dead-lettered again: the row is
--- reopened with the new attempts, keeping its replay count.
+-- reopened with the new attempts as the next generation, keeping its replay
+-- count. Returns the generation written.
 INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (event_id) DO UPDATE SET
     envelope = EXCLUDED.envelope, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,
     first_failure_at = EXCLUDED.first_failure_at, dead_lettered_at = EXCLUDED.dead_lettered_at,
-    status = 'open';
+    generation = dead_letters.generation + 1, status = 'open'
+RETURNING generation;
 
 -- name: DeadLetterGet
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at,
-       status, replayed_at, replay_count, skipped_by, skipped_at, skip_note
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters WHERE event_id = $1;
 
 -- name: DeadLetterList
 -- Keyset pagination on (dead_lettered_at, event_id); empty filters match all.
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at,
-       status, replayed_at, replay_count, skipped_by, skipped_at, skip_note
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
 WHERE ($1::text IS NULL OR correlation_id = $1)
   AND ($2::text IS NULL OR endpoint_id = $2)
@@ -28,9 +30,19 @@ ORDER BY dead_lettered_at, event_id
 LIMIT $8;
 
 -- name: DeadLetterMarkReplayed
-UPDATE dead_letters SET status = 'replayed', replayed_at = now(), replay_count = replay_count + 1
-WHERE event_id = $1 AND status = 'open';
+-- Claims the replay of generation $2: only one caller (the API, or the
+-- workflow acting on a replay sent by hand) moves it from open.
+UPDATE dead_letters SET status = 'replayed', replayed_at = now(), replayed_by = $3, replay_count = replay_count + 1
+WHERE event_id = $1 AND generation = $2 AND status = 'open';
 
 -- name: DeadLetterMarkSkipped
-UPDATE dead_letters SET status = 'skipped', skipped_by = $2, skipped_at = now(), skip_note = $3
-WHERE event_id = $1;
+-- Claims the skip of generation $2, as DeadLetterMarkReplayed.
+UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
+WHERE event_id = $1 AND generation = $2 AND status = 'open';
+
+-- name: DeadLetterReopen
+-- Undoes a claim of generation $2 whose signal never reached the workflow.
+UPDATE dead_letters SET
+    replay_count = replay_count - CASE WHEN status = 'replayed' THEN 1 ELSE 0 END,
+    status = 'open', replayed_at = NULL, replayed_by = NULL, skipped_by = NULL, skipped_at = NULL, skip_note = NULL
+WHERE event_id = $1 AND generation = $2 AND status <> 'open';

@@ -2,7 +2,7 @@
 -- One pass over the ledger for the operator's summary and the scrape-time
 -- gauges. Lag is the age of the oldest event not delivered or skipped, so a
 -- dead letter waiting for an operator keeps it growing, as it should. The
--- WHERE is the two partial indexes' predicates (migration 002), so the pass
+-- WHERE is the two partial indexes' predicates, so the pass
 -- reads only the rows it counts: skipped events count nowhere.
 SELECT
     count(*) FILTER (WHERE state = 'queued'),
@@ -19,7 +19,7 @@ WHERE state NOT IN ('delivered', 'skipped')
 -- that sequence is not delivered yet (missing, waiting, delivering or
 -- dead-lettered). Oldest first; $1 bounds the list, the last column counts
 -- them all.
--- The undelivered events come from events_undelivered_idx (migration 002);
+-- The undelivered events come from events_pending_idx;
 -- each one's cursor is a primary-key lookup, because correlations keeps a
 -- row for every correlation ever seen and a join was planned as a scan of it.
 WITH parked AS (

@@ -1,2 +1,0 @@
-DROP INDEX IF EXISTS events_delivered_at_idx;
-DROP INDEX IF EXISTS events_undelivered_idx;
