@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -221,15 +222,22 @@ func (a *Activities) record(ctx context.Context, eventID string, at store.Attemp
 	}
 }
 
+// maxRetryAfter caps the delay a receiver may ask for.
+const maxRetryAfter = time.Hour
+
 // retryAfter reads Retry-After as seconds or an HTTP date; 0 when absent or
-// unusable. It is capped at one hour.
+// unusable. It is capped at maxRetryAfter, and a number of seconds too
+// large for any integer is capped too, not taken as absent.
 func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := h.Get("Retry-After")
+	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
 	var d time.Duration
-	if secs, err := strconv.Atoi(v); err == nil {
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
 		d = time.Duration(secs) * time.Second
 	} else if t, err := http.ParseTime(v); err == nil {
 		d = t.Sub(now)
@@ -237,7 +245,7 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return min(d, time.Hour)
+	return min(d, maxRetryAfter)
 }
 
 func ptr[T any](v T) *T { return &v }
