@@ -24,6 +24,7 @@ type Config struct {
 	APIToken          string
 	RecoveryWindow    time.Duration
 	DeliveryTimeout   time.Duration
+	RepairAfter       time.Duration
 	MaxBodyBytes      int64
 	AllowPrivate      bool
 	DataDir           string
@@ -54,11 +55,12 @@ func Settings() []Setting {
 		{"HOOKFLOW_DATABASE_URL", "database-url", "postgres://postgres@127.0.0.1:5433/hookflow?sslmode=disable", "PostgreSQL DSN of hookflow's own database", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"HOOKFLOW_TEMPORAL_ADDRESS", "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port", hostPort(func(c *Config) *string { return &c.TemporalAddress })},
 		{"HOOKFLOW_TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace", nonEmpty(func(c *Config) *string { return &c.TemporalNamespace })},
-		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers (they also poll {queue}-sequencers, where the sequencers of events from earlier releases run)", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
+		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers (they also poll {queue}-sequencers, where the correlations' sequencers run)", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
 		{"HOOKFLOW_API_TOKEN", "api-token", "dev-token", "bearer token required on /v1 (change it outside dev)", nonEmpty(func(c *Config) *string { return &c.APIToken })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
+		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
 		{"HOOKFLOW_MAX_BODY_BYTES", "max-body-bytes", "1048576", "largest accepted request body in bytes", positiveInt64(func(c *Config) *int64 { return &c.MaxBodyBytes })},
 		{"HOOKFLOW_ALLOW_PRIVATE_TARGETS", "allow-private-targets", "false", "allow endpoint URLs on loopback/private/link-local addresses and plain http (true in dev)", boolean(func(c *Config) *bool { return &c.AllowPrivate })},
 		{"HOOKFLOW_DATA_DIR", "data-dir", "./.hookflow", "dev only: where the local Postgres cluster and logs live", nonEmpty(func(c *Config) *string { return &c.DataDir })},

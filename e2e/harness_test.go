@@ -30,7 +30,12 @@ import (
 	"github.com/hookflow/hookflow/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(runWorkerProcess())
+	}
+	os.Exit(testenv.Main(m))
+}
 
 // bundle is one test's running hookflow: its own database and task queue on
 // the package's shared Postgres and Temporal.
@@ -48,6 +53,10 @@ type options struct {
 	window  time.Duration
 	timeout time.Duration
 	workers int
+	// noWorkers starts no worker in the test process (the test runs its own).
+	noWorkers bool
+	// repairAfter is HOOKFLOW_REPAIR_AFTER (default 30 s).
+	repairAfter time.Duration
 	// interceptors go on the Temporal client the API and the workers share.
 	interceptors []interceptor.ClientInterceptor
 }
@@ -60,7 +69,7 @@ func setup(t *testing.T, opts options) *bundle {
 	if opts.timeout == 0 {
 		opts.timeout = 5 * time.Second
 	}
-	if opts.workers == 0 {
+	if opts.workers == 0 && !opts.noWorkers {
 		opts.workers = 1
 	}
 	tmp := temporaltest.Server(t)
@@ -72,6 +81,7 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(8),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
+		RepairAfter: opts.repairAfter,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)

@@ -30,12 +30,19 @@ type ledgerReceiver struct {
 	requests   map[string]int  // event id → requests received
 	violations []string
 	// fault decides, per request, what to do before normal handling:
-	// "" (none), "503", "drop-after-commit", "410", "400", "down".
+	// "" (none), "503", "drop-after-commit", "hold-after-commit", "410",
+	// "400", "down".
 	fault func(ev activities.Envelope, n int) string
+	// committed gets the id of an event held after its commit
+	// ("hold-after-commit"); the request is answered (its connection cut)
+	// once release is closed.
+	committed chan string
+	release   chan struct{}
 }
 
 func newLedgerReceiver(t *testing.T) *ledgerReceiver {
-	r := &ledgerReceiver{t: t, applied: map[string][]int64{}, appliedAt: map[string]time.Time{}, seen: map[string]bool{}, requests: map[string]int{}}
+	r := &ledgerReceiver{t: t, applied: map[string][]int64{}, appliedAt: map[string]time.Time{}, seen: map[string]bool{}, requests: map[string]int{},
+		committed: make(chan string, 16), release: make(chan struct{})}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -121,6 +128,15 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.applied[ev.CorrelationID] = append(applied, ev.Sequence)
 	r.seen[ev.ID] = true
 	r.appliedAt[ev.ID] = time.Now()
+	if fault == "hold-after-commit" {
+		// Committed; the sender hears nothing until the test lets go.
+		r.mu.Unlock()
+		r.committed <- ev.ID
+		<-r.release
+		r.mu.Lock()
+		hijackClose(w)
+		return
+	}
 	if fault == "drop-after-commit" {
 		// Committed, but the sender never hears so: it must retry and be told
 		// "already processed", not apply twice.

@@ -15,7 +15,7 @@ var (
 	dbSettings       = []string{"HOOKFLOW_DATABASE_URL"}
 	temporalSettings = []string{"HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE"}
 	deliverySettings = []string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_ALLOW_PRIVATE_TARGETS"}
-	apiSettings      = []string{"HOOKFLOW_API_ADDR", "HOOKFLOW_API_TOKEN", "HOOKFLOW_MAX_BODY_BYTES"}
+	apiSettings      = []string{"HOOKFLOW_API_ADDR", "HOOKFLOW_API_TOKEN", "HOOKFLOW_MAX_BODY_BYTES", "HOOKFLOW_REPAIR_AFTER"}
 )
 
 func concat(lists ...[]string) []string {

@@ -1,0 +1,395 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/store"
+)
+
+// What operators do from the Temporal Web UI and the API, and what each
+// must not break: no button may strand a correlation.
+
+// correlationView is GET /v1/correlations/{id}.
+type correlationView struct {
+	NextSequence int64             `json:"next_sequence"`
+	Released     *contract.Arrival `json:"released"`
+	Parked       []int64           `json:"parked"`
+	Skipped      []int64           `json:"skipped"`
+	BlockedBy    *struct {
+		Sequence int64  `json:"sequence"`
+		EventID  string `json:"event_id"`
+		State    string `json:"state"`
+	} `json:"blocked_by"`
+	Source string `json:"source"`
+}
+
+func (b *bundle) correlation(id string) correlationView {
+	b.t.Helper()
+	var c correlationView
+	require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, "/v1/correlations/"+id, nil, &c))
+	return c
+}
+
+// visible lists the executions the Web UI's filter shows for query.
+func (b *bundle) visible(query string) []*workflowserviceExecution {
+	b.t.Helper()
+	resp, err := b.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+	require.NoError(b.t, err)
+	var out []*workflowserviceExecution
+	for _, e := range resp.GetExecutions() {
+		out = append(out, &workflowserviceExecution{ID: e.GetExecution().GetWorkflowId(), Type: e.GetType().GetName(), Status: e.GetStatus()})
+	}
+	return out
+}
+
+type workflowserviceExecution struct {
+	ID     string
+	Type   string
+	Status enumspb.WorkflowExecutionStatus
+}
+
+// sequencerState asks the correlation's sequencer for its state, as the Web
+// UI's Queries tab does.
+func (b *bundle) sequencerState(corr string) contract.SequencerState {
+	b.t.Helper()
+	v, err := b.client.QueryWorkflow(context.Background(), contract.SequencerID(corr), "", contract.QueryState)
+	require.NoError(b.t, err)
+	var st contract.SequencerState
+	require.NoError(b.t, v.Get(&st))
+	return st
+}
+
+func (b *bundle) terminate(id string) {
+	b.t.Helper()
+	require.NoError(b.t, b.client.TerminateWorkflow(context.Background(), id, "", "pressed Terminate in the Web UI"))
+}
+
+// resetToFirstTask presses Reset on the workflow's latest run, back to its
+// first completed workflow task.
+func (b *bundle) resetToFirstTask(id string) {
+	b.t.Helper()
+	ctx := context.Background()
+	it := b.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var first int64
+	for it.HasNext() && first == 0 {
+		ev, err := it.Next()
+		require.NoError(b.t, err)
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			first = ev.GetEventId()
+		}
+	}
+	require.NotZero(b.t, first)
+	_, err := b.client.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: b.cfg.TemporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
+		Reason: "pressed Reset in the Web UI", WorkflowTaskFinishEventId: first, RequestId: uuid.NewString(),
+	})
+	require.NoError(b.t, err)
+}
+
+func (b *bundle) deadLetter(id string) store.DeadLetter {
+	b.t.Helper()
+	var dl store.DeadLetter
+	require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+id, nil, &dl))
+	return dl
+}
+
+type eventWithRestarts struct {
+	State    contract.State  `json:"state"`
+	Attempts []store.Attempt `json:"attempts"`
+	Restarts *struct {
+		Count  int    `json:"count"`
+		Reason string `json:"reason"`
+	} `json:"restarts"`
+}
+
+func (b *bundle) eventDetail(id string) eventWithRestarts {
+	b.t.Helper()
+	var ev eventWithRestarts
+	require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, "/v1/events/"+id, nil, &ev))
+	return ev
+}
+
+// TestReadmeExample is the README's example as a new user runs it: events 3
+// and 2 of a correlation posted before 1. While they wait, the Web UI's
+// filter by CorrelationId lists the correlation's sequencer and both events,
+// waiting, and the sequencer's state query says why; GET
+// /v1/correlations agrees with it. Then 1 arrives and the receiver gets 1,
+// 2, 3 in that order.
+func TestReadmeExample(t *testing.T) {
+	b := setup(t, options{})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	corr := b.id("order-42")
+	for _, s := range []int64{3, 2} {
+		code, st := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
+		require.Equal(t, http.StatusAccepted, code)
+		require.Equal(t, contract.StateWaiting, st.State)
+	}
+
+	q := fmt.Sprintf("CorrelationId = '%s'", corr)
+	waitFor(t, 30*time.Second, "the Web UI lists the sequencer and both waiting events", func() bool {
+		byType := map[string]int{}
+		for _, e := range b.visible(q) {
+			byType[e.Type]++
+		}
+		waiting := b.visible(q + " AND WorkflowType = 'EventWorkflow' AND DeliveryState = 'waiting' AND ExecutionStatus = 'Running'")
+		return byType[contract.SequencerWorkflow] == 1 && byType[contract.EventWorkflow] == 2 && len(waiting) == 2
+	})
+	st := b.sequencerState(corr)
+	require.Equal(t, contract.SequencerState{Next: 1, Parked: []contract.Arrival{{Sequence: 2, EventID: corr + "-2"}, {Sequence: 3, EventID: corr + "-3"}}}, st)
+	c := b.correlation(corr)
+	require.Equal(t, "sequencer", c.Source)
+	require.EqualValues(t, st.Next, c.NextSequence)
+	require.Equal(t, []int64{2, 3}, c.Parked)
+	require.Nil(t, c.Released)
+	require.Equal(t, "missing", c.BlockedBy.State)
+	require.Zero(t, rcv.requestsFor(corr+"-2")+rcv.requestsFor(corr+"-3"), "nothing is sent before 1")
+
+	code, _ := b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	for s := 1; s <= 3; s++ {
+		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
+	}
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2, 3}, applied[corr])
+	waitFor(t, 30*time.Second, "the sequencer and the API agree the correlation is through", func() bool {
+		c := b.correlation(corr)
+		return c.NextSequence == 4 && len(c.Parked) == 0 && c.Released == nil && b.sequencerState(corr).Next == 4
+	})
+}
+
+// TestReplayByARawSignalFromTheWebUI: an operator replays a dead letter from
+// the Web UI by sending the signal "replay" with no input, or with {}; the
+// event is delivered and its dead letter row follows.
+func TestReplayByARawSignalFromTheWebUI(t *testing.T) {
+	b := setup(t, options{window: 3 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var healed atomic.Bool
+	rcv.fault = func(activities.Envelope, int) string {
+		if !healed.Load() {
+			return "400"
+		}
+		return ""
+	}
+	none, empty := b.id("raw-none"), b.id("raw-empty")
+	for _, corr := range []string{none, empty} {
+		b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
+		b.waitState(corr+"-1", contract.StateDeadLettered, 30*time.Second)
+	}
+	healed.Store(true)
+	ctx := context.Background()
+	require.NoError(t, b.client.SignalWorkflow(ctx, none+"-1", "", contract.SignalReplay, nil))
+	require.NoError(t, b.client.SignalWorkflow(ctx, empty+"-1", "", contract.SignalReplay, map[string]any{}))
+	for _, corr := range []string{none, empty} {
+		b.waitState(corr+"-1", contract.StateDelivered, 30*time.Second)
+		waitFor(t, 10*time.Second, "the dead letter row follows", func() bool {
+			dl := b.deadLetter(corr + "-1")
+			return dl.Status == store.DeadLetterReplayed && dl.ReplayCount == 1
+		})
+	}
+}
+
+// TestDoubleReplay: two replays of one dead letter at once (a double click,
+// or a batch replay beside a single one) are one replay: one is answered
+// 202, the other 409. When the replayed window fails too, the second click
+// does not replay the new dead letter behind the operator's back: it waits.
+func TestDoubleReplay(t *testing.T) {
+	b := setup(t, options{window: 3 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var healed atomic.Bool
+	rcv.fault = func(activities.Envelope, int) string {
+		if !healed.Load() {
+			return "400"
+		}
+		return ""
+	}
+	corr := b.id("double")
+	id := corr + "-1"
+	b.postEvent(id, corr, 1, ep.ID, map[string]any{"amount": 1})
+	b.postEvent(corr+"-2", corr, 2, ep.ID, map[string]any{"amount": 2})
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+
+	codes := make([]int, 2)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 0 {
+				codes[i] = b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil)
+			} else {
+				codes[i] = b.call(http.MethodPost, "/v1/dead-letters/replay?correlation_id="+corr, nil, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Ints(codes)
+	// The batch answers 202 with what it replayed; the single one 202 or 409.
+	waitFor(t, 30*time.Second, "the replay fails again: dead letter 2", func() bool {
+		return b.deadLetter(id).Generation == 2
+	})
+	dl := b.deadLetter(id)
+	require.Equal(t, store.DeadLetterOpen, dl.Status)
+	require.EqualValues(t, 1, dl.ReplayCount, "two requests, one replay (answers %v)", codes)
+	require.Equal(t, 2, rcv.requestsFor(id), "one attempt per window")
+
+	// Two single replays of dead letter 2 at once: one 202, one 409.
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil)
+		}()
+	}
+	wg.Wait()
+	sort.Ints(codes)
+	require.Equal(t, []int{http.StatusAccepted, http.StatusConflict}, codes)
+	waitFor(t, 30*time.Second, "dead letter 3", func() bool { return b.deadLetter(id).Generation == 3 })
+	time.Sleep(3 * time.Second)
+	dl = b.deadLetter(id)
+	require.Equal(t, store.DeadLetterOpen, dl.Status, "the losing click's signal did not replay dead letter 3")
+	require.EqualValues(t, 3, dl.Generation)
+	require.Equal(t, 3, rcv.requestsFor(id))
+	require.Equal(t, contract.StateWaiting, b.eventState(corr+"-2").State, "its successor is still held")
+
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
+	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[corr])
+}
+
+// TestReplayAndSkipOfAnEndedWorkflow: "Terminate" pressed on a dead
+// letter's workflow. A replay or skip through the API is not a 503 (no
+// outage): its workflow is started again, waiting on the dead letter, and
+// acts on it; GET /v1/events says it was restarted. A replay of an event
+// whose workflow completed is a 409.
+func TestReplayAndSkipOfAnEndedWorkflow(t *testing.T) {
+	b := setup(t, options{window: 3 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var healed atomic.Bool
+	rcv.fault = func(ev activities.Envelope, _ int) string {
+		if !healed.Load() && ev.Sequence == 1 {
+			return "400"
+		}
+		return ""
+	}
+	replayed, skipped := b.id("ended-replay"), b.id("ended-skip")
+	for _, corr := range []string{replayed, skipped} {
+		b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
+		b.postEvent(corr+"-2", corr, 2, ep.ID, map[string]any{"amount": 2})
+		b.waitState(corr+"-1", contract.StateDeadLettered, 30*time.Second)
+		b.terminate(corr + "-1")
+	}
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+replayed+"-1/replay", map[string]any{"by": "ops"}, nil))
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+skipped+"-1/skip", map[string]any{"by": "ops", "note": "gone"}, nil))
+	b.waitState(replayed+"-2", contract.StateDelivered, 30*time.Second)
+	b.waitState(skipped+"-2", contract.StateDelivered, 30*time.Second)
+	require.Equal(t, contract.StateDelivered, b.eventState(replayed+"-1").State)
+	require.Equal(t, contract.StateSkipped, b.eventState(skipped+"-1").State)
+	for _, id := range []string{replayed + "-1", skipped + "-1"} {
+		ev := b.eventDetail(id)
+		require.NotNil(t, ev.Restarts, "%s says its workflow was started again", id)
+		require.Contains(t, ev.Restarts.Reason, "ended while dead-lettered")
+	}
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[replayed])
+	require.Equal(t, []int64{2}, applied[skipped])
+
+	// A dead letter left open (an operator reopened it by hand) of an event
+	// whose workflow completed: 409, not 503.
+	_, err := b.store.Pool().Exec(context.Background(), "UPDATE dead_letters SET status = 'open' WHERE event_id = $1", replayed+"-1")
+	require.NoError(t, err)
+	var prob map[string]any
+	require.Equal(t, http.StatusConflict, b.call(http.MethodPost, "/v1/dead-letters/"+replayed+"-1/replay", nil, &prob))
+	require.Equal(t, "https://hookflow.dev/problems/event-finished", prob["type"])
+}
+
+// TestTerminateAndResetDoNotStrandACorrelation presses Terminate and Reset
+// in the Web UI on every kind of workflow of live correlations, and checks
+// that the API's sweep (in its scheduled loop) and the sequencer's ledger
+// load bring each correlation to its end, in order, exactly once.
+func TestTerminateAndResetDoNotStrandACorrelation(t *testing.T) {
+	b := setup(t, options{repairAfter: 2 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var released atomic.Bool
+	released.Store(false)
+	// Sequence 1 of every correlation is refused with 503 until the test
+	// lets go: released, delivering, its successors held.
+	rcv.fault = func(ev activities.Envelope, _ int) string {
+		if ev.Sequence == 1 && !released.Load() {
+			return "503"
+		}
+		return ""
+	}
+	delivering, held, seq, reset := b.id("t-delivering"), b.id("t-held"), b.id("t-sequencer"), b.id("t-reset")
+	corrs := []string{delivering, held, seq, reset}
+	for _, corr := range corrs {
+		for s := int64(1); s <= 3; s++ {
+			b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
+		}
+	}
+	for _, corr := range corrs {
+		b.waitState(corr+"-1", contract.StateDelivering, 30*time.Second)
+	}
+	b.terminate(delivering + "-1")         // the released event
+	b.terminate(held + "-2")               // a held one
+	b.terminate(contract.SequencerID(seq)) // a sequencer with parked events
+	b.resetToFirstTask(contract.SequencerID(reset))
+	released.Store(true)
+
+	for _, corr := range corrs {
+		for s := 1; s <= 3; s++ {
+			b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 90*time.Second)
+		}
+	}
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	for _, corr := range corrs {
+		require.Equal(t, []int64{1, 2, 3}, applied[corr], corr)
+	}
+	require.Contains(t, b.eventDetail(delivering+"-1").Restarts.Reason, "terminated")
+	require.NotNil(t, b.eventDetail(held+"-2").Restarts)
+
+	// Reset on a delivered event runs it again; the ledger knows it is
+	// delivered, so nothing is sent again.
+	before := rcv.requestsFor(delivering + "-3")
+	b.resetToFirstTask(delivering + "-3")
+	waitFor(t, 30*time.Second, "the reset run completes", func() bool {
+		d, err := b.client.DescribeWorkflowExecution(context.Background(), delivering+"-3", "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	require.Equal(t, before, rcv.requestsFor(delivering+"-3"))
+	for _, corr := range corrs {
+		waitFor(t, 30*time.Second, "the sequencer is through "+corr, func() bool { return b.sequencerState(corr).Next == 4 })
+	}
+}

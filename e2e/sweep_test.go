@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/app"
+	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/store"
+)
+
+// lockProbe is a client interceptor that, whenever the API announces an
+// event to its sequencer, tries to lock that event's ledger row from
+// another connection without waiting: a sweep that called Temporal from
+// inside a transaction holding the row would make it fail.
+type lockProbe struct {
+	interceptor.ClientInterceptorBase
+	mu    sync.Mutex
+	probe func(ctx context.Context, id string) error
+	seen  map[string]error
+}
+
+func (p *lockProbe) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &lockProbeOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, p: p}
+}
+
+type lockProbeOutbound struct {
+	interceptor.ClientOutboundInterceptorBase
+	p *lockProbe
+}
+
+func (o *lockProbeOutbound) UpdateWithStartWorkflow(ctx context.Context, in *interceptor.ClientUpdateWithStartWorkflowInput) (client.WorkflowUpdateHandle, error) {
+	if in.UpdateOptions.UpdateName == contract.UpdateArrive && len(in.UpdateOptions.Args) == 1 {
+		if a, ok := in.UpdateOptions.Args[0].(contract.Arrival); ok {
+			o.p.mu.Lock()
+			probe := o.p.probe
+			o.p.mu.Unlock()
+			if probe != nil {
+				err := probe(ctx, a.EventID)
+				o.p.mu.Lock()
+				o.p.seen[a.EventID] = err
+				o.p.mu.Unlock()
+			}
+		}
+	}
+	return o.Next.UpdateWithStartWorkflow(ctx, in)
+}
+
+// TestSweepStartsQueuedEventsWithNoRowLocked: an event stored while Temporal
+// could not take it (queued) is started by the sweep in its scheduled loop,
+// and no row of the ledger is locked while the sweep calls Temporal.
+func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
+	probe := &lockProbe{seen: map[string]error{}}
+	b := setup(t, options{interceptors: []interceptor.ClientInterceptor{probe}})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	probe.mu.Lock()
+	probe.probe = func(ctx context.Context, id string) error {
+		return pgx.BeginFunc(ctx, b.store.Pool(), func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "SELECT 1 FROM events WHERE id = $1 FOR UPDATE NOWAIT", id)
+			return err
+		})
+	}
+	probe.mu.Unlock()
+
+	// Queued: stored as the API stores it, its start left to the sweep.
+	ctx := context.Background()
+	corr := b.id("queued")
+	for s := int64(1); s <= 3; s++ {
+		_, ok, err := b.store.EventInsert(ctx, store.Event{
+			ID: fmt.Sprintf("%s-%d", corr, s), CorrelationID: corr, Sequence: s, EndpointID: ep.ID,
+			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	for s := 1; s <= 3; s++ {
+		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
+	}
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	for s := 1; s <= 3; s++ {
+		id := fmt.Sprintf("%s-%d", corr, s)
+		err, ok := probe.seen[id]
+		require.True(t, ok, "the sweep announced %s", id)
+		require.NoError(t, err, "%s was locked while the sweep called Temporal", id)
+	}
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2, 3}, applied[corr])
+}
+
+// workerEnv names the environment variable that makes this test binary a
+// hookflow worker process (see TestMain): a worker a test can SIGKILL.
+const workerEnv = "HOOKFLOW_E2E_WORKER"
+
+// runWorkerProcess runs a worker from the HOOKFLOW_* environment until it
+// is killed.
+func runWorkerProcess() int {
+	names := []string{"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE",
+		"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_ALLOW_PRIVATE_TARGETS"}
+	cfg, _, err := config.Load("worker", "", names, nil, os.Getenv, nil, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx := context.Background()
+	logger := app.NewLogger(os.Stderr)
+	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := app.StartWorker(cfg, st, c, logger); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("worker running")
+	select {}
+}
+
+// startWorkerProcess starts this test binary as a worker process on the
+// bundle's queue.
+func (b *bundle) startWorkerProcess() *exec.Cmd {
+	b.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"=1",
+		"HOOKFLOW_DATABASE_URL="+b.cfg.DatabaseURL, "HOOKFLOW_TEMPORAL_ADDRESS="+b.cfg.TemporalAddress,
+		"HOOKFLOW_TEMPORAL_NAMESPACE="+b.cfg.TemporalNamespace, "HOOKFLOW_TASK_QUEUE="+b.cfg.TaskQueue,
+		"HOOKFLOW_RECOVERY_WINDOW="+b.cfg.RecoveryWindow.String(), "HOOKFLOW_DELIVERY_TIMEOUT="+b.cfg.DeliveryTimeout.String(),
+		"HOOKFLOW_ALLOW_PRIVATE_TARGETS=true")
+	cmd.Stdout, cmd.Stderr = testenvWriter(b.t), testenvWriter(b.t)
+	require.NoError(b.t, cmd.Start())
+	b.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// TestWorkerKilledAfterTheReceiverCommitted: the worker process making an
+// attempt is SIGKILLed after the receiver committed the event and before
+// its answer came back. Another worker takes the event over: it sends the
+// event again with the same identifiers, the receiver answers "already
+// processed", and the event is applied once; its successor follows in
+// order.
+func TestWorkerKilledAfterTheReceiverCommitted(t *testing.T) {
+	b := setup(t, options{noWorkers: true})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	corr := b.id("killed")
+	rcv.fault = func(ev activities.Envelope, n int) string {
+		if ev.CorrelationID == corr && ev.Sequence == 1 && n == 1 {
+			return "hold-after-commit"
+		}
+		return ""
+	}
+	first := b.startWorkerProcess()
+	for s := int64(1); s <= 2; s++ {
+		code, _ := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
+		require.Equal(t, http.StatusAccepted, code)
+	}
+	select {
+	case id := <-rcv.committed:
+		require.Equal(t, corr+"-1", id)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the receiver never got the event")
+	}
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	err := first.Wait()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "the worker was killed: %v", err)
+	close(rcv.release)
+
+	b.startWorkerProcess()
+	b.waitState(corr+"-2", contract.StateDelivered, 90*time.Second)
+	require.Equal(t, contract.StateDelivered, b.eventState(corr+"-1").State)
+	require.Equal(t, 2, rcv.requestsFor(corr+"-1"), "sent again by the next worker")
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[corr], "applied once, in order")
+}
+
+// testenvWriter writes a child process's output to the test log.
+func testenvWriter(t *testing.T) *logWriter { return &logWriter{t: t} }
+
+type logWriter struct{ t *testing.T }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
