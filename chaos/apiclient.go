@@ -96,6 +96,29 @@ type deadLetterItem struct {
 	Sequence      int64  `json:"sequence"`
 	EndpointID    string `json:"endpoint_id"`
 	Status        string `json:"status"`
+	Generation    int32  `json:"generation"`
+}
+
+// deadLetter reads the dead letter of one event; the code is 404 when it
+// has none.
+func (c *apiClient) deadLetter(ctx context.Context, eventID string) (deadLetterItem, int, error) {
+	var d deadLetterItem
+	code, body, err := c.do(ctx, http.MethodGet, "/v1/dead-letters/"+url.PathEscape(eventID), nil, &d)
+	if err != nil {
+		return d, code, err
+	}
+	if code != http.StatusOK && code != http.StatusNotFound {
+		return d, code, fmt.Errorf("get dead letter %s: %d %s", eventID, code, bytes.TrimSpace(body))
+	}
+	return d, code, nil
+}
+
+// press presses an operator's button (replay or skip) on one event's dead
+// letter, and returns the API's answer: 202 when it took it, 409 when the
+// dead letter was replayed or skipped already.
+func (c *apiClient) press(ctx context.Context, eventID, button string) (int, []byte, error) {
+	return c.do(ctx, http.MethodPost, "/v1/dead-letters/"+url.PathEscape(eventID)+"/"+button,
+		map[string]string{"by": "chaos double click", "note": "chaos: " + button + " pressed twice at once"}, nil)
 }
 
 // deadLetters lists the dead letters of an endpoint (every status).

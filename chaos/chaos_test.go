@@ -16,9 +16,9 @@ import (
 
 // TestChaosShort builds hookflow and runs `hookflow chaos --short`: the
 // whole stack as real processes (Postgres, the Temporal server, the API,
-// three workers, the reference receiver) under the fault schedule, and
-// asserts that the run found nothing lost, nothing applied twice and no
-// sequence out of order.
+// three workers, the reference receiver) under the fault schedule and the
+// operator's buttons, and asserts that the run found nothing lost, nothing
+// applied twice, no sequence out of order and no correlation stranded.
 func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
 	defer cancel()
@@ -105,7 +105,7 @@ func TestChaosShort(t *testing.T) {
 	if summary == "" {
 		t.Fatalf("no summary line in the output:\n%s", stdout.String())
 	}
-	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 "} {
+	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q", strings.TrimSpace(want))
 		}

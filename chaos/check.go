@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // Final event states in hookflow's ledger.
@@ -42,6 +44,34 @@ type Observed struct {
 	// AppliedAnswers counts the receiver's "applied" answers per event id,
 	// as the proxy saw them.
 	AppliedAnswers map[string]int
+	// Skipped are the events an operator asked to skip, unless the API
+	// refused it (409). Only these may end skipped.
+	Skipped map[string]bool
+	// DoubleClaims describes the dead letters whose two concurrent clicks
+	// (replays, or a replay and a skip) were both answered 202.
+	DoubleClaims []string
+	// Heads is how the head stood, per correlation with an unfinished
+	// accepted event.
+	Heads map[string]Head
+	// PostgresRestartFailures counts the Postgres restarts of the schedule
+	// after which Postgres did not come back.
+	PostgresRestartFailures int
+}
+
+// Head is how a correlation's head (the event at its cursor) stood after
+// quiet.
+type Head struct {
+	// Next is the ledger's cursor (correlations.next_sequence).
+	Next int64
+	// Generation is the head's dead letter's generation (0: it has none).
+	Generation int32
+	// Workflow is the status of its workflow: "running", "terminated",
+	// "not found", …
+	Workflow string
+	// Status is what the running workflow answered to QueryState; QueryErr
+	// why it could not be read.
+	Status   contract.EventStatus
+	QueryErr string
 }
 
 // Verdict is the outcome of the checks.
@@ -55,12 +85,22 @@ type Verdict struct {
 	Stuck           int // events in a non-final state
 	Mismatches      int // hookflow and the receiver disagree, or a balance is off
 	NotAccepted     int // workload events never accepted
-	Details         []string
+	Skipped         int // events that ended skipped (by the run's operator)
+	// Stranded counts the correlations that are neither complete nor
+	// waiting on a dead letter an operator can still replay or skip.
+	Stranded int
+	// DoubleClaims counts the dead letters two concurrent clicks both won.
+	DoubleClaims int
+	// PostgresRestartFailures counts the Postgres restarts that did not
+	// come back: the run's faults did not go as planned.
+	PostgresRestartFailures int
+	Details                 []string
 }
 
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
-	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0
+	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
+		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0
 }
 
 func (v *Verdict) note(format string, args ...any) {
@@ -74,13 +114,21 @@ func (v *Verdict) note(format string, args ...any) {
 //   - every workload event was accepted;
 //   - every accepted event is in hookflow's ledger in a final state, and is
 //     applied at the receiver exactly when hookflow says delivered; a
-//     dead-lettered or skipped event has a dead_letters row (else: lost);
+//     dead-lettered or skipped event has a dead_letters row, and only an
+//     event an operator skipped is skipped (else: lost);
 //   - no event id and no (correlation, sequence) is applied twice, and the
 //     receiver never answered "applied" twice for one id (duplicates);
 //   - per correlation the receiver applied 1, 2, …, k in that order, with
-//     no gap, and hookflow's delivered set is that same prefix (order);
+//     no gap but the skipped sequences, and hookflow's delivered set is
+//     that same prefix (order);
 //   - the receiver's balance is the sum of the applied amounts, its
-//     processed_events match its ledger, nothing is left parked.
+//     processed_events match its ledger, nothing is left parked;
+//   - every correlation is complete (each accepted event delivered or
+//     skipped), or its head is dead-lettered with an open dead letter and
+//     its workflow runs and waits on that generation, so an operator can
+//     still replay or skip it (else: stranded);
+//   - no two concurrent clicks on one dead letter were both taken, and
+//     every Postgres restart came back.
 func Check(w *Workload, o Observed) Verdict {
 	var v Verdict
 	byID := make(map[string]Event, len(w.Events))
@@ -100,6 +148,11 @@ func Check(w *Workload, o Observed) Verdict {
 		v.note("post rejected: %s", r)
 	}
 	v.Events = len(o.Accepted)
+	// skippedAt: hookflow skipped that sequence, so the receiver never gets it.
+	skippedAt := func(corr string, seq int64) bool {
+		id, ok := idOf[corr][seq]
+		return ok && o.States[id] == stateSkipped
+	}
 	for id := range o.DeadLetters {
 		if _, ok := byID[id]; ok {
 			v.DeadLettered++
@@ -126,7 +179,11 @@ func Check(w *Workload, o Observed) Verdict {
 			v.Duplicates++
 			v.note("duplicate: %s sequence %d applied more than once", e.CorrelationID, e.Sequence)
 		}
-		if want := last[e.CorrelationID] + 1; e.Sequence != want {
+		want := last[e.CorrelationID] + 1
+		for skippedAt(e.CorrelationID, want) && want < e.Sequence {
+			want++
+		}
+		if e.Sequence != want {
 			v.OrderViolations++
 			v.note("order: %s applied sequence %d after %d", e.CorrelationID, e.Sequence, last[e.CorrelationID])
 		}
@@ -172,11 +229,21 @@ func Check(w *Workload, o Observed) Verdict {
 			v.Lost++
 			v.note("lost: %s is delivered in hookflow but not applied at the receiver", id)
 		case st == stateDelivered:
+			if o.DeadLetters[id] == "open" {
+				v.Mismatches++
+				v.note("mismatch: %s is delivered, yet its dead letter is open for an operator to replay or skip", id)
+			}
 			if delivered[ev.CorrelationID] == nil {
 				delivered[ev.CorrelationID] = map[int64]bool{}
 			}
 			delivered[ev.CorrelationID][ev.Sequence] = true
+		case st == stateSkipped && !o.Skipped[id]:
+			v.Lost++
+			v.note("lost: %s is skipped, but no operator skipped it", id)
 		case st == stateDeadLettered || st == stateSkipped:
+			if st == stateSkipped {
+				v.Skipped++
+			}
 			if !hasDL {
 				v.Lost++
 				v.note("lost: %s is %s without a dead letter row", id, st)
@@ -232,5 +299,69 @@ func Check(w *Workload, o Observed) Verdict {
 			v.note("balance %s: receiver says %s, applied amounts sum to %d", corr, rc.Balance, amounts[corr])
 		}
 	}
+	v.Stranded = stranded(w, o, idOf, &v)
+	v.DoubleClaims = len(o.DoubleClaims)
+	for _, d := range o.DoubleClaims {
+		v.note("double claim: two concurrent clicks on one dead letter were both answered 202: %s", d)
+	}
+	if v.PostgresRestartFailures = o.PostgresRestartFailures; v.PostgresRestartFailures > 0 {
+		v.note("postgres did not come back after %d of its restarts; the run did not go as planned", v.PostgresRestartFailures)
+	}
 	return v
+}
+
+// stranded counts the correlations that are neither complete nor waiting
+// on a dead letter an operator can act on, and notes why.
+func stranded(w *Workload, o Observed, idOf map[string]map[int64]string, v *Verdict) int {
+	unfinished := map[string]bool{}
+	for _, ev := range w.Events {
+		if st := o.States[ev.ID]; o.Accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
+			unfinished[ev.CorrelationID] = true
+		}
+	}
+	n := 0
+	for _, corr := range w.Correlations {
+		if !unfinished[corr] {
+			continue
+		}
+		if why := strandedWhy(o, o.Heads, idOf[corr], corr); why != "" {
+			n++
+			v.note("stranded: %s: %s", corr, why)
+		}
+	}
+	return n
+}
+
+// strandedWhy says why an unfinished correlation is stranded, or "" when
+// its head waits on a dead letter an operator can still replay or skip.
+func strandedWhy(o Observed, heads map[string]Head, ids map[int64]string, corr string) string {
+	h, ok := heads[corr]
+	if !ok {
+		return "its head was not observed"
+	}
+	id, ok := ids[h.Next]
+	switch {
+	case !ok:
+		return fmt.Sprintf("its cursor is at %d, past its events, yet some are unfinished", h.Next)
+	case !o.Accepted[id]:
+		return fmt.Sprintf("its head %s (sequence %d) was never accepted", id, h.Next)
+	}
+	wf := h.Workflow
+	if h.QueryErr != "" {
+		wf += " (" + h.QueryErr + ")"
+	} else if h.Workflow == "running" {
+		wf += fmt.Sprintf(" (it says %s, generation %d)", h.Status.State, h.Status.Generation)
+	}
+	st, dl := o.States[id], o.DeadLetters[id]
+	switch {
+	case st != stateDeadLettered:
+		return fmt.Sprintf("its head %s is %s; its workflow is %s", id, st, wf)
+	case dl != "open":
+		return fmt.Sprintf("its head %s is dead-lettered, but its dead letter is %s, which no operator can replay or skip; its workflow is %s", id, dl, wf)
+	case h.Workflow != "running" || h.QueryErr != "":
+		return fmt.Sprintf("its head %s waits on an open dead letter, but its workflow is %s", id, wf)
+	case h.Status.State != contract.StateDeadLettered || h.Status.Generation != h.Generation:
+		return fmt.Sprintf("its head %s has dead letter generation %d open, but its workflow is %s", id, h.Generation, wf)
+	}
+	return ""
 }

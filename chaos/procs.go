@@ -143,24 +143,28 @@ func (p *proc) supervise(ctx context.Context, onUnexpected func(name, how string
 }
 
 // kill sends SIGKILL to the process group and waits for the process to
-// exit. The supervisor then starts it again.
-func (p *proc) kill() {
+// exit. The supervisor then starts it again. It reports false, and does
+// nothing, when no incarnation is running (it exited and its supervisor
+// has not started the next one yet): there is nothing to kill, and the
+// fault did not take place.
+func (p *proc) kill() bool {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	if cmd == nil {
 		p.mu.Unlock()
-		return
+		return false
 	}
 	select {
 	case <-done:
 		p.mu.Unlock()
-		return
+		return false
 	default:
 	}
 	p.killing = true
 	p.mu.Unlock()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
+	return true
 }
 
 // stop ends the process for good: SIGTERM to its group, SIGKILL after grace.

@@ -34,6 +34,7 @@ type ProxyStats struct {
 	DownAnswers  int64
 	UpstreamErrs int64
 	Parked       int64 // receiver answered 202: an event arrived before its predecessor
+	Refused      int64 // answered 422 for a double click's dead letter
 }
 
 // Proxy stands between hookflow's workers and the receiver and injects
@@ -53,8 +54,12 @@ type Proxy struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	applied map[string]int // event id → "applied" answers seen
+	seen    map[string]bool
+	// refuse maps a correlation to the channel that gets the id of the
+	// event refused for it.
+	refuse map[string]chan string
 
-	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked atomic.Int64
+	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused atomic.Int64
 
 	inflight atomic.Int64
 }
@@ -66,7 +71,7 @@ func NewProxy(upstream string, seed uint64, holdFor time.Duration, faults ProxyF
 		upstream: upstream, holdFor: holdFor, faults: faults,
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
-		applied: map[string]int{},
+		applied: map[string]int{}, seen: map[string]bool{}, refuse: map[string]chan string{},
 	}
 	p.faultsOn.Store(true)
 	return p
@@ -85,12 +90,59 @@ func (p *Proxy) SetBurst(on, withRetryAfter bool) {
 // SetFaults turns the per-request faults and bursts on or off (off in a calm run).
 func (p *Proxy) SetFaults(on bool) { p.faultsOn.Store(on) }
 
+// RefuseNext makes the proxy refuse (422, a permanent rejection: the event
+// dead-letters at once) the next delivery of correlation on a healthy
+// endpoint whose event it has never seen before, and returns the channel
+// that gets that event's id. Only a first sight is refused: an event the
+// receiver may have applied already (a held or unacknowledged copy) is
+// never dead-lettered for a double click, so a skip of it stays honest.
+// Disarm ends a refusal that has not fired.
+func (p *Proxy) RefuseNext(correlation string) <-chan string {
+	ch := make(chan string, 1)
+	p.mu.Lock()
+	p.refuse[correlation] = ch
+	p.mu.Unlock()
+	return ch
+}
+
+// Disarm cancels RefuseNext for correlation.
+func (p *Proxy) Disarm(correlation string) {
+	p.mu.Lock()
+	delete(p.refuse, correlation)
+	p.mu.Unlock()
+}
+
+// firstSight records an event id and says whether this is the first
+// request for it, and whether to refuse it (RefuseNext).
+func (p *Proxy) firstSight(eventID string, body []byte) (refuse bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := eventID != "" && !p.seen[eventID]
+	p.seen[eventID] = true
+	if !first || len(p.refuse) == 0 {
+		return false
+	}
+	var env struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return false
+	}
+	ch, ok := p.refuse[env.CorrelationID]
+	if !ok {
+		return false
+	}
+	delete(p.refuse, env.CorrelationID)
+	ch <- eventID
+	return true
+}
+
 // Stats returns the counters so far.
 func (p *Proxy) Stats() ProxyStats {
 	return ProxyStats{
 		Requests: p.requests.Load(), Forwarded: p.forwarded.Load(), Latency: p.latency.Load(),
 		LostAcks: p.lostAcks.Load(), Burst503: p.burst503.Load(), DownAnswers: p.downAnswers.Load(),
-		UpstreamErrs: p.upstreamErrs.Load(), Parked: p.parked.Load(),
+		UpstreamErrs: p.upstreamErrs.Load(), Parked: p.parked.Load(), Refused: p.refused.Load(),
 	}
 }
 
@@ -168,6 +220,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 		}
 		http.Error(w, "5xx burst (chaos)", http.StatusServiceUnavailable)
+		return
+	}
+	if !isDown && p.firstSight(r.Header.Get("webhook-id"), body) {
+		p.refused.Add(1)
+		http.Error(w, "refused for a double click (chaos)", http.StatusUnprocessableEntity)
 		return
 	}
 	f := faultNone

@@ -127,3 +127,65 @@ func TestProxyDownAndBurst(t *testing.T) {
 		t.Fatalf("upstream saw %d deliveries, want 2 (faults never forward)", got.Load())
 	}
 }
+
+// A double click's refusal hits the correlation's next event the proxy has
+// never seen, once; a retry of an event it has seen goes through, since the
+// receiver may have applied an earlier copy.
+func TestProxyRefusesFirstSightOnce(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
+	post := func(id, corr string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, url+"/ok/0/webhook", strings.NewReader(`{"correlation_id":"`+corr+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("webhook-id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("ev-a-1", "a"); code != http.StatusOK {
+		t.Fatalf("before the refusal: %d", code)
+	}
+	refused := p.RefuseNext("a")
+	for _, tc := range []struct {
+		id, corr string
+		want     int
+	}{
+		{"ev-b-1", "b", http.StatusOK},                  // another correlation
+		{"ev-a-1", "a", http.StatusOK},                  // seen before: a retry
+		{"ev-a-2", "a", http.StatusUnprocessableEntity}, // refused
+		{"ev-a-2", "a", http.StatusOK},                  // its replay
+		{"ev-a-3", "a", http.StatusOK},                  // the refusal was used up
+	} {
+		if code := post(tc.id, tc.corr); code != tc.want {
+			t.Errorf("%s: %d, want %d", tc.id, code, tc.want)
+		}
+	}
+	select {
+	case id := <-refused:
+		if id != "ev-a-2" {
+			t.Errorf("refused %s, want ev-a-2", id)
+		}
+	default:
+		t.Error("the refusal was not reported")
+	}
+	if got.Load() != 5 || p.Stats().Refused != 1 {
+		t.Errorf("upstream saw %d, refused %d; want 5 and 1", got.Load(), p.Stats().Refused)
+	}
+
+	refused = p.RefuseNext("c")
+	p.Disarm("c")
+	if code := post("ev-c-1", "c"); code != http.StatusOK {
+		t.Errorf("after Disarm: %d", code)
+	}
+	select {
+	case id := <-refused:
+		t.Errorf("a disarmed refusal refused %s", id)
+	default:
+	}
+}

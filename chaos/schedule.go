@@ -15,6 +15,33 @@ const (
 	KindBurst           = "burst_503"
 )
 
+// Kinds of the operator's buttons, which the Web UI and the API let anyone
+// press at any time.
+const (
+	// KindDoubleClick: two concurrent API replays of one open dead letter,
+	// or a replay and a skip (Action.WithSkip); one must win, the other get
+	// 409. The dead letter is made for it: the proxy refuses (422) the next
+	// new delivery of a correlation, which dead-letters at once.
+	KindDoubleClick = "double_click"
+	// KindTerminateEvent: Terminate of an unfinished event's workflow.
+	KindTerminateEvent = "terminate_event"
+	// KindTerminateSequencer: Terminate of a correlation's sequencer.
+	KindTerminateSequencer = "terminate_sequencer"
+	// KindResetEvent: Reset of an event's workflow to an earlier completed
+	// workflow task, signals reapplied (Temporal's default).
+	KindResetEvent = "reset_event"
+	// KindResetSequencer: the same Reset of a sequencer.
+	KindResetSequencer = "reset_sequencer"
+)
+
+// operatorKinds are the operator's buttons.
+var operatorKinds = [...]string{KindDoubleClick, KindTerminateEvent, KindTerminateSequencer, KindResetEvent, KindResetSequencer}
+
+// operatorDeal is what Plan deals the operator's actions from, in a seeded
+// order: double clicks twice as often as the others, since only half of
+// them press skip, and the skip wins only half of the races.
+var operatorDeal = [...]string{KindDoubleClick, KindDoubleClick, KindTerminateEvent, KindTerminateSequencer, KindResetEvent, KindResetSequencer}
+
 // Action is one timed fault.
 type Action struct {
 	At   time.Duration // since the fault phase began
@@ -25,6 +52,13 @@ type Action struct {
 	For time.Duration
 	// RetryAfter: the burst's 503s carry Retry-After (KindBurst).
 	RetryAfter bool
+	// Pick chooses the target of an operator's action among the candidates
+	// there are when it is carried out (sorted, so a seed picks the same
+	// one from the same candidates), and the workflow task a Reset goes
+	// back to.
+	Pick uint64
+	// WithSkip: the double click is a replay and a skip, not two replays.
+	WithSkip bool
 }
 
 func (a Action) String() string {
@@ -33,6 +67,11 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s worker-%d", a.Kind, a.Worker+1)
 	case KindBurst:
 		return fmt.Sprintf("%s for %s (retry-after %v)", a.Kind, a.For.Round(100*time.Millisecond), a.RetryAfter)
+	case KindDoubleClick:
+		if a.WithSkip {
+			return a.Kind + " (replay and skip)"
+		}
+		return a.Kind + " (two replays)"
 	}
 	return a.Kind
 }
@@ -44,12 +83,17 @@ type PlanConfig struct {
 	Workers    int
 	KillEvery  time.Duration // mean gap between worker kills
 	BurstEvery time.Duration // mean gap between 5xx bursts
+	// OperatorEvery is the mean gap between the operator's actions; zero
+	// presses no button.
+	OperatorEvery time.Duration
 }
 
 // Plan returns the timed faults of a run, sorted by time: a worker SIGKILL
 // about every KillEvery (±30 %), one Postgres restart at 30–45 % of the
-// phase, one Temporal restart at 60–75 %, and short 5xx bursts (1–3 s)
-// about every BurstEvery. The same seed gives the same plan.
+// phase, one Temporal restart at 60–75 %, short 5xx bursts (1–3 s) about
+// every BurstEvery, and an operator's action about every OperatorEvery,
+// dealt in turn from operatorDeal, every other double click a replay and
+// a skip. The same seed gives the same plan.
 func Plan(cfg PlanConfig) []Action {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x706c616e))
 	jitter := func(mean time.Duration) time.Duration {
@@ -69,6 +113,23 @@ func Plan(cfg PlanConfig) []Action {
 	if cfg.BurstEvery > 0 {
 		for t := jitter(cfg.BurstEvery); t < cfg.Phase; t += jitter(cfg.BurstEvery) {
 			out = append(out, Action{At: t, Kind: KindBurst, For: time.Second + time.Duration(rng.Int64N(int64(2*time.Second))), RetryAfter: rng.IntN(2) == 0})
+		}
+	}
+	if cfg.OperatorEvery > 0 {
+		// A stream of its own, so that the operator leaves the other faults
+		// of a seed where they were.
+		orng := rand.New(rand.NewPCG(cfg.Seed, 0x6f706572))
+		ojitter := func() time.Duration { return time.Duration(float64(cfg.OperatorEvery) * (0.7 + 0.6*orng.Float64())) }
+		deal := orng.Perm(len(operatorDeal))
+		withSkip := orng.IntN(2) == 0
+		n := 0
+		for t := ojitter(); t < cfg.Phase; t += ojitter() {
+			a := Action{At: t, Kind: operatorDeal[deal[n%len(deal)]], Pick: orng.Uint64()}
+			if a.Kind == KindDoubleClick {
+				a.WithSkip, withSkip = withSkip, !withSkip
+			}
+			out = append(out, a)
+			n++
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })

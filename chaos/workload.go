@@ -1,9 +1,14 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sort"
+	"strings"
+	"sync"
+	"time"
 )
 
 // Event is one event of the workload.
@@ -125,6 +130,17 @@ func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 	return w, nil
 }
 
+// EventID returns the id of a correlation's event at sequence seq, or ""
+// when the workload has none.
+func (w *Workload) EventID(correlation string, seq int64) string {
+	for _, ev := range w.Events {
+		if ev.CorrelationID == correlation && ev.Sequence == seq {
+			return ev.ID
+		}
+	}
+	return ""
+}
+
 // PerCorrelation returns the number of events of each correlation.
 func (w *Workload) PerCorrelation() map[string]int64 {
 	out := map[string]int64{}
@@ -132,4 +148,83 @@ func (w *Workload) PerCorrelation() map[string]int64 {
 		out[ev.CorrelationID]++
 	}
 	return out
+}
+
+// postAll posts the workload in its shuffled order, paced over spread, from
+// several goroutines, each post retried (as a producer would) until the API
+// answers or the deadline passes.
+func (r *run) postAll(ctx context.Context, spread time.Duration, deadline time.Time) {
+	posts := r.wl.Posts
+	interval := spread / time.Duration(len(posts))
+	items := make(chan int)
+	var wg sync.WaitGroup
+	for i := 0; i < r.cfg.Posters; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range items {
+				r.postOne(ctx, r.wl.Events[posts[k]], deadline)
+				r.posted.Add(1)
+			}
+		}()
+	}
+	start := time.Now()
+	for k := range posts {
+		if d := time.Until(start.Add(time.Duration(k) * interval)); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		items <- k
+	}
+	close(items)
+	wg.Wait()
+}
+
+func (r *run) postOne(ctx context.Context, ev Event, deadline time.Time) {
+	ep := r.downEp
+	if !ev.Down {
+		ep = r.healthy[ev.Endpoint]
+	}
+	body := eventPost{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep,
+		Type: "chaos.amount", Data: map[string]any{"amount": ev.Amount}}
+	backoff := 200 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		code, resp, err := r.api1.postEvent(pctx, body)
+		cancel()
+		r.postTries.Add(1)
+		if err != nil {
+			r.postErrs.Add(1)
+			r.logger.Warn("post unanswered", "event_id", ev.ID, "error", err)
+		} else if code >= 500 {
+			r.post5xx.Add(1)
+		}
+		switch {
+		case err == nil && (code == http.StatusOK || code == http.StatusAccepted):
+			r.mu.Lock()
+			r.accepted[ev.ID] = true
+			r.mu.Unlock()
+			return
+		case err == nil && code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests:
+			r.mu.Lock()
+			r.rejected = append(r.rejected, fmt.Sprintf("%s: %d %s", ev.ID, code, strings.TrimSpace(string(resp))))
+			r.mu.Unlock()
+			return
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			r.logger.Error("post gave up", "event_id", ev.ID, "code", code, "error", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 3*time.Second)
+	}
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -105,15 +106,19 @@ func TestNewWorkloadRefusesBadShapes(t *testing.T) {
 
 func TestPlan(t *testing.T) {
 	t.Parallel()
-	cfg := PlanConfig{Seed: 1, Phase: 90 * time.Second, Workers: 3, KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second}
+	cfg := PlanConfig{Seed: 1, Phase: 90 * time.Second, Workers: 3, KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second, OperatorEvery: 6 * time.Second}
 	plan := Plan(cfg)
 	if !reflect.DeepEqual(plan, Plan(cfg)) {
 		t.Fatal("the same seed gave another plan")
 	}
 	count := map[string]int{}
+	withSkip := 0
 	var last time.Duration
 	for _, a := range plan {
 		count[a.Kind]++
+		if a.WithSkip {
+			withSkip++
+		}
 		if a.At < last || a.At >= cfg.Phase {
 			t.Errorf("%s at %s: out of order or past the phase", a, a.At)
 		}
@@ -133,5 +138,32 @@ func TestPlan(t *testing.T) {
 	}
 	if n := count[KindBurst]; n < 3 || n > 9 {
 		t.Errorf("%d bursts in 90s, want about 6", n)
+	}
+	// About 15 operator's actions, the kinds dealt in turn, double clicks
+	// twice as often.
+	for _, kind := range operatorKinds {
+		lo, hi := 2, 3
+		if kind == KindDoubleClick {
+			lo, hi = 4, 6
+		}
+		if n := count[kind]; n < lo || n > hi {
+			t.Errorf("%d %s in 90s, want %d to %d", n, kind, lo, hi)
+		}
+	}
+	if withSkip == 0 || withSkip == count[KindDoubleClick] {
+		t.Errorf("%d of %d double clicks are a replay and a skip, want some but not all", withSkip, count[KindDoubleClick])
+	}
+
+	// The operator's actions come from a stream of their own: the other
+	// faults of a seed stay where they were without them.
+	cfg.OperatorEvery = 0
+	var others []Action
+	for _, a := range plan {
+		if !slices.Contains(operatorKinds[:], a.Kind) {
+			others = append(others, a)
+		}
+	}
+	if !reflect.DeepEqual(others, Plan(cfg)) {
+		t.Error("the operator's actions moved the other faults")
 	}
 }

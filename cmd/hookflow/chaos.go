@@ -27,9 +27,10 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	cfg, rest, err := config.LoadWithFlags("chaos",
 		"Run Postgres, the Temporal server, migrate, the API, worker processes and the reference receiver as real\n"+
 			"processes; inject faults on a seeded schedule (worker SIGKILLs, a Postgres and a Temporal crash-restart,\n"+
-			"held requests, lost acks, 5xx bursts, an endpoint down past the recovery window, then replayed); wait\n"+
-			"for quiet and check every event applied exactly once, in order, or dead-lettered. Prints one summary line;\n"+
-			"exits 1 on any violation.\n"+
+			"held requests, lost acks, 5xx bursts, an endpoint down past the recovery window, then replayed) and press\n"+
+			"the operator's buttons (double clicks on a dead letter's replay or skip, Terminate and Reset of event\n"+
+			"workflows and sequencers); wait for quiet and check every event applied exactly once, in order, or\n"+
+			"dead-lettered or skipped, and no correlation stranded. Prints one summary line; exits 1 on any violation.\n"+
 			"  hookflow chaos --short     1,000 events over 50 correlations, 90s of faults, window 15s (4-5 minutes on 2 cores)\n"+
 			"  hookflow chaos             10,000 events over 200 correlations, recovery window 30s",
 		[]string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"},
