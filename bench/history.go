@@ -10,6 +10,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -38,10 +39,10 @@ func byType(evs []*historypb.HistoryEvent) map[string]int {
 	return m
 }
 
-// runsOf lists every run of a workflow ID, continued-as-new ones included.
-// When visibility cannot answer, only the latest run counts.
-func runsOf(ctx context.Context, c client.Client, id string) []string {
-	var runs []string
+// runsOf lists every run of a workflow ID that visibility knows,
+// continued-as-new ones included.
+func runsOf(ctx context.Context, c client.Client, id string) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	var runs []*workflowpb.WorkflowExecutionInfo
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -49,41 +50,133 @@ func runsOf(ctx context.Context, c client.Client, id string) []string {
 			Query: fmt.Sprintf("WorkflowId = '%s'", id),
 		})
 		if err != nil {
-			return []string{""}
+			return nil, fmt.Errorf("list runs of %s: %w", id, err)
 		}
-		for _, ex := range resp.GetExecutions() {
-			runs = append(runs, ex.GetExecution().GetRunId())
-		}
+		runs = append(runs, resp.GetExecutions()...)
 		token = resp.GetNextPageToken()
 		if len(token) == 0 {
-			break
+			return runs, nil
 		}
 	}
-	if len(runs) == 0 {
-		return []string{""}
-	}
-	return runs
 }
 
-// sequencerHistory is every event of every run of a correlation's sequencer.
+// sequencerHistory sums up every run of a correlation's sequencer.
 type sequencerHistory struct {
-	events    []*historypb.HistoryEvent
-	runs      int
-	maxLength int
+	runs           int
+	continuedAsNew int
+	maxLength      int
+	total          int
+	byType         map[string]int
+	// updates are its update-accepted events, which the idle timelines
+	// read; kept only when asked for.
+	updates []*historypb.HistoryEvent
+	// missed counts runs that visibility did not list but the chain of
+	// continue-as-new led to (each run's start names the run before it, its
+	// continue-as-new the run after it).
+	missed int
 }
 
-func loadSequencer(ctx context.Context, c client.Client, corr string) (sequencerHistory, error) {
-	var sh sequencerHistory
-	for _, run := range runsOf(ctx, c, contract.SequencerID(corr)) {
-		evs, err := history(ctx, c, contract.SequencerID(corr), run)
+// loadSequencer reads every run of a correlation's sequencer: those that
+// visibility lists, the latest, and any run the continue-as-new chain of
+// those leads to.
+func loadSequencer(ctx context.Context, c client.Client, corr string, keepUpdates bool) (sequencerHistory, error) {
+	id := contract.SequencerID(corr)
+	sh := sequencerHistory{byType: map[string]int{}}
+	listed, err := runsOf(ctx, c, id)
+	if err != nil {
+		return sh, err
+	}
+	seen := map[string]bool{}
+	var queue []string
+	for _, ex := range listed {
+		if rid := ex.GetExecution().GetRunId(); !seen[rid] {
+			seen[rid] = true
+			queue = append(queue, rid)
+		}
+	}
+	follow := func(rid string) {
+		if rid != "" && !seen[rid] {
+			seen[rid] = true
+			queue = append(queue, rid)
+			sh.missed++
+		}
+	}
+	if d, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+		follow(d.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	}
+	for len(queue) > 0 {
+		run := queue[0]
+		queue = queue[1:]
+		evs, err := history(ctx, c, id, run)
 		if err != nil {
 			return sh, err
 		}
-		sh.events = append(sh.events, evs...)
 		sh.runs++
+		sh.total += len(evs)
 		sh.maxLength = max(sh.maxLength, len(evs))
+		for _, e := range evs {
+			sh.byType[e.GetEventType().String()]++
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+				follow(e.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId())
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				sh.continuedAsNew++
+				follow(e.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId())
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+				if keepUpdates {
+					sh.updates = append(sh.updates, e)
+				}
+			}
+		}
 	}
 	return sh, nil
+}
+
+// runLengths sums up a sequencer's runs as read cheaply (visibility, and
+// a describe of each run not known to be closed) so that a soak can look
+// after every burst.
+type runLengths struct {
+	runs, continuedAsNew, longest, total int
+}
+
+// closedRun is a run that no longer changes: its length, and whether it
+// ended by continuing as new.
+type closedRun struct {
+	length         int
+	continuedAsNew bool
+}
+
+// sequencerRunLengths reads runLengths; closed caches the closed runs
+// between calls.
+func sequencerRunLengths(ctx context.Context, c client.Client, corr string, closed map[string]closedRun) (runLengths, error) {
+	id := contract.SequencerID(corr)
+	var rl runLengths
+	listed, err := runsOf(ctx, c, id)
+	if err != nil {
+		return rl, err
+	}
+	for _, ex := range listed {
+		rid := ex.GetExecution().GetRunId()
+		run, ok := closed[rid]
+		if !ok {
+			d, err := c.DescribeWorkflowExecution(ctx, id, rid)
+			if err != nil {
+				return rl, fmt.Errorf("describe %s run %s: %w", id, rid, err)
+			}
+			info := d.GetWorkflowExecutionInfo()
+			run = closedRun{length: int(info.GetHistoryLength()), continuedAsNew: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW}
+			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				closed[rid] = run
+			}
+		}
+		if run.continuedAsNew {
+			rl.continuedAsNew++
+		}
+		rl.runs++
+		rl.total += run.length
+		rl.longest = max(rl.longest, run.length)
+	}
+	return rl, nil
 }
 
 // sample picks up to n IDs spread evenly over ids.
@@ -120,6 +213,10 @@ func meanHistory(ctx context.Context, c client.Client, ids []string) (float64, m
 	return float64(total) / float64(len(ids)), mid, nil
 }
 
+// localActivityMarker names the marker a local activity's result is
+// recorded in (the SDK's constant is internal).
+const localActivityMarker = "LocalActivity"
+
 // step names of the idle timelines.
 const (
 	stepAccepted         = "api/start call returned (accepted)"
@@ -127,6 +224,7 @@ const (
 	stepFirstTask        = "first workflow task started"
 	stepArrived          = "sequencer: arrive update accepted"
 	stepReleased         = "event: release signal recorded"
+	stepLocalDeliver     = "Deliver local activity recorded (marker)"
 	stepScheduled        = "Deliver scheduled"
 	stepActStarted       = "Deliver started (picked up by worker)"
 	stepCommitted        = "receiver committed (applied_at)"
@@ -135,11 +233,14 @@ const (
 	stepSequencerGotDone = "sequencer: finished update accepted"
 )
 
+// hookflow's first attempt is a local activity; a retry is a regular one.
 var hookflowSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepArrived, stepReleased,
-	stepScheduled, stepActStarted, stepCommitted, stepActDone, stepWorkflowDone, stepSequencerGotDone}
+	stepLocalDeliver, stepScheduled, stepActStarted, stepCommitted, stepActDone, stepWorkflowDone, stepSequencerGotDone}
 
 var baselineSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepScheduled, stepActStarted, stepCommitted,
 	stepActDone, stepWorkflowDone}
+
+var baselineFastSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepLocalDeliver, stepCommitted, stepWorkflowDone}
 
 // timeline is the median time, from the moment the producer sent the event,
 // at which each step happened, over the idle samples. Every clock is this
@@ -175,6 +276,12 @@ func timeline(ctx context.Context, c client.Client, name string, samples []idleS
 				if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == contract.SignalRelease {
 					first(stepReleased, e)
 				}
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				// The marker is written when the task that ran the local
+				// activity completes, so it comes after the activity's work.
+				if e.GetMarkerRecordedEventAttributes().GetMarkerName() == localActivityMarker {
+					first(stepLocalDeliver, e)
+				}
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 				first(stepScheduled, e)
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -186,21 +293,31 @@ func timeline(ctx context.Context, c client.Client, name string, samples []idleS
 			}
 		}
 		if seq != nil {
+			// The runs are not read in time order, and a repeated arrival
+			// (a retried request, the sweep) is accepted again: the earliest
+			// of each counts.
 			quoted := []byte(`"` + s.id + `"`)
-			for _, e := range seq.events {
-				switch e.GetEventType() {
-				case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-					a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
-					if !payloadsContain(a.GetInput().GetArgs().GetPayloads(), quoted) {
-						continue
-					}
-					switch a.GetInput().GetName() {
-					case contract.UpdateArrive:
-						first(stepArrived, e)
-					case contract.UpdateFinished:
-						first(stepSequencerGotDone, e)
-					}
+			earliest := map[string]time.Time{}
+			for _, e := range seq.updates {
+				a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
+				if !payloadsContain(a.GetInput().GetArgs().GetPayloads(), quoted) {
+					continue
 				}
+				step := ""
+				switch a.GetInput().GetName() {
+				case contract.UpdateArrive:
+					step = stepArrived
+				case contract.UpdateFinished:
+					step = stepSequencerGotDone
+				default:
+					continue
+				}
+				if at := e.GetEventTime().AsTime(); earliest[step].IsZero() || at.Before(earliest[step]) {
+					earliest[step] = at
+				}
+			}
+			for _, step := range []string{stepArrived, stepSequencerGotDone} {
+				add(step, s.sent, earliest[step])
 			}
 		}
 	}

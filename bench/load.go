@@ -25,6 +25,7 @@ type kind int
 
 const (
 	kindBaseline kind = iota
+	kindBaselineFast
 	kindHookflow
 )
 
@@ -87,10 +88,10 @@ type runner struct {
 	seq   map[string]int64 // last sequence given per correlation
 	began time.Time
 
-	base, ordered, single *scenario
-	rss                   []RSSPoint
-	background            Background
-	lastRSS               time.Time
+	base, fast, ordered, single *scenario
+	rss                         []RSSPoint
+	background                  Background
+	lastRSS                     time.Time
 	// ownQueries counts the bench's own transactions on the receiver's
 	// database, taken out of its per-event figures.
 	ownQueries atomic.Int64
@@ -102,6 +103,7 @@ func newRunner(cfg Config, s *stack, p *progress) *runner {
 		MaxIdleConns: cfg.Concurrency + 8, MaxIdleConnsPerHost: cfg.Concurrency + 8, IdleConnTimeout: time.Minute,
 	}}
 	r.base = &scenario{name: ScenarioBaseline, short: "base", kind: kindBaseline, wfType: BaselineWorkflowName}
+	r.fast = &scenario{name: ScenarioBaselineFast, short: "fast", kind: kindBaselineFast, wfType: BaselineFastWorkflowName}
 	r.ordered = &scenario{name: ScenarioOrdered, short: "ord", kind: kindHookflow, wfType: contract.EventWorkflow,
 		corr: func(n int) string { return fmt.Sprintf("%s-ord-%03d", r.tag, n%cfg.Correlations) }}
 	single := r.tag + "-single"
@@ -116,7 +118,7 @@ func (r *runner) run(ctx context.Context) error {
 	for _, w := range []struct {
 		sc *scenario
 		n  int
-	}{{r.base, 10}, {r.ordered, r.cfg.Correlations}, {r.single, 5}} {
+	}{{r.base, 10}, {r.fast, 10}, {r.ordered, r.cfg.Correlations}, {r.single, 5}} {
 		if _, err := r.burst(ctx, w.sc, "w", w.n); err != nil {
 			return err
 		}
@@ -130,9 +132,9 @@ func (r *runner) run(ctx context.Context) error {
 		if round == r.cfg.Rounds {
 			n = r.cfg.Events - per*(r.cfg.Rounds-1)
 		}
-		order := []*scenario{r.base, r.ordered, r.single}
+		order := []*scenario{r.base, r.fast, r.ordered, r.single}
 		if round%2 == 0 {
-			order = []*scenario{r.single, r.ordered, r.base}
+			order = []*scenario{r.single, r.ordered, r.fast, r.base}
 		}
 		for _, sc := range order {
 			res, err := r.burst(ctx, sc, fmt.Sprintf("r%d", round), n)
@@ -146,13 +148,12 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	if r.cfg.IdleEvents > 0 {
-		r.p.logf("idle latency: %d events each for the baseline and the single key, one at a time", r.cfg.IdleEvents)
+		r.p.logf("idle latency: %d events each for the baseline, the fast baseline and the single key, one at a time", r.cfg.IdleEvents)
+		idle := []*scenario{r.base, r.fast, r.single}
 		for i := 0; i < r.cfg.IdleEvents; i++ {
-			pair := []*scenario{r.base, r.single}
-			if i%2 == 1 {
-				pair = []*scenario{r.single, r.base}
-			}
-			for _, sc := range pair {
+			// Rotate who goes first, so that none always follows the same one.
+			for j := range idle {
+				sc := idle[(i+j)%len(idle)]
 				if err := r.idleOne(ctx, sc); err != nil {
 					return err
 				}
@@ -175,8 +176,11 @@ func (r *runner) spec(sc *scenario, part string) eventSpec {
 }
 
 func (r *runner) send(ctx context.Context, sc *scenario, e eventSpec) error {
-	if sc.kind == kindBaseline {
+	switch sc.kind {
+	case kindBaseline:
 		return r.startBaseline(ctx, e)
+	case kindBaselineFast:
+		return r.startFast(ctx, e)
 	}
 	return r.post(ctx, e)
 }
@@ -217,18 +221,63 @@ func (r *runner) post(ctx context.Context, e eventSpec) error {
 	return fmt.Errorf("post event %s: %w", e.id, last)
 }
 
-// startBaseline starts the baseline workflow of the event; "accepted" is
-// when the start returns, as for hookflow's API.
-func (r *runner) startBaseline(ctx context.Context, e eventSpec) error {
-	in := activities.DeliverInput{
+// deliverInput is what both baselines deliver for the event.
+func (r *runner) deliverInput(e eventSpec) activities.DeliverInput {
+	return activities.DeliverInput{
 		EventID: e.id, CorrelationID: e.corr, Sequence: e.seq, EndpointID: r.s.endpointID, Type: "bench.event",
 		Timestamp: time.Now().UTC(), Data: json.RawMessage(`{"amount":1}`), Timeout: 15 * time.Second,
 	}
-	_, err := r.s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: e.id, TaskQueue: baselineTaskQueue}, BaselineWorkflowName, in)
-	if err != nil {
+}
+
+// startBaseline starts the baseline workflow of the event; "accepted" is
+// when the start returns, as for hookflow's API.
+func (r *runner) startBaseline(ctx context.Context, e eventSpec) error {
+	opts := client.StartWorkflowOptions{ID: e.id, TaskQueue: baselineTaskQueue}
+	if _, err := r.s.temporal.ExecuteWorkflow(ctx, opts, BaselineWorkflowName, r.deliverInput(e)); err != nil {
 		return fmt.Errorf("start baseline workflow %s: %w", e.id, err)
 	}
 	return nil
+}
+
+// startFast posts the event to the fast baseline's process, which starts its
+// workflow eagerly on its own worker; "accepted" is when that call returns,
+// as for hookflow's API. Like startBaseline, it is not retried.
+func (r *runner) startFast(ctx context.Context, e eventSpec) error {
+	body, err := json.Marshal(r.deliverInput(e))
+	if err != nil {
+		return fmt.Errorf("encode fast baseline event %s: %w", e.id, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.s.fastURL+fastStartPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("start fast baseline workflow %s: %w", e.id, err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("start fast baseline workflow %s: status %d: %s", e.id, resp.StatusCode, msg)
+	}
+	return nil
+}
+
+// eagerStats asks the fast baseline's process how many of its starts ran
+// eagerly.
+func (r *runner) eagerStats(ctx context.Context) (EagerStats, error) {
+	var st EagerStats
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.s.fastURL+fastStatsPath, nil)
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("read eager start counts: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("read eager start counts: status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("read eager start counts: %w", err)
+	}
+	return st, nil
 }
 
 // burst submits n events of sc with the configured concurrency and waits
@@ -466,8 +515,11 @@ func (r *runner) idleOne(ctx context.Context, sc *scenario) error {
 // workerRSS is the resident memory of the scenario's worker process.
 func (r *runner) workerRSS(sc *scenario) float64 {
 	name := procWorker
-	if sc.kind == kindBaseline {
+	switch sc.kind {
+	case kindBaseline:
 		name = procBaseline
+	case kindBaselineFast:
+		name = procBaselineFast
 	}
 	if c := r.s.byName[name]; c != nil {
 		return rssMB(c.pid())

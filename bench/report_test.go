@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,4 +41,164 @@ func TestSample(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e", "f"}
 	require.Equal(t, ids, sample(ids, 10))
 	require.Equal(t, []string{"a", "c", "e"}, sample(ids, 3))
+}
+
+func TestRatios(t *testing.T) {
+	t.Parallel()
+	require.InDelta(t, 2, ratio(10, 5), 1e-9)
+	require.Zero(t, ratio(10, 0), "no baseline figure: no ratio")
+	require.Zero(t, ratio(10, -1))
+
+	base := ScenarioResult{EventsPerSec: 20}
+	fast := ScenarioResult{EventsPerSec: 40}
+	ordered := ScenarioResult{EventsPerSec: 30}
+	relate(&base, &fast, &base, &fast, &ordered)
+	require.InDelta(t, 1, base.VsBaseline, 1e-9)
+	require.InDelta(t, 0.5, base.VsBaselineFast, 1e-9)
+	require.InDelta(t, 2, fast.VsBaseline, 1e-9)
+	require.InDelta(t, 1, fast.VsBaselineFast, 1e-9)
+	require.InDelta(t, 1.5, ordered.VsBaseline, 1e-9)
+	require.InDelta(t, 0.75, ordered.VsBaselineFast, 1e-9)
+
+	// Rounds pair by number; a missing or empty denominator gives 0.
+	num := []RoundResult{{Round: 1, EventsPerSec: 10}, {Round: 2, EventsPerSec: 12}, {Round: 3, EventsPerSec: 9}}
+	den := []RoundResult{{Round: 2, EventsPerSec: 6}, {Round: 1, EventsPerSec: 20}}
+	require.Equal(t, []float64{0.5, 2, 0}, perRound(num, den))
+	require.Empty(t, perRound(nil, den))
+}
+
+func TestFormatRatios(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "-", times(0))
+	require.Equal(t, "1.25×", times(1.25))
+	require.Equal(t, "0.50×, -, 2.00×", joinRatios([]float64{0.5, 0, 2}))
+	require.Equal(t, "-", joinRatios(nil))
+	require.Equal(t, "-", at([]float64{1}, 1))
+}
+
+// sampleReport is a finished run's report with every row filled in.
+func sampleReport() *Report {
+	rounds := func(v ...float64) []RoundResult {
+		out := make([]RoundResult, len(v))
+		for i, x := range v {
+			out[i] = RoundResult{Round: i + 1, Events: 100, Delivered: 100, EventsPerSec: x}
+		}
+		return out
+	}
+	cpu := map[string]float64{"app": 5, procTemporal: 30, procPostgres: 20, procReceiver: 1}
+	lat := Latency{P50: 20, P95: 40, P99: 50, Max: 60}
+	rep := &Report{
+		Settings: Settings{Events: 200, Concurrency: 16, Correlations: 50, Rounds: 2, IdleEvents: 10},
+		Scenarios: []ScenarioResult{
+			{Name: ScenarioBaseline, Events: 200, Delivered: 200, EventsPerSec: 20, LatencyMS: lat, HistoryPerEvent: 11, CPUPer1000: cpu, Rounds: rounds(20, 20)},
+			{Name: ScenarioBaselineFast, Events: 200, Delivered: 200, EventsPerSec: 40, LatencyMS: lat, HistoryPerEvent: 6, CPUPer1000: cpu, Rounds: rounds(40, 40)},
+			{Name: ScenarioOrdered, Events: 200, Delivered: 200, EventsPerSec: 24, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(22, 26),
+				HistoryPerEvent: 13, HistoryWorkflow: 7, HistorySequencerShare: 6},
+			{Name: ScenarioSingleKey, Events: 200, Delivered: 200, EventsPerSec: 12, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(12, 12),
+				HistoryPerEvent: 15, HistoryWorkflow: 7, HistorySequencerShare: 8},
+			{Name: ScenarioBaselineIdle, Events: 10, Delivered: 10, EventsPerSec: 20, LatencyMS: lat},
+			{Name: ScenarioBaselineFastIdle, Events: 10, Delivered: 10, EventsPerSec: 40, LatencyMS: lat},
+			{Name: ScenarioSingleKeyIdle, Events: 10, Delivered: 10, EventsPerSec: 30, LatencyMS: Latency{P50: 29, P95: 35, P99: 35, Max: 35}},
+		},
+		Sequencers: []SequencerStat{
+			{Scenario: ScenarioOrdered, Correlations: 50, Events: 300, Runs: 50, HistoryEvents: 1800, MaxRunLength: 60, PerEvent: 6},
+			{Scenario: ScenarioSingleKey, Correlations: 1, Events: 215, Runs: 3, ContinuedAsNew: 2, HistoryEvents: 1720, MaxRunLength: 1008, PerEvent: 8},
+		},
+		WorkerRSS:   []RSSPoint{{Seconds: 0, MB: 100}, {Seconds: 60, MB: 110}},
+		EagerStarts: &EagerStats{Starts: 230, Requested: 230, Accepted: 229},
+	}
+	var ptr []*ScenarioResult
+	for i := range rep.Scenarios {
+		ptr = append(ptr, &rep.Scenarios[i])
+	}
+	relate(ptr[0], ptr[1], ptr[:4]...)
+	relate(ptr[4], ptr[5], ptr[4:]...)
+	s := rep.Scenarios
+	rep.Ratios = Ratios{
+		OrderedVsBaseline: s[2].VsBaseline, SingleKeyVsBaseline: s[3].VsBaseline,
+		OrderedVsBaselineFast: s[2].VsBaselineFast, SingleKeyVsBaselineFast: s[3].VsBaselineFast,
+		OrderedPerRound: perRound(s[2].Rounds, s[0].Rounds), SingleKeyPerRound: perRound(s[3].Rounds, s[0].Rounds),
+		OrderedPerRoundVsFast: perRound(s[2].Rounds, s[1].Rounds), SingleKeyPerRoundVsFast: perRound(s[3].Rounds, s[1].Rounds),
+	}
+	return rep
+}
+
+func TestTargets(t *testing.T) {
+	t.Parallel()
+	rep := sampleReport()
+	got := map[string]bool{}
+	for _, tg := range targets(rep) {
+		require.NotEmpty(t, tg.Measured, tg.Goal)
+		got[tg.Goal] = tg.Met
+	}
+	require.Equal(t, map[string]bool{
+		"hookflow ordered (50 correlations) ≥ 1.0× baseline events/s":                             true,  // 24 vs 20
+		"single key ≥ 25 events/s":                                                                false, // 12
+		"idle single key p50 accept→commit ≤ 30 ms":                                               true,  // 29
+		"history events per delivered event (own + sequencer share) ≤ 14, ordered and single key": false, // single key 15
+		"sequencer runs bounded by continue-as-new (longest ≤ 1000 events + 10 %)":                true,  // 1008
+		"worker RSS flat over a long run":                                                         true,  // 100 → 110
+	}, got)
+
+	// Every figure missing: nothing is met, nothing panics.
+	for _, tg := range targets(&Report{}) {
+		require.False(t, tg.Met, tg.Goal)
+	}
+}
+
+func TestSequencerTarget(t *testing.T) {
+	t.Parallel()
+	tg := sequencerTarget([]SequencerStat{{Correlations: 2, Runs: 2, MaxRunLength: 80}})
+	require.True(t, tg.Met)
+	require.Contains(t, tg.Measured, "continue-as-new not exercised")
+
+	tg = sequencerTarget([]SequencerStat{{Correlations: 1, Runs: 4, ContinuedAsNew: 3, MaxRunLength: 1101}})
+	require.False(t, tg.Met, "a run past DefaultMaxHistory + 10 %")
+	require.NotContains(t, tg.Measured, "not exercised")
+}
+
+func TestWriteTable(t *testing.T) {
+	t.Parallel()
+	rep := sampleReport()
+	rep.Targets = targets(rep)
+	var b strings.Builder
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	for _, name := range ScenarioNames() {
+		require.Contains(t, out, name)
+	}
+	require.Contains(t, out, "vs baseline-fast")
+	require.Contains(t, out, "targets (issue 15):")
+	for _, tg := range rep.Targets {
+		require.Contains(t, out, tg.Goal)
+	}
+	require.Contains(t, out, "229 of 230 starts ran eagerly")
+	// The ordered row: 24 events/s is 1.20× the baseline's 20, 0.60× the fast one's 40.
+	require.Regexp(t, `hookflow-ordered\s+200\s+200\s+24\.0\s+1\.20×\s+0\.60×`, out)
+	// Round 2: ordered 26 / baseline 20, single 12 / 20, ordered 26 / fast 40, single 12 / 40.
+	require.Regexp(t, `\n\s+2\s+20\.0\s+40\.0\s+26\.0\s+12\.0\s+1\.30×\s+0\.60×\s+0\.65×\s+0\.30×\n`, out)
+}
+
+func TestSoakWriteTable(t *testing.T) {
+	t.Parallel()
+	rep := &SoakReport{
+		Events: 10000, Delivered: 10000, Correlation: "c", InOrder: true,
+		Rounds: []SoakRound{
+			{Round: 1, Events: 5000, Delivered: 5000, UpTo: 5000, EventsPerSec: 20, RSSEndMB: 100, RSSMaxMB: 120, SequencerRuns: 40, SequencerLongestRun: 1012},
+			{Round: 2, Events: 5000, Delivered: 5000, UpTo: 10000, EventsPerSec: 19, RSSEndMB: 90, RSSMaxMB: 115, SequencerRuns: 80, SequencerLongestRun: 1015},
+		},
+		Sequencer: SequencerStat{Correlations: 1, Events: 10000, Runs: 80, ContinuedAsNew: 79, HistoryEvents: 80000, MaxRunLength: 1015, PerEvent: 8},
+	}
+	var b strings.Builder
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	require.Regexp(t, `\n\s+2\s+5000\s+5000\s+10000\s+19\.0\s+0\s+90\s+115\s+80\s+1015\s*\n`, out)
+	require.Contains(t, out, "after the last 90 MB (-10%)")
+	require.Contains(t, out, "sequencer: 80 runs (79 continued as new), 80000 history events, longest run 1015")
+	require.Contains(t, out, "[met   ] sequencer runs bounded by continue-as-new")
+
+	rep.Rounds = rep.Rounds[:1]
+	b.Reset()
+	require.NoError(t, rep.WriteTable(&b))
+	require.Contains(t, b.String(), "one burst cannot show whether it stays flat")
 }

@@ -35,17 +35,21 @@ const (
 	procWorker   = "worker"
 	procReceiver = "receiver"
 	procBaseline = "baseline-worker"
-	procPostgres = "postgres"
-	procBench    = "bench"
+	// procBaselineFast starts its own workflows (eager start), so its CPU is
+	// the fast baseline's starter and worker together, as hookflow's api+worker.
+	procBaselineFast = "baseline-fast"
+	procPostgres     = "postgres"
+	procBench        = "bench"
 )
 
-// Task queues of the two systems under test. They share one Temporal server
-// and one namespace, never a queue.
+// Task queues of the systems under test. They share one Temporal server and
+// one namespace, never a queue.
 const (
-	hookflowTaskQueue = "hookflow"
-	baselineTaskQueue = "bench-baseline"
-	namespace         = "default"
-	apiToken          = "bench-token"
+	hookflowTaskQueue     = "hookflow"
+	baselineTaskQueue     = "bench-baseline"
+	baselineFastTaskQueue = "bench-baseline-fast"
+	namespace             = "default"
+	apiToken              = "bench-token"
 )
 
 // child is one process of the stack, started from the hookflow binary.
@@ -124,15 +128,18 @@ type stack struct {
 	temporalAdr string
 	apiURL      string
 	receiverURL string
-	endpointID  string
-	secret      string
-	receiverDB  *pgxpool.Pool
-	logger      *slog.Logger
+	// fastURL is the fast baseline's endpoint that starts a workflow.
+	fastURL    string
+	endpointID string
+	secret     string
+	receiverDB *pgxpool.Pool
+	logger     *slog.Logger
 }
 
 // startStack brings up Postgres, the Temporal server, the API, a hookflow
-// worker, the reference receiver and the baseline worker, each (but
-// Postgres) as a child process of the bench so its CPU can be read apart.
+// worker, the reference receiver, the baseline worker and the fast
+// baseline's process, each (but Postgres) as a child process of the bench so
+// its CPU can be read apart.
 func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logger) (_ *stack, err error) {
 	s := &stack{byName: map[string]*child{}, logger: logger}
 	defer func() {
@@ -249,7 +256,12 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 		return s, err
 	}
 
-	p.logf("starting reference receiver on %s and the baseline worker", recvAddr)
+	fastAddr, err := freeAddr()
+	if err != nil {
+		return s, err
+	}
+	s.fastURL = "http://" + fastAddr
+	p.logf("starting reference receiver on %s, the baseline worker and the fast baseline on %s", recvAddr, fastAddr)
 	rc, err := s.spawn(cfg.Exe, procReceiver, []string{"receiver"}, map[string]string{
 		"HOOKFLOW_RECEIVER_ADDR": recvAddr, "HOOKFLOW_RECEIVER_SECRET": s.secret,
 		"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.AdminURL("hookflow_receiver"),
@@ -267,7 +279,21 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	if err := waitHTTP(ctx, "http://"+recvAddr+"/healthz", rc); err != nil {
 		return s, err
 	}
+	fc, err := s.spawn(cfg.Exe, procBaselineFast, []string{"bench", "baseline-fast-worker"}, map[string]string{
+		"HOOKFLOW_TEMPORAL_ADDRESS": s.temporalAdr, "HOOKFLOW_TEMPORAL_NAMESPACE": namespace,
+		"HOOKFLOW_TASK_QUEUE": baselineFastTaskQueue, "HOOKFLOW_API_ADDR": fastAddr,
+		"HOOKFLOW_RECEIVER_ADDR": recvAddr, "HOOKFLOW_RECEIVER_SECRET": s.secret,
+	})
+	if err != nil {
+		return s, err
+	}
 	if err := waitPollers(ctx, s.temporal, baselineTaskQueue, bc); err != nil {
+		return s, err
+	}
+	if err := waitHTTP(ctx, s.fastURL+fastHealthPath, fc); err != nil {
+		return s, err
+	}
+	if err := waitPollers(ctx, s.temporal, baselineFastTaskQueue, fc); err != nil {
 		return s, err
 	}
 	if s.receiverDB, err = app.ConnectPostgres(ctx, s.pg.AdminURL("hookflow_receiver")); err != nil {

@@ -14,16 +14,23 @@ import (
 
 const benchSummary = `Measure hookflow against bare Temporal in one run, on one stack it starts and stops itself:
 Postgres (under --data-dir, or a temporary folder), the Temporal server, the API, a worker, the
-reference receiver and the baseline's worker, each a child process so its CPU is read apart.
-Scenarios: baseline (one workflow per event, one HTTP activity), hookflow-ordered (POST /v1/events
-over --correlations keys), hookflow-single-key, then idle latency for the baseline and a single key.
+reference receiver and the two baselines' processes, each a child of the bench so its CPU is read apart.
+Scenarios: baseline (one workflow per event, one HTTP activity), baseline-fast (the same POST as a
+local activity on an eagerly started workflow: the floor), hookflow-ordered (POST /v1/events over
+--correlations keys), hookflow-single-key, then idle latency for both baselines and a single key.
 Prints a table; --json writes every figure. Short run: hookflow bench --events 300.`
 
-// runBench is hookflow bench. "hookflow bench baseline-worker" is the
-// baseline's worker process, which the bench starts itself.
+// runBench is hookflow bench. "hookflow bench baseline-worker" and
+// "hookflow bench baseline-fast-worker" are the baselines' processes, which
+// the bench starts itself.
 func runBench(ctx context.Context, env *cliEnv, args []string) error {
-	if len(args) > 0 && args[0] == "baseline-worker" {
-		return runBaselineWorker(ctx, env, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "baseline-worker":
+			return runBaselineWorker(ctx, env, args[1:])
+		case "baseline-fast-worker":
+			return runBaselineFastWorker(ctx, env, args[1:])
+		}
 	}
 	var cfg bench.Config
 	var jsonPath, dataDir string
@@ -37,7 +44,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")
 		fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 		fs.StringVar(&dataDir, "data-dir", "", "folder for Postgres and the logs (default: a temporary folder, removed afterwards)")
-		fs.IntVar(&soak, "soak", 0, "instead: post this many events to one correlation in bursts, and report rate and worker RSS per burst")
+		fs.IntVar(&soak, "soak", 0, "instead: post this many events to one correlation in bursts, and report rate, worker RSS and the sequencer's runs per burst")
 	})
 	if err != nil {
 		return err
@@ -99,4 +106,23 @@ func runBaselineWorker(ctx context.Context, env *cliEnv, args []string) error {
 	return bench.RunBaselineWorker(ctx, c, bench.WorkerConfig{
 		TaskQueue: cfg.TaskQueue, ReceiverURL: "http://" + cfg.ReceiverAddr + "/webhook", Secrets: secrets,
 	}, logger)
+}
+
+// runBaselineFastWorker is the fast baseline's process: its worker, and the
+// endpoint on HOOKFLOW_API_ADDR that starts each event's workflow eagerly
+// with that worker's client.
+func runBaselineFastWorker(ctx context.Context, env *cliEnv, args []string) error {
+	cfg, _, err := loadConfig(env, "bench baseline-fast-worker", "The bench's fast baseline (started by hookflow bench): POST /start on HOOKFLOW_API_ADDR starts an event's workflow eagerly on this process's own worker, which makes one signed HTTP POST to the receiver as a local activity.", args,
+		[]string{"HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE", "HOOKFLOW_API_ADDR", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_SECRET"}, nil)
+	if err != nil {
+		return err
+	}
+	secrets, err := parseSecrets(cfg.ReceiverSecrets)
+	if err != nil {
+		return err
+	}
+	return bench.RunFastBaseline(ctx, bench.FastConfig{
+		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, TaskQueue: cfg.TaskQueue,
+		ListenAddr: cfg.APIAddr, ReceiverURL: "http://" + cfg.ReceiverAddr + "/webhook", Secrets: secrets,
+	}, app.NewLogger(env.stderr))
 }
