@@ -153,17 +153,29 @@ type DeadLetterInput struct {
 	Reason string       `json:"reason"`
 }
 
+// DeadLetterResult is what WriteDeadLetter did.
+type DeadLetterResult struct {
+	// Generation is the dead letter written.
+	Generation int32 `json:"generation,omitempty"`
+	// Finished is the event's final state when the ledger has it delivered
+	// or skipped already: then no dead letter is written. A delivering
+	// attempt whose result was lost on its way back (Temporal restarted,
+	// the retries ran out of window) leaves exactly that.
+	Finished contract.State `json:"finished,omitempty"`
+}
+
 // WriteDeadLetter stores the dead letter with the signed envelope and every
 // attempt recorded so far, marks the event dead-lettered, and returns the
-// dead letter's generation.
-func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) (int32, error) {
+// dead letter's generation; or, for an event the ledger has as finished,
+// writes nothing and says so.
+func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) (DeadLetterResult, error) {
 	attempts, err := a.store.AttemptsList(ctx, in.Event.EventID)
 	if err != nil {
-		return 0, err
+		return DeadLetterResult{}, err
 	}
 	env, err := json.Marshal(in.Event.Envelope())
 	if err != nil {
-		return 0, fmt.Errorf("encode envelope: %w", err)
+		return DeadLetterResult{}, fmt.Errorf("encode envelope: %w", err)
 	}
 	var first *time.Time
 	for _, at := range attempts {
@@ -178,14 +190,22 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) (i
 		EndpointID: in.Event.EndpointID, Envelope: env, Attempts: attempts, Reason: in.Reason,
 		FirstFailureAt: first, DeadLetteredAt: a.now(),
 	})
+	if errors.Is(err, store.ErrEventFinished) {
+		ev, err := a.store.EventGet(ctx, in.Event.EventID)
+		if err != nil {
+			return DeadLetterResult{}, err
+		}
+		a.logger.Warn("not dead-lettering an event the ledger has as finished", "event_id", ev.ID, "state", ev.State)
+		return DeadLetterResult{Finished: ev.State}, nil
+	}
 	if err != nil {
-		return 0, err
+		return DeadLetterResult{}, err
 	}
 	a.metrics.DeadLettered(in.Event.EndpointID)
 	a.logger.Warn("event dead-lettered",
 		"event_id", in.Event.EventID, "correlation_id", in.Event.CorrelationID, "sequence", in.Event.Sequence,
 		"endpoint_id", in.Event.EndpointID, "reason", in.Reason, "attempts", len(attempts), "generation", gen)
-	return gen, nil
+	return DeadLetterResult{Generation: gen}, nil
 }
 
 // ReplayedInput names the dead letter a replay is for.

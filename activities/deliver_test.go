@@ -82,7 +82,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	})
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.NoError(t, st.EventMarkStarted(ctx, ev.ID))
+	require.NoError(t, st.EventMarkStarted(ctx, ev.ID, ""))
 
 	logger := testenv.Logger(t)
 	seq := &sequencerSpy{}

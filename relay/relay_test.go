@@ -52,7 +52,7 @@ func (f *fakeStarter) Start(ctx context.Context, ev store.Event) error {
 	if down != nil {
 		return fmt.Errorf("start workflow for event %s: %w", ev.ID, down)
 	}
-	return f.st.EventMarkStarted(ctx, ev.ID)
+	return f.st.EventMarkStarted(ctx, ev.ID, "")
 }
 
 func (f *fakeStarter) setDown(err error) {
@@ -213,7 +213,7 @@ func TestRelayConflicts(t *testing.T) {
 	post("reused", "c", 2, `{"seq":"other"}`) // same id, other content
 	post("holder", "c", 3, `{"seq":3}`)       // sequence 3 under another id
 	post("started", "d", 1, `{"seq":1}`)      // same content, workflow started
-	require.NoError(t, b.st.EventMarkStarted(ctx, "started"))
+	require.NoError(t, b.st.EventMarkStarted(ctx, "started", ""))
 
 	b.enqueue(b.event("same", "c", 1), b.event("reused", "c", 2), b.event("taker", "c", 3), b.event("fine", "c", 4))
 	ghost := b.event("ghost", "e", 1)

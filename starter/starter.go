@@ -84,6 +84,14 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	}
 }
 
+// HeldStartDelay is how long the workflow of a held event waits before its
+// first workflow task, unless its release comes first: the release is a
+// signal-with-start, which ends the delay at once and delivers the release
+// in that first task. A held event thus costs one workflow task, not two
+// (one to start waiting and one to be released); one still held when the
+// delay ends runs its first task then and waits for the release signal.
+const HeldStartDelay = 24 * time.Hour
+
 // Start makes a stored event a workflow: it tells the event's sequencer it
 // arrived (update-with-start, which starts the sequencer if it is not
 // running), then starts the event's workflow with the answer, released if
@@ -91,21 +99,25 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 // ledger. A repeat is harmless: the sequencer answers a repeated arrival as
 // it did the first, and the workflow ID is the event's key.
 func (s *Starter) Start(ctx context.Context, ev store.Event) error {
-	ann, err := s.arrive(ctx, ev)
+	runID, err := s.start(ctx, ev)
 	if err != nil {
 		return err
 	}
-	if ann.Finished {
-		return nil // its sequencer is past it: it ended already
+	return s.store.EventMarkStarted(ctx, ev.ID, runID)
+}
+
+// start is Start without the ledger's mark; it returns the run it started
+// ("" when the workflow existed, or the sequencer is past the event).
+func (s *Starter) start(ctx context.Context, ev store.Event) (string, error) {
+	ann, err := s.arrive(ctx, ev)
+	if err != nil || ann.Finished {
+		return "", err // Finished: its sequencer is past it, it ended already
 	}
 	in := s.Input(ev)
 	if ann.Released {
 		in.Released = &contract.Release{Sequence: ev.Sequence, Skipped: ann.Skipped}
 	}
-	if _, err := s.execute(ctx, ev, in); err != nil {
-		return err
-	}
-	return s.store.EventMarkStarted(ctx, ev.ID)
+	return s.execute(ctx, ev, in)
 }
 
 func (s *Starter) arrive(ctx context.Context, ev store.Event) (contract.Announcement, error) {
@@ -162,19 +174,13 @@ func (s *Starter) updateSequencer(ctx context.Context, correlationID, update str
 }
 
 // release passes a sequencer's release on to the event it names, by the
-// release signal. A workflow that is not running (an operator terminated it
-// while it waited) is started again with the signal; one that completed is
-// left alone. A second release is ignored by its receiver, so a repeat is
-// harmless.
+// release signal, sent with signal-with-start: it ends a held workflow's
+// start delay (HeldStartDelay) at once, and starts the workflow again if it
+// is not running (an operator terminated it while it waited); one that
+// completed is left alone. A second release is ignored by its receiver, so
+// a repeat is harmless.
 func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if h.EventID == "" {
-		return nil
-	}
-	err := s.temporal.SignalWorkflow(ctx, h.EventID, "", contract.SignalRelease, h.Release)
-	if !isNotFound(err) {
-		if err != nil {
-			return fmt.Errorf("release %s: %w", h.EventID, err)
-		}
 		return nil
 	}
 	ev, err := s.store.EventGet(ctx, h.EventID)
@@ -184,7 +190,7 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if ev.State.Final() {
 		return nil
 	}
-	_, err = s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
 		s.signalStartOptions(ev, contract.StateWaiting), contract.EventWorkflow, s.Input(ev))
 	if isAlreadyStarted(err) {
 		return nil // its last run completed
@@ -192,14 +198,19 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
-	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again released")
+	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
+		return nil
+	}
+	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again released", run.GetRunID())
 }
 
 // startOptions start an event's workflow: its ID is the key, a completed
 // run is never repeated (a failed or terminated one may be started again),
-// and the search attributes the Web UI filters on are set at once.
+// and the search attributes the Web UI filters on are set at once. A held
+// (waiting) event's first task is put off until its release
+// (HeldStartDelay).
 func (s *Starter) startOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
+	opts := client.StartWorkflowOptions{
 		ID:                       ev.ID,
 		TaskQueue:                s.cfg.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
@@ -215,6 +226,10 @@ func (s *Starter) startOptions(ev store.Event, state contract.State) client.Star
 			contract.DeliveryStateKey.ValueSet(string(state)),
 		),
 	}
+	if state == contract.StateWaiting {
+		opts.StartDelay, opts.EnableEagerStart = HeldStartDelay, false
+	}
+	return opts
 }
 
 // signalStartOptions are startOptions for a signal-with-start, which
@@ -223,13 +238,14 @@ func (s *Starter) signalStartOptions(ev store.Event, state contract.State) clien
 	opts := s.startOptions(ev, state)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = false
-	opts.EnableEagerStart = false
+	opts.EnableEagerStart, opts.StartDelay = false, 0
 	return opts
 }
 
-// execute starts the event's workflow with input in; existed reports that
-// it was running (or completed) already, which is not an error.
-func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (existed bool, err error) {
+// execute starts the event's workflow with input in and returns the run it
+// started; "" when the workflow was running (or completed) already, which
+// is not an error.
+func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (string, error) {
 	state := contract.StateWaiting
 	switch {
 	case in.DeadLetter != nil:
@@ -237,14 +253,14 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 	case in.Released != nil:
 		state = contract.StateDelivering
 	}
-	_, err = s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, state), contract.EventWorkflow, in)
+	run, err := s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, state), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
-		return true, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+		return "", fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
 	}
-	return false, nil
+	return run.GetRunID(), nil
 }
 
 // SignalDeadLetter sends an operator's replay or skip (signal, with arg) to
@@ -266,14 +282,14 @@ func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, sign
 	}
 	in := s.Input(ev)
 	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
-	_, err = s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, contract.StateDeadLettered), contract.EventWorkflow, in)
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, contract.StateDeadLettered), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return false, s.store.EventRestarted(ctx, ev.ID, "its workflow had ended while dead-lettered; started again by an operator's "+signal)
+	return false, s.store.EventRestarted(ctx, ev.ID, "its workflow had ended while dead-lettered; started again by an operator's "+signal, run.GetRunID())
 }
 
 func isNotFound(err error) bool {

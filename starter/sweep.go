@@ -122,10 +122,11 @@ func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) 
 func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error {
 	s.logger.Warn("starting an event's workflow again", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "reason", why)
 	if ev.State != contract.StateDeadLettered {
-		if err := s.Start(ctx, ev); err != nil {
+		runID, err := s.start(ctx, ev)
+		if err != nil {
 			return err
 		}
-		return s.store.EventRestarted(ctx, ev.ID, why+"; started again")
+		return s.store.EventRestarted(ctx, ev.ID, why+"; started again", runID)
 	}
 	d, err := s.store.DeadLetterGet(ctx, ev.ID)
 	if err != nil {
@@ -140,10 +141,11 @@ func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error
 	}
 	in := s.Input(ev)
 	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
-	if _, err := s.execute(ctx, ev, in); err != nil {
+	runID, err := s.execute(ctx, ev, in)
+	if err != nil {
 		return err
 	}
-	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, waiting on its dead letter")
+	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, waiting on its dead letter", runID)
 }
 
 // reopenLostClaim reopens a dead letter that an operator replayed or

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // Dead letter statuses.
@@ -56,7 +58,10 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 
 // DeadLetterUpsert writes (or reopens) the dead letter and marks the event
 // dead-lettered, in one transaction, and returns the dead letter's
-// generation: 1 the first time, one more at each reopening.
+// generation: 1 the first time, one more at each reopening. It writes
+// nothing and returns ErrEventFinished, wrapped, for an event the ledger has
+// as delivered or skipped (a delivering attempt's result was lost on its way
+// back to the workflow, which saw the window run out).
 func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter) (int32, error) {
 	attempts, err := json.Marshal(d.Attempts)
 	if err != nil {
@@ -64,6 +69,13 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter) (int32, erro
 	}
 	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var state contract.State
+		if err := translate(tx.QueryRow(ctx, s.q.EventStateForUpdate, d.EventID).Scan(&state)); err != nil {
+			return err
+		}
+		if state.Final() {
+			return fmt.Errorf("%w: %s", ErrEventFinished, state)
+		}
 		if err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt).Scan(&gen); err != nil {
 			return err
 		}

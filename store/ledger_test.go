@@ -75,7 +75,7 @@ func TestQueuedClaimLeases(t *testing.T) {
 	insertEvent(t, st, "fresh", "q", 3)
 	age(t, st, "old", time.Hour)
 	age(t, st, "started", time.Hour)
-	require.NoError(t, st.EventMarkStarted(ctx, "started"))
+	require.NoError(t, st.EventMarkStarted(ctx, "started", ""))
 
 	got, err := st.EventsQueuedClaim(ctx, 10, time.Minute)
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestStuckHeadsClaim(t *testing.T) {
 	}{{"h-1", "h", 1}, {"h-2", "h", 2}, {"d-1", "d", 1}, {"d-2", "d", 2}, {"fresh-1", "fresh", 1}, {"queued-1", "queued", 1}} {
 		insertEvent(t, st, e.id, e.corr, e.seq)
 		if e.id != "queued-1" {
-			require.NoError(t, st.EventMarkStarted(ctx, e.id))
+			require.NoError(t, st.EventMarkStarted(ctx, e.id, ""))
 		}
 		if e.id != "fresh-1" {
 			age(t, st, e.id, time.Hour)
@@ -115,7 +115,7 @@ func TestStuckHeadsClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got, "a head looked at is left alone for the lease")
 
-	require.NoError(t, st.EventRestarted(ctx, "h-1", "its workflow was terminated; started again"))
+	require.NoError(t, st.EventRestarted(ctx, "h-1", "its workflow was terminated; started again", "run-2"))
 	e, err := st.EventGet(ctx, "h-1")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, e.Restarts)
@@ -185,4 +185,26 @@ func TestDeadLetterGenerations(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DeadLetterOpen, d.Status, "an undone claim is open again")
 	require.Nil(t, d.SkippedBy)
+}
+
+// TestFinishedEventsStayFinished: a delivered event gets no dead letter (the
+// workflow saw its window run out, the attempt's result was lost), and a
+// later skip does not turn it into skipped.
+func TestFinishedEventsStayFinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	insertEvent(t, st, "f-1", "f", 1)
+	require.NoError(t, st.EventDelivered(ctx, "f-1", "f", 1, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+
+	_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "f-1", CorrelationID: "f", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "window spent", DeadLetteredAt: time.Now()})
+	require.ErrorIs(t, err, store.ErrEventFinished)
+	_, err = st.DeadLetterGet(ctx, "f-1")
+	require.ErrorIs(t, err, store.ErrNotFound, "no dead letter is written")
+
+	require.NoError(t, st.EventFinish(ctx, "f-1", "f", 1, contract.StateSkipped, time.Now()))
+	e, err := st.EventGet(ctx, "f-1")
+	require.NoError(t, err)
+	require.Equal(t, contract.StateDelivered, e.State)
+	require.NotNil(t, e.DeliveredAt)
 }

@@ -29,7 +29,7 @@ func TestStats(t *testing.T) {
 	insertEvent(t, st, "done-1", "done", 1)     // delivered
 	insertEvent(t, st, "queued-1", "queued", 1) // still queued
 	for _, id := range []string{"gap-2", "dl-1", "dl-2", "ok-1", "done-1"} {
-		require.NoError(t, st.EventMarkStarted(ctx, id))
+		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
 	}
 	_, _, err := st.EventStartAttempt(ctx, "dl-1", "ep")
 	require.NoError(t, err)

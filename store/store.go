@@ -21,6 +21,10 @@ import (
 // ErrNotFound is returned when the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrEventFinished is returned when a dead letter is to be written for an
+// event the ledger has as delivered or skipped.
+var ErrEventFinished = errors.New("event is finished")
+
 // Store runs hookflow's queries on a pool.
 type Store struct {
 	pool *pgxpool.Pool
@@ -42,6 +46,7 @@ type queries struct {
 	EventStartAttempt        string
 	EventMarkFinal           string
 	EventMarkDeadLettered    string
+	EventStateForUpdate      string
 	CorrelationAdvance       string
 	CorrelationNext          string
 	CorrelationSkippedTail   string
@@ -167,6 +172,9 @@ type Event struct {
 	ReleasedAt    *time.Time
 	DeliveredAt   *time.Time
 	UpdatedAt     time.Time
+	// RunID is the run of its workflow that the API or a sweep started
+	// last; nil until one did.
+	RunID *string
 	// Restarts counts the times a sweep or a replay had to start the
 	// event's workflow again; RestartedAt and RestartReason say when last
 	// and why.
@@ -178,7 +186,7 @@ type Event struct {
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
 	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt,
-		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.Restarts, &e.RestartedAt, &e.RestartReason)
+		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.RunID, &e.Restarts, &e.RestartedAt, &e.RestartReason)
 	return e, translate(err)
 }
 
@@ -211,9 +219,10 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 	return e, nil
 }
 
-// EventMarkStarted records that the event's workflow exists (queued → waiting).
-func (s *Store) EventMarkStarted(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, s.q.EventMarkStarted, id); err != nil {
+// EventMarkStarted records that the event's workflow exists (queued →
+// waiting), and its run when this call started it (runID "" otherwise).
+func (s *Store) EventMarkStarted(ctx context.Context, id, runID string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventMarkStarted, id, runID); err != nil {
 		return fmt.Errorf("mark event started: %w", err)
 	}
 	return nil
@@ -242,10 +251,10 @@ func (s *Store) EventsStuckHeadsClaim(ctx context.Context, limit int, lease time
 	return out, nil
 }
 
-// EventRestarted records that the event's workflow had to be started again,
-// and why.
-func (s *Store) EventRestarted(ctx context.Context, id, reason string) error {
-	if _, err := s.pool.Exec(ctx, s.q.EventRestarted, id, reason); err != nil {
+// EventRestarted records that the event's workflow had to be started again
+// (as run runID), and why.
+func (s *Store) EventRestarted(ctx context.Context, id, reason, runID string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventRestarted, id, reason, runID); err != nil {
 		return fmt.Errorf("record restart: %w", err)
 	}
 	return nil

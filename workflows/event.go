@@ -138,8 +138,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			if err == nil {
 				return w.delivered(res)
 			}
-			if gen, err = w.deadLetter(err); err != nil {
+			var finished contract.State
+			if gen, finished, err = w.deadLetter(err); err != nil {
 				return EventResult{}, err
+			}
+			if finished != "" {
+				return w.foundFinished(finished)
 			}
 		}
 		replay, skip, err := w.awaitOperator(gen)
@@ -196,18 +200,41 @@ func (w *eventRun) setState(s contract.State) {
 func (w *eventRun) delivered(res activities.DeliverResult) (EventResult, error) {
 	w.setState(contract.StateDelivered)
 	if res.HandOffPending {
-		var a *activities.Activities
-		in := activities.FinishInput{CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, EventID: w.ev.EventID}
-		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions), a.Finish, in).Get(w.ctx, nil); err != nil {
-			return EventResult{}, fmt.Errorf("hand over to the sequencer: %w", err)
+		if err := w.handOver(false); err != nil {
+			return EventResult{}, err
 		}
 	}
 	return EventResult{State: contract.StateDelivered, Attempts: res.Attempt}, nil
 }
 
+// foundFinished ends the workflow of an event the ledger has as finished
+// although its delivery seemed to fail: the delivering attempt's result
+// never reached the workflow. Its hand-over may not have happened either,
+// so it is made again (a repeat is harmless).
+func (w *eventRun) foundFinished(state contract.State) (EventResult, error) {
+	w.logger.Warn("the ledger has the event as finished; not dead-lettering it", "state", state)
+	w.setState(state)
+	if err := w.handOver(state == contract.StateSkipped); err != nil {
+		return EventResult{}, err
+	}
+	return EventResult{State: state}, nil
+}
+
+// handOver tells the sequencer that the event is finished (Finish), until
+// it succeeds.
+func (w *eventRun) handOver(skipped bool) error {
+	var a *activities.Activities
+	in := activities.FinishInput{CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, EventID: w.ev.EventID, Skipped: skipped}
+	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions), a.Finish, in).Get(w.ctx, nil); err != nil {
+		return fmt.Errorf("hand over to the sequencer: %w", err)
+	}
+	return nil
+}
+
 // deadLetter waits out what is left of the window of a delivery that did
-// not give up for good, writes the dead letter and returns its generation.
-func (w *eventRun) deadLetter(failure error) (int32, error) {
+// not give up for good, writes the dead letter and returns its generation;
+// or the event's final state when the ledger has it finished after all.
+func (w *eventRun) deadLetter(failure error) (int32, contract.State, error) {
 	ctx := w.ctx
 	reason, permanent := failureReason(failure)
 	if !permanent {
@@ -216,20 +243,23 @@ func (w *eventRun) deadLetter(failure error) (int32, error) {
 		// dead letter is written when the window ends, not earlier.
 		if rest := w.windowEnd().Sub(workflow.Now(ctx)); rest > 0 {
 			if err := workflow.Sleep(ctx, rest); err != nil {
-				return 0, err
+				return 0, "", err
 			}
 		}
 	}
 	var a *activities.Activities
-	var gen int32
+	var res activities.DeadLetterResult
 	in := activities.DeadLetterInput{Event: w.ev, Reason: reason}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), a.WriteDeadLetter, in).Get(ctx, &gen); err != nil {
-		return 0, fmt.Errorf("write dead letter: %w", err)
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), a.WriteDeadLetter, in).Get(ctx, &res); err != nil {
+		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
-	w.status.Generation, w.status.Reason = gen, reason
+	if res.Finished != "" {
+		return 0, res.Finished, nil
+	}
+	w.status.Generation, w.status.Reason = res.Generation, reason
 	w.setState(contract.StateDeadLettered)
-	w.logger.Warn("event dead-lettered", "correlation_id", w.ev.CorrelationID, "sequence", w.ev.Sequence, "generation", gen, "reason", reason)
-	return gen, nil
+	w.logger.Warn("event dead-lettered", "correlation_id", w.ev.CorrelationID, "sequence", w.ev.Sequence, "generation", res.Generation, "reason", reason)
+	return res.Generation, "", nil
 }
 
 // awaitOperator waits for a replay or a skip of dead letter gen. One that

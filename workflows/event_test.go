@@ -113,12 +113,12 @@ func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (activities.D
 func (h *eventHarness) onDeadLetter(answer func(n int) error) {
 	written := int32(0)
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeadLetterInput) (int32, error) {
+		func(_ context.Context, in activities.DeadLetterInput) (activities.DeadLetterResult, error) {
 			if err := answer(h.deadLetters.add(deadLetter{at: h.env.Now(), input: in})); err != nil {
-				return 0, err
+				return activities.DeadLetterResult{}, err
 			}
 			written++
-			return written, nil
+			return activities.DeadLetterResult{Generation: written}, nil
 		})
 }
 
@@ -195,7 +195,7 @@ func TestEventWorkflowWaitsForTheReleaseSignal(t *testing.T) {
 	h := newEventHarness(t, eventInput(3))
 	h.skippedBefore = []int64{1, 2}
 	h.onDeliver(delivered)
-	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(int32(0), nil).Never()
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(activities.DeadLetterResult{}, nil).Never()
 
 	res := h.run()
 
@@ -544,4 +544,30 @@ func TestEventWorkflowRepeatsAFailedHandOver(t *testing.T) {
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Equal(t, 3, tries, "the hand-over is repeated until the sequencer has it")
 	require.Len(t, h.attempts.all(), 1, "and the event is not sent again for it")
+}
+
+// TestEventWorkflowFindsItDeliveredWhenTheWindowEnds: the delivering attempt
+// recorded the delivery but its result never came back (Temporal was
+// restarting) and the window ran out. The ledger has the event as
+// delivered: no dead letter, the workflow ends delivered, and hands over to
+// the sequencer, which the lost attempt may not have done.
+func TestEventWorkflowFindsItDeliveredWhenTheWindowEnds(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(3))
+	h.releasedAtStart = true
+	h.onDeliver(func(int, int32) (activities.DeliverResult, error) {
+		return activities.DeliverResult{}, retryable("deliver: context deadline exceeded")
+	})
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(activities.DeadLetterResult{Finished: contract.StateDelivered}, nil).Once()
+	h.env.OnActivity(act.Finish, mock.Anything, activities.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
+		func(context.Context, activities.FinishInput) error {
+			h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: 3, EventID: eventID(3)}})
+			return nil
+		}).Once()
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Len(t, h.handOvers.all(), 1)
+	require.Equal(t, contract.StateDelivered, h.states.all()[len(h.states.all())-1])
 }

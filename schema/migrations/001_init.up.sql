@@ -45,6 +45,10 @@ CREATE TABLE events (
     released_at    timestamptz,
     delivered_at   timestamptz,
     updated_at     timestamptz NOT NULL DEFAULT now(),
+    -- The run of its workflow started last (by the API or a sweep): a
+    -- release that finds a different one started it again (an operator
+    -- terminated the held event), and says so in restarts below.
+    run_id         text,
     -- When a sweep last took the event in hand (starting a queued one,
     -- checking a head that does not move): a lease, so API processes share
     -- the sweeps without holding a lock while they call Temporal.

@@ -4,15 +4,17 @@
 INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING
-RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, restarts, restarted_at, restart_reason;
+RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason;
 
 -- name: EventGet
-SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, restarts, restarted_at, restart_reason
+SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
 FROM events WHERE id = $1;
 
 -- name: EventMarkStarted
 -- Only a queued event moves to waiting: a later state is never rolled back.
-UPDATE events SET state = 'waiting', updated_at = now() WHERE id = $1 AND state = 'queued';
+-- $2 is the run started, empty when the workflow existed already.
+UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
+WHERE id = $1 AND state = 'queued';
 
 -- name: EventsQueuedClaim
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
@@ -29,7 +31,7 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) q
 WHERE e.id = q.id
-RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.restarts, e.restarted_at, e.restart_reason;
+RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
 
 -- name: EventsStuckHeadsClaim
 -- Heads of their correlation (the sequence its cursor is on) that are not
@@ -52,11 +54,12 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) q
 WHERE e.id = q.id
-RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.restarts, e.restarted_at, e.restart_reason;
+RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
 
 -- name: EventRestarted
--- A sweep or a replay started the event's workflow again: say when and why.
-UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2 WHERE id = $1;
+-- A sweep, a release or a replay started the event's workflow again (run
+-- $3): say when and why.
+UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE id = $1;
 
 -- name: EventStartAttempt
 -- Marks the event delivering (when its endpoint is usable) and reads its
@@ -72,8 +75,14 @@ SELECT id, url, secret, previous_secret, previous_expires_at, disabled, disabled
 FROM endpoints WHERE id = $2;
 
 -- name: EventMarkFinal
--- delivered or skipped; $3 = delivered_at (NULL when skipped).
-UPDATE events SET state = $2, delivered_at = $3, updated_at = now() WHERE id = $1;
+-- delivered or skipped; $3 = delivered_at (NULL when skipped). A final
+-- state is never overwritten: a delivered event stays delivered.
+UPDATE events SET state = $2, delivered_at = $3, updated_at = now()
+WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
+
+-- name: EventStateForUpdate
+-- The event's state, its row locked until the transaction ends.
+SELECT state FROM events WHERE id = $1 FOR UPDATE;
 
 -- name: EventMarkDeadLettered
 UPDATE events SET state = 'dead_lettered', updated_at = now() WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
