@@ -88,9 +88,12 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 // first workflow task, unless its release comes first: the release is a
 // signal-with-start, which ends the delay at once and delivers the release
 // in that first task. A held event thus costs one workflow task, not two
-// (one to start waiting and one to be released); one still held when the
-// delay ends runs its first task then and waits for the release signal.
-const HeldStartDelay = 24 * time.Hour
+// (one to start waiting and one to be released). One still held when the
+// delay ends (its predecessor is slow, or dead-lettered) runs its first
+// task then and waits for the release signal as any workflow would. It is
+// the default recovery window: the time an event before it may take, and
+// how long Temporal keeps the delay's timer.
+const HeldStartDelay = 5 * time.Minute
 
 // Start makes a stored event a workflow: it tells the event's sequencer it
 // arrived (update-with-start, which starts the sequencer if it is not
