@@ -29,7 +29,9 @@ RUN apt-get update \
        --home-dir /nonexistent --shell /usr/sbin/nologin hookflow
 COPY --from=build /hookflow /usr/local/bin/hookflow
 USER 10001:10001
-# api (8080) and the reference receiver (8090); compose sets the listen addresses.
-EXPOSE 8080 8090
+# api (8080), the /metrics listener of api and worker (9090, when
+# HOOKFLOW_METRICS_ADDR sets it) and the reference receiver (8090); compose sets
+# the listen addresses.
+EXPOSE 8080 8090 9090
 ENTRYPOINT ["/usr/local/bin/hookflow"]
 CMD ["--help"]

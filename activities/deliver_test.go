@@ -86,7 +86,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 
 	logger := testenv.Logger(t)
 	seq := &sequencerSpy{}
-	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, HTTP: egress.NewClient(true), Logger: logger})
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, HTTP: egress.Policy{AllowPrivate: true}.NewClient(), Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))

@@ -136,7 +136,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 	token := "tok_secret_" + base64.RawURLEncoding.EncodeToString([]byte(time.Now().String()))
 	starter := &capturingStarter{}
-	srv, err := api.New(api.RouterConfig{Token: token, AllowPrivateTargets: true}, api.RouterDeps{
+	srv, err := api.New(api.RouterConfig{Token: token, Targets: egress.Policy{AllowPrivate: true}}, api.RouterDeps{
 		Store: st, Pool: pool, Starter: starter, Temporal: healthySignaler{}, Logger: logger,
 	})
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.Len(t, accepted, 2)
 
 	seq := &handOvers{}
-	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, HTTP: egress.NewClient(true), Logger: logger})
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, HTTP: egress.Policy{AllowPrivate: true}.NewClient(), Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))

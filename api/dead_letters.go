@@ -136,8 +136,9 @@ func (s *Server) deadLetterGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, d)
 }
 
+// operatorRequest is a replay's or skip's body. Who did it is the API key's
+// name, not something the caller says.
 type operatorRequest struct {
-	By   string `json:"by"`
 	Note string `json:"note"`
 }
 
@@ -215,7 +216,7 @@ func (s *Server) deadLetterReplay(c echo.Context) error {
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
 	}
-	if err := s.replay(c, d, operator(req.By)); err != nil {
+	if err := s.replay(c, d, principalOf(c).name); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "replaying"})
@@ -233,7 +234,7 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 	if len(req.Note) > 2000 {
 		return fieldProblem("note", "note must be at most 2000 characters")
 	}
-	by := operator(req.By)
+	by := principalOf(c).name
 	err = s.operate(c, d, func() (bool, error) {
 		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.Generation, by, req.Note)
 	}, contract.SignalSkip, contract.Skip{Generation: d.Generation, By: by, Note: req.Note})
@@ -272,7 +273,7 @@ func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 	})
 	replayed := []string{}
 	for _, d := range all {
-		if err := s.replay(c, d, "batch"); err != nil {
+		if err := s.replay(c, d, principalOf(c).name); err != nil {
 			var pr *Problem
 			if errors.As(err, &pr) && pr.Status == http.StatusConflict {
 				continue // replayed by someone else meanwhile
@@ -282,14 +283,4 @@ func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 		replayed = append(replayed, d.EventID)
 	}
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": len(replayed), "event_ids": replayed})
-}
-
-func operator(by string) string {
-	if by = strings.TrimSpace(by); by == "" {
-		return "api"
-	}
-	if len(by) > 200 {
-		by = by[:200]
-	}
-	return by
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookflow/hookflow/egress"
 	"github.com/hookflow/hookflow/store"
 	"github.com/hookflow/hookflow/webhook"
 )
@@ -40,7 +39,7 @@ func endpointView(e store.Endpoint, withSecret bool) endpointResponse {
 }
 
 func (s *Server) checkURL(u string) *Problem {
-	if err := egress.CheckURL(u, s.cfg.AllowPrivateTargets); err != nil {
+	if err := s.cfg.Targets.CheckURL(u); err != nil {
 		return fieldProblem("url", "url refused: "+err.Error())
 	}
 	return nil

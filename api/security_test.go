@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/egress"
 	"github.com/hookflow/hookflow/webhook"
 )
 
@@ -61,7 +62,7 @@ func TestEndpointURLRefusedWhenPrivateTargetsAreNotAllowed(t *testing.T) {
 
 func TestEndpointURLPrivateAllowedWhenConfigured(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, func(c *api.RouterConfig) { c.AllowPrivateTargets = true })
+	b := setupWith(t, func(c *api.RouterConfig) { c.Targets = egress.Policy{AllowPrivate: true} })
 	resp, raw := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"http://127.0.0.1:8080/hook"}`, b.bearer())
 	require.Equal(t, http.StatusCreated, resp.StatusCode, raw)
 	// Still only http(s), and never with credentials.
@@ -76,7 +77,7 @@ func TestEndpointURLPrivateAllowedWhenConfigured(t *testing.T) {
 // return early and leak how much of a guess was right.
 func TestAuthComparesInConstantTime(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), "server.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "auth.go", nil, 0)
 	require.NoError(t, err)
 	var auth *ast.FuncDecl
 	for _, d := range f.Decls {
@@ -84,7 +85,7 @@ func TestAuthComparesInConstantTime(t *testing.T) {
 			auth = fd
 		}
 	}
-	require.NotNil(t, auth, "server.go has the auth middleware")
+	require.NotNil(t, auth, "auth.go has the auth middleware")
 	var constantTime bool
 	ast.Inspect(auth, func(n ast.Node) bool {
 		switch n := n.(type) {

@@ -5,8 +5,8 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,20 +22,26 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/hookflow/hookflow/egress"
 	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/store"
 )
 
 // RouterConfig are the API's settings.
 type RouterConfig struct {
-	// Token is the bearer token /v1 requires.
+	// Token is the bootstrap admin token: a bearer token with every scope,
+	// to create the API keys everything else uses.
 	Token string
 	// MaxBodyBytes bounds request bodies.
 	MaxBodyBytes int64
-	// AllowPrivateTargets lets endpoint URLs use http and private addresses.
-	AllowPrivateTargets bool
+	// Targets says which endpoint URLs may be private or plain http.
+	Targets egress.Policy
 	// SecretGrace is how long a rotated-out secret keeps signing (default 24 h).
 	SecretGrace time.Duration
+	// EventsPerSecond and EventsBurst bound POST /v1/events per API key, in
+	// this process (defaults 1000, and twice the rate).
+	EventsPerSecond float64
+	EventsBurst     int
 }
 
 // Starter makes an accepted event a workflow, and carries an operator's
@@ -60,16 +66,17 @@ type RouterDeps struct {
 	Starter  Starter
 	Temporal Temporal
 	Logger   *slog.Logger
-	// Metrics is optional: when set, the API counts accepted events and
-	// serves the registry at GET /metrics.
+	// Metrics is optional: when set, the API counts accepted events. It is
+	// served on a listener of its own (app.ServeMetrics), never here.
 	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP API.
 type Server struct {
-	cfg  RouterConfig
-	deps RouterDeps
-	echo *echo.Echo
+	cfg    RouterConfig
+	deps   RouterDeps
+	echo   *echo.Echo
+	limits *rateLimits
 }
 
 // New builds the API and its routes.
@@ -86,17 +93,16 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	if cfg.SecretGrace <= 0 {
 		cfg.SecretGrace = 24 * time.Hour
 	}
+	cfg.EventsPerSecond = cmp.Or(cfg.EventsPerSecond, 1000)
+	cfg.EventsBurst = cmp.Or(cfg.EventsBurst, max(1, int(2*cfg.EventsPerSecond)))
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(deps.Logger)
-	s := &Server{cfg: cfg, deps: deps, echo: e}
+	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits(cfg.EventsPerSecond, cfg.EventsBurst)}
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
-	if deps.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(deps.Metrics.Handler()))
-	}
 
 	// Auth wraps every request, not the /v1 group: group middleware and
 	// RouteNotFound register catch-all routes that make Echo answer 404
@@ -104,20 +110,26 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	// Tracing wraps auth so a refused request shows in the trace too.
 	e.Use(traceRequests)
 	e.Use(s.auth)
+	// Every route names the scope it needs (README, "Security").
 	v1 := e.Group("/v1")
-	v1.POST("/endpoints", s.endpointCreate)
-	v1.GET("/endpoints/:id", s.endpointGet)
-	v1.PATCH("/endpoints/:id", s.endpointUpdate)
-	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate)
-	v1.POST("/events", s.eventCreate)
-	v1.GET("/events/:id", s.eventGet)
-	v1.GET("/correlations/:id", s.correlationGet)
-	v1.GET("/dead-letters", s.deadLetterList)
-	v1.POST("/dead-letters/replay", s.deadLetterReplayBatch)
-	v1.GET("/dead-letters/:id", s.deadLetterGet)
-	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay)
-	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip)
-	v1.GET("/stats", s.stats)
+	read, endpoints, deadLetters := require(ScopeEventsRead), require(ScopeEndpointsWrite), require(ScopeDeadLettersWrite)
+	v1.POST("/endpoints", s.endpointCreate, endpoints)
+	v1.GET("/endpoints/:id", s.endpointGet, read)
+	v1.PATCH("/endpoints/:id", s.endpointUpdate, endpoints)
+	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate, endpoints)
+	v1.POST("/events", s.eventCreate, require(ScopeEventsWrite), s.limits.limit)
+	v1.GET("/events/:id", s.eventGet, read)
+	v1.GET("/correlations/:id", s.correlationGet, read)
+	v1.GET("/dead-letters", s.deadLetterList, read)
+	v1.POST("/dead-letters/replay", s.deadLetterReplayBatch, deadLetters)
+	v1.GET("/dead-letters/:id", s.deadLetterGet, read)
+	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay, deadLetters)
+	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip, deadLetters)
+	v1.GET("/stats", s.stats, read)
+	admin := require(ScopeAdmin)
+	v1.POST("/api-keys", s.keyCreate, admin)
+	v1.GET("/api-keys", s.keyList, admin)
+	v1.DELETE("/api-keys/:id", s.keyRevoke, admin)
 	return s, nil
 }
 
@@ -126,29 +138,6 @@ func (s *Server) Handler() http.Handler { return s.echo }
 
 // Echo exposes the router, for adding routes such as /metrics.
 func (s *Server) Echo() *echo.Echo { return s.echo }
-
-// auth requires "Authorization: Bearer <token>" on /v1, compared in
-// constant time.
-func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
-	want := []byte(s.cfg.Token)
-	return func(c echo.Context) error {
-		if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") {
-			return next(c)
-		}
-		got, ok := bearerToken(c.Request().Header.Get("Authorization"))
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			return problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required")
-		}
-		return next(c)
-	}
-}
-
-// bearerToken takes the token out of an Authorization header. The scheme
-// name is case-insensitive (RFC 9110 §11.1); the token is compared as is.
-func bearerToken(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	return token, ok && strings.EqualFold(scheme, "Bearer")
-}
 
 // decode reads a JSON body strictly: JSON content type, within the size
 // limit, no unknown fields, nothing after the value.

@@ -106,6 +106,7 @@ type bundle struct {
 	pool    *pgxpool.Pool
 	store   *store.Store
 	starter *recordingStarter
+	server  *api.Server
 	logs    *syncBuffer
 	url     string
 	token   string
@@ -129,16 +130,8 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 		pool: pool, store: st, starter: &recordingStarter{},
 		logs: &syncBuffer{}, token: "tok_" + rand.Text(),
 	}
-	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rc := api.RouterConfig{Token: b.token, MaxBodyBytes: testMaxBody}
-	if cfg != nil {
-		cfg(&rc)
-	}
-	srv, err := api.New(rc, api.RouterDeps{
-		Store: st, Pool: pool, Starter: b.starter, Temporal: fakeTemporal{}, Logger: logger,
-	})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv.Handler())
+	b.server = b.newServer(t, cfg)
+	hs := httptest.NewServer(b.server.Handler())
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 
@@ -150,6 +143,22 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 	require.NoError(t, json.Unmarshal([]byte(body), &ep))
 	b.endpointID = ep.ID
 	return b
+}
+
+// newServer builds an API on the bundle's database, fakes and logs, as
+// another API process would be.
+func (b *bundle) newServer(t *testing.T, cfg func(*api.RouterConfig)) *api.Server {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rc := api.RouterConfig{Token: b.token, MaxBodyBytes: testMaxBody}
+	if cfg != nil {
+		cfg(&rc)
+	}
+	srv, err := api.New(rc, api.RouterDeps{
+		Store: b.store, Pool: b.pool, Starter: b.starter, Temporal: fakeTemporal{}, Logger: logger,
+	})
+	require.NoError(t, err)
+	return srv
 }
 
 func (b *bundle) bearer() http.Header {

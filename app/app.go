@@ -145,10 +145,17 @@ func NewStarter(cfg config.Config, st *store.Store, c client.Client, logger *slo
 	}, st, c, logger)
 }
 
+// Addrs are the addresses a served API is bound to; Metrics is empty when
+// it serves none.
+type Addrs struct {
+	API, Metrics string
+}
+
 // ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
-// down gracefully. The starter's sweep runs alongside. ready is called once
-// the socket is bound.
-func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(addr string)) error {
+// down gracefully, with its /metrics on cfg.MetricsAddr when that is set.
+// The starter's sweeps run alongside. ready is called once the sockets are
+// bound.
+func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(Addrs)) error {
 	m, err := NewMetrics(logger)
 	if err != nil {
 		return err
@@ -165,11 +172,18 @@ func NewMetrics(logger *slog.Logger) (*metrics.Metrics, error) {
 	return m, nil
 }
 
+// Targets is the delivery policy of the settings: which private targets
+// endpoints may use.
+func Targets(cfg config.Config) egress.Policy {
+	return egress.Policy{AllowPrivate: cfg.AllowPrivate, Allowlist: cfg.PrivateAllowlist}
+}
+
 // ServeAPIWith is ServeAPI with the metrics registry given: the API counts
-// accepted events in m, adds the Postgres-backed gauges (DLQ size, queue
-// depth, oldest lag) to it, and serves it at GET /metrics. Workers sharing m
-// (hookflow dev) show up on the same page.
-func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics, ready func(addr string)) error {
+// accepted events in m and adds the Postgres-backed gauges (DLQ size, queue
+// depth, oldest lag) to it. Workers sharing m (hookflow dev) show up on the
+// same page. The page is served on cfg.MetricsAddr only, never on the API's
+// listener.
+func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics, ready func(Addrs)) error {
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return err
@@ -180,7 +194,8 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 		}
 	}
 	srv, err := api.New(api.RouterConfig{
-		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, AllowPrivateTargets: cfg.AllowPrivate,
+		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
+		EventsPerSecond: cfg.EventsRateLimit,
 	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger, Metrics: m})
 	if err != nil {
 		return err
@@ -193,10 +208,21 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go strt.Run(sweepCtx)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	addrs := Addrs{API: ln.Addr().String()}
+	if cfg.MetricsAddr != "" && m != nil {
+		bound := make(chan string, 1)
+		go func() { errc <- ServeMetrics(sweepCtx, cfg.MetricsAddr, m, func(a string) { bound <- a }) }()
+		select {
+		case addrs.Metrics = <-bound:
+		case err := <-errc:
+			_ = hs.Close()
+			return err
+		}
+	}
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(addrs)
 	}
 	select {
 	case err := <-errc:
@@ -223,7 +249,7 @@ func StartWorkerWith(cfg config.Config, st *store.Store, c client.Client, logger
 	if err != nil {
 		return nil, err
 	}
-	acts, err := activities.New(activities.Deps{Store: st, HTTP: egress.NewClient(cfg.AllowPrivate), Logger: logger, Metrics: m, Sequencer: strt})
+	acts, err := activities.New(activities.Deps{Store: st, HTTP: Targets(cfg).NewClient(), Logger: logger, Metrics: m, Sequencer: strt})
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ type BaselineActivities struct {
 // NewBaselineActivities returns the baseline's delivery activity for url,
 // signing with secrets; it uses hookflow's delivery HTTP client.
 func NewBaselineActivities(url string, secrets []string) *BaselineActivities {
-	return &BaselineActivities{url: url, secrets: secrets, http: egress.NewClient(true)}
+	return &BaselineActivities{url: url, secrets: secrets, http: egress.Policy{AllowPrivate: true}.NewClient()}
 }
 
 // Deliver makes one signed POST of the event, like hookflow's Deliver minus

@@ -233,12 +233,10 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	common := map[string]string{
 		"HOOKFLOW_DATABASE_URL": s.pg.AdminURL("hookflow"), "HOOKFLOW_TEMPORAL_ADDRESS": s.temporalAdr,
 		"HOOKFLOW_TEMPORAL_NAMESPACE": namespace, "HOOKFLOW_TASK_QUEUE": hookflowTaskQueue,
-		"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "true",
+		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": recvAddr, "HOOKFLOW_API_TOKEN": apiToken,
 	}
 	p.logf("starting api on %s and a hookflow worker", apiAddr)
-	ac, err := s.spawn(cfg.Exe, procAPI, []string{"api"}, with(common, map[string]string{
-		"HOOKFLOW_API_ADDR": apiAddr, "HOOKFLOW_API_TOKEN": apiToken,
-	}))
+	ac, err := s.spawn(cfg.Exe, procAPI, []string{"api"}, with(common, map[string]string{"HOOKFLOW_API_ADDR": apiAddr}))
 	if err != nil {
 		return s, err
 	}

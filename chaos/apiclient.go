@@ -118,7 +118,7 @@ func (c *apiClient) deadLetter(ctx context.Context, eventID string) (deadLetterI
 // dead letter was replayed or skipped already.
 func (c *apiClient) press(ctx context.Context, eventID, button string) (int, []byte, error) {
 	return c.do(ctx, http.MethodPost, "/v1/dead-letters/"+url.PathEscape(eventID)+"/"+button,
-		map[string]string{"by": "chaos double click", "note": "chaos: " + button + " pressed twice at once"}, nil)
+		map[string]string{"note": "chaos: " + button + " pressed twice at once"}, nil)
 }
 
 // deadLetters lists the dead letters of an endpoint (every status).

@@ -111,13 +111,22 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 	}
 	r.progressf("temporal server up on 127.0.0.1:%d (%s)", temporalPort, time.Since(t0).Round(100*time.Millisecond))
 
+	// The fault proxy, where every endpoint points, listens before the API
+	// and the workers start: they allow exactly its address, although it is
+	// on loopback.
+	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("fault proxy: %w", err)
+	}
+	token := randomHex(16)
 	hfURL := r.pg.get().AdminURL("hookflow")
 	common := map[string]string{
-		"HOOKFLOW_DATABASE_URL":          hfURL,
-		"HOOKFLOW_TEMPORAL_ADDRESS":      net.JoinHostPort("127.0.0.1", strconv.Itoa(temporalPort)),
-		"HOOKFLOW_RECOVERY_WINDOW":       cfg.RecoveryWindow.String(),
-		"HOOKFLOW_DELIVERY_TIMEOUT":      cfg.DeliveryTimeout.String(),
-		"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "true",
+		"HOOKFLOW_DATABASE_URL":             hfURL,
+		"HOOKFLOW_TEMPORAL_ADDRESS":         net.JoinHostPort("127.0.0.1", strconv.Itoa(temporalPort)),
+		"HOOKFLOW_RECOVERY_WINDOW":          cfg.RecoveryWindow.String(),
+		"HOOKFLOW_DELIVERY_TIMEOUT":         cfg.DeliveryTimeout.String(),
+		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": proxyLn.Addr().String(),
+		"HOOKFLOW_API_TOKEN":                token,
 	}
 	if err := runOnce(ctx, "migrate", cfg.Binary, []string{"migrate"}, childEnv(common), filepath.Join(r.logs, "migrate.log")); err != nil {
 		return err
@@ -127,8 +136,7 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	token := randomHex(16)
-	apiEnv := with(common, map[string]string{"HOOKFLOW_API_ADDR": net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort)), "HOOKFLOW_API_TOKEN": token})
+	apiEnv := with(common, map[string]string{"HOOKFLOW_API_ADDR": net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))})
 	r.api = newProc("api", cfg.Binary, []string{"api"}, childEnv(apiEnv), filepath.Join(r.logs, "api.log"))
 	if err := r.api.start(); err != nil {
 		return err
@@ -139,22 +147,18 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return fmt.Errorf("api: %w; log %s ends: %s", err, r.api.logPath, tail(r.api.logPath, 3))
 	}
 
-	// The proxy listens first so the endpoints can point at it; it learns
-	// the receiver's address now and reaches it once deliveries start.
+	// The proxy serves now so the endpoints can point at it; it learns the
+	// receiver's address now and reaches it once deliveries start.
 	recvPort, err := devstack.FreePort()
 	if err != nil {
 		return err
 	}
 	recvBase := fmt.Sprintf("http://127.0.0.1:%d", recvPort)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("fault proxy: %w", err)
-	}
 	r.proxy = NewProxy(recvBase+"/webhook", cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
 	r.proxy.SetDown(true)
 	r.proxySrv = &http.Server{Handler: r.proxy, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = r.proxySrv.Serve(ln) }()
-	proxyBase := "http://" + ln.Addr().String()
+	go func() { _ = r.proxySrv.Serve(proxyLn) }()
+	proxyBase := "http://" + proxyLn.Addr().String()
 
 	var secrets []string
 	for i := 0; i < 3; i++ {

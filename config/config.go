@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -26,7 +27,11 @@ type Config struct {
 	DeliveryTimeout   time.Duration
 	RepairAfter       time.Duration
 	MaxBodyBytes      int64
+	// AllowPrivate lets deliveries reach every private target; hookflow dev
+	// and the tests set it, no variable does.
 	AllowPrivate      bool
+	PrivateAllowlist  []string
+	EventsRateLimit   float64
 	DataDir           string
 	DevTemporalPort   int
 	DevUIPort         int
@@ -57,12 +62,13 @@ func Settings() []Setting {
 		{"HOOKFLOW_TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace", nonEmpty(func(c *Config) *string { return &c.TemporalNamespace })},
 		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers (they also poll {queue}-sequencers, where the correlations' sequencers run)", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
-		{"HOOKFLOW_API_TOKEN", "api-token", "dev-token", "bearer token required on /v1 (change it outside dev)", nonEmpty(func(c *Config) *string { return &c.APIToken })},
+		{"HOOKFLOW_API_TOKEN", "api-token", "", "the bootstrap admin token: a bearer token with every scope, to create API keys (required; hookflow dev uses dev-token)", required(func(c *Config) *string { return &c.APIToken })},
+		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
 		{"HOOKFLOW_MAX_BODY_BYTES", "max-body-bytes", "1048576", "largest accepted request body in bytes", positiveInt64(func(c *Config) *int64 { return &c.MaxBodyBytes })},
-		{"HOOKFLOW_ALLOW_PRIVATE_TARGETS", "allow-private-targets", "false", "allow endpoint URLs on loopback/private/link-local addresses and plain http (true in dev)", boolean(func(c *Config) *bool { return &c.AllowPrivate })},
+		{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST", "private-target-allowlist", "", "exact host:port targets, comma separated, that endpoints may use although they are private (loopback, private, link-local) or plain http, e.g. receiver:8090 (hookflow dev allows every target)", hostPortList(func(c *Config) *[]string { return &c.PrivateAllowlist })},
 		{"HOOKFLOW_DATA_DIR", "data-dir", "./.hookflow", "dev only: where the local Postgres cluster and logs live", nonEmpty(func(c *Config) *string { return &c.DataDir })},
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", "dev-temporal-port", "7233", "dev only: Temporal frontend port", port(func(c *Config) *int { return &c.DevTemporalPort })},
 		{"HOOKFLOW_DEV_UI_PORT", "dev-ui-port", "8233", "dev only: Temporal Web UI port; 0 runs no Web UI", portOrOff(func(c *Config) *int { return &c.DevUIPort })},
@@ -72,7 +78,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_RECEIVER_SECRET", "receiver-secret", "", "reference receiver: whsec_ secrets it accepts, space separated", str(func(c *Config) *string { return &c.ReceiverSecrets })},
 		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
 		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands (dlq, status): base URL of the API", str(func(c *Config) *string { return &c.APIURL })},
-		{"HOOKFLOW_METRICS_ADDR", "metrics-addr", "", "worker: listen address of its own /metrics (empty: off; the API serves /metrics on its own address)", str(func(c *Config) *string { return &c.MetricsAddr })},
+		{"HOOKFLOW_METRICS_ADDR", "metrics-addr", "", "api, worker: listen address of the process's own GET /metrics, apart from the API's (empty: off)", optionalHostPort(func(c *Config) *string { return &c.MetricsAddr })},
 		{"HOOKFLOW_OUTBOX_DATABASE_URL", "outbox-database-url", "", "relay: PostgreSQL DSN of the producer's database holding the outbox table (empty: HOOKFLOW_DATABASE_URL)", str(func(c *Config) *string { return &c.OutboxDatabaseURL })},
 	}
 }
@@ -104,6 +110,7 @@ func LoadWithFlags(name, summary string, names []string, args []string, getenv f
 	fs := flag.NewFlagSet("hookflow "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	chosen := make([]Setting, 0, len(names))
+	missing := map[string]Setting{}
 	for _, n := range names {
 		s, ok := all[n]
 		if !ok {
@@ -117,13 +124,18 @@ func LoadWithFlags(name, summary string, names []string, args []string, getenv f
 		if e := getenv(s.Env); e != "" {
 			v = e
 		}
-		if err := s.set(&c, v); err != nil {
+		// A required setting left empty may still come as a flag: it is
+		// judged once the flags are parsed.
+		if err := s.set(&c, v); errors.Is(err, errRequired) {
+			missing[s.Flag] = s
+		} else if err != nil {
 			return c, nil, &UsageError{fmt.Sprintf("invalid %s=%q: %v", s.Env, v, err)}
 		}
 		fs.Func(s.Flag, s.Help+" (env "+s.Env+", default "+quoteEmpty(s.Default)+")", func(v string) error {
 			if err := s.set(&c, v); err != nil {
 				return fmt.Errorf("%v", err)
 			}
+			delete(missing, s.Flag)
 			return nil
 		})
 	}
@@ -147,6 +159,11 @@ func LoadWithFlags(name, summary string, names []string, args []string, getenv f
 		}
 		return c, nil, &UsageError{err.Error()}
 	}
+	for _, s := range chosen {
+		if _, ok := missing[s.Flag]; ok {
+			return c, nil, &UsageError{fmt.Sprintf("%s is required: %s", s.Env, s.Help)}
+		}
+	}
 	return c, positional, nil
 }
 
@@ -159,6 +176,60 @@ func quoteEmpty(s string) string {
 
 func str(f func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+// errRequired marks a setting that has no default and was not set.
+var errRequired = errors.New("is required")
+
+func required(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if strings.TrimSpace(v) == "" {
+			return errRequired
+		}
+		*f(c) = v
+		return nil
+	}
+}
+
+func positiveFloat(f func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+			return errors.New("must be a number greater than 0")
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func optionalHostPort(f func(*Config) *string) func(*Config, string) error {
+	hp := hostPort(f)
+	return func(c *Config, v string) error {
+		if v == "" {
+			*f(c) = ""
+			return nil
+		}
+		return hp(c, v)
+	}
+}
+
+func hostPortList(f func(*Config) *[]string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		var out []string
+		for _, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			host, port, err := net.SplitHostPort(item)
+			if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("%q is not a host:port", item)
+			}
+			out = append(out, item)
+		}
+		*f(c) = out
+		return nil
+	}
 }
 
 func nonEmpty(f func(*Config) *string) func(*Config, string) error {
@@ -240,17 +311,6 @@ func portOrOff(f func(*Config) *int) func(*Config, string) error {
 		if err := port(f)(c, v); err != nil {
 			return errors.New("want a port number from 1 to 65535, or 0 for none")
 		}
-		return nil
-	}
-}
-
-func boolean(f func(*Config) *bool) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("want true or false")
-		}
-		*f(c) = b
 		return nil
 	}
 }

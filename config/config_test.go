@@ -17,24 +17,52 @@ func TestDefaultsWork(t *testing.T) {
 	for _, s := range Settings() {
 		names = append(names, s.Env)
 	}
-	c, rest, err := Load("x", "", names, nil, env(nil), nil, io.Discard)
+	c, rest, err := Load("x", "", names, nil, env(map[string]string{"HOOKFLOW_API_TOKEN": "t"}), nil, io.Discard)
 	require.NoError(t, err)
 	require.Empty(t, rest)
 	require.Equal(t, 5*time.Minute, c.RecoveryWindow)
 	require.Equal(t, "127.0.0.1:8080", c.APIAddr)
-	require.False(t, c.AllowPrivate)
+	require.False(t, c.AllowPrivate, "no variable allows every private target")
+	require.Empty(t, c.PrivateAllowlist)
+	require.Equal(t, 1000.0, c.EventsRateLimit)
 	require.Equal(t, 1, c.DevWorkers)
 }
 
+// The bootstrap token has no default: a command that needs it refuses to
+// start without it, naming the variable; hookflow dev's override supplies it.
+func TestAPITokenIsRequired(t *testing.T) {
+	_, _, err := Load("api", "", []string{"HOOKFLOW_API_TOKEN"}, nil, env(nil), nil, io.Discard)
+	var ue *UsageError
+	require.ErrorAs(t, err, &ue)
+	require.True(t, strings.HasPrefix(ue.Msg, "HOOKFLOW_API_TOKEN is required"), ue.Msg)
+	c, _, err := Load("dev", "", []string{"HOOKFLOW_API_TOKEN"}, nil, env(nil), map[string]string{"HOOKFLOW_API_TOKEN": "dev-token"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "dev-token", c.APIToken)
+}
+
+func TestPrivateTargetAllowlist(t *testing.T) {
+	c, _, err := Load("api", "", []string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"}, nil,
+		env(map[string]string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": "receiver:8090, 10.0.0.5:443"}), nil, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"receiver:8090", "10.0.0.5:443"}, c.PrivateAllowlist)
+	for _, bad := range []string{"receiver", "receiver:http", ":8090", "receiver:0"} {
+		_, _, err := Load("api", "", []string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"}, nil,
+			env(map[string]string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": bad}), nil, io.Discard)
+		var ue *UsageError
+		require.ErrorAs(t, err, &ue, bad)
+		require.Contains(t, ue.Msg, "HOOKFLOW_PRIVATE_TARGET_ALLOWLIST")
+	}
+}
+
 func TestFlagsOverrideEnvOverrideDefaults(t *testing.T) {
-	names := []string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_ALLOW_PRIVATE_TARGETS", "HOOKFLOW_TASK_QUEUE"}
+	names := []string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_API_TOKEN", "HOOKFLOW_TASK_QUEUE"}
 	c, rest, err := Load("x", "", names, []string{"pos1", "--recovery-window", "30s", "pos2"},
 		env(map[string]string{"HOOKFLOW_RECOVERY_WINDOW": "1m", "HOOKFLOW_TASK_QUEUE": "q"}),
-		map[string]string{"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "true"}, io.Discard)
+		map[string]string{"HOOKFLOW_API_TOKEN": "dev-token"}, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 30*time.Second, c.RecoveryWindow)
 	require.Equal(t, "q", c.TaskQueue)
-	require.True(t, c.AllowPrivate, "the override changes the default")
+	require.Equal(t, "dev-token", c.APIToken, "the override changes the default")
 	require.Equal(t, []string{"pos1", "pos2"}, rest)
 }
 

@@ -93,7 +93,7 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-3/replay", nil, nil))
 
 	healed.Store(true)
-	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/replay", map[string]any{"by": "test"}, nil))
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/replay", nil, nil))
 	for _, s := range []int{2, 3, 4} {
 		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
 	}
@@ -105,7 +105,8 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 }
 
 // TestDeadLetterSkip: skipping the dead-lettered head delivers its successors
-// and records who skipped it, when and why.
+// and records who skipped it (the name of the API key that did), when and
+// why.
 func TestDeadLetterSkip(t *testing.T) {
 	b := setup(t, options{window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
@@ -122,7 +123,8 @@ func TestDeadLetterSkip(t *testing.T) {
 		b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
 	}
 	b.waitState(corr+"-2", contract.StateDeadLettered, 30*time.Second)
-	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/skip", map[string]any{"by": "alice", "note": "superseded by 3"}, nil))
+	alice := b.createKey("alice", "dead-letters:write")
+	require.Equal(t, http.StatusAccepted, b.callAs(alice, http.MethodPost, "/v1/dead-letters/"+corr+"-2/skip", map[string]any{"note": "superseded by 3"}, nil))
 	for _, s := range []int{3, 4} {
 		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
 	}

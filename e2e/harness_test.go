@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"testing"
@@ -40,13 +41,16 @@ func TestMain(m *testing.M) {
 // bundle is one test's running hookflow: its own database and task queue on
 // the package's shared Postgres and Temporal.
 type bundle struct {
-	t       *testing.T
-	cfg     config.Config
-	store   *store.Store
-	client  client.Client
-	apiURL  string
-	prefix  string
-	workers []sdkworker.Worker
+	t      *testing.T
+	cfg    config.Config
+	store  *store.Store
+	client client.Client
+	apiURL string
+	logger *slog.Logger
+	// metricsURL is the API's metrics listener, when the test has one.
+	metricsURL string
+	prefix     string
+	workers    []sdkworker.Worker
 }
 
 type options struct {
@@ -57,6 +61,9 @@ type options struct {
 	noWorkers bool
 	// repairAfter is HOOKFLOW_REPAIR_AFTER (default 30 s).
 	repairAfter time.Duration
+	// logger receives the logs of the API, the workers and the Temporal SDK
+	// (default testenv.Logger(t)).
+	logger *slog.Logger
 	// interceptors go on the Temporal client the API and the workers share.
 	interceptors []interceptor.ClientInterceptor
 }
@@ -75,7 +82,10 @@ func setup(t *testing.T, opts options) *bundle {
 	tmp := temporaltest.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	logger := testenv.Logger(t)
+	logger := opts.logger
+	if logger == nil {
+		logger = testenv.Logger(t)
+	}
 
 	cfg := config.Config{
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
@@ -95,7 +105,7 @@ func setup(t *testing.T, opts options) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	b := &bundle{t: t, cfg: cfg, store: st, client: c, prefix: randHex(4)}
+	b := &bundle{t: t, cfg: cfg, store: st, client: c, prefix: randHex(4), logger: logger}
 	for i := 0; i < opts.workers; i++ {
 		b.startWorker()
 	}
@@ -107,7 +117,7 @@ func setup(t *testing.T, opts options) *bundle {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) { ready <- addr })
+		done <- app.ServeAPI(ctx, cfg, st, c, logger, func(a app.Addrs) { ready <- a.API })
 	}()
 	select {
 	case addr := <-ready:
@@ -120,7 +130,7 @@ func setup(t *testing.T, opts options) *bundle {
 }
 
 func (b *bundle) startWorker() sdkworker.Worker {
-	w, err := app.StartWorker(b.cfg, b.store, b.client, testenv.Logger(b.t))
+	w, err := app.StartWorker(b.cfg, b.store, b.client, b.logger)
 	require.NoError(b.t, err)
 	b.workers = append(b.workers, w)
 	return w
@@ -129,9 +139,15 @@ func (b *bundle) startWorker() sdkworker.Worker {
 // id makes an identifier unique to this test (sequencers are namespace-wide).
 func (b *bundle) id(s string) string { return b.prefix + "-" + s }
 
-// call sends a JSON request to the API and decodes the JSON answer into out
-// (when not nil); it returns the status code.
+// call sends a JSON request to the API with the bootstrap token and decodes
+// the JSON answer into out (when not nil); it returns the status code.
 func (b *bundle) call(method, path string, body any, out any) int {
+	b.t.Helper()
+	return b.callAs(b.cfg.APIToken, method, path, body, out)
+}
+
+// callAs is call with another bearer token (an API key).
+func (b *bundle) callAs(token, method, path string, body any, out any) int {
 	b.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -141,7 +157,7 @@ func (b *bundle) call(method, path string, body any, out any) int {
 	}
 	req, err := http.NewRequest(method, b.apiURL+path, rd)
 	require.NoError(b.t, err)
-	req.Header.Set("Authorization", "Bearer "+b.cfg.APIToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -160,6 +176,16 @@ type endpoint struct {
 	ID     string `json:"id"`
 	URL    string `json:"url"`
 	Secret string `json:"secret"`
+}
+
+// createKey makes an API key with scopes and returns it.
+func (b *bundle) createKey(name string, scopes ...string) string {
+	b.t.Helper()
+	var k struct {
+		Key string `json:"key"`
+	}
+	require.Equal(b.t, http.StatusCreated, b.call(http.MethodPost, "/v1/api-keys", map[string]any{"name": name, "scopes": scopes}, &k))
+	return k.Key
 }
 
 func (b *bundle) createEndpoint(url string) endpoint {

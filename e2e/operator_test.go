@@ -307,8 +307,8 @@ func TestReplayAndSkipOfAnEndedWorkflow(t *testing.T) {
 		b.terminate(corr + "-1")
 	}
 	healed.Store(true)
-	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+replayed+"-1/replay", map[string]any{"by": "ops"}, nil))
-	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+skipped+"-1/skip", map[string]any{"by": "ops", "note": "gone"}, nil))
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+replayed+"-1/replay", nil, nil))
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+skipped+"-1/skip", map[string]any{"note": "gone"}, nil))
 	b.waitState(replayed+"-2", contract.StateDelivered, 30*time.Second)
 	b.waitState(skipped+"-2", contract.StateDelivered, 30*time.Second)
 	require.Equal(t, contract.StateDelivered, b.eventState(replayed+"-1").State)

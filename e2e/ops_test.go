@@ -33,6 +33,7 @@ func setupObserved(t *testing.T, window time.Duration) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(8),
 		RecoveryWindow: window, DeliveryTimeout: 5 * time.Second, MaxBodyBytes: 64 << 10, AllowPrivate: true,
+		MetricsAddr: "127.0.0.1:0",
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)
@@ -52,12 +53,12 @@ func setupObserved(t *testing.T, window time.Duration) *bundle {
 	w, err := app.StartWorkerWith(cfg, st, c, logger, m)
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
-	ready := make(chan string, 1)
+	ready := make(chan app.Addrs, 1)
 	done := make(chan error, 1)
-	go func() { done <- app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(addr string) { ready <- addr }) }()
+	go func() { done <- app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(a app.Addrs) { ready <- a }) }()
 	select {
-	case addr := <-ready:
-		b.apiURL = "http://" + addr
+	case a := <-ready:
+		b.apiURL, b.metricsURL = "http://"+a.API, "http://"+a.Metrics
 	case err := <-done:
 		t.Fatalf("api did not start: %v", err)
 	}
@@ -65,10 +66,15 @@ func setupObserved(t *testing.T, window time.Duration) *bundle {
 	return b
 }
 
-// scrape reads GET /metrics (no token) as metric families.
+// scrape reads GET /metrics on the metrics listener (no token) as metric
+// families; the API's own port has no /metrics.
 func (b *bundle) scrape() map[string]*dto.MetricFamily {
 	b.t.Helper()
 	resp, err := http.Get(b.apiURL + "/metrics")
+	require.NoError(b.t, err)
+	resp.Body.Close()
+	require.Equal(b.t, http.StatusNotFound, resp.StatusCode, "no /metrics on the API's port")
+	resp, err = http.Get(b.metricsURL + "/metrics")
 	require.NoError(b.t, err)
 	defer resp.Body.Close()
 	require.Equal(b.t, http.StatusOK, resp.StatusCode)

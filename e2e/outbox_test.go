@@ -419,7 +419,7 @@ func setupOn(t *testing.T, temporalAddress string) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(apiClient.Close)
 
-	b := &bundle{t: t, cfg: cfg, store: st, client: workerClient, prefix: randHex(4)}
+	b := &bundle{t: t, cfg: cfg, store: st, client: workerClient, prefix: randHex(4), logger: logger}
 	b.startWorker()
 	t.Cleanup(func() {
 		for _, w := range b.workers {
@@ -429,7 +429,7 @@ func setupOn(t *testing.T, temporalAddress string) *bundle {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- app.ServeAPI(ctx, cfg, st, apiClient, logger, func(addr string) { ready <- addr })
+		done <- app.ServeAPI(ctx, cfg, st, apiClient, logger, func(a app.Addrs) { ready <- a.API })
 	}()
 	select {
 	case addr := <-ready:

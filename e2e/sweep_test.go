@@ -114,12 +114,13 @@ const workerEnv = "HOOKFLOW_E2E_WORKER"
 // is killed.
 func runWorkerProcess() int {
 	names := []string{"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE",
-		"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_ALLOW_PRIVATE_TARGETS"}
+		"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"}
 	cfg, _, err := config.Load("worker", "", names, nil, os.Getenv, nil, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	cfg.AllowPrivate = true // the test's receiver listens on loopback
 	ctx := context.Background()
 	logger := app.NewLogger(os.Stderr)
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
@@ -148,8 +149,7 @@ func (b *bundle) startWorkerProcess() *exec.Cmd {
 	cmd.Env = append(os.Environ(), workerEnv+"=1",
 		"HOOKFLOW_DATABASE_URL="+b.cfg.DatabaseURL, "HOOKFLOW_TEMPORAL_ADDRESS="+b.cfg.TemporalAddress,
 		"HOOKFLOW_TEMPORAL_NAMESPACE="+b.cfg.TemporalNamespace, "HOOKFLOW_TASK_QUEUE="+b.cfg.TaskQueue,
-		"HOOKFLOW_RECOVERY_WINDOW="+b.cfg.RecoveryWindow.String(), "HOOKFLOW_DELIVERY_TIMEOUT="+b.cfg.DeliveryTimeout.String(),
-		"HOOKFLOW_ALLOW_PRIVATE_TARGETS=true")
+		"HOOKFLOW_RECOVERY_WINDOW="+b.cfg.RecoveryWindow.String(), "HOOKFLOW_DELIVERY_TIMEOUT="+b.cfg.DeliveryTimeout.String())
 	cmd.Stdout, cmd.Stderr = testenvWriter(b.t), testenvWriter(b.t)
 	require.NoError(b.t, cmd.Start())
 	b.t.Cleanup(func() {

@@ -1,12 +1,14 @@
 // Package egress is how hookflow reaches receivers: an HTTP client that never
-// follows redirects and, unless private targets are allowed, refuses to
-// connect to loopback, private, link-local, metadata or unspecified
-// addresses. The check runs on the address actually dialled (a net.Dialer
-// Control hook), so a name that resolves differently later (DNS rebinding)
-// cannot get around it.
+// follows redirects and refuses to connect to loopback, private, link-local,
+// metadata or unspecified addresses, except the exact host:port targets a
+// deployment allowlists (its own receiver, say) and, in hookflow dev and the
+// tests, every target. The check runs on the address actually dialled (a
+// net.Dialer Control hook), so a name that resolves differently later (DNS
+// rebinding) cannot get around it.
 package egress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -53,12 +55,42 @@ func Forbidden(addr netip.Addr) bool {
 	return false
 }
 
+// Policy says which targets may be private (and plain http).
+type Policy struct {
+	// AllowPrivate lets every target through: hookflow dev and the tests,
+	// whose receivers listen on loopback. No setting turns it on.
+	AllowPrivate bool
+	// Allowlist holds exact host:port targets that may be private and plain
+	// http (HOOKFLOW_PRIVATE_TARGET_ALLOWLIST), compared without case.
+	Allowlist []string
+}
+
+// allows reports whether hostPort (as dialled: host:port, port explicit)
+// may be private.
+func (p Policy) allows(hostPort string) bool {
+	if p.AllowPrivate {
+		return true
+	}
+	for _, a := range p.Allowlist {
+		if strings.EqualFold(a, hostPort) {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckURL validates an endpoint URL at registration: http or https with a
-// host; outside allowPrivate, https only and no literal forbidden address
-// (names are checked again at every dial).
-func CheckURL(raw string, allowPrivate bool) error {
+// host and no credentials; unless the policy allows its host:port, https
+// only and no literal forbidden address (names are checked again at every
+// dial).
+func (p Policy) CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
+		// A *url.Error repeats the URL, query string included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("not a URL: %v", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
@@ -70,11 +102,15 @@ func CheckURL(raw string, allowPrivate bool) error {
 	if u.User != nil {
 		return errors.New("URL must not carry credentials")
 	}
-	if allowPrivate {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if p.allows(net.JoinHostPort(u.Hostname(), port)) {
 		return nil
 	}
 	if u.Scheme != "https" {
-		return errors.New("scheme must be https (set HOOKFLOW_ALLOW_PRIVATE_TARGETS=true to allow http)")
+		return errors.New("scheme must be https (an exact host:port in HOOKFLOW_PRIVATE_TARGET_ALLOWLIST may use http)")
 	}
 	// A trailing dot makes a name fully qualified; it resolves the same.
 	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
@@ -134,22 +170,28 @@ func parseLooseIP(host string) (netip.Addr, bool) {
 
 // NewClient returns the HTTP client deliveries use. Redirects are returned
 // as responses, never followed.
-func NewClient(allowPrivate bool) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowPrivate {
-		d.Control = func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
-			}
-			if Forbidden(ap.Addr()) {
-				return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
-			}
-			return nil
+func (p Policy) NewClient() *http.Client {
+	open := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	guarded := &net.Dialer{Timeout: open.Timeout, KeepAlive: open.KeepAlive, Control: func(network, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
 		}
+		if Forbidden(ap.Addr()) {
+			return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
+		}
+		return nil
+	}}
+	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
+		// address is the URL's host:port, before resolution: the allowlist
+		// names targets as an operator writes them.
+		if p.allows(address) {
+			return open.DialContext(ctx, network, address)
+		}
+		return guarded.DialContext(ctx, network, address)
 	}
 	tr := &http.Transport{
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		Proxy:                 nil,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   64,

@@ -56,7 +56,7 @@ func TestCheckURLRefusesPrivateTargets(t *testing.T) {
 	} {
 		t.Run(u, func(t *testing.T) {
 			t.Parallel()
-			err := egress.CheckURL(u, false)
+			err := egress.Policy{}.CheckURL(u)
 			require.ErrorIs(t, err, egress.ErrForbiddenTarget)
 		})
 	}
@@ -82,12 +82,12 @@ func TestCheckURLRefusesBadURLs(t *testing.T) {
 	} {
 		t.Run(u, func(t *testing.T) {
 			t.Parallel()
-			require.Error(t, egress.CheckURL(u, false))
+			require.Error(t, egress.Policy{}.CheckURL(u))
 		})
 	}
 	// With private targets allowed, plain http is fine but the rest is not.
 	for _, u := range []string{"ftp://127.0.0.1", "https://u:p@127.0.0.1", "http://", "not a url"} {
-		require.Error(t, egress.CheckURL(u, true), u)
+		require.Error(t, egress.Policy{AllowPrivate: true}.CheckURL(u), u)
 	}
 }
 
@@ -103,10 +103,10 @@ func TestCheckURLAccepts(t *testing.T) {
 		"https://10.example.com",
 		"https://localhost-hooks.example.com",
 	} {
-		require.NoError(t, egress.CheckURL(u, false), u)
+		require.NoError(t, egress.Policy{}.CheckURL(u), u)
 	}
 	for _, u := range []string{"http://127.0.0.1:8080", "http://localhost:8080/hook", "https://10.0.0.1", "http://[::1]:9000"} {
-		require.NoError(t, egress.CheckURL(u, true), u)
+		require.NoError(t, egress.Policy{AllowPrivate: true}.CheckURL(u), u)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestClientRefusesPrivateAddressAtDial(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	client := egress.NewClient(false)
+	client := egress.Policy{}.NewClient()
 	for _, raw := range []string{
 		srv.URL + "/hook",
 		"http://localhost:" + u.Port() + "/hook",
@@ -172,7 +172,7 @@ func TestClientRefusesPrivateAddressAtDial(t *testing.T) {
 	}
 	require.Zero(t, hits.Load(), "the private server saw no request")
 
-	resp, err := get(ctx, egress.NewClient(true), srv.URL+"/hook")
+	resp, err := get(ctx, egress.Policy{AllowPrivate: true}.NewClient(), srv.URL+"/hook")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -180,7 +180,7 @@ func TestClientRefusesPrivateAddressAtDial(t *testing.T) {
 	require.Equal(t, "ok", string(body))
 	require.EqualValues(t, 1, hits.Load())
 
-	resp, err = get(ctx, egress.NewClient(true), "http://localhost:"+u.Port()+"/hook")
+	resp, err = get(ctx, egress.Policy{AllowPrivate: true}.NewClient(), "http://localhost:"+u.Port()+"/hook")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -200,7 +200,7 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 		// on 127.0.0.1; redirects are refused either way.
 		req, err := http.NewRequest(http.MethodPost, redirector.URL+"/hook", nil)
 		require.NoError(t, err)
-		resp, err := egress.NewClient(true).Do(req)
+		resp, err := egress.Policy{AllowPrivate: true}.NewClient().Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, code, resp.StatusCode)
@@ -212,8 +212,42 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 // TestClientIgnoresProxyEnvironment: a proxy would dial on the client's
 // behalf and so sidestep the dial-time check.
 func TestClientIgnoresProxyEnvironment(t *testing.T) {
-	c := egress.NewClient(false)
+	c := egress.Policy{}.NewClient()
 	tr, ok := c.Transport.(*http.Transport)
 	require.True(t, ok)
 	require.Nil(t, tr.Proxy)
+}
+
+// TestAllowlistLetsOnlyTheNamedTargetsThrough: an exact host:port in the
+// allowlist may be private and plain http, at registration and at dial;
+// another port of the same host, or another host, may not.
+func TestAllowlistLetsOnlyTheNamedTargetsThrough(t *testing.T) {
+	t.Parallel()
+	srv, hits := target(t, nil)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	p := egress.Policy{Allowlist: []string{"LOCALHOST:" + u.Port(), "receiver:8090"}}
+
+	require.NoError(t, p.CheckURL("http://localhost:"+u.Port()+"/hook"))
+	require.NoError(t, p.CheckURL("http://receiver:8090/webhook"))
+	require.NoError(t, p.CheckURL("http://Receiver:8090/webhook"), "host names compare without case")
+	for _, refused := range []string{
+		"http://receiver:8091/webhook",        // another port
+		"http://receiver/webhook",             // port 80
+		"http://127.0.0.1:" + u.Port() + "/x", // the same server by another name
+		"http://postgres:5432/",
+	} {
+		require.Error(t, p.CheckURL(refused), refused)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := p.NewClient()
+	resp, err := get(ctx, client, "http://localhost:"+u.Port()+"/hook")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.EqualValues(t, 1, hits.Load())
+	_, err = get(ctx, client, srv.URL+"/hook") // 127.0.0.1:port is not on the list
+	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
+	require.EqualValues(t, 1, hits.Load())
 }

@@ -62,6 +62,10 @@ type queries struct {
 	DeadLetterReopen         string
 	StatsSummary             string
 	StatsBlockedCorrelations string
+	APIKeyInsert             string
+	APIKeyByHash             string
+	APIKeyList               string
+	APIKeyRevoke             string
 }
 
 // New returns a Store on pool.

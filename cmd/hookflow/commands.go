@@ -14,8 +14,8 @@ import (
 var (
 	dbSettings       = []string{"HOOKFLOW_DATABASE_URL"}
 	temporalSettings = []string{"HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE"}
-	deliverySettings = []string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_ALLOW_PRIVATE_TARGETS"}
-	apiSettings      = []string{"HOOKFLOW_API_ADDR", "HOOKFLOW_API_TOKEN", "HOOKFLOW_MAX_BODY_BYTES", "HOOKFLOW_REPAIR_AFTER"}
+	deliverySettings = []string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"}
+	apiSettings      = []string{"HOOKFLOW_API_ADDR", "HOOKFLOW_API_TOKEN", "HOOKFLOW_MAX_BODY_BYTES", "HOOKFLOW_REPAIR_AFTER", "HOOKFLOW_EVENTS_RATE_LIMIT", "HOOKFLOW_METRICS_ADDR"}
 )
 
 func concat(lists ...[]string) []string {
@@ -70,12 +70,12 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer c.Close()
-	return app.ServeAPI(ctx, cfg, st, c, logger, func(addr string) { logger.Info("api listening", "addr", addr) })
+	return app.ServeAPI(ctx, cfg, st, c, logger, func(a app.Addrs) { logger.Info("api listening", "addr", a.API, "metrics_addr", a.Metrics) })
 }
 
 func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 	cfg, _, err := loadConfig(env, "worker", "Run a worker on the task queue until SIGTERM, then drain.", args,
-		concat(dbSettings, temporalSettings, deliverySettings, []string{"HOOKFLOW_METRICS_ADDR"}), nil)
+		concat(dbSettings, temporalSettings, deliverySettings, []string{"HOOKFLOW_API_TOKEN", "HOOKFLOW_METRICS_ADDR"}), nil)
 	if err != nil {
 		return err
 	}

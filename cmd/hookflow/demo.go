@@ -26,7 +26,7 @@ Every step prints its Temporal Web UI link.`
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	var receiverURL, uiURL, namespace string
 	var wait time.Duration
-	cfg, rest, err := config.LoadWithFlags("demo", demoSummary, apiClientSettings, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
+	cfg, rest, err := config.LoadWithFlags("demo", demoSummary, apiClientSettings, args, env.getenv, apiClientDefaults(), env.stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&receiverURL, "receiver-url", "http://127.0.0.1:8090", "the dev reference receiver")
 		fs.StringVar(&uiURL, "ui-url", "http://127.0.0.1:8233", "the Temporal Web UI")
 		fs.StringVar(&namespace, "namespace", "default", "Temporal namespace (for the UI links)")
@@ -146,7 +146,7 @@ func (d demo) run(ctx context.Context) error {
 	// cannot learn this endpoint's secret), so the demo skips: the
 	// successor then carries skipped_sequences [1] and is applied.
 	d.step(3, "Skip the dead letter (recorded: who, when, why); its successor is delivered")
-	if err := d.api.do(ctx, http.MethodPost, "/v1/dead-letters/"+dl1+"/skip", map[string]string{"by": "hookflow demo", "note": "demo: the receiver does not know this endpoint's secret"}, nil); err != nil {
+	if err := d.api.do(ctx, http.MethodPost, "/v1/dead-letters/"+dl1+"/skip", map[string]string{"note": "demo: the receiver does not know this endpoint's secret"}, nil); err != nil {
 		return err
 	}
 	if err := d.waitState(ctx, dl1, contract.StateSkipped); err != nil {

@@ -60,7 +60,7 @@ func TestDemoAgainstDevStack(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
 	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- app.ServeAPI(ctx, cfg, st, c, logger, func(a string) { ready <- a }) }()
+	go func() { done <- app.ServeAPI(ctx, cfg, st, c, logger, func(a app.Addrs) { ready <- a.API }) }()
 	var apiURL string
 	select {
 	case a := <-ready:

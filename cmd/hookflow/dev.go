@@ -31,10 +31,12 @@ var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "H
 func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	cfg, _, err := loadConfig(env, "dev", "Run everything on this machine without Docker: Postgres from the local server binaries, an embedded Temporal server with its Web UI, migrations, the API, workers and the reference receiver.", args,
 		concat([]string{"HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_TASK_QUEUE"}, deliverySettings, apiSettings, devSettings),
-		map[string]string{"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "true"})
+		map[string]string{"HOOKFLOW_API_TOKEN": devToken, "HOOKFLOW_METRICS_ADDR": "127.0.0.1:9090"})
 	if err != nil {
 		return err
 	}
+	// The dev stack's receivers listen on loopback, and so will yours.
+	cfg.AllowPrivate = true
 	logger := app.NewLogger(env.stderr)
 	began := time.Now()
 	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceDev, logger)
@@ -52,6 +54,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", hostPort(cfg.DevTemporalPort)},
 		{"HOOKFLOW_DEV_UI_PORT", hostPort(cfg.DevUIPort)},
 		{"HOOKFLOW_API_ADDR", cfg.APIAddr},
+		{"HOOKFLOW_METRICS_ADDR", cfg.MetricsAddr},
 		{"HOOKFLOW_RECEIVER_ADDR", cfg.ReceiverAddr},
 	} {
 		if p.addr == hostPort(0) {
@@ -159,13 +162,17 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}()
 	defer func() { stopReceiver(); <-receiverDone }()
 
-	return app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(addr string) {
-		printBanner(env, cfg, addr, tmp, pg, receiverURL, time.Since(began))
+	return app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(a app.Addrs) {
+		printBanner(env, cfg, a, tmp, pg, receiverURL, time.Since(began))
 	})
 }
 
 // devEndpointID names the endpoint hookflow dev registers for its receiver.
 const devEndpointID = "ep_dev_receiver"
+
+// devToken is hookflow dev's bootstrap admin token (and the CLI's default,
+// so that it talks to hookflow dev as it is).
+const devToken = "dev-token"
 
 // devReceiverSecret returns the dev receiver's secret, made once and kept
 // in the data folder so the endpoint and the receiver agree across restarts.
@@ -202,10 +209,13 @@ func ensureDevEndpoint(ctx context.Context, st *store.Store, url, secret string)
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-func printBanner(env *cliEnv, cfg config.Config, apiAddr string, tmp *temporaldev.Server, pg *devstack.Postgres, receiverURL string, took time.Duration) {
+func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporaldev.Server, pg *devstack.Postgres, receiverURL string, took time.Duration) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
-	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", apiAddr, cfg.APIToken)
+	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", addrs.API, cfg.APIToken)
+	if addrs.Metrics != "" {
+		fmt.Fprintf(w, "  Metrics        http://%s/metrics\n", addrs.Metrics)
+	}
 	if ui := tmp.UIURL(); ui != "" {
 		fmt.Fprintf(w, "  Temporal UI    %s/namespaces/%s/workflows\n", ui, cfg.TemporalNamespace)
 	} else {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,13 +19,18 @@ import (
 
 var apiClientSettings = []string{"HOOKFLOW_API_URL", "HOOKFLOW_API_TOKEN"}
 
+// apiClientDefaults makes the CLI's API commands talk to hookflow dev as it
+// is; set HOOKFLOW_API_TOKEN to an API key (or the bootstrap token) for any
+// other API.
+func apiClientDefaults() map[string]string { return map[string]string{"HOOKFLOW_API_TOKEN": devToken} }
+
 const dlqUsage = `usage: hookflow dlq <list|show|replay|skip> [flags]
 
   list   [--correlation-id ID] [--endpoint-id ID] [--since T] [--until T] [--status open|replayed|skipped|all] [--json]
   show   <event id> [--json]
-  replay <event id> [--by NAME]         replay one dead letter (a fresh recovery window)
+  replay <event id>                     replay one dead letter (a fresh recovery window)
   replay --all [filters of list]        replay every open match, in sequence order per correlation
-  skip   <event id> --note TEXT [--by NAME]   give it up; its successors go on
+  skip   <event id> --note TEXT         give it up; its successors go on
 
 Talks to the API at HOOKFLOW_API_URL with HOOKFLOW_API_TOKEN.`
 
@@ -41,8 +45,8 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	sub := args[0]
 	var (
-		corr, endpoint, since, until, status, by, note string
-		asJSON, all                                    bool
+		corr, endpoint, since, until, status, note string
+		asJSON, all                                bool
 	)
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&corr, "correlation-id", "", "only this correlation")
@@ -52,7 +56,6 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		fs.StringVar(&status, "status", "", "open (default), replayed, skipped or all")
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 		fs.BoolVar(&all, "all", false, "replay: every open match of the filters")
-		fs.StringVar(&by, "by", os.Getenv("USER"), "operator name recorded with a replay or skip")
 		fs.StringVar(&note, "note", "", "skip: why (recorded with the skip)")
 	}
 	switch sub {
@@ -60,7 +63,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	default:
 		return &config.UsageError{Msg: fmt.Sprintf("unknown dlq subcommand %q (list, show, replay, skip)", sub)}
 	}
-	cfg, rest, err := config.LoadWithFlags("dlq "+sub, dlqUsage, apiClientSettings, args[1:], env.getenv, nil, env.stdout, flags)
+	cfg, rest, err := config.LoadWithFlags("dlq "+sub, dlqUsage, apiClientSettings, args[1:], env.getenv, apiClientDefaults(), env.stdout, flags)
 	if err != nil {
 		return err
 	}
@@ -77,7 +80,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return rest[0], nil
 	}
-	body := map[string]string{"by": by}
+	body := map[string]string{}
 
 	switch sub {
 	case "list":

@@ -48,6 +48,7 @@ func commands() map[string]command {
 		"chaos":       {"run the stack as real processes under injected faults and check every invariant", runChaos},
 		"temporal":    {"run only the embedded Temporal server on the local Postgres (chaos and bench use it)", runTemporal},
 		"bench":       {"measure throughput and latency against bare Temporal in the same run", runBench},
+		"keys":        {"create, list and revoke API keys through the API", runKeys},
 	}
 }
 

@@ -34,7 +34,11 @@ func TestBadConfigOneLine(t *testing.T) {
 	}{
 		{"malformed duration", map[string]string{"HOOKFLOW_RECOVERY_WINDOW": "five minutes"}, []string{"worker"}, "HOOKFLOW_RECOVERY_WINDOW"},
 		{"negative duration", map[string]string{"HOOKFLOW_RECOVERY_WINDOW": "-1s"}, []string{"api"}, "HOOKFLOW_RECOVERY_WINDOW"},
-		{"bad bool", map[string]string{"HOOKFLOW_ALLOW_PRIVATE_TARGETS": "maybe"}, []string{"api"}, "HOOKFLOW_ALLOW_PRIVATE_TARGETS"},
+		{"bad allowlist", map[string]string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": "receiver"}, []string{"api"}, "HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"},
+		{"api without token", nil, []string{"api"}, "HOOKFLOW_API_TOKEN is required"},
+		{"worker without token", nil, []string{"worker"}, "HOOKFLOW_API_TOKEN is required"},
+		{"relay without token", nil, []string{"relay"}, "HOOKFLOW_API_TOKEN is required"},
+		{"bad rate limit", map[string]string{"HOOKFLOW_EVENTS_RATE_LIMIT": "0", "HOOKFLOW_API_TOKEN": "t"}, []string{"api"}, "HOOKFLOW_EVENTS_RATE_LIMIT"},
 		{"bad address", map[string]string{"HOOKFLOW_API_ADDR": "8080"}, []string{"api"}, "HOOKFLOW_API_ADDR"},
 		{"bad port", map[string]string{"HOOKFLOW_DEV_UI_PORT": "99999"}, []string{"dev"}, "HOOKFLOW_DEV_UI_PORT"},
 		{"bad workers", map[string]string{"HOOKFLOW_DEV_WORKERS": "-2"}, []string{"dev"}, "HOOKFLOW_DEV_WORKERS"},

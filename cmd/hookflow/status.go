@@ -18,7 +18,7 @@ import (
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var asJSON bool
 	cfg, rest, err := config.LoadWithFlags("status", "Print the delivery pipeline's state (GET /v1/stats) from the API at HOOKFLOW_API_URL.",
-		apiClientSettings, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
+		apiClientSettings, args, env.getenv, apiClientDefaults(), env.stdout, func(fs *flag.FlagSet) {
 			fs.BoolVar(&asJSON, "json", false, "print JSON")
 		})
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"gopkg.in/yaml.v3"
 
@@ -17,6 +19,10 @@ import (
 )
 
 const root = "../.."
+
+// initScript is the Postgres init script docker-compose.yml mounts; the
+// mistakes below edit a copy of it.
+const initScript = "deploy/postgres/hookflow-db.sh"
 
 // requiredServices are the services DESIGN.md and the README promise.
 var requiredServices = []string{"postgresql", "temporal", "temporal-ui", "migrate", "api", "worker", "receiver"}
@@ -30,17 +36,18 @@ var mustRunAfterMigrate = []string{"api", "worker"}
 
 // mustSet are the settings each service needs set away from their defaults:
 // the defaults point at 127.0.0.1, which inside a container is the container
-// itself (an address to dial) or unreachable from outside (one to listen on).
+// itself (an address to dial) or unreachable from outside (one to listen on),
+// or, for the API's metrics listener, are off.
 var mustSet = map[string][]string{
 	"migrate":  {"HOOKFLOW_DATABASE_URL"},
-	"api":      {"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_API_ADDR"},
+	"api":      {"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS", "HOOKFLOW_API_ADDR", "HOOKFLOW_METRICS_ADDR"},
 	"worker":   {"HOOKFLOW_DATABASE_URL", "HOOKFLOW_TEMPORAL_ADDRESS"},
 	"receiver": {"HOOKFLOW_RECEIVER_DATABASE_URL", "HOOKFLOW_RECEIVER_ADDR"},
 }
 
 func TestComposeMatchesCode(t *testing.T) {
 	compose, dockerfile, mainGo := readInputs(t)
-	for _, err := range check(compose, dockerfile, mainGo) {
+	for _, err := range check(compose, dockerfile, mainGo, os.DirFS(root)) {
 		t.Error(err)
 	}
 }
@@ -49,11 +56,17 @@ func TestComposeMatchesCode(t *testing.T) {
 // mistake each, so a check that cannot fail is noticed.
 func TestCheckCatchesMistakes(t *testing.T) {
 	compose, dockerfile, mainGo := readInputs(t)
+	repo := os.DirFS(root)
+	script, err := fs.ReadFile(repo, initScript)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := map[string]bool{}
-	for _, err := range check(compose, dockerfile, mainGo) {
+	for _, err := range check(compose, dockerfile, mainGo, repo) {
 		before[err.Error()] = true
 	}
-	type files struct{ compose, dockerfile, mainGo string }
+	type files struct{ compose, dockerfile, mainGo, script string }
+	const token = `"${HOOKFLOW_API_TOKEN:?set HOOKFLOW_API_TOKEN (the bootstrap admin token; see README Security)}"`
 	cases := []struct {
 		name   string
 		mutate func(f *files) bool // reports whether the mistake was made
@@ -86,7 +99,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 				return false
 			}
 			head, tail := f.compose[:i], f.compose[i:]
-			if !replace(&tail, "<<: *hookflow-env\n", "") {
+			if !replace(&tail, "      <<: *hookflow-env\n", "") {
 				return false
 			}
 			f.compose = head + tail
@@ -116,14 +129,96 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"runs as root", func(f *files) bool {
 			return replace(&f.dockerfile, "USER 10001:10001", "USER root")
 		}, "root"},
+
+		// Safe beyond a laptop.
+		{"api token with a default", func(f *files) bool {
+			return replaceInService(&f.compose, "api", token, `"${HOOKFLOW_API_TOKEN:-change-me}"`)
+		}, "HOOKFLOW_API_TOKEN"},
+		{"api token that may be empty", func(f *files) bool {
+			return replaceInService(&f.compose, "api", token, `"${HOOKFLOW_API_TOKEN?set it}"`)
+		}, "HOOKFLOW_API_TOKEN=\"${HOOKFLOW_API_TOKEN?set it}\""},
+		{"api token required without a message", func(f *files) bool {
+			return replaceInService(&f.compose, "api", token, `"${HOOKFLOW_API_TOKEN:?}"`)
+		}, "HOOKFLOW_API_TOKEN"},
+		{"worker without the token", func(f *files) bool {
+			return replaceInService(&f.compose, "worker", "HOOKFLOW_API_TOKEN: "+token+"\n", "")
+		}, "service worker: HOOKFLOW_API_TOKEN"},
+		{"relay without the token", func(f *files) bool {
+			return replace(&f.compose, "\n  receiver:\n", "\n  relay:\n    <<: *hookflow\n    command: [\"relay\"]\n    environment:\n      <<: *hookflow-env\n\n  receiver:\n")
+		}, "service relay: HOOKFLOW_API_TOKEN"},
+		{"Temporal frontend on every interface", func(f *files) bool {
+			return replace(&f.compose, `"127.0.0.1:7233:7233"`, `"7233:7233"`)
+		}, "service temporal"},
+		{"Temporal frontend on a public address", func(f *files) bool {
+			return replace(&f.compose, `"127.0.0.1:7233:7233"`, `"0.0.0.0:7233:7233"`)
+		}, "service temporal"},
+		{"Temporal's HTTP API published too", func(f *files) bool {
+			return replace(&f.compose, `- "127.0.0.1:7233:7233"`, `- "127.0.0.1:7233:7233"`+"\n      - 7243:7243")
+		}, "7243"},
+		{"Temporal on the host network", func(f *files) bool {
+			return replaceInService(&f.compose, "temporal", "    ports:\n", "    network_mode: host\n    ports:\n")
+		}, "network_mode"},
+		{"Temporal frontend from another service", func(f *files) bool {
+			return replaceInService(&f.compose, "temporal-setup", "    restart:", "    ports:\n      - \"7233:7233\"\n    restart:")
+		}, "service temporal-setup"},
+		{"Web UI on every interface (long syntax)", func(f *files) bool {
+			return replace(&f.compose, `- "127.0.0.1:8233:8080"`, "- target: 8080\n        published: 8233")
+		}, "service temporal-ui"},
+		{"DSN as the superuser", func(f *files) bool {
+			return replace(&f.compose, "postgres://hookflow:", "postgres://postgres:")
+		}, "superuser"},
+		{"DSN as the superuser in keyword form", func(f *files) bool {
+			return replaceInService(&f.compose, "receiver", `HOOKFLOW_RECEIVER_ADDR: "0.0.0.0:8090"`,
+				`HOOKFLOW_RECEIVER_ADDR: "0.0.0.0:8090"`+"\n      HOOKFLOW_OUTBOX_DATABASE_URL: \"host=postgresql user=postgres dbname=hookflow\"")
+		}, "superuser"},
+		{"DSN role no init script creates", func(f *files) bool {
+			return replace(&f.compose, "postgres://hookflow:", "postgres://hookflow_app:")
+		}, "hookflow_app"},
+		{"database the role does not own", func(f *files) bool {
+			return replace(&f.script, "CREATE DATABASE hookflow_receiver OWNER hookflow", "CREATE DATABASE hookflow_receiver")
+		}, "hookflow_receiver"},
+		{"init script not mounted", func(f *files) bool {
+			return replace(&f.compose, ":/docker-entrypoint-initdb.d/10-hookflow-db.sh:ro", ":/hookflow-db.sh:ro")
+		}, "docker-entrypoint-initdb.d"},
+		{"mounted file missing", func(f *files) bool {
+			return replace(&f.compose, "./deploy/postgres/hookflow-db.sh:/docker-entrypoint-initdb.d/", "./deploy/postgres/hookflow.sh:/docker-entrypoint-initdb.d/")
+		}, "deploy/postgres/hookflow.sh"},
+		{"old private-targets switch", func(f *files) bool {
+			return replaceInService(&f.compose, "worker", "<<: *hookflow-env\n", "<<: *hookflow-env\n      HOOKFLOW_ALLOW_PRIVATE_TARGETS: \"true\"\n")
+		}, "service worker: HOOKFLOW_ALLOW_PRIVATE_TARGETS is set"},
+		{"old private-targets switch in the shared environment", func(f *files) bool {
+			return replace(&f.compose, `HOOKFLOW_TASK_QUEUE: "hookflow"`, `HOOKFLOW_TASK_QUEUE: "hookflow"`+"\n  HOOKFLOW_ALLOW_PRIVATE_TARGETS: \"false\"")
+		}, "x-hookflow-env: HOOKFLOW_ALLOW_PRIVATE_TARGETS is set"},
+		{"worker allowlist without the receiver", func(f *files) bool {
+			return replaceInService(&f.compose, "worker", `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:8090"`, `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:9000"`)
+		}, "receiver:8090"},
+		{"api without the allowlist", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:8090"`, `OTHER: "x"`)
+		}, "service api: HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"},
+		{"allowlist entry without a port", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:8090"`, `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:8090, receiver"`)
+		}, `entry "receiver" is not an exact host:port`},
+		{"allowlist wildcard", func(f *files) bool {
+			return replaceInService(&f.compose, "worker", `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:8090"`, `HOOKFLOW_PRIVATE_TARGET_ALLOWLIST: "receiver:8090,*:80"`)
+		}, `"*:80"`},
+		{"api metrics off", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `HOOKFLOW_METRICS_ADDR: "0.0.0.0:9090"`, `OTHER: "x"`)
+		}, "HOOKFLOW_METRICS_ADDR is not set"},
+		{"api metrics on the API port", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `HOOKFLOW_METRICS_ADDR: "0.0.0.0:9090"`, `HOOKFLOW_METRICS_ADDR: ":8080"`)
+		}, "API's port"},
+		{"api metrics published on every interface", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `- "8080:8080"`, `- "8080:8080"`+"\n      - \"9090:9090\"")
+		}, "9090"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := files{string(compose), string(dockerfile), string(mainGo)}
+			f := files{string(compose), string(dockerfile), string(mainGo), string(script)}
 			if !tc.mutate(&f) {
 				t.Fatal("the mistake could not be made: the files changed; update this case")
 			}
-			errs := check([]byte(f.compose), []byte(f.dockerfile), []byte(f.mainGo))
+			repo := overlay{repo, map[string]string{initScript: f.script}}
+			errs := check([]byte(f.compose), []byte(f.dockerfile), []byte(f.mainGo), repo)
 			for _, err := range errs {
 				// Only an error the mistake caused counts, not one the real
 				// files already have.
@@ -156,6 +251,39 @@ func replace(s *string, old, new string) bool {
 	return true
 }
 
+// replaceInService replaces the first old after the line that starts
+// service name in a compose file, and before the next service.
+func replaceInService(compose *string, name, old, new string) bool {
+	start := strings.Index(*compose, "\n  "+name+":\n")
+	if start < 0 {
+		return false
+	}
+	start++
+	end := len(*compose)
+	if i := regexp.MustCompile(`\n  [a-z][a-z0-9-]*:\n|\n[a-z]`).FindStringIndex((*compose)[start+1:]); i != nil {
+		end = start + 1 + i[0]
+	}
+	section := (*compose)[start:end]
+	if !replace(&section, old, new) {
+		return false
+	}
+	*compose = (*compose)[:start] + section + (*compose)[end:]
+	return true
+}
+
+// overlay is a repository with some files' contents replaced.
+type overlay struct {
+	base  fs.FS
+	files map[string]string
+}
+
+func (o overlay) Open(name string) (fs.File, error) {
+	if s, ok := o.files[name]; ok {
+		return fstest.MapFS{name: {Data: []byte(s)}}.Open(name)
+	}
+	return o.base.Open(name)
+}
+
 // --- the checks -------------------------------------------------------------
 
 type composeFile struct {
@@ -163,11 +291,14 @@ type composeFile struct {
 }
 
 type service struct {
-	Image       string      `yaml:"image"`
-	Build       any         `yaml:"build"`
-	Command     stringList  `yaml:"command"`
-	Environment environment `yaml:"environment"`
-	DependsOn   dependsOn   `yaml:"depends_on"`
+	Image       string        `yaml:"image"`
+	Build       any           `yaml:"build"`
+	Command     stringList    `yaml:"command"`
+	Environment environment   `yaml:"environment"`
+	DependsOn   dependsOn     `yaml:"depends_on"`
+	Ports       []portMapping `yaml:"ports"`
+	Volumes     []mount       `yaml:"volumes"`
+	NetworkMode string        `yaml:"network_mode"`
 	Deploy      struct {
 		Replicas *int `yaml:"replicas"`
 	} `yaml:"deploy"`
@@ -249,8 +380,10 @@ func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// check returns every way the compose file, Dockerfile and CLI disagree.
-func check(composeYAML, dockerfile, mainGo []byte) []error {
+// check returns every way the compose file, Dockerfile and CLI disagree, and
+// every default in the compose file that is unsafe beyond a laptop. repo is
+// the repository, for the files compose mounts.
+func check(composeYAML, dockerfile, mainGo []byte, repo fs.FS) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -296,7 +429,7 @@ func check(composeYAML, dockerfile, mainGo []byte) []error {
 			v, ok := s.Environment[k]
 			switch {
 			case !ok || interpolate(v) == "":
-				fail("service %s: %s is not set (its default is a loopback address)", name, k)
+				fail("service %s: %s is not set (its default is a loopback address, or off)", name, k)
 			case strings.Contains(v, "127.0.0.1") || strings.Contains(v, "localhost"):
 				fail("service %s: %s=%q is a loopback address, unreachable across containers", name, k, v)
 			}
@@ -372,19 +505,12 @@ func check(composeYAML, dockerfile, mainGo []byte) []error {
 	}
 	// Extension fields (the shared environment anchor) on their own, so a
 	// name there is checked even if no service merged it.
-	var top map[string]any
-	if err := yaml.Unmarshal(composeYAML, &top); err == nil {
-		for _, k := range sortedKeys(top) {
-			if m, ok := top[k].(map[string]any); ok && strings.HasPrefix(k, "x-") {
-				env := map[string]string{}
-				for ek, ev := range m {
-					env[ek] = fmt.Sprint(ev)
-				}
-				checkEnv(k, env)
-			}
-		}
+	extensions := extensionEnvs(composeYAML)
+	for _, k := range sortedKeys(extensions) {
+		checkEnv(k, extensions[k])
 	}
 
+	errs = append(errs, checkExposure(cf, extensions, repo)...)
 	errs = append(errs, checkDockerfile(dockerfile)...)
 	return errs
 }
@@ -410,15 +536,42 @@ func isHookflow(s service) bool {
 	return path.Base(img) == "hookflow"
 }
 
+// extensionEnvs returns the compose file's top-level x- fields that are maps
+// (the shared environment anchor), with their values as strings.
+func extensionEnvs(composeYAML []byte) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	var top map[string]any
+	if err := yaml.Unmarshal(composeYAML, &top); err != nil {
+		return out
+	}
+	for k, v := range top {
+		if m, ok := v.(map[string]any); ok && strings.HasPrefix(k, "x-") {
+			env := map[string]string{}
+			for ek, ev := range m {
+				env[ek] = fmt.Sprint(ev)
+			}
+			out[k] = env
+		}
+	}
+	return out
+}
+
 var interpolation = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}`)
 
+// requiredStandIn is what interpolate puts for ${VAR:?message}: compose
+// refuses to start without VAR, so some value the operator chose is there.
+const requiredStandIn = "required"
+
 // interpolate resolves compose's ${VAR}, ${VAR:-default} and ${VAR-default}
-// as if VAR were unset, and $$ to $.
+// as if VAR were unset, ${VAR:?message} as requiredStandIn, and $$ to $.
 func interpolate(v string) string {
 	v = interpolation.ReplaceAllStringFunc(v, func(m string) string {
 		sub := interpolation.FindStringSubmatch(m)
-		if op := sub[2]; op == "-" || op == ":-" {
+		switch sub[2] {
+		case "-", ":-":
 			return sub[3]
+		case ":?":
+			return requiredStandIn
 		}
 		return ""
 	})

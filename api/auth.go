@@ -1,0 +1,174 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/hookflow/hookflow/store"
+)
+
+// Scope is what an API key may do.
+type Scope string
+
+// The scopes of API keys.
+const (
+	// ScopeEventsWrite: POST /v1/events.
+	ScopeEventsWrite Scope = "events:write"
+	// ScopeEventsRead: GET on events, correlations, endpoints, dead letters
+	// and stats.
+	ScopeEventsRead Scope = "events:read"
+	// ScopeEndpointsWrite: create, patch and rotate endpoints.
+	ScopeEndpointsWrite Scope = "endpoints:write"
+	// ScopeDeadLettersWrite: replay and skip, single and batch.
+	ScopeDeadLettersWrite Scope = "dead-letters:write"
+	// ScopeAdmin: everything, API keys included.
+	ScopeAdmin Scope = "admin"
+)
+
+// Scopes lists every scope.
+func Scopes() []Scope {
+	return []Scope{ScopeEventsWrite, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite, ScopeAdmin}
+}
+
+// KeyPrefix starts every API key, so a key is recognisable in a secret
+// scanner and never mistaken for the bootstrap token.
+const KeyPrefix = "hfk_"
+
+// bootstrapName is the name the bootstrap admin token acts under.
+const bootstrapName = "bootstrap"
+
+// principal is who a request comes from: the bootstrap token or an API key.
+type principal struct {
+	id     string
+	name   string
+	scopes []Scope
+}
+
+func (p principal) can(s Scope) bool {
+	return slices.Contains(p.scopes, ScopeAdmin) || slices.Contains(p.scopes, s)
+}
+
+// principalKey is where auth leaves the principal in echo's context.
+const principalKey = "hookflow.principal"
+
+func principalOf(c echo.Context) principal {
+	p, _ := c.Get(principalKey).(principal)
+	return p
+}
+
+// hashKey is what the ledger keeps of a key.
+func hashKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// auth requires "Authorization: Bearer <token>" on /v1: the bootstrap admin
+// token (compared in constant time) or an API key that exists and is not
+// revoked (looked up by its hash on every request, so a revocation holds at
+// once in every API process). It leaves the principal for require.
+func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
+	bootstrap := []byte(s.cfg.Token)
+	return func(c echo.Context) error {
+		if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+			return next(c)
+		}
+		token, ok := bearerToken(c.Request().Header.Get("Authorization"))
+		if !ok || token == "" {
+			return unauthorized()
+		}
+		if subtle.ConstantTimeCompare([]byte(token), bootstrap) == 1 {
+			c.Set(principalKey, principal{id: bootstrapName, name: bootstrapName, scopes: []Scope{ScopeAdmin}})
+			return next(c)
+		}
+		if !strings.HasPrefix(token, KeyPrefix) {
+			return unauthorized()
+		}
+		k, err := s.deps.Store.APIKeyByHash(c.Request().Context(), hashKey(token))
+		if errors.Is(err, store.ErrNotFound) {
+			return unauthorized()
+		}
+		if err != nil {
+			return err
+		}
+		p := principal{id: k.ID, name: k.Name}
+		for _, sc := range k.Scopes {
+			p.scopes = append(p.scopes, Scope(sc))
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+func unauthorized() *Problem {
+	return problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required: an API key, or the bootstrap token")
+}
+
+// require lets a request through only when its principal has scope (or is
+// an admin); otherwise 403 naming the scope.
+func require(scope Scope) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if !principalOf(c).can(scope) {
+				p := problem(http.StatusForbidden, "missing-scope", "Forbidden", fmt.Sprintf("this API key lacks the scope %s", scope))
+				p.Extensions = map[string]any{"scope": scope}
+				return p
+			}
+			return next(c)
+		}
+	}
+}
+
+// bearerToken takes the token out of an Authorization header. The scheme
+// name is case-insensitive (RFC 9110 §11.1); the token is compared as is.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	return token, ok && strings.EqualFold(scheme, "Bearer")
+}
+
+// rateLimits holds one token bucket per principal for POST /v1/events. They
+// live in this process: N API processes allow N times the rate.
+type rateLimits struct {
+	perSecond float64
+	burst     int
+	mu        sync.Mutex
+	buckets   map[string]*rate.Limiter
+}
+
+func newRateLimits(perSecond float64, burst int) *rateLimits {
+	return &rateLimits{perSecond: perSecond, burst: burst, buckets: map[string]*rate.Limiter{}}
+}
+
+// limit answers 429 with Retry-After once the principal's bucket is empty,
+// before anything is read or stored.
+func (l *rateLimits) limit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := principalOf(c).id
+		l.mu.Lock()
+		b, ok := l.buckets[id]
+		if !ok {
+			b = rate.NewLimiter(rate.Limit(l.perSecond), l.burst)
+			l.buckets[id] = b
+		}
+		l.mu.Unlock()
+		r := b.Reserve()
+		if d := r.Delay(); d > 0 {
+			r.Cancel()
+			secs := int(math.Ceil(d.Seconds()))
+			c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+			return problem(http.StatusTooManyRequests, "rate-limited", "Too Many Requests",
+				fmt.Sprintf("this API key may post %g events per second (bursts of %d); try again in %d s", l.perSecond, l.burst, max(secs, 1)))
+		}
+		return next(c)
+	}
+}
