@@ -130,7 +130,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+err.Error(), ErrTypePermanent, nil)
+		return DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil), ErrTypePermanent, nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow")
@@ -142,10 +142,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	latency := a.now().Sub(started)
 	rec := store.Attempt{Attempt: attempt, StartedAt: started, LatencyMS: int32(latency.Milliseconds())}
 	if err != nil {
-		rec.Outcome, rec.Error = OutcomeRetry, ptr(err.Error())
+		// The error is text from here on, stored and sent to Temporal: it
+		// names the endpoint by its redacted URL, and it is not passed on as
+		// a cause, whose message would carry the URL whole.
+		msg := redactError(err, req.URL)
+		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
-		return DeliverResult{}, temporal.NewApplicationError("deliver: "+err.Error(), ErrTypeRetryable)
+		return DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, ErrTypeRetryable)
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain so the connection is reused
@@ -154,7 +158,8 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	rec.StatusCode = &code
 	what := fmt.Sprintf("receiver answered %d", resp.StatusCode)
 	if len(snippet) > 0 {
-		what += ": " + string(snippet)
+		// A receiver's error page may quote the URL it was called at.
+		what += ": " + scrub(string(snippet), req.URL)
 	}
 
 	switch c := resp.StatusCode; {

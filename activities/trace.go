@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,7 +24,8 @@ const tracerName = "github.com/hookflow/hookflow/activities"
 // sends its context to the receiver as traceparent, so the receiver's work
 // joins the event's trace. Every attempt is its own span, with the status
 // the receiver answered. The URL is not recorded (it may carry a token in
-// its query); only its host and port are. With tracing off the span is a
+// its query); only its host and port are, and an error's message is
+// scrubbed of the URL's credentials. With tracing off the span is a
 // no-op one and no traceparent is sent.
 func (a *Activities) send(ctx context.Context, in DeliverInput, attempt int32, req *http.Request) (*http.Response, error) {
 	attrs := []attribute.KeyValue{
@@ -46,12 +48,17 @@ func (a *Activities) send(ctx context.Context, in DeliverInput, attempt int32, r
 
 	resp, err := a.http.Do(req)
 	if err != nil {
-		// A *url.Error repeats the URL; record only what went wrong.
+		// A *url.Error repeats the URL; record only what went wrong, with
+		// anything of the URL's credentials a cause may quote taken out.
+		// This is span.RecordError with the message redacted.
 		cause := err
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			cause = ue.Err
 		}
-		span.RecordError(cause)
+		span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+			semconv.ExceptionType(fmt.Sprintf("%T", cause)),
+			semconv.ExceptionMessage(scrub(cause.Error(), req.URL)),
+		))
 		span.SetStatus(codes.Error, "request failed")
 		return nil, err
 	}

@@ -54,8 +54,9 @@ func DeliverOptions(window, httpTimeout time.Duration) workflow.ActivityOptions 
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 4,
 			// The window, not a fixed cap, ends the retries: the attempt after
-			// 85 s would come at 341 s, past a 5-minute window.
-			MaximumInterval: window,
+			// 85 s would come at 341 s, past a 5-minute window. Temporal
+			// refuses a maximum below the initial interval.
+			MaximumInterval: max(window, time.Second),
 			NonRetryableErrorTypes: []string{
 				activities.ErrTypePermanent, activities.ErrTypeEndpointGone, activities.ErrTypeEndpointDisabled,
 			},
@@ -346,6 +347,8 @@ func (w *eventRun) deliverWindow() (activities.DeliverResult, error) {
 	opts := DeliverOptions(w.in.RecoveryWindow, ev.Timeout)
 	opts.ScheduleToCloseTimeout = rest
 	opts.RetryPolicy.InitialInterval = 4 * time.Second
+	// A window shorter than that (an operator's or a test's) still retries.
+	opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
 	ev.AttemptOffset = 1
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, ev).Get(ctx, &res)
 	return res, err

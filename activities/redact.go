@@ -1,0 +1,125 @@
+package activities
+
+import (
+	"cmp"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Endpoint URLs may carry credentials: a token in the query string (for
+// receivers that cannot check signatures) or userinfo (refused at
+// registration, but nothing here should rely on that). What the activities
+// store, log, put on a span or return to Temporal (where a failure's message
+// lands in the workflow history and in the dead letter's reason) names an
+// endpoint by its redacted URL only.
+
+// redactedMark stands in for a credential taken out of a text.
+const redactedMark = "[redacted]"
+
+// minSecretValue is the shortest query value, username or password scrubbed
+// on its own wherever it appears; shorter ones (a flag, a version) are
+// unlikely to be credentials, and replacing them everywhere would garble the
+// text. Short ones are still taken out as part of a whole query or
+// userinfo.
+const minSecretValue = 6
+
+// redactURL returns u as scheme://host/path: no userinfo, query or fragment.
+func redactURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return r.String()
+}
+
+// redactRawURL is redactURL for a URL as text. One that does not parse is
+// cut before its query and fragment, and its authority loses everything up
+// to its last @.
+func redactRawURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return redactURL(u)
+	}
+	s, _, _ := strings.Cut(raw, "?")
+	s, _, _ = strings.Cut(s, "#")
+	scheme := ""
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, s = s[:i+3], s[i+3:]
+	}
+	authority, path := s, ""
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		authority, path = s[:i], s[i:]
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		authority = authority[i+1:]
+	}
+	return scheme + authority + path
+}
+
+// redactError returns err's text with nothing of the credentials in any URL
+// it names, nor of those in target (the request's URL; nil when there is
+// none). A *url.Error, which http.Client.Do and url.Parse return, repeats
+// the whole URL: its part of the text is rebuilt from the operation, the
+// redacted URL and the cause, as in "Post http://host/hook: dial tcp ...".
+func redactError(err error, target *url.URL) string {
+	msg := err.Error()
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		msg = strings.ReplaceAll(msg, ue.Error(), ue.Op+" "+redactRawURL(ue.URL)+": "+ue.Err.Error())
+	}
+	return scrub(msg, target)
+}
+
+// scrub takes out of text, wherever it quotes them, target's query (as
+// sent and decoded), the values in it, its fragment and its userinfo. A
+// receiver's answer may echo the URL it was called at, and an error from a
+// library may quote it in a form redactError does not know.
+func scrub(text string, target *url.URL) string {
+	if target == nil {
+		return text
+	}
+	var pairs [][2]string
+	// Whole parts are matched with the delimiter that marks them, so that a
+	// short query or username is found in a URL and nowhere else.
+	part := func(prefix, s, suffix string) {
+		if s != "" {
+			pairs = append(pairs, [2]string{prefix + s + suffix, prefix + redactedMark + suffix})
+		}
+	}
+	value := func(s string) {
+		if len(s) >= minSecretValue {
+			pairs = append(pairs, [2]string{s, redactedMark})
+		}
+	}
+	if q := target.RawQuery; q != "" {
+		part("?", q, "")
+		if dq, err := url.QueryUnescape(q); err == nil {
+			part("?", dq, "")
+		}
+		for _, vs := range target.Query() {
+			for _, v := range vs {
+				value(v)
+				value(url.QueryEscape(v))
+			}
+		}
+	}
+	part("#", target.EscapedFragment(), "")
+	part("#", target.Fragment, "")
+	if u := target.User; u != nil {
+		part("", u.String(), "@")
+		value(u.Username())
+		if p, ok := u.Password(); ok {
+			value(p)
+		}
+	}
+	if len(pairs) == 0 {
+		return text
+	}
+	// A Replacer tries its pairs in order at each position: longest first,
+	// so a value is not taken out of a query before the query is matched.
+	slices.SortFunc(pairs, func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(len(b[0]), len(a[0])), strings.Compare(a[0], b[0]))
+	})
+	args := make([]string, 0, 2*len(pairs))
+	for _, p := range pairs {
+		args = append(args, p[0], p[1])
+	}
+	return strings.NewReplacer(args...).Replace(text)
+}

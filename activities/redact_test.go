@@ -1,0 +1,112 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"https://user:pass@example.com:8443/hooks/a?token=s3cret&x=1#frag", "https://example.com:8443/hooks/a"},
+		{"http://127.0.0.1:9/hook?token=s3cret", "http://127.0.0.1:9/hook"},
+		{"https://example.com?token=s3cret", "https://example.com"},
+		{"https://example.com/a%2Fb?token=s3cret", "https://example.com/a%2Fb"},
+		{"http://[::1]:8080/h?token=s3cret", "http://[::1]:8080/h"},
+		{"https://example.com/hook", "https://example.com/hook"},
+	} {
+		u, err := url.Parse(tc.in)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, redactURL(u), tc.in)
+		require.Equal(t, tc.want, redactRawURL(tc.in), tc.in)
+	}
+}
+
+func TestRedactRawURLThatDoesNotParse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"http://u:p@127.0.0.1:80:80/hooks?token=s3cret#f", "http://127.0.0.1:80:80/hooks"},
+		{"http://exa mple.com/h?token=s3cret", "http://exa mple.com/h"},
+		{"http://example.com/\x7f?token=s3cret", "http://example.com/\x7f"},
+		{"https://u:p@[::1/h?token=s3cret", "https://[::1/h"},
+	} {
+		_, err := url.Parse(tc.in)
+		require.Error(t, err, tc.in)
+		require.Equal(t, tc.want, redactRawURL(tc.in), tc.in)
+	}
+}
+
+// TestRedactError: a *url.Error, as http.Client.Do returns it, becomes its
+// operation, the redacted URL and its cause, however deep it is wrapped,
+// and nothing of the target's credentials survives elsewhere in the text.
+func TestRedactError(t *testing.T) {
+	t.Parallel()
+	const raw = "http://hook-user:hook-pass@127.0.0.1:9/hook?token=s3cret-token&v=2"
+	target, err := url.Parse(raw)
+	require.NoError(t, err)
+	refused := errors.New("dial tcp 127.0.0.1:9: connect: connection refused")
+	ue := &url.Error{Op: "Post", URL: raw, Err: refused}
+	const want = "Post http://127.0.0.1:9/hook: dial tcp 127.0.0.1:9: connect: connection refused"
+
+	require.Equal(t, want, redactError(ue, target))
+	require.Equal(t, "send: "+want, redactError(fmt.Errorf("send: %w", ue), target))
+	require.Equal(t, "Post http://127.0.0.1:9/hook: context deadline exceeded",
+		redactError(&url.Error{Op: "Post", URL: raw, Err: context.DeadlineExceeded}, nil))
+	require.Equal(t, "boom", redactError(errors.New("boom"), target))
+
+	// A cause that quotes the URL in its own way.
+	quoting := &url.Error{Op: "Post", URL: raw, Err: fmt.Errorf("proxy refused %s (token s3cret-token, escaped %s)", raw, url.QueryEscape("s3cret-token"))}
+	require.Equal(t,
+		"Post http://127.0.0.1:9/hook: proxy refused http://[redacted]@127.0.0.1:9/hook?[redacted] (token [redacted], escaped [redacted])",
+		redactError(quoting, target))
+}
+
+// TestScrub: a receiver's answer echoing the URL loses the query, the
+// fragment and the userinfo; short values are taken out only where they
+// stand in a URL, so the rest of the text keeps its meaning.
+func TestScrub(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, url, text, want string }{
+		{
+			name: "query echoed", url: "https://example.com/hook?token=s3cret-token",
+			text: "Cannot POST /hook?token=s3cret-token", want: "Cannot POST /hook?[redacted]",
+		},
+		{
+			name: "value echoed alone", url: "https://example.com/hook?token=s3cret-token&v=2",
+			text: "unknown token s3cret-token for v 2", want: "unknown token [redacted] for v 2",
+		},
+		{
+			name: "decoded query echoed", url: "https://example.com/hook?sig=a%2Fb%3Dlong",
+			text: "bad ?sig=a/b=long", want: "bad ?[redacted]",
+		},
+		{
+			name: "short query only in a URL", url: "https://example.com/hook?v=2",
+			text: "v=2 is fine, /hook?v=2 is not", want: "v=2 is fine, /hook?[redacted] is not",
+		},
+		{
+			name: "fragment", url: "https://example.com/hook#frag-secret",
+			text: "at /hook#frag-secret", want: "at /hook#[redacted]",
+		},
+		{
+			name: "userinfo", url: "https://u:p@example.com/hook",
+			text: "refused https://u:p@example.com/hook for user u", want: "refused https://[redacted]@example.com/hook for user u",
+		},
+		{
+			name: "nothing to take out", url: "https://example.com/hook",
+			text: "receiver answered 500: oops", want: "receiver answered 500: oops",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(tc.url)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, scrub(tc.text, u))
+		})
+	}
+	require.Equal(t, "as is", scrub("as is", nil))
+}

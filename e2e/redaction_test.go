@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/interceptor"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/spantest"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/tracing"
+)
+
+// TestRedaction: an endpoint whose URL carries a token in its query string
+// refuses connections through a whole recovery window, and the event is
+// dead-lettered. The token is then nowhere hookflow writes: in no table of
+// its database (but the endpoint's own url column), in no answer of the API
+// about the event, in no log record of the API, the worker or the Temporal
+// SDK, in no span, and nowhere in the event's or its sequencer's workflow
+// history, payloads included. The failure is still told: the dead letter's
+// reason and attempts name the endpoint as scheme://host/path.
+func TestRedaction(t *testing.T) {
+	tp, spans := spantest.Install(t)
+	ic, err := tracing.TemporalInterceptor(tp)
+	require.NoError(t, err)
+	// 6 s: the first attempt (a local activity), then the regular
+	// activity's, a second and five seconds in.
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewMultiHandler(
+		slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		testenv.Logger(t).Handler(),
+	))
+	b := setup(t, options{window: 6 * time.Second, logger: logger, interceptors: []interceptor.ClientInterceptor{ic}})
+
+	secret := "tok" + randHex(16)
+	addr := refusedAddr(t)
+	redacted := "http://" + addr + "/hook"
+	raw := redacted + "?token=" + secret + "&v=2"
+	ep := b.createEndpoint(raw)
+	corr, id := b.id("redact"), b.id("redact-1")
+	code, _ := b.postEvent(id, corr, 1, ep.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	b.waitState(id, contract.StateDeadLettered, time.Minute)
+
+	dl := b.deadLetter(id)
+	where := map[string]string{
+		"database":          b.databaseText(t, ep.ID, raw),
+		"API answers":       b.apiText(id),
+		"logs":              logs.String(),
+		"spans":             spansText(spans.Ended()),
+		"event history":     b.historyText(id),
+		"sequencer history": b.historyText(contract.SequencerID(corr)),
+	}
+	for _, name := range slices.Sorted(maps.Keys(where)) {
+		// bytea columns and byte payloads would show it as hex.
+		for _, s := range []string{secret, hex.EncodeToString([]byte(secret))} {
+			if lines := linesWith(where[name], s); len(lines) > 0 {
+				t.Errorf("the token is in the %s:\n%s", name, strings.Join(lines, "\n"))
+			}
+		}
+	}
+
+	// Told, without the token: the dead letter names the endpoint by its
+	// redacted URL, for the local activity's attempt and the regular
+	// activity's alike.
+	require.Contains(t, dl.Reason, "Post "+redacted+": dial tcp "+addr+": connect: connection refused")
+	require.GreaterOrEqual(t, len(dl.Attempts), 2, "the local activity's attempt and the regular activity's")
+	for _, at := range dl.Attempts {
+		require.NotNil(t, at.Error)
+		require.Contains(t, *at.Error, "Post "+redacted+": ")
+	}
+	// The dumps hold what they should, so their silence on the token means
+	// something.
+	require.Contains(t, where["database"], redacted)
+	require.Contains(t, where["API answers"], redacted)
+	require.Contains(t, where["logs"], "event dead-lettered")
+	require.Contains(t, where["logs"], "Activity error.", "the SDK's records are captured")
+	require.Contains(t, where["logs"], redacted)
+	require.Contains(t, where["spans"], "connection refused")
+	require.Contains(t, where["event history"], redacted)
+	require.Contains(t, where["sequencer history"], id)
+}
+
+// linesWith returns the lines of text holding s, cut to a readable length.
+func linesWith(text, s string) []string {
+	var out []string
+	for line := range strings.Lines(text) {
+		if i := strings.Index(line, s); i >= 0 {
+			out = append(out, line[max(0, i-200):min(len(line), i+len(s)+100)])
+		}
+	}
+	return out
+}
+
+// refusedAddr is a 127.0.0.1 address nothing listens on any more.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// logBuffer keeps every log record written to it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// databaseText is every row of every table of hookflow's database as JSON,
+// but the url column of the endpoints: an endpoint's URL is stored as
+// registered. That column is checked to hold url, so the dump would find
+// the token if it were stored anywhere else.
+func (b *bundle) databaseText(t *testing.T, endpointID, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	pool := b.store.Pool()
+	var stored string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT url FROM endpoints WHERE id = $1", endpointID).Scan(&stored))
+	require.Equal(t, url, stored)
+
+	rows, err := pool.Query(ctx, `SELECT table_schema, table_name FROM information_schema.tables
+		WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')`)
+	require.NoError(t, err)
+	var tables []pgx.Identifier
+	for rows.Next() {
+		var schema, name string
+		require.NoError(t, rows.Scan(&schema, &name))
+		tables = append(tables, pgx.Identifier{schema, name})
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, tables)
+
+	var sb strings.Builder
+	for _, tbl := range tables {
+		omit := ""
+		if tbl[1] == "endpoints" {
+			omit = "url"
+		}
+		var text string
+		q := fmt.Sprintf(`SELECT coalesce(string_agg((to_jsonb(t) - $1::text)::text, E'\n'), '') FROM %s t`, tbl.Sanitize())
+		require.NoError(t, pool.QueryRow(ctx, q, omit).Scan(&text), tbl.Sanitize())
+		fmt.Fprintf(&sb, "%s:\n%s\n", tbl.Sanitize(), text)
+	}
+	return sb.String()
+}
+
+// apiText is what the API answers about the event and its dead letter.
+func (b *bundle) apiText(eventID string) string {
+	var sb strings.Builder
+	for _, path := range []string{"/v1/events/" + eventID, "/v1/dead-letters/" + eventID} {
+		var body json.RawMessage
+		require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, path, nil, &body), path)
+		fmt.Fprintf(&sb, "%s: %s\n", path, body)
+	}
+	return sb.String()
+}
+
+// historyText is a workflow's whole history: every event as protojson, and
+// every string and byte string in it, so the content of payloads (activity
+// inputs and results, which protojson shows in base64) is read too.
+func (b *bundle) historyText(workflowID string) string {
+	b.t.Helper()
+	it := b.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var sb strings.Builder
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(b.t, err)
+		raw, err := protojson.Marshal(ev)
+		require.NoError(b.t, err)
+		sb.Write(raw)
+		sb.WriteByte('\n')
+		protoText(ev.ProtoReflect(), &sb)
+		n++
+	}
+	require.NotZero(b.t, n, "history of %s", workflowID)
+	return sb.String()
+}
+
+// protoText writes every string and byte string in m, however deep.
+func protoText(m protoreflect.Message, sb *strings.Builder) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				protoValue(fd, l.Get(i), sb)
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				sb.WriteString(k.String() + "\n")
+				protoValue(fd.MapValue(), mv, sb)
+				return true
+			})
+		default:
+			protoValue(fd, v, sb)
+		}
+		return true
+	})
+}
+
+func protoValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, sb *strings.Builder) {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		protoText(v.Message(), sb)
+	case protoreflect.StringKind:
+		sb.WriteString(v.String() + "\n")
+	case protoreflect.BytesKind:
+		sb.Write(v.Bytes())
+		sb.WriteByte('\n')
+	}
+}
+
+// spansText is every span's name, status, attributes and events as text.
+func spansText(spans []sdktrace.ReadOnlySpan) string {
+	var sb strings.Builder
+	for _, s := range spans {
+		fmt.Fprintln(&sb, s.Name(), s.Status().Description)
+		for k, v := range spantest.Attrs(s) {
+			fmt.Fprintln(&sb, k, v)
+		}
+		for _, ev := range s.Events() {
+			fmt.Fprintln(&sb, ev.Name)
+			for _, kv := range ev.Attributes {
+				fmt.Fprintln(&sb, kv.Key, kv.Value.Emit())
+			}
+		}
+	}
+	return sb.String()
+}
