@@ -143,6 +143,16 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "replay dotted id", path: "/v1/dead-letters/a.b/replay", status: 400, field: "id"},
 		{name: "skip unknown dead letter", path: "/v1/dead-letters/evt_1/skip", status: 404},
 
+		// Keys and who acts: the audit trail is the key's name, not a field.
+		{name: "replay names who did it", path: "/v1/dead-letters/evt_1/replay", body: `{"by":"someone else"}`, status: 400, field: "by"},
+		{name: "key: no name", path: "/v1/api-keys", body: `{"scopes":["events:read"]}`, status: 400, field: "name"},
+		{name: "key: unknown scope", path: "/v1/api-keys", body: `{"name":"x","scopes":["root"]}`, status: 400, field: "scopes"},
+		{name: "key: chosen secret", path: "/v1/api-keys", body: `{"name":"x","scopes":["admin"],"key":"hfk_mine"}`, status: 400, field: "key"},
+		{name: "key: revoke dotted id", method: "DELETE", path: "/v1/api-keys/a.b", status: 400, field: "id"},
+		{name: "key: revoke unknown", method: "DELETE", path: "/v1/api-keys/key_nope", status: 404},
+		{name: "a revoked-looking key", method: "GET", path: "/v1/stats", auth: "Bearer hfk_notakey", status: 401},
+		{name: "a key in the wrong scheme", method: "GET", path: "/v1/stats", auth: "Basic " + b.token, status: 401},
+
 		// Endpoint creation and changes.
 		{name: "endpoint: missing url", path: "/v1/endpoints", body: `{}`, status: 400, field: "url"},
 		{name: "endpoint: url null", path: "/v1/endpoints", body: `{"url":null}`, status: 400, field: "url"},

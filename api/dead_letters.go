@@ -207,13 +207,15 @@ func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
 	}, contract.SignalReplay, contract.Replay{Generation: d.Generation, By: by})
 }
 
+// The body is judged before the dead letter is looked up: bad input is a
+// 400 whatever the id names.
 func (s *Server) deadLetterReplay(c echo.Context) error {
-	d, err := s.deadLetter(c)
-	if err != nil {
-		return err
-	}
 	var req operatorRequest
 	if err := s.decodeOptional(c, &req); err != nil {
+		return err
+	}
+	d, err := s.deadLetter(c)
+	if err != nil {
 		return err
 	}
 	if err := s.replay(c, d, principalOf(c).name); err != nil {
@@ -223,16 +225,16 @@ func (s *Server) deadLetterReplay(c echo.Context) error {
 }
 
 func (s *Server) deadLetterSkip(c echo.Context) error {
-	d, err := s.deadLetter(c)
-	if err != nil {
-		return err
-	}
 	var req operatorRequest
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
 	}
 	if len(req.Note) > 2000 {
 		return fieldProblem("note", "note must be at most 2000 characters")
+	}
+	d, err := s.deadLetter(c)
+	if err != nil {
+		return err
 	}
 	by := principalOf(c).name
 	err = s.operate(c, d, func() (bool, error) {

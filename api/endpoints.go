@@ -32,9 +32,7 @@ func endpointView(e store.Endpoint, withSecret bool) endpointResponse {
 	if withSecret {
 		r.Secret = e.Secret
 	}
-	if e.PreviousExpiresAt != nil && time.Now().Before(*e.PreviousExpiresAt) {
-		r.PreviousExpiresAt = e.PreviousExpiresAt
-	}
+	r.PreviousExpiresAt = e.PreviousExpiresAt(time.Now())
 	return r
 }
 

@@ -85,27 +85,49 @@ type Endpoint struct {
 	ID                string
 	URL               string
 	Secret            string
-	PreviousSecret    *string
-	PreviousExpiresAt *time.Time
+	// Previous are the secrets a rotation replaced, oldest first: each
+	// keeps signing until it expires.
+	Previous []PreviousSecret
 	Disabled          bool
 	DisabledReason    *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
 
+// PreviousSecret is a secret a rotation replaced, and when it stops signing.
+type PreviousSecret struct {
+	Secret    string    `json:"secret"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
 // SigningSecrets returns the secrets that sign a delivery now: the current
-// one, and the previous one while its grace period lasts.
+// one, and every previous one whose grace period lasts.
 func (e Endpoint) SigningSecrets(now time.Time) []string {
 	out := []string{e.Secret}
-	if e.PreviousSecret != nil && e.PreviousExpiresAt != nil && now.Before(*e.PreviousExpiresAt) {
-		out = append(out, *e.PreviousSecret)
+	for _, p := range e.Previous {
+		if now.Before(p.ExpiresAt) {
+			out = append(out, p.Secret)
+		}
 	}
 	return out
 }
 
+// PreviousExpiresAt is when the last previous secret stops signing; nil
+// when none signs any more.
+func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
+	var last *time.Time
+	for _, p := range e.Previous {
+		if now.Before(p.ExpiresAt) && (last == nil || p.ExpiresAt.After(*last)) {
+			t := p.ExpiresAt
+			last = &t
+		}
+	}
+	return last
+}
+
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	var e Endpoint
-	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.PreviousSecret, &e.PreviousExpiresAt, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
 	return e, translate(err)
 }
 
@@ -144,8 +166,8 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, url *string, disa
 	return e, nil
 }
 
-// EndpointRotateSecret makes secret the current one; the old one keeps
-// signing for grace.
+// EndpointRotateSecret makes secret the current one; the one it replaces
+// keeps signing for grace, beside any earlier one still in its grace.
 func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, grace time.Duration) (Endpoint, error) {
 	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointRotateSecret, id, secret, grace.Seconds()))
 	if err != nil {
@@ -290,7 +312,7 @@ func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (E
 	var e Endpoint
 	var state contract.State
 	err := translate(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID).Scan(
-		&e.ID, &e.URL, &e.Secret, &e.PreviousSecret, &e.PreviousExpiresAt, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &state))
+		&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &state))
 	if err != nil {
 		return e, "", fmt.Errorf("start attempt: %w", err)
 	}

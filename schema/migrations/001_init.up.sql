@@ -8,10 +8,11 @@ CREATE TABLE endpoints (
     id                  text PRIMARY KEY,
     url                 text NOT NULL,
     secret              text NOT NULL,
-    -- During a rotation the previous secret keeps signing (a second
-    -- signature) until it expires, so receivers can roll over without a gap.
-    previous_secret     text,
-    previous_expires_at timestamptz,
+    -- During a rotation the secrets it replaced keep signing (more
+    -- signatures) until each one's grace period ends, so receivers can roll
+    -- over without a gap, even through a second rotation within the grace
+    -- period: [{"secret": …, "expires_at": …}], oldest first.
+    previous_secrets    jsonb NOT NULL DEFAULT '[]',
     disabled            boolean NOT NULL DEFAULT false,
     disabled_reason     text,
     created_at          timestamptz NOT NULL DEFAULT now(),

@@ -70,7 +70,7 @@ WITH marked AS (
     WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered')
       AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
-SELECT id, url, secret, previous_secret, previous_expires_at, disabled, disabled_reason, created_at, updated_at,
+SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        COALESCE((SELECT state FROM events WHERE id = $1), '')
 FROM endpoints WHERE id = $2;
 
