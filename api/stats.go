@@ -1,10 +1,13 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/hookflow/hookflow/store"
 )
 
 // statsTopBlocked bounds the blocked correlations GET /v1/stats lists.
@@ -18,6 +21,9 @@ type StatsResponse struct {
 	DeadLettersOpen     int64          `json:"dead_letters_open"`
 	OldestLagSeconds    float64        `json:"oldest_lag_seconds"`
 	BlockedCorrelations BlockedSummary `json:"blocked_correlations"`
+	// Cleaner is the cleaner's last run (by any API process); absent
+	// before the first.
+	Cleaner *store.CleanerRun `json:"cleaner,omitempty"`
 }
 
 // BlockedSummary counts the blocked correlations and lists the longest
@@ -61,6 +67,11 @@ func (s *Server) stats(c echo.Context) error {
 		Queued: sm.Queued, InFlight: sm.InFlight, DeliveredLast5m: sm.DeliveredLast5m,
 		DeadLettersOpen: sm.DeadLettersOpen, OldestLagSeconds: sm.OldestLagSeconds,
 		BlockedCorrelations: BlockedSummary{Count: total, Top: []BlockedCorrelation{}},
+	}
+	if run, err := s.deps.Store.CleanerRunLast(ctx); err == nil {
+		resp.Cleaner = &run
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	for i, b := range blocked {
 		if i >= limit {

@@ -25,6 +25,7 @@ import (
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/config"
 	"github.com/hookflow/hookflow/egress"
+	"github.com/hookflow/hookflow/internal/cleaner"
 	"github.com/hookflow/hookflow/metrics"
 	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/starter"
@@ -193,6 +194,16 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
+	if err := cleaner.CheckRetentions(cfg.PayloadRetention, cfg.AttemptRetention, cfg.KeyRetention); err != nil {
+		return &config.UsageError{Msg: err.Error()}
+	}
+	cl, err := cleaner.New(cleaner.Config{
+		PayloadRetention: cfg.PayloadRetention, AttemptRetention: cfg.AttemptRetention, KeyRetention: cfg.KeyRetention,
+		Interval: cfg.CleanerInterval,
+	}, st, logger, m)
+	if err != nil {
+		return err
+	}
 	srv, err := api.New(api.RouterConfig{
 		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
 		EventsPerSecond: cfg.EventsRateLimit,
@@ -208,6 +219,7 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go strt.Run(sweepCtx)
+	go cl.Run(sweepCtx)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	addrs := Addrs{API: ln.Addr().String()}

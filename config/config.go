@@ -29,20 +29,27 @@ type Config struct {
 	MaxBodyBytes      int64
 	// AllowPrivate lets deliveries reach every private target; hookflow dev
 	// and the tests set it, no variable does.
-	AllowPrivate      bool
-	PrivateAllowlist  []string
-	EventsRateLimit   float64
-	DataDir           string
-	DevTemporalPort   int
-	DevUIPort         int
-	DevPostgresPort   int
-	DevWorkers        int
-	ReceiverAddr      string
-	ReceiverSecrets   string
-	ReceiverDatabase  string
-	APIURL            string
-	OutboxDatabaseURL string
-	MetricsAddr       string
+	AllowPrivate     bool
+	PrivateAllowlist []string
+	EventsRateLimit  float64
+	// Retention of the ledger; 0 keeps for ever.
+	PayloadRetention     time.Duration
+	AttemptRetention     time.Duration
+	KeyRetention         time.Duration
+	CleanerInterval      time.Duration
+	ReceiverRetention    time.Duration
+	DevTemporalRetention time.Duration
+	DataDir              string
+	DevTemporalPort      int
+	DevUIPort            int
+	DevPostgresPort      int
+	DevWorkers           int
+	ReceiverAddr         string
+	ReceiverSecrets      string
+	ReceiverDatabase     string
+	APIURL               string
+	OutboxDatabaseURL    string
+	MetricsAddr          string
 }
 
 // Setting describes one variable: its name, flag, default and help.
@@ -67,14 +74,20 @@ func Settings() []Setting {
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
+		{"HOOKFLOW_PAYLOAD_RETENTION", "payload-retention", "30d", "api: delivered and skipped events lose their payload this long after they finished (key, hash, correlation, sequence, state and times stay, so reposts are answered as before); 0 keeps payloads for ever", retention(func(c *Config) *time.Duration { return &c.PayloadRetention })},
+		{"HOOKFLOW_ATTEMPT_RETENTION", "attempt-retention", "30d", "api: delivery attempts of delivered and skipped events are deleted this long after they were made (a dead letter keeps its own copy); 0 keeps them", retention(func(c *Config) *time.Duration { return &c.AttemptRetention })},
+		{"HOOKFLOW_KEY_RETENTION", "key-retention", "90d", "api: delivered and skipped events' rows (their keys) are deleted this long after they finished (at least the two retentions above); a repost of such a key is then answered 409 (its sequence is behind its correlation's cursor), never delivered twice; 0 keeps keys for ever", retention(func(c *Config) *time.Duration { return &c.KeyRetention })},
+		{"HOOKFLOW_CLEANER_INTERVAL", "cleaner-interval", "1m", "api: how often the cleaner prunes by the retentions above (one API process at a time does the work, in small batches)", positiveDuration(func(c *Config) *time.Duration { return &c.CleanerInterval })},
 		{"HOOKFLOW_MAX_BODY_BYTES", "max-body-bytes", "1048576", "largest accepted request body in bytes", positiveInt64(func(c *Config) *int64 { return &c.MaxBodyBytes })},
 		{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST", "private-target-allowlist", "", "exact host:port targets, comma separated, that endpoints may use although they are private (loopback, private, link-local) or plain http, e.g. receiver:8090 (hookflow dev allows every target)", hostPortList(func(c *Config) *[]string { return &c.PrivateAllowlist })},
 		{"HOOKFLOW_DATA_DIR", "data-dir", "./.hookflow", "dev only: where the local Postgres cluster and logs live", nonEmpty(func(c *Config) *string { return &c.DataDir })},
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", "dev-temporal-port", "7233", "dev only: Temporal frontend port", port(func(c *Config) *int { return &c.DevTemporalPort })},
 		{"HOOKFLOW_DEV_UI_PORT", "dev-ui-port", "8233", "dev only: Temporal Web UI port; 0 runs no Web UI", portOrOff(func(c *Config) *int { return &c.DevUIPort })},
 		{"HOOKFLOW_DEV_POSTGRES_PORT", "dev-postgres-port", "5433", "dev only: local Postgres port", port(func(c *Config) *int { return &c.DevPostgresPort })},
+		{"HOOKFLOW_DEV_TEMPORAL_RETENTION", "dev-temporal-retention", "1d", "dev only: how long the Temporal namespace keeps closed workflows (at least 1d: Temporal's minimum; the ledger answers for events Temporal has forgotten)", atLeastADay(func(c *Config) *time.Duration { return &c.DevTemporalRetention })},
 		{"HOOKFLOW_DEV_WORKERS", "dev-workers", "1", "dev only: in-process workers (0 lets external hookflow worker processes do the work)", nonNegativeInt(func(c *Config) *int { return &c.DevWorkers })},
 		{"HOOKFLOW_RECEIVER_ADDR", "receiver-addr", "127.0.0.1:8090", "listen address of the reference receiver", hostPort(func(c *Config) *string { return &c.ReceiverAddr })},
+		{"HOOKFLOW_RECEIVER_RETENTION", "receiver-retention", "30d", "reference receiver: processed_events rows below their correlation's cursor are pruned this long after they were applied; 0 keeps them", retention(func(c *Config) *time.Duration { return &c.ReceiverRetention })},
 		{"HOOKFLOW_RECEIVER_SECRET", "receiver-secret", "", "reference receiver: whsec_ secrets it accepts, space separated", str(func(c *Config) *string { return &c.ReceiverSecrets })},
 		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
 		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands (dlq, status): base URL of the API", str(func(c *Config) *string { return &c.APIURL })},
@@ -252,6 +265,54 @@ func hostPort(f func(*Config) *string) func(*Config, string) error {
 		*f(c) = v
 		return nil
 	}
+}
+
+// retention reads a retention: a Go duration, whole days as "30d", or 0
+// for ever.
+func retention(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := ParseRetention(v)
+		if err != nil {
+			return err
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func atLeastADay(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := ParseRetention(v)
+		if err != nil {
+			return err
+		}
+		if d < 24*time.Hour {
+			return errors.New("must be at least 1d (Temporal keeps closed workflows at least a day)")
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+// ParseRetention reads "30d" (days), a Go duration ("720h", "90m"), or "0"
+// (for ever).
+func ParseRetention(v string) (time.Duration, error) {
+	bad := errors.New("want a number of days such as 30d, a Go duration such as 720h, or 0 for ever")
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 36500 {
+			return 0, bad
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	if v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, bad
+	}
+	return d, nil
 }
 
 func positiveDuration(f func(*Config) *time.Duration) func(*Config, string) error {

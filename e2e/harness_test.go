@@ -61,6 +61,9 @@ type options struct {
 	noWorkers bool
 	// repairAfter is HOOKFLOW_REPAIR_AFTER (default 30 s).
 	repairAfter time.Duration
+	// retention, when set, is the payload and attempt retention of a cleaner
+	// that runs every half second (keys are kept).
+	retention time.Duration
 	// logger receives the logs of the API, the workers and the Temporal SDK
 	// (default testenv.Logger(t)).
 	logger *slog.Logger
@@ -91,7 +94,8 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(8),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
-		RepairAfter: opts.repairAfter,
+		RepairAfter:      opts.repairAfter,
+		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)

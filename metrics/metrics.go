@@ -35,6 +35,8 @@ type Metrics struct {
 	attempts            *prometheus.HistogramVec
 	retries             *prometheus.CounterVec
 	consecutiveFailures *prometheus.GaugeVec
+	cleaned             *prometheus.CounterVec
+	cleanerRuns         *prometheus.CounterVec
 }
 
 // AttemptBuckets are the attempt-latency histogram's bounds in seconds:
@@ -71,13 +73,21 @@ func New(reg *prometheus.Registry, logger *slog.Logger) (*Metrics, error) {
 			Namespace: Namespace, Name: "delivery_retries_total",
 			Help: "Delivery attempts that failed and will be retried, by endpoint.",
 		}, []string{"endpoint_id"}),
+		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "cleaner_rows_total",
+			Help: "Rows the cleaner pruned, by kind: payloads (emptied), attempts and keys (deleted).",
+		}, []string{"kind"}),
+		cleanerRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "cleaner_runs_total",
+			Help: "Cleaner runs by this process, by result: done, skipped (another process held the lock), failed.",
+		}, []string{"result"}),
 		consecutiveFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "endpoint_consecutive_failures",
 			Help: "Failed attempts to the endpoint since its last success, as seen by this process.",
 		}, []string{"endpoint_id"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.consecutiveFailures,
+		m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.consecutiveFailures, m.cleaned, m.cleanerRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -129,6 +139,22 @@ func (m *Metrics) Retry(endpointID string) {
 		return
 	}
 	m.retries.WithLabelValues(endpointID).Inc()
+}
+
+// Cleaned counts rows the cleaner pruned.
+func (m *Metrics) Cleaned(kind string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.cleaned.WithLabelValues(kind).Add(float64(n))
+}
+
+// CleanerRun counts a cleaner run by its result.
+func (m *Metrics) CleanerRun(result string) {
+	if m == nil {
+		return
+	}
+	m.cleanerRuns.WithLabelValues(result).Inc()
 }
 
 // DeadLettered counts an event dead-lettered for endpointID.

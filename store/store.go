@@ -66,6 +66,13 @@ type queries struct {
 	APIKeyByHash             string
 	APIKeyList               string
 	APIKeyRevoke             string
+	CleanerLock              string
+	CleanerUnlock            string
+	EventsPrunePayloads      string
+	AttemptsPrune            string
+	EventsPruneKeys          string
+	CleanerRunRecord         string
+	CleanerRunLast           string
 }
 
 // New returns a Store on pool.
@@ -82,16 +89,16 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Endpoint is a registered receiver URL.
 type Endpoint struct {
-	ID                string
-	URL               string
-	Secret            string
+	ID     string
+	URL    string
+	Secret string
 	// Previous are the secrets a rotation replaced, oldest first: each
 	// keeps signing until it expires.
-	Previous []PreviousSecret
-	Disabled          bool
-	DisabledReason    *string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	Previous       []PreviousSecret
+	Disabled       bool
+	DisabledReason *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.

@@ -23,7 +23,8 @@ import (
 	"github.com/hookflow/hookflow/tracing"
 )
 
-var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS", "HOOKFLOW_RECEIVER_ADDR"}
+var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS",
+	"HOOKFLOW_DEV_TEMPORAL_RETENTION", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_RETENTION"}
 
 // runDev starts the whole stack in the foreground and stops it, in reverse
 // order, on Ctrl-C. Everything persists under HOOKFLOW_DATA_DIR, so a second
@@ -95,7 +96,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 
 	tmp, err := temporaldev.Start(ctx, temporaldev.Config{
 		Postgres: pg, Port: cfg.DevTemporalPort, UIPort: cfg.DevUIPort, Namespace: cfg.TemporalNamespace,
-		LogFile: filepath.Join(dataDir, "temporal.log"),
+		LogFile: filepath.Join(dataDir, "temporal.log"), Retention: cfg.DevTemporalRetention,
 	}, logger)
 	if err != nil {
 		return fmt.Errorf("temporal: %w", err)
@@ -158,7 +159,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	rctx, stopReceiver := context.WithCancel(ctx)
 	receiverDone := make(chan error, 1)
 	go func() {
-		receiverDone <- serveReceiver(rctx, pg.AdminURL("hookflow_receiver"), cfg.ReceiverAddr, []string{secret}, logger, nil)
+		receiverDone <- serveReceiver(rctx, pg.AdminURL("hookflow_receiver"), cfg.ReceiverAddr, []string{secret}, cfg.ReceiverRetention, logger, nil)
 	}()
 	defer func() { stopReceiver(); <-receiverDone }()
 

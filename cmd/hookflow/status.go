@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/store"
 )
 
 // runStatus prints GET /v1/stats: queue depth, in flight, recent
@@ -46,6 +47,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		{"dead letters open", fmt.Sprint(st.DeadLettersOpen)},
 		{"oldest undelivered", age(st.OldestLagSeconds)},
 		{"blocked correlations", fmt.Sprint(st.BlockedCorrelations.Count)},
+		{"cleaner, last run", cleanerLine(st.Cleaner)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row.name, row.value)
 	}
@@ -66,6 +68,19 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\n", b.CorrelationID, b.NextSequence, b.BlockedBy, ev, b.Parked, age(b.AgeSeconds))
 	}
 	return tw.Flush()
+}
+
+// cleanerLine says what the cleaner's last run did, and when.
+func cleanerLine(r *store.CleanerRun) string {
+	if r == nil {
+		return "not run yet"
+	}
+	s := fmt.Sprintf("%s ago: %d payloads pruned, %d attempts and %d keys deleted", age(time.Since(r.FinishedAt).Seconds()),
+		r.PayloadsPruned, r.AttemptsDeleted, r.KeysDeleted)
+	if r.Error != nil {
+		s += " (failed: " + *r.Error + ")"
+	}
+	return s
 }
 
 // age prints seconds as a short duration ("0s", "1m5s", "2h3m").

@@ -16,7 +16,7 @@ import (
 // and measure its CPU apart from hookflow's.
 func runTemporal(ctx context.Context, env *cliEnv, args []string) error {
 	cfg, _, err := loadConfig(env, "temporal", "Run only the embedded Temporal server with its Web UI, persisting to the local Postgres on HOOKFLOW_DEV_POSTGRES_PORT (superuser postgres, trust auth), until SIGTERM.", args,
-		[]string{"HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT"}, nil)
+		[]string{"HOOKFLOW_TEMPORAL_NAMESPACE", "HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_TEMPORAL_RETENTION"}, nil)
 	if err != nil {
 		return err
 	}
@@ -26,7 +26,7 @@ func runTemporal(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	srv, err := temporaldev.Start(ctx, temporaldev.Config{
 		Postgres: devstack.Attach(cfg.DevPostgresPort), Port: cfg.DevTemporalPort, UIPort: cfg.DevUIPort,
-		Namespace: cfg.TemporalNamespace, LogFile: filepath.Join(cfg.DataDir, "temporal.log"),
+		Namespace: cfg.TemporalNamespace, LogFile: filepath.Join(cfg.DataDir, "temporal.log"), Retention: cfg.DevTemporalRetention,
 	}, logger)
 	if err != nil {
 		return fmt.Errorf("temporal: %w", err)

@@ -19,6 +19,7 @@ import (
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
+	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -60,6 +61,9 @@ type Config struct {
 	LogFile string
 	// NumHistoryShards is fixed at the first start of a database.
 	NumHistoryShards int32
+	// Retention is how long the namespace keeps closed workflows (default,
+	// and minimum, one day); set again at every start.
+	Retention time.Duration
 }
 
 // Server is a running embedded Temporal server.
@@ -291,12 +295,20 @@ func (t *Server) prepareNamespace(ctx context.Context) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	retention := max(t.cfg.Retention, 24*time.Hour)
 	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace:                        t.cfg.Namespace,
-		WorkflowExecutionRetentionPeriod: durationpb.New(7 * 24 * time.Hour),
+		WorkflowExecutionRetentionPeriod: durationpb.New(retention),
 	})
 	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
+	if errors.As(err, &exists) {
+		// A warm start: the retention may have been changed since.
+		_, err = c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
+			Namespace: t.cfg.Namespace,
+			Config:    &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(retention)},
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("register namespace %s: %w", t.cfg.Namespace, err)
 	}
 	// A namespace just registered reaches the frontend's cache a moment later.

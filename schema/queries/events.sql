@@ -1,8 +1,11 @@
 -- name: EventInsert
 -- DO NOTHING covers both unique keys: the caller tells a repeated id from a
--- sequence taken by another id by reading the row back.
+-- sequence taken by another id by reading the row back. A sequence behind
+-- its correlation's cursor is refused as well, though its event's row may be
+-- gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys.
 INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+SELECT $1, $2, $3, $4, $5, $6, $7
+WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
 ON CONFLICT DO NOTHING
 RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason;
 

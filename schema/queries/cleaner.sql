@@ -1,0 +1,61 @@
+-- name: CleanerLock
+-- One cleaner at a time across API processes: a session lock, held by the
+-- connection the run works on, let go when the run ends.
+SELECT pg_try_advisory_lock(hashtextextended('hookflow.cleaner', 0));
+
+-- name: CleanerUnlock
+SELECT pg_advisory_unlock(hashtextextended('hookflow.cleaner', 0));
+
+-- name: EventsPrunePayloads
+-- Up to $2 finished events whose payload is older than $1 seconds lose it.
+UPDATE events e SET data = NULL
+FROM (
+    SELECT id FROM events
+    WHERE state IN ('delivered', 'skipped') AND data IS NOT NULL
+      AND updated_at < now() - make_interval(secs => $1)
+    ORDER BY updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+) old
+WHERE e.id = old.id;
+
+-- name: AttemptsPrune
+-- Up to $2 attempts older than $1 seconds of finished events. A dead letter
+-- keeps its own copy of its attempts.
+DELETE FROM delivery_attempts a
+USING (
+    SELECT a.id FROM delivery_attempts a
+    JOIN events e ON e.id = a.event_id AND e.state IN ('delivered', 'skipped')
+    WHERE a.started_at < now() - make_interval(secs => $1)
+    ORDER BY a.started_at
+    LIMIT $2
+) old
+WHERE a.id = old.id;
+
+-- name: EventsPruneKeys
+-- Up to $2 finished events that finished more than $1 seconds ago, with no
+-- attempt left and no dead letter (dead letters are never pruned), are
+-- deleted. Their correlation's cursor stays: a repost of their key or
+-- sequence is answered 409.
+DELETE FROM events e
+USING (
+    SELECT id FROM events ev
+    WHERE state IN ('delivered', 'skipped')
+      AND updated_at < now() - make_interval(secs => $1)
+      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = ev.id)
+      AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.event_id = ev.id)
+    ORDER BY updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+) old
+WHERE e.id = old.id;
+
+-- name: CleanerRunRecord
+INSERT INTO cleaner_runs (id, started_at, finished_at, payloads_pruned, attempts_deleted, keys_deleted, error)
+VALUES (1, $1, $2, $3, $4, $5, $6)
+ON CONFLICT (id) DO UPDATE SET started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
+    payloads_pruned = EXCLUDED.payloads_pruned, attempts_deleted = EXCLUDED.attempts_deleted,
+    keys_deleted = EXCLUDED.keys_deleted, error = EXCLUDED.error;
+
+-- name: CleanerRunLast
+SELECT started_at, finished_at, payloads_pruned, attempts_deleted, keys_deleted, error FROM cleaner_runs WHERE id = 1;
