@@ -50,7 +50,7 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 	}
 	if tag.RowsAffected() == 0 {
 		var exists bool
-		if err := tx.QueryRow(ctx, rc.q[qProcessedEventExists], ev.ID).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, rc.q[qProcessedEventExists], ev.ID, ev.CorrelationID, ev.Sequence).Scan(&exists); err != nil {
 			return 0, fmt.Errorf("look up processed event: %w", err)
 		}
 		if exists {
@@ -59,14 +59,21 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 		return outcomeSequenceConflict, nil
 	}
 
-	last, err := rc.lockCursor(ctx, tx, ev.CorrelationID)
+	last, prunedThrough, err := rc.lockCursor(ctx, tx, ev.CorrelationID)
 	if err != nil {
 		return 0, err
 	}
 	switch {
+	case ev.Sequence <= prunedThrough:
+		// Prune deleted this sequence's row: a retry of the event applied
+		// there, since the sender never sends another ID for a delivered
+		// sequence. The rollback takes back the insert above.
+		return outcomeAlreadyProcessed, nil
+
 	case ev.Sequence <= last:
-		// Only reachable when processed_events rows were deleted by hand:
-		// the unique (correlation_id, sequence) index catches it otherwise.
+		// A sequence the cursor passed with no row for it: skipped by the
+		// sender, or its row deleted by hand. The unique (correlation_id,
+		// sequence) index catches every other case before this.
 		return outcomeSequenceConflict, nil
 
 	case ev.predecessor(last) > last:
@@ -91,16 +98,16 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 }
 
 // lockCursor creates the correlation's cursor at 0 when absent, locks it for
-// the rest of tx and returns the last applied sequence.
-func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, correlationID string) (int64, error) {
+// the rest of tx and returns the last applied sequence and the pruned
+// watermark (see Prune).
+func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, correlationID string) (last, prunedThrough int64, err error) {
 	if _, err := tx.Exec(ctx, rc.q[qCorrelationCursorEnsure], correlationID); err != nil {
-		return 0, fmt.Errorf("create correlation cursor: %w", err)
+		return 0, 0, fmt.Errorf("create correlation cursor: %w", err)
 	}
-	var last int64
-	if err := tx.QueryRow(ctx, rc.q[qCorrelationCursorLock], correlationID).Scan(&last); err != nil {
-		return 0, fmt.Errorf("lock correlation cursor: %w", err)
+	if err := tx.QueryRow(ctx, rc.q[qCorrelationCursorLock], correlationID).Scan(&last, &prunedThrough); err != nil {
+		return 0, 0, fmt.Errorf("lock correlation cursor: %w", err)
 	}
-	return last, nil
+	return last, prunedThrough, nil
 }
 
 // park stores an event that arrived ahead of its predecessor. It runs under
@@ -223,7 +230,7 @@ func (rc *Receiver) drainOne(ctx context.Context, correlationID string, seq int6
 	if tag.RowsAffected() == 0 {
 		return false, nil
 	}
-	last, err := rc.lockCursor(ctx, tx, correlationID)
+	last, _, err := rc.lockCursor(ctx, tx, correlationID)
 	if err != nil {
 		return false, err
 	}
@@ -252,7 +259,10 @@ type CorrelationState struct {
 	CorrelationID string
 	// LastSequence is the last applied sequence (0: none yet).
 	LastSequence int64
-	UpdatedAt    time.Time
+	// PrunedThrough is the highest sequence whose processed_events row Prune
+	// deleted (0: none); always below LastSequence.
+	PrunedThrough int64
+	UpdatedAt     time.Time
 	// Parked lists waiting events in sequence order.
 	Parked []ParkedEvent
 }
@@ -267,7 +277,7 @@ func (rc *Receiver) Correlation(ctx context.Context, correlationID string) (Corr
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	st := CorrelationState{CorrelationID: correlationID}
-	err = tx.QueryRow(ctx, rc.q[qCorrelationCursorGet], correlationID).Scan(&st.LastSequence, &st.UpdatedAt)
+	err = tx.QueryRow(ctx, rc.q[qCorrelationCursorGet], correlationID).Scan(&st.LastSequence, &st.PrunedThrough, &st.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CorrelationState{}, ErrNotFound
 	}

@@ -33,6 +33,10 @@ const (
 	qParkedEventGetBySequence     = "ParkedEventGetBySequence"
 	qParkedEventDeleteBySequence  = "ParkedEventDeleteBySequence"
 	qParkedEventListByCorrelation = "ParkedEventListByCorrelation"
+
+	qProcessedEventPruneLock   = "ProcessedEventPruneLock"
+	qProcessedEventPruneUnlock = "ProcessedEventPruneUnlock"
+	qProcessedEventPrune       = "ProcessedEventPrune"
 )
 
 // queryBook maps query names to SQL text.
@@ -50,6 +54,7 @@ func loadQueries() (queryBook, error) {
 		qCorrelationCursorEnsure, qCorrelationCursorLock, qCorrelationCursorAdvance, qCorrelationCursorGet,
 		qParkedEventInsert, qParkedEventExists, qParkedEventGetBySequence, qParkedEventDeleteBySequence,
 		qParkedEventListByCorrelation,
+		qProcessedEventPruneLock, qProcessedEventPruneUnlock, qProcessedEventPrune,
 	} {
 		if book[name] == "" {
 			return nil, fmt.Errorf("load queries: %s is missing", name)

@@ -15,13 +15,24 @@
 //	202 {"status":"parked"}             stored, waiting for its predecessor; the sender retries
 //	400 bad envelope or envelope id ≠ webhook-id header (permanent)
 //	401 signature or timestamp check failed (permanent)
-//	409 the sequence was already applied, or is parked, under another event ID (permanent)
+//	409 the sequence was already applied, or is parked, under another event ID (permanent);
+//	    at or below the pruned watermark the answer is 200 already_processed (see Prune)
 //	413 body larger than Config.MaxBodyBytes (permanent)
 //	422 Apply returned an error wrapping ErrRejected (permanent)
 //	500 Apply or the database failed; everything rolled back (the sender retries)
 //
 // Errors are RFC 9457 application/problem+json. Create the tables with Migrate
 // or apply Migrations with your own tool.
+//
+// processed_events, the dedup ledger, gains a row per event. Run Prune on a
+// schedule to keep it bounded: it deletes rows older than a retention whose
+// sequence is below their correlation's cursor, and records per correlation
+// the highest sequence it pruned. The cursor's compare-and-swap already
+// refuses those sequences, and a delivery at or below that watermark is
+// answered 200 already_processed, so a retry of a pruned event is answered as
+// before and nothing is applied twice. What stays is one cursor row per
+// correlation and, in processed_events, the row at each cursor plus the
+// rows younger than the retention.
 package receiver
 
 import (

@@ -8,6 +8,9 @@
 //	POST /webhook              the receiver kit (see package receiver)
 //	GET  /correlations/{id}    {"correlation_id","last_sequence","applied","balance","parked"}
 //	GET  /healthz              liveness
+//
+// With Config.Retention set, Run also prunes the kit's processed_events on a
+// schedule (see receiver.Prune), so the receiver's tables stay bounded.
 package refreceiver
 
 import (
@@ -20,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +36,9 @@ import (
 // context is done.
 const ShutdownTimeout = 15 * time.Second
 
+// DefaultPruneInterval is the default Config.PruneInterval.
+const DefaultPruneInterval = time.Minute
+
 // Config holds the reference receiver's settings; they are handed to the
 // receiver kit (see receiver.Config for defaults).
 type Config struct {
@@ -41,6 +48,13 @@ type Config struct {
 	Tolerance time.Duration
 	// MaxBodyBytes bounds a delivery's body.
 	MaxBodyBytes int64
+	// Retention is how long after they were applied Run prunes the kit's
+	// processed_events rows below their correlation's cursor (see
+	// receiver.Prune). Zero keeps them for ever.
+	Retention time.Duration
+	// PruneInterval is how often Run prunes when Retention is set; it also
+	// prunes once at start. Zero means DefaultPruneInterval.
+	PruneInterval time.Duration
 }
 
 // Deps holds the reference receiver's collaborators.
@@ -53,23 +67,32 @@ type Deps struct {
 
 // Server is the reference receiver.
 type Server struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-	kit    *receiver.Receiver
-	q      queryBook
+	pool          *pgxpool.Pool
+	logger        *slog.Logger
+	kit           *receiver.Receiver
+	q             queryBook
+	retention     time.Duration
+	pruneInterval time.Duration
 }
 
 // New returns a Server. It does not touch the database; Run checks the
 // migrations before serving.
 func New(cfg Config, deps Deps) (*Server, error) {
-	if deps.Pool == nil {
+	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, DefaultPruneInterval)
+	switch {
+	case cfg.Retention < 0, cfg.PruneInterval < 0:
+		return nil, errors.New("refreceiver config: retention and prune interval must not be negative")
+	case deps.Pool == nil:
 		return nil, errors.New("refreceiver deps: pool is required")
 	}
 	q, err := loadQueries()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{pool: deps.Pool, logger: cmp.Or(deps.Logger, slog.Default()), q: q}
+	s := &Server{
+		pool: deps.Pool, logger: cmp.Or(deps.Logger, slog.Default()), q: q,
+		retention: cfg.Retention, pruneInterval: cfg.PruneInterval,
+	}
 	s.kit, err = receiver.New(receiver.Config{
 		Secrets:      cfg.Secrets,
 		Tolerance:    cfg.Tolerance,
@@ -93,8 +116,10 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Run serves Handler on addr until ctx is done, then shuts down gracefully,
-// letting in-flight requests finish for up to ShutdownTimeout. It refuses to
-// start while migrations are pending. It returns nil after a clean shutdown.
+// letting in-flight requests finish for up to ShutdownTimeout. With
+// Config.Retention set it prunes processed_events meanwhile, at start and
+// every Config.PruneInterval. It refuses to start while migrations are
+// pending. It returns nil after a clean shutdown.
 func (s *Server) Run(ctx context.Context, addr string) error {
 	if err := CheckMigrations(ctx, s.pool); err != nil {
 		return fmt.Errorf("check migrations: %w", err)
@@ -102,6 +127,12 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if s.retention > 0 {
+		pruneCtx, stopPruning := context.WithCancel(ctx)
+		var pruning sync.WaitGroup
+		pruning.Go(func() { s.pruneLoop(pruneCtx) })
+		defer func() { stopPruning(); pruning.Wait() }()
 	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -129,6 +160,28 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 	}
 	s.logger.Info("reference receiver stopped")
 	return nil
+}
+
+// pruneLoop prunes the kit's processed_events now and every pruneInterval
+// until ctx is done. A failed run is logged and retried at the next tick.
+func (s *Server) pruneLoop(ctx context.Context) {
+	s.logger.Info("pruning processed events", "retention", s.retention.String(), "interval", s.pruneInterval.String())
+	t := time.NewTicker(s.pruneInterval)
+	defer t.Stop()
+	for {
+		n, err := receiver.Prune(ctx, s.pool, s.retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("prune processed events", "error", err, "pruned", n)
+		case n > 0:
+			s.logger.Info("pruned processed events", "count", n, "retention", s.retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // apply is the kit's Apply: one ledger entry and the balance update, on the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -331,4 +332,97 @@ func TestRunRefusesPendingMigrations(t *testing.T) {
 	require.NoError(t, receiver.Migrate(ctx, pool))
 	err = server.Run(ctx, "127.0.0.1:0")
 	require.ErrorIs(t, err, refreceiver.ErrMigrationsPending, "the ledger's own migrations are checked too")
+}
+
+// lockedBuffer collects log lines written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestRunPrunesProcessedEvents: with a retention, Run prunes the kit's
+// processed_events below each cursor on its schedule, logs what it pruned,
+// and a retry of a pruned event is still answered without applying it.
+func TestRunPrunesProcessedEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var logs lockedBuffer
+	server, err := refreceiver.New(refreceiver.Config{Secrets: []string{b.secret}, Retention: 24 * time.Hour, PruneInterval: 100 * time.Millisecond},
+		refreceiver.Deps{Pool: b.pool, Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))})
+	require.NoError(t, err)
+	port, err := devstack.FreePort()
+	require.NoError(t, err)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- server.Run(runCtx, base[len("http://"):]) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond)
+
+	processed := func() []string {
+		rows, err := b.pool.Query(ctx, `SELECT event_id FROM processed_events ORDER BY sequence`)
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return ids
+	}
+	for seq := int64(1); seq <= 3; seq++ {
+		id := fmt.Sprintf("evt_%d", seq)
+		code, err := post(http.DefaultClient, base, b.secret, id, body(id, "acct-1", seq, "10"))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code)
+	}
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, []string{"evt_1", "evt_2", "evt_3"}, processed(), "recent rows are kept")
+
+	_, err = b.pool.Exec(ctx, `UPDATE processed_events SET processed_at = now() - interval '2 days'`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(processed()) == 1 }, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, []string{"evt_3"}, processed(), "the cursor's own row stays")
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), `msg="pruned processed events" count=2`)
+	}, 5*time.Second, 20*time.Millisecond)
+
+	code, err := post(http.DefaultClient, base, b.secret, "evt_1", body("evt_1", "acct-1", 1, "10"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "a retry of a pruned event")
+	code, v := getCorrelation(t, base, "acct-1")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, []string{"evt_1", "evt_2", "evt_3"}, v.Applied)
+	require.Equal(t, json.Number("30"), v.Balance, "applied once")
+	require.Equal(t, 1, strings.Count(logs.String(), "pruned processed events"), "one line per run that pruned something")
+}
+
+func TestNewRejectsNegativeRetention(t *testing.T) {
+	t.Parallel()
+	secret, err := webhook.NewSecret()
+	require.NoError(t, err)
+	pool, err := pgxpool.New(context.Background(), "postgres://unused@127.0.0.1:1/none")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = refreceiver.New(refreceiver.Config{Secrets: []string{secret}, Retention: -time.Hour}, refreceiver.Deps{Pool: pool})
+	require.Error(t, err)
 }

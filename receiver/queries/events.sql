@@ -10,7 +10,12 @@ VALUES ($1, $2, $3)
 ON CONFLICT DO NOTHING;
 
 -- name: ProcessedEventExists
-SELECT EXISTS (SELECT 1 FROM processed_events WHERE event_id = $1);
+-- Whether event $1 was processed: its row is there, or its sequence ($3) is at
+-- or below the pruned watermark of its correlation ($2). Both are read from one
+-- snapshot, so a prune committing between the insert and this query, which
+-- deletes the row and raises the watermark together, is seen whole.
+SELECT EXISTS (SELECT 1 FROM processed_events WHERE event_id = $1)
+    OR EXISTS (SELECT 1 FROM correlation_cursors WHERE correlation_id = $2 AND pruned_through >= $3);
 
 -- name: ProcessedEventDelete
 -- Undoes this transaction's own insert when the event is parked instead. A
@@ -23,7 +28,7 @@ VALUES ($1)
 ON CONFLICT (correlation_id) DO NOTHING;
 
 -- name: CorrelationCursorLock
-SELECT last_sequence FROM correlation_cursors WHERE correlation_id = $1 FOR UPDATE;
+SELECT last_sequence, pruned_through FROM correlation_cursors WHERE correlation_id = $1 FOR UPDATE;
 
 -- name: CorrelationCursorAdvance
 -- Compare-and-swap: moves the cursor only from the predecessor's sequence
@@ -33,7 +38,7 @@ SET last_sequence = $2, updated_at = now()
 WHERE correlation_id = $1 AND last_sequence = $3;
 
 -- name: CorrelationCursorGet
-SELECT last_sequence, updated_at FROM correlation_cursors WHERE correlation_id = $1;
+SELECT last_sequence, pruned_through, updated_at FROM correlation_cursors WHERE correlation_id = $1;
 
 -- name: ParkedEventInsert
 INSERT INTO parked_events (event_id, correlation_id, sequence, body, headers)
