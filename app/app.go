@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,13 +44,21 @@ func NewLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, nil))
 }
 
+// DefaultMaxConns is each process's pool size when its DSN does not set
+// pool_max_conns.
+const DefaultMaxConns = 32
+
 // ConnectPostgres opens a pool and checks the server answers.
 func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, &config.UsageError{Msg: "invalid HOOKFLOW_DATABASE_URL: " + err.Error()}
 	}
-	cfg.MaxConns = 32
+	// pool_max_conns in the DSN wins; otherwise room for the API's handlers,
+	// its sweeps and cleaner, or a worker's activities.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect postgres: %w", err)
