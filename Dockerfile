@@ -12,6 +12,7 @@ WORKDIR /src
 ENV CGO_ENABLED=0
 # Modules first, so a source change does not download them again.
 COPY go.mod go.sum ./
+COPY kit/go.mod kit/go.sum ./kit/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

@@ -31,16 +31,18 @@ run: deps build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+	cd kit && $(GO) vet ./...
 
 test-unit:
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)' $(UNIT_PKGS)
+	cd kit && $(GO) test -race -count=1 ./...
 
 test-integration: build
 	$(GO) test -count=1 -timeout 40m $(SERVER_PKGS)
 
 test-stack: build
-	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./chaos/
-	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./bench/
+	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./internal/chaos/
+	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
 
 test: deps lint test-unit test-integration test-stack
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/metrics"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // Error types of Deliver's failures, as workflows see them in

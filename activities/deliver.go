@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // Attempt outcomes recorded in delivery_attempts.

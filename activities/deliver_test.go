@@ -20,11 +20,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/hookflow/hookflow/activities"
-	"github.com/hookflow/hookflow/egress"
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // finished is one hand-over Deliver made to the sequencer.
@@ -76,7 +77,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	require.NoError(t, err)
 	ep, err := st.EndpointInsert(ctx, "ep_1", url, secret)
 	require.NoError(t, err)
-	ev, ok, err := st.EventInsert(ctx, store.Event{
+	ev, ok, err := st.EventInsert(ctx, intake.Event{
 		ID: "evt_1", CorrelationID: "order-1", Sequence: 1, EndpointID: ep.ID,
 		Type: "order.updated", Data: []byte(`{"n":1}`), PayloadHash: []byte{1},
 	})

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // TestRotationSignsWithEveryLiveSecretUntilItsGraceEnds: a rotation keeps

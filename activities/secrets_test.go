@@ -26,11 +26,11 @@ import (
 
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/egress"
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

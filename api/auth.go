@@ -15,7 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
 
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // Scope is what an API key may do.

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 type deadLetterPage struct {

@@ -8,14 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // deadLettered stores event id, dead-lettered, and returns its dead letter.
 func (b *bundle) deadLettered(t *testing.T, id string) store.DeadLetter {
 	t.Helper()
 	ctx := context.Background()
-	_, ok, err := b.store.EventInsert(ctx, store.Event{ID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+	_, ok, err := b.store.EventInsert(ctx, intake.Event{ID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = b.store.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID,

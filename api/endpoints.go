@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 type endpointRequest struct {

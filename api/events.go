@@ -10,9 +10,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookflow/hookflow/intake"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // startTimeout bounds the workflow start inside a POST /v1/events.
@@ -84,7 +84,7 @@ func (s *Server) eventCreate(c echo.Context) error {
 // eventConflict answers a post whose id or sequence is taken: the same
 // event again → 200 with its state; the id with other content → 422; the
 // sequence under another id → 409.
-func (s *Server) eventConflict(c echo.Context, ev store.Event) error {
+func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	ctx := c.Request().Context()
 	existing, err := s.deps.Store.EventGet(ctx, ev.ID)
 	if err == nil {

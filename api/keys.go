@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 type keyCreateRequest struct {

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/metrics"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 type openAPIDoc struct {

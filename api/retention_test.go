@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // TestRepostsOfPrunedEventsAreAnsweredAsBefore: once the cleaner emptied a

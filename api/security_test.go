@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/egress"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // forbiddenTargets are endpoint URLs a public deployment must refuse.

@@ -22,9 +22,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/hookflow/hookflow/egress"
-	"github.com/hookflow/hookflow/metrics"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // RouterConfig are the API's settings.

@@ -23,8 +23,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

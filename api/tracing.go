@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -11,8 +12,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/hookflow/hookflow/store"
 )
 
 // tracerName is the instrumentation scope of the API's spans.
@@ -60,7 +59,7 @@ func traceRequests(next echo.HandlerFunc) echo.HandlerFunc {
 
 // traceEvent names the event on the request's span, so the trace can be
 // found from an event ID, a correlation ID or a sequence.
-func traceEvent(c echo.Context, ev store.Event) {
+func traceEvent(c echo.Context, ev intake.Event) {
 	trace.SpanFromContext(c.Request().Context()).SetAttributes(
 		attribute.String("hookflow.event_id", ev.ID),
 		attribute.String("hookflow.correlation_id", ev.CorrelationID),

@@ -4,7 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 
-	"github.com/hookflow/hookflow/intake"
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // validKey applies intake's identifier rule and answers with a problem.

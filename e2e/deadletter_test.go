@@ -11,7 +11,7 @@ import (
 
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 type deadLetterPage struct {

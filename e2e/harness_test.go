@@ -22,13 +22,13 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
-	"github.com/hookflow/hookflow/store"
 )
 
 func TestMain(m *testing.M) {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // What operators do from the Temporal Web UI and the API, and what each

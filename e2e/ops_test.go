@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"

@@ -17,16 +17,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/config"
-	"github.com/hookflow/hookflow/devstack"
-	"github.com/hookflow/hookflow/devstack/temporaldev"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/kit/localpg"
+	"github.com/hookflow/hookflow/internal/temporaldev"
+	"github.com/hookflow/hookflow/internal/relay"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/outbox"
-	"github.com/hookflow/hookflow/relay"
+	"github.com/hookflow/hookflow/kit/outbox"
 	"github.com/hookflow/hookflow/schema"
-	"github.com/hookflow/hookflow/store"
 )
 
 // producerDB is a producer's own database: an orders table standing for its
@@ -258,7 +258,7 @@ func TestOutboxRelaysRace(t *testing.T) {
 // API, the worker or the relay.
 func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 	pg := testenv.Postgres(t)
-	port, err := devstack.FreeLowPort()
+	port, err := localpg.FreeLowPort()
 	require.NoError(t, err)
 	tcfg := temporaldev.Config{
 		Postgres: pg, Port: port, Namespace: "default", DatabasePrefix: "outage_" + randHex(4),

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/activities"
-	"github.com/hookflow/hookflow/webhook"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // ledgerReceiver is a receiver written against the wire contract, with a

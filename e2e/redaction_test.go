@@ -27,7 +27,7 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/spantest"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/tracing"
+	"github.com/hookflow/hookflow/internal/tracing"
 )
 
 // TestRedaction: an endpoint whose URL carries a token in its query string

@@ -18,10 +18,10 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/hookflow/hookflow/activities"
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // lockProbe is a client interceptor that, whenever the API announces an
@@ -83,7 +83,7 @@ func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
 	ctx := context.Background()
 	corr := b.id("queued")
 	for s := int64(1); s <= 3; s++ {
-		_, ok, err := b.store.EventInsert(ctx, store.Event{
+		_, ok, err := b.store.EventInsert(ctx, intake.Event{
 			ID: fmt.Sprintf("%s-%d", corr, s), CorrelationID: corr, Sequence: s, EndpointID: ep.ID,
 			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
 		})

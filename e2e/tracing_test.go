@@ -22,8 +22,8 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/spantest"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/receiver"
-	"github.com/hookflow/hookflow/tracing"
+	"github.com/hookflow/hookflow/internal/tracing"
+	"github.com/hookflow/hookflow/kit/receiver"
 )
 
 // One event is one trace: the producer's traceparent is continued by the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookflow/hookflow/internal/sqlfile"
+	"github.com/hookflow/hookflow/kit/sqlfile"
 )
 
 //go:embed migrations/*.sql

@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/bench"
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/bench"
+	"github.com/hookflow/hookflow/internal/config"
 )
 
 const benchSummary = `Measure hookflow against bare Temporal in one run, on one stack it starts and stops itself:

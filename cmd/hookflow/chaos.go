@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hookflow/hookflow/chaos"
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/chaos"
+	"github.com/hookflow/hookflow/internal/config"
 )
 
 // runChaos is hookflow chaos: the stack as real processes under a seeded

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/hookflow/hookflow/app"
 	"strings"
 
-	"github.com/hookflow/hookflow/metrics"
+	"github.com/hookflow/hookflow/internal/app"
+
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/schema"
-	"github.com/hookflow/hookflow/tracing"
 )
 
 var (

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 const demoSummary = `Guided first run against a running "hookflow dev": sends events out of order and shows the

@@ -9,13 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
-	"github.com/hookflow/hookflow/refreceiver"
+	"github.com/hookflow/hookflow/kit/webhook"
 	"github.com/hookflow/hookflow/schema"
-	"github.com/hookflow/hookflow/webhook"
 )
 
 // TestDemoAgainstDevStack runs `hookflow demo` against what `hookflow dev`

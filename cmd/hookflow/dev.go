@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/store"
-	"github.com/hookflow/hookflow/webhook"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,13 +11,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/webhook"
+
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/hookflow/hookflow/config"
-	"github.com/hookflow/hookflow/devstack"
-	"github.com/hookflow/hookflow/devstack/temporaldev"
+	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/kit/localpg"
+	"github.com/hookflow/hookflow/internal/temporaldev"
+	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/schema"
-	"github.com/hookflow/hookflow/tracing"
 )
 
 var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS",
@@ -80,7 +81,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("chmod HOOKFLOW_DATA_DIR: %w", err)
 	}
 
-	pg, err := devstack.StartPostgres(ctx, devstack.PostgresConfig{
+	pg, err := localpg.Start(ctx, localpg.Config{
 		DataDir: filepath.Join(dataDir, "postgres"), Port: cfg.DevPostgresPort,
 	}, logger)
 	if err != nil {
@@ -210,7 +211,7 @@ func ensureDevEndpoint(ctx context.Context, st *store.Store, url, secret string)
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporaldev.Server, pg *devstack.Postgres, receiverURL string, took time.Duration) {
+func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporaldev.Server, pg *localpg.Cluster, receiverURL string, took time.Duration) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", addrs.API, cfg.APIToken)

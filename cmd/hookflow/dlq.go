@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hookflow/hookflow/config"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 var apiClientSettings = []string{"HOOKFLOW_API_URL", "HOOKFLOW_API_TOKEN"}

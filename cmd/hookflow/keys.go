@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/config"
 )
 
 const keysUsage = `usage: hookflow keys <create|list|revoke> [flags]

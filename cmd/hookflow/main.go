@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/config"
 )
 
 // command is one subcommand.

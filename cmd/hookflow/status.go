@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/config"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // runStatus prints GET /v1/stats: queue depth, in flight, recent

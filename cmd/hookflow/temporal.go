@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hookflow/hookflow/app"
-	"github.com/hookflow/hookflow/devstack"
-	"github.com/hookflow/hookflow/devstack/temporaldev"
+	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/kit/localpg"
+	"github.com/hookflow/hookflow/internal/temporaldev"
 )
 
 // runTemporal runs only the embedded Temporal server (and its UI) on an
@@ -25,7 +25,7 @@ func runTemporal(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("create HOOKFLOW_DATA_DIR: %w", err)
 	}
 	srv, err := temporaldev.Start(ctx, temporaldev.Config{
-		Postgres: devstack.Attach(cfg.DevPostgresPort), Port: cfg.DevTemporalPort, UIPort: cfg.DevUIPort,
+		Postgres: localpg.Attach(cfg.DevPostgresPort), Port: cfg.DevTemporalPort, UIPort: cfg.DevUIPort,
 		Namespace: cfg.TemporalNamespace, LogFile: filepath.Join(cfg.DataDir, "temporal.log"), Retention: cfg.DevTemporalRetention,
 	}, logger)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/hookflow/hookflow/tracing"
+	"github.com/hookflow/hookflow/internal/tracing"
 )
 
 // traceFlushTimeout bounds the flush of the last spans at exit.

@@ -15,8 +15,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hookflow/hookflow/metrics"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // Config tunes the cleaner. A zero retention keeps that kind for ever.

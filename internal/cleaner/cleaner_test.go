@@ -11,8 +11,9 @@ import (
 
 	"github.com/hookflow/hookflow/internal/cleaner"
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/store"
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -37,7 +38,7 @@ func newLedger(t *testing.T) *ledger {
 
 func (l *ledger) event(t *testing.T, id, corr string, seq int64) {
 	t.Helper()
-	_, ok, err := l.st.EventInsert(l.ctx, store.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{"secret":"payload"}`), PayloadHash: []byte{byte(seq)}})
+	_, ok, err := l.st.EventInsert(l.ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{"secret":"payload"}`), PayloadHash: []byte{byte(seq)}})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, l.st.AttemptInsert(l.ctx, id, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "retry"}))

@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/hookflow/hookflow/config"
+	"github.com/hookflow/hookflow/internal/config"
 )
 
 const root = "../.."

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/hookflow/hookflow/tracing"
+	"github.com/hookflow/hookflow/internal/tracing"
 )
 
 // Install makes a provider that records every span into the returned

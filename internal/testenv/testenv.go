@@ -12,26 +12,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookflow/hookflow/devstack"
+	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/schema"
 )
 
 // env holds the package's services. Tests share it through the helpers
 // below; it is the one piece of package-level state, set once per test binary.
 var env struct {
+	pg     localpg.Suite
 	mu     sync.Mutex
-	dir    string
-	pg     *devstack.Postgres
-	pgErr  error
 	onExit []func()
 }
 
@@ -44,12 +38,7 @@ func Main(m *testing.M) int {
 	for i := len(env.onExit) - 1; i >= 0; i-- {
 		env.onExit[i]()
 	}
-	if env.pg != nil {
-		env.pg.Stop()
-	}
-	if env.dir != "" {
-		_ = os.RemoveAll(env.dir)
-	}
+	env.pg.Close()
 	return code
 }
 
@@ -66,43 +55,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func postgres(t testing.TB) *devstack.Postgres {
-	t.Helper()
-	env.mu.Lock()
-	defer env.mu.Unlock()
-	if env.pg == nil && env.pgErr == nil {
-		env.pg, env.pgErr = startPostgres()
-	}
-	if env.pgErr != nil {
-		t.Fatalf("testenv: postgres: %v", env.pgErr)
-	}
-	return env.pg
-}
-
-func startPostgres() (*devstack.Postgres, error) {
-	dir, err := os.MkdirTemp("", "hookflow-test-")
-	if err != nil {
-		return nil, err
-	}
-	// The server runs as the postgres user when we are root; it must be able
-	// to reach its data folder.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
-	env.dir = dir
-	port, err := devstack.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return devstack.StartPostgres(ctx, devstack.PostgresConfig{
-		DataDir: filepath.Join(dir, "postgres"),
-		Port:    port,
-		Fast:    true,
-	}, slog.New(slog.DiscardHandler))
-}
-
 // OnExit registers f to run when the package's tests are done, before
 // Postgres stops (package temporaltest stops its server this way).
 func OnExit(f func()) {
@@ -112,34 +64,14 @@ func OnExit(f func()) {
 }
 
 // Dir is the package's temporary folder (logs of the services live there).
-func Dir(t testing.TB) string {
-	postgres(t)
-	return env.dir
-}
+func Dir(t testing.TB) string { return env.pg.Dir(t) }
 
 // Postgres returns the package's cluster, starting it on first use.
-func Postgres(t testing.TB) *devstack.Postgres { return postgres(t) }
+func Postgres(t testing.TB) *localpg.Cluster { return env.pg.Cluster(t) }
 
 // NewDatabase creates an empty database for this test and returns its URL.
 // It is dropped when the test ends.
-func NewDatabase(t testing.TB) string {
-	t.Helper()
-	pg := postgres(t)
-	name := "t_" + randomHex(6)
-	ctx := context.Background()
-	if err := pg.EnsureDatabase(ctx, name); err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, pg.AdminURL("postgres"))
-		if err != nil {
-			return
-		}
-		defer conn.Close(ctx)
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	return pg.AdminURL(name)
-}
+func NewDatabase(t testing.TB) string { return env.pg.NewDatabase(t) }
 
 // MigratedPool is a pool on a new database (NewDatabase) with hookflow's
 // schema applied, closed when the test ends.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookflow/hookflow/devstack"
-	"github.com/hookflow/hookflow/devstack/temporaldev"
+	"github.com/hookflow/hookflow/kit/localpg"
+	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/testenv"
 )
 
@@ -46,8 +46,8 @@ func Server(t testing.TB) *temporaldev.Server {
 	return server.srv
 }
 
-func start(pg *devstack.Postgres, dir string) (*temporaldev.Server, error) {
-	port, err := devstack.FreeLowPort()
+func start(pg *localpg.Cluster, dir string) (*temporaldev.Server, error) {
+	port, err := localpg.FreeLowPort()
 	if err != nil {
 		return nil, err
 	}

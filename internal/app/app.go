@@ -1,0 +1,314 @@
+// Package app wires hookflow's pieces into the processes the hookflow
+// command runs (api, worker, dev), so the command and the end-to-end tests
+// build them the same way.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/cleaner"
+	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/starter"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/worker"
+)
+
+// NewLogger logs JSON when w is not a terminal, text when it is.
+func NewLogger(w io.Writer) *slog.Logger {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(w, nil))
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, nil))
+}
+
+// DefaultMaxConns is each process's pool size when its DSN does not set
+// pool_max_conns.
+const DefaultMaxConns = 32
+
+// ConnectPostgres opens a pool and checks the server answers.
+func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &config.UsageError{Msg: "invalid HOOKFLOW_DATABASE_URL: " + err.Error()}
+	}
+	// pool_max_conns in the DSN wins; otherwise room for the API's handlers,
+	// its sweeps and cleaner, or a worker's activities.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach Postgres at %s: %w", net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)), err)
+	}
+	return pool, nil
+}
+
+// ConnectStore opens the pool and refuses an out-of-date schema.
+func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
+	pool, err := ConnectPostgres(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := schema.CheckCurrent(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// TemporalClient dials Temporal. A lazy client connects on first use, so
+// the API can start (and accept events) while Temporal is down.
+// interceptors (tracing's, when it is on) apply to the client and to every
+// worker built from it.
+func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
+	return TemporalClientWith(ctx, cfg, logger, lazy, nil, interceptors...)
+}
+
+// TemporalClientWith is TemporalClient with the SDK's metrics sent to m's
+// registry (nil m: the SDK's metrics are dropped).
+func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, m *metrics.Metrics, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
+	opts := client.Options{
+		HostPort:     cfg.TemporalAddress,
+		Namespace:    cfg.TemporalNamespace,
+		Logger:       sdklog.NewStructuredLogger(slog.New(levelFloor{logger.Handler(), slog.LevelWarn})),
+		Interceptors: interceptors,
+	}
+	if m != nil {
+		h, err := metrics.NewTemporalHandler(m.Registry())
+		if err != nil {
+			return nil, fmt.Errorf("temporal metrics: %w", err)
+		}
+		opts.MetricsHandler = h
+	}
+	if lazy {
+		c, err := client.NewLazyClient(opts)
+		if err != nil {
+			return nil, fmt.Errorf("temporal client: %w", err)
+		}
+		return c, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (HOOKFLOW_TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// levelFloor drops records below a level; the SDK is chatty at info.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelFloor) WithAttrs(a []slog.Attr) slog.Handler {
+	return levelFloor{h.Handler.WithAttrs(a), h.min}
+}
+func (h levelFloor) WithGroup(n string) slog.Handler {
+	return levelFloor{h.Handler.WithGroup(n), h.min}
+}
+
+// NewStarter builds the starter from the settings.
+func NewStarter(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (*starter.Starter, error) {
+	return starter.New(starter.Config{
+		TaskQueue: cfg.TaskQueue, RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout,
+		StuckAfter: cfg.RepairAfter,
+	}, st, c, logger)
+}
+
+// Addrs are the addresses a served API is bound to; Metrics is empty when
+// it serves none.
+type Addrs struct {
+	API, Metrics string
+}
+
+// ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
+// down gracefully, with its /metrics on cfg.MetricsAddr when that is set.
+// The starter's sweeps run alongside. ready is called once the sockets are
+// bound.
+func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(Addrs)) error {
+	m, err := NewMetrics(logger)
+	if err != nil {
+		return err
+	}
+	return ServeAPIWith(ctx, cfg, st, c, logger, m, ready)
+}
+
+// NewMetrics makes a fresh registry with hookflow's instruments in it.
+func NewMetrics(logger *slog.Logger) (*metrics.Metrics, error) {
+	m, err := metrics.New(prometheus.NewRegistry(), logger)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return m, nil
+}
+
+// Targets is the delivery policy of the settings: which private targets
+// endpoints may use.
+func Targets(cfg config.Config) egress.Policy {
+	return egress.Policy{AllowPrivate: cfg.AllowPrivate, Allowlist: cfg.PrivateAllowlist}
+}
+
+// ServeAPIWith is ServeAPI with the metrics registry given: the API counts
+// accepted events in m and adds the Postgres-backed gauges (DLQ size, queue
+// depth, oldest lag) to it. Workers sharing m (hookflow dev) show up on the
+// same page. The page is served on cfg.MetricsAddr only, never on the API's
+// listener.
+func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics, ready func(Addrs)) error {
+	strt, err := NewStarter(cfg, st, c, logger)
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		if err := metrics.RegisterStore(m.Registry(), st, logger); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if err := cleaner.CheckRetentions(cfg.PayloadRetention, cfg.AttemptRetention, cfg.KeyRetention); err != nil {
+		return &config.UsageError{Msg: err.Error()}
+	}
+	cl, err := cleaner.New(cleaner.Config{
+		PayloadRetention: cfg.PayloadRetention, AttemptRetention: cfg.AttemptRetention, KeyRetention: cfg.KeyRetention,
+		Interval: cfg.CleanerInterval,
+	}, st, logger, m)
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(api.RouterConfig{
+		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
+		EventsPerSecond: cfg.EventsRateLimit,
+	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger, Metrics: m})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (HOOKFLOW_API_ADDR): %w", cfg.APIAddr, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go strt.Run(sweepCtx)
+	go cl.Run(sweepCtx)
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(ln) }()
+	addrs := Addrs{API: ln.Addr().String()}
+	if cfg.MetricsAddr != "" && m != nil {
+		bound := make(chan string, 1)
+		go func() { errc <- ServeMetrics(sweepCtx, cfg.MetricsAddr, m, func(a string) { bound <- a }) }()
+		select {
+		case addrs.Metrics = <-bound:
+		case err := <-errc:
+			_ = hs.Close()
+			return err
+		}
+	}
+	if ready != nil {
+		ready(addrs)
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve api: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down api: %w", err)
+	}
+	return nil
+}
+
+// StartWorker starts one worker on the task queue; Stop drains it.
+func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (sdkworker.Worker, error) {
+	return StartWorkerWith(cfg, st, c, logger, nil)
+}
+
+// StartWorkerWith is StartWorker with delivery metrics recorded in m (nil:
+// none).
+func StartWorkerWith(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics) (sdkworker.Worker, error) {
+	strt, err := NewStarter(cfg, st, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	acts, err := activities.New(activities.Deps{Store: st, HTTP: Targets(cfg).NewClient(), Logger: logger, Metrics: m, Sequencer: strt})
+	if err != nil {
+		return nil, err
+	}
+	w, err := worker.New(c, worker.Config{TaskQueue: cfg.TaskQueue}, acts)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	return w, nil
+}
+
+// ServeMetrics serves m at http://addr/metrics until ctx is done; workers
+// run it when HOOKFLOW_METRICS_ADDR is set. ready is called once the
+// socket is bound.
+func ServeMetrics(ctx context.Context, addr string, m *metrics.Metrics, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (HOOKFLOW_METRICS_ADDR): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down metrics: %w", err)
+	}
+	return nil
+}

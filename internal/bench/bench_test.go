@@ -1,0 +1,103 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/bench"
+)
+
+// TestBenchShortRun builds the hookflow binary and runs the short bench end
+// to end (real Postgres, real Temporal server, real processes). It prints the
+// figures and checks that every scenario delivered every event; it never
+// asserts on speed, which depends on the machine and whatever else runs on it.
+func TestBenchShortRun(t *testing.T) {
+	root := moduleRoot(t)
+	bin := filepath.Join(t.TempDir(), "hookflow")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hookflow")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--events", "300", "--idle-events", "10", "--json", jsonPath)
+	// On timeout, interrupt: the bench then stops its stack (Postgres too).
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 2 * time.Minute
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	t.Logf("hookflow bench --events 300:\n%s", stdout.String())
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+
+	table := stdout.String()
+	for _, name := range bench.ScenarioNames() {
+		require.Contains(t, table, name)
+	}
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	got := map[string]bench.ScenarioResult{}
+	for _, s := range rep.Scenarios {
+		got[s.Name] = s
+	}
+	for _, name := range bench.ScenarioNames() {
+		s, ok := got[name]
+		require.True(t, ok, "scenario %s missing from the JSON", name)
+		require.Positive(t, s.Events, name)
+		require.Equal(t, s.Events, s.Delivered, "%s: every event delivered", name)
+		require.Positive(t, s.EventsPerSec, name)
+		if strings.HasPrefix(name, bench.ScenarioBaselineFast) {
+			// Its worker may commit before the start call's answer reaches
+			// the bench (eager start), so its accept→commit can be about 0.
+			require.Positive(t, s.LatencyMS.Max, name)
+		} else {
+			require.Positive(t, s.LatencyMS.P50, name)
+		}
+		if strings.HasPrefix(name, "hookflow-") {
+			require.NotNil(t, s.InOrder, name)
+			require.True(t, *s.InOrder, "%s: the receiver applied every correlation in order", name)
+			require.Positive(t, s.HistoryPerEvent, name)
+		}
+	}
+	require.Positive(t, rep.Ratios.OrderedVsBaseline)
+	require.Positive(t, rep.Ratios.OrderedVsBaselineFast)
+	require.Positive(t, rep.Ratios.SingleKeyVsBaselineFast)
+	require.Len(t, rep.Ratios.OrderedPerRoundVsFast, rep.Settings.Rounds)
+	// The fast baseline is only the floor if its starts really ran eagerly.
+	require.NotNil(t, rep.EagerStarts)
+	require.Positive(t, rep.EagerStarts.Accepted, "no fast baseline start ran eagerly")
+	// Every sequencer run is counted, and each ordered correlation has one.
+	require.Len(t, rep.Sequencers, 2)
+	for _, s := range rep.Sequencers {
+		require.GreaterOrEqual(t, s.Runs, s.Correlations, s.Scenario)
+		require.Positive(t, s.MaxRunLength, s.Scenario)
+	}
+	require.Len(t, rep.Targets, 6)
+	for _, tg := range rep.Targets {
+		require.NotEmpty(t, tg.Measured, tg.Goal)
+	}
+	require.Contains(t, table, "targets (issue 15):")
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	require.NoError(t, err)
+	gomod := strings.TrimSpace(string(out))
+	require.NotEmpty(t, gomod, "not inside the hookflow module")
+	require.NotEqual(t, os.DevNull, gomod, "not inside the hookflow module")
+	return filepath.Dir(gomod)
+}

@@ -1,0 +1,118 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/metrics"
+	"github.com/hookflow/hookflow/internal/store"
+)
+
+func newMetrics(t *testing.T) *metrics.Metrics {
+	t.Helper()
+	m, err := metrics.New(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	return m
+}
+
+func TestNilMetricsRecordNothing(t *testing.T) {
+	t.Parallel()
+	var m *metrics.Metrics
+	m.EventAccepted("ep")
+	m.Attempt("ep", "delivered", time.Millisecond, true)
+	m.Retry("ep")
+	m.DeadLettered("ep")
+}
+
+func TestDeliveryInstruments(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t)
+	m.EventAccepted("ep_a")
+	m.Attempt("ep_a", "retry", 20*time.Millisecond, false)
+	m.Retry("ep_a")
+	m.Attempt("ep_a", "retry", 20*time.Millisecond, false)
+	m.Retry("ep_a")
+	m.Attempt("ep_b", "permanent", time.Millisecond, false)
+	m.DeadLettered("ep_b")
+
+	out := scrape(t, m)
+	require.Contains(t, out, `hookflow_events_accepted_total{endpoint_id="ep_a"} 1`)
+	require.Contains(t, out, `hookflow_delivery_retries_total{endpoint_id="ep_a"} 2`)
+	require.Contains(t, out, `hookflow_endpoint_consecutive_failures{endpoint_id="ep_a"} 2`)
+	require.Contains(t, out, `hookflow_events_dead_lettered_total{endpoint_id="ep_b"} 1`)
+	require.Contains(t, out, `hookflow_delivery_attempt_duration_seconds_count{endpoint_id="ep_a",outcome="retry"} 2`)
+
+	m.Attempt("ep_a", "delivered", 5*time.Millisecond, true)
+	out = scrape(t, m)
+	require.Contains(t, out, `hookflow_endpoint_consecutive_failures{endpoint_id="ep_a"} 0`)
+	require.Contains(t, out, `hookflow_events_delivered_total{endpoint_id="ep_a"} 1`)
+}
+
+type fakeStats struct {
+	s   store.Summary
+	err error
+}
+
+func (f fakeStats) StatsSummary(context.Context) (store.Summary, error) { return f.s, f.err }
+
+func TestStoreGaugesReadOnScrape(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	require.NoError(t, metrics.RegisterStore(m.Registry(), fakeStats{s: store.Summary{Queued: 2, InFlight: 3, DeadLettersOpen: 4, OldestLagSeconds: 12.5}}, logger))
+	out := scrape(t, m)
+	for _, want := range []string{"hookflow_events_queued 2", "hookflow_events_in_flight 3", "hookflow_dead_letters_open 4",
+		"hookflow_oldest_undelivered_age_seconds 12.5", "hookflow_store_up 1"} {
+		require.Contains(t, out, want)
+	}
+
+	down := newMetrics(t)
+	require.NoError(t, metrics.RegisterStore(down.Registry(), fakeStats{err: errors.New("db down")}, logger))
+	out = scrape(t, down)
+	require.Contains(t, out, "hookflow_store_up 0")
+	require.NotContains(t, out, "hookflow_dead_letters_open")
+}
+
+// TestTemporalHandler feeds the adapter as the SDK does (tags that vary
+// per call site) and checks the families are consistent and valid.
+func TestTemporalHandler(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	h, err := metrics.NewTemporalHandler(reg)
+	require.NoError(t, err)
+	base := h.WithTags(map[string]string{"namespace": "default"})
+	base.Counter("temporal_request").Inc(1)
+	base.WithTags(map[string]string{"operation": "StartWorkflowExecution"}).Counter("temporal_request").Inc(2)
+	base.WithTags(map[string]string{"task_queue": "q"}).Gauge("temporal_worker_task_slots_available").Update(7)
+	base.Timer("temporal_request_latency").Record(30 * time.Millisecond)
+
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, fams, 3)
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := rec.Body.String()
+	require.Contains(t, out, `temporal_request_total{namespace="default",operation=""} 1`)
+	require.Contains(t, out, `temporal_request_total{namespace="default",operation="StartWorkflowExecution"} 2`)
+	require.Contains(t, out, `temporal_worker_task_slots_available{namespace="default",task_queue="q"} 7`)
+	require.Contains(t, out, `temporal_request_latency_seconds_count{namespace="default"} 1`)
+	require.Contains(t, out, `temporal_request_latency_seconds_bucket{namespace="default",le="0.05"} 1`)
+	require.Contains(t, out, `temporal_request_latency_seconds_bucket{namespace="default",le="0.025"} 0`)
+}
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, 200, rec.Code)
+	return rec.Body.String()
+}

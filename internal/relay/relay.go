@@ -1,0 +1,423 @@
+// Package relay moves transactional-outbox rows into hookflow. For each row
+// it does what POST /v1/events does: judge the event with package intake,
+// store it in hookflow's ledger (the same id with the same content is already
+// there, which is fine), and start its workflow with workflow ID = the event's
+// key, so a relay that crashes and tries again never duplicates anything. Only
+// then is the row marked relayed.
+//
+// Relays claim a correlation, not a row: several may run at once, each
+// correlation is worked on by one of them at a time, and its rows go in
+// sequence order. While Temporal (or hookflow's database) is unavailable the
+// row stays pending and the relay backs off; it catches up by itself.
+package relay
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/kit/outbox"
+)
+
+// Ledger is the part of hookflow's store the relay writes to.
+type Ledger interface {
+	EndpointGet(ctx context.Context, id string) (store.Endpoint, error)
+	EventInsert(ctx context.Context, e intake.Event) (store.Event, bool, error)
+	EventGet(ctx context.Context, id string) (store.Event, error)
+}
+
+// Starter starts an event's workflow and marks the event waiting
+// (*starter.Starter).
+type Starter interface {
+	Start(ctx context.Context, ev store.Event) error
+}
+
+// Config tunes a relay; zero values take the defaults.
+type Config struct {
+	// PollInterval is how often the outbox is read without a notification
+	// (notifications are lost while the listener is disconnected). Default 1 s.
+	PollInterval time.Duration
+	// BatchSize is how many rows of one correlation one claim takes. Default 100.
+	BatchSize int
+	// ClaimBudget ends a claim early, committing what it did, once it has
+	// lasted this long: a claim is a transaction in the producer's database,
+	// and a slow Temporal must not stretch it. Default 5 s.
+	ClaimBudget time.Duration
+	// Concurrency is how many correlations one relay works on at once. Each
+	// holds a connection of the outbox pool while it works: size the pool
+	// for Concurrency plus two. Default 8.
+	Concurrency int
+	// StartTimeout bounds one workflow start, with the ledger update after
+	// it (which waits while the API's sweep holds the event). Default 30 s;
+	// the Temporal client gives up on an unreachable server after 10 s.
+	StartTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the exponential pause after a round
+	// failed for a transient reason. Defaults 250 ms and 10 s.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// LagLogInterval is how often the lag is logged while rows wait, and
+	// relayed rows past Retention are pruned. Default 30 s.
+	LagLogInterval time.Duration
+	// Retention is how long relayed rows stay in the outbox (for operators
+	// to look at); then they are deleted. Default 7 days.
+	Retention time.Duration
+}
+
+// Deps are the relay's collaborators; all are required.
+type Deps struct {
+	Outbox  *outbox.Source
+	Ledger  Ledger
+	Starter Starter
+	Logger  *slog.Logger
+}
+
+// Relay moves outbox rows into hookflow.
+type Relay struct {
+	cfg  Config
+	deps Deps
+}
+
+// New returns a Relay.
+func New(cfg Config, deps Deps) (*Relay, error) {
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 100)
+	cfg.ClaimBudget = cmp.Or(cfg.ClaimBudget, 5*time.Second)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 8)
+	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, 30*time.Second)
+	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, 250*time.Millisecond)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, 10*time.Second)
+	cfg.LagLogInterval = cmp.Or(cfg.LagLogInterval, 30*time.Second)
+	cfg.Retention = cmp.Or(cfg.Retention, 7*24*time.Hour)
+	if deps.Outbox == nil || deps.Ledger == nil || deps.Starter == nil || deps.Logger == nil {
+		return nil, errors.New("relay: outbox, ledger, starter and logger are required")
+	}
+	if cfg.PollInterval < 0 || cfg.BatchSize < 1 || cfg.ClaimBudget < 0 || cfg.Concurrency < 1 || cfg.StartTimeout < 0 ||
+		cfg.MinBackoff < 0 || cfg.MaxBackoff < cfg.MinBackoff || cfg.LagLogInterval < 0 || cfg.Retention < 0 {
+		return nil, errors.New("relay: invalid config")
+	}
+	return &Relay{cfg: cfg, deps: deps}, nil
+}
+
+// Lag returns how many outbox rows are not relayed yet and how long the
+// oldest of them has waited.
+func (r *Relay) Lag(ctx context.Context) (count int, oldest time.Duration, err error) {
+	return r.deps.Outbox.Lag(ctx)
+}
+
+// Run relays until ctx is done, then returns nil. It wakes on the outbox's
+// notifications and polls every PollInterval besides; after a round that
+// failed for a transient reason it backs off exponentially up to MaxBackoff.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.listen(ctx, wake) }()
+	go func() { defer wg.Done(); r.housekeep(ctx) }()
+	defer wg.Wait()
+
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	var pause backoff
+	for {
+		n, err := r.RelayOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			d := pause.next(r.cfg.MinBackoff, r.cfg.MaxBackoff)
+			r.deps.Logger.Warn("outbox relay paused", "error", err, "relayed", n, "retry_in", d.Round(time.Millisecond).String())
+			if !sleep(ctx, d) {
+				return nil
+			}
+			continue
+		}
+		if pause.failures > 0 {
+			r.deps.Logger.Info("outbox relay resumed", "after_failures", pause.failures)
+			pause = backoff{}
+		}
+		if n > 0 {
+			continue // more may be waiting
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// RelayOnce relays what is pending now, one claim per correlation, and
+// returns how many rows it relayed. An error means some rows stayed pending
+// for a transient reason (Temporal or a database unavailable); rows hookflow
+// refuses are marked failed, which is not an error of the round.
+func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	corrs, err := r.deps.Outbox.CorrelationsPending(ctx, r.cfg.Concurrency*8)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		mu    sync.Mutex
+		total int
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	jobs := make(chan string)
+	for range min(r.cfg.Concurrency, len(corrs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range jobs {
+				n, err := r.relayCorrelation(ctx, c)
+				mu.Lock()
+				total += n
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, c := range corrs {
+		mu.Lock()
+		failed := len(errs) > 0
+		mu.Unlock()
+		// After one transient failure the rest would most likely wait out
+		// the same outage, one start timeout each: leave them to the next
+		// round, after the backoff.
+		if failed || ctx.Err() != nil {
+			break
+		}
+		jobs <- c
+	}
+	close(jobs)
+	wg.Wait()
+	return total, errors.Join(errs...)
+}
+
+// relayCorrelation relays one claim's rows of the correlation in sequence
+// order, stopping at the first transient error or when the claim's budget is
+// spent (the next round goes on from there).
+func (r *Relay) relayCorrelation(ctx context.Context, correlationID string) (int, error) {
+	n := 0
+	_, err := r.deps.Outbox.Claim(ctx, correlationID, r.cfg.BatchSize, func(ctx context.Context, c *outbox.Claim) error {
+		began := time.Now()
+		for _, row := range c.Rows {
+			if time.Since(began) > r.cfg.ClaimBudget {
+				break
+			}
+			reason, err := r.relayRow(ctx, row)
+			if err != nil {
+				return errors.Join(err, c.NoteError(ctx, row, err.Error()))
+			}
+			if reason != "" {
+				if err := c.MarkFailed(ctx, row, reason); err != nil {
+					return err
+				}
+				r.deps.Logger.Warn("outbox event refused by hookflow", "event_id", row.Event.ID,
+					"correlation_id", row.Event.CorrelationID, "sequence", row.Event.Sequence, "reason", reason)
+				continue
+			}
+			if err := c.MarkRelayed(ctx, row); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		// The claim commits what was marked before the error, but a failed
+		// commit undoes all of it; either way those rows are safe to relay
+		// again, so report none rather than guess.
+		return 0, err
+	}
+	return n, nil
+}
+
+// relayRow puts one row into hookflow. It returns a non-empty reason when
+// hookflow refuses the event for good (as the API would with 4xx), and an
+// error when the row should be tried again later.
+func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
+	ev, fe := intake.Validate(row.Event.Request())
+	if fe != nil {
+		return fmt.Sprintf("invalid event: %s: %s", fe.Field, fe.Detail), nil
+	}
+	if !bytes.Equal(ev.PayloadHash, row.PayloadHash) {
+		// Enqueue stores the hash of what it stores; a mismatch means the
+		// row was written or edited around it.
+		return "payload_hash does not match the row's content (row not written by outbox.Enqueue?)", nil
+	}
+	if _, err := r.deps.Ledger.EndpointGet(ctx, ev.EndpointID); errors.Is(err, store.ErrNotFound) {
+		return "unknown endpoint " + ev.EndpointID, nil
+	} else if err != nil {
+		return "", err
+	}
+	stored, inserted, err := r.deps.Ledger.EventInsert(ctx, ev)
+	if err != nil {
+		return "", err
+	}
+	if !inserted {
+		existing, err := r.deps.Ledger.EventGet(ctx, ev.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return fmt.Sprintf("sequence %d of correlation %s is already taken by another event", ev.Sequence, ev.CorrelationID), nil
+		case err != nil:
+			return "", err
+		case !bytes.Equal(existing.PayloadHash, ev.PayloadHash):
+			return fmt.Sprintf("event %s was accepted with different content; a key names one event forever", ev.ID), nil
+		}
+		stored = existing
+	}
+	if stored.State != contract.StateQueued {
+		return "", nil // its workflow exists already
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
+	defer cancel()
+	err = r.deps.Starter.Start(sctx, stored)
+	if err == nil {
+		return "", nil
+	}
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) {
+		// Temporal refuses this input whatever we do (too large, say).
+		// The ledger row stays queued; an operator has to act on it.
+		return "workflow start rejected: " + err.Error(), nil
+	}
+	// The API's sweep may have started the same event meanwhile and hold
+	// its row while it works through its batch, so that marking it here
+	// timed out: once the ledger says it left queued, the workflow exists.
+	if now, gerr := r.deps.Ledger.EventGet(ctx, stored.ID); gerr == nil && now.State != contract.StateQueued {
+		return "", nil
+	}
+	return "", err
+}
+
+// listen pokes wake on every outbox notification, reconnecting (with
+// backoff) when the connection drops. After each (re)connect it pokes once,
+// since notifications sent while disconnected are lost.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	var pause backoff
+	for ctx.Err() == nil {
+		l, err := r.deps.Outbox.Listen(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				d := pause.next(r.cfg.MinBackoff, r.cfg.MaxBackoff)
+				r.deps.Logger.Warn("outbox listener down; polling only", "error", err, "retry_in", d.Round(time.Millisecond).String())
+				sleep(ctx, d)
+			}
+			continue
+		}
+		pause = backoff{}
+		for {
+			poke(wake)
+			if err := l.Wait(ctx); err != nil {
+				if ctx.Err() == nil {
+					r.deps.Logger.Warn("outbox listener lost", "error", err)
+				}
+				break
+			}
+		}
+		_ = l.Close(context.WithoutCancel(ctx))
+	}
+}
+
+// housekeep logs the lag every LagLogInterval while rows wait (and once
+// when the outbox has caught up), and prunes relayed rows past Retention.
+func (r *Relay) housekeep(ctx context.Context) {
+	t := time.NewTicker(r.cfg.LagLogInterval)
+	defer t.Stop()
+	waiting := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.logLag(ctx, &waiting); err != nil && ctx.Err() == nil {
+			r.deps.Logger.Warn("read outbox lag", "error", err)
+		}
+		if n, err := r.prune(ctx); err != nil && ctx.Err() == nil {
+			r.deps.Logger.Warn("prune relayed outbox events", "error", err, "pruned", n)
+		} else if n > 0 {
+			r.deps.Logger.Info("pruned relayed outbox events", "count", n, "retention", r.cfg.Retention.String())
+		}
+	}
+}
+
+func (r *Relay) logLag(ctx context.Context, waiting *bool) error {
+	count, oldest, err := r.Lag(ctx)
+	if err != nil {
+		return err
+	}
+	failed, err := r.deps.Outbox.FailedCount(ctx)
+	if err != nil {
+		return err
+	}
+	if count > 0 || *waiting {
+		r.deps.Logger.Info("outbox lag", "pending", count, "oldest_seconds", oldest.Seconds(), "failed", failed)
+	}
+	*waiting = count > 0
+	return nil
+}
+
+// prune deletes relayed rows past retention, a batch at a time, at most
+// 100 batches per call so it never holds up the next lag report for long.
+func (r *Relay) prune(ctx context.Context) (int, error) {
+	const batch = 1000
+	total := 0
+	for range 100 {
+		n, err := r.deps.Outbox.PruneRelayed(ctx, r.cfg.Retention, batch)
+		total += n
+		if err != nil || n < batch {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func poke(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// sleep waits d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// backoff doubles from min to max, with ±20 % jitter so relays that failed
+// together do not retry in step.
+type backoff struct {
+	failures int
+	cur      time.Duration
+}
+
+func (b *backoff) next(lo, hi time.Duration) time.Duration {
+	b.failures++
+	if b.cur == 0 {
+		b.cur = lo
+	} else {
+		b.cur = min(b.cur*2, hi)
+	}
+	return time.Duration(float64(b.cur) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,306 @@
+// Package starter carries events between the ledger and Temporal. It makes
+// an accepted event a workflow (its arrival at its correlation's sequencer,
+// then its EventWorkflow, released or waiting as the sequencer answered),
+// hands a finished event over to the sequencer and passes the release it
+// answers on to the next event, and signals a dead letter's workflow for an
+// operator. Its sweeps start what Temporal could not take when it was down
+// and repair what an operator's Terminate or Reset in the Web UI broke, so
+// no correlation stays blocked. An event's workflow ID is its key, so no
+// start repeated after a crash ever duplicates one.
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// Config tunes the starter.
+type Config struct {
+	TaskQueue       string
+	RecoveryWindow  time.Duration
+	DeliveryTimeout time.Duration
+	// SweepInterval is how often the sweeps run (default 1 s).
+	SweepInterval time.Duration
+	// QueuedAfter leaves fresh events to the request that stored them: the
+	// sweep starts events queued for longer (default 2 s).
+	QueuedAfter time.Duration
+	// StuckAfter is how long the next event of a correlation may go
+	// unchanged before the sweep looks at its workflow and sequencer
+	// (default 30 s), and how long it then leaves it alone.
+	StuckAfter time.Duration
+}
+
+// Starter turns stored events into workflows and carries the sequencer's
+// decisions to them.
+type Starter struct {
+	cfg      Config
+	store    *store.Store
+	temporal client.Client
+	logger   *slog.Logger
+}
+
+// New returns a Starter; store, client and logger are required.
+func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*Starter, error) {
+	if st == nil || c == nil || logger == nil {
+		return nil, errors.New("starter: store, temporal client and logger are required")
+	}
+	if cfg.TaskQueue == "" || cfg.RecoveryWindow <= 0 {
+		return nil, errors.New("starter: task queue and recovery window are required")
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Second
+	}
+	if cfg.QueuedAfter <= 0 {
+		cfg.QueuedAfter = 2 * time.Second
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 30 * time.Second
+	}
+	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger}, nil
+}
+
+// Input builds the workflow input of a stored event, waiting for its
+// release.
+func (s *Starter) Input(ev store.Event) workflows.EventInput {
+	return workflows.EventInput{
+		Event: activities.DeliverInput{
+			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
+			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
+		},
+		RecoveryWindow: s.cfg.RecoveryWindow,
+	}
+}
+
+// HeldStartDelay is how long the workflow of a held event waits before its
+// first workflow task, unless its release comes first: the release is a
+// signal-with-start, which ends the delay at once and delivers the release
+// in that first task. A held event thus costs one workflow task, not two
+// (one to start waiting and one to be released). One still held when the
+// delay ends (its predecessor is slow, or dead-lettered) runs its first
+// task then and waits for the release signal as any workflow would. It is
+// the default recovery window: the time an event before it may take, and
+// how long Temporal keeps the delay's timer.
+const HeldStartDelay = 5 * time.Minute
+
+// Start makes a stored event a workflow: it tells the event's sequencer it
+// arrived (update-with-start, which starts the sequencer if it is not
+// running), then starts the event's workflow with the answer, released if
+// the event is next, waiting otherwise, and marks the event waiting in the
+// ledger. A repeat is harmless: the sequencer answers a repeated arrival as
+// it did the first, and the workflow ID is the event's key.
+func (s *Starter) Start(ctx context.Context, ev store.Event) error {
+	runID, err := s.start(ctx, ev)
+	if err != nil {
+		return err
+	}
+	return s.store.EventMarkStarted(ctx, ev.ID, runID)
+}
+
+// start is Start without the ledger's mark; it returns the run it started
+// ("" when the workflow existed, or the sequencer is past the event).
+func (s *Starter) start(ctx context.Context, ev store.Event) (string, error) {
+	ann, err := s.arrive(ctx, ev)
+	if err != nil || ann.Finished {
+		return "", err // Finished: its sequencer is past it, it ended already
+	}
+	in := s.Input(ev)
+	if ann.Released {
+		in.Released = &contract.Release{Sequence: ev.Sequence, Skipped: ann.Skipped}
+	}
+	return s.execute(ctx, ev, in)
+}
+
+func (s *Starter) arrive(ctx context.Context, ev store.Event) (contract.Announcement, error) {
+	var ann contract.Announcement
+	err := s.updateSequencer(ctx, ev.CorrelationID, contract.UpdateArrive, []any{contract.Arrival{Sequence: ev.Sequence, EventID: ev.ID}}, &ann)
+	return ann, err
+}
+
+// Finished tells the correlation's sequencer that its released event is
+// finished and releases the event it names next (activities.Sequencer). A
+// sequencer that is not running (it was terminated) is started by it and
+// loads the correlation from the ledger, where the finished event is
+// recorded already.
+func (s *Starter) Finished(ctx context.Context, correlationID string, d contract.Done) error {
+	var h contract.Handoff
+	if err := s.updateSequencer(ctx, correlationID, contract.UpdateFinished, []any{d}, &h); err != nil {
+		return err
+	}
+	return s.release(ctx, h)
+}
+
+// Resync makes the correlation's sequencer merge the ledger into its state
+// and passes the release it answers on.
+func (s *Starter) Resync(ctx context.Context, correlationID string) error {
+	var h contract.Handoff
+	if err := s.updateSequencer(ctx, correlationID, contract.UpdateResync, nil, &h); err != nil {
+		return err
+	}
+	return s.release(ctx, h)
+}
+
+// updateSequencer sends an update to the correlation's sequencer, starting
+// it when it is not running, and decodes the answer into out.
+func (s *Starter) updateSequencer(ctx context.Context, correlationID, update string, args []any, out any) error {
+	start := s.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       contract.SequencerID(correlationID),
+		TaskQueue:                contract.SequencerTaskQueue(s.cfg.TaskQueue),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.CorrelationIDKey.ValueSet(correlationID)),
+	}, contract.SequencerWorkflow, workflows.SequencerInput{CorrelationID: correlationID})
+	h, err := s.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName: update, Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err == nil {
+		err = h.Get(ctx, out)
+	}
+	if err != nil {
+		return fmt.Errorf("%s update to sequencer of %s: %w", update, correlationID, err)
+	}
+	return nil
+}
+
+// release passes a sequencer's release on to the event it names, by the
+// release signal, sent with signal-with-start: it ends a held workflow's
+// start delay (HeldStartDelay) at once, and starts the workflow again if it
+// is not running (an operator terminated it while it waited); one that
+// completed is left alone. A second release is ignored by its receiver, so
+// a repeat is harmless.
+func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
+	if h.EventID == "" {
+		return nil
+	}
+	ev, err := s.store.EventGet(ctx, h.EventID)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", h.EventID, err)
+	}
+	if ev.State.Final() {
+		return nil
+	}
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
+		s.signalStartOptions(ev, contract.StateWaiting), contract.EventWorkflow, s.Input(ev))
+	if isAlreadyStarted(err) {
+		return nil // its last run completed
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: %w", h.EventID, err)
+	}
+	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
+		return nil
+	}
+	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again released", run.GetRunID())
+}
+
+// startOptions start an event's workflow: its ID is the key, a completed
+// run is never repeated (a failed or terminated one may be started again),
+// and the search attributes the Web UI filters on are set at once. A held
+// (waiting) event's first task is put off until its release
+// (HeldStartDelay).
+func (s *Starter) startOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
+	opts := client.StartWorkflowOptions{
+		ID:                       ev.ID,
+		TaskQueue:                s.cfg.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// The first task runs on this process's worker when it has one
+		// (hookflow dev), without a round trip through matching.
+		EnableEagerStart: true,
+		// Tell "it exists" apart (the SDK otherwise returns the running one).
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			contract.CorrelationIDKey.ValueSet(ev.CorrelationID),
+			contract.SequenceKey.ValueSet(ev.Sequence),
+			contract.DeliveryStateKey.ValueSet(string(state)),
+		),
+	}
+	if state == contract.StateWaiting {
+		opts.StartDelay, opts.EnableEagerStart = HeldStartDelay, false
+	}
+	return opts
+}
+
+// signalStartOptions are startOptions for a signal-with-start, which
+// signals the running workflow rather than failing on it.
+func (s *Starter) signalStartOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
+	opts := s.startOptions(ev, state)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = false
+	opts.EnableEagerStart, opts.StartDelay = false, 0
+	return opts
+}
+
+// execute starts the event's workflow with input in and returns the run it
+// started; "" when the workflow was running (or completed) already, which
+// is not an error.
+func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (string, error) {
+	state := contract.StateWaiting
+	switch {
+	case in.DeadLetter != nil:
+		state = contract.StateDeadLettered
+	case in.Released != nil:
+		state = contract.StateDelivering
+	}
+	run, err := s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, state), contract.EventWorkflow, in)
+	if isAlreadyStarted(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+	}
+	return run.GetRunID(), nil
+}
+
+// SignalDeadLetter sends an operator's replay or skip (signal, with arg) to
+// the workflow of the dead letter d. A workflow that is not running although
+// its event is not finished (an operator terminated it) is started again,
+// waiting on that dead letter, with the signal. ended reports an event whose
+// workflow completed: it is delivered or skipped, and nothing was sent.
+func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error) {
+	err = s.temporal.SignalWorkflow(ctx, d.EventID, "", signal, arg)
+	if !isNotFound(err) {
+		return false, err
+	}
+	ev, err := s.store.EventGet(ctx, d.EventID)
+	if err != nil {
+		return false, err
+	}
+	if ev.State.Final() {
+		return true, nil
+	}
+	in := s.Input(ev)
+	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, contract.StateDeadLettered), contract.EventWorkflow, in)
+	if isAlreadyStarted(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, s.store.EventRestarted(ctx, ev.ID, "its workflow had ended while dead-lettered; started again by an operator's "+signal, run.GetRunID())
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+func isAlreadyStarted(err error) bool {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &started)
+}

@@ -1,0 +1,183 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// sweepBatch bounds the events one sweep takes in hand.
+const sweepBatch = 100
+
+// Run runs the sweeps every SweepInterval until ctx is done: queued events
+// are started (Temporal was unavailable when they were accepted), and heads
+// that have not moved for StuckAfter are looked at (SweepHeads). Every API
+// process runs it; the ledger's leases share the work among them.
+func (s *Starter) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.SweepQueued(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Warn("start queued events", "error", err, "started", n)
+		} else if n > 0 {
+			s.logger.Info("started queued events", "count", n)
+		}
+		n, err = s.SweepHeads(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Warn("repair stuck correlations", "error", err, "repaired", n)
+		} else if n > 0 {
+			s.logger.Warn("repaired stuck correlations", "count", n)
+		}
+	}
+}
+
+// SweepQueued starts the workflows of events queued for longer than
+// QueuedAfter, one batch, and returns how many it started. It takes the
+// batch in a statement of its own and calls Temporal with no transaction
+// open.
+func (s *Starter) SweepQueued(ctx context.Context) (int, error) {
+	events, err := s.store.EventsQueuedClaim(ctx, sweepBatch, s.cfg.QueuedAfter)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ev := range events {
+		if err := s.Start(ctx, ev); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// SweepHeads looks at the next event of every correlation that has not
+// moved for StuckAfter, one batch, and repairs what an operator broke: a
+// workflow that was terminated (or failed) is started again where the
+// ledger says the event stands; a head that still waits for its release
+// (its sequencer was reset or terminated, and lost it) makes the sequencer
+// resync from the ledger; a dead letter whose replay or skip never reached
+// its workflow is reopened for the operator. It returns how many it
+// repaired. A head that is simply slow (a dead letter waiting for its
+// operator, a retry waiting for its timer) is left as it is.
+func (s *Starter) SweepHeads(ctx context.Context) (int, error) {
+	heads, err := s.store.EventsStuckHeadsClaim(ctx, sweepBatch, s.cfg.StuckAfter)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ev := range heads {
+		repaired, err := s.repairHead(ctx, ev)
+		if err != nil {
+			return n, fmt.Errorf("repair %s: %w", ev.ID, err)
+		}
+		if repaired {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) {
+	desc, err := s.temporal.DescribeWorkflowExecution(ctx, ev.ID, "")
+	if err != nil && !isNotFound(err) {
+		return false, err
+	}
+	status := desc.GetWorkflowExecutionInfo().GetStatus()
+	switch {
+	case err != nil:
+		return true, s.restart(ctx, ev, "its workflow did not exist")
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		// It finished, and its ledger row says otherwise only until the
+		// finisher's retry writes it: nothing to repair here.
+		return false, nil
+	case status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		what := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
+		return true, s.restart(ctx, ev, "its workflow was "+what)
+	case ev.State == contract.StateWaiting:
+		s.logger.Warn("next event of a correlation still waits for its release; resyncing its sequencer", "event_id", ev.ID, "correlation_id", ev.CorrelationID)
+		return true, s.Resync(ctx, ev.CorrelationID)
+	case ev.State == contract.StateDeadLettered:
+		return s.reopenLostClaim(ctx, ev)
+	}
+	return false, nil
+}
+
+// restart starts the workflow of an unfinished event again: waiting on its
+// dead letter when it has one open, else through its sequencer as at
+// acceptance (which answers whether it is released). It records why.
+func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error {
+	s.logger.Warn("starting an event's workflow again", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "reason", why)
+	if ev.State != contract.StateDeadLettered {
+		runID, err := s.start(ctx, ev)
+		if err != nil {
+			return err
+		}
+		return s.store.EventRestarted(ctx, ev.ID, why+"; started again", runID)
+	}
+	d, err := s.store.DeadLetterGet(ctx, ev.ID)
+	if err != nil {
+		return err
+	}
+	if d.Status != store.DeadLetterOpen {
+		// A replay or skip was claimed for it, and its workflow ended before
+		// carrying it out: the operator has to act again.
+		if err := s.store.DeadLetterReopen(ctx, d.EventID, d.Generation); err != nil {
+			return err
+		}
+	}
+	in := s.Input(ev)
+	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
+	runID, err := s.execute(ctx, ev, in)
+	if err != nil {
+		return err
+	}
+	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, waiting on its dead letter", runID)
+}
+
+// reopenLostClaim reopens a dead letter that an operator replayed or
+// skipped when its workflow still waits on it after StuckAfter: the signal
+// never arrived (Temporal and the ledger failed together, so the API could
+// not undo its claim).
+func (s *Starter) reopenLostClaim(ctx context.Context, ev store.Event) (bool, error) {
+	d, err := s.store.DeadLetterGet(ctx, ev.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && d.Status == store.DeadLetterOpen) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	claimed := d.ReplayedAt
+	if d.Status == store.DeadLetterSkipped {
+		claimed = d.SkippedAt
+	}
+	if claimed == nil || time.Since(*claimed) < s.cfg.StuckAfter {
+		return false, nil // the workflow may not have got to it yet
+	}
+	v, err := s.temporal.QueryWorkflow(ctx, ev.ID, "", contract.QueryState)
+	if err != nil {
+		return false, err
+	}
+	var st contract.EventStatus
+	if err := v.Get(&st); err != nil {
+		return false, err
+	}
+	if st.State != contract.StateDeadLettered || st.Generation != d.Generation {
+		return false, nil
+	}
+	s.logger.Warn("reopening a dead letter whose replay or skip never reached its workflow", "event_id", ev.ID, "generation", d.Generation)
+	return true, s.store.DeadLetterReopen(ctx, d.EventID, d.Generation)
+}

@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/schema"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// TestStats: a correlation missing its next sequence and one held by a
+// dead letter are blocked; one merely in flight is not.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	insertEvent(t, st, "gap-2", "gap", 2)       // 1 never arrived
+	insertEvent(t, st, "dl-1", "dl", 1)         // dead-lettered
+	insertEvent(t, st, "dl-2", "dl", 2)         // held behind it
+	insertEvent(t, st, "ok-1", "ok", 1)         // delivering
+	insertEvent(t, st, "done-1", "done", 1)     // delivered
+	insertEvent(t, st, "queued-1", "queued", 1) // still queued
+	for _, id := range []string{"gap-2", "dl-1", "dl-2", "ok-1", "done-1"} {
+		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
+	}
+	_, _, err := st.EventStartAttempt(ctx, "dl-1", "ep")
+	require.NoError(t, err)
+	require.NoError(t, st.EventMarkDeadLettered(ctx, "dl-1"))
+	_, err = st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"})
+	require.NoError(t, err)
+	_, _, err = st.EventStartAttempt(ctx, "ok-1", "ep")
+	require.NoError(t, err)
+	_, _, err = st.EventStartAttempt(ctx, "done-1", "ep")
+	require.NoError(t, err)
+	require.NoError(t, st.EventFinish(ctx, "done-1", "done", 1, contract.StateDelivered, time.Now()))
+
+	sm, err := st.StatsSummary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, store.Summary{Queued: 1, InFlight: 3, DeliveredLast5m: 1, DeadLettersOpen: 1, OldestLagSeconds: sm.OldestLagSeconds}, sm)
+	require.Greater(t, sm.OldestLagSeconds, 0.0)
+
+	blocked, total, err := st.StatsBlockedCorrelations(ctx, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, total)
+	byID := map[string]store.BlockedCorrelation{}
+	for _, b := range blocked {
+		byID[b.CorrelationID] = b
+	}
+	require.Equal(t, "missing", byID["gap"].BlockedBy)
+	require.Nil(t, byID["gap"].BlockingEventID)
+	require.EqualValues(t, 1, byID["gap"].NextSequence)
+	require.Equal(t, string(contract.StateDeadLettered), byID["dl"].BlockedBy)
+	require.Equal(t, "dl-1", *byID["dl"].BlockingEventID)
+	require.EqualValues(t, 1, byID["dl"].Parked)
+
+	top, total, err := st.StatsBlockedCorrelations(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, top, 1)
+	require.EqualValues(t, 2, total, "the count is of all blocked correlations, not the page")
+}
+
+// TestStatsReadOnlyThePendingRows: on a ledger of mostly delivered history
+// the stats queries reach events through the partial indexes and
+// correlations by primary key, never by scanning either table, so
+// their cost follows the backlog rather than the history.
+func TestStatsReadOnlyThePendingRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.MigratedPool(t)
+
+	// 20,000 delivered long ago over 2,000 correlations, 200 delivered just
+	// now, 500 skipped, and a backlog of 120 (queued, waiting, delivering,
+	// dead-lettered) across 30 correlations whose sequence 1 never came.
+	_, err := pool.Exec(ctx, `
+INSERT INTO endpoints (id, url, secret) VALUES ('ep', 'https://example.com/hook', 'whsec_x');
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, delivered_at)
+SELECT 'old-'||g, 'c'||(g % 2000), g / 2000 + 1, 'ep', 't', '{}', '\x01', 'delivered', now() - interval '2 days', now() - interval '1 day'
+FROM generate_series(1, 20000) g;
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, delivered_at)
+SELECT 'new-'||g, 'n'||(g % 50), g / 50 + 1, 'ep', 't', '{}', '\x01', 'delivered', now() - interval '2 minutes', now() - interval '1 minute'
+FROM generate_series(1, 200) g;
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at)
+SELECT 'skip-'||g, 's'||(g % 100), g / 100 + 1, 'ep', 't', '{}', '\x01', 'skipped', now() - interval '1 day'
+FROM generate_series(1, 500) g;
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at)
+SELECT 'pend-'||g, 'p'||(g % 30), g / 30 + 2, 'ep', 't', '{}', '\x01',
+       (ARRAY['queued', 'waiting', 'delivering', 'dead_lettered'])[g % 4 + 1], now() - g * interval '1 second'
+FROM generate_series(1, 120) g;
+INSERT INTO correlations (correlation_id, next_sequence)
+SELECT correlation_id, max(sequence) + 1 FROM events WHERE state IN ('delivered', 'skipped') GROUP BY correlation_id;
+ANALYZE events;
+ANALYZE correlations;`)
+	require.NoError(t, err)
+
+	var q struct {
+		StatsSummary             string
+		StatsBlockedCorrelations string
+	}
+	require.NoError(t, schema.Load(&q))
+	plan := func(sql string, args ...any) string {
+		t.Helper()
+		var out string
+		require.NoError(t, pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&out))
+		return out
+	}
+	summary := plan(q.StatsSummary)
+	require.Contains(t, summary, `"events_pending_idx"`, summary)
+	require.Contains(t, summary, `"events_delivered_at_idx"`, summary)
+	blocked := plan(q.StatsBlockedCorrelations, 10)
+	require.Contains(t, blocked, `"events_pending_idx"`, blocked)
+	for name, p := range map[string]string{"summary": summary, "blocked": blocked} {
+		require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|correlations)"`, p, "%s scans a whole table", name)
+	}
+
+	// The rewritten queries still answer what they did.
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	sm, err := st.StatsSummary(ctx)
+	require.NoError(t, err)
+	require.Equal(t, store.Summary{Queued: 30, InFlight: 60, DeliveredLast5m: 200, OldestLagSeconds: sm.OldestLagSeconds}, sm)
+	require.InDelta(t, 120, sm.OldestLagSeconds, 5)
+	top, total, err := st.StatsBlockedCorrelations(ctx, 5)
+	require.NoError(t, err)
+	require.EqualValues(t, 30, total)
+	require.Len(t, top, 5)
+	for _, b := range top {
+		require.Equal(t, "missing", b.BlockedBy)
+		require.EqualValues(t, 1, b.NextSequence)
+		require.EqualValues(t, 4, b.Parked)
+	}
+}

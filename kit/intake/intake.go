@@ -1,0 +1,191 @@
+// Package intake decides what hookflow accepts as an event: the identifier
+// rules of the wire contract, the sequence, the payload, and the content
+// hash that tells "the same event again" from "another event under the same
+// key". The API and the outbox relay both go through it, so an event is
+// judged the same way whichever door it comes in by.
+package intake
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// FieldError names the field at fault and what is wrong with it.
+type FieldError struct {
+	Field  string
+	Detail string
+}
+
+func (e *FieldError) Error() string { return e.Detail }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Request is an event as a producer sends it. Pointer fields tell a missing
+// field from an empty one; Sequence and Data stay raw so that "3", 3.0 or a
+// non-object are refused rather than guessed at.
+type Request struct {
+	ID            *string         `json:"id"`
+	CorrelationID *string         `json:"correlation_id"`
+	Sequence      json.RawMessage `json:"sequence"`
+	EndpointID    *string         `json:"endpoint_id"`
+	Type          *string         `json:"type"`
+	Data          json.RawMessage `json:"data"`
+}
+
+// ValidKey checks an idempotency key, correlation ID or endpoint ID:
+// [A-Za-z0-9_:-], 1 to 255 characters. No "." (the signature scheme joins
+// with dots) and no "/" (sequencer workflow IDs use it).
+func ValidKey(field, v string) *FieldError {
+	if v == "" {
+		return fieldErr(field, "%s is required and must not be empty", field)
+	}
+	if len(v) > 255 {
+		return fieldErr(field, "%s must be at most 255 characters", field)
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == ':' || r == '-') {
+			return fieldErr(field, "%s may contain only A-Z a-z 0-9 _ : - (found %q)", field, r)
+		}
+	}
+	return nil
+}
+
+func required(field string, v *string) (string, *FieldError) {
+	if v == nil {
+		return "", fieldErr(field, "%s is required", field)
+	}
+	return *v, nil
+}
+
+// Event is an event hookflow accepts: every field checked, Data in canonical
+// form and PayloadHash set.
+type Event struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+	EndpointID    string
+	Type          string
+	Data          json.RawMessage
+	PayloadHash   []byte
+}
+
+// Validate checks a request and returns the event to accept.
+func Validate(req Request) (Event, *FieldError) {
+	var ev Event
+	var fe *FieldError
+	if ev.ID, fe = required("id", req.ID); fe != nil {
+		return ev, fe
+	}
+	if fe = ValidKey("id", ev.ID); fe != nil {
+		return ev, fe
+	}
+	if ev.CorrelationID, fe = required("correlation_id", req.CorrelationID); fe != nil {
+		return ev, fe
+	}
+	if fe = ValidKey("correlation_id", ev.CorrelationID); fe != nil {
+		return ev, fe
+	}
+	if ev.Sequence, fe = parseSequence(req.Sequence); fe != nil {
+		return ev, fe
+	}
+	if ev.EndpointID, fe = required("endpoint_id", req.EndpointID); fe != nil {
+		return ev, fe
+	}
+	if fe = ValidKey("endpoint_id", ev.EndpointID); fe != nil {
+		return ev, fe
+	}
+	if ev.Type, fe = required("type", req.Type); fe != nil {
+		return ev, fe
+	}
+	if fe = validType(ev.Type); fe != nil {
+		return ev, fe
+	}
+	if len(req.Data) == 0 || string(req.Data) == "null" {
+		return ev, fieldErr("data", "data is required (a JSON object)")
+	}
+	if req.Data[0] != '{' {
+		return ev, fieldErr("data", "data must be a JSON object")
+	}
+	data, err := Canonical(req.Data)
+	if err != nil {
+		return ev, fieldErr("data", "data is not valid JSON")
+	}
+	ev.Data = data
+	ev.PayloadHash = PayloadHash(ev.CorrelationID, ev.Sequence, ev.EndpointID, ev.Type, data)
+	return ev, nil
+}
+
+// parseSequence accepts a JSON integer literal ≥ 1.
+func parseSequence(raw json.RawMessage) (int64, *FieldError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, fieldErr("sequence", "sequence is required")
+	}
+	if raw[0] == '"' {
+		return 0, fieldErr("sequence", "sequence must be an integer, not a string")
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, fieldErr("sequence", "sequence must be an integer ≥ 1")
+	}
+	if n < 1 {
+		return 0, fieldErr("sequence", "sequence must be ≥ 1")
+	}
+	return n, nil
+}
+
+func validType(v string) *FieldError {
+	if strings.TrimSpace(v) == "" {
+		return fieldErr("type", "type is required and must not be empty")
+	}
+	if len(v) > 255 {
+		return fieldErr("type", "type must be at most 255 characters")
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fieldErr("type", "type must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// Canonical re-encodes a JSON value with sorted object keys and no
+// insignificant whitespace, keeping numbers as written, so equal content
+// hashes equally however the producer formatted it.
+func Canonical(raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	// dec.More is not enough: it reports false for a stray "}" or "]".
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("trailing data after the JSON value")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// PayloadHash identifies an event's content for the same-key comparison.
+func PayloadHash(correlationID string, sequence int64, endpointID, typ string, data json.RawMessage) []byte {
+	h := sha256.New()
+	for _, part := range []string{correlationID, strconv.FormatInt(sequence, 10), endpointID, typ} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(data)
+	return h.Sum(nil)
+}

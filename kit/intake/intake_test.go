@@ -1,0 +1,182 @@
+package intake_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/kit/intake"
+)
+
+func TestCanonical(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, in, want string
+	}{
+		{"keys sorted", `{"b":1,"a":2,"c":3}`, `{"a":2,"b":1,"c":3}`},
+		{"nested keys sorted", `{"z":{"y":1,"x":[{"b":1,"a":2}]},"a":null}`, `{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}`},
+		{"whitespace dropped", " {\n\t\"a\" : [ 1 , 2 ] ,\r\n \"b\" : { } }\n", `{"a":[1,2],"b":{}}`},
+		{"numbers as written", `{"f":1.50,"e":1e3,"E":2E-2,"n":-0,"big":12345678901234567890123,"i":7}`, `{"E":2E-2,"big":12345678901234567890123,"e":1e3,"f":1.50,"i":7,"n":-0}`},
+		{"escapes normalised", `{"s":"\u00e9\u0041\/"}`, `{"s":"éA/"}`},
+		{"HTML not escaped", `{"h":"<a href='x'>&</a>"}`, `{"h":"<a href='x'>&</a>"}`},
+		{"array order kept", `[3,1,2]`, `[3,1,2]`},
+		{"scalars", `"x"`, `"x"`},
+		{"booleans and null", `{"t":true,"f":false,"n":null}`, `{"f":false,"n":null,"t":true}`},
+		{"duplicate key: last wins", `{"a":1,"a":2}`, `{"a":2}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := intake.Canonical(json.RawMessage(c.in))
+			require.NoError(t, err)
+			require.Equal(t, c.want, string(got))
+			// Canonical is a fixed point.
+			again, err := intake.Canonical(got)
+			require.NoError(t, err)
+			require.Equal(t, string(got), string(again))
+		})
+	}
+}
+
+func TestCanonicalRefuses(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		``,
+		` `,
+		`{`,
+		`{"a":}`,
+		`{"a":1,}`,
+		`{'a':1}`,
+		`{"a":1} {"b":2}`,
+		`{"a":1} x`,
+		`{"a":1}}`,
+		`{"a":1}]`,
+		`{"a":1},`,
+		`{"a":1} 7`,
+		`[1] [2]`,
+		`NaN`,
+		`{"a":01}`,
+	} {
+		_, err := intake.Canonical(json.RawMessage(in))
+		require.Error(t, err, "%q", in)
+	}
+}
+
+func TestPayloadHash(t *testing.T) {
+	t.Parallel()
+	hash := func(corr string, seq int64, ep, typ, data string) []byte {
+		t.Helper()
+		c, err := intake.Canonical(json.RawMessage(data))
+		require.NoError(t, err)
+		return intake.PayloadHash(corr, seq, ep, typ, c)
+	}
+	base := hash("order-1", 3, "ep_1", "order.updated", `{"total":42,"items":[{"sku":"a","qty":1}]}`)
+	require.Len(t, base, 32)
+
+	// Formatting is not content.
+	require.Equal(t, base, hash("order-1", 3, "ep_1", "order.updated", "{\n  \"items\": [ {\"qty\":1, \"sku\":\"\\u0061\"} ],\n  \"total\": 42\n}"))
+
+	// Every part of the content is.
+	for name, other := range map[string][]byte{
+		"data value":     hash("order-1", 3, "ep_1", "order.updated", `{"total":43,"items":[{"sku":"a","qty":1}]}`),
+		"number written": hash("order-1", 3, "ep_1", "order.updated", `{"total":42.0,"items":[{"sku":"a","qty":1}]}`),
+		"array order":    hash("order-1", 3, "ep_1", "order.updated", `{"total":42,"items":[{"qty":1,"sku":"a"},{}]}`),
+		"extra key":      hash("order-1", 3, "ep_1", "order.updated", `{"total":42,"items":[{"sku":"a","qty":1}],"x":null}`),
+		"correlation":    hash("order-2", 3, "ep_1", "order.updated", `{"total":42,"items":[{"sku":"a","qty":1}]}`),
+		"sequence":       hash("order-1", 4, "ep_1", "order.updated", `{"total":42,"items":[{"sku":"a","qty":1}]}`),
+		"endpoint":       hash("order-1", 3, "ep_2", "order.updated", `{"total":42,"items":[{"sku":"a","qty":1}]}`),
+		"type":           hash("order-1", 3, "ep_1", "order.created", `{"total":42,"items":[{"sku":"a","qty":1}]}`),
+	} {
+		require.NotEqual(t, base, other, name)
+	}
+	// Parts are delimited: moving characters between them changes the hash.
+	require.NotEqual(t,
+		intake.PayloadHash("ab", 1, "c", "t", json.RawMessage(`{}`)),
+		intake.PayloadHash("a", 1, "bc", "t", json.RawMessage(`{}`)))
+	require.NotEqual(t,
+		intake.PayloadHash("a1", 1, "c", "t", json.RawMessage(`{}`)),
+		intake.PayloadHash("a", 11, "c", "t", json.RawMessage(`{}`)))
+}
+
+func TestValidKey(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		v  string
+		ok bool
+	}{
+		{"a", true},
+		{"evt_01HZX", true},
+		{"order-42", true},
+		{"tenant:order:42", true},
+		{"A-Za-z0-9_:-", true},
+		{strings.Repeat("k", 255), true},
+		{"", false},
+		{strings.Repeat("k", 256), false},
+		{"a.b", false},
+		{"a/b", false},
+		{"a b", false},
+		{" a", false},
+		{"a\n", false},
+		{"a\x00b", false},
+		{"é", false},
+		{"ａ", false}, // full-width a
+		{"a%2Fb", false},
+		{"a+b", false},
+		{"a,b", false},
+		{"a*", false},
+	}
+	for _, c := range cases {
+		fe := intake.ValidKey("correlation_id", c.v)
+		if c.ok {
+			require.Nil(t, fe, "%q", c.v)
+			continue
+		}
+		require.NotNil(t, fe, "%q", c.v)
+		require.Equal(t, "correlation_id", fe.Field)
+		require.Contains(t, fe.Detail, "correlation_id")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	str := func(s string) *string { return &s }
+	good := func() intake.Request {
+		return intake.Request{
+			ID: str("evt_1"), CorrelationID: str("order-1"), Sequence: json.RawMessage(`3`),
+			EndpointID: str("ep_1"), Type: str("order.updated"), Data: json.RawMessage(`{"b":2, "a":1}`),
+		}
+	}
+	ev, fe := intake.Validate(good())
+	require.Nil(t, fe)
+	require.Equal(t, "evt_1", ev.ID)
+	require.EqualValues(t, 3, ev.Sequence)
+	require.JSONEq(t, `{"a":1,"b":2}`, string(ev.Data))
+	require.Equal(t, `{"a":1,"b":2}`, string(ev.Data), "data is stored canonical")
+	require.Equal(t, intake.PayloadHash("order-1", 3, "ep_1", "order.updated", ev.Data), ev.PayloadHash)
+
+	for _, c := range []struct {
+		field string
+		mod   func(*intake.Request)
+	}{
+		{"id", func(r *intake.Request) { r.ID = nil }},
+		{"id", func(r *intake.Request) { r.ID = str("a.b") }},
+		{"correlation_id", func(r *intake.Request) { r.CorrelationID = str("") }},
+		{"sequence", func(r *intake.Request) { r.Sequence = nil }},
+		{"sequence", func(r *intake.Request) { r.Sequence = json.RawMessage(`0`) }},
+		{"sequence", func(r *intake.Request) { r.Sequence = json.RawMessage(`2.0`) }},
+		{"sequence", func(r *intake.Request) { r.Sequence = json.RawMessage(`"2"`) }},
+		{"endpoint_id", func(r *intake.Request) { r.EndpointID = str("ep/1") }},
+		{"type", func(r *intake.Request) { r.Type = str(strings.Repeat("t", 256)) }},
+		{"data", func(r *intake.Request) { r.Data = json.RawMessage(`null`) }},
+		{"data", func(r *intake.Request) { r.Data = json.RawMessage(`[]`) }},
+		{"data", func(r *intake.Request) { r.Data = json.RawMessage(`{"a":1}}`) }},
+	} {
+		r := good()
+		c.mod(&r)
+		_, fe := intake.Validate(r)
+		require.NotNil(t, fe, c.field)
+		require.Equal(t, c.field, fe.Field)
+	}
+}

@@ -1,0 +1,93 @@
+// Package outbox is the producer's side of hookflow's transactional outbox.
+// A producer calls Enqueue inside the transaction that changes its own state,
+// so the event is recorded exactly when that change commits and never when it
+// rolls back; `hookflow relay` (package relay) then moves the rows into
+// hookflow, where they are delivered like events posted to the API.
+//
+// The outbox table lives in the producer's database: apply its schema with
+// Migrate, or with the producer's own migration tool from Migrations. Source
+// is the relay's access to the same table.
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/kit/intake"
+)
+
+var (
+	// ErrInvalid is returned (wrapping the *intake.FieldError at fault) for an
+	// event hookflow's API would refuse with 400.
+	ErrInvalid = errors.New("invalid event")
+	// ErrConflict is returned when the id is already in the outbox with
+	// other content: an idempotency key names one event forever.
+	ErrConflict = errors.New("event id already used with other content")
+	// ErrSequenceTaken is returned when another id already holds the
+	// correlation's sequence number.
+	ErrSequenceTaken = errors.New("sequence already taken by another event")
+)
+
+// Event is an event as a producer records it; the fields and rules are those
+// of POST /v1/events.
+type Event struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+	EndpointID    string
+	Type          string
+	Data          json.RawMessage
+}
+
+// Request is the event in the form intake judges, the same as an API body.
+func (e Event) Request() intake.Request {
+	return intake.Request{
+		ID: &e.ID, CorrelationID: &e.CorrelationID, Sequence: json.RawMessage(strconv.FormatInt(e.Sequence, 10)),
+		EndpointID: &e.EndpointID, Type: &e.Type, Data: e.Data,
+	}
+}
+
+// Enqueue records ev in the outbox within tx, the producer's transaction. It
+// validates ev exactly as the API does and stores its data in canonical form
+// with the payload hash. The same id with the same content again is a no-op.
+//
+// Errors: ErrInvalid (wrapping *intake.FieldError), ErrConflict (the id holds
+// other content), ErrSequenceTaken (another id holds the sequence); none of
+// them aborts tx. Any other error is the database's, and Postgres then has
+// aborted tx.
+func Enqueue(ctx context.Context, tx pgx.Tx, ev Event) error {
+	q, err := loadQueries()
+	if err != nil {
+		return err
+	}
+	valid, fe := intake.Validate(ev.Request())
+	if fe != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, fe)
+	}
+	var position int64
+	err = tx.QueryRow(ctx, q.OutboxInsert, valid.ID, valid.CorrelationID, valid.Sequence, valid.EndpointID,
+		valid.Type, valid.Data, valid.PayloadHash).Scan(&position)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("insert outbox event %s: %w", valid.ID, err)
+	}
+	var hash []byte
+	err = tx.QueryRow(ctx, q.OutboxHashGet, valid.ID).Scan(&hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("outbox event %s: %w (correlation %s, sequence %d)", valid.ID, ErrSequenceTaken, valid.CorrelationID, valid.Sequence)
+	case err != nil:
+		return fmt.Errorf("read outbox event %s: %w", valid.ID, err)
+	case !bytes.Equal(hash, valid.PayloadHash):
+		return fmt.Errorf("outbox event %s: %w", valid.ID, ErrConflict)
+	}
+	return nil
+}

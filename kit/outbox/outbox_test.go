@@ -1,0 +1,250 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/kit/localpg"
+	"github.com/hookflow/hookflow/kit/outbox"
+)
+
+// pg is the package's Postgres cluster, started on first use.
+var pg localpg.Suite
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
+}
+
+// producerDB is a fresh database with the outbox schema, as a producer has it.
+func producerDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, outbox.Migrate(ctx, pool))
+	return pool
+}
+
+func event(id, corr string, seq int64, data string) outbox.Event {
+	return outbox.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep_1", Type: "order.updated", Data: json.RawMessage(data)}
+}
+
+// enqueue runs Enqueue in its own transaction and commits it when Enqueue
+// succeeds.
+func enqueue(t *testing.T, pool *pgxpool.Pool, ev outbox.Event) error {
+	t.Helper()
+	return pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		return outbox.Enqueue(context.Background(), tx, ev)
+	})
+}
+
+func TestMigrateIsIdempotentAndChecked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	err = outbox.CheckMigrations(ctx, pool)
+	require.ErrorIs(t, err, outbox.ErrMigrationsPending)
+	require.ErrorContains(t, err, "001_outbox")
+
+	// Concurrent and repeated runs agree.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = outbox.Migrate(ctx, pool) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, outbox.Migrate(ctx, pool))
+	require.NoError(t, outbox.CheckMigrations(ctx, pool))
+
+	// The files are there for the producer's own migration tool, down too.
+	ups, err := fs.Glob(outbox.Migrations(), "*.up.sql")
+	require.NoError(t, err)
+	downs, err := fs.Glob(outbox.Migrations(), "*.down.sql")
+	require.NoError(t, err)
+	require.Equal(t, []string{"001_outbox.up.sql"}, ups)
+	require.Equal(t, []string{"001_outbox.down.sql"}, downs)
+	down, err := fs.ReadFile(outbox.Migrations(), "001_outbox.down.sql")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, string(down))
+	require.NoError(t, err)
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass('outbox') IS NOT NULL").Scan(&exists))
+	require.False(t, exists)
+}
+
+func TestEnqueueFollowsTheTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := producerDB(t)
+	src, err := outbox.NewSource(pool)
+	require.NoError(t, err)
+
+	// Rolled back with the producer's own change: no row.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, outbox.Enqueue(ctx, tx, event("evt-rolled-back", "order-1", 1, `{"a":1}`)))
+	require.NoError(t, tx.Rollback(ctx))
+	n, _, err := src.Lag(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// Committed: one pending row, data canonical.
+	require.NoError(t, enqueue(t, pool, event("evt-1", "order-1", 1, `{ "b": [1, 2.50], "a": "x" }`)))
+	n, oldest, err := src.Lag(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.GreaterOrEqual(t, oldest, time.Duration(0))
+	var data string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT data::text FROM outbox WHERE id = 'evt-1'").Scan(&data))
+	require.Equal(t, `{"a":"x","b":[1,2.50]}`, data)
+}
+
+func TestEnqueueIdempotencyAndConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := producerDB(t)
+	require.NoError(t, enqueue(t, pool, event("evt-1", "order-1", 1, `{"a":1,"b":2}`)))
+
+	// The same event again, formatted differently: a no-op.
+	require.NoError(t, enqueue(t, pool, event("evt-1", "order-1", 1, `{"b":2, "a":1}`)))
+
+	// None of the refusals aborts the producer's transaction.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+
+	err = outbox.Enqueue(ctx, tx, event("evt-1", "order-1", 1, `{"a":1,"b":3}`))
+	require.ErrorIs(t, err, outbox.ErrConflict)
+	otherType := event("evt-1", "order-1", 1, `{"a":1,"b":2}`)
+	otherType.Type = "order.created"
+	err = outbox.Enqueue(ctx, tx, otherType)
+	require.ErrorIs(t, err, outbox.ErrConflict)
+
+	err = outbox.Enqueue(ctx, tx, event("evt-other", "order-1", 1, `{"a":1,"b":2}`))
+	require.ErrorIs(t, err, outbox.ErrSequenceTaken)
+
+	for _, tc := range []struct {
+		ev    outbox.Event
+		field string
+	}{
+		{event("evt.dot", "order-1", 2, `{}`), "id"},
+		{event("evt-2", "", 2, `{}`), "correlation_id"},
+		{event("evt-2", "order-1", 0, `{}`), "sequence"},
+		{event("evt-2", "order-1", 2, `[1]`), "data"},
+		{event("evt-2", "order-1", 2, `{"a":`), "data"},
+		{event("evt-2", "order-1", 2, ``), "data"},
+	} {
+		err := outbox.Enqueue(ctx, tx, tc.ev)
+		require.ErrorIs(t, err, outbox.ErrInvalid, "%+v", tc.ev)
+		var fe *intake.FieldError
+		require.True(t, errors.As(err, &fe))
+		require.Equal(t, tc.field, fe.Field)
+	}
+
+	require.NoError(t, outbox.Enqueue(ctx, tx, event("evt-2", "order-1", 2, `{}`)))
+	require.NoError(t, tx.Commit(ctx))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&n))
+	require.Equal(t, 2, n)
+}
+
+func TestListenerWakesOnCommitOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := producerDB(t)
+	src, err := outbox.NewSource(pool)
+	require.NoError(t, err)
+	l, err := src.Listen(ctx)
+	require.NoError(t, err)
+	defer l.Close(ctx)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, outbox.Enqueue(ctx, tx, event("evt-1", "order-1", 1, `{}`)))
+	require.NoError(t, tx.Rollback(ctx))
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	require.ErrorIs(t, l.Wait(wctx), context.DeadlineExceeded, "a rolled-back enqueue must not notify")
+	cancel()
+
+	// The failed wait killed the connection (pgx closes it on a cancelled
+	// read); a relay listens again, and so does this test.
+	require.NoError(t, l.Close(ctx))
+	l, err = src.Listen(ctx)
+	require.NoError(t, err)
+	require.NoError(t, enqueue(t, pool, event("evt-1", "order-1", 1, `{}`)))
+	wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, l.Wait(wctx))
+}
+
+func TestClaimIsPerCorrelation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := producerDB(t)
+	src, err := outbox.NewSource(pool)
+	require.NoError(t, err)
+	for _, ev := range []outbox.Event{
+		event("a-2", "a", 2, `{}`), event("a-1", "a", 1, `{}`), event("a-3", "a", 3, `{}`), event("b-1", "b", 1, `{}`),
+	} {
+		require.NoError(t, enqueue(t, pool, ev))
+	}
+	corrs, err := src.CorrelationsPending(ctx, 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a", "b"}, corrs)
+
+	claimed, err := src.Claim(ctx, "a", 2, func(ctx context.Context, c *outbox.Claim) error {
+		require.Len(t, c.Rows, 2)
+		require.Equal(t, []string{"a-1", "a-2"}, []string{c.Rows[0].Event.ID, c.Rows[1].Event.ID})
+		// Held: another relay skips the correlation but may take another.
+		other, err := src.Claim(ctx, "a", 10, func(context.Context, *outbox.Claim) error {
+			t.Error("a claimed twice")
+			return nil
+		})
+		require.NoError(t, err)
+		require.False(t, other)
+		otherB, err := src.Claim(ctx, "b", 10, func(ctx context.Context, c *outbox.Claim) error { return nil })
+		require.NoError(t, err)
+		require.True(t, otherB)
+
+		require.NoError(t, c.MarkRelayed(ctx, c.Rows[0]))
+		require.NoError(t, c.MarkFailed(ctx, c.Rows[1], "refused by test"))
+		return errors.New("stop")
+	})
+	require.True(t, claimed)
+	require.ErrorContains(t, err, "stop")
+
+	// The marks made before the error were committed.
+	var state, failure string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT state FROM outbox WHERE id = 'a-1'").Scan(&state))
+	require.Equal(t, "relayed", state)
+	require.NoError(t, pool.QueryRow(ctx, "SELECT state, failure FROM outbox WHERE id = 'a-2'").Scan(&state, &failure))
+	require.Equal(t, "failed", state)
+	require.Equal(t, "refused by test", failure)
+	n, _, err := src.Lag(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n) // a-3, b-1
+	failed, err := src.FailedCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, failed)
+}

@@ -1,0 +1,300 @@
+package receiver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/kit/webhook"
+)
+
+// outcome is what one delivery came to.
+type outcome int
+
+const (
+	outcomeApplied outcome = iota + 1
+	outcomeAlreadyProcessed
+	outcomeParked
+	// outcomeSequenceConflict: the event's sequence is applied, or parked,
+	// under another event ID. It must never apply, and a retry cannot change
+	// that, so the answer is a permanent 409 and the sender dead-letters the
+	// event for an operator to look at.
+	outcomeSequenceConflict
+)
+
+// errCursorMoved means the cursor's compare-and-swap matched no row. The
+// row lock makes this impossible unless someone edits the table by hand;
+// the request is rolled back and answered 500 so the sender retries.
+var errCursorMoved = errors.New("correlation cursor moved concurrently")
+
+// process runs one verified delivery in one transaction. Lock order, the
+// same in every transaction of the kit: the processed_events row, then the
+// correlation cursor, then parked_events.
+func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header http.Header) (outcome, error) {
+	tx, err := rc.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	// A concurrent copy of this event blocks here until the first one commits
+	// (then this one is a duplicate) or rolls back (then this one proceeds).
+	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence)
+	if err != nil {
+		return 0, fmt.Errorf("insert processed event: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		var exists bool
+		if err := tx.QueryRow(ctx, rc.q[qProcessedEventExists], ev.ID, ev.CorrelationID, ev.Sequence).Scan(&exists); err != nil {
+			return 0, fmt.Errorf("look up processed event: %w", err)
+		}
+		if exists {
+			return outcomeAlreadyProcessed, nil
+		}
+		return outcomeSequenceConflict, nil
+	}
+
+	last, prunedThrough, err := rc.lockCursor(ctx, tx, ev.CorrelationID)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case ev.Sequence <= prunedThrough:
+		// Prune deleted this sequence's row: a retry of the event applied
+		// there, since the sender never sends another ID for a delivered
+		// sequence. The rollback takes back the insert above.
+		return outcomeAlreadyProcessed, nil
+
+	case ev.Sequence <= last:
+		// A sequence the cursor passed with no row for it: skipped by the
+		// sender, or its row deleted by hand. The unique (correlation_id,
+		// sequence) index catches every other case before this.
+		return outcomeSequenceConflict, nil
+
+	case ev.predecessor(last) > last:
+		out, err := rc.park(ctx, tx, ev, body, header)
+		if err != nil || out != outcomeParked {
+			return out, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, fmt.Errorf("commit parked event: %w", err)
+		}
+		return outcomeParked, nil
+
+	default:
+		if err := rc.applyLocked(ctx, tx, ev, last); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, fmt.Errorf("commit applied event: %w", err)
+		}
+		return outcomeApplied, nil
+	}
+}
+
+// lockCursor creates the correlation's cursor at 0 when absent, locks it for
+// the rest of tx and returns the last applied sequence and the pruned
+// watermark (see Prune).
+func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, correlationID string) (last, prunedThrough int64, err error) {
+	if _, err := tx.Exec(ctx, rc.q[qCorrelationCursorEnsure], correlationID); err != nil {
+		return 0, 0, fmt.Errorf("create correlation cursor: %w", err)
+	}
+	if err := tx.QueryRow(ctx, rc.q[qCorrelationCursorLock], correlationID).Scan(&last, &prunedThrough); err != nil {
+		return 0, 0, fmt.Errorf("lock correlation cursor: %w", err)
+	}
+	return last, prunedThrough, nil
+}
+
+// park stores an event that arrived ahead of its predecessor. It runs under
+// the cursor lock, so the transaction that applies the predecessor either
+// commits before it (and this event is not parked but applied) or after it
+// (and its drain finds this row).
+func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, header http.Header) (outcome, error) {
+	// Deleting this transaction's own insert keeps the cursor lock; rolling
+	// back to a savepoint taken before the insert would release it.
+	if _, err := tx.Exec(ctx, rc.q[qProcessedEventDelete], ev.ID); err != nil {
+		return 0, fmt.Errorf("delete processed event: %w", err)
+	}
+	headers, err := json.Marshal(map[string]string{
+		webhook.HeaderID:        header.Get(webhook.HeaderID),
+		webhook.HeaderTimestamp: header.Get(webhook.HeaderTimestamp),
+		webhook.HeaderSignature: header.Get(webhook.HeaderSignature),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("encode parked headers: %w", err)
+	}
+	tag, err := tx.Exec(ctx, rc.q[qParkedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence, body, headers)
+	if err != nil {
+		return 0, fmt.Errorf("insert parked event: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return outcomeParked, nil
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, rc.q[qParkedEventExists], ev.ID).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("look up parked event: %w", err)
+	}
+	if exists {
+		// A retry of a parked event: still waiting. The first copy stays.
+		return outcomeParked, nil
+	}
+	return outcomeSequenceConflict, nil
+}
+
+// applyLocked applies ev, whose sequence is the cursor's next, under the
+// cursor lock: Apply, advance the cursor by compare-and-swap, and clear the
+// sequence from the parking lot.
+func (rc *Receiver) applyLocked(ctx context.Context, tx pgx.Tx, ev Event, from int64) error {
+	if err := rc.apply(ctx, tx, ev); err != nil {
+		return fmt.Errorf("apply event: %w", err)
+	}
+	tag, err := tx.Exec(ctx, rc.q[qCorrelationCursorAdvance], ev.CorrelationID, ev.Sequence, from)
+	if err != nil {
+		return fmt.Errorf("advance correlation cursor: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return errCursorMoved
+	}
+	rows, err := tx.Query(ctx, rc.q[qParkedEventDeleteBySequence], ev.CorrelationID, ev.Sequence)
+	if err != nil {
+		return fmt.Errorf("delete parked event: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("delete parked event: %w", err)
+	}
+	for _, id := range ids {
+		if id != ev.ID {
+			rc.logger.Warn("discarded parked event whose sequence was applied under another id",
+				"event_id", id, "applied_event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+		}
+	}
+	return nil
+}
+
+// drain applies parked events of correlationID from sequence from onward,
+// each in its own transaction, until one is missing or cannot be applied.
+// It runs after the predecessor's commit. What it leaves parked is applied
+// by the sender's retry of that event, which the 202 it got asked for.
+func (rc *Receiver) drain(ctx context.Context, correlationID string, from int64) {
+	for seq := from; ; seq++ {
+		applied, err := rc.drainOne(ctx, correlationID, seq)
+		if err != nil {
+			rc.logger.Error("apply parked event", "correlation_id", correlationID, "sequence", seq, "error", err)
+			return
+		}
+		if !applied {
+			return
+		}
+	}
+}
+
+// drainOne applies the parked event at (correlationID, seq), with the same
+// guarantees as a delivery: dedup insert, cursor lock and compare-and-swap,
+// Apply, all in one transaction. It reports false when there is nothing to
+// apply, including when a concurrent request got there first (that request
+// drains on after its own commit).
+func (rc *Receiver) drainOne(ctx context.Context, correlationID string, seq int64) (bool, error) {
+	tx, err := rc.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	var (
+		id   string
+		body []byte
+	)
+	err = tx.QueryRow(ctx, rc.q[qParkedEventGetBySequence], correlationID, seq).Scan(&id, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get parked event: %w", err)
+	}
+	// The body was verified when it was parked; its timestamp has aged since,
+	// so it is not verified again.
+	ev, err := decodeEvent(body)
+	if err != nil {
+		return false, fmt.Errorf("decode parked event %s: %w", id, err)
+	}
+	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence)
+	if err != nil {
+		return false, fmt.Errorf("insert processed event: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	last, _, err := rc.lockCursor(ctx, tx, correlationID)
+	if err != nil {
+		return false, err
+	}
+	if last != seq-1 {
+		return false, nil
+	}
+	if err := rc.applyLocked(ctx, tx, ev, ev.Sequence-1); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit parked event: %w", err)
+	}
+	rc.logger.Debug("parked event applied", "event_id", ev.ID, "correlation_id", correlationID, "sequence", seq)
+	return true, nil
+}
+
+// ParkedEvent is an event waiting for its predecessor.
+type ParkedEvent struct {
+	EventID  string
+	Sequence int64
+	ParkedAt time.Time
+}
+
+// CorrelationState is the receiver's view of one correlation ID.
+type CorrelationState struct {
+	CorrelationID string
+	// LastSequence is the last applied sequence (0: none yet).
+	LastSequence int64
+	// PrunedThrough is the highest sequence whose processed_events row Prune
+	// deleted (0: none); always below LastSequence.
+	PrunedThrough int64
+	UpdatedAt     time.Time
+	// Parked lists waiting events in sequence order.
+	Parked []ParkedEvent
+}
+
+// Correlation returns the state of correlationID from one snapshot, or
+// ErrNotFound when no event of it has arrived.
+func (rc *Receiver) Correlation(ctx context.Context, correlationID string) (CorrelationState, error) {
+	tx, err := rc.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return CorrelationState{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	st := CorrelationState{CorrelationID: correlationID}
+	err = tx.QueryRow(ctx, rc.q[qCorrelationCursorGet], correlationID).Scan(&st.LastSequence, &st.PrunedThrough, &st.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return CorrelationState{}, ErrNotFound
+	}
+	if err != nil {
+		return CorrelationState{}, fmt.Errorf("get correlation cursor: %w", err)
+	}
+	rows, err := tx.Query(ctx, rc.q[qParkedEventListByCorrelation], correlationID)
+	if err != nil {
+		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
+	}
+	st.Parked, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ParkedEvent, error) {
+		var p ParkedEvent
+		err := row.Scan(&p.EventID, &p.Sequence, &p.ParkedAt)
+		return p, err
+	})
+	if err != nil {
+		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,347 @@
+// Package receiver is the receiving half of hookflow's delivery guarantee: an
+// http.Handler that verifies Standard Webhooks signatures and applies each
+// event exactly once, in sequence order per correlation ID, inside one
+// PostgreSQL transaction together with the application's own state change.
+//
+// Per request: verify the signature on the raw body → BEGIN → dedup insert
+// into processed_events → lock the correlation's cursor → apply (your Apply
+// function, on the same transaction) → compare-and-swap the cursor → COMMIT →
+// answer. An event that arrives ahead of its predecessor is parked and answered
+// 202; once the predecessor is applied, parked successors are applied in
+// order. Answers follow the hookflow wire contract:
+//
+//	200 {"status":"applied"}            applied now
+//	200 {"status":"already_processed"}  applied before (a retry); nothing done
+//	202 {"status":"parked"}             stored, waiting for its predecessor; the sender retries
+//	400 bad envelope or envelope id ≠ webhook-id header (permanent)
+//	401 signature or timestamp check failed (permanent)
+//	409 the sequence was already applied, or is parked, under another event ID (permanent);
+//	    at or below the pruned watermark the answer is 200 already_processed (see Prune)
+//	413 body larger than Config.MaxBodyBytes (permanent)
+//	422 Apply returned an error wrapping ErrRejected (permanent)
+//	500 Apply or the database failed; everything rolled back (the sender retries)
+//
+// Errors are RFC 9457 application/problem+json. Create the tables with Migrate
+// or apply Migrations with your own tool.
+//
+// processed_events, the dedup ledger, gains a row per event. Run Prune on a
+// schedule to keep it bounded: it deletes rows older than a retention whose
+// sequence is below their correlation's cursor, and records per correlation
+// the highest sequence it pruned. The cursor's compare-and-swap already
+// refuses those sequences, and a delivery at or below that watermark is
+// answered 200 already_processed, so a retry of a pruned event is answered as
+// before and nothing is applied twice. What stays is one cursor row per
+// correlation and, in processed_events, the row at each cursor plus the
+// rows younger than the retention.
+package receiver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookflow/hookflow/kit/webhook"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	// DefaultMaxBodyBytes is the default Config.MaxBodyBytes: 1 MiB.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultTimeout is the default Config.Timeout.
+	DefaultTimeout = 30 * time.Second
+)
+
+// ErrRejected marks an event the application refuses for good (say, data it
+// cannot interpret). When Apply returns an error wrapping it, the transaction
+// is rolled back and the receiver answers 422, which the sender dead-letters
+// at once instead of retrying.
+var ErrRejected = errors.New("event rejected")
+
+// ErrNotFound is returned by Correlation for a correlation ID the receiver
+// has never seen.
+var ErrNotFound = errors.New("not found")
+
+// Event is the signed envelope a delivery carries.
+type Event struct {
+	ID            string          `json:"id"`
+	Type          string          `json:"type"`
+	Timestamp     time.Time       `json:"timestamp"`
+	CorrelationID string          `json:"correlation_id"`
+	Sequence      int64           `json:"sequence"`
+	Data          json.RawMessage `json:"data"`
+	// SkippedSequences, sent by hookflow after an operator skipped events,
+	// lists the sequences just before this one that will never arrive.
+	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
+}
+
+// predecessor is the sequence the cursor must stand at for ev to apply:
+// Sequence-1, or earlier when the sender says the ones between were skipped.
+func (ev Event) predecessor(last int64) int64 {
+	prev := ev.Sequence - 1
+	for prev > last && slices.Contains(ev.SkippedSequences, prev) {
+		prev--
+	}
+	return prev
+}
+
+// Config holds the receiver's settings.
+type Config struct {
+	// Secrets verify signatures ("whsec_…"); a delivery passes when any of
+	// them matches any signature it carries. During a rotation list the new
+	// and the old secret. Required.
+	Secrets []string
+	// Tolerance is how far webhook-timestamp may lie from the receiver's
+	// clock. Zero means webhook.DefaultTolerance (5 minutes).
+	Tolerance time.Duration
+	// MaxBodyBytes bounds the request body; larger bodies get 413. Zero
+	// means DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+	// Timeout bounds the database work of one request, Apply calls and the
+	// drain of parked successors included. Processing does not stop when the
+	// client goes away: once a signed event has arrived, finishing it is
+	// cheaper than redoing it. Zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Deps holds the receiver's collaborators.
+type Deps struct {
+	// Pool reaches the database holding the kit's tables. Required.
+	Pool *pgxpool.Pool
+	// Apply makes the event's state change. It runs inside the receiver's
+	// transaction and must write through tx only, so that its changes
+	// commit or roll back together with the dedup and cursor rows; it must
+	// not commit or roll back tx itself. Calls for one correlation ID never
+	// overlap and come in sequence order; calls for different correlations
+	// run concurrently. Return an error to roll back and answer 500 (the
+	// sender retries), or one wrapping ErrRejected to answer 422. An event's
+	// Apply may run more than once when its transaction rolls back (only one
+	// run ever commits), so effects outside tx are not exactly-once. Required.
+	Apply func(ctx context.Context, tx pgx.Tx, ev Event) error
+	// Logger receives the receiver's logs. Nil means slog.Default().
+	Logger *slog.Logger
+	// TracerProvider makes the span of each delivery. Nil means
+	// OpenTelemetry's global provider (a no-op until one is installed).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the sender's trace context (W3C traceparent) from
+	// the request. Nil means OpenTelemetry's global propagator.
+	Propagator propagation.TextMapPropagator
+}
+
+// Receiver is the webhook endpoint. It is safe for concurrent use.
+type Receiver struct {
+	cfg    Config
+	pool   *pgxpool.Pool
+	apply  func(ctx context.Context, tx pgx.Tx, ev Event) error
+	logger *slog.Logger
+	q      queryBook
+	tracer trace.Tracer
+	// propagator is nil when the global one is to be used: it is looked up
+	// per request, so one installed after New still applies.
+	propagator propagation.TextMapPropagator
+}
+
+// New returns a Receiver, filling defaults into cfg and validating it and deps.
+func New(cfg Config, deps Deps) (*Receiver, error) {
+	cfg.Tolerance = cmp.Or(cfg.Tolerance, webhook.DefaultTolerance)
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	switch {
+	case len(cfg.Secrets) == 0:
+		return nil, errors.New("receiver config: at least one secret is required")
+	case cfg.Tolerance < 0, cfg.MaxBodyBytes < 0, cfg.Timeout < 0:
+		return nil, errors.New("receiver config: tolerance, max body bytes and timeout must not be negative")
+	case deps.Pool == nil:
+		return nil, errors.New("receiver deps: pool is required")
+	case deps.Apply == nil:
+		return nil, errors.New("receiver deps: apply is required")
+	}
+	for i, s := range cfg.Secrets {
+		if _, err := webhook.DecodeSecret(s); err != nil {
+			return nil, fmt.Errorf("receiver config: secret %d: %w", i, err)
+		}
+	}
+	q, err := loadQueries()
+	if err != nil {
+		return nil, err
+	}
+	tp := deps.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Receiver{
+		cfg:        cfg,
+		pool:       deps.Pool,
+		apply:      deps.Apply,
+		logger:     cmp.Or(deps.Logger, slog.Default()),
+		q:          q,
+		tracer:     tp.Tracer(tracerName),
+		propagator: deps.Propagator,
+	}, nil
+}
+
+// ServeHTTP handles one delivery (POST). The answer is written only after the
+// transaction has committed, so a 2xx other than 202 always means the event
+// is durably applied.
+//
+// Each delivery is a server span, the child of the sender's traceparent when
+// the request has one, so the receiver's work joins the event's trace. The
+// span covers the verification and the transaction, and is in the context
+// Apply gets, so the application's own spans nest under it.
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, span := rc.startSpan(r)
+	defer span.End()
+	// Limit the body on the server's own writer: it closes the connection
+	// after an oversized body only when it sees its own type.
+	r.Body = http.MaxBytesReader(w, r.Body, rc.cfg.MaxBodyBytes)
+	sw := &statusWriter{ResponseWriter: w}
+	rc.serve(sw, r.WithContext(ctx))
+	endSpan(span, sw.status)
+}
+
+func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, http.StatusMethodNotAllowed, "deliveries are POST requests")
+		return
+	}
+	if r.ContentLength > rc.cfg.MaxBodyBytes {
+		writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes", rc.cfg.MaxBodyBytes))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes", rc.cfg.MaxBodyBytes))
+			return
+		}
+		writeProblem(w, http.StatusBadRequest, "could not read the body")
+		return
+	}
+	headerID := r.Header.Get(webhook.HeaderID)
+	if err := webhook.VerifyHeader(rc.cfg.Secrets, r.Header, body, time.Now(), rc.cfg.Tolerance); err != nil {
+		if errors.Is(err, webhook.ErrInvalidSecret) {
+			rc.logger.Error("verify webhook", "event_id", headerID, "error", err)
+			writeProblem(w, http.StatusInternalServerError, "receiver misconfigured")
+			return
+		}
+		rc.logger.Warn("webhook rejected", "event_id", headerID, "reason", err.Error())
+		writeProblem(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	ev, err := decodeEvent(body)
+	if err != nil {
+		rc.logger.Warn("webhook rejected", "event_id", headerID, "reason", err.Error())
+		writeProblem(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if ev.ID != headerID {
+		rc.logger.Warn("webhook rejected", "event_id", headerID, "reason", "envelope id differs from webhook-id")
+		writeProblem(w, http.StatusBadRequest, "envelope id differs from the webhook-id header")
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.cfg.Timeout)
+	defer cancel()
+	log := rc.logger.With("event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+	traceEvent(ctx, ev)
+	out, err := rc.process(ctx, ev, body, r.Header)
+	traceOutcome(ctx, out, err)
+	switch {
+	case errors.Is(err, ErrRejected):
+		log.Warn("event rejected by apply", "error", err)
+		writeProblem(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	case err != nil:
+		log.Error("process event", "error", err)
+		writeProblem(w, http.StatusInternalServerError, "event not applied; retry later")
+		return
+	}
+	switch out {
+	case outcomeApplied:
+		log.Debug("event applied")
+		rc.drain(ctx, ev.CorrelationID, ev.Sequence+1)
+		writeStatus(w, http.StatusOK, "applied", ev.ID)
+	case outcomeAlreadyProcessed:
+		log.Debug("event already processed")
+		writeStatus(w, http.StatusOK, "already_processed", ev.ID)
+	case outcomeParked:
+		log.Info("event parked until its predecessor is applied")
+		writeStatus(w, http.StatusAccepted, "parked", ev.ID)
+	case outcomeSequenceConflict:
+		log.Warn("sequence claimed by another event id")
+		writeProblem(w, http.StatusConflict, fmt.Sprintf("sequence %d of correlation %s belongs to another event id", ev.Sequence, ev.CorrelationID))
+	}
+}
+
+// decodeEvent parses and validates the envelope.
+func decodeEvent(body []byte) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return Event{}, fmt.Errorf("envelope is not valid JSON: %w", err)
+	}
+	switch {
+	case !validKey(ev.ID):
+		return Event{}, errors.New("envelope id must be 1-255 characters of [A-Za-z0-9_:-]")
+	case !validKey(ev.CorrelationID):
+		return Event{}, errors.New("envelope correlation_id must be 1-255 characters of [A-Za-z0-9_:-]")
+	case ev.Sequence < 1:
+		return Event{}, errors.New("envelope sequence must be an integer >= 1")
+	case ev.Type == "":
+		return Event{}, errors.New("envelope type is required")
+	}
+	return ev, nil
+}
+
+// validKey reports whether s is a valid idempotency key or correlation ID:
+// 1-255 characters of [A-Za-z0-9_:-].
+func validKey(s string) bool {
+	if len(s) == 0 || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == ':' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+type statusBody struct {
+	Status  string `json:"status"`
+	EventID string `json:"event_id"`
+}
+
+func writeStatus(w http.ResponseWriter, code int, status, eventID string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(statusBody{Status: status, EventID: eventID})
+}
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func writeProblem(w http.ResponseWriter, code int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(problem{Type: "about:blank", Title: http.StatusText(code), Status: code, Detail: detail})
+}
