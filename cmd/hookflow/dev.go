@@ -81,8 +81,15 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("chmod HOOKFLOW_DATA_DIR: %w", err)
 	}
 
+	// As root, Postgres runs as the postgres user; a clone under a 0700
+	// /root is out of its reach, so the cluster then lives under
+	// localpg.SharedDataHome (the banner says where).
+	pgData, _, err := localpg.DataDirFor(filepath.Join(dataDir, "postgres"))
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
 	pg, err := localpg.Start(ctx, localpg.Config{
-		DataDir: filepath.Join(dataDir, "postgres"), Port: cfg.DevPostgresPort,
+		DataDir: pgData, Port: cfg.DevPostgresPort, LogFile: filepath.Join(dataDir, "postgres.log"),
 	}, logger)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -228,5 +235,9 @@ func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporald
 	fmt.Fprintf(w, "  Workers        %s in-process\n", strconv.Itoa(cfg.DevWorkers))
 	fmt.Fprintf(w, "  Receiver       %s   (reference ledger; GET %s/correlations/{id})\n", receiverURL, strings.TrimSuffix(receiverURL, "/webhook"))
 	fmt.Fprintf(w, "  Dev endpoint   %s   (points at the receiver; use it as endpoint_id)\n", devEndpointID)
-	fmt.Fprintf(w, "  Data           %s\n\n", cfg.DataDir)
+	fmt.Fprintf(w, "  Data           %s\n", cfg.DataDir)
+	if abs, _ := filepath.Abs(cfg.DataDir); !strings.HasPrefix(pg.DataDir(), abs+string(filepath.Separator)) {
+		fmt.Fprintf(w, "  Postgres data  %s   (the postgres user cannot reach the data folder)\n", pg.DataDir())
+	}
+	fmt.Fprintln(w)
 }

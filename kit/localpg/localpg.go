@@ -6,6 +6,8 @@ package localpg
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -182,6 +184,9 @@ func (p *Cluster) AdminURL(db string) string {
 // Port is the TCP port the server listens on.
 func (p *Cluster) Port() int { return p.cfg.Port }
 
+// DataDir is the cluster's data folder ("" for an attached cluster).
+func (p *Cluster) DataDir() string { return p.cfg.DataDir }
+
 // EnsureDatabase creates database name when it does not exist yet.
 func (p *Cluster) EnsureDatabase(ctx context.Context, name string) error {
 	conn, err := pgx.Connect(ctx, p.AdminURL("postgres"))
@@ -229,6 +234,43 @@ func (p *Cluster) Kill() {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
+}
+
+// SharedDataHome is where DataDirFor keeps a cluster that the server's user
+// cannot reach where it was asked for.
+const SharedDataHome = "/var/lib/hookflow"
+
+// DataDirFor returns where the cluster for dir lives: dir itself, unless we
+// are root and the postgres user, which the server runs as, cannot reach it
+// (a clone under a 0700 /root, say). Then it is a folder of its own under
+// SharedDataHome, named after dir, and moved is true: the user's folders
+// keep their permissions, and the same dir always finds the same cluster.
+func DataDirFor(dir string) (path string, moved bool, err error) {
+	cred, err := serverCredential()
+	if err != nil || cred == nil {
+		return dir, false, err
+	}
+	return dataDirFor(dir, cred.Uid, SharedDataHome)
+}
+
+func dataDirFor(dir string, uid uint32, home string) (string, bool, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false, err
+	}
+	if reachable(filepath.Dir(abs), uid) == nil {
+		return abs, false, nil
+	}
+	// The server must reach home too; MkdirAll leaves an existing folder's
+	// mode alone, so set it.
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return "", false, fmt.Errorf("create %s: %w", home, err)
+	}
+	if err := os.Chmod(home, 0o755); err != nil {
+		return "", false, fmt.Errorf("chmod %s: %w", home, err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(home, "postgres-"+hex.EncodeToString(sum[:6])), true, nil
 }
 
 // serverCredential picks the user the server runs as: nil (the current user)
