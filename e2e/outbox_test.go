@@ -20,11 +20,11 @@ import (
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/kit/localpg"
-	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/relay"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/kit/outbox"
 	"github.com/hookflow/hookflow/schema"
 )

@@ -18,9 +18,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/tracing"
+	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/schema"
 )
 

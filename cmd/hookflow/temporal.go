@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/hookflow/hookflow/internal/app"
-	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/internal/temporaldev"
+	"github.com/hookflow/hookflow/kit/localpg"
 )
 
 // runTemporal runs only the embedded Temporal server (and its UI) on an

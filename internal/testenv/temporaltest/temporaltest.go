@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/kit/localpg"
 )
 
 // Namespace is the namespace the test server registers.
