@@ -17,16 +17,6 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 )
 
-// Error types of Deliver's failures, as workflows see them in
-// temporal.ApplicationError.Type().
-const (
-	ErrTypePermanent        = "PermanentRejection" // a 4xx other than 408/410/429, or a 3xx: dead-letter at once
-	ErrTypeEndpointGone     = "EndpointGone"       // 410: the endpoint is disabled and the event dead-lettered
-	ErrTypeEndpointDisabled = "EndpointDisabled"   // the endpoint was disabled before this attempt
-	ErrTypeRetryable        = "RetryableFailure"   // 5xx, 408, 202, timeouts, connection errors
-	ErrTypeRetryAfter       = "RetryAfter"         // 429/503 with Retry-After: the next attempt waits as told
-)
-
 // Activities carries the activities' dependencies; workers register one.
 type Activities struct {
 	store     *store.Store
@@ -69,33 +59,13 @@ func New(d Deps) (*Activities, error) {
 	return &Activities{store: d.Store, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now}, nil
 }
 
-// FinishInput names a finished event.
-type FinishInput struct {
-	CorrelationID string `json:"correlation_id"`
-	Sequence      int64  `json:"sequence"`
-	EventID       string `json:"event_id"`
-	// Skipped: an operator skipped it; the successor's envelope names it.
-	Skipped bool `json:"skipped,omitempty"`
-}
-
 // Finish tells the correlation's sequencer that the event is finished and
 // releases the event it names next. Deliver and Skip do it themselves; the
 // workflow runs this when their hand-over failed (Temporal was unavailable).
 // Repeating it is harmless: the sequencer answers a repeated Done with the
 // event it released after it, and a second release is ignored.
-func (a *Activities) Finish(ctx context.Context, in FinishInput) error {
+func (a *Activities) Finish(ctx context.Context, in contract.FinishInput) error {
 	return a.sequencer.Finished(ctx, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Skipped: in.Skipped})
-}
-
-// SequencerLoad is what the ledger knows of a correlation, for a sequencer
-// starting afresh or resyncing.
-type SequencerLoad struct {
-	// Next is the sequence the correlation needs next.
-	Next int64 `json:"next"`
-	// Skipped are the sequences skipped since the last delivered one.
-	Skipped []int64 `json:"skipped,omitempty"`
-	// Pending are the stored events not finished yet, in sequence order.
-	Pending []contract.Arrival `json:"pending,omitempty"`
 }
 
 // MaxLoadedArrivals bounds the stored events a sequencer loads at once.
@@ -103,79 +73,52 @@ const MaxLoadedArrivals = 10000
 
 // LoadSequencer reads a correlation's cursor, skipped tail and unfinished
 // events from the ledger.
-func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (SequencerLoad, error) {
+func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (contract.SequencerLoad, error) {
 	next, err := a.store.CorrelationNext(ctx, correlationID)
 	if err != nil {
-		return SequencerLoad{}, err
+		return contract.SequencerLoad{}, err
 	}
 	skipped, err := a.store.CorrelationSkippedTail(ctx, correlationID)
 	if err != nil {
-		return SequencerLoad{}, err
+		return contract.SequencerLoad{}, err
 	}
 	pending, err := a.store.CorrelationPending(ctx, correlationID, MaxLoadedArrivals)
 	if err != nil {
-		return SequencerLoad{}, err
+		return contract.SequencerLoad{}, err
 	}
-	out := SequencerLoad{Next: next, Skipped: skipped}
+	out := contract.SequencerLoad{Next: next, Skipped: skipped}
 	for _, p := range pending {
 		out.Pending = append(out.Pending, contract.Arrival{Sequence: p.Sequence, EventID: p.ID})
 	}
 	return out, nil
 }
 
-// SkipInput names the dead letter an operator skipped.
-type SkipInput struct {
-	EventID       string `json:"event_id"`
-	CorrelationID string `json:"correlation_id"`
-	Sequence      int64  `json:"sequence"`
-	Generation    int32  `json:"generation"`
-	By            string `json:"by,omitempty"`
-	Note          string `json:"note,omitempty"`
-}
-
 // Skip records the skip on the dead letter (unless the API already did, when
 // it claimed it), marks the event skipped and moves its correlation's cursor
 // past it, then hands over to the sequencer (Finish). Repeating it is
 // harmless.
-func (a *Activities) Skip(ctx context.Context, in SkipInput) error {
+func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) error {
 	if _, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.Generation, in.By, in.Note); err != nil {
 		return err
 	}
 	if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, contract.StateSkipped, a.now()); err != nil {
 		return err
 	}
-	return a.Finish(ctx, FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID, Skipped: true})
-}
-
-// DeadLetterInput is the context of an event whose delivery gave up.
-type DeadLetterInput struct {
-	Event  DeliverInput `json:"event"`
-	Reason string       `json:"reason"`
-}
-
-// DeadLetterResult is what WriteDeadLetter did.
-type DeadLetterResult struct {
-	// Generation is the dead letter written.
-	Generation int32 `json:"generation,omitempty"`
-	// Finished is the event's final state when the ledger has it delivered
-	// or skipped already: then no dead letter is written. A delivering
-	// attempt whose result was lost on its way back (Temporal restarted,
-	// the retries ran out of window) leaves exactly that.
-	Finished contract.State `json:"finished,omitempty"`
+	return a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID, Skipped: true})
 }
 
 // WriteDeadLetter stores the dead letter with the signed envelope and every
 // attempt recorded so far, marks the event dead-lettered, and returns the
 // dead letter's generation; or, for an event the ledger has as finished,
 // writes nothing and says so.
-func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) (DeadLetterResult, error) {
+func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetterInput) (contract.DeadLetterResult, error) {
 	attempts, err := a.store.AttemptsList(ctx, in.Event.EventID)
 	if err != nil {
-		return DeadLetterResult{}, err
+		return contract.DeadLetterResult{}, err
 	}
 	env, err := json.Marshal(in.Event.Envelope())
 	if err != nil {
-		return DeadLetterResult{}, fmt.Errorf("encode envelope: %w", err)
+		return contract.DeadLetterResult{}, fmt.Errorf("encode envelope: %w", err)
 	}
 	var first *time.Time
 	for _, at := range attempts {
@@ -193,32 +136,25 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in DeadLetterInput) (D
 	if errors.Is(err, store.ErrEventFinished) {
 		ev, err := a.store.EventGet(ctx, in.Event.EventID)
 		if err != nil {
-			return DeadLetterResult{}, err
+			return contract.DeadLetterResult{}, err
 		}
 		a.logger.Warn("not dead-lettering an event the ledger has as finished", "event_id", ev.ID, "state", ev.State)
-		return DeadLetterResult{Finished: ev.State}, nil
+		return contract.DeadLetterResult{Finished: ev.State}, nil
 	}
 	if err != nil {
-		return DeadLetterResult{}, err
+		return contract.DeadLetterResult{}, err
 	}
 	a.metrics.DeadLettered(in.Event.EndpointID)
 	a.logger.Warn("event dead-lettered",
 		"event_id", in.Event.EventID, "correlation_id", in.Event.CorrelationID, "sequence", in.Event.Sequence,
 		"endpoint_id", in.Event.EndpointID, "reason", in.Reason, "attempts", len(attempts), "generation", gen)
-	return DeadLetterResult{Generation: gen}, nil
-}
-
-// ReplayedInput names the dead letter a replay is for.
-type ReplayedInput struct {
-	EventID    string `json:"event_id"`
-	Generation int32  `json:"generation"`
-	By         string `json:"by,omitempty"`
+	return contract.DeadLetterResult{Generation: gen}, nil
 }
 
 // Replayed records the replay on the dead letter of that generation, unless
 // the API already did when it claimed it. A late one never touches a later
 // generation.
-func (a *Activities) Replayed(ctx context.Context, in ReplayedInput) error {
+func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) error {
 	_, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.Generation, in.By)
 	return err
 }

@@ -29,59 +29,6 @@ const (
 	OutcomeDisabled  = "disabled"
 )
 
-// DeliverInput is one event as the workflow hands it to Deliver. Every
-// attempt sends the same envelope; only webhook-timestamp and the signature
-// change.
-type DeliverInput struct {
-	EventID       string          `json:"event_id"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	EndpointID    string          `json:"endpoint_id"`
-	Type          string          `json:"type"`
-	Timestamp     time.Time       `json:"timestamp"`
-	Data          json.RawMessage `json:"data"`
-	// Skipped are the sequences just before this one that an operator
-	// skipped; the envelope tells the receiver so it does not wait for them.
-	Skipped []int64 `json:"skipped,omitempty"`
-	// Timeout bounds one HTTP attempt.
-	Timeout time.Duration `json:"timeout"`
-	// AttemptOffset is added to Temporal's attempt number in the attempts
-	// recorded: the regular activity that follows a first attempt made as a
-	// local activity counts on from it.
-	AttemptOffset int32 `json:"attempt_offset,omitempty"`
-}
-
-// Envelope is the signed body a receiver gets.
-type Envelope struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	Timestamp     string          `json:"timestamp"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	Data          json.RawMessage `json:"data"`
-	// SkippedSequences, present only after an operator skip, lists the
-	// sequences before this one that will never be delivered.
-	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
-}
-
-// Envelope builds the body sent for this event.
-func (in DeliverInput) Envelope() Envelope {
-	return Envelope{
-		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano),
-		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Data: in.Data, SkippedSequences: in.Skipped,
-	}
-}
-
-// DeliverResult describes the attempt that succeeded.
-type DeliverResult struct {
-	StatusCode int   `json:"status_code"`
-	Attempt    int32 `json:"attempt"`
-	// HandOffPending: the event is delivered but telling its sequencer (or
-	// releasing the successor it named) failed; the workflow runs Finish,
-	// which retries.
-	HandOffPending bool `json:"hand_off_pending,omitempty"`
-}
-
 // maxRecordedBody bounds how much of a receiver's answer is kept.
 const maxRecordedBody = 2048
 
@@ -92,35 +39,35 @@ const maxRecordedBody = 2048
 // 410 → the endpoint is disabled, non-retryable;
 // any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
 // → retry after that delay; everything else → retry.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
+func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
 	ep, state, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+in.EndpointID+" does not exist", ErrTypeEndpointDisabled, nil)
+			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+in.EndpointID+" does not exist", contract.ErrTypeEndpointDisabled, nil)
 		}
-		return DeliverResult{}, err
+		return contract.DeliverResult{}, err
 	}
 	if state == contract.StateDelivered {
 		// An earlier attempt was delivered and recorded, and its result lost
 		// on the way back (a workflow task that timed out after its local
 		// activity finished, or an operator's reset): nothing is sent again,
 		// and the hand-over, which may not have happened, is repeated.
-		return a.handOver(ctx, in, DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}), nil
+		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}), nil
 	}
 	started := a.now()
 	if ep.Disabled {
 		a.record(ctx, in.EventID, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", ErrTypeEndpointDisabled, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", contract.ErrTypeEndpointDisabled, nil)
 	}
 	body, err := json.Marshal(in.Envelope())
 	if err != nil {
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), ErrTypePermanent, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), contract.ErrTypePermanent, nil)
 	}
 	ts := started.Unix()
 	sig, err := webhook.Sign(ep.SigningSecrets(started), in.EventID, ts, body)
 	if err != nil {
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError("sign: "+err.Error(), ErrTypePermanent, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("sign: "+err.Error(), contract.ErrTypePermanent, nil)
 	}
 	timeout := in.Timeout
 	if timeout <= 0 {
@@ -130,7 +77,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil), ErrTypePermanent, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil), contract.ErrTypePermanent, nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow")
@@ -149,7 +96,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
-		return DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, ErrTypeRetryable)
+		return contract.DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, contract.ErrTypeRetryable)
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain so the connection is reused
@@ -168,34 +115,34 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		a.observe(in.EndpointID, rec, latency)
 		if err := a.store.EventDelivered(ctx, in.EventID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
 			// The receiver has it; a retry re-sends and gets "already processed".
-			return DeliverResult{}, err
+			return contract.DeliverResult{}, err
 		}
-		return a.handOver(ctx, in, DeliverResult{StatusCode: c, Attempt: attempt}), nil
+		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: c, Attempt: attempt}), nil
 	case c == http.StatusGone:
 		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
 		if err := a.store.EndpointDisable(ctx, ep.ID, "receiver answered 410 Gone for event "+in.EventID); err != nil {
-			return DeliverResult{}, err
+			return contract.DeliverResult{}, err
 		}
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError(what, ErrTypeEndpointGone, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(what, contract.ErrTypeEndpointGone, nil)
 	case (c == http.StatusTooManyRequests || c == http.StatusServiceUnavailable) && retryAfter(resp.Header, a.now()) > 0:
 		d := retryAfter(resp.Header, a.now())
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
-		return DeliverResult{}, temporal.NewApplicationErrorWithOptions(what, ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: d})
+		return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions(what, contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: d})
 	case c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests,
 		c >= 300 && c < 400: // redirects are not followed: a moved endpoint is a configuration error
 		rec.Outcome, rec.Error = OutcomePermanent, ptr(what)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
-		return DeliverResult{}, temporal.NewNonRetryableApplicationError(what, ErrTypePermanent, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(what, contract.ErrTypePermanent, nil)
 	default:
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
-		return DeliverResult{}, temporal.NewApplicationError(what, ErrTypeRetryable)
+		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
 	}
 }
 
@@ -203,8 +150,8 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 // releases its successor. A failure is not the attempt's: the event is
 // delivered, and failing here would send it again; the workflow repeats the
 // hand-over (Finish) instead.
-func (a *Activities) handOver(ctx context.Context, in DeliverInput, res DeliverResult) DeliverResult {
-	if err := a.Finish(ctx, FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID}); err != nil {
+func (a *Activities) handOver(ctx context.Context, in contract.DeliverInput, res contract.DeliverResult) contract.DeliverResult {
+	if err := a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID}); err != nil {
 		a.logger.Warn("hand delivered event over to its sequencer", "event_id", in.EventID, "error", err)
 		res.HandOffPending = true
 	}

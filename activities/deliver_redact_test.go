@@ -13,7 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/spantest"
 )
 
@@ -54,7 +54,7 @@ func TestDeliverRedactsRefusedURL(t *testing.T) {
 	b := setupDeliver(t, "http://"+addr+"/hooks?token="+secret+"&v=2")
 
 	_, err := b.deliver(t)
-	requireFailure(t, err, activities.ErrTypeRetryable, true, 0)
+	requireFailure(t, err, contract.ErrTypeRetryable, true, 0)
 	requireRedacted(t, b, err, secret, "Post http://"+addr+"/hooks: dial tcp "+addr+": connect: connection refused")
 
 	var deliverSpans []sdktrace.ReadOnlySpan
@@ -99,7 +99,7 @@ func TestDeliverRedactsEchoedURL(t *testing.T) {
 	b := setupDeliver(t, url)
 
 	_, err := b.deliver(t)
-	requireFailure(t, err, activities.ErrTypePermanent, false, 0)
+	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
 	requireRedacted(t, b, err, secret, "receiver answered 404: Cannot POST /hooks?[redacted] (token [redacted])")
 }
 
@@ -112,7 +112,7 @@ func TestDeliverRedactsUnparsableURL(t *testing.T) {
 	b := setupDeliver(t, "http://user:"+secret+"@127.0.0.1:80:80/hooks?token="+secret)
 
 	_, err := b.deliver(t)
-	requireFailure(t, err, activities.ErrTypePermanent, false, 0)
+	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
 	require.NotContains(t, err.Error(), secret)
 	require.Contains(t, err.Error(), `build request: parse http://127.0.0.1:80:80/hooks: invalid port ":80:80" after host`)
 	attempts, err := b.st.AttemptsList(context.Background(), b.in.EventID)

@@ -63,7 +63,7 @@ type deliverBundle struct {
 	env    *testsuite.TestActivityEnvironment
 	seq    *sequencerSpy
 	secret string
-	in     activities.DeliverInput
+	in     contract.DeliverInput
 }
 
 // setupDeliver registers an endpoint at url and stores event evt_1, sequence
@@ -95,7 +95,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	env.RegisterActivity(acts)
 	return &deliverBundle{
 		st: st, acts: acts, env: env, seq: seq, secret: secret,
-		in: activities.DeliverInput{
+		in: contract.DeliverInput{
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 5 * time.Second,
 		},
@@ -111,13 +111,13 @@ func receiver(t *testing.T, h http.HandlerFunc) string {
 }
 
 // deliver runs one attempt of the real activity.
-func (b *deliverBundle) deliver(t *testing.T) (activities.DeliverResult, error) {
+func (b *deliverBundle) deliver(t *testing.T) (contract.DeliverResult, error) {
 	t.Helper()
 	val, err := b.env.ExecuteActivity(b.acts.Deliver, b.in)
 	if err != nil {
-		return activities.DeliverResult{}, err
+		return contract.DeliverResult{}, err
 	}
-	var res activities.DeliverResult
+	var res contract.DeliverResult
 	require.NoError(t, val.Get(&res))
 	return res, nil
 }
@@ -169,43 +169,43 @@ func TestDeliverAnswers(t *testing.T) {
 		{name: "200", code: 200},
 		{name: "201", code: 201},
 		{name: "204", code: 204},
-		{name: "202 parked at the receiver", code: 202, wantType: activities.ErrTypeRetryable, retryable: true},
-		{name: "301", code: 301, wantType: activities.ErrTypePermanent},
-		{name: "302", code: 302, wantType: activities.ErrTypePermanent},
-		{name: "303", code: 303, wantType: activities.ErrTypePermanent},
-		{name: "307", code: 307, wantType: activities.ErrTypePermanent},
-		{name: "308", code: 308, wantType: activities.ErrTypePermanent},
-		{name: "400", code: 400, wantType: activities.ErrTypePermanent},
-		{name: "401", code: 401, wantType: activities.ErrTypePermanent},
-		{name: "404", code: 404, wantType: activities.ErrTypePermanent},
-		{name: "422", code: 422, wantType: activities.ErrTypePermanent},
-		{name: "408", code: 408, wantType: activities.ErrTypeRetryable, retryable: true},
-		{name: "429 without Retry-After", code: 429, wantType: activities.ErrTypeRetryable, retryable: true},
-		{name: "503 without Retry-After", code: 503, wantType: activities.ErrTypeRetryable, retryable: true},
-		{name: "500", code: 500, wantType: activities.ErrTypeRetryable, retryable: true},
-		{name: "502", code: 502, wantType: activities.ErrTypeRetryable, retryable: true},
-		{name: "504", code: 504, wantType: activities.ErrTypeRetryable, retryable: true},
+		{name: "202 parked at the receiver", code: 202, wantType: contract.ErrTypeRetryable, retryable: true},
+		{name: "301", code: 301, wantType: contract.ErrTypePermanent},
+		{name: "302", code: 302, wantType: contract.ErrTypePermanent},
+		{name: "303", code: 303, wantType: contract.ErrTypePermanent},
+		{name: "307", code: 307, wantType: contract.ErrTypePermanent},
+		{name: "308", code: 308, wantType: contract.ErrTypePermanent},
+		{name: "400", code: 400, wantType: contract.ErrTypePermanent},
+		{name: "401", code: 401, wantType: contract.ErrTypePermanent},
+		{name: "404", code: 404, wantType: contract.ErrTypePermanent},
+		{name: "422", code: 422, wantType: contract.ErrTypePermanent},
+		{name: "408", code: 408, wantType: contract.ErrTypeRetryable, retryable: true},
+		{name: "429 without Retry-After", code: 429, wantType: contract.ErrTypeRetryable, retryable: true},
+		{name: "503 without Retry-After", code: 503, wantType: contract.ErrTypeRetryable, retryable: true},
+		{name: "500", code: 500, wantType: contract.ErrTypeRetryable, retryable: true},
+		{name: "502", code: 502, wantType: contract.ErrTypeRetryable, retryable: true},
+		{name: "504", code: 504, wantType: contract.ErrTypeRetryable, retryable: true},
 		{name: "429 Retry-After seconds", code: 429, retryAfter: "30",
-			wantType: activities.ErrTypeRetryAfter, retryable: true, wantDelay: 30 * time.Second},
+			wantType: contract.ErrTypeRetryAfter, retryable: true, wantDelay: 30 * time.Second},
 		{name: "503 Retry-After seconds", code: 503, retryAfter: "7",
-			wantType: activities.ErrTypeRetryAfter, retryable: true, wantDelay: 7 * time.Second},
+			wantType: contract.ErrTypeRetryAfter, retryable: true, wantDelay: 7 * time.Second},
 		{name: "429 Retry-After of a day capped", code: 429, retryAfter: "86400",
-			wantType: activities.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
+			wantType: contract.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
 		// 1e10 s fits an int but not a time.Duration in nanoseconds.
 		{name: "429 Retry-After past a Duration capped", code: 429, retryAfter: "10000000000",
-			wantType: activities.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
+			wantType: contract.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
 		{name: "503 Retry-After past an int64 capped", code: 503, retryAfter: "99999999999999999999",
-			wantType: activities.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
+			wantType: contract.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
 		{name: "503 Retry-After far date capped", code: 503, retryAfter: "Fri, 31 Dec 9999 23:59:59 GMT",
-			wantType: activities.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
+			wantType: contract.ErrTypeRetryAfter, retryable: true, wantDelay: time.Hour},
 		{name: "429 Retry-After unparsable", code: 429, retryAfter: "soon",
-			wantType: activities.ErrTypeRetryable, retryable: true},
+			wantType: contract.ErrTypeRetryable, retryable: true},
 		{name: "429 Retry-After zero", code: 429, retryAfter: "0",
-			wantType: activities.ErrTypeRetryable, retryable: true},
+			wantType: contract.ErrTypeRetryable, retryable: true},
 		{name: "429 Retry-After negative", code: 429, retryAfter: "-5",
-			wantType: activities.ErrTypeRetryable, retryable: true},
+			wantType: contract.ErrTypeRetryable, retryable: true},
 		{name: "503 Retry-After past date", code: 503, retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT",
-			wantType: activities.ErrTypeRetryable, retryable: true},
+			wantType: contract.ErrTypeRetryable, retryable: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -235,7 +235,7 @@ func TestDeliverAnswers(t *testing.T) {
 
 			if tc.wantType == "" {
 				require.NoError(t, err)
-				require.Equal(t, activities.DeliverResult{StatusCode: tc.code, Attempt: 1}, res)
+				require.Equal(t, contract.DeliverResult{StatusCode: tc.code, Attempt: 1}, res)
 				require.Equal(t, activities.OutcomeDelivered, at.Outcome)
 				require.Equal(t, contract.StateDelivered, ev.State)
 				require.NotNil(t, ev.DeliveredAt)
@@ -278,7 +278,7 @@ func TestDeliverSignsAndHandsOver(t *testing.T) {
 	before := time.Now()
 	res, err := b.deliver(t)
 	require.NoError(t, err)
-	require.Equal(t, activities.DeliverResult{StatusCode: http.StatusOK, Attempt: 1}, res)
+	require.Equal(t, contract.DeliverResult{StatusCode: http.StatusOK, Attempt: 1}, res)
 
 	req := <-got
 	require.Equal(t, http.MethodPost, req.method)
@@ -321,7 +321,7 @@ func TestDeliverGoneDisablesEndpoint(t *testing.T) {
 	}))
 
 	_, err := b.deliver(t)
-	requireFailure(t, err, activities.ErrTypeEndpointGone, false, 0)
+	requireFailure(t, err, contract.ErrTypeEndpointGone, false, 0)
 	at := b.attempt(t)
 	require.Equal(t, activities.OutcomeGone, at.Outcome)
 	require.NotNil(t, at.StatusCode)
@@ -335,7 +335,7 @@ func TestDeliverGoneDisablesEndpoint(t *testing.T) {
 	require.Empty(t, b.seq.handedOver())
 
 	_, err = b.deliver(t)
-	requireFailure(t, err, activities.ErrTypeEndpointDisabled, false, 0)
+	requireFailure(t, err, contract.ErrTypeEndpointDisabled, false, 0)
 	require.EqualValues(t, 1, hits.Load(), "a disabled endpoint gets no request")
 }
 
@@ -352,7 +352,7 @@ func TestDeliverRetryAfterDate(t *testing.T) {
 	require.Error(t, err)
 	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
 	require.True(t, ok, "want an ApplicationError, got %T: %v", err, err)
-	require.Equal(t, activities.ErrTypeRetryAfter, appErr.Type())
+	require.Equal(t, contract.ErrTypeRetryAfter, appErr.Type())
 	require.False(t, appErr.NonRetryable())
 	require.InDelta(t, 120, appErr.NextRetryDelay().Seconds(), 2)
 	at := b.attempt(t)
@@ -381,7 +381,7 @@ func TestDeliverTimeoutIsRetryable(t *testing.T) {
 
 	start := time.Now()
 	_, err := b.deliver(t)
-	requireFailure(t, err, activities.ErrTypeRetryable, true, 0)
+	requireFailure(t, err, contract.ErrTypeRetryable, true, 0)
 	require.Less(t, time.Since(start), 5*time.Second, "the attempt ends at its timeout")
 	at := b.attempt(t)
 	require.Equal(t, activities.OutcomeRetry, at.Outcome)
@@ -410,7 +410,7 @@ func TestDeliverConnectionErrorIsRetryable(t *testing.T) {
 	b := setupDeliver(t, "http://"+ln.Addr().String()+"/hooks")
 
 	_, err = b.deliver(t)
-	requireFailure(t, err, activities.ErrTypeRetryable, true, 0)
+	requireFailure(t, err, contract.ErrTypeRetryable, true, 0)
 	at := b.attempt(t)
 	require.Equal(t, activities.OutcomeRetry, at.Outcome)
 	require.Nil(t, at.StatusCode)

@@ -191,8 +191,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	suite.SetLogger(tlog.NewStructuredLogger(logger))
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	input := func(ev store.Event) activities.DeliverInput {
-		return activities.DeliverInput{
+	input := func(ev store.Event) contract.DeliverInput {
+		return contract.DeliverInput{
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 10 * time.Second,
 		}
@@ -205,7 +205,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	answer.Store(http.StatusOK)
 	val, err := env.ExecuteActivity(acts.Deliver, input(accepted[0]))
 	require.NoError(t, err)
-	var res activities.DeliverResult
+	var res contract.DeliverResult
 	require.NoError(t, val.Get(&res))
 	require.Equal(t, http.StatusOK, res.StatusCode)
 
@@ -225,7 +225,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	answer.Store(http.StatusBadRequest)
 	_, err = env.ExecuteActivity(acts.Deliver, input(accepted[1]))
 	require.Error(t, err)
-	_, err = env.ExecuteActivity(acts.WriteDeadLetter, activities.DeadLetterInput{Event: input(accepted[1]), Reason: err.Error()})
+	_, err = env.ExecuteActivity(acts.WriteDeadLetter, contract.DeadLetterInput{Event: input(accepted[1]), Reason: err.Error()})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, verified.Load(), "every delivery was signed with both live secrets")
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -27,7 +28,7 @@ const tracerName = "github.com/hookflow/hookflow/activities"
 // its query); only its host and port are, and an error's message is
 // scrubbed of the URL's credentials. With tracing off the span is a
 // no-op one and no traceparent is sent.
-func (a *Activities) send(ctx context.Context, in DeliverInput, attempt int32, req *http.Request) (*http.Response, error) {
+func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt int32, req *http.Request) (*http.Response, error) {
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(req.Method),
 		semconv.ServerAddress(req.URL.Hostname()),

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 )
@@ -35,7 +34,7 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 	rcv.secret = ep.Secret
 	var healed atomic.Bool
 	corr, other := b.id("acct-a"), b.id("acct-b")
-	rcv.fault = func(ev activities.Envelope, n int) string {
+	rcv.fault = func(ev contract.Envelope, n int) string {
 		if ev.CorrelationID == corr && ev.Sequence == 2 && !healed.Load() {
 			return "400"
 		}
@@ -113,7 +112,7 @@ func TestDeadLetterSkip(t *testing.T) {
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	corr := b.id("ledger")
-	rcv.fault = func(ev activities.Envelope, n int) string {
+	rcv.fault = func(ev contract.Envelope, n int) string {
 		if ev.Sequence == 2 {
 			return "400"
 		}
@@ -149,7 +148,7 @@ func TestEndpointGoneThenReenabled(t *testing.T) {
 	rcv.secret = ep.Secret
 	var gone atomic.Bool
 	gone.Store(true)
-	rcv.fault = func(activities.Envelope, int) string {
+	rcv.fault = func(contract.Envelope, int) string {
 		if gone.Load() {
 			return "410"
 		}
@@ -189,7 +188,7 @@ func TestRecoveryWindowFigures(t *testing.T) {
 	down, back := b.id("down"), b.id("back")
 	var backUp atomic.Bool
 	var backAt atomic.Int64
-	rcv.fault = func(ev activities.Envelope, n int) string {
+	rcv.fault = func(ev contract.Envelope, n int) string {
 		switch {
 		case ev.CorrelationID == down:
 			return "down"

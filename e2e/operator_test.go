@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 )
@@ -185,7 +184,7 @@ func TestReplayByARawSignalFromTheWebUI(t *testing.T) {
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	var healed atomic.Bool
-	rcv.fault = func(activities.Envelope, int) string {
+	rcv.fault = func(contract.Envelope, int) string {
 		if !healed.Load() {
 			return "400"
 		}
@@ -219,7 +218,7 @@ func TestDoubleReplay(t *testing.T) {
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	var healed atomic.Bool
-	rcv.fault = func(activities.Envelope, int) string {
+	rcv.fault = func(contract.Envelope, int) string {
 		if !healed.Load() {
 			return "400"
 		}
@@ -293,7 +292,7 @@ func TestReplayAndSkipOfAnEndedWorkflow(t *testing.T) {
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	var healed atomic.Bool
-	rcv.fault = func(ev activities.Envelope, _ int) string {
+	rcv.fault = func(ev contract.Envelope, _ int) string {
 		if !healed.Load() && ev.Sequence == 1 {
 			return "400"
 		}
@@ -345,7 +344,7 @@ func TestTerminateAndResetDoNotStrandACorrelation(t *testing.T) {
 	released.Store(false)
 	// Sequence 1 of every correlation is refused with 503 until the test
 	// lets go: released, delivering, its successors held.
-	rcv.fault = func(ev activities.Envelope, _ int) string {
+	rcv.fault = func(ev contract.Envelope, _ int) string {
 		if ev.Sequence == 1 && !released.Load() {
 			return "503"
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
@@ -122,7 +121,7 @@ func TestOpsMetricsAndStats(t *testing.T) {
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	okCorr, dlCorr := b.id("ok"), b.id("stuck")
-	rcv.fault = func(ev activities.Envelope, _ int) string {
+	rcv.fault = func(ev contract.Envelope, _ int) string {
 		if ev.CorrelationID == dlCorr && ev.Sequence == 1 {
 			return "400"
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
@@ -26,7 +25,7 @@ func TestOrderedExactlyOnce(t *testing.T) {
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
-	rcv.fault = func(ev activities.Envelope, n int) string {
+	rcv.fault = func(ev contract.Envelope, n int) string {
 		switch {
 		case ev.Sequence%7 == 3 && n == 1:
 			return "503"

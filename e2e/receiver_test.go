@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
@@ -32,7 +32,7 @@ type ledgerReceiver struct {
 	// fault decides, per request, what to do before normal handling:
 	// "" (none), "503", "drop-after-commit", "hold-after-commit", "410",
 	// "400", "down".
-	fault func(ev activities.Envelope, n int) string
+	fault func(ev contract.Envelope, n int) string
 	// committed gets the id of an event held after its commit
 	// ("hold-after-commit"); the request is answered (its connection cut)
 	// once release is closed.
@@ -60,7 +60,7 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	var ev activities.Envelope
+	var ev contract.Envelope
 	if err := json.Unmarshal(body, &ev); err != nil {
 		r.mu.Lock()
 		r.violate("undecodable body: %s", body)

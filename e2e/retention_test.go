@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
@@ -25,7 +24,7 @@ func TestCleanerInItsLoop(t *testing.T) {
 	rcv.secret = ep.Secret
 	var healed atomic.Bool
 	corr, dlCorr := b.id("kept"), b.id("dl")
-	rcv.fault = func(ev activities.Envelope, _ int) string {
+	rcv.fault = func(ev contract.Envelope, _ int) string {
 		if ev.CorrelationID == dlCorr && !healed.Load() {
 			return "400"
 		}

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
@@ -171,7 +170,7 @@ func TestWorkerKilledAfterTheReceiverCommitted(t *testing.T) {
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	corr := b.id("killed")
-	rcv.fault = func(ev activities.Envelope, n int) string {
+	rcv.fault = func(ev contract.Envelope, n int) string {
 		if ev.CorrelationID == corr && ev.Sequence == 1 && n == 1 {
 			return "hold-after-commit"
 		}

@@ -5,6 +5,7 @@ package worker
 import (
 	"errors"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -83,9 +84,19 @@ func (p *pair) Stop() {
 }
 
 // Register adds hookflow's workflows and activities to any registry (a
-// worker, or a test environment).
+// worker, or a test environment), under the names of package contract that
+// the workflows call them by.
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.EventWorkflow, workflow.RegisterOptions{Name: contract.EventWorkflow})
 	r.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: contract.SequencerWorkflow})
-	r.RegisterActivity(acts)
+	for name, fn := range map[string]any{
+		contract.ActivityDeliver:         acts.Deliver,
+		contract.ActivityFinish:          acts.Finish,
+		contract.ActivityLoadSequencer:   acts.LoadSequencer,
+		contract.ActivitySkip:            acts.Skip,
+		contract.ActivityWriteDeadLetter: acts.WriteDeadLetter,
+		contract.ActivityReplayed:        acts.Replayed,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
 }

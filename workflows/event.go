@@ -8,14 +8,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // EventInput is an accepted event and the delivery settings fixed at
 // acceptance.
 type EventInput struct {
-	Event activities.DeliverInput `json:"event"`
+	Event contract.DeliverInput `json:"event"`
 	// RecoveryWindow is how long delivery is retried, counted from release.
 	RecoveryWindow time.Duration `json:"recovery_window"`
 	// Released is the sequencer's release when it came in its answer to the
@@ -58,7 +57,7 @@ func DeliverOptions(window, httpTimeout time.Duration) workflow.ActivityOptions 
 			// refuses a maximum below the initial interval.
 			MaximumInterval: max(window, time.Second),
 			NonRetryableErrorTypes: []string{
-				activities.ErrTypePermanent, activities.ErrTypeEndpointGone, activities.ErrTypeEndpointDisabled,
+				contract.ErrTypePermanent, contract.ErrTypeEndpointGone, contract.ErrTypeEndpointDisabled,
 			},
 		},
 	}
@@ -131,7 +130,6 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		w.ev.Skipped = rel.Skipped
 	}
 
-	var a *activities.Activities
 	ledger := workflow.WithActivityOptions(ctx, ledgerOptions())
 	for {
 		if gen == 0 {
@@ -152,15 +150,15 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			return EventResult{}, err
 		}
 		if skip != nil {
-			in := activities.SkipInput{EventID: w.ev.EventID, CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
-			if err := workflow.ExecuteActivity(ledger, a.Skip, in).Get(ctx, nil); err != nil {
+			in := contract.SkipInput{EventID: w.ev.EventID, CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
+			if err := workflow.ExecuteActivity(ledger, contract.ActivitySkip, in).Get(ctx, nil); err != nil {
 				return EventResult{}, fmt.Errorf("record skip: %w", err)
 			}
 			w.setState(contract.StateSkipped)
 			return EventResult{State: contract.StateSkipped}, nil
 		}
-		rin := activities.ReplayedInput{EventID: w.ev.EventID, Generation: gen, By: replay.By}
-		if err := workflow.ExecuteActivity(ledger, a.Replayed, rin).Get(ctx, nil); err != nil {
+		rin := contract.ReplayedInput{EventID: w.ev.EventID, Generation: gen, By: replay.By}
+		if err := workflow.ExecuteActivity(ledger, contract.ActivityReplayed, rin).Get(ctx, nil); err != nil {
 			return EventResult{}, fmt.Errorf("record replay: %w", err)
 		}
 		gen = 0
@@ -173,7 +171,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 type eventRun struct {
 	ctx    workflow.Context
 	in     EventInput
-	ev     activities.DeliverInput
+	ev     contract.DeliverInput
 	logger interface {
 		Warn(string, ...any)
 		Info(string, ...any)
@@ -198,7 +196,7 @@ func (w *eventRun) setState(s contract.State) {
 // delivered ends the workflow of a delivered event. The delivering attempt
 // handed the event over to its sequencer unless that failed: then it is
 // repeated until it succeeds.
-func (w *eventRun) delivered(res activities.DeliverResult) (EventResult, error) {
+func (w *eventRun) delivered(res contract.DeliverResult) (EventResult, error) {
 	w.setState(contract.StateDelivered)
 	if res.HandOffPending {
 		if err := w.handOver(false); err != nil {
@@ -224,9 +222,8 @@ func (w *eventRun) foundFinished(state contract.State) (EventResult, error) {
 // handOver tells the sequencer that the event is finished (Finish), until
 // it succeeds.
 func (w *eventRun) handOver(skipped bool) error {
-	var a *activities.Activities
-	in := activities.FinishInput{CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, EventID: w.ev.EventID, Skipped: skipped}
-	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions), a.Finish, in).Get(w.ctx, nil); err != nil {
+	in := contract.FinishInput{CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, EventID: w.ev.EventID, Skipped: skipped}
+	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions), contract.ActivityFinish, in).Get(w.ctx, nil); err != nil {
 		return fmt.Errorf("hand over to the sequencer: %w", err)
 	}
 	return nil
@@ -248,10 +245,9 @@ func (w *eventRun) deadLetter(failure error) (int32, contract.State, error) {
 			}
 		}
 	}
-	var a *activities.Activities
-	var res activities.DeadLetterResult
-	in := activities.DeadLetterInput{Event: w.ev, Reason: reason}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), a.WriteDeadLetter, in).Get(ctx, &res); err != nil {
+	var res contract.DeadLetterResult
+	in := contract.DeadLetterInput{Event: w.ev, Reason: reason}
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), contract.ActivityWriteDeadLetter, in).Get(ctx, &res); err != nil {
 		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
 	if res.Finished != "" {
@@ -313,13 +309,12 @@ func (w *eventRun) windowEnd() time.Time { return w.windowStart.Add(w.in.Recover
 // as a regular activity on the same schedule as DeliverOptions (about 1, 5,
 // 21, 85 s after the first attempt), so a long outage is retried by
 // Temporal's timers, not by a workflow task held open.
-func (w *eventRun) deliverWindow() (activities.DeliverResult, error) {
+func (w *eventRun) deliverWindow() (contract.DeliverResult, error) {
 	ctx, ev := w.ctx, w.ev
 	w.windowStart = workflow.Now(ctx)
-	var a *activities.Activities
-	var res activities.DeliverResult
+	var res contract.DeliverResult
 	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
-	err := workflow.ExecuteLocalActivity(lctx, a.Deliver, ev).Get(ctx, &res)
+	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
 	if err == nil {
 		return res, nil
 	}
@@ -350,7 +345,7 @@ func (w *eventRun) deliverWindow() (activities.DeliverResult, error) {
 	// A window shorter than that (an operator's or a test's) still retries.
 	opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
 	ev.AttemptOffset = 1
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, ev).Get(ctx, &res)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
 	return res, err
 }
 
@@ -360,11 +355,11 @@ func failureReason(err error) (string, bool) {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case activities.ErrTypePermanent:
+		case contract.ErrTypePermanent:
 			return "permanent rejection: " + appErr.Message(), true
-		case activities.ErrTypeEndpointGone:
+		case contract.ErrTypeEndpointGone:
 			return "endpoint gone (410), endpoint disabled: " + appErr.Message(), true
-		case activities.ErrTypeEndpointDisabled:
+		case contract.ErrTypeEndpointDisabled:
 			return "endpoint disabled: " + appErr.Message(), true
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/workflows"
 )
@@ -24,7 +23,7 @@ const releaseAfter = 10 * time.Second
 type attempt struct {
 	at     time.Time
 	number int32
-	input  activities.DeliverInput
+	input  contract.DeliverInput
 }
 
 // handOver is one time the event told its sequencer it was finished (the
@@ -37,7 +36,7 @@ type handOver struct {
 // deadLetter is one call of the WriteDeadLetter mock.
 type deadLetter struct {
 	at    time.Time
-	input activities.DeadLetterInput
+	input contract.DeadLetterInput
 }
 
 // eventHarness runs one EventWorkflow against mocked activities: the event
@@ -58,7 +57,7 @@ type eventHarness struct {
 	attempts    recorder[attempt]
 	deadLetters recorder[deadLetter]
 	handOvers   recorder[handOver]
-	replays     recorder[activities.ReplayedInput]
+	replays     recorder[contract.ReplayedInput]
 	states      recorder[contract.State] // DeliveryState search attribute upserts
 }
 
@@ -73,7 +72,7 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 			h.states.add(contract.State(s))
 		}
 	}).Maybe()
-	env.OnActivity(act.Replayed, mock.Anything, mock.Anything).Return(func(_ context.Context, r activities.ReplayedInput) error {
+	env.OnActivity(act.Replayed, mock.Anything, mock.Anything).Return(func(_ context.Context, r contract.ReplayedInput) error {
 		h.replays.add(r)
 		return nil
 	}).Maybe()
@@ -95,9 +94,9 @@ func (h *eventHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCal
 // onDeliver mocks Deliver; answer gets the attempt's 1-based index across
 // the whole test (replays included) and the activity attempt number. A
 // delivered attempt hands the event over, as Deliver does.
-func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (activities.DeliverResult, error)) {
+func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (contract.DeliverResult, error)) {
 	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
+		func(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 			number := activity.GetInfo(ctx).Attempt + in.AttemptOffset // as Deliver counts
 			n := h.attempts.add(attempt{at: h.env.Now(), number: number, input: in})
 			res, err := answer(n, number)
@@ -113,20 +112,20 @@ func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (activities.D
 func (h *eventHarness) onDeadLetter(answer func(n int) error) {
 	written := int32(0)
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeadLetterInput) (activities.DeadLetterResult, error) {
+		func(_ context.Context, in contract.DeadLetterInput) (contract.DeadLetterResult, error) {
 			if err := answer(h.deadLetters.add(deadLetter{at: h.env.Now(), input: in})); err != nil {
-				return activities.DeadLetterResult{}, err
+				return contract.DeadLetterResult{}, err
 			}
 			written++
-			return activities.DeadLetterResult{Generation: written}, nil
+			return contract.DeadLetterResult{Generation: written}, nil
 		})
 }
 
 // expectSkip mocks Skip, expecting it once for generation gen.
 func (h *eventHarness) expectSkip(gen int32, by, note string) {
-	h.env.OnActivity(act.Skip, mock.Anything, activities.SkipInput{
+	h.env.OnActivity(act.Skip, mock.Anything, contract.SkipInput{
 		EventID: h.in.Event.EventID, CorrelationID: correlation, Sequence: h.in.Event.Sequence, Generation: gen, By: by, Note: note,
-	}).Return(func(context.Context, activities.SkipInput) error {
+	}).Return(func(context.Context, contract.SkipInput) error {
 		h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID, Skipped: true}})
 		return nil
 	}).Once()
@@ -183,11 +182,11 @@ func (h *eventHarness) attemptTimes() []time.Time {
 }
 
 func retryable(msg string) error {
-	return temporal.NewApplicationError(msg, activities.ErrTypeRetryable)
+	return temporal.NewApplicationError(msg, contract.ErrTypeRetryable)
 }
 
-func delivered(_ int, number int32) (activities.DeliverResult, error) {
-	return activities.DeliverResult{StatusCode: 200, Attempt: number}, nil
+func delivered(_ int, number int32) (contract.DeliverResult, error) {
+	return contract.DeliverResult{StatusCode: 200, Attempt: number}, nil
 }
 
 func TestEventWorkflowWaitsForTheReleaseSignal(t *testing.T) {
@@ -195,7 +194,7 @@ func TestEventWorkflowWaitsForTheReleaseSignal(t *testing.T) {
 	h := newEventHarness(t, eventInput(3))
 	h.skippedBefore = []int64{1, 2}
 	h.onDeliver(delivered)
-	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(activities.DeadLetterResult{}, nil).Never()
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{}, nil).Never()
 
 	res := h.run()
 
@@ -228,8 +227,8 @@ func TestEventWorkflowReleasedAtStartDeliversAtOnce(t *testing.T) {
 func TestEventWorkflowRetriesThroughWindowThenDeadLettersUntilSkipped(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(7))
-	h.onDeliver(func(int, int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{}, retryable("receiver answered 503")
+	h.onDeliver(func(int, int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{}, retryable("receiver answered 503")
 	})
 	h.onDeadLetter(func(int) error { return nil })
 	h.expectSkip(1, "alice", "receiver rebuilt from snapshot")
@@ -278,14 +277,14 @@ func TestEventWorkflowDeadLettersPermanentFailureAtOnce(t *testing.T) {
 		err    error
 		reason string
 	}{
-		{"4xx rejection", temporal.NewNonRetryableApplicationError("receiver answered 400: bad signature", activities.ErrTypePermanent, nil), "permanent rejection"},
-		{"410 gone", temporal.NewNonRetryableApplicationError("receiver answered 410", activities.ErrTypeEndpointGone, nil), "endpoint gone"},
-		{"endpoint disabled", temporal.NewNonRetryableApplicationError("endpoint ep_1 is disabled", activities.ErrTypeEndpointDisabled, nil), "endpoint disabled"},
+		{"4xx rejection", temporal.NewNonRetryableApplicationError("receiver answered 400: bad signature", contract.ErrTypePermanent, nil), "permanent rejection"},
+		{"410 gone", temporal.NewNonRetryableApplicationError("receiver answered 410", contract.ErrTypeEndpointGone, nil), "endpoint gone"},
+		{"endpoint disabled", temporal.NewNonRetryableApplicationError("endpoint ep_1 is disabled", contract.ErrTypeEndpointDisabled, nil), "endpoint disabled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newEventHarness(t, eventInput(2))
-			h.onDeliver(func(int, int32) (activities.DeliverResult, error) { return activities.DeliverResult{}, tc.err })
+			h.onDeliver(func(int, int32) (contract.DeliverResult, error) { return contract.DeliverResult{}, tc.err })
 			h.onDeadLetter(func(int) error { return nil })
 			h.expectSkip(1, "bob", "")
 			h.at(time.Hour, func() {
@@ -313,12 +312,12 @@ func TestEventWorkflowDeadLettersPermanentFailureAtOnce(t *testing.T) {
 func TestEventWorkflowHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(4))
-	h.onDeliver(func(n int, number int32) (activities.DeliverResult, error) {
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
 		if n == 1 {
-			return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver answered 429",
-				activities.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: 30 * time.Second})
+			return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver answered 429",
+				contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: 30 * time.Second})
 		}
-		return activities.DeliverResult{StatusCode: 200, Attempt: number}, nil
+		return contract.DeliverResult{StatusCode: 200, Attempt: number}, nil
 	})
 
 	res := h.run()
@@ -333,9 +332,9 @@ func TestEventWorkflowHonoursRetryAfter(t *testing.T) {
 func TestEventWorkflowRetryAfterPastWindowDeadLettersAtWindowEnd(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(4))
-	h.onDeliver(func(int, int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver answered 503",
-			activities.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: 10 * time.Minute})
+	h.onDeliver(func(int, int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver answered 503",
+			contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: 10 * time.Minute})
 	})
 	h.onDeadLetter(func(int) error { return nil })
 	h.expectSkip(1, "carol", "")
@@ -357,11 +356,11 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 	// The first window fails throughout (5 attempts); after the replay the
 	// receiver recovers on the fifth attempt, 85 s into the fresh window:
 	// only a window counted from the replay still allows that attempt.
-	h.onDeliver(func(n int, number int32) (activities.DeliverResult, error) {
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
 		if n < 10 {
-			return activities.DeliverResult{}, retryable("receiver answered 500")
+			return contract.DeliverResult{}, retryable("receiver answered 500")
 		}
-		return activities.DeliverResult{StatusCode: 204, Attempt: number}, nil
+		return contract.DeliverResult{StatusCode: 204, Attempt: number}, nil
 	})
 	h.onDeadLetter(func(int) error { return nil })
 	h.env.OnActivity(act.Skip, mock.Anything, mock.Anything).Return(nil).Never()
@@ -392,7 +391,7 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 	hs := h.handOvers.all()
 	require.Len(t, hs, 1)
 	require.True(t, hs[0].at.After(replayedAt))
-	require.Equal(t, []activities.ReplayedInput{{EventID: h.in.Event.EventID, Generation: 1, By: "dave"}}, h.replays.all(),
+	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, Generation: 1, By: "dave"}}, h.replays.all(),
 		"the dead letter of that generation is marked replayed")
 	require.Equal(t, contract.EventStatus{State: contract.StateDelivered}, h.state(), "the old reason is cleared")
 	require.Equal(t, []contract.State{contract.StateDelivering, contract.StateDeadLettered, contract.StateDelivering, contract.StateDelivered}, h.states.all())
@@ -405,11 +404,11 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 func TestEventWorkflowIgnoresAReplayOfAnEarlierDeadLetter(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(5))
-	h.onDeliver(func(n int, number int32) (activities.DeliverResult, error) {
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
 		if n <= 2 {
-			return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", activities.ErrTypePermanent, nil)
+			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", contract.ErrTypePermanent, nil)
 		}
-		return activities.DeliverResult{StatusCode: 200, Attempt: number}, nil
+		return contract.DeliverResult{StatusCode: 200, Attempt: number}, nil
 	})
 	h.onDeadLetter(func(int) error { return nil })
 	h.at(time.Minute, func() {
@@ -430,7 +429,7 @@ func TestEventWorkflowIgnoresAReplayOfAnEarlierDeadLetter(t *testing.T) {
 
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.deadLetters.all(), 2)
-	require.Equal(t, []activities.ReplayedInput{
+	require.Equal(t, []contract.ReplayedInput{
 		{EventID: h.in.Event.EventID, Generation: 1, By: "click-1"},
 		{EventID: h.in.Event.EventID, Generation: 2},
 	}, h.replays.all())
@@ -442,8 +441,8 @@ func TestEventWorkflowIgnoresAReplayOfAnEarlierDeadLetter(t *testing.T) {
 func TestEventWorkflowIgnoresAReplayPressedWhileDelivering(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(2))
-	h.onDeliver(func(int, int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{}, retryable("receiver answered 503")
+	h.onDeliver(func(int, int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{}, retryable("receiver answered 503")
 	})
 	h.onDeadLetter(func(int) error { return nil })
 	h.at(releaseAfter+2*time.Minute, func() {
@@ -486,14 +485,14 @@ func TestEventWorkflowStartedAgainWhileDeadLettered(t *testing.T) {
 
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.attempts.all(), 1)
-	require.Equal(t, []activities.ReplayedInput{{EventID: in.Event.EventID, Generation: 3, By: "erin"}}, h.replays.all())
+	require.Equal(t, []contract.ReplayedInput{{EventID: in.Event.EventID, Generation: 3, By: "erin"}}, h.replays.all())
 }
 
 func TestEventWorkflowRetriesDeadLetterWrite(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(6))
-	h.onDeliver(func(int, int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 422", activities.ErrTypePermanent, nil)
+	h.onDeliver(func(int, int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 422", contract.ErrTypePermanent, nil)
 	})
 	// Postgres is down for the first two writes.
 	h.onDeadLetter(func(n int) error {
@@ -525,12 +524,12 @@ func TestEventWorkflowRepeatsAFailedHandOver(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(3))
 	h.releasedAtStart = true
-	h.onDeliver(func(_ int, number int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{StatusCode: 200, Attempt: number, HandOffPending: true}, nil
+	h.onDeliver(func(_ int, number int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{StatusCode: 200, Attempt: number, HandOffPending: true}, nil
 	})
 	tries := 0
-	h.env.OnActivity(act.Finish, mock.Anything, activities.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
-		func(context.Context, activities.FinishInput) error {
+	h.env.OnActivity(act.Finish, mock.Anything, contract.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
+		func(context.Context, contract.FinishInput) error {
 			tries++
 			if tries < 3 {
 				return errors.New("finished update to sequencer of order-42: rpc error: code = Unavailable")
@@ -555,12 +554,12 @@ func TestEventWorkflowFindsItDeliveredWhenTheWindowEnds(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(3))
 	h.releasedAtStart = true
-	h.onDeliver(func(int, int32) (activities.DeliverResult, error) {
-		return activities.DeliverResult{}, retryable("deliver: context deadline exceeded")
+	h.onDeliver(func(int, int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{}, retryable("deliver: context deadline exceeded")
 	})
-	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(activities.DeadLetterResult{Finished: contract.StateDelivered}, nil).Once()
-	h.env.OnActivity(act.Finish, mock.Anything, activities.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
-		func(context.Context, activities.FinishInput) error {
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{Finished: contract.StateDelivered}, nil).Once()
+	h.env.OnActivity(act.Finish, mock.Anything, contract.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
+		func(context.Context, contract.FinishInput) error {
 			h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: 3, EventID: eventID(3)}})
 			return nil
 		}).Once()

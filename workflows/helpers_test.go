@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	hfworker "github.com/hookflow/hookflow/worker"
 	"github.com/hookflow/hookflow/workflows"
 )
@@ -41,7 +42,7 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 // recovery window.
 func eventInput(seq int64) workflows.EventInput {
 	return workflows.EventInput{
-		Event: activities.DeliverInput{
+		Event: contract.DeliverInput{
 			EventID:       eventID(seq),
 			CorrelationID: correlation,
 			Sequence:      seq,

@@ -3,13 +3,12 @@ package workflows
 import (
 	"testing"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/hookflow/hookflow/activities"
 )
 
 // deliverFailure is Deliver's failure as a real server reports it in
@@ -42,7 +41,7 @@ func TestFailureReason(t *testing.T) {
 	}{
 		{
 			"window spent after a 503",
-			deliverFailure(enumspb.RETRY_STATE_TIMEOUT, appFailure("receiver answered 503", activities.ErrTypeRetryable, false)),
+			deliverFailure(enumspb.RETRY_STATE_TIMEOUT, appFailure("receiver answered 503", contract.ErrTypeRetryable, false)),
 			"recovery window spent; last attempt: receiver answered 503", false,
 		},
 		{
@@ -55,17 +54,17 @@ func TestFailureReason(t *testing.T) {
 		},
 		{
 			"permanent 4xx",
-			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("receiver answered 400", activities.ErrTypePermanent, true)),
+			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("receiver answered 400", contract.ErrTypePermanent, true)),
 			"permanent rejection: receiver answered 400", true,
 		},
 		{
 			"410 gone",
-			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("receiver answered 410", activities.ErrTypeEndpointGone, true)),
+			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("receiver answered 410", contract.ErrTypeEndpointGone, true)),
 			"endpoint gone (410), endpoint disabled: receiver answered 410", true,
 		},
 		{
 			"endpoint disabled",
-			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("endpoint ep_1 is disabled", activities.ErrTypeEndpointDisabled, true)),
+			deliverFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, appFailure("endpoint ep_1 is disabled", contract.ErrTypeEndpointDisabled, true)),
 			"endpoint disabled: endpoint ep_1 is disabled", true,
 		},
 	} {

@@ -6,7 +6,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
@@ -71,10 +70,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		idle = DefaultIdleTimeout
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-	var a *activities.Activities
 	resync := func(ctx workflow.Context) error {
-		var l activities.SequencerLoad
-		if err := workflow.ExecuteLocalActivity(lctx, a.LoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {
+		var l contract.SequencerLoad
+		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {
 			return err
 		}
 		s.merge(l)
@@ -272,7 +270,7 @@ func (s *sequencer) releaseNext() {
 // events finished (finishers write the ledger before they tell the
 // sequencer), and stored events not finished have arrived. Then the next one
 // is released if it can be.
-func (s *sequencer) merge(l activities.SequencerLoad) {
+func (s *sequencer) merge(l contract.SequencerLoad) {
 	if l.Next > s.next {
 		s.next, s.skipped = l.Next, l.Skipped
 		if s.released != nil && s.released.Sequence < l.Next {

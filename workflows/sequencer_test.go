@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/workflows"
 )
@@ -40,7 +39,7 @@ type seqHarness struct {
 	loads       int
 	// ledger is what LoadSequencer answers; loadErr, when set, answers each
 	// call first (nil: it succeeds).
-	ledger  activities.SequencerLoad
+	ledger  contract.SequencerLoad
 	loadErr func(now time.Time) error
 	start   time.Time
 }
@@ -48,15 +47,15 @@ type seqHarness struct {
 func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 	t.Helper()
 	h := &seqHarness{t: t, env: newEnv(t), doneDelay: 2 * time.Second, carried: map[int64][]int64{}, skips: map[int64]bool{},
-		answers: map[string]contract.Announcement{}, ledger: activities.SequencerLoad{Next: cursor}}
+		answers: map[string]contract.Announcement{}, ledger: contract.SequencerLoad{Next: cursor}}
 	h.start = h.env.Now()
-	h.env.OnActivity(act.LoadSequencer, mock.Anything, correlation).Return(func(context.Context, string) (activities.SequencerLoad, error) {
+	h.env.OnActivity(act.LoadSequencer, mock.Anything, correlation).Return(func(context.Context, string) (contract.SequencerLoad, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.loads++
 		if h.loadErr != nil {
 			if err := h.loadErr(h.env.Now()); err != nil {
-				return activities.SequencerLoad{}, err
+				return contract.SequencerLoad{}, err
 			}
 		}
 		return h.ledger, nil

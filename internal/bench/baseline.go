@@ -18,7 +18,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/kit/webhook"
 	"github.com/hookflow/hookflow/workflows"
@@ -37,7 +37,7 @@ const baselineWindow = 5 * time.Minute
 // way to send a webhook, one workflow per event with one regular delivery
 // activity, no ordering and no ledger. It uses hookflow's own activity
 // options, so retries and timeouts cost the same.
-func BaselineWorkflow(ctx workflow.Context, in activities.DeliverInput) error {
+func BaselineWorkflow(ctx workflow.Context, in contract.DeliverInput) error {
 	ctx = workflow.WithActivityOptions(ctx, workflows.DeliverOptions(baselineWindow, in.Timeout))
 	return workflow.ExecuteActivity(ctx, BaselineDeliverName, in).Get(ctx, nil)
 }
@@ -58,15 +58,15 @@ func NewBaselineActivities(url string, secrets []string) *BaselineActivities {
 // Deliver makes one signed POST of the event, like hookflow's Deliver minus
 // every ledger write: 2xx other than 202 is delivered, another 4xx (except
 // 408 and 429) is permanent, anything else is retried.
-func (a *BaselineActivities) Deliver(ctx context.Context, in activities.DeliverInput) error {
+func (a *BaselineActivities) Deliver(ctx context.Context, in contract.DeliverInput) error {
 	body, err := json.Marshal(in.Envelope())
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), activities.ErrTypePermanent, nil)
+		return temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), contract.ErrTypePermanent, nil)
 	}
 	ts := time.Now().Unix()
 	sig, err := webhook.Sign(a.secrets, in.EventID, ts, body)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("sign: "+err.Error(), activities.ErrTypePermanent, nil)
+		return temporal.NewNonRetryableApplicationError("sign: "+err.Error(), contract.ErrTypePermanent, nil)
 	}
 	timeout := in.Timeout
 	if timeout <= 0 {
@@ -76,7 +76,7 @@ func (a *BaselineActivities) Deliver(ctx context.Context, in activities.DeliverI
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, a.url, bytes.NewReader(body))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("build request: "+err.Error(), activities.ErrTypePermanent, nil)
+		return temporal.NewNonRetryableApplicationError("build request: "+err.Error(), contract.ErrTypePermanent, nil)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow-bench")
@@ -85,7 +85,7 @@ func (a *BaselineActivities) Deliver(ctx context.Context, in activities.DeliverI
 	req.Header.Set(webhook.HeaderSignature, sig)
 	resp, err := a.http.Do(req)
 	if err != nil {
-		return temporal.NewApplicationError("deliver: "+err.Error(), activities.ErrTypeRetryable)
+		return temporal.NewApplicationError("deliver: "+err.Error(), contract.ErrTypeRetryable)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
@@ -94,9 +94,9 @@ func (a *BaselineActivities) Deliver(ctx context.Context, in activities.DeliverI
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		return nil
 	case c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests:
-		return temporal.NewNonRetryableApplicationError(what, activities.ErrTypePermanent, nil)
+		return temporal.NewNonRetryableApplicationError(what, contract.ErrTypePermanent, nil)
 	default:
-		return temporal.NewApplicationError(what, activities.ErrTypeRetryable)
+		return temporal.NewApplicationError(what, contract.ErrTypeRetryable)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
 
-	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/workflows"
 )
 
@@ -40,7 +40,7 @@ const (
 // POST as one local activity (one marker, no activity task) on a workflow
 // that its starter's own worker runs eagerly. It is the floor any Temporal
 // design pays per event, and so the floor that ordering is measured against.
-func BaselineFastWorkflow(ctx workflow.Context, in activities.DeliverInput) error {
+func BaselineFastWorkflow(ctx workflow.Context, in contract.DeliverInput) error {
 	ctx = workflow.WithLocalActivityOptions(ctx, fastDeliverOptions(in.Timeout))
 	return workflow.ExecuteLocalActivity(ctx, BaselineFastDeliverName, in).Get(ctx, nil)
 }
@@ -106,7 +106,7 @@ func (e *eagerCounter) stats() EagerStats {
 // RunFastBaseline runs the fast baseline's process until ctx is done: a
 // worker on cfg.TaskQueue and, on the same Temporal client (eager start
 // needs both in one client), an HTTP endpoint on cfg.ListenAddr where
-// POST /start with an activities.DeliverInput starts the event's workflow
+// POST /start with an contract.DeliverInput starts the event's workflow
 // eagerly and answers 202 once the start has returned. GET /stats answers
 // EagerStats. It dials Temporal itself, to count eager starts on the wire.
 func RunFastBaseline(ctx context.Context, cfg FastConfig, logger *slog.Logger) error {
@@ -163,9 +163,9 @@ func fastHandler(c client.Client, taskQueue string, counter *eagerCounter) http.
 		_ = json.NewEncoder(w).Encode(counter.stats())
 	})
 	mux.HandleFunc("POST "+fastStartPath, func(w http.ResponseWriter, r *http.Request) {
-		var in activities.DeliverInput
+		var in contract.DeliverInput
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil || in.EventID == "" {
-			http.Error(w, "want an activities.DeliverInput with an event_id", http.StatusBadRequest)
+			http.Error(w, "want an contract.DeliverInput with an event_id", http.StatusBadRequest)
 			return
 		}
 		opts := client.StartWorkflowOptions{ID: in.EventID, TaskQueue: taskQueue, EnableEagerStart: true}

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
 
-	"github.com/hookflow/hookflow/activities"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/workflows"
 )
 
@@ -36,7 +36,7 @@ func TestBaselineFastWorkflowDelivers(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	acts := NewBaselineActivities("http://127.0.0.1:1/webhook", []string{"whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA=="})
 	env.RegisterActivityWithOptions(acts.Deliver, activity.RegisterOptions{Name: BaselineFastDeliverName})
-	in := activities.DeliverInput{EventID: "evt-1", CorrelationID: "evt-1", Sequence: 1, Data: json.RawMessage(`{"amount":1}`), Timeout: time.Second}
+	in := contract.DeliverInput{EventID: "evt-1", CorrelationID: "evt-1", Sequence: 1, Data: json.RawMessage(`{"amount":1}`), Timeout: time.Second}
 	env.OnActivity(BaselineFastDeliverName, mock.Anything, in).Return(nil).Once()
 	env.RegisterWorkflowWithOptions(BaselineFastWorkflow, workflow.RegisterOptions{Name: BaselineFastWorkflowName})
 	env.ExecuteWorkflow(BaselineFastWorkflowName, in)

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
@@ -222,8 +221,8 @@ func (r *runner) post(ctx context.Context, e eventSpec) error {
 }
 
 // deliverInput is what both baselines deliver for the event.
-func (r *runner) deliverInput(e eventSpec) activities.DeliverInput {
-	return activities.DeliverInput{
+func (r *runner) deliverInput(e eventSpec) contract.DeliverInput {
+	return contract.DeliverInput{
 		EventID: e.id, CorrelationID: e.corr, Sequence: e.seq, EndpointID: r.s.endpointID, Type: "bench.event",
 		Timestamp: time.Now().UTC(), Data: json.RawMessage(`{"amount":1}`), Timeout: 15 * time.Second,
 	}

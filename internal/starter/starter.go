@@ -21,7 +21,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/workflows"
@@ -76,7 +75,7 @@ func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*St
 // release.
 func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	return workflows.EventInput{
-		Event: activities.DeliverInput{
+		Event: contract.DeliverInput{
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
 		},

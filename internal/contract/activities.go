@@ -1,0 +1,134 @@
+package contract
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Activity names: the workflows call the activities by these names, and the
+// worker registers the activities under them.
+const (
+	ActivityDeliver         = "Deliver"
+	ActivityFinish          = "Finish"
+	ActivityLoadSequencer   = "LoadSequencer"
+	ActivitySkip            = "Skip"
+	ActivityWriteDeadLetter = "WriteDeadLetter"
+	ActivityReplayed        = "Replayed"
+)
+
+// Error types of Deliver's failures, as workflows see them in
+// temporal.ApplicationError.Type().
+const (
+	ErrTypePermanent        = "PermanentRejection" // a 4xx other than 408/410/429, or a 3xx: dead-letter at once
+	ErrTypeEndpointGone     = "EndpointGone"       // 410: the endpoint is disabled and the event dead-lettered
+	ErrTypeEndpointDisabled = "EndpointDisabled"   // the endpoint was disabled before this attempt
+	ErrTypeRetryable        = "RetryableFailure"   // 5xx, 408, 202, timeouts, connection errors
+	ErrTypeRetryAfter       = "RetryAfter"         // 429/503 with Retry-After: the next attempt waits as told
+)
+
+// FinishInput names a finished event.
+type FinishInput struct {
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	EventID       string `json:"event_id"`
+	// Skipped: an operator skipped it; the successor's envelope names it.
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// SequencerLoad is what the ledger knows of a correlation, for a sequencer
+// starting afresh or resyncing.
+type SequencerLoad struct {
+	// Next is the sequence the correlation needs next.
+	Next int64 `json:"next"`
+	// Skipped are the sequences skipped since the last delivered one.
+	Skipped []int64 `json:"skipped,omitempty"`
+	// Pending are the stored events not finished yet, in sequence order.
+	Pending []Arrival `json:"pending,omitempty"`
+}
+
+// SkipInput names the dead letter an operator skipped.
+type SkipInput struct {
+	EventID       string `json:"event_id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	Generation    int32  `json:"generation"`
+	By            string `json:"by,omitempty"`
+	Note          string `json:"note,omitempty"`
+}
+
+// DeadLetterInput is the context of an event whose delivery gave up.
+type DeadLetterInput struct {
+	Event  DeliverInput `json:"event"`
+	Reason string       `json:"reason"`
+}
+
+// DeadLetterResult is what WriteDeadLetter did.
+type DeadLetterResult struct {
+	// Generation is the dead letter written.
+	Generation int32 `json:"generation,omitempty"`
+	// Finished is the event's final state when the ledger has it delivered
+	// or skipped already: then no dead letter is written. A delivering
+	// attempt whose result was lost on its way back (Temporal restarted,
+	// the retries ran out of window) leaves exactly that.
+	Finished State `json:"finished,omitempty"`
+}
+
+// ReplayedInput names the dead letter a replay is for.
+type ReplayedInput struct {
+	EventID    string `json:"event_id"`
+	Generation int32  `json:"generation"`
+	By         string `json:"by,omitempty"`
+}
+
+// DeliverInput is one event as the workflow hands it to Deliver. Every
+// attempt sends the same envelope; only webhook-timestamp and the signature
+// change.
+type DeliverInput struct {
+	EventID       string          `json:"event_id"`
+	CorrelationID string          `json:"correlation_id"`
+	Sequence      int64           `json:"sequence"`
+	EndpointID    string          `json:"endpoint_id"`
+	Type          string          `json:"type"`
+	Timestamp     time.Time       `json:"timestamp"`
+	Data          json.RawMessage `json:"data"`
+	// Skipped are the sequences just before this one that an operator
+	// skipped; the envelope tells the receiver so it does not wait for them.
+	Skipped []int64 `json:"skipped,omitempty"`
+	// Timeout bounds one HTTP attempt.
+	Timeout time.Duration `json:"timeout"`
+	// AttemptOffset is added to Temporal's attempt number in the attempts
+	// recorded: the regular activity that follows a first attempt made as a
+	// local activity counts on from it.
+	AttemptOffset int32 `json:"attempt_offset,omitempty"`
+}
+
+// Envelope is the signed body a receiver gets.
+type Envelope struct {
+	ID            string          `json:"id"`
+	Type          string          `json:"type"`
+	Timestamp     string          `json:"timestamp"`
+	CorrelationID string          `json:"correlation_id"`
+	Sequence      int64           `json:"sequence"`
+	Data          json.RawMessage `json:"data"`
+	// SkippedSequences, present only after an operator skip, lists the
+	// sequences before this one that will never be delivered.
+	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
+}
+
+// Envelope builds the body sent for this event.
+func (in DeliverInput) Envelope() Envelope {
+	return Envelope{
+		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano),
+		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Data: in.Data, SkippedSequences: in.Skipped,
+	}
+}
+
+// DeliverResult describes the attempt that succeeded.
+type DeliverResult struct {
+	StatusCode int   `json:"status_code"`
+	Attempt    int32 `json:"attempt"`
+	// HandOffPending: the event is delivered but telling its sequencer (or
+	// releasing the successor it named) failed; the workflow runs Finish,
+	// which retries.
+	HandOffPending bool `json:"hand_off_pending,omitempty"`
+}

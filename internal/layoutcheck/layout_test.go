@@ -1,0 +1,208 @@
+// Package layoutcheck keeps the house readable: imports point down the
+// layers (cmd → api / worker → workflows → activities → internal plumbing →
+// schema and the kit), the kit stays a light import, and the README names
+// every top-level folder.
+package layoutcheck
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	root   = "../.."
+	module = "github.com/hookflow/hookflow"
+	// maxKitModules bounds `go list -m all` of a module that imports the
+	// whole kit: a receiver team should not inherit hookflow's server.
+	maxKitModules = 30
+)
+
+// layer ranks a package of the main module; imports may only go to a
+// higher rank, or stay within rank 4 (plumbing among itself) or 0 (the
+// binary's wiring and the team's tools).
+func layer(pkg string) (int, bool) {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	switch {
+	case strings.HasPrefix(rel, "cmd/"),
+		rel == "internal/app",
+		strings.HasPrefix(rel, "internal/chaos"),
+		strings.HasPrefix(rel, "internal/bench"),
+		strings.HasPrefix(rel, "internal/tools/"):
+		return 0, true
+	case rel == "api", rel == "worker", rel == "internal/starter", rel == "internal/relay", rel == "internal/cleaner":
+		return 1, true
+	case rel == "workflows":
+		return 2, true
+	case rel == "activities":
+		return 3, true
+	case strings.HasPrefix(rel, "internal/"):
+		return 4, true
+	case rel == "schema", strings.HasPrefix(rel, "kit/"):
+		return 5, true
+	}
+	return 0, false // e2e and the like: tests only
+}
+
+type pkgInfo struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T, dir string, args ...string) []pkgInfo {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var pkgs []pkgInfo
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkgInfo
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// TestImportsPointDown: no package imports one above its layer.
+func TestImportsPointDown(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t, root, "./...") {
+		from, ok := layer(p.ImportPath)
+		if !ok {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to, ok := layer(imp)
+			if !ok {
+				t.Errorf("%s imports %s, which is no layer", p.ImportPath, imp)
+				continue
+			}
+			if to < from || (to == from && from != 0 && from != 4 && from != 5) {
+				t.Errorf("%s (layer %d) imports %s (layer %d): arrows point down only", p.ImportPath, from, imp, to)
+			}
+		}
+	}
+}
+
+// TestWorkflowsAreDeterministicCode: the workflows see the contract and the
+// SDK, never the database or the activities' dependencies.
+func TestWorkflowsAreDeterministicCode(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t, root, "-deps", "./workflows") {
+		for _, bad := range []string{"github.com/jackc/pgx", module + "/activities", module + "/internal/store"} {
+			if strings.HasPrefix(p.ImportPath, bad) {
+				t.Errorf("workflows depends on %s", p.ImportPath)
+			}
+		}
+	}
+}
+
+// TestKitIsLight builds a scratch module that imports every package of the
+// kit and counts the modules it inherits.
+func TestKitIsLight(t *testing.T) {
+	t.Parallel()
+	kit, err := filepath.Abs(filepath.Join(root, "kit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var imports []string
+	for _, p := range listPackages(t, kit, "./...") {
+		imports = append(imports, "\t_ \""+p.ImportPath+"\"")
+	}
+	dir := t.TempDir()
+	goMod := "module example.com/consumer\n\ngo 1.26\n\nrequire " + module + "/kit v0.0.0\n\nreplace " + module + "/kit => " + kit + "\n"
+	main := "package main\n\nimport (\n" + strings.Join(imports, "\n") + "\n)\n\nfunc main() {}\n"
+	for name, text := range map[string]string{"go.mod": goMod, "main.go": main} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) []byte {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	run("mod", "tidy")
+	run("build", "./...")
+	var modules []string
+	sc := bufio.NewScanner(bytes.NewReader(run("list", "-m", "all")))
+	for sc.Scan() {
+		modules = append(modules, sc.Text())
+	}
+	t.Logf("a consumer of the kit (%d packages) has %d modules:\n%s", len(imports), len(modules), strings.Join(modules, "\n"))
+	if len(modules) > maxKitModules {
+		t.Errorf("a consumer of the kit has %d modules, more than %d", len(modules), maxKitModules)
+	}
+	for _, m := range modules {
+		if strings.HasPrefix(m, "go.temporal.io/") || strings.HasPrefix(m, module+" ") {
+			t.Errorf("a consumer of the kit inherits %s", m)
+		}
+	}
+}
+
+// TestReadmeNamesEveryFolder: the README's layout table has a row for each
+// top-level folder in git, and no row for one that is gone.
+func TestReadmeNamesEveryFolder(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("git", "ls-files")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	folders := map[string]bool{}
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if i := strings.IndexByte(f, '/'); i > 0 && !strings.HasPrefix(f, ".") {
+			folders[f[:i]] = true
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no ## Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	rows := map[string]bool{}
+	for _, line := range strings.Split(layout, "\n") {
+		if strings.HasPrefix(line, "| `") {
+			name, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "/")
+			rows[name] = true
+		}
+	}
+	for f := range folders {
+		if !rows[f] {
+			t.Errorf("README's layout table has no row for %s/", f)
+		}
+	}
+	for r := range rows {
+		if !folders[r] {
+			t.Errorf("README's layout table names %s/, which is not in the repository", r)
+		}
+	}
+	t.Logf("%d top-level folders", len(folders))
+}
