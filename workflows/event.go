@@ -78,10 +78,13 @@ func ledgerOptions() workflow.ActivityOptions {
 // the correlation. Each try may wait a while: under a backlog a sequencer's
 // task can take time to come round, and a retry only attaches to the same
 // update again.
-var localOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout:    30 * time.Second,
-	ScheduleToCloseTimeout: 30 * 24 * time.Hour,
-	RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+// Each call returns its own RetryPolicy, so no caller can change another's.
+func localOptions() workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 30 * 24 * time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	}
 }
 
 // FirstAttemptOptions are the local activity options of a window's first
@@ -223,7 +226,7 @@ func (w *eventRun) foundFinished(state contract.State) (EventResult, error) {
 // it succeeds.
 func (w *eventRun) handOver(skipped bool) error {
 	in := contract.FinishInput{CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, EventID: w.ev.EventID, Skipped: skipped}
-	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions), contract.ActivityFinish, in).Get(w.ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions()), contract.ActivityFinish, in).Get(w.ctx, nil); err != nil {
 		return fmt.Errorf("hand over to the sequencer: %w", err)
 	}
 	return nil

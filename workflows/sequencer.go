@@ -69,7 +69,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	if idle <= 0 {
 		idle = DefaultIdleTimeout
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
 	resync := func(ctx workflow.Context) error {
 		var l contract.SequencerLoad
 		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {

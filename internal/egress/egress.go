@@ -23,8 +23,9 @@ import (
 // ErrForbiddenTarget is returned for a destination hookflow must not reach.
 var ErrForbiddenTarget = errors.New("destination address is not allowed (loopback, private, link-local or metadata)")
 
-// blocked lists the ranges a public webhook target must never be in.
-var blocked = []netip.Prefix{
+// blocked lists the ranges a public webhook target must never be in: an
+// array, so nothing can append to it.
+var blocked = [...]netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("10.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),

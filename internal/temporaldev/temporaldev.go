@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
@@ -34,15 +35,19 @@ import (
 	toolsql "go.temporal.io/server/tools/sql"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/kit/localpg"
 )
 
-// SearchAttributes are the custom search attributes hookflow's workflows set,
-// registered on every namespace so the Web UI can filter by them.
-var SearchAttributes = map[string]enumspb.IndexedValueType{
-	"CorrelationId": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"Sequence":      enumspb.INDEXED_VALUE_TYPE_INT,
-	"DeliveryState": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+// searchAttributes are the custom search attributes hookflow's workflows set
+// (package contract names them), registered on every namespace so the Web
+// UI can filter by them.
+func searchAttributes() map[string]enumspb.IndexedValueType {
+	out := map[string]enumspb.IndexedValueType{}
+	for _, k := range []sdktemporal.SearchAttributeKey{contract.CorrelationIDKey, contract.SequenceKey, contract.DeliveryStateKey} {
+		out[k.GetName()] = k.GetValueType()
+	}
+	return out
 }
 
 // Config describes the embedded Temporal server.
@@ -315,7 +320,7 @@ func (t *Server) prepareNamespace(ctx context.Context) error {
 	for {
 		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 			Namespace:        t.cfg.Namespace,
-			SearchAttributes: SearchAttributes,
+			SearchAttributes: searchAttributes(),
 		})
 		var already *serviceerror.AlreadyExists
 		if err == nil || errors.As(err, &already) {
