@@ -18,10 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -128,23 +128,25 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
-	var pause backoff
+	pause, failures := r.newBackoff(), 0
 	for {
 		n, err := r.RelayOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			d := pause.next(r.cfg.MinBackoff, r.cfg.MaxBackoff)
+			failures++
+			d := pause.NextBackOff()
 			r.deps.Logger.Warn("outbox relay paused", "error", err, "relayed", n, "retry_in", d.Round(time.Millisecond).String())
 			if !sleep(ctx, d) {
 				return nil
 			}
 			continue
 		}
-		if pause.failures > 0 {
-			r.deps.Logger.Info("outbox relay resumed", "after_failures", pause.failures)
-			pause = backoff{}
+		if failures > 0 {
+			r.deps.Logger.Info("outbox relay resumed", "after_failures", failures)
+			pause.Reset()
+			failures = 0
 		}
 		if n > 0 {
 			continue // more may be waiting
@@ -307,18 +309,18 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 // backoff) when the connection drops. After each (re)connect it pokes once,
 // since notifications sent while disconnected are lost.
 func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
-	var pause backoff
+	pause := r.newBackoff()
 	for ctx.Err() == nil {
 		l, err := r.deps.Outbox.Listen(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				d := pause.next(r.cfg.MinBackoff, r.cfg.MaxBackoff)
+				d := pause.NextBackOff()
 				r.deps.Logger.Warn("outbox listener down; polling only", "error", err, "retry_in", d.Round(time.Millisecond).String())
 				sleep(ctx, d)
 			}
 			continue
 		}
-		pause = backoff{}
+		pause.Reset()
 		for {
 			poke(wake)
 			if err := l.Wait(ctx); err != nil {
@@ -405,19 +407,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// backoff doubles from min to max, with ±20 % jitter so relays that failed
-// together do not retry in step.
-type backoff struct {
-	failures int
-	cur      time.Duration
-}
-
-func (b *backoff) next(lo, hi time.Duration) time.Duration {
-	b.failures++
-	if b.cur == 0 {
-		b.cur = lo
-	} else {
-		b.cur = min(b.cur*2, hi)
+// newBackoff returns the pause after a failure: MinBackoff, doubling up to
+// MaxBackoff, each with ±20 % jitter so relays that failed together do not
+// retry in step. Reset starts it over.
+func (r *Relay) newBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     r.cfg.MinBackoff,
+		RandomizationFactor: 0.2,
+		Multiplier:          2,
+		MaxInterval:         r.cfg.MaxBackoff,
 	}
-	return time.Duration(float64(b.cur) * (0.8 + 0.4*rand.Float64()))
 }
