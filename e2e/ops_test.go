@@ -9,6 +9,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
@@ -77,7 +78,7 @@ func (b *bundle) scrape() map[string]*dto.MetricFamily {
 	require.NoError(b.t, err)
 	defer resp.Body.Close()
 	require.Equal(b.t, http.StatusOK, resp.StatusCode)
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	require.NoError(b.t, err)
 	return fams

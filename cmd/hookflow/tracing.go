@@ -14,11 +14,11 @@ import (
 const traceFlushTimeout = 5 * time.Second
 
 // startTracing sets tracing up for this process from the OTEL_* variables
-// (off unless they ask for it; see tracing.FromEnv). It returns the
+// (off unless they ask for it; see tracing.Setup). It returns the
 // interceptors for the Temporal client and stop, which flushes the spans
 // still buffered and must run before the process exits.
-func startTracing(ctx context.Context, env *cliEnv, service string, logger *slog.Logger) ([]interceptor.ClientInterceptor, func(), error) {
-	tr, err := tracing.Setup(ctx, service, env.getenv, logger)
+func startTracing(ctx context.Context, _ *cliEnv, service string, logger *slog.Logger) ([]interceptor.ClientInterceptor, func(), error) {
+	tr, err := tracing.Setup(ctx, service, logger)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -108,7 +108,7 @@ func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Log
 		Interceptors: interceptors,
 	}
 	if m != nil {
-		h, err := metrics.NewTemporalHandler(m.Registry())
+		h, err := metrics.NewTemporalHandler(m.Registry(), logger)
 		if err != nil {
 			return nil, fmt.Errorf("temporal metrics: %w", err)
 		}

@@ -1,8 +1,8 @@
 // Package metrics is hookflow's Prometheus instrumentation: delivery
 // counters and latencies observed in-process, gauges read from Postgres on
-// each scrape, and an adapter that feeds the Temporal SDK's own metrics into
-// the same registry. Every metric lives in a registry the caller passes in;
-// nothing is registered globally.
+// each scrape, and the Temporal SDK's own metrics, which its OpenTelemetry
+// handler feeds into the same registry. Every metric lives in a registry the
+// caller passes in; nothing is registered globally.
 package metrics
 
 import (

@@ -82,12 +82,14 @@ func TestStoreGaugesReadOnScrape(t *testing.T) {
 	require.NotContains(t, out, "hookflow_dead_letters_open")
 }
 
-// TestTemporalHandler feeds the adapter as the SDK does (tags that vary
-// per call site) and checks the families are consistent and valid.
+// TestTemporalHandler feeds the handler as the SDK does (tags that vary per
+// call site) and checks what a scrape of hookflow's registry shows: the
+// SDK's names in Prometheus' conventions, its tags as the only labels, timers
+// in seconds.
 func TestTemporalHandler(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	h, err := metrics.NewTemporalHandler(reg)
+	h, err := metrics.NewTemporalHandler(reg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	base := h.WithTags(map[string]string{"namespace": "default"})
 	base.Counter("temporal_request").Inc(1)
@@ -97,16 +99,35 @@ func TestTemporalHandler(t *testing.T) {
 
 	fams, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, fams, 3)
+	names := make([]string, 0, len(fams))
+	for _, f := range fams {
+		names = append(names, f.GetName())
+	}
+	require.ElementsMatch(t, []string{"temporal_request_total", "temporal_worker_task_slots_available", "temporal_request_latency_seconds"}, names)
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	out := rec.Body.String()
-	require.Contains(t, out, `temporal_request_total{namespace="default",operation=""} 1`)
+	require.Contains(t, out, `temporal_request_total{namespace="default"} 1`)
 	require.Contains(t, out, `temporal_request_total{namespace="default",operation="StartWorkflowExecution"} 2`)
 	require.Contains(t, out, `temporal_worker_task_slots_available{namespace="default",task_queue="q"} 7`)
 	require.Contains(t, out, `temporal_request_latency_seconds_count{namespace="default"} 1`)
 	require.Contains(t, out, `temporal_request_latency_seconds_bucket{namespace="default",le="0.05"} 1`)
 	require.Contains(t, out, `temporal_request_latency_seconds_bucket{namespace="default",le="0.025"} 0`)
+}
+
+// TestTemporalHandlerBesideHookflowMetrics: the SDK's metrics are served by
+// the same /metrics as hookflow's own.
+func TestTemporalHandlerBesideHookflowMetrics(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t)
+	h, err := metrics.NewTemporalHandler(m.Registry(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	m.EventAccepted("ep")
+	h.WithTags(map[string]string{"namespace": "default"}).Counter("temporal_request").Inc(1)
+	out := scrape(t, m)
+	require.Contains(t, out, `hookflow_events_accepted_total{endpoint_id="ep"} 1`)
+	require.Contains(t, out, `temporal_request_total{namespace="default"} 1`)
+	require.Contains(t, out, "go_goroutines")
 }
 
 func scrape(t *testing.T, m *metrics.Metrics) string {

@@ -3,12 +3,13 @@
 // interceptor that carries a trace from the API through the workflows and
 // activities.
 //
-// Tracing is off unless the environment asks for it (see Enabled). Off, no
+// Tracing is off unless the environment asks for it (see Setup). Off, no
 // provider, exporter, propagator or interceptor is installed: instrumented
 // code runs against OpenTelemetry's global no-op provider, which records
-// nothing, and no traceparent is read or sent. On, spans go to an OTLP
-// exporter (grpc or http/protobuf) through a batch processor, and the W3C
-// TraceContext and Baggage propagators are installed globally.
+// nothing, and no traceparent is read or sent. On, spans go to the exporter
+// OpenTelemetry's autoexport picks (OTLP over grpc or http/protobuf, or the
+// console) through a batch processor, and the W3C TraceContext and Baggage
+// propagators are installed globally.
 package tracing
 
 import (
@@ -17,12 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -46,93 +47,35 @@ const (
 // ScopeName is the instrumentation scope of hookflow's own spans.
 const ScopeName = "github.com/hookflow/hookflow"
 
-// Protocols of the OTLP exporter (OTEL_EXPORTER_OTLP_PROTOCOL).
-const (
-	ProtocolGRPC = "grpc"
-	ProtocolHTTP = "http/protobuf"
-)
-
-// Settings is what the environment asks of tracing.
-type Settings struct {
-	// Enabled: export spans. When false the rest is unused.
-	Enabled bool
-	// Protocol is ProtocolGRPC or ProtocolHTTP.
-	Protocol string
-}
-
-// FromEnv reads the on/off rule and the protocol from getenv:
-//
-//   - OTEL_SDK_DISABLED=true turns tracing off, whatever else is set.
-//   - OTEL_TRACES_EXPORTER, when set, decides: a comma-separated list of
-//     "otlp" (on) and "none"; any other exporter is an error.
-//   - Otherwise tracing is on when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-//     OTEL_EXPORTER_OTLP_ENDPOINT is set, and off when neither is.
-//
-// The protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
-// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf (the specification's
-// default); grpc and http/protobuf are supported. Unlike the specification,
-// whose default exporter is otlp, nothing is exported by default: a process
-// must not try to reach a collector nobody configured.
-func FromEnv(getenv func(string) string) (Settings, error) {
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
-		return Settings{}, nil
-	}
-	var s Settings
-	if v := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); v != "" {
-		for _, e := range strings.Split(v, ",") {
-			switch e = strings.ToLower(strings.TrimSpace(e)); e {
-			case "otlp":
-				s.Enabled = true
-			case "none", "":
-			default:
-				return Settings{}, &config.UsageError{Msg: fmt.Sprintf("OTEL_TRACES_EXPORTER: unsupported exporter %q (hookflow exports traces with otlp, or none)", e)}
-			}
-		}
-	} else {
-		s.Enabled = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
-	}
-	if !s.Enabled {
-		return Settings{}, nil
-	}
-	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	if getenv(name) == "" {
-		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	}
-	s.Protocol = strings.ToLower(strings.TrimSpace(cmp.Or(getenv(name), ProtocolHTTP)))
-	if s.Protocol != ProtocolGRPC && s.Protocol != ProtocolHTTP {
-		return Settings{}, &config.UsageError{Msg: fmt.Sprintf("%s: unsupported protocol %q (use grpc or http/protobuf)", name, s.Protocol)}
-	}
-	return s, nil
-}
-
 // Tracing is one process's tracing, as Setup made it.
 type Tracing struct {
 	provider *sdktrace.TracerProvider // nil when off
 }
 
-// Setup reads the environment (see FromEnv) and, when tracing is on, builds
-// the OTLP exporter and a batching TracerProvider for service (the default
-// service name, one of the Service constants) and installs it and the W3C
-// propagators globally. The exporter reads its own OTEL_EXPORTER_OTLP_*
-// variables (endpoint, headers, TLS, timeout, compression) and the provider
-// OTEL_TRACES_SAMPLER and OTEL_BSP_*, from the process environment as the
-// OpenTelemetry SDK always does. Exporter errors are logged to logger at
-// warn level. Call Shutdown before exiting to flush. A configuration error
-// is a *config.UsageError.
-func Setup(ctx context.Context, service string, getenv func(string) string, logger *slog.Logger) (*Tracing, error) {
-	s, err := FromEnv(getenv)
-	if err != nil || !s.Enabled {
+// Setup reads the process environment and, when tracing is on, builds the
+// exporter and a batching TracerProvider for service (the default service
+// name, one of the Service constants) and installs it and the W3C
+// propagators globally. Exporter errors are logged to logger at warn level.
+// Call Shutdown before exiting to flush. A configuration error is a
+// *config.UsageError.
+//
+// The exporter is autoexport's: OTEL_TRACES_EXPORTER names it (otlp, console
+// or none), OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL
+// picks OTLP's transport (http/protobuf by default, or grpc), and the
+// exporter reads its other OTEL_EXPORTER_OTLP_* variables (endpoint, headers,
+// TLS, timeout, compression), the provider OTEL_TRACES_SAMPLER and OTEL_BSP_*.
+// hookflow adds two rules around it:
+//
+//   - OTEL_SDK_DISABLED=true turns tracing off, whatever else is set.
+//   - With OTEL_TRACES_EXPORTER unset, tracing is on only when
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
+//     set. Unlike the specification, whose default exporter is otlp, nothing
+//     is exported by default: a process must not try to reach a collector
+//     nobody configured.
+func Setup(ctx context.Context, service string, logger *slog.Logger) (*Tracing, error) {
+	exp, err := newExporter(ctx)
+	if err != nil || exp == nil {
 		return &Tracing{}, err
-	}
-	var exp sdktrace.SpanExporter
-	switch s.Protocol {
-	case ProtocolGRPC:
-		exp, err = otlptracegrpc.New(ctx)
-	default:
-		exp, err = otlptracehttp.New(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
 	// Later detectors win: the default name, then OTEL_RESOURCE_ATTRIBUTES
 	// and OTEL_SERVICE_NAME.
@@ -153,8 +96,32 @@ func Setup(ctx context.Context, service string, getenv func(string) string, logg
 	}))
 	Install(tp)
 	name, _ := res.Set().Value("service.name")
-	logger.Info("tracing on", "service", name.AsString(), "protocol", s.Protocol)
+	logger.Info("tracing on", "service", name.AsString(), "exporter", cmp.Or(os.Getenv("OTEL_TRACES_EXPORTER"), "otlp"))
 	return &Tracing{provider: tp}, nil
+}
+
+// newExporter returns the span exporter the environment asks for, or nil
+// when tracing is off (see Setup).
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil, nil
+	}
+	var opts []autoexport.SpanOption
+	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+		// Consulted only while OTEL_TRACES_EXPORTER is unset: off.
+		opts = append(opts, autoexport.WithFallbackSpanExporter(func(context.Context) (sdktrace.SpanExporter, error) {
+			return nil, nil
+		}))
+	}
+	exp, err := autoexport.NewSpanExporter(ctx, opts...)
+	if err != nil {
+		return nil, &config.UsageError{Msg: fmt.Sprintf("trace exporter %q: %v (OTEL_TRACES_EXPORTER takes otlp, console or none; OTLP's protocol is grpc or http/protobuf)",
+			os.Getenv("OTEL_TRACES_EXPORTER"), err)}
+	}
+	if exp == nil || autoexport.IsNoneSpanExporter(exp) {
+		return nil, nil
+	}
+	return exp, nil
 }
 
 // Install makes tp the global TracerProvider and installs the W3C

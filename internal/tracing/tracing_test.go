@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 
@@ -24,54 +23,69 @@ import (
 	"github.com/hookflow/hookflow/internal/tracing"
 )
 
-func envOf(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+// setup runs Setup with exactly env's OTEL_* variables set, and shuts the
+// result down at the end of t.
+func setup(t *testing.T, env map[string]string) (*tracing.Tracing, error) {
+	t.Helper()
+	spantest.RestoreGlobals(t)
+	clearOTelEnv(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	tr, err := tracing.Setup(context.Background(), tracing.ServiceAPI, slog.New(slog.DiscardHandler))
+	if tr != nil {
+		t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	}
+	return tr, err
 }
 
-func TestFromEnv(t *testing.T) {
-	t.Parallel()
-	on := func(protocol string) tracing.Settings { return tracing.Settings{Enabled: true, Protocol: protocol} }
+// TestOnOff: the environment turns tracing on or off; the exporters are
+// built but send nothing here, since no span is made.
+func TestOnOff(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
-		want tracing.Settings
+		on   bool
 	}{
-		{"nothing set: off", nil, tracing.Settings{}},
-		{"unrelated OTEL_ variables: off", map[string]string{"OTEL_SERVICE_NAME": "x", "OTEL_EXPORTER_OTLP_HEADERS": "a=b"}, tracing.Settings{}},
-		{"exporter otlp: on, http/protobuf by default", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on(tracing.ProtocolHTTP)},
-		{"endpoint: on", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, on(tracing.ProtocolHTTP)},
-		{"traces endpoint: on", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, on(tracing.ProtocolHTTP)},
-		{"grpc protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, on(tracing.ProtocolGRPC)},
-		{"traces protocol wins", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, on(tracing.ProtocolHTTP)},
-		{"exporter list with otlp", map[string]string{"OTEL_TRACES_EXPORTER": " none , OTLP "}, on(tracing.ProtocolHTTP)},
-		{"exporter none beats an endpoint", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, tracing.Settings{}},
-		{"sdk disabled beats everything", map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, tracing.Settings{}},
-		{"sdk disabled false", map[string]string{"OTEL_SDK_DISABLED": "false", "OTEL_TRACES_EXPORTER": "otlp"}, on(tracing.ProtocolHTTP)},
-		{"bad protocol is ignored while off", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"}, tracing.Settings{}},
+		{"nothing set: off", nil, false},
+		{"unrelated OTEL_ variables: off", map[string]string{"OTEL_SERVICE_NAME": "x", "OTEL_EXPORTER_OTLP_HEADERS": "a=b"}, false},
+		{"exporter otlp: on", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, true},
+		{"endpoint: on", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, true},
+		{"traces endpoint: on", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, true},
+		{"grpc protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, true},
+		{"console exporter", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true},
+		{"exporter none beats an endpoint", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, false},
+		{"sdk disabled beats everything", map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, false},
+		{"sdk disabled false", map[string]string{"OTEL_SDK_DISABLED": "false", "OTEL_TRACES_EXPORTER": "otlp"}, true},
+		{"bad protocol is ignored while off", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tracing.FromEnv(envOf(tc.env))
+			tr, err := setup(t, tc.env)
 			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.on, tr.Enabled())
 		})
 	}
 }
 
-func TestFromEnvRejectsWhatItCannotExport(t *testing.T) {
-	t.Parallel()
+func TestSetupRejectsWhatItCannotExport(t *testing.T) {
 	for name, env := range map[string]map[string]string{
-		"zipkin exporter":   {"OTEL_TRACES_EXPORTER": "zipkin"},
-		"console beside it": {"OTEL_TRACES_EXPORTER": "otlp,console"},
-		"http/json":         {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+		"zipkin exporter": {"OTEL_TRACES_EXPORTER": "zipkin"},
+		"a list":          {"OTEL_TRACES_EXPORTER": "otlp,console"},
+		"http/json":       {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+		"http/json by endpoint": {
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json",
+		},
 	} {
-		_, err := tracing.FromEnv(envOf(env))
-		var ue *config.UsageError
-		require.True(t, errors.As(err, &ue), "%s: want a usage error, got %v", name, err)
+		t.Run(name, func(t *testing.T) {
+			_, err := setup(t, env)
+			var ue *config.UsageError
+			require.True(t, errors.As(err, &ue), "want a usage error, got %v", err)
+		})
 	}
 }
 
 func TestOffInstallsNothing(t *testing.T) {
-	tr, err := tracing.Setup(context.Background(), tracing.ServiceAPI, envOf(nil), slog.New(slog.DiscardHandler))
+	tr, err := setup(t, nil)
 	require.NoError(t, err)
 	require.False(t, tr.Enabled())
 	interceptors, err := tr.TemporalInterceptors()
@@ -184,6 +198,16 @@ func TestSetupExportsToTheCollector(t *testing.T) {
 			wantService: tracing.ServiceWorker,
 		},
 		{
+			name: "http/protobuf: the traces protocol wins over the general one",
+			env: func(url string) map[string]string {
+				return map[string]string{
+					"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+				}
+			},
+			serve:       (*collector).serveHTTP,
+			wantService: tracing.ServiceWorker,
+		},
+		{
 			name: "grpc via OTEL_TRACES_EXPORTER, OTEL_SERVICE_NAME",
 			env: func(url string) map[string]string {
 				return map[string]string{
@@ -203,7 +227,7 @@ func TestSetupExportsToTheCollector(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			ctx := context.Background()
-			tr, err := tracing.Setup(ctx, tracing.ServiceWorker, os.Getenv, slog.New(slog.DiscardHandler))
+			tr, err := tracing.Setup(ctx, tracing.ServiceWorker, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)
 			require.True(t, tr.Enabled())
 			interceptors, err := tr.TemporalInterceptors()
