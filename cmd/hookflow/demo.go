@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/client"
 )
 
 const demoSummary = `Guided first run against a running "hookflow dev": sends events out of order and shows the
@@ -38,8 +37,12 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	if len(rest) != 0 {
 		return &config.UsageError{Msg: "demo takes no arguments"}
 	}
+	cl, err := newAPIClient(cfg)
+	if err != nil {
+		return err
+	}
 	d := demo{
-		out: env.stdout, api: apiClient{base: strings.TrimRight(cfg.APIURL, "/"), token: cfg.APIToken},
+		out: env.stdout, api: cl,
 		receiver: strings.TrimRight(receiverURL, "/"), ui: strings.TrimRight(uiURL, "/") + "/namespaces/" + url.PathEscape(namespace),
 		wait: wait,
 	}
@@ -63,15 +66,12 @@ func (d demo) correlationLink(id string) string {
 func (d demo) workflowLink(id string) string { return d.ui + "/workflows/" + url.PathEscape(id) }
 
 func (d demo) run(ctx context.Context) error {
-	var ep struct {
-		ID  string `json:"id"`
-		URL string `json:"url"`
-	}
-	if err := d.api.do(ctx, http.MethodGet, "/v1/endpoints/"+devEndpointID, nil, &ep); err != nil {
-		return fmt.Errorf("is `hookflow dev` running? %w", err)
+	ep, err := d.api.EndpointGet(ctx, devEndpointID)
+	if err != nil {
+		return fmt.Errorf("is `hookflow dev` running? %w", d.api.fail(err))
 	}
 	suffix := strings.ToLower(rand.Text()[:6])
-	fmt.Fprintf(d.out, "hookflow demo: API %s, receiver %s, dev endpoint %s → %s\n", d.api.base, d.receiver, ep.ID, ep.URL)
+	fmt.Fprintf(d.out, "hookflow demo: API %s, receiver %s, dev endpoint %s → %s\n", d.api.BaseURL(), d.receiver, ep.ID, ep.URL)
 
 	// 1. Out of order in, in order out.
 	corr := "demo-" + suffix
@@ -88,7 +88,7 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(corr))
 	for _, seq := range []int64{1, 2, 3} {
-		if err := d.waitState(ctx, ids[seq], contract.StateDelivered); err != nil {
+		if err := d.waitState(ctx, ids[seq], client.StateDelivered); err != nil {
 			return err
 		}
 	}
@@ -104,11 +104,9 @@ func (d demo) run(ctx context.Context) error {
 
 	// 2. A dead letter: an endpoint whose secret the receiver does not know.
 	d.step(2, "Produce a dead letter: a new endpoint signs with a secret the receiver does not know (401)")
-	var bad struct {
-		ID string `json:"id"`
-	}
-	if err := d.api.do(ctx, http.MethodPost, "/v1/endpoints", map[string]any{"url": d.receiver + "/webhook"}, &bad); err != nil {
-		return err
+	bad, err := d.api.EndpointCreate(ctx, client.EndpointCreateRequest{URL: d.receiver + "/webhook"})
+	if err != nil {
+		return d.api.fail(err)
 	}
 	fmt.Fprintf(d.out, "   created endpoint %s → %s/webhook\n", bad.ID, d.receiver)
 	// Sequence 1 goes to the bad endpoint, 2 to the dev receiver: ordering
@@ -124,20 +122,17 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "   sent sequence 2 as %s to %s   %s\n", dl2, devEndpointID, d.workflowLink(dl2))
 	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(dlCorr))
-	if err := d.waitState(ctx, dl1, contract.StateDeadLettered); err != nil {
+	if err := d.waitState(ctx, dl1, client.StateDeadLettered); err != nil {
 		return err
 	}
-	var dl store.DeadLetter
-	if err := d.api.do(ctx, http.MethodGet, "/v1/dead-letters/"+dl1, nil, &dl); err != nil {
-		return err
+	dl, err := d.api.DeadLetterGet(ctx, dl1)
+	if err != nil {
+		return d.api.fail(err)
 	}
 	fmt.Fprintf(d.out, "   dead letter %s: %s\n", dl.EventID, truncate(dl.Reason, 100))
-	var c struct {
-		NextSequence int64   `json:"next_sequence"`
-		Parked       []int64 `json:"parked"`
-	}
-	if err := d.api.do(ctx, http.MethodGet, "/v1/correlations/"+dlCorr, nil, &c); err != nil {
-		return err
+	c, err := d.api.CorrelationGet(ctx, dlCorr)
+	if err != nil {
+		return d.api.fail(err)
 	}
 	fmt.Fprintf(d.out, "   %s is held: next sequence %d, parked %v (order is never broken silently)\n", dlCorr, c.NextSequence, c.Parked)
 	fmt.Fprintf(d.out, "   inspect it: hookflow dlq show %s    or: hookflow status\n", dl1)
@@ -146,13 +141,13 @@ func (d demo) run(ctx context.Context) error {
 	// cannot learn this endpoint's secret), so the demo skips: the
 	// successor then carries skipped_sequences [1] and is applied.
 	d.step(3, "Skip the dead letter (recorded: who, when, why); its successor is delivered")
-	if err := d.api.do(ctx, http.MethodPost, "/v1/dead-letters/"+dl1+"/skip", map[string]string{"note": "demo: the receiver does not know this endpoint's secret"}, nil); err != nil {
+	if _, err := d.api.DeadLetterSkip(ctx, dl1, client.OperatorRequest{Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
+		return d.api.fail(err)
+	}
+	if err := d.waitState(ctx, dl1, client.StateSkipped); err != nil {
 		return err
 	}
-	if err := d.waitState(ctx, dl1, contract.StateSkipped); err != nil {
-		return err
-	}
-	if err := d.waitState(ctx, dl2, contract.StateDelivered); err != nil {
+	if err := d.waitState(ctx, dl2, client.StateDelivered); err != nil {
 		return err
 	}
 	if err := d.getJSON(ctx, d.receiver+"/correlations/"+url.PathEscape(dlCorr), &rc); err != nil {
@@ -160,38 +155,36 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "   receiver applied: %s (last sequence %d; it was told 1 was skipped)\n", strings.Join(rc.Applied, ", "), rc.LastSequence)
 	fmt.Fprintln(d.out, "   When the receiver is the one at fault, fix it and `hookflow dlq replay <id>` (or --all): a fresh recovery window, same identifiers.")
-	if err := d.api.do(ctx, http.MethodPatch, "/v1/endpoints/"+bad.ID, map[string]any{"disabled": true}, nil); err != nil {
-		return err
+	if _, err := d.api.EndpointUpdate(ctx, bad.ID, client.EndpointUpdateRequest{Disabled: new(true)}); err != nil {
+		return d.api.fail(err)
 	}
 	fmt.Fprintf(d.out, "   cleaned up: endpoint %s disabled\n", bad.ID)
 
 	d.step(4, "Where things stand")
 	fmt.Fprintln(d.out, "   hookflow status          queue depth, in flight, dead letters, lag, blocked correlations")
-	fmt.Fprintf(d.out, "   %s/metrics   Prometheus\n", d.api.base)
+	fmt.Fprintf(d.out, "   %s/metrics   Prometheus\n", d.api.BaseURL())
 	fmt.Fprintf(d.out, "   %s/workflows   every workflow\n", d.ui)
 	return nil
 }
 
 func (d demo) postEvent(ctx context.Context, id, corr string, seq int64, endpointID string, amount int64) error {
-	return d.api.do(ctx, http.MethodPost, "/v1/events", map[string]any{
-		"id": id, "correlation_id": corr, "sequence": seq, "endpoint_id": endpointID, "type": "ledger.entry",
-		"data": map[string]any{"amount": amount},
-	}, nil)
+	_, err := d.api.EventCreate(ctx, client.EventCreateRequest{
+		ID: id, CorrelationID: corr, Sequence: seq, EndpointID: endpointID, Type: "ledger.entry",
+		Data: map[string]any{"amount": amount},
+	})
+	return d.api.fail(err)
 }
 
 // waitState polls the event until it reaches state, printing progress.
-func (d demo) waitState(ctx context.Context, id string, state contract.State) error {
+func (d demo) waitState(ctx context.Context, id string, state client.State) error {
 	fmt.Fprintf(d.out, "   waiting for %s to be %s ", id, state)
 	deadline := time.Now().Add(d.wait)
-	last := contract.State("")
+	last := client.State("")
 	for {
-		var ev struct {
-			State    contract.State  `json:"state"`
-			Attempts []store.Attempt `json:"attempts"`
-		}
-		if err := d.api.do(ctx, http.MethodGet, "/v1/events/"+id, nil, &ev); err != nil {
+		ev, err := d.api.EventGet(ctx, id)
+		if err != nil {
 			fmt.Fprintln(d.out)
-			return err
+			return d.api.fail(err)
 		}
 		if ev.State == state {
 			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, len(ev.Attempts))

@@ -1,28 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/client"
 )
-
-var apiClientSettings = []string{"HOOKFLOW_API_URL", "HOOKFLOW_API_TOKEN"}
-
-// apiClientDefaults makes the CLI's API commands talk to hookflow dev as it
-// is; set HOOKFLOW_API_TOKEN to an API key (or the bootstrap token) for any
-// other API.
-func apiClientDefaults() map[string]string { return map[string]string{"HOOKFLOW_API_TOKEN": devToken} }
 
 const dlqUsage = `usage: hookflow dlq <list|show|replay|skip> [flags]
 
@@ -67,11 +57,20 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl := apiClient{base: strings.TrimRight(cfg.APIURL, "/"), token: cfg.APIToken}
-	q := url.Values{}
-	for k, v := range map[string]string{"correlation_id": corr, "endpoint_id": endpoint, "since": since, "until": until, "status": status} {
-		if v != "" {
-			q.Set(k, v)
+	cl, err := newAPIClient(cfg)
+	if err != nil {
+		return err
+	}
+	f := client.DeadLetterFilter{CorrelationID: corr, EndpointID: endpoint, Status: status}
+	for _, tf := range []struct {
+		flag, v string
+		dst     *time.Time
+	}{{"since", since, &f.Since}, {"until", until, &f.Until}} {
+		if tf.v == "" {
+			continue
+		}
+		if *tf.dst, err = time.Parse(time.RFC3339Nano, tf.v); err != nil {
+			return &config.UsageError{Msg: "--" + tf.flag + " must be an RFC 3339 time such as 2026-11-29T18:00:00Z"}
 		}
 	}
 	one := func() (string, error) {
@@ -80,26 +79,12 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return rest[0], nil
 	}
-	body := map[string]string{}
 
 	switch sub {
 	case "list":
-		var items []store.DeadLetter
-		for cursor := ""; ; {
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
-			var page struct {
-				Items      []store.DeadLetter `json:"items"`
-				NextCursor string             `json:"next_cursor"`
-			}
-			if err := cl.do(ctx, http.MethodGet, "/v1/dead-letters?"+q.Encode(), nil, &page); err != nil {
-				return err
-			}
-			items = append(items, page.Items...)
-			if cursor = page.NextCursor; cursor == "" {
-				break
-			}
+		items, err := cl.DeadLetterListAll(ctx, f)
+		if err != nil {
+			return cl.fail(err)
 		}
 		if asJSON {
 			return printJSON(env.stdout, items)
@@ -120,27 +105,27 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		var d store.DeadLetter
-		if err := cl.do(ctx, http.MethodGet, "/v1/dead-letters/"+url.PathEscape(id), nil, &d); err != nil {
-			return err
+		d, err := cl.DeadLetterGet(ctx, id)
+		if err != nil {
+			return cl.fail(err)
 		}
 		if asJSON {
 			return printJSON(env.stdout, d)
 		}
 		fmt.Fprintf(env.stdout, "event        %s\ncorrelation  %s  sequence %d\nendpoint     %s\nstatus       %s (replays %d)\nreason       %s\ndead-letter  %s\n",
 			d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Status, d.ReplayCount, d.Reason, d.DeadLetteredAt.Local().Format(time.RFC3339))
-		if d.SkippedBy != nil {
-			fmt.Fprintf(env.stdout, "skipped by   %s at %s: %s\n", *d.SkippedBy, d.SkippedAt.Local().Format(time.RFC3339), deref(d.SkipNote))
+		if d.SkippedBy != "" {
+			fmt.Fprintf(env.stdout, "skipped by   %s at %s: %s\n", d.SkippedBy, d.SkippedAt.Local().Format(time.RFC3339), d.SkipNote)
 		}
 		fmt.Fprintf(env.stdout, "envelope     %s\nattempts:\n", d.Envelope)
 		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  #\tSTARTED\tSTATUS\tLATENCY\tOUTCOME\tERROR")
 		for _, a := range d.Attempts {
 			code := "-"
-			if a.StatusCode != nil {
-				code = fmt.Sprint(*a.StatusCode)
+			if a.StatusCode != 0 {
+				code = fmt.Sprint(a.StatusCode)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%dms\t%s\t%s\n", a.Attempt, a.StartedAt.Local().Format(time.TimeOnly), code, a.LatencyMS, a.Outcome, truncate(deref(a.Error), 60))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%dms\t%s\t%s\n", a.Attempt, a.StartedAt.Local().Format(time.TimeOnly), code, a.LatencyMS, a.Outcome, truncate(a.Error, 60))
 		}
 		return tw.Flush()
 	case "replay":
@@ -148,12 +133,9 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 			if len(rest) != 0 {
 				return &config.UsageError{Msg: "dlq replay --all takes filters, not an event id"}
 			}
-			var res struct {
-				Replayed int      `json:"replayed"`
-				EventIDs []string `json:"event_ids"`
-			}
-			if err := cl.do(ctx, http.MethodPost, "/v1/dead-letters/replay?"+q.Encode(), nil, &res); err != nil {
-				return err
+			res, err := cl.DeadLetterReplayBatch(ctx, f)
+			if err != nil {
+				return cl.fail(err)
 			}
 			if asJSON {
 				return printJSON(env.stdout, res)
@@ -168,8 +150,8 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := cl.do(ctx, http.MethodPost, "/v1/dead-letters/"+url.PathEscape(id)+"/replay", body, nil); err != nil {
-			return err
+		if _, err := cl.DeadLetterReplay(ctx, id, client.OperatorRequest{}); err != nil {
+			return cl.fail(err)
 		}
 		fmt.Fprintf(env.stdout, "replaying %s (a fresh recovery window)\n", id)
 		return nil
@@ -181,66 +163,12 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if strings.TrimSpace(note) == "" {
 			return &config.UsageError{Msg: "dlq skip needs --note saying why"}
 		}
-		body["note"] = note
-		if err := cl.do(ctx, http.MethodPost, "/v1/dead-letters/"+url.PathEscape(id)+"/skip", body, nil); err != nil {
-			return err
+		if _, err := cl.DeadLetterSkip(ctx, id, client.OperatorRequest{Note: note}); err != nil {
+			return cl.fail(err)
 		}
 		fmt.Fprintf(env.stdout, "skipping %s; its successors will be delivered\n", id)
 		return nil
 	}
-}
-
-// apiClient calls hookflow's API and turns problem+json into one-line errors.
-type apiClient struct {
-	base, token string
-}
-
-func (c apiClient) do(ctx context.Context, method, path string, in, out any) error {
-	var rd io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return &config.UsageError{Msg: "invalid HOOKFLOW_API_URL: " + err.Error()}
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	hc := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the API at %s (HOOKFLOW_API_URL): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("read API answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		var p struct {
-			Title  string `json:"title"`
-			Detail string `json:"detail"`
-		}
-		if json.Unmarshal(raw, &p) == nil && p.Title != "" {
-			if p.Detail != "" {
-				return fmt.Errorf("%d %s: %s", resp.StatusCode, p.Title, p.Detail)
-			}
-			return fmt.Errorf("%d %s", resp.StatusCode, p.Title)
-		}
-		return fmt.Errorf("API answered %s", resp.Status)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("decode API answer: %w", err)
-		}
-	}
-	return nil
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -255,11 +183,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

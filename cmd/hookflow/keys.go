@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/kit/client"
 )
 
 const keysUsage = `usage: hookflow keys <create|list|revoke> [flags]
@@ -22,15 +22,6 @@ const keysUsage = `usage: hookflow keys <create|list|revoke> [flags]
 Scopes: events:write, events:read, endpoints:write, dead-letters:write, admin.
 Talks to the API at HOOKFLOW_API_URL with HOOKFLOW_API_TOKEN, which must be
 an admin key or the bootstrap token.`
-
-type apiKey struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Scopes    []string   `json:"scopes"`
-	Key       string     `json:"key,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-}
 
 // scopeFlags collects repeated --scope flags.
 type scopeFlags []string
@@ -67,53 +58,66 @@ func runKeys(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl := apiClient{base: strings.TrimRight(cfg.APIURL, "/"), token: cfg.APIToken}
+	cl, err := newAPIClient(cfg)
+	if err != nil {
+		return err
+	}
 	switch sub {
 	case "create":
 		if name == "" || len(scopes) == 0 || len(rest) > 0 {
 			return &config.UsageError{Msg: "keys create needs --name and at least one --scope, and nothing else"}
 		}
-		var k apiKey
-		if err := cl.do(ctx, http.MethodPost, "/v1/api-keys", map[string]any{"name": name, "scopes": scopes}, &k); err != nil {
-			return err
+		req := client.APIKeyCreateRequest{Name: name}
+		for _, s := range scopes {
+			req.Scopes = append(req.Scopes, client.Scope(s))
+		}
+		k, err := cl.APIKeyCreate(ctx, req)
+		if err != nil {
+			return cl.fail(err)
 		}
 		if asJSON {
 			return json.NewEncoder(env.stdout).Encode(k)
 		}
-		fmt.Fprintf(env.stdout, "id      %s\nname    %s\nscopes  %s\nkey     %s\n\nThe key is shown this once; hookflow keeps only its hash.\n", k.ID, k.Name, strings.Join(k.Scopes, " "), k.Key)
+		fmt.Fprintf(env.stdout, "id      %s\nname    %s\nscopes  %s\nkey     %s\n\nThe key is shown this once; hookflow keeps only its hash.\n", k.ID, k.Name, joinScopes(k.Scopes), k.Key)
 		return nil
 	case "list":
 		if len(rest) > 0 {
 			return &config.UsageError{Msg: "keys list takes no arguments"}
 		}
-		var page struct {
-			Items []apiKey `json:"items"`
-		}
-		if err := cl.do(ctx, http.MethodGet, "/v1/api-keys", nil, &page); err != nil {
-			return err
+		keys, err := cl.APIKeyList(ctx)
+		if err != nil {
+			return cl.fail(err)
 		}
 		if asJSON {
-			return json.NewEncoder(env.stdout).Encode(page.Items)
+			return json.NewEncoder(env.stdout).Encode(keys)
 		}
 		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tCREATED\tREVOKED")
-		for _, k := range page.Items {
+		for _, k := range keys {
 			revoked := "-"
-			if k.RevokedAt != nil {
+			if !k.RevokedAt.IsZero() {
 				revoked = k.RevokedAt.Local().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, " "), k.CreatedAt.Local().Format(time.RFC3339), revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, joinScopes(k.Scopes), k.CreatedAt.Local().Format(time.RFC3339), revoked)
 		}
 		return tw.Flush()
 	default: // revoke
 		if len(rest) != 1 {
 			return &config.UsageError{Msg: "keys revoke takes exactly one key id"}
 		}
-		var k apiKey
-		if err := cl.do(ctx, http.MethodDelete, "/v1/api-keys/"+rest[0], nil, &k); err != nil {
-			return err
+		k, err := cl.APIKeyRevoke(ctx, rest[0])
+		if err != nil {
+			return cl.fail(err)
 		}
 		fmt.Fprintf(env.stdout, "revoked %s (%s)\n", k.ID, k.Name)
 		return nil
 	}
+}
+
+func joinScopes(scopes []client.Scope) string {
+	s := make([]string, len(scopes))
+	for i, sc := range scopes {
+		s[i] = string(sc)
+	}
+	return strings.Join(s, " ")
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/client"
 )
 
 // runStatus prints GET /v1/stats: queue depth, in flight, recent
@@ -28,10 +25,13 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if len(rest) != 0 {
 		return &config.UsageError{Msg: "status takes no arguments"}
 	}
-	cl := apiClient{base: strings.TrimRight(cfg.APIURL, "/"), token: cfg.APIToken}
-	var st api.StatsResponse
-	if err := cl.do(ctx, http.MethodGet, "/v1/stats", nil, &st); err != nil {
+	cl, err := newAPIClient(cfg)
+	if err != nil {
 		return err
+	}
+	st, err := cl.Stats(ctx, client.StatsParams{})
+	if err != nil {
+		return cl.fail(err)
 	}
 	if asJSON {
 		return printJSON(env.stdout, st)
@@ -71,14 +71,14 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 // cleanerLine says what the cleaner's last run did, and when.
-func cleanerLine(r *store.CleanerRun) string {
+func cleanerLine(r *client.CleanerRun) string {
 	if r == nil {
 		return "not run yet"
 	}
 	s := fmt.Sprintf("%s ago: %d payloads pruned, %d attempts and %d keys deleted", age(time.Since(r.FinishedAt).Seconds()),
 		r.PayloadsPruned, r.AttemptsDeleted, r.KeysDeleted)
-	if r.Error != nil {
-		s += " (failed: " + *r.Error + ")"
+	if r.Error != "" {
+		s += " (failed: " + r.Error + ")"
 	}
 	return s
 }

@@ -38,6 +38,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+
+	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
 // Config is one chaos run.
@@ -133,8 +135,9 @@ type run struct {
 
 	proxy    *Proxy
 	proxySrv *http.Server
-	api1     *apiClient
-	recv     *apiClient
+	api1     *hfclient.Client
+	token    string // the API's bootstrap token, shown for poking at the run
+	recv     receiverClient
 	hf, rcv  *pgxpool.Pool
 	// tc is the operator's client of the Temporal server, for Terminate,
 	// Reset and the queries of the checks.
@@ -209,7 +212,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r.progressf("stack up in %s: postgres, temporal, api (%s, token %s), %d workers, receiver (%s), fault proxy; logs in %s",
-		time.Since(r.began).Round(100*time.Millisecond), r.api1.base, r.api1.token, cfg.Workers, r.recv.base, r.logs)
+		time.Since(r.began).Round(100*time.Millisecond), r.api1.BaseURL(), r.token, cfg.Workers, r.recv.base, r.logs)
 
 	if err := r.exercise(ctx); err != nil {
 		return Result{}, err

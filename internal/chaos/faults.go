@@ -228,7 +228,7 @@ func (r *run) healDown(ctx context.Context, deadline time.Time) {
 		if time.Now().Before(earliest) {
 			continue
 		}
-		dls, err := r.api1.deadLetters(ctx, r.downEp)
+		dls, err := r.deadLetters(ctx, r.downEp)
 		if err != nil {
 			continue
 		}
@@ -255,8 +255,8 @@ func (r *run) heal(ctx context.Context) {
 	}
 	r.proxy.SetDown(false)
 	for try := 0; try < 10 && ctx.Err() == nil; try++ {
-		dls, _ := r.api1.deadLetters(ctx, r.downEp)
-		ids, err := r.api1.replay(ctx, r.downEp)
+		dls, _ := r.deadLetters(ctx, r.downEp)
+		ids, err := r.replay(ctx, r.downEp)
 		if err == nil {
 			r.noteReplayed(ids)
 			r.progressf("down endpoint healed after %s: %d dead letters, %d replayed", time.Since(r.phase0).Round(time.Second), len(dls), len(ids))

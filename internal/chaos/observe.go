@@ -295,7 +295,7 @@ func (r *run) observe(parent context.Context) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("read receiver parked_events: %w", err)
 	}
 	for _, corr := range r.wl.Correlations {
-		rc, code, err := r.recv.receiverCorrelation(ctx, corr)
+		rc, code, err := r.recv.correlation(ctx, corr)
 		if err != nil {
 			return Verdict{}, err
 		}

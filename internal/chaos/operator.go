@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
 // operator replays the open dead letters of the healthy endpoints (and of
@@ -37,7 +38,7 @@ func (r *run) replayAll(ctx context.Context) {
 		eps = append(eps, r.downEp)
 	}
 	for _, ep := range eps {
-		ids, err := r.api1.replay(ctx, ep)
+		ids, err := r.replay(ctx, ep)
 		if err != nil {
 			r.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
 			continue
@@ -116,7 +117,7 @@ func (r *run) doubleClick(ctx context.Context, a Action) (outcome, string) {
 		go func() {
 			defer wg.Done()
 			<-start
-			codes[i], _, errs[i] = r.api1.press(ctx, id, buttons[i])
+			codes[i], errs[i] = r.press(ctx, id, buttons[i])
 		}()
 	}
 	close(start)
@@ -175,7 +176,8 @@ func answer(code int, err error) string {
 func (r *run) waitOpen(ctx context.Context, eventID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		d, code, err := r.api1.deadLetter(ctx, eventID)
+		d, err := r.api1.DeadLetterGet(ctx, eventID)
+		code, err := answered(err, http.StatusOK)
 		if err == nil && code == http.StatusOK && d.Status == "open" {
 			return nil
 		}
@@ -311,4 +313,33 @@ func (r *run) reset(ctx context.Context, workflowID string, pick uint64) (outcom
 // "terminated", …).
 func workflowStatus(s enumspb.WorkflowExecutionStatus) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "WORKFLOW_EXECUTION_STATUS_"))
+}
+
+// deadLetters lists the dead letters of an endpoint (every status).
+func (r *run) deadLetters(ctx context.Context, endpointID string) ([]hfclient.DeadLetter, error) {
+	return r.api1.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterAll, Limit: 1000})
+}
+
+// replay replays every open dead letter of an endpoint, the way an operator
+// would after fixing it, and returns the replayed event ids.
+func (r *run) replay(ctx context.Context, endpointID string) ([]string, error) {
+	res, err := r.api1.DeadLetterReplayBatch(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID})
+	if err != nil {
+		return nil, fmt.Errorf("replay dead letters of %s: %w", endpointID, err)
+	}
+	return res.EventIDs, nil
+}
+
+// press presses an operator's button (replay or skip) on one event's dead
+// letter, and returns the API's answer: 202 when it took it, 409 when the
+// dead letter was replayed or skipped already; the error when none came.
+func (r *run) press(ctx context.Context, eventID, button string) (int, error) {
+	note := hfclient.OperatorRequest{Note: "chaos: " + button + " pressed twice at once"}
+	var err error
+	if button == "skip" {
+		_, err = r.api1.DeadLetterSkip(ctx, eventID, note)
+	} else {
+		_, err = r.api1.DeadLetterReplay(ctx, eventID, note)
+	}
+	return answered(err, http.StatusAccepted)
 }

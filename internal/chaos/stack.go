@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	hfclient "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/localpg"
 )
 
@@ -119,6 +120,7 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return fmt.Errorf("fault proxy: %w", err)
 	}
 	token := randomHex(16)
+	r.token = token
 	hfURL := r.pg.get().AdminURL("hookflow")
 	common := map[string]string{
 		"HOOKFLOW_DATABASE_URL":             hfURL,
@@ -142,8 +144,16 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return err
 	}
 	r.procs = append(r.procs, r.api)
-	r.api1 = newAPIClient(fmt.Sprintf("http://127.0.0.1:%d", apiPort), token)
-	if err := r.api1.waitHealthy(ctx, "/healthz", time.Minute, r.api.running); err != nil {
+	apiBase := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	r.api1, err = hfclient.New(apiBase, token, hfclient.WithHTTPClient(&http.Client{
+		Timeout:   15 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 32},
+	}))
+	if err != nil {
+		return err
+	}
+	healthz := func(ctx context.Context) error { _, err := r.api1.Healthz(ctx); return err }
+	if err := waitHealthy(ctx, apiBase+"/healthz", healthz, time.Minute, r.api.running); err != nil {
 		return fmt.Errorf("api: %w; log %s ends: %s", err, r.api.logPath, tail(r.api.logPath, 3))
 	}
 
@@ -162,16 +172,16 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 
 	var secrets []string
 	for i := 0; i < 3; i++ {
-		ep, err := r.api1.createEndpoint(ctx, fmt.Sprintf("%s/ok/%d/webhook", proxyBase, i))
+		ep, err := r.api1.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: fmt.Sprintf("%s/ok/%d/webhook", proxyBase, i)})
 		if err != nil {
-			return err
+			return fmt.Errorf("create endpoint: %w", err)
 		}
 		r.healthy = append(r.healthy, ep.ID)
 		secrets = append(secrets, ep.Secret)
 	}
-	down, err := r.api1.createEndpoint(ctx, proxyBase+"/down/webhook")
+	down, err := r.api1.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: proxyBase + "/down/webhook"})
 	if err != nil {
-		return err
+		return fmt.Errorf("create endpoint: %w", err)
 	}
 	r.downEp = down.ID
 	secrets = append(secrets, down.Secret)
@@ -186,8 +196,8 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return err
 	}
 	r.procs = append(r.procs, r.receiver)
-	r.recv = newAPIClient(recvBase, "")
-	if err := r.recv.waitHealthy(ctx, "/healthz", time.Minute, r.receiver.running); err != nil {
+	r.recv = receiverClient{base: recvBase, http: &http.Client{Timeout: 15 * time.Second}}
+	if err := waitHealthy(ctx, recvBase+"/healthz", r.recv.healthz, time.Minute, r.receiver.running); err != nil {
 		return fmt.Errorf("receiver: %w; log %s ends: %s", err, r.receiver.logPath, tail(r.receiver.logPath, 3))
 	}
 

@@ -6,9 +6,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
+
+	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
 // Event is one event of the workload.
@@ -190,13 +191,14 @@ func (r *run) postOne(ctx context.Context, ev Event, deadline time.Time) {
 	if !ev.Down {
 		ep = r.healthy[ev.Endpoint]
 	}
-	body := eventPost{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep,
+	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep,
 		Type: "chaos.amount", Data: map[string]any{"amount": ev.Amount}}
 	backoff := 200 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		code, resp, err := r.api1.postEvent(pctx, body)
+		_, answer := r.api1.EventCreate(pctx, body)
 		cancel()
+		code, err := answered(answer, http.StatusAccepted)
 		r.postTries.Add(1)
 		if err != nil {
 			r.postErrs.Add(1)
@@ -212,7 +214,7 @@ func (r *run) postOne(ctx context.Context, ev Event, deadline time.Time) {
 			return
 		case err == nil && code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests:
 			r.mu.Lock()
-			r.rejected = append(r.rejected, fmt.Sprintf("%s: %d %s", ev.ID, code, strings.TrimSpace(string(resp))))
+			r.rejected = append(r.rejected, fmt.Sprintf("%s: %v", ev.ID, answer))
 			r.mu.Unlock()
 			return
 		}

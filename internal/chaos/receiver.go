@@ -1,0 +1,108 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	hfclient "github.com/hookflow/hookflow/kit/client"
+)
+
+// receiverClient reads the reference receiver's ledger over HTTP, the way
+// its operator would (hookflow's own API is read with kit/client).
+type receiverClient struct {
+	base string
+	http *http.Client
+}
+
+// receiverCorrelation is the reference receiver's GET /correlations/{id}.
+type receiverCorrelation struct {
+	CorrelationID string      `json:"correlation_id"`
+	LastSequence  int64       `json:"last_sequence"`
+	Applied       []string    `json:"applied"`
+	Balance       json.Number `json:"balance"`
+	Parked        []int64     `json:"parked"`
+}
+
+// get reads GET path; out is decoded from a 200. It returns the status.
+func (c receiverClient) get(ctx context.Context, path string, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || out == nil {
+		return resp.StatusCode, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp.StatusCode, fmt.Errorf("decode GET %s: %w", path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// correlation reads the receiver's ledger of one correlation; the code is
+// 404 when none of its events arrived.
+func (c receiverClient) correlation(ctx context.Context, id string) (receiverCorrelation, int, error) {
+	var rc receiverCorrelation
+	code, err := c.get(ctx, "/correlations/"+url.PathEscape(id), &rc)
+	if err != nil {
+		return rc, code, fmt.Errorf("receiver correlation %s: %w", id, err)
+	}
+	if code != http.StatusOK && code != http.StatusNotFound {
+		return rc, code, fmt.Errorf("receiver correlation %s: answered %d", id, code)
+	}
+	return rc, code, nil
+}
+
+func (c receiverClient) healthz(ctx context.Context) error {
+	code, err := c.get(ctx, "/healthz", nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("answered %d", code)
+	}
+	return err
+}
+
+// waitHealthy polls check until it succeeds, the process exits or timeout
+// passes.
+func waitHealthy(ctx context.Context, what string, check func(context.Context) error, timeout time.Duration, alive func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		if !alive() {
+			return fmt.Errorf("exited before %s answered", what)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer 200 within %s (last: %v)", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// answered splits how an API call ended: the status the API answered (ok
+// when the call succeeded), or the error when no answer came.
+func answered(err error, ok int) (int, error) {
+	var e *hfclient.Error
+	switch {
+	case err == nil:
+		return ok, nil
+	case errors.As(err, &e):
+		return e.Status, nil
+	default:
+		return 0, err
+	}
+}

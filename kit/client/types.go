@@ -1,0 +1,350 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where an event stands.
+type State string
+
+// The states of an event.
+const (
+	// StateQueued: stored; its workflow is not started yet (Temporal was
+	// unavailable), a sweep starts it.
+	StateQueued State = "queued"
+	// StateWaiting: its workflow waits for the events before it.
+	StateWaiting State = "waiting"
+	// StateDelivering: released; being delivered and retried.
+	StateDelivering State = "delivering"
+	// StateDelivered: the receiver answered 2xx.
+	StateDelivered State = "delivered"
+	// StateDeadLettered: not delivered within the recovery window, or
+	// refused for good; it waits for an operator's replay or skip.
+	StateDeadLettered State = "dead_lettered"
+	// StateSkipped: an operator gave it up; its successors went on.
+	StateSkipped State = "skipped"
+)
+
+// Scope is what an API key may do.
+type Scope string
+
+// The scopes of API keys.
+const (
+	// ScopeEventsWrite: EventCreate.
+	ScopeEventsWrite Scope = "events:write"
+	// ScopeEventsRead: reading events, correlations, endpoints, dead
+	// letters and stats.
+	ScopeEventsRead Scope = "events:read"
+	// ScopeEndpointsWrite: creating, updating and rotating endpoints.
+	ScopeEndpointsWrite Scope = "endpoints:write"
+	// ScopeDeadLettersWrite: replay and skip, single and batch.
+	ScopeDeadLettersWrite Scope = "dead-letters:write"
+	// ScopeAdmin: everything, API keys included.
+	ScopeAdmin Scope = "admin"
+)
+
+// The statuses of a dead letter, and the DeadLetterFilter status that lists
+// them all.
+const (
+	DeadLetterOpen     = "open"
+	DeadLetterReplayed = "replayed"
+	DeadLetterSkipped  = "skipped"
+	DeadLetterAll      = "all"
+)
+
+// Health is the answer of Healthz.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Readiness is the answer of Readyz: Status is "ready", "degraded" (only
+// Temporal is down: events are still accepted, as queued) or "not_ready"
+// (Postgres is down); Checks maps "postgres" and "temporal" to "ok" or
+// "unavailable".
+type Readiness struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
+// EndpointCreateRequest registers a receiver URL. An endpoint is created
+// enabled.
+type EndpointCreateRequest struct {
+	URL string `json:"url"`
+}
+
+// EndpointUpdateRequest changes an endpoint; nil fields stay as they are,
+// and at least one must be set.
+type EndpointUpdateRequest struct {
+	URL      *string `json:"url,omitempty"`
+	Disabled *bool   `json:"disabled,omitempty"`
+}
+
+// Endpoint is a registered receiver URL.
+type Endpoint struct {
+	ID       string `json:"id"`
+	URL      string `json:"url"`
+	Disabled bool   `json:"disabled"`
+	// DisabledReason says why hookflow disabled it (a 410 from the
+	// receiver); empty when it is enabled or an operator disabled it.
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	// PreviousSecretExpiresAt is when the secret replaced by the last
+	// rotation stops signing; zero when none still signs.
+	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`
+	CreatedAt               time.Time `json:"created_at"`
+	UpdatedAt               time.Time `json:"updated_at"`
+}
+
+// EndpointWithSecret is an endpoint as created or rotated: the one time its
+// signing secret is shown.
+type EndpointWithSecret struct {
+	Endpoint
+	// Secret (whsec_ and base64) signs deliveries (Standard Webhooks).
+	Secret string `json:"secret"`
+}
+
+// EventCreateRequest is an event to deliver. ID is its idempotency key
+// (the same event posted again is answered with its state, never delivered
+// twice); Sequence orders it within CorrelationID, from 1. ID, CorrelationID
+// and EndpointID are 1 to 255 of A-Z a-z 0-9 _ : -.
+type EventCreateRequest struct {
+	ID            string `json:"id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	EndpointID    string `json:"endpoint_id"`
+	Type          string `json:"type"`
+	// Data is the payload: any value encoding/json marshals (a
+	// json.RawMessage goes as it is).
+	Data any `json:"data"`
+}
+
+// Accepted is the answer of EventCreate.
+type Accepted struct {
+	ID string `json:"id"`
+	// State is queued or waiting when the event was accepted now, or the
+	// state it is in when it had been accepted before.
+	State State `json:"state"`
+	// Existing is the event as it stands when it had been accepted before
+	// (the same id and content again: answered 200); nil when it was
+	// accepted now (202).
+	Existing *Event `json:"-"`
+}
+
+// Attempt is one delivery attempt.
+type Attempt struct {
+	Attempt   int       `json:"attempt"`
+	StartedAt time.Time `json:"started_at"`
+	LatencyMS int64     `json:"latency_ms"`
+	// StatusCode is the receiver's HTTP status; zero when it gave none (a
+	// timeout, a refused connection).
+	StatusCode int    `json:"status_code,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// Outcome is delivered, retry, permanent, gone or disabled.
+	Outcome string `json:"outcome"`
+}
+
+// Event is an event as the ledger keeps it, with its attempts.
+type Event struct {
+	ID            string    `json:"id"`
+	CorrelationID string    `json:"correlation_id"`
+	Sequence      int64     `json:"sequence"`
+	EndpointID    string    `json:"endpoint_id"`
+	Type          string    `json:"type"`
+	State         State     `json:"state"`
+	AcceptedAt    time.Time `json:"accepted_at"`
+	DeliveredAt   time.Time `json:"delivered_at,omitzero"`
+	Attempts      []Attempt `json:"attempts"`
+	// Restarts is set when a sweep or a replay had to start the event's
+	// workflow again (an operator terminated it, say).
+	Restarts *Restarts `json:"restarts,omitempty"`
+}
+
+// Restarts says how often an event's workflow was started again, when
+// last and why.
+type Restarts struct {
+	Count  int       `json:"count"`
+	LastAt time.Time `json:"last_at"`
+	Reason string    `json:"reason"`
+}
+
+// Correlation is where a correlation stands, as its sequencer sees it.
+type Correlation struct {
+	CorrelationID string `json:"correlation_id"`
+	// NextSequence is the sequence the sequencer releases next.
+	NextSequence int64 `json:"next_sequence"`
+	// Released is the event released and not finished yet, if any.
+	Released *Released `json:"released,omitempty"`
+	// Parked are the sequences that arrived and wait for their turn.
+	Parked []int64 `json:"parked"`
+	// Skipped are the sequences skipped since the last delivered one.
+	Skipped []int64 `json:"skipped"`
+	// BlockedBy is what holds the correlation: the next event, or a
+	// sequence that has not arrived (State "missing").
+	BlockedBy *BlockedBy `json:"blocked_by,omitempty"`
+	// Source is "sequencer" (its state query answered) or "ledger" (none
+	// answered, so the cursor its last run left).
+	Source string `json:"source"`
+}
+
+// Released is the event a sequencer released.
+type Released struct {
+	Sequence int64  `json:"sequence"`
+	EventID  string `json:"event_id"`
+}
+
+// BlockedBy is what holds a correlation back.
+type BlockedBy struct {
+	Sequence int64  `json:"sequence"`
+	EventID  string `json:"event_id,omitempty"`
+	State    string `json:"state"`
+}
+
+// DeadLetterFilter selects dead letters. Zero fields select everything.
+type DeadLetterFilter struct {
+	CorrelationID string
+	EndpointID    string
+	// Since and Until bound the time of dead-lettering: at or after Since,
+	// before Until.
+	Since, Until time.Time
+	// Status is DeadLetterOpen (the API's default when empty),
+	// DeadLetterReplayed, DeadLetterSkipped or DeadLetterAll. List only.
+	Status string
+	// Limit is the page size, 1 to 1000 (the API's default when zero:
+	// 100). List only.
+	Limit int
+	// Cursor is the NextCursor of the page before. List only.
+	Cursor string
+}
+
+// DeadLetter is an event that was not delivered, with what was tried.
+type DeadLetter struct {
+	EventID       string `json:"event_id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	EndpointID    string `json:"endpoint_id"`
+	// Envelope is the signed body as sent.
+	Envelope       json.RawMessage `json:"envelope"`
+	Attempts       []Attempt       `json:"attempts"`
+	Reason         string          `json:"reason"`
+	FirstFailureAt time.Time       `json:"first_failure_at,omitzero"`
+	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
+	// Generation counts the times the event was dead-lettered; a replay or
+	// skip is for this one.
+	Generation int `json:"generation"`
+	// Status is DeadLetterOpen, DeadLetterReplayed or DeadLetterSkipped.
+	Status      string    `json:"status"`
+	ReplayedAt  time.Time `json:"replayed_at,omitzero"`
+	ReplayedBy  string    `json:"replayed_by,omitempty"`
+	ReplayCount int       `json:"replay_count"`
+	SkippedBy   string    `json:"skipped_by,omitempty"`
+	SkippedAt   time.Time `json:"skipped_at,omitzero"`
+	SkipNote    string    `json:"skip_note,omitempty"`
+}
+
+// DeadLetterPage is a page of dead letters, the oldest first.
+type DeadLetterPage struct {
+	Items []DeadLetter `json:"items"`
+	// NextCursor asks for the next page (DeadLetterFilter.Cursor); empty on
+	// the last.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// BatchReplay is the answer of DeadLetterReplayBatch.
+type BatchReplay struct {
+	Replayed int      `json:"replayed"`
+	EventIDs []string `json:"event_ids"`
+}
+
+// OperatorRequest goes with a replay or a skip. Who did it is the name of
+// the API key that did, not something the caller says.
+type OperatorRequest struct {
+	// Note is recorded with a skip (at most 2000 characters).
+	Note string `json:"note,omitempty"`
+}
+
+// OperatorAction is the answer of DeadLetterReplay and DeadLetterSkip.
+type OperatorAction struct {
+	EventID string `json:"event_id"`
+	// Status is "replaying" or "skipping".
+	Status string `json:"status"`
+}
+
+// StatsParams shapes Stats.
+type StatsParams struct {
+	// Top is how many blocked correlations to list, 0 to 100; nil for the
+	// API's default (10).
+	Top *int
+}
+
+// Stats is the ledger at a glance.
+type Stats struct {
+	Queued int64 `json:"queued"`
+	// InFlight counts the events waiting or being delivered.
+	InFlight        int64 `json:"in_flight"`
+	DeliveredLast5m int64 `json:"delivered_last_5m"`
+	DeadLettersOpen int64 `json:"dead_letters_open"`
+	// OldestLagSeconds is the age of the oldest event not delivered or
+	// skipped.
+	OldestLagSeconds    float64        `json:"oldest_lag_seconds"`
+	BlockedCorrelations BlockedSummary `json:"blocked_correlations"`
+	// Cleaner is the cleaner's last run (by any API process); nil before
+	// the first.
+	Cleaner *CleanerRun `json:"cleaner,omitempty"`
+}
+
+// BlockedSummary counts the blocked correlations and lists the longest
+// blocked ones.
+type BlockedSummary struct {
+	Count int64                `json:"count"`
+	Top   []BlockedCorrelation `json:"top"`
+}
+
+// BlockedCorrelation is a correlation whose next sequence holds others back.
+type BlockedCorrelation struct {
+	CorrelationID string `json:"correlation_id"`
+	NextSequence  int64  `json:"next_sequence"`
+	// BlockedBy is the next event's state, or "missing" when it has not
+	// arrived.
+	BlockedBy       string  `json:"blocked_by"`
+	BlockingEventID string  `json:"blocking_event_id,omitempty"`
+	Parked          int64   `json:"parked"`
+	AgeSeconds      float64 `json:"age_seconds"`
+}
+
+// CleanerRun is what a run of the cleaner pruned.
+type CleanerRun struct {
+	StartedAt       time.Time `json:"started_at"`
+	FinishedAt      time.Time `json:"finished_at"`
+	PayloadsPruned  int64     `json:"payloads_pruned"`
+	AttemptsDeleted int64     `json:"attempts_deleted"`
+	KeysDeleted     int64     `json:"keys_deleted"`
+	// Error is why the run failed; empty when it did not.
+	Error string `json:"error,omitempty"`
+}
+
+// APIKeyCreateRequest makes an API key.
+type APIKeyCreateRequest struct {
+	// Name says who or what uses the key; it is the "by" of its replays and
+	// skips (at most 100 characters).
+	Name   string  `json:"name"`
+	Scopes []Scope `json:"scopes"`
+}
+
+// APIKey is an API key as listed: never the key itself.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Scopes    []Scope   `json:"scopes"`
+	CreatedAt time.Time `json:"created_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// APIKeyCreated is a new API key: the one time Key (hfk_…) is shown; only
+// its hash is kept.
+type APIKeyCreated struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Scopes    []Scope   `json:"scopes"`
+	Key       string    `json:"key"`
+	CreatedAt time.Time `json:"created_at"`
+}
