@@ -90,7 +90,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_RECEIVER_RETENTION", "receiver-retention", "30d", "reference receiver: processed_events rows below their correlation's cursor are pruned this long after they were applied; 0 keeps them", retention(func(c *Config) *time.Duration { return &c.ReceiverRetention })},
 		{"HOOKFLOW_RECEIVER_SECRET", "receiver-secret", "", "reference receiver: whsec_ secrets it accepts, space separated", str(func(c *Config) *string { return &c.ReceiverSecrets })},
 		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
-		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands (dlq, status): base URL of the API", str(func(c *Config) *string { return &c.APIURL })},
+		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands that call the API (dlq, status, keys, demo): its base URL", str(func(c *Config) *string { return &c.APIURL })},
 		{"HOOKFLOW_METRICS_ADDR", "metrics-addr", "", "api, worker: listen address of the process's own GET /metrics, apart from the API's (empty: off)", optionalHostPort(func(c *Config) *string { return &c.MetricsAddr })},
 		{"HOOKFLOW_OUTBOX_DATABASE_URL", "outbox-database-url", "", "relay: PostgreSQL DSN of the producer's database holding the outbox table (empty: HOOKFLOW_DATABASE_URL)", str(func(c *Config) *string { return &c.OutboxDatabaseURL })},
 	}
