@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -33,9 +34,10 @@ func loadConfig(env *cliEnv, name, summary string, args []string, settings []str
 	return config.Load(name, summary, settings, args, env.getenv, overrides, env.stdout)
 }
 
+// commands are every subcommand of this build: the dev-only ones come from
+// devCommands (commands_dev.go, or commands_deploy.go under -tags deploy).
 func commands() map[string]command {
-	return map[string]command{
-		"dev":         {"run Postgres, Temporal (with Web UI), migrations, the API, workers and the reference receiver on this machine", runDev},
+	cmds := map[string]command{
 		"api":         {"serve the REST API", runAPICommand},
 		"worker":      {"run a worker: executes event and sequencer workflows and deliveries", runWorkerCommand},
 		"migrate":     {"apply pending database migrations", runMigrate},
@@ -45,11 +47,10 @@ func commands() map[string]command {
 		"receiver":    {"run the reference receiver (a ledger built on the receiver kit)", runReceiverCommand},
 		"conformance": {"check any receiver URL against the wire contract's hard cases", runConformance},
 		"relay":       {"move transactional-outbox rows into hookflow (start their workflows)", runRelay},
-		"chaos":       {"run the stack as real processes under injected faults and check every invariant", runChaos},
-		"temporal":    {"run only the embedded Temporal server on the local Postgres (chaos and bench use it)", runTemporal},
-		"bench":       {"measure throughput and latency against bare Temporal in the same run", runBench},
 		"keys":        {"create, list and revoke API keys through the API", runKeys},
 	}
+	maps.Copy(cmds, devCommands())
+	return cmds
 }
 
 func main() {

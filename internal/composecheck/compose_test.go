@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -29,7 +30,8 @@ var requiredServices = []string{"postgresql", "temporal", "temporal-ui", "migrat
 
 // subcommands a compose service may run. Each one used must also be a quoted
 // command name in cmd/hookflow/main.go, so this list cannot drift from the CLI.
-var subcommands = map[string]bool{"api": true, "worker": true, "migrate": true, "receiver": true, "relay": true, "dev": true}
+// dev is not one: the image is the deploy build, which leaves it out.
+var subcommands = map[string]bool{"api": true, "worker": true, "migrate": true, "receiver": true, "relay": true}
 
 // mustRunAfterMigrate are the services that use hookflow's schema.
 var mustRunAfterMigrate = []string{"api", "worker"}
@@ -61,11 +63,15 @@ func TestCheckCatchesMistakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	goMod, err := fs.ReadFile(repo, "go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := map[string]bool{}
 	for _, err := range check(compose, dockerfile, mainGo, repo) {
 		before[err.Error()] = true
 	}
-	type files struct{ compose, dockerfile, mainGo, script string }
+	type files struct{ compose, dockerfile, mainGo, script, goMod string }
 	const token = `"${HOOKFLOW_API_TOKEN:?set HOOKFLOW_API_TOKEN (the bootstrap admin token; see README Security)}"`
 	cases := []struct {
 		name   string
@@ -210,14 +216,61 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"api metrics published on every interface", func(f *files) bool {
 			return replaceInService(&f.compose, "api", `- "8080:8080"`, `- "8080:8080"`+"\n      - \"9090:9090\"")
 		}, "9090"},
+
+		// Comes up the first time.
+		{"Postgres at its default max_connections", func(f *files) bool {
+			return replace(&f.compose, `    command: ["postgres", "-c", "max_connections=300"]`+"\n", "")
+		}, "max_connections=100"},
+		{"max_connections below the pools", func(f *files) bool {
+			return replace(&f.compose, "max_connections=300", "max_connections=200")
+		}, "max_connections=200"},
+		{"Temporal's pools grown", func(f *files) bool {
+			return replace(&f.compose, `SQL_MAX_CONNS: "20"`, `SQL_MAX_CONNS: "40"`)
+		}, "temporal 1x4x(40+10)"},
+		{"a pool without pool_max_conns", func(f *files) bool {
+			return replaceInService(&f.compose, "worker", "&pool_max_conns=32", "")
+		}, "service worker: HOOKFLOW_DATABASE_URL has no pool_max_conns"},
+		{"healthcheck over the socket", func(f *files) bool {
+			return replace(&f.compose, "pg_isready -h 127.0.0.1 -U postgres", "pg_isready -U postgres")
+		}, "pg_isready over TCP"},
+		{"one-shot that does not retry", func(f *files) bool {
+			return replaceInService(&f.compose, "migrate", "restart: on-failure:10", `restart: "no"`)
+		}, "service migrate: a one-shot"},
+		{"one-shot restarted forever", func(f *files) bool {
+			return replaceInService(&f.compose, "temporal-admin-tools", "restart: on-failure:10", "restart: unless-stopped")
+		}, "service temporal-admin-tools: a one-shot"},
+		{"one-shot not waited out", func(f *files) bool {
+			return replaceInService(&f.compose, "temporal", "condition: service_completed_successfully", "condition: service_started")
+		}, "depends_on temporal-admin-tools with condition service_started"},
+		{"receiver outside a profile", func(f *files) bool {
+			return replace(&f.compose, "    profiles: [receiver]\n", "")
+		}, "service receiver: not in a profile"},
+		{"receiver secret with a default", func(f *files) bool {
+			return replace(&f.compose, `"${HOOKFLOW_RECEIVER_SECRET:-}"`, `"${HOOKFLOW_RECEIVER_SECRET:-whsec_changeme}"`)
+		}, "HOOKFLOW_RECEIVER_SECRET="},
+		{"receiver secret required by compose", func(f *files) bool {
+			return replace(&f.compose, `"${HOOKFLOW_RECEIVER_SECRET:-}"`, `"${HOOKFLOW_RECEIVER_SECRET:?register the endpoint first}"`)
+		}, "requires ${HOOKFLOW_RECEIVER_SECRET:?...}"},
+		{"image with the embedded Temporal server", func(f *files) bool {
+			return replace(&f.dockerfile, "go build -tags deploy ", "go build ")
+		}, "-tags deploy"},
+		{"Go version floats", func(f *files) bool {
+			return replace(&f.dockerfile, "ARG GO_VERSION=1.26.8", "ARG GO_VERSION=1.26")
+		}, "go.mod says go 1.26.8"},
+		{"go.mod moves ahead of the image", func(f *files) bool {
+			return replace(&f.goMod, "\ngo 1.26.8\n", "\ngo 1.26.9\n")
+		}, "go.mod says go 1.26.9"},
+		{"builder ignores GO_VERSION", func(f *files) bool {
+			return replace(&f.dockerfile, "FROM golang:${GO_VERSION}-bookworm", "FROM golang:1.26-bookworm")
+		}, "FROM golang:1.26-bookworm"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := files{string(compose), string(dockerfile), string(mainGo), string(script)}
+			f := files{string(compose), string(dockerfile), string(mainGo), string(script), string(goMod)}
 			if !tc.mutate(&f) {
 				t.Fatal("the mistake could not be made: the files changed; update this case")
 			}
-			repo := overlay{repo, map[string]string{initScript: f.script}}
+			repo := overlay{repo, map[string]string{initScript: f.script, "go.mod": f.goMod}}
 			errs := check([]byte(f.compose), []byte(f.dockerfile), []byte(f.mainGo), repo)
 			for _, err := range errs {
 				// Only an error the mistake caused counts, not one the real
@@ -291,9 +344,14 @@ type composeFile struct {
 }
 
 type service struct {
-	Image       string        `yaml:"image"`
-	Build       any           `yaml:"build"`
-	Command     stringList    `yaml:"command"`
+	Image       string     `yaml:"image"`
+	Build       any        `yaml:"build"`
+	Profiles    []string   `yaml:"profiles"`
+	Command     stringList `yaml:"command"`
+	Restart     string     `yaml:"restart"`
+	Healthcheck struct {
+		Test stringList `yaml:"test"`
+	} `yaml:"healthcheck"`
 	Environment environment   `yaml:"environment"`
 	DependsOn   dependsOn     `yaml:"depends_on"`
 	Ports       []portMapping `yaml:"ports"`
@@ -511,7 +569,12 @@ func check(composeYAML, dockerfile, mainGo []byte, repo fs.FS) []error {
 	}
 
 	errs = append(errs, checkExposure(cf, extensions, repo)...)
-	errs = append(errs, checkDockerfile(dockerfile)...)
+	errs = append(errs, checkStartup(cf)...)
+	goMod, err := fs.ReadFile(repo, "go.mod")
+	if err != nil {
+		return append(errs, err)
+	}
+	errs = append(errs, checkDockerfile(dockerfile, goMod)...)
 	return errs
 }
 
@@ -578,13 +641,22 @@ func interpolate(v string) string {
 	return strings.ReplaceAll(v, "$$", "$")
 }
 
-// checkDockerfile asserts the image is built from ./cmd/hookflow without cgo
-// and runs the binary as a non-root user.
-func checkDockerfile(dockerfile []byte) []error {
+// deployTag is the build tag that leaves the dev-only commands, and the
+// embedded Temporal server and Web UI with them, out of the binary
+// (cmd/hookflow/commands_deploy.go).
+const deployTag = "deploy"
+
+var goDirective = regexp.MustCompile(`(?m)^go\s+(\S+)\s*$`)
+
+// checkDockerfile asserts the image is the deploy build of ./cmd/hookflow,
+// without cgo, by the Go version go.mod names, and runs the binary as a
+// non-root user.
+func checkDockerfile(dockerfile, goMod []byte) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("Dockerfile: "+format, args...)) }
 
 	type instr struct{ op, args string }
+	var global []instr // before the first FROM: ARGs for the FROM lines
 	var stages [][]instr
 	var cur strings.Builder
 	sc := bufio.NewScanner(strings.NewReader(string(dockerfile)))
@@ -596,10 +668,15 @@ func checkDockerfile(dockerfile []byte) []error {
 		}
 		op, args, _ := strings.Cut(line, " ")
 		op = strings.ToUpper(op)
-		if op == "FROM" || len(stages) == 0 {
-			stages = append(stages, nil)
+		in := instr{op, strings.TrimSpace(args)}
+		switch {
+		case op == "FROM":
+			stages = append(stages, []instr{in})
+		case len(stages) == 0:
+			global = append(global, in)
+		default:
+			stages[len(stages)-1] = append(stages[len(stages)-1], in)
 		}
-		stages[len(stages)-1] = append(stages[len(stages)-1], instr{op, strings.TrimSpace(args)})
 	}
 	for sc.Scan() {
 		line := sc.Text()
@@ -619,7 +696,15 @@ func checkDockerfile(dockerfile []byte) []error {
 		return errs
 	}
 
-	built, cgoOff := false, false
+	args := map[string]string{} // ARG defaults, for ${NAME} in FROM
+	for _, in := range global {
+		if in.op == "ARG" {
+			k, v, _ := strings.Cut(in.args, "=")
+			args[k] = strings.Trim(v, `"`)
+		}
+	}
+	built, cgoOff, tagged := false, false, false
+	var builderImage string
 	for _, stage := range stages[:len(stages)-1] {
 		for _, in := range stage {
 			if (in.op == "ENV" || in.op == "ARG") && strings.Contains(in.args, "CGO_ENABLED=0") {
@@ -631,15 +716,42 @@ func checkDockerfile(dockerfile []byte) []error {
 			if strings.Contains(in.args, "CGO_ENABLED=0") {
 				cgoOff = true
 			}
-			for _, f := range strings.Fields(in.args) {
-				if f == "./cmd/hookflow" {
-					built = true
-				}
+			fields := strings.Fields(in.args)
+			hookflow := false
+			for _, f := range fields {
+				hookflow = hookflow || f == "./cmd/hookflow"
 			}
+			if !hookflow {
+				continue
+			}
+			built = true
+			builderImage = strings.Fields(stage[0].args)[0]
+			tagged = tagged || slices.Contains(buildTags(fields), deployTag)
 		}
 	}
 	if !built {
 		fail("no builder RUN does `go build ... ./cmd/hookflow`")
+	} else if !tagged {
+		fail("the builder's `go build ... ./cmd/hookflow` has no -tags %s: the image would carry the embedded Temporal server and Web UI (hookflow dev), which no deployed process runs", deployTag)
+	}
+
+	// The builder's Go is go.mod's: the golang image keeps GOTOOLCHAIN=local,
+	// so an older toolchain refuses go.mod instead of fetching a newer one.
+	want := ""
+	if m := goDirective.FindSubmatch(goMod); m != nil {
+		want = string(m[1])
+	}
+	if built {
+		image := os.Expand(builderImage, func(k string) string { return args[k] })
+		repo, tag, _ := strings.Cut(image, ":")
+		version, _, _ := strings.Cut(tag, "-")
+		switch {
+		case path.Base(repo) != "golang":
+			fail("the builder stage is FROM %s; want the golang image at go.mod's version", builderImage)
+		case version != want:
+			fail("the builder is FROM %s, Go %q, but go.mod says go %s: pin ARG GO_VERSION=%s (a floating tag can be older, and GOTOOLCHAIN=local will not fetch a newer one)",
+				builderImage, version, want, want)
+		}
 	}
 	if !cgoOff {
 		fail("CGO_ENABLED=0 is not set for the build")
@@ -689,4 +801,25 @@ func deref(p *int) any {
 		return "none"
 	}
 	return *p
+}
+
+// buildTags returns the tags a `go build` command line sets (-tags a,b,
+// -tags=a, --tags "a b").
+func buildTags(fields []string) []string {
+	var tags []string
+	for i, f := range fields {
+		var v string
+		switch {
+		case f == "-tags" || f == "--tags":
+			if i+1 < len(fields) {
+				v = fields[i+1]
+			}
+		case strings.HasPrefix(f, "-tags="), strings.HasPrefix(f, "--tags="):
+			_, v, _ = strings.Cut(f, "=")
+		default:
+			continue
+		}
+		tags = append(tags, strings.FieldsFunc(strings.Trim(v, `"'`), func(r rune) bool { return r == ',' || r == ' ' })...)
+	}
+	return tags
 }

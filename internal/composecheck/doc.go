@@ -12,4 +12,13 @@
 // private-target allowlist names the reference receiver and the old
 // allow-every-private-target switch is gone; the API's /metrics has its own
 // listener, off the API's port and not published beyond loopback.
+//
+// And that the first `docker compose up` comes up: Postgres's max_connections
+// holds every pool at its largest (hookflow's pool_max_conns times replicas,
+// Temporal's four services' pools, plus headroom); its healthcheck is
+// pg_isready over TCP; every one-shot retries a bounded number of times and is
+// waited out with service_completed_successfully; the reference receiver is in
+// a profile, its secret from the operator with no default, and no profiled
+// service demands a variable nothing else does (compose would refuse every
+// `up`); the image is the deploy build (-tags deploy) by go.mod's Go version.
 package composecheck

@@ -262,9 +262,12 @@ var (
 	keywordUser    = regexp.MustCompile(`(?:^|\s)user\s*=\s*'?([^'\s]*)`)
 	keywordHost    = regexp.MustCompile(`(?:^|\s)host\s*=\s*'?([^'\s]*)`)
 	keywordDB      = regexp.MustCompile(`(?:^|\s)dbname\s*=\s*'?([^'\s]*)`)
+	keywordPool    = regexp.MustCompile(`(?:^|\s)pool_max_conns\s*=\s*'?([^'\s]*)`)
 )
 
-type dsn struct{ user, host, database string }
+// dsn is what the checks read from a connection string; poolMaxConns is
+// pgx's pool_max_conns, "" when unset.
+type dsn struct{ user, host, database, poolMaxConns string }
 
 // parseDSN reads a Postgres connection string in URL or keyword form; ok is
 // false for any other value.
@@ -274,7 +277,7 @@ func parseDSN(v string) (d dsn, ok bool) {
 		if err != nil {
 			return d, false
 		}
-		d = dsn{user: u.User.Username(), host: u.Hostname(), database: strings.TrimPrefix(u.Path, "/")}
+		d = dsn{user: u.User.Username(), host: u.Hostname(), database: strings.TrimPrefix(u.Path, "/"), poolMaxConns: u.Query().Get("pool_max_conns")}
 		if q := u.Query().Get("user"); q != "" {
 			d.user = q
 		}
@@ -289,7 +292,7 @@ func parseDSN(v string) (d dsn, ok bool) {
 		}
 		return ""
 	}
-	return dsn{user: get(keywordUser), host: get(keywordHost), database: get(keywordDB)}, true
+	return dsn{user: get(keywordUser), host: get(keywordHost), database: get(keywordDB), poolMaxConns: get(keywordPool)}, true
 }
 
 // exactHostPort reports whether entry names one host and one numeric port.

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The deploy build (-tags deploy, what the Dockerfile builds) leaves out the
+// commands that carry the embedded Temporal server and Web UI.
+
+func goTool(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	require.NoError(t, err, "the deploy tests run the go command")
+	return gobin
+}
+
+func TestDeployBuildLinksNoTemporalServer(t *testing.T) {
+	t.Parallel()
+	// The server and UI (about 220 MB of binary) and the harnesses that
+	// run them.
+	notInDeploy := []string{
+		"go.temporal.io/server",
+		"github.com/temporalio/ui-server",
+		"github.com/hookflow/hookflow/internal/temporaldev",
+		"github.com/hookflow/hookflow/internal/chaos",
+		"github.com/hookflow/hookflow/internal/bench",
+	}
+	out, err := exec.Command(goTool(t), "list", "-deps", "-tags", "deploy", ".").Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		t.Fatalf("go list -tags deploy: %v\n%s", err, ee.Stderr)
+	}
+	require.NoError(t, err)
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range notInDeploy {
+			if pkg == banned || strings.HasPrefix(pkg, banned+"/") {
+				t.Errorf("the deploy build links %s", pkg)
+			}
+		}
+	}
+}
+
+// A left-out command answers with one line saying so and exit 2, not
+// "unknown command"; the rest of the CLI is there.
+func TestDeployBuildNamesLeftOutCommands(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "hookflow")
+	build := exec.Command(goTool(t), "build", "-tags", "deploy", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build -tags deploy:\n%s", out)
+
+	for _, name := range []string{"dev", "temporal", "chaos", "bench"} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, name)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, name)
+		require.Equal(t, 2, ee.ExitCode(), "%s: %s", name, stderr.String())
+		require.Equal(t, "hookflow "+name+": not in this build (built with -tags deploy); use the full build: go build ./cmd/hookflow\n", stderr.String())
+		require.Empty(t, stdout.String(), name)
+	}
+
+	help, err := exec.Command(bin, "--help").Output()
+	require.NoError(t, err)
+	for _, name := range []string{"api", "worker", "migrate", "receiver", "relay"} {
+		require.Contains(t, string(help), "\n  "+name+" ", "deploy build's --help")
+	}
+	out, err = exec.Command(bin, "migrate", "--help").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "usage: hookflow migrate")
+}
+
+// commands_deploy.go repeats the two constants dev.go declares (the deploy
+// build has no dev.go); they must agree, or dlq and demo would default to
+// another token and endpoint in the image than in hookflow dev.
+func TestDeployConstantsMatchDev(t *testing.T) {
+	t.Parallel()
+	dev, deploy := constants(t, "dev.go"), constants(t, "commands_deploy.go")
+	for _, name := range []string{"devToken", "devEndpointID"} {
+		require.NotEmpty(t, dev[name], "dev.go declares %s", name)
+		require.Equal(t, dev[name], deploy[name], name)
+	}
+}
+
+// constants returns the string constants a file declares.
+func constants(t *testing.T, file string) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, decl := range f.Decls {
+		g, ok := decl.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					out[name.Name], _ = strconv.Unquote(lit.Value)
+				}
+			}
+		}
+	}
+	return out
+}
