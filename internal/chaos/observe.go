@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"os"
-	"sort"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,11 +16,50 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
+// observer reads how the run stands, from hookflow's ledger, the
+// receiver's, the receiver's API and Temporal: while the run goes on, the
+// counts the progress shows (and, once each, the open dead letters of
+// events not dead-lettered: leads to follow in the logs); once quiet,
+// everything the checks look at.
+type observer struct {
+	st       *stack
+	wl       *Workload
+	logger   *slog.Logger
+	progress *progress
+
+	mu sync.Mutex
+	// stray are the open dead letters of events not dead-lettered that the
+	// progress saw (event/generation).
+	stray map[string]bool
+	// downDL counts the dead letters of the down endpoint, read once quiet.
+	downDL int
+}
+
+func newObserver(st *stack, wl *Workload, logger *slog.Logger, out *progress) *observer {
+	return &observer{st: st, wl: wl, logger: logger, progress: out, stray: map[string]bool{}}
+}
+
+// strays returns how many open dead letters of events not dead-lettered
+// the progress saw.
+func (o *observer) strays() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.stray)
+}
+
+// downDeadLetters returns how many dead letters the down endpoint had
+// once quiet.
+func (o *observer) downDeadLetters() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.downDL
+}
+
 // counts reads hookflow's events by state and its open dead letters.
-func (r *run) counts(ctx context.Context) (map[string]int, int, error) {
+func (o *observer) counts(ctx context.Context) (map[string]int, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := r.hf.Query(ctx, "SELECT state, count(*) FROM events GROUP BY state")
+	rows, err := o.st.hf.Query(ctx, "SELECT state, count(*) FROM events GROUP BY state")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -40,7 +78,7 @@ func (r *run) counts(ctx context.Context) (map[string]int, int, error) {
 		return nil, 0, err
 	}
 	var open int
-	if err := r.hf.QueryRow(ctx, "SELECT count(*) FROM dead_letters WHERE status = 'open'").Scan(&open); err != nil {
+	if err := o.st.hf.QueryRow(ctx, "SELECT count(*) FROM dead_letters WHERE status = 'open'").Scan(&open); err != nil {
 		return nil, 0, err
 	}
 	return states, open, nil
@@ -50,54 +88,15 @@ func pending(states map[string]int) int {
 	return states["queued"] + states["waiting"] + states["delivering"]
 }
 
-func (r *run) progressLoop(ctx context.Context) {
-	last, lastAt := -1, time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Second):
-		}
-		last, lastAt = r.progressLine(ctx, last, lastAt)
-	}
-}
-
-// progressLine prints one line; last and lastAt are the delivered count at
-// the previous line, for the rate.
-func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int, time.Time) {
-	r.mu.Lock()
-	accepted := len(r.accepted)
-	r.mu.Unlock()
-	line := fmt.Sprintf("posted %d/%d (accepted %d/%d)", r.posted.Load(), len(r.wl.Posts), accepted, len(r.wl.Events))
-	states, open, err := r.counts(ctx)
-	if err != nil {
-		line += " | hookflow db unavailable"
-	} else {
-		d := states[stateDelivered]
-		rate := ""
-		if last >= 0 {
-			rate = fmt.Sprintf(" (%.1f/s)", float64(d-last)/time.Since(lastAt).Seconds())
-		}
-		line += fmt.Sprintf(" | delivered %d%s in-flight %d dead-lettered %d (open %d) skipped %d", d, rate, pending(states), states[stateDeadLettered], open, states[stateSkipped])
-		last, lastAt = d, time.Now()
-		if open > 0 {
-			r.noteStrayDeadLetters(ctx)
-		}
-	}
-	total, _ := r.faultTotals()
-	r.progressf("%s | faults %d", line, total)
-	return last, lastAt
-}
-
 // noteStrayDeadLetters reports, once each, the open dead letters whose event
 // is not dead-lettered: the dead-letter queue offers an operator a replay or
 // skip of an event that is delivering or finished, which its workflow will
 // ignore. The ledger writes a dead letter and the event's state together,
 // so this is no invariant of the checks but a lead to follow in the logs.
-func (r *run) noteStrayDeadLetters(ctx context.Context) {
+func (o *observer) noteStrayDeadLetters(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := r.hf.Query(ctx, `SELECT d.event_id, d.generation, e.state, d.replay_count, e.restarts, COALESCE(e.restart_reason, '')
+	rows, err := o.st.hf.Query(ctx, `SELECT d.event_id, d.generation, e.state, d.replay_count, e.restarts, COALESCE(e.restart_reason, '')
 		FROM dead_letters d JOIN events e ON e.id = d.event_id
 		WHERE d.status = 'open' AND e.state <> 'dead_lettered'`)
 	if err != nil {
@@ -116,211 +115,110 @@ func (r *run) noteStrayDeadLetters(ctx context.Context) {
 	}
 	for _, d := range stray {
 		key := fmt.Sprintf("%s/%d", d.ID, d.Generation)
-		r.mu.Lock()
-		seen := r.stray[key]
-		r.stray[key] = true
-		r.mu.Unlock()
+		o.mu.Lock()
+		seen := o.stray[key]
+		o.stray[key] = true
+		o.mu.Unlock()
 		if seen {
 			continue
 		}
-		r.logger.Warn("open dead letter of an event that is not dead-lettered", "event_id", d.ID, "generation", d.Generation,
+		o.logger.Warn("open dead letter of an event that is not dead-lettered", "event_id", d.ID, "generation", d.Generation,
 			"state", d.State, "replay_count", d.Replays, "restarts", d.Restarts, "restart_reason", d.Reason)
-		r.progressf("note: the dead letter of %s (generation %d, replayed %d times) is open while the event is %s (restarts %d %q); what the logs say of it:",
+		o.progress.printf("note: the dead letter of %s (generation %d, replayed %d times) is open while the event is %s (restarts %d %q); what the logs say of it:",
 			d.ID, d.Generation, d.Replays, d.State, d.Restarts, d.Reason)
-		for _, l := range r.logLinesAbout(d.ID, 8) {
-			r.progressf("note:   %s", l)
+		for _, l := range o.st.logLinesAbout(d.ID, 8) {
+			o.progress.printf("note:   %s", l)
 		}
 	}
 }
 
-// logLinesAbout returns the last n lines of the API's and the workers' logs
-// that mention id, in time order (each line begins with its JSON time),
-// each prefixed with its process and cut to 400 bytes: the evidence of a
-// lead, printed while the run's logs still exist.
-func (r *run) logLinesAbout(id string, n int) []string {
-	type line struct{ proc, text string }
-	var found []line
-	for _, p := range append([]*proc{r.api}, r.workers...) {
-		b, err := os.ReadFile(p.logPath)
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, id) {
-				found = append(found, line{p.name, l})
-			}
-		}
-	}
-	sort.SliceStable(found, func(i, j int) bool { return found[i].text < found[j].text })
-	var out []string
-	for _, l := range found[max(0, len(found)-n):] {
-		text := l.text
-		if len(text) > 400 {
-			text = text[:400] + "…"
-		}
-		out = append(out, l.proc+": "+text)
-	}
-	return out
-}
-
-// waitQuiet waits until every event is delivered or skipped (nothing in
-// flight, no dead letter open, none dead-lettered with a replay or skip
-// claimed but not carried out), replaying what dead-letters meanwhile, or
-// until QuietTimeout. It also ends when nothing has moved for a while:
-// longer than a Temporal recovery, a recovery window, and a few rounds of
-// the API's repair sweep (which looks at a head after it has not moved for
-// StuckAfter), so that whatever is still stuck then is what the checks
-// report stranded, not a timeout.
-func (r *run) waitQuiet(ctx context.Context) error {
-	deadline := time.Now().Add(r.cfg.QuietTimeout)
-	stall := max(3*time.Minute, 4*r.cfg.RecoveryWindow, 4*(apiStuckAfter+apiSweepInterval))
-	lastReplay, lastMove, lastSeen := time.Time{}, time.Now(), ""
-	r.progressf("waiting for quiet (at most %s, or %s without progress)", r.cfg.QuietTimeout, stall)
-	for {
-		states, open, err := r.counts(ctx)
-		if err == nil && pending(states) == 0 && open == 0 && states[stateDeadLettered] == 0 {
-			r.progressf("quiet after %s: %d delivered, %d skipped", time.Since(r.began).Round(time.Second), states[stateDelivered], states[stateSkipped])
-			break
-		}
-		if err == nil {
-			if seen := fmt.Sprint(states, open); seen != lastSeen {
-				lastSeen, lastMove = seen, time.Now()
-			}
-		}
-		if err == nil && open > 0 && time.Since(lastReplay) > 5*time.Second {
-			r.replayAll(ctx)
-			lastReplay = time.Now()
-		}
-		if time.Now().After(deadline) {
-			r.progressf("no quiet within %s; checking what there is", r.cfg.QuietTimeout)
-			break
-		}
-		if time.Since(lastMove) > stall {
-			r.progressf("nothing moved for %s; checking what there is", stall)
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	// Requests the proxy still holds may yet reach the receiver.
-	r.proxy.Wait(r.cfg.DeliveryTimeout + 15*time.Second)
-	return nil
-}
-
-// The API's repair sweep, as the stack runs it (starter.Config defaults):
-// a head that has not moved for apiStuckAfter is looked at on the next
-// sweep.
-const (
-	apiStuckAfter    = 30 * time.Second
-	apiSweepInterval = time.Second
-)
-
-// observe gathers hookflow's ledger, the receiver's ledger and its API
-// answers, how the heads of unfinished correlations stand, and what the run
-// itself saw (its skips, its double clicks, its failed restarts), and runs
-// Check.
-func (r *run) observe(parent context.Context) (Verdict, error) {
+// read fills in what hookflow's ledger, the receiver's ledger and its API,
+// the proxy and Temporal say once quiet: the events' states and dead
+// letters, what the receiver applied, and how the heads stand of the
+// correlations with an unfinished event among obs.Accepted.
+func (o *observer) read(parent context.Context, obs *Observed) error {
 	ctx, cancel := context.WithTimeout(parent, 2*time.Minute)
 	defer cancel()
-	o := Observed{States: map[string]string{}, DeadLetters: map[string]string{}, Receiver: map[string]receiverCorrelation{},
-		Skipped: map[string]bool{}, PostgresRestartFailures: r.faults.count(KindRestartPostgres, failed)}
-	r.mu.Lock()
-	o.Accepted = make(map[string]bool, len(r.accepted))
-	for k := range r.accepted {
-		o.Accepted[k] = true
-	}
-	for k := range r.skipped {
-		o.Skipped[k] = true
-	}
-	o.Rejected = append(o.Rejected, r.rejected...)
-	o.DoubleClaims = append(o.DoubleClaims, r.doubleClaims...)
-	r.mu.Unlock()
+	obs.States, obs.DeadLetters, obs.Receiver = map[string]string{}, map[string]string{}, map[string]receiverCorrelation{}
+	st := o.st
 
-	rows, err := r.hf.Query(ctx, "SELECT id, state FROM events")
+	rows, err := st.hf.Query(ctx, "SELECT id, state FROM events")
 	if err != nil {
-		return Verdict{}, fmt.Errorf("read hookflow events: %w", err)
+		return fmt.Errorf("read hookflow events: %w", err)
 	}
 	kv, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ K, V string }])
 	if err != nil {
-		return Verdict{}, fmt.Errorf("read hookflow events: %w", err)
+		return fmt.Errorf("read hookflow events: %w", err)
 	}
 	for _, x := range kv {
-		o.States[x.K] = x.V
+		obs.States[x.K] = x.V
 	}
-	rows, err = r.hf.Query(ctx, "SELECT event_id, status, generation FROM dead_letters")
+	rows, err = st.hf.Query(ctx, "SELECT event_id, status, generation FROM dead_letters")
 	if err != nil {
-		return Verdict{}, fmt.Errorf("read dead letters: %w", err)
+		return fmt.Errorf("read dead letters: %w", err)
 	}
 	dls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
 		ID, Status string
 		Generation int32
 	}])
 	if err != nil {
-		return Verdict{}, fmt.Errorf("read dead letters: %w", err)
+		return fmt.Errorf("read dead letters: %w", err)
 	}
 	generation := map[string]int32{}
 	for _, d := range dls {
-		o.DeadLetters[d.ID] = d.Status
+		obs.DeadLetters[d.ID] = d.Status
 		generation[d.ID] = d.Generation
 	}
 
 	readLedger := func(q string) ([]LedgerEntry, error) {
-		rows, err := r.rcv.Query(ctx, q)
+		rows, err := st.rcv.Query(ctx, q)
 		if err != nil {
 			return nil, err
 		}
 		return pgx.CollectRows(rows, pgx.RowToStructByPos[LedgerEntry])
 	}
 	// entry_no is the order of application.
-	if o.Ledger, err = readLedger("SELECT event_id, correlation_id, sequence FROM ledger_entries ORDER BY entry_no"); err != nil {
-		return Verdict{}, fmt.Errorf("read receiver ledger: %w", err)
+	if obs.Ledger, err = readLedger("SELECT event_id, correlation_id, sequence FROM ledger_entries ORDER BY entry_no"); err != nil {
+		return fmt.Errorf("read receiver ledger: %w", err)
 	}
-	if o.Processed, err = readLedger("SELECT event_id, correlation_id, sequence FROM processed_events"); err != nil {
-		return Verdict{}, fmt.Errorf("read receiver processed_events: %w", err)
+	if obs.Processed, err = readLedger("SELECT event_id, correlation_id, sequence FROM processed_events"); err != nil {
+		return fmt.Errorf("read receiver processed_events: %w", err)
 	}
 	var downDL int
-	if err := r.hf.QueryRow(ctx, "SELECT count(*) FROM dead_letters WHERE endpoint_id = $1", r.downEp).Scan(&downDL); err != nil {
-		return Verdict{}, fmt.Errorf("read dead letters: %w", err)
+	if err := st.hf.QueryRow(ctx, "SELECT count(*) FROM dead_letters WHERE endpoint_id = $1", st.endpoints.down).Scan(&downDL); err != nil {
+		return fmt.Errorf("read dead letters: %w", err)
 	}
-	r.mu.Lock()
-	r.downDL = downDL
-	r.mu.Unlock()
-	if downDL == 0 && !r.cfg.Calm {
-		r.progressf("warning: no event of the down endpoint dead-lettered; that fault did not happen in this run")
+	o.mu.Lock()
+	o.downDL = downDL
+	o.mu.Unlock()
+	if err := st.rcv.QueryRow(ctx, "SELECT count(*) FROM parked_events").Scan(&obs.Parked); err != nil {
+		return fmt.Errorf("read receiver parked_events: %w", err)
 	}
-	if err := r.rcv.QueryRow(ctx, "SELECT count(*) FROM parked_events").Scan(&o.Parked); err != nil {
-		return Verdict{}, fmt.Errorf("read receiver parked_events: %w", err)
-	}
-	for _, corr := range r.wl.Correlations {
-		rc, code, err := r.recv.correlation(ctx, corr)
+	for _, corr := range o.wl.Correlations {
+		rc, code, err := st.recv.correlation(ctx, corr)
 		if err != nil {
-			return Verdict{}, err
+			return err
 		}
 		if code == http.StatusOK {
-			o.Receiver[corr] = rc
+			obs.Receiver[corr] = rc
 		}
 	}
-	o.AppliedAnswers = r.proxy.AppliedAnswers()
+	obs.AppliedAnswers = st.proxy.AppliedAnswers()
 	// Last, with a budget of its own: a Temporal call that hangs leaves
 	// its head unconfirmed (so stranded), not the ledgers unread.
 	hctx, hcancel := context.WithTimeout(parent, 2*time.Minute)
 	defer hcancel()
-	if o.Heads, err = r.heads(hctx, o.Accepted, o.States, generation); err != nil {
-		return Verdict{}, err
-	}
-	return Check(r.wl, o), nil
+	obs.Heads, err = o.heads(hctx, obs.Accepted, obs.States, generation)
+	return err
 }
 
 // heads reads how the head (the event at the ledger's cursor) of every
 // correlation that has an unfinished event stands: its dead letter's
 // generation, its workflow's status and, when it runs, what it answers to
 // QueryState.
-func (r *run) heads(ctx context.Context, accepted map[string]bool, states map[string]string, generation map[string]int32) (map[string]Head, error) {
+func (o *observer) heads(ctx context.Context, accepted map[string]bool, states map[string]string, generation map[string]int32) (map[string]Head, error) {
 	unfinished := map[string]bool{}
-	for _, ev := range r.wl.Events {
+	for _, ev := range o.wl.Events {
 		if st := states[ev.ID]; accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
 			unfinished[ev.CorrelationID] = true
 		}
@@ -329,7 +227,7 @@ func (r *run) heads(ctx context.Context, accepted map[string]bool, states map[st
 	if len(unfinished) == 0 {
 		return heads, nil
 	}
-	rows, err := r.hf.Query(ctx, "SELECT correlation_id, next_sequence FROM correlations")
+	rows, err := o.st.hf.Query(ctx, "SELECT correlation_id, next_sequence FROM correlations")
 	if err != nil {
 		return nil, fmt.Errorf("read cursors: %w", err)
 	}
@@ -344,15 +242,15 @@ func (r *run) heads(ctx context.Context, accepted map[string]bool, states map[st
 	for _, c := range cursors {
 		next[c.ID] = c.Next
 	}
-	for _, corr := range r.wl.Correlations {
+	for _, corr := range o.wl.Correlations {
 		if !unfinished[corr] {
 			continue
 		}
 		h := Head{Next: max(1, next[corr])}
-		id := r.wl.EventID(corr, h.Next)
+		id := o.wl.EventID(corr, h.Next)
 		h.Generation = generation[id]
 		if id != "" {
-			h.Workflow, h.Status, h.QueryErr = r.headWorkflow(ctx, id)
+			h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, id)
 		}
 		heads[corr] = h
 	}
@@ -361,11 +259,11 @@ func (r *run) heads(ctx context.Context, accepted map[string]bool, states map[st
 
 // headWorkflow describes an event's workflow and, when it runs, queries
 // its state.
-func (r *run) headWorkflow(ctx context.Context, id string) (string, contract.EventStatus, string) {
+func (o *observer) headWorkflow(ctx context.Context, id string) (string, contract.EventStatus, string) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var st contract.EventStatus
-	desc, err := r.tc.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := o.st.tc.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -377,7 +275,7 @@ func (r *run) headWorkflow(ctx context.Context, id string) (string, contract.Eve
 	if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return workflowStatus(status), st, ""
 	}
-	v, err := r.tc.QueryWorkflow(ctx, id, "", contract.QueryState)
+	v, err := o.st.tc.QueryWorkflow(ctx, id, "", contract.QueryState)
 	if err == nil {
 		err = v.Get(&st)
 	}

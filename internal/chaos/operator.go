@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -19,42 +22,158 @@ import (
 	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
-// operator replays the open dead letters of the healthy endpoints (and of
-// the down one once healed) every so often, as an on-call operator would.
-func (r *run) operator(ctx context.Context, every time.Duration) {
+// operator presses the buttons the Web UI and the API give any operator,
+// through the stack's clients: it replays the open dead letters every so
+// often, as an on-call operator would, fixes the down endpoint and replays
+// its dead letters, and, when the fault schedule says so, double-clicks a
+// dead letter's replay (or a replay and a skip) or presses Terminate or
+// Reset. It keeps what the checks need of that (the events it skipped, the
+// double clicks both answered 202) and, for the faults line, how many
+// replays it made and how its double clicks were answered.
+type operator struct {
+	st       *stack
+	wl       *Workload
+	logger   *slog.Logger
+	progress *progress
+
+	// healed: the down endpoint is fixed, so its dead letters are
+	// replayed like the others'.
+	healed atomic.Bool
+
+	mu       sync.Mutex
+	replayed map[string]int // event id → times replayed
+	// skipped are the events an operator asked to skip, unless the API
+	// refused it (409).
+	skipped map[string]bool
+	// clicks counts the double clicks by what the API answered them.
+	clicks clickStats
+	// doubleClaims are the dead letters whose two concurrent clicks were
+	// both answered 202.
+	doubleClaims []string
+}
+
+func newOperator(st *stack, wl *Workload, logger *slog.Logger, out *progress) *operator {
+	return &operator{st: st, wl: wl, logger: logger, progress: out, replayed: map[string]int{}, skipped: map[string]bool{}}
+}
+
+// replayEvery replays the open dead letters of the healthy endpoints (and
+// of the down one once healed) every so often, as an on-call operator
+// would.
+func (o *operator) replayEvery(ctx context.Context, every time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(every):
 		}
-		r.replayAll(ctx)
+		o.replayAll(ctx)
 	}
 }
 
-func (r *run) replayAll(ctx context.Context) {
-	eps := append([]string(nil), r.healthy...)
-	if r.downHeal.Load() {
-		eps = append(eps, r.downEp)
+func (o *operator) replayAll(ctx context.Context) {
+	eps := append([]string(nil), o.st.endpoints.healthy...)
+	if o.healed.Load() {
+		eps = append(eps, o.st.endpoints.down)
 	}
 	for _, ep := range eps {
-		ids, err := r.replay(ctx, ep)
+		ids, err := o.replay(ctx, ep)
 		if err != nil {
-			r.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
+			o.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
 			continue
 		}
 		if len(ids) > 0 {
-			r.noteReplayed(ids)
-			r.logger.Info("operator replayed dead letters", "endpoint_id", ep, "count", len(ids))
+			o.noteReplayed(ids)
+			o.logger.Info("operator replayed dead letters", "endpoint_id", ep, "count", len(ids))
 		}
 	}
 }
 
-func (r *run) noteReplayed(ids []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (o *operator) noteReplayed(ids []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	for _, id := range ids {
-		r.replayed[id]++
+		o.replayed[id]++
+	}
+}
+
+// replays returns how many replays the operator's batch replays carried
+// out.
+func (o *operator) replays() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, k := range o.replayed {
+		n += k
+	}
+	return n
+}
+
+// clickCounts returns the double clicks by how they were answered.
+func (o *operator) clickCounts() clickStats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.clicks
+}
+
+// results returns copies of the events the operator skipped and of its
+// double claims, for the checks.
+func (o *operator) results() (skips map[string]bool, doubleClaims []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.skipped), slices.Clone(o.doubleClaims)
+}
+
+// healDown keeps the down endpoint down until every down correlation's head
+// has dead-lettered (so at least one recovery window after the fault phase
+// began at phase0), or until deadline, then heals it.
+func (o *operator) healDown(ctx context.Context, phase0 time.Time, window time.Duration, deadline time.Time) {
+	earliest := phase0.Add(window + 5*time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+		if time.Now().Before(earliest) {
+			continue
+		}
+		dls, err := o.deadLetters(ctx, o.st.endpoints.down)
+		if err != nil {
+			continue
+		}
+		heads := map[string]bool{}
+		for _, d := range dls {
+			if d.Sequence == 1 {
+				heads[d.CorrelationID] = true
+			}
+		}
+		if len(heads) >= len(o.wl.Down) {
+			break
+		}
+	}
+	if ctx.Err() == nil {
+		o.heal(ctx, phase0)
+	}
+}
+
+// heal ends the down endpoint's outage and replays its dead letters, as an
+// operator would once the receiver is fixed.
+func (o *operator) heal(ctx context.Context, phase0 time.Time) {
+	if o.healed.Swap(true) {
+		return
+	}
+	down := o.st.endpoints.down
+	o.st.proxy.SetDown(false)
+	for try := 0; try < 10 && ctx.Err() == nil; try++ {
+		dls, _ := o.deadLetters(ctx, down)
+		ids, err := o.replay(ctx, down)
+		if err == nil {
+			o.noteReplayed(ids)
+			o.progress.printf("down endpoint healed after %s: %d dead letters, %d replayed", time.Since(phase0).Round(time.Second), len(dls), len(ids))
+			return
+		}
+		o.logger.Warn("replay of the down endpoint failed; trying again", "error", err)
+		time.Sleep(2 * time.Second)
 	}
 }
 
@@ -74,15 +193,15 @@ type clickStats struct {
 // deliver, which dead-letters that event at once, and the buttons are
 // pressed as soon as its dead letter is open (before the operator loop's
 // batch replay, which comes every RecoveryWindow, most likely gets to it).
-func (r *run) doubleClick(ctx context.Context, a Action) (outcome, string) {
-	corrs, err := r.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
+func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) {
+	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
 		WHERE state IN ('queued', 'waiting', 'delivering') ORDER BY correlation_id`)
 	if err != nil {
 		return skipped, err.Error()
 	}
 	var healthy []string
 	for _, c := range corrs {
-		if !r.wl.Down[c] {
+		if !o.wl.Down[c] {
 			healthy = append(healthy, c)
 		}
 	}
@@ -90,8 +209,8 @@ func (r *run) doubleClick(ctx context.Context, a Action) (outcome, string) {
 		return skipped, "no correlation has events still to deliver"
 	}
 	corr := healthy[a.Pick%uint64(len(healthy))]
-	refused := r.proxy.RefuseNext(corr)
-	defer r.proxy.Disarm(corr)
+	refused := o.st.proxy.RefuseNext(corr)
+	defer o.st.proxy.Disarm(corr)
 	var id string
 	select {
 	case id = <-refused:
@@ -100,7 +219,7 @@ func (r *run) doubleClick(ctx context.Context, a Action) (outcome, string) {
 	case <-ctx.Done():
 		return skipped, "the run ended first"
 	}
-	if err := r.waitOpen(ctx, id, 30*time.Second); err != nil {
+	if err := o.waitOpen(ctx, id, 30*time.Second); err != nil {
 		return skipped, err.Error()
 	}
 
@@ -117,7 +236,7 @@ func (r *run) doubleClick(ctx context.Context, a Action) (outcome, string) {
 		go func() {
 			defer wg.Done()
 			<-start
-			codes[i], errs[i] = r.press(ctx, id, buttons[i])
+			codes[i], errs[i] = o.press(ctx, id, buttons[i])
 		}()
 	}
 	close(start)
@@ -140,27 +259,27 @@ func (r *run) doubleClick(ctx context.Context, a Action) (outcome, string) {
 		// says for sure that it did not.
 		skipAsked = skipAsked || (buttons[i] == "skip" && (errs[i] != nil || code != http.StatusConflict))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if skipAsked {
-		r.skipped[id] = true
+		o.skipped[id] = true
 	}
 	switch {
 	case won == 2:
-		r.clicks.bothWon++
-		r.doubleClaims = append(r.doubleClaims, fmt.Sprintf("%s (%s)", id, answers))
+		o.clicks.bothWon++
+		o.doubleClaims = append(o.doubleClaims, fmt.Sprintf("%s (%s)", id, answers))
 	case won == 1 && lost == 1:
-		r.clicks.oneWon++
+		o.clicks.oneWon++
 	default:
 		// Another replay came first (both 409), or Temporal could not take
 		// the signal (503, the claim undone): no double click was tested.
 		return skipped, "inconclusive: " + answers
 	}
 	if a.WithSkip {
-		r.clicks.withSkip++
+		o.clicks.withSkip++
 	}
 	if skipWon {
-		r.clicks.skipsWon++
+		o.clicks.skipsWon++
 	}
 	return injected, answers
 }
@@ -173,10 +292,10 @@ func answer(code int, err error) string {
 }
 
 // waitOpen waits until the event's dead letter is open.
-func (r *run) waitOpen(ctx context.Context, eventID string, timeout time.Duration) error {
+func (o *operator) waitOpen(ctx context.Context, eventID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		d, err := r.api1.DeadLetterGet(ctx, eventID)
+		d, err := o.st.client.DeadLetterGet(ctx, eventID)
 		code, err := answered(err, http.StatusOK)
 		if err == nil && code == http.StatusOK && d.Status == "open" {
 			return nil
@@ -195,12 +314,12 @@ func (r *run) waitOpen(ctx context.Context, eventID string, timeout time.Duratio
 // pickEvent picks an unfinished event, whose workflow an operator could
 // terminate or reset: for an even pick among the released ones (delivering
 // or dead-lettered, where the repair has most to do), else among all.
-func (r *run) pickEvent(ctx context.Context, pick uint64) (string, error) {
+func (o *operator) pickEvent(ctx context.Context, pick uint64) (string, error) {
 	q := `SELECT id FROM events WHERE state IN ('waiting', 'delivering', 'dead_lettered') ORDER BY id`
 	if pick%2 == 0 {
 		q = `SELECT id FROM events WHERE state IN ('delivering', 'dead_lettered') ORDER BY id`
 	}
-	ids, err := r.candidates(ctx, q)
+	ids, err := o.candidates(ctx, q)
 	if err != nil {
 		return "", err
 	}
@@ -211,8 +330,8 @@ func (r *run) pickEvent(ctx context.Context, pick uint64) (string, error) {
 }
 
 // pickSequencer picks the sequencer of a correlation with unfinished events.
-func (r *run) pickSequencer(ctx context.Context, pick uint64) (string, error) {
-	corrs, err := r.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
+func (o *operator) pickSequencer(ctx context.Context, pick uint64) (string, error) {
+	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
 		WHERE state NOT IN ('delivered', 'skipped') ORDER BY correlation_id`)
 	if err != nil {
 		return "", err
@@ -224,10 +343,10 @@ func (r *run) pickSequencer(ctx context.Context, pick uint64) (string, error) {
 }
 
 // candidates reads one column of ids from hookflow's ledger.
-func (r *run) candidates(ctx context.Context, query string) ([]string, error) {
+func (o *operator) candidates(ctx context.Context, query string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := r.hf.Query(ctx, query)
+	rows, err := o.st.hf.Query(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("read candidates: %w", err)
 	}
@@ -247,10 +366,10 @@ func (r *run) candidates(ctx context.Context, query string) ([]string, error) {
 }
 
 // terminate presses Terminate on a workflow.
-func (r *run) terminate(ctx context.Context, workflowID string) (outcome, string) {
+func (o *operator) terminate(ctx context.Context, workflowID string) (outcome, string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := r.tc.TerminateWorkflow(ctx, workflowID, "", "chaos: an operator pressed Terminate")
+	err := o.st.tc.TerminateWorkflow(ctx, workflowID, "", "chaos: an operator pressed Terminate")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -265,10 +384,10 @@ func (r *run) terminate(ctx context.Context, workflowID string) (outcome, string
 // workflow task (any but the last, picked by pick; the only one when there
 // is one), with Temporal's default reapply: the signals and updates after
 // that point are delivered to the new run again.
-func (r *run) reset(ctx context.Context, workflowID string, pick uint64) (outcome, string) {
+func (o *operator) reset(ctx context.Context, workflowID string, pick uint64) (outcome, string) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	desc, err := r.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+	desc, err := o.st.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
 		return skipped, fmt.Sprintf("describe %s: %v", workflowID, err)
 	}
@@ -278,7 +397,7 @@ func (r *run) reset(ctx context.Context, workflowID string, pick uint64) (outcom
 	}
 	runID := info.GetExecution().GetRunId()
 	var tasks []int64
-	it := r.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := o.st.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -296,7 +415,7 @@ func (r *run) reset(ctx context.Context, workflowID string, pick uint64) (outcom
 		n--
 	}
 	to := tasks[(pick>>8)%uint64(n)]
-	_, err = r.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+	_, err = o.st.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace:                 temporalNamespace,
 		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
 		Reason:                    "chaos: an operator pressed Reset",
@@ -316,14 +435,14 @@ func workflowStatus(s enumspb.WorkflowExecutionStatus) string {
 }
 
 // deadLetters lists the dead letters of an endpoint (every status).
-func (r *run) deadLetters(ctx context.Context, endpointID string) ([]hfclient.DeadLetter, error) {
-	return r.api1.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterAll, Limit: 1000})
+func (o *operator) deadLetters(ctx context.Context, endpointID string) ([]hfclient.DeadLetter, error) {
+	return o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterAll, Limit: 1000})
 }
 
 // replay replays every open dead letter of an endpoint, the way an operator
 // would after fixing it, and returns the replayed event ids.
-func (r *run) replay(ctx context.Context, endpointID string) ([]string, error) {
-	res, err := r.api1.DeadLetterReplayBatch(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID})
+func (o *operator) replay(ctx context.Context, endpointID string) ([]string, error) {
+	res, err := o.st.client.DeadLetterReplayBatch(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead letters of %s: %w", endpointID, err)
 	}
@@ -333,13 +452,13 @@ func (r *run) replay(ctx context.Context, endpointID string) ([]string, error) {
 // press presses an operator's button (replay or skip) on one event's dead
 // letter, and returns the API's answer: 202 when it took it, 409 when the
 // dead letter was replayed or skipped already; the error when none came.
-func (r *run) press(ctx context.Context, eventID, button string) (int, error) {
+func (o *operator) press(ctx context.Context, eventID, button string) (int, error) {
 	note := hfclient.OperatorRequest{Note: "chaos: " + button + " pressed twice at once"}
 	var err error
 	if button == "skip" {
-		_, err = r.api1.DeadLetterSkip(ctx, eventID, note)
+		_, err = o.st.client.DeadLetterSkip(ctx, eventID, note)
 	} else {
-		_, err = r.api1.DeadLetterReplay(ctx, eventID, note)
+		_, err = o.st.client.DeadLetterReplay(ctx, eventID, note)
 	}
 	return answered(err, http.StatusAccepted)
 }

@@ -16,7 +16,7 @@ import (
 // process group (so SIGKILL takes all of it and a Ctrl-C at the terminal
 // reaches only the chaos command), its output appended to a log file. While
 // it is wanted, a supervisor restarts it whenever it exits, whether the run
-// killed it or it died on its own; the two are counted apart.
+// killed it or it died on its own, and tells the run of the latter.
 type proc struct {
 	name    string
 	bin     string
@@ -24,16 +24,15 @@ type proc struct {
 	env     []string
 	logPath string
 
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	done       chan struct{}
-	logOffset  int64
-	wanted     bool
-	killing    bool // the next exit is one the run caused
-	unexpected int  // exits nobody asked for
-	starts     int
-	lastExit   string
-	cpu        time.Duration // user+system time of every incarnation that has exited
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	done      chan struct{}
+	logOffset int64
+	wanted    bool
+	killing   bool // the next exit is one the run caused
+	starts    int
+	lastExit  string
+	cpu       time.Duration // user+system time of every incarnation that has exited
 }
 
 func newProc(name, bin string, args, env []string, logPath string) *proc {
@@ -105,9 +104,6 @@ func (p *proc) supervise(ctx context.Context, onUnexpected func(name, how string
 		p.mu.Lock()
 		caused, wanted, how := p.killing, p.wanted, p.lastExit
 		p.killing = false
-		if !caused && wanted {
-			p.unexpected++
-		}
 		p.mu.Unlock()
 		if !wanted {
 			return

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,38 +26,112 @@ import (
 	"github.com/hookflow/hookflow/kit/localpg"
 )
 
+// stack is the run's processes and the handles on them: Postgres, the
+// Temporal server, the API, the workers and the reference receiver as
+// supervised child processes, the fault proxy between the workers and the
+// receiver, the endpoints that point at it, and the clients the other
+// parts of the run reach them with. It starts them in order, restarts
+// those that die on their own (counting them) and stops them all at the
+// end; the faults kill and restart them through it.
+type stack struct {
+	cfg       Config
+	dir, logs string // the data folder, and its logs folder
+	logger    *slog.Logger
+	progress  *progress
+
+	pg       *pgHolder
+	temporal *proc
+	api      *proc
+	receiver *proc
+	workers  []*proc
+	procs    []*proc // all the above but Postgres: supervised, stopped at the end
+	// stopSupervisors ends the supervisors of procs, which restart them.
+	stopSupervisors context.CancelFunc
+
+	proxy    *Proxy
+	proxySrv *http.Server
+
+	// client is the run's client of hookflow's API, for the producer's
+	// posts and the operator's buttons; tokenFile holds its bootstrap token.
+	client    *hfclient.Client
+	tokenFile string
+	recv      receiverClient
+	hf, rcv   *pgxpool.Pool // hookflow's database and the receiver's
+	// tc is the operator's client of the Temporal server, for Terminate,
+	// Reset and the queries of the checks.
+	tc        client.Client
+	endpoints endpoints
+
+	mu         sync.Mutex
+	unexpected map[string]int // exits nobody caused, by process name
+}
+
+// endpoints are the run's endpoints in hookflow, each pointing at the fault
+// proxy: the healthy ones, and the one that is down for a while.
+type endpoints struct {
+	healthy []string
+	down    string
+}
+
+// of returns the endpoint an event is posted to.
+func (e endpoints) of(ev Event) string {
+	if ev.Down {
+		return e.down
+	}
+	return e.healthy[ev.Endpoint]
+}
+
+func newStack(cfg Config, dir, logs string, logger *slog.Logger, out *progress) *stack {
+	return &stack{cfg: cfg, dir: dir, logs: logs, logger: logger, progress: out, unexpected: map[string]int{}}
+}
+
 // prepareDir makes the data folder: empty, or an earlier run's (wiped, after
-// stopping a Postgres an earlier crashed run may have left behind). As root
-// Postgres runs as the postgres user, so the folder must be traversable.
-func (r *run) prepareDir() error {
-	dir, err := filepath.Abs(r.cfg.DataDir)
+// stopping a Postgres an earlier crashed run may have left behind), and
+// returns it and its logs folder. As root Postgres runs as the postgres
+// user, so the folder must be traversable.
+func prepareDir(dataDir string) (dir, logs string, err error) {
+	dir, err = filepath.Abs(dataDir)
 	if err != nil {
-		return fmt.Errorf("data folder: %w", err)
+		return "", "", fmt.Errorf("data folder: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("data folder: %w", err)
+		return "", "", fmt.Errorf("data folder: %w", err)
 	case len(entries) > 0:
 		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
-			return fmt.Errorf("%s: %w", dir, ErrDataDirInUse)
+			return "", "", fmt.Errorf("%s: %w", dir, ErrDataDirInUse)
 		}
 		KillStalePostgres(dir)
 		for _, e := range entries {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return fmt.Errorf("wipe earlier chaos run: %w", err)
+				return "", "", fmt.Errorf("wipe earlier chaos run: %w", err)
 			}
 		}
 	}
-	r.dir, r.logs = dir, filepath.Join(dir, "logs")
-	if err := os.MkdirAll(r.logs, 0o755); err != nil {
-		return fmt.Errorf("data folder: %w", err)
+	logs = filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return "", "", fmt.Errorf("data folder: %w", err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return fmt.Errorf("data folder: %w", err)
+		return "", "", fmt.Errorf("data folder: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, marker), []byte("a hookflow chaos run; the next run wipes this folder\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, marker), []byte("a hookflow chaos run; the next run wipes this folder\n"), 0o644); err != nil {
+		return "", "", err
+	}
+	return dir, logs, nil
+}
+
+// writeToken writes the API's bootstrap token to dir/api-token, readable
+// by this user alone, and returns its path: the progress says where the
+// token is, never the token itself.
+func writeToken(dir, token string) (string, error) {
+	path := filepath.Join(dir, "api-token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the API token: %w", err)
+	}
+	return path, nil
 }
 
 // KillStalePostgres SIGKILLs a Postgres still running on dataDir/postgres
@@ -78,39 +153,40 @@ func KillStalePostgres(dataDir string) {
 	}
 }
 
-// startStack brings every service up, in order.
-func (r *run) startStack(ctx, superCtx context.Context) error {
-	cfg := r.cfg
+// start brings every service up, in order, and their supervisors with
+// them.
+func (s *stack) start(ctx context.Context) error {
+	cfg := s.cfg
 	pgPort, err := localpg.FreePort()
 	if err != nil {
 		return err
 	}
-	r.pg = &pgHolder{cfg: localpg.Config{
+	s.pg = &pgHolder{cfg: localpg.Config{
 		// Not Fast: that turns synchronous_commit off, and a crashed server
 		// would then lose commits it acknowledged, which is no fault of hookflow.
-		DataDir: filepath.Join(r.dir, "postgres"), Port: pgPort,
-		LogFile: filepath.Join(r.logs, "postgres.log"),
-	}, logger: r.logger}
+		DataDir: filepath.Join(s.dir, "postgres"), Port: pgPort,
+		LogFile: filepath.Join(s.logs, "postgres.log"),
+	}, logger: s.logger}
 	t0 := time.Now()
-	if err := r.pg.start(ctx); err != nil {
+	if err := s.pg.start(ctx); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	for _, db := range []string{"hookflow", "hookflow_receiver"} {
-		if err := r.pg.get().EnsureDatabase(ctx, db); err != nil {
+		if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
 			return err
 		}
 	}
-	r.progressf("postgres up on 127.0.0.1:%d (%s)", pgPort, time.Since(t0).Round(100*time.Millisecond))
+	s.progress.printf("postgres up on 127.0.0.1:%d (%s)", pgPort, time.Since(t0).Round(100*time.Millisecond))
 
 	temporalPort, err := localpg.FreeLowPort()
 	if err != nil {
 		return err
 	}
 	t0 = time.Now()
-	if err := r.startTemporal(ctx, pgPort, temporalPort); err != nil {
+	if err := s.startTemporal(ctx, pgPort, temporalPort); err != nil {
 		return err
 	}
-	r.progressf("temporal server up on 127.0.0.1:%d (%s)", temporalPort, time.Since(t0).Round(100*time.Millisecond))
+	s.progress.printf("temporal server up on 127.0.0.1:%d (%s)", temporalPort, time.Since(t0).Round(100*time.Millisecond))
 
 	// The fault proxy, where every endpoint points, listens before the API
 	// and the workers start: they allow exactly its address, although it is
@@ -120,8 +196,10 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return fmt.Errorf("fault proxy: %w", err)
 	}
 	token := randomHex(16)
-	r.token = token
-	hfURL := r.pg.get().AdminURL("hookflow")
+	if s.tokenFile, err = writeToken(s.dir, token); err != nil {
+		return err
+	}
+	hfURL := s.pg.get().AdminURL("hookflow")
 	common := map[string]string{
 		"HOOKFLOW_DATABASE_URL":             hfURL,
 		"HOOKFLOW_TEMPORAL_ADDRESS":         net.JoinHostPort("127.0.0.1", strconv.Itoa(temporalPort)),
@@ -130,7 +208,7 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": proxyLn.Addr().String(),
 		"HOOKFLOW_API_TOKEN":                token,
 	}
-	if err := runOnce(ctx, "migrate", cfg.Binary, []string{"migrate"}, childEnv(common), filepath.Join(r.logs, "migrate.log")); err != nil {
+	if err := runOnce(ctx, "migrate", cfg.Binary, []string{"migrate"}, childEnv(common), filepath.Join(s.logs, "migrate.log")); err != nil {
 		return err
 	}
 
@@ -139,22 +217,22 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return err
 	}
 	apiEnv := with(common, map[string]string{"HOOKFLOW_API_ADDR": net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))})
-	r.api = newProc("api", cfg.Binary, []string{"api"}, childEnv(apiEnv), filepath.Join(r.logs, "api.log"))
-	if err := r.api.start(); err != nil {
+	s.api = newProc("api", cfg.Binary, []string{"api"}, childEnv(apiEnv), filepath.Join(s.logs, "api.log"))
+	if err := s.api.start(); err != nil {
 		return err
 	}
-	r.procs = append(r.procs, r.api)
+	s.procs = append(s.procs, s.api)
 	apiBase := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
-	r.api1, err = hfclient.New(apiBase, token, hfclient.WithHTTPClient(&http.Client{
+	s.client, err = hfclient.New(apiBase, token, hfclient.WithHTTPClient(&http.Client{
 		Timeout:   15 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 32},
 	}))
 	if err != nil {
 		return err
 	}
-	healthz := func(ctx context.Context) error { _, err := r.api1.Healthz(ctx); return err }
-	if err := waitHealthy(ctx, apiBase+"/healthz", healthz, time.Minute, r.api.running); err != nil {
-		return fmt.Errorf("api: %w; log %s ends: %s", err, r.api.logPath, tail(r.api.logPath, 3))
+	healthz := func(ctx context.Context) error { _, err := s.client.Healthz(ctx); return err }
+	if err := waitHealthy(ctx, apiBase+"/healthz", healthz, time.Minute, s.api.running); err != nil {
+		return fmt.Errorf("api: %w; log %s ends: %s", err, s.api.logPath, tail(s.api.logPath, 3))
 	}
 
 	// The proxy serves now so the endpoints can point at it; it learns the
@@ -164,91 +242,93 @@ func (r *run) startStack(ctx, superCtx context.Context) error {
 		return err
 	}
 	recvBase := fmt.Sprintf("http://127.0.0.1:%d", recvPort)
-	r.proxy = NewProxy(recvBase+"/webhook", cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
-	r.proxy.SetDown(true)
-	r.proxySrv = &http.Server{Handler: r.proxy, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = r.proxySrv.Serve(proxyLn) }()
+	s.proxy = NewProxy(recvBase+"/webhook", cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
+	s.proxy.SetDown(true)
+	s.proxySrv = &http.Server{Handler: s.proxy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.proxySrv.Serve(proxyLn) }()
 	proxyBase := "http://" + proxyLn.Addr().String()
 
 	var secrets []string
 	for i := 0; i < 3; i++ {
-		ep, err := r.api1.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: fmt.Sprintf("%s/ok/%d/webhook", proxyBase, i)})
+		ep, err := s.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: fmt.Sprintf("%s/ok/%d/webhook", proxyBase, i)})
 		if err != nil {
 			return fmt.Errorf("create endpoint: %w", err)
 		}
-		r.healthy = append(r.healthy, ep.ID)
+		s.endpoints.healthy = append(s.endpoints.healthy, ep.ID)
 		secrets = append(secrets, ep.Secret)
 	}
-	down, err := r.api1.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: proxyBase + "/down/webhook"})
+	down, err := s.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: proxyBase + "/down/webhook"})
 	if err != nil {
 		return fmt.Errorf("create endpoint: %w", err)
 	}
-	r.downEp = down.ID
+	s.endpoints.down = down.ID
 	secrets = append(secrets, down.Secret)
 
 	recvEnv := map[string]string{
 		"HOOKFLOW_RECEIVER_ADDR":         net.JoinHostPort("127.0.0.1", strconv.Itoa(recvPort)),
 		"HOOKFLOW_RECEIVER_SECRET":       strings.Join(secrets, " "),
-		"HOOKFLOW_RECEIVER_DATABASE_URL": r.pg.get().AdminURL("hookflow_receiver"),
+		"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.get().AdminURL("hookflow_receiver"),
 	}
-	r.receiver = newProc("receiver", cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(r.logs, "receiver.log"))
-	if err := r.receiver.start(); err != nil {
+	s.receiver = newProc("receiver", cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(s.logs, "receiver.log"))
+	if err := s.receiver.start(); err != nil {
 		return err
 	}
-	r.procs = append(r.procs, r.receiver)
-	r.recv = receiverClient{base: recvBase, http: &http.Client{Timeout: 15 * time.Second}}
-	if err := waitHealthy(ctx, recvBase+"/healthz", r.recv.healthz, time.Minute, r.receiver.running); err != nil {
-		return fmt.Errorf("receiver: %w; log %s ends: %s", err, r.receiver.logPath, tail(r.receiver.logPath, 3))
+	s.procs = append(s.procs, s.receiver)
+	s.recv = receiverClient{base: recvBase, http: &http.Client{Timeout: 15 * time.Second}}
+	if err := waitHealthy(ctx, recvBase+"/healthz", s.recv.healthz, time.Minute, s.receiver.running); err != nil {
+		return fmt.Errorf("receiver: %w; log %s ends: %s", err, s.receiver.logPath, tail(s.receiver.logPath, 3))
 	}
 
 	for i := 0; i < cfg.Workers; i++ {
-		w := newProc(fmt.Sprintf("worker-%d", i+1), cfg.Binary, []string{"worker"}, childEnv(common), filepath.Join(r.logs, fmt.Sprintf("worker-%d.log", i+1)))
+		w := newProc(fmt.Sprintf("worker-%d", i+1), cfg.Binary, []string{"worker"}, childEnv(common), filepath.Join(s.logs, fmt.Sprintf("worker-%d.log", i+1)))
 		if err := w.start(); err != nil {
 			return err
 		}
-		r.workers = append(r.workers, w)
-		r.procs = append(r.procs, w)
+		s.workers = append(s.workers, w)
+		s.procs = append(s.procs, w)
 	}
-	for _, w := range r.workers {
+	for _, w := range s.workers {
 		if err := w.waitLog(ctx, "worker started", time.Minute); err != nil {
 			return err
 		}
 	}
 
-	if r.hf, err = pgxpool.New(ctx, hfURL); err != nil {
+	if s.hf, err = pgxpool.New(ctx, hfURL); err != nil {
 		return fmt.Errorf("connect hookflow database: %w", err)
 	}
-	if r.rcv, err = pgxpool.New(ctx, r.pg.get().AdminURL("hookflow_receiver")); err != nil {
+	if s.rcv, err = pgxpool.New(ctx, s.pg.get().AdminURL("hookflow_receiver")); err != nil {
 		return fmt.Errorf("connect receiver database: %w", err)
 	}
-	if r.tc, err = dialTemporal(ctx, common["HOOKFLOW_TEMPORAL_ADDRESS"], r.logger); err != nil {
+	if s.tc, err = dialTemporal(ctx, common["HOOKFLOW_TEMPORAL_ADDRESS"], s.logger); err != nil {
 		return err
 	}
-	for _, p := range r.procs {
-		go p.supervise(superCtx, r.onUnexpectedExit)
+	superCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopSupervisors = stop
+	for _, p := range s.procs {
+		go p.supervise(superCtx, s.onUnexpectedExit)
 	}
 	return nil
 }
 
 // startTemporal starts `hookflow temporal` without its Web UI, or with one
 // on a free port when this build does not accept UI port 0.
-func (r *run) startTemporal(ctx context.Context, pgPort, port int) error {
+func (s *stack) startTemporal(ctx context.Context, pgPort, port int) error {
 	env := map[string]string{
 		"HOOKFLOW_DEV_POSTGRES_PORT": strconv.Itoa(pgPort),
 		"HOOKFLOW_DEV_TEMPORAL_PORT": strconv.Itoa(port),
 		"HOOKFLOW_DEV_UI_PORT":       "0",
-		"HOOKFLOW_DATA_DIR":          r.logs,
+		"HOOKFLOW_DATA_DIR":          s.logs,
 	}
-	logPath := filepath.Join(r.logs, "temporal-server.log")
+	logPath := filepath.Join(s.logs, "temporal-server.log")
 	var err error
 	for try := 0; try < 4; try++ {
-		p := newProc("temporal", r.cfg.Binary, []string{"temporal"}, childEnv(env), logPath)
+		p := newProc("temporal", s.cfg.Binary, []string{"temporal"}, childEnv(env), logPath)
 		if err = p.start(); err != nil {
 			return err
 		}
 		if err = p.waitLog(ctx, "temporal server running", 3*time.Minute); err == nil {
-			r.temporal = p
-			r.procs = append(r.procs, p)
+			s.temporal = p
+			s.procs = append(s.procs, p)
 			return nil
 		}
 		p.stop(5 * time.Second)
@@ -261,55 +341,73 @@ func (r *run) startTemporal(ctx context.Context, pgPort, port int) error {
 				return perr
 			}
 			env["HOOKFLOW_DEV_UI_PORT"] = strconv.Itoa(ui)
-			r.logger.Warn("this build refuses HOOKFLOW_DEV_UI_PORT=0; the temporal server gets a Web UI port", "ui_port", ui)
+			s.logger.Warn("this build refuses HOOKFLOW_DEV_UI_PORT=0; the temporal server gets a Web UI port", "ui_port", ui)
 			continue
 		}
 		// Its internal ports are picked at random below 32768 and can
 		// collide with another process's; a new start picks new ones.
-		r.logger.Warn("temporal server failed to start; trying again", "error", err)
+		s.logger.Warn("temporal server failed to start; trying again", "error", err)
 	}
 	return fmt.Errorf("temporal: %w", err)
 }
 
-func (r *run) onUnexpectedExit(name, how string) {
-	r.mu.Lock()
-	r.unexpected[name]++
-	r.mu.Unlock()
-	r.logger.Warn("process exited on its own; restarting", "process", name, "how", how)
-	r.progressf("%s exited on its own (%s); restarting it", name, how)
+func (s *stack) onUnexpectedExit(name, how string) {
+	s.mu.Lock()
+	s.unexpected[name]++
+	s.mu.Unlock()
+	s.logger.Warn("process exited on its own; restarting", "process", name, "how", how)
+	s.progress.printf("%s exited on its own (%s); restarting it", name, how)
 }
 
-// teardown stops everything the run started, children first, Postgres last.
-func (r *run) teardown(stopSupervisors context.CancelFunc) {
+// unexpectedExits returns how many processes exited on their own, and who:
+// "worker-2:1,api:1", sorted.
+func (s *stack) unexpectedExits() (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var who []string
+	n := 0
+	for name, k := range s.unexpected {
+		who = append(who, fmt.Sprintf("%s:%d", name, k))
+		n += k
+	}
+	sort.Strings(who)
+	return n, strings.Join(who, ",")
+}
+
+// stop stops everything the stack started, children first, Postgres last,
+// however far start got.
+func (s *stack) stop() {
 	var wg sync.WaitGroup
-	for _, p := range r.procs {
+	for _, p := range s.procs {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.stop(10 * time.Second) }()
 	}
 	wg.Wait()
-	stopSupervisors()
-	if r.tc != nil {
-		r.tc.Close()
+	if s.stopSupervisors != nil {
+		s.stopSupervisors()
 	}
-	if r.proxySrv != nil {
-		_ = r.proxySrv.Close()
+	if s.tc != nil {
+		s.tc.Close()
 	}
-	if r.hf != nil {
-		r.hf.Close()
+	if s.proxySrv != nil {
+		_ = s.proxySrv.Close()
 	}
-	if r.rcv != nil {
-		r.rcv.Close()
+	if s.hf != nil {
+		s.hf.Close()
 	}
-	if r.pg != nil {
+	if s.rcv != nil {
+		s.rcv.Close()
+	}
+	if s.pg != nil {
 		time.Sleep(300 * time.Millisecond) // let the backends of closed connections exit and be reaped
-		r.pg.stop()
+		s.pg.stop()
 	}
 }
 
 // cpuLine says how much CPU each part used over the run (Postgres: the
 // postmaster and its reaped backends, per server incarnation), and per
-// delivered event.
-func (r *run) cpuLine() string {
+// event of the workload.
+func (s *stack) cpuLine(events int) string {
 	var parts []string
 	var total time.Duration
 	add := func(name string, d time.Duration) {
@@ -317,26 +415,56 @@ func (r *run) cpuLine() string {
 		parts = append(parts, fmt.Sprintf("%s=%.0fs", name, d.Seconds()))
 	}
 	var workers time.Duration
-	for _, w := range r.workers {
+	for _, w := range s.workers {
 		workers += w.cpuTime()
 	}
-	if r.temporal != nil {
-		add("temporal", r.temporal.cpuTime())
+	if s.temporal != nil {
+		add("temporal", s.temporal.cpuTime())
 	}
-	add("postgres", r.pg.cpuTime())
+	add("postgres", s.pg.cpuTime())
 	add("workers", workers)
-	if r.api != nil {
-		add("api", r.api.cpuTime())
+	if s.api != nil {
+		add("api", s.api.cpuTime())
 	}
-	if r.receiver != nil {
-		add("receiver", r.receiver.cpuTime())
+	if s.receiver != nil {
+		add("receiver", s.receiver.cpuTime())
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		add("chaos", time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
 	}
 	return fmt.Sprintf("cpu seconds: %s, total %.0fs (%.0f ms per event)", strings.Join(parts, " "), total.Seconds(),
-		float64(total.Milliseconds())/float64(max(1, len(r.wl.Events))))
+		float64(total.Milliseconds())/float64(max(1, events)))
+}
+
+// logLinesAbout returns the last n lines of the API's and the workers' logs
+// that mention id, in time order (each line begins with its JSON time),
+// each prefixed with its process and cut to 400 bytes: the evidence of a
+// lead, printed while the run's logs still exist.
+func (s *stack) logLinesAbout(id string, n int) []string {
+	type line struct{ proc, text string }
+	var found []line
+	for _, p := range append([]*proc{s.api}, s.workers...) {
+		b, err := os.ReadFile(p.logPath)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, id) {
+				found = append(found, line{p.name, l})
+			}
+		}
+	}
+	sort.SliceStable(found, func(i, j int) bool { return found[i].text < found[j].text })
+	var out []string
+	for _, l := range found[max(0, len(found)-n):] {
+		text := l.text
+		if len(text) > 400 {
+			text = text[:400] + "…"
+		}
+		out = append(out, l.proc+": "+text)
+	}
+	return out
 }
 
 func with(base, extra map[string]string) map[string]string {

@@ -3,10 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hfclient "github.com/hookflow/hookflow/kit/client"
@@ -151,21 +155,46 @@ func (w *Workload) PerCorrelation() map[string]int64 {
 	return out
 }
 
+// producer posts the workload to hookflow's API as a producer would, each
+// post retried until the API answers, and keeps what the API answered: the
+// events it accepted (the ones hookflow then owes the receiver) and the
+// posts it refused for good.
+type producer struct {
+	api       *hfclient.Client
+	endpoints endpoints
+	wl        *Workload
+	posters   int // goroutines posting at once
+	logger    *slog.Logger
+
+	posted      atomic.Int64 // posts done with, answered or given up
+	tries       atomic.Int64
+	unanswered  atomic.Int64 // no answer within the producer's 10 s timeout, or a connection error
+	answered5xx atomic.Int64
+
+	mu       sync.Mutex
+	accepted map[string]bool // event ids answered 2xx
+	rejected []string        // the posts answered 4xx, with the answer
+}
+
+func newProducer(api *hfclient.Client, eps endpoints, wl *Workload, posters int, logger *slog.Logger) *producer {
+	return &producer{api: api, endpoints: eps, wl: wl, posters: posters, logger: logger, accepted: map[string]bool{}}
+}
+
 // postAll posts the workload in its shuffled order, paced over spread, from
 // several goroutines, each post retried (as a producer would) until the API
 // answers or the deadline passes.
-func (r *run) postAll(ctx context.Context, spread time.Duration, deadline time.Time) {
-	posts := r.wl.Posts
+func (p *producer) postAll(ctx context.Context, spread time.Duration, deadline time.Time) {
+	posts := p.wl.Posts
 	interval := spread / time.Duration(len(posts))
 	items := make(chan int)
 	var wg sync.WaitGroup
-	for i := 0; i < r.cfg.Posters; i++ {
+	for i := 0; i < p.posters; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range items {
-				r.postOne(ctx, r.wl.Events[posts[k]], deadline)
-				r.posted.Add(1)
+				p.post(ctx, p.wl.Events[posts[k]], deadline)
+				p.posted.Add(1)
 			}
 		}()
 	}
@@ -186,40 +215,36 @@ func (r *run) postAll(ctx context.Context, spread time.Duration, deadline time.T
 	wg.Wait()
 }
 
-func (r *run) postOne(ctx context.Context, ev Event, deadline time.Time) {
-	ep := r.downEp
-	if !ev.Down {
-		ep = r.healthy[ev.Endpoint]
-	}
-	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep,
+func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
+	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: p.endpoints.of(ev),
 		Type: "chaos.amount", Data: map[string]any{"amount": ev.Amount}}
 	backoff := 200 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, answer := r.api1.EventCreate(pctx, body)
+		_, answer := p.api.EventCreate(pctx, body)
 		cancel()
 		code, err := answered(answer, http.StatusAccepted)
-		r.postTries.Add(1)
+		p.tries.Add(1)
 		if err != nil {
-			r.postErrs.Add(1)
-			r.logger.Warn("post unanswered", "event_id", ev.ID, "error", err)
+			p.unanswered.Add(1)
+			p.logger.Warn("post unanswered", "event_id", ev.ID, "error", err)
 		} else if code >= 500 {
-			r.post5xx.Add(1)
+			p.answered5xx.Add(1)
 		}
 		switch {
 		case err == nil && (code == http.StatusOK || code == http.StatusAccepted):
-			r.mu.Lock()
-			r.accepted[ev.ID] = true
-			r.mu.Unlock()
+			p.mu.Lock()
+			p.accepted[ev.ID] = true
+			p.mu.Unlock()
 			return
 		case err == nil && code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests:
-			r.mu.Lock()
-			r.rejected = append(r.rejected, fmt.Sprintf("%s: %v", ev.ID, answer))
-			r.mu.Unlock()
+			p.mu.Lock()
+			p.rejected = append(p.rejected, fmt.Sprintf("%s: %v", ev.ID, answer))
+			p.mu.Unlock()
 			return
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			r.logger.Error("post gave up", "event_id", ev.ID, "code", code, "error", err)
+			p.logger.Error("post gave up", "event_id", ev.ID, "code", code, "error", err)
 			return
 		}
 		select {
@@ -229,4 +254,17 @@ func (r *run) postOne(ctx context.Context, ev Event, deadline time.Time) {
 		}
 		backoff = min(2*backoff, 3*time.Second)
 	}
+}
+
+func (p *producer) acceptedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.accepted)
+}
+
+// results returns copies of the accepted event ids and the rejected posts.
+func (p *producer) results() (accepted map[string]bool, rejected []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.accepted), slices.Clone(p.rejected)
 }

@@ -1,0 +1,292 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// run is one chaos run: the stack it started and the parts that act on it
+// and watch it. Each part keeps its own state; run only wires them
+// together and runs the phases: start the stack, post the workload under
+// the fault schedule, wait for quiet, check.
+type run struct {
+	cfg      Config
+	wl       *Workload
+	progress *progress
+	stack    *stack
+	producer *producer
+	operator *operator
+	faults   *injector
+	observer *observer
+}
+
+// Run starts the stack, runs the workload under the fault schedule, waits for
+// quiet and checks the invariants. The error is for a run that could not be
+// carried out (a service that would not start); broken invariants are in
+// the Result's Verdict.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := validate(&cfg); err != nil {
+		return Result{}, err
+	}
+	out := &progress{w: cfg.Stderr, began: time.Now()}
+	dir, logs, err := prepareDir(cfg.DataDir)
+	if err != nil {
+		return Result{}, err
+	}
+	logf, err := os.OpenFile(filepath.Join(logs, "chaos.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return Result{}, err
+	}
+	defer logf.Close()
+	logger := slog.New(slog.NewTextHandler(logf, nil))
+
+	wl, err := NewWorkload(WorkloadConfig{
+		Seed: cfg.Seed, Events: cfg.Events, Correlations: cfg.Correlations,
+		DownCorrelations: max(1, cfg.Correlations/25), HealthyEndpoints: 3, DuplicateRate: cfg.DuplicateRate,
+		Reorder: 5,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+
+	st := newStack(cfg, dir, logs, logger, out)
+	var torn sync.Once
+	tearDown := func() { torn.Do(st.stop) }
+	defer tearDown()
+	if err := st.start(ctx); err != nil {
+		return Result{}, err
+	}
+	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, receiver (%s), fault proxy; logs in %s",
+		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, st.recv.base, logs)
+
+	r := newRun(cfg, wl, st, logger, out)
+	if err := r.exercise(ctx); err != nil {
+		return Result{}, err
+	}
+	v, err := r.check(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res := r.result(v)
+	tearDown()
+	out.printf("%s", st.cpuLine(len(wl.Events)))
+	fmt.Fprintln(cfg.Stdout, res.Faults)
+	fmt.Fprintln(cfg.Stdout, res.Summary)
+	if !v.OK() {
+		for _, d := range v.Details {
+			fmt.Fprintln(cfg.Stderr, "chaos: violation: "+d)
+		}
+		fmt.Fprintf(cfg.Stderr, "chaos: logs are in %s\n", logs)
+	}
+	return res, nil
+}
+
+// newRun puts the parts that act on a started stack together.
+func newRun(cfg Config, wl *Workload, st *stack, logger *slog.Logger, out *progress) *run {
+	op := newOperator(st, wl, logger, out)
+	return &run{
+		cfg: cfg, wl: wl, progress: out, stack: st,
+		producer: newProducer(st.client, st.endpoints, wl, cfg.Posters, logger),
+		operator: op,
+		faults:   newInjector(st, op, logger, out),
+		observer: newObserver(st, wl, logger, out),
+	}
+}
+
+// exercise posts the workload under the fault schedule, then stops the
+// faults and waits for quiet.
+func (r *run) exercise(ctx context.Context) error {
+	cfg := r.cfg
+	phase0 := time.Now()
+	phaseEnd := phase0.Add(cfg.FaultPhase)
+	plan := Plan(PlanConfig{Seed: cfg.Seed, Phase: cfg.FaultPhase, Workers: cfg.Workers,
+		KillEvery: cfg.KillEvery, BurstEvery: cfg.BurstEvery, OperatorEvery: cfg.OperatorEvery})
+	if cfg.Calm {
+		plan = nil
+		r.stack.proxy.SetFaults(false)
+		r.operator.heal(ctx, phase0)
+	}
+
+	bg, stopBG := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopBG(); wg.Wait() }()
+	spawn := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+
+	postsDone := make(chan struct{})
+	spawn(func() {
+		defer close(postsDone)
+		r.producer.postAll(bg, time.Duration(float64(cfg.FaultPhase)*0.7), phaseEnd.Add(cfg.QuietTimeout/2))
+	})
+	spawn(func() { r.faults.run(bg, phase0, plan) })
+	if !cfg.Calm {
+		spawn(func() { r.operator.healDown(bg, phase0, cfg.RecoveryWindow, phaseEnd.Add(cfg.QuietTimeout/2)) })
+	}
+	spawn(func() { r.operator.replayEvery(bg, max(cfg.RecoveryWindow, 10*time.Second)) })
+	spawn(func() { r.progressLoop(bg) })
+
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(phaseEnd)):
+	}
+	// The timed faults end here; the per-request ones (held requests, lost
+	// acks) go on until quiet, so every delivery of the run is exposed to
+	// them however slowly the machine works through the backlog.
+	r.progress.printf("fault phase over: no more kills, restarts, bursts or operator's actions; waiting for the last posts")
+	r.stack.proxy.SetBurst(false, false)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-postsDone:
+	}
+	// The down endpoint stays down (healDown) until its heads have
+	// dead-lettered, even past the fault phase on a slow machine.
+	return r.waitQuiet(ctx)
+}
+
+// waitQuiet waits until every event is delivered or skipped (nothing in
+// flight, no dead letter open, none dead-lettered with a replay or skip
+// claimed but not carried out), replaying what dead-letters meanwhile, or
+// until QuietTimeout. It also ends when nothing has moved for a while:
+// longer than a Temporal recovery, a recovery window, and a few rounds of
+// the API's repair sweep (which looks at a head after it has not moved for
+// StuckAfter), so that whatever is still stuck then is what the checks
+// report stranded, not a timeout.
+func (r *run) waitQuiet(ctx context.Context) error {
+	deadline := time.Now().Add(r.cfg.QuietTimeout)
+	stall := max(3*time.Minute, 4*r.cfg.RecoveryWindow, 4*(apiStuckAfter+apiSweepInterval))
+	lastReplay, lastMove, lastSeen := time.Time{}, time.Now(), ""
+	r.progress.printf("waiting for quiet (at most %s, or %s without progress)", r.cfg.QuietTimeout, stall)
+	for {
+		states, open, err := r.observer.counts(ctx)
+		if err == nil && pending(states) == 0 && open == 0 && states[stateDeadLettered] == 0 {
+			r.progress.printf("quiet after %s: %d delivered, %d skipped", time.Since(r.progress.began).Round(time.Second), states[stateDelivered], states[stateSkipped])
+			break
+		}
+		if err == nil {
+			if seen := fmt.Sprint(states, open); seen != lastSeen {
+				lastSeen, lastMove = seen, time.Now()
+			}
+		}
+		if err == nil && open > 0 && time.Since(lastReplay) > 5*time.Second {
+			r.operator.replayAll(ctx)
+			lastReplay = time.Now()
+		}
+		if time.Now().After(deadline) {
+			r.progress.printf("no quiet within %s; checking what there is", r.cfg.QuietTimeout)
+			break
+		}
+		if time.Since(lastMove) > stall {
+			r.progress.printf("nothing moved for %s; checking what there is", stall)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	// Requests the proxy still holds may yet reach the receiver.
+	r.stack.proxy.Wait(r.cfg.DeliveryTimeout + 15*time.Second)
+	return nil
+}
+
+// The API's repair sweep, as the stack runs it (starter.Config defaults):
+// a head that has not moved for apiStuckAfter is looked at on the next
+// sweep.
+const (
+	apiStuckAfter    = 30 * time.Second
+	apiSweepInterval = time.Second
+)
+
+func (r *run) progressLoop(ctx context.Context) {
+	last, lastAt := -1, time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+		last, lastAt = r.progressLine(ctx, last, lastAt)
+	}
+}
+
+// progressLine prints one line; last and lastAt are the delivered count at
+// the previous line, for the rate.
+func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int, time.Time) {
+	line := fmt.Sprintf("posted %d/%d (accepted %d/%d)", r.producer.posted.Load(), len(r.wl.Posts), r.producer.acceptedCount(), len(r.wl.Events))
+	states, open, err := r.observer.counts(ctx)
+	if err != nil {
+		line += " | hookflow db unavailable"
+	} else {
+		d := states[stateDelivered]
+		rate := ""
+		if last >= 0 {
+			rate = fmt.Sprintf(" (%.1f/s)", float64(d-last)/time.Since(lastAt).Seconds())
+		}
+		line += fmt.Sprintf(" | delivered %d%s in-flight %d dead-lettered %d (open %d) skipped %d", d, rate, pending(states), states[stateDeadLettered], open, states[stateSkipped])
+		last, lastAt = d, time.Now()
+		if open > 0 {
+			r.observer.noteStrayDeadLetters(ctx)
+		}
+	}
+	r.progress.printf("%s | faults %d", line, r.faults.total())
+	return last, lastAt
+}
+
+// check puts together what the run's parts saw (the producer's accepted
+// and rejected posts, the operator's skips and double claims, the restarts
+// that did not come back) with what the observer reads once quiet, and
+// holds it all against the invariants.
+func (r *run) check(ctx context.Context) (Verdict, error) {
+	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed)}
+	o.Accepted, o.Rejected = r.producer.results()
+	o.Skipped, o.DoubleClaims = r.operator.results()
+	if err := r.observer.read(ctx, &o); err != nil {
+		return Verdict{}, err
+	}
+	if r.observer.downDeadLetters() == 0 && !r.cfg.Calm {
+		r.progress.printf("warning: no event of the down endpoint dead-lettered; that fault did not happen in this run")
+	}
+	return Check(r.wl, o), nil
+}
+
+// result makes the two lines a run prints: the faults that took place and
+// the verdict.
+func (r *run) result(v Verdict) Result {
+	total := r.faults.total()
+	ps := r.stack.proxy.Stats()
+	breakdown := r.faults.line() + fmt.Sprintf(" | dead letters on the down endpoint=%d, replays=%d, open dead letters seen of events not dead-lettered=%d"+
+		" | posts=%d (duplicates %d; tries %d, unanswered %d, 5xx %d) | deliveries through the proxy=%d, parked answers=%d, refused for double clicks=%d",
+		r.observer.downDeadLetters(), r.operator.replays(), r.observer.strays(), len(r.wl.Posts), r.wl.Duplicates,
+		r.producer.tries.Load(), r.producer.unanswered.Load(), r.producer.answered5xx.Load(), ps.Requests, ps.Parked, ps.Refused)
+	wall := time.Since(r.progress.began).Round(time.Second)
+	summary := fmt.Sprintf("events=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
+		" skipped=%d stranded=%d double_claims=%d postgres_restart_failures=%d seed=%d wall=%s",
+		v.Events, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
+		v.Skipped, v.Stranded, v.DoubleClaims, v.PostgresRestartFailures, r.cfg.Seed, wall)
+	return Result{Verdict: v, Faults: breakdown, Summary: summary, Wall: wall}
+}
+
+// progress writes the run's progress lines to Config.Stderr, each stamped
+// with the time since the run began. The parts of the run write from
+// several goroutines; the lock keeps their lines whole.
+type progress struct {
+	w     io.Writer
+	began time.Time
+	mu    sync.Mutex
+}
+
+func (p *progress) printf(format string, args ...any) {
+	el := time.Since(p.began).Round(time.Second)
+	line := fmt.Sprintf("chaos %s: %s\n", el, fmt.Sprintf(format, args...))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = io.WriteString(p.w, line)
+}
