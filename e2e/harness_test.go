@@ -105,7 +105,7 @@ func setup(t *testing.T, opts options) *bundle {
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	c, err := app.TemporalClient(ctx, cfg, logger, false, opts.interceptors...)
+	c, err := app.TemporalClient(ctx, cfg, logger, app.WithInterceptors(opts.interceptors...))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
@@ -121,7 +121,7 @@ func setup(t *testing.T, opts options) *bundle {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- app.ServeAPI(ctx, cfg, st, c, logger, func(a app.Addrs) { ready <- a.API })
+		done <- app.ServeAPI(ctx, cfg, st, c, logger, app.OnReady(func(a app.Addrs) { ready <- a.API }))
 	}()
 	select {
 	case addr := <-ready:

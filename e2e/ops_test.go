@@ -45,17 +45,19 @@ func setupObserved(t *testing.T, window time.Duration) *bundle {
 	t.Cleanup(st.Pool().Close)
 	m, err := app.NewMetrics(logger)
 	require.NoError(t, err)
-	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m)
+	c, err := app.TemporalClient(ctx, cfg, logger, app.WithMetrics(m))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
 	b := &bundle{t: t, cfg: cfg, store: st, client: c, prefix: randHex(4)}
-	w, err := app.StartWorkerWith(cfg, st, c, logger, m)
+	w, err := app.StartWorker(cfg, st, c, logger, app.WithMetrics(m))
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
 	ready := make(chan app.Addrs, 1)
 	done := make(chan error, 1)
-	go func() { done <- app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(a app.Addrs) { ready <- a }) }()
+	go func() {
+		done <- app.ServeAPI(ctx, cfg, st, c, logger, app.WithMetrics(m), app.OnReady(func(a app.Addrs) { ready <- a }))
+	}()
 	select {
 	case a := <-ready:
 		b.apiURL, b.metricsURL = "http://"+a.API, "http://"+a.Metrics

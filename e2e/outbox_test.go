@@ -293,7 +293,7 @@ func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 	// hookflow relay.
 	producer := b.store.Pool()
 	require.NoError(t, outbox.Migrate(ctx, producer))
-	relayClient, err := app.TemporalClient(ctx, b.cfg, testenv.Logger(t), true)
+	relayClient, err := app.TemporalClient(ctx, b.cfg, testenv.Logger(t), app.Lazy())
 	require.NoError(t, err)
 	t.Cleanup(relayClient.Close)
 	r := b.startRelay(producer, relayClient, relay.Config{})
@@ -412,10 +412,10 @@ func setupOn(t *testing.T, temporalAddress string) *bundle {
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	workerClient, err := app.TemporalClient(ctx, cfg, logger, false)
+	workerClient, err := app.TemporalClient(ctx, cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(workerClient.Close)
-	apiClient, err := app.TemporalClient(ctx, cfg, logger, true)
+	apiClient, err := app.TemporalClient(ctx, cfg, logger, app.Lazy())
 	require.NoError(t, err)
 	t.Cleanup(apiClient.Close)
 
@@ -429,7 +429,7 @@ func setupOn(t *testing.T, temporalAddress string) *bundle {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- app.ServeAPI(ctx, cfg, st, apiClient, logger, func(a app.Addrs) { ready <- a.API })
+		done <- app.ServeAPI(ctx, cfg, st, apiClient, logger, app.OnReady(func(a app.Addrs) { ready <- a.API }))
 	}()
 	select {
 	case addr := <-ready:

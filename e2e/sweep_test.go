@@ -127,7 +127,7 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	c, err := app.TemporalClient(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -100,7 +100,7 @@ func runBaselineWorker(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	logger := app.NewLogger(env.stderr)
-	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	c, err := app.TemporalClient(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}

@@ -67,12 +67,12 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer st.Pool().Close()
-	c, err := app.TemporalClient(ctx, cfg, logger, true, interceptors...)
+	c, err := app.TemporalClient(ctx, cfg, logger, app.Lazy(), app.WithInterceptors(interceptors...))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return app.ServeAPI(ctx, cfg, st, c, logger, func(a app.Addrs) { logger.Info("api listening", "addr", a.API, "metrics_addr", a.Metrics) })
+	return app.ServeAPI(ctx, cfg, st, c, logger, app.OnReady(func(a app.Addrs) { logger.Info("api listening", "addr", a.API, "metrics_addr", a.Metrics) }))
 }
 
 func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
@@ -98,12 +98,12 @@ func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 	}
-	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m, interceptors...)
+	c, err := app.TemporalClient(ctx, cfg, logger, app.WithMetrics(m), app.WithInterceptors(interceptors...))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := app.StartWorkerWith(cfg, st, c, logger, m)
+	w, err := app.StartWorker(cfg, st, c, logger, app.WithMetrics(m))
 	if err != nil {
 		return err
 	}

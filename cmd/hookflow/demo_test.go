@@ -55,14 +55,16 @@ func TestDemoAgainstDevStack(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
 	require.NoError(t, ensureDevEndpoint(ctx, st, rhs.URL+"/webhook", secret))
-	c, err := app.TemporalClient(ctx, cfg, logger, false)
+	c, err := app.TemporalClient(ctx, cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	w, err := app.StartWorker(cfg, st, c, logger)
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
 	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- app.ServeAPI(ctx, cfg, st, c, logger, func(a app.Addrs) { ready <- a.API }) }()
+	go func() {
+		done <- app.ServeAPI(ctx, cfg, st, c, logger, app.OnReady(func(a app.Addrs) { ready <- a.API }))
+	}()
 	var apiURL string
 	select {
 	case a := <-ready:

@@ -136,7 +136,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := app.TemporalClientWith(ctx, cfg, logger, false, m, interceptors...)
+	c, err := app.TemporalClient(ctx, cfg, logger, app.WithMetrics(m), app.WithInterceptors(interceptors...))
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}()
 	for i := 0; i < cfg.DevWorkers; i++ {
-		w, err := app.StartWorkerWith(cfg, st, c, logger, m)
+		w, err := app.StartWorker(cfg, st, c, logger, app.WithMetrics(m))
 		if err != nil {
 			return err
 		}
@@ -173,9 +173,9 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}()
 	defer func() { stopReceiver(); <-receiverDone }()
 
-	return app.ServeAPIWith(ctx, cfg, st, c, logger, m, func(a app.Addrs) {
+	return app.ServeAPI(ctx, cfg, st, c, logger, app.WithMetrics(m), app.OnReady(func(a app.Addrs) {
 		printBanner(env, cfg, a, tmp, pg, receiverURL, time.Since(began))
-	})
+	}))
 }
 
 // devEndpointID names the endpoint hookflow dev registers for its receiver.

@@ -78,7 +78,7 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer st.Pool().Close()
 	// Lazy: the relay runs (and keeps rows pending) while Temporal is down.
-	c, err := app.TemporalClient(ctx, cfg, logger, true, interceptors...)
+	c, err := app.TemporalClient(ctx, cfg, logger, app.Lazy(), app.WithInterceptors(interceptors...))
 	if err != nil {
 		return err
 	}

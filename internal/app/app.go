@@ -90,32 +90,62 @@ func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
 	return st, nil
 }
 
-// TemporalClient dials Temporal. A lazy client connects on first use, so
-// the API can start (and accept events) while Temporal is down.
-// interceptors (tracing's, when it is on) apply to the client and to every
-// worker built from it.
-func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
-	return TemporalClientWith(ctx, cfg, logger, lazy, nil, interceptors...)
+// Option adjusts what TemporalClient, ServeAPI and StartWorker build.
+type Option func(*options)
+
+type options struct {
+	metrics      *metrics.Metrics
+	lazy         bool
+	interceptors []interceptor.ClientInterceptor
+	ready        func(Addrs)
 }
 
-// TemporalClientWith is TemporalClient with the SDK's metrics sent to m's
-// registry (nil m: the SDK's metrics are dropped).
-func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Logger, lazy bool, m *metrics.Metrics, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
-	opts := client.Options{
+func collect(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithMetrics records in m: the SDK's metrics (TemporalClient), the
+// accepted events and the Postgres-backed gauges (ServeAPI), the deliveries
+// (StartWorker). Processes sharing m (hookflow dev) show on one page.
+// Without it TemporalClient drops the SDK's metrics, ServeAPI makes its own
+// registry and StartWorker records nothing.
+func WithMetrics(m *metrics.Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// Lazy makes TemporalClient connect on first use, so the API can start (and
+// accept events) while Temporal is down.
+func Lazy() Option { return func(o *options) { o.lazy = true } }
+
+// WithInterceptors applies interceptors (tracing's, when it is on) to the
+// client and to every worker built from it.
+func WithInterceptors(is ...interceptor.ClientInterceptor) Option {
+	return func(o *options) { o.interceptors = append(o.interceptors, is...) }
+}
+
+// OnReady has ServeAPI call f once its sockets are bound.
+func OnReady(f func(Addrs)) Option { return func(o *options) { o.ready = f } }
+
+// TemporalClient dials Temporal (see Lazy, WithMetrics, WithInterceptors).
+func TemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Option) (client.Client, error) {
+	o := collect(opts)
+	copts := client.Options{
 		HostPort:     cfg.TemporalAddress,
 		Namespace:    cfg.TemporalNamespace,
 		Logger:       sdklog.NewStructuredLogger(slog.New(levelFloor{logger.Handler(), slog.LevelWarn})),
-		Interceptors: interceptors,
+		Interceptors: o.interceptors,
 	}
-	if m != nil {
-		h, err := metrics.NewTemporalHandler(m.Registry(), logger)
+	if o.metrics != nil {
+		h, err := metrics.NewTemporalHandler(o.metrics.Registry(), logger)
 		if err != nil {
 			return nil, fmt.Errorf("temporal metrics: %w", err)
 		}
-		opts.MetricsHandler = h
+		copts.MetricsHandler = h
 	}
-	if lazy {
-		c, err := client.NewLazyClient(opts)
+	if o.lazy {
+		c, err := client.NewLazyClient(copts)
 		if err != nil {
 			return nil, fmt.Errorf("temporal client: %w", err)
 		}
@@ -123,7 +153,7 @@ func TemporalClientWith(ctx context.Context, cfg config.Config, logger *slog.Log
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := client.DialContext(dctx, opts)
+	c, err := client.DialContext(dctx, copts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (HOOKFLOW_TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
 	}
@@ -161,18 +191,6 @@ type Addrs struct {
 	API, Metrics string
 }
 
-// ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
-// down gracefully, with its /metrics on cfg.MetricsAddr when that is set.
-// The starter's sweeps run alongside. ready is called once the sockets are
-// bound.
-func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, ready func(Addrs)) error {
-	m, err := NewMetrics(logger)
-	if err != nil {
-		return err
-	}
-	return ServeAPIWith(ctx, cfg, st, c, logger, m, ready)
-}
-
 // NewMetrics makes a fresh registry with hookflow's instruments in it.
 func NewMetrics(logger *slog.Logger) (*metrics.Metrics, error) {
 	m, err := metrics.New(prometheus.NewRegistry(), logger)
@@ -188,20 +206,25 @@ func Targets(cfg config.Config) egress.Policy {
 	return egress.Policy{AllowPrivate: cfg.AllowPrivate, Allowlist: cfg.PrivateAllowlist}
 }
 
-// ServeAPIWith is ServeAPI with the metrics registry given: the API counts
-// accepted events in m and adds the Postgres-backed gauges (DLQ size, queue
-// depth, oldest lag) to it. Workers sharing m (hookflow dev) show up on the
-// same page. The page is served on cfg.MetricsAddr only, never on the API's
-// listener.
-func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics, ready func(Addrs)) error {
+// ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
+// down gracefully; the starter's sweeps and the cleaner run alongside. The
+// metrics page (see WithMetrics) is served on cfg.MetricsAddr only, never on
+// the API's listener.
+func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, opts ...Option) error {
+	o := collect(opts)
+	m := o.metrics
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(logger); err != nil {
+			return err
+		}
+	}
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return err
 	}
-	if m != nil {
-		if err := metrics.RegisterStore(m.Registry(), st, logger); err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
+	if err := metrics.RegisterStore(m.Registry(), st, logger); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := cleaner.CheckRetentions(cfg.PayloadRetention, cfg.AttemptRetention, cfg.KeyRetention); err != nil {
 		return &config.UsageError{Msg: err.Error()}
@@ -232,7 +255,7 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	addrs := Addrs{API: ln.Addr().String()}
-	if cfg.MetricsAddr != "" && m != nil {
+	if cfg.MetricsAddr != "" {
 		bound := make(chan string, 1)
 		go func() { errc <- ServeMetrics(sweepCtx, cfg.MetricsAddr, m, func(a string) { bound <- a }) }()
 		select {
@@ -242,8 +265,8 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 			return err
 		}
 	}
-	if ready != nil {
-		ready(addrs)
+	if o.ready != nil {
+		o.ready(addrs)
 	}
 	select {
 	case err := <-errc:
@@ -258,14 +281,10 @@ func ServeAPIWith(ctx context.Context, cfg config.Config, st *store.Store, c cli
 	return nil
 }
 
-// StartWorker starts one worker on the task queue; Stop drains it.
-func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (sdkworker.Worker, error) {
-	return StartWorkerWith(cfg, st, c, logger, nil)
-}
-
-// StartWorkerWith is StartWorker with delivery metrics recorded in m (nil:
-// none).
-func StartWorkerWith(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, m *metrics.Metrics) (sdkworker.Worker, error) {
+// StartWorker starts one worker on the task queue (see WithMetrics); Stop
+// drains it.
+func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, opts ...Option) (sdkworker.Worker, error) {
+	m := collect(opts).metrics
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return nil, err

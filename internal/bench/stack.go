@@ -389,7 +389,7 @@ func waitTemporal(ctx context.Context, addr string, c *child, logger *slog.Logge
 		if c.exited() {
 			return nil, fmt.Errorf("temporal server exited during start-up; see %s", c.log)
 		}
-		tc, err := app.TemporalClient(ctx, cfg, logger, false)
+		tc, err := app.TemporalClient(ctx, cfg, logger)
 		if err == nil {
 			_, err = tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, PageSize: 1})
 			if err == nil {
