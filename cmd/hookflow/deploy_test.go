@@ -27,8 +27,8 @@ func goTool(t *testing.T) string {
 
 func TestDeployBuildLinksNoTemporalServer(t *testing.T) {
 	t.Parallel()
-	// The server and UI (about 220 MB of binary) and the harnesses that
-	// run them.
+	// The server and UI (most of the full build's 157 MB, stripped) and the
+	// harnesses that run them.
 	notInDeploy := []string{
 		"go.temporal.io/server",
 		"github.com/temporalio/ui-server",
