@@ -39,9 +39,12 @@ type Metrics struct {
 	cleanerRuns         *prometheus.CounterVec
 }
 
-// AttemptBuckets are the attempt-latency histogram's bounds in seconds:
-// from a local receiver's few milliseconds to the delivery timeout.
-var AttemptBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+// attemptBuckets are the attempt-latency histogram's bounds in seconds:
+// from a local receiver's few milliseconds to the delivery timeout. Each
+// call makes its own slice, so no registry can change another's.
+func attemptBuckets() []float64 {
+	return []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+}
 
 // New registers hookflow's instruments, and the Go runtime and process
 // collectors, in reg.
@@ -67,7 +70,7 @@ func New(reg *prometheus.Registry, logger *slog.Logger) (*Metrics, error) {
 		attempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "delivery_attempt_duration_seconds",
 			Help:    "Duration of each HTTP delivery attempt, by endpoint and outcome (delivered, retry, permanent, gone).",
-			Buckets: AttemptBuckets,
+			Buckets: attemptBuckets(),
 		}, []string{"endpoint_id", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "delivery_retries_total",

@@ -12,9 +12,12 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 )
 
-// TimerBuckets are the bounds in seconds of the Temporal SDK's timers
-// (temporal_*_seconds histograms): poll round trips to long polls.
-var TimerBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+// timerBuckets are the bounds in seconds of the Temporal SDK's timers
+// (temporal_*_seconds histograms): poll round trips to long polls. Each
+// call makes its own slice.
+func timerBuckets() []float64 {
+	return []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+}
 
 // NewTemporalHandler returns the Temporal SDK's own OpenTelemetry metrics
 // handler, to put in client.Options.MetricsHandler, read by OpenTelemetry's
@@ -43,7 +46,7 @@ func NewTemporalHandler(reg prometheus.Registerer, logger *slog.Logger) (client.
 		// OpenTelemetry's default buckets are meant for milliseconds.
 		sdkmetric.WithView(sdkmetric.NewView(
 			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram},
-			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: TimerBuckets}},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: timerBuckets()}},
 		)),
 	)
 	return temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
