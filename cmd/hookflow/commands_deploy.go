@@ -29,11 +29,3 @@ func devCommands() map[string]command {
 	}
 	return cmds
 }
-
-// The API clients (dlq, keys, status, demo) default to hookflow dev's token
-// and endpoint, which dev.go declares in the full build. The deploy test
-// checks these copies still match it.
-const (
-	devToken      = "dev-token"
-	devEndpointID = "ep_dev_receiver"
-)

@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -80,42 +76,4 @@ func TestDeployBuildNamesLeftOutCommands(t *testing.T) {
 	out, err = exec.Command(bin, "migrate", "--help").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "usage: hookflow migrate")
-}
-
-// commands_deploy.go repeats the two constants dev.go declares (the deploy
-// build has no dev.go); they must agree, or dlq and demo would default to
-// another token and endpoint in the image than in hookflow dev.
-func TestDeployConstantsMatchDev(t *testing.T) {
-	t.Parallel()
-	dev, deploy := constants(t, "dev.go"), constants(t, "commands_deploy.go")
-	for _, name := range []string{"devToken", "devEndpointID"} {
-		require.NotEmpty(t, dev[name], "dev.go declares %s", name)
-		require.Equal(t, dev[name], deploy[name], name)
-	}
-}
-
-// constants returns the string constants a file declares.
-func constants(t *testing.T, file string) map[string]string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, decl := range f.Decls {
-		g, ok := decl.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if i >= len(vs.Values) {
-					continue
-				}
-				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					out[name.Name], _ = strconv.Unquote(lit.Value)
-				}
-			}
-		}
-	}
-	return out
 }

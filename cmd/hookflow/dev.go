@@ -178,13 +178,6 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}))
 }
 
-// devEndpointID names the endpoint hookflow dev registers for its receiver.
-const devEndpointID = "ep_dev_receiver"
-
-// devToken is hookflow dev's bootstrap admin token (and the CLI's default,
-// so that it talks to hookflow dev as it is).
-const devToken = "dev-token"
-
 // devReceiverSecret returns the dev receiver's secret, made once and kept
 // in the data folder so the endpoint and the receiver agree across restarts.
 func devReceiverSecret(path string) (string, error) {
