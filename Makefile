@@ -14,6 +14,9 @@ BIN      := bin/hookflow
 SERVER_PKGS := ./e2e/... ./cmd/...
 STACK_RUNS  := TestChaosShort|TestBenchShortRun
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
+# The linter, built once from the module proxy at this version into bin/.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
 
 .PHONY: all build run test lint test-unit test-integration test-stack deps clean bench chaos
 
@@ -28,10 +31,17 @@ build:
 run: deps build
 	./$(BIN) dev
 
-lint:
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv bin/.staticcheck/staticcheck $@
+
+# gofmt, go vet and staticcheck (staticcheck.conf) over both modules.
+lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	cd kit && $(GO) vet ./...
+	$(STATICCHECK) ./...
+	cd kit && ../$(STATICCHECK) ./...
 
 test-unit:
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)' $(UNIT_PKGS)

@@ -81,7 +81,7 @@ func spanText(s sdktrace.ReadOnlySpan) string {
 	for _, ev := range s.Events() {
 		fmt.Fprintln(&sb, ev.Name)
 		for _, kv := range ev.Attributes {
-			fmt.Fprintln(&sb, kv.Key, kv.Value.Emit())
+			fmt.Fprintln(&sb, kv.Key, kv.Value.String())
 		}
 	}
 	return sb.String()

@@ -51,8 +51,8 @@ func TestRequestSpanContinuesTheProducersTrace(t *testing.T) {
 	}, spantest.Attrs(post))
 	for _, s := range rec.Ended() {
 		for _, kv := range s.Attributes() {
-			require.NotContains(t, kv.Value.Emit(), "4111-secret", "no body in spans")
-			require.NotContains(t, kv.Value.Emit(), b.token, "no token in spans")
+			require.NotContains(t, kv.Value.String(), "4111-secret", "no body in spans")
+			require.NotContains(t, kv.Value.String(), b.token, "no token in spans")
 		}
 	}
 	started := b.starter.lastTrace.Load()
