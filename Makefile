@@ -1,17 +1,16 @@
 # The few commands a newcomer needs. `make run` starts hookflow locally,
-# `make test` runs every test against real Postgres and Temporal.
+# `make test` lints and runs every test (README says what each runs against).
 GO       ?= go
 BIN      := bin/hookflow
-# Packages whose tests need no Temporal server run under the race detector;
-# the end-to-end and CLI tests start the stack (the embedded server, or the
-# hookflow binary as processes) and run without it. The packages that link
-# the Temporal server have no tests of their own (go vet checks them);
-# building them under -race would compile the server again. chaos and bench
-# have unit tests (race) and one whole-stack run each (TestChaosShort: the
-# short chaos run, the reliability suite's proof; TestBenchShortRun: the short
-# bench, figures printed, no speed asserted), which run last and one at a
-# time so that neither shares the two cores with the other suites.
-SERVER_PKGS := ./e2e/... ./cmd/...
+# The unit tests run under the race detector, and so do the end-to-end tests
+# (API, workers, sweeps, relay and the embedded Temporal server in one
+# process). The CLI tests start the hookflow binary as processes and run
+# without it. The packages that link the Temporal server have no tests of
+# their own (go vet checks them). chaos and bench have unit tests (race) and
+# one whole-stack run each (TestChaosShort: the short chaos run, the
+# reliability suite's proof; TestBenchShortRun: the short bench, figures
+# printed, no speed asserted), which run last and one at a time so that
+# neither shares the two cores with the other suites.
 STACK_RUNS  := TestChaosShort|TestBenchShortRun
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
 # The linter, built once from the module proxy at this version into bin/.
@@ -48,7 +47,8 @@ test-unit:
 	cd kit && $(GO) test -race -count=1 ./...
 
 test-integration: build
-	$(GO) test -count=1 -timeout 40m $(SERVER_PKGS)
+	$(GO) test -race -count=1 -timeout 40m ./e2e/...
+	$(GO) test -count=1 -timeout 40m ./cmd/...
 
 test-stack: build
 	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./internal/chaos/
