@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/bench"
@@ -20,7 +21,11 @@ reference receiver and the two baselines' processes, each a child of the bench s
 Scenarios: baseline (one workflow per event, one HTTP activity), baseline-fast (the same POST as a
 local activity on an eagerly started workflow: the floor), hookflow-ordered (POST /v1/events over
 --correlations keys), hookflow-single-key, then idle latency for both baselines and a single key.
-Prints a table; --json writes every figure. Short run: hookflow bench --events 300.`
+Prints a table; --json writes every figure. Short run: hookflow bench --events 300.
+--ledger-rows 0,1M,5M instead measures hookflow on top of that much synthetic history (written by
+SQL into an emptied ledger before each size), with the API's cleaner running every 10s at the
+default retentions: accept latency, the ordered scenario's rate, the idle single key, what the
+cleaner pruned, hookflow's statements under EXPLAIN, and the bytes per event before and after pruning.`
 
 // runBench is hookflow bench. "hookflow bench baseline-worker" and
 // "hookflow bench baseline-fast-worker" are the baselines' processes, which
@@ -37,6 +42,9 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	var cfg bench.Config
 	var jsonPath, dataDir string
 	var soak int
+	var ledgerRows string
+	var ledgerBytes int64
+	var ledgerDays float64
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
@@ -47,6 +55,9 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 		fs.StringVar(&dataDir, "data-dir", "", "folder for Postgres and the logs (default: a temporary folder, removed afterwards)")
 		fs.IntVar(&soak, "soak", 0, "instead: post this many events to one correlation in bursts, and report rate, worker RSS and the sequencer's runs per burst")
+		fs.StringVar(&ledgerRows, "ledger-rows", "", "instead: measure hookflow on top of each of these sizes of synthetic history, comma separated (0,1M,5M)")
+		fs.Int64Var(&ledgerBytes, "ledger-bytes-rows", -1, "with --ledger-rows: delivered events of the ledger whose bytes per event are read before and after pruning (default: the largest size, at most 1M; 0 skips it)")
+		fs.Float64Var(&ledgerDays, "ledger-days", bench.DefaultLedgerSpan.Hours()/24, "with --ledger-rows: days the synthetic history is spread over, up to an hour ago (the default is past every retention, so the cleaner has work at once; under 30 it has none)")
 	})
 	if err != nil {
 		return err
@@ -66,7 +77,20 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		return &config.UsageError{Msg: "--soak must not be negative"}
 	}
 	var rep benchReport
-	if soak > 0 {
+	if ledgerRows != "" {
+		if soak > 0 {
+			return &config.UsageError{Msg: "--soak and --ledger-rows are two different runs: give one"}
+		}
+		sizes, perr := bench.ParseLedgerRows(ledgerRows)
+		if perr != nil {
+			return &config.UsageError{Msg: "--ledger-rows: " + perr.Error()}
+		}
+		if ledgerDays <= 0 {
+			return &config.UsageError{Msg: "--ledger-days must be positive"}
+		}
+		span := time.Duration(ledgerDays * float64(24*time.Hour))
+		rep, err = bench.Ledger(ctx, cfg, bench.LedgerConfig{Sizes: sizes, BytesRows: ledgerBytes, Span: span}, app.NewLogger(env.stderr))
+	} else if soak > 0 {
 		cfg.Events = soak
 		rep, err = bench.Soak(ctx, cfg, app.NewLogger(env.stderr))
 	} else {

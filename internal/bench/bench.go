@@ -42,6 +42,10 @@ type Config struct {
 	// PostgresFast turns off fsync (throwaway data). Off by default, as in
 	// hookflow dev.
 	PostgresFast bool
+	// CleanerInterval is the API's HOOKFLOW_CLEANER_INTERVAL; zero leaves
+	// hookflow's default. The ledger bench shortens it so that the cleaner's
+	// runs fall inside each measurement.
+	CleanerInterval time.Duration
 	// Progress receives progress lines (stderr). Nil discards them.
 	Progress io.Writer
 }

@@ -49,12 +49,15 @@ type RoundResult struct {
 	EventsPerSec float64 `json:"events_per_sec"`
 
 	latencies []time.Duration
-	cpu       cpuSnapshot
-	pg        pgSnapshot
-	ids       []string
-	rssStart  float64
-	rssEnd    float64
-	rssMax    float64
+	// accepts are the send → accepted times of the events the system
+	// took (for hookflow: POST /v1/events until its 202, retries included).
+	accepts  []time.Duration
+	cpu      cpuSnapshot
+	pg       pgSnapshot
+	ids      []string
+	rssStart float64
+	rssEnd   float64
+	rssMax   float64
 }
 
 // idleSample is one event sent on a quiet system.
@@ -125,12 +128,8 @@ func (r *runner) run(ctx context.Context) error {
 	if err := r.measureBackground(ctx, 10*time.Second); err != nil {
 		return err
 	}
-	per := r.cfg.Events / r.cfg.Rounds
 	for round := 1; round <= r.cfg.Rounds; round++ {
-		n := per
-		if round == r.cfg.Rounds {
-			n = r.cfg.Events - per*(r.cfg.Rounds-1)
-		}
+		n := roundSize(r.cfg.Events, r.cfg.Rounds, round)
 		order := []*scenario{r.base, r.fast, r.ordered, r.single}
 		if round%2 == 0 {
 			order = []*scenario{r.single, r.ordered, r.fast, r.base}
@@ -296,6 +295,7 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 	start := time.Now()
 
 	accepted := make([]time.Time, n)
+	took := make([]time.Duration, n)
 	var sent, failed atomic.Int64
 	var errOnce sync.Once
 	var firstErr error
@@ -306,11 +306,13 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
+				t0 := time.Now()
 				if err := r.send(ctx, sc, specs[i]); err != nil {
 					failed.Add(1)
 					errOnce.Do(func() { firstErr = err })
 				} else {
 					accepted[i] = time.Now()
+					took[i] = accepted[i].Sub(t0)
 				}
 				sent.Add(1)
 			}
@@ -387,6 +389,11 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 	applied, err := r.appliedTimes(ctx, prefix)
 	if err != nil {
 		return res, err
+	}
+	for i := range specs {
+		if !accepted[i].IsZero() {
+			res.accepts = append(res.accepts, took[i])
+		}
 	}
 	end := start
 	for i, e := range specs {
@@ -614,4 +621,14 @@ func (r *runner) measureBackground(ctx context.Context, d time.Duration) error {
 		r.background.PostgresPerSec[k] = PGPerEvent{Transactions: v.commits / d.Seconds(), RowsWritten: v.rows / d.Seconds()}
 	}
 	return nil
+}
+
+// roundSize is how many of events the given round (1-based) of rounds sends:
+// an equal share, the last round taking the remainder.
+func roundSize(events, rounds, round int) int {
+	per := events / rounds
+	if round == rounds {
+		return events - per*(rounds-1)
+	}
+	return per
 }

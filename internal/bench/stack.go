@@ -236,7 +236,11 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": recvAddr, "HOOKFLOW_API_TOKEN": apiToken,
 	}
 	p.logf("starting api on %s and a hookflow worker", apiAddr)
-	ac, err := s.spawn(cfg.Exe, procAPI, []string{"api"}, with(common, map[string]string{"HOOKFLOW_API_ADDR": apiAddr}))
+	apiOnly := map[string]string{"HOOKFLOW_API_ADDR": apiAddr}
+	if cfg.CleanerInterval > 0 {
+		apiOnly["HOOKFLOW_CLEANER_INTERVAL"] = cfg.CleanerInterval.String()
+	}
+	ac, err := s.spawn(cfg.Exe, procAPI, []string{"api"}, with(common, apiOnly))
 	if err != nil {
 		return s, err
 	}
