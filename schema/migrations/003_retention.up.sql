@@ -10,15 +10,26 @@
 -- passed sequence).
 ALTER TABLE events ALTER COLUMN data DROP NOT NULL;
 
+-- has_dead_letter: a dead letter was written for the event (in the same
+-- transaction). Such an event is never pruned, even once delivered or
+-- skipped, since its dead letters are kept for ever; the flag keeps it out of
+-- the key pruner's index, which would otherwise read it again on every run.
+ALTER TABLE events ADD COLUMN has_dead_letter boolean NOT NULL DEFAULT false;
+
+-- The two indexes below are disjoint, so each pruner reads only its own
+-- candidates and each empties as it prunes (one index for both kept the rows
+-- the payload pruner had done with in front of its next batch).
+
 -- The finished events that still carry a payload, oldest finish first: what
--- the payload pruner reads. It empties as it prunes.
+-- the payload pruner reads.
 CREATE INDEX events_payload_prunable_idx ON events (updated_at)
     WHERE state IN ('delivered', 'skipped') AND data IS NOT NULL;
 
--- Every finished event by finish time: what the key pruner reads
--- (HOOKFLOW_KEY_RETENTION).
-CREATE INDEX events_finished_idx ON events (updated_at)
-    WHERE state IN ('delivered', 'skipped');
+-- The finished events whose payload is gone and that have no dead letter,
+-- by finish time: what the key pruner reads (HOOKFLOW_KEY_RETENTION is at
+-- least the payload retention, so every key it may delete is here).
+CREATE INDEX events_key_prunable_idx ON events (updated_at)
+    WHERE state IN ('delivered', 'skipped') AND data IS NULL AND NOT has_dead_letter;
 
 -- Attempts by age: what the attempt pruner reads.
 CREATE INDEX delivery_attempts_started_idx ON delivery_attempts (started_at);

@@ -33,16 +33,15 @@ USING (
 WHERE a.id = old.id;
 
 -- name: EventsPruneKeys
--- Up to $2 finished events that finished more than $1 seconds ago, with no
--- attempt left and no dead letter (dead letters are never pruned), are
--- deleted. Their correlation's cursor stays: a repost of their key or
--- sequence is answered 409.
+-- Up to $2 finished events that finished more than $1 seconds ago, whose
+-- payload is gone, with no attempt left and no dead letter (dead letters are
+-- never pruned), are deleted. Their correlation's cursor stays: a repost of
+-- their key or sequence is answered 409.
 DELETE FROM events e
 USING (
     SELECT id FROM events ev
-    WHERE state IN ('delivered', 'skipped')
+    WHERE state IN ('delivered', 'skipped') AND data IS NULL AND NOT has_dead_letter
       AND updated_at < now() - make_interval(secs => $1)
-      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = ev.id)
       AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.event_id = ev.id)
     ORDER BY updated_at
     LIMIT $2

@@ -88,7 +88,7 @@ WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
 SELECT state FROM events WHERE id = $1 FOR UPDATE;
 
 -- name: EventMarkDeadLettered
-UPDATE events SET state = 'dead_lettered', updated_at = now() WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
+UPDATE events SET state = 'dead_lettered', has_dead_letter = true, updated_at = now() WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
 
 -- name: CorrelationAdvance
 -- The sequencer's cursor, mirrored: it moves past $2 only from $2 itself,
