@@ -103,6 +103,12 @@ func (c *Cleaner) RunOnce(ctx context.Context) (store.CleanerRun, error) {
 
 	run := store.CleanerRun{StartedAt: time.Now()}
 	deadline := run.StartedAt.Add(c.cfg.Budget)
+	pruneKeys := func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+		keys, attempts, err := c.store.EventsPruneKeys(ctx, age, limit)
+		run.AttemptsDeleted += attempts
+		c.metrics.Cleaned("attempts", attempts)
+		return keys, err
+	}
 	steps := []struct {
 		kind      string
 		retention time.Duration
@@ -111,14 +117,19 @@ func (c *Cleaner) RunOnce(ctx context.Context) (store.CleanerRun, error) {
 	}{
 		{"payloads", c.cfg.PayloadRetention, c.store.EventsPrunePayloads, &run.PayloadsPruned},
 		{"attempts", c.cfg.AttemptRetention, c.store.AttemptsPrune, &run.AttemptsDeleted},
-		{"keys", c.cfg.KeyRetention, c.store.EventsPruneKeys, &run.KeysDeleted},
+		{"keys", c.cfg.KeyRetention, pruneKeys, &run.KeysDeleted},
 	}
 	var runErr error
-	for _, st := range steps {
+	for i, st := range steps {
 		if st.retention <= 0 {
 			continue
 		}
-		for time.Now().Before(deadline) {
+		// Each kind gets at least one batch and its share of what is left
+		// of the budget, so a backlog of one (a first run on a year of
+		// history) does not starve the others; time a kind does not use
+		// passes on.
+		stepDeadline := time.Now().Add(time.Until(deadline) / time.Duration(len(steps)-i))
+		for {
 			n, err := st.prune(ctx, st.retention, c.cfg.BatchSize)
 			*st.count += n
 			c.metrics.Cleaned(st.kind, n)
@@ -126,7 +137,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (store.CleanerRun, error) {
 				runErr = err
 				break
 			}
-			if n < int64(c.cfg.BatchSize) {
+			if n < int64(c.cfg.BatchSize) || !time.Now().Before(stepDeadline) {
 				break
 			}
 		}

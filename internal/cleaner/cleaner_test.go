@@ -131,6 +131,38 @@ func TestCleanerPrunesFinishedEventsOnly(t *testing.T) {
 	require.Zero(t, again.PayloadsPruned+again.AttemptsDeleted+again.KeysDeleted, "nothing left to do")
 }
 
+// TestCleanerBacklogStarvesNoKind: a run whose budget one kind's backlog
+// would spend still prunes a batch of every kind, and the key pruner takes
+// an old event's attempts with its row rather than wait for the attempt
+// pruner.
+func TestCleanerBacklogStarvesNoKind(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	const day = 24 * time.Hour
+	for i, id := range []string{"a", "b", "c"} {
+		l.event(t, id, "c-"+id, int64(i+1))
+		require.NoError(t, l.st.EventDelivered(l.ctx, id, "c-"+id, int64(i+1), store.Attempt{Attempt: 2, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+		l.age(t, id, 100*day)
+	}
+	_, err := l.st.Pool().Exec(l.ctx, `UPDATE events SET data = NULL WHERE id = 'a'`)
+	require.NoError(t, err)
+
+	c, err := cleaner.New(cleaner.Config{PayloadRetention: 30 * day, AttemptRetention: 30 * day, KeyRetention: 90 * day, BatchSize: 1, Budget: time.Nanosecond}, l.st, testenv.Logger(t), nil)
+	require.NoError(t, err)
+	run, err := c.RunOnce(l.ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.PayloadsPruned, "one batch of payloads")
+	require.EqualValues(t, 1, run.KeysDeleted, "and one of keys, though the budget was spent")
+	require.EqualValues(t, 2, run.AttemptsDeleted, "a batch of attempts (a's first, the oldest), and a's second with its row")
+	_, _, ok := l.get(t, "a")
+	require.False(t, ok, "a's row went with its attempts")
+	for _, id := range []string{"b", "c"} {
+		_, attempts, ok := l.get(t, id)
+		require.True(t, ok, id)
+		require.Equal(t, 2, attempts, "%s keeps its attempts for the next run", id)
+	}
+}
+
 // TestCleanerWorksOnceAcrossProcesses: while one process holds the
 // cleaner's lock, another's run does nothing.
 func TestCleanerWorksOnceAcrossProcesses(t *testing.T) {

@@ -52,14 +52,13 @@ func (s *Store) AttemptsPrune(ctx context.Context, age time.Duration, limit int)
 }
 
 // EventsPruneKeys deletes up to limit events that finished more than age
-// ago and have neither attempts nor a dead letter left, and returns how
-// many.
-func (s *Store) EventsPruneKeys(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.q.EventsPruneKeys, age.Seconds(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("prune keys: %w", err)
+// ago, whose payload is gone and that have no dead letter, with the
+// attempts they still have, and returns how many of each.
+func (s *Store) EventsPruneKeys(ctx context.Context, age time.Duration, limit int) (keys, attempts int64, err error) {
+	if err := s.pool.QueryRow(ctx, s.q.EventsPruneKeys, age.Seconds(), limit).Scan(&keys, &attempts); err != nil {
+		return 0, 0, fmt.Errorf("prune keys: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return keys, attempts, nil
 }
 
 // CleanerRun is what a cleaner run did.

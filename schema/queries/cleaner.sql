@@ -34,20 +34,28 @@ WHERE a.id = old.id;
 
 -- name: EventsPruneKeys
 -- Up to $2 finished events that finished more than $1 seconds ago, whose
--- payload is gone, with no attempt left and no dead letter (dead letters are
--- never pruned), are deleted. Their correlation's cursor stays: a repost of
--- their key or sequence is answered 409.
-DELETE FROM events e
-USING (
-    SELECT id FROM events ev
+-- payload is gone and that have no dead letter (dead letters are never
+-- pruned), are deleted, with whatever attempts of theirs are left: the key
+-- retention is at least the attempt retention, so those are past theirs,
+-- and taking them here keeps each batch to its own rows however far the
+-- attempt pruner is behind. Their correlation's cursor stays: a repost of
+-- their key or sequence is answered 409. Answers the events and the
+-- attempts deleted.
+WITH old AS (
+    SELECT id FROM events
     WHERE state IN ('delivered', 'skipped') AND data IS NULL AND NOT has_dead_letter
       AND updated_at < now() - make_interval(secs => $1)
-      AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.event_id = ev.id)
     ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-) old
-WHERE e.id = old.id;
+), gone_attempts AS (
+    DELETE FROM delivery_attempts a USING old WHERE a.event_id = old.id
+    RETURNING 1
+), gone AS (
+    DELETE FROM events e USING old WHERE e.id = old.id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM gone_attempts);
 
 -- name: CleanerRunRecord
 INSERT INTO cleaner_runs (id, started_at, finished_at, payloads_pruned, attempts_deleted, keys_deleted, error)
