@@ -49,6 +49,8 @@ type Starter struct {
 	store    *store.Store
 	temporal client.Client
 	logger   *slog.Logger
+	// sequencers bounds the updates in flight per sequencer.
+	sequencers *gate
 }
 
 // New returns a Starter; store, client and logger are required.
@@ -68,7 +70,7 @@ func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*St
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = 30 * time.Second
 	}
-	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger}, nil
+	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger, sequencers: newGate(SequencerUpdatesInFlight)}, nil
 }
 
 // Input builds the workflow input of a stored event, waiting for its
@@ -154,6 +156,11 @@ func (s *Starter) Resync(ctx context.Context, correlationID string) error {
 // updateSequencer sends an update to the correlation's sequencer, starting
 // it when it is not running, and decodes the answer into out.
 func (s *Starter) updateSequencer(ctx context.Context, correlationID, update string, args []any, out any) error {
+	done, err := s.sequencers.enter(ctx, correlationID)
+	if err != nil {
+		return fmt.Errorf("%s update to sequencer of %s: %w", update, correlationID, err)
+	}
+	defer done()
 	start := s.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       contract.SequencerID(correlationID),
 		TaskQueue:                contract.SequencerTaskQueue(s.cfg.TaskQueue),
