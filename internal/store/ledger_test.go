@@ -87,7 +87,7 @@ func TestQueuedClaimLeases(t *testing.T) {
 }
 
 // TestStuckHeadsClaim: only a correlation's next event is a head, only when
-// unfinished, started and unchanged for the lease.
+// unfinished, started, unchanged and at the head of its line for the lease.
 func TestStuckHeadsClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -111,7 +111,12 @@ func TestStuckHeadsClaim(t *testing.T) {
 
 	got, err := st.EventsStuckHeadsClaim(ctx, 10, time.Minute)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"h-1", "d-2"}, ids(got))
+	require.ElementsMatch(t, []string{"h-1"}, ids(got), "d-2 waited in line for an hour, but the cursor reached it just now")
+	_, err = st.Pool().Exec(ctx, `UPDATE correlations SET updated_at = updated_at - interval '1 hour' WHERE correlation_id = 'd'`)
+	require.NoError(t, err)
+	got, err = st.EventsStuckHeadsClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"d-2"}, ids(got), "once the cursor has been on it for the lease, it is")
 	got, err = st.EventsStuckHeadsClaim(ctx, 10, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, got, "a head looked at is left alone for the lease")

@@ -39,7 +39,9 @@ RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.p
 -- name: EventsStuckHeadsClaim
 -- Heads of their correlation (the sequence its cursor is on) that are not
 -- finished, have not changed for $1 seconds and were not looked at by a
--- sweep for as long; up to $2 of them, stamped as in EventsQueuedClaim. A
+-- sweep for as long, whose correlation's cursor has been on them for as
+-- long (an event that waited in a long line became head only when the
+-- cursor moved to it); up to $2 of them, stamped as in EventsQueuedClaim. A
 -- head that does not move may be fine (a dead letter waits for its
 -- operator; a retry waits for its timer), or its workflow may have been
 -- terminated, or its sequencer reset: the sweep finds out which. Queued
@@ -51,6 +53,8 @@ FROM (
     WHERE h.state NOT IN ('delivered', 'skipped', 'queued')
       AND h.sequence = COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = h.correlation_id), 1)
       AND h.updated_at < now() - make_interval(secs => $1)
+      AND NOT EXISTS (SELECT 1 FROM correlations c WHERE c.correlation_id = h.correlation_id
+                      AND c.updated_at >= now() - make_interval(secs => $1))
       AND (h.swept_at IS NULL OR h.swept_at < now() - make_interval(secs => $1))
     ORDER BY h.updated_at
     LIMIT $2
