@@ -80,20 +80,24 @@ func (b *bundle) terminate(id string) {
 }
 
 // resetToFirstTask presses Reset on the workflow's latest run, back to its
-// first completed workflow task.
+// first completed workflow task, once it has one: the ledger says an event
+// is delivered from inside the task that delivers it, before the task
+// completes.
 func (b *bundle) resetToFirstTask(id string) {
 	b.t.Helper()
 	ctx := context.Background()
-	it := b.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var first int64
-	for it.HasNext() && first == 0 {
-		ev, err := it.Next()
-		require.NoError(b.t, err)
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			first = ev.GetEventId()
+	waitFor(b.t, 30*time.Second, "a completed workflow task of "+id, func() bool {
+		it := b.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() && first == 0 {
+			ev, err := it.Next()
+			require.NoError(b.t, err)
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+				first = ev.GetEventId()
+			}
 		}
-	}
-	require.NotZero(b.t, first)
+		return first != 0
+	})
 	_, err := b.client.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace: b.cfg.TemporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
 		Reason: "pressed Reset in the Web UI", WorkflowTaskFinishEventId: first, RequestId: uuid.NewString(),
