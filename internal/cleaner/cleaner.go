@@ -119,8 +119,14 @@ func (c *Cleaner) RunOnce(ctx context.Context) (store.CleanerRun, error) {
 		{"attempts", c.cfg.AttemptRetention, c.store.AttemptsPrune, &run.AttemptsDeleted},
 		{"keys", c.cfg.KeyRetention, pruneKeys, &run.KeysDeleted},
 	}
+	enabled := 0
+	for _, st := range steps {
+		if st.retention > 0 {
+			enabled++
+		}
+	}
 	var runErr error
-	for i, st := range steps {
+	for _, st := range steps {
 		if st.retention <= 0 {
 			continue
 		}
@@ -128,7 +134,8 @@ func (c *Cleaner) RunOnce(ctx context.Context) (store.CleanerRun, error) {
 		// of the budget, so a backlog of one (a first run on a year of
 		// history) does not starve the others; time a kind does not use
 		// passes on.
-		stepDeadline := time.Now().Add(time.Until(deadline) / time.Duration(len(steps)-i))
+		stepDeadline := time.Now().Add(time.Until(deadline) / time.Duration(enabled))
+		enabled--
 		for {
 			n, err := st.prune(ctx, st.retention, c.cfg.BatchSize)
 			*st.count += n
