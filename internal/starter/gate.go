@@ -5,14 +5,16 @@ import (
 	"sync"
 )
 
-// SequencerUpdatesInFlight bounds the updates one process has in flight to
-// one correlation's sequencer. Temporal refuses more than 10 in flight to a
-// workflow (limit.workflow.maxInFlightUpdates), and the refused ones, retried
-// by every producer of a burst at once, kept the sequencer's history shard
-// so busy that its workflow tasks were not started for minutes: the
-// correlation stalled. Four per process keeps the API and a worker under the
-// limit together, and a sequencer task still takes every update that waits
-// for it.
+// SequencerUpdatesInFlight bounds the updates one Starter (the API's, a
+// worker's, the relay's) has in flight to one correlation's sequencer.
+// Temporal refuses more than 10 in flight to a workflow by default
+// (history.maxInFlightUpdates), and the refused ones, retried by every
+// producer of a burst at once, kept the sequencer so busy in the history
+// service that its workflow tasks were not started for minutes: the
+// correlation stalled. Four keeps the API and a worker under the default
+// together (hookflow dev, the bench); a deployment with more processes
+// raises the limit to match (docker-compose.yml sets 50). A sequencer task
+// still takes every update that waits for it.
 const SequencerUpdatesInFlight = 4
 
 // gate bounds the work in flight per key. A key's slots are dropped when
