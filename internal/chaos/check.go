@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/refreceiver"
 )
 
 // Final event states in hookflow's ledger.
@@ -40,7 +41,7 @@ type Observed struct {
 	// Parked counts events the receiver still holds parked.
 	Parked int
 	// Receiver is the receiver's GET /correlations/{id} per correlation.
-	Receiver map[string]receiverCorrelation
+	Receiver map[string]refreceiver.Correlation
 	// AppliedAnswers counts the receiver's "applied" answers per event id,
 	// as the proxy saw them.
 	AppliedAnswers map[string]int

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/refreceiver"
 )
 
 // cleanRun is a workload whose every event was delivered and applied in
@@ -19,7 +20,7 @@ func cleanRun(t *testing.T) (*Workload, Observed) {
 		t.Fatal(err)
 	}
 	o := Observed{Accepted: map[string]bool{}, States: map[string]string{}, DeadLetters: map[string]string{},
-		Receiver: map[string]receiverCorrelation{}, AppliedAnswers: map[string]int{}, Skipped: map[string]bool{}, Heads: map[string]Head{}}
+		Receiver: map[string]refreceiver.Correlation{}, AppliedAnswers: map[string]int{}, Skipped: map[string]bool{}, Heads: map[string]Head{}}
 	sums := map[string]int64{}
 	for _, ev := range w.Events {
 		o.Accepted[ev.ID] = true

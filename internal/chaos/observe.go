@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/refreceiver"
 )
 
 // observer reads how the run stands, from hookflow's ledger, the
@@ -139,7 +140,7 @@ func (o *observer) noteStrayDeadLetters(ctx context.Context) {
 func (o *observer) read(parent context.Context, obs *Observed) error {
 	ctx, cancel := context.WithTimeout(parent, 2*time.Minute)
 	defer cancel()
-	obs.States, obs.DeadLetters, obs.Receiver = map[string]string{}, map[string]string{}, map[string]receiverCorrelation{}
+	obs.States, obs.DeadLetters, obs.Receiver = map[string]string{}, map[string]string{}, map[string]refreceiver.Correlation{}
 	st := o.st
 
 	rows, err := st.hf.Query(ctx, "SELECT id, state FROM events")

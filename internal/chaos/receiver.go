@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/refreceiver"
 	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
@@ -17,15 +18,6 @@ import (
 type receiverClient struct {
 	base string
 	http *http.Client
-}
-
-// receiverCorrelation is the reference receiver's GET /correlations/{id}.
-type receiverCorrelation struct {
-	CorrelationID string      `json:"correlation_id"`
-	LastSequence  int64       `json:"last_sequence"`
-	Applied       []string    `json:"applied"`
-	Balance       json.Number `json:"balance"`
-	Parked        []int64     `json:"parked"`
 }
 
 // get reads GET path; out is decoded from a 200. It returns the status.
@@ -50,8 +42,8 @@ func (c receiverClient) get(ctx context.Context, path string, out any) (int, err
 
 // correlation reads the receiver's ledger of one correlation; the code is
 // 404 when none of its events arrived.
-func (c receiverClient) correlation(ctx context.Context, id string) (receiverCorrelation, int, error) {
-	var rc receiverCorrelation
+func (c receiverClient) correlation(ctx context.Context, id string) (refreceiver.Correlation, int, error) {
+	var rc refreceiver.Correlation
 	code, err := c.get(ctx, "/correlations/"+url.PathEscape(id), &rc)
 	if err != nil {
 		return rc, code, fmt.Errorf("receiver correlation %s: %w", id, err)

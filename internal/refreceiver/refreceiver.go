@@ -227,8 +227,9 @@ func parseAmount(data json.RawMessage) (string, error) {
 	return n.String(), nil
 }
 
-// correlationView is the GET /correlations/{id} answer.
-type correlationView struct {
+// Correlation is the GET /correlations/{id} answer: what the receiver
+// applied for one correlation, and what it parked.
+type Correlation struct {
 	CorrelationID string      `json:"correlation_id"`
 	LastSequence  int64       `json:"last_sequence"`
 	Applied       []string    `json:"applied"`
@@ -253,11 +254,11 @@ func (s *Server) getCorrelation(w http.ResponseWriter, r *http.Request) {
 
 // correlation reads the ledger of id from one snapshot and adds the events
 // the kit holds parked.
-func (s *Server) correlation(ctx context.Context, id string) (correlationView, error) {
-	view := correlationView{CorrelationID: id, Applied: []string{}, Balance: "0", Parked: []int64{}}
+func (s *Server) correlation(ctx context.Context, id string) (Correlation, error) {
+	view := Correlation{CorrelationID: id, Applied: []string{}, Balance: "0", Parked: []int64{}}
 	kitState, err := s.kit.Correlation(ctx, id)
 	if err != nil {
-		return correlationView{}, err
+		return Correlation{}, err
 	}
 	for _, p := range kitState.Parked {
 		view.Parked = append(view.Parked, p.Sequence)
@@ -265,7 +266,7 @@ func (s *Server) correlation(ctx context.Context, id string) (correlationView, e
 
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return correlationView{}, fmt.Errorf("begin: %w", err)
+		return Correlation{}, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var balance string
@@ -274,17 +275,17 @@ func (s *Server) correlation(ctx context.Context, id string) (correlationView, e
 	case errors.Is(err, pgx.ErrNoRows):
 		// Only parked events so far.
 	case err != nil:
-		return correlationView{}, fmt.Errorf("get ledger balance: %w", err)
+		return Correlation{}, fmt.Errorf("get ledger balance: %w", err)
 	default:
 		view.Balance = json.Number(balance)
 	}
 	rows, err := tx.Query(ctx, s.q[qLedgerEntryListByCorrelation], id)
 	if err != nil {
-		return correlationView{}, fmt.Errorf("list ledger entries: %w", err)
+		return Correlation{}, fmt.Errorf("list ledger entries: %w", err)
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return correlationView{}, fmt.Errorf("list ledger entries: %w", err)
+		return Correlation{}, fmt.Errorf("list ledger entries: %w", err)
 	}
 	view.Applied = append(view.Applied, applied...)
 	return view, nil

@@ -86,20 +86,12 @@ func post(client *http.Client, baseURL, secret, id string, b []byte) (int, error
 	return resp.StatusCode, nil
 }
 
-type correlationView struct {
-	CorrelationID string      `json:"correlation_id"`
-	LastSequence  int64       `json:"last_sequence"`
-	Applied       []string    `json:"applied"`
-	Balance       json.Number `json:"balance"`
-	Parked        []int64     `json:"parked"`
-}
-
-func getCorrelation(t *testing.T, baseURL, id string) (int, correlationView) {
+func getCorrelation(t *testing.T, baseURL, id string) (int, refreceiver.Correlation) {
 	t.Helper()
 	resp, err := http.Get(baseURL + "/correlations/" + id)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	var v correlationView
+	var v refreceiver.Correlation
 	if resp.StatusCode == http.StatusOK {
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
 	}
@@ -281,7 +273,7 @@ func TestParkedShowsInCorrelation(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	code, v := getCorrelation(t, srv.URL, "acct-1")
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, correlationView{CorrelationID: "acct-1", Applied: []string{}, Balance: "0", Parked: []int64{2}}, v)
+	require.Equal(t, refreceiver.Correlation{CorrelationID: "acct-1", Applied: []string{}, Balance: "0", Parked: []int64{2}}, v)
 }
 
 func TestRun(t *testing.T) {
