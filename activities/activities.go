@@ -93,18 +93,45 @@ func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (c
 	return out, nil
 }
 
-// Skip records the skip on the dead letter (unless the API already did, when
-// it claimed it), marks the event skipped and moves its correlation's cursor
-// past it, then hands over to the sequencer (Finish). Repeating it is
+// Skip claims the skip of the dead letter (the API may have claimed it
+// already), marks the event skipped and moves its correlation's cursor past
+// it, then hands over to the sequencer (Finish). When the dead letter was
+// claimed for a replay first, it does nothing and says so (Lost): of an
+// API call and a signal sent by hand, only one acts. Repeating it is
 // harmless.
-func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) error {
-	if _, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.Generation, in.By, in.Note); err != nil {
-		return err
+func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.OperatorResult, error) {
+	ok, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.Generation, in.By, in.Note)
+	if err != nil {
+		return contract.OperatorResult{}, err
+	}
+	if !ok {
+		if lost, err := a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterSkipped); err != nil || lost != "" {
+			return contract.OperatorResult{Lost: lost}, err
+		}
 	}
 	if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, contract.StateSkipped, a.now()); err != nil {
-		return err
+		return contract.OperatorResult{}, err
 	}
-	return a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID, Skipped: true})
+	return contract.OperatorResult{}, a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID, Skipped: true})
+}
+
+// claimedOtherwise is called when the claim of action (replayed, skipped)
+// on dead letter gen of the event failed: it returns "" when that very
+// action holds the claim (the API claimed it before it signalled), else
+// the status that does, whose action won.
+func (a *Activities) claimedOtherwise(ctx context.Context, eventID string, gen int32, action string) (string, error) {
+	d, err := a.store.DeadLetterGet(ctx, eventID)
+	if err != nil {
+		return "", err
+	}
+	if d.Generation == gen && d.Status == action {
+		return "", nil
+	}
+	a.logger.Warn("operator action lost to another claimed first", "event_id", eventID, "generation", gen, "action", action, "claimed", d.Status, "claimed_generation", d.Generation)
+	if d.Generation != gen {
+		return fmt.Sprintf("generation %d", d.Generation), nil
+	}
+	return d.Status, nil
 }
 
 // WriteDeadLetter stores the dead letter with the signed envelope and every
@@ -132,7 +159,7 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 		EventID: in.Event.EventID, CorrelationID: in.Event.CorrelationID, Sequence: in.Event.Sequence,
 		EndpointID: in.Event.EndpointID, Envelope: env, Attempts: attempts, Reason: in.Reason,
 		FirstFailureAt: first, DeadLetteredAt: a.now(),
-	})
+	}, in.Window)
 	if errors.Is(err, store.ErrEventFinished) {
 		ev, err := a.store.EventGet(ctx, in.Event.EventID)
 		if err != nil {
@@ -151,10 +178,15 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 	return contract.DeadLetterResult{Generation: gen}, nil
 }
 
-// Replayed records the replay on the dead letter of that generation, unless
-// the API already did when it claimed it. A late one never touches a later
-// generation.
-func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) error {
-	_, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.Generation, in.By)
-	return err
+// Replayed claims the replay of the dead letter of that generation (the
+// API may have claimed it already). When the dead letter was claimed for a
+// skip first, it says so (Lost) and the workflow does not replay. A late
+// one never touches a later generation.
+func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) (contract.OperatorResult, error) {
+	ok, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.Generation, in.By)
+	if err != nil || ok {
+		return contract.OperatorResult{}, err
+	}
+	lost, err := a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterReplayed)
+	return contract.OperatorResult{Lost: lost}, err
 }

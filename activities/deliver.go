@@ -38,7 +38,8 @@ const maxRecordedBody = 2048
 // event it releases next, and that one is signalled, before returning);
 // 410 → the endpoint is disabled, non-retryable;
 // any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
-// → retry after that delay; everything else → retry.
+// → retry after that delay; everything else → retry. An event the ledger
+// holds as final, delivered or skipped, is never sent again.
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
 	ep, state, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
@@ -48,12 +49,17 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		}
 		return contract.DeliverResult{}, err
 	}
-	if state == contract.StateDelivered {
+	switch state {
+	case contract.StateDelivered:
 		// An earlier attempt was delivered and recorded, and its result lost
 		// on the way back (a workflow task that timed out after its local
 		// activity finished, or an operator's reset): nothing is sent again,
 		// and the hand-over, which may not have happened, is repeated.
 		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}), nil
+	case contract.StateSkipped:
+		// An operator skipped it, and a Reset ran its delivery again: the
+		// receiver must never get it. The workflow ends it as skipped.
+		return contract.DeliverResult{Skipped: true, Attempt: attempt}, nil
 	}
 	started := a.now()
 	if ep.Disabled {

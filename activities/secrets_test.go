@@ -225,7 +225,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	answer.Store(http.StatusBadRequest)
 	_, err = env.ExecuteActivity(acts.Deliver, input(accepted[1]))
 	require.Error(t, err)
-	_, err = env.ExecuteActivity(acts.WriteDeadLetter, contract.DeadLetterInput{Event: input(accepted[1]), Reason: err.Error()})
+	_, err = env.ExecuteActivity(acts.WriteDeadLetter, contract.DeadLetterInput{Event: input(accepted[1]), Reason: err.Error(), Window: "run/1"})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, verified.Load(), "every delivery was signed with both live secrets")
 

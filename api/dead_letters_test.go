@@ -20,7 +20,7 @@ func (b *bundle) deadLettered(t *testing.T, id string) store.DeadLetter {
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = b.store.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID,
-		Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()})
+		Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}, "window-1")
 	require.NoError(t, err)
 	d, err := b.store.DeadLetterGet(ctx, id)
 	require.NoError(t, err)

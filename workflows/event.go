@@ -18,8 +18,9 @@ type EventInput struct {
 	// RecoveryWindow is how long delivery is retried, counted from release.
 	RecoveryWindow time.Duration `json:"recovery_window"`
 	// Released is the sequencer's release when it came in its answer to the
-	// event's arrival (the event was next, nothing was in flight); nil: the
-	// event waits for the release signal.
+	// event's arrival (the event was next, nothing was in flight), or as the
+	// ledger mirrors it when the workflow of a released event is started
+	// again; nil: the event waits for the release signal.
 	Released *contract.Release `json:"released,omitempty"`
 	// DeadLetter is set when the workflow of a dead-lettered event is
 	// started again (an operator terminated it): it waits for a replay or
@@ -121,12 +122,17 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// CorrelationId, Sequence and DeliveryState are set at start (starter),
 	// which costs no history event.
 	var gen int32
+	if in.Released != nil {
+		w.ev.Skipped = in.Released.Skipped
+	}
 	switch {
 	case in.DeadLetter != nil:
+		// Started again on its dead letter (from the ledger, by the starter):
+		// released before, with the skipped sequences the replay still owes
+		// the receiver.
 		gen = in.DeadLetter.Generation
 		w.status = contract.EventStatus{State: contract.StateDeadLettered, Generation: gen, Reason: in.DeadLetter.Reason}
 	case in.Released != nil:
-		w.ev.Skipped = in.Released.Skipped
 	default:
 		var rel contract.Release
 		workflow.GetSignalChannel(ctx, contract.SignalRelease).Receive(ctx, &rel)
@@ -137,6 +143,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	for {
 		if gen == 0 {
 			res, err := w.deliverWindow()
+			if err == nil && res.Skipped {
+				return w.foundFinished(contract.StateSkipped)
+			}
 			if err == nil {
 				return w.delivered(res)
 			}
@@ -152,17 +161,29 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		if err != nil {
 			return EventResult{}, err
 		}
+		// The claim on the dead letter row decides between an API call and a
+		// signal sent by hand: an action that lost it takes no effect, and
+		// the workflow waits for the one that won (the API signals it).
+		var claim contract.OperatorResult
 		if skip != nil {
 			in := contract.SkipInput{EventID: w.ev.EventID, CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
-			if err := workflow.ExecuteActivity(ledger, contract.ActivitySkip, in).Get(ctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(ledger, contract.ActivitySkip, in).Get(ctx, &claim); err != nil {
 				return EventResult{}, fmt.Errorf("record skip: %w", err)
+			}
+			if claim.Lost != "" {
+				w.logger.Warn("skip not taken: the dead letter was claimed otherwise first", "generation", gen, "claimed", claim.Lost)
+				continue
 			}
 			w.setState(contract.StateSkipped)
 			return EventResult{State: contract.StateSkipped}, nil
 		}
 		rin := contract.ReplayedInput{EventID: w.ev.EventID, Generation: gen, By: replay.By}
-		if err := workflow.ExecuteActivity(ledger, contract.ActivityReplayed, rin).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(ledger, contract.ActivityReplayed, rin).Get(ctx, &claim); err != nil {
 			return EventResult{}, fmt.Errorf("record replay: %w", err)
+		}
+		if claim.Lost != "" {
+			w.logger.Warn("replay not taken: the dead letter was claimed otherwise first", "generation", gen, "claimed", claim.Lost)
+			continue
 		}
 		gen = 0
 		w.status.Generation, w.status.Reason = 0, ""
@@ -182,6 +203,9 @@ type eventRun struct {
 	status contract.EventStatus
 	// windowStart is when the current delivery window began.
 	windowStart time.Time
+	// windows counts the delivery windows of this run; with the run's ID it
+	// names the window a dead letter ends.
+	windows int
 }
 
 // setState records the state for the query and the DeliveryState search
@@ -249,7 +273,8 @@ func (w *eventRun) deadLetter(failure error) (int32, contract.State, error) {
 		}
 	}
 	var res contract.DeadLetterResult
-	in := contract.DeadLetterInput{Event: w.ev, Reason: reason}
+	window := fmt.Sprintf("%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, w.windows)
+	in := contract.DeadLetterInput{Event: w.ev, Reason: reason, Window: window}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), contract.ActivityWriteDeadLetter, in).Get(ctx, &res); err != nil {
 		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
@@ -315,6 +340,7 @@ func (w *eventRun) windowEnd() time.Time { return w.windowStart.Add(w.in.Recover
 func (w *eventRun) deliverWindow() (contract.DeliverResult, error) {
 	ctx, ev := w.ctx, w.ev
 	w.windowStart = workflow.Now(ctx)
+	w.windows++
 	var res contract.DeliverResult
 	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
 	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)

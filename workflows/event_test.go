@@ -72,9 +72,9 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 			h.states.add(contract.State(s))
 		}
 	}).Maybe()
-	env.OnActivity(act.Replayed, mock.Anything, mock.Anything).Return(func(_ context.Context, r contract.ReplayedInput) error {
+	env.OnActivity(act.Replayed, mock.Anything, mock.Anything).Return(func(_ context.Context, r contract.ReplayedInput) (contract.OperatorResult, error) {
 		h.replays.add(r)
-		return nil
+		return contract.OperatorResult{}, nil
 	}).Maybe()
 	h.at(releaseAfter, func() {
 		if h.releasedAtStart || h.in.DeadLetter != nil {
@@ -125,9 +125,9 @@ func (h *eventHarness) onDeadLetter(answer func(n int) error) {
 func (h *eventHarness) expectSkip(gen int32, by, note string) {
 	h.env.OnActivity(act.Skip, mock.Anything, contract.SkipInput{
 		EventID: h.in.Event.EventID, CorrelationID: correlation, Sequence: h.in.Event.Sequence, Generation: gen, By: by, Note: note,
-	}).Return(func(context.Context, contract.SkipInput) error {
+	}).Return(func(context.Context, contract.SkipInput) (contract.OperatorResult, error) {
 		h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID, Skipped: true}})
-		return nil
+		return contract.OperatorResult{}, nil
 	}).Once()
 }
 
@@ -363,7 +363,7 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 		return contract.DeliverResult{StatusCode: 204, Attempt: number}, nil
 	})
 	h.onDeadLetter(func(int) error { return nil })
-	h.env.OnActivity(act.Skip, mock.Anything, mock.Anything).Return(nil).Never()
+	h.env.OnActivity(act.Skip, mock.Anything, mock.Anything).Return(contract.OperatorResult{}, nil).Never()
 
 	var replayedAt time.Time
 	h.at(20*time.Minute, func() {
@@ -569,4 +569,111 @@ func TestEventWorkflowFindsItDeliveredWhenTheWindowEnds(t *testing.T) {
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.handOvers.all(), 1)
 	require.Equal(t, contract.StateDelivered, h.states.all()[len(h.states.all())-1])
+}
+
+// TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped (issue 22,
+// defect 1): the workflow of a dead letter started again from the ledger
+// carries its release, with the sequences skipped before it, and its
+// replay's delivery still names them.
+func TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped(t *testing.T) {
+	t.Parallel()
+	in := eventInput(2)
+	in.DeadLetter = &workflows.DeadLetter{Generation: 1, Reason: "permanent rejection: receiver answered 400"}
+	in.Released = &contract.Release{Sequence: 2, Skipped: []int64{1}}
+	h := newEventHarness(t, in)
+	h.skippedBefore = []int64{1}
+	h.onDeliver(delivered)
+	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "erin"}) })
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Len(t, h.attempts.all(), 1)
+}
+
+// TestEventWorkflowOfASkippedEventSendsNothing (issue 22, defect 5): a
+// Reset runs the delivery of an event an operator skipped again; Deliver
+// finds it skipped in the ledger and sends nothing, and the workflow ends
+// skipped, with no dead letter.
+func TestEventWorkflowOfASkippedEventSendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(5))
+	h.releasedAtStart = true
+	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(contract.DeliverResult{Skipped: true, Attempt: 1}, nil).Once()
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{}, nil).Never()
+	h.env.OnActivity(act.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.FinishInput) error {
+		h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: in.Sequence, EventID: in.EventID, Skipped: in.Skipped}})
+		return nil
+	}).Once()
+
+	res := h.run()
+
+	require.Equal(t, contract.StateSkipped, res.State)
+	require.Len(t, h.handOvers.all(), 1, "the sequencer hears it is skipped (again: harmless)")
+}
+
+// TestEventWorkflowLostClaimWaitsForTheWinner (issue 22, defect 4): a skip
+// sent by hand from the Web UI reaches the workflow while the API holds a
+// replay's claim on the dead letter. The skip takes no effect; the replay
+// the API signals then does.
+func TestEventWorkflowLostClaimWaitsForTheWinner(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(7))
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		if n == 1 {
+			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", contract.ErrTypePermanent, nil)
+		}
+		return delivered(n, number)
+	})
+	h.onDeadLetter(func(int) error { return nil })
+	var skips int
+	h.env.OnActivity(act.Skip, mock.Anything, mock.Anything).Return(func(context.Context, contract.SkipInput) (contract.OperatorResult, error) {
+		skips++
+		return contract.OperatorResult{Lost: "replayed"}, nil
+	}).Once()
+	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalSkip, map[string]any{}) })
+	h.at(2*time.Minute, func() {
+		require.Equal(t, 1, skips)
+		require.Equal(t, contract.StateDeadLettered, h.state().State, "the lost skip changed nothing")
+		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "api-key"})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Len(t, h.attempts.all(), 2)
+	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, Generation: 1, By: "api-key"}}, h.replays.all())
+}
+
+// TestEventWorkflowNamesTheWindowEachDeadLetterEnds (issue 22, defect 6):
+// every write of one window's dead letter, retries included, names the
+// same window, and the replayed window's another.
+func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(8))
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		if n <= 2 {
+			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", contract.ErrTypePermanent, nil)
+		}
+		return delivered(n, number)
+	})
+	h.onDeadLetter(func(n int) error {
+		if n == 1 {
+			return errors.New("the result of a committed write was lost")
+		}
+		return nil
+	})
+	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1}) })
+	h.at(2*time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 2}) })
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	dls := h.deadLetters.all()
+	require.Len(t, dls, 3)
+	require.NotEmpty(t, dls[0].input.Window)
+	require.Equal(t, dls[0].input.Window, dls[1].input.Window, "a retry names the window it retries")
+	require.NotEqual(t, dls[1].input.Window, dls[2].input.Window, "the replayed window is another")
 }

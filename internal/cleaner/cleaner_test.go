@@ -81,13 +81,13 @@ func TestCleanerPrunesFinishedEventsOnly(t *testing.T) {
 	for _, id := range []string{"old", "mid", "new"} {
 		require.NoError(t, l.st.EventDelivered(l.ctx, id, "c-"+id, map[string]int64{"old": 1, "mid": 2, "new": 3}[id], store.Attempt{Attempt: 2, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
 	}
-	_, err := l.st.DeadLetterUpsert(l.ctx, store.DeadLetter{EventID: "skipped", CorrelationID: "c-skipped", Sequence: 4, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()})
+	_, err := l.st.DeadLetterUpsert(l.ctx, store.DeadLetter{EventID: "skipped", CorrelationID: "c-skipped", Sequence: 4, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}, "window-1")
 	require.NoError(t, err)
 	require.NoError(t, l.st.EventFinish(l.ctx, "skipped", "c-skipped", 4, contract.StateSkipped, time.Now()))
 	l.event(t, "waiting", "c-waiting", 1)
 	require.NoError(t, l.st.EventMarkStarted(l.ctx, "waiting", ""))
 	l.event(t, "dead", "c-dead", 1)
-	_, err = l.st.DeadLetterUpsert(l.ctx, store.DeadLetter{EventID: "dead", CorrelationID: "c-dead", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()})
+	_, err = l.st.DeadLetterUpsert(l.ctx, store.DeadLetter{EventID: "dead", CorrelationID: "c-dead", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}, "window-1")
 	require.NoError(t, err)
 	for id, d := range map[string]time.Duration{"old": 100 * day, "mid": 40 * day, "new": day, "skipped": 100 * day, "waiting": 100 * day, "dead": 100 * day} {
 		l.age(t, id, d)

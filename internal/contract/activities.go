@@ -60,6 +60,11 @@ type SkipInput struct {
 type DeadLetterInput struct {
 	Event  DeliverInput `json:"event"`
 	Reason string       `json:"reason"`
+	// Window names the delivery window this dead letter ends (the
+	// workflow's run and the window's number in it). A retry of the write
+	// for the same window, whose first try committed but whose result was
+	// lost, writes nothing and answers the generation written then.
+	Window string `json:"window"`
 }
 
 // DeadLetterResult is what WriteDeadLetter did.
@@ -71,6 +76,14 @@ type DeadLetterResult struct {
 	// attempt whose result was lost on its way back (Temporal restarted,
 	// the retries ran out of window) leaves exactly that.
 	Finished State `json:"finished,omitempty"`
+}
+
+// OperatorResult is what an operator's replay or skip did to its dead
+// letter. Lost names the other action (replayed, skipped) that was claimed
+// on the dead letter first, by the API or by an earlier signal: this one
+// took no effect, and the workflow waits for the action that won.
+type OperatorResult struct {
+	Lost string `json:"lost,omitempty"`
 }
 
 // ReplayedInput names the dead letter a replay is for.
@@ -131,4 +144,7 @@ type DeliverResult struct {
 	// releasing the successor it named) failed; the workflow runs Finish,
 	// which retries.
 	HandOffPending bool `json:"hand_off_pending,omitempty"`
+	// Skipped: nothing was sent, because the ledger has the event as
+	// skipped by an operator (a Reset ran its delivery again).
+	Skipped bool `json:"skipped,omitempty"`
 }

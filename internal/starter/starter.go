@@ -85,6 +85,35 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	}
 }
 
+// ledgerInput rebuilds the workflow input of a stored event that is not
+// finished from what the ledger holds, for a workflow started again (the
+// sweep's restart, a release, an operator's signal to a workflow that is
+// gone): the event; its release, with the correlation's skipped tail, when
+// the ledger has it released (delivering or dead-lettered: only the head
+// of its correlation can be, so the tail is what its release carried); and
+// the dead letter it waits on, when it is dead-lettered, which it returns
+// too. A waiting (or queued) event gets no release: its sequencer gives it.
+func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.EventInput, *store.DeadLetter, error) {
+	in := s.Input(ev)
+	if ev.State != contract.StateDelivering && ev.State != contract.StateDeadLettered {
+		return in, nil, nil
+	}
+	skipped, err := s.store.CorrelationSkippedTail(ctx, ev.CorrelationID)
+	if err != nil {
+		return in, nil, err
+	}
+	in.Released = &contract.Release{Sequence: ev.Sequence, Skipped: skipped}
+	if ev.State != contract.StateDeadLettered {
+		return in, nil, nil
+	}
+	d, err := s.store.DeadLetterGet(ctx, ev.ID)
+	if err != nil {
+		return in, nil, err
+	}
+	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
+	return in, &d, nil
+}
+
 // HeldStartDelay is how long the workflow of a held event waits before its
 // first workflow task, unless its release comes first: the release is a
 // signal-with-start, which ends the delay at once and delivers the release
@@ -199,8 +228,14 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if ev.State.Final() {
 		return nil
 	}
+	// A workflow that is gone starts again where the ledger has the event:
+	// one that was released or dead-lettered already ignores the release.
+	in, d, err := s.ledgerInput(ctx, ev)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", h.EventID, err)
+	}
 	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
-		s.signalStartOptions(ev, contract.StateWaiting), contract.EventWorkflow, s.Input(ev))
+		s.signalStartOptions(ev, stateOf(in)), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return nil // its last run completed
 	}
@@ -210,7 +245,43 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
 		return nil
 	}
-	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again released", run.GetRunID())
+	if err := s.reopenClaim(ctx, d); err != nil {
+		return err
+	}
+	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again, "+startedAs(in), run.GetRunID())
+}
+
+// reopenClaim reopens the dead letter that a new run of its workflow waits
+// on when a replay or skip was claimed for it: the run that was to carry
+// it out ended first, so the operator has to act again.
+func (s *Starter) reopenClaim(ctx context.Context, d *store.DeadLetter) error {
+	if d == nil || d.Status == store.DeadLetterOpen {
+		return nil
+	}
+	return s.store.DeadLetterReopen(ctx, d.EventID, d.Generation)
+}
+
+// startedAs says, for a restart's record, how a workflow started with input
+// in begins.
+func startedAs(in workflows.EventInput) string {
+	switch {
+	case in.DeadLetter != nil:
+		return "waiting on its dead letter"
+	case in.Released != nil:
+		return "released"
+	}
+	return "waiting for its release"
+}
+
+// stateOf is the DeliveryState a workflow started with input in begins in.
+func stateOf(in workflows.EventInput) contract.State {
+	switch {
+	case in.DeadLetter != nil:
+		return contract.StateDeadLettered
+	case in.Released != nil:
+		return contract.StateDelivering
+	}
+	return contract.StateWaiting
 }
 
 // startOptions start an event's workflow: its ID is the key, a completed
@@ -255,14 +326,7 @@ func (s *Starter) signalStartOptions(ev store.Event, state contract.State) clien
 // started; "" when the workflow was running (or completed) already, which
 // is not an error.
 func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (string, error) {
-	state := contract.StateWaiting
-	switch {
-	case in.DeadLetter != nil:
-		state = contract.StateDeadLettered
-	case in.Released != nil:
-		state = contract.StateDelivering
-	}
-	run, err := s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, state), contract.EventWorkflow, in)
+	run, err := s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, stateOf(in)), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return "", nil
 	}
@@ -289,7 +353,11 @@ func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, sign
 	if ev.State.Final() {
 		return true, nil
 	}
-	in := s.Input(ev)
+	in, _, err := s.ledgerInput(ctx, ev)
+	if err != nil {
+		return false, err
+	}
+	// The operator acts on this dead letter, whose claim the caller holds.
 	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
 	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, contract.StateDeadLettered), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 // sweepBatch bounds the events one sweep takes in hand.
@@ -116,36 +115,31 @@ func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) 
 	return false, nil
 }
 
-// restart starts the workflow of an unfinished event again: waiting on its
-// dead letter when it has one open, else through its sequencer as at
-// acceptance (which answers whether it is released). It records why.
+// restart starts the workflow of an unfinished event again where the
+// ledger has it (ledgerInput): waiting on its dead letter when it has one,
+// released when it was, else through its sequencer as at acceptance (which
+// answers whether it is released). It records why.
 func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error {
 	s.logger.Warn("starting an event's workflow again", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "reason", why)
-	if ev.State != contract.StateDeadLettered {
+	in, d, err := s.ledgerInput(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if in.Released == nil {
 		runID, err := s.start(ctx, ev)
 		if err != nil {
 			return err
 		}
 		return s.store.EventRestarted(ctx, ev.ID, why+"; started again", runID)
 	}
-	d, err := s.store.DeadLetterGet(ctx, ev.ID)
-	if err != nil {
+	if err := s.reopenClaim(ctx, d); err != nil {
 		return err
 	}
-	if d.Status != store.DeadLetterOpen {
-		// A replay or skip was claimed for it, and its workflow ended before
-		// carrying it out: the operator has to act again.
-		if err := s.store.DeadLetterReopen(ctx, d.EventID, d.Generation); err != nil {
-			return err
-		}
-	}
-	in := s.Input(ev)
-	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
 	runID, err := s.execute(ctx, ev, in)
 	if err != nil {
 		return err
 	}
-	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, waiting on its dead letter", runID)
+	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, "+startedAs(in), runID)
 }
 
 // reopenLostClaim reopens a dead letter that an operator replayed or

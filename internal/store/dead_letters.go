@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,13 +57,19 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 	return d, nil
 }
 
-// DeadLetterUpsert writes (or reopens) the dead letter and marks the event
-// dead-lettered, in one transaction, and returns the dead letter's
-// generation: 1 the first time, one more at each reopening. It writes
-// nothing and returns ErrEventFinished, wrapped, for an event the ledger has
-// as delivered or skipped (a delivering attempt's result was lost on its way
-// back to the workflow, which saw the window run out).
-func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter) (int32, error) {
+// DeadLetterUpsert writes (or reopens) the dead letter that ends delivery
+// window window and marks the event dead-lettered, in one transaction, and
+// returns the dead letter's generation: 1 the first time, one more at each
+// reopening. A second write for the same window changes nothing and
+// returns the generation the first wrote, whatever an operator did to it
+// since. It writes nothing and returns ErrEventFinished, wrapped, for an
+// event the ledger has as delivered or skipped (a delivering attempt's
+// result was lost on its way back to the workflow, which saw the window run
+// out).
+func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window string) (int32, error) {
+	if window == "" {
+		return 0, errors.New("write dead letter: the window it ends is required")
+	}
 	attempts, err := json.Marshal(d.Attempts)
 	if err != nil {
 		return 0, fmt.Errorf("encode attempts: %w", err)
@@ -76,10 +83,15 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter) (int32, erro
 		if state.Final() {
 			return fmt.Errorf("%w: %s", ErrEventFinished, state)
 		}
-		if err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt).Scan(&gen); err != nil {
+		err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt, window).Scan(&gen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Written for this window already: a retry.
+			return tx.QueryRow(ctx, s.q.DeadLetterGeneration, d.EventID).Scan(&gen)
+		}
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, s.q.EventMarkDeadLettered, d.EventID)
+		_, err = tx.Exec(ctx, s.q.EventMarkDeadLettered, d.EventID)
 		return err
 	})
 	if err != nil {

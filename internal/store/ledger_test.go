@@ -158,7 +158,7 @@ func TestDeadLetterGenerations(t *testing.T) {
 	st := newStore(t)
 	insertEvent(t, st, "g-1", "g", 1)
 	dl := store.DeadLetter{EventID: "g-1", CorrelationID: "g", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}
-	gen, err := st.DeadLetterUpsert(ctx, dl)
+	gen, err := st.DeadLetterUpsert(ctx, dl, "run/1")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, gen)
 
@@ -172,7 +172,7 @@ func TestDeadLetterGenerations(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "and so is a skip of it")
 
-	gen, err = st.DeadLetterUpsert(ctx, dl)
+	gen, err = st.DeadLetterUpsert(ctx, dl, "run/2")
 	require.NoError(t, err)
 	require.EqualValues(t, 2, gen, "dead-lettered again: the next generation, open")
 	ok, err = st.DeadLetterMarkReplayed(ctx, "g-1", 1, "late")
@@ -193,6 +193,40 @@ func TestDeadLetterGenerations(t *testing.T) {
 	require.Nil(t, d.SkippedBy)
 }
 
+// TestDeadLetterWriteRetriedForItsWindow (issue 22, defect 6): the write of
+// a dead letter is retried after its first try committed and its result was
+// lost, and an operator claimed a replay of it in between. The retry, for
+// the same window, is a no-op: it answers the generation the operator
+// claimed and leaves the claim, so the workflow still takes the operator's
+// signal. The next window's write is the next generation.
+func TestDeadLetterWriteRetriedForItsWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	insertEvent(t, st, "w-1", "w", 1)
+	dl := store.DeadLetter{EventID: "w-1", CorrelationID: "w", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}
+	gen, err := st.DeadLetterUpsert(ctx, dl, "run-a/1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, gen)
+	ok, err := st.DeadLetterMarkReplayed(ctx, "w-1", 1, "alice")
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	gen, err = st.DeadLetterUpsert(ctx, dl, "run-a/1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, gen, "a retry of the same window's write is the same dead letter")
+	d, err := st.DeadLetterGet(ctx, "w-1")
+	require.NoError(t, err)
+	require.Equal(t, store.DeadLetterReplayed, d.Status, "the operator's claim stands")
+	require.Equal(t, "alice", *d.ReplayedBy)
+
+	gen, err = st.DeadLetterUpsert(ctx, dl, "run-a/2")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, gen, "the replayed window's own dead letter is the next generation")
+	_, err = st.DeadLetterUpsert(ctx, dl, "")
+	require.Error(t, err, "a write names its window")
+}
+
 // TestFinishedEventsStayFinished: a delivered event gets no dead letter (the
 // workflow saw its window run out, the attempt's result was lost), and a
 // later skip does not turn it into skipped.
@@ -203,7 +237,7 @@ func TestFinishedEventsStayFinished(t *testing.T) {
 	insertEvent(t, st, "f-1", "f", 1)
 	require.NoError(t, st.EventDelivered(ctx, "f-1", "f", 1, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
 
-	_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "f-1", CorrelationID: "f", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "window spent", DeadLetteredAt: time.Now()})
+	_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "f-1", CorrelationID: "f", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "window spent", DeadLetteredAt: time.Now()}, "run/1")
 	require.ErrorIs(t, err, store.ErrEventFinished)
 	_, err = st.DeadLetterGet(ctx, "f-1")
 	require.ErrorIs(t, err, store.ErrNotFound, "no dead letter is written")

@@ -34,7 +34,7 @@ func TestStats(t *testing.T) {
 	_, _, err := st.EventStartAttempt(ctx, "dl-1", "ep")
 	require.NoError(t, err)
 	require.NoError(t, st.EventMarkDeadLettered(ctx, "dl-1"))
-	_, err = st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"})
+	_, err = st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"}, "window-1")
 	require.NoError(t, err)
 	_, _, err = st.EventStartAttempt(ctx, "ok-1", "ep")
 	require.NoError(t, err)

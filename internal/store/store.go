@@ -55,6 +55,7 @@ type queries struct {
 	AttemptInsert            string
 	AttemptsList             string
 	DeadLetterUpsert         string
+	DeadLetterGeneration     string
 	DeadLetterGet            string
 	DeadLetterList           string
 	DeadLetterMarkReplayed   string

@@ -1,14 +1,21 @@
 -- name: DeadLetterUpsert
 -- A replayed event that fails again is dead-lettered again: the row is
 -- reopened with the new attempts as the next generation, keeping its replay
--- count. Returns the generation written.
-INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+-- count. A write for the window the row already ends ($10, window_key: an
+-- activity retried after its first try committed) changes nothing and
+-- returns no row; the caller reads the generation then written.
+-- Returns the generation written.
+INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (event_id) DO UPDATE SET
     envelope = EXCLUDED.envelope, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,
     first_failure_at = EXCLUDED.first_failure_at, dead_lettered_at = EXCLUDED.dead_lettered_at,
-    generation = dead_letters.generation + 1, status = 'open'
+    generation = dead_letters.generation + 1, status = 'open', window_key = EXCLUDED.window_key
+WHERE dead_letters.window_key IS DISTINCT FROM EXCLUDED.window_key
 RETURNING generation;
+
+-- name: DeadLetterGeneration
+SELECT generation FROM dead_letters WHERE event_id = $1;
 
 -- name: DeadLetterGet
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at,

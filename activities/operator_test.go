@@ -1,0 +1,73 @@
+package activities_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+)
+
+// TestDeliverOfASkippedEventSendsNothing (issue 22, defect 5): a Reset runs
+// the delivery of an event an operator skipped again. The ledger has it
+// skipped, so nothing is sent, and the workflow is told so.
+func TestDeliverOfASkippedEventSendsNothing(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	b := setupDeliver(t, receiver(t, func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	require.NoError(t, b.st.EventFinish(context.Background(), b.in.EventID, b.in.CorrelationID, b.in.Sequence, contract.StateSkipped, time.Now()))
+
+	res, err := b.deliver(t)
+	require.NoError(t, err)
+	require.True(t, res.Skipped)
+	require.Zero(t, requests.Load(), "the skipped event is not sent")
+	require.Equal(t, contract.StateSkipped, b.event(t).State)
+	require.Empty(t, b.seq.handedOver(), "the workflow hands over, once it has ended the event as skipped")
+}
+
+// TestOperatorActionsClaimOnce (issue 22, defect 4): of a replay the API
+// claimed and a skip sent by hand from the Web UI, only the replay acts;
+// the skip reports it lost and changes nothing. The API's own claim does
+// not stop the action it claimed.
+func TestOperatorActionsClaimOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDeliver(t, receiver(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
+	_, err := b.deliver(t)
+	require.Error(t, err)
+	val, err := b.env.ExecuteActivity(b.acts.WriteDeadLetter, contract.DeadLetterInput{Event: b.in, Reason: "400", Window: "run/1"})
+	require.NoError(t, err)
+	var dl contract.DeadLetterResult
+	require.NoError(t, val.Get(&dl))
+	require.EqualValues(t, 1, dl.Generation)
+	ok, err := b.st.DeadLetterMarkReplayed(ctx, b.in.EventID, 1, "api-key")
+	require.NoError(t, err)
+	require.True(t, ok, "the API claims the replay")
+
+	skip := contract.SkipInput{EventID: b.in.EventID, CorrelationID: b.in.CorrelationID, Sequence: b.in.Sequence, Generation: 1, By: "web-ui"}
+	val, err = b.env.ExecuteActivity(b.acts.Skip, skip)
+	require.NoError(t, err)
+	var res contract.OperatorResult
+	require.NoError(t, val.Get(&res))
+	require.Equal(t, store.DeadLetterReplayed, res.Lost, "the skip lost to the replay")
+	require.Equal(t, contract.StateDeadLettered, b.event(t).State, "and skipped nothing")
+	require.Empty(t, b.seq.handedOver())
+
+	val, err = b.env.ExecuteActivity(b.acts.Replayed, contract.ReplayedInput{EventID: b.in.EventID, Generation: 1, By: "api-key"})
+	require.NoError(t, err)
+	var replayed contract.OperatorResult
+	require.NoError(t, val.Get(&replayed))
+	require.Empty(t, replayed.Lost, "the replay the API claimed goes ahead")
+	d, err := b.st.DeadLetterGet(ctx, b.in.EventID)
+	require.NoError(t, err)
+	require.Equal(t, store.DeadLetterReplayed, d.Status)
+	require.Equal(t, "api-key", *d.ReplayedBy)
+}

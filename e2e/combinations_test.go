@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/starter"
+	"github.com/hookflow/hookflow/internal/store"
+)
+
+// Operator buttons pressed in combination (issue 22): each test is a
+// sequence an operator can press in the Web UI and the API, which once
+// applied a skipped event, stranded a replay or recorded one action as
+// another.
+
+// setupRejecting starts hookflow with a receiver registered as an endpoint
+// that rejects (400) the sequences listed until the returned flag is set.
+func setupRejecting(t *testing.T, opts options, seqs ...int64) (*bundle, *ledgerReceiver, endpoint, *atomic.Bool) {
+	t.Helper()
+	b := setup(t, opts)
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	healed := &atomic.Bool{}
+	rcv.fault = func(ev contract.Envelope, _ int) string {
+		for _, s := range seqs {
+			if ev.Sequence == s && !healed.Load() {
+				return "400"
+			}
+		}
+		return ""
+	}
+	return b, rcv, ep, healed
+}
+
+func (b *bundle) postSequence(corr, endpointID string, from, to int64) {
+	b.t.Helper()
+	for s := from; s <= to; s++ {
+		code, _ := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, endpointID, map[string]any{"amount": s})
+		require.Equal(b.t, http.StatusAccepted, code)
+	}
+}
+
+// waitCompleted waits until the latest run of workflow id has completed.
+func (b *bundle) waitCompleted(id string) {
+	b.t.Helper()
+	waitFor(b.t, 30*time.Second, id+" completes", func() bool {
+		d, err := b.client.DescribeWorkflowExecution(context.Background(), id, "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+}
+
+// TestReplayAfterTerminateKeepsTheSkippedSequences (defect 1): 1 is
+// dead-lettered and skipped, so 2 is released naming 1 in
+// skipped_sequences, and is dead-lettered too. Terminate is pressed on 2's
+// workflow; the receiver heals; 2 is replayed. The restarted workflow must
+// still tell the receiver that 1 was skipped, or the receiver sees a gap
+// and parks 2 for ever.
+func TestReplayAfterTerminateKeepsTheSkippedSequences(t *testing.T) {
+	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1, 2)
+	corr := b.id("skip-terminate")
+	b.postSequence(corr, ep.ID, 1, 3)
+	b.waitState(corr+"-1", contract.StateDeadLettered, 30*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-1/skip", map[string]any{"note": "bad data"}, nil))
+	b.waitState(corr+"-2", contract.StateDeadLettered, 30*time.Second)
+	b.terminate(corr + "-2")
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-2/replay", nil, nil))
+
+	b.waitState(corr+"-3", contract.StateDelivered, 30*time.Second)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2, 3}, applied[corr])
+	require.Equal(t, store.DeadLetterReplayed, b.deadLetter(corr+"-2").Status)
+}
+
+// TestReleaseOfATerminatedDeadLetterWaitsForTheOperator (defect 1, the
+// release path): Terminate is pressed on a dead-lettered head, and its
+// sequencer is resynced (the repair sweep of another API process, or a
+// Reset of the sequencer, does that) before anyone replays it. The release
+// that passes on starts the workflow again, waiting on its dead letter: it
+// is not delivered behind the operator's back.
+func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
+	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
+	corr := b.id("release-terminated")
+	id := corr + "-1"
+	b.postSequence(corr, ep.ID, 1, 2)
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	b.terminate(id)
+	healed.Store(true)
+
+	st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow, DeliveryTimeout: b.cfg.DeliveryTimeout}, b.store, b.client, b.logger)
+	require.NoError(t, err)
+	require.NoError(t, st.Resync(context.Background(), corr))
+	waitFor(t, 30*time.Second, "the released workflow runs, waiting on its dead letter", func() bool {
+		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
+		if err != nil {
+			return false
+		}
+		var es contract.EventStatus
+		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Generation == 1
+	})
+	time.Sleep(2 * time.Second)
+	require.Equal(t, 1, rcv.requestsFor(id), "nothing is sent before the operator replays")
+	require.Equal(t, store.DeadLetterOpen, b.deadLetter(id).Status)
+	require.Equal(t, contract.StateDeadLettered, b.eventState(id).State)
+
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
+	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[corr])
+}
+
+// TestResetOfASkippedEventSendsNothing (defect 5): 1 is dead-lettered and
+// skipped, the receiver heals, and Reset is pressed on 1's workflow, back
+// to its first workflow task (its delivery). The reset run finds the event
+// skipped in the ledger and sends nothing.
+func TestResetOfASkippedEventSendsNothing(t *testing.T) {
+	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
+	corr := b.id("reset-skipped")
+	id := corr + "-1"
+	b.postSequence(corr, ep.ID, 1, 2)
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", nil, nil))
+	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	b.waitCompleted(id)
+	healed.Store(true)
+
+	b.resetToFirstTask(id)
+	b.waitCompleted(id)
+	require.Equal(t, 1, rcv.requestsFor(id), "the skipped event is not sent again")
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2}, applied[corr])
+	require.Equal(t, contract.StateSkipped, b.eventState(id).State)
+	require.Equal(t, store.DeadLetterSkipped, b.deadLetter(id).Status)
+}
+
+// slowSignal holds back the Temporal signals of one name that go through
+// the client it is installed on (the API's), so that a signal sent by hand
+// from the Web UI overtakes them.
+type slowSignal struct {
+	interceptor.ClientInterceptorBase
+	name  atomic.Value // string: the signal held back; "" none
+	delay time.Duration
+}
+
+func (s *slowSignal) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &slowSignalOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, s: s}
+}
+
+type slowSignalOutbound struct {
+	interceptor.ClientOutboundInterceptorBase
+	s *slowSignal
+}
+
+func (o *slowSignalOutbound) SignalWorkflow(ctx context.Context, in *interceptor.ClientSignalWorkflowInput) error {
+	if name, _ := o.s.name.Load().(string); name != "" && in.SignalName == name {
+		time.Sleep(o.s.delay)
+	}
+	return o.Next.SignalWorkflow(ctx, in)
+}
+
+// TestAWebUISignalRacingAnAPICallActsOnce (defect 4): the API claims an
+// operator's action on a dead letter and signals the workflow, while an
+// operator sends the other action by hand from the Web UI ({} input), which
+// reaches the workflow first. One action takes effect, the API's (its claim
+// came first), and the dead letter row agrees with how the event ended.
+func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
+	slow := &slowSignal{delay: 3 * time.Second}
+	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second, interceptors: []interceptor.ClientInterceptor{slow}}, 1)
+	for _, c := range []struct {
+		name, api, ui string
+		want          contract.State
+		row           string
+	}{
+		{"api-replay-ui-skip", "replay", contract.SignalSkip, contract.StateDelivered, store.DeadLetterReplayed},
+		{"api-skip-ui-replay", "skip", contract.SignalReplay, contract.StateSkipped, store.DeadLetterSkipped},
+	} {
+		healed.Store(false)
+		corr := b.id(c.name)
+		id := corr + "-1"
+		b.postSequence(corr, ep.ID, 1, 2)
+		b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+		healed.Store(true)
+
+		slow.name.Store(c.api)
+		answered := make(chan int, 1)
+		go func() { answered <- b.call(http.MethodPost, "/v1/dead-letters/"+id+"/"+c.api, nil, nil) }()
+		waitFor(t, 10*time.Second, "the API claims the dead letter", func() bool { return b.deadLetter(id).Status == c.row })
+		// The Web UI's signal goes through an unslowed name.
+		require.NoError(t, b.client.SignalWorkflow(context.Background(), id, "", c.ui, map[string]any{}))
+		require.Equal(t, http.StatusAccepted, <-answered, c.name)
+		slow.name.Store("")
+
+		b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+		require.Equal(t, c.want, b.eventState(id).State, c.name)
+		require.Equal(t, c.row, b.deadLetter(id).Status, c.name)
+	}
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[b.id("api-replay-ui-skip")])
+	require.Equal(t, []int64{2}, applied[b.id("api-skip-ui-replay")])
+}

@@ -1,0 +1,1 @@
+ALTER TABLE dead_letters DROP COLUMN IF EXISTS window_key;
