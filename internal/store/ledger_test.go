@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -214,3 +215,50 @@ func TestFinishedEventsStayFinished(t *testing.T) {
 	require.Equal(t, contract.StateDelivered, e.State)
 	require.NotNil(t, e.DeliveredAt)
 }
+
+// TestSkippedTailOutlivesPrunedKeys: the skipped tail a fresh sequencer
+// loads is what was skipped since the last delivered event, also once the
+// cleaner has deleted that event's row (HOOKFLOW_KEY_RETENTION): an old skip
+// is never sent again in skipped_sequences.
+func TestSkippedTailOutlivesPrunedKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	skip := func(id string, seq int64) {
+		t.Helper()
+		_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "p", Sequence: seq, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()})
+		require.NoError(t, err)
+		require.NoError(t, st.EventFinish(ctx, id, "p", seq, contract.StateSkipped, time.Now()))
+	}
+	tail := func() []int64 {
+		t.Helper()
+		got, err := st.CorrelationSkippedTail(ctx, "p")
+		require.NoError(t, err)
+		return got
+	}
+	for s := int64(1); s <= 5; s++ {
+		insertEvent(t, st, corrSeq("p", s), "p", s)
+	}
+	skip("p-1", 1)
+	require.Equal(t, []int64{1}, tail())
+	require.NoError(t, st.EventDelivered(ctx, "p-2", "p", 2, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+	require.Empty(t, tail(), "2 was delivered after the skip of 1")
+
+	// The cleaner deletes delivered 2's key; skipped 1 keeps its row (it has
+	// a dead letter).
+	age(t, st, "p-2", time.Hour)
+	_, err := st.EventsPrunePayloads(ctx, time.Minute, 100)
+	require.NoError(t, err)
+	keys, _, err := st.EventsPruneKeys(ctx, time.Minute, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, keys)
+	require.Empty(t, tail(), "1 was skipped before 2, delivered, although 2's row is gone")
+
+	skip("p-3", 3)
+	skip("p-4", 4)
+	require.Equal(t, []int64{3, 4}, tail())
+	require.NoError(t, st.EventDelivered(ctx, "p-5", "p", 5, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+	require.Empty(t, tail())
+}
+
+func corrSeq(corr string, seq int64) string { return corr + "-" + strconv.FormatInt(seq, 10) }

@@ -297,7 +297,7 @@ func (s *Store) EventFinish(ctx context.Context, id, correlationID string, seque
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(s.q.EventMarkFinal, id, state, deliveredAt)
-		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
+		b.Queue(s.q.CorrelationAdvance, correlationID, sequence, state == contract.StateSkipped)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -328,7 +328,7 @@ func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, se
 		b := &pgx.Batch{}
 		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
 		b.Queue(s.q.EventMarkFinal, id, contract.StateDelivered, at)
-		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
+		b.Queue(s.q.CorrelationAdvance, correlationID, sequence, false)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -356,15 +356,16 @@ func (s *Store) CorrelationNext(ctx context.Context, correlationID string) (int6
 }
 
 // CorrelationSkippedTail lists the sequences skipped since the
-// correlation's last delivered event, in order.
+// correlation's last delivered event, in order (none for a correlation
+// nothing has finished in).
 func (s *Store) CorrelationSkippedTail(ctx context.Context, correlationID string) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.CorrelationSkippedTail, correlationID)
-	if err != nil {
+	var out []int64
+	err := translate(s.pool.QueryRow(ctx, s.q.CorrelationSkippedTail, correlationID).Scan(&out))
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("list skipped sequences: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("list skipped sequences: %w", err)
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }

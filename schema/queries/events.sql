@@ -97,10 +97,14 @@ UPDATE events SET state = 'dead_lettered', has_dead_letter = true, updated_at = 
 -- name: CorrelationAdvance
 -- The sequencer's cursor, mirrored: it moves past $2 only from $2 itself,
 -- so a repeated call (an activity retried after a crash) changes nothing.
-INSERT INTO correlations AS c (correlation_id, next_sequence)
-VALUES ($1, $2 + 1)
-ON CONFLICT (correlation_id) DO UPDATE SET next_sequence = $2 + 1, updated_at = now()
-WHERE c.next_sequence = $2;
+-- $3: $2 was skipped, which adds it to the skipped tail; a delivered one
+-- empties it (the receiver has moved its cursor past every skip before it).
+INSERT INTO correlations AS c (correlation_id, next_sequence, skipped_tail)
+VALUES ($1, $2::bigint + 1, CASE WHEN $3::boolean THEN ARRAY[$2::bigint] ELSE '{}' END)
+ON CONFLICT (correlation_id) DO UPDATE SET next_sequence = $2::bigint + 1,
+    skipped_tail = CASE WHEN $3::boolean THEN c.skipped_tail || $2::bigint ELSE '{}' END,
+    updated_at = now()
+WHERE c.next_sequence = $2::bigint;
 
 -- name: CorrelationNext
 SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1);
@@ -118,12 +122,11 @@ LIMIT $2;
 SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
 
 -- name: CorrelationSkippedTail
--- Sequences skipped since the correlation's last delivered event: a
--- sequencer starting afresh owes them to the receiver with its next release.
-SELECT sequence FROM events
-WHERE correlation_id = $1 AND state = 'skipped'
-  AND sequence > COALESCE((SELECT max(sequence) FROM events WHERE correlation_id = $1 AND state = 'delivered'), 0)
-ORDER BY sequence;
+-- Sequences skipped since the correlation's last delivered event, in order:
+-- a sequencer starting afresh owes them to the receiver with its next
+-- release. Kept on the correlation's row (CorrelationAdvance), so it does
+-- not depend on the delivered event's row outliving the cleaner.
+SELECT skipped_tail FROM correlations WHERE correlation_id = $1;
 
 -- name: AttemptInsert
 INSERT INTO delivery_attempts (event_id, attempt, started_at, latency_ms, status_code, error, outcome)
