@@ -14,7 +14,7 @@ import (
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
-func newStore(t *testing.T) *store.Store {
+func newStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
@@ -106,6 +106,9 @@ func TestStuckHeadsClaim(t *testing.T) {
 			age(t, st, e.id, time.Hour)
 		}
 	}
+	// Every correlation's cursor has been on its first event for an hour.
+	_, err := st.Pool().Exec(ctx, `UPDATE correlations SET updated_at = updated_at - interval '1 hour'`)
+	require.NoError(t, err)
 	// d-1 is delivered, so d-2 is d's head.
 	require.NoError(t, st.EventFinish(ctx, "d-1", "d", 1, contract.StateDelivered, time.Now()))
 	age(t, st, "d-1", time.Hour)

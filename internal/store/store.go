@@ -267,9 +267,11 @@ func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Dur
 	return out, nil
 }
 
-// EventsStuckHeadsClaim takes up to limit unfinished events that are next in
-// their correlation and have not changed, nor been claimed, for longer than
-// lease, and returns them, as EventsQueuedClaim.
+// EventsStuckHeadsClaim takes up to limit correlations whose cursor has not
+// moved, nor been claimed, for longer than lease, stamps their lease, and
+// returns those of their heads (the event the cursor is on) that are not
+// finished nor queued and have not changed for as long. It reads only the
+// correlations it takes, whatever the backlog.
 func (s *Store) EventsStuckHeadsClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
 	out, err := collectEvents(s.pool.Query(ctx, s.q.EventsStuckHeadsClaim, lease.Seconds(), limit))
 	if err != nil {

@@ -2,12 +2,21 @@
 -- DO NOTHING covers both unique keys: the caller tells a repeated id from a
 -- sequence taken by another id by reading the row back. A sequence behind
 -- its correlation's cursor is refused as well, though its event's row may be
--- gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys.
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-SELECT $1, $2, $3, $4, $5, $6, $7
-WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
-ON CONFLICT DO NOTHING
-RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason;
+-- gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys. A stored
+-- event raises its correlation's high-water mark (creating the row of a new
+-- correlation), which puts the correlation in the stuck-heads sweep's index.
+WITH ins AS (
+    INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+    SELECT $1, $2, $3, $4, $5, $6, $7
+    WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
+    ON CONFLICT DO NOTHING
+    RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
+), high AS (
+    INSERT INTO correlations AS c (correlation_id, high_water)
+    SELECT correlation_id, sequence FROM ins
+    ON CONFLICT (correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
+)
+SELECT * FROM ins;
 
 -- name: EventGet
 SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
@@ -37,31 +46,37 @@ WHERE e.id = q.id
 RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
 
 -- name: EventsStuckHeadsClaim
--- Heads of their correlation (the sequence its cursor is on) that are not
--- finished, have not changed for $1 seconds and were not looked at by a
--- sweep for as long, whose correlation's cursor has been on them for as
--- long (an event that waited in a long line became head only when the
--- cursor moved to it); up to $2 of them, stamped as in EventsQueuedClaim. A
--- head that does not move may be fine (a dead letter waits for its
--- operator; a retry waits for its timer), or its workflow may have been
--- terminated, or its sequencer reset: the sweep finds out which. Queued
--- heads are the other sweep's. The NOT IN is events_pending_idx's
--- predicate, so only the backlog is read.
-UPDATE events e SET swept_at = now()
-FROM (
-    SELECT h.id FROM events h
-    WHERE h.state NOT IN ('delivered', 'skipped', 'queued')
-      AND h.sequence = COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = h.correlation_id), 1)
-      AND h.updated_at < now() - make_interval(secs => $1)
-      AND NOT EXISTS (SELECT 1 FROM correlations c WHERE c.correlation_id = h.correlation_id
-                      AND c.updated_at >= now() - make_interval(secs => $1))
-      AND (h.swept_at IS NULL OR h.swept_at < now() - make_interval(secs => $1))
-    ORDER BY h.updated_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-) q
-WHERE e.id = q.id
-RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
+-- Heads of their correlation (the sequence its cursor is on) whose
+-- correlation's cursor has not moved, and that no sweep took in hand, for
+-- $1 seconds, and that are not finished and have not changed for as long
+-- themselves; up to $2 correlations are taken, in the order they became
+-- due, and stamped (swept_at) in one statement, so the sweep then calls
+-- Temporal with no transaction open and another API process's sweep leaves
+-- them alone for $1 seconds. A head that does not move may be fine (a dead
+-- letter waits for its operator; a retry waits for its timer), or its
+-- workflow may have been terminated, or its sequencer reset: the sweep
+-- finds out which. Queued heads are the other sweep's; a correlation whose
+-- head is queued, missing (a later sequence came first) or changed within
+-- $1 seconds is stamped all the same and looked at again a lease later.
+-- correlations_due_idx holds only correlations with an event not finished,
+-- in due order, so the claim reads what it takes and no more.
+WITH due AS (
+    UPDATE correlations c SET swept_at = now()
+    FROM (
+        SELECT correlation_id FROM correlations
+        WHERE high_water >= next_sequence
+          AND GREATEST(updated_at, swept_at) < now() - make_interval(secs => $1)
+        ORDER BY GREATEST(updated_at, swept_at)
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ) d
+    WHERE c.correlation_id = d.correlation_id
+    RETURNING c.correlation_id, c.next_sequence
+)
+SELECT e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason
+FROM due JOIN events e ON e.correlation_id = due.correlation_id AND e.sequence = due.next_sequence
+WHERE e.state NOT IN ('delivered', 'skipped', 'queued')
+  AND e.updated_at < now() - make_interval(secs => $1);
 
 -- name: EventRestarted
 -- A sweep, a release or a replay started the event's workflow again (run
