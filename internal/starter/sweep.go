@@ -8,6 +8,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -67,9 +68,10 @@ func (s *Starter) SweepQueued(ctx context.Context) (int, error) {
 // SweepHeads looks at the next event of every correlation that has not
 // moved for StuckAfter, one batch, and repairs what an operator broke: a
 // workflow that was terminated (or failed) is started again where the
-// ledger says the event stands; a head that still waits for its release
-// (its sequencer was reset or terminated, and lost it) makes the sequencer
-// resync from the ledger; a dead letter whose replay or skip never reached
+// ledger says the event stands; a head whose workflow waits for a release
+// it lost (its sequencer was reset or terminated, or the workflow was reset
+// to before its release) makes the sequencer resync from the ledger, which
+// releases it again; a dead letter whose replay or skip never reached
 // its workflow is reopened for the operator. It returns how many it
 // repaired. A head that is simply slow (a dead letter waiting for its
 // operator, a retry waiting for its timer) is left as it is.
@@ -107,13 +109,53 @@ func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) 
 	case status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		what := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
 		return true, s.restart(ctx, ev, "its workflow was "+what)
-	case ev.State == contract.StateWaiting:
-		s.logger.Warn("next event of a correlation still waits for its release; resyncing its sequencer", "event_id", ev.ID, "correlation_id", ev.CorrelationID)
-		return true, s.Resync(ctx, ev.CorrelationID)
 	case ev.State == contract.StateDeadLettered:
 		return s.reopenLostClaim(ctx, ev)
 	}
-	return false, nil
+	waiting, err := s.awaitsRelease(ctx, ev)
+	if err != nil || !waiting {
+		return false, err
+	}
+	// It is the head, so the event before it is finished in the ledger: a
+	// resync moves the sequencer up to the ledger's cursor (it only ever
+	// moves forward) and releases it, or answers the release it made and
+	// the workflow lost; either way the release is sent again, and it ends
+	// a held workflow's start delay.
+	s.logger.Warn("next event of a correlation waits for a release it will not get; resyncing its sequencer", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "ledger_state", ev.State)
+	return true, s.Resync(ctx, ev.CorrelationID)
+}
+
+// awaitsRelease reports whether the running workflow of head ev waits for
+// its release. The ledger's waiting says so; its delivering does not say
+// otherwise, since Reset takes a workflow back to before its release
+// without touching the ledger, and a workflow started again by a sweep, a
+// replay or a release (after Terminate) is held when its sequencer, reset,
+// lost the release too. Then the workflow's state query answers; one that
+// cannot answer because its first task is still put off (HeldStartDelay)
+// was started held.
+func (s *Starter) awaitsRelease(ctx context.Context, ev store.Event) (bool, error) {
+	if ev.State == contract.StateWaiting {
+		return true, nil
+	}
+	st, err := s.eventStatus(ctx, ev.ID)
+	var notReady *serviceerror.WorkflowNotReady
+	if errors.As(err, &notReady) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.State == contract.StateWaiting, nil
+}
+
+// eventStatus asks the event's workflow for its state.
+func (s *Starter) eventStatus(ctx context.Context, id string) (contract.EventStatus, error) {
+	var st contract.EventStatus
+	v, err := s.temporal.QueryWorkflow(ctx, id, "", contract.QueryState)
+	if err != nil {
+		return st, err
+	}
+	return st, v.Get(&st)
 }
 
 // restart starts the workflow of an unfinished event again: waiting on its
@@ -167,12 +209,8 @@ func (s *Starter) reopenLostClaim(ctx context.Context, ev store.Event) (bool, er
 	if claimed == nil || time.Since(*claimed) < s.cfg.StuckAfter {
 		return false, nil // the workflow may not have got to it yet
 	}
-	v, err := s.temporal.QueryWorkflow(ctx, ev.ID, "", contract.QueryState)
+	st, err := s.eventStatus(ctx, ev.ID)
 	if err != nil {
-		return false, err
-	}
-	var st contract.EventStatus
-	if err := v.Get(&st); err != nil {
 		return false, err
 	}
 	if st.State != contract.StateDeadLettered || st.Generation != d.Generation {
