@@ -265,3 +265,47 @@ func TestSkippedTailOutlivesPrunedKeys(t *testing.T) {
 }
 
 func corrSeq(corr string, seq int64) string { return corr + "-" + strconv.FormatInt(seq, 10) }
+
+// TestSweepsPutDeferredRowsLast: a row a sweep could not handle goes to the
+// back of its line; the rows behind it come first once the leases are up.
+func TestSweepsPutDeferredRowsLast(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for _, id := range []string{"q1-1", "q2-1"} {
+		insertEvent(t, st, id, id[:2], 1)
+	}
+	age(t, st, "q1-1", 2*time.Hour)
+	age(t, st, "q2-1", time.Hour)
+	leaseUp := func() {
+		t.Helper()
+		_, err := st.Pool().Exec(ctx, `UPDATE events SET swept_at = swept_at - interval '10 minutes';
+			UPDATE correlations SET swept_at = swept_at - interval '10 minutes'`)
+		require.NoError(t, err)
+	}
+
+	got, err := st.EventsQueuedClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q1-1"}, ids(got), "the oldest first")
+	require.NoError(t, st.EventSweepDeferred(ctx, "q1-1"))
+	leaseUp()
+	got, err = st.EventsQueuedClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q2-1"}, ids(got), "the one that failed goes after the one behind it")
+
+	for _, id := range []string{"q1-1", "q2-1"} {
+		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
+		age(t, st, id, time.Hour)
+	}
+	_, err = st.Pool().Exec(ctx, `UPDATE correlations SET updated_at = updated_at - interval '1 hour', swept_at = NULL;
+		UPDATE correlations SET updated_at = updated_at - interval '1 hour' WHERE correlation_id = 'q1'`)
+	require.NoError(t, err)
+	got, err = st.EventsStuckHeadsClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q1-1"}, ids(got))
+	require.NoError(t, st.CorrelationSweepDeferred(ctx, "q1"))
+	leaseUp()
+	got, err = st.EventsStuckHeadsClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q2-1"}, ids(got))
+}

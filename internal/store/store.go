@@ -42,6 +42,8 @@ type queries struct {
 	EventMarkStarted         string
 	EventsQueuedClaim        string
 	EventsStuckHeadsClaim    string
+	EventSweepDeferred       string
+	CorrelationSweepDeferred string
 	EventRestarted           string
 	EventStartAttempt        string
 	EventMarkFinal           string
@@ -278,6 +280,24 @@ func (s *Store) EventsStuckHeadsClaim(ctx context.Context, limit int, lease time
 		return nil, fmt.Errorf("claim stuck heads: %w", err)
 	}
 	return out, nil
+}
+
+// EventSweepDeferred puts a queued event that the sweep could not start at
+// the back of EventsQueuedClaim's line.
+func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventSweepDeferred, id); err != nil {
+		return fmt.Errorf("defer queued event: %w", err)
+	}
+	return nil
+}
+
+// CorrelationSweepDeferred puts a correlation whose head the sweep could not
+// look at at the back of EventsStuckHeadsClaim's line.
+func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID string) error {
+	if _, err := s.pool.Exec(ctx, s.q.CorrelationSweepDeferred, correlationID); err != nil {
+		return fmt.Errorf("defer correlation: %w", err)
+	}
+	return nil
 }
 
 // EventRestarted records that the event's workflow had to be started again

@@ -32,18 +32,24 @@ WHERE id = $1 AND state = 'queued';
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
 -- within as long, and stamps them, in one statement: the sweep then starts
 -- their workflows with no transaction open, and another API process's sweep
--- leaves them alone for $2 seconds.
+-- leaves them alone for $2 seconds. They are taken in the order they became
+-- due (accepted, or last taken in hand), so one the sweep could not start
+-- goes to the back of the line rather than taking the front of every batch.
 UPDATE events e SET swept_at = now()
 FROM (
     SELECT id FROM events
-    WHERE state = 'queued' AND accepted_at < now() - make_interval(secs => $2)
-      AND (swept_at IS NULL OR swept_at < now() - make_interval(secs => $2))
-    ORDER BY accepted_at
+    WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
+    ORDER BY GREATEST(accepted_at, swept_at)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ) q
 WHERE e.id = q.id
 RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
+
+-- name: EventSweepDeferred
+-- The queued sweep could not start the event: it goes to the back of the
+-- line (EventsQueuedClaim's order), its lease counted from now.
+UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
 
 -- name: EventsStuckHeadsClaim
 -- Heads of their correlation (the sequence its cursor is on) whose
@@ -77,6 +83,12 @@ SELECT e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payl
 FROM due JOIN events e ON e.correlation_id = due.correlation_id AND e.sequence = due.next_sequence
 WHERE e.state NOT IN ('delivered', 'skipped', 'queued')
   AND e.updated_at < now() - make_interval(secs => $1);
+
+-- name: CorrelationSweepDeferred
+-- The heads sweep could not look at the correlation's head: it goes to the
+-- back of the line (EventsStuckHeadsClaim's order), its lease counted from
+-- now.
+UPDATE correlations SET swept_at = now() WHERE correlation_id = $1;
 
 -- name: EventRestarted
 -- A sweep, a release or a replay started the event's workflow again (run
