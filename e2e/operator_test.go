@@ -83,24 +83,34 @@ func (b *bundle) terminate(id string) {
 // first completed workflow task, once it has one: the ledger says an event
 // is delivered from inside the task that delivers it, before the task
 // completes.
-func (b *bundle) resetToFirstTask(id string) {
+func (b *bundle) resetToFirstTask(id string) { b.resetToTask(id, 1) }
+
+// resetToTask presses Reset on the workflow's latest run, back to its n-th
+// completed workflow task, once it has one: the new run has what the tasks
+// before it did. What the Web UI's reset dialog lets the operator leave out
+// of the new run (signals, updates received since) goes in exclude.
+func (b *bundle) resetToTask(id string, n int, exclude ...enumspb.ResetReapplyExcludeType) {
 	b.t.Helper()
 	ctx := context.Background()
-	var first int64
-	waitFor(b.t, 30*time.Second, "a completed workflow task of "+id, func() bool {
+	var point int64
+	waitFor(b.t, 30*time.Second, fmt.Sprintf("completed workflow task %d of %s", n, id), func() bool {
+		seen := 0
 		it := b.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() && first == 0 {
+		for it.HasNext() && point == 0 {
 			ev, err := it.Next()
 			require.NoError(b.t, err)
 			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-				first = ev.GetEventId()
+				if seen++; seen == n {
+					point = ev.GetEventId()
+				}
 			}
 		}
-		return first != 0
+		return point != 0
 	})
 	_, err := b.client.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace: b.cfg.TemporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
-		Reason: "pressed Reset in the Web UI", WorkflowTaskFinishEventId: first, RequestId: uuid.NewString(),
+		Reason: "pressed Reset in the Web UI", WorkflowTaskFinishEventId: point, RequestId: uuid.NewString(),
+		ResetReapplyExcludeTypes: exclude,
 	})
 	require.NoError(b.t, err)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -210,4 +211,79 @@ type logWriter struct{ t *testing.T }
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// breakSequencer puts, in place of corr's sequencer, a workflow on
+// taskQueue of a type no worker has. On the sequencers' queue its every
+// task fails, and an update sent to it is refused; on a queue nobody polls
+// it never has a task, and an update sent to it waits for ever.
+func (b *bundle) breakSequencer(corr, taskQueue string) {
+	b.t.Helper()
+	ctx := context.Background()
+	id := contract.SequencerID(corr)
+	if _, err := b.client.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+		b.terminate(id)
+	}
+	_, err := b.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, "BrokenSequencer")
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = b.client.TerminateWorkflow(context.Background(), id, "", "test over") })
+}
+
+// TestSweepsGoOnPastASequencerThatNeverAnswers: two correlations' sequencers
+// are broken: one refuses every update (its tasks keep failing), the other
+// never answers one (no worker polls its queue). A queued event of the
+// second and a head of the first whose workflow was terminated are the
+// oldest rows of their sweeps; every call about them fails or runs into its
+// deadline, and they go to the back of the line, while the queued events
+// and the terminated heads of other correlations are started and repaired
+// as usual.
+func TestSweepsGoOnPastASequencerThatNeverAnswers(t *testing.T) {
+	b := setup(t, options{repairAfter: 2 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	ctx := context.Background()
+	deadQueued, deadHead, queued, head := b.id("dead-queued"), b.id("dead-head"), b.id("queued"), b.id("head")
+	var healed atomic.Bool
+	rcv.fault = func(ev contract.Envelope, _ int) string {
+		if !healed.Load() {
+			return "503"
+		}
+		return ""
+	}
+
+	// Two heads delivering, the older one's sequencer then broken; both
+	// workflows terminated.
+	for _, corr := range []string{deadHead, head} {
+		code, _ := b.postEvent(corrID(corr, 1), corr, 1, ep.ID, map[string]any{"amount": 1})
+		require.Equal(t, http.StatusAccepted, code)
+		b.waitState(corrID(corr, 1), contract.StateDelivering, 30*time.Second)
+	}
+	b.breakSequencer(deadHead, contract.SequencerTaskQueue(b.cfg.TaskQueue))
+	b.terminate(corrID(deadHead, 1))
+	b.terminate(corrID(head, 1))
+
+	// Queued events (Temporal could not take them), the broken
+	// correlation's first.
+	b.breakSequencer(deadQueued, b.cfg.TaskQueue+"-polled-by-nobody")
+	for _, e := range []struct {
+		corr string
+		seq  int64
+	}{{deadQueued, 1}, {queued, 1}, {queued, 2}} {
+		_, ok, err := b.store.EventInsert(ctx, intake.Event{
+			ID: corrID(e.corr, e.seq), CorrelationID: e.corr, Sequence: e.seq, EndpointID: ep.ID,
+			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	healed.Store(true)
+
+	b.waitState(corrID(queued, 2), contract.StateDelivered, 60*time.Second)
+	b.waitState(corrID(head, 1), contract.StateDelivered, 60*time.Second)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[queued])
+	require.Equal(t, []int64{1}, applied[head])
+	require.Equal(t, contract.StateQueued, b.eventState(corrID(deadQueued, 1)).State, "its sequencer never answered")
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// unchanged before the sweep looks at its workflow and sequencer
 	// (default 30 s), and how long it then leaves it alone.
 	StuckAfter time.Duration
+	// RowTimeout bounds what a sweep does for one event, every call to
+	// Temporal and the ledger included (default DefaultRowTimeout).
+	RowTimeout time.Duration
 }
 
 // Starter turns stored events into workflows and carries the sequencer's
@@ -69,6 +72,9 @@ func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*St
 	}
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = 30 * time.Second
+	}
+	if cfg.RowTimeout <= 0 {
+		cfg.RowTimeout = DefaultRowTimeout
 	}
 	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger, sequencers: newGate(SequencerUpdatesInFlight)}, nil
 }

@@ -3,11 +3,12 @@ package starter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -16,11 +17,44 @@ import (
 // sweepBatch bounds the events one sweep takes in hand.
 const sweepBatch = 100
 
+// DefaultRowTimeout is Config.RowTimeout's default: well above what a
+// sequencer that works takes to answer a sweep, even under a backlog, and
+// short enough that one that never answers (its tasks keep failing) costs
+// a pass of the sweep little; its rows are tried again a lease later.
+const DefaultRowTimeout = 10 * time.Second
+
+// SweepResult is what one pass of a sweep did with the rows it claimed.
+type SweepResult struct {
+	// Claimed rows were taken in hand (leased) by the pass.
+	Claimed int
+	// Done were started (SweepQueued) or repaired (SweepHeads).
+	Done int
+	// Failed rows ran into an error or their deadline (RowTimeout), or
+	// belong to a correlation that did in this pass; each was put at the
+	// back of its sweep's line.
+	Failed int
+}
+
 // Run runs the sweeps every SweepInterval until ctx is done: queued events
 // are started (Temporal was unavailable when they were accepted), and heads
 // that have not moved for StuckAfter are looked at (SweepHeads). Every API
-// process runs it; the ledger's leases share the work among them.
+// process runs it; the ledger's leases share the work among them. The two
+// sweeps run on their own, so a slow pass of one never holds up the other.
 func (s *Starter) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.every(ctx, "start queued events", s.SweepQueued)
+	}()
+	go func() {
+		defer wg.Done()
+		s.every(ctx, "repair stuck correlations", s.SweepHeads)
+	}()
+	wg.Wait()
+}
+
+func (s *Starter) every(ctx context.Context, what string, sweep func(context.Context) (SweepResult, error)) {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {
@@ -29,65 +63,98 @@ func (s *Starter) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := s.SweepQueued(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.logger.Warn("start queued events", "error", err, "started", n)
-		} else if n > 0 {
-			s.logger.Info("started queued events", "count", n)
-		}
-		n, err = s.SweepHeads(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.logger.Warn("repair stuck correlations", "error", err, "repaired", n)
-		} else if n > 0 {
-			s.logger.Warn("repaired stuck correlations", "count", n)
+		res, err := sweep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.logger.Warn(what, "error", err)
+		case res.Failed > 0:
+			s.logger.Warn(what, "claimed", res.Claimed, "done", res.Done, "failed", res.Failed)
+		case res.Done > 0:
+			s.logger.Info(what, "claimed", res.Claimed, "done", res.Done)
 		}
 	}
 }
 
 // SweepQueued starts the workflows of events queued for longer than
-// QueuedAfter, one batch, and returns how many it started. It takes the
-// batch in a statement of its own and calls Temporal with no transaction
-// open.
-func (s *Starter) SweepQueued(ctx context.Context) (int, error) {
+// QueuedAfter, one batch. It takes the batch in a statement of its own and
+// calls Temporal with no transaction open, each event under its own
+// deadline (RowTimeout). An event that fails is logged and put at the back
+// of the line, and the others go on. The error is the claim's.
+func (s *Starter) SweepQueued(ctx context.Context) (SweepResult, error) {
 	events, err := s.store.EventsQueuedClaim(ctx, sweepBatch, s.cfg.QueuedAfter)
 	if err != nil {
-		return 0, err
+		return SweepResult{}, err
 	}
-	n := 0
-	for _, ev := range events {
-		if err := s.Start(ctx, ev); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
+	start := func(ctx context.Context, ev store.Event) (bool, error) { return true, s.Start(ctx, ev) }
+	return s.eachRow(ctx, "start queued event", events, start, func(ctx context.Context, ev store.Event) error {
+		return s.store.EventSweepDeferred(ctx, ev.ID)
+	}), nil
 }
 
 // SweepHeads looks at the next event of every correlation that has not
 // moved for StuckAfter, one batch, and repairs what an operator broke: a
 // workflow that was terminated (or failed) is started again where the
-// ledger says the event stands; a head that still waits for its release
-// (its sequencer was reset or terminated, and lost it) makes the sequencer
-// resync from the ledger; a dead letter whose replay or skip never reached
-// its workflow is reopened for the operator. It returns how many it
-// repaired. A head that is simply slow (a dead letter waiting for its
-// operator, a retry waiting for its timer) is left as it is.
-func (s *Starter) SweepHeads(ctx context.Context) (int, error) {
+// ledger says the event stands; a head whose workflow waits for a release
+// it lost (its sequencer was reset or terminated, or the workflow was reset
+// to before its release) makes the sequencer resync from the ledger, which
+// releases it again; a dead letter whose replay or skip never reached its
+// workflow is reopened for the operator. A head that is simply slow (a
+// dead letter waiting for its operator, a retry waiting for its timer) is
+// left as it is. Each head is looked at under its own deadline
+// (RowTimeout); one that fails is logged and put at the back of the line,
+// and the others go on. The error is the claim's.
+func (s *Starter) SweepHeads(ctx context.Context) (SweepResult, error) {
 	heads, err := s.store.EventsStuckHeadsClaim(ctx, sweepBatch, s.cfg.StuckAfter)
 	if err != nil {
-		return 0, err
+		return SweepResult{}, err
 	}
-	n := 0
-	for _, ev := range heads {
-		repaired, err := s.repairHead(ctx, ev)
-		if err != nil {
-			return n, fmt.Errorf("repair %s: %w", ev.ID, err)
+	return s.eachRow(ctx, "repair stuck correlation", heads, s.repairHead, func(ctx context.Context, ev store.Event) error {
+		return s.store.CorrelationSweepDeferred(ctx, ev.CorrelationID)
+	}), nil
+}
+
+// eachRow runs do on every row of a claimed batch, each under its own
+// deadline, so a sequencer that never answers costs its rows RowTimeout
+// each, not the sweep. A row that fails is logged, counted and put at the
+// back of its sweep's line (deferRow), so it cannot take the front of every
+// batch; the others go on. The further rows of a correlation that failed
+// are deferred without a call: what failed is most likely its sequencer,
+// and each would wait out its deadline in turn.
+func (s *Starter) eachRow(ctx context.Context, what string, rows []store.Event, do func(context.Context, store.Event) (bool, error), deferRow func(context.Context, store.Event) error) SweepResult {
+	res := SweepResult{Claimed: len(rows)}
+	failed := map[string]bool{}
+	for _, ev := range rows {
+		if ctx.Err() != nil {
+			break
 		}
-		if repaired {
-			n++
+		var err error
+		if !failed[ev.CorrelationID] {
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
+			var done bool
+			done, err = do(rctx, ev)
+			cancel()
+			if err == nil {
+				if done {
+					res.Done++
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			failed[ev.CorrelationID] = true
+			s.logger.Warn(what+" failed; it goes to the back of the line", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
 		}
+		res.Failed++
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
+		if err := deferRow(dctx, ev); err != nil {
+			s.logger.Warn(what+": could not put it at the back of the line", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
+		}
+		cancel()
 	}
-	return n, nil
+	return res
 }
 
 func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) {
@@ -106,13 +173,53 @@ func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) 
 	case status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		what := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
 		return true, s.restart(ctx, ev, "its workflow was "+what)
-	case ev.State == contract.StateWaiting:
-		s.logger.Warn("next event of a correlation still waits for its release; resyncing its sequencer", "event_id", ev.ID, "correlation_id", ev.CorrelationID)
-		return true, s.Resync(ctx, ev.CorrelationID)
 	case ev.State == contract.StateDeadLettered:
 		return s.reopenLostClaim(ctx, ev)
 	}
-	return false, nil
+	waiting, err := s.awaitsRelease(ctx, ev)
+	if err != nil || !waiting {
+		return false, err
+	}
+	// It is the head, so the event before it is finished in the ledger: a
+	// resync moves the sequencer up to the ledger's cursor (it only ever
+	// moves forward) and releases it, or answers the release it made and
+	// the workflow lost; either way the release is sent again, and it ends
+	// a held workflow's start delay.
+	s.logger.Warn("next event of a correlation waits for a release it will not get; resyncing its sequencer", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "ledger_state", ev.State)
+	return true, s.Resync(ctx, ev.CorrelationID)
+}
+
+// awaitsRelease reports whether the running workflow of head ev waits for
+// its release. The ledger's waiting says so; its delivering does not say
+// otherwise, since Reset takes a workflow back to before its release
+// without touching the ledger, and a workflow started again by a sweep, a
+// replay or a release (after Terminate) is held when its sequencer, reset,
+// lost the release too. Then the workflow's state query answers; one that
+// cannot answer because its first task is still put off (HeldStartDelay)
+// was started held.
+func (s *Starter) awaitsRelease(ctx context.Context, ev store.Event) (bool, error) {
+	if ev.State == contract.StateWaiting {
+		return true, nil
+	}
+	st, err := s.eventStatus(ctx, ev.ID)
+	var notReady *serviceerror.WorkflowNotReady
+	if errors.As(err, &notReady) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.State == contract.StateWaiting, nil
+}
+
+// eventStatus asks the event's workflow for its state.
+func (s *Starter) eventStatus(ctx context.Context, id string) (contract.EventStatus, error) {
+	var st contract.EventStatus
+	v, err := s.temporal.QueryWorkflow(ctx, id, "", contract.QueryState)
+	if err != nil {
+		return st, err
+	}
+	return st, v.Get(&st)
 }
 
 // restart starts the workflow of an unfinished event again where the
@@ -161,12 +268,8 @@ func (s *Starter) reopenLostClaim(ctx context.Context, ev store.Event) (bool, er
 	if claimed == nil || time.Since(*claimed) < s.cfg.StuckAfter {
 		return false, nil // the workflow may not have got to it yet
 	}
-	v, err := s.temporal.QueryWorkflow(ctx, ev.ID, "", contract.QueryState)
+	st, err := s.eventStatus(ctx, ev.ID)
 	if err != nil {
-		return false, err
-	}
-	var st contract.EventStatus
-	if err := v.Get(&st); err != nil {
 		return false, err
 	}
 	if st.State != contract.StateDeadLettered || st.Generation != d.Generation {

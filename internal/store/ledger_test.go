@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
-func newStore(t *testing.T) *store.Store {
+func newStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
@@ -105,6 +106,9 @@ func TestStuckHeadsClaim(t *testing.T) {
 			age(t, st, e.id, time.Hour)
 		}
 	}
+	// Every correlation's cursor has been on its first event for an hour.
+	_, err := st.Pool().Exec(ctx, `UPDATE correlations SET updated_at = updated_at - interval '1 hour'`)
+	require.NoError(t, err)
 	// d-1 is delivered, so d-2 is d's head.
 	require.NoError(t, st.EventFinish(ctx, "d-1", "d", 1, contract.StateDelivered, time.Now()))
 	age(t, st, "d-1", time.Hour)
@@ -247,4 +251,95 @@ func TestFinishedEventsStayFinished(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, contract.StateDelivered, e.State)
 	require.NotNil(t, e.DeliveredAt)
+}
+
+// TestSkippedTailOutlivesPrunedKeys: the skipped tail a fresh sequencer
+// loads is what was skipped since the last delivered event, also once the
+// cleaner has deleted that event's row (HOOKFLOW_KEY_RETENTION): an old skip
+// is never sent again in skipped_sequences.
+func TestSkippedTailOutlivesPrunedKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	skip := func(id string, seq int64) {
+		t.Helper()
+		_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "p", Sequence: seq, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()})
+		require.NoError(t, err)
+		require.NoError(t, st.EventFinish(ctx, id, "p", seq, contract.StateSkipped, time.Now()))
+	}
+	tail := func() []int64 {
+		t.Helper()
+		got, err := st.CorrelationSkippedTail(ctx, "p")
+		require.NoError(t, err)
+		return got
+	}
+	for s := int64(1); s <= 5; s++ {
+		insertEvent(t, st, corrSeq("p", s), "p", s)
+	}
+	skip("p-1", 1)
+	require.Equal(t, []int64{1}, tail())
+	require.NoError(t, st.EventDelivered(ctx, "p-2", "p", 2, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+	require.Empty(t, tail(), "2 was delivered after the skip of 1")
+
+	// The cleaner deletes delivered 2's key; skipped 1 keeps its row (it has
+	// a dead letter).
+	age(t, st, "p-2", time.Hour)
+	_, err := st.EventsPrunePayloads(ctx, time.Minute, 100)
+	require.NoError(t, err)
+	keys, _, err := st.EventsPruneKeys(ctx, time.Minute, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, keys)
+	require.Empty(t, tail(), "1 was skipped before 2, delivered, although 2's row is gone")
+
+	skip("p-3", 3)
+	skip("p-4", 4)
+	require.Equal(t, []int64{3, 4}, tail())
+	require.NoError(t, st.EventDelivered(ctx, "p-5", "p", 5, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+	require.Empty(t, tail())
+}
+
+func corrSeq(corr string, seq int64) string { return corr + "-" + strconv.FormatInt(seq, 10) }
+
+// TestSweepsPutDeferredRowsLast: a row a sweep could not handle goes to the
+// back of its line; the rows behind it come first once the leases are up.
+func TestSweepsPutDeferredRowsLast(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for _, id := range []string{"q1-1", "q2-1"} {
+		insertEvent(t, st, id, id[:2], 1)
+	}
+	age(t, st, "q1-1", 2*time.Hour)
+	age(t, st, "q2-1", time.Hour)
+	leaseUp := func() {
+		t.Helper()
+		_, err := st.Pool().Exec(ctx, `UPDATE events SET swept_at = swept_at - interval '10 minutes';
+			UPDATE correlations SET swept_at = swept_at - interval '10 minutes'`)
+		require.NoError(t, err)
+	}
+
+	got, err := st.EventsQueuedClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q1-1"}, ids(got), "the oldest first")
+	require.NoError(t, st.EventSweepDeferred(ctx, "q1-1"))
+	leaseUp()
+	got, err = st.EventsQueuedClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q2-1"}, ids(got), "the one that failed goes after the one behind it")
+
+	for _, id := range []string{"q1-1", "q2-1"} {
+		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
+		age(t, st, id, time.Hour)
+	}
+	_, err = st.Pool().Exec(ctx, `UPDATE correlations SET updated_at = updated_at - interval '1 hour', swept_at = NULL;
+		UPDATE correlations SET updated_at = updated_at - interval '1 hour' WHERE correlation_id = 'q1'`)
+	require.NoError(t, err)
+	got, err = st.EventsStuckHeadsClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q1-1"}, ids(got))
+	require.NoError(t, st.CorrelationSweepDeferred(ctx, "q1"))
+	leaseUp()
+	got, err = st.EventsStuckHeadsClaim(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"q2-1"}, ids(got))
 }

@@ -42,6 +42,8 @@ type queries struct {
 	EventMarkStarted         string
 	EventsQueuedClaim        string
 	EventsStuckHeadsClaim    string
+	EventSweepDeferred       string
+	CorrelationSweepDeferred string
 	EventRestarted           string
 	EventStartAttempt        string
 	EventMarkFinal           string
@@ -268,15 +270,35 @@ func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Dur
 	return out, nil
 }
 
-// EventsStuckHeadsClaim takes up to limit unfinished events that are next in
-// their correlation and have not changed, nor been claimed, for longer than
-// lease, and returns them, as EventsQueuedClaim.
+// EventsStuckHeadsClaim takes up to limit correlations whose cursor has not
+// moved, nor been claimed, for longer than lease, stamps their lease, and
+// returns those of their heads (the event the cursor is on) that are not
+// finished nor queued and have not changed for as long. It reads only the
+// correlations it takes, whatever the backlog.
 func (s *Store) EventsStuckHeadsClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
 	out, err := collectEvents(s.pool.Query(ctx, s.q.EventsStuckHeadsClaim, lease.Seconds(), limit))
 	if err != nil {
 		return nil, fmt.Errorf("claim stuck heads: %w", err)
 	}
 	return out, nil
+}
+
+// EventSweepDeferred puts a queued event that the sweep could not start at
+// the back of EventsQueuedClaim's line.
+func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EventSweepDeferred, id); err != nil {
+		return fmt.Errorf("defer queued event: %w", err)
+	}
+	return nil
+}
+
+// CorrelationSweepDeferred puts a correlation whose head the sweep could not
+// look at at the back of EventsStuckHeadsClaim's line.
+func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID string) error {
+	if _, err := s.pool.Exec(ctx, s.q.CorrelationSweepDeferred, correlationID); err != nil {
+		return fmt.Errorf("defer correlation: %w", err)
+	}
+	return nil
 }
 
 // EventRestarted records that the event's workflow had to be started again
@@ -298,7 +320,7 @@ func (s *Store) EventFinish(ctx context.Context, id, correlationID string, seque
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(s.q.EventMarkFinal, id, state, deliveredAt)
-		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
+		b.Queue(s.q.CorrelationAdvance, correlationID, sequence, state == contract.StateSkipped)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -329,7 +351,7 @@ func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, se
 		b := &pgx.Batch{}
 		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
 		b.Queue(s.q.EventMarkFinal, id, contract.StateDelivered, at)
-		b.Queue(s.q.CorrelationAdvance, correlationID, sequence)
+		b.Queue(s.q.CorrelationAdvance, correlationID, sequence, false)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -357,15 +379,16 @@ func (s *Store) CorrelationNext(ctx context.Context, correlationID string) (int6
 }
 
 // CorrelationSkippedTail lists the sequences skipped since the
-// correlation's last delivered event, in order.
+// correlation's last delivered event, in order (none for a correlation
+// nothing has finished in).
 func (s *Store) CorrelationSkippedTail(ctx context.Context, correlationID string) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.CorrelationSkippedTail, correlationID)
-	if err != nil {
+	var out []int64
+	err := translate(s.pool.QueryRow(ctx, s.q.CorrelationSkippedTail, correlationID).Scan(&out))
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("list skipped sequences: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("list skipped sequences: %w", err)
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }

@@ -2,12 +2,21 @@
 -- DO NOTHING covers both unique keys: the caller tells a repeated id from a
 -- sequence taken by another id by reading the row back. A sequence behind
 -- its correlation's cursor is refused as well, though its event's row may be
--- gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys.
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-SELECT $1, $2, $3, $4, $5, $6, $7
-WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
-ON CONFLICT DO NOTHING
-RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason;
+-- gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys. A stored
+-- event raises its correlation's high-water mark (creating the row of a new
+-- correlation), which puts the correlation in the stuck-heads sweep's index.
+WITH ins AS (
+    INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+    SELECT $1, $2, $3, $4, $5, $6, $7
+    WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
+    ON CONFLICT DO NOTHING
+    RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
+), high AS (
+    INSERT INTO correlations AS c (correlation_id, high_water)
+    SELECT correlation_id, sequence FROM ins
+    ON CONFLICT (correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
+)
+SELECT * FROM ins;
 
 -- name: EventGet
 SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
@@ -23,45 +32,63 @@ WHERE id = $1 AND state = 'queued';
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
 -- within as long, and stamps them, in one statement: the sweep then starts
 -- their workflows with no transaction open, and another API process's sweep
--- leaves them alone for $2 seconds.
+-- leaves them alone for $2 seconds. They are taken in the order they became
+-- due (accepted, or last taken in hand), so one the sweep could not start
+-- goes to the back of the line rather than taking the front of every batch.
 UPDATE events e SET swept_at = now()
 FROM (
     SELECT id FROM events
-    WHERE state = 'queued' AND accepted_at < now() - make_interval(secs => $2)
-      AND (swept_at IS NULL OR swept_at < now() - make_interval(secs => $2))
-    ORDER BY accepted_at
+    WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
+    ORDER BY GREATEST(accepted_at, swept_at)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ) q
 WHERE e.id = q.id
 RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
 
+-- name: EventSweepDeferred
+-- The queued sweep could not start the event: it goes to the back of the
+-- line (EventsQueuedClaim's order), its lease counted from now.
+UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
+
 -- name: EventsStuckHeadsClaim
--- Heads of their correlation (the sequence its cursor is on) that are not
--- finished, have not changed for $1 seconds and were not looked at by a
--- sweep for as long, whose correlation's cursor has been on them for as
--- long (an event that waited in a long line became head only when the
--- cursor moved to it); up to $2 of them, stamped as in EventsQueuedClaim. A
--- head that does not move may be fine (a dead letter waits for its
--- operator; a retry waits for its timer), or its workflow may have been
--- terminated, or its sequencer reset: the sweep finds out which. Queued
--- heads are the other sweep's. The NOT IN is events_pending_idx's
--- predicate, so only the backlog is read.
-UPDATE events e SET swept_at = now()
-FROM (
-    SELECT h.id FROM events h
-    WHERE h.state NOT IN ('delivered', 'skipped', 'queued')
-      AND h.sequence = COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = h.correlation_id), 1)
-      AND h.updated_at < now() - make_interval(secs => $1)
-      AND NOT EXISTS (SELECT 1 FROM correlations c WHERE c.correlation_id = h.correlation_id
-                      AND c.updated_at >= now() - make_interval(secs => $1))
-      AND (h.swept_at IS NULL OR h.swept_at < now() - make_interval(secs => $1))
-    ORDER BY h.updated_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-) q
-WHERE e.id = q.id
-RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
+-- Heads of their correlation (the sequence its cursor is on) whose
+-- correlation's cursor has not moved, and that no sweep took in hand, for
+-- $1 seconds, and that are not finished and have not changed for as long
+-- themselves; up to $2 correlations are taken, in the order they became
+-- due, and stamped (swept_at) in one statement, so the sweep then calls
+-- Temporal with no transaction open and another API process's sweep leaves
+-- them alone for $1 seconds. A head that does not move may be fine (a dead
+-- letter waits for its operator; a retry waits for its timer), or its
+-- workflow may have been terminated, or its sequencer reset: the sweep
+-- finds out which. Queued heads are the other sweep's; a correlation whose
+-- head is queued, missing (a later sequence came first) or changed within
+-- $1 seconds is stamped all the same and looked at again a lease later.
+-- correlations_due_idx holds only correlations with an event not finished,
+-- in due order, so the claim reads what it takes and no more.
+WITH due AS (
+    UPDATE correlations c SET swept_at = now()
+    FROM (
+        SELECT correlation_id FROM correlations
+        WHERE high_water >= next_sequence
+          AND GREATEST(updated_at, swept_at) < now() - make_interval(secs => $1)
+        ORDER BY GREATEST(updated_at, swept_at)
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ) d
+    WHERE c.correlation_id = d.correlation_id
+    RETURNING c.correlation_id, c.next_sequence
+)
+SELECT e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason
+FROM due JOIN events e ON e.correlation_id = due.correlation_id AND e.sequence = due.next_sequence
+WHERE e.state NOT IN ('delivered', 'skipped', 'queued')
+  AND e.updated_at < now() - make_interval(secs => $1);
+
+-- name: CorrelationSweepDeferred
+-- The heads sweep could not look at the correlation's head: it goes to the
+-- back of the line (EventsStuckHeadsClaim's order), its lease counted from
+-- now.
+UPDATE correlations SET swept_at = now() WHERE correlation_id = $1;
 
 -- name: EventRestarted
 -- A sweep, a release or a replay started the event's workflow again (run
@@ -97,10 +124,14 @@ UPDATE events SET state = 'dead_lettered', has_dead_letter = true, updated_at = 
 -- name: CorrelationAdvance
 -- The sequencer's cursor, mirrored: it moves past $2 only from $2 itself,
 -- so a repeated call (an activity retried after a crash) changes nothing.
-INSERT INTO correlations AS c (correlation_id, next_sequence)
-VALUES ($1, $2 + 1)
-ON CONFLICT (correlation_id) DO UPDATE SET next_sequence = $2 + 1, updated_at = now()
-WHERE c.next_sequence = $2;
+-- $3: $2 was skipped, which adds it to the skipped tail; a delivered one
+-- empties it (the receiver has moved its cursor past every skip before it).
+INSERT INTO correlations AS c (correlation_id, next_sequence, skipped_tail)
+VALUES ($1, $2::bigint + 1, CASE WHEN $3::boolean THEN ARRAY[$2::bigint] ELSE '{}' END)
+ON CONFLICT (correlation_id) DO UPDATE SET next_sequence = $2::bigint + 1,
+    skipped_tail = CASE WHEN $3::boolean THEN c.skipped_tail || $2::bigint ELSE '{}' END,
+    updated_at = now()
+WHERE c.next_sequence = $2::bigint;
 
 -- name: CorrelationNext
 SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1);
@@ -118,12 +149,11 @@ LIMIT $2;
 SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
 
 -- name: CorrelationSkippedTail
--- Sequences skipped since the correlation's last delivered event: a
--- sequencer starting afresh owes them to the receiver with its next release.
-SELECT sequence FROM events
-WHERE correlation_id = $1 AND state = 'skipped'
-  AND sequence > COALESCE((SELECT max(sequence) FROM events WHERE correlation_id = $1 AND state = 'delivered'), 0)
-ORDER BY sequence;
+-- Sequences skipped since the correlation's last delivered event, in order:
+-- a sequencer starting afresh owes them to the receiver with its next
+-- release. Kept on the correlation's row (CorrelationAdvance), so it does
+-- not depend on the delivered event's row outliving the cleaner.
+SELECT skipped_tail FROM correlations WHERE correlation_id = $1;
 
 -- name: AttemptInsert
 INSERT INTO delivery_attempts (event_id, attempt, started_at, latency_ms, status_code, error, outcome)

@@ -1,0 +1,4 @@
+package store
+
+// StuckHeadsClaimQuery is the stuck-heads claim's SQL, for EXPLAIN in tests.
+func StuckHeadsClaimQuery(s *Store) string { return s.q.EventsStuckHeadsClaim }

@@ -1,0 +1,1 @@
+ALTER TABLE correlations DROP COLUMN IF EXISTS skipped_tail;
