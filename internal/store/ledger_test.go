@@ -263,7 +263,7 @@ func TestSkippedTailOutlivesPrunedKeys(t *testing.T) {
 	st := newStore(t)
 	skip := func(id string, seq int64) {
 		t.Helper()
-		_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "p", Sequence: seq, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()})
+		_, err := st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "p", Sequence: seq, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}, "run/1")
 		require.NoError(t, err)
 		require.NoError(t, st.EventFinish(ctx, id, "p", seq, contract.StateSkipped, time.Now()))
 	}
