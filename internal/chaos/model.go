@@ -445,7 +445,13 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 		}
 		// A sequencer reset to an early task while its head delivers,
 		// then the head terminated: the restart must not strand it.
-		add(2, func() []Step {
+		// The sequencer has a release to forget once an earlier event
+		// finished.
+		forget := 2
+		if h > 0 {
+			forget = 6
+		}
+		add(forget, func() []Step {
 			return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng)}, {Kind: StepTerminate, Corr: k, Seq: seq}}
 		})
 		add(2, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 
@@ -90,8 +91,9 @@ func (v ModelViolation) String() string { return v.Check + ": " + v.Detail }
 
 // CheckModel holds a quiet scenario against the model:
 //
-//   - no event that ended skipped was applied, and only an event an
-//     operator asked to skip ended skipped;
+//   - no event that ended skipped, or whose skip its dead letter row
+//     records, was applied, and only an event an operator asked to skip
+//     ended skipped;
 //   - every delivered event was applied exactly once, and the receiver
 //     applied each correlation in order, past no gap but the skipped
 //     events, with nothing left parked;
@@ -126,6 +128,8 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 				continue
 			case ev.State == stateSkipped && applied[q] > 0:
 				fail(CheckSkippedApplied, "%s ended skipped, yet the receiver applied it", name)
+			case ev.DeadLetter == dlSkipped && applied[q] > 0:
+				fail(CheckSkippedApplied, "%s was skipped (its dead letter row says so), yet the receiver applied it and it is %s", name, ev.State)
 			case ev.State == stateSkipped && !rec.SkipAsked[id]:
 				fail(CheckSkippedApplied, "%s ended skipped, but no operator asked to skip it", name)
 			case ev.State == stateDelivered && applied[q] == 0:
@@ -228,4 +232,32 @@ func modelStrandedWhy(sc *Scenario, k int, obs ModelObserved) string {
 		return fmt.Sprintf("its head c%d/%d has dead letter generation %d open, but its workflow is %s", k, h.Next, ev.Generation, wf)
 	}
 	return ""
+}
+
+// endLines say how each correlation and event of a scenario ended: the
+// ledger's state, the dead letter row, what the receiver applied and holds
+// parked, and the head's workflow.
+func endLines(sc *Scenario, obs ModelObserved) []string {
+	var out []string
+	for k, n := range sc.Events {
+		corr := sc.CorrelationID(k)
+		line := fmt.Sprintf("c%d: the receiver applied %v, holds %v parked", k, obs.Applied[corr], obs.Parked[corr])
+		if h, ok := obs.Heads[corr]; ok {
+			line += fmt.Sprintf("; head c%d/%d, its workflow %s", k, h.Next, h.Workflow)
+			if h.Workflow == "running" {
+				line += fmt.Sprintf(" (%s, generation %d%s)", h.Status.State, h.Status.Generation, h.QueryErr)
+			}
+		}
+		out = append(out, line)
+		for q := int64(1); q <= int64(n); q++ {
+			id := sc.EventID(k, q)
+			ev := obs.Events[id]
+			dl := "no dead letter"
+			if ev.DeadLetter != "" {
+				dl = fmt.Sprintf("dead letter %s (generation %d)", ev.DeadLetter, ev.Generation)
+			}
+			out = append(out, fmt.Sprintf("c%d/%d: %s, %s, \"applied\" answers %d", k, q, cmp.Or(ev.State, "not in the ledger"), dl, obs.AppliedAnswers[id]))
+		}
+	}
+	return out
 }

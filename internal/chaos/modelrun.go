@@ -282,6 +282,8 @@ type modelExec struct {
 	rec ModelRecord
 	// done are the action lines with what became of each.
 	done []string
+	// obs is what the checks read once quiet.
+	obs ModelObserved
 }
 
 func (x *modelExec) note(line string) {
@@ -313,6 +315,7 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.obs = obs
 	return CheckModel(x.sc, x.rec, obs), nil
 }
 
@@ -332,6 +335,10 @@ func (x *modelExec) report(vs []ModelViolation, took time.Duration) string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, l := range x.done {
+		fmt.Fprintf(&b, "    %s\n", l)
+	}
+	fmt.Fprintf(&b, "  how it ended:\n")
+	for _, l := range endLines(x.sc, x.obs) {
 		fmt.Fprintf(&b, "    %s\n", l)
 	}
 	return b.String()
@@ -599,6 +606,9 @@ func (x *modelExec) closing(ctx context.Context) {
 		}
 		quiet := true
 		for k, n := range x.sc.Events {
+			// blocked: an earlier event waits on a dead letter the closing
+			// operator can do no more for, so the later ones wait too.
+			blocked := false
 			for q := int64(1); q <= int64(n); q++ {
 				id := x.sc.EventID(k, q)
 				r := rows[id]
@@ -608,13 +618,15 @@ func (x *modelExec) closing(ctx context.Context) {
 						quiet = false // a Reset's new run may yet send it
 					}
 				case r.State == stateDeadLettered && r.DeadLetter == dlOpen:
-					if acted[id] == r.Generation && acted[id] != 0 || times[id] >= 3 {
-						continue // nothing more the closing operator can do
+					if acted[id] == r.Generation || times[id] >= 3 {
+						blocked = true // nothing more the closing operator can do
+						continue
 					}
 					quiet = false
 					acted[id] = r.Generation
 					times[id]++
 					x.closingPress(ctx, k, q, id, r.Generation)
+				case blocked && r.State == string(contract.StateWaiting):
 				default:
 					quiet = false // moving, or to be repaired by the sweep
 				}
