@@ -121,8 +121,13 @@ type Step struct {
 	Press, Second Press
 	// Task is the workflow task a Reset goes back to: the Task-th among
 	// the WORKFLOW_TASK_COMPLETED events of the history (1 = the first),
-	// taken modulo how many there are when it is pressed.
-	Task int
+	// taken modulo how many there are when it is pressed; a negative one
+	// counts from the last (-1 = the last, -2 = the one before it, or the
+	// first when there are fewer). NoReapply: the
+	// Reset does not reapply the signals and updates that came after that
+	// point (the Web UI's option; Temporal reapplies them by default).
+	Task      int
+	NoReapply bool
 	// Order is the posting order of the events (StepPost).
 	Order []int64
 	// For is how long StepPause waits.
@@ -153,7 +158,14 @@ func (s Step) Line() string {
 	case StepTerminate:
 		return "terminate " + target
 	case StepReset:
-		return fmt.Sprintf("reset %s to workflow task #%d", target, s.Task)
+		task := fmt.Sprintf("workflow task #%d", s.Task)
+		if s.Task < 0 {
+			task = fmt.Sprintf("workflow task #%d from the last", -s.Task)
+		}
+		if s.NoReapply {
+			return fmt.Sprintf("reset %s to %s, signals not reapplied", target, task)
+		}
+		return fmt.Sprintf("reset %s to %s", target, task)
 	case StepPause:
 		return fmt.Sprintf("pause %s", s.For)
 	}
@@ -408,7 +420,9 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 		return []Step{{Kind: StepPause, For: time.Duration(500+rng.IntN(1500)) * time.Millisecond}}
 	})
 	add(1, func() []Step { return []Step{{Kind: StepTerminate, Corr: k}} })
-	add(1, func() []Step { return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng)}} })
+	add(1, func() []Step {
+		return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng), NoReapply: rng.IntN(4) == 0}}
+	})
 	if c.failing() {
 		add(2, func() []Step { return mode(ModePass) })
 	} else if h >= 0 {
@@ -435,6 +449,11 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 	if h < 0 {
 		return cs
 	}
+	if h > 0 && (c.events[h] == absInFlight || c.events[h] == absDead) {
+		// Released by its predecessor's hand-over (a signal): a Reset to
+		// before it that does not reapply signals loses the release.
+		add(4, func() []Step { return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: 1, NoReapply: true}} })
+	}
 	switch c.events[h] {
 	case absInFlight:
 		if c.failing() {
@@ -452,10 +471,18 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 			forget = 6
 		}
 		add(forget, func() []Step {
-			return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng)}, {Kind: StepTerminate, Corr: k, Seq: seq}}
+			// The task before the last: most likely before the hand-over
+			// that released the head.
+			task := pickTask(rng)
+			if rng.IntN(2) == 0 {
+				task = -2
+			}
+			return []Step{{Kind: StepReset, Corr: k, Task: task, NoReapply: rng.IntN(4) == 0}, {Kind: StepTerminate, Corr: k, Seq: seq}}
 		})
 		add(2, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })
-		add(2, func() []Step { return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng)}} })
+		add(2, func() []Step {
+			return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng), NoReapply: rng.IntN(3) == 0}}
+		})
 	case absDead:
 		add(3, func() []Step {
 			replayed()
@@ -503,8 +530,12 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 			terminate = 9
 		}
 		add(terminate, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })
-		add(3, func() []Step { return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng)}} })
-		add(1, func() []Step { return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng)}} })
+		add(3, func() []Step {
+			return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng), NoReapply: rng.IntN(3) == 0}}
+		})
+		add(1, func() []Step {
+			return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng), NoReapply: rng.IntN(4) == 0}}
+		})
 	}
 	return cs
 }

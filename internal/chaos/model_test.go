@@ -60,7 +60,7 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 					t.Fatalf("seed %d: %s presses %q", seed, s.Line(), p.Button)
 				}
 			}
-			if s.Kind == StepReset && s.Task < 1 {
+			if s.Kind == StepReset && s.Task == 0 {
 				t.Fatalf("seed %d: %s", seed, s.Line())
 			}
 		}

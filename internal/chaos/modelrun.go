@@ -49,12 +49,17 @@ type ModelConfig struct {
 	Stdout, Stderr io.Writer
 }
 
-// ModelShort is the short run of make test: a fixed list of seeds (those
-// that found the defects of issue 22 on edf142a, and a few others), about
-// 3–4 minutes on a 2-core machine.
+// ModelShort is the short run of make test: a fixed list of seeds, about
+// 1–2 minutes on a 2-core machine. The first eight found defects of issue
+// 22 on edf142a (each in two runs out of two, 17 in one of two): 9 and 38
+// a restart that drops skipped_sequences (order: the receiver parks 2;
+// unfinished: replayed with the receiver healed and dead-lettered again),
+// 52 and 54 an API replay and a raw skip {} that both act (dead letter
+// status: skipped, row replayed), 33, 17, 2 and 46 a Reset that sends a
+// skipped event (skipped_applied). The others passed there.
 func ModelShort() ModelConfig {
 	return ModelConfig{
-		Seeds: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Parallel: 2, Workers: 2,
+		Seeds: []uint64{9, 38, 52, 54, 33, 17, 2, 46, 1, 3, 5, 6, 7, 8}, Parallel: 2, Workers: 2,
 		RecoveryWindow: 2 * time.Second, DeliveryTimeout: 2 * time.Second, RepairAfter: 2 * time.Second,
 		Settle: 20 * time.Second,
 	}
@@ -396,7 +401,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 		}
 		return "terminated"
 	case StepReset:
-		return x.reset(ctx, id, s.Task)
+		return x.reset(ctx, id, s.Task, s.NoReapply)
 	case StepPause:
 		select {
 		case <-ctx.Done():
@@ -549,7 +554,7 @@ func (x *modelExec) press(ctx context.Context, id string, p Press) string {
 
 // reset presses Reset on the workflow's latest run (running or closed),
 // back to its task-th completed workflow task (modulo how many it has).
-func (x *modelExec) reset(ctx context.Context, id string, task int) string {
+func (x *modelExec) reset(ctx context.Context, id string, task int, noReapply bool) string {
 	desc, err := x.st.tc.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -575,10 +580,17 @@ func (x *modelExec) reset(ctx context.Context, id string, task int) string {
 		return "no completed workflow task yet"
 	}
 	i := (max(task, 1) - 1) % len(tasks)
-	_, err = x.st.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+	if task < 0 {
+		i = max(0, len(tasks)+task)
+	}
+	req := &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace: temporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
 		Reason: "operator model: Reset", WorkflowTaskFinishEventId: tasks[i], RequestId: randomHex(16),
-	})
+	}
+	if noReapply {
+		req.ResetReapplyType = enumspb.RESET_REAPPLY_TYPE_NONE
+	}
+	_, err = x.st.tc.ResetWorkflowExecution(ctx, req)
 	if err != nil {
 		return fmt.Sprintf("reset of the %s run refused: %v", workflowStatus(info.GetStatus()), err)
 	}
