@@ -180,7 +180,7 @@ func runOperatorModel(ctx context.Context, env *cliEnv, cfg config.Config, pick 
 		m.RepairAfter = cfg.RepairAfter
 	}
 	switch {
-	case m.Sequences < 1:
+	case len(m.Seeds) == 0 && m.Sequences < 1:
 		return &config.UsageError{Msg: "chaos --sequences must be at least 1"}
 	case m.Parallel < 1:
 		return &config.UsageError{Msg: "chaos --parallel must be at least 1"}

@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -119,16 +117,11 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	}
 
 	out := &progress{w: cfg.Stderr, began: time.Now()}
-	dir, logs, err := prepareDir(cfg.DataDir)
+	dir, logs, logger, closeLog, err := openRunDir(cfg.DataDir)
 	if err != nil {
 		return ModelResult{}, err
 	}
-	logf, err := os.OpenFile(filepath.Join(logs, "chaos.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return ModelResult{}, err
-	}
-	defer logf.Close()
-	logger := slog.New(slog.NewTextHandler(logf, nil))
+	defer closeLog()
 	st := newStack(Config{
 		Binary: cfg.Binary, Seed: seeds[0], Workers: cfg.Workers,
 		RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout, RepairAfter: cfg.RepairAfter,
@@ -565,16 +558,9 @@ func (x *modelExec) reset(ctx context.Context, id string, task int, noReapply bo
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	runID := info.GetExecution().GetRunId()
-	var tasks []int64
-	it := x.st.tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return "history: " + err.Error()
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			tasks = append(tasks, ev.GetEventId())
-		}
+	tasks, err := completedTasks(ctx, x.st.tc, id, runID)
+	if err != nil {
+		return err.Error()
 	}
 	if len(tasks) == 0 {
 		return "no completed workflow task yet"
