@@ -123,9 +123,9 @@ type Step struct {
 	// the WORKFLOW_TASK_COMPLETED events of the history (1 = the first),
 	// taken modulo how many there are when it is pressed; a negative one
 	// counts from the last (-1 = the last, -2 = the one before it, or the
-	// first when there are fewer). NoReapply: the
-	// Reset does not reapply the signals and updates that came after that
-	// point (the Web UI's option; Temporal reapplies them by default).
+	// first when there are fewer). NoReapply: the Reset does not reapply
+	// the signals and updates that came after that point (the Web UI's
+	// option; Temporal reapplies them by default).
 	Task      int
 	NoReapply bool
 	// Order is the posting order of the events (StepPost).
@@ -163,7 +163,7 @@ func (s Step) Line() string {
 			task = fmt.Sprintf("workflow task #%d from the last", -s.Task)
 		}
 		if s.NoReapply {
-			return fmt.Sprintf("reset %s to %s, signals not reapplied", target, task)
+			return fmt.Sprintf("reset %s to %s, signals and updates not reapplied", target, task)
 		}
 		return fmt.Sprintf("reset %s to %s", target, task)
 	case StepPause:

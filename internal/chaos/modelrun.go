@@ -574,7 +574,9 @@ func (x *modelExec) reset(ctx context.Context, id string, task int, noReapply bo
 		Reason: "operator model: Reset", WorkflowTaskFinishEventId: tasks[i], RequestId: randomHex(16),
 	}
 	if noReapply {
-		req.ResetReapplyType = enumspb.RESET_REAPPLY_TYPE_NONE
+		req.ResetReapplyExcludeTypes = []enumspb.ResetReapplyExcludeType{
+			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
+		}
 	}
 	_, err = x.st.tc.ResetWorkflowExecution(ctx, req)
 	if err != nil {
