@@ -8,10 +8,11 @@ BIN      := bin/hookflow
 # without it. The packages that link the Temporal server have no tests of
 # their own (go vet checks them). chaos and bench have unit tests (race) and
 # one whole-stack run each (TestChaosShort: the short chaos run, the
-# reliability suite's proof; TestBenchShortRun: the short bench, figures
+# reliability suite's proof; TestOperatorModelShort: the model-based
+# operator test's fixed seeds; TestBenchShortRun: the short bench, figures
 # printed, no speed asserted), which run last and one at a time so that
-# neither shares the two cores with the other suites.
-STACK_RUNS  := TestChaosShort|TestBenchShortRun
+# none shares the two cores with the other suites.
+STACK_RUNS  := TestChaosShort|TestOperatorModelShort|TestBenchShortRun
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
 # The linter, built once from the module proxy at this version into bin/.
 STATICCHECK_VERSION := v0.8.2
@@ -52,6 +53,7 @@ test-integration: build
 
 test-stack: build
 	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./internal/chaos/
+	$(GO) test -count=1 -timeout 30m -run TestOperatorModelShort ./internal/chaos/
 	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
 
 test: deps lint test-unit test-integration test-stack

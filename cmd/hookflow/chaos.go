@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookflow/hookflow/internal/chaos"
@@ -25,6 +27,10 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 		seed                uint64
 		events, corrs, wrks int
 		phase, quiet        time.Duration
+		model               bool
+		sequences, parallel int
+		settle              time.Duration
+		seedList            string
 	)
 	cfg, rest, err := config.LoadWithFlags("chaos",
 		"Run Postgres, the Temporal server, migrate, the API, worker processes and the reference receiver as real\n"+
@@ -34,8 +40,13 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			"workflows and sequencers); wait for quiet and check every event applied exactly once, in order, or\n"+
 			"dead-lettered or skipped, and no correlation stranded. Prints one summary line; exits 1 on any violation.\n"+
 			"  hookflow chaos --short     1,000 events over 50 correlations, 90s of faults, window 15s (4-5 minutes on 2 cores)\n"+
-			"  hookflow chaos             10,000 events over 200 correlations, recovery window 30s",
-		[]string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"},
+			"  hookflow chaos             10,000 events over 200 correlations, recovery window 30s\n"+
+			"  hookflow chaos --operator-model [--sequences 200] [--seed N] [--short: the fixed seeds of make test]\n"+
+			"                             the model-based operator test: seeded sequences of operator actions (replay, skip,\n"+
+			"                             raw Web UI signals, double clicks, Terminate, Reset to any workflow task) while the\n"+
+			"                             receiver fails, heals or loses acks; each on fresh correlations, checked once quiet.\n"+
+			"                             Sequence i has seed N+i; a failure prints its seed and actions (window 2s, repair after 2s)",
+		[]string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_REPAIR_AFTER"},
 		args, env.getenv,
 		map[string]string{
 			"HOOKFLOW_DATA_DIR":         filepath.Join(os.TempDir(), "hookflow-chaos"),
@@ -52,6 +63,11 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			f.IntVar(&wrks, "workers", long.Workers, "worker processes")
 			f.DurationVar(&phase, "duration", long.FaultPhase, "how long faults are injected; events are posted over its first 70% (90s with --short)")
 			f.DurationVar(&quiet, "quiet-timeout", long.QuietTimeout, "at most how long to wait for every event to settle once posted (20m with --short); the wait also ends after 3 minutes without progress")
+			f.BoolVar(&model, "operator-model", false, "run the model-based operator test instead: --sequences scenarios from --seed on")
+			f.StringVar(&seedList, "seeds", "", "with --operator-model: a comma-separated list of seeds to run instead (a failure's seed, again)")
+			f.IntVar(&sequences, "sequences", chaos.ModelLong().Sequences, "with --operator-model: how many scenarios (seeds --seed, --seed+1, …)")
+			f.IntVar(&parallel, "parallel", chaos.ModelLong().Parallel, "with --operator-model: scenarios run at once, each on its own correlations")
+			f.DurationVar(&settle, "settle", chaos.ModelLong().Settle, "with --operator-model: at most how long the closing operator waits for a scenario to be quiet")
 		})
 	if err != nil {
 		return err
@@ -61,11 +77,22 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pick := func(name, envName string) bool { return set[name] || (envName != "" && env.getenv(envName) != "") }
+	if model {
+		var seeds []uint64
+		for _, f := range strings.FieldsFunc(seedList, func(r rune) bool { return r == ',' || r == ' ' }) {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return &config.UsageError{Msg: fmt.Sprintf("chaos --seeds: %q is not a seed", f)}
+			}
+			seeds = append(seeds, n)
+		}
+		return runOperatorModel(ctx, env, cfg, pick, short, seeds, seed, sequences, parallel, wrks, settle)
+	}
 	c := long
 	if short {
 		c = chaos.Short()
 	}
-	pick := func(name, envName string) bool { return set[name] || (envName != "" && env.getenv(envName) != "") }
 	if pick("seed", "") {
 		c.Seed = seed
 	}
@@ -90,6 +117,9 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	if pick("delivery-timeout", "HOOKFLOW_DELIVERY_TIMEOUT") {
 		c.DeliveryTimeout = cfg.DeliveryTimeout
 	}
+	if pick("repair-after", "HOOKFLOW_REPAIR_AFTER") {
+		c.RepairAfter = cfg.RepairAfter
+	}
 	switch {
 	case c.Events < c.Correlations || c.Correlations < 2:
 		return &config.UsageError{Msg: "chaos needs at least 2 correlations and at least one event per correlation"}
@@ -112,6 +142,65 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if !res.Verdict.OK() {
 		return errors.New("invariants violated (see the lines above)")
+	}
+	return nil
+}
+
+// runOperatorModel is hookflow chaos --operator-model: the model-based
+// operator test on the stack as real processes. Its own short recovery
+// window and repair delay apply unless set.
+func runOperatorModel(ctx context.Context, env *cliEnv, cfg config.Config, pick func(flag, env string) bool,
+	short bool, seeds []uint64, seed uint64, sequences, parallel, workers int, settle time.Duration) error {
+	m := chaos.ModelLong()
+	if short {
+		m = chaos.ModelShort()
+	}
+	if !short || pick("seed", "") || pick("sequences", "") {
+		m.Seeds, m.Seed, m.Sequences = nil, seed, sequences
+	}
+	if len(seeds) > 0 {
+		m.Seeds = seeds
+	}
+	if pick("parallel", "") {
+		m.Parallel = parallel
+	}
+	if pick("settle", "") {
+		m.Settle = settle
+	}
+	if pick("workers", "") {
+		m.Workers = workers
+	}
+	if pick("recovery-window", "HOOKFLOW_RECOVERY_WINDOW") {
+		m.RecoveryWindow = cfg.RecoveryWindow
+	}
+	if pick("delivery-timeout", "HOOKFLOW_DELIVERY_TIMEOUT") {
+		m.DeliveryTimeout = cfg.DeliveryTimeout
+	}
+	if pick("repair-after", "HOOKFLOW_REPAIR_AFTER") {
+		m.RepairAfter = cfg.RepairAfter
+	}
+	switch {
+	case len(m.Seeds) == 0 && m.Sequences < 1:
+		return &config.UsageError{Msg: "chaos --sequences must be at least 1"}
+	case m.Parallel < 1:
+		return &config.UsageError{Msg: "chaos --parallel must be at least 1"}
+	case m.Workers < 1:
+		return &config.UsageError{Msg: "chaos needs at least one worker"}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the hookflow binary: %w", err)
+	}
+	m.Binary, m.DataDir, m.Stdout, m.Stderr = self, cfg.DataDir, env.stdout, env.stderr
+	res, err := chaos.RunOperatorModel(ctx, m)
+	if errors.Is(err, chaos.ErrDataDirInUse) {
+		return &config.UsageError{Msg: "HOOKFLOW_DATA_DIR " + err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		return errors.New("the operator model found violations (see the lines above)")
 	}
 	return nil
 }

@@ -54,6 +54,9 @@ type Config struct {
 	FaultPhase time.Duration
 	// RecoveryWindow and DeliveryTimeout are given to the API and workers.
 	RecoveryWindow, DeliveryTimeout time.Duration
+	// RepairAfter is the API's HOOKFLOW_REPAIR_AFTER; zero leaves its
+	// default (30 s).
+	RepairAfter time.Duration
 	// KillEvery is the mean gap between worker SIGKILLs; BurstEvery between
 	// 5xx bursts; OperatorEvery between the operator's actions (double
 	// clicks, Terminate, Reset).

@@ -21,7 +21,46 @@ import (
 func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
 	defer cancel()
+	// The run stops waiting for quiet after 3 minutes without progress; on
+	// a loaded machine it is slower, not wrong, so its overall cap is what
+	// the budget leaves after start-up, the fault phase and the posts
+	// (about 5 minutes there), and a slow run still ends with a verdict
+	// rather than a kill.
+	quiet := 20 * time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		quiet = min(quiet, max(2*time.Minute, time.Until(dl)-5*time.Minute))
+	}
+	stdout, wall, err := runChaosCommand(ctx, t, "--short", "--quiet-timeout", quiet.Round(time.Second).String())
+	var summary, faults string
+	for _, line := range strings.Split(stdout, "\n") {
+		switch {
+		case strings.HasPrefix(line, "events="):
+			summary = line
+		case strings.HasPrefix(line, "faults:"):
+			faults = line
+		}
+	}
+	t.Log(faults)
+	t.Logf("summary (%s): %s", wall, summary)
+	if err != nil {
+		t.Fatalf("hookflow chaos --short: %v (ctx: %v)", err, ctx.Err())
+	}
+	if summary == "" {
+		t.Fatalf("no summary line in the output:\n%s", stdout)
+	}
+	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 "} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
 
+// runChaosCommand builds hookflow and runs `hookflow chaos` with args and a
+// data folder of its own (kept, with its logs, when the test fails), its
+// progress logged as it comes. It returns the run's stdout, how long the
+// run took, and how it ended.
+func runChaosCommand(ctx context.Context, t *testing.T, args ...string) (string, time.Duration, error) {
+	t.Helper()
 	root := moduleRoot(t)
 	dir, err := os.MkdirTemp("", "hookflow-chaos-test-")
 	if err != nil {
@@ -50,17 +89,8 @@ func TestChaosShort(t *testing.T) {
 	}
 	t.Logf("built hookflow in %s", time.Since(began).Round(time.Second))
 
-	// The run stops waiting for quiet after 3 minutes without progress; on
-	// a loaded machine it is slower, not wrong, so its overall cap is what
-	// the budget leaves after start-up, the fault phase and the posts
-	// (about 5 minutes there), and a slow run still ends with a verdict
-	// rather than a kill.
-	quiet := 20 * time.Minute
-	if dl, ok := ctx.Deadline(); ok {
-		quiet = min(quiet, max(2*time.Minute, time.Until(dl)-5*time.Minute))
-	}
 	began = time.Now()
-	cmd := exec.CommandContext(ctx, bin, "chaos", "--short", "--data-dir", data, "--quiet-timeout", quiet.Round(time.Second).String())
+	cmd := exec.CommandContext(ctx, bin, append([]string{"chaos", "--data-dir", data}, args...)...)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	stderr, err := cmd.StderrPipe()
@@ -85,30 +115,7 @@ func TestChaosShort(t *testing.T) {
 	}()
 	<-progress
 	err = cmd.Wait()
-	wall := time.Since(began).Round(time.Second)
-
-	var summary, faults string
-	for _, line := range strings.Split(stdout.String(), "\n") {
-		switch {
-		case strings.HasPrefix(line, "events="):
-			summary = line
-		case strings.HasPrefix(line, "faults:"):
-			faults = line
-		}
-	}
-	t.Log(faults)
-	t.Logf("summary (%s): %s", wall, summary)
-	if err != nil {
-		t.Fatalf("hookflow chaos --short: %v (ctx: %v)", err, ctx.Err())
-	}
-	if summary == "" {
-		t.Fatalf("no summary line in the output:\n%s", stdout.String())
-	}
-	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 "} {
-		if !strings.Contains(summary, want) {
-			t.Errorf("summary lacks %q", strings.TrimSpace(want))
-		}
-	}
+	return stdout.String(), time.Since(began).Round(time.Second), err
 }
 
 // testBudget is how long the build and the run may take: 20 minutes, less

@@ -17,6 +17,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	hfclient "github.com/hookflow/hookflow/kit/client"
@@ -396,16 +397,9 @@ func (o *operator) reset(ctx context.Context, workflowID string, pick uint64) (o
 		return skipped, fmt.Sprintf("%s is %s", workflowID, workflowStatus(info.GetStatus()))
 	}
 	runID := info.GetExecution().GetRunId()
-	var tasks []int64
-	it := o.st.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return skipped, fmt.Sprintf("history of %s: %v", workflowID, err)
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			tasks = append(tasks, ev.GetEventId())
-		}
+	tasks, err := completedTasks(ctx, o.st.tc, workflowID, runID)
+	if err != nil {
+		return skipped, err.Error()
 	}
 	if len(tasks) == 0 {
 		return skipped, workflowID + " has completed no workflow task yet"
@@ -426,6 +420,23 @@ func (o *operator) reset(ctx context.Context, workflowID string, pick uint64) (o
 		return skipped, fmt.Sprintf("reset %s: %v", workflowID, err)
 	}
 	return injected, fmt.Sprintf("reset %s to event %d (workflow task %d of %d)", workflowID, to, slices.Index(tasks, to)+1, len(tasks))
+}
+
+// completedTasks returns the event IDs of a run's WORKFLOW_TASK_COMPLETED
+// events: the points a Reset can go back to.
+func completedTasks(ctx context.Context, tc client.Client, workflowID, runID string) ([]int64, error) {
+	var tasks []int64
+	it := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", workflowID, err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			tasks = append(tasks, ev.GetEventId())
+		}
+	}
+	return tasks, nil
 }
 
 // workflowStatus is a workflow's status in lower case ("running",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -58,6 +59,11 @@ type Proxy struct {
 	// refuse maps a correlation to the channel that gets the id of the
 	// event refused for it.
 	refuse map[string]chan string
+	// modes are the receiver's failure modes per correlation (the operator
+	// model's), and ackLost the events whose acknowledgement a LoseAck mode
+	// has dropped once already.
+	modes   map[string]ReceiverMode
+	ackLost map[string]bool
 
 	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused atomic.Int64
 
@@ -72,6 +78,7 @@ func NewProxy(upstream string, seed uint64, holdFor time.Duration, faults ProxyF
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
 		applied: map[string]int{}, seen: map[string]bool{}, refuse: map[string]chan string{},
+		modes: map[string]ReceiverMode{}, ackLost: map[string]bool{},
 	}
 	p.faultsOn.Store(true)
 	return p
@@ -103,6 +110,77 @@ func (p *Proxy) RefuseNext(correlation string) <-chan string {
 	p.refuse[correlation] = ch
 	p.mu.Unlock()
 	return ch
+}
+
+// ReceiverMode is how the receiver answers the deliveries of one
+// correlation, as the operator model sets it (SetMode).
+type ReceiverMode int
+
+const (
+	// ModePass forwards every delivery: the receiver is healthy.
+	ModePass ReceiverMode = iota
+	// ModeReject answers 400 without forwarding: a permanent rejection,
+	// which dead-letters the event at once.
+	ModeReject
+	// ModeUnavailable answers 503 (no Retry-After) without forwarding, so
+	// the event dead-letters when its recovery window is spent.
+	ModeUnavailable
+	// ModeLoseAck forwards each event's first delivery, which the receiver
+	// commits, and resets the sender's connection instead of answering;
+	// later deliveries of that event pass, so it is never dead-lettered
+	// for it (and an operator's skip of it stays honest).
+	ModeLoseAck
+)
+
+// String names the mode as the operator model's action lines do.
+func (m ReceiverMode) String() string {
+	switch m {
+	case ModePass:
+		return "heals"
+	case ModeReject:
+		return "rejects (400)"
+	case ModeUnavailable:
+		return "is unavailable (503)"
+	case ModeLoseAck:
+		return "loses acks (applies, then drops the answer)"
+	}
+	return fmt.Sprintf("mode %d", int(m))
+}
+
+// SetMode sets how the receiver answers the deliveries of correlation.
+func (p *Proxy) SetMode(correlation string, m ReceiverMode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m == ModePass {
+		delete(p.modes, correlation)
+		return
+	}
+	p.modes[correlation] = m
+}
+
+// modeOf returns the mode of the delivery's correlation (ModePass when
+// none is set), and for ModeLoseAck whether this delivery is the event's
+// first, whose acknowledgement is dropped; a later one passes.
+func (p *Proxy) modeOf(eventID string, body []byte) ReceiverMode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.modes) == 0 {
+		return ModePass
+	}
+	var env struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return ModePass
+	}
+	m := p.modes[env.CorrelationID]
+	if m == ModeLoseAck {
+		if p.ackLost[eventID] {
+			return ModePass
+		}
+		p.ackLost[eventID] = true
+	}
+	return m
 }
 
 // Disarm cancels RefuseNext for correlation.
@@ -229,7 +307,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f := faultNone
 	if !isDown {
-		f = p.pick()
+		switch p.modeOf(r.Header.Get("webhook-id"), body) {
+		case ModeReject:
+			p.refused.Add(1)
+			http.Error(w, "rejected (operator model)", http.StatusBadRequest)
+			return
+		case ModeUnavailable:
+			p.burst503.Add(1)
+			http.Error(w, "unavailable (operator model)", http.StatusServiceUnavailable)
+			return
+		case ModeLoseAck:
+			f = faultLostAck
+		default:
+			f = p.pick()
+		}
 	}
 	switch f {
 	case faultLatency:

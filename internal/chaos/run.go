@@ -35,16 +35,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	out := &progress{w: cfg.Stderr, began: time.Now()}
-	dir, logs, err := prepareDir(cfg.DataDir)
+	dir, logs, logger, closeLog, err := openRunDir(cfg.DataDir)
 	if err != nil {
 		return Result{}, err
 	}
-	logf, err := os.OpenFile(filepath.Join(logs, "chaos.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return Result{}, err
-	}
-	defer logf.Close()
-	logger := slog.New(slog.NewTextHandler(logf, nil))
+	defer closeLog()
 
 	wl, err := NewWorkload(WorkloadConfig{
 		Seed: cfg.Seed, Events: cfg.Events, Correlations: cfg.Correlations,
@@ -289,4 +284,18 @@ func (p *progress) printf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, _ = io.WriteString(p.w, line)
+}
+
+// openRunDir prepares the data folder (prepareDir) and opens the run's own
+// log, chaos.log in its logs folder; closeLog closes it.
+func openRunDir(dataDir string) (dir, logs string, logger *slog.Logger, closeLog func(), err error) {
+	dir, logs, err = prepareDir(dataDir)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(logs, "chaos.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	return dir, logs, slog.New(slog.NewTextHandler(logf, nil)), func() { _ = logf.Close() }, nil
 }

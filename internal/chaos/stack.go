@@ -217,6 +217,9 @@ func (s *stack) start(ctx context.Context) error {
 		return err
 	}
 	apiEnv := with(common, map[string]string{"HOOKFLOW_API_ADDR": net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))})
+	if cfg.RepairAfter > 0 {
+		apiEnv["HOOKFLOW_REPAIR_AFTER"] = cfg.RepairAfter.String()
+	}
 	s.api = newProc("api", cfg.Binary, []string{"api"}, childEnv(apiEnv), filepath.Join(s.logs, "api.log"))
 	if err := s.api.start(); err != nil {
 		return err

@@ -1,0 +1,541 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// The operator model: a seeded generator of operator action sequences
+// (this file), carried out one after another on one stack, each on fresh
+// correlations (modelrun.go), each brought to quiescence and held against
+// the model (modelcheck.go).
+//
+// A Scenario is a pure function of its seed: the same seed gives the same
+// correlations, the same receiver modes and the same actions, whatever the
+// stack does; only the timing differs from run to run. The generator
+// steers by an abstract model of where each event stands (held, in
+// flight, dead-lettered, delivered, skipped) so that most actions land
+// where they matter: on a dead-lettered head, on its successor just
+// released after a skip, on a head still delivering, on a skipped event
+// once the receiver heals.
+
+// StepKind names an action of a scenario.
+type StepKind string
+
+// The actions.
+const (
+	// StepMode sets how the receiver answers a correlation (heals it,
+	// rejects with 400, is unavailable with 503, loses acks).
+	StepMode StepKind = "mode"
+	// StepPost posts a correlation's events, in Step.Order.
+	StepPost StepKind = "post"
+	// StepAwait waits, bounded, until an event is in Step.State in
+	// hookflow's ledger; the scenario goes on either way.
+	StepAwait StepKind = "await"
+	// StepPress presses one button: replay or skip, from the API or as a
+	// raw Web UI signal.
+	StepPress StepKind = "press"
+	// StepDouble presses two buttons at once (a double click; an API call
+	// racing a raw signal).
+	StepDouble StepKind = "double"
+	// StepTerminate presses Terminate on an event's workflow (Seq > 0) or
+	// on the correlation's sequencer (Seq == 0).
+	StepTerminate StepKind = "terminate"
+	// StepReset presses Reset on an event's workflow or the sequencer,
+	// back to one of its completed workflow tasks (Step.Task).
+	StepReset StepKind = "reset"
+	// StepPause waits Step.For.
+	StepPause StepKind = "pause"
+)
+
+// The states StepAwait waits for.
+const (
+	awaitDeadLettered = "dead_lettered" // dead-lettered, with its dead letter open
+	awaitDelivering   = "delivering"
+	awaitFinal        = "final" // delivered or skipped
+)
+
+// SignalInput is what a raw Web UI signal carries.
+type SignalInput int
+
+// The inputs of a raw signal.
+const (
+	// InputNone: no payload at all (the Web UI's empty input).
+	InputNone SignalInput = iota
+	// InputEmpty: {}.
+	InputEmpty
+	// InputGeneration: {"generation": g}, g the dead letter's current
+	// generation (read when the signal is sent).
+	InputGeneration
+	// InputStale: {"generation": g-1}, a signal meant for an earlier dead
+	// letter.
+	InputStale
+)
+
+func (in SignalInput) String() string {
+	switch in {
+	case InputNone:
+		return "no input"
+	case InputEmpty:
+		return "{}"
+	case InputGeneration:
+		return `{"generation": current}`
+	case InputStale:
+		return `{"generation": current-1}`
+	}
+	return fmt.Sprintf("input %d", int(in))
+}
+
+// Press is one operator's button.
+type Press struct {
+	// Button is "replay" or "skip".
+	Button string
+	// UI: a raw signal to the event's workflow, as sent by hand from the
+	// Temporal Web UI, with Input; else the API's POST
+	// /v1/dead-letters/{id}/replay (or skip).
+	UI    bool
+	Input SignalInput
+}
+
+func (p Press) String() string {
+	if p.UI {
+		return fmt.Sprintf("%s signal %s (Web UI)", p.Button, p.Input)
+	}
+	return p.Button + " (API)"
+}
+
+// Step is one action of a scenario.
+type Step struct {
+	Kind StepKind
+	// Corr is the index of the correlation in the scenario; Seq the event
+	// (for Terminate and Reset, 0 is the correlation's sequencer).
+	Corr int
+	Seq  int64
+	// Mode is the receiver's mode (StepMode).
+	Mode ReceiverMode
+	// State is the state awaited (StepAwait).
+	State string
+	// Press is the button (StepPress), the first of two (StepDouble).
+	Press, Second Press
+	// Task is the workflow task a Reset goes back to: the Task-th among
+	// the WORKFLOW_TASK_COMPLETED events of the history (1 = the first),
+	// taken modulo how many there are when it is pressed; a negative one
+	// counts from the last (-1 = the last, -2 = the one before it, or the
+	// first when there are fewer). NoReapply: the Reset does not reapply
+	// the signals and updates that came after that point (the Web UI's
+	// option; Temporal reapplies them by default).
+	Task      int
+	NoReapply bool
+	// Order is the posting order of the events (StepPost).
+	Order []int64
+	// For is how long StepPause waits.
+	For time.Duration
+}
+
+// Line is the step as one readable line, events named c<corr>/<seq>.
+func (s Step) Line() string {
+	target := fmt.Sprintf("c%d/%d", s.Corr, s.Seq)
+	if s.Seq == 0 {
+		target = fmt.Sprintf("sequencer c%d", s.Corr)
+	}
+	switch s.Kind {
+	case StepMode:
+		return fmt.Sprintf("receiver of c%d %s", s.Corr, s.Mode)
+	case StepPost:
+		order := make([]string, len(s.Order))
+		for i, q := range s.Order {
+			order[i] = fmt.Sprint(q)
+		}
+		return fmt.Sprintf("post c%d events %s", s.Corr, strings.Join(order, ","))
+	case StepAwait:
+		return fmt.Sprintf("await %s %s", target, s.State)
+	case StepPress:
+		return fmt.Sprintf("%s: %s", target, s.Press)
+	case StepDouble:
+		return fmt.Sprintf("%s: %s and %s at once", target, s.Press, s.Second)
+	case StepTerminate:
+		return "terminate " + target
+	case StepReset:
+		task := fmt.Sprintf("workflow task #%d", s.Task)
+		if s.Task < 0 {
+			task = fmt.Sprintf("workflow task #%d from the last", -s.Task)
+		}
+		if s.NoReapply {
+			return fmt.Sprintf("reset %s to %s, signals and updates not reapplied", target, task)
+		}
+		return fmt.Sprintf("reset %s to %s", target, task)
+	case StepPause:
+		return fmt.Sprintf("pause %s", s.For)
+	}
+	return string(s.Kind)
+}
+
+// Scenario is one generated sequence of operator actions on fresh
+// correlations.
+type Scenario struct {
+	Seed uint64
+	// Events is how many events each correlation has (sequences 1..n).
+	Events []int
+	Steps  []Step
+	// Closing says what the closing operator does with an event whose dead
+	// letter is still open once the receiver is healed: "replay" or
+	// "skip", by correlation and sequence-1.
+	Closing [][]string
+}
+
+// CorrelationID is correlation k's ID: fresh for every seed.
+func (sc *Scenario) CorrelationID(k int) string { return fmt.Sprintf("om-%d-c%d", sc.Seed, k) }
+
+// EventID is the ID (idempotency key) of correlation k's event seq.
+func (sc *Scenario) EventID(k int, seq int64) string {
+	return fmt.Sprintf("%s-%d", sc.CorrelationID(k), seq)
+}
+
+// Lines are the scenario's actions, one a line, with the correlations it
+// names and what the closing operator does.
+func (sc *Scenario) Lines() []string {
+	var out []string
+	for k, n := range sc.Events {
+		out = append(out, fmt.Sprintf("c%d = %s, events 1..%d (ids %s-<seq>)", k, sc.CorrelationID(k), n, sc.CorrelationID(k)))
+	}
+	for i, s := range sc.Steps {
+		out = append(out, fmt.Sprintf("%2d. %s", i+1, s.Line()))
+	}
+	var closing []string
+	for k, per := range sc.Closing {
+		for i, c := range per {
+			closing = append(closing, fmt.Sprintf("c%d/%d %s", k, i+1, c))
+		}
+	}
+	out = append(out, "closing: heal every receiver; whatever dead letter stays open: "+strings.Join(closing, ", "))
+	return out
+}
+
+// absState is where the generator believes an event stands.
+type absState int
+
+const (
+	absHeld absState = iota
+	absInFlight
+	absDead
+	absDelivered
+	absSkipped
+)
+
+func (s absState) final() bool { return s == absDelivered || s == absSkipped }
+
+// absCorr is the generator's picture of one correlation.
+type absCorr struct {
+	mode   ReceiverMode
+	events []absState // by sequence-1
+}
+
+func (c *absCorr) failing() bool { return c.mode == ModeReject || c.mode == ModeUnavailable }
+
+// head returns the index of the first unfinished event, or -1.
+func (c *absCorr) head() int {
+	for i, s := range c.events {
+		if !s.final() {
+			return i
+		}
+	}
+	return -1
+}
+
+// advance lets the correlation run from its head as the receiver's mode
+// decides: with the receiver failing the head goes in flight (it will
+// dead-letter), else it and its successors are delivered.
+func (c *absCorr) advance() {
+	for h := c.head(); h >= 0; h = c.head() {
+		switch c.events[h] {
+		case absHeld:
+			c.events[h] = absInFlight
+		case absInFlight:
+			if c.failing() {
+				return
+			}
+			c.events[h] = absDelivered
+		default: // dead-lettered: waits for an operator
+			return
+		}
+	}
+}
+
+// finished returns the indexes of the finished events with state s.
+func (c *absCorr) with(s absState) []int {
+	var out []int
+	for i, e := range c.events {
+		if e == s {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// choice is a candidate action with its weight; apply updates the
+// abstract model and returns the steps it emits.
+type choice struct {
+	weight int
+	apply  func() []Step
+}
+
+// Generate returns the scenario of seed: 1–2 correlations of 3–4 events,
+// a receiver mode for each, the posts, then 6–10 operator actions chosen
+// by weight from where the abstract model says the events stand, and the
+// closing operator's choices.
+func Generate(seed uint64) *Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0x6f706d6f64656c))
+	sc := &Scenario{Seed: seed}
+	ncorr := 1
+	if rng.IntN(5) < 2 {
+		ncorr = 2
+	}
+	corrs := make([]*absCorr, ncorr)
+	for k := range corrs {
+		n := 3 + rng.IntN(2)
+		sc.Events = append(sc.Events, n)
+		corrs[k] = &absCorr{events: make([]absState, n)}
+		mode := pickMode(rng, []int{1, 4, 3, 1}) // pass, reject, unavailable, lose acks
+		if mode != ModePass {
+			corrs[k].mode = mode
+			sc.Steps = append(sc.Steps, Step{Kind: StepMode, Corr: k, Mode: mode})
+		}
+		order := make([]int64, n)
+		for i := range order {
+			order[i] = int64(i + 1)
+		}
+		if rng.IntN(3) == 0 {
+			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order})
+		corrs[k].advance()
+	}
+
+	actions := 6 + rng.IntN(5)
+	for a := 0; a < actions; a++ {
+		k := rng.IntN(ncorr)
+		// Prefer a correlation whose head is dead-lettered or in flight.
+		if ncorr > 1 && corrs[k].head() < 0 {
+			k = 1 - k
+		}
+		steps := pickWeighted(rng, candidates(rng, k, corrs[k]))
+		sc.Steps = append(sc.Steps, steps...)
+	}
+
+	for _, n := range sc.Events {
+		per := make([]string, n)
+		for i := range per {
+			per[i] = "replay"
+			if rng.IntN(4) == 0 {
+				per[i] = "skip"
+			}
+		}
+		sc.Closing = append(sc.Closing, per)
+	}
+	return sc
+}
+
+func pickMode(rng *rand.Rand, weights []int) ReceiverMode {
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	r := rng.IntN(total)
+	for i, w := range weights {
+		if r < w {
+			return ReceiverMode(i)
+		}
+		r -= w
+	}
+	return ModePass
+}
+
+func pickWeighted(rng *rand.Rand, cs []choice) []Step {
+	total := 0
+	for _, c := range cs {
+		total += c.weight
+	}
+	if total == 0 {
+		return nil
+	}
+	r := rng.IntN(total)
+	for _, c := range cs {
+		if r < c.weight {
+			return c.apply()
+		}
+		r -= c.weight
+	}
+	return nil
+}
+
+// pickTask picks the workflow task a Reset goes back to: the first one
+// half the time (back to before the release or the first delivery), else
+// any of the first six.
+func pickTask(rng *rand.Rand) int {
+	if rng.IntN(2) == 0 {
+		return 1
+	}
+	return 1 + rng.IntN(6)
+}
+
+// pickPress picks a raw Web UI signal's input.
+func pickInput(rng *rand.Rand) SignalInput {
+	switch r := rng.IntN(20); {
+	case r < 4:
+		return InputNone
+	case r < 12:
+		return InputEmpty
+	case r < 17:
+		return InputGeneration
+	default:
+		return InputStale
+	}
+}
+
+// candidates are the actions that matter for correlation k as the
+// abstract model has it, weighted.
+func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
+	h := c.head()
+	seq := int64(h + 1)
+	var cs []choice
+	add := func(w int, f func() []Step) { cs = append(cs, choice{w, f}) }
+	mode := func(m ReceiverMode) []Step {
+		c.mode = m
+		c.advance()
+		return []Step{{Kind: StepMode, Corr: k, Mode: m}}
+	}
+	// acted: an operator's replay or skip of the dead-lettered head took.
+	replayed := func() {
+		c.events[h] = absInFlight
+		c.advance()
+	}
+	skippedHead := func() {
+		c.events[h] = absSkipped
+		c.advance()
+	}
+
+	add(1, func() []Step {
+		return []Step{{Kind: StepPause, For: time.Duration(500+rng.IntN(1500)) * time.Millisecond}}
+	})
+	add(1, func() []Step { return []Step{{Kind: StepTerminate, Corr: k}} })
+	add(1, func() []Step {
+		return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng), NoReapply: rng.IntN(4) == 0}}
+	})
+	if c.failing() {
+		add(2, func() []Step { return mode(ModePass) })
+	} else if h >= 0 {
+		add(1, func() []Step { return mode(pickMode(rng, []int{0, 2, 2, 1})) })
+	}
+	// The receiver healed after a skip: a Reset of the skipped event must
+	// not send it.
+	if skipped := c.with(absSkipped); len(skipped) > 0 {
+		if c.failing() {
+			add(4, func() []Step { return mode(ModePass) })
+		} else {
+			add(8, func() []Step {
+				i := skipped[rng.IntN(len(skipped))]
+				return []Step{{Kind: StepReset, Corr: k, Seq: int64(i + 1), Task: pickTask(rng)}}
+			})
+		}
+	}
+	if delivered := c.with(absDelivered); len(delivered) > 0 {
+		add(1, func() []Step {
+			i := delivered[rng.IntN(len(delivered))]
+			return []Step{{Kind: StepReset, Corr: k, Seq: int64(i + 1), Task: pickTask(rng)}}
+		})
+	}
+	if h < 0 {
+		return cs
+	}
+	if h > 0 && (c.events[h] == absInFlight || c.events[h] == absDead) {
+		// Released by its predecessor's hand-over (a signal): a Reset to
+		// before it that does not reapply signals loses the release.
+		add(4, func() []Step { return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: 1, NoReapply: true}} })
+	}
+	switch c.events[h] {
+	case absInFlight:
+		if c.failing() {
+			add(10, func() []Step {
+				c.events[h] = absDead
+				return []Step{{Kind: StepAwait, Corr: k, Seq: seq, State: awaitDeadLettered}}
+			})
+		}
+		// A sequencer reset to an early task while its head delivers,
+		// then the head terminated: the restart must not strand it.
+		// The sequencer has a release to forget once an earlier event
+		// finished.
+		forget := 2
+		if h > 0 {
+			forget = 6
+		}
+		add(forget, func() []Step {
+			// The task before the last: most likely before the hand-over
+			// that released the head.
+			task := pickTask(rng)
+			if rng.IntN(2) == 0 {
+				task = -2
+			}
+			return []Step{{Kind: StepReset, Corr: k, Task: task, NoReapply: rng.IntN(4) == 0}, {Kind: StepTerminate, Corr: k, Seq: seq}}
+		})
+		add(2, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })
+		add(2, func() []Step {
+			return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng), NoReapply: rng.IntN(3) == 0}}
+		})
+	case absDead:
+		add(3, func() []Step {
+			replayed()
+			return []Step{{Kind: StepPress, Corr: k, Seq: seq, Press: Press{Button: "replay"}}}
+		})
+		add(6, func() []Step {
+			skippedHead()
+			return []Step{{Kind: StepPress, Corr: k, Seq: seq, Press: Press{Button: "skip"}}}
+		})
+		add(4, func() []Step {
+			p := Press{Button: "replay", UI: true, Input: pickInput(rng)}
+			if rng.IntN(2) == 0 {
+				p.Button = "skip"
+			}
+			if p.Input != InputStale {
+				if p.Button == "skip" {
+					skippedHead()
+				} else {
+					replayed()
+				}
+			}
+			return []Step{{Kind: StepPress, Corr: k, Seq: seq, Press: p}}
+		})
+		add(5, func() []Step {
+			pairs := [][2]Press{
+				{{Button: "replay"}, {Button: "replay"}},
+				{{Button: "replay"}, {Button: "skip"}},
+				{{Button: "replay"}, {Button: "skip", UI: true, Input: InputEmpty}},
+				{{Button: "replay"}, {Button: "skip", UI: true, Input: InputEmpty}},
+				{{Button: "skip"}, {Button: "replay", UI: true, Input: InputEmpty}},
+				{{Button: "skip"}, {Button: "replay", UI: true, Input: InputNone}},
+			}
+			p := pairs[rng.IntN(len(pairs))]
+			if p[0].Button == "skip" || rng.IntN(2) == 0 && p[1].Button == "skip" {
+				skippedHead()
+			} else {
+				replayed()
+			}
+			return []Step{{Kind: StepDouble, Corr: k, Seq: seq, Press: p[0], Second: p[1]}}
+		})
+		// A successor released after a skip carries the skip in its
+		// delivery: a restart of it must too.
+		terminate := 4
+		if h > 0 && c.events[h-1] == absSkipped {
+			terminate = 9
+		}
+		add(terminate, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })
+		add(3, func() []Step {
+			return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng), NoReapply: rng.IntN(3) == 0}}
+		})
+		add(1, func() []Step {
+			return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng), NoReapply: rng.IntN(4) == 0}}
+		})
+	}
+	return cs
+}

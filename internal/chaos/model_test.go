@@ -1,0 +1,294 @@
+package chaos
+
+import (
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookflow/hookflow/internal/contract"
+)
+
+// The same seed gives the same scenario, action for action; other seeds
+// give others.
+func TestGenerateIsDeterministic(t *testing.T) {
+	t.Parallel()
+	distinct := map[string]bool{}
+	for seed := uint64(1); seed <= 50; seed++ {
+		a, b := Generate(seed), Generate(seed)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d gave two scenarios:\n%s\n---\n%s", seed, strings.Join(a.Lines(), "\n"), strings.Join(b.Lines(), "\n"))
+		}
+		distinct[strings.Join(a.Lines()[len(a.Events):], "\n")] = true
+	}
+	if len(distinct) < 45 {
+		t.Errorf("50 seeds gave only %d distinct action sequences", len(distinct))
+	}
+}
+
+// Every step names a correlation and an event of its scenario, and every
+// correlation is posted before anything acts on it.
+func TestGenerateStepsAreWellFormed(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 300; seed++ {
+		sc := Generate(seed)
+		if n := len(sc.Events); n < 1 || n > 2 {
+			t.Fatalf("seed %d: %d correlations", seed, n)
+		}
+		posted := map[int]bool{}
+		for i, s := range sc.Steps {
+			if s.Corr < 0 || s.Corr >= len(sc.Events) || s.Seq < 0 || s.Seq > int64(sc.Events[s.Corr]) {
+				t.Fatalf("seed %d step %d targets c%d/%d: %s", seed, i+1, s.Corr, s.Seq, s.Line())
+			}
+			switch s.Kind {
+			case StepPost:
+				if len(s.Order) != sc.Events[s.Corr] {
+					t.Fatalf("seed %d: %s posts %d of %d events", seed, s.Line(), len(s.Order), sc.Events[s.Corr])
+				}
+				posted[s.Corr] = true
+			case StepMode, StepPause:
+			default:
+				if !posted[s.Corr] {
+					t.Fatalf("seed %d step %d acts on c%d before its posts: %s", seed, i+1, s.Corr, s.Line())
+				}
+			}
+			presses := map[StepKind][]Press{StepPress: {s.Press}, StepDouble: {s.Press, s.Second}}[s.Kind]
+			for _, p := range presses {
+				if p.Button != "replay" && p.Button != "skip" {
+					t.Fatalf("seed %d: %s presses %q", seed, s.Line(), p.Button)
+				}
+			}
+			if s.Kind == StepReset && s.Task == 0 {
+				t.Fatalf("seed %d: %s", seed, s.Line())
+			}
+		}
+		if len(sc.Closing) != len(sc.Events) {
+			t.Fatalf("seed %d: closing choices for %d of %d correlations", seed, len(sc.Closing), len(sc.Events))
+		}
+	}
+}
+
+// The generator reaches the shapes of issue 22's defects often enough for
+// a short run to meet them: a skip of a head then a Terminate of its
+// successor (1), a sequencer reset while its head is in flight then the
+// head terminated (2), an API replay racing a raw skip {} (4), a skipped
+// event reset (5).
+func TestGenerateReachesTheDefectShapes(t *testing.T) {
+	t.Parallel()
+	const seeds = 400
+	count := map[string]int{}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		sc := Generate(seed)
+		found := map[string]bool{}
+		skipped := map[[2]int64]bool{}
+		for i, s := range sc.Steps {
+			key := [2]int64{int64(s.Corr), s.Seq}
+			switch {
+			case s.Kind == StepPress && s.Press.Button == "skip" && !s.Press.UI:
+				skipped[key] = true
+			case s.Kind == StepTerminate && s.Seq > 1 && skipped[[2]int64{int64(s.Corr), s.Seq - 1}]:
+				found["terminate after a skip"] = true
+			case s.Kind == StepDouble && !s.Press.UI && s.Press.Button == "replay" && s.Second.UI && s.Second.Button == "skip":
+				found["API replay racing a raw skip"] = true
+			case s.Kind == StepReset && s.Seq > 0 && skipped[key]:
+				found["reset of a skipped event"] = true
+			case s.Kind == StepReset && s.Seq == 0 && i+1 < len(sc.Steps) && sc.Steps[i+1].Kind == StepTerminate && sc.Steps[i+1].Seq > 0:
+				found["sequencer reset, then its head terminated"] = true
+			}
+		}
+		for k := range found {
+			count[k]++
+		}
+	}
+	for _, shape := range []string{"terminate after a skip", "API replay racing a raw skip", "reset of a skipped event", "sequencer reset, then its head terminated"} {
+		if pct := 100 * count[shape] / seeds; pct < 6 {
+			t.Errorf("%s: in %d%% of the scenarios, want at least 6%%", shape, pct)
+		} else {
+			t.Logf("%s: %d%% of the scenarios", shape, pct)
+		}
+	}
+}
+
+// The proxy's receiver modes: a rejection and an outage never reach the
+// receiver; a lost ack reaches it once and drops the answer, and the
+// event's next delivery passes.
+func TestProxyReceiverModes(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
+	send := func(id, corr string) (int, error) {
+		req, err := http.NewRequest(http.MethodPost, url+"/ok/0/webhook", strings.NewReader(`{"correlation_id":"`+corr+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("webhook-id", id)
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	p.SetMode("a", ModeReject)
+	p.SetMode("b", ModeUnavailable)
+	p.SetMode("c", ModeLoseAck)
+	if code, err := send("a-1", "a"); err != nil || code != http.StatusBadRequest {
+		t.Errorf("reject: %d %v, want 400", code, err)
+	}
+	if code, err := send("b-1", "b"); err != nil || code != http.StatusServiceUnavailable {
+		t.Errorf("unavailable: %d %v, want 503", code, err)
+	}
+	if got.Load() != 0 {
+		t.Fatalf("the receiver got %d deliveries of a rejecting or unavailable receiver", got.Load())
+	}
+	if _, err := send("c-1", "c"); err == nil {
+		t.Error("lost ack: the sender got an answer")
+	}
+	if code, err := send("c-1", "c"); err != nil || code != http.StatusOK {
+		t.Errorf("lost ack, second delivery: %d %v, want 200", code, err)
+	}
+	if got.Load() != 2 {
+		t.Errorf("the receiver got %d deliveries of the lost ack's event, want 2", got.Load())
+	}
+	p.SetMode("a", ModePass)
+	if code, err := send("a-1", "a"); err != nil || code != http.StatusOK {
+		t.Errorf("healed: %d %v, want 200", code, err)
+	}
+}
+
+// modelFixture is a quiet, clean scenario of one correlation of three
+// events: 1 dead-lettered and skipped, 2 dead-lettered and replayed, 3
+// delivered; the receiver applied 2 and 3.
+func modelFixture() (*Scenario, ModelRecord, ModelObserved) {
+	sc := &Scenario{Seed: 7, Events: []int{3}, Closing: [][]string{{"replay", "replay", "replay"}}}
+	rec := newModelRecord()
+	rec.SkipAsked[sc.EventID(0, 1)] = true
+	corr := sc.CorrelationID(0)
+	obs := ModelObserved{
+		Events: map[string]ModelEvent{
+			sc.EventID(0, 1): {State: stateSkipped, DeadLetter: dlSkipped, Generation: 1},
+			sc.EventID(0, 2): {State: stateDelivered, DeadLetter: dlReplayed, Generation: 1},
+			sc.EventID(0, 3): {State: stateDelivered},
+		},
+		Applied:        map[string][]int64{corr: {2, 3}},
+		Parked:         map[string][]int64{},
+		AppliedAnswers: map[string]int{sc.EventID(0, 2): 1, sc.EventID(0, 3): 1},
+		Heads:          map[string]Head{},
+	}
+	return sc, rec, obs
+}
+
+// waitingHead makes the fixture's event 3 wait on an open dead letter that
+// its workflow waits on: not stranded.
+func waitingHead(sc *Scenario, obs *ModelObserved) {
+	obs.Events[sc.EventID(0, 3)] = ModelEvent{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 2}
+	obs.Applied[sc.CorrelationID(0)] = []int64{2}
+	obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "running",
+		Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 2}}
+}
+
+func TestCheckModelPassesACleanScenario(t *testing.T) {
+	t.Parallel()
+	sc, rec, obs := modelFixture()
+	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
+		t.Fatalf("violations of a clean scenario: %v", vs)
+	}
+	waitingHead(sc, &obs)
+	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
+		t.Fatalf("violations of a head waiting on an operator: %v", vs)
+	}
+}
+
+// Each kind of violation is flagged by its check.
+func TestCheckModelFlagsEachViolation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		change func(sc *Scenario, rec *ModelRecord, obs *ModelObserved)
+		check  string
+		detail string
+	}{
+		{"a skipped event applied", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Applied[sc.CorrelationID(0)] = []int64{2, 3, 1}
+		}, CheckSkippedApplied, "c0/1"},
+		{"a skip nobody asked for", func(sc *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			delete(rec.SkipAsked, sc.EventID(0, 1))
+		}, CheckSkippedApplied, "no operator asked"},
+		{"a delivered event never applied", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Applied[sc.CorrelationID(0)] = []int64{2}
+		}, CheckExactlyOnce, "never applied"},
+		{"an event applied twice", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.AppliedAnswers[sc.EventID(0, 3)] = 2
+		}, CheckExactlyOnce, "applied 1 times (the receiver answered \"applied\" 2 times)"},
+		{"out of order", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Applied[sc.CorrelationID(0)] = []int64{3, 2}
+		}, CheckOrder, "applied sequence 3 after 0"},
+		{"a gap no skip explains", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Events[sc.EventID(0, 1)] = ModelEvent{State: stateDelivered}
+			obs.Applied[sc.CorrelationID(0)] = []int64{1, 3}
+			obs.AppliedAnswers[sc.EventID(0, 1)] = 1
+		}, CheckOrder, "applied sequence 3 after 1"},
+		{"left parked at the receiver", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Parked[sc.CorrelationID(0)] = []int64{3}
+		}, CheckOrder, "parked"},
+		{"skipped, row says replayed", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Events[sc.EventID(0, 1)] = ModelEvent{State: stateSkipped, DeadLetter: dlReplayed, Generation: 1}
+		}, CheckDeadLetter, "ended skipped, but its dead letter row says replayed"},
+		{"delivered, row still open", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Events[sc.EventID(0, 2)] = ModelEvent{State: stateDelivered, DeadLetter: dlOpen, Generation: 1}
+		}, CheckDeadLetter, "delivered, but its dead letter row says open"},
+		{"dead-lettered, row claimed", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			waitingHead(sc, obs)
+			obs.Events[sc.EventID(0, 3)] = ModelEvent{State: stateDeadLettered, DeadLetter: dlReplayed, Generation: 2}
+		}, CheckDeadLetter, "waits dead-lettered, but its dead letter row says replayed"},
+		{"head delivering with nothing to move it", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			waitingHead(sc, obs)
+			obs.Events[sc.EventID(0, 3)] = ModelEvent{State: "delivering"}
+			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
+		}, CheckStranded, "c0/3 is delivering"},
+		{"head's workflow terminated", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			waitingHead(sc, obs)
+			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "terminated"}
+		}, CheckStranded, "its workflow is terminated"},
+		{"head's workflow waits on another generation", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			waitingHead(sc, obs)
+			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "running",
+				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+		}, CheckStranded, "generation 2 open"},
+		{"replayed by the closing operator, still dead-lettered", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			waitingHead(sc, obs)
+			rec.ClosingReplays[sc.EventID(0, 3)] = 3
+		}, CheckUnfinished, "after the closing operator's 3 replays"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sc, rec, obs := modelFixture()
+			c.change(sc, &rec, &obs)
+			vs := CheckModel(sc, rec, obs)
+			for _, v := range vs {
+				if v.Check == c.check && strings.Contains(v.Detail, c.detail) {
+					return
+				}
+			}
+			t.Errorf("want a %s violation mentioning %q; got %v", c.check, c.detail, vs)
+		})
+	}
+}
+
+// The summary line counts sequences, actions by kind and violations by
+// check.
+func TestModelSummary(t *testing.T) {
+	t.Parallel()
+	r := ModelResult{Sequences: 3, Failed: []uint64{5}, Actions: map[string]int{"skip_api": 2, "reset_event": 1},
+		Violations: map[string]int{CheckDeadLetter: 1}, Wall: time.Minute}
+	s := modelSummary(r, []uint64{4, 5, 6})
+	for _, want := range []string{"sequences=3 ", "failed=1 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0", "failed_seeds=5 ", "seeds=4..6 "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q: %s", want, s)
+		}
+	}
+}
