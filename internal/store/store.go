@@ -57,6 +57,7 @@ type queries struct {
 	DeadLetterUpsert         string
 	DeadLetterGet            string
 	DeadLetterList           string
+	DeadLetterReplayPage     string
 	DeadLetterMarkReplayed   string
 	DeadLetterMarkSkipped    string
 	DeadLetterReopen         string
