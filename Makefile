@@ -18,7 +18,7 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporald
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test lint test-unit test-integration test-stack deps clean bench chaos
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos
 
 all: build
 
@@ -47,6 +47,15 @@ test-unit:
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)' $(UNIT_PKGS)
 	cd kit && $(GO) test -race -count=1 ./...
 
+# A short fuzz run of the SSRF guard, one target at a time (go test fuzzes one
+# per run), from the corpus in internal/egress/testdata/fuzz; test-unit runs
+# that corpus as plain tests too. New finds land in the same folder: commit
+# them with the fix.
+FUZZTIME ?= 10s
+test-fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./internal/egress/
+	$(GO) test -run '^$$' -fuzz '^FuzzForbidden$$' -fuzztime $(FUZZTIME) ./internal/egress/
+
 test-integration: build
 	$(GO) test -race -count=1 -timeout 40m ./e2e/...
 	$(GO) test -count=1 -timeout 40m ./cmd/...
@@ -56,7 +65,7 @@ test-stack: build
 	$(GO) test -count=1 -timeout 30m -run TestOperatorModelShort ./internal/chaos/
 	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
 
-test: deps lint test-unit test-integration test-stack
+test: deps lint test-unit test-fuzz test-integration test-stack
 
 bench: build
 	./$(BIN) bench

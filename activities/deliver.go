@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
@@ -98,7 +99,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// The error is text from here on, stored and sent to Temporal: it
 		// names the endpoint by its redacted URL, and it is not passed on as
 		// a cause, whose message would carry the URL whole.
-		msg := redactError(err, req.URL)
+		// It may quote the receiver too (a certificate's names): its
+		// control characters are escaped before anyone's terminal sees it.
+		msg := printable.String(redactError(err, req.URL))
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in.EventID, rec)
 		a.observe(in.EndpointID, rec, latency)
@@ -111,8 +114,10 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	rec.StatusCode = &code
 	what := fmt.Sprintf("receiver answered %d", resp.StatusCode)
 	if len(snippet) > 0 {
-		// A receiver's error page may quote the URL it was called at.
-		what += ": " + scrub(string(snippet), req.URL)
+		// A receiver's error page may quote the URL it was called at, and
+		// may hold escape sequences meant for the terminal of whoever reads
+		// the dead letter: both are taken out before it is stored.
+		what += ": " + printable.String(scrub(string(snippet), req.URL))
 	}
 
 	switch c := resp.StatusCode; {

@@ -119,3 +119,25 @@ func TestDeliverRedactsUnparsableURL(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, attempts, "no attempt was made")
 }
+
+// TestDeliverEscapesControlCharacters: a receiver's 4xx body becomes the
+// attempt's error and the failure Temporal gets (the dead letter's
+// reason), which operators read in terminals and logs. Control
+// characters in it (an OSC 52 that writes the clipboard, a screen clear,
+// an 8-bit CSI, a right-to-left override) are stored escaped.
+func TestDeliverEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := setupDeliver(t, receiver(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte("bad\x1b]52;c;aGk=\x07\x1b[2J\u009b31m\u202e\r\nend"))
+	}))
+	_, err := b.deliver(t)
+	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
+	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
+	at := b.attempt(t)
+	require.NotNil(t, at.Error)
+	for _, text := range []string{appErr.Error(), *at.Error} {
+		require.False(t, strings.ContainsAny(text, "\x1b\x07\r\n\u009b\u202e"), "control characters kept: %q", text)
+		require.Contains(t, text, `receiver answered 400: bad\x1b]52;c;aGk=\x07\x1b[2J\u009b31m\u202e\r\nend`)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/hookflow/hookflow/internal/redact"
 )
 
 // Endpoint URLs may carry credentials: a token in the query string (for
@@ -13,7 +15,7 @@ import (
 // registration, but nothing here should rely on that). What the activities
 // store, log, put on a span or return to Temporal (where a failure's message
 // lands in the workflow history and in the dead letter's reason) names an
-// endpoint by its redacted URL only.
+// endpoint by its redacted URL only (package redact).
 
 // redactedMark stands in for a credential taken out of a text.
 const redactedMark = "[redacted]"
@@ -25,35 +27,6 @@ const redactedMark = "[redacted]"
 // userinfo.
 const minSecretValue = 6
 
-// redactURL returns u as scheme://host/path: no userinfo, query or fragment.
-func redactURL(u *url.URL) string {
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return r.String()
-}
-
-// redactRawURL is redactURL for a URL as text. One that does not parse is
-// cut before its query and fragment, and its authority loses everything up
-// to its last @.
-func redactRawURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return redactURL(u)
-	}
-	s, _, _ := strings.Cut(raw, "?")
-	s, _, _ = strings.Cut(s, "#")
-	scheme := ""
-	if i := strings.Index(s, "://"); i >= 0 {
-		scheme, s = s[:i+3], s[i+3:]
-	}
-	authority, path := s, ""
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		authority, path = s[:i], s[i:]
-	}
-	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		authority = authority[i+1:]
-	}
-	return scheme + authority + path
-}
-
 // redactError returns err's text with nothing of the credentials in any URL
 // it names, nor of those in target (the request's URL; nil when there is
 // none). A *url.Error, which http.Client.Do and url.Parse return, repeats
@@ -62,7 +35,7 @@ func redactRawURL(raw string) string {
 func redactError(err error, target *url.URL) string {
 	msg := err.Error()
 	if ue, ok := errors.AsType[*url.Error](err); ok {
-		msg = strings.ReplaceAll(msg, ue.Error(), ue.Op+" "+redactRawURL(ue.URL)+": "+ue.Err.Error())
+		msg = strings.ReplaceAll(msg, ue.Error(), ue.Op+" "+redact.RawURL(ue.URL)+": "+ue.Err.Error())
 	}
 	return scrub(msg, target)
 }

@@ -3,14 +3,17 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
@@ -77,26 +80,35 @@ func hashKey(key string) []byte {
 // token (compared in constant time) or an API key that exists and is not
 // revoked (looked up by its hash on every request, so a revocation holds at
 // once in every API process). It leaves the principal for require.
+//
+// Failing costs: each failure spends the client address's bucket, and an
+// address whose bucket is empty is answered 429 before its token is looked
+// at. A token that cannot be a key is refused in memory, so only a
+// well-formed one costs a query.
 func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	bootstrap := []byte(s.cfg.Token)
 	return func(c echo.Context) error {
 		if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") {
 			return next(c)
 		}
+		addr := clientAddr(c.RealIP())
+		if wait, throttled := s.failures.throttled(addr); throttled {
+			return s.failures.tooMany(c, wait)
+		}
 		token, ok := bearerToken(c.Request().Header.Get("Authorization"))
 		if !ok || token == "" {
-			return unauthorized()
+			return s.failures.refuse(addr)
 		}
 		if subtle.ConstantTimeCompare([]byte(token), bootstrap) == 1 {
 			c.Set(principalKey, principal{id: bootstrapName, name: bootstrapName, scopes: []Scope{ScopeAdmin}})
 			return next(c)
 		}
-		if !strings.HasPrefix(token, KeyPrefix) {
-			return unauthorized()
+		if !wellFormedKey(token) {
+			return s.failures.refuse(addr)
 		}
 		k, err := s.deps.Store.APIKeyByHash(c.Request().Context(), hashKey(token))
 		if errors.Is(err, store.ErrNotFound) {
-			return unauthorized()
+			return s.failures.refuse(addr)
 		}
 		if err != nil {
 			return err
@@ -108,6 +120,100 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(principalKey, p)
 		return next(c)
 	}
+}
+
+// wellFormedKey reports whether token could be a key newKey made:
+// KeyPrefix and the unpadded base64url of 32 bytes.
+func wellFormedKey(token string) bool {
+	rest, ok := strings.CutPrefix(token, KeyPrefix)
+	if !ok || len(rest) != keyTextLen {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	return err == nil && len(b) == keyBytes
+}
+
+// clientAddr is the key a client address is throttled under: an IPv4
+// address, or an IPv6 address's /64, which one host is usually given whole.
+func clientAddr(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.WithZone("").Unmap()
+	if a.Is6() {
+		return netip.PrefixFrom(a, 64).Masked().String()
+	}
+	return a.String()
+}
+
+// maxTrackedAddrs bounds the addresses authFailures keeps a bucket for; past
+// it, addresses with full buckets are forgotten, and if none is, new ones
+// share one bucket.
+const maxTrackedAddrs = 65536
+
+// authFailures holds one token bucket of failed authentications per client
+// address, in this process.
+type authFailures struct {
+	perSecond float64
+	burst     int
+	mu        sync.Mutex
+	buckets   map[string]*rate.Limiter
+	overflow  *rate.Limiter
+}
+
+func newAuthFailures(perSecond float64, burst int) *authFailures {
+	return &authFailures{perSecond: perSecond, burst: burst, buckets: map[string]*rate.Limiter{},
+		overflow: rate.NewLimiter(rate.Limit(perSecond), burst)}
+}
+
+// bucket returns addr's bucket, creating it if create is set (nil
+// otherwise, for an address with no failures).
+func (f *authFailures) bucket(addr string, create bool) *rate.Limiter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.buckets[addr]; ok || !create {
+		return b
+	}
+	if len(f.buckets) >= maxTrackedAddrs {
+		for a, b := range f.buckets {
+			if b.Tokens() >= float64(f.burst) {
+				delete(f.buckets, a)
+			}
+		}
+		if len(f.buckets) >= maxTrackedAddrs {
+			return f.overflow
+		}
+	}
+	b := rate.NewLimiter(rate.Limit(f.perSecond), f.burst)
+	f.buckets[addr] = b
+	return b
+}
+
+// throttled reports whether addr has spent its failures, and how long
+// until it may try again.
+func (f *authFailures) throttled(addr string) (time.Duration, bool) {
+	b := f.bucket(addr, false)
+	if b == nil {
+		return 0, false
+	}
+	if t := b.Tokens(); t < 1 {
+		return time.Duration((1 - t) / f.perSecond * float64(time.Second)), true
+	}
+	return 0, false
+}
+
+// refuse spends one of addr's failures and answers 401.
+func (f *authFailures) refuse(addr string) *Problem {
+	f.bucket(addr, true).Allow()
+	return unauthorized()
+}
+
+// tooMany is the 429 of a throttled address, with Retry-After.
+func (f *authFailures) tooMany(c echo.Context, wait time.Duration) *Problem {
+	secs := setRetryAfter(c, wait)
+	return problem(http.StatusTooManyRequests, "auth-throttled", "Too Many Requests",
+		fmt.Sprintf("too many failed authentications from this address; try again in %d s", secs))
 }
 
 func unauthorized() *Problem {
@@ -164,11 +270,18 @@ func (l *rateLimits) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		r := b.Reserve()
 		if d := r.Delay(); d > 0 {
 			r.Cancel()
-			secs := int(math.Ceil(d.Seconds()))
-			c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+			secs := setRetryAfter(c, d)
 			return problem(http.StatusTooManyRequests, "rate-limited", "Too Many Requests",
-				fmt.Sprintf("this API key may post %g events per second (bursts of %d); try again in %d s", l.perSecond, l.burst, max(secs, 1)))
+				fmt.Sprintf("this API key may post %g events per second (bursts of %d); try again in %d s", l.perSecond, l.burst, secs))
 		}
 		return next(c)
 	}
+}
+
+// setRetryAfter sets Retry-After to wait in whole seconds, at least 1, and
+// returns them.
+func setRetryAfter(c echo.Context, wait time.Duration) int {
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+	return secs
 }

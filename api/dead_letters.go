@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,15 +22,44 @@ type deadLetterPage struct {
 	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
+// A page of dead letters has a response budget: each row's envelope may be
+// as large as the API's body limit (1 MiB by default), so a page carries
+// envelopes and attempts only when include asks for them, and is then
+// smaller. The single-item view (GET /v1/dead-letters/{id}) has everything.
+const (
+	deadLetterPageDefault = 50
+	deadLetterPageMax     = 500
+	// deadLetterPageMaxIncluded bounds a page with include: 20 envelopes
+	// of at most 1 MiB.
+	deadLetterPageMaxIncluded = 20
+)
+
 // deadLetterFilter reads correlation_id, endpoint_id, since, until (RFC
-// 3339), status (default open; "all" for every row), limit and cursor.
+// 3339), status (default open; "all" for every row), include (envelope,
+// attempts: comma separated), limit and cursor.
 func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 	f := store.DeadLetterFilter{
 		CorrelationID: c.QueryParam("correlation_id"),
 		EndpointID:    c.QueryParam("endpoint_id"),
 		Status:        c.QueryParam("status"),
-		Limit:         100,
 	}
+	if v := c.QueryParam("include"); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			switch strings.TrimSpace(part) {
+			case "envelope":
+				f.WithEnvelope = true
+			case "attempts":
+				f.WithAttempts = true
+			default:
+				return f, fieldProblem("include", "include lists envelope and/or attempts, comma separated")
+			}
+		}
+	}
+	maxLimit := deadLetterPageMax
+	if f.WithEnvelope || f.WithAttempts {
+		maxLimit = deadLetterPageMaxIncluded
+	}
+	f.Limit = min(deadLetterPageDefault, maxLimit)
 	if f.CorrelationID != "" {
 		if p := validKey("correlation_id", f.CorrelationID); p != nil {
 			return f, p
@@ -65,8 +93,12 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return f, fieldProblem("limit", "limit must be a whole number from 1 to 1000")
+		if err != nil || n < 1 || n > maxLimit {
+			detail := fmt.Sprintf("limit must be a whole number from 1 to %d", maxLimit)
+			if maxLimit == deadLetterPageMaxIncluded {
+				detail += " when include asks for envelopes or attempts"
+			}
+			return f, fieldProblem("limit", detail)
 		}
 		f.Limit = n
 	}
@@ -246,43 +278,54 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "skipping"})
 }
 
+// batchReplayListed bounds the event IDs a batch replay's answer lists;
+// the count is always whole.
+const batchReplayListed = 1000
+
 // deadLetterReplayBatch replays every open dead letter matching the filters,
-// in sequence order within each correlation.
+// in sequence order within each correlation. It reads one page at a time
+// (RouterConfig.ReplayPageSize) and replays it before it reads the next, so
+// it never holds every open dead letter at once; a dead letter that lands
+// further on in that order meanwhile is replayed too.
 func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 	f, p := deadLetterFilter(c)
 	if p != nil {
 		return p
 	}
-	f.Status, f.Limit = store.DeadLetterOpen, 500
-	var all []store.DeadLetter
+	f.Limit = s.cfg.ReplayPageSize
+	replayed, ids := 0, []string{}
+	var after *store.ReplayCursor
 	for {
-		page, err := s.deps.Store.DeadLetterList(c.Request().Context(), f)
+		page, err := s.deps.Store.DeadLetterReplayPage(c.Request().Context(), f, after)
 		if err != nil {
 			return err
 		}
-		all = append(all, page...)
+		for _, d := range page {
+			if err := s.replay(c, d, principalOf(c).name); err != nil {
+				var pr *Problem
+				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
+					continue // replayed by someone else meanwhile
+				}
+				return err
+			}
+			replayed++
+			if len(ids) < batchReplayListed {
+				ids = append(ids, d.EventID)
+			}
+		}
 		if len(page) < f.Limit {
 			break
 		}
 		last := page[len(page)-1]
-		f.AfterTime, f.AfterID = &last.DeadLetteredAt, last.EventID
+		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, Sequence: last.Sequence, EventID: last.EventID}
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].CorrelationID != all[j].CorrelationID {
-			return all[i].CorrelationID < all[j].CorrelationID
-		}
-		return all[i].Sequence < all[j].Sequence
-	})
-	replayed := []string{}
-	for _, d := range all {
-		if err := s.replay(c, d, principalOf(c).name); err != nil {
-			var pr *Problem
-			if errors.As(err, &pr) && pr.Status == http.StatusConflict {
-				continue // replayed by someone else meanwhile
-			}
-			return err
-		}
-		replayed = append(replayed, d.EventID)
-	}
-	return c.JSON(http.StatusAccepted, map[string]any{"replayed": len(replayed), "event_ids": replayed})
+	return c.JSON(http.StatusAccepted, batchReplay{Replayed: replayed, EventIDs: ids, Truncated: replayed > len(ids)})
+}
+
+// batchReplay is the answer of a batch replay.
+type batchReplay struct {
+	Replayed int      `json:"replayed"`
+	EventIDs []string `json:"event_ids"`
+	// Truncated says EventIDs lists only the first batchReplayListed.
+	Truncated bool `json:"event_ids_truncated,omitempty"`
 }

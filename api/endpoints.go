@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
@@ -27,8 +28,16 @@ type endpointResponse struct {
 	UpdatedAt         time.Time  `json:"updated_at"`
 }
 
-func endpointView(e store.Endpoint, withSecret bool) endpointResponse {
-	r := endpointResponse{ID: e.ID, URL: e.URL, Disabled: e.Disabled, DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+// endpointView is what the API shows of an endpoint. Its URL may carry a
+// token in its query string (for receivers that cannot check signatures):
+// only the endpoint's management (endpoints:write, admin) sees it whole,
+// anyone else (events:read) sees it without query, fragment and userinfo.
+func endpointView(c echo.Context, e store.Endpoint, withSecret bool) endpointResponse {
+	u := e.URL
+	if !principalOf(c).can(ScopeEndpointsWrite) {
+		u = redact.RawURL(u)
+	}
+	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if withSecret {
 		r.Secret = e.Secret
 	}
@@ -65,7 +74,7 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, endpointView(ep, true))
+	return c.JSON(http.StatusCreated, endpointView(c, ep, true))
 }
 
 func (s *Server) endpoint(c echo.Context) (store.Endpoint, error) {
@@ -85,7 +94,7 @@ func (s *Server) endpointGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(ep, false))
+	return c.JSON(http.StatusOK, endpointView(c, ep, false))
 }
 
 func (s *Server) endpointUpdate(c echo.Context) error {
@@ -109,7 +118,7 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(ep, false))
+	return c.JSON(http.StatusOK, endpointView(c, ep, false))
 }
 
 func (s *Server) endpointRotate(c echo.Context) error {
@@ -125,5 +134,5 @@ func (s *Server) endpointRotate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(ep, true))
+	return c.JSON(http.StatusOK, endpointView(c, ep, true))
 }

@@ -54,12 +54,16 @@ func (s *Server) eventCreate(c echo.Context) error {
 	}
 	traceEvent(c, ev)
 	ctx := c.Request().Context()
-	if _, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID); errors.Is(err, store.ErrNotFound) {
+	ep, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID)
+	if errors.Is(err, store.ErrNotFound) {
 		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
 		p.Field = "endpoint_id"
 		return p
 	} else if err != nil {
 		return err
+	}
+	if ep.Disabled {
+		return s.eventForDisabled(c, ev)
 	}
 
 	stored, inserted, err := s.deps.Store.EventInsert(ctx, ev)
@@ -79,6 +83,24 @@ func (s *Server) eventCreate(c echo.Context) error {
 		return c.JSON(http.StatusAccepted, map[string]any{"id": stored.ID, "state": contract.StateQueued})
 	}
 	return c.JSON(http.StatusAccepted, map[string]any{"id": stored.ID, "state": contract.StateWaiting})
+}
+
+// eventForDisabled answers a post naming a disabled endpoint. A new event
+// would dead-letter at once, so it is refused (409) and nothing is stored;
+// the same event again, accepted before the endpoint was disabled, is
+// answered as any repost is.
+func (s *Server) eventForDisabled(c echo.Context, ev intake.Event) error {
+	_, err := s.deps.Store.EventGet(c.Request().Context(), ev.ID)
+	if err == nil {
+		return s.eventConflict(c, ev)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	p := problem(http.StatusConflict, "endpoint-disabled", "Endpoint disabled",
+		"endpoint "+ev.EndpointID+" is disabled: nothing is accepted for it until it is enabled again (PATCH it with disabled false)")
+	p.Field = "endpoint_id"
+	return p
 }
 
 // eventConflict answers a post whose id or sequence is taken: the same

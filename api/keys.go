@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/internal/store"
 )
 
@@ -38,8 +40,16 @@ func (s *Server) keyCreate(c echo.Context) error {
 		return fieldProblem("name", "name is required: who or what uses the key (it is the by of its replays and skips)")
 	}
 	name := strings.TrimSpace(*req.Name)
-	if len(name) > 100 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	// The name is the by of the key's replays and skips, read in terminals
+	// and logs: no control or format characters.
+	if len(name) > 100 || printable.String(name) != name {
 		return fieldProblem("name", "name must be at most 100 printable characters")
+	}
+	if reservedName(name) {
+		p := problem(http.StatusUnprocessableEntity, "reserved-name", "Reserved name",
+			fmt.Sprintf("the name %q is reserved: %q is the bootstrap token's, and names starting with %q are hookflow's own", name, bootstrapName, reservedPrefix))
+		p.Field = "name"
+		return p
 	}
 	if len(req.Scopes) == 0 {
 		return fieldProblem("scopes", "scopes must name at least one of "+scopeList())
@@ -65,6 +75,17 @@ func (s *Server) keyCreate(c echo.Context) error {
 	return c.JSON(http.StatusCreated, keyCreated{ID: k.ID, Name: k.Name, Scopes: k.Scopes, Key: key, CreatedAt: k.CreatedAt})
 }
 
+// reservedPrefix starts the names hookflow acts under itself (its
+// auto-replay is "hookflow (auto-replay)").
+const reservedPrefix = "hookflow"
+
+// reservedName reports whether name, compared without case, is one a key
+// may not take: a replay's or skip's by must tell who did it.
+func reservedName(name string) bool {
+	n := strings.ToLower(name)
+	return n == bootstrapName || strings.HasPrefix(n, reservedPrefix)
+}
+
 func scopeList() string {
 	var s []string
 	for _, sc := range Scopes() {
@@ -73,13 +94,19 @@ func scopeList() string {
 	return strings.Join(s, ", ")
 }
 
+// keyBytes is a key's randomness, keyTextLen its length in base64url.
+const (
+	keyBytes   = 32
+	keyTextLen = (keyBytes*8 + 5) / 6
+)
+
 // newKey makes a key (KeyPrefix and 256 random bits) and its ID.
 func newKey() (key, id string, err error) {
-	b := make([]byte, 32+9)
+	b := make([]byte, keyBytes+9)
 	if _, err := rand.Read(b); err != nil {
 		return "", "", err
 	}
-	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:32]), "key_" + strings.ToLower(base64.RawURLEncoding.EncodeToString(b[32:])), nil
+	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:keyBytes]), "key_" + strings.ToLower(base64.RawURLEncoding.EncodeToString(b[keyBytes:])), nil
 }
 
 func (s *Server) keyList(c echo.Context) error {

@@ -44,7 +44,7 @@ func fullServer(t *testing.T) *api.Server {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := metrics.New(prometheus.NewRegistry(), logger)
 	require.NoError(t, err)
-	srv, err := api.New(api.RouterConfig{Token: "t"}, api.RouterDeps{
+	srv, err := api.New(api.RouterConfig{Token: testToken()}, api.RouterDeps{
 		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: logger, Metrics: m,
 	})
 	require.NoError(t, err)
@@ -103,22 +103,22 @@ func TestOpenAPIDocumentsStatuses(t *testing.T) {
 		"GET /healthz":                          {200},
 		"GET /readyz":                           {200, 503},
 		"GET /openapi.json":                     {200},
-		"POST /v1/endpoints":                    {201, 400, 401, 403, 413, 415},
-		"GET /v1/endpoints/{id}":                {200, 400, 401, 403, 404},
-		"PATCH /v1/endpoints/{id}":              {200, 400, 401, 403, 404, 413, 415},
-		"POST /v1/endpoints/{id}/rotate-secret": {200, 400, 401, 403, 404},
+		"POST /v1/endpoints":                    {201, 400, 401, 403, 413, 415, 429},
+		"GET /v1/endpoints/{id}":                {200, 400, 401, 403, 404, 429},
+		"PATCH /v1/endpoints/{id}":              {200, 400, 401, 403, 404, 413, 415, 429},
+		"POST /v1/endpoints/{id}/rotate-secret": {200, 400, 401, 403, 404, 429},
 		"POST /v1/events":                       {200, 202, 400, 401, 403, 404, 409, 413, 415, 422, 429},
-		"GET /v1/events/{id}":                   {200, 400, 401, 403, 404},
-		"GET /v1/correlations/{id}":             {200, 400, 401, 403, 404},
-		"GET /v1/dead-letters":                  {200, 400, 401, 403},
-		"POST /v1/dead-letters/replay":          {202, 400, 401, 403, 503},
-		"GET /v1/dead-letters/{id}":             {200, 400, 401, 403, 404},
-		"POST /v1/dead-letters/{id}/replay":     {202, 400, 401, 403, 404, 409, 413, 415, 503},
-		"POST /v1/dead-letters/{id}/skip":       {202, 400, 401, 403, 404, 409, 413, 415, 503},
-		"GET /v1/stats":                         {200, 400, 401, 403},
-		"POST /v1/api-keys":                     {201, 400, 401, 403, 413, 415},
-		"GET /v1/api-keys":                      {200, 401, 403},
-		"DELETE /v1/api-keys/{id}":              {200, 400, 401, 403, 404},
+		"GET /v1/events/{id}":                   {200, 400, 401, 403, 404, 429},
+		"GET /v1/correlations/{id}":             {200, 400, 401, 403, 404, 429},
+		"GET /v1/dead-letters":                  {200, 400, 401, 403, 429},
+		"POST /v1/dead-letters/replay":          {202, 400, 401, 403, 429, 503},
+		"GET /v1/dead-letters/{id}":             {200, 400, 401, 403, 404, 429},
+		"POST /v1/dead-letters/{id}/replay":     {202, 400, 401, 403, 404, 409, 413, 415, 429, 503},
+		"POST /v1/dead-letters/{id}/skip":       {202, 400, 401, 403, 404, 409, 413, 415, 429, 503},
+		"GET /v1/stats":                         {200, 400, 401, 403, 429},
+		"POST /v1/api-keys":                     {201, 400, 401, 403, 413, 415, 422, 429},
+		"GET /v1/api-keys":                      {200, 401, 403, 429},
+		"DELETE /v1/api-keys/{id}":              {200, 400, 401, 403, 404, 429},
 	}
 	for path, ops := range doc.Paths {
 		for method, op := range ops {

@@ -42,6 +42,37 @@ type RouterConfig struct {
 	// this process (defaults 1000, and twice the rate).
 	EventsPerSecond float64
 	EventsBurst     int
+	// AllowWeakToken lets the bootstrap token be shorter than
+	// MinTokenLength: hookflow dev, whose token is the well-known
+	// dev-token, sets it; no setting does.
+	AllowWeakToken bool
+	// ReplayPageSize is how many open dead letters a batch replay reads at
+	// a time (default 500).
+	ReplayPageSize int
+	// FailedAuthPerSecond and FailedAuthBurst bound failed authentications
+	// per client address, in this process (defaults 1 per second, bursts
+	// of 30); past them the address is answered 429 before any token is
+	// looked at.
+	FailedAuthPerSecond float64
+	FailedAuthBurst     int
+}
+
+// MinTokenLength is the shortest bootstrap token the API accepts outside
+// hookflow dev: 32 characters, e.g. `openssl rand -hex 16` or longer.
+const MinTokenLength = 32
+
+// ErrWeakToken is New's error for a bootstrap token shorter than
+// MinTokenLength.
+var ErrWeakToken = fmt.Errorf("the bootstrap token (HOOKFLOW_API_TOKEN) must be at least %d characters: make one with `openssl rand -hex 32`", MinTokenLength)
+
+// CheckToken returns ErrWeakToken for a bootstrap token shorter than
+// MinTokenLength, unless allowWeak (hookflow dev). The token is an admin
+// key that never expires: it must not be guessable.
+func CheckToken(token string, allowWeak bool) error {
+	if len(token) < MinTokenLength && !allowWeak {
+		return ErrWeakToken
+	}
+	return nil
 }
 
 // Starter makes an accepted event a workflow, and carries an operator's
@@ -73,10 +104,11 @@ type RouterDeps struct {
 
 // Server is the HTTP API.
 type Server struct {
-	cfg    RouterConfig
-	deps   RouterDeps
-	echo   *echo.Echo
-	limits *rateLimits
+	cfg      RouterConfig
+	deps     RouterDeps
+	echo     *echo.Echo
+	limits   *rateLimits
+	failures *authFailures
 }
 
 // New builds the API and its routes.
@@ -87,6 +119,9 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	case cfg.Token == "":
 		return nil, errors.New("api: a bearer token is required")
 	}
+	if err := CheckToken(cfg.Token, cfg.AllowWeakToken); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -95,10 +130,18 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	}
 	cfg.EventsPerSecond = cmp.Or(cfg.EventsPerSecond, 1000)
 	cfg.EventsBurst = cmp.Or(cfg.EventsBurst, max(1, int(2*cfg.EventsPerSecond)))
+	cfg.ReplayPageSize = cmp.Or(cfg.ReplayPageSize, 500)
+	cfg.FailedAuthPerSecond = cmp.Or(cfg.FailedAuthPerSecond, 1)
+	cfg.FailedAuthBurst = cmp.Or(cfg.FailedAuthBurst, 30)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(deps.Logger)
-	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits(cfg.EventsPerSecond, cfg.EventsBurst)}
+	// The client address is the connection's peer, never a header a client
+	// can write (X-Forwarded-For, X-Real-IP): the failed-auth throttle is
+	// kept per address.
+	e.IPExtractor = echo.ExtractIPDirect()
+	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits(cfg.EventsPerSecond, cfg.EventsBurst),
+		failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst)}
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

@@ -44,12 +44,18 @@ type recordingStarter struct {
 
 	mu      sync.Mutex
 	signals []string
+	// onSignal, when set, runs after each signal is recorded (in the
+	// request's goroutine).
+	onSignal func()
 }
 
 func (s *recordingStarter) SignalDeadLetter(_ context.Context, d store.DeadLetter, signal string, _ any) (bool, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.signals = append(s.signals, d.EventID+"/"+signal)
+	s.mu.Unlock()
+	if s.onSignal != nil {
+		s.onSignal()
+	}
 	return false, nil
 }
 
@@ -114,6 +120,10 @@ type bundle struct {
 	endpointID string
 }
 
+// testToken is a bootstrap token of the length the API demands (32
+// characters or more).
+func testToken() string { return "test-token-" + rand.Text() }
+
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	return setupWith(t, nil)
@@ -128,7 +138,7 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 
 	b := &bundle{
 		pool: pool, store: st, starter: &recordingStarter{},
-		logs: &syncBuffer{}, token: "tok_" + rand.Text(),
+		logs: &syncBuffer{}, token: testToken(),
 	}
 	b.server = b.newServer(t, cfg)
 	hs := httptest.NewServer(b.server.Handler())

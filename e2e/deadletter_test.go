@@ -74,9 +74,10 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 	require.Equal(t, []int64{3, 4}, c.Parked)
 	require.Equal(t, string(contract.StateDeadLettered), c.BlockedBy.State)
 
-	// Listed with its context.
+	// Listed with its context (a page has envelopes and attempts when it
+	// asks for them).
 	var page deadLetterPage
-	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters?correlation_id="+corr, nil, &page))
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters?include=envelope,attempts&correlation_id="+corr, nil, &page))
 	require.Len(t, page.Items, 1)
 	dl := page.Items[0]
 	require.Equal(t, corr+"-2", dl.EventID)

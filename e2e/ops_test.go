@@ -31,7 +31,7 @@ func setupObserved(t *testing.T, window time.Duration) *bundle {
 	logger := testenv.Logger(t)
 	cfg := config.Config{
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
-		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(8),
+		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: window, DeliveryTimeout: 5 * time.Second, MaxBodyBytes: 64 << 10, AllowPrivate: true,
 		MetricsAddr: "127.0.0.1:0",
 	}

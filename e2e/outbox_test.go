@@ -401,7 +401,7 @@ func setupOn(t *testing.T, temporalAddress string) *bundle {
 	logger := testenv.Logger(t)
 	cfg := config.Config{
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: temporalAddress, TemporalNamespace: "default",
-		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(8),
+		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: 5 * time.Minute, DeliveryTimeout: 5 * time.Second, MaxBodyBytes: 64 << 10, AllowPrivate: true,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

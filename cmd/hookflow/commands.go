@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/config"
 
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/tracing"
@@ -56,6 +58,10 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Before anything connects: a weak token is a setting to fix.
+	if err := api.CheckToken(cfg.APIToken, false); err != nil {
+		return &config.UsageError{Msg: err.Error()}
+	}
 	logger := app.NewLogger(env.stderr)
 	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceAPI, logger)
 	if err != nil {
@@ -77,7 +83,9 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 
 func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {
 	cfg, _, err := loadConfig(env, "worker", "Run a worker on the task queue until SIGTERM, then drain.", args,
-		concat(dbSettings, temporalSettings, deliverySettings, []string{"HOOKFLOW_API_TOKEN", "HOOKFLOW_METRICS_ADDR"}), nil)
+		// No HOOKFLOW_API_TOKEN: a worker never calls the API, and it is the
+		// process that talks to untrusted hosts.
+		concat(dbSettings, temporalSettings, deliverySettings, []string{"HOOKFLOW_METRICS_ADDR"}), nil)
 	if err != nil {
 		return err
 	}

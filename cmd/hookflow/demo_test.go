@@ -43,7 +43,7 @@ func TestDemoAgainstDevStack(t *testing.T) {
 
 	cfg := config.Config{
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
-		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "demo-token",
+		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "demo-token-for-the-cli-test-0123456789",
 		RecoveryWindow: time.Minute, DeliveryTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20, AllowPrivate: true,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

@@ -39,8 +39,9 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The dev stack's receivers listen on loopback, and so will yours.
-	cfg.AllowPrivate = true
+	// The dev stack's receivers listen on loopback, and so will yours; its
+	// token is the well-known dev-token.
+	cfg.AllowPrivate, cfg.Dev = true, true
 	logger := app.NewLogger(env.stderr)
 	began := time.Now()
 	interceptors, stopTracing, err := startTracing(ctx, env, tracing.ServiceDev, logger)

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/kit/client"
 )
 
@@ -93,7 +95,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(tw, "EVENT\tCORRELATION\tSEQ\tENDPOINT\tSTATUS\tATTEMPTS\tDEAD-LETTERED\tREASON")
 		for _, d := range items {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Status,
-				len(d.Attempts), d.DeadLetteredAt.Local().Format(time.DateTime), truncate(d.Reason, 60))
+				d.AttemptCount, d.DeadLetteredAt.Local().Format(time.DateTime), truncate(d.Reason, 60))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -112,12 +114,15 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if asJSON {
 			return printJSON(env.stdout, d)
 		}
+		// The reason and the attempts' errors are a receiver's words, the
+		// envelope a producer's: every control character is escaped
+		// (printable), so none of them can drive the operator's terminal.
 		fmt.Fprintf(env.stdout, "event        %s\ncorrelation  %s  sequence %d\nendpoint     %s\nstatus       %s (replays %d)\nreason       %s\ndead-letter  %s\n",
-			d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Status, d.ReplayCount, d.Reason, d.DeadLetteredAt.Local().Format(time.RFC3339))
+			d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Status, d.ReplayCount, printable.String(d.Reason), d.DeadLetteredAt.Local().Format(time.RFC3339))
 		if d.SkippedBy != "" {
-			fmt.Fprintf(env.stdout, "skipped by   %s at %s: %s\n", d.SkippedBy, d.SkippedAt.Local().Format(time.RFC3339), d.SkipNote)
+			fmt.Fprintf(env.stdout, "skipped by   %s at %s: %s\n", printable.String(d.SkippedBy), d.SkippedAt.Local().Format(time.RFC3339), printable.String(d.SkipNote))
 		}
-		fmt.Fprintf(env.stdout, "envelope     %s\nattempts:\n", d.Envelope)
+		fmt.Fprintf(env.stdout, "envelope     %s\nattempts:\n", printable.JSON(d.Envelope))
 		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  #\tSTARTED\tSTATUS\tLATENCY\tOUTCOME\tERROR")
 		for _, a := range d.Attempts {
@@ -171,16 +176,24 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	}
 }
 
+// printJSON prints v as indented JSON with every control character
+// escaped: encoding/json leaves DEL, C1 controls and format characters as
+// they are.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", printable.JSON(b))
+	return err
 }
 
+// truncate is s on one line, control characters escaped, cut to n
+// characters.
 func truncate(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
+	s = printable.String(strings.Join(strings.Fields(s), " "))
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string([]rune(s)[:n-1]) + "…"
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/kit/client"
 )
 
@@ -98,7 +99,9 @@ func runKeys(ctx context.Context, env *cliEnv, args []string) error {
 			if !k.RevokedAt.IsZero() {
 				revoked = k.RevokedAt.Local().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, joinScopes(k.Scopes), k.CreatedAt.Local().Format(time.RFC3339), revoked)
+			// Keys named before names were held to printable characters
+			// may still carry control characters.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, printable.String(k.Name), joinScopes(k.Scopes), k.CreatedAt.Local().Format(time.RFC3339), revoked)
 		}
 		return tw.Flush()
 	default: // revoke
@@ -109,7 +112,7 @@ func runKeys(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return cl.fail(err)
 		}
-		fmt.Fprintf(env.stdout, "revoked %s (%s)\n", k.ID, k.Name)
+		fmt.Fprintf(env.stdout, "revoked %s (%s)\n", k.ID, printable.String(k.Name))
 		return nil
 	}
 }

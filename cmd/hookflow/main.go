@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/printable"
 )
 
 // command is one subcommand.
@@ -107,6 +108,8 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 }
 
+// oneLine is an error's text on one line, control characters escaped: it
+// may quote an API's answer.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return printable.String(strings.Join(strings.Fields(s), " "))
 }

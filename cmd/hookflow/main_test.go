@@ -36,8 +36,7 @@ func TestBadConfigOneLine(t *testing.T) {
 		{"negative duration", map[string]string{"HOOKFLOW_RECOVERY_WINDOW": "-1s"}, []string{"api"}, "HOOKFLOW_RECOVERY_WINDOW"},
 		{"bad allowlist", map[string]string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": "receiver"}, []string{"api"}, "HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"},
 		{"api without token", nil, []string{"api"}, "HOOKFLOW_API_TOKEN is required"},
-		{"worker without token", nil, []string{"worker"}, "HOOKFLOW_API_TOKEN is required"},
-		{"relay without token", nil, []string{"relay"}, "HOOKFLOW_API_TOKEN is required"},
+		{"api with a short token", map[string]string{"HOOKFLOW_API_TOKEN": "a-token-of-31-characters-------"}, []string{"api"}, "at least 32 characters"},
 		{"bad rate limit", map[string]string{"HOOKFLOW_EVENTS_RATE_LIMIT": "0", "HOOKFLOW_API_TOKEN": "t"}, []string{"api"}, "HOOKFLOW_EVENTS_RATE_LIMIT"},
 		{"bad address", map[string]string{"HOOKFLOW_API_ADDR": "8080"}, []string{"api"}, "HOOKFLOW_API_ADDR"},
 		{"bad port", map[string]string{"HOOKFLOW_DEV_UI_PORT": "99999"}, []string{"dev"}, "HOOKFLOW_DEV_UI_PORT"},
@@ -53,6 +52,18 @@ func TestBadConfigOneLine(t *testing.T) {
 			require.Contains(t, stderr, tc.want)
 			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 		})
+	}
+}
+
+// TestWorkerAndRelayNeedNoAPIToken: the bootstrap admin token is the API's
+// alone. The worker, the process that talks to untrusted hosts, and the
+// relay never use it, so they neither read nor require it.
+func TestWorkerAndRelayNeedNoAPIToken(t *testing.T) {
+	for _, name := range []string{"worker", "relay"} {
+		code, out, _ := runWith(nil, name, "--help")
+		require.Equal(t, 0, code, name)
+		require.NotContains(t, out, "api-token", name)
+		require.NotContains(t, out, "HOOKFLOW_API_TOKEN", name)
 	}
 }
 

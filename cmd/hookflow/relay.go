@@ -24,9 +24,7 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 			"`hookflow relay migrate` applies the outbox table's migrations to the outbox database and exits.", args,
 		concat(dbSettings, []string{"HOOKFLOW_OUTBOX_DATABASE_URL"}, temporalSettings,
 			// The workflow input carries both: keep them equal to the API's.
-			[]string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"},
-			// Required as by the API and the workers: a deployment sets it everywhere.
-			[]string{"HOOKFLOW_API_TOKEN"}), nil)
+			[]string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"}), nil)
 	if err != nil {
 		return err
 	}

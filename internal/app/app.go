@@ -237,7 +237,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 		return err
 	}
 	srv, err := api.New(api.RouterConfig{
-		Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
+		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
 		EventsPerSecond: cfg.EventsRateLimit,
 	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger, Metrics: m})
 	if err != nil {

@@ -49,7 +49,7 @@ const (
 	baselineTaskQueue     = "bench-baseline"
 	baselineFastTaskQueue = "bench-baseline-fast"
 	namespace             = "default"
-	apiToken              = "bench-token"
+	apiToken              = "bench-token-not-a-secret-0123456789"
 )
 
 // child is one process of the stack, started from the hookflow binary.

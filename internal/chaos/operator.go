@@ -447,7 +447,7 @@ func workflowStatus(s enumspb.WorkflowExecutionStatus) string {
 
 // deadLetters lists the dead letters of an endpoint (every status).
 func (o *operator) deadLetters(ctx context.Context, endpointID string) ([]hfclient.DeadLetter, error) {
-	return o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterAll, Limit: 1000})
+	return o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterAll, Limit: 500})
 }
 
 // replay replays every open dead letter of an endpoint, the way an operator

@@ -71,8 +71,13 @@ func TestCheckCatchesMistakes(t *testing.T) {
 	for _, err := range check(compose, dockerfile, mainGo, repo) {
 		before[err.Error()] = true
 	}
-	type files struct{ compose, dockerfile, mainGo, script, goMod string }
-	const token = `"${HOOKFLOW_API_TOKEN:?set HOOKFLOW_API_TOKEN (the bootstrap admin token; see README Security)}"`
+	envFile, err := fs.ReadFile(repo, envExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type files struct{ compose, dockerfile, mainGo, script, goMod, envExample string }
+	const token = `"${HOOKFLOW_API_TOKEN:?set HOOKFLOW_API_TOKEN (the bootstrap admin token, at least 32 characters; see README Security)}"`
+	const superuserPassword = `"${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD (the Postgres superuser's password, which Temporal and the database setup use)}"`
 	cases := []struct {
 		name   string
 		mutate func(f *files) bool // reports whether the mistake was made
@@ -146,12 +151,33 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"api token required without a message", func(f *files) bool {
 			return replaceInService(&f.compose, "api", token, `"${HOOKFLOW_API_TOKEN:?}"`)
 		}, "HOOKFLOW_API_TOKEN"},
-		{"worker without the token", func(f *files) bool {
-			return replaceInService(&f.compose, "worker", "HOOKFLOW_API_TOKEN: "+token+"\n", "")
-		}, "service worker: HOOKFLOW_API_TOKEN"},
-		{"relay without the token", func(f *files) bool {
-			return replace(&f.compose, "\n  receiver:\n", "\n  relay:\n    <<: *hookflow\n    command: [\"relay\"]\n    environment:\n      <<: *hookflow-env\n\n  receiver:\n")
-		}, "service relay: HOOKFLOW_API_TOKEN"},
+		{"worker with the token", func(f *files) bool {
+			return replaceInService(&f.compose, "worker", "      <<: *hookflow-env\n", "      <<: *hookflow-env\n      HOOKFLOW_API_TOKEN: "+token+"\n")
+		}, "service worker: HOOKFLOW_API_TOKEN is set"},
+		{"relay with the token", func(f *files) bool {
+			return replace(&f.compose, "\n  receiver:\n", "\n  relay:\n    <<: *hookflow\n    command: [\"relay\"]\n    environment:\n      <<: *hookflow-env\n      HOOKFLOW_API_TOKEN: "+token+"\n\n  receiver:\n")
+		}, "service relay: HOOKFLOW_API_TOKEN is set"},
+		{"superuser password with a default", func(f *files) bool {
+			return replaceInService(&f.compose, "postgresql", superuserPassword, `"${POSTGRES_PASSWORD:-postgres}"`)
+		}, "service postgresql: POSTGRES_PASSWORD"},
+		{"Temporal's database password as a literal", func(f *files) bool {
+			return replaceInService(&f.compose, "temporal", superuserPassword, `"postgres"`)
+		}, "service temporal: POSTGRES_PWD"},
+		{"api published on every interface", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `"${HOOKFLOW_API_BIND:-127.0.0.1}:8080:8080"`, `"8080:8080"`)
+		}, "service api: ports"},
+		{"api published beyond loopback by default", func(f *files) bool {
+			return replaceInService(&f.compose, "api", `"${HOOKFLOW_API_BIND:-127.0.0.1}:8080:8080"`, `"${HOOKFLOW_API_BIND:-0.0.0.0}:8080:8080"`)
+		}, "service api: ports"},
+		{"receiver published on every interface", func(f *files) bool {
+			return replaceInService(&f.compose, "receiver", `"${HOOKFLOW_RECEIVER_BIND:-127.0.0.1}:8090:8090"`, `"8090:8090"`)
+		}, "service receiver: ports"},
+		{".env.example without a required variable", func(f *files) bool {
+			return replace(&f.envExample, "\nPOSTGRES_PASSWORD=\n", "\n")
+		}, ".env.example: docker-compose.yml demands POSTGRES_PASSWORD"},
+		{".env.example without an optional variable", func(f *files) bool {
+			return replace(&f.envExample, "\n#HOOKFLOW_API_BIND=", "\n#")
+		}, "does not mention it (#HOOKFLOW_API_BIND"},
 		{"Temporal frontend on every interface", func(f *files) bool {
 			return replace(&f.compose, `"127.0.0.1:7233:7233"`, `"7233:7233"`)
 		}, "service temporal"},
@@ -214,7 +240,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			return replaceInService(&f.compose, "api", `HOOKFLOW_METRICS_ADDR: "0.0.0.0:9090"`, `HOOKFLOW_METRICS_ADDR: ":8080"`)
 		}, "API's port"},
 		{"api metrics published on every interface", func(f *files) bool {
-			return replaceInService(&f.compose, "api", `- "8080:8080"`, `- "8080:8080"`+"\n      - \"9090:9090\"")
+			return replaceInService(&f.compose, "api", `- "${HOOKFLOW_API_BIND:-127.0.0.1}:8080:8080"`, `- "${HOOKFLOW_API_BIND:-127.0.0.1}:8080:8080"`+"\n      - \"9090:9090\"")
 		}, "9090"},
 
 		// Comes up the first time.
@@ -266,11 +292,11 @@ func TestCheckCatchesMistakes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := files{string(compose), string(dockerfile), string(mainGo), string(script), string(goMod)}
+			f := files{string(compose), string(dockerfile), string(mainGo), string(script), string(goMod), string(envFile)}
 			if !tc.mutate(&f) {
 				t.Fatal("the mistake could not be made: the files changed; update this case")
 			}
-			repo := overlay{repo, map[string]string{initScript: f.script, "go.mod": f.goMod}}
+			repo := overlay{repo, map[string]string{initScript: f.script, "go.mod": f.goMod, envExample: f.envExample}}
 			errs := check([]byte(f.compose), []byte(f.dockerfile), []byte(f.mainGo), repo)
 			for _, err := range errs {
 				// Only an error the mistake caused counts, not one the real
@@ -569,6 +595,7 @@ func check(composeYAML, dockerfile, mainGo []byte, repo fs.FS) []error {
 	}
 
 	errs = append(errs, checkExposure(cf, extensions, repo)...)
+	errs = append(errs, checkEnvExample(composeYAML, repo)...)
 	errs = append(errs, checkStartup(cf)...)
 	goMod, err := fs.ReadFile(repo, "go.mod")
 	if err != nil {

@@ -4,9 +4,13 @@
 // subcommand, takes only settings config.Settings() lists (with values that
 // parse), runs after migrate, and that the image builds ./cmd/hookflow.
 //
-// They also hold the compose defaults to what is safe beyond a laptop: api,
-// worker and relay demand HOOKFLOW_API_TOKEN (${HOOKFLOW_API_TOKEN:?...}, no
-// default); Temporal's frontend and Web UI are published on 127.0.0.1 only; no
+// They also hold the compose defaults to what is safe beyond a laptop: api
+// demands HOOKFLOW_API_TOKEN (${HOOKFLOW_API_TOKEN:?...}, no default) and no
+// other hookflow service carries it; no password has a default or a literal
+// value, the superuser's included; Temporal's frontend and Web UI are
+// published on 127.0.0.1 only, the API and the reference receiver on
+// 127.0.0.1 unless the operator names another address; .env.example sets out
+// every variable compose demands and mentions every one it reads; no
 // DSN connects as the Postgres superuser, and hookflow's DSNs use the role an
 // init script of the postgres service creates, owning their databases; the
 // private-target allowlist names the reference receiver and the old

@@ -18,8 +18,26 @@ import (
 
 // tokenRequiredBy are the subcommands that refuse to start without
 // HOOKFLOW_API_TOKEN: compose must demand it rather than supply a default
-// anyone can read in this file.
-var tokenRequiredBy = map[string]bool{"api": true, "worker": true, "relay": true}
+// anyone can read in this file. No other hookflow service may carry it: the
+// worker and the relay never use it, and the worker is the process that
+// talks to untrusted hosts.
+var tokenRequiredBy = map[string]bool{"api": true}
+
+// loopbackByDefault are the services whose ports are published on
+// 127.0.0.1 unless the operator says otherwise (${VAR:-127.0.0.1}): the API
+// speaks plain HTTP, and the reference receiver answers GET
+// /correlations/{id} to anyone.
+var loopbackByDefault = []string{"api", "receiver"}
+
+// passwordVariable names an environment variable that holds a password.
+var passwordVariable = regexp.MustCompile(`(?i)(PASSWORD|PWD)$`)
+
+// requiredVariable is the only accepted value of a password: a variable
+// compose demands, with a message saying what it is.
+var requiredVariable = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*:\?\s*[^}\s][^}]*\}$`)
+
+// envExample is the operator's template of the variables compose reads.
+const envExample = ".env.example"
 
 // requiredToken is the only accepted form: compose refuses to start while the
 // variable is unset or empty, and says why.
@@ -65,12 +83,36 @@ func checkExposure(cf composeFile, extensions map[string]map[string]string, repo
 
 	for _, name := range sortedKeys(cf.Services) {
 		s := cf.Services[name]
-		if !isHookflow(s) || len(s.Command) == 0 || !tokenRequiredBy[s.Command[0]] {
+		if !isHookflow(s) || len(s.Command) == 0 {
 			continue
 		}
-		if v := s.Environment["HOOKFLOW_API_TOKEN"]; !requiredToken.MatchString(v) {
+		v, set := s.Environment["HOOKFLOW_API_TOKEN"]
+		switch {
+		case tokenRequiredBy[s.Command[0]] && !requiredToken.MatchString(v):
 			fail("service %s: HOOKFLOW_API_TOKEN=%q, want \"${HOOKFLOW_API_TOKEN:?<why>}\": `hookflow %s` refuses to start without a token, and a default is one anyone who reads this file knows",
 				name, v, s.Command[0])
+		case !tokenRequiredBy[s.Command[0]] && set:
+			fail("service %s: HOOKFLOW_API_TOKEN is set, but `hookflow %s` never uses the bootstrap admin token: leave it to the api", name, s.Command[0])
+		}
+	}
+
+	// No password has a default or a literal value: the superuser's
+	// included, which Temporal and the database setup use.
+	for _, name := range sortedKeys(cf.Services) {
+		env := cf.Services[name].Environment
+		for _, k := range sortedKeys(env) {
+			if passwordVariable.MatchString(k) && !requiredVariable.MatchString(env[k]) {
+				fail("service %s: %s=%q, want \"${VAR:?<why>}\": a password with a default is one anyone who reads this file knows", name, k, env[k])
+			}
+		}
+	}
+
+	for _, name := range loopbackByDefault {
+		for _, p := range cf.Services[name].Ports {
+			if p.Err == nil && !isLoopback(p.HostIP) {
+				fail("service %s: ports %q publishes on every interface unless the operator says otherwise; want \"${VAR:-127.0.0.1}:%s:%s\"",
+					name, p.Raw, p.hostPart(), p.Target)
+			}
 		}
 	}
 
@@ -433,4 +475,34 @@ func (m mount) repoPath() (string, bool) {
 	}
 	p := path.Clean(m.Source)
 	return p, fs.ValidPath(p) && p != "."
+}
+
+// checkEnvExample returns every variable compose demands (${VAR:?…}) that
+// .env.example does not set out as VAR=, and every one with a default
+// (${VAR:-…}) it does not mention: the file is where an operator learns
+// what to set.
+func checkEnvExample(composeYAML []byte, repo fs.FS) []error {
+	example, err := fs.ReadFile(repo, envExample)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", envExample, err)}
+	}
+	var errs []error
+	seen := map[string]bool{}
+	// $$ is a literal $ (a shell's ${ip:-…} inside a command), not compose's.
+	for _, m := range interpolation.FindAllStringSubmatch(strings.ReplaceAll(string(composeYAML), "$$", ""), -1) {
+		name, op := m[1], m[2]
+		if seen[name+op] {
+			continue
+		}
+		seen[name+op] = true
+		set := regexp.MustCompile(`(?m)^` + name + `=`).Match(example)
+		mentioned := regexp.MustCompile(`(?m)^#?` + name + `=`).Match(example)
+		switch {
+		case op == ":?" && !set:
+			errs = append(errs, fmt.Errorf("%s: docker-compose.yml demands %s, but no line of %s sets it out as %s=", envExample, name, envExample, name))
+		case (op == ":-" || op == "-") && !mentioned:
+			errs = append(errs, fmt.Errorf("%s: docker-compose.yml reads %s (with a default), but %s does not mention it (#%s=…)", envExample, name, envExample, name))
+		}
+	}
+	return errs
 }

@@ -29,7 +29,10 @@ type Config struct {
 	MaxBodyBytes      int64
 	// AllowPrivate lets deliveries reach every private target; hookflow dev
 	// and the tests set it, no variable does.
-	AllowPrivate     bool
+	AllowPrivate bool
+	// Dev is set by hookflow dev, whose bootstrap token is the well-known
+	// dev-token, shorter than the API accepts elsewhere; no variable sets it.
+	Dev              bool
 	PrivateAllowlist []string
 	EventsRateLimit  float64
 	// Retention of the ledger; 0 keeps for ever.
@@ -69,7 +72,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_TEMPORAL_NAMESPACE", "temporal-namespace", "default", "Temporal namespace", nonEmpty(func(c *Config) *string { return &c.TemporalNamespace })},
 		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers (they also poll {queue}-sequencers, where the correlations' sequencers run)", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
-		{"HOOKFLOW_API_TOKEN", "api-token", "", "the bootstrap admin token: a bearer token with every scope, to create API keys (required; hookflow dev uses dev-token)", required(func(c *Config) *string { return &c.APIToken })},
+		{"HOOKFLOW_API_TOKEN", "api-token", "", "api: the bootstrap admin token, a bearer token with every scope to create API keys (required, at least 32 characters; hookflow dev uses dev-token); CLI commands that call the API: the token they send", required(func(c *Config) *string { return &c.APIToken })},
 		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrForbiddenTarget is returned for a destination hookflow must not reach.
@@ -37,17 +40,41 @@ var blocked = [...]netip.Prefix{
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("224.0.0.0/4"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("::/128"),
+	// IPv4-compatible (deprecated, RFC 4291): a stack that still speaks it
+	// sends ::a.b.c.d to a.b.c.d. It holds :: and ::1 too.
+	netip.MustParsePrefix("::/96"),
 	netip.MustParsePrefix("::1/128"),
+	// SIIT's IPv4-translated addresses (RFC 2765): ::ffff:0:a.b.c.d.
+	netip.MustParsePrefix("::ffff:0:0:0/96"),
+	// Local-use NAT64 (RFC 8215): where the IPv4 address sits depends on a
+	// prefix length only the network knows, so none of it is judged by the
+	// address inside. (The well-known 64:ff9b::/96 is, in Forbidden.)
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	// Teredo, whose addresses carry a server's and (obfuscated) a client's
+	// IPv4 address, and 6to4 (deprecated, RFC 7526), whose relays forward to
+	// the IPv4 address in bits 16 to 47.
+	netip.MustParsePrefix("2001::/32"),
+	netip.MustParsePrefix("2002::/16"),
 	netip.MustParsePrefix("fc00::/7"),
 	netip.MustParsePrefix("fe80::/10"),
 	netip.MustParsePrefix("ff00::/8"),
 	netip.MustParsePrefix("fd00:ec2::254/128"),
 }
 
+// nat64 is the well-known NAT64 prefix (RFC 6052): behind DNS64 a name with
+// only an A record resolves to it, the IPv4 address in its last 32 bits.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // Forbidden reports whether addr is in a range public targets must avoid.
+// A zone does not change the answer (netip.Prefix.Contains is false for any
+// zoned address, so it is taken off first), and an address behind the
+// well-known NAT64 prefix is judged by the IPv4 address it reaches.
 func Forbidden(addr netip.Addr) bool {
-	addr = addr.Unmap()
+	addr = addr.WithZone("").Unmap()
+	if nat64.Contains(addr) {
+		b := addr.As16()
+		addr = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	for _, p := range blocked {
 		if p.Contains(addr) {
 			return true
@@ -103,6 +130,11 @@ func (p Policy) CheckURL(raw string) error {
 	if u.User != nil {
 		return errors.New("URL must not carry credentials")
 	}
+	// A zone (https://[fe80::1%25eth0]/) names an interface of the machine
+	// that dials: never a public target, whatever the address.
+	if strings.Contains(u.Hostname(), "%") {
+		return fmt.Errorf("%w: a host with an IPv6 zone", ErrForbiddenTarget)
+	}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
@@ -113,8 +145,17 @@ func (p Policy) CheckURL(raw string) error {
 	if u.Scheme != "https" {
 		return errors.New("scheme must be https (an exact host:port in HOOKFLOW_PRIVATE_TARGET_ALLOWLIST may use http)")
 	}
-	// A trailing dot makes a name fully qualified; it resolves the same.
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	// Judge the host as http.Transport dials it: a name that is not ASCII
+	// goes through IDNA's lookup mapping first, which turns fullwidth
+	// digits into digits and U+24DB… into "localhost". A trailing dot makes
+	// a name fully qualified; it resolves the same.
+	host := u.Hostname()
+	if !isASCII(host) {
+		if a, err := idna.Lookup.ToASCII(host); err == nil {
+			host = a
+		}
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return ErrForbiddenTarget
 	}
@@ -122,6 +163,15 @@ func (p Policy) CheckURL(raw string) error {
 		return ErrForbiddenTarget
 	}
 	return nil
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // parseLooseIP also reads the forms inet_aton accepts (decimal 2130706433,
@@ -140,6 +190,8 @@ func parseLooseIP(host string) (netip.Addr, bool) {
 		var n uint64
 		var err error
 		switch {
+		case p == "0x" || p == "0X":
+			// inet_aton reads a bare 0x as 0.
 		case strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "0X"):
 			_, err = fmt.Sscanf(p[2:], "%x", &n)
 		case len(p) > 1 && p[0] == '0':
@@ -178,7 +230,8 @@ func (p Policy) NewClient() *http.Client {
 		if err != nil {
 			return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
 		}
-		if Forbidden(ap.Addr()) {
+		// A zoned address is on a link of this machine, never public.
+		if ap.Addr().Zone() != "" || Forbidden(ap.Addr()) {
 			return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
 		}
 		return nil

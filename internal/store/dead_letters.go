@@ -22,12 +22,16 @@ const (
 // DeadLetter is an event whose delivery gave up, with everything an operator
 // needs to decide: the signed envelope, every attempt, why it stopped.
 type DeadLetter struct {
-	EventID        string          `json:"event_id"`
-	CorrelationID  string          `json:"correlation_id"`
-	Sequence       int64           `json:"sequence"`
-	EndpointID     string          `json:"endpoint_id"`
-	Envelope       json.RawMessage `json:"envelope"`
-	Attempts       []Attempt       `json:"attempts"`
+	EventID       string `json:"event_id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	EndpointID    string `json:"endpoint_id"`
+	// Envelope and Attempts are nil in a listing that did not ask for them
+	// (DeadLetterFilter.WithEnvelope, WithAttempts), and left out of its
+	// JSON; AttemptCount is always there.
+	Envelope       json.RawMessage `json:"envelope,omitzero"`
+	Attempts       []Attempt       `json:"attempts,omitzero"`
+	AttemptCount   int32           `json:"attempt_count"`
 	Reason         string          `json:"reason"`
 	FirstFailureAt *time.Time      `json:"first_failure_at,omitempty"`
 	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
@@ -46,10 +50,13 @@ type DeadLetter struct {
 func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 	var d DeadLetter
 	var attempts []byte
-	err := row.Scan(&d.EventID, &d.CorrelationID, &d.Sequence, &d.EndpointID, &d.Envelope, &attempts, &d.Reason, &d.FirstFailureAt, &d.DeadLetteredAt,
+	err := row.Scan(&d.EventID, &d.CorrelationID, &d.Sequence, &d.EndpointID, &d.Envelope, &attempts, &d.AttemptCount, &d.Reason, &d.FirstFailureAt, &d.DeadLetteredAt,
 		&d.Generation, &d.Status, &d.ReplayedAt, &d.ReplayedBy, &d.ReplayCount, &d.SkippedBy, &d.SkippedAt, &d.SkipNote)
 	if err != nil {
 		return d, translate(err)
+	}
+	if attempts == nil { // not asked for
+		return d, nil
 	}
 	if err := json.Unmarshal(attempts, &d.Attempts); err != nil {
 		return d, fmt.Errorf("decode attempts: %w", err)
@@ -119,6 +126,10 @@ type DeadLetterFilter struct {
 	AfterTime *time.Time
 	AfterID   string
 	Limit     int
+	// WithEnvelope and WithAttempts read each row's envelope (up to the
+	// API's body limit) and attempts too; a listing leaves them out
+	// otherwise. DeadLetterList only.
+	WithEnvelope, WithAttempts bool
 }
 
 func nullable(s string) *string {
@@ -130,13 +141,41 @@ func nullable(s string) *string {
 
 // DeadLetterList returns one page of dead letters, oldest first.
 func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeadLetterList, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, nullable(f.Status), f.AfterTime, f.AfterID, f.Limit)
+	rows, err := s.pool.Query(ctx, s.q.DeadLetterList, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, nullable(f.Status), f.AfterTime, f.AfterID, f.Limit,
+		f.WithEnvelope, f.WithAttempts)
+	return collectDeadLetters(rows, err, "list dead letters")
+}
+
+// ReplayCursor is a place in a batch replay's order: after this
+// correlation's sequence, and this event (the last of the page before).
+type ReplayCursor struct {
+	CorrelationID string
+	Sequence      int64
+	EventID       string
+}
+
+// DeadLetterReplayPage returns up to f.Limit open dead letters matching f's
+// correlation, endpoint, since and until, in sequence order within each
+// correlation (correlations by ID), from after on (nil: the first page);
+// without envelopes or attempts. A batch replay reads one page at a time.
+func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, after *ReplayCursor) ([]DeadLetter, error) {
+	var corr *string
+	var seq int64
+	var id string
+	if after != nil {
+		corr, seq, id = &after.CorrelationID, after.Sequence, after.EventID
+	}
+	rows, err := s.pool.Query(ctx, s.q.DeadLetterReplayPage, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, corr, seq, id, f.Limit)
+	return collectDeadLetters(rows, err, "page dead letters to replay")
+}
+
+func collectDeadLetters(rows pgx.Rows, err error, what string) ([]DeadLetter, error) {
 	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) { return scanDeadLetter(r) })
 	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

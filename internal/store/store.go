@@ -60,6 +60,7 @@ type queries struct {
 	DeadLetterGeneration     string
 	DeadLetterGet            string
 	DeadLetterList           string
+	DeadLetterReplayPage     string
 	DeadLetterMarkReplayed   string
 	DeadLetterMarkSkipped    string
 	DeadLetterReopen         string

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -148,7 +149,8 @@ func (c *Client) CorrelationGet(ctx context.Context, id string) (Correlation, er
 }
 
 // DeadLetterList is GET /v1/dead-letters: one page of the dead letters f
-// selects. Scope events:read.
+// selects, without envelopes and attempts unless f.Include asks (then at
+// most 20 a page). Scope events:read.
 func (c *Client) DeadLetterList(ctx context.Context, f DeadLetterFilter) (DeadLetterPage, error) {
 	q := f.match()
 	if f.Status != "" {
@@ -159,6 +161,9 @@ func (c *Client) DeadLetterList(ctx context.Context, f DeadLetterFilter) (DeadLe
 	}
 	if f.Cursor != "" {
 		q.Set("cursor", f.Cursor)
+	}
+	if len(f.Include) > 0 {
+		q.Set("include", strings.Join(f.Include, ","))
 	}
 	return get[DeadLetterPage](ctx, c, "/v1/dead-letters", q)
 }

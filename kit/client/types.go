@@ -209,12 +209,22 @@ type DeadLetterFilter struct {
 	// Status is DeadLetterOpen (the API's default when empty),
 	// DeadLetterReplayed, DeadLetterSkipped or DeadLetterAll. List only.
 	Status string
-	// Limit is the page size, 1 to 1000 (the API's default when zero:
-	// 100). List only.
+	// Limit is the page size, 1 to 500, or to 20 with Include (the API's
+	// default when zero: 50, or 20 with Include). List only.
 	Limit int
+	// Include asks a page for each dead letter's envelope and/or attempts
+	// (IncludeEnvelope, IncludeAttempts), which it leaves out otherwise.
+	// List only.
+	Include []string
 	// Cursor is the NextCursor of the page before. List only.
 	Cursor string
 }
+
+// What a DeadLetterFilter's Include may ask a page of dead letters for.
+const (
+	IncludeEnvelope = "envelope"
+	IncludeAttempts = "attempts"
+)
 
 // DeadLetter is an event that was not delivered, with what was tried.
 type DeadLetter struct {
@@ -222,9 +232,12 @@ type DeadLetter struct {
 	CorrelationID string `json:"correlation_id"`
 	Sequence      int64  `json:"sequence"`
 	EndpointID    string `json:"endpoint_id"`
-	// Envelope is the signed body as sent.
-	Envelope       json.RawMessage `json:"envelope"`
-	Attempts       []Attempt       `json:"attempts"`
+	// Envelope is the signed body as sent, and Attempts what was tried:
+	// DeadLetterGet has both; a page of DeadLetterList has them only when
+	// its filter's Include asks, and AttemptCount always.
+	Envelope       json.RawMessage `json:"envelope,omitzero"`
+	Attempts       []Attempt       `json:"attempts,omitzero"`
+	AttemptCount   int             `json:"attempt_count"`
 	Reason         string          `json:"reason"`
 	FirstFailureAt time.Time       `json:"first_failure_at,omitzero"`
 	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
@@ -251,8 +264,11 @@ type DeadLetterPage struct {
 
 // BatchReplay is the answer of DeadLetterReplayBatch.
 type BatchReplay struct {
-	Replayed int      `json:"replayed"`
-	EventIDs []string `json:"event_ids"`
+	Replayed int `json:"replayed"`
+	// EventIDs lists the replayed events, the first 1,000 at most;
+	// Truncated says there were more.
+	EventIDs  []string `json:"event_ids"`
+	Truncated bool     `json:"event_ids_truncated,omitempty"`
 }
 
 // OperatorRequest goes with a replay or a skip. Who did it is the name of

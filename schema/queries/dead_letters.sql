@@ -18,13 +18,17 @@ RETURNING generation;
 SELECT generation FROM dead_letters WHERE event_id = $1;
 
 -- name: DeadLetterGet
-SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at,
+SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters WHERE event_id = $1;
 
 -- name: DeadLetterList
 -- Keyset pagination on (dead_lettered_at, event_id); empty filters match all.
-SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at,
+-- The envelope (up to the API's body limit) and the attempts are read only
+-- when $9 and $10 ask for them: a CASE that is false never detoasts them.
+SELECT event_id, correlation_id, sequence, endpoint_id,
+       CASE WHEN $9::bool THEN envelope END, CASE WHEN $10::bool THEN attempts END, jsonb_array_length(attempts),
+       reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
 WHERE ($1::text IS NULL OR correlation_id = $1)
@@ -34,6 +38,23 @@ WHERE ($1::text IS NULL OR correlation_id = $1)
   AND ($5::text IS NULL OR status = $5)
   AND ($6::timestamptz IS NULL OR (dead_lettered_at, event_id) > ($6, $7::text))
 ORDER BY dead_lettered_at, event_id
+LIMIT $8;
+
+-- name: DeadLetterReplayPage
+-- One page of a batch replay: open dead letters in the order they are
+-- replayed, sequence order within each correlation (dead_letters_correlation_idx),
+-- keyset on (correlation_id, sequence, event_id), without envelopes or attempts.
+SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb, NULL::jsonb, jsonb_array_length(attempts),
+       reason, first_failure_at, dead_lettered_at,
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
+FROM dead_letters
+WHERE status = 'open'
+  AND ($1::text IS NULL OR correlation_id = $1)
+  AND ($2::text IS NULL OR endpoint_id = $2)
+  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
+  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
+  AND ($5::text IS NULL OR (correlation_id, sequence, event_id) > ($5, $6::bigint, $7::text))
+ORDER BY correlation_id, sequence, event_id
 LIMIT $8;
 
 -- name: DeadLetterMarkReplayed
