@@ -66,7 +66,7 @@ func (b *bundle) bigDeadLetters(t *testing.T, corr string, n, size int) {
 		code := int32(400)
 		_, err = b.store.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: corr, Sequence: int64(i), EndpointID: b.endpointID,
 			Envelope: envelope, Reason: "receiver answered 400", DeadLetteredAt: time.Now(),
-			Attempts: []store.Attempt{{Attempt: 1, StartedAt: time.Now(), Outcome: "retry"}, {Attempt: 2, StartedAt: time.Now(), StatusCode: &code, Outcome: "permanent"}}})
+			Attempts: []store.Attempt{{Attempt: 1, StartedAt: time.Now(), Outcome: "retry"}, {Attempt: 2, StartedAt: time.Now(), StatusCode: &code, Outcome: "permanent"}}}, "run/1")
 		require.NoError(t, err)
 	}
 }
