@@ -40,17 +40,19 @@ const maxRecordedBody = 2048
 // 410 → the endpoint is disabled, non-retryable;
 // any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
 // → retry after that delay; everything else → retry. An event the ledger
-// holds as final, delivered or skipped, is never sent again.
+// holds as final, delivered or skipped, is never sent again, nor is a
+// dead-lettered one before a replay of its dead letter is claimed.
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
-	ep, state, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
+	start, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
+	ep := start.Endpoint
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+in.EndpointID+" does not exist", contract.ErrTypeEndpointDisabled, nil)
 		}
 		return contract.DeliverResult{}, err
 	}
-	switch state {
+	switch start.State {
 	case contract.StateDelivered:
 		// An earlier attempt was delivered and recorded, and its result lost
 		// on the way back (a workflow task that timed out after its local
@@ -61,6 +63,13 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// An operator skipped it, and a Reset ran its delivery again: the
 		// receiver must never get it. The workflow ends it as skipped.
 		return contract.DeliverResult{Skipped: true, Attempt: attempt}, nil
+	case contract.StateDeadLettered:
+		if start.DeadLetterStatus != store.DeadLetterReplayed {
+			// A Reset ran its delivery again while its dead letter waits for
+			// an operator (who may be skipping it): nothing is sent, and the
+			// workflow waits on that dead letter as it did.
+			return contract.DeliverResult{DeadLettered: start.Generation, Attempt: attempt}, nil
+		}
 	}
 	started := a.now()
 	if ep.Disabled {

@@ -71,3 +71,39 @@ func TestOperatorActionsClaimOnce(t *testing.T) {
 	require.Equal(t, store.DeadLetterReplayed, d.Status)
 	require.Equal(t, "api-key", *d.ReplayedBy)
 }
+
+// TestDeliverOfADeadLetterWaitsForItsReplay (found by the operator model,
+// seed 17): a Reset runs the delivery of a dead-lettered event again. With
+// no replay of its dead letter claimed, nothing is sent and the workflow is
+// told which dead letter to wait on; once a replay is claimed, it is sent.
+func TestDeliverOfADeadLetterWaitsForItsReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var answer atomic.Int32
+	answer.Store(http.StatusBadRequest)
+	var requests atomic.Int32
+	b := setupDeliver(t, receiver(t, func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(int(answer.Load()))
+	}))
+	_, err := b.deliver(t)
+	require.Error(t, err)
+	_, err = b.env.ExecuteActivity(b.acts.WriteDeadLetter, contract.DeadLetterInput{Event: b.in, Reason: "400", Window: "run/1"})
+	require.NoError(t, err)
+	answer.Store(http.StatusOK)
+
+	res, err := b.deliver(t)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.DeadLettered, "it waits on dead letter 1")
+	require.EqualValues(t, 1, requests.Load(), "nothing is sent before a replay")
+	require.Equal(t, contract.StateDeadLettered, b.event(t).State)
+
+	ok, err := b.st.DeadLetterMarkReplayed(ctx, b.in.EventID, 1, "api-key")
+	require.NoError(t, err)
+	require.True(t, ok)
+	res, err = b.deliver(t)
+	require.NoError(t, err)
+	require.Zero(t, res.DeadLettered)
+	require.Equal(t, http.StatusOK, res.StatusCode, "the replay is sent")
+	require.Equal(t, contract.StateDelivered, b.event(t).State)
+}

@@ -212,3 +212,35 @@ func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
 	require.Equal(t, []int64{1, 2}, applied[b.id("api-replay-ui-skip")])
 	require.Equal(t, []int64{2}, applied[b.id("api-skip-ui-replay")])
 }
+
+// TestResetOfADeadLetterWaitsForItsOperator (found by the operator model,
+// seed 17): Reset is pressed on a dead-lettered event's workflow, back to
+// its first task (its delivery), after the receiver healed and while the
+// operator skips it. The reset run sends nothing before a replay: it waits
+// on the dead letter again, and the skip acts.
+func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
+	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
+	corr := b.id("reset-dead-letter")
+	id := corr + "-1"
+	b.postSequence(corr, ep.ID, 1, 2)
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	healed.Store(true)
+
+	b.resetToFirstTask(id)
+	waitFor(t, 30*time.Second, "the reset run waits on dead letter 1", func() bool {
+		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
+		if err != nil {
+			return false
+		}
+		var es contract.EventStatus
+		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Generation == 1
+	})
+	require.Equal(t, 1, rcv.requestsFor(id), "the reset run sends nothing before a replay")
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", map[string]any{"note": "bad data"}, nil))
+	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	require.Equal(t, contract.StateSkipped, b.eventState(id).State)
+	require.Equal(t, store.DeadLetterSkipped, b.deadLetter(id).Status)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2}, applied[corr])
+}

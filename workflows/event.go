@@ -143,18 +143,24 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	for {
 		if gen == 0 {
 			res, err := w.deliverWindow()
-			if err == nil && res.Skipped {
+			switch {
+			case err == nil && res.Skipped:
 				return w.foundFinished(contract.StateSkipped)
-			}
-			if err == nil {
+			case err == nil && res.DeadLettered > 0:
+				// Reset to before its dead letter: it waits on it again.
+				gen = res.DeadLettered
+				w.status.Generation = gen
+				w.setState(contract.StateDeadLettered)
+			case err == nil:
 				return w.delivered(res)
-			}
-			var finished contract.State
-			if gen, finished, err = w.deadLetter(err); err != nil {
-				return EventResult{}, err
-			}
-			if finished != "" {
-				return w.foundFinished(finished)
+			default:
+				var finished contract.State
+				if gen, finished, err = w.deadLetter(err); err != nil {
+					return EventResult{}, err
+				}
+				if finished != "" {
+					return w.foundFinished(finished)
+				}
 			}
 		}
 		replay, skip, err := w.awaitOperator(gen)

@@ -677,3 +677,24 @@ func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {
 	require.Equal(t, dls[0].input.Window, dls[1].input.Window, "a retry names the window it retries")
 	require.NotEqual(t, dls[1].input.Window, dls[2].input.Window, "the replayed window is another")
 }
+
+// TestEventWorkflowResetBeforeItsDeadLetterWaitsOnIt (found by the operator
+// model, seed 17): the delivery of a run that a Reset took back to before
+// its dead letter sends nothing and names the dead letter; the workflow
+// waits on it, and an operator's skip ends it.
+func TestEventWorkflowResetBeforeItsDeadLetterWaitsOnIt(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(9))
+	h.releasedAtStart = true
+	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(contract.DeliverResult{DeadLettered: 2, Attempt: 1}, nil).Once()
+	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{}, nil).Never()
+	h.expectSkip(2, "erin", "")
+	h.at(time.Minute, func() {
+		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Generation: 2}, h.state())
+		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 2, By: "erin"})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateSkipped, res.State)
+}

@@ -147,4 +147,8 @@ type DeliverResult struct {
 	// Skipped: nothing was sent, because the ledger has the event as
 	// skipped by an operator (a Reset ran its delivery again).
 	Skipped bool `json:"skipped,omitempty"`
+	// DeadLettered: nothing was sent, because the ledger has the event
+	// waiting on this generation of its dead letter, with no replay claimed
+	// (a Reset ran its delivery again): the workflow waits on it.
+	DeadLettered int32 `json:"dead_lettered,omitempty"`
 }

@@ -330,18 +330,29 @@ func (s *Store) EventFinish(ctx context.Context, id, correlationID string, seque
 	return nil
 }
 
-// EventStartAttempt marks the event delivering and returns its endpoint
-// (ErrNotFound when it does not exist) and the event's state before this
-// attempt, in one round trip.
-func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (Endpoint, contract.State, error) {
-	var e Endpoint
-	var state contract.State
+// AttemptStart is what an attempt reads as it starts: the event's endpoint,
+// the event's state before the attempt, and its dead letter's status and
+// generation (empty and 0 when it has none).
+type AttemptStart struct {
+	Endpoint         Endpoint
+	State            contract.State
+	DeadLetterStatus string
+	Generation       int32
+}
+
+// EventStartAttempt marks the event delivering and returns what the attempt
+// needs (AttemptStart), unless the endpoint is disabled, or the event is
+// final, or it is dead-lettered and no replay of its dead letter is claimed:
+// then it changes nothing. ErrNotFound when the endpoint does not exist.
+func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (AttemptStart, error) {
+	var a AttemptStart
+	e := &a.Endpoint
 	err := translate(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID).Scan(
-		&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &state))
+		&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &a.State, &a.DeadLetterStatus, &a.Generation))
 	if err != nil {
-		return e, "", fmt.Errorf("start attempt: %w", err)
+		return a, fmt.Errorf("start attempt: %w", err)
 	}
-	return e, state, nil
+	return a, nil
 }
 
 // EventDelivered records the delivering attempt, marks the event delivered

@@ -97,15 +97,23 @@ UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason 
 
 -- name: EventStartAttempt
 -- Marks the event delivering (when its endpoint is usable) and reads its
--- endpoint and its state before this attempt, in one round trip (the CTE
--- and the sub-select see the same snapshot, from before the update).
-WITH marked AS (
+-- endpoint, its state before this attempt and its dead letter's status and
+-- generation, in one round trip (the CTEs and the sub-selects see the same
+-- snapshot, from before the update). A dead-lettered event is sent again
+-- only once a replay of its dead letter is claimed: a Reset of its workflow
+-- to before the dead letter must not deliver it behind its operator, who
+-- may be skipping it.
+WITH dl AS (
+    SELECT status, generation FROM dead_letters WHERE event_id = $1
+), marked AS (
     UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
     WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered')
+      AND (state <> 'dead_lettered' OR EXISTS (SELECT 1 FROM dl WHERE status = 'replayed'))
       AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
-       COALESCE((SELECT state FROM events WHERE id = $1), '')
+       COALESCE((SELECT state FROM events WHERE id = $1), ''),
+       COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0)
 FROM endpoints WHERE id = $2;
 
 -- name: EventMarkFinal
