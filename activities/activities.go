@@ -105,8 +105,8 @@ func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.
 		return contract.OperatorResult{}, err
 	}
 	if !ok {
-		if lost, err := a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterSkipped); err != nil || lost != "" {
-			return contract.OperatorResult{Lost: lost}, err
+		if res, err := a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterSkipped); err != nil || res.Lost != "" {
+			return res, err
 		}
 	}
 	if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, contract.StateSkipped, a.now()); err != nil {
@@ -116,22 +116,24 @@ func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.
 }
 
 // claimedOtherwise is called when the claim of action (replayed, skipped)
-// on dead letter gen of the event failed: it returns "" when that very
-// action holds the claim (the API claimed it before it signalled), else
-// the status that does, whose action won.
-func (a *Activities) claimedOtherwise(ctx context.Context, eventID string, gen int32, action string) (string, error) {
+// on dead letter gen of the event failed. It returns no loss when that
+// very action holds the claim (the API claimed it before it signalled);
+// else the status that won, or the generation the row is at when it is
+// another (a run that a Reset discarded dead-lettered it again), which the
+// workflow then waits on.
+func (a *Activities) claimedOtherwise(ctx context.Context, eventID string, gen int32, action string) (contract.OperatorResult, error) {
 	d, err := a.store.DeadLetterGet(ctx, eventID)
 	if err != nil {
-		return "", err
+		return contract.OperatorResult{}, err
 	}
 	if d.Generation == gen && d.Status == action {
-		return "", nil
+		return contract.OperatorResult{}, nil
 	}
 	a.logger.Warn("operator action lost to another claimed first", "event_id", eventID, "generation", gen, "action", action, "claimed", d.Status, "claimed_generation", d.Generation)
 	if d.Generation != gen {
-		return fmt.Sprintf("generation %d", d.Generation), nil
+		return contract.OperatorResult{Lost: fmt.Sprintf("generation %d", d.Generation), Generation: d.Generation}, nil
 	}
-	return d.Status, nil
+	return contract.OperatorResult{Lost: d.Status}, nil
 }
 
 // WriteDeadLetter stores the dead letter with the signed envelope and every
@@ -187,6 +189,5 @@ func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) (c
 	if err != nil || ok {
 		return contract.OperatorResult{}, err
 	}
-	lost, err := a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterReplayed)
-	return contract.OperatorResult{Lost: lost}, err
+	return a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterReplayed)
 }

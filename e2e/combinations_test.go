@@ -244,3 +244,34 @@ func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
 	require.Empty(t, violations)
 	require.Equal(t, []int64{2}, applied[corr])
 }
+
+// TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration (found by the
+// operator model, seed 1064): 1 is dead-lettered, replayed and
+// dead-lettered again (generation 2); Reset takes its workflow back to when
+// it waited on dead letter 1, and the API's replay of 1 is reapplied. The
+// ledger decides: the stale replay takes no effect, the workflow waits on
+// dead letter 2, and the operator's skip of 2 acts.
+func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
+	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second}, 1)
+	corr := b.id("reset-generation")
+	id := corr + "-1"
+	b.postSequence(corr, ep.ID, 1, 2)
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
+	waitFor(t, 30*time.Second, "dead letter 2", func() bool {
+		d := b.deadLetter(id)
+		return d.Generation == 2 && d.Status == store.DeadLetterOpen
+	})
+
+	b.resetToTask(id, 2) // waiting on dead letter 1; the replay's signal is reapplied
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", nil, nil))
+	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	require.Equal(t, contract.StateSkipped, b.eventState(id).State)
+	d := b.deadLetter(id)
+	require.Equal(t, store.DeadLetterSkipped, d.Status)
+	require.EqualValues(t, 2, d.Generation)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2}, applied[corr])
+	require.Equal(t, 2, rcv.requestsFor(id), "the stale replay sent nothing")
+}

@@ -167,6 +167,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		if err != nil {
 			return EventResult{}, err
 		}
+		if replay != nil {
+			gen = replay.Generation
+		} else {
+			gen = skip.Generation
+		}
+		w.status.Generation = gen
 		// The claim on the dead letter row decides between an API call and a
 		// signal sent by hand: an action that lost it takes no effect, and
 		// the workflow waits for the one that won (the API signals it).
@@ -178,6 +184,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			}
 			if claim.Lost != "" {
 				w.logger.Warn("skip not taken: the dead letter was claimed otherwise first", "generation", gen, "claimed", claim.Lost)
+				if claim.Generation > 0 {
+					gen, w.status.Generation = claim.Generation, claim.Generation // the ledger's
+				}
 				continue
 			}
 			w.setState(contract.StateSkipped)
@@ -189,6 +198,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		}
 		if claim.Lost != "" {
 			w.logger.Warn("replay not taken: the dead letter was claimed otherwise first", "generation", gen, "claimed", claim.Lost)
+			if claim.Generation > 0 {
+				gen, w.status.Generation = claim.Generation, claim.Generation // the ledger's
+			}
 			continue
 		}
 		gen = 0
@@ -293,12 +305,15 @@ func (w *eventRun) deadLetter(failure error) (int32, contract.State, error) {
 	return res.Generation, "", nil
 }
 
-// awaitOperator waits for a replay or a skip of dead letter gen. One that
-// names another generation is ignored, and so is one without a generation
+// awaitOperator waits for a replay or a skip of dead letter gen, or of a
+// later one, and returns it with the generation it is for. One that names
+// an earlier generation is ignored, and so is one without a generation
 // (sent by hand from the Web UI) that was sent before this dead letter was
 // written: both were meant for something else (a double click, a replay
 // pressed while the event was still delivering) and must not act on this
-// one.
+// one. One that names a later generation was sent for a dead letter that a
+// run an operator's Reset discarded wrote: the ledger has it, and the
+// claim on its row (Skip, Replayed) decides whether it acts.
 func (w *eventRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip, error) {
 	ctx := w.ctx
 	replayCh := workflow.GetSignalChannel(ctx, contract.SignalReplay)
@@ -306,13 +321,13 @@ func (w *eventRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip, e
 	var replay contract.Replay
 	var skip contract.Skip
 	for replayCh.ReceiveAsync(&replay) {
-		if replay.Generation == gen {
+		if replay.Generation >= gen {
 			return &replay, nil, nil
 		}
 		w.logger.Info("ignoring a replay sent before this dead letter", "generation", replay.Generation, "current", gen)
 	}
 	for skipCh.ReceiveAsync(&skip) {
-		if skip.Generation == gen {
+		if skip.Generation >= gen {
 			return nil, &skip, nil
 		}
 		w.logger.Info("ignoring a skip sent before this dead letter", "generation", skip.Generation, "current", gen)
@@ -324,14 +339,14 @@ func (w *eventRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip, e
 		sel.AddReceive(skipCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &skip); gotSkip = true })
 		sel.Select(ctx)
 		switch {
-		case gotReplay && (replay.Generation == gen || replay.Generation == 0):
-			replay.Generation = gen
+		case gotReplay && (replay.Generation >= gen || replay.Generation == 0):
+			replay.Generation = max(replay.Generation, gen)
 			return &replay, nil, nil
-		case gotSkip && (skip.Generation == gen || skip.Generation == 0):
-			skip.Generation = gen
+		case gotSkip && (skip.Generation >= gen || skip.Generation == 0):
+			skip.Generation = max(skip.Generation, gen)
 			return nil, &skip, nil
 		}
-		w.logger.Info("ignoring a replay or skip of another dead letter", "current", gen)
+		w.logger.Info("ignoring a replay or skip of an earlier dead letter", "current", gen)
 	}
 }
 

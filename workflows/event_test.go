@@ -58,6 +58,8 @@ type eventHarness struct {
 	deadLetters recorder[deadLetter]
 	handOvers   recorder[handOver]
 	replays     recorder[contract.ReplayedInput]
+	// replayClaim answers Replayed (default: the claim holds).
+	replayClaim func(contract.ReplayedInput) contract.OperatorResult
 	states      recorder[contract.State] // DeliveryState search attribute upserts
 }
 
@@ -74,6 +76,9 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 	}).Maybe()
 	env.OnActivity(act.Replayed, mock.Anything, mock.Anything).Return(func(_ context.Context, r contract.ReplayedInput) (contract.OperatorResult, error) {
 		h.replays.add(r)
+		if h.replayClaim != nil {
+			return h.replayClaim(r), nil
+		}
 		return contract.OperatorResult{}, nil
 	}).Maybe()
 	h.at(releaseAfter, func() {
@@ -697,4 +702,30 @@ func TestEventWorkflowResetBeforeItsDeadLetterWaitsOnIt(t *testing.T) {
 	res := h.run()
 
 	require.Equal(t, contract.StateSkipped, res.State)
+}
+
+// TestEventWorkflowTakesTheLedgersGeneration (found by the operator model,
+// seed 1064): a Reset took the workflow back to waiting on dead letter 1,
+// which the ledger has at generation 2. The stale replay of 1 loses its
+// claim and names generation 2; the workflow then takes the skip of 2.
+func TestEventWorkflowTakesTheLedgersGeneration(t *testing.T) {
+	t.Parallel()
+	in := eventInput(10)
+	in.DeadLetter = &workflows.DeadLetter{Generation: 1}
+	h := newEventHarness(t, in)
+	h.replayClaim = func(contract.ReplayedInput) contract.OperatorResult {
+		return contract.OperatorResult{Lost: "generation 2", Generation: 2}
+	}
+	h.expectSkip(2, "erin", "")
+	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1}) })
+	h.at(2*time.Minute, func() {
+		require.Equal(t, 1, h.replays.len())
+		require.Equal(t, int32(2), h.state().Generation, "it waits on the ledger's dead letter")
+		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 2, By: "erin"})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateSkipped, res.State)
+	require.Zero(t, h.attempts.len())
 }

@@ -84,6 +84,11 @@ type DeadLetterResult struct {
 // took no effect, and the workflow waits for the action that won.
 type OperatorResult struct {
 	Lost string `json:"lost,omitempty"`
+	// Generation is the dead letter's generation in the ledger when it is
+	// not the one acted on: a run that an operator's Reset discarded
+	// dead-lettered the event again, or a signal sent by hand named one that
+	// does not exist. The workflow waits on the ledger's.
+	Generation int32 `json:"generation,omitempty"`
 }
 
 // ReplayedInput names the dead letter a replay is for.
