@@ -49,17 +49,22 @@ type ModelConfig struct {
 	Stdout, Stderr io.Writer
 }
 
-// ModelShort is the short run of make test: a fixed list of seeds, about
-// 1–2 minutes on a 2-core machine. The first eight found defects of issue
-// 22 on edf142a (each in two runs out of two, 17 in one of two): 9 and 38
-// a restart that drops skipped_sequences (order: the receiver parks 2;
-// unfinished: replayed with the receiver healed and dead-lettered again),
-// 52 and 54 an API replay and a raw skip {} that both act (dead letter
-// status: skipped, row replayed), 33, 17, 2 and 46 a Reset that sends a
-// skipped event (skipped_applied). The others passed there.
+// ModelShort is the short run of make test: a fixed list of seeds, about a
+// minute on a 2-core machine. On edf142a (before the fixes of issue 22),
+// with the generator of the defect-2 pattern: 9 and 128 found a restart
+// that drops skipped_sequences (order: the receiver parks 2; unfinished:
+// replayed with the receiver healed and dead-lettered again), 25, 31 and
+// 52 a head stranded delivering behind a sequencer reset to before its
+// release (stranded: delivering, its workflow held), 23, 44 and 52 an API
+// replay and a raw skip {} that both act (dead letter status: skipped, row
+// replayed), 33 and 51 a Reset that sends a skipped event
+// (skipped_applied). In four runs there, 9, 128, 25, 31 and 51 failed
+// every time, 52 stranded every time; 23, 33, 44 and 52's race failed
+// three times in four (they are races). 3, 5, 6 and 7 passed there. On the
+// fixed code every one passes (37 s).
 func ModelShort() ModelConfig {
 	return ModelConfig{
-		Seeds: []uint64{9, 38, 52, 54, 33, 17, 2, 46, 1, 3, 5, 6, 7, 8}, Parallel: 2, Workers: 2,
+		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7}, Parallel: 2, Workers: 2,
 		RecoveryWindow: 2 * time.Second, DeliveryTimeout: 2 * time.Second, RepairAfter: 2 * time.Second,
 		Settle: 20 * time.Second,
 	}
