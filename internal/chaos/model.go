@@ -128,6 +128,14 @@ type Step struct {
 	// option; Temporal reapplies them by default).
 	Task      int
 	NoReapply bool
+	// Release, on a Reset of the sequencer, puts Task differently: the
+	// Reset goes back to the workflow task whose update released event
+	// Release (found in the sequencer's history when it is pressed; 1 =
+	// that task, 2 = the one before it, …), never to the first task,
+	// which would reload the ledger. A Reset to a task undoes that task
+	// and everything after it, so the sequencer forgets that it released
+	// the event, and nothing else it has learnt since the task before.
+	Release int64
 	// Order is the posting order of the events (StepPost).
 	Order []int64
 	// For is how long StepPause waits.
@@ -159,7 +167,12 @@ func (s Step) Line() string {
 		return "terminate " + target
 	case StepReset:
 		task := fmt.Sprintf("workflow task #%d", s.Task)
-		if s.Task < 0 {
+		switch {
+		case s.Release > 0 && s.Task <= 1:
+			task = fmt.Sprintf("the workflow task that released c%d/%d", s.Corr, s.Release)
+		case s.Release > 0:
+			task = fmt.Sprintf("workflow task #%d before the one that released c%d/%d", s.Task-1, s.Corr, s.Release)
+		case s.Task < 0:
 			task = fmt.Sprintf("workflow task #%d from the last", -s.Task)
 		}
 		if s.NoReapply {
@@ -523,6 +536,38 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 			}
 			return []Step{{Kind: StepDouble, Corr: k, Seq: seq, Press: p[0], Second: p[1]}}
 		})
+		// A head that lost its release while the ledger says delivering
+		// (issue 22, defect 2): skip the dead letter with the receiver
+		// unavailable, so the successor is released and keeps retrying
+		// (503) through its recovery window; while it does, Reset the
+		// sequencer back to the task that released it (or a little
+		// earlier), not reapplying the updates since, and Terminate it.
+		// The sweep's restart then arrives at a sequencer that believes
+		// the skipped event is still in flight: it must be released all
+		// the same.
+		if h+1 < len(c.events) {
+			add(3, func() []Step {
+				var steps []Step
+				if c.mode != ModeUnavailable {
+					steps = append(steps, mode(ModeUnavailable)...)
+				}
+				p := Press{Button: "skip"}
+				if rng.IntN(4) == 0 {
+					p = Press{Button: "skip", UI: true, Input: InputEmpty}
+				}
+				skippedHead()
+				next := seq + 1
+				task := 1
+				if rng.IntN(4) == 0 {
+					task = 2 + rng.IntN(2)
+				}
+				return append(steps,
+					Step{Kind: StepPress, Corr: k, Seq: seq, Press: p},
+					Step{Kind: StepAwait, Corr: k, Seq: next, State: awaitDelivering},
+					Step{Kind: StepReset, Corr: k, Task: task, Release: next, NoReapply: true},
+					Step{Kind: StepTerminate, Corr: k, Seq: next})
+			})
+		}
 		// A successor released after a skip carries the skip in its
 		// delivery: a restart of it must too.
 		terminate := 4

@@ -73,8 +73,10 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 // The generator reaches the shapes of issue 22's defects often enough for
 // a short run to meet them: a skip of a head then a Terminate of its
 // successor (1), a sequencer reset while its head is in flight then the
-// head terminated (2), an API replay racing a raw skip {} (4), a skipped
-// event reset (5).
+// head terminated, and in particular a skip, then (its successor
+// delivering) the sequencer reset back to that successor's release
+// without the updates since, then the successor terminated (2), an API
+// replay racing a raw skip {} (4), a skipped event reset (5).
 func TestGenerateReachesTheDefectShapes(t *testing.T) {
 	t.Parallel()
 	const seeds = 400
@@ -96,13 +98,19 @@ func TestGenerateReachesTheDefectShapes(t *testing.T) {
 				found["reset of a skipped event"] = true
 			case s.Kind == StepReset && s.Seq == 0 && i+1 < len(sc.Steps) && sc.Steps[i+1].Kind == StepTerminate && sc.Steps[i+1].Seq > 0:
 				found["sequencer reset, then its head terminated"] = true
+				if s.Release == sc.Steps[i+1].Seq && s.Release > 1 && s.NoReapply && i >= 2 &&
+					sc.Steps[i-1].Kind == StepAwait && sc.Steps[i-1].State == awaitDelivering &&
+					sc.Steps[i-2].Kind == StepPress && sc.Steps[i-2].Press.Button == "skip" && sc.Steps[i-2].Seq == s.Release-1 {
+					found["a skip, then the sequencer reset to before its release of the successor, then the successor terminated"] = true
+				}
 			}
 		}
 		for k := range found {
 			count[k]++
 		}
 	}
-	for _, shape := range []string{"terminate after a skip", "API replay racing a raw skip", "reset of a skipped event", "sequencer reset, then its head terminated"} {
+	for _, shape := range []string{"terminate after a skip", "API replay racing a raw skip", "reset of a skipped event", "sequencer reset, then its head terminated",
+		"a skip, then the sequencer reset to before its release of the successor, then the successor terminated"} {
 		if pct := 100 * count[shape] / seeds; pct < 6 {
 			t.Errorf("%s: in %d%% of the scenarios, want at least 6%%", shape, pct)
 		} else {

@@ -244,8 +244,11 @@ func endLines(sc *Scenario, obs ModelObserved) []string {
 		line := fmt.Sprintf("c%d: the receiver applied %v, holds %v parked", k, obs.Applied[corr], obs.Parked[corr])
 		if h, ok := obs.Heads[corr]; ok {
 			line += fmt.Sprintf("; head c%d/%d, its workflow %s", k, h.Next, h.Workflow)
-			if h.Workflow == "running" {
-				line += fmt.Sprintf(" (%s, generation %d%s)", h.Status.State, h.Status.Generation, h.QueryErr)
+			switch {
+			case h.QueryErr != "":
+				line += " (" + h.QueryErr + ")"
+			case h.Workflow == "running":
+				line += fmt.Sprintf(" (%s, generation %d)", h.Status.State, h.Status.Generation)
 			}
 		}
 		out = append(out, line)
