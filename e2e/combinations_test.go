@@ -275,3 +275,36 @@ func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
 	require.Equal(t, []int64{2}, applied[corr])
 	require.Equal(t, 2, rcv.requestsFor(id), "the stale replay sent nothing")
 }
+
+// TestALostClaimOfAStaleWorkflowIsReopened (found by the operator model,
+// seed 73): a skip of dead letter 2 was claimed but its signal never
+// reached the workflow, which a Reset (signals left out) took back to
+// waiting on dead letter 1. The repair sweep reopens dead letter 2, and the
+// operator's skip of it then acts on the stale workflow.
+func TestALostClaimOfAStaleWorkflowIsReopened(t *testing.T) {
+	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second}, 1)
+	corr := b.id("stale-claim")
+	id := corr + "-1"
+	b.postSequence(corr, ep.ID, 1, 2)
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
+	waitFor(t, 30*time.Second, "dead letter 2", func() bool {
+		d := b.deadLetter(id)
+		return d.Generation == 2 && d.Status == store.DeadLetterOpen
+	})
+	b.resetToTask(id, 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
+	ok, err := b.store.DeadLetterMarkSkipped(context.Background(), id, 2, "lost-signal", "")
+	require.NoError(t, err)
+	require.True(t, ok, "a skip claimed as the API claims one, its signal lost")
+
+	waitFor(t, 60*time.Second, "the sweep reopens dead letter 2", func() bool {
+		d := b.deadLetter(id)
+		return d.Generation == 2 && d.Status == store.DeadLetterOpen
+	})
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", nil, nil))
+	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	require.Equal(t, contract.StateSkipped, b.eventState(id).State)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2}, applied[corr])
+}

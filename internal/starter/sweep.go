@@ -272,7 +272,10 @@ func (s *Starter) reopenLostClaim(ctx context.Context, ev store.Event) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if st.State != contract.StateDeadLettered || st.Generation != d.Generation {
+	// A workflow that a Reset took back to an earlier dead letter (with the
+	// claim's signal left out) waits too: it takes the signal of the later
+	// generation an operator sends once the row is open again.
+	if st.State != contract.StateDeadLettered || st.Generation > d.Generation {
 		return false, nil
 	}
 	s.logger.Warn("reopening a dead letter whose replay or skip never reached its workflow", "event_id", ev.ID, "generation", d.Generation)
