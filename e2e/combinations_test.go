@@ -50,6 +50,18 @@ func (b *bundle) postSequence(corr, endpointID string, from, to int64) {
 	}
 }
 
+// deadLetteredHead posts events 1 to last of a new correlation (name) to
+// the endpoint and waits for 1, which its receiver rejects, to be
+// dead-lettered; it returns the correlation and 1's event id.
+func (b *bundle) deadLetteredHead(name, endpointID string, last int64) (corr, id string) {
+	b.t.Helper()
+	corr = b.id(name)
+	id = corr + "-1"
+	b.postSequence(corr, endpointID, 1, last)
+	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	return corr, id
+}
+
 // waitCompleted waits until the latest run of workflow id has completed.
 func (b *bundle) waitCompleted(id string) {
 	b.t.Helper()
@@ -91,10 +103,7 @@ func TestReplayAfterTerminateKeepsTheSkippedSequences(t *testing.T) {
 // is not delivered behind the operator's back.
 func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
-	corr := b.id("release-terminated")
-	id := corr + "-1"
-	b.postSequence(corr, ep.ID, 1, 2)
-	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	corr, id := b.deadLetteredHead("release-terminated", ep.ID, 2)
 	b.terminate(id)
 	healed.Store(true)
 
@@ -127,10 +136,7 @@ func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 // skipped in the ledger and sends nothing.
 func TestResetOfASkippedEventSendsNothing(t *testing.T) {
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
-	corr := b.id("reset-skipped")
-	id := corr + "-1"
-	b.postSequence(corr, ep.ID, 1, 2)
-	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	corr, id := b.deadLetteredHead("reset-skipped", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", nil, nil))
 	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
 	b.waitCompleted(id)
@@ -220,10 +226,7 @@ func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
 // on the dead letter again, and the skip acts.
 func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
-	corr := b.id("reset-dead-letter")
-	id := corr + "-1"
-	b.postSequence(corr, ep.ID, 1, 2)
-	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	corr, id := b.deadLetteredHead("reset-dead-letter", ep.ID, 2)
 	healed.Store(true)
 
 	b.resetToFirstTask(id)
@@ -253,10 +256,7 @@ func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
 // dead letter 2, and the operator's skip of 2 acts.
 func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
 	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second}, 1)
-	corr := b.id("reset-generation")
-	id := corr + "-1"
-	b.postSequence(corr, ep.ID, 1, 2)
-	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	corr, id := b.deadLetteredHead("reset-generation", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
 	waitFor(t, 30*time.Second, "dead letter 2", func() bool {
 		d := b.deadLetter(id)
@@ -283,10 +283,7 @@ func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
 // operator's skip of it then acts on the stale workflow.
 func TestALostClaimOfAStaleWorkflowIsReopened(t *testing.T) {
 	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second}, 1)
-	corr := b.id("stale-claim")
-	id := corr + "-1"
-	b.postSequence(corr, ep.ID, 1, 2)
-	b.waitState(id, contract.StateDeadLettered, 30*time.Second)
+	corr, id := b.deadLetteredHead("stale-claim", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
 	waitFor(t, 30*time.Second, "dead letter 2", func() bool {
 		d := b.deadLetter(id)
