@@ -59,38 +59,39 @@ func New(d Deps) (*Activities, error) {
 	return &Activities{store: d.Store, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now}, nil
 }
 
-// Finish tells the correlation's sequencer that the event is finished and
-// releases the event it names next. Deliver and Skip do it themselves; the
-// workflow runs this when their hand-over failed (Temporal was unavailable).
-// Repeating it is harmless: the sequencer answers a repeated Done with the
-// event it released after it, and a second release is ignored.
+// Finish tells the correlation's sequencer that deliveries of the event are
+// finished and releases what it names next in their lanes. Deliver and Skip
+// do it themselves; the workflow runs this when their hand-over failed
+// (Temporal was unavailable). Repeating it is harmless: the sequencer
+// changes nothing for a repeated Done, and a lane ignores a second release.
 func (a *Activities) Finish(ctx context.Context, in contract.FinishInput) error {
-	return a.sequencer.Finished(ctx, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Skipped: in.Skipped})
+	return a.sequencer.Finished(ctx, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Lanes: in.Lanes})
 }
 
 // MaxLoadedArrivals bounds the stored events a sequencer loads at once.
 const MaxLoadedArrivals = 10000
 
-// LoadSequencer reads a correlation's cursor, skipped tail and unfinished
-// events from the ledger.
+// LoadSequencer reads a correlation's cursor, the stored events from it on
+// with the lanes each has open, and the lanes' positions from the ledger.
 func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (contract.SequencerLoad, error) {
-	next, err := a.store.CorrelationNext(ctx, correlationID)
+	l, err := a.store.CorrelationLoadAll(ctx, correlationID, MaxLoadedArrivals)
 	if err != nil {
 		return contract.SequencerLoad{}, err
 	}
-	skipped, err := a.store.CorrelationSkippedTail(ctx, correlationID)
-	if err != nil {
-		return contract.SequencerLoad{}, err
+	return SequencerLoad(l), nil
+}
+
+// SequencerLoad is the ledger's view of a correlation as a sequencer takes
+// it.
+func SequencerLoad(l store.CorrelationLoad) contract.SequencerLoad {
+	out := contract.SequencerLoad{Next: l.Next}
+	for _, e := range l.Events {
+		out.Events = append(out.Events, contract.PendingEvent{Sequence: e.Sequence, EventID: e.ID, Open: e.Open})
 	}
-	pending, err := a.store.CorrelationPending(ctx, correlationID, MaxLoadedArrivals)
-	if err != nil {
-		return contract.SequencerLoad{}, err
+	for _, ln := range l.Lanes {
+		out.Lanes = append(out.Lanes, contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished})
 	}
-	out := contract.SequencerLoad{Next: next, Skipped: skipped}
-	for _, p := range pending {
-		out.Pending = append(out.Pending, contract.Arrival{Sequence: p.Sequence, EventID: p.ID})
-	}
-	return out, nil
+	return out
 }
 
 // Skip claims the skip of the dead letter (the API may have claimed it
@@ -100,19 +101,20 @@ func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (c
 // API call and a signal sent by hand, only one acts. Repeating it is
 // harmless.
 func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.OperatorResult, error) {
-	ok, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.Generation, in.By, in.Note)
+	ok, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.EndpointID, in.Generation, in.By, in.Note)
 	if err != nil {
 		return contract.OperatorResult{}, err
 	}
 	if !ok {
-		if res, err := a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterSkipped); err != nil || res.Lost != "" {
+		if res, err := a.claimedOtherwise(ctx, in.EventID, in.EndpointID, in.Generation, store.DeadLetterSkipped); err != nil || res.Lost != "" {
 			return res, err
 		}
 	}
-	if err := a.store.EventFinish(ctx, in.EventID, in.CorrelationID, in.Sequence, contract.StateSkipped, a.now()); err != nil {
+	if err := a.store.DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, a.now()); err != nil {
 		return contract.OperatorResult{}, err
 	}
-	return contract.OperatorResult{}, a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID, Skipped: true})
+	return contract.OperatorResult{}, a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
+		Lanes: []contract.LaneDone{{Endpoint: in.EndpointID, Skipped: true}}})
 }
 
 // claimedOtherwise is called when the claim of action (replayed, skipped)
@@ -121,15 +123,15 @@ func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.
 // else the status that won, or the generation the row is at when it is
 // another (a run that a Reset discarded dead-lettered it again), which the
 // workflow then waits on.
-func (a *Activities) claimedOtherwise(ctx context.Context, eventID string, gen int32, action string) (contract.OperatorResult, error) {
-	d, err := a.store.DeadLetterGet(ctx, eventID)
+func (a *Activities) claimedOtherwise(ctx context.Context, eventID, endpointID string, gen int32, action string) (contract.OperatorResult, error) {
+	d, err := a.store.DeadLetterGet(ctx, eventID, endpointID)
 	if err != nil {
 		return contract.OperatorResult{}, err
 	}
 	if d.Generation == gen && d.Status == action {
 		return contract.OperatorResult{}, nil
 	}
-	a.logger.Warn("operator action lost to another claimed first", "event_id", eventID, "generation", gen, "action", action, "claimed", d.Status, "claimed_generation", d.Generation)
+	a.logger.Warn("operator action lost to another claimed first", "event_id", eventID, "endpoint_id", endpointID, "generation", gen, "action", action, "claimed", d.Status, "claimed_generation", d.Generation)
 	if d.Generation != gen {
 		return contract.OperatorResult{Lost: fmt.Sprintf("generation %d", d.Generation), Generation: d.Generation}, nil
 	}
@@ -141,7 +143,7 @@ func (a *Activities) claimedOtherwise(ctx context.Context, eventID string, gen i
 // dead letter's generation; or, for an event the ledger has as finished,
 // writes nothing and says so.
 func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetterInput) (contract.DeadLetterResult, error) {
-	attempts, err := a.store.AttemptsList(ctx, in.Event.EventID)
+	attempts, err := a.store.AttemptsList(ctx, in.Event.EventID, in.Event.EndpointID)
 	if err != nil {
 		return contract.DeadLetterResult{}, err
 	}
@@ -167,8 +169,14 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 		if err != nil {
 			return contract.DeadLetterResult{}, err
 		}
-		a.logger.Warn("not dead-lettering an event the ledger has as finished", "event_id", ev.ID, "state", ev.State)
-		return contract.DeadLetterResult{Finished: ev.State}, nil
+		state := contract.StateDelivered
+		for _, d := range ev.Deliveries {
+			if d.EndpointID == in.Event.EndpointID {
+				state = d.State
+			}
+		}
+		a.logger.Warn("not dead-lettering a delivery the ledger has as finished", "event_id", ev.ID, "endpoint_id", in.Event.EndpointID, "state", state)
+		return contract.DeadLetterResult{Finished: state}, nil
 	}
 	if err != nil {
 		return contract.DeadLetterResult{}, err
@@ -185,9 +193,9 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 // skip first, it says so (Lost) and the workflow does not replay. A late
 // one never touches a later generation.
 func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) (contract.OperatorResult, error) {
-	ok, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.Generation, in.By)
+	ok, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.EndpointID, in.Generation, in.By)
 	if err != nil || ok {
 		return contract.OperatorResult{}, err
 	}
-	return a.claimedOtherwise(ctx, in.EventID, in.Generation, store.DeadLetterReplayed)
+	return a.claimedOtherwise(ctx, in.EventID, in.EndpointID, in.Generation, store.DeadLetterReplayed)
 }

@@ -44,7 +44,7 @@ const maxRecordedBody = 2048
 // dead-lettered one before a replay of its dead letter is claimed.
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
-	start, err := a.store.EventStartAttempt(ctx, in.EventID, in.EndpointID)
+	start, err := a.store.DeliveryStartAttempt(ctx, in.EventID, in.EndpointID)
 	ep := start.Endpoint
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -73,7 +73,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	}
 	started := a.now()
 	if ep.Disabled {
-		a.record(ctx, in.EventID, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
+		a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", contract.ErrTypeEndpointDisabled, nil)
 	}
 	body, err := json.Marshal(in.Envelope())
@@ -112,7 +112,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// control characters are escaped before anyone's terminal sees it.
 		msg := printable.String(redactError(err, req.URL))
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
-		a.record(ctx, in.EventID, rec)
+		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, contract.ErrTypeRetryable)
 	}
@@ -133,14 +133,14 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		rec.Outcome = OutcomeDelivered
 		a.observe(in.EndpointID, rec, latency)
-		if err := a.store.EventDelivered(ctx, in.EventID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
+		if err := a.store.DeliveryDelivered(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
 			// The receiver has it; a retry re-sends and gets "already processed".
 			return contract.DeliverResult{}, err
 		}
 		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: c, Attempt: attempt}), nil
 	case c == http.StatusGone:
 		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
-		a.record(ctx, in.EventID, rec)
+		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
 		if err := a.store.EndpointDisable(ctx, ep.ID, "receiver answered 410 Gone for event "+in.EventID); err != nil {
 			return contract.DeliverResult{}, err
@@ -149,18 +149,18 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	case (c == http.StatusTooManyRequests || c == http.StatusServiceUnavailable) && retryAfter(resp.Header, a.now()) > 0:
 		d := retryAfter(resp.Header, a.now())
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
-		a.record(ctx, in.EventID, rec)
+		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions(what, contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: d})
 	case c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests,
 		c >= 300 && c < 400: // redirects are not followed: a moved endpoint is a configuration error
 		rec.Outcome, rec.Error = OutcomePermanent, ptr(what)
-		a.record(ctx, in.EventID, rec)
+		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(what, contract.ErrTypePermanent, nil)
 	default:
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
-		a.record(ctx, in.EventID, rec)
+		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
 	}
@@ -171,7 +171,8 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 // delivered, and failing here would send it again; the workflow repeats the
 // hand-over (Finish) instead.
 func (a *Activities) handOver(ctx context.Context, in contract.DeliverInput, res contract.DeliverResult) contract.DeliverResult {
-	if err := a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID}); err != nil {
+	if err := a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
+		Lanes: []contract.LaneDone{{Endpoint: in.EndpointID}}}); err != nil {
 		a.logger.Warn("hand delivered event over to its sequencer", "event_id", in.EventID, "error", err)
 		res.HandOffPending = true
 	}
@@ -188,9 +189,9 @@ func (a *Activities) observe(endpointID string, rec store.Attempt, latency time.
 
 // record stores an attempt. A failure to record is logged, not returned: the
 // attempt happened either way, and failing the activity would re-send.
-func (a *Activities) record(ctx context.Context, eventID string, at store.Attempt) {
-	if err := a.store.AttemptInsert(ctx, eventID, at); err != nil {
-		a.logger.Error("record delivery attempt", "event_id", eventID, "attempt", at.Attempt, "error", err)
+func (a *Activities) record(ctx context.Context, in contract.DeliverInput, at store.Attempt) {
+	if err := a.store.AttemptInsert(ctx, in.EventID, in.EndpointID, at); err != nil {
+		a.logger.Error("record delivery attempt", "event_id", in.EventID, "endpoint_id", in.EndpointID, "attempt", at.Attempt, "error", err)
 	}
 }
 

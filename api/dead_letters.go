@@ -34,13 +34,14 @@ const (
 	deadLetterPageMaxIncluded = 20
 )
 
-// deadLetterFilter reads correlation_id, endpoint_id, since, until (RFC
+// deadLetterFilter reads correlation_id, endpoint_id, event_id, since, until (RFC
 // 3339), status (default open; "all" for every row), include (envelope,
 // attempts: comma separated), limit and cursor.
 func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 	f := store.DeadLetterFilter{
 		CorrelationID: c.QueryParam("correlation_id"),
 		EndpointID:    c.QueryParam("endpoint_id"),
+		EventID:       c.QueryParam("event_id"),
 		Status:        c.QueryParam("status"),
 	}
 	if v := c.QueryParam("include"); v != "" {
@@ -67,6 +68,11 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 	}
 	if f.EndpointID != "" {
 		if p := validKey("endpoint_id", f.EndpointID); p != nil {
+			return f, p
+		}
+	}
+	if f.EventID != "" {
+		if p := validKey("event_id", f.EventID); p != nil {
 			return f, p
 		}
 	}
@@ -103,30 +109,30 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 		f.Limit = n
 	}
 	if v := c.QueryParam("cursor"); v != "" {
-		t, id, ok := decodeCursor(v)
+		t, id, ep, ok := decodeCursor(v)
 		if !ok {
 			return f, fieldProblem("cursor", "cursor is not one this API returned")
 		}
-		f.AfterTime, f.AfterID = &t, id
+		f.AfterTime, f.AfterID, f.AfterEndpointID = &t, id, ep
 	}
 	return f, nil
 }
 
 func encodeCursor(d store.DeadLetter) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(d.DeadLetteredAt.UTC().Format(time.RFC3339Nano) + "|" + d.EventID))
+	return base64.RawURLEncoding.EncodeToString([]byte(d.DeadLetteredAt.UTC().Format(time.RFC3339Nano) + "|" + d.EventID + "|" + d.EndpointID))
 }
 
-func decodeCursor(v string) (time.Time, string, bool) {
+func decodeCursor(v string) (time.Time, string, string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
-		return time.Time{}, "", false
+		return time.Time{}, "", "", false
 	}
-	ts, id, ok := strings.Cut(string(b), "|")
-	if !ok {
-		return time.Time{}, "", false
+	parts := strings.Split(string(b), "|")
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return time.Time{}, "", "", false
 	}
-	t, err := time.Parse(time.RFC3339Nano, ts)
-	return t, id, err == nil && id != ""
+	t, err := time.Parse(time.RFC3339Nano, parts[0])
+	return t, parts[1], parts[2], err == nil
 }
 
 func (s *Server) deadLetterList(c echo.Context) error {
@@ -148,41 +154,85 @@ func (s *Server) deadLetterList(c echo.Context) error {
 	return c.JSON(http.StatusOK, page)
 }
 
-func (s *Server) deadLetter(c echo.Context) (store.DeadLetter, error) {
+// deadLetter finds the dead letter of event {id}'s delivery to endpointID;
+// with none named, the event's one dead letter, or its one open dead letter
+// for an operator's action (open). An event with several, none named, is a
+// 422 that names them.
+func (s *Server) deadLetter(c echo.Context, endpointID string, open bool) (store.DeadLetter, error) {
 	id := c.Param("id")
 	if p := validKey("id", id); p != nil {
 		return store.DeadLetter{}, p
 	}
-	d, err := s.deps.Store.DeadLetterGet(c.Request().Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return d, problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no dead letter")
+	ctx := c.Request().Context()
+	if endpointID != "" {
+		if p := validKey("endpoint_id", endpointID); p != nil {
+			return store.DeadLetter{}, p
+		}
+		d, err := s.deps.Store.DeadLetterGet(ctx, id, endpointID)
+		if errors.Is(err, store.ErrNotFound) {
+			return d, problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no dead letter for endpoint "+endpointID)
+		}
+		return d, err
 	}
-	return d, err
+	all, err := s.deps.Store.DeadLettersOfEvent(ctx, id)
+	if err != nil {
+		return store.DeadLetter{}, err
+	}
+	var candidates []store.DeadLetter
+	for _, d := range all {
+		if !open || d.Status == store.DeadLetterOpen {
+			candidates = append(candidates, d)
+		}
+	}
+	switch {
+	case len(all) == 0:
+		return store.DeadLetter{}, problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no dead letter")
+	case len(candidates) == 1:
+		return candidates[0], nil
+	case len(candidates) == 0 && len(all) == 1:
+		return all[0], nil // not open: the caller says so
+	case len(candidates) == 0:
+		candidates = all
+	}
+	var eps []string
+	for _, d := range candidates {
+		eps = append(eps, d.EndpointID)
+	}
+	what := "dead letters"
+	if open {
+		what = "open dead letters"
+	}
+	p := fieldProblem("endpoint_id", fmt.Sprintf("event %s has %d %s (endpoints %s): name one with endpoint_id", id, len(candidates), what, strings.Join(eps, ", ")))
+	p.Extensions = map[string]any{"endpoint_ids": eps}
+	return store.DeadLetter{}, p
 }
 
 func (s *Server) deadLetterGet(c echo.Context) error {
-	d, err := s.deadLetter(c)
+	d, err := s.deadLetter(c, c.QueryParam("endpoint_id"), false)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
 }
 
-// operatorRequest is a replay's or skip's body. Who did it is the API key's
-// name, not something the caller says.
+// operatorRequest is a replay's or skip's body: the delivery it is for
+// (endpoint_id, which may be left out when the event has one open dead
+// letter) and a skip's note. Who did it is the API key's name, not
+// something the caller says.
 type operatorRequest struct {
-	Note string `json:"note"`
+	EndpointID string `json:"endpoint_id"`
+	Note       string `json:"note"`
 }
 
 func notOpen(d store.DeadLetter) *Problem {
 	return problem(http.StatusConflict, "not-dead-lettered", "Not dead-lettered",
-		fmt.Sprintf("event %s is not waiting in the dead-letter queue (status %s)", d.EventID, d.Status))
+		fmt.Sprintf("event %s's delivery to %s is not waiting in the dead-letter queue (status %s)", d.EventID, d.EndpointID, d.Status))
 }
 
 // claimed is the 409 of a replay or skip that someone else made first.
 func claimed(d store.DeadLetter) *Problem {
 	return problem(http.StatusConflict, "not-dead-lettered", "Not dead-lettered",
-		fmt.Sprintf("dead letter %d of event %s was replayed or skipped already", d.Generation, d.EventID))
+		fmt.Sprintf("dead letter %d of event %s's delivery to %s was replayed or skipped already", d.Generation, d.EventID, d.EndpointID))
 }
 
 // operate claims an operator's action on the dead letter d in the ledger
@@ -208,10 +258,10 @@ func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool,
 	ended, err := s.deps.Starter.SignalDeadLetter(ctx, d, signal, arg)
 	if ended {
 		return problem(http.StatusConflict, "event-finished", "Event finished",
-			fmt.Sprintf("event %s is delivered or skipped already; its dead letter is closed", d.EventID))
+			fmt.Sprintf("event %s's delivery to %s is delivered or skipped already; its dead letter is closed", d.EventID, d.EndpointID))
 	}
 	if err != nil {
-		if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.Generation); rerr != nil {
+		if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
 			// The sweep reopens it once it sees the workflow still waiting.
 			s.deps.Logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
 		}
@@ -235,8 +285,8 @@ func temporalUnavailable(err error) bool {
 
 func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
 	return s.operate(c, d, func() (bool, error) {
-		return s.deps.Store.DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.Generation, by)
-	}, contract.SignalReplay, contract.Replay{Generation: d.Generation, By: by})
+		return s.deps.Store.DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by)
+	}, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: by})
 }
 
 // The body is judged before the dead letter is looked up: bad input is a
@@ -246,14 +296,14 @@ func (s *Server) deadLetterReplay(c echo.Context) error {
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
 	}
-	d, err := s.deadLetter(c)
+	d, err := s.deadLetter(c, req.EndpointID, true)
 	if err != nil {
 		return err
 	}
 	if err := s.replay(c, d, principalOf(c).name); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "replaying"})
+	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "endpoint_id": d.EndpointID, "status": "replaying"})
 }
 
 func (s *Server) deadLetterSkip(c echo.Context) error {
@@ -264,18 +314,18 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 	if len(req.Note) > 2000 {
 		return fieldProblem("note", "note must be at most 2000 characters")
 	}
-	d, err := s.deadLetter(c)
+	d, err := s.deadLetter(c, req.EndpointID, true)
 	if err != nil {
 		return err
 	}
 	by := principalOf(c).name
 	err = s.operate(c, d, func() (bool, error) {
-		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.Generation, by, req.Note)
-	}, contract.SignalSkip, contract.Skip{Generation: d.Generation, By: by, Note: req.Note})
+		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by, req.Note)
+	}, contract.SignalSkip, contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: req.Note})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "status": "skipping"})
+	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "endpoint_id": d.EndpointID, "status": "skipping"})
 }
 
 // batchReplayListed bounds the event IDs a batch replay's answer lists;
@@ -283,7 +333,7 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 const batchReplayListed = 1000
 
 // deadLetterReplayBatch replays every open dead letter matching the filters,
-// in sequence order within each correlation. It reads one page at a time
+// each lane (correlation, endpoint) in sequence order. It reads one page at a time
 // (RouterConfig.ReplayPageSize) and replays it before it reads the next, so
 // it never holds every open dead letter at once; a dead letter that lands
 // further on in that order meanwhile is replayed too.
@@ -317,7 +367,7 @@ func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 			break
 		}
 		last := page[len(page)-1]
-		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, Sequence: last.Sequence, EventID: last.EventID}
+		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
 	}
 	return c.JSON(http.StatusAccepted, batchReplay{Replayed: replayed, EventIDs: ids, Truncated: replayed > len(ids)})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,19 +21,46 @@ import (
 const startTimeout = 3 * time.Second
 
 type eventResponse struct {
-	ID            string          `json:"id"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	EndpointID    string          `json:"endpoint_id"`
-	Type          string          `json:"type"`
-	State         contract.State  `json:"state"`
-	AcceptedAt    time.Time       `json:"accepted_at"`
-	DeliveredAt   *time.Time      `json:"delivered_at,omitempty"`
-	Attempts      []store.Attempt `json:"attempts"`
+	ID            string `json:"id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	Type          string `json:"type"`
+	// State is how the deliveries stand together (contract.Aggregate).
+	State      contract.State     `json:"state"`
+	AcceptedAt time.Time          `json:"accepted_at"`
+	Deliveries []deliveryResponse `json:"deliveries"`
 	// Restarts says how often a sweep or a replay had to start the event's
 	// workflow again (an operator terminated it in the Web UI, say), when
 	// last and why.
 	Restarts *restarts `json:"restarts,omitempty"`
+}
+
+// deliveryResponse is one endpoint the event was routed to at acceptance.
+type deliveryResponse struct {
+	EndpointID  string          `json:"endpoint_id"`
+	State       contract.State  `json:"state"`
+	ReleasedAt  *time.Time      `json:"released_at,omitempty"`
+	DeliveredAt *time.Time      `json:"delivered_at,omitempty"`
+	Attempts    []store.Attempt `json:"attempts"`
+	// DeadLetter is the delivery's dead letter, when it has one.
+	DeadLetter *deadLetterRef `json:"dead_letter,omitempty"`
+}
+
+type deadLetterRef struct {
+	Generation int32  `json:"generation"`
+	Status     string `json:"status"`
+}
+
+// acceptedResponse answers a new event: its state and where it was routed.
+type acceptedResponse struct {
+	ID         string             `json:"id"`
+	State      contract.State     `json:"state"`
+	Deliveries []acceptedDelivery `json:"deliveries"`
+}
+
+type acceptedDelivery struct {
+	EndpointID string         `json:"endpoint_id"`
+	State      contract.State `json:"state"`
 }
 
 type restarts struct {
@@ -40,9 +69,14 @@ type restarts struct {
 	Reason string    `json:"reason"`
 }
 
-// eventCreate accepts an event. The ledger row is written first; then its
+// eventCreate accepts an event and routes it: to the endpoint it names, or
+// else to every enabled endpoint subscribed to its type (event_types) now;
+// the routing is stored with the event, so a later change of subscription
+// affects later events only. The ledger row is written first; then its
 // workflow is started. If Temporal cannot be reached the event stays queued
-// (202, state "queued") and the starter's sweep starts it later.
+// (202, state "queued") and the starter's sweep starts it later. An event
+// nobody subscribes to is accepted all the same (deliveries: []): it still
+// takes its place in its correlation's order.
 func (s *Server) eventCreate(c echo.Context) error {
 	var req intake.Request
 	if err := s.decode(c, &req); err != nil {
@@ -54,19 +88,31 @@ func (s *Server) eventCreate(c echo.Context) error {
 	}
 	traceEvent(c, ev)
 	ctx := c.Request().Context()
-	ep, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID)
-	if errors.Is(err, store.ErrNotFound) {
-		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
-		p.Field = "endpoint_id"
-		return p
-	} else if err != nil {
-		return err
-	}
-	if ep.Disabled {
-		return s.eventForDisabled(c, ev)
+	var endpoints []string
+	if ev.EndpointID != "" {
+		ep, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID)
+		if errors.Is(err, store.ErrNotFound) {
+			p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
+			p.Field = "endpoint_id"
+			return p
+		} else if err != nil {
+			return err
+		}
+		if ep.Disabled {
+			return s.eventForDisabled(c, ev)
+		}
+		endpoints = []string{ep.ID}
+	} else {
+		subs, err := s.deps.Store.EndpointsSubscribed(ctx, ev.Type)
+		if err != nil {
+			return err
+		}
+		for _, ep := range subs {
+			endpoints = append(endpoints, ep.ID)
+		}
 	}
 
-	stored, inserted, err := s.deps.Store.EventInsert(ctx, ev)
+	stored, inserted, err := s.deps.Store.EventInsertRouted(ctx, ev, endpoints)
 	if err != nil {
 		return err
 	}
@@ -77,12 +123,22 @@ func (s *Server) eventCreate(c echo.Context) error {
 	// seconds the event stays queued and the sweep starts it later.
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	s.deps.Metrics.EventAccepted(stored.EndpointID)
+	for _, ep := range stored.Endpoints {
+		s.deps.Metrics.EventAccepted(ep)
+	}
+	state := contract.StateWaiting
 	if err := s.deps.Starter.Start(sctx, stored); err != nil {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
-		return c.JSON(http.StatusAccepted, map[string]any{"id": stored.ID, "state": contract.StateQueued})
+		state = contract.StateQueued
 	}
-	return c.JSON(http.StatusAccepted, map[string]any{"id": stored.ID, "state": contract.StateWaiting})
+	resp := acceptedResponse{ID: stored.ID, State: state, Deliveries: []acceptedDelivery{}}
+	for _, ep := range stored.Endpoints {
+		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{EndpointID: ep, State: state})
+	}
+	if len(stored.Endpoints) == 0 && state == contract.StateWaiting {
+		resp.State = contract.StateDelivered // nothing to deliver, and its place taken
+	}
+	return c.JSON(http.StatusAccepted, resp)
 }
 
 // eventForDisabled answers a post naming a disabled endpoint. A new event
@@ -133,10 +189,11 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	if err != nil {
 		return err
 	}
-	next, err := s.deps.Store.CorrelationNext(ctx, ev.CorrelationID)
+	load, err := s.deps.Store.CorrelationLoadAll(ctx, ev.CorrelationID, 1)
 	if err != nil {
 		return err
 	}
+	next := load.Next
 	detail := fmt.Sprintf("sequence %d of correlation %s is already taken by another event", ev.Sequence, ev.CorrelationID)
 	if ev.Sequence < next {
 		detail = fmt.Sprintf("sequence %d of correlation %s is already delivered", ev.Sequence, ev.CorrelationID)
@@ -148,16 +205,26 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 }
 
 func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
-	attempts, err := s.deps.Store.AttemptsList(c.Request().Context(), ev.ID)
-	if err != nil {
-		return err
-	}
-	if attempts == nil {
-		attempts = []store.Attempt{}
-	}
 	resp := eventResponse{
-		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID, Type: ev.Type,
-		State: ev.State, AcceptedAt: ev.AcceptedAt, DeliveredAt: ev.DeliveredAt, Attempts: attempts,
+		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
+		State: ev.State, AcceptedAt: ev.AcceptedAt, Deliveries: []deliveryResponse{},
+	}
+	for _, d := range ev.Deliveries {
+		attempts, err := s.deps.Store.AttemptsList(c.Request().Context(), ev.ID, d.EndpointID)
+		if err != nil {
+			return err
+		}
+		if attempts == nil {
+			attempts = []store.Attempt{}
+		}
+		dr := deliveryResponse{EndpointID: d.EndpointID, State: d.State, ReleasedAt: d.ReleasedAt, DeliveredAt: d.DeliveredAt, Attempts: attempts}
+		if ev.State == contract.StateQueued {
+			dr.State = contract.StateQueued
+		}
+		if d.DeadLetterGeneration > 0 {
+			dr.DeadLetter = &deadLetterRef{Generation: d.DeadLetterGeneration, Status: d.DeadLetterStatus}
+		}
+		resp.Deliveries = append(resp.Deliveries, dr)
 	}
 	if ev.Restarts > 0 && ev.RestartedAt != nil && ev.RestartReason != nil {
 		resp.Restarts = &restarts{Count: ev.Restarts, LastAt: *ev.RestartedAt, Reason: *ev.RestartReason}
@@ -186,67 +253,62 @@ type blocker struct {
 }
 
 type correlationResponse struct {
-	CorrelationID string            `json:"correlation_id"`
-	NextSequence  int64             `json:"next_sequence"`
-	Released      *contract.Arrival `json:"released,omitempty"`
-	Parked        []int64           `json:"parked"`
-	Skipped       []int64           `json:"skipped"`
-	BlockedBy     *blocker          `json:"blocked_by,omitempty"`
+	CorrelationID string `json:"correlation_id"`
+	// NextSequence is the correlation's cursor: every sequence below it is
+	// finished in every lane.
+	NextSequence int64 `json:"next_sequence"`
+	// Missing is the first sequence from the cursor on that has not
+	// arrived, when a later one has: it holds every lane.
+	Missing *int64         `json:"missing,omitempty"`
+	Lanes   []laneResponse `json:"lanes"`
 	// Source says where the order came from: "sequencer" (its state query),
 	// or "ledger" when no sequencer answered (none runs, or Temporal is
-	// unavailable), from the cursor its last run left.
+	// unavailable).
 	Source string `json:"source"`
+}
+
+// laneResponse is one endpoint's lane of a correlation: the sequence it
+// delivers next, the one released (in flight or dead-lettered), those
+// parked behind it, the sequence last delivered (the next envelope's
+// previous_sequence) and the skips since, and what holds it.
+type laneResponse struct {
+	EndpointID string   `json:"endpoint_id"`
+	Next       *int64   `json:"next,omitempty"`
+	Released   *int64   `json:"released,omitempty"`
+	Parked     []int64  `json:"parked"`
+	Previous   int64    `json:"previous_sequence"`
+	Skipped    []int64  `json:"skipped"`
+	BlockedBy  *blocker `json:"blocked_by,omitempty"`
 }
 
 // sequencerQueryTimeout bounds the sequencer's state query; past it the
 // ledger answers.
 const sequencerQueryTimeout = 2 * time.Second
 
-// correlationGet reports where a correlation stands, as its sequencer sees
-// it: the sequence it releases next, the event it released, what is parked
-// behind it, and what holds it (the next event's state, or "missing" when
-// that sequence has not arrived).
+// maxLaneEvents bounds the events GET /v1/correlations reads.
+const maxLaneEvents = 1000
+
+// correlationGet reports where a correlation stands, lane by lane, as its
+// sequencer sees it (or the ledger, when none answers): for each endpoint
+// the sequence it delivers next, the one released, what is parked behind
+// it, and what holds it (the released delivery's state, or "missing" when
+// an earlier sequence has not arrived).
 func (s *Server) correlationGet(c echo.Context) error {
 	id := c.Param("id")
 	if p := validKey("id", id); p != nil {
 		return p
 	}
 	ctx := c.Request().Context()
-	pending, err := s.deps.Store.CorrelationPending(ctx, id, 1000)
+	load, err := s.deps.Store.CorrelationLoadAll(ctx, id, maxLaneEvents)
 	if err != nil {
 		return err
 	}
-	resp := correlationResponse{CorrelationID: id, Parked: []int64{}, Skipped: []int64{}}
-	if st, ok := s.sequencerState(ctx, id); ok {
-		resp.Source, resp.NextSequence, resp.Released = "sequencer", st.Next, st.Released
-		for _, p := range st.Parked {
-			resp.Parked = append(resp.Parked, p.Sequence)
-		}
-		resp.Skipped = append(resp.Skipped, st.Skipped...)
-	} else {
-		if resp.NextSequence, err = s.deps.Store.CorrelationNext(ctx, id); err != nil {
-			return err
-		}
-		skipped, err := s.deps.Store.CorrelationSkippedTail(ctx, id)
-		if err != nil {
-			return err
-		}
-		resp.Source, resp.Skipped = "ledger", append(resp.Skipped, skipped...)
-		for _, p := range pending {
-			if p.Sequence > resp.NextSequence {
-				resp.Parked = append(resp.Parked, p.Sequence)
-			}
-		}
+	st, ok := s.sequencerState(ctx, id)
+	resp := correlationResponse{CorrelationID: id, Source: "sequencer", Lanes: []laneResponse{}}
+	if !ok {
+		resp.Source, st = "ledger", ledgerState(load)
 	}
-	for _, p := range pending {
-		if p.Sequence == resp.NextSequence {
-			resp.BlockedBy = &blocker{Sequence: p.Sequence, EventID: p.ID, State: p.State}
-		}
-	}
-	if resp.BlockedBy == nil && len(resp.Parked) > 0 {
-		resp.BlockedBy = &blocker{Sequence: resp.NextSequence, State: "missing"}
-	}
-	if resp.BlockedBy == nil && len(pending) == 0 {
+	if len(st.Events) == 0 && len(st.Lanes) == 0 {
 		hw, err := s.deps.Store.CorrelationHighWater(ctx, id)
 		if err != nil {
 			return err
@@ -255,7 +317,96 @@ func (s *Server) correlationGet(c echo.Context) error {
 			return problem(http.StatusNotFound, "not-found", "Not Found", "no events for correlation "+id)
 		}
 	}
+	resp.NextSequence = st.Next
+	// The ledger's delivery states say why a released lane does not move.
+	states := map[int64]map[string]contract.State{}
+	ids := map[int64]string{}
+	for _, e := range load.Events {
+		ids[e.Sequence] = e.ID
+	}
+	ev := func(seq int64) map[string]contract.State {
+		if m, ok := states[seq]; ok {
+			return m
+		}
+		m := map[string]contract.State{}
+		if id, ok := ids[seq]; ok {
+			if e, err := s.deps.Store.EventGet(ctx, id); err == nil {
+				for _, d := range e.Deliveries {
+					m[d.EndpointID] = d.State
+				}
+			}
+		}
+		states[seq] = m
+		return m
+	}
+	frontier := st.Next
+	for _, e := range st.Events {
+		if e.Sequence != frontier {
+			break
+		}
+		frontier++
+	}
+	if len(st.Events) > 0 && st.Events[len(st.Events)-1].Sequence > frontier {
+		m := frontier
+		resp.Missing = &m
+	}
+	for _, l := range st.Lanes {
+		lr := laneResponse{EndpointID: l.Endpoint, Parked: []int64{}, Previous: l.Previous, Skipped: append([]int64{}, l.Skipped...)}
+		for _, e := range st.Events {
+			switch {
+			case slices.Contains(e.Released, l.Endpoint):
+				seq := e.Sequence
+				lr.Released = &seq
+			case slices.Contains(e.Open, l.Endpoint) && resp.Source == "ledger" && lr.Next == nil && lr.Released == nil &&
+				(ev(e.Sequence)[l.Endpoint] == contract.StateDelivering || ev(e.Sequence)[l.Endpoint] == contract.StateDeadLettered):
+				// The ledger has no sequencer's memory: its lane's head in
+				// flight is the one delivering or dead-lettered.
+				seq := e.Sequence
+				lr.Released = &seq
+			case slices.Contains(e.Open, l.Endpoint):
+				if lr.Next == nil && lr.Released == nil {
+					seq := e.Sequence
+					lr.Next = &seq
+				}
+				lr.Parked = append(lr.Parked, e.Sequence)
+			}
+		}
+		switch {
+		case lr.Released != nil:
+			lr.BlockedBy = &blocker{Sequence: *lr.Released, EventID: ids[*lr.Released], State: ev(*lr.Released)[l.Endpoint]}
+		case resp.Missing != nil && len(lr.Parked) > 0 && lr.Parked[0] > *resp.Missing:
+			lr.BlockedBy = &blocker{Sequence: *resp.Missing, State: "missing"}
+		}
+		resp.Lanes = append(resp.Lanes, lr)
+	}
 	return c.JSON(http.StatusOK, resp)
+}
+
+// ledgerState is a correlation's state as the ledger has it, shaped as a
+// sequencer's: a delivering or dead-lettered delivery is its lane's
+// released one.
+func ledgerState(l store.CorrelationLoad) contract.SequencerState {
+	st := contract.SequencerState{Next: l.Next}
+	for _, ln := range l.Lanes {
+		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished})
+	}
+	seen := map[string]bool{}
+	for _, ln := range l.Lanes {
+		seen[ln.EndpointID] = true
+	}
+	for _, e := range l.Events {
+		p := contract.PendingEvent{Sequence: e.Sequence, EventID: e.ID}
+		for _, ep := range e.Open {
+			if !seen[ep] {
+				seen[ep] = true
+				st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep})
+			}
+			p.Open = append(p.Open, ep)
+		}
+		st.Events = append(st.Events, p)
+	}
+	slices.SortFunc(st.Lanes, func(a, b contract.LaneState) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+	return st
 }
 
 // sequencerState asks the correlation's sequencer for its state; ok is

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -11,33 +12,51 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// EventInput is an accepted event and the delivery settings fixed at
-// acceptance.
+// EventInput is an accepted event, its deliveries (lanes) and the delivery
+// settings fixed at acceptance.
 type EventInput struct {
+	// Event is the event as every delivery sends it; EndpointID, Previous
+	// and Skipped are each lane's.
 	Event contract.DeliverInput `json:"event"`
 	// RecoveryWindow is how long delivery is retried, counted from release.
 	RecoveryWindow time.Duration `json:"recovery_window"`
+	// Lanes are the deliveries this run makes: every endpoint the event was
+	// routed to at acceptance, less those the ledger has finished when the
+	// workflow is started again. None for an event nobody subscribes to.
+	Lanes []LaneInput `json:"lanes,omitempty"`
+}
+
+// LaneInput is one delivery of an event.
+type LaneInput struct {
+	Endpoint string `json:"endpoint_id"`
 	// Released is the sequencer's release when it came in its answer to the
-	// event's arrival (the event was next, nothing was in flight), or as the
-	// ledger mirrors it when the workflow of a released event is started
-	// again; nil: the event waits for the release signal.
-	Released *contract.Release `json:"released,omitempty"`
-	// DeadLetter is set when the workflow of a dead-lettered event is
-	// started again (an operator terminated it): it waits for a replay or
-	// skip of that dead letter first.
+	// event's arrival (next in its lane, nothing in flight there), or as the
+	// ledger has it when the workflow of a released delivery is started
+	// again; nil: the lane waits for the release signal.
+	Released *contract.LaneRelease `json:"released,omitempty"`
+	// DeadLetter is set when the workflow of a dead-lettered delivery is
+	// started again (an operator terminated it): the lane waits for a
+	// replay or skip of that dead letter first.
 	DeadLetter *DeadLetter `json:"dead_letter,omitempty"`
 }
 
-// DeadLetter is the dead letter an event's workflow waits on.
+// DeadLetter is the dead letter a delivery waits on.
 type DeadLetter struct {
 	Generation int32  `json:"generation"`
 	Reason     string `json:"reason,omitempty"`
 }
 
-// EventResult is how the event ended.
+// EventResult is how the event's deliveries ended.
 type EventResult struct {
+	State contract.State `json:"state"`
+	Lanes []LaneResult   `json:"lanes,omitempty"`
+}
+
+// LaneResult is how one delivery ended.
+type LaneResult struct {
+	Endpoint string         `json:"endpoint_id"`
 	State    contract.State `json:"state"`
-	Attempts int32          `json:"attempts"`
+	Attempts int32          `json:"attempts,omitempty"`
 }
 
 // DeliverOptions are the activity options of one delivery window: retry at
@@ -102,173 +121,337 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 	}
 }
 
-// EventWorkflow delivers one event in its correlation's order. It exists
-// from the moment the event is accepted (the API starts it), waits for its
-// sequencer's release (in its input when the event was next, else the
-// release signal), delivers within the recovery window, and hands over to
-// the sequencer when done (the delivering attempt does, which releases the
-// successor). When delivery gives up it writes a dead letter and waits for
-// an operator's replay or skip of it; the sequencer stays gated on it
-// meanwhile, so order is never broken silently.
+// EventWorkflow delivers one event to every endpoint it was routed to, each
+// in its lane's order. It exists from the moment the event is accepted (the
+// API starts it) and runs a lane per delivery: the lane waits for its
+// sequencer's release (in the input when it was next, else by the release
+// signal), delivers within the recovery window, and hands over to the
+// sequencer when done (the delivering attempt does, which releases the
+// lane's successor). When delivery gives up it writes the delivery's dead
+// letter and waits for an operator's replay or skip of it; the sequencer
+// keeps that lane, and only that lane, gated on it meanwhile, so order is
+// never broken silently. The workflow ends when every lane has.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
-	w := &eventRun{ctx: ctx, in: in, ev: in.Event, logger: workflow.GetLogger(ctx)}
-	w.status.State = contract.StateWaiting
-	if in.Released != nil {
-		w.status.State = contract.StateDelivering
+	w := &eventRun{ctx: ctx, in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
+	for _, li := range in.Lanes {
+		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event,
+			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16)}
+		l.ev.EndpointID = li.Endpoint
+		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
+		switch {
+		case li.DeadLetter != nil:
+			l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateDeadLettered, Generation: li.DeadLetter.Generation, Reason: li.DeadLetter.Reason}
+		case li.Released != nil:
+			l.status.State = contract.StateDelivering
+		}
+		if li.Released != nil {
+			l.ev = l.ev.WithRelease(*li.Released)
+		}
+		w.order = append(w.order, l)
+		w.lanes[li.Endpoint] = l
 	}
-	if err := workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.EventStatus, error) { return w.status, nil }); err != nil {
+	w.published = w.aggregate()
+	if err := workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.EventStatus, error) { return w.status(), nil }); err != nil {
 		return EventResult{}, err
 	}
-	// CorrelationId, Sequence and DeliveryState are set at start (starter),
-	// which costs no history event.
-	var gen int32
-	if in.Released != nil {
-		w.ev.Skipped = in.Released.Skipped
+	// CorrelationId, Sequence, DeliveryState, EndpointIds and
+	// DeadLetteredEndpointIds are set at start (starter), which costs no
+	// history event.
+	workflow.Go(ctx, w.dispatch)
+	running := len(w.order)
+	var failure error
+	for _, l := range w.order {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			if err := l.run(); err != nil && failure == nil {
+				failure = err
+			}
+			running--
+		})
 	}
+	if err := workflow.Await(ctx, func() bool { return running == 0 || failure != nil }); err != nil {
+		return EventResult{}, err
+	}
+	if failure != nil {
+		return EventResult{}, failure
+	}
+	w.publish()
+	res := EventResult{State: w.aggregate()}
+	for _, l := range w.order {
+		res.Lanes = append(res.Lanes, LaneResult{Endpoint: l.endpoint, State: l.status.State, Attempts: l.attempts})
+	}
+	return res, nil
+}
+
+// eventRun is one EventWorkflow's state: its lanes, and what it last
+// published in the search attributes.
+type eventRun struct {
+	ctx    workflow.Context
+	in     EventInput
+	logger interface {
+		Warn(string, ...any)
+		Info(string, ...any)
+	}
+	lanes map[string]*laneRun
+	order []*laneRun
+	// published is the DeliveryState last set, deadLettered the
+	// DeadLetteredEndpointIds.
+	published    contract.State
+	deadLettered []string
+}
+
+func (w *eventRun) status() contract.EventStatus {
+	st := contract.EventStatus{State: w.aggregate()}
+	for _, l := range w.order {
+		st.Lanes = append(st.Lanes, l.status)
+	}
+	return st
+}
+
+func (w *eventRun) aggregate() contract.State {
+	states := make([]contract.State, 0, len(w.order))
+	for _, l := range w.order {
+		states = append(states, l.status.State)
+	}
+	return contract.Aggregate(states)
+}
+
+// publish sets the search attributes the Web UI filters on (DeliveryState,
+// DeadLetteredEndpointIds) when they changed. A release is not published
+// (waiting → delivering costs the history an event for a state that lasts a
+// round trip); a retry, a dead letter, a replay and the end are.
+func (w *eventRun) publish() {
+	state := w.aggregate()
+	var dead []string
+	for _, l := range w.order {
+		if l.status.State == contract.StateDeadLettered {
+			dead = append(dead, l.endpoint)
+		}
+	}
+	var updates []temporal.SearchAttributeUpdate
+	if state != w.published {
+		updates = append(updates, contract.DeliveryStateKey.ValueSet(string(state)))
+	}
+	if !slices.Equal(dead, w.deadLettered) {
+		if len(dead) == 0 {
+			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueUnset())
+		} else {
+			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueSet(dead))
+		}
+	}
+	if len(updates) == 0 {
+		return
+	}
+	w.published, w.deadLettered = state, dead
+	if err := workflow.UpsertTypedSearchAttributes(w.ctx, updates...); err != nil {
+		w.logger.Warn("upsert search attributes", "error", err)
+	}
+}
+
+// dispatch passes the signals on to the lanes they name: a release to each
+// of its lanes; a replay or skip to the lane of its endpoint_id, or, without
+// one (sent by hand as {}), to the one lane waiting on a dead letter, or to
+// the only lane. One that names no lane of this event, or that is
+// ambiguous, is dropped with a warning: it acts on nothing.
+func (w *eventRun) dispatch(ctx workflow.Context) {
+	releaseCh := workflow.GetSignalChannel(ctx, contract.SignalRelease)
+	replayCh := workflow.GetSignalChannel(ctx, contract.SignalReplay)
+	skipCh := workflow.GetSignalChannel(ctx, contract.SignalSkip)
+	for {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
+			var rel contract.Release
+			c.Receive(ctx, &rel)
+			for _, lr := range rel.Lanes {
+				if l := w.lanes[lr.Endpoint]; l != nil {
+					l.release.Send(ctx, lr)
+				}
+			}
+		})
+		sel.AddReceive(replayCh, func(c workflow.ReceiveChannel, _ bool) {
+			var r contract.Replay
+			c.Receive(ctx, &r)
+			if l := w.operatorLane(r.EndpointID, contract.SignalReplay); l != nil {
+				l.replay.Send(ctx, r)
+			}
+		})
+		sel.AddReceive(skipCh, func(c workflow.ReceiveChannel, _ bool) {
+			var sk contract.Skip
+			c.Receive(ctx, &sk)
+			if l := w.operatorLane(sk.EndpointID, contract.SignalSkip); l != nil {
+				l.skip.Send(ctx, sk)
+			}
+		})
+		sel.Select(ctx)
+	}
+}
+
+// operatorLane is the lane an operator's signal is for.
+func (w *eventRun) operatorLane(endpoint, signal string) *laneRun {
+	if endpoint != "" {
+		l := w.lanes[endpoint]
+		if l == nil {
+			w.logger.Warn("ignoring an operator's signal for an endpoint this event is not delivered to", "signal", signal, "endpoint_id", endpoint)
+		}
+		return l
+	}
+	if len(w.order) == 1 {
+		return w.order[0]
+	}
+	var dead []*laneRun
+	for _, l := range w.order {
+		if l.status.State == contract.StateDeadLettered {
+			dead = append(dead, l)
+		}
+	}
+	if len(dead) == 1 {
+		return dead[0]
+	}
+	w.logger.Warn("ignoring an operator's signal without endpoint_id: it must name one of the event's dead-lettered deliveries", "signal", signal, "dead_lettered", len(dead))
+	return nil
+}
+
+// laneRun is one delivery of the event.
+type laneRun struct {
+	w        *eventRun
+	endpoint string
+	in       LaneInput
+	ev       contract.DeliverInput
+	status   contract.LaneStatus
+	attempts int32
+	// release, replay and skip carry the signals dispatch routed here.
+	release, replay, skip workflow.Channel
+	// windowStart is when the current delivery window began.
+	windowStart time.Time
+	// windows counts the delivery windows of this lane in this run; with
+	// the run's ID and the endpoint it names the window a dead letter ends.
+	windows int
+}
+
+// setState records the lane's state for the query and, when publish is
+// set, the event's search attributes.
+func (l *laneRun) setState(s contract.State, publish bool) {
+	l.status.State = s
+	if publish {
+		l.w.publish()
+	}
+}
+
+// run is the lane: its release, its delivery windows, its dead letters and
+// an operator's answers to them, until it is delivered or skipped.
+func (l *laneRun) run() error {
+	ctx := l.w.ctx
+	var gen int32
 	switch {
-	case in.DeadLetter != nil:
-		// Started again on its dead letter (from the ledger, by the starter):
-		// released before, with the skipped sequences the replay still owes
-		// the receiver.
-		gen = in.DeadLetter.Generation
-		w.status = contract.EventStatus{State: contract.StateDeadLettered, Generation: gen, Reason: in.DeadLetter.Reason}
-	case in.Released != nil:
+	case l.in.DeadLetter != nil:
+		// Started again on its dead letter (from the ledger, by the
+		// starter): released before, with the lane's position the replay
+		// still owes the receiver.
+		gen = l.in.DeadLetter.Generation
+	case l.in.Released != nil:
 	default:
-		var rel contract.Release
-		workflow.GetSignalChannel(ctx, contract.SignalRelease).Receive(ctx, &rel)
-		w.ev.Skipped = rel.Skipped
+		var rel contract.LaneRelease
+		l.release.Receive(ctx, &rel)
+		l.ev = l.ev.WithRelease(rel)
+		l.setState(contract.StateDelivering, false)
 	}
 
 	ledger := workflow.WithActivityOptions(ctx, ledgerOptions())
 	for {
 		if gen == 0 {
-			res, err := w.deliverWindow()
+			res, err := l.deliverWindow()
 			switch {
 			case err == nil && res.Skipped:
-				return w.foundFinished(contract.StateSkipped)
+				return l.foundFinished(contract.StateSkipped)
 			case err == nil && res.DeadLettered > 0:
 				// Reset to before its dead letter: it waits on it again.
 				gen = res.DeadLettered
-				w.status.Generation = gen
-				w.setState(contract.StateDeadLettered)
+				l.status.Generation = gen
+				l.setState(contract.StateDeadLettered, true)
 			case err == nil:
-				return w.delivered(res)
+				return l.delivered(res)
 			default:
 				var finished contract.State
-				if gen, finished, err = w.deadLetter(err); err != nil {
-					return EventResult{}, err
+				if gen, finished, err = l.deadLetter(err); err != nil {
+					return err
 				}
 				if finished != "" {
-					return w.foundFinished(finished)
+					return l.foundFinished(finished)
 				}
 			}
 		}
-		replay, skip, err := w.awaitOperator(gen)
-		if err != nil {
-			return EventResult{}, err
-		}
+		replay, skip := l.awaitOperator(gen)
 		if replay != nil {
 			gen = replay.Generation
 		} else {
 			gen = skip.Generation
 		}
-		w.status.Generation = gen
+		l.status.Generation = gen
 		// The claim on the dead letter row decides between an API call and a
 		// signal sent by hand: an action that lost it takes no effect, and
-		// the workflow waits for the one that won (the API signals it).
+		// the lane waits for the one that won (the API signals it).
 		var claim contract.OperatorResult
 		if skip != nil {
-			in := contract.SkipInput{EventID: w.ev.EventID, CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
+			in := contract.SkipInput{EventID: l.ev.EventID, EndpointID: l.endpoint, CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
 			if err := workflow.ExecuteActivity(ledger, contract.ActivitySkip, in).Get(ctx, &claim); err != nil {
-				return EventResult{}, fmt.Errorf("record skip: %w", err)
+				return fmt.Errorf("record skip: %w", err)
 			}
 			if claim.Lost != "" {
-				w.logger.Warn("skip not taken: the dead letter was claimed otherwise first", "generation", gen, "claimed", claim.Lost)
+				l.w.logger.Warn("skip not taken: the dead letter was claimed otherwise first", "endpoint_id", l.endpoint, "generation", gen, "claimed", claim.Lost)
 				if claim.Generation > 0 {
-					gen, w.status.Generation = claim.Generation, claim.Generation // the ledger's
+					gen, l.status.Generation = claim.Generation, claim.Generation // the ledger's
 				}
 				continue
 			}
-			w.setState(contract.StateSkipped)
-			return EventResult{State: contract.StateSkipped}, nil
+			l.status.Generation, l.status.Reason = 0, ""
+			l.setState(contract.StateSkipped, false)
+			return nil
 		}
-		rin := contract.ReplayedInput{EventID: w.ev.EventID, Generation: gen, By: replay.By}
+		rin := contract.ReplayedInput{EventID: l.ev.EventID, EndpointID: l.endpoint, Generation: gen, By: replay.By}
 		if err := workflow.ExecuteActivity(ledger, contract.ActivityReplayed, rin).Get(ctx, &claim); err != nil {
-			return EventResult{}, fmt.Errorf("record replay: %w", err)
+			return fmt.Errorf("record replay: %w", err)
 		}
 		if claim.Lost != "" {
-			w.logger.Warn("replay not taken: the dead letter was claimed otherwise first", "generation", gen, "claimed", claim.Lost)
+			l.w.logger.Warn("replay not taken: the dead letter was claimed otherwise first", "endpoint_id", l.endpoint, "generation", gen, "claimed", claim.Lost)
 			if claim.Generation > 0 {
-				gen, w.status.Generation = claim.Generation, claim.Generation // the ledger's
+				gen, l.status.Generation = claim.Generation, claim.Generation // the ledger's
 			}
 			continue
 		}
 		gen = 0
-		w.status.Generation, w.status.Reason = 0, ""
-		w.setState(contract.StateDelivering)
+		l.status.Generation, l.status.Reason = 0, ""
+		l.setState(contract.StateDelivering, true)
 	}
 }
 
-// eventRun is one EventWorkflow's state.
-type eventRun struct {
-	ctx    workflow.Context
-	in     EventInput
-	ev     contract.DeliverInput
-	logger interface {
-		Warn(string, ...any)
-		Info(string, ...any)
-	}
-	status contract.EventStatus
-	// windowStart is when the current delivery window began.
-	windowStart time.Time
-	// windows counts the delivery windows of this run; with the run's ID it
-	// names the window a dead letter ends.
-	windows int
-}
-
-// setState records the state for the query and the DeliveryState search
-// attribute the Web UI filters on.
-func (w *eventRun) setState(s contract.State) {
-	if w.status.State == s {
-		return
-	}
-	w.status.State = s
-	if err := workflow.UpsertTypedSearchAttributes(w.ctx, contract.DeliveryStateKey.ValueSet(string(s))); err != nil {
-		w.logger.Warn("upsert search attributes", "error", err)
-	}
-}
-
-// delivered ends the workflow of a delivered event. The delivering attempt
-// handed the event over to its sequencer unless that failed: then it is
-// repeated until it succeeds.
-func (w *eventRun) delivered(res contract.DeliverResult) (EventResult, error) {
-	w.setState(contract.StateDelivered)
+// delivered ends a delivered lane. The delivering attempt handed it over to
+// its sequencer unless that failed: then it is repeated until it succeeds.
+func (l *laneRun) delivered(res contract.DeliverResult) error {
+	l.attempts = res.Attempt
+	l.setState(contract.StateDelivered, false)
 	if res.HandOffPending {
-		if err := w.handOver(false); err != nil {
-			return EventResult{}, err
-		}
+		return l.handOver(false)
 	}
-	return EventResult{State: contract.StateDelivered, Attempts: res.Attempt}, nil
+	return nil
 }
 
-// foundFinished ends the workflow of an event the ledger has as finished
-// although its delivery seemed to fail: the delivering attempt's result
-// never reached the workflow. Its hand-over may not have happened either,
-// so it is made again (a repeat is harmless).
-func (w *eventRun) foundFinished(state contract.State) (EventResult, error) {
-	w.logger.Warn("the ledger has the event as finished; not dead-lettering it", "state", state)
-	w.setState(state)
-	if err := w.handOver(state == contract.StateSkipped); err != nil {
-		return EventResult{}, err
-	}
-	return EventResult{State: state}, nil
+// foundFinished ends a lane the ledger has as finished although its
+// delivery seemed to fail: the delivering attempt's result never reached
+// the workflow. Its hand-over may not have happened either, so it is made
+// again (a repeat is harmless).
+func (l *laneRun) foundFinished(state contract.State) error {
+	l.w.logger.Warn("the ledger has the delivery as finished; not dead-lettering it", "endpoint_id", l.endpoint, "state", state)
+	l.status.Generation, l.status.Reason = 0, ""
+	l.setState(state, false)
+	return l.handOver(state == contract.StateSkipped)
 }
 
-// handOver tells the sequencer that the event is finished (Finish), until
-// it succeeds.
-func (w *eventRun) handOver(skipped bool) error {
-	in := contract.FinishInput{CorrelationID: w.ev.CorrelationID, Sequence: w.ev.Sequence, EventID: w.ev.EventID, Skipped: skipped}
-	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(w.ctx, localOptions()), contract.ActivityFinish, in).Get(w.ctx, nil); err != nil {
+// handOver tells the sequencer that the delivery is finished (Finish),
+// until it succeeds.
+func (l *laneRun) handOver(skipped bool) error {
+	in := contract.FinishInput{CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, EventID: l.ev.EventID,
+		Lanes: []contract.LaneDone{{Endpoint: l.endpoint, Skipped: skipped}}}
+	ctx := l.w.ctx
+	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("hand over to the sequencer: %w", err)
 	}
 	return nil
@@ -276,32 +459,32 @@ func (w *eventRun) handOver(skipped bool) error {
 
 // deadLetter waits out what is left of the window of a delivery that did
 // not give up for good, writes the dead letter and returns its generation;
-// or the event's final state when the ledger has it finished after all.
-func (w *eventRun) deadLetter(failure error) (int32, contract.State, error) {
-	ctx := w.ctx
+// or the delivery's final state when the ledger has it finished after all.
+func (l *laneRun) deadLetter(failure error) (int32, contract.State, error) {
+	ctx := l.w.ctx
 	reason, permanent := failureReason(failure)
 	if !permanent {
 		// Temporal stops retrying as soon as the next attempt would fall
-		// past the window; the event still owns its whole window, so the
+		// past the window; the delivery still owns its whole window, so the
 		// dead letter is written when the window ends, not earlier.
-		if rest := w.windowEnd().Sub(workflow.Now(ctx)); rest > 0 {
+		if rest := l.windowEnd().Sub(workflow.Now(ctx)); rest > 0 {
 			if err := workflow.Sleep(ctx, rest); err != nil {
 				return 0, "", err
 			}
 		}
 	}
 	var res contract.DeadLetterResult
-	window := fmt.Sprintf("%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, w.windows)
-	in := contract.DeadLetterInput{Event: w.ev, Reason: reason, Window: window}
+	window := fmt.Sprintf("%s/%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, l.endpoint, l.windows)
+	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), contract.ActivityWriteDeadLetter, in).Get(ctx, &res); err != nil {
 		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
 	if res.Finished != "" {
 		return 0, res.Finished, nil
 	}
-	w.status.Generation, w.status.Reason = res.Generation, reason
-	w.setState(contract.StateDeadLettered)
-	w.logger.Warn("event dead-lettered", "correlation_id", w.ev.CorrelationID, "sequence", w.ev.Sequence, "generation", res.Generation, "reason", reason)
+	l.status.Generation, l.status.Reason = res.Generation, reason
+	l.setState(contract.StateDeadLettered, true)
+	l.w.logger.Warn("delivery dead-lettered", "correlation_id", l.ev.CorrelationID, "sequence", l.ev.Sequence, "endpoint_id", l.endpoint, "generation", res.Generation, "reason", reason)
 	return res.Generation, "", nil
 }
 
@@ -310,58 +493,57 @@ func (w *eventRun) deadLetter(failure error) (int32, contract.State, error) {
 // an earlier generation is ignored, and so is one without a generation
 // (sent by hand from the Web UI) that was sent before this dead letter was
 // written: both were meant for something else (a double click, a replay
-// pressed while the event was still delivering) and must not act on this
+// pressed while the delivery was still running) and must not act on this
 // one. One that names a later generation was sent for a dead letter that a
 // run an operator's Reset discarded wrote: the ledger has it, and the
 // claim on its row (Skip, Replayed) decides whether it acts.
-func (w *eventRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip, error) {
-	ctx := w.ctx
-	replayCh := workflow.GetSignalChannel(ctx, contract.SignalReplay)
-	skipCh := workflow.GetSignalChannel(ctx, contract.SignalSkip)
+func (l *laneRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip) {
+	ctx := l.w.ctx
 	var replay contract.Replay
 	var skip contract.Skip
-	for replayCh.ReceiveAsync(&replay) {
+	for l.replay.ReceiveAsync(&replay) {
 		if replay.Generation >= gen {
-			return &replay, nil, nil
+			return &replay, nil
 		}
-		w.logger.Info("ignoring a replay sent before this dead letter", "generation", replay.Generation, "current", gen)
+		l.w.logger.Info("ignoring a replay sent before this dead letter", "endpoint_id", l.endpoint, "generation", replay.Generation, "current", gen)
 	}
-	for skipCh.ReceiveAsync(&skip) {
+	for l.skip.ReceiveAsync(&skip) {
 		if skip.Generation >= gen {
-			return nil, &skip, nil
+			return nil, &skip
 		}
-		w.logger.Info("ignoring a skip sent before this dead letter", "generation", skip.Generation, "current", gen)
+		l.w.logger.Info("ignoring a skip sent before this dead letter", "endpoint_id", l.endpoint, "generation", skip.Generation, "current", gen)
 	}
 	for {
 		var gotReplay, gotSkip bool
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(replayCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &replay); gotReplay = true })
-		sel.AddReceive(skipCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &skip); gotSkip = true })
+		sel.AddReceive(l.replay, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &replay); gotReplay = true })
+		sel.AddReceive(l.skip, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &skip); gotSkip = true })
 		sel.Select(ctx)
 		switch {
 		case gotReplay && (replay.Generation >= gen || replay.Generation == 0):
 			replay.Generation = max(replay.Generation, gen)
-			return &replay, nil, nil
+			return &replay, nil
 		case gotSkip && (skip.Generation >= gen || skip.Generation == 0):
 			skip.Generation = max(skip.Generation, gen)
-			return nil, &skip, nil
+			return nil, &skip
 		}
-		w.logger.Info("ignoring a replay or skip of an earlier dead letter", "current", gen)
+		l.w.logger.Info("ignoring a replay or skip of an earlier dead letter", "endpoint_id", l.endpoint, "current", gen)
 	}
 }
 
-func (w *eventRun) windowEnd() time.Time { return w.windowStart.Add(w.in.RecoveryWindow) }
+func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.w.in.RecoveryWindow) }
 
 // deliverWindow delivers within one recovery window. The first attempt is a
 // local activity, which needs no activity task and adds one marker to the
-// history. If it fails in a way worth retrying, the rest of the window runs
-// as a regular activity on the same schedule as DeliverOptions (about 1, 5,
-// 21, 85 s after the first attempt), so a long outage is retried by
-// Temporal's timers, not by a workflow task held open.
-func (w *eventRun) deliverWindow() (contract.DeliverResult, error) {
-	ctx, ev := w.ctx, w.ev
-	w.windowStart = workflow.Now(ctx)
-	w.windows++
+// history (the lanes released together run theirs side by side, in one
+// workflow task). If it fails in a way worth retrying, the rest of the
+// window runs as a regular activity on the same schedule as DeliverOptions
+// (about 1, 5, 21, 85 s after the first attempt), so a long outage is
+// retried by Temporal's timers, not by a workflow task held open.
+func (l *laneRun) deliverWindow() (contract.DeliverResult, error) {
+	ctx, ev := l.w.ctx, l.ev
+	l.windowStart = workflow.Now(ctx)
+	l.windows++
 	var res contract.DeliverResult
 	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
 	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
@@ -376,20 +558,20 @@ func (w *eventRun) deliverWindow() (contract.DeliverResult, error) {
 	if errors.As(err, &appErr) && appErr.NextRetryDelay() > 0 {
 		wait = appErr.NextRetryDelay() // the receiver's Retry-After
 	}
-	if wait >= w.windowEnd().Sub(workflow.Now(ctx)) {
+	if wait >= l.windowEnd().Sub(workflow.Now(ctx)) {
 		return res, err // no attempt fits in the window any more
 	}
-	w.setState(contract.StateDelivering)
+	l.setState(contract.StateDelivering, true)
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return res, err
 	}
 	// The timer may fire late (no worker was up): what is left of the
 	// window bounds the rest, and nothing left means it is spent.
-	rest := w.windowEnd().Sub(workflow.Now(ctx))
+	rest := l.windowEnd().Sub(workflow.Now(ctx))
 	if rest <= 0 {
 		return res, err
 	}
-	opts := DeliverOptions(w.in.RecoveryWindow, ev.Timeout)
+	opts := DeliverOptions(l.w.in.RecoveryWindow, ev.Timeout)
 	opts.ScheduleToCloseTimeout = rest
 	opts.RetryPolicy.InitialInterval = 4 * time.Second
 	// A window shorter than that (an operator's or a test's) still retries.

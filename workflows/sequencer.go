@@ -37,27 +37,31 @@ type SequencerInput struct {
 }
 
 // SequencerWorkflow is the one authority on the order of a correlation's
-// events: it releases sequence N only after N-1 is delivered or skipped.
+// events. It keeps a lane per endpoint: it releases an event to endpoint E
+// only once every earlier event of the correlation has arrived (so it knows
+// which of them are meant for E) and every earlier one meant for E is
+// delivered or skipped there. A dead letter at E holds back only E's lane;
+// a missing sequence holds back every lane, since it may be meant for any.
 // It learns of events by the arrive update (which the API sends when it
-// accepts one) and of finished ones by the finished update (which the
-// delivering attempt or the skip sends); each answer names the event
-// released by it, if any, and the caller passes the release on: in the
-// workflow's start input when the event is released on arrival, by the
-// release signal otherwise. The sequencer itself sends nothing, so an
-// event costs it no command.
+// accepts one, naming the endpoints it was routed to) and of finished
+// deliveries by the finished update (which the delivering attempt or the
+// skip sends); each answer names the lanes released by it, and the caller
+// passes them on: in the workflow's start input for an event's own lanes
+// released on arrival, by the release signal otherwise. The sequencer
+// itself sends nothing, so a delivery costs it no command.
 //
 // A fresh run (the first, or after an idle end, or after an operator
-// terminated one) loads the correlation from the ledger: the cursor its
-// last run moved, the skipped tail, and every stored event not finished,
-// parked. The resync update merges the ledger in the same way into a
+// terminated one) loads the correlation from the ledger: its cursor, every
+// stored event from it on with the lanes each has open, and each lane's
+// position. The resync update merges the ledger in the same way into a
 // running one, which repairs a sequencer that an operator reset to an
-// earlier state. Both only ever move it forward: the ledger's cursor passes
-// an event only once that event is delivered or skipped.
+// earlier state. Both only ever move it forward: the ledger has a delivery
+// finished only once it is delivered or skipped.
 //
 // It continues as new before its history grows long and ends when it has
 // been idle for IdleTimeout.
 func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
-	s := &sequencer{logger: workflow.GetLogger(ctx), correlation: in.CorrelationID, parked: map[int64]string{}}
+	s := newSequencer(workflow.GetLogger(ctx), in.CorrelationID)
 	if in.State != nil {
 		s.restore(*in.State)
 	}
@@ -100,31 +104,34 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, contract.UpdateFinished, func(ctx workflow.Context, d contract.Done) (contract.Handoff, error) {
+	if err := workflow.SetUpdateHandler(ctx, contract.UpdateFinished, func(ctx workflow.Context, d contract.Done) (contract.Handoffs, error) {
 		if err := handle(ctx); err != nil {
-			return contract.Handoff{}, err
+			return contract.Handoffs{}, err
 		}
 		if !s.finished(d) {
-			// A finished event this run did not release, past its cursor:
-			// it lost its state (an operator's reset). The event's finisher
-			// wrote the ledger first, so the ledger knows better.
-			s.logger.Warn("finished event unknown to the sequencer; resyncing from the ledger", "sequence", d.Sequence, "event_id", d.EventID)
+			// A finished delivery this run did not release, past its
+			// cursor: it lost its state (an operator's reset). The
+			// delivery's finisher wrote the ledger first, so the ledger
+			// knows better.
+			s.logger.Warn("finished delivery unknown to the sequencer; resyncing from the ledger", "sequence", d.Sequence, "event_id", d.EventID)
 			if err := resync(ctx); err != nil {
-				return contract.Handoff{}, err
+				return contract.Handoffs{}, err
 			}
 		}
-		return s.handoffAfter(d.Sequence), nil
+		return s.releases(), nil
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, contract.UpdateResync, func(ctx workflow.Context) (contract.Handoff, error) {
+	if err := workflow.SetUpdateHandler(ctx, contract.UpdateResync, func(ctx workflow.Context) (contract.Handoffs, error) {
 		if err := handle(ctx); err != nil {
-			return contract.Handoff{}, err
+			return contract.Handoffs{}, err
 		}
 		if err := resync(ctx); err != nil {
-			return contract.Handoff{}, err
+			return contract.Handoffs{}, err
 		}
-		return s.handoffAfter(0), nil
+		// A resync answers every lane's release in flight, new or not: the
+		// caller repairs a release that was lost.
+		return s.inFlight(), nil
 	}); err != nil {
 		return err
 	}
@@ -135,6 +142,8 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		if err := resync(ctx); err != nil {
 			return err
 		}
+		// What the load releases (merge leaves it to releases) goes out in
+		// the answer of the update that started this run.
 		loaded = true
 	}
 
@@ -171,124 +180,311 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	}
 }
 
+// pending is an arrived event at or past the cursor.
+type pending struct {
+	id string
+	// open maps each endpoint whose delivery is not finished to whether it
+	// is released.
+	open map[string]bool
+}
+
+// lane is one endpoint's position in the correlation.
+type lane struct {
+	previous     int64
+	skipped      []int64
+	lastFinished int64
+	inFlight     int64
+	// from: every sequence in [cursor, from) is not meant for this lane or
+	// finished in it, so the search for its next event starts here.
+	from int64
+}
+
 // sequencer is a SequencerWorkflow's state and its rules, apart from how
-// messages reach it.
+// messages reach it. Maps are only read by key or in sorted order, so their
+// iteration order never decides anything.
 type sequencer struct {
 	logger      interface{ Warn(string, ...any) }
 	correlation string
 	next        int64
-	released    *contract.Arrival
-	// parked maps a sequence to the event that arrived with it; it is only
-	// ever read by key or through snapshot's sorted copy, so its iteration
-	// order never decides anything.
-	parked  map[int64]string
-	skipped []int64
+	events      map[int64]*pending
+	lanes       map[string]*lane
+	// fresh are the releases decided and not answered yet, by event.
+	fresh map[string]*contract.Release
+}
+
+func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
+	return &sequencer{logger: logger, correlation: correlation, next: 1,
+		events: map[int64]*pending{}, lanes: map[string]*lane{}, fresh: map[string]*contract.Release{}}
 }
 
 func (s *sequencer) restore(st contract.SequencerState) {
-	s.next, s.released, s.skipped = st.Next, st.Released, st.Skipped
-	for _, p := range st.Parked {
-		s.parked[p.Sequence] = p.EventID
+	s.next = max(st.Next, 1)
+	for _, p := range st.Events {
+		e := &pending{id: p.EventID, open: map[string]bool{}}
+		for _, ep := range p.Open {
+			e.open[ep] = false
+		}
+		for _, ep := range p.Released {
+			e.open[ep] = true
+		}
+		s.events[p.Sequence] = e
 	}
+	for _, l := range st.Lanes {
+		s.lanes[l.Endpoint] = &lane{previous: l.Previous, skipped: l.Skipped, lastFinished: l.LastFinished, inFlight: l.InFlight, from: s.next}
+	}
+}
+
+func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 func (s *sequencer) snapshot() contract.SequencerState {
-	st := contract.SequencerState{Next: s.next, Released: s.released, Skipped: s.skipped, Parked: make([]contract.Arrival, 0, len(s.parked))}
-	for seq, id := range s.parked {
-		st.Parked = append(st.Parked, contract.Arrival{Sequence: seq, EventID: id})
+	st := contract.SequencerState{Next: s.next}
+	for _, seq := range sortedKeys(s.events) {
+		e := s.events[seq]
+		p := contract.PendingEvent{Sequence: seq, EventID: e.id}
+		for _, ep := range sortedKeys(e.open) {
+			if e.open[ep] {
+				p.Released = append(p.Released, ep)
+			} else {
+				p.Open = append(p.Open, ep)
+			}
+		}
+		st.Events = append(st.Events, p)
 	}
-	sort.Slice(st.Parked, func(i, j int) bool { return st.Parked[i].Sequence < st.Parked[j].Sequence })
+	for _, ep := range sortedKeys(s.lanes) {
+		l := s.lanes[ep]
+		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep, Previous: l.previous, Skipped: l.skipped, LastFinished: l.lastFinished, InFlight: l.inFlight})
+	}
 	return st
 }
 
-func (s *sequencer) busy() bool { return s.released != nil || len(s.parked) > 0 }
+func (s *sequencer) busy() bool { return len(s.events) > 0 }
 
-// arrive records an event's arrival and releases it when it is next and
-// nothing is in flight. A repeated arrival gets the answer the first got.
+func (s *sequencer) lane(ep string) *lane {
+	l, ok := s.lanes[ep]
+	if !ok {
+		l = &lane{from: s.next}
+		s.lanes[ep] = l
+	}
+	return l
+}
+
+// arrive records an event's arrival and releases what it can: the event's
+// own lanes when each is next in its lane, and lanes of later events that
+// waited for this sequence to arrive. A repeated arrival gets the answer
+// the first got, as far as the event's own lanes go.
 func (s *sequencer) arrive(a contract.Arrival) contract.Announcement {
 	if a.Sequence < s.next {
 		return contract.Announcement{Finished: true}
 	}
-	if r := s.released; r != nil && r.Sequence == a.Sequence {
-		return contract.Announcement{Released: r.EventID == a.EventID, Skipped: s.skipped}
-	}
-	if prev, ok := s.parked[a.Sequence]; ok && prev != a.EventID {
+	e, ok := s.events[a.Sequence]
+	switch {
+	case ok && e.id != a.EventID:
 		// The ledger refuses a second key for a sequence, so this is a bug.
-		s.logger.Warn("two events claim one sequence; keeping the first", "sequence", a.Sequence, "kept", prev, "ignored", a.EventID)
+		s.logger.Warn("two events claim one sequence; keeping the first", "sequence", a.Sequence, "kept", e.id, "ignored", a.EventID)
 		return contract.Announcement{}
-	}
-	s.parked[a.Sequence] = a.EventID
-	s.releaseNext()
-	if r := s.released; r != nil && r.EventID == a.EventID {
-		return contract.Announcement{Released: true, Skipped: s.skipped}
-	}
-	return contract.Announcement{}
-}
-
-// finished records that the released event is finished and releases the
-// next one that has arrived. It reports false for a Done past the cursor
-// that this sequencer did not release: its state is behind the ledger's.
-// A repeated Done (at or before the cursor) changes nothing.
-func (s *sequencer) finished(d contract.Done) bool {
-	switch r := s.released; {
-	case r != nil && r.Sequence == d.Sequence:
-		s.next = d.Sequence + 1
-		s.released = nil
-		if d.Skipped {
-			s.skipped = append(s.skipped, d.Sequence)
-		} else {
-			s.skipped = nil
+	case !ok:
+		e = &pending{id: a.EventID, open: map[string]bool{}}
+		for _, ep := range a.Endpoints {
+			e.open[ep] = false
+			s.lane(ep)
 		}
-		s.releaseNext()
-	case d.Sequence >= s.next:
-		return false
+		s.events[a.Sequence] = e
 	}
-	return true
-}
-
-// handoffAfter names the event released after sequence seq, if any.
-func (s *sequencer) handoffAfter(seq int64) contract.Handoff {
-	if r := s.released; r != nil && r.Sequence > seq {
-		return contract.Handoff{EventID: r.EventID, Release: contract.Release{Sequence: r.Sequence, Skipped: s.skipped}}
-	}
-	return contract.Handoff{}
-}
-
-// releaseNext releases the next sequence when it has arrived and nothing is
-// in flight.
-func (s *sequencer) releaseNext() {
-	if s.released != nil {
-		return
-	}
-	if id, ok := s.parked[s.next]; ok {
-		delete(s.parked, s.next)
-		s.released = &contract.Arrival{Sequence: s.next, EventID: id}
-	}
-}
-
-// merge brings in what the ledger knows: a cursor past this one means those
-// events finished (finishers write the ledger before they tell the
-// sequencer), and stored events not finished have arrived. Then the next one
-// is released if it can be.
-func (s *sequencer) merge(l contract.SequencerLoad) {
-	if l.Next > s.next {
-		s.next, s.skipped = l.Next, l.Skipped
-		if s.released != nil && s.released.Sequence < l.Next {
-			s.released = nil
+	s.advance()
+	hs := s.releases()
+	var ann contract.Announcement
+	for _, h := range hs.Handoffs {
+		if h.EventID == a.EventID {
+			continue
 		}
-		for _, p := range s.snapshot().Parked {
-			if p.Sequence < l.Next {
-				delete(s.parked, p.Sequence)
+		ann.Handoffs = append(ann.Handoffs, h)
+	}
+	// The event's lanes released now or before: a repeat of the arrival
+	// (the API's start retried) gets them again.
+	if e, ok := s.events[a.Sequence]; ok {
+		for _, ep := range sortedKeys(e.open) {
+			if e.open[ep] {
+				ann.Released = append(ann.Released, s.laneRelease(ep))
 			}
 		}
 	}
-	for _, p := range l.Pending {
-		if p.Sequence < s.next || (s.released != nil && s.released.Sequence == p.Sequence) {
-			continue
-		}
-		if _, ok := s.parked[p.Sequence]; !ok {
-			s.parked[p.Sequence] = p.EventID
+	return ann
+}
+
+// laneRelease is the release of the lane's event in flight.
+func (s *sequencer) laneRelease(ep string) contract.LaneRelease {
+	l := s.lanes[ep]
+	return contract.LaneRelease{Endpoint: ep, Previous: l.previous, Skipped: l.skipped}
+}
+
+// finished records finished deliveries. It reports false for one past the
+// cursor that this sequencer did not release: its state is behind the
+// ledger's. A repeated Done changes nothing.
+func (s *sequencer) finished(d contract.Done) bool {
+	known := true
+	for _, ld := range d.Lanes {
+		l := s.lanes[ld.Endpoint]
+		switch {
+		case l != nil && l.inFlight == d.Sequence:
+			l.inFlight, l.lastFinished, l.from = 0, d.Sequence, d.Sequence+1
+			if ld.Skipped {
+				l.skipped = append(l.skipped, d.Sequence)
+			} else {
+				l.previous, l.skipped = d.Sequence, nil
+			}
+			if e, ok := s.events[d.Sequence]; ok {
+				delete(e.open, ld.Endpoint)
+			}
+		case d.Sequence < s.next || (l != nil && l.lastFinished >= d.Sequence):
+			// a repeat
+		default:
+			known = false
 		}
 	}
-	s.releaseNext()
+	s.advance()
+	return known
+}
+
+// advance moves the cursor past the events finished in every lane.
+func (s *sequencer) advance() {
+	for {
+		e, ok := s.events[s.next]
+		if !ok || len(e.open) > 0 {
+			return
+		}
+		delete(s.events, s.next)
+		s.next++
+	}
+}
+
+// releases releases each idle lane's next event when every sequence before
+// it has arrived, and answers the releases decided since the last answer,
+// one per event.
+func (s *sequencer) releases() contract.Handoffs {
+	s.decide()
+	var out contract.Handoffs
+	for _, id := range sortedKeys(s.fresh) {
+		out.Handoffs = append(out.Handoffs, contract.Handoff{EventID: id, Release: *s.fresh[id]})
+	}
+	s.fresh = map[string]*contract.Release{}
+	sort.Slice(out.Handoffs, func(i, j int) bool { return out.Handoffs[i].Release.Sequence < out.Handoffs[j].Release.Sequence })
+	return out
+}
+
+// decide releases each idle lane's next event when every sequence before it
+// has arrived, keeping the releases in fresh until an answer carries them.
+func (s *sequencer) decide() {
+	for _, ep := range sortedKeys(s.lanes) {
+		l := s.lanes[ep]
+		if l.inFlight != 0 {
+			continue
+		}
+		for seq := max(l.from, s.next); ; seq++ {
+			e, ok := s.events[seq]
+			if !ok {
+				l.from = seq // a gap: every lane waits for it
+				break
+			}
+			if released, open := e.open[ep]; open && !released {
+				e.open[ep] = true
+				l.inFlight, l.from = seq, seq
+				r := s.fresh[e.id]
+				if r == nil {
+					r = &contract.Release{Sequence: seq}
+					s.fresh[e.id] = r
+				}
+				r.Lanes = append(r.Lanes, s.laneRelease(ep))
+				break
+			}
+		}
+	}
+}
+
+// inFlight answers the releases of every lane in flight, after releasing
+// what can be.
+func (s *sequencer) inFlight() contract.Handoffs {
+	s.decide()
+	s.fresh = map[string]*contract.Release{}
+	byEvent := map[int64]*contract.Release{}
+	for _, ep := range sortedKeys(s.lanes) {
+		l := s.lanes[ep]
+		if l.inFlight == 0 {
+			continue
+		}
+		r := byEvent[l.inFlight]
+		if r == nil {
+			r = &contract.Release{Sequence: l.inFlight}
+			byEvent[l.inFlight] = r
+		}
+		r.Lanes = append(r.Lanes, s.laneRelease(ep))
+	}
+	var out contract.Handoffs
+	for _, seq := range sortedKeys(byEvent) {
+		out.Handoffs = append(out.Handoffs, contract.Handoff{EventID: s.events[seq].id, Release: *byEvent[seq]})
+	}
+	return out
+}
+
+// merge brings in what the ledger knows: a cursor past this one means those
+// events finished in every lane; a lane the ledger has further on finished
+// its deliveries up to there (finishers write the ledger before they tell
+// the sequencer); stored events have arrived, with the lanes the ledger has
+// open. Then each lane's next event is released if it can be.
+func (s *sequencer) merge(l contract.SequencerLoad) {
+	if l.Next > s.next {
+		for _, seq := range sortedKeys(s.events) {
+			if seq < l.Next {
+				delete(s.events, seq)
+			}
+		}
+		s.next = l.Next
+	}
+	for _, ll := range l.Lanes {
+		ln := s.lane(ll.Endpoint)
+		if ll.LastFinished > ln.lastFinished {
+			ln.previous, ln.skipped, ln.lastFinished = ll.Previous, ll.Skipped, ll.LastFinished
+			if ln.inFlight != 0 && ln.inFlight <= ll.LastFinished {
+				ln.inFlight = 0
+			}
+		}
+	}
+	for _, p := range l.Events {
+		if p.Sequence < s.next {
+			continue
+		}
+		open := map[string]bool{}
+		for _, ep := range p.Open {
+			open[ep] = true
+		}
+		e, ok := s.events[p.Sequence]
+		if !ok {
+			e = &pending{id: p.EventID, open: map[string]bool{}}
+			for _, ep := range p.Open {
+				e.open[ep] = false
+				s.lane(ep)
+			}
+			s.events[p.Sequence] = e
+			continue
+		}
+		for _, ep := range sortedKeys(e.open) {
+			if !open[ep] { // finished, as the ledger has it
+				delete(e.open, ep)
+				if ln := s.lanes[ep]; ln != nil && ln.inFlight == p.Sequence {
+					ln.inFlight = 0
+				}
+			}
+		}
+	}
+	for _, ln := range s.lanes {
+		ln.from = s.next
+	}
+	s.advance()
+	s.decide()
 }

@@ -26,29 +26,31 @@ const (
 	ErrTypeRetryAfter       = "RetryAfter"         // 429/503 with Retry-After: the next attempt waits as told
 )
 
-// FinishInput names a finished event.
+// FinishInput names finished deliveries of an event.
 type FinishInput struct {
-	CorrelationID string `json:"correlation_id"`
-	Sequence      int64  `json:"sequence"`
-	EventID       string `json:"event_id"`
-	// Skipped: an operator skipped it; the successor's envelope names it.
-	Skipped bool `json:"skipped,omitempty"`
+	CorrelationID string     `json:"correlation_id"`
+	Sequence      int64      `json:"sequence"`
+	EventID       string     `json:"event_id"`
+	Lanes         []LaneDone `json:"lanes"`
 }
 
 // SequencerLoad is what the ledger knows of a correlation, for a sequencer
 // starting afresh or resyncing.
 type SequencerLoad struct {
-	// Next is the sequence the correlation needs next.
+	// Next is the correlation's cursor: every sequence below it is finished
+	// in every lane.
 	Next int64 `json:"next"`
-	// Skipped are the sequences skipped since the last delivered one.
-	Skipped []int64 `json:"skipped,omitempty"`
-	// Pending are the stored events not finished yet, in sequence order.
-	Pending []Arrival `json:"pending,omitempty"`
+	// Events are the stored events from Next on, finished ones included
+	// (they have arrived), each with the lanes it still has open.
+	Events []PendingEvent `json:"events,omitempty"`
+	// Lanes are the lanes' positions as the ledger has them.
+	Lanes []LaneState `json:"lanes,omitempty"`
 }
 
-// SkipInput names the dead letter an operator skipped.
+// SkipInput names the dead letter of a delivery an operator skipped.
 type SkipInput struct {
 	EventID       string `json:"event_id"`
+	EndpointID    string `json:"endpoint_id"`
 	CorrelationID string `json:"correlation_id"`
 	Sequence      int64  `json:"sequence"`
 	Generation    int32  `json:"generation"`
@@ -94,13 +96,15 @@ type OperatorResult struct {
 // ReplayedInput names the dead letter a replay is for.
 type ReplayedInput struct {
 	EventID    string `json:"event_id"`
+	EndpointID string `json:"endpoint_id"`
 	Generation int32  `json:"generation"`
 	By         string `json:"by,omitempty"`
 }
 
-// DeliverInput is one event as the workflow hands it to Deliver. Every
-// attempt sends the same envelope; only webhook-timestamp and the signature
-// change.
+// DeliverInput is one delivery of an event as the workflow hands it to
+// Deliver: the event, the endpoint, and the lane's position its release
+// carried. Every attempt sends the same envelope; only webhook-timestamp and
+// the signature change.
 type DeliverInput struct {
 	EventID       string          `json:"event_id"`
 	CorrelationID string          `json:"correlation_id"`
@@ -109,8 +113,11 @@ type DeliverInput struct {
 	Type          string          `json:"type"`
 	Timestamp     time.Time       `json:"timestamp"`
 	Data          json.RawMessage `json:"data"`
-	// Skipped are the sequences just before this one that an operator
-	// skipped; the envelope tells the receiver so it does not wait for them.
+	// Previous is the sequence last delivered to this endpoint in the
+	// correlation (0 for none): the envelope's previous_sequence.
+	Previous int64 `json:"previous,omitempty"`
+	// Skipped are the lane's sequences an operator skipped since Previous;
+	// the envelope tells the receiver so it does not wait for them.
 	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
@@ -122,14 +129,20 @@ type DeliverInput struct {
 
 // Envelope is the signed body a receiver gets.
 type Envelope struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	Timestamp     string          `json:"timestamp"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	Data          json.RawMessage `json:"data"`
+	ID            string `json:"id"`
+	Type          string `json:"type"`
+	Timestamp     string `json:"timestamp"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	// PreviousSequence is the sequence of the last earlier event of this
+	// correlation delivered to this endpoint, 0 for none: a receiver applies
+	// the event when its cursor stands there (compare-and-swap), so an event
+	// never meant for it is no gap, and a missing one is.
+	PreviousSequence int64           `json:"previous_sequence"`
+	Data             json.RawMessage `json:"data"`
 	// SkippedSequences, present only after an operator skip, lists the
-	// sequences before this one that will never be delivered.
+	// sequences meant for this endpoint, after PreviousSequence and before
+	// this one, that will never be delivered.
 	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
 }
 
@@ -137,8 +150,14 @@ type Envelope struct {
 func (in DeliverInput) Envelope() Envelope {
 	return Envelope{
 		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano),
-		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Data: in.Data, SkippedSequences: in.Skipped,
+		CorrelationID: in.CorrelationID, Sequence: in.Sequence, PreviousSequence: in.Previous, Data: in.Data, SkippedSequences: in.Skipped,
 	}
+}
+
+// WithRelease is the delivery of in to the released lane r.
+func (in DeliverInput) WithRelease(r LaneRelease) DeliverInput {
+	in.EndpointID, in.Previous, in.Skipped = r.Endpoint, r.Previous, r.Skipped
+	return in
 }
 
 // DeliverResult describes the attempt that succeeded.

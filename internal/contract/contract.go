@@ -26,15 +26,15 @@ const (
 	// UpdateArrive (Arrival → Announcement) tells a sequencer an event of its
 	// correlation exists, and answers whether it is released now.
 	UpdateArrive = "arrive"
-	// UpdateFinished (Done → Handoff) tells a sequencer its released event is
-	// finished, and answers the event it releases next.
+	// UpdateFinished (Done → Handoffs) tells a sequencer deliveries of its
+	// event are finished, and answers what it releases next in their lanes.
 	UpdateFinished = "finished"
-	// UpdateResync (no argument → Handoff) makes a sequencer merge what the
+	// UpdateResync (no argument → Handoffs) makes a sequencer merge what the
 	// ledger knows (finished sequences, stored events) into its state, and
 	// answers the event it releases, if any: the repair after an operator
 	// reset or terminated it.
 	UpdateResync = "resync"
-	// SignalRelease (Release) lets a held event deliver.
+	// SignalRelease (Release) lets lanes of a held event deliver.
 	SignalRelease = "release"
 	// SignalReplay (Replay) gives a dead-lettered event a fresh window.
 	SignalReplay = "replay"
@@ -87,89 +87,181 @@ const (
 // Final reports whether s is an end state: its correlation has moved past it.
 func (s State) Final() bool { return s == StateDelivered || s == StateSkipped }
 
-// Arrival tells a sequencer that an event of its correlation exists.
+// Arrival tells a sequencer that an event of its correlation exists, and
+// the endpoints it was routed to at acceptance (its lanes; none for an event
+// nobody subscribes to, which still takes its place in the order).
 type Arrival struct {
-	Sequence int64  `json:"sequence"`
-	EventID  string `json:"event_id"`
+	Sequence  int64    `json:"sequence"`
+	EventID   string   `json:"event_id"`
+	Endpoints []string `json:"endpoints,omitempty"`
 }
 
 // Announcement is a sequencer's answer to an Arrival.
 type Announcement struct {
-	// Released: the event may deliver now (it is next and nothing else is in
-	// flight). Otherwise it waits for SignalRelease.
-	Released bool `json:"released,omitempty"`
-	// Skipped are the sequences skipped since the last delivered one, which
-	// a released event's envelope carries.
-	Skipped []int64 `json:"skipped,omitempty"`
+	// Released are the event's lanes that may deliver now (each next in its
+	// lane, nothing in flight there). The others wait for SignalRelease.
+	Released []LaneRelease `json:"released,omitempty"`
+	// Handoffs are releases of other events that this arrival made
+	// possible (it filled a gap that held their lanes): the caller signals
+	// them.
+	Handoffs []Handoff `json:"handoffs,omitempty"`
 	// Finished: the sequencer is past this sequence already.
 	Finished bool `json:"finished,omitempty"`
 }
 
-// Release is a sequencer's go-ahead to an event (SignalRelease's payload).
-// Skipped lists the sequences an operator skipped since the last delivered
-// one, so the receiver moves its cursor past them instead of waiting.
-type Release struct {
-	Sequence int64   `json:"sequence"`
+// LaneRelease lets one delivery of an event go: the lane's endpoint, the
+// sequence last delivered in the lane (the envelope's previous_sequence, 0
+// for none) and the lane's sequences an operator skipped since, which the
+// envelope names so the receiver knows they will never come.
+type LaneRelease struct {
+	Endpoint string  `json:"endpoint_id"`
+	Previous int64   `json:"previous"`
 	Skipped  []int64 `json:"skipped,omitempty"`
 }
 
-// Done tells a sequencer that its released event is finished.
+// Release is a sequencer's go-ahead to lanes of one event
+// (SignalRelease's payload).
+type Release struct {
+	Sequence int64         `json:"sequence"`
+	Lanes    []LaneRelease `json:"lanes"`
+}
+
+// Done tells a sequencer that deliveries of its event are finished.
 type Done struct {
-	Sequence int64  `json:"sequence"`
-	EventID  string `json:"event_id"`
+	Sequence int64      `json:"sequence"`
+	EventID  string     `json:"event_id"`
+	Lanes    []LaneDone `json:"lanes"`
+}
+
+// LaneDone is one finished delivery.
+type LaneDone struct {
+	Endpoint string `json:"endpoint_id"`
 	// Skipped: an operator skipped it rather than it being delivered.
 	Skipped bool `json:"skipped,omitempty"`
 }
 
-// Handoff is a sequencer's answer to Done or a resync: the event it released
-// (none when EventID is empty), which the caller then signals.
+// Handoff is a release a sequencer decided, which the caller then signals
+// to the event it names.
 type Handoff struct {
-	EventID string  `json:"event_id,omitempty"`
+	EventID string  `json:"event_id"`
 	Release Release `json:"release"`
 }
 
-// Replay asks a dead-lettered event to try again with a fresh window.
-// Generation names the dead letter it is for: a replay of an earlier one
-// (a double click, a retried request) is ignored. Zero means "the dead
-// letter it waits on now", for a signal sent by hand from the Web UI.
+// Handoffs is a sequencer's answer to Done or a resync: the releases it
+// decided, one per event.
+type Handoffs struct {
+	Handoffs []Handoff `json:"handoffs,omitempty"`
+}
+
+// Replay asks a dead-lettered delivery to try again with a fresh window.
+// EndpointID names the delivery; empty means the one dead letter the event
+// has open (a signal sent by hand from the Web UI as {}). Generation names
+// the dead letter it is for: a replay of an earlier one (a double click, a
+// retried request) is ignored. Zero means "the dead letter it waits on
+// now", for a signal sent by hand.
 type Replay struct {
+	EndpointID string `json:"endpoint_id,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
 	By         string `json:"by,omitempty"`
 }
 
-// Skip asks a dead-lettered event to give up so its successors can go;
-// Generation as in Replay.
+// Skip asks a dead-lettered delivery to give up so its lane's successors
+// can go; EndpointID and Generation as in Replay.
 type Skip struct {
+	EndpointID string `json:"endpoint_id,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
 	By         string `json:"by,omitempty"`
 	Note       string `json:"note,omitempty"`
 }
 
-// EventStatus is what QueryState answers for an event.
+// EventStatus is what QueryState answers for an event: its overall state
+// (as the ledger aggregates it) and each delivery's.
 type EventStatus struct {
-	State State `json:"state"`
+	State State        `json:"state"`
+	Lanes []LaneStatus `json:"lanes,omitempty"`
+}
+
+// LaneStatus is one delivery's state in its event's workflow.
+type LaneStatus struct {
+	Endpoint string `json:"endpoint_id"`
+	State    State  `json:"state"`
 	// Generation is the dead letter it waits on, when dead-lettered.
 	Generation int32  `json:"generation,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 }
 
+// Lane finds the status of the delivery to endpoint.
+func (s EventStatus) Lane(endpoint string) (LaneStatus, bool) {
+	for _, l := range s.Lanes {
+		if l.Endpoint == endpoint {
+			return l, true
+		}
+	}
+	return LaneStatus{}, false
+}
+
+// Aggregate is the overall state of an event whose deliveries are in
+// states: dead-lettered if one is, else delivering if one is, else waiting
+// if one is, else delivered if one is or there are none (nothing is left to
+// deliver), else skipped. The ledger computes the same.
+func Aggregate(states []State) State {
+	has := map[State]bool{}
+	for _, s := range states {
+		has[s] = true
+	}
+	for _, s := range []State{StateDeadLettered, StateDelivering, StateWaiting, StateQueued} {
+		if has[s] {
+			return s
+		}
+	}
+	if len(states) == 0 || has[StateDelivered] {
+		return StateDelivered
+	}
+	return StateSkipped
+}
+
 // SequencerState is a sequencer's whole memory, and what QueryState answers
-// for it: the next sequence to release, the event released and not finished
-// yet, the arrivals parked until their turn (in sequence order), and the
-// sequences skipped since the last delivered one.
+// for it: the correlation's cursor (every sequence below it is finished in
+// every lane), the events from it on that have arrived (with the lanes each
+// still has open and those released), and each lane's position.
 type SequencerState struct {
-	Next     int64     `json:"next"`
-	Released *Arrival  `json:"released,omitempty"`
-	Parked   []Arrival `json:"parked,omitempty"`
-	Skipped  []int64   `json:"skipped,omitempty"`
+	Next   int64          `json:"next"`
+	Events []PendingEvent `json:"events,omitempty"`
+	Lanes  []LaneState    `json:"lanes,omitempty"`
+}
+
+// PendingEvent is an arrived event at or past its correlation's cursor:
+// Open are the endpoints its deliveries are not finished for, Released
+// those of them released (in flight, or dead-lettered).
+type PendingEvent struct {
+	Sequence int64    `json:"sequence"`
+	EventID  string   `json:"event_id"`
+	Open     []string `json:"open,omitempty"`
+	Released []string `json:"released,omitempty"`
+}
+
+// LaneState is one lane of a correlation: the sequence last delivered in
+// it (Previous) and the ones skipped since, the sequence last finished in
+// it, and the one in flight (0 for none).
+type LaneState struct {
+	Endpoint     string  `json:"endpoint_id"`
+	Previous     int64   `json:"previous"`
+	Skipped      []int64 `json:"skipped,omitempty"`
+	LastFinished int64   `json:"last_finished"`
+	InFlight     int64   `json:"in_flight,omitempty"`
 }
 
 // Search attributes hookflow's workflows carry; the dev server and the test
-// server register them. An event's workflow has all three, a sequencer
+// server register them. An event's workflow has all five, a sequencer
 // CorrelationId, so the Web UI lists a correlation's sequencer beside its
-// events.
+// events. EndpointIds lists the endpoints the event was routed to, and
+// DeadLetteredEndpointIds those whose delivery waits on a dead letter, so
+// an operator finds every dead-lettered delivery of one endpoint with
+// DeadLetteredEndpointIds = 'ep_…'.
 var (
-	CorrelationIDKey = temporal.NewSearchAttributeKeyKeyword("CorrelationId")
-	SequenceKey      = temporal.NewSearchAttributeKeyInt64("Sequence")
-	DeliveryStateKey = temporal.NewSearchAttributeKeyKeyword("DeliveryState")
+	CorrelationIDKey           = temporal.NewSearchAttributeKeyKeyword("CorrelationId")
+	SequenceKey                = temporal.NewSearchAttributeKeyInt64("Sequence")
+	DeliveryStateKey           = temporal.NewSearchAttributeKeyKeyword("DeliveryState")
+	EndpointIDsKey             = temporal.NewSearchAttributeKeyKeywordList("EndpointIds")
+	DeadLetteredEndpointIDsKey = temporal.NewSearchAttributeKeyKeywordList("DeadLetteredEndpointIds")
 )

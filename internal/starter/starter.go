@@ -79,45 +79,58 @@ func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*St
 	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger, sequencers: newGate(SequencerUpdatesInFlight)}, nil
 }
 
-// Input builds the workflow input of a stored event, waiting for its
-// release.
+// Input builds the workflow input of a stored event, each of its lanes
+// waiting for its release.
 func (s *Starter) Input(ev store.Event) workflows.EventInput {
-	return workflows.EventInput{
+	in := workflows.EventInput{
 		Event: contract.DeliverInput{
-			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
+			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
 	}
+	for _, ep := range ev.Endpoints {
+		in.Lanes = append(in.Lanes, workflows.LaneInput{Endpoint: ep})
+	}
+	return in
 }
 
 // ledgerInput rebuilds the workflow input of a stored event that is not
 // finished from what the ledger holds, for a workflow started again (the
 // sweep's restart, a release, an operator's signal to a workflow that is
-// gone): the event; its release, with the correlation's skipped tail, when
-// the ledger has it released (delivering or dead-lettered: only the head
-// of its correlation can be, so the tail is what its release carried); and
-// the dead letter it waits on, when it is dead-lettered, which it returns
-// too. A waiting (or queued) event gets no release: its sequencer gives it.
-func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.EventInput, *store.DeadLetter, error) {
+// gone): the event, and a lane for each delivery not finished: released,
+// with the lane's position, when the ledger has it released (delivering
+// or dead-lettered: only the head of its lane can be, so the lane's
+// position is what its release carried); waiting on its dead letter, when
+// it is dead-lettered, which it returns too. A waiting lane gets no
+// release: its sequencer gives it.
+func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.EventInput, []store.DeadLetter, error) {
 	in := s.Input(ev)
-	if ev.State != contract.StateDelivering && ev.State != contract.StateDeadLettered {
-		return in, nil, nil
+	in.Lanes = nil
+	var dead []store.DeadLetter
+	for _, d := range ev.Deliveries {
+		if d.State.Final() {
+			continue
+		}
+		li := workflows.LaneInput{Endpoint: d.EndpointID}
+		if d.State == contract.StateDelivering || d.State == contract.StateDeadLettered {
+			lane, err := s.store.LaneGet(ctx, ev.CorrelationID, d.EndpointID)
+			if err != nil {
+				return in, nil, err
+			}
+			li.Released = &contract.LaneRelease{Endpoint: d.EndpointID, Previous: lane.Previous, Skipped: lane.Skipped}
+		}
+		if d.State == contract.StateDeadLettered {
+			dl, err := s.store.DeadLetterGet(ctx, ev.ID, d.EndpointID)
+			if err != nil {
+				return in, nil, err
+			}
+			li.DeadLetter = &workflows.DeadLetter{Generation: dl.Generation, Reason: dl.Reason}
+			dead = append(dead, dl)
+		}
+		in.Lanes = append(in.Lanes, li)
 	}
-	skipped, err := s.store.CorrelationSkippedTail(ctx, ev.CorrelationID)
-	if err != nil {
-		return in, nil, err
-	}
-	in.Released = &contract.Release{Sequence: ev.Sequence, Skipped: skipped}
-	if ev.State != contract.StateDeadLettered {
-		return in, nil, nil
-	}
-	d, err := s.store.DeadLetterGet(ctx, ev.ID)
-	if err != nil {
-		return in, nil, err
-	}
-	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
-	return in, &d, nil
+	return in, dead, nil
 }
 
 // HeldStartDelay is how long the workflow of a held event waits before its
@@ -133,10 +146,12 @@ const HeldStartDelay = 5 * time.Minute
 
 // Start makes a stored event a workflow: it tells the event's sequencer it
 // arrived (update-with-start, which starts the sequencer if it is not
-// running), then starts the event's workflow with the answer, released if
-// the event is next, waiting otherwise, and marks the event waiting in the
-// ledger. A repeat is harmless: the sequencer answers a repeated arrival as
-// it did the first, and the workflow ID is the event's key.
+// running), then starts the event's workflow with the answer, each lane
+// released if it is next in its lane, waiting otherwise, passes on the
+// releases of other events the arrival made possible, and marks the event
+// started in the ledger. A repeat is harmless: the sequencer answers a
+// repeated arrival as it did the first, and the workflow ID is the event's
+// key.
 func (s *Starter) Start(ctx context.Context, ev store.Event) error {
 	runID, err := s.start(ctx, ev)
 	if err != nil {
@@ -149,43 +164,71 @@ func (s *Starter) Start(ctx context.Context, ev store.Event) error {
 // ("" when the workflow existed, or the sequencer is past the event).
 func (s *Starter) start(ctx context.Context, ev store.Event) (string, error) {
 	ann, err := s.arrive(ctx, ev)
-	if err != nil || ann.Finished {
-		return "", err // Finished: its sequencer is past it, it ended already
+	if err != nil {
+		return "", err
 	}
+	if ann.Finished && len(ev.Endpoints) > 0 {
+		return "", nil // its sequencer is past it: it ended already
+	}
+	// An event nobody subscribes to is finished on arrival, and still
+	// becomes a workflow (with no lanes, it ends in its first task): every
+	// accepted event is one.
 	in := s.Input(ev)
-	if ann.Released {
-		in.Released = &contract.Release{Sequence: ev.Sequence, Skipped: ann.Skipped}
+	released := map[string]contract.LaneRelease{}
+	for _, r := range ann.Released {
+		released[r.Endpoint] = r
 	}
-	return s.execute(ctx, ev, in)
+	for i, l := range in.Lanes {
+		if r, ok := released[l.Endpoint]; ok {
+			in.Lanes[i].Released = &r
+		}
+	}
+	run, err := s.execute(ctx, ev, in)
+	if err != nil {
+		return "", err
+	}
+	return run, s.releaseAll(ctx, ann.Handoffs)
 }
 
 func (s *Starter) arrive(ctx context.Context, ev store.Event) (contract.Announcement, error) {
 	var ann contract.Announcement
-	err := s.updateSequencer(ctx, ev.CorrelationID, contract.UpdateArrive, []any{contract.Arrival{Sequence: ev.Sequence, EventID: ev.ID}}, &ann)
+	err := s.updateSequencer(ctx, ev.CorrelationID, contract.UpdateArrive, []any{contract.Arrival{Sequence: ev.Sequence, EventID: ev.ID, Endpoints: ev.Endpoints}}, &ann)
 	return ann, err
 }
 
-// Finished tells the correlation's sequencer that its released event is
-// finished and releases the event it names next (activities.Sequencer). A
-// sequencer that is not running (it was terminated) is started by it and
-// loads the correlation from the ledger, where the finished event is
-// recorded already.
+// Finished tells the correlation's sequencer that deliveries of its event
+// are finished and releases what it names next in their lanes
+// (activities.Sequencer). A sequencer that is not running (it was
+// terminated) is started by it and loads the correlation from the ledger,
+// where the finished deliveries are recorded already.
 func (s *Starter) Finished(ctx context.Context, correlationID string, d contract.Done) error {
-	var h contract.Handoff
+	var h contract.Handoffs
 	if err := s.updateSequencer(ctx, correlationID, contract.UpdateFinished, []any{d}, &h); err != nil {
 		return err
 	}
-	return s.release(ctx, h)
+	return s.releaseAll(ctx, h.Handoffs)
 }
 
 // Resync makes the correlation's sequencer merge the ledger into its state
-// and passes the release it answers on.
+// and passes on the releases it answers: every lane's in flight.
 func (s *Starter) Resync(ctx context.Context, correlationID string) error {
-	var h contract.Handoff
+	var h contract.Handoffs
 	if err := s.updateSequencer(ctx, correlationID, contract.UpdateResync, nil, &h); err != nil {
 		return err
 	}
-	return s.release(ctx, h)
+	return s.releaseAll(ctx, h.Handoffs)
+}
+
+// releaseAll passes each release on, and returns the first error after
+// trying them all: one event's trouble holds back no other's release.
+func (s *Starter) releaseAll(ctx context.Context, hs []contract.Handoff) error {
+	var first error
+	for _, h := range hs {
+		if err := s.release(ctx, h); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // updateSequencer sends an update to the correlation's sequencer, starting
@@ -236,12 +279,12 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	}
 	// A workflow that is gone starts again where the ledger has the event:
 	// one that was released or dead-lettered already ignores the release.
-	in, d, err := s.ledgerInput(ctx, ev)
+	in, dead, err := s.ledgerInput(ctx, ev)
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
 	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
-		s.signalStartOptions(ev, stateOf(in)), contract.EventWorkflow, in)
+		s.signalStartOptions(ev, in), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return nil // its last run completed
 	}
@@ -251,43 +294,70 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
 		return nil
 	}
-	if err := s.reopenClaim(ctx, d); err != nil {
+	if err := s.reopenClaims(ctx, dead); err != nil {
 		return err
 	}
 	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again, "+startedAs(in), run.GetRunID())
 }
 
-// reopenClaim reopens the dead letter that a new run of its workflow waits
-// on when a replay or skip was claimed for it: the run that was to carry
-// it out ended first, so the operator has to act again.
-func (s *Starter) reopenClaim(ctx context.Context, d *store.DeadLetter) error {
-	if d == nil || d.Status == store.DeadLetterOpen {
-		return nil
+// reopenClaims reopens the dead letters that a new run of their workflow
+// waits on when a replay or skip was claimed for one: the run that was to
+// carry it out ended first, so the operator has to act again.
+func (s *Starter) reopenClaims(ctx context.Context, dead []store.DeadLetter) error {
+	for _, d := range dead {
+		if d.Status == store.DeadLetterOpen {
+			continue
+		}
+		if err := s.store.DeadLetterReopen(ctx, d.EventID, d.EndpointID, d.Generation); err != nil {
+			return err
+		}
 	}
-	return s.store.DeadLetterReopen(ctx, d.EventID, d.Generation)
+	return nil
 }
 
 // startedAs says, for a restart's record, how a workflow started with input
 // in begins.
 func startedAs(in workflows.EventInput) string {
-	switch {
-	case in.DeadLetter != nil:
-		return "waiting on its dead letter"
-	case in.Released != nil:
-		return "released"
+	var dead, released, waiting int
+	for _, l := range in.Lanes {
+		switch {
+		case l.DeadLetter != nil:
+			dead++
+		case l.Released != nil:
+			released++
+		default:
+			waiting++
+		}
 	}
-	return "waiting for its release"
+	if len(in.Lanes) == 1 {
+		switch {
+		case dead == 1:
+			return "waiting on its dead letter"
+		case released == 1:
+			return "released"
+		}
+		return "waiting for its release"
+	}
+	return fmt.Sprintf("%d deliveries waiting on a dead letter, %d released, %d waiting for their release", dead, released, waiting)
 }
 
-// stateOf is the DeliveryState a workflow started with input in begins in.
-func stateOf(in workflows.EventInput) contract.State {
-	switch {
-	case in.DeadLetter != nil:
-		return contract.StateDeadLettered
-	case in.Released != nil:
-		return contract.StateDelivering
+// stateOf is the DeliveryState a workflow started with input in begins in,
+// and the endpoints whose delivery waits on a dead letter.
+func stateOf(in workflows.EventInput) (contract.State, []string) {
+	states := make([]contract.State, 0, len(in.Lanes))
+	var dead []string
+	for _, l := range in.Lanes {
+		switch {
+		case l.DeadLetter != nil:
+			states = append(states, contract.StateDeadLettered)
+			dead = append(dead, l.Endpoint)
+		case l.Released != nil:
+			states = append(states, contract.StateDelivering)
+		default:
+			states = append(states, contract.StateWaiting)
+		}
 	}
-	return contract.StateWaiting
+	return contract.Aggregate(states), dead
 }
 
 // startOptions start an event's workflow: its ID is the key, a completed
@@ -295,7 +365,19 @@ func stateOf(in workflows.EventInput) contract.State {
 // and the search attributes the Web UI filters on are set at once. A held
 // (waiting) event's first task is put off until its release
 // (HeldStartDelay).
-func (s *Starter) startOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
+func (s *Starter) startOptions(ev store.Event, in workflows.EventInput) client.StartWorkflowOptions {
+	state, dead := stateOf(in)
+	attrs := []temporal.SearchAttributeUpdate{
+		contract.CorrelationIDKey.ValueSet(ev.CorrelationID),
+		contract.SequenceKey.ValueSet(ev.Sequence),
+		contract.DeliveryStateKey.ValueSet(string(state)),
+	}
+	if len(ev.Endpoints) > 0 {
+		attrs = append(attrs, contract.EndpointIDsKey.ValueSet(ev.Endpoints))
+	}
+	if len(dead) > 0 {
+		attrs = append(attrs, contract.DeadLetteredEndpointIDsKey.ValueSet(dead))
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                       ev.ID,
 		TaskQueue:                s.cfg.TaskQueue,
@@ -306,11 +388,7 @@ func (s *Starter) startOptions(ev store.Event, state contract.State) client.Star
 		EnableEagerStart: true,
 		// Tell "it exists" apart (the SDK otherwise returns the running one).
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			contract.CorrelationIDKey.ValueSet(ev.CorrelationID),
-			contract.SequenceKey.ValueSet(ev.Sequence),
-			contract.DeliveryStateKey.ValueSet(string(state)),
-		),
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
 	}
 	if state == contract.StateWaiting {
 		opts.StartDelay, opts.EnableEagerStart = HeldStartDelay, false
@@ -320,8 +398,8 @@ func (s *Starter) startOptions(ev store.Event, state contract.State) client.Star
 
 // signalStartOptions are startOptions for a signal-with-start, which
 // signals the running workflow rather than failing on it.
-func (s *Starter) signalStartOptions(ev store.Event, state contract.State) client.StartWorkflowOptions {
-	opts := s.startOptions(ev, state)
+func (s *Starter) signalStartOptions(ev store.Event, in workflows.EventInput) client.StartWorkflowOptions {
+	opts := s.startOptions(ev, in)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = false
 	opts.EnableEagerStart, opts.StartDelay = false, 0
@@ -332,7 +410,7 @@ func (s *Starter) signalStartOptions(ev store.Event, state contract.State) clien
 // started; "" when the workflow was running (or completed) already, which
 // is not an error.
 func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.EventInput) (string, error) {
-	run, err := s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, stateOf(in)), contract.EventWorkflow, in)
+	run, err := s.temporal.ExecuteWorkflow(ctx, s.startOptions(ev, in), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return "", nil
 	}
@@ -364,8 +442,12 @@ func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, sign
 		return false, err
 	}
 	// The operator acts on this dead letter, whose claim the caller holds.
-	in.DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
-	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, contract.StateDeadLettered), contract.EventWorkflow, in)
+	for i, l := range in.Lanes {
+		if l.Endpoint == d.EndpointID {
+			in.Lanes[i].DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
+		}
+	}
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, in), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return true, nil
 	}

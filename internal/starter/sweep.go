@@ -88,13 +88,14 @@ func (s *Starter) SweepQueued(ctx context.Context) (SweepResult, error) {
 		return SweepResult{}, err
 	}
 	start := func(ctx context.Context, ev store.Event) (bool, error) { return true, s.Start(ctx, ev) }
-	return s.eachRow(ctx, "start queued event", events, start, func(ctx context.Context, ev store.Event) error {
+	return eachRow(ctx, s, "start queued event", events, func(ev store.Event) store.Event { return ev }, start, func(ctx context.Context, ev store.Event) error {
 		return s.store.EventSweepDeferred(ctx, ev.ID)
 	}), nil
 }
 
-// SweepHeads looks at the next event of every correlation that has not
-// moved for StuckAfter, one batch, and repairs what an operator broke: a
+// SweepHeads looks at the head of every lane (the delivery next in it) of
+// every correlation that has not moved for StuckAfter, one batch, and
+// repairs what an operator broke: a
 // workflow that was terminated (or failed) is started again where the
 // ledger says the event stands; a head whose workflow waits for a release
 // it lost (its sequencer was reset or terminated, or the workflow was reset
@@ -106,12 +107,24 @@ func (s *Starter) SweepQueued(ctx context.Context) (SweepResult, error) {
 // (RowTimeout); one that fails is logged and put at the back of the line,
 // and the others go on. The error is the claim's.
 func (s *Starter) SweepHeads(ctx context.Context) (SweepResult, error) {
-	heads, err := s.store.EventsStuckHeadsClaim(ctx, sweepBatch, s.cfg.StuckAfter)
+	heads, err := s.store.LanesStuckHeadsClaim(ctx, sweepBatch, s.cfg.StuckAfter)
 	if err != nil {
 		return SweepResult{}, err
 	}
-	return s.eachRow(ctx, "repair stuck correlation", heads, s.repairHead, func(ctx context.Context, ev store.Event) error {
-		return s.store.CorrelationSweepDeferred(ctx, ev.CorrelationID)
+	// An event that heads several lanes is started again once.
+	restarted := map[string]bool{}
+	repair := func(ctx context.Context, h store.StuckHead) (bool, error) {
+		if restarted[h.Event.ID] {
+			return false, nil
+		}
+		done, restart, err := s.repairHead(ctx, h)
+		if restart {
+			restarted[h.Event.ID] = true
+		}
+		return done, err
+	}
+	return eachRow(ctx, s, "repair stuck lane", heads, func(h store.StuckHead) store.Event { return h.Event }, repair, func(ctx context.Context, h store.StuckHead) error {
+		return s.store.CorrelationSweepDeferred(ctx, h.Event.CorrelationID)
 	}), nil
 }
 
@@ -122,18 +135,19 @@ func (s *Starter) SweepHeads(ctx context.Context) (SweepResult, error) {
 // batch; the others go on. The further rows of a correlation that failed
 // are deferred without a call: what failed is most likely its sequencer,
 // and each would wait out its deadline in turn.
-func (s *Starter) eachRow(ctx context.Context, what string, rows []store.Event, do func(context.Context, store.Event) (bool, error), deferRow func(context.Context, store.Event) error) SweepResult {
+func eachRow[T any](ctx context.Context, s *Starter, what string, rows []T, eventOf func(T) store.Event, do func(context.Context, T) (bool, error), deferRow func(context.Context, T) error) SweepResult {
 	res := SweepResult{Claimed: len(rows)}
 	failed := map[string]bool{}
-	for _, ev := range rows {
+	for _, row := range rows {
 		if ctx.Err() != nil {
 			break
 		}
+		ev := eventOf(row)
 		var err error
 		if !failed[ev.CorrelationID] {
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
 			var done bool
-			done, err = do(rctx, ev)
+			done, err = do(rctx, row)
 			cancel()
 			if err == nil {
 				if done {
@@ -149,7 +163,7 @@ func (s *Starter) eachRow(ctx context.Context, what string, rows []store.Event, 
 		}
 		res.Failed++
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
-		if err := deferRow(dctx, ev); err != nil {
+		if err := deferRow(dctx, row); err != nil {
 			s.logger.Warn(what+": could not put it at the back of the line", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
 		}
 		cancel()
@@ -157,51 +171,55 @@ func (s *Starter) eachRow(ctx context.Context, what string, rows []store.Event, 
 	return res
 }
 
-func (s *Starter) repairHead(ctx context.Context, ev store.Event) (bool, error) {
+// repairHead repairs the head of one lane (SweepHeads), and reports
+// whether it started the event's workflow again.
+func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, restarted bool, err error) {
+	ev := h.Event
 	desc, err := s.temporal.DescribeWorkflowExecution(ctx, ev.ID, "")
 	if err != nil && !isNotFound(err) {
-		return false, err
+		return false, false, err
 	}
 	status := desc.GetWorkflowExecutionInfo().GetStatus()
 	switch {
 	case err != nil:
-		return true, s.restart(ctx, ev, "its workflow did not exist")
+		return true, true, s.restart(ctx, ev, "its workflow did not exist")
 	case status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
 		// It finished, and its ledger row says otherwise only until the
 		// finisher's retry writes it: nothing to repair here.
-		return false, nil
+		return false, false, nil
 	case status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		what := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
-		return true, s.restart(ctx, ev, "its workflow was "+what)
-	case ev.State == contract.StateDeadLettered:
-		return s.reopenLostClaim(ctx, ev)
+		return true, true, s.restart(ctx, ev, "its workflow was "+what)
+	case h.State == contract.StateDeadLettered:
+		done, err := s.reopenLostClaim(ctx, h)
+		return done, false, err
 	}
-	waiting, err := s.awaitsRelease(ctx, ev)
+	waiting, err := s.awaitsRelease(ctx, h)
 	if err != nil || !waiting {
-		return false, err
+		return false, false, err
 	}
-	// It is the head, so the event before it is finished in the ledger: a
-	// resync moves the sequencer up to the ledger's cursor (it only ever
-	// moves forward) and releases it, or answers the release it made and
-	// the workflow lost; either way the release is sent again, and it ends
-	// a held workflow's start delay.
-	s.logger.Warn("next event of a correlation waits for a release it will not get; resyncing its sequencer", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "ledger_state", ev.State)
-	return true, s.Resync(ctx, ev.CorrelationID)
+	// It is the head of its lane, so every earlier delivery in the lane is
+	// finished in the ledger: a resync moves the sequencer up to the
+	// ledger (it only ever moves forward) and releases it, or answers the
+	// release it made and the workflow lost; either way the release is sent
+	// again, and it ends a held workflow's start delay.
+	s.logger.Warn("head of a lane waits for a release it will not get; resyncing its sequencer", "event_id", ev.ID, "endpoint_id", h.EndpointID, "correlation_id", ev.CorrelationID, "ledger_state", h.State)
+	return true, false, s.Resync(ctx, ev.CorrelationID)
 }
 
-// awaitsRelease reports whether the running workflow of head ev waits for
-// its release. The ledger's waiting says so; its delivering does not say
-// otherwise, since Reset takes a workflow back to before its release
+// awaitsRelease reports whether the running workflow of head h waits for
+// its lane's release. The ledger's waiting says so; its delivering does not
+// say otherwise, since Reset takes a workflow back to before its release
 // without touching the ledger, and a workflow started again by a sweep, a
 // replay or a release (after Terminate) is held when its sequencer, reset,
 // lost the release too. Then the workflow's state query answers; one that
 // cannot answer because its first task is still put off (HeldStartDelay)
 // was started held.
-func (s *Starter) awaitsRelease(ctx context.Context, ev store.Event) (bool, error) {
-	if ev.State == contract.StateWaiting {
+func (s *Starter) awaitsRelease(ctx context.Context, h store.StuckHead) (bool, error) {
+	if h.State == contract.StateWaiting {
 		return true, nil
 	}
-	st, err := s.eventStatus(ctx, ev.ID)
+	st, err := s.eventStatus(ctx, h.Event.ID)
 	var notReady *serviceerror.WorkflowNotReady
 	if errors.As(err, &notReady) {
 		return true, nil
@@ -209,7 +227,8 @@ func (s *Starter) awaitsRelease(ctx context.Context, ev store.Event) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	return st.State == contract.StateWaiting, nil
+	l, ok := st.Lane(h.EndpointID)
+	return ok && l.State == contract.StateWaiting, nil
 }
 
 // eventStatus asks the event's workflow for its state.
@@ -223,38 +242,47 @@ func (s *Starter) eventStatus(ctx context.Context, id string) (contract.EventSta
 }
 
 // restart starts the workflow of an unfinished event again where the
-// ledger has it (ledgerInput): waiting on its dead letter when it has one,
-// released when it was, else through its sequencer as at acceptance (which
-// answers whether it is released). It records why.
+// ledger has it (ledgerInput): each delivery waiting on its dead letter
+// when it has one, released when it was; an event none of whose deliveries
+// was released goes through its sequencer as at acceptance (which answers
+// what is released). It records why.
 func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error {
 	s.logger.Warn("starting an event's workflow again", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "reason", why)
-	in, d, err := s.ledgerInput(ctx, ev)
+	in, dead, err := s.ledgerInput(ctx, ev)
 	if err != nil {
 		return err
 	}
-	if in.Released == nil {
+	released := false
+	for _, l := range in.Lanes {
+		released = released || l.Released != nil
+	}
+	if !released {
 		runID, err := s.start(ctx, ev)
 		if err != nil {
 			return err
 		}
 		return s.store.EventRestarted(ctx, ev.ID, why+"; started again", runID)
 	}
-	if err := s.reopenClaim(ctx, d); err != nil {
+	if err := s.reopenClaims(ctx, dead); err != nil {
 		return err
 	}
 	runID, err := s.execute(ctx, ev, in)
 	if err != nil {
 		return err
 	}
+	// Lanes the ledger has waiting get their release from the sequencer.
+	if err := s.Resync(ctx, ev.CorrelationID); err != nil {
+		return err
+	}
 	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, "+startedAs(in), runID)
 }
 
 // reopenLostClaim reopens a dead letter that an operator replayed or
-// skipped when its workflow still waits on it after StuckAfter: the signal
+// skipped when its delivery still waits on it after StuckAfter: the signal
 // never arrived (Temporal and the ledger failed together, so the API could
 // not undo its claim).
-func (s *Starter) reopenLostClaim(ctx context.Context, ev store.Event) (bool, error) {
-	d, err := s.store.DeadLetterGet(ctx, ev.ID)
+func (s *Starter) reopenLostClaim(ctx context.Context, h store.StuckHead) (bool, error) {
+	d, err := s.store.DeadLetterGet(ctx, h.Event.ID, h.EndpointID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && d.Status == store.DeadLetterOpen) {
 		return false, nil
 	}
@@ -268,16 +296,17 @@ func (s *Starter) reopenLostClaim(ctx context.Context, ev store.Event) (bool, er
 	if claimed == nil || time.Since(*claimed) < s.cfg.StuckAfter {
 		return false, nil // the workflow may not have got to it yet
 	}
-	st, err := s.eventStatus(ctx, ev.ID)
+	st, err := s.eventStatus(ctx, h.Event.ID)
 	if err != nil {
 		return false, err
 	}
 	// A workflow that a Reset took back to an earlier dead letter (with the
 	// claim's signal left out) waits too: it takes the signal of the later
 	// generation an operator sends once the row is open again.
-	if st.State != contract.StateDeadLettered || st.Generation > d.Generation {
+	l, ok := st.Lane(h.EndpointID)
+	if !ok || l.State != contract.StateDeadLettered || l.Generation > d.Generation {
 		return false, nil
 	}
-	s.logger.Warn("reopening a dead letter whose replay or skip never reached its workflow", "event_id", ev.ID, "generation", d.Generation)
-	return true, s.store.DeadLetterReopen(ctx, d.EventID, d.Generation)
+	s.logger.Warn("reopening a dead letter whose replay or skip never reached its workflow", "event_id", h.Event.ID, "endpoint_id", h.EndpointID, "generation", d.Generation)
+	return true, s.store.DeadLetterReopen(ctx, d.EventID, d.EndpointID, d.Generation)
 }

@@ -71,10 +71,12 @@ type Event struct {
 	ID            string
 	CorrelationID string
 	Sequence      int64
-	EndpointID    string
-	Type          string
-	Data          json.RawMessage
-	PayloadHash   []byte
+	// EndpointID is the one endpoint the event is addressed to; "" sends
+	// it to every endpoint subscribed to its type.
+	EndpointID  string
+	Type        string
+	Data        json.RawMessage
+	PayloadHash []byte
 }
 
 // Validate checks a request and returns the event to accept.
@@ -96,11 +98,15 @@ func Validate(req Request) (Event, *FieldError) {
 	if ev.Sequence, fe = parseSequence(req.Sequence); fe != nil {
 		return ev, fe
 	}
-	if ev.EndpointID, fe = required("endpoint_id", req.EndpointID); fe != nil {
-		return ev, fe
-	}
-	if fe = ValidKey("endpoint_id", ev.EndpointID); fe != nil {
-		return ev, fe
+	// endpoint_id is optional: without it the event goes to every endpoint
+	// subscribed to its type; with it, to that endpoint only.
+	if req.EndpointID != nil {
+		if ev.EndpointID, fe = required("endpoint_id", req.EndpointID); fe != nil {
+			return ev, fe
+		}
+		if fe = ValidKey("endpoint_id", ev.EndpointID); fe != nil {
+			return ev, fe
+		}
 	}
 	if ev.Type, fe = required("type", req.Type); fe != nil {
 		return ev, fe
