@@ -101,17 +101,20 @@ func TestEventCreateSendsTheEventWithTheToken(t *testing.T) {
 func TestEventCreateAgainAnswersTheExistingEvent(t *testing.T) {
 	t.Parallel()
 	_, c := newStub(t, map[string]http.HandlerFunc{
-		"POST /v1/events": reply(http.StatusOK, `{"id":"evt-1","correlation_id":"order-42","sequence":1,"endpoint_id":"ep_1",
-			"type":"t","state":"delivered","accepted_at":"2026-01-02T03:04:05Z","delivered_at":"2026-01-02T03:04:06Z",
-			"attempts":[{"attempt":1,"started_at":"2026-01-02T03:04:05Z","latency_ms":12,"status_code":200,"outcome":"delivered"}]}`),
+		"POST /v1/events": reply(http.StatusOK, `{"id":"evt-1","correlation_id":"order-42","sequence":1,
+			"type":"t","state":"delivered","accepted_at":"2026-01-02T03:04:05Z",
+			"deliveries":[{"endpoint_id":"ep_1","state":"delivered","delivered_at":"2026-01-02T03:04:06Z",
+			"attempts":[{"attempt":1,"started_at":"2026-01-02T03:04:05Z","latency_ms":12,"status_code":200,"outcome":"delivered"}]}]}`),
 	})
 	acc, err := c.EventCreate(context.Background(), client.EventCreateRequest{ID: "evt-1", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	require.Equal(t, client.StateDelivered, acc.State)
 	require.NotNil(t, acc.Existing, "a 200 is the same event again")
-	require.Len(t, acc.Existing.Attempts, 1)
-	require.Equal(t, 200, acc.Existing.Attempts[0].StatusCode)
-	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), acc.Existing.DeliveredAt)
+	d, ok := acc.Existing.Delivery("ep_1")
+	require.True(t, ok)
+	require.Len(t, d.Attempts, 1)
+	require.Equal(t, 200, d.Attempts[0].StatusCode)
+	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), d.DeliveredAt)
 }
 
 func TestProblemIsAnError(t *testing.T) {

@@ -195,14 +195,20 @@ func (c *Client) DeadLetterReplayBatch(ctx context.Context, f DeadLetterFilter) 
 	return out, err
 }
 
-// DeadLetterGet is GET /v1/dead-letters/{id}: the dead letter of event id,
-// with its envelope and attempts; 404 when it has none. Scope events:read.
-func (c *Client) DeadLetterGet(ctx context.Context, eventID string) (DeadLetter, error) {
+// DeadLetterGet is GET /v1/dead-letters/{id}?endpoint_id=: the dead letter
+// of event id's delivery to endpointID ("" when the event has one), with
+// its envelope and attempts; 404 when it has none, 422 naming them when it
+// has several and endpointID is "". Scope events:read.
+func (c *Client) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
 	p, err := idPath("event id", "/v1/dead-letters/", eventID, "")
 	if err != nil {
 		return DeadLetter{}, err
 	}
-	return get[DeadLetter](ctx, c, p, nil)
+	var q url.Values
+	if endpointID != "" {
+		q = url.Values{"endpoint_id": {endpointID}}
+	}
+	return get[DeadLetter](ctx, c, p, q)
 }
 
 // DeadLetterReplay is POST /v1/dead-letters/{id}/replay: delivers the event
@@ -279,6 +285,9 @@ func (f DeadLetterFilter) match() url.Values {
 	}
 	if f.EndpointID != "" {
 		q.Set("endpoint_id", f.EndpointID)
+	}
+	if f.EventID != "" {
+		q.Set("event_id", f.EventID)
 	}
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.Format(time.RFC3339Nano))

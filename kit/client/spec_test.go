@@ -117,6 +117,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Attempt":            reflect.TypeFor[Attempt](),
 	"Event":              reflect.TypeFor[Event](),
 	"Correlation":        reflect.TypeFor[Correlation](),
+	"Lane":               reflect.TypeFor[Lane](),
+	"Delivery":           reflect.TypeFor[Delivery](),
 	"DeadLetter":         reflect.TypeFor[DeadLetter](),
 	"DeadLetterPage":     reflect.TypeFor[DeadLetterPage](),
 	"BatchReplay":        reflect.TypeFor[BatchReplay](),
