@@ -125,7 +125,7 @@ func (d demo) run(ctx context.Context) error {
 	if err := d.waitState(ctx, dl1, client.StateDeadLettered); err != nil {
 		return err
 	}
-	dl, err := d.api.DeadLetterGet(ctx, dl1)
+	dl, err := d.api.DeadLetterGet(ctx, dl1, "")
 	if err != nil {
 		return d.api.fail(err)
 	}
@@ -187,7 +187,11 @@ func (d demo) waitState(ctx context.Context, id string, state client.State) erro
 			return d.api.fail(err)
 		}
 		if ev.State == state {
-			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, len(ev.Attempts))
+			attempts := 0
+			for _, dv := range ev.Deliveries {
+				attempts += len(dv.Attempts)
+			}
+			fmt.Fprintf(d.out, " %s (%d deliveries, %d attempt(s))\n", state, len(ev.Deliveries), attempts)
 			return nil
 		}
 		if ev.State != last {

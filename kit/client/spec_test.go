@@ -119,6 +119,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Correlation":        reflect.TypeFor[Correlation](),
 	"Lane":               reflect.TypeFor[Lane](),
 	"Delivery":           reflect.TypeFor[Delivery](),
+	"EndpointStats":      reflect.TypeFor[EndpointStats](),
 	"DeadLetter":         reflect.TypeFor[DeadLetter](),
 	"DeadLetterPage":     reflect.TypeFor[DeadLetterPage](),
 	"BatchReplay":        reflect.TypeFor[BatchReplay](),

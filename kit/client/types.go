@@ -366,6 +366,8 @@ type Stats struct {
 	// skipped.
 	OldestLagSeconds    float64        `json:"oldest_lag_seconds"`
 	BlockedCorrelations BlockedSummary `json:"blocked_correlations"`
+	// Endpoints are the same figures per endpoint.
+	Endpoints []EndpointStats `json:"endpoints"`
 	// Cleaner is the cleaner's last run (by any API process); nil before
 	// the first.
 	Cleaner *CleanerRun `json:"cleaner,omitempty"`
@@ -378,9 +380,21 @@ type BlockedSummary struct {
 	Top   []BlockedCorrelation `json:"top"`
 }
 
-// BlockedCorrelation is a correlation whose next sequence holds others back.
+// EndpointStats are one endpoint's deliveries at a glance.
+type EndpointStats struct {
+	EndpointID       string  `json:"endpoint_id"`
+	Waiting          int64   `json:"waiting"`
+	Delivering       int64   `json:"delivering"`
+	DeliveredLast5m  int64   `json:"delivered_last_5m"`
+	DeadLettersOpen  int64   `json:"dead_letters_open"`
+	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
+}
+
+// BlockedCorrelation is a lane (correlation, endpoint) whose next delivery
+// holds others back.
 type BlockedCorrelation struct {
 	CorrelationID string `json:"correlation_id"`
+	EndpointID    string `json:"endpoint_id"`
 	NextSequence  int64  `json:"next_sequence"`
 	// BlockedBy is the next event's state, or "missing" when it has not
 	// arrived.
