@@ -115,15 +115,17 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	if len(applied) > 0 {
 		last = applied[len(applied)-1]
 	}
-	for _, sk := range ev.SkippedSequences {
-		if sk == last+1 {
-			last = sk // the sender says it will never come
-		}
-	}
-	if ev.Sequence != last+1 {
-		r.violate("out of order on %s: got sequence %d after %d", ev.CorrelationID, ev.Sequence, last)
+	// The receiver's compare-and-swap: the event applies when the cursor
+	// stands on the sequence the sender last delivered here.
+	if ev.PreviousSequence != last {
+		r.violate("out of order on %s: got sequence %d (previous %d) after %d", ev.CorrelationID, ev.Sequence, ev.PreviousSequence, last)
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	for _, sk := range ev.SkippedSequences {
+		if sk <= last || sk >= ev.Sequence {
+			r.violate("skipped sequence %d of %s outside (%d, %d)", sk, ev.CorrelationID, last, ev.Sequence)
+		}
 	}
 	r.applied[ev.CorrelationID] = append(applied, ev.Sequence)
 	r.seen[ev.ID] = true
