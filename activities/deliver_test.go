@@ -75,7 +75,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	require.NoError(t, err)
 	secret, err := webhook.NewSecret()
 	require.NoError(t, err)
-	ep, err := st.EndpointInsert(ctx, "ep_1", url, secret)
+	ep, err := st.EndpointInsert(ctx, "ep_1", url, secret, nil)
 	require.NoError(t, err)
 	ev, ok, err := st.EventInsert(ctx, intake.Event{
 		ID: "evt_1", CorrelationID: "order-1", Sequence: 1, EndpointID: ep.ID,

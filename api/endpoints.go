@@ -1,20 +1,49 @@
 package api
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 type endpointRequest struct {
 	URL      *string `json:"url"`
 	Disabled *bool   `json:"disabled"`
+	// EventTypes stays raw so that a PATCH tells a list left out (no
+	// change) from null (every type again).
+	EventTypes json.RawMessage `json:"event_types"`
+}
+
+// eventTypes reads the request's event_types: set is false when it left
+// them out, and a nil list (null) is every type. A list is checked and
+// rid of repeats (eventtypes.Normalize); an empty one is refused. Its
+// error is a *Problem naming the field at fault.
+func (r endpointRequest) eventTypes() (list []string, set bool, err error) {
+	if r.EventTypes == nil {
+		return nil, false, nil
+	}
+	if string(r.EventTypes) == "null" {
+		return nil, true, nil
+	}
+	if json.Unmarshal(r.EventTypes, &list) != nil {
+		return nil, true, fieldProblem(eventtypes.Field, eventtypes.Field+" must be an array of strings, or null for every type")
+	}
+	list, err = eventtypes.Normalize(list)
+	var fe *intake.FieldError
+	if errors.As(err, &fe) {
+		return nil, true, fieldProblem(fe.Field, fe.Detail)
+	}
+	return list, true, err
 }
 
 type endpointResponse struct {
@@ -23,6 +52,7 @@ type endpointResponse struct {
 	Secret            string     `json:"secret,omitempty"`
 	Disabled          bool       `json:"disabled"`
 	DisabledReason    *string    `json:"disabled_reason,omitempty"`
+	EventTypes        []string   `json:"event_types,omitempty"`
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 	CreatedAt         time.Time  `json:"created_at"`
 	UpdatedAt         time.Time  `json:"updated_at"`
@@ -37,7 +67,8 @@ func endpointView(c echo.Context, e store.Endpoint, withSecret bool) endpointRes
 	if !principalOf(c).can(ScopeEndpointsWrite) {
 		u = redact.RawURL(u)
 	}
-	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, EventTypes: e.EventTypes,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if withSecret {
 		r.Secret = e.Secret
 	}
@@ -66,11 +97,15 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if req.Disabled != nil {
 		return fieldProblem("disabled", "an endpoint is created enabled; PATCH it to disable")
 	}
+	types, _, err := req.eventTypes()
+	if err != nil {
+		return err
+	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
 		return err
 	}
-	ep, err := s.deps.Store.EndpointInsert(c.Request().Context(), newID("ep_"), *req.URL, secret)
+	ep, err := s.deps.Store.EndpointInsert(c.Request().Context(), newID("ep_"), *req.URL, secret, types)
 	if err != nil {
 		return err
 	}
@@ -106,15 +141,23 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if req.URL == nil && req.Disabled == nil {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url and/or disabled")
+	types, typesSet, typesErr := req.eventTypes()
+	if req.URL == nil && req.Disabled == nil && !typesSet {
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled and/or event_types")
 	}
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {
 			return p
 		}
 	}
-	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, req.URL, req.Disabled, nil)
+	if typesErr != nil {
+		return typesErr
+	}
+	ch := store.EndpointChange{URL: req.URL, Disabled: req.Disabled}
+	if typesSet {
+		ch.EventTypes = &types
+	}
+	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if err != nil {
 		return err
 	}
@@ -135,4 +178,47 @@ func (s *Server) endpointRotate(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, endpointView(c, ep, true))
+}
+
+type endpointPage struct {
+	Items      []endpointResponse `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+}
+
+const (
+	endpointPageDefault = 50
+	endpointPageMax     = 500
+)
+
+// endpointList is a page of endpoints in id order. Its cursor is opaque
+// (the last id of the page, encoded), so the order may change later
+// without breaking a client's loop.
+func (s *Server) endpointList(c echo.Context) error {
+	limit, p := queryLimit(c, endpointPageDefault, endpointPageMax)
+	if p != nil {
+		return p
+	}
+	var after string
+	if v := c.QueryParam("cursor"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || intake.ValidKey("cursor", string(b)) != nil {
+			return fieldProblem("cursor", "cursor is not one this API returned")
+		}
+		after = string(b)
+	}
+	// One more than the page says whether another follows, so the last
+	// page has no cursor and no client asks for an empty one.
+	eps, err := s.deps.Store.EndpointsList(c.Request().Context(), after, limit+1)
+	if err != nil {
+		return err
+	}
+	page := endpointPage{Items: make([]endpointResponse, 0, min(len(eps), limit))}
+	if len(eps) > limit {
+		eps = eps[:limit]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(eps[limit-1].ID))
+	}
+	for _, e := range eps {
+		page.Items = append(page.Items, endpointView(c, e, false))
+	}
+	return c.JSON(http.StatusOK, page)
 }

@@ -18,7 +18,7 @@ func newStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
-	_, err = st.EndpointInsert(context.Background(), "ep", "https://example.com/hook", "whsec_x")
+	_, err = st.EndpointInsert(context.Background(), "ep", "https://example.com/hook", "whsec_x", nil)
 	require.NoError(t, err)
 	return st
 }

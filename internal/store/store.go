@@ -37,6 +37,8 @@ type queries struct {
 	EndpointUpdate           string
 	EndpointRotateSecret     string
 	EndpointDisable          string
+	EndpointsList            string
+	EndpointsSubscribed      string
 	EventInsert              string
 	EventGet                 string
 	EventMarkStarted         string
@@ -101,8 +103,12 @@ type Endpoint struct {
 	Previous       []PreviousSecret
 	Disabled       bool
 	DisabledReason *string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// EventTypes are the patterns of the event types it is subscribed to
+	// (package eventtypes); nil is every type. EventStartAttempt does not
+	// read them: a delivery has no use for them.
+	EventTypes []string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.
@@ -138,8 +144,15 @@ func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	var e Endpoint
-	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &e.EventTypes)
 	return e, translate(err)
+}
+
+func collectEndpoints(rows pgx.Rows, err error) ([]Endpoint, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(r) })
 }
 
 func translate(err error) error {
@@ -149,9 +162,10 @@ func translate(err error) error {
 	return err
 }
 
-// EndpointInsert stores a new endpoint.
-func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, id, url, secret))
+// EndpointInsert stores a new endpoint, subscribed to eventTypes (nil for
+// every type; the caller has checked them with eventtypes.Normalize).
+func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string, eventTypes []string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, id, url, secret, eventTypes))
 	if err != nil {
 		return e, fmt.Errorf("insert endpoint: %w", err)
 	}
@@ -167,10 +181,27 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
 	return e, nil
 }
 
-// EndpointUpdate changes the fields that are not nil; ErrNotFound when the
-// endpoint does not exist.
-func (s *Store) EndpointUpdate(ctx context.Context, id string, url *string, disabled *bool, reason *string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, id, url, disabled, reason))
+// EndpointChange is what EndpointUpdate changes: each field that is not
+// nil.
+type EndpointChange struct {
+	URL      *string
+	Disabled *bool
+	// DisabledReason says why, when Disabled is true (default "disabled by
+	// operator"); re-enabling clears it.
+	DisabledReason *string
+	// EventTypes replaces the endpoint's patterns: a pointer to nil
+	// subscribes it to every type.
+	EventTypes *[]string
+}
+
+// EndpointUpdate makes the change; ErrNotFound when the endpoint does not
+// exist.
+func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
+	var eventTypes []string
+	if ch.EventTypes != nil {
+		eventTypes = *ch.EventTypes
+	}
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes))
 	if err != nil {
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}
@@ -185,6 +216,26 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, gra
 		return e, fmt.Errorf("rotate endpoint secret: %w", err)
 	}
 	return e, nil
+}
+
+// EndpointsList returns up to limit endpoints in id order, from the first
+// whose id sorts after after ("" for the first page).
+func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]Endpoint, error) {
+	out, err := collectEndpoints(s.pool.Query(ctx, s.q.EndpointsList, after, limit))
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	return out, nil
+}
+
+// EndpointsSubscribed returns every enabled endpoint whose event types match
+// eventType (as eventtypes.Matches has it), in id order; none is no error.
+func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]Endpoint, error) {
+	out, err := collectEndpoints(s.pool.Query(ctx, s.q.EndpointsSubscribed, eventType))
+	if err != nil {
+		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
+	}
+	return out, nil
 }
 
 // EndpointDisable disables the endpoint, recording why.

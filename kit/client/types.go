@@ -71,6 +71,11 @@ type Readiness struct {
 // enabled.
 type EndpointCreateRequest struct {
 	URL string `json:"url"`
+	// EventTypes are the event types it is sent; nil for every type. Each
+	// is an exact type, "prefix.*" for every type that starts with
+	// "prefix." ("order.*": order.created and order.a.b, not order), or
+	// "*" for every type; at most 100, repeats dropped.
+	EventTypes []string `json:"event_types,omitempty"`
 }
 
 // EndpointUpdateRequest changes an endpoint; nil fields stay as they are,
@@ -78,6 +83,9 @@ type EndpointCreateRequest struct {
 type EndpointUpdateRequest struct {
 	URL      *string `json:"url,omitempty"`
 	Disabled *bool   `json:"disabled,omitempty"`
+	// EventTypes replaces its event types (as EndpointCreateRequest has
+	// them); a pointer to a nil slice sends null: every type again.
+	EventTypes *[]string `json:"event_types,omitempty"`
 }
 
 // Endpoint is a registered receiver URL.
@@ -88,6 +96,9 @@ type Endpoint struct {
 	// DisabledReason says why hookflow disabled it (a 410 from the
 	// receiver); empty when it is enabled or an operator disabled it.
 	DisabledReason string `json:"disabled_reason,omitempty"`
+	// EventTypes are the patterns of the event types it is sent; nil when
+	// it is sent every type.
+	EventTypes []string `json:"event_types,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`
@@ -101,6 +112,22 @@ type EndpointWithSecret struct {
 	Endpoint
 	// Secret (whsec_ and base64) signs deliveries (Standard Webhooks).
 	Secret string `json:"secret"`
+}
+
+// EndpointListOptions selects a page of EndpointList.
+type EndpointListOptions struct {
+	// Limit is the page size, 1 to 500 (the API's default, 50, when 0).
+	Limit int
+	// Cursor is the NextCursor of the page before; empty for the first.
+	Cursor string
+}
+
+// EndpointPage is a page of endpoints in id order.
+type EndpointPage struct {
+	Items []Endpoint `json:"items"`
+	// NextCursor asks for the next page (EndpointListOptions.Cursor);
+	// empty on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // EventCreateRequest is an event to deliver. ID is its idempotency key
