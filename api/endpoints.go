@@ -41,7 +41,11 @@ func (r endpointRequest) eventTypes() (list []string, set bool, err error) {
 	list, err = eventtypes.Normalize(list)
 	var fe *intake.FieldError
 	if errors.As(err, &fe) {
-		return nil, true, fieldProblem(fe.Field, fe.Detail)
+		// Well-formed JSON whose patterns cannot be subscribed with: 422,
+		// naming the pattern at fault.
+		p := problem(http.StatusUnprocessableEntity, "invalid-event-types", "Invalid event types", fe.Detail)
+		p.Field = fe.Field
+		return nil, true, p
 	}
 	return list, true, err
 }

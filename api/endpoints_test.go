@@ -58,7 +58,7 @@ func TestEndpointEventTypes(t *testing.T) {
 
 	before := b.endpointRows(t)
 	resp, raw := b.do(t, http.MethodPatch, path, "application/json", `{"disabled":false,"event_types":["invoice.paid","invoice.*.x"]}`, b.bearer())
-	requireProblem(t, resp, raw, http.StatusBadRequest, "event_types[1]")
+	requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "event_types[1]")
 	require.Equal(t, before, b.endpointRows(t), "a refused PATCH changes nothing, not even its valid fields")
 
 	got = b.endpointCall(t, http.MethodPatch, path, `{"event_types":["invoice.paid"]}`, http.StatusOK)

@@ -74,7 +74,7 @@ func TestEndpointEventTypes(t *testing.T) {
 	_, err = c.EndpointUpdate(ctx, orders.ID, client.EndpointUpdateRequest{Disabled: new(true), EventTypes: &[]string{"invoice.paid", "*.paid"}})
 	var pe *client.Error
 	require.True(t, errors.As(err, &pe), "want *client.Error, got %v", err)
-	require.Equal(t, http.StatusBadRequest, pe.Status)
+	require.Equal(t, http.StatusUnprocessableEntity, pe.Status)
 	require.Equal(t, "event_types[1]", pe.Field)
 	got, err := c.EndpointGet(ctx, orders.ID)
 	require.NoError(t, err)
