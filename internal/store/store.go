@@ -244,6 +244,28 @@ func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]En
 	return out, nil
 }
 
+// Route names the endpoints an event goes to when it is accepted: the one
+// it addresses (e.EndpointID, returned as addressed; ErrNotFound, wrapped,
+// when there is none such), or else every enabled endpoint subscribed to
+// its type (EndpointsSubscribed), in id order; none is no error.
+func (s *Store) Route(ctx context.Context, e intake.Event) (addressed *Endpoint, endpoints []string, err error) {
+	if e.EndpointID != "" {
+		ep, err := s.EndpointGet(ctx, e.EndpointID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &ep, []string{ep.ID}, nil
+	}
+	subs, err := s.EndpointsSubscribed(ctx, e.Type)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ep := range subs {
+		endpoints = append(endpoints, ep.ID)
+	}
+	return nil, endpoints, nil
+}
+
 // EndpointDisable disables the endpoint, recording why.
 func (s *Store) EndpointDisable(ctx context.Context, id, reason string) error {
 	if _, err := s.pool.Exec(ctx, s.q.EndpointDisable, id, reason); err != nil {
