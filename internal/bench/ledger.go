@@ -89,11 +89,11 @@ type ledgerQueries struct {
 // each size: the accept path, what GET /v1/stats runs, the sweeps and the
 // cleaner.
 type hookflowQueries struct {
-	EventInsert              string
+	EventInsertRouted        string
 	StatsSummary             string
 	StatsBlockedCorrelations string
 	EventsQueuedClaim        string
-	EventsStuckHeadsClaim    string
+	LanesStuckHeadsClaim     string
 	EventsPrunePayloads      string
 	AttemptsPrune            string
 	EventsPruneKeys          string
@@ -340,18 +340,19 @@ func (lb *ledgerBench) traffic(ctx context.Context, r *runner) error {
 	return nil
 }
 
-// ledgerSizes are the ledger's relations' sizes in bytes.
+// ledgerSizes are the ledger's relations' sizes in bytes; correlations
+// counts every cursor, the lanes' too.
 type ledgerSizes struct {
-	eventsHeap, eventsIndexes, attempts, correlations int64
+	eventsHeap, eventsIndexes, deliveries, attempts, correlations int64
 }
 
 func (s ledgerSizes) total() int64 {
-	return s.eventsHeap + s.eventsIndexes + s.attempts + s.correlations
+	return s.eventsHeap + s.eventsIndexes + s.deliveries + s.attempts + s.correlations
 }
 
 func (lb *ledgerBench) sizes(ctx context.Context) (ledgerSizes, error) {
 	var s ledgerSizes
-	if err := lb.pool.QueryRow(ctx, lb.q.LedgerSizes).Scan(&s.eventsHeap, &s.eventsIndexes, &s.attempts, &s.correlations); err != nil {
+	if err := lb.pool.QueryRow(ctx, lb.q.LedgerSizes).Scan(&s.eventsHeap, &s.eventsIndexes, &s.deliveries, &s.attempts, &s.correlations); err != nil {
 		return s, fmt.Errorf("read the ledger's size: %w", err)
 	}
 	return s, nil
@@ -486,11 +487,11 @@ func (lb *ledgerBench) explain(ctx context.Context, tag string) []StatementTimin
 		sql  string
 		args []any
 	}{
-		{"EventInsert (accept)", lb.hq.EventInsert, []any{tag + "-explain", tag + "-explain", int64(1), lb.s.endpointID, "bench.event", json.RawMessage(`{"amount":1}`), hash[:]}},
+		{"EventInsertRouted (accept)", lb.hq.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], []string{lb.s.endpointID}}},
 		{"StatsSummary (GET /v1/stats)", lb.hq.StatsSummary, nil},
 		{"StatsBlockedCorrelations (GET /v1/stats)", lb.hq.StatsBlockedCorrelations, []any{10}},
 		{"EventsQueuedClaim (sweep)", lb.hq.EventsQueuedClaim, []any{100, lease}},
-		{"EventsStuckHeadsClaim (sweep)", lb.hq.EventsStuckHeadsClaim, []any{lease, 100}},
+		{"LanesStuckHeadsClaim (sweep)", lb.hq.LanesStuckHeadsClaim, []any{lease, 100}},
 		{"EventsPrunePayloads (cleaner)", lb.hq.EventsPrunePayloads, []any{lb.ret.payload.Seconds(), 1000}},
 		{"AttemptsPrune (cleaner)", lb.hq.AttemptsPrune, []any{lb.ret.attempt.Seconds(), 1000}},
 		{"EventsPruneKeys (cleaner)", lb.hq.EventsPruneKeys, []any{lb.ret.key.Seconds(), 1000}},

@@ -151,10 +151,13 @@ type BytesStage struct {
 	PruneSeconds    float64 `json:"prune_seconds"`
 	EventsHeap      int64   `json:"events_heap_bytes"`
 	EventsIndexes   int64   `json:"events_indexes_bytes"`
-	Attempts        int64   `json:"attempts_bytes"`
-	Correlations    int64   `json:"correlations_bytes"`
-	Total           int64   `json:"total_bytes"`
-	PerEvent        float64 `json:"bytes_per_event"`
+	// Deliveries is the deliveries' (one per event here), indexes included.
+	Deliveries int64 `json:"deliveries_bytes"`
+	Attempts   int64 `json:"attempts_bytes"`
+	// Correlations is every cursor: the correlations' and their lanes'.
+	Correlations int64   `json:"correlations_bytes"`
+	Total        int64   `json:"total_bytes"`
+	PerEvent     float64 `json:"bytes_per_event"`
 }
 
 // ParseLedgerRows reads a comma-separated list of sizes: whole numbers,
@@ -395,13 +398,13 @@ func (rep *LedgerReport) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nPostgres bytes per delivered event: %s synthetic delivered events (shaped as above, all within the last day), the cleaner's own code run to completion\n", thousands(b.Events))
 		fmt.Fprintln(w, "with retentions of 1 s for what each stage prunes, then VACUUM (FULL, ANALYZE) before each reading, so the figures are live sizes (pg_table_size, pg_indexes_size, pg_total_relation_size):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "stage\tevents heap MB\tevents indexes MB\tattempts MB\tcursors MB\ttotal MB\tbytes/event\tpruned to get here\tprune s\t")
+		fmt.Fprintln(tw, "stage\tevents heap MB\tevents indexes MB\tdeliveries MB\tattempts MB\tcursors MB\ttotal MB\tbytes/event\tpruned to get here\tprune s\t")
 		for _, s := range b.Stages {
 			pruned := "-"
 			if s.PayloadsPruned+s.AttemptsDeleted+s.KeysDeleted > 0 {
 				pruned = fmt.Sprintf("%s payloads, %s attempts, %s keys", thousands(s.PayloadsPruned), thousands(s.AttemptsDeleted), thousands(s.KeysDeleted))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%.1f\t\n", s.Name, mb(s.EventsHeap), mb(s.EventsIndexes), mb(s.Attempts), mb(s.Correlations),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%.1f\t\n", s.Name, mb(s.EventsHeap), mb(s.EventsIndexes), mb(s.Deliveries), mb(s.Attempts), mb(s.Correlations),
 				mb(s.Total), s.PerEvent, pruned, s.PruneSeconds)
 		}
 		if err := tw.Flush(); err != nil {

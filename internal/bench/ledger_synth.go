@@ -114,7 +114,7 @@ feed:
 	}
 	for lo := int64(0); lo < plan.correlations; lo += synthBatch {
 		hi := min(lo+synthBatch, plan.correlations)
-		if _, err := tx.Exec(ctx, lb.q.LedgerCorrelationsInsert, lo, hi, plan.rows, plan.correlations, oldest, span.Seconds()); err != nil {
+		if _, err := tx.Exec(ctx, lb.q.LedgerCorrelationsInsert, lo, hi, plan.rows, plan.correlations, oldest, span.Seconds(), lb.s.endpointID); err != nil {
 			return fmt.Errorf("synthesise cursors: %w", err)
 		}
 	}
@@ -138,7 +138,7 @@ func (lb *ledgerBench) synthWorker(ctx context.Context, plan synthPlan, jobs <-c
 		if _, err := tx.Exec(ctx, lb.q.LedgerEventsInsert, b.lo, b.hi, plan.rows, plan.correlations, lb.s.endpointID, oldest, span.Seconds()); err != nil {
 			return fmt.Errorf("synthesise events %d to %d: %w", b.lo, b.hi, err)
 		}
-		if _, err := tx.Exec(ctx, lb.q.LedgerAttemptsInsert, b.lo, b.hi, plan.rows, oldest, span.Seconds()); err != nil {
+		if _, err := tx.Exec(ctx, lb.q.LedgerAttemptsInsert, b.lo, b.hi, plan.rows, oldest, span.Seconds(), lb.s.endpointID); err != nil {
 			return fmt.Errorf("synthesise attempts of events %d to %d: %w", b.lo, b.hi, err)
 		}
 		wrote(b.hi - b.lo)
@@ -181,7 +181,7 @@ func (lb *ledgerBench) bytes(ctx context.Context, n int64) (*LedgerBytes, error)
 		if err != nil {
 			return err
 		}
-		st.EventsHeap, st.EventsIndexes, st.Attempts, st.Correlations, st.Total = sz.eventsHeap, sz.eventsIndexes, sz.attempts, sz.correlations, sz.total()
+		st.EventsHeap, st.EventsIndexes, st.Deliveries, st.Attempts, st.Correlations, st.Total = sz.eventsHeap, sz.eventsIndexes, sz.deliveries, sz.attempts, sz.correlations, sz.total()
 		st.PerEvent = float64(st.Total) / float64(n)
 		lb.p.logf("bytes per event, %s: %.0f (%s MB)", st.Name, st.PerEvent, mb(st.Total))
 		b.Stages = append(b.Stages, st)

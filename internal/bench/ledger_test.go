@@ -96,7 +96,7 @@ func TestLedgerQueries(t *testing.T) {
 
 	param := regexp.MustCompile(`\$(\d+)`)
 	want := map[string]int{
-		"LedgerEventsInsert": 7, "LedgerAttemptsInsert": 5, "LedgerCorrelationsInsert": 6,
+		"LedgerEventsInsert": 7, "LedgerAttemptsInsert": 6, "LedgerCorrelationsInsert": 7,
 		"LedgerTruncate": 0, "LedgerReplicaRole": 0, "LedgerVacuumAnalyze": 0, "LedgerVacuumFull": 0,
 		"LedgerCheckpoint": 0, "LedgerSizes": 0, "LedgerCounts": 0,
 	}
@@ -117,6 +117,16 @@ func TestLedgerQueries(t *testing.T) {
 	require.Contains(t, q.LedgerAttemptsInsert, "g.i % 10 = 0", "one in ledgerRetriedEvery")
 	require.Equal(t, 10, ledgerRetriedEvery)
 	require.Contains(t, q.LedgerTruncate, "cleaner_runs")
+	// Since fan-out (migration 009) an event's routing is its deliveries and
+	// a cursor is a lane's too: the history writes both, and every size
+	// starts without the last one's.
+	require.Contains(t, q.LedgerEventsInsert, "INSERT INTO deliveries")
+	require.Contains(t, q.LedgerAttemptsInsert, "endpoint_id")
+	require.Contains(t, q.LedgerCorrelationsInsert, "INSERT INTO lanes")
+	for _, table := range []string{"deliveries", "lanes"} {
+		require.Contains(t, q.LedgerTruncate, table)
+		require.Contains(t, q.LedgerVacuumFull, table)
+	}
 }
 
 func TestCleanerRuns(t *testing.T) {
@@ -238,7 +248,7 @@ func sampleLedgerReport() *LedgerReport {
 			Cleaner: LedgerCleaner{Runs: 6, PayloadsPruned: rows / 4, LongestRunSec: 5, Stats: Latency{P50: 3, Max: 9}},
 			Left:    LedgerLeft{Events: rows, PayloadsPruned: rows / 4, Attempts: rows + rows/10},
 			Statements: []StatementTiming{
-				{Name: "EventInsert (accept)", ExecMS: 0.2, SharedHit: 20, Scans: []string{"Index Scan using correlations_pkey (0 rows)"}},
+				{Name: "EventInsertRouted (accept)", ExecMS: 0.2, SharedHit: 20, Scans: []string{"Index Scan using correlations_pkey (0 rows)"}},
 				{Name: "StatsSummary (GET /v1/stats)", ExecMS: 0.1, SharedHit: 4},
 			},
 		}
@@ -250,7 +260,7 @@ func sampleLedgerReport() *LedgerReport {
 			PastPayloadRetention: 0.75, PastAttemptRetention: 0.75, PastKeyRetention: 0.25},
 		Sizes: []LedgerSize{size(0, 10, 30), size(1_000_000, 10.5, 29), size(5_000_000, 30, 28)},
 		Bytes: &LedgerBytes{Events: 1_000_000, Stages: []BytesStage{
-			{Name: "as delivered", EventsHeap: 500 << 20, EventsIndexes: 300 << 20, Attempts: 150 << 20, Correlations: 1 << 20, Total: 951 << 20, PerEvent: 997},
+			{Name: "as delivered", EventsHeap: 500 << 20, EventsIndexes: 300 << 20, Deliveries: 120 << 20, Attempts: 150 << 20, Correlations: 1 << 20, Total: 1071 << 20, PerEvent: 1123},
 			{Name: "+ keys pruned (cursors kept)", KeysDeleted: 1_000_000, PruneSeconds: 40, Correlations: 1 << 20, Total: 1 << 20, PerEvent: 1},
 		}},
 	}
@@ -271,12 +281,12 @@ func TestLedgerWriteTable(t *testing.T) {
 	require.Regexp(t, `\n\s*5,000,000\s+5,500,000\s+4291\.5\s+100\s+30\.0\s+120\.0\s+8\.0\s+12\.0\s+28\.0\s+28\.0\s+25\.0\s+40\.0\s+9\.0\s+12\.0\s*\n`, out)
 	require.Regexp(t, `\n\s*5,000,000\s+29\.0 27\.0\s+300\s+900\s*\n`, out)
 	require.Regexp(t, `\n\s*1,000,000\s+6\s+250,000\s+0\s+0\s+5\.0\s+0\s+3\.0\s+9\.0\s+1,000,000\s+250,000\s+1,100,000\s*\n`, out)
-	require.Regexp(t, `EventInsert \(accept\)\s+0\.20 / 20\s+0\.20 / 20\s+0\.20 / 20\s+Index Scan using correlations_pkey`, out)
+	require.Regexp(t, `EventInsertRouted \(accept\)\s+0\.20 / 20\s+0\.20 / 20\s+0\.20 / 20\s+Index Scan using correlations_pkey`, out)
 	require.Contains(t, out, "[GROWS] accept p50 ms (under load): 10.0 at 0 rows, 30.0 at 5,000,000 rows (3.00×)")
 	require.Contains(t, out, "[flat ] ordered events/s (median round): 30.0 at 0 rows, 28.0 at 5,000,000 rows (0.93×)")
 	require.Contains(t, out, "Postgres bytes per delivered event: 1,000,000 synthetic delivered events")
-	require.Regexp(t, `as delivered\s+500\.0\s+300\.0\s+150\.0\s+1\.0\s+951\.0\s+997\s+-\s+0\.0`, out)
-	require.Regexp(t, `\+ keys pruned \(cursors kept\)\s+0\.0\s+0\.0\s+0\.0\s+1\.0\s+1\.0\s+1\s+0 payloads, 0 attempts, 1,000,000 keys\s+40\.0`, out)
+	require.Regexp(t, `as delivered\s+500\.0\s+300\.0\s+120\.0\s+150\.0\s+1\.0\s+1071\.0\s+1123\s+-\s+0\.0`, out)
+	require.Regexp(t, `\+ keys pruned \(cursors kept\)\s+0\.0\s+0\.0\s+0\.0\s+0\.0\s+1\.0\s+1\.0\s+1\s+0 payloads, 0 attempts, 1,000,000 keys\s+40\.0`, out)
 }
 
 func TestLedgerWriteTableNoBacklog(t *testing.T) {
