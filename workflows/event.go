@@ -123,7 +123,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// which costs no history event.
 	var gen int32
 	if in.Released != nil {
-		w.ev.Skipped = in.Released.Skipped
+		w.ev.Skipped, w.ev.Previous = in.Released.Skipped, in.Released.Previous()
 	}
 	switch {
 	case in.DeadLetter != nil:
@@ -136,7 +136,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	default:
 		var rel contract.Release
 		workflow.GetSignalChannel(ctx, contract.SignalRelease).Receive(ctx, &rel)
-		w.ev.Skipped = rel.Skipped
+		w.ev.Skipped, w.ev.Previous = rel.Skipped, rel.Previous()
 	}
 
 	ledger := workflow.WithActivityOptions(ctx, ledgerOptions())

@@ -109,8 +109,14 @@ type DeliverInput struct {
 	Type          string          `json:"type"`
 	Timestamp     time.Time       `json:"timestamp"`
 	Data          json.RawMessage `json:"data"`
-	// Skipped are the sequences just before this one that an operator
-	// skipped; the envelope tells the receiver so it does not wait for them.
+	// Previous is the sequence of the last earlier event of the correlation
+	// delivered to this endpoint (0: none), the envelope's
+	// previous_sequence: the receiver applies this event once its cursor
+	// stands there.
+	Previous int64 `json:"previous,omitempty"`
+	// Skipped are the sequences between Previous and this one that an
+	// operator skipped; the envelope tells the receiver so it does not wait
+	// for them.
 	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
@@ -122,14 +128,20 @@ type DeliverInput struct {
 
 // Envelope is the signed body a receiver gets.
 type Envelope struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	Timestamp     string          `json:"timestamp"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	Data          json.RawMessage `json:"data"`
+	ID            string `json:"id"`
+	Type          string `json:"type"`
+	Timestamp     string `json:"timestamp"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	// PreviousSequence is the sequence of the last earlier event of the
+	// correlation delivered to this endpoint, 0 for none; always sent. An
+	// endpoint sees only the events meant for it, so this, not
+	// Sequence-1, is what the receiver's cursor must stand at.
+	PreviousSequence int64           `json:"previous_sequence"`
+	Data             json.RawMessage `json:"data"`
 	// SkippedSequences, present only after an operator skip, lists the
-	// sequences before this one that will never be delivered.
+	// sequences meant for this endpoint after PreviousSequence and before
+	// this one that will never be delivered.
 	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
 }
 
@@ -137,7 +149,8 @@ type Envelope struct {
 func (in DeliverInput) Envelope() Envelope {
 	return Envelope{
 		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano),
-		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Data: in.Data, SkippedSequences: in.Skipped,
+		CorrelationID: in.CorrelationID, Sequence: in.Sequence, PreviousSequence: in.Previous, Data: in.Data,
+		SkippedSequences: in.Skipped,
 	}
 }
 

@@ -113,6 +113,14 @@ type Release struct {
 	Skipped  []int64 `json:"skipped,omitempty"`
 }
 
+// Previous is the envelope's previous_sequence for the released event: the
+// last delivered sequence before it, 0 for none. One endpoint sees every
+// sequence of its correlation today, and Skipped is the contiguous run
+// skipped just before Sequence, so the last delivered one precedes that run.
+func (r Release) Previous() int64 {
+	return max(r.Sequence-1-int64(len(r.Skipped)), 0)
+}
+
 // Done tells a sequencer that its released event is finished.
 type Done struct {
 	Sequence int64  `json:"sequence"`
