@@ -96,7 +96,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	return &deliverBundle{
 		st: st, acts: acts, env: env, seq: seq, secret: secret,
 		in: contract.DeliverInput{
-			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
+			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep.ID,
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 5 * time.Second,
 		},
 	}
