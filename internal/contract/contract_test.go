@@ -10,22 +10,30 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// TestReleasePrevious: with one endpoint per correlation, the last delivered
-// sequence is the one before the skipped run that ends just before the
-// released event.
-func TestReleasePrevious(t *testing.T) {
+// TestAggregate: an event's state is its deliveries' together.
+func TestAggregate(t *testing.T) {
 	t.Parallel()
+	D, W, L, X, S := contract.StateDelivered, contract.StateWaiting, contract.StateDelivering, contract.StateDeadLettered, contract.StateSkipped
 	for _, c := range []struct {
-		rel  contract.Release
-		want int64
+		in   []contract.State
+		want contract.State
 	}{
-		{contract.Release{Sequence: 1}, 0},
-		{contract.Release{Sequence: 5}, 4},
-		{contract.Release{Sequence: 5, Skipped: []int64{3, 4}}, 2},
-		{contract.Release{Sequence: 3, Skipped: []int64{1, 2}}, 0},
+		{nil, D}, {[]contract.State{D, D}, D}, {[]contract.State{S, S}, S}, {[]contract.State{S, D}, D},
+		{[]contract.State{D, W}, W}, {[]contract.State{W, L}, L}, {[]contract.State{L, X, D}, X},
 	} {
-		require.Equal(t, c.want, c.rel.Previous(), "%+v", c.rel)
+		require.Equal(t, c.want, contract.Aggregate(c.in), "%v", c.in)
 	}
+}
+
+// TestWithReleaseIsTheLanes: a delivery carries its lane's endpoint and
+// position, and the envelope says them.
+func TestWithReleaseIsTheLanes(t *testing.T) {
+	t.Parallel()
+	in := contract.DeliverInput{EventID: "e1", CorrelationID: "c", Sequence: 7}.WithRelease(contract.LaneRelease{Endpoint: "ep_b", Previous: 3, Skipped: []int64{5}})
+	require.Equal(t, "ep_b", in.EndpointID)
+	env := in.Envelope()
+	require.EqualValues(t, 3, env.PreviousSequence)
+	require.Equal(t, []int64{5}, env.SkippedSequences)
 }
 
 // TestEnvelopeCarriesPreviousSequence: previous_sequence is always in the
