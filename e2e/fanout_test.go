@@ -40,6 +40,14 @@ type fannedEvent struct {
 	Deliveries []delivery     `json:"deliveries"`
 }
 
+func (e fannedEvent) Endpoints() []string {
+	var out []string
+	for _, d := range e.Deliveries {
+		out = append(out, d.EndpointID)
+	}
+	return out
+}
+
 func (e fannedEvent) delivery(endpointID string) (delivery, bool) {
 	for _, d := range e.Deliveries {
 		if d.EndpointID == endpointID {
@@ -342,6 +350,10 @@ func TestFanOutToAHundredSubscribers(t *testing.T) {
 		n++
 	}
 	t.Logf("FIGURE event workflow history at fan-out 100: %d events", n)
+	// EndpointIds holds as many of the 100 as Temporal's 2 KiB limit lets it.
+	fit, dropped := contract.FitKeywordList(ev.Endpoints())
+	require.Positive(t, dropped)
+	require.Len(t, b.visible(fmt.Sprintf("EndpointIds = '%s'", fit[0])), 1)
 	// One marker per delivery, a few workflow tasks and one upsert: a
 	// workflow task or an upsert per lane would pass this.
 	require.Less(t, n, 100+40)

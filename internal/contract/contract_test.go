@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,4 +50,25 @@ func TestEnvelopeCarriesPreviousSequence(t *testing.T) {
 	body, err = json.Marshal(in.Envelope())
 	require.NoError(t, err)
 	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","correlation_id":"c","sequence":4,"previous_sequence":1,"skipped_sequences":[3],"data":{}}`, string(body))
+}
+
+// TestFitKeywordList: a keyword list is cut where its JSON would pass
+// Temporal's 2 KiB limit, never in the middle of an ID.
+func TestFitKeywordList(t *testing.T) {
+	t.Parallel()
+	var ids []string
+	for i := 0; i < 120; i++ {
+		ids = append(ids, fmt.Sprintf("ep_%016d", i))
+	}
+	kept, dropped := contract.FitKeywordList(ids)
+	require.Equal(t, 120, len(kept)+dropped)
+	raw, err := json.Marshal(kept)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(raw), contract.MaxKeywordListBytes)
+	more, err := json.Marshal(ids[:len(kept)+1])
+	require.NoError(t, err)
+	require.Greater(t, len(more), contract.MaxKeywordListBytes, "one more would not fit")
+	kept, dropped = contract.FitKeywordList(ids[:3])
+	require.Len(t, kept, 3)
+	require.Zero(t, dropped)
 }
