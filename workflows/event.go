@@ -162,6 +162,8 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	var failure error
 	for _, l := range w.order {
 		workflow.Go(ctx, func(ctx workflow.Context) {
+			// A lane blocks on its own coroutine's context only.
+			l.ctx = ctx
 			if err := l.run(); err != nil && failure == nil {
 				failure = err
 			}
@@ -312,6 +314,7 @@ func (w *eventRun) operatorLane(endpoint, signal string) *laneRun {
 
 // laneRun is one delivery of the event.
 type laneRun struct {
+	ctx      workflow.Context
 	w        *eventRun
 	endpoint string
 	in       LaneInput
@@ -339,7 +342,7 @@ func (l *laneRun) setState(s contract.State, publish bool) {
 // run is the lane: its release, its delivery windows, its dead letters and
 // an operator's answers to them, until it is delivered or skipped.
 func (l *laneRun) run() error {
-	ctx := l.w.ctx
+	ctx := l.ctx
 	var gen int32
 	switch {
 	case l.in.DeadLetter != nil:
@@ -450,7 +453,7 @@ func (l *laneRun) foundFinished(state contract.State) error {
 func (l *laneRun) handOver(skipped bool) error {
 	in := contract.FinishInput{CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, EventID: l.ev.EventID,
 		Lanes: []contract.LaneDone{{Endpoint: l.endpoint, Skipped: skipped}}}
-	ctx := l.w.ctx
+	ctx := l.ctx
 	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("hand over to the sequencer: %w", err)
 	}
@@ -461,7 +464,7 @@ func (l *laneRun) handOver(skipped bool) error {
 // not give up for good, writes the dead letter and returns its generation;
 // or the delivery's final state when the ledger has it finished after all.
 func (l *laneRun) deadLetter(failure error) (int32, contract.State, error) {
-	ctx := l.w.ctx
+	ctx := l.ctx
 	reason, permanent := failureReason(failure)
 	if !permanent {
 		// Temporal stops retrying as soon as the next attempt would fall
@@ -498,7 +501,7 @@ func (l *laneRun) deadLetter(failure error) (int32, contract.State, error) {
 // run an operator's Reset discarded wrote: the ledger has it, and the
 // claim on its row (Skip, Replayed) decides whether it acts.
 func (l *laneRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip) {
-	ctx := l.w.ctx
+	ctx := l.ctx
 	var replay contract.Replay
 	var skip contract.Skip
 	for l.replay.ReceiveAsync(&replay) {
@@ -541,7 +544,7 @@ func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.w.in.Recove
 // (about 1, 5, 21, 85 s after the first attempt), so a long outage is
 // retried by Temporal's timers, not by a workflow task held open.
 func (l *laneRun) deliverWindow() (contract.DeliverResult, error) {
-	ctx, ev := l.w.ctx, l.ev
+	ctx, ev := l.ctx, l.ev
 	l.windowStart = workflow.Now(ctx)
 	l.windows++
 	var res contract.DeliverResult
