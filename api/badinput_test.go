@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -106,7 +107,6 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "sequence beyond int64", body: ev(map[string]string{"sequence": `99999999999999999999`}), status: 400, field: "sequence"},
 		{name: "sequence object", body: ev(map[string]string{"sequence": `{"n":1}`}), status: 400, field: "sequence"},
 		// endpoint_id.
-		{name: "missing endpoint_id", body: ev(map[string]string{"endpoint_id": "-"}), status: 400, field: "endpoint_id"},
 		{name: "unknown endpoint_id", body: ev(map[string]string{"endpoint_id": `"ep_nope"`}), status: 404, field: "endpoint_id"},
 		// type.
 		{name: "missing type", body: ev(map[string]string{"type": "-"}), status: 400, field: "type"},
@@ -172,6 +172,23 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "endpoint: patch disabled not a bool", method: "PATCH", path: "/v1/endpoints/" + ep, body: `{"disabled":"yes"}`, status: 400, field: "disabled"},
 		{name: "endpoint: patch unknown endpoint", method: "PATCH", path: "/v1/endpoints/ep_nope", body: `{"disabled":true}`, status: 404},
 		{name: "endpoint: rotate dotted id", path: "/v1/endpoints/a.b/rotate-secret", status: 400, field: "id"},
+		{name: "endpoint: event type empty", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":["order.created",""]}`, status: 422, field: "event_types[1]"},
+		{name: "endpoint: event type blank", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":["  "]}`, status: 422, field: "event_types[0]"},
+		{name: "endpoint: event type control character", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":["a","b","order\u0007"]}`, status: 422, field: "event_types[2]", detail: "control characters"},
+		{name: "endpoint: event type wildcard inside", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":["order.*.created"]}`, status: 422, field: "event_types[0]"},
+		{name: "endpoint: event type wildcard without dot", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":["order*"]}`, status: 422, field: "event_types[0]"},
+		{name: "endpoint: event type wildcard without prefix", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":[".*"]}`, status: 422, field: "event_types[0]"},
+		{name: "endpoint: event types empty", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":[]}`, status: 422, field: "event_types", detail: "at least one"},
+		{name: "endpoint: event types a string", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":"order.*"}`, status: 400, field: "event_types"},
+		{name: "endpoint: event types not strings", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":["a",1]}`, status: 400, field: "event_types"},
+		{name: "endpoint: too many event types", path: "/v1/endpoints", body: `{"url":"https://example.com/x","event_types":` + manyTypes(101) + `}`, status: 422, field: "event_types", detail: "at most 100"},
+		{name: "endpoint: patch bad event type", method: "PATCH", path: "/v1/endpoints/" + ep, body: `{"event_types":["*.created"]}`, status: 422, field: "event_types[0]"},
+		{name: "endpoint: patch event types empty", method: "PATCH", path: "/v1/endpoints/" + ep, body: `{"event_types":[]}`, status: 422, field: "event_types"},
+		{name: "endpoint: patch good url, bad event type", method: "PATCH", path: "/v1/endpoints/" + ep, body: `{"url":"https://example.com/moved","disabled":true,"event_types":["a","b**"]}`, status: 422, field: "event_types[1]"},
+		{name: "endpoint: list limit 0", method: "GET", path: "/v1/endpoints?limit=0", status: 400, field: "limit"},
+		{name: "endpoint: list limit too large", method: "GET", path: "/v1/endpoints?limit=501", status: 400, field: "limit"},
+		{name: "endpoint: list cursor made up", method: "GET", path: "/v1/endpoints?cursor=..", status: 400, field: "cursor"},
+		{name: "endpoint: list cursor not an id", method: "GET", path: "/v1/endpoints?cursor=YS5i", status: 400, field: "cursor"},
 		{name: "endpoint: rotate unknown endpoint", path: "/v1/endpoints/ep_nope/rotate-secret", status: 404},
 	}
 
@@ -221,6 +238,16 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		})
 	}
 	require.GreaterOrEqual(t, len(cases), 20)
+}
+
+// manyTypes is a JSON array of n distinct event types.
+func manyTypes(n int) string {
+	types := make([]string, n)
+	for i := range types {
+		types[i] = fmt.Sprintf("type.%d", i)
+	}
+	raw, _ := json.Marshal(types)
+	return string(raw)
 }
 
 // TestOversizeBodyWithLyingContentLength declares a short body and sends a

@@ -97,16 +97,12 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 			*tf.dst = &t
 		}
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLimit {
-			detail := fmt.Sprintf("limit must be a whole number from 1 to %d", maxLimit)
-			if maxLimit == deadLetterPageMaxIncluded {
-				detail += " when include asks for envelopes or attempts"
-			}
-			return f, fieldProblem("limit", detail)
+	var p *Problem
+	if f.Limit, p = queryLimit(c, f.Limit, maxLimit); p != nil {
+		if maxLimit == deadLetterPageMaxIncluded {
+			p.Detail += " when include asks for envelopes or attempts"
 		}
-		f.Limit = n
+		return f, p
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		t, id, ep, ok := decodeCursor(v)
@@ -116,6 +112,20 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 		f.AfterTime, f.AfterID, f.AfterEndpointID = &t, id, ep
 	}
 	return f, nil
+}
+
+// queryLimit reads a list's limit: def when there is none, else a whole
+// number from 1 to max.
+func queryLimit(c echo.Context, def, max int) (int, *Problem) {
+	v := c.QueryParam("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, fieldProblem("limit", fmt.Sprintf("limit must be a whole number from 1 to %d", max))
+	}
+	return n, nil
 }
 
 func encodeCursor(d store.DeadLetter) string {

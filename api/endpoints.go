@@ -1,20 +1,54 @@
 package api
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 type endpointRequest struct {
 	URL      *string `json:"url"`
 	Disabled *bool   `json:"disabled"`
+	// EventTypes stays raw so that a PATCH tells a list left out (no
+	// change) from null (every type again).
+	EventTypes json.RawMessage `json:"event_types"`
+}
+
+// eventTypes reads the request's event_types: set is false when it left
+// them out, and a nil list (null) is every type. A list is checked and
+// rid of repeats (eventtypes.Normalize); an empty one is refused. Its
+// error is a *Problem naming the field at fault.
+func (r endpointRequest) eventTypes() (list []string, set bool, err error) {
+	if r.EventTypes == nil {
+		return nil, false, nil
+	}
+	if string(r.EventTypes) == "null" {
+		return nil, true, nil
+	}
+	if json.Unmarshal(r.EventTypes, &list) != nil {
+		return nil, true, fieldProblem(eventtypes.Field, eventtypes.Field+" must be an array of strings, or null for every type")
+	}
+	list, err = eventtypes.Normalize(list)
+	var fe *intake.FieldError
+	if errors.As(err, &fe) {
+		// Well-formed JSON whose patterns cannot be subscribed with: 422,
+		// naming the pattern at fault.
+		p := problem(http.StatusUnprocessableEntity, "invalid-event-types", "Invalid event types", fe.Detail)
+		p.Field = fe.Field
+		return nil, true, p
+	}
+	return list, true, err
 }
 
 type endpointResponse struct {
@@ -23,9 +57,13 @@ type endpointResponse struct {
 	Secret            string     `json:"secret,omitempty"`
 	Disabled          bool       `json:"disabled"`
 	DisabledReason    *string    `json:"disabled_reason,omitempty"`
+	EventTypes        []string   `json:"event_types,omitempty"`
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	// Resumed counts the dead letters a PATCH that enabled the endpoint
+	// replayed: those its being disabled caused.
+	Resumed   int       `json:"resumed_dead_letters,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // endpointView is what the API shows of an endpoint. Its URL may carry a
@@ -37,7 +75,8 @@ func endpointView(c echo.Context, e store.Endpoint, withSecret bool) endpointRes
 	if !principalOf(c).can(ScopeEndpointsWrite) {
 		u = redact.RawURL(u)
 	}
-	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, EventTypes: e.EventTypes,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if withSecret {
 		r.Secret = e.Secret
 	}
@@ -66,11 +105,15 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if req.Disabled != nil {
 		return fieldProblem("disabled", "an endpoint is created enabled; PATCH it to disable")
 	}
+	types, _, err := req.eventTypes()
+	if err != nil {
+		return err
+	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
 		return err
 	}
-	ep, err := s.deps.Store.EndpointInsert(c.Request().Context(), newID("ep_"), *req.URL, secret)
+	ep, err := s.deps.Store.EndpointInsert(c.Request().Context(), newID("ep_"), *req.URL, secret, types)
 	if err != nil {
 		return err
 	}
@@ -106,19 +149,80 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if req.URL == nil && req.Disabled == nil {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url and/or disabled")
+	types, typesSet, typesErr := req.eventTypes()
+	if req.URL == nil && req.Disabled == nil && !typesSet {
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled and/or event_types")
 	}
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {
 			return p
 		}
 	}
-	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, req.URL, req.Disabled, nil)
+	if typesErr != nil {
+		return typesErr
+	}
+	ch := store.EndpointChange{URL: req.URL, Disabled: req.Disabled}
+	if typesSet {
+		ch.EventTypes = &types
+	}
+	enabled := ep.Disabled && req.Disabled != nil && !*req.Disabled
+	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(c, ep, false))
+	view := endpointView(c, ep, false)
+	if enabled {
+		if view.Resumed, err = s.resumeEndpoint(c, ep.ID); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, view)
+}
+
+// resumedBy records who replayed the dead letters an endpoint's disabling
+// caused, when it is enabled again.
+const resumedBy = "hookflow (endpoint enabled)"
+
+// resumeEndpoint replays, each lane in sequence order, the open dead letters
+// that the endpoint's being disabled caused (an attempt refused because it
+// was disabled, or the 410 that disabled it): a disabled endpoint loses
+// nothing, its deliveries wait in their lanes and go on, in order, once it
+// is enabled. Dead letters of other causes wait for an operator as ever.
+// It returns how many it replayed.
+func (s *Server) resumeEndpoint(c echo.Context, endpointID string) (int, error) {
+	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: s.cfg.ReplayPageSize}
+	n := 0
+	var after *store.ReplayCursor
+	for {
+		page, err := s.deps.Store.DeadLetterReplayPage(c.Request().Context(), f, after)
+		if err != nil {
+			return n, err
+		}
+		for _, d := range page {
+			if !causedByDisabling(d.Reason) {
+				continue
+			}
+			if err := s.replay(c, d, resumedBy); err != nil {
+				var pr *Problem
+				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
+					continue // replayed or skipped by someone else meanwhile
+				}
+				return n, err
+			}
+			n++
+		}
+		if len(page) < f.Limit {
+			return n, nil
+		}
+		last := page[len(page)-1]
+		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
+	}
+}
+
+// causedByDisabling tells the dead letters written because their endpoint
+// was disabled (workflows.failureReason's words) from the others.
+func causedByDisabling(reason string) bool {
+	return strings.HasPrefix(reason, "endpoint disabled") || strings.HasPrefix(reason, "endpoint gone (410)")
 }
 
 func (s *Server) endpointRotate(c echo.Context) error {
@@ -135,4 +239,47 @@ func (s *Server) endpointRotate(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, endpointView(c, ep, true))
+}
+
+type endpointPage struct {
+	Items      []endpointResponse `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+}
+
+const (
+	endpointPageDefault = 50
+	endpointPageMax     = 500
+)
+
+// endpointList is a page of endpoints in id order. Its cursor is opaque
+// (the last id of the page, encoded), so the order may change later
+// without breaking a client's loop.
+func (s *Server) endpointList(c echo.Context) error {
+	limit, p := queryLimit(c, endpointPageDefault, endpointPageMax)
+	if p != nil {
+		return p
+	}
+	var after string
+	if v := c.QueryParam("cursor"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || intake.ValidKey("cursor", string(b)) != nil {
+			return fieldProblem("cursor", "cursor is not one this API returned")
+		}
+		after = string(b)
+	}
+	// One more than the page says whether another follows, so the last
+	// page has no cursor and no client asks for an empty one.
+	eps, err := s.deps.Store.EndpointsList(c.Request().Context(), after, limit+1)
+	if err != nil {
+		return err
+	}
+	page := endpointPage{Items: make([]endpointResponse, 0, min(len(eps), limit))}
+	if len(eps) > limit {
+		eps = eps[:limit]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(eps[limit-1].ID))
+	}
+	for _, e := range eps {
+		page.Items = append(page.Items, endpointView(c, e, false))
+	}
+	return c.JSON(http.StatusOK, page)
 }

@@ -88,28 +88,16 @@ func (s *Server) eventCreate(c echo.Context) error {
 	}
 	traceEvent(c, ev)
 	ctx := c.Request().Context()
-	var endpoints []string
-	if ev.EndpointID != "" {
-		ep, err := s.deps.Store.EndpointGet(ctx, ev.EndpointID)
-		if errors.Is(err, store.ErrNotFound) {
-			p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
-			p.Field = "endpoint_id"
-			return p
-		} else if err != nil {
-			return err
-		}
-		if ep.Disabled {
-			return s.eventForDisabled(c, ev)
-		}
-		endpoints = []string{ep.ID}
-	} else {
-		subs, err := s.deps.Store.EndpointsSubscribed(ctx, ev.Type)
-		if err != nil {
-			return err
-		}
-		for _, ep := range subs {
-			endpoints = append(endpoints, ep.ID)
-		}
+	addressed, endpoints, err := s.deps.Store.Route(ctx, ev)
+	if errors.Is(err, store.ErrNotFound) {
+		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
+		p.Field = "endpoint_id"
+		return p
+	} else if err != nil {
+		return err
+	}
+	if addressed != nil && addressed.Disabled {
+		return s.eventForDisabled(c, ev)
 	}
 
 	stored, inserted, err := s.deps.Store.EventInsertRouted(ctx, ev, endpoints)

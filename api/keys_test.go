@@ -42,6 +42,7 @@ func bearer(key string) http.Header { return http.Header{"Authorization": {"Bear
 // say what it needs.
 var routeScopes = map[string]api.Scope{
 	"POST /v1/endpoints":                   api.ScopeEndpointsWrite,
+	"GET /v1/endpoints":                    api.ScopeEventsRead,
 	"GET /v1/endpoints/:id":                api.ScopeEventsRead,
 	"PATCH /v1/endpoints/:id":              api.ScopeEndpointsWrite,
 	"POST /v1/endpoints/:id/rotate-secret": api.ScopeEndpointsWrite,

@@ -104,6 +104,7 @@ func TestOpenAPIDocumentsStatuses(t *testing.T) {
 		"GET /readyz":                           {200, 503},
 		"GET /openapi.json":                     {200},
 		"POST /v1/endpoints":                    {201, 400, 401, 403, 413, 415, 429},
+		"GET /v1/endpoints":                     {200, 400, 401, 403, 429},
 		"GET /v1/endpoints/{id}":                {200, 400, 401, 403, 404, 429},
 		"PATCH /v1/endpoints/{id}":              {200, 400, 401, 403, 404, 413, 415, 429},
 		"POST /v1/endpoints/{id}/rotate-secret": {200, 400, 401, 403, 404, 429},

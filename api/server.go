@@ -157,6 +157,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1 := e.Group("/v1")
 	read, endpoints, deadLetters := require(ScopeEventsRead), require(ScopeEndpointsWrite), require(ScopeDeadLettersWrite)
 	v1.POST("/endpoints", s.endpointCreate, endpoints)
+	v1.GET("/endpoints", s.endpointList, read)
 	v1.GET("/endpoints/:id", s.endpointGet, read)
 	v1.PATCH("/endpoints/:id", s.endpointUpdate, endpoints)
 	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate, endpoints)

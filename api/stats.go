@@ -21,9 +21,22 @@ type StatsResponse struct {
 	DeadLettersOpen     int64          `json:"dead_letters_open"`
 	OldestLagSeconds    float64        `json:"oldest_lag_seconds"`
 	BlockedCorrelations BlockedSummary `json:"blocked_correlations"`
+	// Endpoints are the same figures per endpoint (endpoints are few;
+	// correlations never become labels or rows here).
+	Endpoints []EndpointStats `json:"endpoints"`
 	// Cleaner is the cleaner's last run (by any API process); absent
 	// before the first.
 	Cleaner *store.CleanerRun `json:"cleaner,omitempty"`
+}
+
+// EndpointStats are one endpoint's deliveries at a glance.
+type EndpointStats struct {
+	EndpointID       string  `json:"endpoint_id"`
+	Waiting          int64   `json:"waiting"`
+	Delivering       int64   `json:"delivering"`
+	DeliveredLast5m  int64   `json:"delivered_last_5m"`
+	DeadLettersOpen  int64   `json:"dead_letters_open"`
+	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
 }
 
 // BlockedSummary counts the blocked correlations and lists the longest
@@ -33,9 +46,11 @@ type BlockedSummary struct {
 	Top   []BlockedCorrelation `json:"top"`
 }
 
-// BlockedCorrelation is a correlation whose next sequence holds others back.
+// BlockedCorrelation is a lane (correlation, endpoint) whose next delivery
+// holds others back.
 type BlockedCorrelation struct {
 	CorrelationID   string  `json:"correlation_id"`
+	EndpointID      string  `json:"endpoint_id"`
 	NextSequence    int64   `json:"next_sequence"`
 	BlockedBy       string  `json:"blocked_by"`
 	BlockingEventID string  `json:"blocking_event_id,omitempty"`
@@ -67,6 +82,11 @@ func (s *Server) stats(c echo.Context) error {
 		Queued: sm.Queued, InFlight: sm.InFlight, DeliveredLast5m: sm.DeliveredLast5m,
 		DeadLettersOpen: sm.DeadLettersOpen, OldestLagSeconds: sm.OldestLagSeconds,
 		BlockedCorrelations: BlockedSummary{Count: total, Top: []BlockedCorrelation{}},
+		Endpoints:           []EndpointStats{},
+	}
+	for _, e := range sm.ByEndpoint {
+		resp.Endpoints = append(resp.Endpoints, EndpointStats{EndpointID: e.EndpointID, Waiting: e.Waiting, Delivering: e.Delivering,
+			DeliveredLast5m: e.DeliveredRecently, DeadLettersOpen: e.DeadLettersOpen, OldestLagSeconds: e.LagSeconds})
 	}
 	if run, err := s.deps.Store.CleanerRunLast(ctx); err == nil {
 		resp.Cleaner = &run
@@ -78,7 +98,7 @@ func (s *Server) stats(c echo.Context) error {
 			break
 		}
 		bc := BlockedCorrelation{
-			CorrelationID: b.CorrelationID, NextSequence: b.NextSequence, BlockedBy: b.BlockedBy,
+			CorrelationID: b.CorrelationID, EndpointID: b.EndpointID, NextSequence: b.NextSequence, BlockedBy: b.BlockedBy,
 			Parked: b.Parked, AgeSeconds: b.AgeSeconds,
 		}
 		if b.BlockingEventID != nil {

@@ -61,18 +61,12 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 		require.Equal(t, contract.StateWaiting, b.eventState(id).State, id)
 		require.Zero(t, rcv.requestsFor(id), "%s must not be attempted while 2 is dead-lettered", id)
 	}
-	var c struct {
-		NextSequence int64   `json:"next_sequence"`
-		Parked       []int64 `json:"parked"`
-		BlockedBy    struct {
-			Sequence int64  `json:"sequence"`
-			State    string `json:"state"`
-		} `json:"blocked_by"`
-	}
-	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/correlations/"+corr, nil, &c))
+	c := b.correlation(corr)
 	require.EqualValues(t, 2, c.NextSequence)
-	require.Equal(t, []int64{3, 4}, c.Parked)
-	require.Equal(t, string(contract.StateDeadLettered), c.BlockedBy.State)
+	lane := c.only(t)
+	require.Equal(t, []int64{3, 4}, lane.Parked)
+	require.Equal(t, string(contract.StateDeadLettered), lane.BlockedBy.State)
+	require.EqualValues(t, 1, lane.Previous, "the next delivery follows 1")
 
 	// Listed with its context (a page has envelopes and attempts when it
 	// asks for them).

@@ -26,16 +26,55 @@ import (
 
 // correlationView is GET /v1/correlations/{id}.
 type correlationView struct {
-	NextSequence int64             `json:"next_sequence"`
-	Released     *contract.Arrival `json:"released"`
-	Parked       []int64           `json:"parked"`
-	Skipped      []int64           `json:"skipped"`
-	BlockedBy    *struct {
+	NextSequence int64      `json:"next_sequence"`
+	Missing      *int64     `json:"missing"`
+	Lanes        []laneView `json:"lanes"`
+	Source       string     `json:"source"`
+}
+
+// laneView is one lane of GET /v1/correlations/{id}.
+type laneView struct {
+	EndpointID string  `json:"endpoint_id"`
+	Next       *int64  `json:"next"`
+	Released   *int64  `json:"released"`
+	Parked     []int64 `json:"parked"`
+	Previous   int64   `json:"previous_sequence"`
+	Skipped    []int64 `json:"skipped"`
+	BlockedBy  *struct {
 		Sequence int64  `json:"sequence"`
 		EventID  string `json:"event_id"`
 		State    string `json:"state"`
 	} `json:"blocked_by"`
-	Source string `json:"source"`
+}
+
+// only is the correlation's one lane, for tests whose events all go to one
+// endpoint (zero before any event of it has arrived).
+func (c correlationView) only(t *testing.T) laneView {
+	t.Helper()
+	require.LessOrEqual(t, len(c.Lanes), 1, "one endpoint, one lane")
+	if len(c.Lanes) == 0 {
+		return laneView{}
+	}
+	return c.Lanes[0]
+}
+
+// parked counts a sequencer's arrivals that wait in a lane, and released
+// is the sequence released in its one lane (0 for none).
+func parked(st contract.SequencerState) int {
+	n := 0
+	for _, e := range st.Events {
+		n += len(e.Open)
+	}
+	return n
+}
+
+func released(st contract.SequencerState) int64 {
+	for _, l := range st.Lanes {
+		if l.InFlight != 0 {
+			return l.InFlight
+		}
+	}
+	return 0
 }
 
 func (b *bundle) correlation(id string) correlationView {
@@ -166,13 +205,18 @@ func TestReadmeExample(t *testing.T) {
 		return byType[contract.SequencerWorkflow] == 1 && byType[contract.EventWorkflow] == 2 && len(waiting) == 2
 	})
 	st := b.sequencerState(corr)
-	require.Equal(t, contract.SequencerState{Next: 1, Parked: []contract.Arrival{{Sequence: 2, EventID: corr + "-2"}, {Sequence: 3, EventID: corr + "-3"}}}, st)
+	require.Equal(t, contract.SequencerState{Next: 1, Events: []contract.PendingEvent{
+		{Sequence: 2, EventID: corr + "-2", Open: []string{ep.ID}}, {Sequence: 3, EventID: corr + "-3", Open: []string{ep.ID}},
+	}, Lanes: []contract.LaneState{{Endpoint: ep.ID}}}, st)
 	c := b.correlation(corr)
 	require.Equal(t, "sequencer", c.Source)
 	require.EqualValues(t, st.Next, c.NextSequence)
-	require.Equal(t, []int64{2, 3}, c.Parked)
-	require.Nil(t, c.Released)
-	require.Equal(t, "missing", c.BlockedBy.State)
+	require.NotNil(t, c.Missing)
+	require.EqualValues(t, 1, *c.Missing)
+	lane := c.only(t)
+	require.Equal(t, []int64{2, 3}, lane.Parked)
+	require.Nil(t, lane.Released)
+	require.Equal(t, "missing", lane.BlockedBy.State)
 	require.Zero(t, rcv.requestsFor(corr+"-2")+rcv.requestsFor(corr+"-3"), "nothing is sent before 1")
 
 	code, _ := b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
@@ -185,7 +229,8 @@ func TestReadmeExample(t *testing.T) {
 	require.Equal(t, []int64{1, 2, 3}, applied[corr])
 	waitFor(t, 30*time.Second, "the sequencer and the API agree the correlation is through", func() bool {
 		c := b.correlation(corr)
-		return c.NextSequence == 4 && len(c.Parked) == 0 && c.Released == nil && b.sequencerState(corr).Next == 4
+		l := c.only(t)
+		return c.NextSequence == 4 && len(l.Parked) == 0 && l.Released == nil && b.sequencerState(corr).Next == 4
 	})
 }
 

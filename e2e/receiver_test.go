@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -115,15 +116,21 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	if len(applied) > 0 {
 		last = applied[len(applied)-1]
 	}
-	for _, sk := range ev.SkippedSequences {
-		if sk == last+1 {
-			last = sk // the sender says it will never come
-		}
-	}
-	if ev.Sequence != last+1 {
-		r.violate("out of order on %s: got sequence %d after %d", ev.CorrelationID, ev.Sequence, last)
+	// The contract's rule: the cursor stands at previous_sequence, or at a
+	// sequence the sender skipped after it (applied before its answer was
+	// lost). hookflow releases an event only once that holds, so anything
+	// else is a breach.
+	follows := last == ev.PreviousSequence || last > ev.PreviousSequence && slices.Contains(ev.SkippedSequences, last)
+	if ev.Sequence <= last || !follows {
+		r.violate("out of order on %s: got sequence %d (previous_sequence %d, skipped %v) after %d",
+			ev.CorrelationID, ev.Sequence, ev.PreviousSequence, ev.SkippedSequences, last)
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	for _, sk := range ev.SkippedSequences {
+		if sk <= ev.PreviousSequence || sk >= ev.Sequence {
+			r.violate("skipped sequence %d of %s outside (%d, %d)", sk, ev.CorrelationID, ev.PreviousSequence, ev.Sequence)
+		}
 	}
 	r.applied[ev.CorrelationID] = append(applied, ev.Sequence)
 	r.seen[ev.ID] = true

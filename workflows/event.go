@@ -229,10 +229,10 @@ func (w *eventRun) publish(ctx workflow.Context) {
 		updates = append(updates, contract.DeliveryStateKey.ValueSet(string(state)))
 	}
 	if !slices.Equal(dead, w.deadLettered) {
-		if len(dead) == 0 {
+		if fit, _ := contract.FitKeywordList(dead); len(fit) == 0 {
 			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueUnset())
 		} else {
-			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueSet(dead))
+			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueSet(fit))
 		}
 	}
 	if len(updates) == 0 {

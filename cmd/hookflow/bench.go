@@ -21,6 +21,8 @@ reference receiver and the two baselines' processes, each a child of the bench s
 Scenarios: baseline (one workflow per event, one HTTP activity), baseline-fast (the same POST as a
 local activity on an eagerly started workflow: the floor), hookflow-ordered (POST /v1/events over
 --correlations keys), hookflow-single-key, then idle latency for both baselines and a single key.
+Per webhook delivered it reports history events and Temporal Cloud actions (counted from every
+workflow's history by Cloud's published billing rules; docs/performance.md), beside the bare baseline's.
 Prints a table; --json writes every figure. Short run: hookflow bench --events 300.
 --ledger-rows 0,1M,5M instead measures hookflow on top of that much synthetic history (written by
 SQL into an emptied ledger before each size), with the API's cleaner running every 10s at the

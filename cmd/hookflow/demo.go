@@ -17,9 +17,9 @@ import (
 	"github.com/hookflow/hookflow/kit/client"
 )
 
-const demoSummary = `Guided first run against a running "hookflow dev": sends events out of order and shows the
-receiver apply them in order, produces a dead letter, skips it and shows its successor delivered.
-Every step prints its Temporal Web UI link.`
+const demoSummary = `Guided first run against a running "hookflow dev": publishes events once, out of order, to two
+endpoints subscribed to their type; the healthy one applies them in order while the failing one's lane waits on
+its dead letter; then skips it and shows that lane move on. Every step prints its Temporal Web UI link.`
 
 // runDemo walks a newcomer through hookflow against `hookflow dev`.
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
@@ -65,6 +65,10 @@ func (d demo) correlationLink(id string) string {
 
 func (d demo) workflowLink(id string) string { return d.ui + "/workflows/" + url.PathEscape(id) }
 
+func (d demo) endpointLink(corr, endpointID string) string {
+	return d.ui + "/workflows?query=" + url.QueryEscape(`CorrelationId="`+corr+`" AND EndpointIds="`+endpointID+`"`)
+}
+
 func (d demo) run(ctx context.Context) error {
 	ep, err := d.api.EndpointGet(ctx, devEndpointID)
 	if err != nil {
@@ -73,22 +77,34 @@ func (d demo) run(ctx context.Context) error {
 	suffix := strings.ToLower(rand.Text()[:6])
 	fmt.Fprintf(d.out, "hookflow demo: API %s, receiver %s, dev endpoint %s → %s\n", d.api.BaseURL(), d.receiver, ep.ID, ep.URL)
 
-	// 1. Out of order in, in order out.
+	// 1. Publish once; two subscribers; one of them fails.
+	d.step(1, "Subscribe a second endpoint to order.* — one the receiver refuses (it signs with a secret the receiver does not know: 401)")
+	bad, err := d.api.EndpointCreate(ctx, client.EndpointCreateRequest{URL: d.receiver + "/webhook", EventTypes: []string{"order.*"}})
+	if err != nil {
+		return d.api.fail(err)
+	}
+	fmt.Fprintf(d.out, "   created endpoint %s → %s/webhook, event_types [order.*]; %s takes every type\n", bad.ID, d.receiver, devEndpointID)
 	corr := "demo-" + suffix
-	d.step(1, "Send sequences 3, 1, 2 of correlation "+corr+" (out of order)")
+	d.step(2, "Publish sequences 3, 1, 2 of correlation "+corr+" once each (out of order, no endpoint_id)")
 	ids := map[int64]string{}
 	for _, seq := range []int64{3, 1, 2} {
 		id := fmt.Sprintf("%s-%d", corr, seq)
 		ids[seq] = id
-		if err := d.postEvent(ctx, id, corr, seq, devEndpointID, seq*10); err != nil {
+		acc, err := d.publish(ctx, id, corr, seq, seq*10)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(d.out, "   sent sequence %d as %s   %s\n", seq, id, d.workflowLink(id))
+		var to []string
+		for _, dv := range acc.Deliveries {
+			to = append(to, dv.EndpointID)
+		}
+		fmt.Fprintf(d.out, "   published sequence %d as %s → %s   %s\n", seq, id, strings.Join(to, ", "), d.workflowLink(id))
 		time.Sleep(300 * time.Millisecond) // let each arrive before the next: the receiver sees the gap
 	}
 	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(corr))
+	fmt.Fprintf(d.out, "   by endpoint: %s\n", d.endpointLink(corr, bad.ID))
 	for _, seq := range []int64{1, 2, 3} {
-		if err := d.waitState(ctx, ids[seq], client.StateDelivered); err != nil {
+		if err := d.waitDelivery(ctx, ids[seq], devEndpointID, client.StateDelivered); err != nil {
 			return err
 		}
 	}
@@ -100,84 +116,79 @@ func (d demo) run(ctx context.Context) error {
 	if err := d.getJSON(ctx, d.receiver+"/correlations/"+url.PathEscape(corr), &rc); err != nil {
 		return fmt.Errorf("ask the receiver: %w", err)
 	}
-	fmt.Fprintf(d.out, "   receiver applied, in order: %s (last sequence %d, balance %s)\n", strings.Join(rc.Applied, ", "), rc.LastSequence, rc.Balance)
+	fmt.Fprintf(d.out, "   %s applied, in order: %s (last sequence %d, balance %s)\n", devEndpointID, strings.Join(rc.Applied, ", "), rc.LastSequence, rc.Balance)
+	if err := d.waitDelivery(ctx, ids[1], bad.ID, client.StateDeadLettered); err != nil {
+		return err
+	}
+	dl, err := d.api.DeadLetterGet(ctx, ids[1], bad.ID)
+	if err != nil {
+		return d.api.fail(err)
+	}
+	fmt.Fprintf(d.out, "   dead letter %s at %s: %s\n", dl.EventID, dl.EndpointID, truncate(dl.Reason, 100))
+	if err := d.lanes(ctx, corr); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "   inspect it: hookflow dlq show %s --endpoint-id %s    or: hookflow status\n", ids[1], bad.ID)
 
-	// 2. A dead letter: an endpoint whose secret the receiver does not know.
-	d.step(2, "Produce a dead letter: a new endpoint signs with a secret the receiver does not know (401)")
-	bad, err := d.api.EndpointCreate(ctx, client.EndpointCreateRequest{URL: d.receiver + "/webhook"})
-	if err != nil {
+	// 3. Operator action on the failing lane only. A replay would meet the
+	// same 401 (the receiver cannot learn this endpoint's secret), so the
+	// demo skips: the lane's next delivery then carries skipped_sequences
+	// [1], and fails the same way; the healthy lane never waited.
+	d.step(3, "Skip the dead letter at "+bad.ID+" (recorded: who, when, why); that lane moves on to 2")
+	if _, err := d.api.DeadLetterSkip(ctx, ids[1], client.OperatorRequest{EndpointID: bad.ID, Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
 		return d.api.fail(err)
 	}
-	fmt.Fprintf(d.out, "   created endpoint %s → %s/webhook\n", bad.ID, d.receiver)
-	// Sequence 1 goes to the bad endpoint, 2 to the dev receiver: ordering
-	// is per correlation, so 2 waits for 1 whatever its endpoint.
-	dlCorr := "demo-" + suffix + "-dlq"
-	dl1, dl2 := dlCorr+"-1", dlCorr+"-2"
-	if err := d.postEvent(ctx, dl1, dlCorr, 1, bad.ID, 5); err != nil {
+	if err := d.waitDelivery(ctx, ids[1], bad.ID, client.StateSkipped); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "   sent sequence 1 as %s to %s   %s\n", dl1, bad.ID, d.workflowLink(dl1))
-	if err := d.postEvent(ctx, dl2, dlCorr, 2, devEndpointID, 7); err != nil {
+	if err := d.waitDelivery(ctx, ids[2], bad.ID, client.StateDeadLettered); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "   sent sequence 2 as %s to %s   %s\n", dl2, devEndpointID, d.workflowLink(dl2))
-	fmt.Fprintf(d.out, "   all of it:  %s\n", d.correlationLink(dlCorr))
-	if err := d.waitState(ctx, dl1, client.StateDeadLettered); err != nil {
+	if err := d.lanes(ctx, corr); err != nil {
 		return err
 	}
-	dl, err := d.api.DeadLetterGet(ctx, dl1)
-	if err != nil {
-		return d.api.fail(err)
-	}
-	fmt.Fprintf(d.out, "   dead letter %s: %s\n", dl.EventID, truncate(dl.Reason, 100))
-	c, err := d.api.CorrelationGet(ctx, dlCorr)
-	if err != nil {
-		return d.api.fail(err)
-	}
-	fmt.Fprintf(d.out, "   %s is held: next sequence %d, parked %v (order is never broken silently)\n", dlCorr, c.NextSequence, c.Parked)
-	fmt.Fprintf(d.out, "   inspect it: hookflow dlq show %s    or: hookflow status\n", dl1)
-
-	// 3. Operator action. A replay would meet the same 401 (the receiver
-	// cannot learn this endpoint's secret), so the demo skips: the
-	// successor then carries skipped_sequences [1] and is applied.
-	d.step(3, "Skip the dead letter (recorded: who, when, why); its successor is delivered")
-	if _, err := d.api.DeadLetterSkip(ctx, dl1, client.OperatorRequest{Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
-		return d.api.fail(err)
-	}
-	if err := d.waitState(ctx, dl1, client.StateSkipped); err != nil {
-		return err
-	}
-	if err := d.waitState(ctx, dl2, client.StateDelivered); err != nil {
-		return err
-	}
-	if err := d.getJSON(ctx, d.receiver+"/correlations/"+url.PathEscape(dlCorr), &rc); err != nil {
-		return fmt.Errorf("ask the receiver: %w", err)
-	}
-	fmt.Fprintf(d.out, "   receiver applied: %s (last sequence %d; it was told 1 was skipped)\n", strings.Join(rc.Applied, ", "), rc.LastSequence)
-	fmt.Fprintln(d.out, "   When the receiver is the one at fault, fix it and `hookflow dlq replay <id>` (or --all): a fresh recovery window, same identifiers.")
+	fmt.Fprintln(d.out, "   When the receiver is the one at fault, fix it and `hookflow dlq replay <id> --endpoint-id <ep>` (or --all):")
+	fmt.Fprintln(d.out, "   a fresh recovery window, same identifiers, and the lane goes on in order.")
 	if _, err := d.api.EndpointUpdate(ctx, bad.ID, client.EndpointUpdateRequest{Disabled: new(true)}); err != nil {
 		return d.api.fail(err)
 	}
-	fmt.Fprintf(d.out, "   cleaned up: endpoint %s disabled\n", bad.ID)
+	fmt.Fprintf(d.out, "   cleaned up: endpoint %s disabled (its lane keeps what it holds; nothing new is routed to it)\n", bad.ID)
 
 	d.step(4, "Where things stand")
-	fmt.Fprintln(d.out, "   hookflow status          queue depth, in flight, dead letters, lag, blocked correlations")
+	fmt.Fprintln(d.out, "   hookflow status          queue depth, in flight, dead letters, lag, per endpoint, blocked lanes")
 	fmt.Fprintf(d.out, "   %s/metrics   Prometheus\n", d.api.BaseURL())
 	fmt.Fprintf(d.out, "   %s/workflows   every workflow\n", d.ui)
 	return nil
 }
 
-func (d demo) postEvent(ctx context.Context, id, corr string, seq int64, endpointID string, amount int64) error {
-	_, err := d.api.EventCreate(ctx, client.EventCreateRequest{
-		ID: id, CorrelationID: corr, Sequence: seq, EndpointID: endpointID, Type: "ledger.entry",
-		Data: map[string]any{"amount": amount},
-	})
-	return d.api.fail(err)
+// lanes prints each lane of the correlation.
+func (d demo) lanes(ctx context.Context, corr string) error {
+	c, err := d.api.CorrelationGet(ctx, corr)
+	if err != nil {
+		return d.api.fail(err)
+	}
+	for _, l := range c.Lanes {
+		line := fmt.Sprintf("   lane %s: last delivered %d, parked %v", l.EndpointID, l.PreviousSequence, l.Parked)
+		if l.BlockedBy != nil {
+			line += fmt.Sprintf(", held by %d (%s)", l.BlockedBy.Sequence, l.BlockedBy.State)
+		}
+		fmt.Fprintln(d.out, line)
+	}
+	return nil
 }
 
-// waitState polls the event until it reaches state, printing progress.
-func (d demo) waitState(ctx context.Context, id string, state client.State) error {
-	fmt.Fprintf(d.out, "   waiting for %s to be %s ", id, state)
+func (d demo) publish(ctx context.Context, id, corr string, seq int64, amount int64) (client.Accepted, error) {
+	acc, err := d.api.EventCreate(ctx, client.EventCreateRequest{
+		ID: id, CorrelationID: corr, Sequence: seq, Type: "order.updated",
+		Data: map[string]any{"amount": amount},
+	})
+	return acc, d.api.fail(err)
+}
+
+// waitDelivery polls the event until its delivery to endpointID reaches
+// state, printing progress.
+func (d demo) waitDelivery(ctx context.Context, id, endpointID string, state client.State) error {
+	fmt.Fprintf(d.out, "   waiting for %s at %s to be %s ", id, endpointID, state)
 	deadline := time.Now().Add(d.wait)
 	last := client.State("")
 	for {
@@ -186,19 +197,20 @@ func (d demo) waitState(ctx context.Context, id string, state client.State) erro
 			fmt.Fprintln(d.out)
 			return d.api.fail(err)
 		}
-		if ev.State == state {
-			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, len(ev.Attempts))
+		dv, _ := ev.Delivery(endpointID)
+		if dv.State == state {
+			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, len(dv.Attempts))
 			return nil
 		}
-		if ev.State != last {
-			fmt.Fprintf(d.out, "[%s]", ev.State)
-			last = ev.State
+		if dv.State != last {
+			fmt.Fprintf(d.out, "[%s]", dv.State)
+			last = dv.State
 		} else {
 			fmt.Fprint(d.out, ".")
 		}
 		if time.Now().After(deadline) {
 			fmt.Fprintln(d.out)
-			return fmt.Errorf("%s is still %s after %s", id, ev.State, d.wait)
+			return fmt.Errorf("%s at %s is still %s after %s", id, endpointID, dv.State, d.wait)
 		}
 		select {
 		case <-ctx.Done():

@@ -80,8 +80,10 @@ func TestDemoAgainstDevStack(t *testing.T) {
 	t.Log(out)
 	for _, want := range []string{
 		"-1, ", "(last sequence 3", // applied in order
-		"dead letter ", "401", "is held: next sequence 1, parked [2]",
-		"receiver applied: ", "last sequence 2",
+		"dead letter ", "401", "last delivered 0, parked [2 3], held by 1 (dead_lettered)",
+		"last delivered 3, parked []", // the healthy lane never waited
+		"last delivered 0, parked [3], held by 2 (dead_lettered)",
+		"EndpointIds%3D%22ep_",
 		"/namespaces/" + temporaltest.Namespace + "/workflows?query=CorrelationId%3D%22demo-",
 		"/namespaces/" + temporaltest.Namespace + "/workflows/demo-",
 	} {

@@ -200,14 +200,14 @@ func devReceiverSecret(path string) (string, error) {
 func ensureDevEndpoint(ctx context.Context, st *store.Store, url, secret string) error {
 	ep, err := st.EndpointGet(ctx, devEndpointID)
 	if errors.Is(err, store.ErrNotFound) {
-		_, err = st.EndpointInsert(ctx, devEndpointID, url, secret)
+		_, err = st.EndpointInsert(ctx, devEndpointID, url, secret, nil)
 		return err
 	}
 	if err != nil {
 		return err
 	}
 	if ep.URL != url {
-		_, err = st.EndpointUpdate(ctx, devEndpointID, &url, nil, nil)
+		_, err = st.EndpointUpdate(ctx, devEndpointID, store.EndpointChange{URL: &url})
 	}
 	return err
 }

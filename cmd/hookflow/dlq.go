@@ -19,10 +19,14 @@ import (
 const dlqUsage = `usage: hookflow dlq <list|show|replay|skip> [flags]
 
   list   [--correlation-id ID] [--endpoint-id ID] [--since T] [--until T] [--status open|replayed|skipped|all] [--json]
-  show   <event id> [--json]
-  replay <event id>                     replay one dead letter (a fresh recovery window)
-  replay --all [filters of list]        replay every open match, in sequence order per correlation
-  skip   <event id> --note TEXT         give it up; its successors go on
+  show   <event id> [--endpoint-id ID] [--json]
+  replay <event id> [--endpoint-id ID]  replay one dead letter (a fresh recovery window)
+  replay --all [filters of list]        replay every open match, each lane in sequence order
+  skip   <event id> [--endpoint-id ID] --note TEXT
+                                        give it up; its lane's successors go on
+
+A dead letter is one delivery (event, endpoint): --endpoint-id names it, and
+may be left out when the event has one open dead letter.
 
 Talks to the API at HOOKFLOW_API_URL with HOOKFLOW_API_TOKEN.`
 
@@ -42,7 +46,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	flags := func(fs *flag.FlagSet) {
 		fs.StringVar(&corr, "correlation-id", "", "only this correlation")
-		fs.StringVar(&endpoint, "endpoint-id", "", "only this endpoint")
+		fs.StringVar(&endpoint, "endpoint-id", "", "only this endpoint (show, replay, skip: the delivery's endpoint)")
 		fs.StringVar(&since, "since", "", "dead-lettered at or after (RFC 3339)")
 		fs.StringVar(&until, "until", "", "dead-lettered before (RFC 3339)")
 		fs.StringVar(&status, "status", "", "open (default), replayed, skipped or all")
@@ -107,7 +111,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		d, err := cl.DeadLetterGet(ctx, id)
+		d, err := cl.DeadLetterGet(ctx, id, endpoint)
 		if err != nil {
 			return cl.fail(err)
 		}
@@ -155,10 +159,11 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := cl.DeadLetterReplay(ctx, id, client.OperatorRequest{}); err != nil {
+		res, err := cl.DeadLetterReplay(ctx, id, client.OperatorRequest{EndpointID: endpoint})
+		if err != nil {
 			return cl.fail(err)
 		}
-		fmt.Fprintf(env.stdout, "replaying %s (a fresh recovery window)\n", id)
+		fmt.Fprintf(env.stdout, "replaying %s to %s (a fresh recovery window)\n", id, res.EndpointID)
 		return nil
 	default: // skip
 		id, err := one()
@@ -168,10 +173,11 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if strings.TrimSpace(note) == "" {
 			return &config.UsageError{Msg: "dlq skip needs --note saying why"}
 		}
-		if _, err := cl.DeadLetterSkip(ctx, id, client.OperatorRequest{Note: note}); err != nil {
+		res, err := cl.DeadLetterSkip(ctx, id, client.OperatorRequest{EndpointID: endpoint, Note: note})
+		if err != nil {
 			return cl.fail(err)
 		}
-		fmt.Fprintf(env.stdout, "skipping %s; its successors will be delivered\n", id)
+		fmt.Fprintf(env.stdout, "skipping %s at %s; its lane's successors will be delivered\n", id, res.EndpointID)
 		return nil
 	}
 }

@@ -46,7 +46,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		{"delivered, last 5 min", fmt.Sprint(st.DeliveredLast5m)},
 		{"dead letters open", fmt.Sprint(st.DeadLettersOpen)},
 		{"oldest undelivered", age(st.OldestLagSeconds)},
-		{"blocked correlations", fmt.Sprint(st.BlockedCorrelations.Count)},
+		{"blocked lanes (correlation, endpoint)", fmt.Sprint(st.BlockedCorrelations.Count)},
 		{"cleaner, last run", cleanerLine(st.Cleaner)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row.name, row.value)
@@ -54,18 +54,29 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(st.Endpoints) > 0 {
+		fmt.Fprintln(env.stdout)
+		tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENDPOINT\tWAITING\tDELIVERING\tDELIVERED 5M\tDEAD LETTERS\tOLDEST")
+		for _, e := range st.Endpoints {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", e.EndpointID, e.Waiting, e.Delivering, e.DeliveredLast5m, e.DeadLettersOpen, age(e.OldestLagSeconds))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if len(st.BlockedCorrelations.Top) == 0 {
 		return nil
 	}
 	fmt.Fprintln(env.stdout)
 	tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CORRELATION\tNEXT SEQ\tBLOCKED BY\tEVENT\tPARKED\tAGE")
+	fmt.Fprintln(tw, "CORRELATION\tENDPOINT\tNEXT SEQ\tBLOCKED BY\tEVENT\tPARKED\tAGE")
 	for _, b := range st.BlockedCorrelations.Top {
 		ev := b.BlockingEventID
 		if ev == "" {
 			ev = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\n", b.CorrelationID, b.NextSequence, b.BlockedBy, ev, b.Parked, age(b.AgeSeconds))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", b.CorrelationID, b.EndpointID, b.NextSequence, b.BlockedBy, ev, b.Parked, age(b.AgeSeconds))
 	}
 	return tw.Flush()
 }

@@ -58,7 +58,9 @@ func TestBenchShortRun(t *testing.T) {
 		require.True(t, ok, "scenario %s missing from the JSON", name)
 		require.Positive(t, s.Events, name)
 		require.Equal(t, s.Events, s.Delivered, "%s: every event delivered", name)
+		require.Equal(t, s.Delivered, s.Deliveries, "%s: one webhook per event", name)
 		require.Positive(t, s.EventsPerSec, name)
+		require.InDelta(t, s.EventsPerSec, s.DeliveriesPerSec, 1e-9, name)
 		if strings.HasPrefix(name, bench.ScenarioBaselineFast) {
 			// Its worker may commit before the start call's answer reaches
 			// the bench (eager start), so its accept→commit can be about 0.
@@ -72,6 +74,17 @@ func TestBenchShortRun(t *testing.T) {
 			require.Positive(t, s.HistoryPerEvent, name)
 		}
 	}
+	// Every throughput scenario's bill is counted from its histories, and
+	// read against the bare baseline's of this run. Neither baseline can
+	// take fewer than two: a start, and a delivery (activity or marker).
+	for _, name := range []string{bench.ScenarioBaseline, bench.ScenarioBaselineFast, bench.ScenarioOrdered, bench.ScenarioSingleKey} {
+		s := got[name]
+		require.GreaterOrEqual(t, s.ActionsPerDelivery, 2.0, name)
+		require.Positive(t, s.ActionsVsBaseline, name)
+		t.Logf("%s: %.2f actions per delivery (%.2f own + %.2f sequencer share), %.2f× the baseline's, %.2f× baseline-fast's",
+			name, s.ActionsPerDelivery, s.ActionsWorkflow, s.ActionsSequencerShare, s.ActionsVsBaseline, s.ActionsVsBaselineFast)
+	}
+	require.Contains(t, table, "actions/delivery")
 	require.Positive(t, rep.Ratios.OrderedVsBaseline)
 	require.Positive(t, rep.Ratios.OrderedVsBaselineFast)
 	require.Positive(t, rep.Ratios.SingleKeyVsBaselineFast)
@@ -84,6 +97,7 @@ func TestBenchShortRun(t *testing.T) {
 	for _, s := range rep.Sequencers {
 		require.GreaterOrEqual(t, s.Runs, s.Correlations, s.Scenario)
 		require.Positive(t, s.MaxRunLength, s.Scenario)
+		require.Positive(t, s.ActionsPerEvent, s.Scenario)
 	}
 	require.Len(t, rep.Targets, 6)
 	for _, tg := range rep.Targets {

@@ -66,7 +66,9 @@ type sequencerHistory struct {
 	continuedAsNew int
 	maxLength      int
 	total          int
-	byType         map[string]int
+	// actions are Temporal Cloud's, over every run (see actions).
+	actions int
+	byType  map[string]int
 	// updates are its update-accepted events, which the idle timelines
 	// read; kept only when asked for.
 	updates []*historypb.HistoryEvent
@@ -113,6 +115,7 @@ func loadSequencer(ctx context.Context, c client.Client, corr string, keepUpdate
 		}
 		sh.runs++
 		sh.total += len(evs)
+		sh.actions += actions(evs)
 		sh.maxLength = max(sh.maxLength, len(evs))
 		for _, e := range evs {
 			sh.byType[e.GetEventType().String()]++
@@ -191,26 +194,42 @@ func sample(ids []string, n int) []string {
 	return out
 }
 
-// meanHistory is the mean history length of the sampled workflows and the
-// by-type counts of the middle one.
-func meanHistory(ctx context.Context, c client.Client, ids []string) (float64, map[string]int, error) {
-	ids = sample(ids, 20)
-	if len(ids) == 0 {
-		return 0, nil, nil
-	}
-	total := 0
-	var mid map[string]int
+// workflowTotals sums up the histories of a set of workflows (the latest
+// run of each).
+type workflowTotals struct {
+	workflows int
+	events    int
+	actions   int
+	// mid is the by-type count of the middle one, the profile's example.
+	mid map[string]int
+}
+
+// readWorkflows reads the history of every workflow of ids.
+func readWorkflows(ctx context.Context, c client.Client, ids []string) (workflowTotals, error) {
+	var t workflowTotals
 	for i, id := range ids {
 		evs, err := history(ctx, c, id, "")
 		if err != nil {
-			return 0, nil, err
+			return t, err
 		}
-		total += len(evs)
+		t.workflows++
+		t.events += len(evs)
+		t.actions += actions(evs)
 		if i == len(ids)/2 {
-			mid = byType(evs)
+			t.mid = byType(evs)
 		}
 	}
-	return float64(total) / float64(len(ids)), mid, nil
+	return t, nil
+}
+
+// meanHistory is the mean history length of up to 20 workflows sampled from
+// ids and the by-type counts of the middle one.
+func meanHistory(ctx context.Context, c client.Client, ids []string) (float64, map[string]int, error) {
+	t, err := readWorkflows(ctx, c, sample(ids, 20))
+	if err != nil || t.workflows == 0 {
+		return 0, nil, err
+	}
+	return float64(t.events) / float64(t.workflows), t.mid, nil
 }
 
 // localActivityMarker names the marker a local activity's result is

@@ -42,11 +42,15 @@ type eventSpec struct {
 // RoundResult is one burst of one scenario: its events/s and, unexported,
 // what the scenario totals are summed from.
 type RoundResult struct {
-	Round        int     `json:"round"`
-	Events       int     `json:"events"`
-	Delivered    int     `json:"delivered"`
-	Seconds      float64 `json:"seconds"`
-	EventsPerSec float64 `json:"events_per_sec"`
+	Round     int `json:"round"`
+	Events    int `json:"events"`
+	Delivered int `json:"delivered"`
+	// Deliveries is the webhooks the round delivered: Delivered times the
+	// scenario's fanOut.
+	Deliveries       int     `json:"deliveries"`
+	Seconds          float64 `json:"seconds"`
+	EventsPerSec     float64 `json:"events_per_sec"`
+	DeliveriesPerSec float64 `json:"deliveries_per_sec"`
 
 	latencies []time.Duration
 	// accepts are the send → accepted times of the events the system
@@ -75,7 +79,10 @@ type scenario struct {
 	kind   kind
 	wfType string
 	// corr gives the correlation of the n-th event; nil: its own ID.
-	corr    func(n int) string
+	corr func(n int) string
+	// fanOut is how many webhooks one delivered event makes (the endpoints
+	// it goes to); 0 means one. Every per-delivery figure divides by it.
+	fanOut  int
 	counter int
 	rounds  []RoundResult
 	idle    []idleSample
@@ -410,9 +417,11 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 			res.latencies = append(res.latencies, at.Sub(accepted[i]))
 		}
 	}
+	res.Deliveries = res.Delivered * max(sc.fanOut, 1)
 	res.Seconds = end.Sub(start).Seconds()
 	if res.Seconds > 0 {
 		res.EventsPerSec = float64(res.Delivered) / res.Seconds
+		res.DeliveriesPerSec = float64(res.Deliveries) / res.Seconds
 	}
 	return res, nil
 }

@@ -66,26 +66,45 @@ type ScenarioResult struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Events      int    `json:"events"`
-	Delivered   int    `json:"delivered"`
+	// Delivered counts the events delivered, Deliveries the webhooks: the
+	// same unless the scenario sends each event to several endpoints
+	// (scenario.fanOut). The per-delivery figures, and every ratio to the
+	// baselines, divide by Deliveries.
+	Delivered  int `json:"delivered"`
+	Deliveries int `json:"deliveries"`
 	// InOrder: every correlation's ledger holds its sequences in order
 	// (hookflow scenarios only).
 	InOrder *bool `json:"in_order,omitempty"`
 	// EventsPerSec: delivered events over the time from the first
 	// submission to the last receiver commit, summed over rounds; for the
 	// idle rows, one event at a time.
-	EventsPerSec float64 `json:"events_per_sec"`
-	// VsBaseline and VsBaselineFast are its events/s over the baseline's
-	// and the fast baseline's (the idle rows over the idle rows).
+	EventsPerSec     float64 `json:"events_per_sec"`
+	DeliveriesPerSec float64 `json:"deliveries_per_sec"`
+	// VsBaseline and VsBaselineFast are its deliveries/s over the
+	// baseline's and the fast baseline's (the idle rows over the idle rows).
 	VsBaseline     float64 `json:"vs_baseline,omitempty"`
 	VsBaselineFast float64 `json:"vs_baseline_fast,omitempty"`
 	// LatencyMS is from accepted (API 202 / workflow start returned) to the
 	// receiver's commit.
 	LatencyMS Latency `json:"latency_ms"`
-	// HistoryPerEvent is the event's own workflow history plus its share of
-	// its sequencer's (sequencer events / events of that correlation).
+	// HistoryPerDelivery is the history events of every workflow of the
+	// scenario, plus its events' share of their sequencers' (sequencer
+	// events / events of that correlation), per delivery: HistoryWorkflow
+	// + HistorySequencerShare. HistoryPerEvent is the same per delivered
+	// event (issue 15's target, and older reports).
 	HistoryPerEvent       float64 `json:"history_events_per_event,omitempty"`
+	HistoryPerDelivery    float64 `json:"history_events_per_delivery,omitempty"`
 	HistoryWorkflow       float64 `json:"history_workflow,omitempty"`
 	HistorySequencerShare float64 `json:"history_sequencer_share,omitempty"`
+	// ActionsPerDelivery is the Temporal Cloud actions (see actions) of
+	// the same workflows and sequencer share, per delivery:
+	// ActionsWorkflow + ActionsSequencerShare. ActionsVsBaseline and
+	// ActionsVsBaselineFast are it over the two baselines' of the same run.
+	ActionsPerDelivery    float64 `json:"actions_per_delivery,omitempty"`
+	ActionsWorkflow       float64 `json:"actions_workflow,omitempty"`
+	ActionsSequencerShare float64 `json:"actions_sequencer_share,omitempty"`
+	ActionsVsBaseline     float64 `json:"actions_vs_baseline,omitempty"`
+	ActionsVsBaselineFast float64 `json:"actions_vs_baseline_fast,omitempty"`
 	// CPUPer1000 is CPU seconds per 1,000 delivered events by process;
 	// "app" is hookflow's api+worker, the baseline's worker, or the fast
 	// baseline's process (its starter and worker).
@@ -132,7 +151,7 @@ type RSSPoint struct {
 	MB      float64 `json:"mb"`
 }
 
-// Ratios are hookflow's events/s over the baseline's and over the fast
+// Ratios are hookflow's deliveries/s over the baseline's and over the fast
 // baseline's: overall and per round (0 where the round is missing or its
 // denominator delivered nothing).
 type Ratios struct {
@@ -179,6 +198,9 @@ type SequencerStat struct {
 	HistoryEvents   int     `json:"history_events"`
 	MaxRunLength    int     `json:"max_run_length"`
 	PerEvent        float64 `json:"per_event"`
+	// Actions are Temporal Cloud's over every run (see actions).
+	Actions         int     `json:"actions"`
+	ActionsPerEvent float64 `json:"actions_per_event"`
 }
 
 // Timeline is when each step of an idle event happened (median).
@@ -209,13 +231,13 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		sc    *scenario
 		types *map[string]int
 	}{{&base, r.base, &rep.History.BaselineWorkflow}, {&fast, r.fast, &rep.History.BaselineFastWorkflow}} {
-		h, m, err := meanHistory(ctx, tc, ids(b.sc))
+		own, err := readWorkflows(ctx, tc, ids(b.sc))
 		if err != nil {
 			warn(b.sc.name+" history", err)
 			continue
 		}
-		b.res.HistoryPerEvent, b.res.HistoryWorkflow = h, h
-		*b.types = m
+		b.res.perDelivery(workload{own: own})
+		*b.types = own.mid
 	}
 
 	seqStat := func(sc *scenario, corrs []string, keepUpdates bool) (SequencerStat, map[string]float64, *sequencerHistory) {
@@ -233,6 +255,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 			st.ContinuedAsNew += sh.continuedAsNew
 			st.NotInVisibility += sh.missed
 			st.HistoryEvents += sh.total
+			st.Actions += sh.actions
 			st.MaxRunLength = max(st.MaxRunLength, sh.maxLength)
 			for k, v := range sh.byType {
 				types[k] += float64(v)
@@ -241,6 +264,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		}
 		if st.Events > 0 {
 			st.PerEvent = float64(st.HistoryEvents) / float64(st.Events)
+			st.ActionsPerEvent = float64(st.Actions) / float64(st.Events)
 			for k := range types {
 				types[k] /= float64(st.Events)
 			}
@@ -264,16 +288,14 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		sc  *scenario
 		st  SequencerStat
 	}{{&ordered, r.ordered, ost}, {&single, r.single, sst}} {
-		h, m, err := meanHistory(ctx, tc, ids(x.sc))
+		own, err := readWorkflows(ctx, tc, ids(x.sc))
 		if err != nil {
 			warn("event workflow history", err)
 			continue
 		}
-		x.res.HistoryWorkflow = h
-		x.res.HistorySequencerShare = x.st.PerEvent
-		x.res.HistoryPerEvent = h + x.st.PerEvent
+		x.res.perDelivery(workload{own: own, seqEventsPerEvent: x.st.PerEvent, seqActionsPerEvent: x.st.ActionsPerEvent})
 		if x.sc == r.ordered {
-			rep.History.EventWorkflow = m
+			rep.History.EventWorkflow = own.mid
 		}
 	}
 	inOrder, err := r.inOrder(ctx, append(orderedCorrs, r.single.corr(0)))
@@ -337,28 +359,59 @@ func ratio(num, den float64) float64 {
 	return num / den
 }
 
-// relate sets every row's events/s ratios to the baseline's and the fast
-// baseline's.
+// relate sets every row's deliveries/s and actions per delivery ratios to
+// the baseline's and the fast baseline's. Per delivery, not per event, so
+// that a scenario fanning an event out to several endpoints compares webhook
+// for webhook with the baselines, which deliver each event once.
 func relate(base, fast *ScenarioResult, rows ...*ScenarioResult) {
-	b, f := base.EventsPerSec, fast.EventsPerSec
 	for _, r := range rows {
-		r.VsBaseline = ratio(r.EventsPerSec, b)
-		r.VsBaselineFast = ratio(r.EventsPerSec, f)
+		r.VsBaseline = ratio(r.DeliveriesPerSec, base.DeliveriesPerSec)
+		r.VsBaselineFast = ratio(r.DeliveriesPerSec, fast.DeliveriesPerSec)
+		r.ActionsVsBaseline = ratio(r.ActionsPerDelivery, base.ActionsPerDelivery)
+		r.ActionsVsBaselineFast = ratio(r.ActionsPerDelivery, fast.ActionsPerDelivery)
 	}
 }
 
-// perRound is num's events/s over den's, round by round; rounds are matched
-// by number, as the scenarios ran them side by side.
+// perRound is num's deliveries/s over den's, round by round; rounds are
+// matched by number, as the scenarios ran them side by side.
 func perRound(num, den []RoundResult) []float64 {
 	byRound := map[int]float64{}
 	for _, d := range den {
-		byRound[d.Round] = d.EventsPerSec
+		byRound[d.Round] = d.DeliveriesPerSec
 	}
 	out := make([]float64, 0, len(num))
 	for _, n := range num {
-		out = append(out, ratio(n.EventsPerSec, byRound[n.Round]))
+		out = append(out, ratio(n.DeliveriesPerSec, byRound[n.Round]))
 	}
 	return out
+}
+
+// workload is what a scenario's workflows did in all, before it is divided
+// per delivery: its own workflows' histories (every workflow the scenario
+// started: a scenario with more than one per event lists them all in its
+// rounds' ids) and, for hookflow, its sequencers' figures per event.
+type workload struct {
+	own                                   workflowTotals
+	seqEventsPerEvent, seqActionsPerEvent float64
+}
+
+// perDelivery sets the history and action figures from w. A sequencer
+// orders events, whatever each fans out to, so its share is taken once per
+// delivered event and then spread over the deliveries.
+func (s *ScenarioResult) perDelivery(w workload) {
+	if s.Deliveries <= 0 || s.Delivered <= 0 {
+		return
+	}
+	d := float64(s.Deliveries)
+	seqEvents := w.seqEventsPerEvent * float64(s.Delivered)
+	seqActions := w.seqActionsPerEvent * float64(s.Delivered)
+	s.HistoryWorkflow = float64(w.own.events) / d
+	s.HistorySequencerShare = seqEvents / d
+	s.HistoryPerDelivery = s.HistoryWorkflow + s.HistorySequencerShare
+	s.HistoryPerEvent = (float64(w.own.events) + seqEvents) / float64(s.Delivered)
+	s.ActionsWorkflow = float64(w.own.actions) / d
+	s.ActionsSequencerShare = seqActions / d
+	s.ActionsPerDelivery = s.ActionsWorkflow + s.ActionsSequencerShare
 }
 
 func ids(sc *scenario) []string {
@@ -382,6 +435,7 @@ func (r *runner) burstResult(sc *scenario, desc string) ScenarioResult {
 		}
 		res.Events += rd.Events
 		res.Delivered += rd.Delivered
+		res.Deliveries += rd.Deliveries
 		seconds += rd.Seconds
 		lat = append(lat, rd.latencies...)
 		for k, v := range rd.cpu {
@@ -395,6 +449,7 @@ func (r *runner) burstResult(sc *scenario, desc string) ScenarioResult {
 	}
 	if seconds > 0 {
 		res.EventsPerSec = float64(res.Delivered) / seconds
+		res.DeliveriesPerSec = float64(res.Deliveries) / seconds
 	}
 	res.LatencyMS = percentiles(lat)
 	if res.Delivered > 0 {
@@ -430,8 +485,11 @@ func idleResult(name, desc string, samples []idleSample) ScenarioResult {
 		lat = append(lat, s.applied.Sub(s.accepted))
 		busy += s.applied.Sub(s.sent)
 	}
+	// One endpoint each: the idle rows measure latency.
+	res.Deliveries = res.Delivered
 	if busy > 0 {
 		res.EventsPerSec = float64(res.Delivered) / busy.Seconds()
+		res.DeliveriesPerSec = res.EventsPerSec
 	}
 	res.LatencyMS = percentiles(lat)
 	return res
@@ -609,11 +667,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		m.CPUs, m.CPUModel, m.MemoryGiB, m.Kernel, m.GoVersion, m.Postgres, m.LoadAvgStart, m.LoadAvgEnd, rep.Seconds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tevents\tdelivered\tevents/s\tvs baseline\tvs baseline-fast\tp50 ms\tp95 ms\tp99 ms\thistory/event\tapp CPU s/1k\ttemporal CPU s/1k\tpostgres CPU s/1k\treceiver CPU s/1k\t")
+	fmt.Fprintln(tw, "scenario\tevents\tdelivered\tdeliveries\tdeliveries/s\tvs baseline\tvs baseline-fast\tp50 ms\tp95 ms\tp99 ms\thistory/delivery\tactions/delivery\tactions vs baseline\tapp CPU s/1k\ttemporal CPU s/1k\tpostgres CPU s/1k\treceiver CPU s/1k\t")
 	for _, s := range rep.Scenarios {
-		hist, app, tmp, pg, rc := "-", "-", "-", "-", "-"
-		if s.HistoryPerEvent > 0 {
-			hist = fmt.Sprintf("%.1f", s.HistoryPerEvent)
+		hist, acts, app, tmp, pg, rc := "-", "-", "-", "-", "-", "-"
+		if s.HistoryPerDelivery > 0 {
+			hist = fmt.Sprintf("%.1f", s.HistoryPerDelivery)
+		}
+		if s.ActionsPerDelivery > 0 {
+			acts = fmt.Sprintf("%.2f", s.ActionsPerDelivery)
 		}
 		if s.CPUPer1000 != nil {
 			app = fmt.Sprintf("%.1f", s.CPUPer1000["app"])
@@ -621,13 +682,24 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			pg = fmt.Sprintf("%.1f", s.CPUPer1000[procPostgres])
 			rc = fmt.Sprintf("%.1f", s.CPUPer1000[procReceiver])
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Events, s.Delivered,
-			s.EventsPerSec, times(s.VsBaseline), times(s.VsBaselineFast), s.LatencyMS.P50, s.LatencyMS.P95, s.LatencyMS.P99, hist, app, tmp, pg, rc)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Events, s.Delivered, s.Deliveries,
+			s.DeliveriesPerSec, times(s.VsBaseline), times(s.VsBaselineFast), s.LatencyMS.P50, s.LatencyMS.P95, s.LatencyMS.P99, hist, acts, times(s.ActionsVsBaseline), app, tmp, pg, rc)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nlatency: accepted (API 202 / workflow start returned / fast baseline's start call returned) → receiver commit. history/event: the event's workflow + its share of the sequencer's.")
+	fmt.Fprintln(w, "\ndeliveries: webhooks delivered (one per event unless a scenario fans out); deliveries/s and the ratios compare webhook for webhook.")
+	fmt.Fprintln(w, "latency: accepted (API 202 / workflow start returned / fast baseline's start call returned) → receiver commit. history/delivery: every workflow of the scenario + its share of the sequencer's.")
+	fmt.Fprintln(w, "actions/delivery: Temporal Cloud's billable actions, counted from the same histories by its published rules (docs/performance.md), over the bare baseline's.")
+	base, fast := rep.scenario(ScenarioBaseline), rep.scenario(ScenarioBaselineFast)
+	for _, s := range rep.Scenarios {
+		if s.ActionsPerDelivery <= 0 || s.Name == ScenarioBaseline || s.Name == ScenarioBaselineFast {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %.2f actions per delivery (%.2f own + %.2f sequencer share) = %s the baseline's %.2f, %s baseline-fast's %.2f\n",
+			s.Name, s.ActionsPerDelivery, s.ActionsWorkflow, s.ActionsSequencerShare,
+			times(s.ActionsVsBaseline), base.ActionsPerDelivery, times(s.ActionsVsBaselineFast), fast.ActionsPerDelivery)
+	}
 	fmt.Fprintln(w, "CPU s/1k: CPU seconds per 1,000 delivered events from /proc; app = hookflow api+worker, the baseline's worker (the bench itself starts its workflows),")
 	fmt.Fprintln(w, "or the fast baseline's process (starter and worker in one, as eager start needs). idle rows: events/s is one at a time, ratios against the idle rows.")
 	if e := rep.EagerStarts; e != nil {
@@ -638,7 +710,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, ".")
 	}
 
-	fmt.Fprintln(w, "\nrounds (events/s; interleaved, so noise hits every scenario alike):")
+	fmt.Fprintln(w, "\nrounds (deliveries/s; interleaved, so noise hits every scenario alike):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var burst []ScenarioResult
 	rounds := 0
@@ -657,7 +729,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%d\t", i+1)
 		for _, s := range burst {
 			if i < len(s.Rounds) {
-				fmt.Fprintf(tw, "%.1f\t", s.Rounds[i].EventsPerSec)
+				fmt.Fprintf(tw, "%.1f\t", s.Rounds[i].DeliveriesPerSec)
 			} else {
 				fmt.Fprint(tw, "-\t")
 			}
@@ -749,8 +821,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\nsequencers:")
 	for _, s := range rep.Sequencers {
-		fmt.Fprintf(w, "  %s: %d correlations, %d events, %d runs (%d continued as new), %d history events (%.2f per event), longest run %d\n",
-			s.Scenario, s.Correlations, s.Events, s.Runs, s.ContinuedAsNew, s.HistoryEvents, s.PerEvent, s.MaxRunLength)
+		fmt.Fprintf(w, "  %s: %d correlations, %d events, %d runs (%d continued as new), %d history events (%.2f per event), %d actions (%.2f per event), longest run %d\n",
+			s.Scenario, s.Correlations, s.Events, s.Runs, s.ContinuedAsNew, s.HistoryEvents, s.PerEvent, s.Actions, s.ActionsPerEvent, s.MaxRunLength)
 		if s.NotInVisibility > 0 {
 			fmt.Fprintf(w, "    %d of those runs were missing from visibility and found through the continue-as-new chain\n", s.NotInVisibility)
 		}

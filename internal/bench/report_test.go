@@ -49,20 +49,30 @@ func TestRatios(t *testing.T) {
 	require.Zero(t, ratio(10, 0), "no baseline figure: no ratio")
 	require.Zero(t, ratio(10, -1))
 
-	base := ScenarioResult{EventsPerSec: 20}
-	fast := ScenarioResult{EventsPerSec: 40}
-	ordered := ScenarioResult{EventsPerSec: 30}
-	relate(&base, &fast, &base, &fast, &ordered)
+	base := ScenarioResult{EventsPerSec: 20, DeliveriesPerSec: 20, ActionsPerDelivery: 2}
+	fast := ScenarioResult{EventsPerSec: 40, DeliveriesPerSec: 40, ActionsPerDelivery: 2.5}
+	ordered := ScenarioResult{EventsPerSec: 30, DeliveriesPerSec: 30, ActionsPerDelivery: 5}
+	// Three webhooks per event: compared webhook for webhook.
+	fanOut := ScenarioResult{EventsPerSec: 10, DeliveriesPerSec: 30, ActionsPerDelivery: 3}
+	relate(&base, &fast, &base, &fast, &ordered, &fanOut)
 	require.InDelta(t, 1, base.VsBaseline, 1e-9)
 	require.InDelta(t, 0.5, base.VsBaselineFast, 1e-9)
 	require.InDelta(t, 2, fast.VsBaseline, 1e-9)
 	require.InDelta(t, 1, fast.VsBaselineFast, 1e-9)
 	require.InDelta(t, 1.5, ordered.VsBaseline, 1e-9)
 	require.InDelta(t, 0.75, ordered.VsBaselineFast, 1e-9)
+	require.InDelta(t, 1.5, fanOut.VsBaseline, 1e-9)
+	require.InDelta(t, 1, base.ActionsVsBaseline, 1e-9)
+	require.InDelta(t, 2.5, ordered.ActionsVsBaseline, 1e-9)
+	require.InDelta(t, 2, ordered.ActionsVsBaselineFast, 1e-9)
+	require.InDelta(t, 1.5, fanOut.ActionsVsBaseline, 1e-9)
+	idle := ScenarioResult{DeliveriesPerSec: 30}
+	relate(&base, &fast, &idle)
+	require.Zero(t, idle.ActionsVsBaseline, "no actions counted: no ratio")
 
 	// Rounds pair by number; a missing or empty denominator gives 0.
-	num := []RoundResult{{Round: 1, EventsPerSec: 10}, {Round: 2, EventsPerSec: 12}, {Round: 3, EventsPerSec: 9}}
-	den := []RoundResult{{Round: 2, EventsPerSec: 6}, {Round: 1, EventsPerSec: 20}}
+	num := []RoundResult{{Round: 1, DeliveriesPerSec: 10}, {Round: 2, DeliveriesPerSec: 12}, {Round: 3, DeliveriesPerSec: 9}}
+	den := []RoundResult{{Round: 2, DeliveriesPerSec: 6}, {Round: 1, DeliveriesPerSec: 20}}
 	require.Equal(t, []float64{0.5, 2, 0}, perRound(num, den))
 	require.Empty(t, perRound(nil, den))
 }
@@ -81,7 +91,7 @@ func sampleReport() *Report {
 	rounds := func(v ...float64) []RoundResult {
 		out := make([]RoundResult, len(v))
 		for i, x := range v {
-			out[i] = RoundResult{Round: i + 1, Events: 100, Delivered: 100, EventsPerSec: x}
+			out[i] = RoundResult{Round: i + 1, Events: 100, Delivered: 100, Deliveries: 100, EventsPerSec: x, DeliveriesPerSec: x}
 		}
 		return out
 	}
@@ -90,15 +100,17 @@ func sampleReport() *Report {
 	rep := &Report{
 		Settings: Settings{Events: 200, Concurrency: 16, Correlations: 50, Rounds: 2, IdleEvents: 10},
 		Scenarios: []ScenarioResult{
-			{Name: ScenarioBaseline, Events: 200, Delivered: 200, EventsPerSec: 20, LatencyMS: lat, HistoryPerEvent: 11, CPUPer1000: cpu, Rounds: rounds(20, 20)},
-			{Name: ScenarioBaselineFast, Events: 200, Delivered: 200, EventsPerSec: 40, LatencyMS: lat, HistoryPerEvent: 6, CPUPer1000: cpu, Rounds: rounds(40, 40)},
-			{Name: ScenarioOrdered, Events: 200, Delivered: 200, EventsPerSec: 24, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(22, 26),
-				HistoryPerEvent: 13, HistoryWorkflow: 7, HistorySequencerShare: 6},
-			{Name: ScenarioSingleKey, Events: 200, Delivered: 200, EventsPerSec: 12, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(12, 12),
-				HistoryPerEvent: 15, HistoryWorkflow: 7, HistorySequencerShare: 8},
-			{Name: ScenarioBaselineIdle, Events: 10, Delivered: 10, EventsPerSec: 20, LatencyMS: lat},
-			{Name: ScenarioBaselineFastIdle, Events: 10, Delivered: 10, EventsPerSec: 40, LatencyMS: lat},
-			{Name: ScenarioSingleKeyIdle, Events: 10, Delivered: 10, EventsPerSec: 30, LatencyMS: Latency{P50: 29, P95: 35, P99: 35, Max: 35}},
+			{Name: ScenarioBaseline, Events: 200, Delivered: 200, Deliveries: 200, EventsPerSec: 20, DeliveriesPerSec: 20, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(20, 20),
+				HistoryPerEvent: 11, HistoryPerDelivery: 11, HistoryWorkflow: 11, ActionsPerDelivery: 2, ActionsWorkflow: 2},
+			{Name: ScenarioBaselineFast, Events: 200, Delivered: 200, Deliveries: 200, EventsPerSec: 40, DeliveriesPerSec: 40, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(40, 40),
+				HistoryPerEvent: 6, HistoryPerDelivery: 6, HistoryWorkflow: 6, ActionsPerDelivery: 2, ActionsWorkflow: 2},
+			{Name: ScenarioOrdered, Events: 200, Delivered: 200, Deliveries: 200, EventsPerSec: 24, DeliveriesPerSec: 24, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(22, 26),
+				HistoryPerEvent: 13, HistoryPerDelivery: 13, HistoryWorkflow: 7, HistorySequencerShare: 6, ActionsPerDelivery: 5.1, ActionsWorkflow: 3, ActionsSequencerShare: 2.1},
+			{Name: ScenarioSingleKey, Events: 200, Delivered: 200, Deliveries: 200, EventsPerSec: 12, DeliveriesPerSec: 12, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(12, 12),
+				HistoryPerEvent: 15, HistoryPerDelivery: 15, HistoryWorkflow: 7, HistorySequencerShare: 8, ActionsPerDelivery: 5, ActionsWorkflow: 3, ActionsSequencerShare: 2},
+			{Name: ScenarioBaselineIdle, Events: 10, Delivered: 10, Deliveries: 10, EventsPerSec: 20, DeliveriesPerSec: 20, LatencyMS: lat},
+			{Name: ScenarioBaselineFastIdle, Events: 10, Delivered: 10, Deliveries: 10, EventsPerSec: 40, DeliveriesPerSec: 40, LatencyMS: lat},
+			{Name: ScenarioSingleKeyIdle, Events: 10, Delivered: 10, Deliveries: 10, EventsPerSec: 30, DeliveriesPerSec: 30, LatencyMS: Latency{P50: 29, P95: 35, P99: 35, Max: 35}},
 		},
 		Sequencers: []SequencerStat{
 			{Scenario: ScenarioOrdered, Correlations: 50, Events: 300, Runs: 50, HistoryEvents: 1800, MaxRunLength: 60, PerEvent: 6},
@@ -173,8 +185,13 @@ func TestWriteTable(t *testing.T) {
 		require.Contains(t, out, tg.Goal)
 	}
 	require.Contains(t, out, "229 of 230 starts ran eagerly")
-	// The ordered row: 24 events/s is 1.20× the baseline's 20, 0.60× the fast one's 40.
-	require.Regexp(t, `hookflow-ordered\s+200\s+200\s+24\.0\s+1\.20×\s+0\.60×`, out)
+	// The ordered row: 24 deliveries/s is 1.20× the baseline's 20, 0.60× the
+	// fast one's 40; 13 history events and 5.10 actions per delivery, 2.55×
+	// the baseline's 2.
+	require.Regexp(t, `hookflow-ordered\s+200\s+200\s+200\s+24\.0\s+1\.20×\s+0\.60×\s+20\s+40\s+50\s+13\.0\s+5\.10\s+2\.55×\s`, out)
+	require.Regexp(t, `baseline\s+200\s+200\s+200\s+20\.0\s+1\.00×\s+0\.50×\s+20\s+40\s+50\s+11\.0\s+2\.00\s+1\.00×\s`, out)
+	require.Contains(t, out, "hookflow-ordered: 5.10 actions per delivery (3.00 own + 2.10 sequencer share) = 2.55× the baseline's 2.00, 2.55× baseline-fast's 2.00")
+	require.Regexp(t, `single-key-idle\s+10\s+10\s+10\s+30\.0\s+1\.50×\s+0\.75×\s+29\s+35\s+35\s+-\s+-\s+-\s`, out)
 	// Round 2: ordered 26 / baseline 20, single 12 / 20, ordered 26 / fast 40, single 12 / 40.
 	require.Regexp(t, `\n\s+2\s+20\.0\s+40\.0\s+26\.0\s+12\.0\s+1\.30×\s+0\.60×\s+0\.65×\s+0\.30×\n`, out)
 }
@@ -201,4 +218,50 @@ func TestSoakWriteTable(t *testing.T) {
 	b.Reset()
 	require.NoError(t, rep.WriteTable(&b))
 	require.Contains(t, b.String(), "one burst cannot show whether it stays flat")
+}
+
+func TestPerDelivery(t *testing.T) {
+	t.Parallel()
+	// 100 ordered events, one webhook each: 700 own history events and 300
+	// actions, and a sequencer share of 2.1 actions and 9 events per event.
+	own := workflowTotals{workflows: 100, events: 700, actions: 300}
+	ordered := ScenarioResult{Delivered: 100, Deliveries: 100}
+	ordered.perDelivery(workload{own: own, seqEventsPerEvent: 9, seqActionsPerEvent: 2.1})
+	require.InDelta(t, 7, ordered.HistoryWorkflow, 1e-9)
+	require.InDelta(t, 9, ordered.HistorySequencerShare, 1e-9)
+	require.InDelta(t, 16, ordered.HistoryPerDelivery, 1e-9)
+	require.InDelta(t, 16, ordered.HistoryPerEvent, 1e-9)
+	require.InDelta(t, 5.1, ordered.ActionsPerDelivery, 1e-9)
+
+	// The same events fanned out to three endpoints each, with a workflow
+	// per delivery as well (300 more, 3 actions each): the sequencer's share
+	// is paid once per event and spread over its three deliveries.
+	fan := ScenarioResult{Delivered: 100, Deliveries: 300}
+	fanOwn := workflowTotals{workflows: 400, events: 700 + 300*11, actions: 300 + 300*3}
+	fan.perDelivery(workload{own: fanOwn, seqEventsPerEvent: 9, seqActionsPerEvent: 2.1})
+	require.InDelta(t, 4000.0/300, fan.HistoryWorkflow, 1e-9)
+	require.InDelta(t, 3, fan.HistorySequencerShare, 1e-9)
+	require.InDelta(t, 4900.0/100, fan.HistoryPerEvent, 1e-9)
+	require.InDelta(t, 4, fan.ActionsWorkflow, 1e-9)
+	require.InDelta(t, 0.7, fan.ActionsSequencerShare, 1e-9)
+	require.InDelta(t, 4.7, fan.ActionsPerDelivery, 1e-9)
+
+	// Nothing delivered: no figure, no division by zero.
+	var none ScenarioResult
+	none.perDelivery(workload{own: own})
+	require.Zero(t, none.ActionsPerDelivery)
+}
+
+func TestBurstResultDeliveries(t *testing.T) {
+	t.Parallel()
+	r := &runner{}
+	sc := &scenario{name: "fan", kind: kindHookflow, fanOut: 3, rounds: []RoundResult{
+		{Round: 1, Events: 10, Delivered: 10, Deliveries: 30, Seconds: 2},
+		{Round: 2, Events: 10, Delivered: 9, Deliveries: 27, Seconds: 1},
+	}}
+	res := r.burstResult(sc, "")
+	require.Equal(t, 19, res.Delivered)
+	require.Equal(t, 57, res.Deliveries)
+	require.InDelta(t, 19.0/3, res.EventsPerSec, 1e-9)
+	require.InDelta(t, 19, res.DeliveriesPerSec, 1e-9)
 }

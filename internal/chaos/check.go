@@ -351,7 +351,7 @@ func strandedWhy(o Observed, heads map[string]Head, ids map[int64]string, corr s
 	if h.QueryErr != "" {
 		wf += " (" + h.QueryErr + ")"
 	} else if h.Workflow == "running" {
-		wf += fmt.Sprintf(" (it says %s, generation %d)", h.Status.State, h.Status.Generation)
+		wf += fmt.Sprintf(" (it says %s, generation %d)", h.Status.State, generationOf(h.Status))
 	}
 	st, dl := o.States[id], o.DeadLetters[id]
 	switch {
@@ -361,8 +361,19 @@ func strandedWhy(o Observed, heads map[string]Head, ids map[int64]string, corr s
 		return fmt.Sprintf("its head %s is dead-lettered, but its dead letter is %s, which no operator can replay or skip; its workflow is %s", id, dl, wf)
 	case h.Workflow != "running" || h.QueryErr != "":
 		return fmt.Sprintf("its head %s waits on an open dead letter, but its workflow is %s", id, wf)
-	case h.Status.State != contract.StateDeadLettered || h.Status.Generation != h.Generation:
+	case h.Status.State != contract.StateDeadLettered || generationOf(h.Status) != h.Generation:
 		return fmt.Sprintf("its head %s has dead letter generation %d open, but its workflow is %s", id, h.Generation, wf)
 	}
 	return ""
+}
+
+// generationOf is the dead letter an event's workflow says its delivery
+// waits on (the workload sends each event to one endpoint), 0 for none.
+func generationOf(st contract.EventStatus) int32 {
+	for _, l := range st.Lanes {
+		if l.Generation > 0 {
+			return l.Generation
+		}
+	}
+	return 0
 }

@@ -219,7 +219,7 @@ func modelStrandedWhy(sc *Scenario, k int, obs ModelObserved) string {
 	if h.QueryErr != "" {
 		wf += " (" + h.QueryErr + ")"
 	} else if h.Workflow == "running" {
-		wf += fmt.Sprintf(" and says %s, generation %d", h.Status.State, h.Status.Generation)
+		wf += fmt.Sprintf(" and says %s, generation %d", h.Status.State, generationOf(h.Status))
 	}
 	switch {
 	case ev.State != stateDeadLettered:
@@ -228,7 +228,7 @@ func modelStrandedWhy(sc *Scenario, k int, obs ModelObserved) string {
 		return fmt.Sprintf("its head c%d/%d is dead-lettered, but its dead letter row says %s, which no operator can replay or skip; its workflow is %s", k, h.Next, rowStatus(ev.DeadLetter), wf)
 	case h.Workflow != "running" || h.QueryErr != "":
 		return fmt.Sprintf("its head c%d/%d waits on an open dead letter, but its workflow is %s", k, h.Next, wf)
-	case h.Status.State != contract.StateDeadLettered || h.Status.Generation != ev.Generation:
+	case h.Status.State != contract.StateDeadLettered || generationOf(h.Status) != ev.Generation:
 		return fmt.Sprintf("its head c%d/%d has dead letter generation %d open, but its workflow is %s", k, h.Next, ev.Generation, wf)
 	}
 	return ""
@@ -248,7 +248,7 @@ func endLines(sc *Scenario, obs ModelObserved) []string {
 			case h.QueryErr != "":
 				line += " (" + h.QueryErr + ")"
 			case h.Workflow == "running":
-				line += fmt.Sprintf(" (%s, generation %d)", h.Status.State, h.Status.Generation)
+				line += fmt.Sprintf(" (%s, generation %d)", h.Status.State, generationOf(h.Status))
 			}
 		}
 		out = append(out, line)

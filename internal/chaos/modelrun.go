@@ -513,7 +513,7 @@ func (x *modelExec) press(ctx context.Context, id string, p Press) string {
 	case InputEmpty:
 		data = "{}"
 	case InputGeneration, InputStale:
-		d, err := x.st.client.DeadLetterGet(ctx, id)
+		d, err := x.st.client.DeadLetterGet(ctx, id, "")
 		if err != nil {
 			return fmt.Sprintf("UI %s not sent: no dead letter to read the generation of (%v)", p.Button, err)
 		}

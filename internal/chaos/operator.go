@@ -296,7 +296,7 @@ func answer(code int, err error) string {
 func (o *operator) waitOpen(ctx context.Context, eventID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		d, err := o.st.client.DeadLetterGet(ctx, eventID)
+		d, err := o.st.client.DeadLetterGet(ctx, eventID, "")
 		code, err := answered(err, http.StatusOK)
 		if err == nil && code == http.StatusOK && d.Status == "open" {
 			return nil

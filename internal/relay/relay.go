@@ -32,8 +32,8 @@ import (
 
 // Ledger is the part of hookflow's store the relay writes to.
 type Ledger interface {
-	EndpointGet(ctx context.Context, id string) (store.Endpoint, error)
-	EventInsert(ctx context.Context, e intake.Event) (store.Event, bool, error)
+	Route(ctx context.Context, e intake.Event) (*store.Endpoint, []string, error)
+	EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (store.Event, bool, error)
 	EventGet(ctx context.Context, id string) (store.Event, error)
 }
 
@@ -260,12 +260,15 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 		// row was written or edited around it.
 		return "payload_hash does not match the row's content (row not written by outbox.Enqueue?)", nil
 	}
-	if _, err := r.deps.Ledger.EndpointGet(ctx, ev.EndpointID); errors.Is(err, store.ErrNotFound) {
+	// Routed as the API routes it: to the endpoint it names, or to every
+	// subscriber of its type.
+	_, endpoints, err := r.deps.Ledger.Route(ctx, ev)
+	if errors.Is(err, store.ErrNotFound) {
 		return "unknown endpoint " + ev.EndpointID, nil
 	} else if err != nil {
 		return "", err
 	}
-	stored, inserted, err := r.deps.Ledger.EventInsert(ctx, ev)
+	stored, inserted, err := r.deps.Ledger.EventInsertRouted(ctx, ev, endpoints)
 	if err != nil {
 		return "", err
 	}

@@ -97,7 +97,7 @@ func setup(t *testing.T) *bundle {
 	ledger := testenv.MigratedPool(t)
 	st, err := store.New(ledger)
 	require.NoError(t, err)
-	ep, err := st.EndpointInsert(ctx, "ep_1", "https://example.com/hook", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0")
+	ep, err := st.EndpointInsert(ctx, "ep_1", "https://example.com/hook", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0", nil)
 	require.NoError(t, err)
 	return &bundle{t: t, producer: producer, src: src, st: st, endpoint: ep.ID,
 		starter: &fakeStarter{st: st, started: map[string]int{}, order: map[string][]int64{}}}
@@ -205,7 +205,7 @@ func TestRelayConflicts(t *testing.T) {
 		ev, fe := intake.Validate(outbox.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: b.endpoint,
 			Type: "order.updated", Data: json.RawMessage(data)}.Request())
 		require.Nil(t, fe)
-		_, inserted, err := b.st.EventInsert(ctx, ev)
+		_, inserted, err := b.st.EventInsertRouted(ctx, ev, []string{b.endpoint})
 		require.NoError(t, err)
 		require.True(t, inserted)
 	}

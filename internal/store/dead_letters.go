@@ -19,8 +19,10 @@ const (
 	DeadLetterSkipped  = "skipped"
 )
 
-// DeadLetter is an event whose delivery gave up, with everything an operator
-// needs to decide: the signed envelope, every attempt, why it stopped.
+// DeadLetter is a delivery (event, endpoint) that gave up, with everything
+// an operator needs to decide: the signed envelope, every attempt, why it
+// stopped. Two endpoints of one event have a dead letter each, with their
+// own generations, and are replayed or skipped independently.
 type DeadLetter struct {
 	EventID       string `json:"event_id"`
 	CorrelationID string `json:"correlation_id"`
@@ -35,8 +37,8 @@ type DeadLetter struct {
 	Reason         string          `json:"reason"`
 	FirstFailureAt *time.Time      `json:"first_failure_at,omitempty"`
 	DeadLetteredAt time.Time       `json:"dead_lettered_at"`
-	// Generation counts the times the event was dead-lettered; a replay or
-	// skip names the one it is for.
+	// Generation counts the times the delivery was dead-lettered; a replay
+	// or skip names the one it is for.
 	Generation  int32      `json:"generation"`
 	Status      string     `json:"status"`
 	ReplayedAt  *time.Time `json:"replayed_at,omitempty"`
@@ -64,15 +66,17 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 	return d, nil
 }
 
-// DeadLetterUpsert writes (or reopens) the dead letter that ends delivery
-// window window and marks the event dead-lettered, in one transaction, and
-// returns the dead letter's generation: 1 the first time, one more at each
-// reopening. A second write for the same window changes nothing and
-// returns the generation the first wrote, whatever an operator did to it
-// since. It writes nothing and returns ErrEventFinished, wrapped, for an
-// event the ledger has as delivered or skipped (a delivering attempt's
-// result was lost on its way back to the workflow, which saw the window run
-// out).
+// DeadLetterUpsert writes (or reopens) the dead letter of the delivery
+// (d.EventID, d.EndpointID) that ends delivery window window, and marks the
+// delivery dead-lettered, the event's aggregate and the event as one with a
+// dead letter (has_dead_letter), in one transaction, and returns the dead
+// letter's generation: 1 the first time, one more at each reopening. A
+// second write for the same window changes nothing and returns the
+// generation the first wrote, whatever an operator did to it since. It
+// writes nothing and returns ErrEventFinished, wrapped, for a delivery the
+// ledger has as delivered or skipped (a delivering attempt's result was lost
+// on its way back to the workflow, which saw the window run out), and
+// ErrNotFound, wrapped, for one that does not exist.
 func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window string) (int32, error) {
 	if window == "" {
 		return 0, errors.New("write dead letter: the window it ends is required")
@@ -83,8 +87,11 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 	}
 	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.EventLock, d.EventID); err != nil {
+			return err
+		}
 		var state contract.State
-		if err := translate(tx.QueryRow(ctx, s.q.EventStateForUpdate, d.EventID).Scan(&state)); err != nil {
+		if err := translate(tx.QueryRow(ctx, s.q.DeliveryStateForUpdate, d.EventID, d.EndpointID).Scan(&state)); err != nil {
 			return err
 		}
 		if state.Final() {
@@ -93,13 +100,15 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt, window).Scan(&gen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Written for this window already: a retry.
-			return tx.QueryRow(ctx, s.q.DeadLetterGeneration, d.EventID).Scan(&gen)
+			return tx.QueryRow(ctx, s.q.DeadLetterGeneration, d.EventID, d.EndpointID).Scan(&gen)
 		}
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.EventMarkDeadLettered, d.EventID)
-		return err
+		b := &pgx.Batch{}
+		b.Queue(s.q.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
+		b.Queue(s.q.EventAggregate, d.EventID)
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("write dead letter: %w", err)
@@ -107,25 +116,37 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 	return gen, nil
 }
 
-// DeadLetterGet returns the dead letter of event id, or ErrNotFound.
-func (s *Store) DeadLetterGet(ctx context.Context, eventID string) (DeadLetter, error) {
-	d, err := scanDeadLetter(s.pool.QueryRow(ctx, s.q.DeadLetterGet, eventID))
+// DeadLetterGet returns the dead letter of the delivery (eventID,
+// endpointID), or ErrNotFound.
+func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
+	d, err := scanDeadLetter(s.pool.QueryRow(ctx, s.q.DeadLetterGet, eventID, endpointID))
 	if err != nil {
 		return d, fmt.Errorf("get dead letter: %w", err)
 	}
 	return d, nil
 }
 
+// DeadLettersOfEvent returns every dead letter of the event, whatever its
+// status, with its envelope and attempts, by endpoint; none when it has
+// none.
+func (s *Store) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadLetter, error) {
+	rows, err := s.pool.Query(ctx, s.q.DeadLettersOfEvent, eventID)
+	return collectDeadLetters(rows, err, "list the event's dead letters")
+}
+
 // DeadLetterFilter narrows a listing; zero fields match everything.
 type DeadLetterFilter struct {
 	CorrelationID string
 	EndpointID    string
+	EventID       string
 	Since, Until  *time.Time
 	Status        string
-	// After is the keyset cursor: the last row of the previous page.
-	AfterTime *time.Time
-	AfterID   string
-	Limit     int
+	// After is the keyset cursor: the last row of the previous page
+	// (DeadLetterList only: its dead_lettered_at, event and endpoint).
+	AfterTime       *time.Time
+	AfterID         string
+	AfterEndpointID string
+	Limit           int
 	// WithEnvelope and WithAttempts read each row's envelope (up to the
 	// API's body limit) and attempts too; a listing leaves them out
 	// otherwise. DeadLetterList only.
@@ -139,33 +160,38 @@ func nullable(s string) *string {
 	return &s
 }
 
-// DeadLetterList returns one page of dead letters, oldest first.
+// DeadLetterList returns one page of dead letters, oldest first (ties by
+// event, then endpoint).
 func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
 	rows, err := s.pool.Query(ctx, s.q.DeadLetterList, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, nullable(f.Status), f.AfterTime, f.AfterID, f.Limit,
-		f.WithEnvelope, f.WithAttempts)
+		f.WithEnvelope, f.WithAttempts, nullable(f.EventID), f.AfterEndpointID)
 	return collectDeadLetters(rows, err, "list dead letters")
 }
 
-// ReplayCursor is a place in a batch replay's order: after this
-// correlation's sequence, and this event (the last of the page before).
+// ReplayCursor is a place in a batch replay's order: after this lane's
+// (correlation, endpoint) sequence, and this event (the last of the page
+// before).
 type ReplayCursor struct {
 	CorrelationID string
+	EndpointID    string
 	Sequence      int64
 	EventID       string
 }
 
 // DeadLetterReplayPage returns up to f.Limit open dead letters matching f's
-// correlation, endpoint, since and until, in sequence order within each
-// correlation (correlations by ID), from after on (nil: the first page);
-// without envelopes or attempts. A batch replay reads one page at a time.
+// correlation, endpoint, event, since and until, each lane (correlation,
+// endpoint) in sequence order (lanes by correlation, then endpoint), from
+// after on (nil: the first page); without envelopes or attempts. A batch
+// replay reads one page at a time.
 func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, after *ReplayCursor) ([]DeadLetter, error) {
 	var corr *string
 	var seq int64
-	var id string
+	var id, endpoint string
 	if after != nil {
-		corr, seq, id = &after.CorrelationID, after.Sequence, after.EventID
+		corr, endpoint, seq, id = &after.CorrelationID, after.EndpointID, after.Sequence, after.EventID
 	}
-	rows, err := s.pool.Query(ctx, s.q.DeadLetterReplayPage, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, corr, seq, id, f.Limit)
+	rows, err := s.pool.Query(ctx, s.q.DeadLetterReplayPage, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, corr, seq, id, f.Limit,
+		nullable(f.EventID), endpoint)
 	return collectDeadLetters(rows, err, "page dead letters to replay")
 }
 
@@ -180,11 +206,12 @@ func collectDeadLetters(rows pgx.Rows, err error, what string) ([]DeadLetter, er
 	return out, nil
 }
 
-// DeadLetterMarkReplayed claims the replay of the dead letter's generation
-// gen; it reports false when that generation is not open (someone replayed
-// or skipped it already, or it was reopened as a later one).
-func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID string, gen int32, by string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkReplayed, eventID, gen, by)
+// DeadLetterMarkReplayed claims the replay of generation gen of the
+// delivery's (eventID, endpointID) dead letter; it reports false when that
+// generation is not open (someone replayed or skipped it already, or it was
+// reopened as a later one).
+func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID string, gen int32, by string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkReplayed, eventID, gen, by, endpointID)
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter replayed: %w", err)
 	}
@@ -193,8 +220,8 @@ func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID string, gen 
 
 // DeadLetterMarkSkipped claims the skip of generation gen, recording who and
 // why; false as DeadLetterMarkReplayed.
-func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID string, gen int32, by, note string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkSkipped, eventID, gen, by, nullable(note))
+func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID string, gen int32, by, note string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkSkipped, eventID, gen, by, nullable(note), endpointID)
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter skipped: %w", err)
 	}
@@ -203,8 +230,8 @@ func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID string, gen i
 
 // DeadLetterReopen undoes a replay or skip claimed for generation gen whose
 // signal never reached the workflow, so an operator can act again.
-func (s *Store) DeadLetterReopen(ctx context.Context, eventID string, gen int32) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterReopen, eventID, gen); err != nil {
+func (s *Store) DeadLetterReopen(ctx context.Context, eventID, endpointID string, gen int32) error {
+	if _, err := s.pool.Exec(ctx, s.q.DeadLetterReopen, eventID, gen, endpointID); err != nil {
 		return fmt.Errorf("reopen dead letter: %w", err)
 	}
 	return nil

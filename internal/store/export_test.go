@@ -1,4 +1,4 @@
 package store
 
 // StuckHeadsClaimQuery is the stuck-heads claim's SQL, for EXPLAIN in tests.
-func StuckHeadsClaimQuery(s *Store) string { return s.q.EventsStuckHeadsClaim }
+func StuckHeadsClaimQuery(s *Store) string { return s.q.LanesStuckHeadsClaim }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,21 +30,24 @@ func TestStats(t *testing.T) {
 	for _, id := range []string{"gap-2", "dl-1", "dl-2", "ok-1", "done-1"} {
 		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
 	}
-	_, err := st.EventStartAttempt(ctx, "dl-1", "ep")
+	_, err := st.DeliveryStartAttempt(ctx, "dl-1", "ep")
 	require.NoError(t, err)
-	require.NoError(t, st.EventMarkDeadLettered(ctx, "dl-1"))
-	_, err = st.DeadLetterUpsert(ctx, store.DeadLetter{EventID: "dl-1", CorrelationID: "dl", Sequence: 1, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400"}, "window-1")
+	_, err = st.DeadLetterUpsert(ctx, deadLetter("dl-1", "ep", "dl", 1), "window-1")
 	require.NoError(t, err)
-	_, err = st.EventStartAttempt(ctx, "ok-1", "ep")
+	_, err = st.DeliveryStartAttempt(ctx, "ok-1", "ep")
 	require.NoError(t, err)
-	_, err = st.EventStartAttempt(ctx, "done-1", "ep")
+	_, err = st.DeliveryStartAttempt(ctx, "done-1", "ep")
 	require.NoError(t, err)
-	require.NoError(t, st.EventFinish(ctx, "done-1", "done", 1, contract.StateDelivered, time.Now()))
+	delivered(t, st, "done-1", "ep", "done", 1)
 
 	sm, err := st.StatsSummary(ctx)
 	require.NoError(t, err)
-	require.Equal(t, store.Summary{Queued: 1, InFlight: 3, DeliveredLast5m: 1, DeadLettersOpen: 1, OldestLagSeconds: sm.OldestLagSeconds}, sm)
 	require.Greater(t, sm.OldestLagSeconds, 0.0)
+	require.Len(t, sm.ByEndpoint, 1)
+	require.Equal(t, store.EndpointSummary{EndpointID: "ep", Waiting: 3, Delivering: 1, DeliveredRecently: 1, DeadLettersOpen: 1, LagSeconds: sm.OldestLagSeconds}, sm.ByEndpoint[0],
+		"queued-1's delivery waits too")
+	sm.ByEndpoint = nil
+	require.Equal(t, store.Summary{Queued: 1, InFlight: 3, DeliveredLast5m: 1, DeadLettersOpen: 1, OldestLagSeconds: sm.OldestLagSeconds}, sm)
 
 	blocked, total, err := st.StatsBlockedCorrelations(ctx, 10)
 	require.NoError(t, err)
@@ -57,7 +59,9 @@ func TestStats(t *testing.T) {
 	require.Equal(t, "missing", byID["gap"].BlockedBy)
 	require.Nil(t, byID["gap"].BlockingEventID)
 	require.EqualValues(t, 1, byID["gap"].NextSequence)
+	require.Equal(t, "ep", byID["gap"].EndpointID)
 	require.Equal(t, string(contract.StateDeadLettered), byID["dl"].BlockedBy)
+	require.EqualValues(t, 1, byID["dl"].NextSequence)
 	require.Equal(t, "dl-1", *byID["dl"].BlockingEventID)
 	require.EqualValues(t, 1, byID["dl"].Parked)
 
@@ -65,6 +69,48 @@ func TestStats(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, top, 1)
 	require.EqualValues(t, 2, total, "the count is of all blocked correlations, not the page")
+}
+
+// TestStatsPerLane: a dead letter in one lane blocks that lane only, and
+// the summary counts deliveries per endpoint.
+func TestStatsPerLane(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	insertRouted(t, st, "f-1", "f", 1, "a", "b")
+	insertRouted(t, st, "f-2", "f", 2, "a", "b")
+	insertRouted(t, st, "f-3", "f", 3, "a", "b")
+	for _, id := range []string{"f-1", "f-2", "f-3"} {
+		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
+	}
+	_, err := st.DeadLetterUpsert(ctx, deadLetter("f-1", "a", "f", 1), "w/1")
+	require.NoError(t, err)
+	delivered(t, st, "f-1", "b", "f", 1)
+	_, err = st.DeliveryStartAttempt(ctx, "f-2", "b")
+	require.NoError(t, err)
+
+	blocked, total, err := st.StatsBlockedCorrelations(ctx, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, total)
+	require.Equal(t, "a", blocked[0].EndpointID)
+	require.Equal(t, "dead_lettered", blocked[0].BlockedBy)
+	require.Equal(t, "f-1", *blocked[0].BlockingEventID)
+	require.EqualValues(t, 1, blocked[0].NextSequence)
+	require.EqualValues(t, 2, blocked[0].Parked)
+	require.Equal(t, "b", blocked[1].EndpointID)
+	require.Equal(t, "delivering", blocked[1].BlockedBy)
+	require.Equal(t, "f-2", *blocked[1].BlockingEventID)
+	require.EqualValues(t, 2, blocked[1].NextSequence, "b's head is past the cursor, which a holds")
+	require.EqualValues(t, 1, blocked[1].Parked)
+
+	sm, err := st.StatsSummary(ctx)
+	require.NoError(t, err)
+	require.Len(t, sm.ByEndpoint, 2)
+	a, b := sm.ByEndpoint[0], sm.ByEndpoint[1]
+	require.Equal(t, []int64{2, 0, 0, 1}, []int64{a.Waiting, a.Delivering, a.DeliveredRecently, a.DeadLettersOpen})
+	require.Equal(t, []int64{1, 1, 1, 0}, []int64{b.Waiting, b.Delivering, b.DeliveredRecently, b.DeadLettersOpen})
+	require.EqualValues(t, 4, sm.InFlight)
+	require.EqualValues(t, 1, sm.DeadLettersOpen)
 }
 
 // TestStatsReadOnlyThePendingRows: on a ledger of mostly delivered history
@@ -81,22 +127,25 @@ func TestStatsReadOnlyThePendingRows(t *testing.T) {
 	// dead-lettered) across 30 correlations whose sequence 1 never came.
 	_, err := pool.Exec(ctx, `
 INSERT INTO endpoints (id, url, secret) VALUES ('ep', 'https://example.com/hook', 'whsec_x');
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, delivered_at)
-SELECT 'old-'||g, 'c'||(g % 2000), g / 2000 + 1, 'ep', 't', '{}', '\x01', 'delivered', now() - interval '2 days', now() - interval '1 day'
+INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, delivered_at)
+SELECT 'old-'||g, 'c'||(g % 2000), g / 2000 + 1, 't', '{}', '\x01', 'delivered', now() - interval '2 days', now() - interval '1 day'
 FROM generate_series(1, 20000) g;
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, delivered_at)
-SELECT 'new-'||g, 'n'||(g % 50), g / 50 + 1, 'ep', 't', '{}', '\x01', 'delivered', now() - interval '2 minutes', now() - interval '1 minute'
+INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, delivered_at)
+SELECT 'new-'||g, 'n'||(g % 50), g / 50 + 1, 't', '{}', '\x01', 'delivered', now() - interval '2 minutes', now() - interval '1 minute'
 FROM generate_series(1, 200) g;
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at)
-SELECT 'skip-'||g, 's'||(g % 100), g / 100 + 1, 'ep', 't', '{}', '\x01', 'skipped', now() - interval '1 day'
+INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at)
+SELECT 'skip-'||g, 's'||(g % 100), g / 100 + 1, 't', '{}', '\x01', 'skipped', now() - interval '1 day'
 FROM generate_series(1, 500) g;
-INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at)
-SELECT 'pend-'||g, 'p'||(g % 30), g / 30 + 2, 'ep', 't', '{}', '\x01',
+INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at)
+SELECT 'pend-'||g, 'p'||(g % 30), g / 30 + 2, 't', '{}', '\x01',
        (ARRAY['queued', 'waiting', 'delivering', 'dead_lettered'])[g % 4 + 1], now() - g * interval '1 second'
 FROM generate_series(1, 120) g;
+INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, state, delivered_at)
+SELECT id, 'ep', correlation_id, sequence, CASE WHEN state = 'queued' THEN 'waiting' ELSE state END, delivered_at FROM events;
 INSERT INTO correlations (correlation_id, next_sequence)
 SELECT correlation_id, max(sequence) + 1 FROM events WHERE state IN ('delivered', 'skipped') GROUP BY correlation_id;
 ANALYZE events;
+ANALYZE deliveries;
 ANALYZE correlations;`)
 	require.NoError(t, err)
 
@@ -112,12 +161,12 @@ ANALYZE correlations;`)
 		return out
 	}
 	summary := plan(q.StatsSummary)
-	require.Contains(t, summary, `"events_pending_idx"`, summary)
-	require.Contains(t, summary, `"events_delivered_at_idx"`, summary)
+	require.Contains(t, summary, `"deliveries_pending_idx"`, summary)
+	require.Contains(t, summary, `"deliveries_delivered_at_idx"`, summary)
 	blocked := plan(q.StatsBlockedCorrelations, 10)
-	require.Contains(t, blocked, `"events_pending_idx"`, blocked)
+	require.Contains(t, blocked, `"deliveries_pending_idx"`, blocked)
 	for name, p := range map[string]string{"summary": summary, "blocked": blocked} {
-		require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|correlations)"`, p, "%s scans a whole table", name)
+		require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|deliveries|correlations)"`, p, "%s scans a whole table", name)
 	}
 
 	// The rewritten queries still answer what they did.
@@ -125,6 +174,7 @@ ANALYZE correlations;`)
 	require.NoError(t, err)
 	sm, err := st.StatsSummary(ctx)
 	require.NoError(t, err)
+	sm.ByEndpoint = nil
 	require.Equal(t, store.Summary{Queued: 30, InFlight: 60, DeliveredLast5m: 200, OldestLagSeconds: sm.OldestLagSeconds}, sm)
 	require.InDelta(t, 120, sm.OldestLagSeconds, 5)
 	top, total, err := st.StatsBlockedCorrelations(ctx, 5)

@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -37,28 +38,36 @@ type queries struct {
 	EndpointUpdate           string
 	EndpointRotateSecret     string
 	EndpointDisable          string
-	EventInsert              string
+	EndpointsList            string
+	EndpointsSubscribed      string
+	EventInsertRouted        string
 	EventGet                 string
 	EventMarkStarted         string
+	EventMarkStartedUnrouted string
 	EventsQueuedClaim        string
-	EventsStuckHeadsClaim    string
+	LanesStuckHeadsClaim     string
+	JITOff                   string
 	EventSweepDeferred       string
 	CorrelationSweepDeferred string
 	EventRestarted           string
-	EventStartAttempt        string
-	EventMarkFinal           string
-	EventMarkDeadLettered    string
-	EventStateForUpdate      string
+	CorrelationLock          string
+	EventLock                string
+	DeliveryStartAttempt     string
+	DeliveryMarkFinal        string
+	DeliveryStateForUpdate   string
+	DeliveryMarkDeadLettered string
+	LaneAdvance              string
+	EventAggregate           string
 	CorrelationAdvance       string
-	CorrelationNext          string
-	CorrelationSkippedTail   string
-	CorrelationPending       string
 	CorrelationHighWater     string
+	CorrelationLoadAll       string
+	LaneGet                  string
 	AttemptInsert            string
 	AttemptsList             string
 	DeadLetterUpsert         string
 	DeadLetterGeneration     string
 	DeadLetterGet            string
+	DeadLettersOfEvent       string
 	DeadLetterList           string
 	DeadLetterReplayPage     string
 	DeadLetterMarkReplayed   string
@@ -101,8 +110,12 @@ type Endpoint struct {
 	Previous       []PreviousSecret
 	Disabled       bool
 	DisabledReason *string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// EventTypes are the patterns of the event types it is subscribed to
+	// (package eventtypes); nil is every type. EventStartAttempt does not
+	// read them: a delivery has no use for them.
+	EventTypes []string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.
@@ -138,8 +151,15 @@ func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	var e Endpoint
-	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &e.EventTypes)
 	return e, translate(err)
+}
+
+func collectEndpoints(rows pgx.Rows, err error) ([]Endpoint, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(r) })
 }
 
 func translate(err error) error {
@@ -149,9 +169,10 @@ func translate(err error) error {
 	return err
 }
 
-// EndpointInsert stores a new endpoint.
-func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, id, url, secret))
+// EndpointInsert stores a new endpoint, subscribed to eventTypes (nil for
+// every type; the caller has checked them with eventtypes.Normalize).
+func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string, eventTypes []string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, id, url, secret, eventTypes))
 	if err != nil {
 		return e, fmt.Errorf("insert endpoint: %w", err)
 	}
@@ -167,10 +188,27 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
 	return e, nil
 }
 
-// EndpointUpdate changes the fields that are not nil; ErrNotFound when the
-// endpoint does not exist.
-func (s *Store) EndpointUpdate(ctx context.Context, id string, url *string, disabled *bool, reason *string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, id, url, disabled, reason))
+// EndpointChange is what EndpointUpdate changes: each field that is not
+// nil.
+type EndpointChange struct {
+	URL      *string
+	Disabled *bool
+	// DisabledReason says why, when Disabled is true (default "disabled by
+	// operator"); re-enabling clears it.
+	DisabledReason *string
+	// EventTypes replaces the endpoint's patterns: a pointer to nil
+	// subscribes it to every type.
+	EventTypes *[]string
+}
+
+// EndpointUpdate makes the change; ErrNotFound when the endpoint does not
+// exist.
+func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
+	var eventTypes []string
+	if ch.EventTypes != nil {
+		eventTypes = *ch.EventTypes
+	}
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes))
 	if err != nil {
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}
@@ -187,6 +225,48 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, gra
 	return e, nil
 }
 
+// EndpointsList returns up to limit endpoints in id order, from the first
+// whose id sorts after after ("" for the first page).
+func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]Endpoint, error) {
+	out, err := collectEndpoints(s.pool.Query(ctx, s.q.EndpointsList, after, limit))
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	return out, nil
+}
+
+// EndpointsSubscribed returns every enabled endpoint whose event types match
+// eventType (as eventtypes.Matches has it), in id order; none is no error.
+func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]Endpoint, error) {
+	out, err := collectEndpoints(s.pool.Query(ctx, s.q.EndpointsSubscribed, eventType))
+	if err != nil {
+		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
+	}
+	return out, nil
+}
+
+// Route names the endpoints an event goes to when it is accepted: the one
+// it addresses (e.EndpointID, returned as addressed; ErrNotFound, wrapped,
+// when there is none such), or else every enabled endpoint subscribed to
+// its type (EndpointsSubscribed), in id order; none is no error.
+func (s *Store) Route(ctx context.Context, e intake.Event) (addressed *Endpoint, endpoints []string, err error) {
+	if e.EndpointID != "" {
+		ep, err := s.EndpointGet(ctx, e.EndpointID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &ep, []string{ep.ID}, nil
+	}
+	subs, err := s.EndpointsSubscribed(ctx, e.Type)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ep := range subs {
+		endpoints = append(endpoints, ep.ID)
+	}
+	return nil, endpoints, nil
+}
+
 // EndpointDisable disables the endpoint, recording why.
 func (s *Store) EndpointDisable(ctx context.Context, id, reason string) error {
 	if _, err := s.pool.Exec(ctx, s.q.EndpointDisable, id, reason); err != nil {
@@ -195,9 +275,18 @@ func (s *Store) EndpointDisable(ctx context.Context, id, reason string) error {
 	return nil
 }
 
-// Event is one accepted event in the ledger.
+// Event is one accepted event in the ledger. The embedded intake.Event's
+// EndpointID is not stored: the event's routing is its deliveries.
 type Event struct {
 	intake.Event
+	// Endpoints are the endpoints it was routed to at acceptance, sorted;
+	// Deliveries are its deliveries to them, in the same order.
+	Endpoints  []string
+	Deliveries []Delivery
+	// State is the aggregate of its deliveries' (see EventMarkStarted): queued
+	// until its workflow starts, then dead_lettered if any delivery is, else
+	// delivering if any is, else waiting if any is, else delivered if any is
+	// or there are none, else skipped.
 	State       contract.State
 	AcceptedAt  time.Time
 	ReleasedAt  *time.Time
@@ -214,11 +303,38 @@ type Event struct {
 	RestartReason *string
 }
 
+// eventColumns are the destinations of an event row as the event queries
+// return it (events_routed's columns), after any leading ones; finish turns
+// the deliveries' JSON into e's Deliveries and Endpoints.
+func eventColumns(e *Event, deliveries *[]byte) []any {
+	return []any{&e.ID, &e.CorrelationID, &e.Sequence, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt,
+		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.RunID, &e.Restarts, &e.RestartedAt, &e.RestartReason, deliveries}
+}
+
+func (e *Event) decodeDeliveries(raw []byte) error {
+	e.Deliveries, e.Endpoints = nil, nil
+	if err := json.Unmarshal(raw, &e.Deliveries); err != nil {
+		return fmt.Errorf("decode deliveries: %w", err)
+	}
+	if len(e.Deliveries) == 0 {
+		e.Deliveries = nil
+		return nil
+	}
+	e.Endpoints = make([]string, len(e.Deliveries))
+	for i := range e.Deliveries {
+		e.Deliveries[i].EventID = e.ID
+		e.Endpoints[i] = e.Deliveries[i].EndpointID
+	}
+	return nil
+}
+
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
-	err := row.Scan(&e.ID, &e.CorrelationID, &e.Sequence, &e.EndpointID, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt,
-		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.RunID, &e.Restarts, &e.RestartedAt, &e.RestartReason)
-	return e, translate(err)
+	var raw []byte
+	if err := row.Scan(eventColumns(&e, &raw)...); err != nil {
+		return e, translate(err)
+	}
+	return e, e.decodeDeliveries(raw)
 }
 
 func collectEvents(rows pgx.Rows, err error) ([]Event, error) {
@@ -228,10 +344,18 @@ func collectEvents(rows pgx.Rows, err error) ([]Event, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
 }
 
-// EventInsert stores e as queued. It reports inserted=false, and no error,
-// when the id or the (correlation, sequence) pair is already taken.
-func (s *Store) EventInsert(ctx context.Context, e intake.Event) (Event, bool, error) {
-	got, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventInsert, e.ID, e.CorrelationID, e.Sequence, e.EndpointID, e.Type, e.Data, e.PayloadHash))
+// EventInsertRouted stores e as queued with one delivery per endpoint
+// (state waiting), all in one statement; endpoints may be empty, and a
+// repeated endpoint counts once. e.EndpointID is not stored (the routing is
+// the deliveries). It reports inserted=false, and no error, when the id or
+// the (correlation, sequence) pair is already taken, or the sequence is
+// behind the correlation's cursor. The returned Event has Endpoints (sorted)
+// and Deliveries.
+func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (Event, bool, error) {
+	if endpoints == nil {
+		endpoints = []string{} // a NULL array would route to nothing just the same, but say so
+	}
+	got, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventInsertRouted, e.ID, e.CorrelationID, e.Sequence, e.Type, e.Data, e.PayloadHash, endpoints))
 	if errors.Is(err, ErrNotFound) {
 		return Event{}, false, nil
 	}
@@ -241,7 +365,8 @@ func (s *Store) EventInsert(ctx context.Context, e intake.Event) (Event, bool, e
 	return got, true, nil
 }
 
-// EventGet returns the event, or ErrNotFound.
+// EventGet returns the event with its deliveries (sorted by endpoint), or
+// ErrNotFound.
 func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 	e, err := scanEvent(s.pool.QueryRow(ctx, s.q.EventGet, id))
 	if err != nil {
@@ -251,35 +376,46 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 }
 
 // EventMarkStarted records that the event's workflow exists (queued →
-// waiting), and its run when this call started it (runID "" otherwise).
+// waiting), and its run when this call started it (runID "" otherwise). An
+// event with no deliveries goes to delivered instead and moves its
+// correlation's cursor, in one transaction under the same locks as a
+// delivery's finish. It changes nothing for an event past queued, or one
+// that does not exist.
 func (s *Store) EventMarkStarted(ctx context.Context, id, runID string) error {
-	if _, err := s.pool.Exec(ctx, s.q.EventMarkStarted, id, runID); err != nil {
+	var (
+		corr   string
+		state  contract.State
+		routed bool
+	)
+	err := translate(s.pool.QueryRow(ctx, s.q.EventMarkStarted, id, runID).Scan(&corr, &state, &routed))
+	if errors.Is(err, ErrNotFound) || err == nil && (routed || state != contract.StateQueued) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("mark event started: %w", err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(s.q.CorrelationLock, corr)
+		b.Queue(s.q.EventLock, id)
+		b.Queue(s.q.EventMarkStartedUnrouted, id, runID)
+		b.Queue(s.q.CorrelationAdvance, corr)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("mark unrouted event started: %w", err)
 	}
 	return nil
 }
 
 // EventsQueuedClaim takes up to limit events queued for longer than lease
-// that no other sweep took within lease, and returns them. The claim is
-// committed when it returns: the caller starts their workflows with no
-// transaction open.
+// that no other sweep took within lease, and returns them with their
+// deliveries. The claim is committed when it returns: the caller starts
+// their workflows with no transaction open.
 func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
 	out, err := collectEvents(s.pool.Query(ctx, s.q.EventsQueuedClaim, limit, lease.Seconds()))
 	if err != nil {
 		return nil, fmt.Errorf("claim queued events: %w", err)
-	}
-	return out, nil
-}
-
-// EventsStuckHeadsClaim takes up to limit correlations whose cursor has not
-// moved, nor been claimed, for longer than lease, stamps their lease, and
-// returns those of their heads (the event the cursor is on) that are not
-// finished nor queued and have not changed for as long. It reads only the
-// correlations it takes, whatever the backlog.
-func (s *Store) EventsStuckHeadsClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
-	out, err := collectEvents(s.pool.Query(ctx, s.q.EventsStuckHeadsClaim, lease.Seconds(), limit))
-	if err != nil {
-		return nil, fmt.Errorf("claim stuck heads: %w", err)
 	}
 	return out, nil
 }
@@ -293,8 +429,8 @@ func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
 	return nil
 }
 
-// CorrelationSweepDeferred puts a correlation whose head the sweep could not
-// look at at the back of EventsStuckHeadsClaim's line.
+// CorrelationSweepDeferred puts a correlation whose heads the sweep could
+// not look at at the back of LanesStuckHeadsClaim's line.
 func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID string) error {
 	if _, err := s.pool.Exec(ctx, s.q.CorrelationSweepDeferred, correlationID); err != nil {
 		return fmt.Errorf("defer correlation: %w", err)
@@ -311,100 +447,6 @@ func (s *Store) EventRestarted(ctx context.Context, id, reason, runID string) er
 	return nil
 }
 
-// EventFinish marks the event delivered or skipped and advances its
-// correlation's cursor past it, in one transaction. Repeating it is harmless.
-func (s *Store) EventFinish(ctx context.Context, id, correlationID string, sequence int64, state contract.State, at time.Time) error {
-	var deliveredAt *time.Time
-	if state == contract.StateDelivered {
-		deliveredAt = &at
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(s.q.EventMarkFinal, id, state, deliveredAt)
-		b.Queue(s.q.CorrelationAdvance, correlationID, sequence, state == contract.StateSkipped)
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
-		return fmt.Errorf("mark event %s: %w", state, err)
-	}
-	return nil
-}
-
-// AttemptStart is what an attempt reads as it starts: the event's endpoint,
-// the event's state before the attempt, and its dead letter's status and
-// generation (empty and 0 when it has none).
-type AttemptStart struct {
-	Endpoint         Endpoint
-	State            contract.State
-	DeadLetterStatus string
-	Generation       int32
-}
-
-// EventStartAttempt marks the event delivering and returns what the attempt
-// needs (AttemptStart), unless the endpoint is disabled, or the event is
-// final, or it is dead-lettered and no replay of its dead letter is claimed:
-// then it changes nothing. ErrNotFound when the endpoint does not exist.
-func (s *Store) EventStartAttempt(ctx context.Context, id, endpointID string) (AttemptStart, error) {
-	var a AttemptStart
-	e := &a.Endpoint
-	err := translate(s.pool.QueryRow(ctx, s.q.EventStartAttempt, id, endpointID).Scan(
-		&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &a.State, &a.DeadLetterStatus, &a.Generation))
-	if err != nil {
-		return a, fmt.Errorf("start attempt: %w", err)
-	}
-	return a, nil
-}
-
-// EventDelivered records the delivering attempt, marks the event delivered
-// and moves its correlation's cursor past it, in one transaction sent as one
-// batch. Repeating it records the attempt again and changes nothing else.
-func (s *Store) EventDelivered(ctx context.Context, id, correlationID string, sequence int64, a Attempt, at time.Time) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(s.q.AttemptInsert, id, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
-		b.Queue(s.q.EventMarkFinal, id, contract.StateDelivered, at)
-		b.Queue(s.q.CorrelationAdvance, correlationID, sequence, false)
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
-		return fmt.Errorf("mark event delivered: %w", err)
-	}
-	return nil
-}
-
-// EventMarkDeadLettered records the dead-lettered state.
-func (s *Store) EventMarkDeadLettered(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, s.q.EventMarkDeadLettered, id); err != nil {
-		return fmt.Errorf("mark event dead-lettered: %w", err)
-	}
-	return nil
-}
-
-// CorrelationNext is the sequence the correlation needs next (1 when new),
-// as its sequencer last moved it.
-func (s *Store) CorrelationNext(ctx context.Context, correlationID string) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.CorrelationNext, correlationID).Scan(&n); err != nil {
-		return 0, fmt.Errorf("get correlation cursor: %w", err)
-	}
-	return n, nil
-}
-
-// CorrelationSkippedTail lists the sequences skipped since the
-// correlation's last delivered event, in order (none for a correlation
-// nothing has finished in).
-func (s *Store) CorrelationSkippedTail(ctx context.Context, correlationID string) ([]int64, error) {
-	var out []int64
-	err := translate(s.pool.QueryRow(ctx, s.q.CorrelationSkippedTail, correlationID).Scan(&out))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("list skipped sequences: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
-}
-
 // CorrelationHighWater is the highest sequence accepted for the correlation.
 func (s *Store) CorrelationHighWater(ctx context.Context, correlationID string) (int64, error) {
 	var n int64
@@ -412,56 +454,4 @@ func (s *Store) CorrelationHighWater(ctx context.Context, correlationID string) 
 		return 0, fmt.Errorf("get correlation high-water mark: %w", err)
 	}
 	return n, nil
-}
-
-// PendingEvent is an event of a correlation that is not final yet.
-type PendingEvent struct {
-	ID       string
-	Sequence int64
-	State    contract.State
-}
-
-// CorrelationPending lists up to limit unfinished events of the correlation
-// in sequence order.
-func (s *Store) CorrelationPending(ctx context.Context, correlationID string, limit int) ([]PendingEvent, error) {
-	rows, err := s.pool.Query(ctx, s.q.CorrelationPending, correlationID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list pending events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PendingEvent])
-	if err != nil {
-		return nil, fmt.Errorf("list pending events: %w", err)
-	}
-	return out, nil
-}
-
-// Attempt is one delivery attempt.
-type Attempt struct {
-	Attempt    int32     `json:"attempt"`
-	StartedAt  time.Time `json:"started_at"`
-	LatencyMS  int32     `json:"latency_ms"`
-	StatusCode *int32    `json:"status_code,omitempty"`
-	Error      *string   `json:"error,omitempty"`
-	Outcome    string    `json:"outcome"`
-}
-
-// AttemptInsert records an attempt of event id.
-func (s *Store) AttemptInsert(ctx context.Context, eventID string, a Attempt) error {
-	if _, err := s.pool.Exec(ctx, s.q.AttemptInsert, eventID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome); err != nil {
-		return fmt.Errorf("insert delivery attempt: %w", err)
-	}
-	return nil
-}
-
-// AttemptsList returns the event's attempts in order.
-func (s *Store) AttemptsList(ctx context.Context, eventID string) ([]Attempt, error) {
-	rows, err := s.pool.Query(ctx, s.q.AttemptsList, eventID)
-	if err != nil {
-		return nil, fmt.Errorf("list delivery attempts: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
-	if err != nil {
-		return nil, fmt.Errorf("list delivery attempts: %w", err)
-	}
-	return out, nil
 }

@@ -101,17 +101,20 @@ func TestEventCreateSendsTheEventWithTheToken(t *testing.T) {
 func TestEventCreateAgainAnswersTheExistingEvent(t *testing.T) {
 	t.Parallel()
 	_, c := newStub(t, map[string]http.HandlerFunc{
-		"POST /v1/events": reply(http.StatusOK, `{"id":"evt-1","correlation_id":"order-42","sequence":1,"endpoint_id":"ep_1",
-			"type":"t","state":"delivered","accepted_at":"2026-01-02T03:04:05Z","delivered_at":"2026-01-02T03:04:06Z",
-			"attempts":[{"attempt":1,"started_at":"2026-01-02T03:04:05Z","latency_ms":12,"status_code":200,"outcome":"delivered"}]}`),
+		"POST /v1/events": reply(http.StatusOK, `{"id":"evt-1","correlation_id":"order-42","sequence":1,
+			"type":"t","state":"delivered","accepted_at":"2026-01-02T03:04:05Z",
+			"deliveries":[{"endpoint_id":"ep_1","state":"delivered","delivered_at":"2026-01-02T03:04:06Z",
+			"attempts":[{"attempt":1,"started_at":"2026-01-02T03:04:05Z","latency_ms":12,"status_code":200,"outcome":"delivered"}]}]}`),
 	})
 	acc, err := c.EventCreate(context.Background(), client.EventCreateRequest{ID: "evt-1", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	require.Equal(t, client.StateDelivered, acc.State)
 	require.NotNil(t, acc.Existing, "a 200 is the same event again")
-	require.Len(t, acc.Existing.Attempts, 1)
-	require.Equal(t, 200, acc.Existing.Attempts[0].StatusCode)
-	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), acc.Existing.DeliveredAt)
+	d, ok := acc.Existing.Delivery("ep_1")
+	require.True(t, ok)
+	require.Len(t, d.Attempts, 1)
+	require.Equal(t, 200, d.Attempts[0].StatusCode)
+	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), d.DeliveredAt)
 }
 
 func TestProblemIsAnError(t *testing.T) {
@@ -290,6 +293,48 @@ func TestEndpointUpdateSendsOnlyWhatChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"disabled":false}`, s.last().body)
 	require.True(t, ep.Disabled)
+}
+
+// TestEndpointUpdateEventTypes: left out, the event types are not sent; a
+// pointer to nil sends null (every type); a list is sent as it is.
+func TestEndpointUpdateEventTypes(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, `{"id":"ep_1","url":"https://x.example/h","disabled":false,"event_types":["order.*"],
+			"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`),
+	})
+	ctx := context.Background()
+	u := "https://x.example/h"
+	_, err := c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{URL: &u})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"url":"https://x.example/h"}`, s.last().body)
+	var every []string
+	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{EventTypes: &every})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"event_types":null}`, s.last().body)
+	ep, err := c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{EventTypes: &[]string{"order.*"}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"event_types":["order.*"]}`, s.last().body)
+	require.Equal(t, []string{"order.*"}, ep.EventTypes)
+}
+
+func TestEndpointListAllFollowsTheCursor(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"GET /v1/endpoints": func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("cursor") == "" {
+				reply(http.StatusOK, `{"items":[{"id":"ep_a","url":"https://a.example/","event_types":["order.*"]}],"next_cursor":"c1"}`)(w, r)
+				return
+			}
+			reply(http.StatusOK, `{"items":[{"id":"ep_b","url":"https://b.example/"}]}`)(w, r)
+		},
+	})
+	all, err := c.EndpointListAll(context.Background(), client.EndpointListOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.Equal(t, []string{"order.*"}, all[0].EventTypes)
+	require.Nil(t, all[1].EventTypes, "every type")
+	require.Equal(t, "cursor=c1&limit=1", s.last().query)
 }
 
 func TestStatsTop(t *testing.T) {

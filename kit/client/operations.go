@@ -64,6 +64,44 @@ func (c *Client) EndpointCreate(ctx context.Context, req EndpointCreateRequest) 
 	return ep, err
 }
 
+// EndpointList is GET /v1/endpoints: one page of the endpoints, without
+// their secrets, in id order. Scope events:read (which sees each URL
+// without its query string; endpoints:write sees it whole).
+func (c *Client) EndpointList(ctx context.Context, o EndpointListOptions) (EndpointPage, error) {
+	q := url.Values{}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return get[EndpointPage](ctx, c, "/v1/endpoints", q)
+}
+
+// EndpointListAll is EndpointList page after page, from o.Cursor on: every
+// endpoint.
+func (c *Client) EndpointListAll(ctx context.Context, o EndpointListOptions) ([]Endpoint, error) {
+	return listAll(o.Cursor, func(cursor string) ([]Endpoint, string, error) {
+		o.Cursor = cursor
+		page, err := c.EndpointList(ctx, o)
+		return page.Items, page.NextCursor, err
+	})
+}
+
+// listAll asks list for page after page, from cursor on, until one has no
+// next cursor, and returns their items; on an error, those it had.
+func listAll[T any](cursor string, list func(cursor string) (items []T, next string, err error)) ([]T, error) {
+	var all []T
+	for {
+		items, next, err := list(cursor)
+		all = append(all, items...)
+		if err != nil || next == "" {
+			return all, err
+		}
+		cursor = next
+	}
+}
+
 // EndpointGet is GET /v1/endpoints/{id}, without its secret. Scope
 // events:read.
 func (c *Client) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
@@ -74,8 +112,8 @@ func (c *Client) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
 	return get[Endpoint](ctx, c, p, nil)
 }
 
-// EndpointUpdate is PATCH /v1/endpoints/{id}: a new URL, or disabling or
-// enabling it. Scope endpoints:write.
+// EndpointUpdate is PATCH /v1/endpoints/{id}: a new URL or event types,
+// or disabling or enabling it. Scope endpoints:write.
 func (c *Client) EndpointUpdate(ctx context.Context, id string, req EndpointUpdateRequest) (Endpoint, error) {
 	var ep Endpoint
 	p, err := idPath("endpoint id", "/v1/endpoints/", id, "")
@@ -171,18 +209,11 @@ func (c *Client) DeadLetterList(ctx context.Context, f DeadLetterFilter) (DeadLe
 // DeadLetterListAll is DeadLetterList page after page, from f.Cursor on:
 // every dead letter f selects.
 func (c *Client) DeadLetterListAll(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	var all []DeadLetter
-	for {
+	return listAll(f.Cursor, func(cursor string) ([]DeadLetter, string, error) {
+		f.Cursor = cursor
 		page, err := c.DeadLetterList(ctx, f)
-		if err != nil {
-			return all, err
-		}
-		all = append(all, page.Items...)
-		if page.NextCursor == "" {
-			return all, nil
-		}
-		f.Cursor = page.NextCursor
-	}
+		return page.Items, page.NextCursor, err
+	})
 }
 
 // DeadLetterReplayBatch is POST /v1/dead-letters/replay: replays every open
@@ -195,14 +226,20 @@ func (c *Client) DeadLetterReplayBatch(ctx context.Context, f DeadLetterFilter) 
 	return out, err
 }
 
-// DeadLetterGet is GET /v1/dead-letters/{id}: the dead letter of event id,
-// with its envelope and attempts; 404 when it has none. Scope events:read.
-func (c *Client) DeadLetterGet(ctx context.Context, eventID string) (DeadLetter, error) {
+// DeadLetterGet is GET /v1/dead-letters/{id}?endpoint_id=: the dead letter
+// of event id's delivery to endpointID ("" when the event has one), with
+// its envelope and attempts; 404 when it has none, 422 naming them when it
+// has several and endpointID is "". Scope events:read.
+func (c *Client) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
 	p, err := idPath("event id", "/v1/dead-letters/", eventID, "")
 	if err != nil {
 		return DeadLetter{}, err
 	}
-	return get[DeadLetter](ctx, c, p, nil)
+	var q url.Values
+	if endpointID != "" {
+		q = url.Values{"endpoint_id": {endpointID}}
+	}
+	return get[DeadLetter](ctx, c, p, q)
 }
 
 // DeadLetterReplay is POST /v1/dead-letters/{id}/replay: delivers the event
@@ -279,6 +316,9 @@ func (f DeadLetterFilter) match() url.Values {
 	}
 	if f.EndpointID != "" {
 		q.Set("endpoint_id", f.EndpointID)
+	}
+	if f.EventID != "" {
+		q.Set("event_id", f.EventID)
 	}
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.Format(time.RFC3339Nano))

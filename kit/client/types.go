@@ -71,6 +71,11 @@ type Readiness struct {
 // enabled.
 type EndpointCreateRequest struct {
 	URL string `json:"url"`
+	// EventTypes are the event types it is sent; nil for every type. Each
+	// is an exact type, "prefix.*" for every type that starts with
+	// "prefix." ("order.*": order.created and order.a.b, not order), or
+	// "*" for every type; at most 100, repeats dropped.
+	EventTypes []string `json:"event_types,omitempty"`
 }
 
 // EndpointUpdateRequest changes an endpoint; nil fields stay as they are,
@@ -78,6 +83,9 @@ type EndpointCreateRequest struct {
 type EndpointUpdateRequest struct {
 	URL      *string `json:"url,omitempty"`
 	Disabled *bool   `json:"disabled,omitempty"`
+	// EventTypes replaces its event types (as EndpointCreateRequest has
+	// them); a pointer to a nil slice sends null: every type again.
+	EventTypes *[]string `json:"event_types,omitempty"`
 }
 
 // Endpoint is a registered receiver URL.
@@ -88,11 +96,18 @@ type Endpoint struct {
 	// DisabledReason says why hookflow disabled it (a 410 from the
 	// receiver); empty when it is enabled or an operator disabled it.
 	DisabledReason string `json:"disabled_reason,omitempty"`
+	// EventTypes are the patterns of the event types it is sent; nil when
+	// it is sent every type.
+	EventTypes []string `json:"event_types,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`
-	CreatedAt               time.Time `json:"created_at"`
-	UpdatedAt               time.Time `json:"updated_at"`
+	// ResumedDeadLetters, on the answer of the EndpointUpdate that enabled
+	// it, counts the dead letters its being disabled caused that were
+	// replayed, each lane in sequence order.
+	ResumedDeadLetters int       `json:"resumed_dead_letters,omitempty"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
 }
 
 // EndpointWithSecret is an endpoint as created or rotated: the one time its
@@ -103,15 +118,33 @@ type EndpointWithSecret struct {
 	Secret string `json:"secret"`
 }
 
+// EndpointListOptions selects a page of EndpointList.
+type EndpointListOptions struct {
+	// Limit is the page size, 1 to 500 (the API's default, 50, when 0).
+	Limit int
+	// Cursor is the NextCursor of the page before; empty for the first.
+	Cursor string
+}
+
+// EndpointPage is a page of endpoints in id order.
+type EndpointPage struct {
+	Items []Endpoint `json:"items"`
+	// NextCursor asks for the next page (EndpointListOptions.Cursor);
+	// empty on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // EventCreateRequest is an event to deliver. ID is its idempotency key
 // (the same event posted again is answered with its state, never delivered
-// twice); Sequence orders it within CorrelationID, from 1. ID, CorrelationID
-// and EndpointID are 1 to 255 of A-Z a-z 0-9 _ : -.
+// twice); Sequence orders it within CorrelationID, from 1. Without
+// EndpointID it goes to every endpoint subscribed to its Type; with one, to
+// that endpoint only. ID, CorrelationID and EndpointID are 1 to 255 of A-Z
+// a-z 0-9 _ : -.
 type EventCreateRequest struct {
 	ID            string `json:"id"`
 	CorrelationID string `json:"correlation_id"`
 	Sequence      int64  `json:"sequence"`
-	EndpointID    string `json:"endpoint_id"`
+	EndpointID    string `json:"endpoint_id,omitempty"`
 	Type          string `json:"type"`
 	// Data is the payload: any value encoding/json marshals (a
 	// json.RawMessage goes as it is).
@@ -124,10 +157,19 @@ type Accepted struct {
 	// State is queued or waiting when the event was accepted now, or the
 	// state it is in when it had been accepted before.
 	State State `json:"state"`
+	// Deliveries are the endpoints it was routed to (none when no endpoint
+	// subscribes to its type).
+	Deliveries []AcceptedDelivery `json:"deliveries"`
 	// Existing is the event as it stands when it had been accepted before
 	// (the same id and content again: answered 200); nil when it was
 	// accepted now (202).
 	Existing *Event `json:"-"`
+}
+
+// AcceptedDelivery is one endpoint an accepted event was routed to.
+type AcceptedDelivery struct {
+	EndpointID string `json:"endpoint_id"`
+	State      State  `json:"state"`
 }
 
 // Attempt is one delivery attempt.
@@ -143,20 +185,48 @@ type Attempt struct {
 	Outcome string `json:"outcome"`
 }
 
-// Event is an event as the ledger keeps it, with its attempts.
+// Event is an event as the ledger keeps it, with its deliveries.
 type Event struct {
-	ID            string    `json:"id"`
-	CorrelationID string    `json:"correlation_id"`
-	Sequence      int64     `json:"sequence"`
-	EndpointID    string    `json:"endpoint_id"`
-	Type          string    `json:"type"`
-	State         State     `json:"state"`
-	AcceptedAt    time.Time `json:"accepted_at"`
-	DeliveredAt   time.Time `json:"delivered_at,omitzero"`
-	Attempts      []Attempt `json:"attempts"`
+	ID            string `json:"id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	Type          string `json:"type"`
+	// State is how its deliveries stand together: dead_lettered if one is,
+	// else delivering, else waiting, else delivered (also when it has
+	// none), else skipped.
+	State      State      `json:"state"`
+	AcceptedAt time.Time  `json:"accepted_at"`
+	Deliveries []Delivery `json:"deliveries"`
 	// Restarts is set when a sweep or a replay had to start the event's
 	// workflow again (an operator terminated it, say).
 	Restarts *Restarts `json:"restarts,omitempty"`
+}
+
+// Delivery is an event's delivery to one endpoint, with its attempts.
+type Delivery struct {
+	EndpointID  string    `json:"endpoint_id"`
+	State       State     `json:"state"`
+	ReleasedAt  time.Time `json:"released_at,omitzero"`
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	Attempts    []Attempt `json:"attempts"`
+	// DeadLetter is the delivery's dead letter, when it has one.
+	DeadLetter *DeadLetterRef `json:"dead_letter,omitempty"`
+}
+
+// DeadLetterRef names a delivery's dead letter.
+type DeadLetterRef struct {
+	Generation int    `json:"generation"`
+	Status     string `json:"status"`
+}
+
+// Delivery returns the event's delivery to endpointID.
+func (e Event) Delivery(endpointID string) (Delivery, bool) {
+	for _, d := range e.Deliveries {
+		if d.EndpointID == endpointID {
+			return d, true
+		}
+	}
+	return Delivery{}, false
 }
 
 // Restarts says how often an event's workflow was started again, when
@@ -167,32 +237,50 @@ type Restarts struct {
 	Reason string    `json:"reason"`
 }
 
-// Correlation is where a correlation stands, as its sequencer sees it.
+// Correlation is where a correlation stands, lane by lane, as its
+// sequencer sees it.
 type Correlation struct {
 	CorrelationID string `json:"correlation_id"`
-	// NextSequence is the sequence the sequencer releases next.
+	// NextSequence is the correlation's cursor: every sequence below it is
+	// finished in every lane.
 	NextSequence int64 `json:"next_sequence"`
-	// Released is the event released and not finished yet, if any.
-	Released *Released `json:"released,omitempty"`
-	// Parked are the sequences that arrived and wait for their turn.
-	Parked []int64 `json:"parked"`
-	// Skipped are the sequences skipped since the last delivered one.
-	Skipped []int64 `json:"skipped"`
-	// BlockedBy is what holds the correlation: the next event, or a
-	// sequence that has not arrived (State "missing").
-	BlockedBy *BlockedBy `json:"blocked_by,omitempty"`
+	// Missing is the first sequence that has not arrived while a later one
+	// has: it holds every lane.
+	Missing *int64 `json:"missing,omitempty"`
+	Lanes   []Lane `json:"lanes"`
 	// Source is "sequencer" (its state query answered) or "ledger" (none
-	// answered, so the cursor its last run left).
+	// answered).
 	Source string `json:"source"`
 }
 
-// Released is the event a sequencer released.
-type Released struct {
-	Sequence int64  `json:"sequence"`
-	EventID  string `json:"event_id"`
+// Lane returns the correlation's lane of endpointID.
+func (c Correlation) Lane(endpointID string) (Lane, bool) {
+	for _, l := range c.Lanes {
+		if l.EndpointID == endpointID {
+			return l, true
+		}
+	}
+	return Lane{}, false
 }
 
-// BlockedBy is what holds a correlation back.
+// Lane is one endpoint's lane of a correlation.
+type Lane struct {
+	EndpointID string `json:"endpoint_id"`
+	// Next is the sequence it delivers next, Released the one in flight
+	// (or dead-lettered), Parked those that wait in it.
+	Next     *int64  `json:"next,omitempty"`
+	Released *int64  `json:"released,omitempty"`
+	Parked   []int64 `json:"parked"`
+	// PreviousSequence is the sequence last delivered in the lane, and
+	// Skipped the lane's sequences skipped since.
+	PreviousSequence int64   `json:"previous_sequence"`
+	Skipped          []int64 `json:"skipped"`
+	// BlockedBy is what holds the lane: its released delivery, or a
+	// sequence that has not arrived (State "missing").
+	BlockedBy *BlockedBy `json:"blocked_by,omitempty"`
+}
+
+// BlockedBy is what holds a lane back.
 type BlockedBy struct {
 	Sequence int64  `json:"sequence"`
 	EventID  string `json:"event_id,omitempty"`
@@ -203,6 +291,8 @@ type BlockedBy struct {
 type DeadLetterFilter struct {
 	CorrelationID string
 	EndpointID    string
+	// EventID selects one event's dead letters. List only.
+	EventID string
 	// Since and Until bound the time of dead-lettering: at or after Since,
 	// before Until.
 	Since, Until time.Time
@@ -274,13 +364,17 @@ type BatchReplay struct {
 // OperatorRequest goes with a replay or a skip. Who did it is the name of
 // the API key that did, not something the caller says.
 type OperatorRequest struct {
+	// EndpointID names the delivery; it may be left out when the event has
+	// one open dead letter (else the API answers 422 naming them).
+	EndpointID string `json:"endpoint_id,omitempty"`
 	// Note is recorded with a skip (at most 2000 characters).
 	Note string `json:"note,omitempty"`
 }
 
 // OperatorAction is the answer of DeadLetterReplay and DeadLetterSkip.
 type OperatorAction struct {
-	EventID string `json:"event_id"`
+	EventID    string `json:"event_id"`
+	EndpointID string `json:"endpoint_id"`
 	// Status is "replaying" or "skipping".
 	Status string `json:"status"`
 }
@@ -303,6 +397,8 @@ type Stats struct {
 	// skipped.
 	OldestLagSeconds    float64        `json:"oldest_lag_seconds"`
 	BlockedCorrelations BlockedSummary `json:"blocked_correlations"`
+	// Endpoints are the same figures per endpoint.
+	Endpoints []EndpointStats `json:"endpoints"`
 	// Cleaner is the cleaner's last run (by any API process); nil before
 	// the first.
 	Cleaner *CleanerRun `json:"cleaner,omitempty"`
@@ -315,9 +411,21 @@ type BlockedSummary struct {
 	Top   []BlockedCorrelation `json:"top"`
 }
 
-// BlockedCorrelation is a correlation whose next sequence holds others back.
+// EndpointStats are one endpoint's deliveries at a glance.
+type EndpointStats struct {
+	EndpointID       string  `json:"endpoint_id"`
+	Waiting          int64   `json:"waiting"`
+	Delivering       int64   `json:"delivering"`
+	DeliveredLast5m  int64   `json:"delivered_last_5m"`
+	DeadLettersOpen  int64   `json:"dead_letters_open"`
+	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
+}
+
+// BlockedCorrelation is a lane (correlation, endpoint) whose next delivery
+// holds others back.
 type BlockedCorrelation struct {
 	CorrelationID string `json:"correlation_id"`
+	EndpointID    string `json:"endpoint_id"`
 	NextSequence  int64  `json:"next_sequence"`
 	// BlockedBy is the next event's state, or "missing" when it has not
 	// arrived.

@@ -111,7 +111,7 @@ func Validate(req Request) (Event, *FieldError) {
 	if ev.Type, fe = required("type", req.Type); fe != nil {
 		return ev, fe
 	}
-	if fe = validType(ev.Type); fe != nil {
+	if fe = ValidType("type", ev.Type); fe != nil {
 		return ev, fe
 	}
 	if len(req.Data) == 0 || string(req.Data) == "null" {
@@ -147,16 +147,19 @@ func parseSequence(raw json.RawMessage) (int64, *FieldError) {
 	return n, nil
 }
 
-func validType(v string) *FieldError {
+// ValidType checks an event type, or anything that names event types (an
+// endpoint's event_types): not blank, at most 255 bytes, no control
+// characters. Anything else goes: types are the producer's vocabulary.
+func ValidType(field, v string) *FieldError {
 	if strings.TrimSpace(v) == "" {
-		return fieldErr("type", "type is required and must not be empty")
+		return fieldErr(field, "%s must not be empty or blank", field)
 	}
 	if len(v) > 255 {
-		return fieldErr("type", "type must be at most 255 characters")
+		return fieldErr(field, "%s must be at most 255 characters", field)
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {
-			return fieldErr("type", "type must not contain control characters")
+			return fieldErr(field, "%s must not contain control characters", field)
 		}
 	}
 	return nil

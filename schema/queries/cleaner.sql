@@ -34,23 +34,31 @@ WHERE a.id = old.id;
 
 -- name: EventsPruneKeys
 -- Up to $2 finished events that finished more than $1 seconds ago, whose
--- payload is gone and that have no dead letter (dead letters are never
--- pruned), are deleted, with whatever attempts of theirs are left: the key
+-- payload is gone, that have no dead letter (dead letters are never
+-- pruned) and that are behind their correlation's cursor, are deleted, with
+-- their deliveries and whatever attempts of theirs are left: the key
 -- retention is at least the attempt retention, so those are past theirs,
 -- and taking them here keeps each batch to its own rows however far the
 -- attempt pruner is behind. Their correlation's cursor stays: a repost of
--- their key or sequence is answered 409. Answers the events and the
--- attempts deleted.
+-- their key or sequence is answered 409. An event finished in every lane
+-- but ahead of the cursor (a lane before it is held by a dead letter) is
+-- kept until the cursor passes it: the cursor's walk (CorrelationAdvance)
+-- and a sequencer's load read a missing sequence as one that has not
+-- arrived. Their lanes rows stay, like the correlations'. Answers the events
+-- and the attempts deleted.
 WITH old AS (
-    SELECT id FROM events
+    SELECT id FROM events e
     WHERE state IN ('delivered', 'skipped') AND data IS NULL AND NOT has_dead_letter
       AND updated_at < now() - make_interval(secs => $1)
+      AND sequence < (SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = e.correlation_id)
     ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), gone_attempts AS (
     DELETE FROM delivery_attempts a USING old WHERE a.event_id = old.id
     RETURNING 1
+), gone_deliveries AS (
+    DELETE FROM deliveries d USING old WHERE d.event_id = old.id
 ), gone AS (
     DELETE FROM events e USING old WHERE e.id = old.id
     RETURNING 1

@@ -1,5 +1,6 @@
 -- name: DeadLetterUpsert
--- A replayed event that fails again is dead-lettered again: the row is
+-- One per delivery ($1 event, $4 endpoint). A replayed delivery that fails
+-- again is dead-lettered again: the row is
 -- reopened with the new attempts as the next generation, keeping its replay
 -- count. A write for the window the row already ends ($10, window_key: an
 -- activity retried after its first try committed) changes nothing and
@@ -7,7 +8,7 @@
 -- Returns the generation written.
 INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (event_id) DO UPDATE SET
+ON CONFLICT (event_id, endpoint_id) DO UPDATE SET
     envelope = EXCLUDED.envelope, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,
     first_failure_at = EXCLUDED.first_failure_at, dead_lettered_at = EXCLUDED.dead_lettered_at,
     generation = dead_letters.generation + 1, status = 'open', window_key = EXCLUDED.window_key
@@ -15,15 +16,25 @@ WHERE dead_letters.window_key IS DISTINCT FROM EXCLUDED.window_key
 RETURNING generation;
 
 -- name: DeadLetterGeneration
-SELECT generation FROM dead_letters WHERE event_id = $1;
+SELECT generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2;
 
 -- name: DeadLetterGet
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
-FROM dead_letters WHERE event_id = $1;
+FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2;
+
+-- name: DeadLettersOfEvent
+-- Every dead letter of the event, whatever its status, by endpoint (the
+-- primary key's range).
+SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
+FROM dead_letters WHERE event_id = $1
+ORDER BY endpoint_id;
 
 -- name: DeadLetterList
--- Keyset pagination on (dead_lettered_at, event_id); empty filters match all.
+-- Keyset pagination on (dead_lettered_at, event_id, endpoint_id), unique
+-- now that an event has a dead letter per delivery (dead_letters_open_idx
+-- for the open ones); empty filters match all.
 -- The envelope (up to the API's body limit) and the attempts are read only
 -- when $9 and $10 ask for them: a CASE that is false never detoasts them.
 SELECT event_id, correlation_id, sequence, endpoint_id,
@@ -36,14 +47,16 @@ WHERE ($1::text IS NULL OR correlation_id = $1)
   AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
   AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
   AND ($5::text IS NULL OR status = $5)
-  AND ($6::timestamptz IS NULL OR (dead_lettered_at, event_id) > ($6, $7::text))
-ORDER BY dead_lettered_at, event_id
+  AND ($11::text IS NULL OR event_id = $11)
+  AND ($6::timestamptz IS NULL OR (dead_lettered_at, event_id, endpoint_id) > ($6, $7::text, $12::text))
+ORDER BY dead_lettered_at, event_id, endpoint_id
 LIMIT $8;
 
 -- name: DeadLetterReplayPage
 -- One page of a batch replay: open dead letters in the order they are
--- replayed, sequence order within each correlation (dead_letters_correlation_idx),
--- keyset on (correlation_id, sequence, event_id), without envelopes or attempts.
+-- replayed, each lane (correlation, endpoint) in sequence order
+-- (dead_letters_lane_idx), keyset on (correlation_id, endpoint_id,
+-- sequence, event_id), without envelopes or attempts.
 SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb, NULL::jsonb, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
@@ -53,24 +66,39 @@ WHERE status = 'open'
   AND ($2::text IS NULL OR endpoint_id = $2)
   AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
   AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($5::text IS NULL OR (correlation_id, sequence, event_id) > ($5, $6::bigint, $7::text))
-ORDER BY correlation_id, sequence, event_id
+  AND ($9::text IS NULL OR event_id = $9)
+  AND ($5::text IS NULL OR (correlation_id, endpoint_id, sequence, event_id) > ($5, $10::text, $6::bigint, $7::text))
+ORDER BY correlation_id, endpoint_id, sequence, event_id
 LIMIT $8;
 
 -- name: DeadLetterMarkReplayed
--- Claims the replay of generation $2: only one caller (the API, or the
+-- Claims the replay of generation $2 of the delivery ($1, $4): only one caller (the API, or the
 -- workflow acting on a replay sent by hand) moves it from open.
 UPDATE dead_letters SET status = 'replayed', replayed_at = now(), replayed_by = $3, replay_count = replay_count + 1
-WHERE event_id = $1 AND generation = $2 AND status = 'open';
+WHERE event_id = $1 AND endpoint_id = $4 AND generation = $2 AND status = 'open';
 
 -- name: DeadLetterMarkSkipped
 -- Claims the skip of generation $2, as DeadLetterMarkReplayed.
 UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
-WHERE event_id = $1 AND generation = $2 AND status = 'open';
+WHERE event_id = $1 AND endpoint_id = $5 AND generation = $2 AND status = 'open';
 
 -- name: DeadLetterReopen
 -- Undoes a claim of generation $2 whose signal never reached the workflow.
 UPDATE dead_letters SET
     replay_count = replay_count - CASE WHEN status = 'replayed' THEN 1 ELSE 0 END,
     status = 'open', replayed_at = NULL, replayed_by = NULL, skipped_by = NULL, skipped_at = NULL, skip_note = NULL
-WHERE event_id = $1 AND generation = $2 AND status <> 'open';
+WHERE event_id = $1 AND endpoint_id = $3 AND generation = $2 AND status <> 'open';
+
+-- name: DeliveryStateForUpdate
+-- The delivery's state, its row locked until the transaction ends (after
+-- EventLock).
+SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2 FOR UPDATE;
+
+-- name: DeliveryMarkDeadLettered
+-- Marks the delivery, and its event as one that has a dead letter: such an
+-- event is never pruned (migration 003), since dead letters are kept.
+WITH d AS (
+    UPDATE deliveries SET state = 'dead_lettered', updated_at = now()
+    WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped')
+)
+UPDATE events SET has_dead_letter = true WHERE id = $1 AND NOT has_dead_letter;

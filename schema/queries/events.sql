@@ -1,32 +1,60 @@
--- name: EventInsert
--- DO NOTHING covers both unique keys: the caller tells a repeated id from a
--- sequence taken by another id by reading the row back. A sequence behind
--- its correlation's cursor is refused as well, though its event's row may be
--- gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys. A stored
--- event raises its correlation's high-water mark (creating the row of a new
--- correlation), which puts the correlation in the stuck-heads sweep's index.
+-- name: EventInsertRouted
+-- Stores the event and its deliveries (one per endpoint of $7, which may be
+-- empty) in one statement, so no reader ever sees an event without its
+-- routing. DO NOTHING covers both unique keys: the caller tells a repeated
+-- id from a sequence taken by another id by reading the row back. A sequence
+-- behind its correlation's cursor is refused as well, though its event's row
+-- may be gone (HOOKFLOW_KEY_RETENTION): the cursor outlives the keys. A
+-- stored event raises its correlation's high-water mark (creating the row of
+-- a new correlation), which puts the correlation in the heads sweep's index.
 WITH ins AS (
-    INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-    SELECT $1, $2, $3, $4, $5, $6, $7
+    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash)
+    SELECT $1, $2, $3, $4, $5, $6
     WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
-    RETURNING id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
+    RETURNING id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
+), routed AS (
+    INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence)
+    SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence
+    FROM ins, (SELECT DISTINCT unnest($7::text[]) AS endpoint_id) r
+    RETURNING endpoint_id, state, updated_at
 ), high AS (
     INSERT INTO correlations AS c (correlation_id, high_water)
     SELECT correlation_id, sequence FROM ins
     ON CONFLICT (correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
 )
-SELECT * FROM ins;
+SELECT ins.*,
+       COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at) ORDER BY endpoint_id)
+                 FROM routed), '[]')
+FROM ins;
 
 -- name: EventGet
-SELECT id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
-FROM events WHERE id = $1;
+SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries
+FROM events_routed WHERE id = $1;
 
 -- name: EventMarkStarted
--- Only a queued event moves to waiting: a later state is never rolled back.
--- $2 is the run started, empty when the workflow existed already.
-UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
-WHERE id = $1 AND state = 'queued';
+-- A queued event with deliveries moves to waiting; a later state is never
+-- rolled back, and one a delivery moved already is left alone. $2 is the
+-- run started, empty when the workflow existed already. Answers the event's
+-- correlation, its state before and whether it has deliveries: a queued one
+-- without any is finished once started, which is a finish
+-- (EventMarkStartedUnrouted, under the correlation's lock).
+WITH e AS (
+    SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1) AS routed
+    FROM events WHERE id = $1
+), started AS (
+    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
+    FROM e
+    WHERE events.id = e.id AND e.routed AND events.state = 'queued'
+)
+SELECT correlation_id, state, routed FROM e;
+
+-- name: EventMarkStartedUnrouted
+-- An event routed to no endpoint is delivered as soon as its workflow
+-- exists: there is nothing to send, and the correlation's cursor must not
+-- wait on it.
+UPDATE events SET state = 'delivered', delivered_at = now(), run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
+WHERE id = $1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1);
 
 -- name: EventsQueuedClaim
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
@@ -35,38 +63,49 @@ WHERE id = $1 AND state = 'queued';
 -- leaves them alone for $2 seconds. They are taken in the order they became
 -- due (accepted, or last taken in hand), so one the sweep could not start
 -- goes to the back of the line rather than taking the front of every batch.
-UPDATE events e SET swept_at = now()
-FROM (
-    SELECT id FROM events
-    WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
-    ORDER BY GREATEST(accepted_at, swept_at)
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-) q
-WHERE e.id = q.id
-RETURNING e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason;
+-- Each comes with its deliveries (events_routed).
+WITH claimed AS (
+    UPDATE events e SET swept_at = now()
+    FROM (
+        SELECT id FROM events
+        WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
+        ORDER BY GREATEST(accepted_at, swept_at)
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) q
+    WHERE e.id = q.id
+    RETURNING e.id
+)
+SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries
+FROM claimed JOIN events_routed v ON v.id = claimed.id;
 
 -- name: EventSweepDeferred
 -- The queued sweep could not start the event: it goes to the back of the
 -- line (EventsQueuedClaim's order), its lease counted from now.
 UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
 
--- name: EventsStuckHeadsClaim
--- Heads of their correlation (the sequence its cursor is on) whose
--- correlation's cursor has not moved, and that no sweep took in hand, for
--- $1 seconds, and that are not finished and have not changed for as long
--- themselves; up to $2 correlations are taken, in the order they became
--- due, and stamped (swept_at) in one statement, so the sweep then calls
--- Temporal with no transaction open and another API process's sweep leaves
--- them alone for $1 seconds. A head that does not move may be fine (a dead
--- letter waits for its operator; a retry waits for its timer), or its
--- workflow may have been terminated, or its sequencer reset: the sweep
--- finds out which. Queued heads are the other sweep's; a correlation whose
--- head is queued, missing (a later sequence came first) or changed within
--- $1 seconds is stamped all the same and looked at again a lease later.
+-- name: LanesStuckHeadsClaim
+-- The heads of the lanes (the lowest sequence not finished in each
+-- (correlation, endpoint)) of correlations whose cursor has not moved, and
+-- that no sweep took in hand, for $1 seconds, whose delivery has not changed
+-- for as long either; up to $2 correlations are taken, in the order they
+-- became due, and stamped (swept_at) in one statement, so the sweep then
+-- calls Temporal with no transaction open and another API process's sweep
+-- leaves them alone for $1 seconds. A head that does not move may be fine (a
+-- dead letter waits for its operator; a retry waits for its timer), or its
+-- workflow may have been terminated, or its sequencer reset: the sweep finds
+-- out which. Queued heads are the other sweep's, and a head behind a
+-- sequence that has not arrived is rightly held: a correlation whose heads
+-- are all such, or changed within $1 seconds, is stamped all the same and
+-- looked at again a lease later.
 -- correlations_due_idx holds only correlations with an event not finished,
--- in due order, so the claim reads what it takes and no more.
-WITH due AS (
+-- in due order, so the claim reads what it takes and no more; each lane's
+-- head is one probe of deliveries_pending_idx: the recursive walk skips
+-- from one endpoint to the next rather than reading a lane's backlog. The
+-- planner guesses ten rounds of it for every correlation, which costs the
+-- query past jit_above_cost: LanesStuckHeadsClaim runs it with JIT off, or
+-- every call would spend ~80 ms compiling a plan that runs in under one.
+WITH RECURSIVE due AS (
     UPDATE correlations c SET swept_at = now()
     FROM (
         SELECT correlation_id FROM correlations
@@ -78,15 +117,41 @@ WITH due AS (
     ) d
     WHERE c.correlation_id = d.correlation_id
     RETURNING c.correlation_id, c.next_sequence
+), heads AS (
+    SELECT due.correlation_id, due.next_sequence, f.*
+    FROM due CROSS JOIN LATERAL (
+        SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
+        WHERE d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+        ORDER BY d.endpoint_id, d.sequence LIMIT 1
+    ) f
+    UNION ALL
+    SELECT h.correlation_id, h.next_sequence, n.*
+    FROM heads h CROSS JOIN LATERAL (
+        SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
+        WHERE d.correlation_id = h.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+          AND d.endpoint_id > h.endpoint_id
+        ORDER BY d.endpoint_id, d.sequence LIMIT 1
+    ) n
 )
-SELECT e.id, e.correlation_id, e.sequence, e.endpoint_id, e.type, e.data, e.payload_hash, e.state, e.accepted_at, e.released_at, e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason
-FROM due JOIN events e ON e.correlation_id = due.correlation_id AND e.sequence = due.next_sequence
-WHERE e.state NOT IN ('delivered', 'skipped', 'queued')
-  AND e.updated_at < now() - make_interval(secs => $1);
+SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries,
+       h.endpoint_id, h.state
+FROM heads h JOIN events_routed v ON v.id = h.event_id
+WHERE v.state <> 'queued'
+  AND h.updated_at < now() - make_interval(secs => $1)
+  -- Every sequence from the cursor to the head has arrived (the cursor's
+  -- own included): a range of the unique index, empty when the head is on
+  -- the cursor.
+  AND (SELECT count(*) FROM events x
+       WHERE x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
+ORDER BY h.correlation_id, h.endpoint_id;
+
+-- name: JITOff
+-- For the rest of the transaction: see LanesStuckHeadsClaim.
+SET LOCAL jit = off;
 
 -- name: CorrelationSweepDeferred
--- The heads sweep could not look at the correlation's head: it goes to the
--- back of the line (EventsStuckHeadsClaim's order), its lease counted from
+-- The heads sweep could not look at the correlation's heads: it goes to the
+-- back of the line (LanesStuckHeadsClaim's order), its lease counted from
 -- now.
 UPDATE correlations SET swept_at = now() WHERE correlation_id = $1;
 
@@ -95,78 +160,147 @@ UPDATE correlations SET swept_at = now() WHERE correlation_id = $1;
 -- $3): say when and why.
 UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE id = $1;
 
--- name: EventStartAttempt
--- Marks the event delivering (when its endpoint is usable) and reads its
+-- name: CorrelationLock
+-- Taken first by every transaction that finishes a delivery (or an event
+-- with none): lanes of one correlation finish concurrently on different
+-- workers, and each recomputes the correlation's cursor from the events'
+-- states. Under READ COMMITTED each statement after this lock sees the
+-- finishes committed before it was granted, so of two finishes of one
+-- correlation the second always sees the first.
+SELECT next_sequence FROM correlations WHERE correlation_id = $1 FOR UPDATE;
+
+-- name: EventLock
+-- Taken by every transaction that changes a delivery, before it does (after
+-- CorrelationLock when it takes that): the event's aggregate state is
+-- recomputed from all its deliveries, which must include the other lanes'
+-- committed changes.
+SELECT state FROM events WHERE id = $1 FOR UPDATE;
+
+-- name: DeliveryStartAttempt
+-- Marks the delivery delivering (when its endpoint is usable) and reads its
 -- endpoint, its state before this attempt and its dead letter's status and
 -- generation, in one round trip (the CTEs and the sub-selects see the same
--- snapshot, from before the update). A dead-lettered event is sent again
+-- snapshot, from before the update). A dead-lettered delivery is sent again
 -- only once a replay of its dead letter is claimed: a Reset of its workflow
 -- to before the dead letter must not deliver it behind its operator, who
 -- may be skipping it.
 WITH dl AS (
-    SELECT status, generation FROM dead_letters WHERE event_id = $1
+    SELECT status, generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2
 ), marked AS (
-    UPDATE events SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
-    WHERE id = $1 AND state IN ('queued', 'waiting', 'delivering', 'dead_lettered')
+    UPDATE deliveries SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
+    WHERE event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
       AND (state <> 'dead_lettered' OR EXISTS (SELECT 1 FROM dl WHERE status = 'replayed'))
       AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
-       COALESCE((SELECT state FROM events WHERE id = $1), ''),
+       COALESCE((SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0)
 FROM endpoints WHERE id = $2;
 
--- name: EventMarkFinal
--- delivered or skipped; $3 = delivered_at (NULL when skipped). A final
--- state is never overwritten: a delivered event stays delivered.
-UPDATE events SET state = $2, delivered_at = $3, updated_at = now()
-WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
+-- name: DeliveryMarkFinal
+-- delivered or skipped; $4 = delivered_at (NULL when skipped). A final
+-- state is never overwritten: a delivered delivery stays delivered.
+UPDATE deliveries SET state = $3, delivered_at = $4, updated_at = now()
+WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped');
 
--- name: EventStateForUpdate
--- The event's state, its row locked until the transaction ends.
-SELECT state FROM events WHERE id = $1 FOR UPDATE;
+-- name: LaneAdvance
+-- Moves the lane ($1, $2) to sequence $3 once the delivery ($4, $2) is in
+-- state $5 (delivered or skipped): delivered sets the previous sequence and
+-- empties the skipped tail (the receiver has moved its cursor past every
+-- skip before it); skipped adds $3 to the tail. Only forward: a repeat, or
+-- a call for a delivery that is not so, changes nothing.
+INSERT INTO lanes AS l (correlation_id, endpoint_id, last_finished, previous, skipped_tail)
+SELECT $1, $2, $3::bigint,
+       CASE WHEN $5::text = 'delivered' THEN $3::bigint ELSE 0 END,
+       CASE WHEN $5::text = 'delivered' THEN '{}' ELSE ARRAY[$3::bigint] END
+WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $4 AND d.endpoint_id = $2 AND d.state = $5)
+ON CONFLICT (correlation_id, endpoint_id) DO UPDATE SET
+    last_finished = EXCLUDED.last_finished,
+    previous = CASE WHEN $5::text = 'delivered' THEN EXCLUDED.previous ELSE l.previous END,
+    skipped_tail = CASE WHEN $5::text = 'delivered' THEN '{}' ELSE l.skipped_tail || $3::bigint END,
+    updated_at = now()
+WHERE l.last_finished < EXCLUDED.last_finished;
 
--- name: EventMarkDeadLettered
-UPDATE events SET state = 'dead_lettered', has_dead_letter = true, updated_at = now() WHERE id = $1 AND state NOT IN ('delivered', 'skipped');
+-- name: EventAggregate
+-- The event's state from its deliveries': dead_lettered if any is, else
+-- delivering if any is, else waiting if any is, else delivered if any is
+-- (or there are none), else skipped. A queued event stays queued while
+-- every delivery still waits (its workflow is not known to exist); once one
+-- moved, its workflow runs. Run under EventLock, after the delivery changed.
+UPDATE events e SET state = a.state,
+    released_at = COALESCE(e.released_at, a.released_at),
+    delivered_at = CASE WHEN a.state = 'delivered' THEN a.delivered_at ELSE e.delivered_at END,
+    updated_at = now()
+FROM (
+    SELECT CASE WHEN bool_or(state = 'dead_lettered') THEN 'dead_lettered'
+                WHEN bool_or(state = 'delivering') THEN 'delivering'
+                WHEN bool_or(state = 'waiting') THEN 'waiting'
+                WHEN bool_or(state = 'delivered') OR count(*) = 0 THEN 'delivered'
+                ELSE 'skipped' END AS state,
+           bool_and(state = 'waiting') AS untouched,
+           min(released_at) AS released_at, max(delivered_at) AS delivered_at
+    FROM deliveries WHERE event_id = $1
+) a
+WHERE e.id = $1
+  AND NOT (e.state = 'queued' AND a.untouched)
+  AND (e.state <> a.state OR e.released_at IS DISTINCT FROM COALESCE(e.released_at, a.released_at));
 
 -- name: CorrelationAdvance
--- The sequencer's cursor, mirrored: it moves past $2 only from $2 itself,
--- so a repeated call (an activity retried after a crash) changes nothing.
--- $3: $2 was skipped, which adds it to the skipped tail; a delivered one
--- empties it (the receiver has moved its cursor past every skip before it).
-INSERT INTO correlations AS c (correlation_id, next_sequence, skipped_tail)
-VALUES ($1, $2::bigint + 1, CASE WHEN $3::boolean THEN ARRAY[$2::bigint] ELSE '{}' END)
-ON CONFLICT (correlation_id) DO UPDATE SET next_sequence = $2::bigint + 1,
-    skipped_tail = CASE WHEN $3::boolean THEN c.skipped_tail || $2::bigint ELSE '{}' END,
-    updated_at = now()
-WHERE c.next_sequence = $2::bigint;
-
--- name: CorrelationNext
-SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1);
-
--- name: CorrelationPending
--- Events of the correlation not delivered or skipped yet, in sequence order
--- (events_pending_idx).
-SELECT id, sequence, state FROM events
-WHERE correlation_id = $1 AND state NOT IN ('delivered', 'skipped')
-ORDER BY sequence
-LIMIT $2;
+-- Moves the correlation's cursor to the first sequence from it on that is
+-- missing or whose event is not finished (every delivery delivered or
+-- skipped, or none and started): a walk up the unique (correlation_id,
+-- sequence) index that stops at the first such, so it reads the run of
+-- finished events at the cursor and not the backlog behind it. Run after
+-- CorrelationLock; a repeat finds the cursor where it left it.
+WITH RECURSIVE walk(s) AS (
+    SELECT next_sequence FROM correlations WHERE correlation_id = $1
+    UNION ALL
+    SELECT w.s + 1 FROM walk w
+    WHERE EXISTS (SELECT 1 FROM events e
+                  WHERE e.correlation_id = $1 AND e.sequence = w.s AND e.state IN ('delivered', 'skipped'))
+)
+UPDATE correlations c SET next_sequence = n.s, updated_at = now()
+FROM (SELECT max(s) AS s FROM walk) n
+WHERE c.correlation_id = $1 AND n.s > c.next_sequence;
 
 -- name: CorrelationHighWater
 -- Highest sequence accepted for the correlation, 0 when none.
 SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
 
--- name: CorrelationSkippedTail
--- Sequences skipped since the correlation's last delivered event, in order:
--- a sequencer starting afresh owes them to the receiver with its next
--- release. Kept on the correlation's row (CorrelationAdvance), so it does
--- not depend on the delivered event's row outliving the cleaner.
-SELECT skipped_tail FROM correlations WHERE correlation_id = $1;
+-- name: LaneGet
+SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE correlation_id = $1 AND endpoint_id = $2;
+
+-- name: CorrelationLoadAll
+-- The cursor, the events from it on (finished ones too: they have arrived)
+-- in sequence order, up to $2 of them (0: all), each with its endpoints
+-- and those not finished, and the lanes: one statement, so one snapshot,
+-- for a sequencer's load. Events from the cursor on are never pruned
+-- (EventsPruneKeys), so a sequence missing here has not arrived.
+WITH c AS (
+    SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1) AS next
+)
+SELECT c.next,
+       COALESCE((
+           SELECT json_agg(json_build_object(
+                      'id', e.id, 'sequence', e.sequence,
+                      'endpoints', ARRAY(SELECT d.endpoint_id FROM deliveries d WHERE d.event_id = e.id ORDER BY d.endpoint_id),
+                      'open', ARRAY(SELECT d.endpoint_id FROM deliveries d
+                                    WHERE d.event_id = e.id AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id))
+                  ORDER BY e.sequence)
+           FROM (SELECT id, sequence FROM events
+                 WHERE correlation_id = $1 AND sequence >= c.next
+                 ORDER BY sequence LIMIT NULLIF($2::int, 0)) e), '[]'),
+       COALESCE((
+           SELECT json_agg(json_build_object('endpoint_id', l.endpoint_id, 'last_finished', l.last_finished,
+                                             'previous', l.previous, 'skipped', l.skipped_tail)
+                  ORDER BY l.endpoint_id)
+           FROM lanes l WHERE l.correlation_id = $1), '[]')
+FROM c;
 
 -- name: AttemptInsert
-INSERT INTO delivery_attempts (event_id, attempt, started_at, latency_ms, status_code, error, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7);
+INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 
 -- name: AttemptsList
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
-FROM delivery_attempts WHERE event_id = $1 ORDER BY id;
+FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id;

@@ -1,40 +1,82 @@
 -- name: StatsSummary
--- One pass over the ledger for the operator's summary and the scrape-time
--- gauges. Lag is the age of the oldest event not delivered or skipped, so a
--- dead letter waiting for an operator keeps it growing, as it should. The
--- WHERE is the two partial indexes' predicates, so the pass
--- reads only the rows it counts: skipped events count nowhere.
-SELECT
-    count(*) FILTER (WHERE state = 'queued'),
-    count(*) FILTER (WHERE state IN ('waiting', 'delivering')),
-    count(*) FILTER (WHERE state = 'delivered' AND delivered_at > now() - interval '5 minutes'),
-    COALESCE(EXTRACT(EPOCH FROM now() - min(accepted_at) FILTER (WHERE state NOT IN ('delivered', 'skipped'))), 0)::float8,
-    (SELECT count(*) FROM dead_letters WHERE status = 'open')
-FROM events
-WHERE state NOT IN ('delivered', 'skipped')
-   OR (state = 'delivered' AND delivered_at > now() - interval '5 minutes');
+-- The operator's summary and the scrape-time gauges, per endpoint (the
+-- totals are their sums): deliveries not finished, from
+-- deliveries_pending_idx, each with its event (a primary-key probe: OFFSET 0
+-- keeps the planner from turning the probes into a scan of events, whose
+-- history is far larger than the backlog), those delivered in the last five
+-- minutes, from deliveries_delivered_at_idx and not probed, and the open
+-- dead letters, from dead_letters_open_idx. So the cost follows the backlog
+-- and the last five minutes, never the history; skipped deliveries count
+-- nowhere. A queued event's deliveries are its endpoints' waiting ones and
+-- are counted as queued too. Lag is the age of the oldest event with a
+-- delivery not finished, so a dead letter waiting for an operator keeps it
+-- growing, as it should.
+WITH pending AS (
+    SELECT d.endpoint_id,
+           count(*) FILTER (WHERE e.state = 'queued') AS queued,
+           count(*) FILTER (WHERE d.state = 'waiting') AS waiting,
+           count(*) FILTER (WHERE d.state = 'delivering') AS delivering,
+           min(e.accepted_at) AS oldest
+    FROM deliveries d
+    CROSS JOIN LATERAL (SELECT state, accepted_at FROM events WHERE id = d.event_id OFFSET 0) e
+    WHERE d.state NOT IN ('delivered', 'skipped')
+    GROUP BY d.endpoint_id
+), recent AS (
+    SELECT endpoint_id, count(*) AS delivered FROM deliveries
+    WHERE state = 'delivered' AND delivered_at > now() - interval '5 minutes'
+    GROUP BY endpoint_id
+), open AS (
+    SELECT endpoint_id, count(*) AS open FROM dead_letters WHERE status = 'open' GROUP BY endpoint_id
+)
+SELECT endpoint_id, COALESCE(p.queued, 0), COALESCE(p.waiting, 0), COALESCE(p.delivering, 0), COALESCE(r.delivered, 0),
+       COALESCE(o.open, 0), COALESCE(EXTRACT(EPOCH FROM now() - p.oldest), 0)::float8
+FROM pending p
+FULL JOIN recent r USING (endpoint_id)
+FULL JOIN open o USING (endpoint_id)
+ORDER BY endpoint_id;
 
 -- name: StatsBlockedCorrelations
--- A correlation is blocked when an event waits behind its next sequence:
--- that sequence is not delivered yet (missing, waiting, delivering or
--- dead-lettered). Oldest first; $1 bounds the list, the last column counts
--- them all.
--- The undelivered events come from events_pending_idx;
--- each one's cursor is a primary-key lookup, because correlations keeps a
--- row for every correlation ever seen and a join was planned as a scan of it.
-WITH parked AS (
-    SELECT e.correlation_id, n.next_sequence, min(e.accepted_at) AS since, count(*) AS parked
-    FROM events e
+-- A lane (correlation, endpoint) is blocked when a delivery waits behind
+-- its head: the correlation's cursor when that sequence has not arrived
+-- (it holds every lane), else the lane's lowest delivery not finished
+-- (waiting, delivering or dead-lettered). Oldest first; $1 bounds the list,
+-- the last column counts them all.
+-- The unfinished deliveries come from deliveries_pending_idx, each with its
+-- event's acceptance time (a primary-key probe, fenced by OFFSET 0 as in
+-- StatsSummary); each lane's cursor is a primary-key lookup, because
+-- correlations keeps a row for every correlation ever seen and a join was
+-- planned as a scan of it.
+WITH open AS (
+    SELECT d.correlation_id, d.endpoint_id, d.sequence, d.event_id, d.state, a.accepted_at,
+           row_number() OVER (PARTITION BY d.correlation_id, d.endpoint_id ORDER BY d.sequence) AS rn
+    FROM deliveries d
+    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE id = d.event_id OFFSET 0) a
+    WHERE d.state NOT IN ('delivered', 'skipped')
+), lanes AS (
+    SELECT correlation_id, endpoint_id, count(*) AS open,
+           min(sequence) AS low, min(event_id) FILTER (WHERE rn = 1) AS low_id, min(state) FILTER (WHERE rn = 1) AS low_state,
+           min(accepted_at) AS since_all, min(accepted_at) FILTER (WHERE rn > 1) AS since_behind
+    FROM open
+    GROUP BY correlation_id, endpoint_id
+), placed AS (
+    SELECT l.*, n.next_sequence,
+           NOT EXISTS (SELECT 1 FROM events h WHERE h.correlation_id = l.correlation_id AND h.sequence = n.next_sequence) AS missing
+    FROM lanes l
     CROSS JOIN LATERAL (
-        SELECT COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = e.correlation_id), 1) AS next_sequence
+        SELECT COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = l.correlation_id), 1) AS next_sequence
     ) n
-    WHERE e.state NOT IN ('delivered', 'skipped')
-      AND e.sequence > n.next_sequence
-    GROUP BY e.correlation_id, n.next_sequence
+), blocked AS (
+    SELECT correlation_id, endpoint_id,
+           CASE WHEN missing THEN next_sequence ELSE low END AS head,
+           CASE WHEN missing THEN 'missing' ELSE low_state END AS blocked_by,
+           CASE WHEN missing THEN NULL ELSE low_id END AS head_id,
+           CASE WHEN missing THEN open ELSE open - 1 END AS parked,
+           CASE WHEN missing THEN since_all ELSE since_behind END AS since
+    FROM placed
 )
-SELECT p.correlation_id, p.next_sequence, COALESCE(h.state, 'missing'), h.id, p.parked,
-       EXTRACT(EPOCH FROM now() - p.since)::float8, count(*) OVER ()
-FROM parked p
-LEFT JOIN events h ON h.correlation_id = p.correlation_id AND h.sequence = p.next_sequence
-ORDER BY p.since, p.correlation_id
+SELECT correlation_id, endpoint_id, head, blocked_by, head_id, parked,
+       EXTRACT(EPOCH FROM now() - since)::float8, count(*) OVER ()
+FROM blocked
+WHERE parked > 0
+ORDER BY since, correlation_id, endpoint_id
 LIMIT $1;

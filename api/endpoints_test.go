@@ -1,0 +1,131 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/api"
+)
+
+type endpointJSON struct {
+	ID         string    `json:"id"`
+	URL        string    `json:"url"`
+	Disabled   bool      `json:"disabled"`
+	EventTypes *[]string `json:"event_types"`
+}
+
+// endpointCall sends body to path and decodes the endpoint answered.
+func (b *bundle) endpointCall(t *testing.T, method, path, body string, status int) endpointJSON {
+	t.Helper()
+	resp, raw := b.do(t, method, path, "application/json", body, b.bearer())
+	require.Equal(t, status, resp.StatusCode, raw)
+	var ep endpointJSON
+	require.NoError(t, json.Unmarshal([]byte(raw), &ep))
+	var members map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(raw), &members))
+	if ep.EventTypes == nil {
+		require.NotContains(t, members, "event_types", "every type is shown as no event_types")
+	}
+	return ep
+}
+
+// TestEndpointEventTypes: event_types are kept as sent less repeats; a
+// PATCH that leaves them out keeps them, null subscribes the endpoint to
+// every type again, and a refused PATCH changes nothing at all.
+func TestEndpointEventTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ep := b.endpointCall(t, http.MethodPost, "/v1/endpoints",
+		`{"url":"https://example.com/typed","event_types":["order.*","user.deleted","order.*"]}`, http.StatusCreated)
+	require.Equal(t, []string{"order.*", "user.deleted"}, *ep.EventTypes)
+	path := "/v1/endpoints/" + ep.ID
+	require.Equal(t, []string{"order.*", "user.deleted"}, *b.endpointCall(t, http.MethodGet, path, "", http.StatusOK).EventTypes)
+
+	all := b.endpointCall(t, http.MethodPost, "/v1/endpoints", `{"url":"https://example.com/all","event_types":null}`, http.StatusCreated)
+	require.Nil(t, all.EventTypes, "null on creation: every type")
+	star := b.endpointCall(t, http.MethodPost, "/v1/endpoints", `{"url":"https://example.com/star","event_types":["*"]}`, http.StatusCreated)
+	require.Equal(t, []string{"*"}, *star.EventTypes)
+
+	got := b.endpointCall(t, http.MethodPatch, path, `{"disabled":true}`, http.StatusOK)
+	require.True(t, got.Disabled)
+	require.Equal(t, []string{"order.*", "user.deleted"}, *got.EventTypes, "left out: unchanged")
+
+	before := b.endpointRows(t)
+	resp, raw := b.do(t, http.MethodPatch, path, "application/json", `{"disabled":false,"event_types":["invoice.paid","invoice.*.x"]}`, b.bearer())
+	requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "event_types[1]")
+	require.Equal(t, before, b.endpointRows(t), "a refused PATCH changes nothing, not even its valid fields")
+
+	got = b.endpointCall(t, http.MethodPatch, path, `{"event_types":["invoice.paid"]}`, http.StatusOK)
+	require.Equal(t, []string{"invoice.paid"}, *got.EventTypes)
+	require.True(t, got.Disabled)
+
+	got = b.endpointCall(t, http.MethodPatch, path, `{"event_types":null}`, http.StatusOK)
+	require.Nil(t, got.EventTypes, "null: every type again")
+	require.Nil(t, b.endpointCall(t, http.MethodGet, path, "", http.StatusOK).EventTypes)
+}
+
+type endpointPageJSON struct {
+	Items      []endpointJSON `json:"items"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// TestEndpointList: pages in id order give every endpoint once, the last
+// page has no cursor, each item shows its event_types, and a key that may
+// only read sees URLs without their query string.
+func TestEndpointList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	want := []string{b.endpointID}
+	for i := range 4 {
+		body := fmt.Sprintf(`{"url":"https://example.com/%d?token=secret-%d","event_types":["order.%d"]}`, i, i, i)
+		want = append(want, b.endpointCall(t, http.MethodPost, "/v1/endpoints", body, http.StatusCreated).ID)
+	}
+	slices.Sort(want)
+	_, reader := b.createKey(t, "reader", api.ScopeEventsRead)
+
+	list := func(h http.Header, query url.Values) endpointPageJSON {
+		t.Helper()
+		resp, raw := b.do(t, http.MethodGet, "/v1/endpoints?"+query.Encode(), "", "", h)
+		require.Equal(t, http.StatusOK, resp.StatusCode, raw)
+		var page endpointPageJSON
+		require.NoError(t, json.Unmarshal([]byte(raw), &page))
+		return page
+	}
+	var got, sizes []string
+	q := url.Values{"limit": {"2"}}
+	for {
+		page := list(bearer(reader), q)
+		sizes = append(sizes, fmt.Sprint(len(page.Items)))
+		for _, ep := range page.Items {
+			got = append(got, ep.ID)
+			require.NotContains(t, ep.URL, "secret", "an events:read key sees no query string")
+			if ep.ID != b.endpointID {
+				require.Len(t, *ep.EventTypes, 1)
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		q.Set("cursor", page.NextCursor)
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, []string{"2", "2", "1"}, sizes, "the last page is the one without a cursor")
+
+	whole := list(b.bearer(), url.Values{})
+	require.Len(t, whole.Items, len(want), "the default page holds them all")
+	require.Empty(t, whole.NextCursor)
+	for _, ep := range whole.Items {
+		if ep.ID != b.endpointID {
+			require.Contains(t, ep.URL, "token=secret-", "the endpoints' managers see the URL whole")
+		}
+	}
+	exact := list(b.bearer(), url.Values{"limit": {"5"}})
+	require.Len(t, exact.Items, 5)
+	require.Empty(t, exact.NextCursor, "a page that ends the list exactly has no cursor")
+}

@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/internal/contract"
+)
+
+// The fan-out ledger (issue 23). An event is routed, at acceptance, to
+// every endpoint subscribed to it: each (event, endpoint) is a delivery,
+// waiting → delivering → delivered | dead_lettered | skipped (and
+// dead_lettered → delivering on a claimed replay), and the event's state is
+// their aggregate. Order is kept per (correlation, endpoint), a lane, whose
+// row holds what the envelope needs (previous sequence, skipped tail). The
+// correlation's cursor (next_sequence) is the first sequence not stored or
+// not finished on every delivery.
+//
+// Locks: every transaction that changes a delivery takes the event's row
+// first (EventLock), so the aggregate it recomputes sees the other lanes'
+// committed changes; one that finishes a delivery takes the correlation's
+// row before that (CorrelationLock), so the cursor it recomputes sees the
+// other lanes' committed finishes. Always in that order, so they never
+// deadlock.
+
+// Delivery is one (event, endpoint) of an event's routing.
+type Delivery struct {
+	EventID     string         `json:"-"`
+	EndpointID  string         `json:"endpoint_id"`
+	State       contract.State `json:"state"`
+	ReleasedAt  *time.Time     `json:"released_at,omitempty"`
+	DeliveredAt *time.Time     `json:"delivered_at,omitempty"`
+	UpdatedAt   time.Time      `json:"updated_at"`
+	// Attempts counts the attempts recorded for it.
+	Attempts int32 `json:"attempts"`
+	// DeadLetterGeneration and DeadLetterStatus describe its dead letter
+	// (0 and "" when it has none).
+	DeadLetterGeneration int32  `json:"dead_letter_generation,omitempty"`
+	DeadLetterStatus     string `json:"dead_letter_status,omitempty"`
+}
+
+// Lane is a (correlation, endpoint)'s position in the ledger: LastFinished
+// is the last sequence delivered or skipped in it (0 none), Previous the
+// last delivered (0 none: the envelope's previous_sequence), and Skipped the
+// sequences skipped in it since Previous, in order. It moves only forward,
+// in the transaction that finishes the delivery.
+type Lane struct {
+	EndpointID   string  `json:"endpoint_id"`
+	LastFinished int64   `json:"last_finished"`
+	Previous     int64   `json:"previous"`
+	Skipped      []int64 `json:"skipped,omitempty"`
+}
+
+// LoadedEvent is a stored event at or past its correlation's cursor, with
+// the endpoints its deliveries are not finished for (Open, sorted) and all
+// it was routed to (Endpoints, sorted); both nil when empty.
+type LoadedEvent struct {
+	ID        string   `json:"id"`
+	Sequence  int64    `json:"sequence"`
+	Endpoints []string `json:"endpoints"`
+	Open      []string `json:"open"`
+}
+
+// CorrelationLoad is what the ledger knows of a correlation for its
+// sequencer (a fresh run's load, a resync) and for GET /v1/correlations.
+type CorrelationLoad struct {
+	Next int64
+	// Events are every stored event with sequence ≥ Next, in sequence order
+	// (finished ones included: they have arrived, which the lanes of later
+	// events need to know).
+	Events []LoadedEvent
+	// Lanes are the correlation's lanes that have a row (sorted by
+	// endpoint).
+	Lanes []Lane
+}
+
+// StuckHead is the head of one lane (the lowest sequence not finished in it)
+// of a correlation the heads sweep took in hand.
+type StuckHead struct {
+	Event      Event
+	EndpointID string
+	State      contract.State // the delivery's
+}
+
+// LanesStuckHeadsClaim takes up to limit correlations whose cursor has not
+// moved, nor been claimed, for longer than lease (the same lease, order and
+// index as before fan-out), stamps their lease, and returns the head of
+// each of their lanes that is not queued, not finished, unchanged (the
+// delivery's updated_at) for as long, and not behind a sequence that has
+// not arrived. It reads only the correlations it takes, and one index probe
+// per lane, whatever the backlog.
+func (s *Store) LanesStuckHeadsClaim(ctx context.Context, limit int, lease time.Duration) ([]StuckHead, error) {
+	var out []StuckHead
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		// The claim's plan costs past jit_above_cost (the planner's guess at
+		// the lanes walk) though it runs in under a millisecond; compiling it
+		// would take ~80 ms at every call of every API process.
+		b.Queue(s.q.JITOff)
+		b.Queue(s.q.LanesStuckHeadsClaim, lease.Seconds(), limit).Query(func(rows pgx.Rows) error {
+			var err error
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StuckHead, error) {
+				var h StuckHead
+				var raw []byte
+				if err := r.Scan(append(eventColumns(&h.Event, &raw), &h.EndpointID, &h.State)...); err != nil {
+					return h, err
+				}
+				return h, h.Event.decodeDeliveries(raw)
+			})
+			return err
+		})
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim stuck heads: %w", err)
+	}
+	return out, nil
+}
+
+// AttemptStart is what an attempt reads as it starts: the delivery's
+// endpoint, the delivery's state before the attempt ("" when the event has
+// no delivery to it), and its dead letter's status and generation (empty
+// and 0 when it has none).
+type AttemptStart struct {
+	Endpoint         Endpoint
+	State            contract.State
+	DeadLetterStatus string
+	Generation       int32
+}
+
+// DeliveryStartAttempt marks the delivery delivering (released_at set once)
+// and the event's aggregate, and returns what the attempt needs
+// (AttemptStart), unless the endpoint is disabled, or the delivery is final,
+// or it is dead-lettered and no replay of its dead letter is claimed: then
+// it changes nothing. ErrNotFound when the endpoint does not exist.
+func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID string) (AttemptStart, error) {
+	var a AttemptStart
+	e := &a.Endpoint
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(s.q.EventLock, eventID)
+		b.Queue(s.q.DeliveryStartAttempt, eventID, endpointID).QueryRow(func(row pgx.Row) error {
+			return translate(row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
+				&a.State, &a.DeadLetterStatus, &a.Generation))
+		})
+		// A no-op when the delivery did not move: the aggregate is a function
+		// of the deliveries' states.
+		b.Queue(s.q.EventAggregate, eventID)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return a, fmt.Errorf("start attempt: %w", err)
+	}
+	return a, nil
+}
+
+// DeliveryDelivered records the delivering attempt, marks the delivery
+// delivered, moves the lane (previous = sequence, skipped tail emptied), the
+// event's aggregate and the correlation's cursor, in one transaction sent as
+// one batch. A repeat records the attempt again and changes nothing else.
+func (s *Store) DeliveryDelivered(ctx context.Context, eventID, endpointID, correlationID string, sequence int64, a Attempt, at time.Time) error {
+	if err := s.finish(ctx, eventID, endpointID, correlationID, sequence, contract.StateDelivered, &at, &a); err != nil {
+		return fmt.Errorf("mark delivery delivered: %w", err)
+	}
+	return nil
+}
+
+// DeliverySkipped marks the delivery skipped, moves the lane (skipped tail
+// += sequence), the event's aggregate and the correlation's cursor, in one
+// transaction. Repeating it is harmless, and it does not turn a delivered
+// delivery into a skipped one. at is when the operator skipped it; the
+// ledger stamps the row with its own clock, as it always has.
+func (s *Store) DeliverySkipped(ctx context.Context, eventID, endpointID, correlationID string, sequence int64, at time.Time) error {
+	if err := s.finish(ctx, eventID, endpointID, correlationID, sequence, contract.StateSkipped, nil, nil); err != nil {
+		return fmt.Errorf("mark delivery skipped: %w", err)
+	}
+	return nil
+}
+
+// finish is DeliveryDelivered and DeliverySkipped: every statement after the
+// locks is a no-op on a repeat (the delivery is final already, the lane is
+// past the sequence, the aggregate and the cursor are where they were), so
+// the batch needs no branch.
+func (s *Store) finish(ctx context.Context, eventID, endpointID, correlationID string, sequence int64, state contract.State, deliveredAt *time.Time, a *Attempt) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(s.q.CorrelationLock, correlationID)
+		b.Queue(s.q.EventLock, eventID)
+		if a != nil {
+			b.Queue(s.q.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
+		}
+		b.Queue(s.q.DeliveryMarkFinal, eventID, endpointID, state, deliveredAt)
+		b.Queue(s.q.LaneAdvance, correlationID, endpointID, sequence, eventID, state)
+		b.Queue(s.q.EventAggregate, eventID)
+		b.Queue(s.q.CorrelationAdvance, correlationID)
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
+
+// LaneGet returns the lane's row: a zero Lane with the endpoint set when it
+// has none (nothing finished in it yet).
+func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (Lane, error) {
+	l := Lane{EndpointID: endpointID}
+	err := translate(s.pool.QueryRow(ctx, s.q.LaneGet, correlationID, endpointID).Scan(&l.EndpointID, &l.LastFinished, &l.Previous, &l.Skipped))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return l, fmt.Errorf("get lane: %w", err)
+	}
+	if len(l.Skipped) == 0 {
+		l.Skipped = nil
+	}
+	return l, nil
+}
+
+// CorrelationLoadAll returns the correlation's cursor, the events from it on
+// (at most limit; 0 for all, as the sequencer asks) and its lanes, read in
+// one statement so they agree with each other. A correlation never seen
+// has its cursor on 1 and nothing else.
+func (s *Store) CorrelationLoadAll(ctx context.Context, correlationID string, limit int) (CorrelationLoad, error) {
+	var (
+		l            CorrelationLoad
+		events, lane []byte
+	)
+	if err := s.pool.QueryRow(ctx, s.q.CorrelationLoadAll, correlationID, limit).Scan(&l.Next, &events, &lane); err != nil {
+		return l, fmt.Errorf("load correlation: %w", err)
+	}
+	if err := json.Unmarshal(events, &l.Events); err != nil {
+		return l, fmt.Errorf("load correlation: decode events: %w", err)
+	}
+	if err := json.Unmarshal(lane, &l.Lanes); err != nil {
+		return l, fmt.Errorf("load correlation: decode lanes: %w", err)
+	}
+	for i := range l.Events {
+		l.Events[i].Endpoints = nilIfEmpty(l.Events[i].Endpoints)
+		l.Events[i].Open = nilIfEmpty(l.Events[i].Open)
+	}
+	for i := range l.Lanes {
+		l.Lanes[i].Skipped = nilIfEmpty(l.Lanes[i].Skipped)
+	}
+	if len(l.Events) == 0 {
+		l.Events = nil
+	}
+	if len(l.Lanes) == 0 {
+		l.Lanes = nil
+	}
+	return l, nil
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// Attempt is one delivery attempt.
+type Attempt struct {
+	Attempt    int32     `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	LatencyMS  int32     `json:"latency_ms"`
+	StatusCode *int32    `json:"status_code,omitempty"`
+	Error      *string   `json:"error,omitempty"`
+	Outcome    string    `json:"outcome"`
+}
+
+// AttemptInsert records an attempt of the delivery (eventID, endpointID).
+func (s *Store) AttemptInsert(ctx context.Context, eventID, endpointID string, a Attempt) error {
+	if _, err := s.pool.Exec(ctx, s.q.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome); err != nil {
+		return fmt.Errorf("insert delivery attempt: %w", err)
+	}
+	return nil
+}
+
+// AttemptsList returns the delivery's attempts in order.
+func (s *Store) AttemptsList(ctx context.Context, eventID, endpointID string) ([]Attempt, error) {
+	rows, err := s.pool.Query(ctx, s.q.AttemptsList, eventID, endpointID)
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,161 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/eventtypes"
+	"github.com/hookflow/hookflow/internal/store"
+)
+
+func endpointIDs(eps []store.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.ID
+	}
+	return out
+}
+
+// TestEndpointEventTypes: the patterns are stored as given, a change that
+// leaves them out keeps them, a change to nil subscribes the endpoint to
+// every type again, and an empty list is refused by the schema itself.
+func TestEndpointEventTypes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	ep, err := st.EndpointInsert(ctx, "typed", "https://example.com/t", "whsec_x", []string{"order.*", "user.deleted"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"order.*", "user.deleted"}, ep.EventTypes)
+	got, err := st.EndpointGet(ctx, "typed")
+	require.NoError(t, err)
+	require.Equal(t, []string{"order.*", "user.deleted"}, got.EventTypes)
+	all, err := st.EndpointGet(ctx, "ep")
+	require.NoError(t, err)
+	require.Nil(t, all.EventTypes, "an endpoint registered without types has none: every type")
+
+	url := "https://example.com/moved"
+	ep, err = st.EndpointUpdate(ctx, "typed", store.EndpointChange{URL: &url})
+	require.NoError(t, err)
+	require.Equal(t, url, ep.URL)
+	require.Equal(t, []string{"order.*", "user.deleted"}, ep.EventTypes, "left out: unchanged")
+
+	ep, err = st.EndpointUpdate(ctx, "typed", store.EndpointChange{EventTypes: &[]string{"invoice.paid"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"invoice.paid"}, ep.EventTypes)
+	require.Equal(t, url, ep.URL)
+
+	var every []string
+	ep, err = st.EndpointUpdate(ctx, "typed", store.EndpointChange{EventTypes: &every})
+	require.NoError(t, err)
+	require.Nil(t, ep.EventTypes, "nil: every type again")
+	var isNull bool
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT event_types IS NULL FROM endpoints WHERE id = 'typed'").Scan(&isNull))
+	require.True(t, isNull)
+
+	_, err = st.EndpointInsert(ctx, "empty", "https://example.com/e", "whsec_x", []string{})
+	require.ErrorContains(t, err, "endpoints_event_types_valid", "an empty list is no subscription: refused")
+	_, err = st.EndpointUpdate(ctx, "typed", store.EndpointChange{EventTypes: &[]string{}})
+	require.ErrorContains(t, err, "endpoints_event_types_valid")
+}
+
+// TestEndpointsListPages: pages in id order, each after the last id of the
+// one before, give every endpoint once.
+func TestEndpointsListPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	want := []string{"ep"}
+	for i := range 7 {
+		id := fmt.Sprintf("ep_%02d", i)
+		_, err := st.EndpointInsert(ctx, id, "https://example.com/"+id, "whsec_x", nil)
+		require.NoError(t, err)
+		want = append(want, id)
+	}
+	slices.Sort(want)
+
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10, "the pages end")
+		page, err := st.EndpointsList(ctx, after, 3)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 3)
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, endpointIDs(page)...)
+		after = page[len(page)-1].ID
+	}
+	require.Equal(t, want, got)
+
+	last, err := st.EndpointsList(ctx, want[len(want)-1], 3)
+	require.NoError(t, err)
+	require.Empty(t, last)
+}
+
+// TestEndpointsSubscribedAgreesWithMatches holds the SQL of
+// EndpointsSubscribed to eventtypes.Matches on the table both are tested
+// against: for every type of the table, the enabled endpoints the query
+// returns are those Matches picks, and no disabled one.
+func TestEndpointsSubscribedAgreesWithMatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	raw, err := os.ReadFile("../eventtypes/testdata/matches.json")
+	require.NoError(t, err)
+	var cases []struct {
+		Patterns []string `json:"patterns"`
+		Type     string   `json:"type"`
+		Match    bool     `json:"match"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	require.NotEmpty(t, cases)
+
+	patterns := map[string][]string{"ep": nil}
+	var types []string
+	for i, c := range cases {
+		id := fmt.Sprintf("case_%02d", i)
+		_, err := st.EndpointInsert(ctx, id, "https://example.com/"+id, "whsec_x", c.Patterns)
+		require.NoError(t, err)
+		patterns[id] = c.Patterns
+		off := id + "_disabled"
+		_, err = st.EndpointInsert(ctx, off, "https://example.com/"+off, "whsec_x", c.Patterns)
+		require.NoError(t, err)
+		require.NoError(t, st.EndpointDisable(ctx, off, "test"))
+		if !slices.Contains(types, c.Type) {
+			types = append(types, c.Type)
+		}
+	}
+
+	for _, typ := range types {
+		var want []string
+		for id, ps := range patterns {
+			if eventtypes.Matches(ps, typ) {
+				want = append(want, id)
+			}
+		}
+		slices.Sort(want)
+		got, err := st.EndpointsSubscribed(ctx, typ)
+		require.NoError(t, err)
+		require.Equal(t, want, endpointIDs(got), "subscribers of %q", typ)
+	}
+	for i, c := range cases {
+		got, err := st.EndpointsSubscribed(ctx, c.Type)
+		require.NoError(t, err)
+		require.Equal(t, c.Match, slices.Contains(endpointIDs(got), fmt.Sprintf("case_%02d", i)), "%q against %q", c.Patterns, c.Type)
+	}
+
+	none, err := st.EndpointsSubscribed(ctx, "nobody.listens")
+	require.NoError(t, err)
+	require.NotEmpty(t, none)
+	for _, e := range none {
+		require.True(t, e.EventTypes == nil || slices.Contains(e.EventTypes, eventtypes.All),
+			"a type no pattern names goes only to the endpoints of every type, not %s %q", e.ID, e.EventTypes)
+	}
+}
