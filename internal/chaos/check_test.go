@@ -156,7 +156,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			unapply(t, w, o, ev.ID)
 			o.States[ev.ID], o.DeadLetters[ev.ID] = stateDeadLettered, "replayed"
 			o.Heads[ev.CorrelationID] = Head{Next: ev.Sequence, Generation: 1, Workflow: "running",
-				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+				Status: contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{State: contract.StateDeadLettered, Generation: 1}}}}
 		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck == 0 }, "which no operator can replay or skip"},
 		{"head dead-lettered, its workflow terminated", func(w *Workload, o *Observed) {
 			ev := lastOf(w)
@@ -169,7 +169,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			unapply(t, w, o, ev.ID)
 			o.States[ev.ID], o.DeadLetters[ev.ID] = stateDeadLettered, "open"
 			o.Heads[ev.CorrelationID] = Head{Next: ev.Sequence, Generation: 2, Workflow: "running",
-				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+				Status: contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{State: contract.StateDeadLettered, Generation: 1}}}}
 		}, func(v Verdict) bool { return v.Stranded == 1 }, "generation 2 open"},
 		{"unfinished, its head not observed", func(w *Workload, o *Observed) {
 			ev := lastOf(w)
@@ -215,7 +215,7 @@ func TestCheckSkippedAndWaitingOnOperator(t *testing.T) {
 	unapply(t, w, &o, head.ID)
 	o.States[head.ID], o.DeadLetters[head.ID] = stateDeadLettered, "open"
 	o.Heads[head.CorrelationID] = Head{Next: head.Sequence, Generation: 3, Workflow: "running",
-		Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 3}}
+		Status: contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{State: contract.StateDeadLettered, Generation: 3}}}}
 
 	v := Check(w, o)
 	if !v.OK() || v.Skipped != 1 || v.Stranded != 0 || v.Applied != 28 {

@@ -195,7 +195,7 @@ func waitingHead(sc *Scenario, obs *ModelObserved) {
 	obs.Events[sc.EventID(0, 3)] = ModelEvent{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 2}
 	obs.Applied[sc.CorrelationID(0)] = []int64{2}
 	obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "running",
-		Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 2}}
+		Status: contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{State: contract.StateDeadLettered, Generation: 2}}}}
 }
 
 func TestCheckModelPassesACleanScenario(t *testing.T) {
@@ -264,7 +264,7 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 		{"head's workflow waits on another generation", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
 			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "running",
-				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+				Status: contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{State: contract.StateDeadLettered, Generation: 1}}}}
 		}, CheckStranded, "generation 2 open"},
 		{"replayed by the closing operator, still dead-lettered", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
