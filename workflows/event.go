@@ -174,7 +174,8 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	}
 	if len(w.order) > 1 {
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			if err := w.handOverTogether(ctx); err != nil && failure == nil {
+			// It runs until the workflow ends, and returns only on a failure.
+			if err := w.handOverTogether(ctx); failure == nil {
 				failure = err
 			}
 		})
