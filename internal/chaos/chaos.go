@@ -48,6 +48,12 @@ type Config struct {
 	DuplicateRate        float64
 	// Workers is the number of hookflow worker processes.
 	Workers int
+	// Subscribers are the endpoints the stack creates, each with a receiver
+	// of its own; Down is the index of the one that is down from the start
+	// until its lanes' heads have dead-lettered (-1: none). Run sets them
+	// from the workload.
+	Subscribers []Subscriber
+	Down        int
 	// FaultPhase is how long the timed faults (kills, restarts, bursts) go
 	// on; events are posted over its first 70 %. The per-request faults of
 	// the proxy go on until quiet.
