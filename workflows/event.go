@@ -172,7 +172,16 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			running--
 		})
 	}
-	if err := workflow.Await(ctx, func() bool { return running == 0 || failure != nil }); err != nil {
+	if len(w.order) > 1 {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			if err := w.handOverTogether(ctx); err != nil && failure == nil {
+				failure = err
+			}
+		})
+	}
+	if err := workflow.Await(ctx, func() bool {
+		return (running == 0 && len(w.handOvers) == 0 && !w.handing) || failure != nil
+	}); err != nil {
 		return EventResult{}, err
 	}
 	if failure != nil {
@@ -200,6 +209,13 @@ type eventRun struct {
 	// DeadLetteredEndpointIds.
 	published    contract.State
 	deadLettered []string
+	// firstAttempts counts the lanes whose first attempt (a local
+	// activity) is in flight; handOvers are the delivered lanes whose
+	// hand-over to the sequencer waits for them, so that lanes released
+	// together are handed over in one update; handing is set while one is.
+	firstAttempts int
+	handOvers     []contract.LaneDone
+	handing       bool
 }
 
 func (w *eventRun) status() contract.EventStatus {
@@ -254,6 +270,30 @@ func (w *eventRun) deadLetteredEndpoints() []string {
 		}
 	}
 	return dead
+}
+
+// handOverTogether tells the sequencer of the delivered lanes of an event
+// with several (their attempts defer the hand-over, DeliverInput
+// DeferHandOver), once no first attempt is in flight: the lanes released
+// together, whose first attempts run side by side in one workflow task,
+// are handed over in one finished update, whose answer releases their
+// successors, one signal per event. A lane whose first attempt is slow (at
+// most its HTTP timeout) delays its peers' hand-over that long, once: it
+// then retries as a regular activity, which nothing waits for.
+func (w *eventRun) handOverTogether(ctx workflow.Context) error {
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(w.handOvers) > 0 && w.firstAttempts == 0 }); err != nil {
+			return err
+		}
+		lanes := w.handOvers
+		w.handOvers, w.handing = nil, true
+		ev := w.in.Event
+		in := contract.FinishInput{CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EventID: ev.EventID, Lanes: lanes}
+		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
+			return fmt.Errorf("hand over to the sequencer: %w", err)
+		}
+		w.handing = false
+	}
 }
 
 // dispatch passes the signals on to the lanes they name: a release to each
@@ -447,7 +487,10 @@ func (l *laneRun) run(ctx workflow.Context) error {
 func (l *laneRun) delivered(ctx workflow.Context, res contract.DeliverResult) error {
 	l.attempts = res.Attempt
 	l.setState(ctx, contract.StateDelivered, false)
-	if res.HandOffPending {
+	switch {
+	case res.HandOffPending && l.ev.DeferHandOver:
+		l.w.handOvers = append(l.w.handOvers, contract.LaneDone{Endpoint: l.endpoint})
+	case res.HandOffPending:
 		return l.handOver(ctx, false)
 	}
 	return nil
@@ -557,12 +600,17 @@ func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.w.in.Recove
 // (about 1, 5, 21, 85 s after the first attempt), so a long outage is
 // retried by Temporal's timers, not by a workflow task held open.
 func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, error) {
+	// An event with several lanes hands their deliveries over together
+	// (handOverTogether).
+	l.ev.DeferHandOver = len(l.w.order) > 1
 	ev := l.ev
 	l.windowStart = workflow.Now(ctx)
 	l.windows++
 	var res contract.DeliverResult
 	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
+	l.w.firstAttempts++
 	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
+	l.w.firstAttempts--
 	if err == nil {
 		return res, nil
 	}
