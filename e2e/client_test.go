@@ -169,7 +169,7 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	flaky.healed.Store(true)
 	act, err := operator.DeadLetterReplay(ctx, head, client.OperatorRequest{})
 	require.NoError(t, err)
-	require.Equal(t, client.OperatorAction{EventID: head, Status: "replaying"}, act)
+	require.Equal(t, client.OperatorAction{EventID: head, EndpointID: bad.ID, Status: "replaying"}, act)
 	waitEvent(t, producer, head, client.StateDelivered)
 	waitEvent(t, producer, next, client.StateDelivered)
 	require.Equal(t, []string{head, next}, flaky.acceptedIDs(), "replayed, then its successor, in order")

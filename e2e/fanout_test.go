@@ -413,3 +413,40 @@ func TestADisabledEndpointLosesNothing(t *testing.T) {
 	steady.rcv.requireClean(t)
 	paused.rcv.requireClean(t)
 }
+
+// TestFanOutTerminatedEventStartsAgainWithItsOpenLanesOnly: Terminate is
+// pressed on an event delivered at one endpoint and dead-lettered at the
+// other. The sweep starts its workflow again from the ledger with the one
+// lane that is not finished, waiting on its dead letter; a replay of it
+// delivers it there, and the endpoint that had it never gets it twice.
+func TestFanOutTerminatedEventStartsAgainWithItsOpenLanesOnly(t *testing.T) {
+	b := setup(t, options{window: 2 * time.Second, repairAfter: 2 * time.Second})
+	done := b.subscribe("order.*")
+	failing := b.subscribe("order.*")
+	var healed atomic.Bool
+	failing.rcv.fault = func(contract.Envelope, int) string {
+		if !healed.Load() {
+			return "400"
+		}
+		return ""
+	}
+	corr := b.id("order-13")
+	id := corr + "-1"
+	b.publish(id, corr, 1, "order.updated")
+	b.publish(corr+"-2", corr, 2, "order.updated")
+	b.waitDelivery(id, failing.ID, contract.StateDeadLettered, 30*time.Second)
+	b.waitDelivery(corr+"-2", done.ID, contract.StateDelivered, 30*time.Second)
+	b.terminate(id)
+	waitFor(t, 60*time.Second, "the sweep starts the event's workflow again", func() bool {
+		return b.eventDetail(id).Restarts != nil
+	})
+	require.Contains(t, b.eventDetail(id).Restarts.Reason, "waiting on its dead letter")
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", map[string]any{"endpoint_id": failing.ID}, nil))
+	b.waitDelivery(corr+"-2", failing.ID, contract.StateDelivered, 30*time.Second)
+	require.Equal(t, []int64{1, 2}, done.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1, 2}, failing.rcv.appliedTo(corr))
+	require.Equal(t, 1, done.rcv.requestsFor(id), "the delivered lane is not run again")
+	done.rcv.requireClean(t)
+	failing.rcv.requireClean(t)
+}
