@@ -168,7 +168,7 @@ func TestEndpointGoneThenReenabled(t *testing.T) {
 	require.False(t, enabled.Disabled)
 	require.Equal(t, 1, enabled.Resumed)
 	b.waitState(corr+"-1", contract.StateDelivered, 30*time.Second)
-	require.Equal(t, "hookflow (endpoint enabled)", *b.deadLetter(corr+"-1").ReplayedBy)
+	require.Equal(t, "hookflow (endpoint enabled)", *b.deadLetter(corr + "-1").ReplayedBy)
 	var res struct {
 		Replayed int `json:"replayed"`
 	}
