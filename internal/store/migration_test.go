@@ -53,8 +53,8 @@ func TestMigration009MovesSingleEndpointRows(t *testing.T) {
 	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	up := migrateTo(t, pool, 7)
-	require.True(t, strings.HasPrefix(up, "-- Fan-out"), "the migration after 007 is 009 on this branch")
+	up := migrateTo(t, pool, 8)
+	require.True(t, strings.HasPrefix(up, "-- Fan-out"), "the migration after 008 is 009")
 
 	// s: one endpoint; 1 delivered and pruned, 2 skipped, 3 delivered, 4
 	// skipped, 5 dead-lettered, 6 queued. p: one endpoint, everything
