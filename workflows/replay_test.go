@@ -34,24 +34,18 @@ func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)
 func (replayRegistry) RegisterDynamicActivity(any, activity.DynamicRegisterOptions) {}
 
 // TestReplayRecordedHistories replays every workflow history recorded from a
-// real server (workflows/testdata/*_history.json, exported with
-// `temporal workflow show --output json`) against the current workflow
+// real server (workflows/testdata/*_history.json, exported with the
+// recorder in internal/tools/recordhistory) against the current workflow
 // code: a change that would break open workflows fails here with a
-// non-determinism error.
+// non-determinism error. testdata/README.md says what each file shows.
 //
-// The fan-out (issue 23) changed both workflows' inputs and histories, and
-// none of the earlier recordings replays; with no deployment to keep them
-// for, they were removed, and testdata/README.md lists the runs to record
-// again. Until they are, the folder holds no history and the test skips,
-// saying so. This skip is for that one state only: once any history is
-// back, every one of them must replay.
+// An empty folder fails too: a glob that matched nothing would otherwise
+// pass with nothing replayed, and the guard would be gone unnoticed.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "*_history.json"))
 	require.NoError(t, err)
-	if len(files) == 0 {
-		t.Skip("no recorded histories in workflows/testdata: the fan-out (issue 23) re-records them from a running `hookflow dev` (testdata/README.md lists the runs)")
-	}
+	require.NotEmpty(t, files, "no recorded histories in workflows/testdata (testdata/README.md says how to record them)")
 
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
