@@ -32,7 +32,7 @@ type ledgerReceiver struct {
 	violations []string
 	// fault decides, per request, what to do before normal handling:
 	// "" (none), "503", "drop-after-commit", "hold-after-commit", "410",
-	// "400", "down".
+	// "401", "400", "down".
 	fault func(ev contract.Envelope, n int) string
 	// committed gets the id of an event held after its commit
 	// ("hold-after-commit"); the request is answered (its connection cut)
@@ -96,6 +96,9 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	case "410":
 		w.WriteHeader(http.StatusGone)
+		return
+	case "401":
+		w.WriteHeader(http.StatusUnauthorized)
 		return
 	case "400":
 		w.WriteHeader(http.StatusBadRequest)
