@@ -101,6 +101,7 @@ func SequencerLoad(l store.CorrelationLoad) contract.SequencerLoad {
 // API call and a signal sent by hand, only one acts. Repeating it is
 // harmless.
 func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.OperatorResult, error) {
+	in.By = byOrRawSignal(in.By)
 	ok, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.EndpointID, in.Generation, in.By, in.Note)
 	if err != nil {
 		return contract.OperatorResult{}, err
@@ -193,9 +194,22 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 // skip first, it says so (Lost) and the workflow does not replay. A late
 // one never touches a later generation.
 func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) (contract.OperatorResult, error) {
+	in.By = byOrRawSignal(in.By)
 	ok, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.EndpointID, in.Generation, in.By)
 	if err != nil || ok {
 		return contract.OperatorResult{}, err
 	}
 	return a.claimedOtherwise(ctx, in.EventID, in.EndpointID, in.Generation, store.DeadLetterReplayed)
+}
+
+// RawSignalBy is who the dead letter row says acted when a replay or skip
+// came as a signal sent by hand (the Web UI's Signal button), which names
+// nobody: the API's signals carry the API key's name.
+const RawSignalBy = "a signal sent by hand (Temporal Web UI)"
+
+func byOrRawSignal(by string) string {
+	if by == "" {
+		return RawSignalBy
+	}
+	return by
 }

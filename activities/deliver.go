@@ -171,6 +171,10 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 // delivered, and failing here would send it again; the workflow repeats the
 // hand-over (Finish) instead.
 func (a *Activities) handOver(ctx context.Context, in contract.DeliverInput, res contract.DeliverResult) contract.DeliverResult {
+	if in.DeferHandOver {
+		res.HandOffPending = true // the workflow hands the event's finished lanes over together
+		return res
+	}
 	if err := a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
 		Lanes: []contract.LaneDone{{Endpoint: in.EndpointID}}}); err != nil {
 		a.logger.Warn("hand delivered event over to its sequencer", "event_id", in.EventID, "error", err)

@@ -115,7 +115,7 @@ func TestDeliverRedactsUnparsableURL(t *testing.T) {
 	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
 	require.NotContains(t, err.Error(), secret)
 	require.Contains(t, err.Error(), `build request: parse http://127.0.0.1:80:80/hooks: invalid port ":80:80" after host`)
-	attempts, err := b.st.AttemptsList(context.Background(), b.in.EventID)
+	attempts, err := b.st.AttemptsList(context.Background(), b.in.EventID, b.in.EndpointID)
 	require.NoError(t, err)
 	require.Empty(t, attempts, "no attempt was made")
 }

@@ -77,10 +77,10 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	require.NoError(t, err)
 	ep, err := st.EndpointInsert(ctx, "ep_1", url, secret, nil)
 	require.NoError(t, err)
-	ev, ok, err := st.EventInsert(ctx, intake.Event{
+	ev, ok, err := st.EventInsertRouted(ctx, intake.Event{
 		ID: "evt_1", CorrelationID: "order-1", Sequence: 1, EndpointID: ep.ID,
 		Type: "order.updated", Data: []byte(`{"n":1}`), PayloadHash: []byte{1},
-	})
+	}, []string{ep.ID})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, st.EventMarkStarted(ctx, ev.ID, ""))
@@ -96,7 +96,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	return &deliverBundle{
 		st: st, acts: acts, env: env, seq: seq, secret: secret,
 		in: contract.DeliverInput{
-			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
+			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep.ID,
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 5 * time.Second,
 		},
 	}
@@ -125,7 +125,7 @@ func (b *deliverBundle) deliver(t *testing.T) (contract.DeliverResult, error) {
 // attempt returns the one attempt recorded for the event.
 func (b *deliverBundle) attempt(t *testing.T) store.Attempt {
 	t.Helper()
-	got, err := b.st.AttemptsList(context.Background(), b.in.EventID)
+	got, err := b.st.AttemptsList(context.Background(), b.in.EventID, b.in.EndpointID)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "every attempt is recorded, once")
 	return got[0]
@@ -239,7 +239,7 @@ func TestDeliverAnswers(t *testing.T) {
 				require.Equal(t, activities.OutcomeDelivered, at.Outcome)
 				require.Equal(t, contract.StateDelivered, ev.State)
 				require.NotNil(t, ev.DeliveredAt)
-				require.Equal(t, []finished{{CorrelationID: "order-1", Done: contract.Done{Sequence: 1, EventID: "evt_1"}}},
+				require.Equal(t, []finished{{CorrelationID: "order-1", Done: contract.Done{Sequence: 1, EventID: "evt_1", Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}}}},
 					b.seq.handedOver(), "a delivered event is handed over to its sequencer once")
 				return
 			}
@@ -292,7 +292,7 @@ func TestDeliverSignsAndHandsOver(t *testing.T) {
 	require.NoError(t, webhook.VerifyHeader([]string{b.secret}, req.header, req.body, time.Now(), 0),
 		"the signature verifies with the endpoint's secret")
 	require.JSONEq(t, fmt.Sprintf(
-		`{"id":"evt_1","type":"order.updated","timestamp":%q,"correlation_id":"order-1","sequence":1,"data":{"n":1}}`,
+		`{"id":"evt_1","type":"order.updated","timestamp":%q,"correlation_id":"order-1","sequence":1,"previous_sequence":0,"data":{"n":1}}`,
 		b.in.Timestamp.UTC().Format(time.RFC3339Nano)), string(req.body))
 
 	at := b.attempt(t)
@@ -304,10 +304,10 @@ func TestDeliverSignsAndHandsOver(t *testing.T) {
 	ev := b.event(t)
 	require.Equal(t, contract.StateDelivered, ev.State)
 	require.NotNil(t, ev.DeliveredAt)
-	next, err := b.st.CorrelationNext(context.Background(), "order-1")
+	load, err := b.st.CorrelationLoadAll(context.Background(), "order-1", 0)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, next, "the correlation moves past the delivered event")
-	require.Equal(t, []finished{{CorrelationID: "order-1", Done: contract.Done{Sequence: 1, EventID: "evt_1"}}}, b.seq.handedOver())
+	require.EqualValues(t, 2, load.Next, "the correlation moves past the delivered event")
+	require.Equal(t, []finished{{CorrelationID: "order-1", Done: contract.Done{Sequence: 1, EventID: "evt_1", Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}}}}, b.seq.handedOver())
 }
 
 // TestDeliverGoneDisablesEndpoint: a 410 disables the endpoint in the ledger

@@ -23,7 +23,7 @@ func TestDeliverOfASkippedEventSendsNothing(t *testing.T) {
 		requests.Add(1)
 		w.WriteHeader(http.StatusOK)
 	}))
-	require.NoError(t, b.st.EventFinish(context.Background(), b.in.EventID, b.in.CorrelationID, b.in.Sequence, contract.StateSkipped, time.Now()))
+	require.NoError(t, b.st.DeliverySkipped(context.Background(), b.in.EventID, b.in.EndpointID, b.in.CorrelationID, b.in.Sequence, time.Now()))
 
 	res, err := b.deliver(t)
 	require.NoError(t, err)
@@ -48,11 +48,11 @@ func TestOperatorActionsClaimOnce(t *testing.T) {
 	var dl contract.DeadLetterResult
 	require.NoError(t, val.Get(&dl))
 	require.EqualValues(t, 1, dl.Generation)
-	ok, err := b.st.DeadLetterMarkReplayed(ctx, b.in.EventID, 1, "api-key")
+	ok, err := b.st.DeadLetterMarkReplayed(ctx, b.in.EventID, b.in.EndpointID, 1, "api-key")
 	require.NoError(t, err)
 	require.True(t, ok, "the API claims the replay")
 
-	skip := contract.SkipInput{EventID: b.in.EventID, CorrelationID: b.in.CorrelationID, Sequence: b.in.Sequence, Generation: 1, By: "web-ui"}
+	skip := contract.SkipInput{EventID: b.in.EventID, EndpointID: b.in.EndpointID, CorrelationID: b.in.CorrelationID, Sequence: b.in.Sequence, Generation: 1, By: "web-ui"}
 	val, err = b.env.ExecuteActivity(b.acts.Skip, skip)
 	require.NoError(t, err)
 	var res contract.OperatorResult
@@ -61,12 +61,12 @@ func TestOperatorActionsClaimOnce(t *testing.T) {
 	require.Equal(t, contract.StateDeadLettered, b.event(t).State, "and skipped nothing")
 	require.Empty(t, b.seq.handedOver())
 
-	val, err = b.env.ExecuteActivity(b.acts.Replayed, contract.ReplayedInput{EventID: b.in.EventID, Generation: 1, By: "api-key"})
+	val, err = b.env.ExecuteActivity(b.acts.Replayed, contract.ReplayedInput{EventID: b.in.EventID, EndpointID: b.in.EndpointID, Generation: 1, By: "api-key"})
 	require.NoError(t, err)
 	var replayed contract.OperatorResult
 	require.NoError(t, val.Get(&replayed))
 	require.Empty(t, replayed.Lost, "the replay the API claimed goes ahead")
-	d, err := b.st.DeadLetterGet(ctx, b.in.EventID)
+	d, err := b.st.DeadLetterGet(ctx, b.in.EventID, b.in.EndpointID)
 	require.NoError(t, err)
 	require.Equal(t, store.DeadLetterReplayed, d.Status)
 	require.Equal(t, "api-key", *d.ReplayedBy)
@@ -98,7 +98,7 @@ func TestDeliverOfADeadLetterWaitsForItsReplay(t *testing.T) {
 	require.EqualValues(t, 1, requests.Load(), "nothing is sent before a replay")
 	require.Equal(t, contract.StateDeadLettered, b.event(t).State)
 
-	ok, err := b.st.DeadLetterMarkReplayed(ctx, b.in.EventID, 1, "api-key")
+	ok, err := b.st.DeadLetterMarkReplayed(ctx, b.in.EventID, b.in.EndpointID, 1, "api-key")
 	require.NoError(t, err)
 	require.True(t, ok)
 	res, err = b.deliver(t)

@@ -193,7 +193,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	env.RegisterActivity(acts)
 	input := func(ev store.Event) contract.DeliverInput {
 		return contract.DeliverInput{
-			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.EndpointID,
+			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.Endpoints[0],
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 10 * time.Second,
 		}
 	}
@@ -218,7 +218,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.NoError(t, val.Get(&res))
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, before, verified.Load(), "no request reached the receiver")
-	require.Equal(t, []contract.Done{{Sequence: 1, EventID: "evt_1"}, {Sequence: 1, EventID: "evt_1"}}, seq.dones,
+	done := contract.Done{Sequence: 1, EventID: "evt_1", Lanes: []contract.LaneDone{{Endpoint: accepted[0].Endpoints[0]}}}
+	require.Equal(t, []contract.Done{done, done}, seq.dones,
 		"each answer hands the event over to its sequencer; the second repeats the first")
 
 	// Event 2: rejected for good, and dead-lettered.

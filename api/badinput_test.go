@@ -107,7 +107,6 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "sequence beyond int64", body: ev(map[string]string{"sequence": `99999999999999999999`}), status: 400, field: "sequence"},
 		{name: "sequence object", body: ev(map[string]string{"sequence": `{"n":1}`}), status: 400, field: "sequence"},
 		// endpoint_id.
-		{name: "missing endpoint_id", body: ev(map[string]string{"endpoint_id": "-"}), status: 400, field: "endpoint_id"},
 		{name: "unknown endpoint_id", body: ev(map[string]string{"endpoint_id": `"ep_nope"`}), status: 404, field: "endpoint_id"},
 		// type.
 		{name: "missing type", body: ev(map[string]string{"type": "-"}), status: 400, field: "type"},

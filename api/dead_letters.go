@@ -212,7 +212,9 @@ func (s *Server) deadLetter(c echo.Context, endpointID string, open bool) (store
 	if open {
 		what = "open dead letters"
 	}
-	p := fieldProblem("endpoint_id", fmt.Sprintf("event %s has %d %s (endpoints %s): name one with endpoint_id", id, len(candidates), what, strings.Join(eps, ", ")))
+	p := problem(http.StatusUnprocessableEntity, "endpoint-id-required", "Name the delivery",
+		fmt.Sprintf("event %s has %d %s (endpoints %s): name one with endpoint_id", id, len(candidates), what, strings.Join(eps, ", ")))
+	p.Field = "endpoint_id"
 	p.Extensions = map[string]any{"endpoint_ids": eps}
 	return store.DeadLetter{}, p
 }

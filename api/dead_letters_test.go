@@ -16,13 +16,13 @@ import (
 func (b *bundle) deadLettered(t *testing.T, id string) store.DeadLetter {
 	t.Helper()
 	ctx := context.Background()
-	_, ok, err := b.store.EventInsert(ctx, intake.Event{ID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}})
+	_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{b.endpointID})
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = b.store.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID,
 		Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}, "window-1")
 	require.NoError(t, err)
-	d, err := b.store.DeadLetterGet(ctx, id)
+	d, err := b.store.DeadLetterGet(ctx, id, b.endpointID)
 	require.NoError(t, err)
 	return d
 }
@@ -56,7 +56,7 @@ func TestSecondReplayOfOneDeadLetterIs409(t *testing.T) {
 		requireProblem(t, resp, body, http.StatusConflict, "")
 	}
 	require.Equal(t, []string{"evt_1/replay"}, b.starter.signalled())
-	d, err := b.store.DeadLetterGet(context.Background(), "evt_1")
+	d, err := b.store.DeadLetterGet(context.Background(), "evt_1", b.endpointID)
 	require.NoError(t, err)
 	require.Equal(t, store.DeadLetterReplayed, d.Status)
 	require.EqualValues(t, 1, d.ReplayCount)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -58,8 +59,11 @@ type endpointResponse struct {
 	DisabledReason    *string    `json:"disabled_reason,omitempty"`
 	EventTypes        []string   `json:"event_types,omitempty"`
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	// Resumed counts the dead letters a PATCH that enabled the endpoint
+	// replayed: those its being disabled caused.
+	Resumed   int       `json:"resumed_dead_letters,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // endpointView is what the API shows of an endpoint. Its URL may carry a
@@ -161,11 +165,64 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if typesSet {
 		ch.EventTypes = &types
 	}
+	enabled := ep.Disabled && req.Disabled != nil && !*req.Disabled
 	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(c, ep, false))
+	view := endpointView(c, ep, false)
+	if enabled {
+		if view.Resumed, err = s.resumeEndpoint(c, ep.ID); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, view)
+}
+
+// resumedBy records who replayed the dead letters an endpoint's disabling
+// caused, when it is enabled again.
+const resumedBy = "hookflow (endpoint enabled)"
+
+// resumeEndpoint replays, each lane in sequence order, the open dead letters
+// that the endpoint's being disabled caused (an attempt refused because it
+// was disabled, or the 410 that disabled it): a disabled endpoint loses
+// nothing, its deliveries wait in their lanes and go on, in order, once it
+// is enabled. Dead letters of other causes wait for an operator as ever.
+// It returns how many it replayed.
+func (s *Server) resumeEndpoint(c echo.Context, endpointID string) (int, error) {
+	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: s.cfg.ReplayPageSize}
+	n := 0
+	var after *store.ReplayCursor
+	for {
+		page, err := s.deps.Store.DeadLetterReplayPage(c.Request().Context(), f, after)
+		if err != nil {
+			return n, err
+		}
+		for _, d := range page {
+			if !causedByDisabling(d.Reason) {
+				continue
+			}
+			if err := s.replay(c, d, resumedBy); err != nil {
+				var pr *Problem
+				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
+					continue // replayed or skipped by someone else meanwhile
+				}
+				return n, err
+			}
+			n++
+		}
+		if len(page) < f.Limit {
+			return n, nil
+		}
+		last := page[len(page)-1]
+		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
+	}
+}
+
+// causedByDisabling tells the dead letters written because their endpoint
+// was disabled (workflows.failureReason's words) from the others.
+func causedByDisabling(reason string) bool {
+	return strings.HasPrefix(reason, "endpoint disabled") || strings.HasPrefix(reason, "endpoint gone (410)")
 }
 
 func (s *Server) endpointRotate(c echo.Context) error {

@@ -26,7 +26,7 @@ func TestRepostsOfPrunedEventsAreAnsweredAsBefore(t *testing.T) {
 	}
 	resp, body := post(nil)
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
-	require.NoError(t, b.store.EventDelivered(ctx, "evt_1", "order-1", 1, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+	require.NoError(t, b.store.DeliveryDelivered(ctx, "evt_1", b.endpointID, "order-1", 1, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
 	pruned, err := b.store.EventsPrunePayloads(ctx, 0, 10)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, pruned)

@@ -116,7 +116,7 @@ func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 			return false
 		}
 		var es contract.EventStatus
-		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Generation == 1
+		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Lanes[0].Generation == 1
 	})
 	time.Sleep(2 * time.Second)
 	require.Equal(t, 1, rcv.requestsFor(id), "nothing is sent before the operator replays")
@@ -236,7 +236,7 @@ func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
 			return false
 		}
 		var es contract.EventStatus
-		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Generation == 1
+		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Lanes[0].Generation == 1
 	})
 	require.Equal(t, 1, rcv.requestsFor(id), "the reset run sends nothing before a replay")
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", map[string]any{"note": "bad data"}, nil))
@@ -290,7 +290,7 @@ func TestALostClaimOfAStaleWorkflowIsReopened(t *testing.T) {
 		return d.Generation == 2 && d.Status == store.DeadLetterOpen
 	})
 	b.resetToTask(id, 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
-	ok, err := b.store.DeadLetterMarkSkipped(context.Background(), id, 2, "lost-signal", "")
+	ok, err := b.store.DeadLetterMarkSkipped(context.Background(), id, ep.ID, 2, "lost-signal", "")
 	require.NoError(t, err)
 	require.True(t, ok, "a skip claimed as the API claims one, its signal lost")
 

@@ -61,18 +61,12 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 		require.Equal(t, contract.StateWaiting, b.eventState(id).State, id)
 		require.Zero(t, rcv.requestsFor(id), "%s must not be attempted while 2 is dead-lettered", id)
 	}
-	var c struct {
-		NextSequence int64   `json:"next_sequence"`
-		Parked       []int64 `json:"parked"`
-		BlockedBy    struct {
-			Sequence int64  `json:"sequence"`
-			State    string `json:"state"`
-		} `json:"blocked_by"`
-	}
-	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/correlations/"+corr, nil, &c))
+	c := b.correlation(corr)
 	require.EqualValues(t, 2, c.NextSequence)
-	require.Equal(t, []int64{3, 4}, c.Parked)
-	require.Equal(t, string(contract.StateDeadLettered), c.BlockedBy.State)
+	lane := c.only(t)
+	require.Equal(t, []int64{3, 4}, lane.Parked)
+	require.Equal(t, string(contract.StateDeadLettered), lane.BlockedBy.State)
+	require.EqualValues(t, 1, lane.Previous, "the next delivery follows 1")
 
 	// Listed with its context (a page has envelopes and attempts when it
 	// asks for them).
@@ -141,7 +135,8 @@ func TestDeadLetterSkip(t *testing.T) {
 }
 
 // TestEndpointGoneThenReenabled: 410 disables the endpoint and dead-letters
-// the event; after re-enabling, a batch replay delivers it.
+// the event; enabling the endpoint again replays it (its dead letter was
+// the disabling's doing), and it is delivered.
 func TestEndpointGoneThenReenabled(t *testing.T) {
 	b := setup(t, options{window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
@@ -165,15 +160,20 @@ func TestEndpointGoneThenReenabled(t *testing.T) {
 	require.True(t, got.Disabled)
 
 	gone.Store(false)
-	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &got))
-	require.False(t, got.Disabled)
+	var enabled struct {
+		Disabled bool `json:"disabled"`
+		Resumed  int  `json:"resumed_dead_letters"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &enabled))
+	require.False(t, enabled.Disabled)
+	require.Equal(t, 1, enabled.Resumed)
+	b.waitState(corr+"-1", contract.StateDelivered, 30*time.Second)
+	require.Equal(t, "hookflow (endpoint enabled)", *b.deadLetter(corr + "-1").ReplayedBy)
 	var res struct {
-		Replayed int      `json:"replayed"`
-		EventIDs []string `json:"event_ids"`
+		Replayed int `json:"replayed"`
 	}
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/replay?endpoint_id="+ep.ID, nil, &res))
-	require.Equal(t, []string{corr + "-1"}, res.EventIDs)
-	b.waitState(corr+"-1", contract.StateDelivered, 30*time.Second)
+	require.Zero(t, res.Replayed, "nothing is left to replay")
 }
 
 // TestRecoveryWindowFigures measures the seed's recovery figure: a receiver
@@ -218,6 +218,8 @@ func TestRecoveryWindowFigures(t *testing.T) {
 	require.Contains(t, dl.Reason, "recovery window spent")
 
 	ev := b.eventState(back + "-1")
-	deliveredAt := ev.Attempts[len(ev.Attempts)-1].StartedAt
-	t.Logf("FIGURE receiver back → delivered: %s (attempt %d)", deliveredAt.Sub(time.Unix(0, backAt.Load())).Round(10*time.Millisecond), len(ev.Attempts))
+	attempts := ev.attempts()
+	require.NotEmpty(t, attempts)
+	deliveredAt := attempts[len(attempts)-1].StartedAt
+	t.Logf("FIGURE receiver back → delivered: %s (attempt %d)", deliveredAt.Sub(time.Unix(0, backAt.Load())).Round(10*time.Millisecond), len(attempts))
 }

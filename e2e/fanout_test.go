@@ -40,6 +40,14 @@ type fannedEvent struct {
 	Deliveries []delivery     `json:"deliveries"`
 }
 
+func (e fannedEvent) Endpoints() []string {
+	var out []string
+	for _, d := range e.Deliveries {
+		out = append(out, d.EndpointID)
+	}
+	return out
+}
+
 func (e fannedEvent) delivery(endpointID string) (delivery, bool) {
 	for _, d := range e.Deliveries {
 		if d.EndpointID == endpointID {
@@ -342,7 +350,103 @@ func TestFanOutToAHundredSubscribers(t *testing.T) {
 		n++
 	}
 	t.Logf("FIGURE event workflow history at fan-out 100: %d events", n)
+	// EndpointIds holds as many of the 100 as Temporal's 2 KiB limit lets it.
+	fit, dropped := contract.FitKeywordList(ev.Endpoints())
+	require.Positive(t, dropped)
+	require.Len(t, b.visible(fmt.Sprintf("EndpointIds = '%s'", fit[0])), 1)
 	// One marker per delivery, a few workflow tasks and one upsert: a
 	// workflow task or an upsert per lane would pass this.
 	require.Less(t, n, 100+40)
+}
+
+// TestADisabledEndpointLosesNothing: deliveries routed to an endpoint that
+// is disabled while they are under way wait in its lanes (the head
+// dead-lettered "endpoint disabled", the rest parked behind it) while its
+// other lanes' peers, at other endpoints, go on; enabling it again replays
+// those dead letters itself, each lane in sequence order, recorded as
+// hookflow's. While it is disabled nothing new is routed to it.
+func TestADisabledEndpointLosesNothing(t *testing.T) {
+	b := setup(t, options{window: time.Minute})
+	steady := b.subscribe("order.*")
+	paused := b.subscribe("order.*")
+	var down atomic.Bool
+	down.Store(true)
+	paused.rcv.fault = func(contract.Envelope, int) string {
+		if down.Load() {
+			return "503"
+		}
+		return ""
+	}
+	corr := b.id("order-11")
+	for seq := int64(1); seq <= 3; seq++ {
+		b.publish(fmt.Sprintf("%s-%d", corr, seq), corr, seq, "order.updated")
+	}
+	b.waitDelivery(corr+"-3", steady.ID, contract.StateDelivered, 30*time.Second)
+	waitFor(t, 30*time.Second, "1 retried at the paused endpoint", func() bool {
+		d, _ := b.fanned(corr + "-1").delivery(paused.ID)
+		return len(d.Attempts) >= 2
+	})
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+paused.ID, map[string]any{"disabled": true}, nil))
+	b.waitDelivery(corr+"-1", paused.ID, contract.StateDeadLettered, 60*time.Second)
+	var dl store.DeadLetter
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+corr+"-1?endpoint_id="+paused.ID, nil, &dl))
+	require.Contains(t, dl.Reason, "endpoint disabled")
+	// Published while it is disabled: not routed to it.
+	late := b.publish(corr+"-4", corr, 4, "order.updated")
+	require.Equal(t, []string{steady.ID}, late.Endpoints())
+
+	down.Store(false)
+	var ep struct {
+		Resumed int `json:"resumed_dead_letters"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+paused.ID, map[string]any{"disabled": false}, &ep))
+	require.Equal(t, 1, ep.Resumed, "the one dead letter the disabling caused")
+	for seq := int64(1); seq <= 3; seq++ {
+		b.waitDelivery(fmt.Sprintf("%s-%d", corr, seq), paused.ID, contract.StateDelivered, 30*time.Second)
+	}
+	require.Equal(t, []int64{1, 2, 3}, paused.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1, 2, 3, 4}, steady.rcv.appliedTo(corr))
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+corr+"-1?endpoint_id="+paused.ID, nil, &dl))
+	require.Equal(t, store.DeadLetterReplayed, dl.Status)
+	require.NotNil(t, dl.ReplayedBy)
+	require.Equal(t, "hookflow (endpoint enabled)", *dl.ReplayedBy)
+	steady.rcv.requireClean(t)
+	paused.rcv.requireClean(t)
+}
+
+// TestFanOutTerminatedEventStartsAgainWithItsOpenLanesOnly: Terminate is
+// pressed on an event delivered at one endpoint and dead-lettered at the
+// other. The sweep starts its workflow again from the ledger with the one
+// lane that is not finished, waiting on its dead letter; a replay of it
+// delivers it there, and the endpoint that had it never gets it twice.
+func TestFanOutTerminatedEventStartsAgainWithItsOpenLanesOnly(t *testing.T) {
+	b := setup(t, options{window: 2 * time.Second, repairAfter: 2 * time.Second})
+	done := b.subscribe("order.*")
+	failing := b.subscribe("order.*")
+	var healed atomic.Bool
+	failing.rcv.fault = func(contract.Envelope, int) string {
+		if !healed.Load() {
+			return "400"
+		}
+		return ""
+	}
+	corr := b.id("order-13")
+	id := corr + "-1"
+	b.publish(id, corr, 1, "order.updated")
+	b.publish(corr+"-2", corr, 2, "order.updated")
+	b.waitDelivery(id, failing.ID, contract.StateDeadLettered, 30*time.Second)
+	b.waitDelivery(corr+"-2", done.ID, contract.StateDelivered, 30*time.Second)
+	b.terminate(id)
+	waitFor(t, 60*time.Second, "the sweep starts the event's workflow again", func() bool {
+		return b.eventDetail(id).Restarts != nil
+	})
+	require.Contains(t, b.eventDetail(id).Restarts.Reason, "waiting on its dead letter")
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", map[string]any{"endpoint_id": failing.ID}, nil))
+	b.waitDelivery(corr+"-2", failing.ID, contract.StateDelivered, 30*time.Second)
+	require.Equal(t, []int64{1, 2}, done.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1, 2}, failing.rcv.appliedTo(corr))
+	require.Equal(t, 1, done.rcv.requestsFor(id), "the delivered lane is not run again")
+	done.rcv.requireClean(t)
+	failing.rcv.requireClean(t)
 }

@@ -201,9 +201,20 @@ func (b *bundle) createEndpoint(url string) endpoint {
 }
 
 type eventState struct {
-	ID       string          `json:"id"`
-	State    contract.State  `json:"state"`
-	Attempts []store.Attempt `json:"attempts"`
+	ID         string         `json:"id"`
+	State      contract.State `json:"state"`
+	Deliveries []struct {
+		EndpointID string          `json:"endpoint_id"`
+		Attempts   []store.Attempt `json:"attempts"`
+	} `json:"deliveries"`
+}
+
+// attempts are the attempts of an event sent to one endpoint.
+func (e eventState) attempts() []store.Attempt {
+	if len(e.Deliveries) == 0 {
+		return nil
+	}
+	return e.Deliveries[0].Attempts
 }
 
 func (b *bundle) postEvent(id, correlation string, seq int64, endpointID string, data map[string]any) (int, eventState) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 )
@@ -26,16 +28,55 @@ import (
 
 // correlationView is GET /v1/correlations/{id}.
 type correlationView struct {
-	NextSequence int64             `json:"next_sequence"`
-	Released     *contract.Arrival `json:"released"`
-	Parked       []int64           `json:"parked"`
-	Skipped      []int64           `json:"skipped"`
-	BlockedBy    *struct {
+	NextSequence int64      `json:"next_sequence"`
+	Missing      *int64     `json:"missing"`
+	Lanes        []laneView `json:"lanes"`
+	Source       string     `json:"source"`
+}
+
+// laneView is one lane of GET /v1/correlations/{id}.
+type laneView struct {
+	EndpointID string  `json:"endpoint_id"`
+	Next       *int64  `json:"next"`
+	Released   *int64  `json:"released"`
+	Parked     []int64 `json:"parked"`
+	Previous   int64   `json:"previous_sequence"`
+	Skipped    []int64 `json:"skipped"`
+	BlockedBy  *struct {
 		Sequence int64  `json:"sequence"`
 		EventID  string `json:"event_id"`
 		State    string `json:"state"`
 	} `json:"blocked_by"`
-	Source string `json:"source"`
+}
+
+// only is the correlation's one lane, for tests whose events all go to one
+// endpoint (zero before any event of it has arrived).
+func (c correlationView) only(t *testing.T) laneView {
+	t.Helper()
+	require.LessOrEqual(t, len(c.Lanes), 1, "one endpoint, one lane")
+	if len(c.Lanes) == 0 {
+		return laneView{}
+	}
+	return c.Lanes[0]
+}
+
+// parked counts a sequencer's arrivals that wait in a lane, and released
+// is the sequence released in its one lane (0 for none).
+func parked(st contract.SequencerState) int {
+	n := 0
+	for _, e := range st.Events {
+		n += len(e.Open)
+	}
+	return n
+}
+
+func released(st contract.SequencerState) int64 {
+	for _, l := range st.Lanes {
+		if l.InFlight != 0 {
+			return l.InFlight
+		}
+	}
+	return 0
 }
 
 func (b *bundle) correlation(id string) correlationView {
@@ -138,22 +179,28 @@ func (b *bundle) eventDetail(id string) eventWithRestarts {
 	return ev
 }
 
-// TestReadmeExample is the README's example as a new user runs it: events 3
-// and 2 of a correlation posted before 1. While they wait, the Web UI's
-// filter by CorrelationId lists the correlation's sequencer and both events,
-// waiting, and the sequencer's state query says why; GET
-// /v1/correlations agrees with it. Then 1 arrives and the receiver gets 1,
-// 2, 3 in that order.
+// TestReadmeExample is the README's first example as a new user runs it:
+// two endpoints take order.updated (the dev receiver's, subscribed to every
+// type, and one subscribed to order.* whose receiver refuses it: 401);
+// events 3 and 2 of a correlation are published once each, before 1, and
+// each is routed to both. While they wait, the Web UI's filter by
+// CorrelationId lists the correlation's sequencer and both events, waiting,
+// and the sequencer's state query says why; GET /v1/correlations agrees,
+// lane by lane. Then 1 arrives: the dev receiver gets 1, 2, 3 in that
+// order, while the failing endpoint's lane waits on 1's dead letter with 2
+// and 3 parked; the Web UI finds that dead-lettered delivery by endpoint;
+// a skip naming the endpoint moves that lane on to 2, and only that lane.
 func TestReadmeExample(t *testing.T) {
 	b := setup(t, options{})
-	rcv := newLedgerReceiver(t)
-	ep := b.createEndpoint(rcv.URL())
-	rcv.secret = ep.Secret
+	dev := b.subscribe()
+	failing := b.subscribe("order.*")
+	failing.rcv.fault = func(contract.Envelope, int) string { return "401" }
 	corr := b.id("order-42")
+	id := func(seq int64) string { return fmt.Sprintf("%s-%d", corr, seq) }
 	for _, s := range []int64{3, 2} {
-		code, st := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
-		require.Equal(t, http.StatusAccepted, code)
-		require.Equal(t, contract.StateWaiting, st.State)
+		ev := b.publish(id(s), corr, s, "order.updated")
+		require.Equal(t, contract.StateWaiting, ev.State)
+		require.ElementsMatch(t, []string{dev.ID, failing.ID}, ev.Endpoints())
 	}
 
 	q := fmt.Sprintf("CorrelationId = '%s'", corr)
@@ -165,28 +212,57 @@ func TestReadmeExample(t *testing.T) {
 		waiting := b.visible(q + " AND WorkflowType = 'EventWorkflow' AND DeliveryState = 'waiting' AND ExecutionStatus = 'Running'")
 		return byType[contract.SequencerWorkflow] == 1 && byType[contract.EventWorkflow] == 2 && len(waiting) == 2
 	})
+	lanes := []string{dev.ID, failing.ID}
+	slices.Sort(lanes)
 	st := b.sequencerState(corr)
-	require.Equal(t, contract.SequencerState{Next: 1, Parked: []contract.Arrival{{Sequence: 2, EventID: corr + "-2"}, {Sequence: 3, EventID: corr + "-3"}}}, st)
+	require.Equal(t, contract.SequencerState{Next: 1, Events: []contract.PendingEvent{
+		{Sequence: 2, EventID: id(2), Open: lanes}, {Sequence: 3, EventID: id(3), Open: lanes},
+	}, Lanes: []contract.LaneState{{Endpoint: lanes[0]}, {Endpoint: lanes[1]}}}, st)
 	c := b.correlation(corr)
 	require.Equal(t, "sequencer", c.Source)
 	require.EqualValues(t, st.Next, c.NextSequence)
-	require.Equal(t, []int64{2, 3}, c.Parked)
-	require.Nil(t, c.Released)
-	require.Equal(t, "missing", c.BlockedBy.State)
-	require.Zero(t, rcv.requestsFor(corr+"-2")+rcv.requestsFor(corr+"-3"), "nothing is sent before 1")
-
-	code, _ := b.postEvent(corr+"-1", corr, 1, ep.ID, map[string]any{"amount": 1})
-	require.Equal(t, http.StatusAccepted, code)
-	for s := 1; s <= 3; s++ {
-		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
+	require.NotNil(t, c.Missing)
+	require.EqualValues(t, 1, *c.Missing, "1 has not arrived: it may be meant for anyone, so it holds every lane")
+	require.Len(t, c.Lanes, 2)
+	for _, lane := range c.Lanes {
+		require.Equal(t, []int64{2, 3}, lane.Parked)
+		require.Nil(t, lane.Released)
+		require.Equal(t, "missing", lane.BlockedBy.State)
 	}
-	applied, violations := rcv.snapshot()
-	require.Empty(t, violations)
-	require.Equal(t, []int64{1, 2, 3}, applied[corr])
-	waitFor(t, 30*time.Second, "the sequencer and the API agree the correlation is through", func() bool {
-		c := b.correlation(corr)
-		return c.NextSequence == 4 && len(c.Parked) == 0 && c.Released == nil && b.sequencerState(corr).Next == 4
+	require.Zero(t, dev.rcv.requestsFor(id(2))+dev.rcv.requestsFor(id(3)), "nothing is sent before 1")
+
+	b.publish(id(1), corr, 1, "order.updated")
+	for s := int64(1); s <= 3; s++ {
+		b.waitDelivery(id(s), dev.ID, contract.StateDelivered, 30*time.Second)
+	}
+	require.Equal(t, []int64{1, 2, 3}, dev.rcv.appliedTo(corr))
+	b.waitDelivery(id(1), failing.ID, contract.StateDeadLettered, 30*time.Second)
+	var lane laneView
+	waitFor(t, 30*time.Second, "the failing lane holds 2 and 3 behind 1's dead letter", func() bool {
+		for _, l := range b.correlation(corr).Lanes {
+			if l.EndpointID == failing.ID {
+				lane = l
+			}
+		}
+		return lane.Released != nil && *lane.Released == 1 && slices.Equal(lane.Parked, []int64{2, 3})
 	})
+	require.Equal(t, string(contract.StateDeadLettered), lane.BlockedBy.State)
+	var page deadLetterPage
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters?endpoint_id="+failing.ID, nil, &page))
+	require.Len(t, page.Items, 1)
+	require.Equal(t, id(1), page.Items[0].EventID)
+	require.Len(t, b.visible(q+fmt.Sprintf(" AND EndpointIds = '%s'", failing.ID)), 3)
+	waitFor(t, 10*time.Second, "the Web UI finds the dead-lettered delivery by endpoint", func() bool {
+		got := b.visible(fmt.Sprintf("DeadLetteredEndpointIds = '%s'", failing.ID))
+		return len(got) == 1 && got[0].ID == id(1)
+	})
+
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id(1)+"/skip",
+		map[string]any{"endpoint_id": failing.ID, "note": "this receiver cannot verify the endpoint"}, nil))
+	b.waitDelivery(id(2), failing.ID, contract.StateDeadLettered, 30*time.Second)
+	require.Empty(t, failing.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1, 2, 3}, dev.rcv.appliedTo(corr), "the healthy lane never waited")
+	dev.rcv.requireClean(t)
 }
 
 // TestReplayByARawSignalFromTheWebUI: an operator replays a dead letter from
@@ -219,6 +295,7 @@ func TestReplayByARawSignalFromTheWebUI(t *testing.T) {
 			dl := b.deadLetter(corr + "-1")
 			return dl.Status == store.DeadLetterReplayed && dl.ReplayCount == 1
 		})
+		require.Equal(t, activities.RawSignalBy, *b.deadLetter(corr + "-1").ReplayedBy, "a signal by hand names nobody: the row says so")
 	}
 }
 

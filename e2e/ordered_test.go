@@ -104,13 +104,9 @@ func TestOrderedExactlyOnce(t *testing.T) {
 	require.GreaterOrEqual(t, rcv.requestsFor(dropped), 2, "a dropped ack must be retried")
 
 	// The ledger reports every correlation's cursor past its last event.
-	var corr struct {
-		NextSequence int64   `json:"next_sequence"`
-		Parked       []int64 `json:"parked"`
-	}
-	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/correlations/"+b.id("order-3"), nil, &corr))
+	corr := b.correlation(b.id("order-3"))
 	require.EqualValues(t, perCorrelation+1, corr.NextSequence)
-	require.Empty(t, corr.Parked)
+	require.Empty(t, corr.only(t).Parked)
 
 	// The Web UI's filter works: visibility finds the events by CorrelationId.
 	waitFor(t, 30*time.Second, "visibility lists the correlation's events", func() bool {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ type ledgerReceiver struct {
 	violations []string
 	// fault decides, per request, what to do before normal handling:
 	// "" (none), "503", "drop-after-commit", "hold-after-commit", "410",
-	// "400", "down".
+	// "401", "400", "down".
 	fault func(ev contract.Envelope, n int) string
 	// committed gets the id of an event held after its commit
 	// ("hold-after-commit"); the request is answered (its connection cut)
@@ -96,6 +97,9 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	case "410":
 		w.WriteHeader(http.StatusGone)
 		return
+	case "401":
+		w.WriteHeader(http.StatusUnauthorized)
+		return
 	case "400":
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = io.WriteString(w, "rejected by test")
@@ -115,16 +119,20 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	if len(applied) > 0 {
 		last = applied[len(applied)-1]
 	}
-	// The receiver's compare-and-swap: the event applies when the cursor
-	// stands on the sequence the sender last delivered here.
-	if ev.PreviousSequence != last {
-		r.violate("out of order on %s: got sequence %d (previous %d) after %d", ev.CorrelationID, ev.Sequence, ev.PreviousSequence, last)
+	// The contract's rule: the cursor stands at previous_sequence, or at a
+	// sequence the sender skipped after it (applied before its answer was
+	// lost). hookflow releases an event only once that holds, so anything
+	// else is a breach.
+	follows := last == ev.PreviousSequence || last > ev.PreviousSequence && slices.Contains(ev.SkippedSequences, last)
+	if ev.Sequence <= last || !follows {
+		r.violate("out of order on %s: got sequence %d (previous_sequence %d, skipped %v) after %d",
+			ev.CorrelationID, ev.Sequence, ev.PreviousSequence, ev.SkippedSequences, last)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	for _, sk := range ev.SkippedSequences {
-		if sk <= last || sk >= ev.Sequence {
-			r.violate("skipped sequence %d of %s outside (%d, %d)", sk, ev.CorrelationID, last, ev.Sequence)
+		if sk <= ev.PreviousSequence || sk >= ev.Sequence {
+			r.violate("skipped sequence %d of %s outside (%d, %d)", sk, ev.CorrelationID, ev.PreviousSequence, ev.Sequence)
 		}
 	}
 	r.applied[ev.CorrelationID] = append(applied, ev.Sequence)

@@ -53,7 +53,7 @@ func TestSweepReleasesAHeadThatLostItsRelease(t *testing.T) {
 	b.waitState(corrID(seqReset, 1), contract.StateDelivering, 30*time.Second)
 	code, _ = b.postEvent(corrID(seqReset, 2), seqReset, 2, ep.ID, map[string]any{"amount": 2})
 	require.Equal(t, http.StatusAccepted, code)
-	waitFor(t, 30*time.Second, "2 parked", func() bool { return len(b.sequencerState(seqReset).Parked) == 1 })
+	waitFor(t, 30*time.Second, "2 parked", func() bool { return parked(b.sequencerState(seqReset)) == 1 })
 	firstHealed.Store(true)
 	b.waitState(corrID(seqReset, 1), contract.StateDelivered, 30*time.Second)
 	b.waitState(corrID(seqReset, 2), contract.StateDelivering, 30*time.Second)
@@ -63,7 +63,7 @@ func TestSweepReleasesAHeadThatLostItsRelease(t *testing.T) {
 	b.resetToTask(contract.SequencerID(seqReset), 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
 	waitFor(t, 30*time.Second, "the reset sequencer is back after its first task", func() bool {
 		st := b.sequencerState(seqReset)
-		return st.Next == 1 && st.Released != nil && st.Released.Sequence == 1 && len(st.Parked) == 0
+		return st.Next == 1 && released(st) == 1 && parked(st) == 0
 	})
 	b.terminate(corrID(seqReset, 2))
 

@@ -83,10 +83,10 @@ func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
 	ctx := context.Background()
 	corr := b.id("queued")
 	for s := int64(1); s <= 3; s++ {
-		_, ok, err := b.store.EventInsert(ctx, intake.Event{
+		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{
 			ID: fmt.Sprintf("%s-%d", corr, s), CorrelationID: corr, Sequence: s, EndpointID: ep.ID,
 			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
-		})
+		}, []string{ep.ID})
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -270,10 +270,10 @@ func TestSweepsGoOnPastASequencerThatNeverAnswers(t *testing.T) {
 		corr string
 		seq  int64
 	}{{deadQueued, 1}, {queued, 1}, {queued, 2}} {
-		_, ok, err := b.store.EventInsert(ctx, intake.Event{
+		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{
 			ID: corrID(e.corr, e.seq), CorrelationID: e.corr, Sequence: e.seq, EndpointID: ep.ID,
 			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
-		})
+		}, []string{ep.ID})
 		require.NoError(t, err)
 		require.True(t, ok)
 	}

@@ -132,7 +132,7 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 // keeps that lane, and only that lane, gated on it meanwhile, so order is
 // never broken silently. The workflow ends when every lane has.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
-	w := &eventRun{ctx: ctx, in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
+	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event,
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16)}
@@ -150,7 +150,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		w.order = append(w.order, l)
 		w.lanes[li.Endpoint] = l
 	}
-	w.published = w.aggregate()
+	// What the starter set at start (starter.stateOf), so that only a change
+	// is upserted.
+	w.published, w.deadLettered = w.aggregate(), w.deadLetteredEndpoints()
 	if err := workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.EventStatus, error) { return w.status(), nil }); err != nil {
 		return EventResult{}, err
 	}
@@ -161,20 +163,32 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	running := len(w.order)
 	var failure error
 	for _, l := range w.order {
+		// Each lane blocks on its own coroutine's context: a blocking call
+		// made with another coroutine's panics.
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			if err := l.run(); err != nil && failure == nil {
+			if err := l.run(ctx); err != nil && failure == nil {
 				failure = err
 			}
 			running--
 		})
 	}
-	if err := workflow.Await(ctx, func() bool { return running == 0 || failure != nil }); err != nil {
+	if len(w.order) > 1 {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			// It runs until the workflow ends, and returns only on a failure.
+			if err := w.handOverTogether(ctx); failure == nil {
+				failure = err
+			}
+		})
+	}
+	if err := workflow.Await(ctx, func() bool {
+		return (running == 0 && len(w.handOvers) == 0 && !w.handing) || failure != nil
+	}); err != nil {
 		return EventResult{}, err
 	}
 	if failure != nil {
 		return EventResult{}, failure
 	}
-	w.publish()
+	w.publish(ctx)
 	res := EventResult{State: w.aggregate()}
 	for _, l := range w.order {
 		res.Lanes = append(res.Lanes, LaneResult{Endpoint: l.endpoint, State: l.status.State, Attempts: l.attempts})
@@ -185,7 +199,6 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 // eventRun is one EventWorkflow's state: its lanes, and what it last
 // published in the search attributes.
 type eventRun struct {
-	ctx    workflow.Context
 	in     EventInput
 	logger interface {
 		Warn(string, ...any)
@@ -197,6 +210,13 @@ type eventRun struct {
 	// DeadLetteredEndpointIds.
 	published    contract.State
 	deadLettered []string
+	// firstAttempts counts the lanes whose first attempt (a local
+	// activity) is in flight; handOvers are the delivered lanes whose
+	// hand-over to the sequencer waits for them, so that lanes released
+	// together are handed over in one update; handing is set while one is.
+	firstAttempts int
+	handOvers     []contract.LaneDone
+	handing       bool
 }
 
 func (w *eventRun) status() contract.EventStatus {
@@ -219,31 +239,61 @@ func (w *eventRun) aggregate() contract.State {
 // DeadLetteredEndpointIds) when they changed. A release is not published
 // (waiting → delivering costs the history an event for a state that lasts a
 // round trip); a retry, a dead letter, a replay and the end are.
-func (w *eventRun) publish() {
-	state := w.aggregate()
-	var dead []string
-	for _, l := range w.order {
-		if l.status.State == contract.StateDeadLettered {
-			dead = append(dead, l.endpoint)
-		}
-	}
+func (w *eventRun) publish(ctx workflow.Context) {
+	state, dead := w.aggregate(), w.deadLetteredEndpoints()
 	var updates []temporal.SearchAttributeUpdate
 	if state != w.published {
 		updates = append(updates, contract.DeliveryStateKey.ValueSet(string(state)))
 	}
 	if !slices.Equal(dead, w.deadLettered) {
-		if len(dead) == 0 {
+		if fit, _ := contract.FitKeywordList(dead); len(fit) == 0 {
 			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueUnset())
 		} else {
-			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueSet(dead))
+			updates = append(updates, contract.DeadLetteredEndpointIDsKey.ValueSet(fit))
 		}
 	}
 	if len(updates) == 0 {
 		return
 	}
 	w.published, w.deadLettered = state, dead
-	if err := workflow.UpsertTypedSearchAttributes(w.ctx, updates...); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		w.logger.Warn("upsert search attributes", "error", err)
+	}
+}
+
+// deadLetteredEndpoints are the endpoints whose delivery waits on a dead
+// letter, in the lanes' order.
+func (w *eventRun) deadLetteredEndpoints() []string {
+	var dead []string
+	for _, l := range w.order {
+		if l.status.State == contract.StateDeadLettered {
+			dead = append(dead, l.endpoint)
+		}
+	}
+	return dead
+}
+
+// handOverTogether tells the sequencer of the delivered lanes of an event
+// with several (their attempts defer the hand-over, DeliverInput
+// DeferHandOver), once no first attempt is in flight: the lanes released
+// together, whose first attempts run side by side in one workflow task,
+// are handed over in one finished update, whose answer releases their
+// successors, one signal per event. A lane whose first attempt is slow (at
+// most its HTTP timeout) delays its peers' hand-over that long, once: it
+// then retries as a regular activity, which nothing waits for.
+func (w *eventRun) handOverTogether(ctx workflow.Context) error {
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(w.handOvers) > 0 && w.firstAttempts == 0 }); err != nil {
+			return err
+		}
+		lanes := w.handOvers
+		w.handOvers, w.handing = nil, true
+		ev := w.in.Event
+		in := contract.FinishInput{CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EventID: ev.EventID, Lanes: lanes}
+		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
+			return fmt.Errorf("hand over to the sequencer: %w", err)
+		}
+		w.handing = false
 	}
 }
 
@@ -252,6 +302,12 @@ func (w *eventRun) publish() {
 // one (sent by hand as {}), to the one lane waiting on a dead letter, or to
 // the only lane. One that names no lane of this event, or that is
 // ambiguous, is dropped with a warning: it acts on nothing.
+//
+// It never blocks on a lane: a lane takes one release and then none, and a
+// finished lane takes nothing, yet a resync answers every lane in flight
+// again, so the sweep repeats the release of a dead-lettered delivery each
+// time it runs. A blocking send would stop at the first full channel and
+// route nothing more, the operator's replay included.
 func (w *eventRun) dispatch(ctx workflow.Context) {
 	releaseCh := workflow.GetSignalChannel(ctx, contract.SignalRelease)
 	replayCh := workflow.GetSignalChannel(ctx, contract.SignalReplay)
@@ -262,23 +318,24 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 			var rel contract.Release
 			c.Receive(ctx, &rel)
 			for _, lr := range rel.Lanes {
-				if l := w.lanes[lr.Endpoint]; l != nil {
-					l.release.Send(ctx, lr)
+				if l := w.lanes[lr.Endpoint]; l != nil && !l.release.SendAsync(lr) {
+					// It has a release waiting already: this one repeats it.
+					w.logger.Info("ignoring a repeated release", "endpoint_id", lr.Endpoint, "sequence", rel.Sequence)
 				}
 			}
 		})
 		sel.AddReceive(replayCh, func(c workflow.ReceiveChannel, _ bool) {
 			var r contract.Replay
 			c.Receive(ctx, &r)
-			if l := w.operatorLane(r.EndpointID, contract.SignalReplay); l != nil {
-				l.replay.Send(ctx, r)
+			if l := w.operatorLane(r.EndpointID, contract.SignalReplay); l != nil && !l.replay.SendAsync(r) {
+				w.logger.Warn("ignoring a replay: the delivery has too many replays and skips not taken", "endpoint_id", l.endpoint, "state", l.status.State)
 			}
 		})
 		sel.AddReceive(skipCh, func(c workflow.ReceiveChannel, _ bool) {
 			var sk contract.Skip
 			c.Receive(ctx, &sk)
-			if l := w.operatorLane(sk.EndpointID, contract.SignalSkip); l != nil {
-				l.skip.Send(ctx, sk)
+			if l := w.operatorLane(sk.EndpointID, contract.SignalSkip); l != nil && !l.skip.SendAsync(sk) {
+				w.logger.Warn("ignoring a skip: the delivery has too many replays and skips not taken", "endpoint_id", l.endpoint, "state", l.status.State)
 			}
 		})
 		sel.Select(ctx)
@@ -329,17 +386,16 @@ type laneRun struct {
 
 // setState records the lane's state for the query and, when publish is
 // set, the event's search attributes.
-func (l *laneRun) setState(s contract.State, publish bool) {
+func (l *laneRun) setState(ctx workflow.Context, s contract.State, publish bool) {
 	l.status.State = s
 	if publish {
-		l.w.publish()
+		l.w.publish(ctx)
 	}
 }
 
 // run is the lane: its release, its delivery windows, its dead letters and
 // an operator's answers to them, until it is delivered or skipped.
-func (l *laneRun) run() error {
-	ctx := l.w.ctx
+func (l *laneRun) run(ctx workflow.Context) error {
 	var gen int32
 	switch {
 	case l.in.DeadLetter != nil:
@@ -352,34 +408,34 @@ func (l *laneRun) run() error {
 		var rel contract.LaneRelease
 		l.release.Receive(ctx, &rel)
 		l.ev = l.ev.WithRelease(rel)
-		l.setState(contract.StateDelivering, false)
+		l.setState(ctx, contract.StateDelivering, false)
 	}
 
 	ledger := workflow.WithActivityOptions(ctx, ledgerOptions())
 	for {
 		if gen == 0 {
-			res, err := l.deliverWindow()
+			res, err := l.deliverWindow(ctx)
 			switch {
 			case err == nil && res.Skipped:
-				return l.foundFinished(contract.StateSkipped)
+				return l.foundFinished(ctx, contract.StateSkipped)
 			case err == nil && res.DeadLettered > 0:
 				// Reset to before its dead letter: it waits on it again.
 				gen = res.DeadLettered
 				l.status.Generation = gen
-				l.setState(contract.StateDeadLettered, true)
+				l.setState(ctx, contract.StateDeadLettered, true)
 			case err == nil:
-				return l.delivered(res)
+				return l.delivered(ctx, res)
 			default:
 				var finished contract.State
-				if gen, finished, err = l.deadLetter(err); err != nil {
+				if gen, finished, err = l.deadLetter(ctx, err); err != nil {
 					return err
 				}
 				if finished != "" {
-					return l.foundFinished(finished)
+					return l.foundFinished(ctx, finished)
 				}
 			}
 		}
-		replay, skip := l.awaitOperator(gen)
+		replay, skip := l.awaitOperator(ctx, gen)
 		if replay != nil {
 			gen = replay.Generation
 		} else {
@@ -403,7 +459,11 @@ func (l *laneRun) run() error {
 				continue
 			}
 			l.status.Generation, l.status.Reason = 0, ""
-			l.setState(contract.StateSkipped, false)
+			// Published now, not when the event ends: its other lanes may
+			// run on for long, and DeadLetteredEndpointIds must stop naming
+			// this one. (A delivered lane was delivering, not dead-lettered:
+			// its end changes no endpoint list and waits for the event's.)
+			l.setState(ctx, contract.StateSkipped, true)
 			return nil
 		}
 		rin := contract.ReplayedInput{EventID: l.ev.EventID, EndpointID: l.endpoint, Generation: gen, By: replay.By}
@@ -419,17 +479,20 @@ func (l *laneRun) run() error {
 		}
 		gen = 0
 		l.status.Generation, l.status.Reason = 0, ""
-		l.setState(contract.StateDelivering, true)
+		l.setState(ctx, contract.StateDelivering, true)
 	}
 }
 
 // delivered ends a delivered lane. The delivering attempt handed it over to
 // its sequencer unless that failed: then it is repeated until it succeeds.
-func (l *laneRun) delivered(res contract.DeliverResult) error {
+func (l *laneRun) delivered(ctx workflow.Context, res contract.DeliverResult) error {
 	l.attempts = res.Attempt
-	l.setState(contract.StateDelivered, false)
-	if res.HandOffPending {
-		return l.handOver(false)
+	l.setState(ctx, contract.StateDelivered, false)
+	switch {
+	case res.HandOffPending && l.ev.DeferHandOver:
+		l.w.handOvers = append(l.w.handOvers, contract.LaneDone{Endpoint: l.endpoint})
+	case res.HandOffPending:
+		return l.handOver(ctx, false)
 	}
 	return nil
 }
@@ -438,19 +501,18 @@ func (l *laneRun) delivered(res contract.DeliverResult) error {
 // delivery seemed to fail: the delivering attempt's result never reached
 // the workflow. Its hand-over may not have happened either, so it is made
 // again (a repeat is harmless).
-func (l *laneRun) foundFinished(state contract.State) error {
+func (l *laneRun) foundFinished(ctx workflow.Context, state contract.State) error {
 	l.w.logger.Warn("the ledger has the delivery as finished; not dead-lettering it", "endpoint_id", l.endpoint, "state", state)
 	l.status.Generation, l.status.Reason = 0, ""
-	l.setState(state, false)
-	return l.handOver(state == contract.StateSkipped)
+	l.setState(ctx, state, false)
+	return l.handOver(ctx, state == contract.StateSkipped)
 }
 
 // handOver tells the sequencer that the delivery is finished (Finish),
 // until it succeeds.
-func (l *laneRun) handOver(skipped bool) error {
+func (l *laneRun) handOver(ctx workflow.Context, skipped bool) error {
 	in := contract.FinishInput{CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, EventID: l.ev.EventID,
 		Lanes: []contract.LaneDone{{Endpoint: l.endpoint, Skipped: skipped}}}
-	ctx := l.w.ctx
 	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("hand over to the sequencer: %w", err)
 	}
@@ -460,8 +522,7 @@ func (l *laneRun) handOver(skipped bool) error {
 // deadLetter waits out what is left of the window of a delivery that did
 // not give up for good, writes the dead letter and returns its generation;
 // or the delivery's final state when the ledger has it finished after all.
-func (l *laneRun) deadLetter(failure error) (int32, contract.State, error) {
-	ctx := l.w.ctx
+func (l *laneRun) deadLetter(ctx workflow.Context, failure error) (int32, contract.State, error) {
 	reason, permanent := failureReason(failure)
 	if !permanent {
 		// Temporal stops retrying as soon as the next attempt would fall
@@ -483,7 +544,7 @@ func (l *laneRun) deadLetter(failure error) (int32, contract.State, error) {
 		return 0, res.Finished, nil
 	}
 	l.status.Generation, l.status.Reason = res.Generation, reason
-	l.setState(contract.StateDeadLettered, true)
+	l.setState(ctx, contract.StateDeadLettered, true)
 	l.w.logger.Warn("delivery dead-lettered", "correlation_id", l.ev.CorrelationID, "sequence", l.ev.Sequence, "endpoint_id", l.endpoint, "generation", res.Generation, "reason", reason)
 	return res.Generation, "", nil
 }
@@ -497,8 +558,7 @@ func (l *laneRun) deadLetter(failure error) (int32, contract.State, error) {
 // one. One that names a later generation was sent for a dead letter that a
 // run an operator's Reset discarded wrote: the ledger has it, and the
 // claim on its row (Skip, Replayed) decides whether it acts.
-func (l *laneRun) awaitOperator(gen int32) (*contract.Replay, *contract.Skip) {
-	ctx := l.w.ctx
+func (l *laneRun) awaitOperator(ctx workflow.Context, gen int32) (*contract.Replay, *contract.Skip) {
 	var replay contract.Replay
 	var skip contract.Skip
 	for l.replay.ReceiveAsync(&replay) {
@@ -540,13 +600,18 @@ func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.w.in.Recove
 // window runs as a regular activity on the same schedule as DeliverOptions
 // (about 1, 5, 21, 85 s after the first attempt), so a long outage is
 // retried by Temporal's timers, not by a workflow task held open.
-func (l *laneRun) deliverWindow() (contract.DeliverResult, error) {
-	ctx, ev := l.w.ctx, l.ev
+func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, error) {
+	// An event with several lanes hands their deliveries over together
+	// (handOverTogether).
+	l.ev.DeferHandOver = len(l.w.order) > 1
+	ev := l.ev
 	l.windowStart = workflow.Now(ctx)
 	l.windows++
 	var res contract.DeliverResult
 	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
+	l.w.firstAttempts++
 	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
+	l.w.firstAttempts--
 	if err == nil {
 		return res, nil
 	}
@@ -561,7 +626,7 @@ func (l *laneRun) deliverWindow() (contract.DeliverResult, error) {
 	if wait >= l.windowEnd().Sub(workflow.Now(ctx)) {
 		return res, err // no attempt fits in the window any more
 	}
-	l.setState(contract.StateDelivering, true)
+	l.setState(ctx, contract.StateDelivering, true)
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return res, err
 	}

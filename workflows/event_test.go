@@ -3,12 +3,17 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -16,7 +21,7 @@ import (
 	"github.com/hookflow/hookflow/workflows"
 )
 
-// releaseAfter is when the tests' sequencer releases a held event.
+// releaseAfter is when the tests' sequencer releases a held event's lanes.
 const releaseAfter = 10 * time.Second
 
 // attempt is one call of the Deliver mock.
@@ -26,7 +31,7 @@ type attempt struct {
 	input  contract.DeliverInput
 }
 
-// handOver is one time the event told its sequencer it was finished (the
+// handOver is one time a delivery told its sequencer it was finished (the
 // delivering attempt, the skip, or the Finish that repeats a failed one).
 type handOver struct {
 	at   time.Time
@@ -39,20 +44,52 @@ type deadLetter struct {
 	input contract.DeadLetterInput
 }
 
-// eventHarness runs one EventWorkflow against mocked activities: the event
-// is held and released by the signal releaseAfter after start, unless it is
-// released at start (releasedAtStart) or starts dead-lettered.
+// upsert is one search attribute upsert: the DeliveryState it set (empty:
+// left alone) and the DeadLetteredEndpointIds it set or unset.
+type upsert struct {
+	State     contract.State
+	Dead      []string
+	DeadUnset bool
+}
+
+// historyCount is what the test environment saw of the workflow's
+// commands and the events sent to it. The environment keeps no history, so
+// events() derives the history's length from them as a server records it.
+type historyCount struct {
+	markers, activities, timers, upserts, signals int
+}
+
+// events is the history's length: started and completed, a workflow task
+// (scheduled, started, completed) for the start and for every activity
+// result, timer and signal that wakes the workflow (an upper bound: a
+// server batches what comes together), a marker per local activity
+// (its retries included), scheduled, started and completed per activity
+// (its retries are the server's and record nothing), started and fired per
+// timer, one per upsert and per signal.
+func (c historyCount) events() int {
+	wakeups := c.activities + c.timers + c.signals
+	return 2 + 3*(1+wakeups) + c.markers + 3*c.activities + 2*c.timers + c.upserts + c.signals
+}
+
+// eventHarness runs one EventWorkflow against mocked activities. Its lanes
+// are held and released together by one signal releaseAfter after start,
+// unless they are released at start (releasedAtStart, or Released set in
+// the input), start dead-lettered, or the test releases them itself
+// (manualRelease).
 type eventHarness struct {
-	t        *testing.T
-	env      *testsuite.TestWorkflowEnvironment
-	in       workflows.EventInput
-	start    time.Time
-	released time.Time // when the release came; main loop only
-	// skippedBefore is what the release says was skipped before the event.
-	skippedBefore []int64
-	// releasedAtStart gives the event its release in its input, as the API
-	// does when the sequencer answered its arrival with it.
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	in    workflows.EventInput
+	start time.Time
+	// released is when each lane's release came; main loop only.
+	released map[string]time.Time
+	// release is what each lane's release carries (default: Previous =
+	// the sequence before the event's).
+	release map[string]contract.LaneRelease
+	// releasedAtStart gives every lane its release in the input, as the
+	// API does when the sequencer answered the arrival with it.
 	releasedAtStart bool
+	manualRelease   bool
 
 	attempts    recorder[attempt]
 	deadLetters recorder[deadLetter]
@@ -60,20 +97,47 @@ type eventHarness struct {
 	replays     recorder[contract.ReplayedInput]
 	// replayClaim answers Replayed (default: the claim holds).
 	replayClaim func(contract.ReplayedInput) contract.OperatorResult
-	states      recorder[contract.State] // DeliveryState search attribute upserts
+	upserts     recorder[upsert]
+
+	mu         sync.Mutex
+	count      historyCount
+	activities map[string]bool
 }
 
 func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 	t.Helper()
-	h := &eventHarness{t: t, env: newEnv(t), in: in}
+	h := &eventHarness{t: t, env: newEnv(t), in: in, released: map[string]time.Time{}, release: map[string]contract.LaneRelease{},
+		activities: map[string]bool{}}
 	h.start = h.env.Now()
 	env := h.env
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
+		var u upsert
 		if s, ok := sa.GetKeyword(contract.DeliveryStateKey); ok {
-			h.states.add(contract.State(s))
+			u.State = contract.State(s)
 		}
+		if dead, ok := sa.GetKeywordList(contract.DeadLetteredEndpointIDsKey); ok {
+			u.Dead = dead
+		} else if strings.Contains(fmt.Sprint(sa), contract.DeadLetteredEndpointIDsKey.GetName()) {
+			// The accessors hide a key being unset; only its printed form
+			// still holds it.
+			u.DeadUnset = true
+		}
+		h.upserts.add(u)
+		h.counted(func(c *historyCount) { c.upserts++ })
 	}).Maybe()
+	env.SetOnLocalActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) {
+		h.counted(func(c *historyCount) { c.markers++ })
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		h.counted(func(c *historyCount) {
+			if !h.activities[info.ActivityID] { // a retry is the same activity
+				h.activities[info.ActivityID] = true
+				c.activities++
+			}
+		})
+	})
+	env.SetOnTimerScheduledListener(func(string, time.Duration) { h.counted(func(c *historyCount) { c.timers++ }) })
 	env.OnActivity(act.Replayed, mock.Anything, mock.Anything).Return(func(_ context.Context, r contract.ReplayedInput) (contract.OperatorResult, error) {
 		h.replays.add(r)
 		if h.replayClaim != nil {
@@ -82,58 +146,153 @@ func newEventHarness(t *testing.T, in workflows.EventInput) *eventHarness {
 		return contract.OperatorResult{}, nil
 	}).Maybe()
 	h.at(releaseAfter, func() {
-		if h.releasedAtStart || h.in.DeadLetter != nil {
+		if h.manualRelease {
+			return
+		}
+		rel := contract.Release{Sequence: h.in.Event.Sequence}
+		for _, l := range h.in.Lanes {
+			if l.Released == nil && l.DeadLetter == nil {
+				rel.Lanes = append(rel.Lanes, h.releaseOf(l.Endpoint))
+			}
+		}
+		if len(rel.Lanes) == 0 {
 			return
 		}
 		require.Equal(t, contract.StateWaiting, h.state().State, "an unreleased event waits")
 		require.Zero(t, h.attempts.len(), "no delivery before release")
-		h.released = env.Now()
-		env.SignalWorkflow(contract.SignalRelease, contract.Release{Sequence: in.Event.Sequence, Skipped: h.skippedBefore})
+		h.releaseLanes(rel)
 	})
 	return h
+}
+
+func (h *eventHarness) counted(f func(*historyCount)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(&h.count)
+}
+
+// history is the history's length the run would have on a server.
+func (h *eventHarness) history() int { return h.counts().events() }
+
+func (h *eventHarness) counts() historyCount {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count
+}
+
+func (h *eventHarness) releaseOf(ep string) contract.LaneRelease {
+	if r, ok := h.release[ep]; ok {
+		return r
+	}
+	return contract.LaneRelease{Endpoint: ep, Previous: h.in.Event.Sequence - 1}
+}
+
+// releaseLanes sends the release signal, as a sequencer's hand-off does.
+func (h *eventHarness) releaseLanes(rel contract.Release) {
+	for _, l := range rel.Lanes {
+		h.released[l.Endpoint] = h.env.Now()
+	}
+	h.signal(contract.SignalRelease, rel)
+}
+
+// signal sends a signal to the workflow.
+func (h *eventHarness) signal(name string, arg any) {
+	h.counted(func(c *historyCount) { c.signals++ })
+	h.env.SignalWorkflow(name, arg)
 }
 
 // at runs fn on the test's main loop d after the workflow starts.
 func (h *eventHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
 
-// onDeliver mocks Deliver; answer gets the attempt's 1-based index across
-// the whole test (replays included) and the activity attempt number. A
-// delivered attempt hands the event over, as Deliver does.
-func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (contract.DeliverResult, error)) {
+// onDeliver mocks Deliver; answer gets the attempt's endpoint, its 1-based
+// index among that endpoint's attempts (replays included) and the activity
+// attempt number. A delivered attempt hands its delivery over, as Deliver
+// does.
+func (h *eventHarness) onDeliverTo(answer func(ep string, n int, attempt int32) (contract.DeliverResult, error)) {
+	var mu sync.Mutex
+	per := map[string]int{}
 	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 			number := activity.GetInfo(ctx).Attempt + in.AttemptOffset // as Deliver counts
-			n := h.attempts.add(attempt{at: h.env.Now(), number: number, input: in})
-			res, err := answer(n, number)
-			if err == nil && !res.HandOffPending {
-				h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: in.Sequence, EventID: in.EventID}})
+			h.attempts.add(attempt{at: h.env.Now(), number: number, input: in})
+			mu.Lock()
+			per[in.EndpointID]++
+			n := per[in.EndpointID]
+			mu.Unlock()
+			res, err := answer(in.EndpointID, n, number)
+			if err == nil && !res.HandOffPending && !res.Skipped && res.DeadLettered == 0 {
+				h.handOvers.add(handOver{at: h.env.Now(), done: done(in.Sequence, in.EndpointID, false)})
 			}
 			return res, err
 		})
 }
 
+// onDeliver mocks Deliver with one answer for every endpoint.
+func (h *eventHarness) onDeliver(answer func(n int, attempt int32) (contract.DeliverResult, error)) {
+	h.onDeliverTo(func(_ string, n int, number int32) (contract.DeliverResult, error) { return answer(n, number) })
+}
+
+// rejecting mocks Deliver: the first `times` attempts to each of eps (all
+// of them when times is 0) are rejected for good, every other attempt is
+// delivered.
+func (h *eventHarness) rejecting(times int, eps ...string) {
+	h.onDeliverTo(func(ep string, n int, number int32) (contract.DeliverResult, error) {
+		if slices.Contains(eps, ep) && (times == 0 || n <= times) {
+			return contract.DeliverResult{}, rejected("receiver answered 400")
+		}
+		return delivered(n, number)
+	})
+}
+
 // onDeadLetter mocks WriteDeadLetter; answer gets the call's 1-based index.
-// Every successful write is the next generation.
+// Every successful write is the next generation of its delivery's dead
+// letter.
 func (h *eventHarness) onDeadLetter(answer func(n int) error) {
-	written := int32(0)
+	var mu sync.Mutex
+	written := map[string]int32{}
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeadLetterInput) (contract.DeadLetterResult, error) {
 			if err := answer(h.deadLetters.add(deadLetter{at: h.env.Now(), input: in})); err != nil {
 				return contract.DeadLetterResult{}, err
 			}
-			written++
-			return contract.DeadLetterResult{Generation: written}, nil
+			mu.Lock()
+			defer mu.Unlock()
+			written[in.Event.EndpointID]++
+			return contract.DeadLetterResult{Generation: written[in.Event.EndpointID]}, nil
 		})
 }
 
-// expectSkip mocks Skip, expecting it once for generation gen.
-func (h *eventHarness) expectSkip(gen int32, by, note string) {
+// expectSkip mocks Skip, expecting it once for generation gen of ep's dead
+// letter. Skip hands the delivery over as skipped.
+func (h *eventHarness) expectSkip(ep string, gen int32, by, note string) {
 	h.env.OnActivity(act.Skip, mock.Anything, contract.SkipInput{
-		EventID: h.in.Event.EventID, CorrelationID: correlation, Sequence: h.in.Event.Sequence, Generation: gen, By: by, Note: note,
+		EventID: h.in.Event.EventID, EndpointID: ep, CorrelationID: correlation, Sequence: h.in.Event.Sequence, Generation: gen, By: by, Note: note,
 	}).Return(func(context.Context, contract.SkipInput) (contract.OperatorResult, error) {
-		h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID, Skipped: true}})
+		h.handOvers.add(handOver{at: h.env.Now(), done: done(h.in.Event.Sequence, ep, true)})
 		return contract.OperatorResult{}, nil
 	}).Once()
+}
+
+// onFinish mocks Finish (a hand-over the workflow repeats); answer gets the
+// call's 1-based index, and a nil answer records the hand-over.
+func (h *eventHarness) onFinish(answer func(n int) error) {
+	var mu sync.Mutex
+	calls := 0
+	h.env.OnActivity(act.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.FinishInput) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if err := answer(n); err != nil {
+			return err
+		}
+		h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: in.Sequence, EventID: in.EventID, Lanes: in.Lanes}})
+		return nil
+	})
+}
+
+func done(seq int64, ep string, skipped bool) contract.Done {
+	return contract.Done{Sequence: seq, EventID: eventID(seq), Lanes: []contract.LaneDone{{Endpoint: ep, Skipped: skipped}}}
 }
 
 func (h *eventHarness) state() contract.EventStatus {
@@ -145,12 +304,27 @@ func (h *eventHarness) state() contract.EventStatus {
 	return s
 }
 
+func (h *eventHarness) lane(ep string) contract.LaneStatus {
+	h.t.Helper()
+	l, ok := h.state().Lane(ep)
+	require.True(h.t, ok, "no lane %s", ep)
+	return l
+}
+
 // run executes the workflow to its end and returns its result.
 func (h *eventHarness) run() workflows.EventResult {
 	h.t.Helper()
-	if h.releasedAtStart {
-		h.in.Released = &contract.Release{Sequence: h.in.Event.Sequence, Skipped: h.skippedBefore}
-		h.released = h.start
+	for i, l := range h.in.Lanes {
+		if h.releasedAtStart && l.Released == nil {
+			r := h.releaseOf(l.Endpoint)
+			h.in.Lanes[i].Released = &r
+		}
+		if h.in.Lanes[i].Released != nil {
+			h.release[l.Endpoint] = *h.in.Lanes[i].Released
+			if l.DeadLetter == nil {
+				h.released[l.Endpoint] = h.start
+			}
+		}
 	}
 	h.env.ExecuteWorkflow(contract.EventWorkflow, h.in)
 	require.True(h.t, h.env.IsWorkflowCompleted())
@@ -158,75 +332,115 @@ func (h *eventHarness) run() workflows.EventResult {
 	var res workflows.EventResult
 	require.NoError(h.t, h.env.GetWorkflowResult(&res))
 
-	// Every attempt carried the event's identifiers and what was skipped
-	// before it.
+	// Every attempt carried the event's identifiers, its lane's endpoint,
+	// and the lane's position its release carried.
 	for _, a := range h.attempts.all() {
 		require.Equal(h.t, h.in.Event.EventID, a.input.EventID)
 		require.Equal(h.t, h.in.Event.CorrelationID, a.input.CorrelationID)
 		require.Equal(h.t, h.in.Event.Sequence, a.input.Sequence)
-		require.Equal(h.t, h.in.Event.EndpointID, a.input.EndpointID)
 		require.JSONEq(h.t, string(h.in.Event.Data), string(a.input.Data))
-		require.Equal(h.t, h.skippedBefore, a.input.Skipped, "the envelope tells the receiver what was skipped before it")
+		rel := h.releaseOf(a.input.EndpointID)
+		require.Equal(h.t, rel.Previous, a.input.Previous, "the envelope's previous_sequence is the lane's")
+		require.Equal(h.t, rel.Skipped, a.input.Skipped, "the envelope tells the receiver what was skipped in its lane")
 	}
-	// The sequencer hears once how the event finished.
-	if hs := h.handOvers.all(); len(hs) > 0 {
-		require.Len(h.t, hs, 1)
-		require.Equal(h.t, contract.Done{
-			Sequence: h.in.Event.Sequence, EventID: h.in.Event.EventID, Skipped: res.State == contract.StateSkipped,
-		}, hs[0].done)
+	// The sequencer hears once how each delivery finished.
+	byLane := map[string][]contract.Done{}
+	for _, ho := range h.handOvers.all() {
+		require.Len(h.t, ho.done.Lanes, 1)
+		byLane[ho.done.Lanes[0].Endpoint] = append(byLane[ho.done.Lanes[0].Endpoint], ho.done)
 	}
+	for _, l := range res.Lanes {
+		if hs := byLane[l.Endpoint]; len(hs) > 0 {
+			require.Len(h.t, hs, 1, "lane %s", l.Endpoint)
+			require.Equal(h.t, done(h.in.Event.Sequence, l.Endpoint, l.State == contract.StateSkipped), hs[0])
+		}
+	}
+	h.t.Logf("history: %d events (%+v)", h.history(), h.counts())
 	return res
 }
 
-func (h *eventHarness) attemptTimes() []time.Time {
+func (h *eventHarness) attemptTimes(ep string) []time.Time {
 	var ts []time.Time
-	for _, a := range h.attempts.all() {
+	for _, a := range h.attemptsTo(ep) {
 		ts = append(ts, a.at)
 	}
 	return ts
+}
+
+func (h *eventHarness) attemptsTo(ep string) []attempt {
+	var out []attempt
+	for _, a := range h.attempts.all() {
+		if a.input.EndpointID == ep {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// states are the DeliveryState upserts in order.
+func (h *eventHarness) states() []contract.State {
+	var out []contract.State
+	for _, u := range h.upserts.all() {
+		if u.State != "" {
+			out = append(out, u.State)
+		}
+	}
+	return out
 }
 
 func retryable(msg string) error {
 	return temporal.NewApplicationError(msg, contract.ErrTypeRetryable)
 }
 
+func rejected(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypePermanent, nil)
+}
+
 func delivered(_ int, number int32) (contract.DeliverResult, error) {
 	return contract.DeliverResult{StatusCode: 200, Attempt: number}, nil
+}
+
+// oneLane is the result of a single-lane event to ep_1.
+func oneLane(state contract.State, attempts int32) workflows.EventResult {
+	return workflows.EventResult{State: state, Lanes: []workflows.LaneResult{{Endpoint: "ep_1", State: state, Attempts: attempts}}}
 }
 
 func TestEventWorkflowWaitsForTheReleaseSignal(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(3))
-	h.skippedBefore = []int64{1, 2}
+	h.release["ep_1"] = contract.LaneRelease{Endpoint: "ep_1", Previous: 0, Skipped: []int64{1, 2}}
 	h.onDeliver(delivered)
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{}, nil).Never()
 
 	res := h.run()
 
-	require.Equal(t, workflows.EventResult{State: contract.StateDelivered, Attempts: 1}, res)
+	require.Equal(t, oneLane(contract.StateDelivered, 1), res)
 	attempts := h.attempts.all()
 	require.Len(t, attempts, 1)
-	requireAbout(t, 0, attempts[0].at.Sub(h.released), "delivery starts at release")
-	require.Len(t, h.handOvers.all(), 1, "the sequencer is told the event is done")
+	requireAbout(t, 0, attempts[0].at.Sub(h.released["ep_1"]), "delivery starts at release")
+	require.Len(t, h.handOvers.all(), 1, "the sequencer is told the delivery is done")
 	// A first attempt that succeeds records only the final state.
-	require.Equal(t, []contract.State{contract.StateDelivered}, h.states.all())
-	require.Equal(t, contract.EventStatus{State: contract.StateDelivered}, h.state())
+	require.Equal(t, []contract.State{contract.StateDelivered}, h.states())
+	require.Equal(t, contract.EventStatus{State: contract.StateDelivered, Lanes: []contract.LaneStatus{{Endpoint: "ep_1", State: contract.StateDelivered}}}, h.state())
 }
 
 func TestEventWorkflowReleasedAtStartDeliversAtOnce(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(3))
 	h.releasedAtStart = true
-	h.skippedBefore = []int64{2}
+	h.release["ep_1"] = contract.LaneRelease{Endpoint: "ep_1", Previous: 1, Skipped: []int64{2}}
 	h.onDeliver(delivered)
 
 	res := h.run()
 
-	require.Equal(t, workflows.EventResult{State: contract.StateDelivered, Attempts: 1}, res)
+	require.Equal(t, oneLane(contract.StateDelivered, 1), res)
 	attempts := h.attempts.all()
 	require.Len(t, attempts, 1)
-	requireAbout(t, 0, attempts[0].at.Sub(h.start), "an event released in the sequencer's answer delivers at once")
-	require.Equal(t, []contract.State{contract.StateDelivered}, h.states.all())
+	requireAbout(t, 0, attempts[0].at.Sub(h.start), "a delivery released in the sequencer's answer delivers at once")
+	require.Equal(t, []contract.State{contract.StateDelivered}, h.states())
+	// Started, one workflow task, the attempt's marker, the final upsert,
+	// completed: what the recorded event_released_at_start had.
+	require.Equal(t, 7, h.history())
 }
 
 func TestEventWorkflowRetriesThroughWindowThenDeadLettersUntilSkipped(t *testing.T) {
@@ -236,14 +450,16 @@ func TestEventWorkflowRetriesThroughWindowThenDeadLettersUntilSkipped(t *testing
 		return contract.DeliverResult{}, retryable("receiver answered 503")
 	})
 	h.onDeadLetter(func(int) error { return nil })
-	h.expectSkip(1, "alice", "receiver rebuilt from snapshot")
+	h.expectSkip("ep_1", 1, "alice", "receiver rebuilt from snapshot")
 
-	// An hour later the event is still dead-lettered, its successors still
-	// held; then an operator skips it.
+	// An hour later the delivery is still dead-lettered, its successors
+	// still held; then an operator skips it.
 	h.at(time.Hour, func() {
-		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Generation: 1, Reason: h.deadLetters.all()[0].input.Reason}, h.state())
-		require.Zero(t, h.handOvers.len(), "a dead-lettered event must keep its successors held")
-		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 1, By: "alice", Note: "receiver rebuilt from snapshot"})
+		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{
+			Endpoint: "ep_1", State: contract.StateDeadLettered, Generation: 1, Reason: h.deadLetters.all()[0].input.Reason,
+		}}}, h.state())
+		require.Zero(t, h.handOvers.len(), "a dead-lettered delivery must keep its lane's successors held")
+		h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "alice", Note: "receiver rebuilt from snapshot"})
 	})
 
 	res := h.run()
@@ -252,17 +468,18 @@ func TestEventWorkflowRetriesThroughWindowThenDeadLettersUntilSkipped(t *testing
 	attempts := h.attempts.all()
 	require.Len(t, attempts, 5, "attempts at 0, 1, 5, 21, 85 s; the next (341 s) is past the window")
 	want := []time.Duration{0, time.Second, 5 * time.Second, 21 * time.Second, 85 * time.Second}
-	got := offsets(attempts[0].at, h.attemptTimes())
+	got := offsets(attempts[0].at, h.attemptTimes("ep_1"))
 	for i := range want {
 		requireAbout(t, want[i], got[i], "attempt %d at %v, want %v", i+1, got[i], want[i])
 		require.EqualValues(t, i+1, attempts[i].number)
 	}
-	requireAbout(t, 0, attempts[0].at.Sub(h.released), "the window starts at release")
+	requireAbout(t, 0, attempts[0].at.Sub(h.released["ep_1"]), "the window starts at release")
 
 	dls := h.deadLetters.all()
 	require.Len(t, dls, 1)
-	requireAbout(t, 5*time.Minute, dls[0].at.Sub(h.released), "dead-lettered when the window ends, not at the last attempt")
+	requireAbout(t, 5*time.Minute, dls[0].at.Sub(h.released["ep_1"]), "dead-lettered when the window ends, not at the last attempt")
 	require.Equal(t, h.in.Event.EventID, dls[0].input.Event.EventID)
+	require.Equal(t, "ep_1", dls[0].input.Event.EndpointID)
 	require.Equal(t, h.in.Event.Sequence, dls[0].input.Event.Sequence)
 	// The reason says the window ran out and carries the last answer.
 	require.Contains(t, dls[0].input.Reason, "recovery window spent")
@@ -271,8 +488,13 @@ func TestEventWorkflowRetriesThroughWindowThenDeadLettersUntilSkipped(t *testing
 
 	hs := h.handOvers.all()
 	require.Len(t, hs, 1)
-	requireAbout(t, time.Hour, hs[0].at.Sub(h.start), "the sequencer hears of the event only once it is skipped")
-	require.Equal(t, []contract.State{contract.StateDelivering, contract.StateDeadLettered, contract.StateSkipped}, h.states.all())
+	requireAbout(t, time.Hour, hs[0].at.Sub(h.start), "the sequencer hears of the delivery only once it is skipped")
+	require.Equal(t, []contract.State{contract.StateDelivering, contract.StateDeadLettered, contract.StateSkipped}, h.states())
+	require.Equal(t, []upsert{
+		{State: contract.StateDelivering},
+		{State: contract.StateDeadLettered, Dead: []string{"ep_1"}},
+		{State: contract.StateSkipped, DeadUnset: true},
+	}, h.upserts.all())
 }
 
 func TestEventWorkflowDeadLettersPermanentFailureAtOnce(t *testing.T) {
@@ -282,7 +504,7 @@ func TestEventWorkflowDeadLettersPermanentFailureAtOnce(t *testing.T) {
 		err    error
 		reason string
 	}{
-		{"4xx rejection", temporal.NewNonRetryableApplicationError("receiver answered 400: bad signature", contract.ErrTypePermanent, nil), "permanent rejection"},
+		{"4xx rejection", rejected("receiver answered 400: bad signature"), "permanent rejection"},
 		{"410 gone", temporal.NewNonRetryableApplicationError("receiver answered 410", contract.ErrTypeEndpointGone, nil), "endpoint gone"},
 		{"endpoint disabled", temporal.NewNonRetryableApplicationError("endpoint ep_1 is disabled", contract.ErrTypeEndpointDisabled, nil), "endpoint disabled"},
 	} {
@@ -291,12 +513,12 @@ func TestEventWorkflowDeadLettersPermanentFailureAtOnce(t *testing.T) {
 			h := newEventHarness(t, eventInput(2))
 			h.onDeliver(func(int, int32) (contract.DeliverResult, error) { return contract.DeliverResult{}, tc.err })
 			h.onDeadLetter(func(int) error { return nil })
-			h.expectSkip(1, "bob", "")
+			h.expectSkip("ep_1", 1, "bob", "")
 			h.at(time.Hour, func() {
 				s := h.state()
 				require.Equal(t, contract.StateDeadLettered, s.State)
-				require.Contains(t, s.Reason, tc.reason)
-				h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 1, By: "bob"})
+				require.Contains(t, h.lane("ep_1").Reason, tc.reason)
+				h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "bob"})
 			})
 
 			res := h.run()
@@ -305,10 +527,10 @@ func TestEventWorkflowDeadLettersPermanentFailureAtOnce(t *testing.T) {
 			require.Len(t, h.attempts.all(), 1, "a permanent failure is not retried")
 			dls := h.deadLetters.all()
 			require.Len(t, dls, 1)
-			require.Less(t, dls[0].at.Sub(h.released), 2*time.Second, "dead-lettered at once, not at the window's end")
+			require.Less(t, dls[0].at.Sub(h.released["ep_1"]), 2*time.Second, "dead-lettered at once, not at the window's end")
 			require.Contains(t, dls[0].input.Reason, tc.reason)
 			require.Len(t, h.handOvers.all(), 1)
-			require.Equal(t, []contract.State{contract.StateDeadLettered, contract.StateSkipped}, h.states.all(),
+			require.Equal(t, []contract.State{contract.StateDeadLettered, contract.StateSkipped}, h.states(),
 				"a first attempt rejected at once never showed delivering")
 		})
 	}
@@ -327,8 +549,8 @@ func TestEventWorkflowHonoursRetryAfter(t *testing.T) {
 
 	res := h.run()
 
-	require.Equal(t, workflows.EventResult{State: contract.StateDelivered, Attempts: 2}, res)
-	ts := h.attemptTimes()
+	require.Equal(t, oneLane(contract.StateDelivered, 2), res)
+	ts := h.attemptTimes("ep_1")
 	require.Len(t, ts, 2)
 	requireAbout(t, 30*time.Second, ts[1].Sub(ts[0]), "the second attempt waits as the receiver asked")
 	require.Len(t, h.handOvers.all(), 1)
@@ -342,8 +564,8 @@ func TestEventWorkflowRetryAfterPastWindowDeadLettersAtWindowEnd(t *testing.T) {
 			contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: 10 * time.Minute})
 	})
 	h.onDeadLetter(func(int) error { return nil })
-	h.expectSkip(1, "carol", "")
-	h.at(time.Hour, func() { h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 1, By: "carol"}) })
+	h.expectSkip("ep_1", 1, "carol", "")
+	h.at(time.Hour, func() { h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "carol"}) })
 
 	res := h.run()
 
@@ -351,13 +573,13 @@ func TestEventWorkflowRetryAfterPastWindowDeadLettersAtWindowEnd(t *testing.T) {
 	require.Len(t, h.attempts.all(), 1, "the asked-for delay falls past the window")
 	dls := h.deadLetters.all()
 	require.Len(t, dls, 1)
-	requireAbout(t, 5*time.Minute, dls[0].at.Sub(h.released), "the event still owns its whole window")
+	requireAbout(t, 5*time.Minute, dls[0].at.Sub(h.released["ep_1"]), "the delivery still owns its whole window")
 }
 
 func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(5))
-	h.skippedBefore = []int64{4}
+	h.release["ep_1"] = contract.LaneRelease{Endpoint: "ep_1", Previous: 3, Skipped: []int64{4}}
 	// The first window fails throughout (5 attempts); after the replay the
 	// receiver recovers on the fifth attempt, 85 s into the fresh window:
 	// only a window counted from the replay still allows that attempt.
@@ -372,23 +594,23 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 
 	var replayedAt time.Time
 	h.at(20*time.Minute, func() {
-		s := h.state()
-		require.Equal(t, contract.StateDeadLettered, s.State)
-		require.NotEmpty(t, s.Reason)
+		l := h.lane("ep_1")
+		require.Equal(t, contract.StateDeadLettered, l.State)
+		require.NotEmpty(t, l.Reason)
 		require.Zero(t, h.handOvers.len())
 		replayedAt = h.env.Now()
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "dave"})
+		h.signal(contract.SignalReplay, contract.Replay{Generation: 1, By: "dave"})
 	})
 
 	res := h.run()
 
-	require.Equal(t, workflows.EventResult{State: contract.StateDelivered, Attempts: 5}, res)
+	require.Equal(t, oneLane(contract.StateDelivered, 5), res)
 	attempts := h.attempts.all()
 	require.Len(t, attempts, 10)
 	require.Len(t, h.deadLetters.all(), 1)
 	require.True(t, attempts[4].at.Before(replayedAt))
 	want := []time.Duration{0, time.Second, 5 * time.Second, 21 * time.Second, 85 * time.Second}
-	got := offsets(replayedAt, h.attemptTimes()[5:])
+	got := offsets(replayedAt, h.attemptTimes("ep_1")[5:])
 	for i := range want {
 		requireAbout(t, want[i], got[i], "replayed attempt %d at %v after the replay, want %v", i+1, got[i], want[i])
 		require.EqualValues(t, i+1, attempts[5+i].number, "the retry policy starts over")
@@ -396,10 +618,10 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 	hs := h.handOvers.all()
 	require.Len(t, hs, 1)
 	require.True(t, hs[0].at.After(replayedAt))
-	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, Generation: 1, By: "dave"}}, h.replays.all(),
+	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, EndpointID: "ep_1", Generation: 1, By: "dave"}}, h.replays.all(),
 		"the dead letter of that generation is marked replayed")
-	require.Equal(t, contract.EventStatus{State: contract.StateDelivered}, h.state(), "the old reason is cleared")
-	require.Equal(t, []contract.State{contract.StateDelivering, contract.StateDeadLettered, contract.StateDelivering, contract.StateDelivered}, h.states.all())
+	require.Equal(t, contract.LaneStatus{Endpoint: "ep_1", State: contract.StateDelivered}, h.lane("ep_1"), "the old reason is cleared")
+	require.Equal(t, []contract.State{contract.StateDelivering, contract.StateDeadLettered, contract.StateDelivering, contract.StateDelivered}, h.states())
 }
 
 // TestEventWorkflowIgnoresAReplayOfAnEarlierDeadLetter is the double click:
@@ -411,23 +633,23 @@ func TestEventWorkflowIgnoresAReplayOfAnEarlierDeadLetter(t *testing.T) {
 	h := newEventHarness(t, eventInput(5))
 	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
 		if n <= 2 {
-			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", contract.ErrTypePermanent, nil)
+			return contract.DeliverResult{}, rejected("receiver answered 400")
 		}
 		return contract.DeliverResult{StatusCode: 200, Attempt: number}, nil
 	})
 	h.onDeadLetter(func(int) error { return nil })
 	h.at(time.Minute, func() {
-		require.Equal(t, int32(1), h.state().Generation)
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "click-1"})
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "click-2"})
+		require.Equal(t, int32(1), h.lane("ep_1").Generation)
+		h.signal(contract.SignalReplay, contract.Replay{Generation: 1, By: "click-1"})
+		h.signal(contract.SignalReplay, contract.Replay{Generation: 1, By: "click-2"})
 	})
 	h.at(time.Hour, func() {
-		s := h.state()
-		require.Equal(t, contract.StateDeadLettered, s.State, "the second click did not replay dead letter 2")
-		require.Equal(t, int32(2), s.Generation)
+		l := h.lane("ep_1")
+		require.Equal(t, contract.StateDeadLettered, l.State, "the second click did not replay dead letter 2")
+		require.Equal(t, int32(2), l.Generation)
 		require.Len(t, h.attempts.all(), 2)
-		// A raw replay from the Web UI (no generation) replays the one it waits on.
-		h.env.SignalWorkflow(contract.SignalReplay, nil)
+		// A raw replay from the Web UI (no input) replays the one it waits on.
+		h.signal(contract.SignalReplay, nil)
 	})
 
 	res := h.run()
@@ -435,14 +657,14 @@ func TestEventWorkflowIgnoresAReplayOfAnEarlierDeadLetter(t *testing.T) {
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.deadLetters.all(), 2)
 	require.Equal(t, []contract.ReplayedInput{
-		{EventID: h.in.Event.EventID, Generation: 1, By: "click-1"},
-		{EventID: h.in.Event.EventID, Generation: 2},
+		{EventID: h.in.Event.EventID, EndpointID: "ep_1", Generation: 1, By: "click-1"},
+		{EventID: h.in.Event.EventID, EndpointID: "ep_1", Generation: 2},
 	}, h.replays.all())
 }
 
 // TestEventWorkflowIgnoresAReplayPressedWhileDelivering: a raw replay sent
-// while the event was still being delivered is not held over to act on the
-// dead letter that follows.
+// while the delivery was still running is not held over to act on the dead
+// letter that follows.
 func TestEventWorkflowIgnoresAReplayPressedWhileDelivering(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(2))
@@ -452,14 +674,14 @@ func TestEventWorkflowIgnoresAReplayPressedWhileDelivering(t *testing.T) {
 	h.onDeadLetter(func(int) error { return nil })
 	h.at(releaseAfter+2*time.Minute, func() {
 		require.Equal(t, contract.StateDelivering, h.state().State)
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{})
-		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{By: "early"})
+		h.signal(contract.SignalReplay, contract.Replay{})
+		h.signal(contract.SignalSkip, contract.Skip{By: "early"})
 	})
-	h.expectSkip(1, "later", "")
+	h.expectSkip("ep_1", 1, "later", "")
 	h.at(time.Hour, func() {
 		require.Equal(t, contract.StateDeadLettered, h.state().State)
 		require.Len(t, h.attempts.all(), 5, "no second window was started")
-		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 1, By: "later"})
+		h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "later"})
 	})
 
 	res := h.run()
@@ -474,30 +696,39 @@ func TestEventWorkflowIgnoresAReplayPressedWhileDelivering(t *testing.T) {
 func TestEventWorkflowStartedAgainWhileDeadLettered(t *testing.T) {
 	t.Parallel()
 	in := eventInput(4)
-	in.DeadLetter = &workflows.DeadLetter{Generation: 3, Reason: "permanent rejection: receiver answered 400"}
+	in.Lanes[0].DeadLetter = &workflows.DeadLetter{Generation: 3, Reason: "permanent rejection: receiver answered 400"}
+	in.Lanes[0].Released = &contract.LaneRelease{Endpoint: "ep_1", Previous: 3}
 	h := newEventHarness(t, in)
 	h.onDeliver(delivered)
 	h.at(time.Minute, func() {
-		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Generation: 3, Reason: in.DeadLetter.Reason}, h.state())
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 2})
+		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{{
+			Endpoint: "ep_1", State: contract.StateDeadLettered, Generation: 3, Reason: in.Lanes[0].DeadLetter.Reason,
+		}}}, h.state())
+		h.signal(contract.SignalReplay, contract.Replay{Generation: 2})
 	})
 	h.at(2*time.Minute, func() {
 		require.Zero(t, h.attempts.len(), "a replay of dead letter 2 does not replay dead letter 3")
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 3, By: "erin"})
+		h.signal(contract.SignalReplay, contract.Replay{Generation: 3, By: "erin"})
 	})
 
 	res := h.run()
 
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.attempts.all(), 1)
-	require.Equal(t, []contract.ReplayedInput{{EventID: in.Event.EventID, Generation: 3, By: "erin"}}, h.replays.all())
+	require.Equal(t, []contract.ReplayedInput{{EventID: in.Event.EventID, EndpointID: "ep_1", Generation: 3, By: "erin"}}, h.replays.all())
+	// It started dead-lettered (the starter set that): the replay is the
+	// first change.
+	require.Equal(t, []upsert{
+		{State: contract.StateDelivering, DeadUnset: true},
+		{State: contract.StateDelivered},
+	}, h.upserts.all())
 }
 
 func TestEventWorkflowRetriesDeadLetterWrite(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(6))
 	h.onDeliver(func(int, int32) (contract.DeliverResult, error) {
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 422", contract.ErrTypePermanent, nil)
+		return contract.DeliverResult{}, rejected("receiver answered 422")
 	})
 	// Postgres is down for the first two writes.
 	h.onDeadLetter(func(n int) error {
@@ -506,12 +737,12 @@ func TestEventWorkflowRetriesDeadLetterWrite(t *testing.T) {
 		}
 		return nil
 	})
-	h.expectSkip(1, "erin", "")
+	h.expectSkip("ep_1", 1, "erin", "")
 	h.at(time.Hour, func() {
-		require.False(t, h.env.IsWorkflowCompleted(), "the event waits for an operator")
+		require.False(t, h.env.IsWorkflowCompleted(), "the delivery waits for an operator")
 		require.Equal(t, contract.StateDeadLettered, h.state().State)
 		require.Zero(t, h.handOvers.len())
-		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 1, By: "erin"})
+		h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "erin"})
 	})
 
 	res := h.run()
@@ -533,28 +764,27 @@ func TestEventWorkflowRepeatsAFailedHandOver(t *testing.T) {
 		return contract.DeliverResult{StatusCode: 200, Attempt: number, HandOffPending: true}, nil
 	})
 	tries := 0
-	h.env.OnActivity(act.Finish, mock.Anything, contract.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
-		func(context.Context, contract.FinishInput) error {
-			tries++
-			if tries < 3 {
-				return errors.New("finished update to sequencer of order-42: rpc error: code = Unavailable")
-			}
-			h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: 3, EventID: eventID(3)}})
-			return nil
-		})
+	h.onFinish(func(n int) error {
+		tries = n
+		if n < 3 {
+			return errors.New("finished update to sequencer of order-42: rpc error: code = Unavailable")
+		}
+		return nil
+	})
 
 	res := h.run()
 
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Equal(t, 3, tries, "the hand-over is repeated until the sequencer has it")
 	require.Len(t, h.attempts.all(), 1, "and the event is not sent again for it")
+	require.Len(t, h.handOvers.all(), 1)
 }
 
 // TestEventWorkflowFindsItDeliveredWhenTheWindowEnds: the delivering attempt
 // recorded the delivery but its result never came back (Temporal was
-// restarting) and the window ran out. The ledger has the event as
-// delivered: no dead letter, the workflow ends delivered, and hands over to
-// the sequencer, which the lost attempt may not have done.
+// restarting) and the window ran out. The ledger has the delivery as
+// delivered: no dead letter, the lane ends delivered, and hands over to the
+// sequencer, which the lost attempt may not have done.
 func TestEventWorkflowFindsItDeliveredWhenTheWindowEnds(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(3))
@@ -563,42 +793,40 @@ func TestEventWorkflowFindsItDeliveredWhenTheWindowEnds(t *testing.T) {
 		return contract.DeliverResult{}, retryable("deliver: context deadline exceeded")
 	})
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{Finished: contract.StateDelivered}, nil).Once()
-	h.env.OnActivity(act.Finish, mock.Anything, contract.FinishInput{CorrelationID: correlation, Sequence: 3, EventID: eventID(3)}).Return(
-		func(context.Context, contract.FinishInput) error {
-			h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: 3, EventID: eventID(3)}})
-			return nil
-		}).Once()
+	h.onFinish(func(int) error { return nil })
 
 	res := h.run()
 
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.handOvers.all(), 1)
-	require.Equal(t, contract.StateDelivered, h.states.all()[len(h.states.all())-1])
+	states := h.states()
+	require.Equal(t, contract.StateDelivered, states[len(states)-1])
 }
 
 // TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped (issue 22,
 // defect 1): the workflow of a dead letter started again from the ledger
-// carries its release, with the sequences skipped before it, and its
-// replay's delivery still names them.
+// carries its lane's release, with the sequences skipped before it, and
+// its replay's delivery still names them.
 func TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped(t *testing.T) {
 	t.Parallel()
 	in := eventInput(2)
-	in.DeadLetter = &workflows.DeadLetter{Generation: 1, Reason: "permanent rejection: receiver answered 400"}
-	in.Released = &contract.Release{Sequence: 2, Skipped: []int64{1}}
+	in.Lanes[0].DeadLetter = &workflows.DeadLetter{Generation: 1, Reason: "permanent rejection: receiver answered 400"}
+	in.Lanes[0].Released = &contract.LaneRelease{Endpoint: "ep_1", Skipped: []int64{1}}
 	h := newEventHarness(t, in)
-	h.skippedBefore = []int64{1}
 	h.onDeliver(delivered)
-	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "erin"}) })
+	h.at(time.Minute, func() { h.signal(contract.SignalReplay, contract.Replay{Generation: 1, By: "erin"}) })
 
 	res := h.run()
 
 	require.Equal(t, contract.StateDelivered, res.State)
-	require.Len(t, h.attempts.all(), 1)
+	attempts := h.attempts.all()
+	require.Len(t, attempts, 1)
+	require.Equal(t, []int64{1}, attempts[0].input.Skipped)
 }
 
 // TestEventWorkflowOfASkippedEventSendsNothing (issue 22, defect 5): a
 // Reset runs the delivery of an event an operator skipped again; Deliver
-// finds it skipped in the ledger and sends nothing, and the workflow ends
+// finds it skipped in the ledger and sends nothing, and the lane ends
 // skipped, with no dead letter.
 func TestEventWorkflowOfASkippedEventSendsNothing(t *testing.T) {
 	t.Parallel()
@@ -606,10 +834,7 @@ func TestEventWorkflowOfASkippedEventSendsNothing(t *testing.T) {
 	h.releasedAtStart = true
 	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(contract.DeliverResult{Skipped: true, Attempt: 1}, nil).Once()
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{}, nil).Never()
-	h.env.OnActivity(act.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.FinishInput) error {
-		h.handOvers.add(handOver{at: h.env.Now(), done: contract.Done{Sequence: in.Sequence, EventID: in.EventID, Skipped: in.Skipped}})
-		return nil
-	}).Once()
+	h.onFinish(func(int) error { return nil })
 
 	res := h.run()
 
@@ -627,7 +852,7 @@ func TestEventWorkflowLostClaimWaitsForTheWinner(t *testing.T) {
 	h.releasedAtStart = true
 	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
 		if n == 1 {
-			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", contract.ErrTypePermanent, nil)
+			return contract.DeliverResult{}, rejected("receiver answered 400")
 		}
 		return delivered(n, number)
 	})
@@ -637,18 +862,18 @@ func TestEventWorkflowLostClaimWaitsForTheWinner(t *testing.T) {
 		skips++
 		return contract.OperatorResult{Lost: "replayed"}, nil
 	}).Once()
-	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalSkip, map[string]any{}) })
+	h.at(time.Minute, func() { h.signal(contract.SignalSkip, map[string]any{}) })
 	h.at(2*time.Minute, func() {
 		require.Equal(t, 1, skips)
 		require.Equal(t, contract.StateDeadLettered, h.state().State, "the lost skip changed nothing")
-		h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1, By: "api-key"})
+		h.signal(contract.SignalReplay, contract.Replay{Generation: 1, By: "api-key"})
 	})
 
 	res := h.run()
 
 	require.Equal(t, contract.StateDelivered, res.State)
 	require.Len(t, h.attempts.all(), 2)
-	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, Generation: 1, By: "api-key"}}, h.replays.all())
+	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, EndpointID: "ep_1", Generation: 1, By: "api-key"}}, h.replays.all())
 }
 
 // TestEventWorkflowNamesTheWindowEachDeadLetterEnds (issue 22, defect 6):
@@ -660,7 +885,7 @@ func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {
 	h.releasedAtStart = true
 	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
 		if n <= 2 {
-			return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("receiver answered 400", contract.ErrTypePermanent, nil)
+			return contract.DeliverResult{}, rejected("receiver answered 400")
 		}
 		return delivered(n, number)
 	})
@@ -670,8 +895,8 @@ func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {
 		}
 		return nil
 	})
-	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1}) })
-	h.at(2*time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 2}) })
+	h.at(time.Minute, func() { h.signal(contract.SignalReplay, contract.Replay{Generation: 1}) })
+	h.at(2*time.Minute, func() { h.signal(contract.SignalReplay, contract.Replay{Generation: 2}) })
 
 	res := h.run()
 
@@ -679,24 +904,25 @@ func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {
 	dls := h.deadLetters.all()
 	require.Len(t, dls, 3)
 	require.NotEmpty(t, dls[0].input.Window)
+	require.Contains(t, dls[0].input.Window, "ep_1", "a window is its delivery's")
 	require.Equal(t, dls[0].input.Window, dls[1].input.Window, "a retry names the window it retries")
 	require.NotEqual(t, dls[1].input.Window, dls[2].input.Window, "the replayed window is another")
 }
 
 // TestEventWorkflowResetBeforeItsDeadLetterWaitsOnIt (found by the operator
 // model, seed 17): the delivery of a run that a Reset took back to before
-// its dead letter sends nothing and names the dead letter; the workflow
-// waits on it, and an operator's skip ends it.
+// its dead letter sends nothing and names the dead letter; the lane waits
+// on it, and an operator's skip ends it.
 func TestEventWorkflowResetBeforeItsDeadLetterWaitsOnIt(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(9))
 	h.releasedAtStart = true
 	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(contract.DeliverResult{DeadLettered: 2, Attempt: 1}, nil).Once()
 	h.env.OnActivity(act.WriteDeadLetter, mock.Anything, mock.Anything).Return(contract.DeadLetterResult{}, nil).Never()
-	h.expectSkip(2, "erin", "")
+	h.expectSkip("ep_1", 2, "erin", "")
 	h.at(time.Minute, func() {
-		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Generation: 2}, h.state())
-		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 2, By: "erin"})
+		require.Equal(t, contract.LaneStatus{Endpoint: "ep_1", State: contract.StateDeadLettered, Generation: 2}, h.lane("ep_1"))
+		h.signal(contract.SignalSkip, contract.Skip{Generation: 2, By: "erin"})
 	})
 
 	res := h.run()
@@ -707,25 +933,297 @@ func TestEventWorkflowResetBeforeItsDeadLetterWaitsOnIt(t *testing.T) {
 // TestEventWorkflowTakesTheLedgersGeneration (found by the operator model,
 // seed 1064): a Reset took the workflow back to waiting on dead letter 1,
 // which the ledger has at generation 2. The stale replay of 1 loses its
-// claim and names generation 2; the workflow then takes the skip of 2.
+// claim and names generation 2; the lane then takes the skip of 2.
 func TestEventWorkflowTakesTheLedgersGeneration(t *testing.T) {
 	t.Parallel()
 	in := eventInput(10)
-	in.DeadLetter = &workflows.DeadLetter{Generation: 1}
+	in.Lanes[0].DeadLetter = &workflows.DeadLetter{Generation: 1}
+	in.Lanes[0].Released = &contract.LaneRelease{Endpoint: "ep_1", Previous: 9}
 	h := newEventHarness(t, in)
 	h.replayClaim = func(contract.ReplayedInput) contract.OperatorResult {
 		return contract.OperatorResult{Lost: "generation 2", Generation: 2}
 	}
-	h.expectSkip(2, "erin", "")
-	h.at(time.Minute, func() { h.env.SignalWorkflow(contract.SignalReplay, contract.Replay{Generation: 1}) })
+	h.expectSkip("ep_1", 2, "erin", "")
+	h.at(time.Minute, func() { h.signal(contract.SignalReplay, contract.Replay{Generation: 1}) })
 	h.at(2*time.Minute, func() {
 		require.Equal(t, 1, h.replays.len())
-		require.Equal(t, int32(2), h.state().Generation, "it waits on the ledger's dead letter")
-		h.env.SignalWorkflow(contract.SignalSkip, contract.Skip{Generation: 2, By: "erin"})
+		require.Equal(t, int32(2), h.lane("ep_1").Generation, "it waits on the ledger's dead letter")
+		h.signal(contract.SignalSkip, contract.Skip{Generation: 2, By: "erin"})
 	})
 
 	res := h.run()
 
 	require.Equal(t, contract.StateSkipped, res.State)
 	require.Zero(t, h.attempts.len())
+}
+
+// TestEventWorkflowIgnoresRepeatedReleases: a resync answers every lane in
+// flight, so the sweep repeats the release of a dead-lettered delivery
+// each time it runs. However many come, the operator's replay still
+// reaches the lane.
+func TestEventWorkflowIgnoresRepeatedReleases(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(3, "ep_1", "ep_2"))
+	h.releasedAtStart = true
+	h.rejecting(1, "ep_1")
+	h.onDeadLetter(func(int) error { return nil })
+	for i := range 40 {
+		h.at(time.Minute+time.Duration(i)*time.Second, func() {
+			h.signal(contract.SignalRelease, contract.Release{Sequence: 3, Lanes: []contract.LaneRelease{h.releaseOf("ep_1"), h.releaseOf("ep_2")}})
+			h.signal(contract.SignalReplay, contract.Replay{EndpointID: "ep_2", Generation: 1}) // ep_2 is delivered: nothing to replay
+		})
+	}
+	h.at(time.Hour, func() {
+		require.Equal(t, contract.StateDeadLettered, h.lane("ep_1").State)
+		h.signal(contract.SignalReplay, contract.Replay{EndpointID: "ep_1", Generation: 1, By: "frank"})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Len(t, h.attemptsTo("ep_1"), 2, "the replay delivered it; the releases sent nothing")
+	require.Len(t, h.attemptsTo("ep_2"), 1)
+	require.Equal(t, []contract.ReplayedInput{{EventID: eventID(3), EndpointID: "ep_1", Generation: 1, By: "frank"}}, h.replays.all())
+}
+
+// TestEventWorkflowDeliversThreeLanesInOneTask: three lanes released at
+// start deliver side by side: three first attempts as local activities in
+// the first workflow task, one upsert at the end.
+func TestEventWorkflowDeliversThreeLanesInOneTask(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(4, endpoints(3)...))
+	h.releasedAtStart = true
+	h.release["ep_2"] = contract.LaneRelease{Endpoint: "ep_2", Previous: 1}
+	h.release["ep_3"] = contract.LaneRelease{Endpoint: "ep_3", Skipped: []int64{2}}
+	h.onDeliver(delivered)
+
+	res := h.run()
+
+	require.Equal(t, workflows.EventResult{State: contract.StateDelivered, Lanes: []workflows.LaneResult{
+		{Endpoint: "ep_1", State: contract.StateDelivered, Attempts: 1},
+		{Endpoint: "ep_2", State: contract.StateDelivered, Attempts: 1},
+		{Endpoint: "ep_3", State: contract.StateDelivered, Attempts: 1},
+	}}, res)
+	for _, a := range h.attempts.all() {
+		requireAbout(t, 0, a.at.Sub(h.start), "every lane delivers at once")
+	}
+	require.Len(t, h.handOvers.all(), 3)
+	require.Equal(t, historyCount{markers: 3, upserts: 1}, h.counts(), "no activity, timer or signal: nothing wakes the workflow after its first task")
+	require.Equal(t, 9, h.history())
+	require.Equal(t, []contract.State{contract.StateDelivered}, h.states())
+}
+
+// TestEventWorkflowDeadLettersOneLaneWhileTheOthersComplete: one
+// delivery's receiver rejects it; its lane is dead-lettered (and the search
+// attributes name its endpoint) while the other two deliver and hand over.
+func TestEventWorkflowDeadLettersOneLaneWhileTheOthersComplete(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(4, endpoints(3)...))
+	h.releasedAtStart = true
+	h.rejecting(0, "ep_2")
+	h.onDeadLetter(func(int) error { return nil })
+	h.expectSkip("ep_2", 1, "gina", "")
+	h.at(time.Hour, func() {
+		require.Equal(t, contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{
+			{Endpoint: "ep_1", State: contract.StateDelivered},
+			{Endpoint: "ep_2", State: contract.StateDeadLettered, Generation: 1, Reason: "permanent rejection: receiver answered 400"},
+			{Endpoint: "ep_3", State: contract.StateDelivered},
+		}}, h.state())
+		var finished []string
+		for _, ho := range h.handOvers.all() {
+			finished = append(finished, ho.done.Lanes[0].Endpoint)
+		}
+		slices.Sort(finished)
+		require.Equal(t, []string{"ep_1", "ep_3"}, finished, "the other deliveries are handed over, their lanes move on")
+		h.signal(contract.SignalSkip, contract.Skip{EndpointID: "ep_2", Generation: 1, By: "gina"})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State, "delivered to some, skipped for the rest")
+	require.Equal(t, []workflows.LaneResult{
+		{Endpoint: "ep_1", State: contract.StateDelivered, Attempts: 1},
+		{Endpoint: "ep_2", State: contract.StateSkipped},
+		{Endpoint: "ep_3", State: contract.StateDelivered, Attempts: 1},
+	}, res.Lanes)
+	dls := h.deadLetters.all()
+	require.Len(t, dls, 1)
+	require.Equal(t, "ep_2", dls[0].input.Event.EndpointID)
+	require.Equal(t, []upsert{
+		{State: contract.StateDeadLettered, Dead: []string{"ep_2"}},
+		{State: contract.StateDelivered, DeadUnset: true},
+	}, h.upserts.all())
+}
+
+// twoDeadLetters is a three-lane event whose ep_2 and ep_3 deliveries are
+// rejected at once (dead letter 1 each) and delivered once replayed.
+func twoDeadLetters(t *testing.T) *eventHarness {
+	h := newEventHarness(t, eventInput(6, endpoints(3)...))
+	h.releasedAtStart = true
+	h.rejecting(1, "ep_2", "ep_3")
+	h.onDeadLetter(func(int) error { return nil })
+	return h
+}
+
+// TestEventWorkflowReplaysTheLaneItNames: a replay naming ep_2 replays
+// ep_2's delivery and leaves ep_3's dead-lettered.
+func TestEventWorkflowReplaysTheLaneItNames(t *testing.T) {
+	t.Parallel()
+	h := twoDeadLetters(t)
+	h.expectSkip("ep_3", 1, "hal", "")
+	h.at(time.Minute, func() {
+		// The two dead letters were written in either order.
+		us := h.upserts.all()
+		require.Len(t, us, 2)
+		require.Equal(t, contract.StateDeadLettered, us[0].State)
+		require.Equal(t, upsert{Dead: []string{"ep_2", "ep_3"}}, us[1])
+		h.signal(contract.SignalReplay, map[string]any{"endpoint_id": "ep_2", "generation": 1, "by": "hal"})
+	})
+	h.at(2*time.Minute, func() {
+		require.Equal(t, contract.StateDelivered, h.lane("ep_2").State)
+		require.Equal(t, contract.StateDeadLettered, h.lane("ep_3").State, "the replay of ep_2 did not touch ep_3")
+		require.Len(t, h.attemptsTo("ep_3"), 1)
+		h.signal(contract.SignalSkip, map[string]any{"endpoint_id": "ep_3", "generation": 1, "by": "hal"})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Len(t, h.attemptsTo("ep_2"), 2)
+	require.Equal(t, []contract.ReplayedInput{{EventID: eventID(6), EndpointID: "ep_2", Generation: 1, By: "hal"}}, h.replays.all())
+	require.Equal(t, []upsert{
+		{Dead: []string{"ep_3"}}, // ep_2 replayed: still dead-lettered, by ep_3
+		{State: contract.StateDelivered, DeadUnset: true},
+	}, h.upserts.all()[2:])
+}
+
+// TestEventWorkflowRawSignalActsOnlyOnTheOneDeadLetter: a replay sent by
+// hand as {} acts on the one dead-lettered delivery, and on none while
+// there are two (which it cannot tell apart).
+func TestEventWorkflowRawSignalActsOnlyOnTheOneDeadLetter(t *testing.T) {
+	t.Parallel()
+	h := twoDeadLetters(t)
+	h.at(time.Minute, func() {
+		h.signal(contract.SignalReplay, map[string]any{})
+		h.signal(contract.SignalSkip, map[string]any{})
+	})
+	h.at(2*time.Minute, func() {
+		require.Empty(t, h.replays.all(), "{} with two dead letters acts on neither")
+		require.Len(t, h.attempts.all(), 3)
+		require.Equal(t, contract.StateDeadLettered, h.lane("ep_2").State)
+		require.Equal(t, contract.StateDeadLettered, h.lane("ep_3").State)
+		h.signal(contract.SignalReplay, contract.Replay{EndpointID: "ep_3", Generation: 1})
+	})
+	h.at(3*time.Minute, func() {
+		require.Equal(t, contract.StateDelivered, h.lane("ep_3").State)
+		h.signal(contract.SignalReplay, map[string]any{})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Equal(t, []contract.ReplayedInput{
+		{EventID: eventID(6), EndpointID: "ep_3", Generation: 1},
+		{EventID: eventID(6), EndpointID: "ep_2", Generation: 1},
+	}, h.replays.all(), "then {} replays the one dead letter left")
+}
+
+// TestEventWorkflowReleaseNamingTwoLanesReleasesBoth: one release signal
+// carries two of the event's lanes; the third waits for its own.
+func TestEventWorkflowReleaseNamingTwoLanesReleasesBoth(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(5, endpoints(3)...))
+	h.manualRelease = true
+	h.release["ep_1"] = contract.LaneRelease{Endpoint: "ep_1", Previous: 4}
+	h.release["ep_3"] = contract.LaneRelease{Endpoint: "ep_3", Previous: 2, Skipped: []int64{3}}
+	h.onDeliver(delivered)
+	h.at(releaseAfter, func() {
+		h.releaseLanes(contract.Release{Sequence: 5, Lanes: []contract.LaneRelease{h.releaseOf("ep_1"), h.releaseOf("ep_3")}})
+	})
+	h.at(time.Minute, func() {
+		require.Equal(t, contract.EventStatus{State: contract.StateWaiting, Lanes: []contract.LaneStatus{
+			{Endpoint: "ep_1", State: contract.StateDelivered},
+			{Endpoint: "ep_2", State: contract.StateWaiting},
+			{Endpoint: "ep_3", State: contract.StateDelivered},
+		}}, h.state())
+		h.releaseLanes(contract.Release{Sequence: 5, Lanes: []contract.LaneRelease{h.releaseOf("ep_2")}})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	for _, ep := range endpoints(3) {
+		ts := h.attemptTimes(ep)
+		require.Len(t, ts, 1, ep)
+		requireAbout(t, 0, ts[0].Sub(h.released[ep]), "%s delivers at its release", ep)
+	}
+	requireAbout(t, releaseAfter, h.released["ep_3"].Sub(h.start), "ep_3 went with ep_1")
+	require.Equal(t, []contract.State{contract.StateDelivered}, h.states(),
+		"two lanes delivered and one waiting is still a waiting event: nothing to upsert")
+}
+
+// TestEventWorkflowPublishesAtOnceASkipWhileOtherLanesRun: a dead-lettered
+// delivery skipped while another lane still waits for its release stops
+// being listed in DeadLetteredEndpointIds then, not when the event ends.
+func TestEventWorkflowPublishesAtOnceASkipWhileOtherLanesRun(t *testing.T) {
+	t.Parallel()
+	in := eventInput(5, "ep_1", "ep_2")
+	in.Lanes[0].Released = &contract.LaneRelease{Endpoint: "ep_1", Previous: 4}
+	h := newEventHarness(t, in)
+	h.manualRelease = true
+	h.rejecting(0, "ep_1")
+	h.onDeadLetter(func(int) error { return nil })
+	h.expectSkip("ep_1", 1, "ivy", "")
+	h.at(time.Minute, func() { h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "ivy"}) })
+	h.at(2*time.Minute, func() {
+		require.Equal(t, []upsert{
+			{State: contract.StateDeadLettered, Dead: []string{"ep_1"}},
+			{State: contract.StateWaiting, DeadUnset: true},
+		}, h.upserts.all(), "the skip is published while ep_2 waits")
+		h.releaseLanes(contract.Release{Sequence: 5, Lanes: []contract.LaneRelease{h.releaseOf("ep_2")}})
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Equal(t, contract.StateDelivered, h.upserts.all()[2].State)
+}
+
+// TestEventWorkflowWithNoLanesIsDelivered: an event nobody subscribes to
+// has nothing to deliver: its workflow ends at once, delivered.
+func TestEventWorkflowWithNoLanesIsDelivered(t *testing.T) {
+	t.Parallel()
+	in := eventInput(2)
+	in.Lanes = nil
+	h := newEventHarness(t, in)
+	h.manualRelease = true
+
+	res := h.run()
+
+	require.Equal(t, workflows.EventResult{State: contract.StateDelivered}, res)
+	require.Zero(t, h.attempts.len())
+	require.Empty(t, h.upserts.all(), "the starter set delivered at start")
+	requireAbout(t, 0, h.env.Now().Sub(h.start), "it ends at once")
+	require.Equal(t, 5, h.history())
+}
+
+// TestEventWorkflowHistoryStaysBoundedWithManyLanes: 100 lanes released at
+// start cost the history a marker each and nothing else per lane: one
+// workflow task, one upsert. A workflow task, a timer or an upsert per lane
+// would break the bound.
+func TestEventWorkflowHistoryStaysBoundedWithManyLanes(t *testing.T) {
+	t.Parallel()
+	const lanes = 100
+	h := newEventHarness(t, eventInput(9, endpoints(lanes)...))
+	h.releasedAtStart = true
+	h.onDeliver(delivered)
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Len(t, res.Lanes, lanes)
+	require.Len(t, h.attempts.all(), lanes)
+	require.Len(t, h.handOvers.all(), lanes)
+	require.Equal(t, historyCount{markers: lanes, upserts: 1}, h.counts())
+	require.Less(t, h.history(), lanes+20, "history of %d events for %d lanes", h.history(), lanes)
 }

@@ -39,14 +39,16 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 }
 
 // eventInput is event number seq of the test correlation, with a 5-minute
-// recovery window.
-func eventInput(seq int64) workflows.EventInput {
-	return workflows.EventInput{
+// recovery window, routed to endpoints (ep_1 when none are named).
+func eventInput(seq int64, endpoints ...string) workflows.EventInput {
+	if len(endpoints) == 0 {
+		endpoints = []string{"ep_1"}
+	}
+	in := workflows.EventInput{
 		Event: contract.DeliverInput{
 			EventID:       eventID(seq),
 			CorrelationID: correlation,
 			Sequence:      seq,
-			EndpointID:    "ep_1",
 			Type:          "order.updated",
 			Timestamp:     time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC),
 			Data:          json.RawMessage(`{"status":"paid"}`),
@@ -54,6 +56,19 @@ func eventInput(seq int64) workflows.EventInput {
 		},
 		RecoveryWindow: 5 * time.Minute,
 	}
+	for _, ep := range endpoints {
+		in.Lanes = append(in.Lanes, workflows.LaneInput{Endpoint: ep})
+	}
+	return in
+}
+
+// endpoints are ep_1 … ep_n.
+func endpoints(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("ep_%d", i+1)
+	}
+	return out
 }
 
 func eventID(seq int64) string { return fmt.Sprintf("evt_%d", seq) }

@@ -34,15 +34,18 @@ func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)
 func (replayRegistry) RegisterDynamicActivity(any, activity.DynamicRegisterOptions) {}
 
 // TestReplayRecordedHistories replays every workflow history recorded from a
-// real server (workflows/testdata/*_history.json, exported with
-// `temporal workflow show --output json`) against the current workflow
+// real server (workflows/testdata/*_history.json, exported with the
+// recorder in internal/tools/recordhistory) against the current workflow
 // code: a change that would break open workflows fails here with a
-// non-determinism error. No history is a failure, not a skip.
+// non-determinism error. testdata/README.md says what each file shows.
+//
+// An empty folder fails too: a glob that matched nothing would otherwise
+// pass with nothing replayed, and the guard would be gone unnoticed.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "*_history.json"))
 	require.NoError(t, err)
-	require.NotEmpty(t, files, "no recorded histories in workflows/testdata/*_history.json: record an EventWorkflow and a SequencerWorkflow run from a real server")
+	require.NotEmpty(t, files, "no recorded histories in workflows/testdata (testdata/README.md says how to record them)")
 
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -108,7 +109,8 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		if err := handle(ctx); err != nil {
 			return contract.Handoffs{}, err
 		}
-		if !s.finished(d) {
+		known, repeated := s.finished(d)
+		if !known {
 			// A finished delivery this run did not release, past its
 			// cursor: it lost its state (an operator's reset). The
 			// delivery's finisher wrote the ledger first, so the ledger
@@ -118,7 +120,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 				return contract.Handoffs{}, err
 			}
 		}
-		return s.releases(), nil
+		return s.withInFlight(s.releases(), repeated), nil
 	}); err != nil {
 		return err
 	}
@@ -326,9 +328,10 @@ func (s *sequencer) laneRelease(ep string) contract.LaneRelease {
 
 // finished records finished deliveries. It reports false for one past the
 // cursor that this sequencer did not release: its state is behind the
-// ledger's. A repeated Done changes nothing.
-func (s *sequencer) finished(d contract.Done) bool {
-	known := true
+// ledger's. A repeated Done changes nothing; it returns the endpoints it
+// repeats.
+func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
+	known = true
 	for _, ld := range d.Lanes {
 		l := s.lanes[ld.Endpoint]
 		switch {
@@ -343,13 +346,38 @@ func (s *sequencer) finished(d contract.Done) bool {
 				delete(e.open, ld.Endpoint)
 			}
 		case d.Sequence < s.next || (l != nil && l.lastFinished >= d.Sequence):
-			// a repeat
+			repeated = append(repeated, ld.Endpoint)
 		default:
 			known = false
 		}
 	}
 	s.advance()
-	return known
+	return known, repeated
+}
+
+// withInFlight adds to hs the release of the event each lane of eps has in
+// flight. A repeated Done comes from a finisher that retried because the
+// answer to its first try was lost, and with it the release that answer
+// carried: answering it again lets the release still reach its event,
+// rather than wait for the sweep's resync. A release sent twice is
+// harmless: a lane takes the first.
+func (s *sequencer) withInFlight(hs contract.Handoffs, eps []string) contract.Handoffs {
+	for _, ep := range eps {
+		l := s.lanes[ep]
+		if l == nil || l.inFlight == 0 || s.events[l.inFlight] == nil {
+			continue
+		}
+		i := slices.IndexFunc(hs.Handoffs, func(h contract.Handoff) bool { return h.Release.Sequence == l.inFlight })
+		if i < 0 {
+			hs.Handoffs = append(hs.Handoffs, contract.Handoff{EventID: s.events[l.inFlight].id, Release: contract.Release{Sequence: l.inFlight}})
+			i = len(hs.Handoffs) - 1
+		}
+		if !slices.ContainsFunc(hs.Handoffs[i].Release.Lanes, func(r contract.LaneRelease) bool { return r.Endpoint == ep }) {
+			hs.Handoffs[i].Release.Lanes = append(hs.Handoffs[i].Release.Lanes, s.laneRelease(ep))
+		}
+	}
+	sort.Slice(hs.Handoffs, func(i, j int) bool { return hs.Handoffs[i].Release.Sequence < hs.Handoffs[j].Release.Sequence })
+	return hs
 }
 
 // advance moves the cursor past the events finished in every lane.
@@ -445,6 +473,15 @@ func (s *sequencer) merge(l contract.SequencerLoad) {
 			}
 		}
 		s.next = l.Next
+		// Every sequence below the cursor is finished in every lane,
+		// whether the ledger lists the lane or not: a lane left in flight
+		// on an event no longer held would never release again (and
+		// inFlight would find no event to name).
+		for _, ep := range sortedKeys(s.lanes) {
+			if ln := s.lanes[ep]; ln.inFlight != 0 && ln.inFlight < s.next {
+				ln.inFlight = 0
+			}
+		}
 	}
 	for _, ll := range l.Lanes {
 		ln := s.lane(ll.Endpoint)

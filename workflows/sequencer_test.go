@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -18,25 +20,48 @@ import (
 	"github.com/hookflow/hookflow/workflows"
 )
 
+// delivery is one event's delivery to one endpoint.
+type delivery struct {
+	seq int64
+	ep  string
+}
+
+// lanePos is a lane's position as the harness has played it: the last
+// sequence delivered in it and those skipped since.
+type lanePos struct {
+	previous int64
+	skipped  []int64
+}
+
 // seqHarness runs one SequencerWorkflow run and plays everything around it
-// as the real system does: the API's arrive updates, and every event
-// workflow of the correlation, which, doneDelay after its release, sends
-// the finished update and releases the event the answer names. It records
-// the releases in order and flags a release made while another event is
-// in flight.
+// as the real system does: the API's arrive updates, and every delivery
+// of the correlation, which, doneDelay after its release, sends the
+// finished update and releases what the answer names. It records each
+// lane's releases in order and flags a release that breaks the order: one
+// made while its lane has another in flight, before every earlier
+// sequence arrived, before every earlier event meant for its endpoint
+// finished there, or carrying a position (Previous, Skipped) the lane is
+// not at.
 type seqHarness struct {
 	t         *testing.T
 	env       *testsuite.TestWorkflowEnvironment
 	doneDelay time.Duration
+	// cursor: every sequence below it was finished before the test.
+	cursor int64
 
-	mu          sync.Mutex
-	releases    []contract.Arrival
-	carried     map[int64][]int64 // Release.Skipped of each release
-	skips       map[int64]bool    // events that finish as skipped
-	outstanding *contract.Arrival
-	violations  []string
-	answers     map[string]contract.Announcement // arrive answers by event ID
-	loads       int
+	mu         sync.Mutex
+	routes     map[int64][]string // each event's endpoints, from its arrival
+	arrived    map[int64]bool
+	finished   map[delivery]bool
+	inFlight   map[string]int64
+	pos        map[string]*lanePos
+	releases   map[string][]int64 // each lane's releases in order
+	carried    map[delivery]contract.LaneRelease
+	dead       map[delivery]bool // deliveries dead-lettered: they never finish by themselves
+	skips      map[delivery]bool // deliveries that finish as skipped
+	violations []string
+	answers    map[int64]contract.Announcement // arrive answers by sequence
+	loads      int
 	// ledger is what LoadSequencer answers; loadErr, when set, answers each
 	// call first (nil: it succeeds).
 	ledger  contract.SequencerLoad
@@ -46,8 +71,11 @@ type seqHarness struct {
 
 func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 	t.Helper()
-	h := &seqHarness{t: t, env: newEnv(t), doneDelay: 2 * time.Second, carried: map[int64][]int64{}, skips: map[int64]bool{},
-		answers: map[string]contract.Announcement{}, ledger: contract.SequencerLoad{Next: cursor}}
+	h := &seqHarness{t: t, env: newEnv(t), doneDelay: 2 * time.Second, cursor: cursor,
+		routes: map[int64][]string{}, arrived: map[int64]bool{}, finished: map[delivery]bool{}, inFlight: map[string]int64{},
+		pos: map[string]*lanePos{}, releases: map[string][]int64{}, carried: map[delivery]contract.LaneRelease{},
+		dead: map[delivery]bool{}, skips: map[delivery]bool{}, answers: map[int64]contract.Announcement{},
+		ledger: contract.SequencerLoad{Next: cursor}}
 	h.start = h.env.Now()
 	h.env.OnActivity(act.LoadSequencer, mock.Anything, correlation).Return(func(context.Context, string) (contract.SequencerLoad, error) {
 		h.mu.Lock()
@@ -63,29 +91,77 @@ func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 	return h
 }
 
-// release records a release the sequencer answered, and plays the event:
-// finished doneDelay later. A release of the event already in flight (a
-// resync names it again) is not a new one.
-func (h *seqHarness) release(rel contract.Arrival, skipped []int64) {
-	h.mu.Lock()
-	if h.outstanding != nil && *h.outstanding == rel {
-		h.mu.Unlock()
-		return
+// stored makes the ledger hold event seq, routed to endpoints, with those
+// still open; it has arrived as far as the order goes.
+func (h *seqHarness) stored(seq int64, endpoints []string, open ...string) {
+	h.ledger.Events = append(h.ledger.Events, contract.PendingEvent{Sequence: seq, EventID: eventID(seq), Open: open})
+	h.routes[seq] = endpoints
+	h.arrived[seq] = true
+	for _, ep := range endpoints {
+		if !slices.Contains(open, ep) {
+			h.finished[delivery{seq, ep}] = true
+		}
 	}
-	if h.outstanding != nil {
-		h.violations = append(h.violations, fmt.Sprintf("released %d while %d was in flight", rel.Sequence, h.outstanding.Sequence))
-	}
-	h.outstanding = &rel
-	h.releases = append(h.releases, rel)
-	h.carried[rel.Sequence] = skipped
-	h.mu.Unlock()
-	h.env.RegisterDelayedCallback(func() { h.finish(rel) }, h.doneDelay)
+}
+
+// laneAt makes the ledger (and the harness) have the lane at this position.
+func (h *seqHarness) laneAt(ep string, previous, lastFinished int64, skipped ...int64) {
+	h.ledger.Lanes = append(h.ledger.Lanes, contract.LaneState{Endpoint: ep, Previous: previous, Skipped: skipped, LastFinished: lastFinished})
+	h.pos[ep] = &lanePos{previous: previous, skipped: skipped}
 }
 
 func (h *seqHarness) flag(v string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.violations = append(h.violations, v)
+}
+
+// release records a lane's release the sequencer answered, checks it, and
+// plays the delivery: finished doneDelay later, unless it is dead. A
+// release of the delivery already in flight (a resync names it again) is
+// not a new one.
+func (h *seqHarness) release(seq int64, lr contract.LaneRelease) {
+	h.mu.Lock()
+	ep, d := lr.Endpoint, delivery{seq, lr.Endpoint}
+	if h.inFlight[ep] == seq {
+		h.mu.Unlock()
+		return
+	}
+	flag := func(format string, args ...any) {
+		h.violations = append(h.violations, fmt.Sprintf("release of %d to %s: ", seq, ep)+fmt.Sprintf(format, args...))
+	}
+	if h.inFlight[ep] != 0 {
+		flag("%d is in flight", h.inFlight[ep])
+	}
+	for s := h.cursor; s < seq; s++ {
+		if !h.arrived[s] {
+			flag("%d has not arrived", s)
+		}
+		if slices.Contains(h.routes[s], ep) && !h.finished[delivery{s, ep}] {
+			flag("%d is not finished there", s)
+		}
+	}
+	p := h.lanePos(ep)
+	if lr.Previous != p.previous || !slices.Equal(lr.Skipped, p.skipped) {
+		flag("carries previous %d skipped %v, the lane is at %d skipped %v", lr.Previous, lr.Skipped, p.previous, p.skipped)
+	}
+	h.inFlight[ep] = seq
+	h.releases[ep] = append(h.releases[ep], seq)
+	h.carried[d] = lr
+	dead := h.dead[d]
+	h.mu.Unlock()
+	if !dead {
+		h.env.RegisterDelayedCallback(func() { h.finish(seq, ep) }, h.doneDelay)
+	}
+}
+
+func (h *seqHarness) lanePos(ep string) *lanePos {
+	p := h.pos[ep]
+	if p == nil {
+		p = &lanePos{}
+		h.pos[ep] = p
+	}
+	return p
 }
 
 // update sends an update and hands its answer to then.
@@ -107,51 +183,81 @@ func update[T any](h *seqHarness, name string, then func(T), args ...any) {
 	}, args...)
 }
 
-// handoff releases the event a Handoff names.
-func (h *seqHarness) handoff(next contract.Handoff) {
-	if next.EventID != "" {
-		h.release(contract.Arrival{Sequence: next.Release.Sequence, EventID: next.EventID}, next.Release.Skipped)
+// handoffs releases the lanes the handoffs name, as the caller signals them.
+func (h *seqHarness) handoffs(hs contract.Handoffs) {
+	for _, ho := range hs.Handoffs {
+		if ho.EventID != eventID(ho.Release.Sequence) {
+			h.flag(fmt.Sprintf("handoff of %d names %s", ho.Release.Sequence, ho.EventID))
+		}
+		for _, lr := range ho.Release.Lanes {
+			h.release(ho.Release.Sequence, lr)
+		}
 	}
 }
 
-// finish sends the event's finished update, as its delivering attempt (or
-// skip) does, and releases the event the answer names.
-func (h *seqHarness) finish(e contract.Arrival) {
+// finish sends the delivery's finished update, as its delivering attempt
+// (or skip) does, and releases what the answer names.
+func (h *seqHarness) finish(seq int64, ep string) {
 	h.mu.Lock()
-	if h.outstanding != nil && *h.outstanding == e {
-		h.outstanding = nil
+	d := delivery{seq, ep}
+	if h.inFlight[ep] == seq {
+		h.inFlight[ep] = 0
 	}
-	skipped := h.skips[e.Sequence]
+	h.finished[d] = true
+	skipped := h.skips[d]
+	p := h.lanePos(ep)
+	if skipped {
+		p.skipped = append(slices.Clone(p.skipped), seq)
+	} else {
+		p.previous, p.skipped = seq, nil
+	}
 	h.mu.Unlock()
-	update(h, contract.UpdateFinished, h.handoff, contract.Done{Sequence: e.Sequence, EventID: e.EventID, Skipped: skipped})
+	update(h, contract.UpdateFinished, h.handoffs, contract.Done{Sequence: seq, EventID: eventID(seq), Lanes: []contract.LaneDone{{Endpoint: ep, Skipped: skipped}}})
 }
 
-// arrive sends the arrive update of an event d after start, as the API
-// does, and releases it when the answer says so.
-func (h *seqHarness) arrive(d time.Duration, seq int64, id string) {
+// arrive sends the arrive update of event seq, routed to endpoints, d
+// after start, as the API does, and releases what the answer says.
+func (h *seqHarness) arrive(d time.Duration, seq int64, endpoints ...string) {
+	h.mu.Lock()
+	h.routes[seq] = endpoints
+	h.mu.Unlock()
 	h.env.RegisterDelayedCallback(func() {
 		update(h, contract.UpdateArrive, func(ann contract.Announcement) {
 			h.mu.Lock()
-			h.answers[id] = ann
+			h.answers[seq] = ann
+			h.arrived[seq] = true
 			h.mu.Unlock()
-			if ann.Released {
-				h.release(contract.Arrival{Sequence: seq, EventID: id}, ann.Skipped)
+			for _, lr := range ann.Released {
+				h.release(seq, lr)
 			}
-		}, contract.Arrival{Sequence: seq, EventID: id})
+			h.handoffs(contract.Handoffs{Handoffs: ann.Handoffs})
+		}, contract.Arrival{Sequence: seq, EventID: eventID(seq), Endpoints: endpoints})
 	}, d)
 }
 
 // resync sends the resync update d after start, as the sweep does.
 func (h *seqHarness) resync(d time.Duration) {
-	h.env.RegisterDelayedCallback(func() { update(h, contract.UpdateResync, h.handoff) }, d)
+	h.env.RegisterDelayedCallback(func() { update(h, contract.UpdateResync, h.handoffs) }, d)
 }
 
-// skip makes the given events finish as skipped.
-func (h *seqHarness) skip(seqs ...int64) {
+// skip makes the given deliveries to ep finish as skipped.
+func (h *seqHarness) skip(ep string, seqs ...int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range seqs {
-		h.skips[s] = true
+		h.skips[delivery{s, ep}] = true
+	}
+}
+
+// deadLetter makes the delivery of seq to ep never finish by itself (it
+// waits on its dead letter); then skips it after, by the operator.
+func (h *seqHarness) deadLetter(seq int64, ep string, skipAfter time.Duration) {
+	h.mu.Lock()
+	h.dead[delivery{seq, ep}] = true
+	h.skips[delivery{seq, ep}] = true
+	h.mu.Unlock()
+	if skipAfter > 0 {
+		h.env.RegisterDelayedCallback(func() { h.finish(seq, ep) }, skipAfter)
 	}
 }
 
@@ -177,16 +283,37 @@ func (h *seqHarness) run(in workflows.SequencerInput) error {
 	return h.env.GetWorkflowError()
 }
 
-func (h *seqHarness) released() []contract.Arrival {
+// released are the lane's releases in order.
+func (h *seqHarness) released(ep string) []int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]contract.Arrival(nil), h.releases...)
+	return slices.Clone(h.releases[ep])
 }
 
-func arrivals(seqs ...int64) []contract.Arrival {
-	out := make([]contract.Arrival, len(seqs))
-	for i, s := range seqs {
-		out[i] = contract.Arrival{Sequence: s, EventID: eventID(s)}
+func (h *seqHarness) carriedBy(seq int64, ep string) contract.LaneRelease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.carried[delivery{seq, ep}]
+}
+
+func (h *seqHarness) answer(seq int64) contract.Announcement {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.answers[seq]
+}
+
+func seqs(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func lanes(eps ...string) []contract.LaneRelease {
+	out := make([]contract.LaneRelease, len(eps))
+	for i, ep := range eps {
+		out[i] = contract.LaneRelease{Endpoint: ep}
 	}
 	return out
 }
@@ -196,21 +323,27 @@ func TestSequencerReleasesStrictlyInOrder(t *testing.T) {
 	h := newSeqHarness(t, 1)
 	// Arrivals out of order, some while others are in flight.
 	for i, seq := range []int64{3, 5, 1, 4, 2} {
-		h.arrive(time.Duration(i)*500*time.Millisecond, seq, eventID(seq))
+		h.arrive(time.Duration(i)*500*time.Millisecond, seq, "ep_1")
 	}
 	h.env.RegisterDelayedCallback(func() {
-		st := h.state()
-		require.EqualValues(t, 2, st.Next, "1 is done, 2 is released")
-		require.Equal(t, &contract.Arrival{Sequence: 2, EventID: eventID(2)}, st.Released)
-		require.Equal(t, arrivals(3, 4, 5), st.Parked)
+		require.Equal(t, contract.SequencerState{
+			Next: 2, // 1 is done, 2 is released
+			Events: []contract.PendingEvent{
+				{Sequence: 2, EventID: eventID(2), Released: []string{"ep_1"}},
+				{Sequence: 3, EventID: eventID(3), Open: []string{"ep_1"}},
+				{Sequence: 4, EventID: eventID(4), Open: []string{"ep_1"}},
+				{Sequence: 5, EventID: eventID(5), Open: []string{"ep_1"}},
+			},
+			Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 2}},
+		}, h.state())
 	}, 4*time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(1, 2, 3, 4, 5), h.released())
-	require.True(t, h.answers[eventID(1)].Released, "1 arrived next in line: released in the answer")
+	require.Equal(t, seqs(1, 5), h.released("ep_1"))
+	require.Equal(t, []contract.LaneRelease{{Endpoint: "ep_1"}}, h.answer(1).Released, "1 arrived next in line: released in the answer")
 	for _, seq := range []int64{3, 5, 4, 2} {
-		require.False(t, h.answers[eventID(seq)].Released, "%d arrived early: held, released by its predecessor's hand-off", seq)
+		require.Empty(t, h.answer(seq).Released, "%d arrived early: held, released by its predecessor's hand-off", seq)
 	}
 }
 
@@ -218,56 +351,69 @@ func TestSequencerAnswersARepeatedArrivalAsTheFirst(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)
 	h.doneDelay = time.Minute
-	h.arrive(0, 1, eventID(1))
-	h.arrive(time.Second, 2, eventID(2))
+	h.arrive(0, 1, "ep_1", "ep_2")
+	h.arrive(time.Second, 2, "ep_1")
 	var again, againHeld contract.Announcement
 	h.env.RegisterDelayedCallback(func() {
-		update(h, contract.UpdateArrive, func(a contract.Announcement) { again = a }, contract.Arrival{Sequence: 1, EventID: eventID(1)})
-		update(h, contract.UpdateArrive, func(a contract.Announcement) { againHeld = a }, contract.Arrival{Sequence: 2, EventID: eventID(2)})
+		arrival := func(seq int64, eps ...string) contract.Arrival {
+			return contract.Arrival{Sequence: seq, EventID: eventID(seq), Endpoints: eps}
+		}
+		update(h, contract.UpdateArrive, func(a contract.Announcement) { again = a }, arrival(1, "ep_1", "ep_2"))
+		update(h, contract.UpdateArrive, func(a contract.Announcement) { againHeld = a }, arrival(2, "ep_1"))
 	}, 2*time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	require.True(t, again.Released, "the released event asking again is told it is released")
-	require.False(t, againHeld.Released)
-	require.Equal(t, arrivals(1, 2), h.released(), "and nothing is released twice")
+	require.Equal(t, lanes("ep_1", "ep_2"), again.Released, "the released event asking again is told its lanes are released")
+	require.Empty(t, againHeld.Released)
+	require.Empty(t, againHeld.Handoffs)
+	require.Equal(t, []int64{1, 2}, h.released("ep_1"), "and nothing is released twice")
+	require.Equal(t, []int64{1}, h.released("ep_2"))
 }
 
 func TestSequencerStartsFromTheLedger(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 7)
-	h.ledger.Skipped = []int64{6}
-	h.arrive(0, 8, eventID(8))
-	h.arrive(time.Second, 7, eventID(7))
+	h.laneAt("ep_1", 5, 6, 6)
+	h.arrive(0, 8, "ep_1")
+	h.arrive(time.Second, 7, "ep_1")
 	var late contract.Announcement
 	h.env.RegisterDelayedCallback(func() {
-		update(h, contract.UpdateArrive, func(a contract.Announcement) { late = a }, contract.Arrival{Sequence: 5, EventID: eventID(5)})
+		update(h, contract.UpdateArrive, func(a contract.Announcement) { late = a }, contract.Arrival{Sequence: 5, EventID: eventID(5), Endpoints: []string{"ep_1"}})
 	}, 2*time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(7, 8), h.released())
-	require.Equal(t, []int64{6}, h.carriedSkips()[7], "a skip recorded before this run reaches the next release")
+	require.Equal(t, []int64{7, 8}, h.released("ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 5, Skipped: []int64{6}}, h.carriedBy(7, "ep_1"),
+		"a skip recorded before this run reaches the lane's next release")
 	require.True(t, late.Finished, "a sequence before the cursor is finished")
 	require.Equal(t, 1, h.loads)
 }
 
 // TestSequencerFreshRunLoadsStoredEvents: a run started after an operator
 // terminated the last one knows the stored, unfinished events from the
-// ledger. The finished event's hand-over starts it and is answered with the
-// next, already stored event; the rest follow.
+// ledger. The finished delivery's hand-over starts it and is answered with
+// the lanes' next, already stored events; the rest follow.
 func TestSequencerFreshRunLoadsStoredEvents(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 3)
-	h.ledger.Pending = arrivals(3, 4, 5)
+	h.laneAt("ep_1", 2, 2)
+	h.laneAt("ep_2", 1, 1)
+	h.stored(3, []string{"ep_1", "ep_2"}, "ep_1", "ep_2")
+	h.stored(4, []string{"ep_1"}, "ep_1")
+	h.stored(5, []string{"ep_1", "ep_2"}, "ep_1", "ep_2")
 	h.env.RegisterDelayedCallback(func() {
 		// Event 2's hand-over, its finish already in the ledger (cursor 3).
-		update(h, contract.UpdateFinished, h.handoff, contract.Done{Sequence: 2, EventID: eventID(2)})
+		update(h, contract.UpdateFinished, h.handoffs, contract.Done{Sequence: 2, EventID: eventID(2), Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}})
 	}, 0)
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(3, 4, 5), h.released())
+	require.Equal(t, []int64{3, 4, 5}, h.released("ep_1"))
+	require.Equal(t, []int64{3, 5}, h.released("ep_2"))
+	require.Equal(t, int64(1), h.carriedBy(3, "ep_2").Previous)
+	require.Equal(t, int64(3), h.carriedBy(5, "ep_2").Previous, "4 was never meant for ep_2")
 }
 
 func TestSequencerSurvivesALedgerOutageAtStart(t *testing.T) {
@@ -280,51 +426,57 @@ func TestSequencerSurvivesALedgerOutageAtStart(t *testing.T) {
 		}
 		return nil
 	}
-	h.arrive(0, 1, eventID(1))
-	h.arrive(time.Second, 2, eventID(2))
+	h.arrive(0, 1, "ep_1")
+	h.arrive(time.Second, 2, "ep_1")
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	rel := h.released()
-	require.Equal(t, arrivals(1, 2), rel)
-	require.True(t, h.answers[eventID(1)].Released, "the arrival that started the run waits for the load, then is answered")
+	require.Equal(t, []int64{1, 2}, h.released("ep_1"))
+	require.Equal(t, lanes("ep_1"), h.answer(1).Released, "the arrival that started the run waits for the load, then is answered")
 }
 
 func TestSequencerEndsWhenIdleAndNotBefore(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)
 	h.doneDelay = 30 * time.Second
-	h.arrive(0, 1, eventID(1))
-	h.arrive(time.Second, 3, eventID(3)) // parked: 2 never comes for a while
+	h.arrive(0, 1, "ep_1")
+	h.arrive(time.Second, 3, "ep_1") // held: 2 never comes for a while
 	h.env.RegisterDelayedCallback(func() {
-		require.False(t, h.env.IsWorkflowCompleted(), "a sequencer with a parked event does not end")
+		require.False(t, h.env.IsWorkflowCompleted(), "a sequencer with a held event does not end")
 	}, 10*time.Minute)
-	h.arrive(20*time.Minute, 2, eventID(2))
+	h.arrive(20*time.Minute, 2, "ep_1")
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: 5 * time.Minute}))
 
-	require.Equal(t, arrivals(1, 2, 3), h.released())
+	require.Equal(t, []int64{1, 2, 3}, h.released("ep_1"))
 	ended := h.env.Now().Sub(h.start)
 	// 3 finishes 20 min + 2 × 30 s after start; then 5 min idle.
 	requireAbout(t, 26*time.Minute, ended, "ended %s after start", ended)
 }
 
+// TestSequencerCarriesSkippedSequencesToTheNextRelease: skips are the
+// lane's: each release names those skipped in its lane since the last
+// delivery there, and the other lane's releases name none.
 func TestSequencerCarriesSkippedSequencesToTheNextRelease(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)
-	h.skip(2, 3)
+	h.skip("ep_1", 2, 3)
 	for seq := int64(1); seq <= 5; seq++ {
-		h.arrive(time.Duration(seq)*100*time.Millisecond, seq, eventID(seq))
+		h.arrive(time.Duration(seq)*100*time.Millisecond, seq, "ep_1", "ep_2")
 	}
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(1, 2, 3, 4, 5), h.released())
-	skips := h.carriedSkips()
-	require.Empty(t, skips[2])
-	require.Equal(t, []int64{2}, skips[3])
-	require.Equal(t, []int64{2, 3}, skips[4], "the release after skips names them all")
-	require.Empty(t, skips[5], "a delivered event clears the list")
+	for _, ep := range []string{"ep_1", "ep_2"} {
+		require.Equal(t, seqs(1, 5), h.released(ep))
+	}
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 1}, h.carriedBy(2, "ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 1, Skipped: []int64{2}}, h.carriedBy(3, "ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 1, Skipped: []int64{2, 3}}, h.carriedBy(4, "ep_1"), "the release after skips names them all")
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 4}, h.carriedBy(5, "ep_1"), "a delivery clears the list")
+	for seq := int64(2); seq <= 5; seq++ {
+		require.Equal(t, contract.LaneRelease{Endpoint: "ep_2", Previous: seq - 1}, h.carriedBy(seq, "ep_2"), "ep_1's skips are not ep_2's")
+	}
 }
 
 // TestSequencerResyncRepairsAResetState: an operator reset the sequencer to
@@ -334,15 +486,20 @@ func TestSequencerCarriesSkippedSequencesToTheNextRelease(t *testing.T) {
 func TestSequencerResyncRepairsAResetState(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 5)
-	h.ledger.Pending = arrivals(5, 6)
+	h.laneAt("ep_1", 4, 4)
+	h.stored(5, []string{"ep_1"}, "ep_1")
+	h.stored(6, []string{"ep_1"}, "ep_1")
 	h.env.RegisterDelayedCallback(func() {
-		update(h, contract.UpdateFinished, h.handoff, contract.Done{Sequence: 4, EventID: eventID(4)})
+		update(h, contract.UpdateFinished, h.handoffs, contract.Done{Sequence: 4, EventID: eventID(4), Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}})
 	}, time.Second)
-	stale := contract.SequencerState{Next: 2, Released: &contract.Arrival{Sequence: 2, EventID: eventID(2)}, Parked: arrivals(3)}
+	stale := contract.SequencerState{Next: 2,
+		Events: []contract.PendingEvent{{Sequence: 2, EventID: eventID(2), Released: []string{"ep_1"}}, {Sequence: 3, EventID: eventID(3), Open: []string{"ep_1"}}},
+		Lanes:  []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 2}}}
 
 	require.NoError(t, h.run(workflows.SequencerInput{State: &stale, IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(5, 6), h.released())
+	require.Equal(t, []int64{5, 6}, h.released("ep_1"))
+	require.Equal(t, 1, h.loads)
 }
 
 // TestSequencerResyncReleasesAHeadNobodyWasTold: the sweep's resync names
@@ -350,52 +507,73 @@ func TestSequencerResyncRepairsAResetState(t *testing.T) {
 func TestSequencerResyncReleasesAHeadNobodyWasTold(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 4)
-	h.ledger.Pending = arrivals(4)
+	h.laneAt("ep_1", 3, 3)
+	h.stored(4, []string{"ep_1"}, "ep_1")
 	// A run whose state misses 4 (it was stored while Temporal was down and
 	// its arrival never came).
-	st := contract.SequencerState{Next: 4}
+	st := contract.SequencerState{Next: 4, Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 3, LastFinished: 3}}}
 	h.resync(time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{State: &st, IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(4), h.released())
+	require.Equal(t, []int64{4}, h.released("ep_1"))
+}
+
+// TestSequencerResyncRepeatsTheReleasesInFlight: a resync answers every
+// lane in flight, dead-lettered ones included, so a release whose signal
+// was lost is sent again.
+func TestSequencerResyncRepeatsTheReleasesInFlight(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.deadLetter(1, "ep_1", 0)
+	h.arrive(0, 1, "ep_1", "ep_2")
+	h.arrive(time.Second, 2, "ep_2")
+	h.doneDelay = time.Minute
+	var got contract.Handoffs
+	h.env.RegisterDelayedCallback(func() { update(h, contract.UpdateResync, func(hs contract.Handoffs) { got = hs }) }, 30*time.Second)
+	h.env.RegisterDelayedCallback(func() { h.finish(1, "ep_1") }, 10*time.Minute)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	require.Equal(t, []contract.Handoff{{EventID: eventID(1), Release: contract.Release{Sequence: 1, Lanes: lanes("ep_1", "ep_2")}}}, got.Handoffs)
 }
 
 func TestSequencerIgnoresARepeatedFinish(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)
 	h.doneDelay = 5 * time.Second
-	h.arrive(0, 1, eventID(1))
-	h.arrive(time.Second, 2, eventID(2))
-	h.arrive(time.Second, 3, eventID(3))
-	var repeat contract.Handoff
+	h.arrive(0, 1, "ep_1")
+	h.arrive(time.Second, 2, "ep_1")
+	h.arrive(time.Second, 3, "ep_1")
+	var repeat contract.Handoffs
 	h.env.RegisterDelayedCallback(func() {
-		// 1's hand-over again (its activity retried): 2 is named again, not
-		// 3 released while 2 is in flight.
-		update(h, contract.UpdateFinished, func(v contract.Handoff) { repeat = v }, contract.Done{Sequence: 1, EventID: eventID(1)})
+		// 1's hand-over again (its activity retried, the answer of the
+		// first try lost): 2 is named again, not 3 released while 2 is in
+		// flight.
+		update(h, contract.UpdateFinished, func(v contract.Handoffs) { repeat = v },
+			contract.Done{Sequence: 1, EventID: eventID(1), Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}})
 	}, 7*time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
 
-	require.Equal(t, arrivals(1, 2, 3), h.released())
-	require.Equal(t, eventID(2), repeat.EventID)
+	require.Equal(t, []int64{1, 2, 3}, h.released("ep_1"))
+	require.Equal(t, []contract.Handoff{{EventID: eventID(2), Release: contract.Release{Sequence: 2, Lanes: []contract.LaneRelease{{Endpoint: "ep_1", Previous: 1}}}}}, repeat.Handoffs)
 }
 
 // TestSequencerContinuesAsNewWithItsState: past MaxHistory it continues as
-// new, carrying next, the released event, the parked arrivals and the
-// skipped tail.
+// new, carrying the cursor, the arrived events with their lanes open and
+// released, and each lane's position.
 func TestSequencerContinuesAsNewWithItsState(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)
 	h.doneDelay = time.Hour
-	h.skip(1)
-	h.arrive(0, 1, eventID(1))
+	h.arrive(0, 1, "ep_1")
 	for seq := int64(3); seq <= 40; seq++ {
-		h.arrive(time.Duration(seq)*time.Second, seq, eventID(seq))
+		h.arrive(time.Duration(seq)*time.Second, seq, "ep_1", "ep_2")
 	}
 	// The test environment does not count history; say it grew.
 	h.env.RegisterDelayedCallback(func() { h.env.SetCurrentHistoryLength(61) }, 45*time.Second)
-	h.arrive(46*time.Second, 41, eventID(41))
+	h.arrive(46*time.Second, 41, "ep_2")
 
 	err := h.run(workflows.SequencerInput{MaxHistory: 60, IdleTimeout: time.Minute})
 
@@ -407,22 +585,180 @@ func TestSequencerContinuesAsNewWithItsState(t *testing.T) {
 	require.Equal(t, 60, next.MaxHistory)
 	require.NotNil(t, next.State)
 	require.EqualValues(t, 1, next.State.Next)
-	require.Equal(t, &contract.Arrival{Sequence: 1, EventID: eventID(1)}, next.State.Released)
-	require.Len(t, next.State.Parked, 39)
-	for i, p := range next.State.Parked {
-		require.Equal(t, contract.Arrival{Sequence: int64(i + 3), EventID: eventID(int64(i + 3))}, p, "every arrival so far, in order")
+	require.Len(t, next.State.Events, 40)
+	require.Equal(t, contract.PendingEvent{Sequence: 1, EventID: eventID(1), Released: []string{"ep_1"}}, next.State.Events[0])
+	for i, p := range next.State.Events[1:39] {
+		seq := int64(i + 3)
+		require.Equal(t, contract.PendingEvent{Sequence: seq, EventID: eventID(seq), Open: []string{"ep_1", "ep_2"}}, p, "every arrival so far, in order")
 	}
+	require.Equal(t, contract.PendingEvent{Sequence: 41, EventID: eventID(41), Open: []string{"ep_2"}}, next.State.Events[39])
+	require.Equal(t, []contract.LaneState{{Endpoint: "ep_1", InFlight: 1}, {Endpoint: "ep_2"}}, next.State.Lanes)
 }
 
-// carriedSkips returns the Skipped list each release carried.
-func (h *seqHarness) carriedSkips() map[int64][]int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make(map[int64][]int64, len(h.carried))
-	for k, v := range h.carried {
-		out[k] = v
+// TestSequencerDeadLetterHoldsOnlyItsLane: event 1's delivery to ep_1 is
+// dead-lettered; ep_2 delivers 1, 2 and 3 meanwhile, and ep_1 goes on only
+// once an operator skips it.
+func TestSequencerDeadLetterHoldsOnlyItsLane(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.deadLetter(1, "ep_1", 10*time.Minute)
+	for seq := int64(1); seq <= 3; seq++ {
+		h.arrive(time.Duration(seq)*time.Second, seq, "ep_1", "ep_2")
 	}
-	return out
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, []int64{1}, h.released("ep_1"))
+		require.Equal(t, []int64{1, 2, 3}, h.released("ep_2"), "the dead letter holds ep_1's lane only")
+		st := h.state()
+		require.EqualValues(t, 1, st.Next, "the cursor waits for the dead letter")
+		require.Equal(t, []contract.LaneState{
+			{Endpoint: "ep_1", InFlight: 1},
+			{Endpoint: "ep_2", Previous: 3, LastFinished: 3},
+		}, st.Lanes)
+	}, 5*time.Minute)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	require.Equal(t, []int64{1, 2, 3}, h.released("ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Skipped: []int64{1}}, h.carriedBy(2, "ep_1"))
+}
+
+// TestSequencerEventForAnotherEndpointDoesNotHoldALane: 2 is meant only for
+// ep_2 (and waits there on a dead letter); ep_1's 3 goes on after its 1,
+// naming 1 as its previous.
+func TestSequencerEventForAnotherEndpointDoesNotHoldALane(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.deadLetter(2, "ep_2", 10*time.Minute)
+	h.arrive(0, 1, "ep_1")
+	h.arrive(100*time.Millisecond, 2, "ep_2")
+	h.arrive(200*time.Millisecond, 3, "ep_1")
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, []int64{1, 3}, h.released("ep_1"), "3 went while 2 waits on its dead letter at ep_2")
+	}, 5*time.Minute)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 1}, h.carriedBy(3, "ep_1"))
+	require.Equal(t, []int64{2}, h.released("ep_2"))
+}
+
+// TestSequencerMissingSequenceHoldsEveryLane: 2 has not arrived, and might
+// be meant for any endpoint, so no lane passes it; its arrival releases the
+// lanes of later events, which its answer hands off.
+func TestSequencerMissingSequenceHoldsEveryLane(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.arrive(0, 1, "ep_1")
+	h.arrive(time.Second, 3, "ep_2")
+	h.arrive(2*time.Second, 4, "ep_1", "ep_2")
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, []int64{1}, h.released("ep_1"))
+		require.Empty(t, h.released("ep_2"), "3 waits for 2 although ep_2 has nothing in flight")
+	}, time.Minute)
+	h.arrive(2*time.Minute, 2, "ep_3")
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	ann := h.answer(2)
+	require.Equal(t, lanes("ep_3"), ann.Released)
+	require.Equal(t, []contract.Handoff{
+		{EventID: eventID(3), Release: contract.Release{Sequence: 3, Lanes: lanes("ep_2")}},
+		{EventID: eventID(4), Release: contract.Release{Sequence: 4, Lanes: []contract.LaneRelease{{Endpoint: "ep_1", Previous: 1}}}},
+	}, ann.Handoffs, "2's arrival hands off the later events it held")
+	require.Equal(t, []int64{1, 4}, h.released("ep_1"))
+	require.Equal(t, []int64{3, 4}, h.released("ep_2"))
+	require.Equal(t, []int64{2}, h.released("ep_3"))
+}
+
+// TestSequencerEventWithNoEndpointsTakesItsPlace: 2 is meant for nobody; it
+// still fills its place in the order (3 waits for it), and its arrival
+// lets the cursor pass it at once.
+func TestSequencerEventWithNoEndpointsTakesItsPlace(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.doneDelay = 10 * time.Second
+	h.arrive(0, 1, "ep_1")
+	h.arrive(time.Second, 3, "ep_1")
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, []int64{1}, h.released("ep_1"), "3 waits for 2 to arrive")
+	}, time.Minute)
+	h.arrive(2*time.Minute, 2)
+	h.env.RegisterDelayedCallback(func() {
+		st := h.state()
+		require.EqualValues(t, 3, st.Next, "the cursor passed 2 on its arrival")
+		require.Equal(t, []contract.PendingEvent{{Sequence: 3, EventID: eventID(3), Released: []string{"ep_1"}}}, st.Events)
+	}, 2*time.Minute+time.Second)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	ann := h.answer(2)
+	require.False(t, ann.Finished)
+	require.Empty(t, ann.Released)
+	require.Equal(t, []contract.Handoff{{EventID: eventID(3), Release: contract.Release{Sequence: 3, Lanes: []contract.LaneRelease{{Endpoint: "ep_1", Previous: 1}}}}}, ann.Handoffs)
+	require.Equal(t, []int64{1, 3}, h.released("ep_1"))
+}
+
+// TestSequencerMergesLanesTheLedgerHasFurtherOn: the sequencer missed
+// finished deliveries (their updates were lost to a reset): the ledger has
+// 1 finished everywhere and 2 finished at ep_1. A resync takes that in and
+// releases each lane's next event with the ledger's position.
+func TestSequencerMergesLanesTheLedgerHasFurtherOn(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 2)
+	h.laneAt("ep_1", 2, 2)
+	h.laneAt("ep_2", 1, 1)
+	h.stored(2, []string{"ep_1", "ep_2"}, "ep_2")
+	h.stored(3, []string{"ep_1"}, "ep_1")
+	h.doneDelay = time.Hour // the test looks at the resync's answer only
+	behind := contract.SequencerState{Next: 1,
+		Events: []contract.PendingEvent{
+			{Sequence: 1, EventID: eventID(1), Released: []string{"ep_1", "ep_2"}},
+			{Sequence: 2, EventID: eventID(2), Open: []string{"ep_1", "ep_2"}},
+			{Sequence: 3, EventID: eventID(3), Open: []string{"ep_1"}},
+		},
+		Lanes: []contract.LaneState{{Endpoint: "ep_1", InFlight: 1}, {Endpoint: "ep_2", InFlight: 1}}}
+	var got contract.Handoffs
+	h.env.RegisterDelayedCallback(func() {
+		update(h, contract.UpdateResync, func(hs contract.Handoffs) { got = hs; h.handoffs(hs) })
+	}, time.Second)
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, contract.SequencerState{Next: 2,
+			Events: []contract.PendingEvent{
+				{Sequence: 2, EventID: eventID(2), Released: []string{"ep_2"}},
+				{Sequence: 3, EventID: eventID(3), Released: []string{"ep_1"}},
+			},
+			Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 2, LastFinished: 2, InFlight: 3}, {Endpoint: "ep_2", Previous: 1, LastFinished: 1, InFlight: 2}},
+		}, h.state())
+		h.env.CancelWorkflow()
+	}, 2*time.Second)
+
+	err := h.run(workflows.SequencerInput{State: &behind, IdleTimeout: time.Minute})
+
+	require.True(t, temporal.IsCanceledError(err), "%v", err)
+	require.Equal(t, []contract.Handoff{
+		{EventID: eventID(2), Release: contract.Release{Sequence: 2, Lanes: []contract.LaneRelease{{Endpoint: "ep_2", Previous: 1}}}},
+		{EventID: eventID(3), Release: contract.Release{Sequence: 3, Lanes: []contract.LaneRelease{{Endpoint: "ep_1", Previous: 2}}}},
+	}, got.Handoffs)
+}
+
+// TestSequencerResyncPastALaneTheLedgerDoesNotList: the ledger's cursor is
+// past an event whose lane the sequencer has in flight, and its lanes do
+// not list that one: the cursor alone says it finished. The lane goes on
+// (the sequencer must not keep a lane in flight on an event it no longer
+// holds).
+func TestSequencerResyncPastALaneTheLedgerDoesNotList(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 2)
+	h.stored(2, []string{"ep_1"}, "ep_1")
+	h.pos["ep_1"] = &lanePos{} // the ledger has no position for it
+	behind := contract.SequencerState{Next: 1,
+		Events: []contract.PendingEvent{{Sequence: 1, EventID: eventID(1), Released: []string{"ep_1"}}},
+		Lanes:  []contract.LaneState{{Endpoint: "ep_1", InFlight: 1}}}
+	h.resync(time.Second)
+
+	require.NoError(t, h.run(workflows.SequencerInput{State: &behind, IdleTimeout: time.Minute}))
+
+	require.Equal(t, []int64{2}, h.released("ep_1"))
 }
 
 func converterFor() converter.DataConverter { return converter.GetDefaultDataConverter() }

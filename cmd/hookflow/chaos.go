@@ -33,18 +33,21 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 		seedList            string
 	)
 	cfg, rest, err := config.LoadWithFlags("chaos",
-		"Run Postgres, the Temporal server, migrate, the API, worker processes and the reference receiver as real\n"+
-			"processes; inject faults on a seeded schedule (worker SIGKILLs, a Postgres and a Temporal crash-restart,\n"+
-			"held requests, lost acks, 5xx bursts, an endpoint down past the recovery window, then replayed) and press\n"+
-			"the operator's buttons (double clicks on a dead letter's replay or skip, Terminate and Reset of event\n"+
-			"workflows and sequencers); wait for quiet and check every event applied exactly once, in order, or\n"+
-			"dead-lettered or skipped, and no correlation stranded. Prints one summary line; exits 1 on any violation.\n"+
-			"  hookflow chaos --short     1,000 events over 50 correlations, 90s of faults, window 15s (4-5 minutes on 2 cores)\n"+
+		"Run Postgres, the Temporal server, migrate, the API, worker processes and a reference receiver per endpoint as\n"+
+			"real processes; publish events of several types once each, fanned out to three endpoints by their\n"+
+			"subscriptions (A *, B order.*, C order.paid and invoice.*); inject faults on a seeded schedule (worker\n"+
+			"SIGKILLs, a Postgres and a Temporal crash-restart, held requests, lost acks, 5xx bursts, endpoint C down past\n"+
+			"the recovery window, then replayed) and press the operator's buttons (double clicks on a dead letter's replay\n"+
+			"or skip, Terminate and Reset of event workflows and sequencers); wait for quiet and check, per (correlation,\n"+
+			"endpoint) lane, every delivery applied exactly once, in order, or dead-lettered or skipped, and no lane\n"+
+			"stranded. Prints one summary line; exits 1 on any violation.\n"+
+			"  hookflow chaos --short     1,000 events (about 2,000 deliveries) over 50 correlations, 90s of faults, window 15s (about 3 minutes on 2 cores)\n"+
 			"  hookflow chaos             10,000 events over 200 correlations, recovery window 30s\n"+
 			"  hookflow chaos --operator-model [--sequences 200] [--seed N] [--short: the fixed seeds of make test]\n"+
 			"                             the model-based operator test: seeded sequences of operator actions (replay, skip,\n"+
 			"                             raw Web UI signals, double clicks, Terminate, Reset to any workflow task) while the\n"+
-			"                             receiver fails, heals or loses acks; each on fresh correlations, checked once quiet.\n"+
+			"                             receivers fail, heal or lose acks; two endpoints, each event routed to one or both, a\n"+
+			"                             press naming the delivery or not; each on fresh correlations, checked per lane once quiet.\n"+
 			"                             Sequence i has seed N+i; a failure prints its seed and actions (window 2s, repair after 2s)",
 		[]string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_REPAIR_AFTER"},
 		args, env.getenv,
@@ -55,7 +58,7 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 		},
 		env.stdout, func(f *flag.FlagSet) {
 			fs = f
-			f.BoolVar(&short, "short", false, "the short preset: 1,000 events, 50 correlations, 90s of faults, recovery window 15s")
+			f.BoolVar(&short, "short", false, "the short preset: 1,000 events (about 2,000 deliveries), 50 correlations, 90s of faults, recovery window 15s")
 			f.BoolVar(&calm, "calm", false, "inject no fault: the same run as a baseline")
 			f.Uint64Var(&seed, "seed", long.Seed, "seed of the workload and the fault schedule")
 			f.IntVar(&events, "events", long.Events, "events to post (1000 with --short)")

@@ -13,8 +13,10 @@ import (
 // checks the table and --json carry GET /v1/stats' numbers.
 func TestStatusPrintsStats(t *testing.T) {
 	const stats = `{"queued":3,"in_flight":7,"delivered_last_5m":42,"dead_letters_open":1,"oldest_lag_seconds":65.4,
-		"blocked_correlations":{"count":1,"top":[{"correlation_id":"order-9","next_sequence":2,"blocked_by":"dead_lettered",
-		"blocking_event_id":"evt_9_2","parked":4,"age_seconds":30}]}}`
+		"blocked_correlations":{"count":1,"top":[{"correlation_id":"order-9","endpoint_id":"ep_billing","next_sequence":2,"blocked_by":"dead_lettered",
+		"blocking_event_id":"evt_9_2","parked":4,"age_seconds":30}]},
+		"endpoints":[{"endpoint_id":"ep_billing","waiting":4,"delivering":0,"delivered_last_5m":40,"dead_letters_open":1,"oldest_lag_seconds":65.4},
+		{"endpoint_id":"ep_shipping","waiting":0,"delivering":3,"delivered_last_5m":2,"dead_letters_open":0,"oldest_lag_seconds":1}]}`
 	var gotAuth string
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/stats" {
@@ -31,8 +33,8 @@ func TestStatusPrintsStats(t *testing.T) {
 	code, out, stderr := runWith(env, "status")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "Bearer tok", gotAuth)
-	for _, want := range []string{"queued", "3", "in flight", "7", "42", "dead letters open", "1m5s", "blocked correlations",
-		"order-9", "dead_lettered", "evt_9_2", "30s"} {
+	for _, want := range []string{"queued", "3", "in flight", "7", "42", "dead letters open", "1m5s", "blocked lanes",
+		"order-9", "dead_lettered", "evt_9_2", "30s", "ENDPOINT", "ep_billing", "ep_shipping"} {
 		require.Contains(t, out, want)
 	}
 

@@ -1,19 +1,23 @@
 // Package chaos runs hookflow as real processes — Postgres, the Temporal
-// server, the API, several workers and the reference receiver — under
-// injected faults, then checks hookflow's promises against the receiver's
-// ledger: every accepted event applied exactly once, or dead-lettered with a
-// row, or skipped by an operator, in sequence order per correlation,
-// nothing left in flight.
+// server, the API, several workers and a reference receiver per endpoint —
+// under injected faults, then checks hookflow's promises against the
+// receivers' ledgers. Events are published once each and fanned out by
+// type to three endpoints with different subscriptions, so each endpoint
+// sees its own subset of every correlation; every promise is checked per
+// (correlation, endpoint) lane: every delivery an accepted event is owed
+// applied exactly once, or dead-lettered with a row, or skipped by an
+// operator, in the lane's sequence order (the receiver's compare-and-swap on
+// previous_sequence), nothing left in flight.
 //
 // Faults come from a seeded schedule: SIGKILLed workers, a Postgres crash and
 // restart, a Temporal server crash and restart, and, in a proxy between the
 // workers and the receiver, held requests past the HTTP timeout, lost
 // acknowledgements (the receiver committed, the sender's connection is
-// reset), 5xx bursts, and one endpoint down for longer than the recovery
-// window, healed and replayed afterwards. The schedule also presses the
+// reset), 5xx bursts, and one endpoint (C) down for longer than the
+// recovery window, healed and replayed afterwards, while the others go on. The schedule also presses the
 // buttons the Web UI and the API give any operator: double clicks on a dead
 // letter's replay (or a replay and a skip at once), and Terminate and Reset
-// of event workflows and sequencers. Once quiet, every correlation must be
+// of event workflows and sequencers. Once quiet, every lane must be
 // complete, or wait on a dead letter an operator can still act on.
 //
 // A run is a small composition of parts, each a type of its own with its
@@ -48,6 +52,12 @@ type Config struct {
 	DuplicateRate        float64
 	// Workers is the number of hookflow worker processes.
 	Workers int
+	// Subscribers are the endpoints the stack creates, each with a receiver
+	// of its own; Down is the index of the one that is down from the start
+	// until its lanes' heads have dead-lettered (-1: none). Run sets them
+	// from the workload.
+	Subscribers []Subscriber
+	Down        int
 	// FaultPhase is how long the timed faults (kills, restarts, bursts) go
 	// on; events are posted over its first 70 %. The per-request faults of
 	// the proxy go on until quiet.
@@ -76,8 +86,9 @@ type Config struct {
 	Stdout, Stderr io.Writer
 }
 
-// Short is the short preset: 1,000 events over 50 correlations, 90 s of
-// faults; 4–5 minutes on a 2-core machine of its own.
+// Short is the short preset: 1,000 events (about 2,000 deliveries) over 50
+// correlations, 90 s of faults; about 3 minutes on a 2-core machine of its
+// own.
 func Short() Config {
 	return Config{
 		Seed: 1, Events: 1000, Correlations: 50, DuplicateRate: 0.10, Workers: 3,

@@ -15,9 +15,11 @@ import (
 
 // TestChaosShort builds hookflow and runs `hookflow chaos --short`: the
 // whole stack as real processes (Postgres, the Temporal server, the API,
-// three workers, the reference receiver) under the fault schedule and the
-// operator's buttons, and asserts that the run found nothing lost, nothing
-// applied twice, no sequence out of order and no correlation stranded.
+// three workers, a reference receiver per endpoint) under the fault
+// schedule and the operator's buttons, events fanned out to three
+// endpoints, and asserts that the run found, in every (correlation,
+// endpoint) lane, nothing lost, nothing applied twice, no sequence out of
+// order and nothing stranded.
 func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
 	defer cancel()

@@ -1,8 +1,8 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -16,7 +16,7 @@ const (
 	stateSkipped      = "skipped"
 )
 
-// LedgerEntry is one row of the receiver's ledger (or of its
+// LedgerEntry is one row of a receiver's ledger (or of its
 // processed_events), in the order the receiver applied them.
 type LedgerEntry struct {
 	EventID       string
@@ -24,50 +24,62 @@ type LedgerEntry struct {
 	Sequence      int64
 }
 
+// DeliveryRow is a delivery as hookflow's ledger has it: its state and its
+// dead letter row's status and generation ("" and 0 without one).
+type DeliveryRow struct {
+	State      string
+	DeadLetter string
+	Generation int32
+}
+
 // Observed is everything the checks look at, gathered after the run.
+// Endpoints are named by their index in the workload's Subscribers.
 type Observed struct {
 	// Accepted are the event ids the API answered 2xx for.
 	Accepted map[string]bool
 	// Rejected describes posts the API refused for good (4xx).
 	Rejected []string
-	// States is hookflow's events table: event id → state.
+	// States is hookflow's events table: event id → (aggregate) state.
 	States map[string]string
-	// DeadLetters is hookflow's dead_letters table: event id → status.
-	DeadLetters map[string]string
-	// Ledger is the receiver's ledger_entries in application order.
-	Ledger []LedgerEntry
-	// Processed is the receiver kit's processed_events.
-	Processed []LedgerEntry
-	// Parked counts events the receiver still holds parked.
-	Parked int
-	// Receiver is the receiver's GET /correlations/{id} per correlation.
-	Receiver map[string]refreceiver.Correlation
-	// AppliedAnswers counts the receiver's "applied" answers per event id,
+	// Deliveries is hookflow's deliveries table with each delivery's dead
+	// letter.
+	Deliveries map[Delivery]DeliveryRow
+	// Ledger is each endpoint's receiver's ledger_entries in application
+	// order, Processed its receiver kit's processed_events, Parked how
+	// many events it still holds parked.
+	Ledger, Processed [][]LedgerEntry
+	Parked            []int
+	// Receiver is each endpoint's receiver's GET /correlations/{id}, per
+	// correlation it knows.
+	Receiver []map[string]refreceiver.Correlation
+	// AppliedAnswers counts the receivers' "applied" answers per delivery,
 	// as the proxy saw them.
-	AppliedAnswers map[string]int
-	// Skipped are the events an operator asked to skip, unless the API
+	AppliedAnswers map[Delivery]int
+	// Skipped are the deliveries an operator asked to skip, unless the API
 	// refused it (409). Only these may end skipped.
-	Skipped map[string]bool
+	Skipped map[Delivery]bool
 	// DoubleClaims describes the dead letters whose two concurrent clicks
 	// (replays, or a replay and a skip) were both answered 202.
 	DoubleClaims []string
-	// Heads is how the head stood, per correlation with an unfinished
-	// accepted event.
-	Heads map[string]Head
+	// Heads is how the head stood, per lane with an unfinished delivery.
+	Heads map[Lane]Head
+	// EndpointIDs are the endpoints' hookflow ids, by index.
+	EndpointIDs []string
 	// PostgresRestartFailures counts the Postgres restarts of the schedule
 	// after which Postgres did not come back.
 	PostgresRestartFailures int
 }
 
-// Head is how a correlation's head (the event at its cursor) stood after
-// quiet.
+// Head is how a lane's head (its first delivery not delivered or skipped)
+// stood after quiet.
 type Head struct {
-	// Next is the ledger's cursor (correlations.next_sequence).
+	// Next is the head's sequence (0: the lane has no unfinished delivery
+	// in hookflow's ledger).
 	Next int64
 	// Generation is the head's dead letter's generation (0: it has none).
 	Generation int32
-	// Workflow is the status of its workflow: "running", "terminated",
-	// "not found", …
+	// Workflow is the status of its event's workflow: "running",
+	// "terminated", "not found", …
 	Workflow string
 	// Status is what the running workflow answered to QueryState; QueryErr
 	// why it could not be read.
@@ -75,20 +87,26 @@ type Head struct {
 	QueryErr string
 }
 
-// Verdict is the outcome of the checks.
+// Verdict is the outcome of the checks. The counts are per (correlation,
+// endpoint) lane, summed over the lanes: a delivery lost, applied twice or
+// out of order in its lane.
 type Verdict struct {
-	Events          int // accepted events
-	Applied         int // ledger entries
-	DeadLettered    int // events that got a dead letter row at some point
+	Events     int // accepted events
+	Deliveries int // the deliveries the accepted events are owed (routed by type)
+	Lanes      int // (correlation, endpoint) lanes with at least one delivery
+	Applied    int // ledger entries, all receivers
+	// DeadLettered counts the deliveries that got a dead letter row at some
+	// point.
+	DeadLettered    int
 	Lost            int
 	Duplicates      int
 	OrderViolations int
-	Stuck           int // events in a non-final state
-	Mismatches      int // hookflow and the receiver disagree, or a balance is off
+	Stuck           int // deliveries in a non-final state
+	Mismatches      int // hookflow and a receiver disagree, a misrouted delivery, or a balance is off
 	NotAccepted     int // workload events never accepted
-	Skipped         int // events that ended skipped (by the run's operator)
-	// Stranded counts the correlations that are neither complete nor
-	// waiting on a dead letter an operator can still replay or skip.
+	Skipped         int // deliveries that ended skipped (by the run's operator)
+	// Stranded counts the lanes that are neither complete nor waiting on a
+	// dead letter an operator can still replay or skip.
 	Stranded int
 	// DoubleClaims counts the dead letters two concurrent clicks both won.
 	DoubleClaims int
@@ -110,36 +128,36 @@ func (v *Verdict) note(format string, args ...any) {
 	}
 }
 
-// Check holds the run's observations against the invariants:
+// Check holds the run's observations against the invariants, lane by lane
+// (a lane is a correlation's events whose type one endpoint subscribes to,
+// in sequence order: what that endpoint's receiver must apply):
 //
-//   - every workload event was accepted;
-//   - every accepted event is in hookflow's ledger in a final state, and is
-//     applied at the receiver exactly when hookflow says delivered; a
-//     dead-lettered or skipped event has a dead_letters row, and only an
-//     event an operator skipped is skipped (else: lost);
-//   - no event id and no (correlation, sequence) is applied twice, and the
-//     receiver never answered "applied" twice for one id (duplicates);
-//   - per correlation the receiver applied 1, 2, …, k in that order, with
-//     no gap but the skipped sequences, and hookflow's delivered set is
-//     that same prefix (order);
-//   - the receiver's balance is the sum of the applied amounts, its
+//   - every workload event was accepted, and hookflow routed it to exactly
+//     the endpoints subscribed to its type (else: mismatch);
+//   - every delivery an accepted event is owed is in a final state, and is
+//     applied at its endpoint's receiver exactly when hookflow says
+//     delivered; a dead-lettered or skipped delivery has a dead letter row,
+//     and only a delivery an operator skipped is skipped (else: lost);
+//   - no event id and no (correlation, sequence) is applied twice by one
+//     receiver, and no receiver answered "applied" twice for one delivery
+//     (duplicates);
+//   - each receiver applied each lane's sequences exactly, in order: the
+//     lane's events but the skipped ones, nothing of another lane (the
+//     receiver takes an event only on the cursor its previous_sequence
+//     names), and hookflow's delivered set is that same prefix (order);
+//   - each receiver's balance is the sum of its applied amounts, its
 //     processed_events match its ledger, nothing is left parked;
-//   - every correlation is complete (each accepted event delivered or
-//     skipped), or its head is dead-lettered with an open dead letter and
-//     its workflow runs and waits on that generation, so an operator can
-//     still replay or skip it (else: stranded);
+//   - every lane is complete, or its head is dead-lettered with an open
+//     dead letter and its event's workflow runs and says that delivery
+//     waits on that generation, so an operator can still replay or skip it
+//     (else: stranded);
 //   - no two concurrent clicks on one dead letter were both taken, and
 //     every Postgres restart came back.
 func Check(w *Workload, o Observed) Verdict {
 	var v Verdict
 	byID := make(map[string]Event, len(w.Events))
-	idOf := map[string]map[int64]string{}
 	for _, ev := range w.Events {
 		byID[ev.ID] = ev
-		if idOf[ev.CorrelationID] == nil {
-			idOf[ev.CorrelationID] = map[int64]string{}
-		}
-		idOf[ev.CorrelationID][ev.Sequence] = ev.ID
 		if !o.Accepted[ev.ID] {
 			v.NotAccepted++
 			v.note("event %s was never accepted by the API", ev.ID)
@@ -149,158 +167,34 @@ func Check(w *Workload, o Observed) Verdict {
 		v.note("post rejected: %s", r)
 	}
 	v.Events = len(o.Accepted)
-	// skippedAt: hookflow skipped that sequence, so the receiver never gets it.
-	skippedAt := func(corr string, seq int64) bool {
-		id, ok := idOf[corr][seq]
-		return ok && o.States[id] == stateSkipped
-	}
-	for id := range o.DeadLetters {
-		if _, ok := byID[id]; ok {
-			v.DeadLettered++
-		}
-	}
-
-	// The receiver's ledger, in application order.
-	v.Applied = len(o.Ledger)
-	appliedID := map[string]int{}
-	appliedSeq := map[string]map[int64]int{}
-	last := map[string]int64{}
-	amounts := map[string]int64{}
-	for _, e := range o.Ledger {
-		appliedID[e.EventID]++
-		if appliedID[e.EventID] == 2 {
-			v.Duplicates++
-			v.note("duplicate: event %s applied more than once", e.EventID)
-		}
-		if appliedSeq[e.CorrelationID] == nil {
-			appliedSeq[e.CorrelationID] = map[int64]int{}
-		}
-		appliedSeq[e.CorrelationID][e.Sequence]++
-		if appliedSeq[e.CorrelationID][e.Sequence] == 2 {
-			v.Duplicates++
-			v.note("duplicate: %s sequence %d applied more than once", e.CorrelationID, e.Sequence)
-		}
-		want := last[e.CorrelationID] + 1
-		for skippedAt(e.CorrelationID, want) && want < e.Sequence {
-			want++
-		}
-		if e.Sequence != want {
-			v.OrderViolations++
-			v.note("order: %s applied sequence %d after %d", e.CorrelationID, e.Sequence, last[e.CorrelationID])
-		}
-		if e.Sequence > last[e.CorrelationID] {
-			last[e.CorrelationID] = e.Sequence
-		}
-		ev, ok := byID[e.EventID]
+	name := func(ep int) string { return w.Subscribers[ep].Name }
+	for d, row := range o.Deliveries {
+		ev, ok := byID[d.EventID]
 		switch {
 		case !ok:
+			continue
+		case d.Endpoint < 0 || d.Endpoint >= len(w.Subscribers):
 			v.Mismatches++
-			v.note("receiver applied %s, which the workload never sent", e.EventID)
-		case ev.CorrelationID != e.CorrelationID || ev.Sequence != e.Sequence:
+			v.note("misrouted: %s has a delivery to an endpoint of no subscriber", d.EventID)
+			continue
+		case !w.Subscribers[d.Endpoint].Wants(ev.Type):
 			v.Mismatches++
-			v.note("receiver applied %s as %s/%d, sent as %s/%d", e.EventID, e.CorrelationID, e.Sequence, ev.CorrelationID, ev.Sequence)
-		default:
-			amounts[e.CorrelationID] += ev.Amount
+			v.note("misrouted: %s (%s) was routed to %s, which does not subscribe to it", d.EventID, ev.Type, name(d.Endpoint))
+		}
+		if row.DeadLetter != "" {
+			v.DeadLettered++
 		}
 	}
 	for id, n := range o.AppliedAnswers {
 		if n > 1 {
 			v.Duplicates++
-			v.note("duplicate: the receiver answered \"applied\" %d times for %s", n, id)
+			v.note("duplicate: %s's receiver answered \"applied\" %d times for %s", name(id.Endpoint), n, id.EventID)
 		}
 	}
-
-	// Every accepted event against hookflow's ledger and the receiver's.
-	ids := make([]string, 0, len(o.Accepted))
-	for id := range o.Accepted {
-		ids = append(ids, id)
+	for ep := range w.Subscribers {
+		checkReceiver(w, o, ep, byID, &v)
 	}
-	sort.Strings(ids)
-	delivered := map[string]map[int64]bool{}
-	for _, id := range ids {
-		ev := byID[id]
-		st, known := o.States[id]
-		applied := appliedID[id] > 0
-		_, hasDL := o.DeadLetters[id]
-		switch {
-		case !known:
-			v.Lost++
-			v.note("lost: %s was accepted but is not in hookflow's ledger", id)
-		case st == stateDelivered && !applied:
-			v.Lost++
-			v.note("lost: %s is delivered in hookflow but not applied at the receiver", id)
-		case st == stateDelivered:
-			if o.DeadLetters[id] == "open" {
-				v.Mismatches++
-				v.note("mismatch: %s is delivered, yet its dead letter is open for an operator to replay or skip", id)
-			}
-			if delivered[ev.CorrelationID] == nil {
-				delivered[ev.CorrelationID] = map[int64]bool{}
-			}
-			delivered[ev.CorrelationID][ev.Sequence] = true
-		case st == stateSkipped && !o.Skipped[id]:
-			v.Lost++
-			v.note("lost: %s is skipped, but no operator skipped it", id)
-		case st == stateDeadLettered || st == stateSkipped:
-			if st == stateSkipped {
-				v.Skipped++
-			}
-			if !hasDL {
-				v.Lost++
-				v.note("lost: %s is %s without a dead letter row", id, st)
-			}
-			if applied && st == stateSkipped {
-				v.Mismatches++
-				v.note("mismatch: %s is skipped in hookflow but applied at the receiver", id)
-			}
-		default:
-			v.Stuck++
-			v.note("stuck: %s is still %s", id, st)
-			if applied {
-				v.Mismatches++
-				v.note("mismatch: %s is %s in hookflow but applied at the receiver", id, st)
-			}
-		}
-	}
-	// hookflow's delivered set per correlation must be a prefix 1..k.
-	for corr, seqs := range delivered {
-		for s := range seqs {
-			if s > 1 && !seqs[s-1] && o.States[idOf[corr][s-1]] != stateSkipped {
-				v.OrderViolations++
-				v.note("order: hookflow delivered %s/%d but not %d", corr, s, s-1)
-			}
-		}
-	}
-
-	// The receiver's own bookkeeping.
-	if len(o.Processed) != len(o.Ledger) {
-		v.Mismatches++
-		v.note("receiver: %d processed_events rows but %d ledger entries", len(o.Processed), len(o.Ledger))
-	}
-	if o.Parked > 0 {
-		v.OrderViolations++
-		v.note("receiver: %d events left parked (sent ahead of their predecessor)", o.Parked)
-	}
-	for _, corr := range w.Correlations {
-		rc, ok := o.Receiver[corr]
-		if !ok {
-			if last[corr] > 0 {
-				v.Mismatches++
-				v.note("receiver API does not know %s", corr)
-			}
-			continue
-		}
-		if len(rc.Applied) != len(appliedSeq[corr]) || rc.LastSequence != last[corr] {
-			v.Mismatches++
-			v.note("receiver API %s: %d applied, last %d; ledger: %d, last %d", corr, len(rc.Applied), rc.LastSequence, len(appliedSeq[corr]), last[corr])
-		}
-		bal, err := strconv.ParseFloat(rc.Balance.String(), 64)
-		if err != nil || int64(bal) != amounts[corr] {
-			v.Mismatches++
-			v.note("balance %s: receiver says %s, applied amounts sum to %d", corr, rc.Balance, amounts[corr])
-		}
-	}
-	v.Stranded = stranded(w, o, idOf, &v)
+	v.Stranded = stranded(w, o, &v)
 	v.DoubleClaims = len(o.DoubleClaims)
 	for _, d := range o.DoubleClaims {
 		v.note("double claim: two concurrent clicks on one dead letter were both answered 202: %s", d)
@@ -311,69 +205,243 @@ func Check(w *Workload, o Observed) Verdict {
 	return v
 }
 
-// stranded counts the correlations that are neither complete nor waiting
-// on a dead letter an operator can act on, and notes why.
-func stranded(w *Workload, o Observed, idOf map[string]map[int64]string, v *Verdict) int {
-	unfinished := map[string]bool{}
-	for _, ev := range w.Events {
-		if st := o.States[ev.ID]; o.Accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
-			unfinished[ev.CorrelationID] = true
-		}
+// at returns element i of a per-endpoint slice, or the zero value.
+func at[T any](s []T, i int) T {
+	var zero T
+	if i < 0 || i >= len(s) {
+		return zero
 	}
-	n := 0
+	return s[i]
+}
+
+// checkReceiver holds endpoint ep's receiver and hookflow's deliveries to
+// ep against its lanes.
+func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Verdict) {
+	name := w.Subscribers[ep].Name
+	v.Applied += len(at(o.Ledger, ep))
+	// applied per event id and per (correlation, sequence); the order in
+	// which the receiver applied each lane.
+	appliedID := map[string]int{}
+	appliedSeq := map[string]map[int64]int{}
+	order := map[string][]LedgerEntry{}
+	amounts := map[string]int64{}
+	for _, e := range at(o.Ledger, ep) {
+		appliedID[e.EventID]++
+		if appliedID[e.EventID] == 2 {
+			v.Duplicates++
+			v.note("duplicate: %s applied %s more than once", name, e.EventID)
+		}
+		if appliedSeq[e.CorrelationID] == nil {
+			appliedSeq[e.CorrelationID] = map[int64]int{}
+		}
+		appliedSeq[e.CorrelationID][e.Sequence]++
+		if appliedSeq[e.CorrelationID][e.Sequence] == 2 {
+			v.Duplicates++
+			v.note("duplicate: %s applied %s sequence %d more than once", name, e.CorrelationID, e.Sequence)
+		}
+		ev, ok := byID[e.EventID]
+		switch {
+		case !ok:
+			v.Mismatches++
+			v.note("%s applied %s, which the workload never sent", name, e.EventID)
+			continue
+		case ev.CorrelationID != e.CorrelationID || ev.Sequence != e.Sequence:
+			v.Mismatches++
+			v.note("%s applied %s as %s/%d, sent as %s/%d", name, e.EventID, e.CorrelationID, e.Sequence, ev.CorrelationID, ev.Sequence)
+			continue
+		case !w.Subscribers[ep].Wants(ev.Type):
+			v.Mismatches++
+			v.note("misrouted: %s applied %s (%s), which it does not subscribe to", name, e.EventID, ev.Type)
+		}
+		order[e.CorrelationID] = append(order[e.CorrelationID], e)
+		amounts[e.CorrelationID] += ev.Amount
+	}
+
 	for _, corr := range w.Correlations {
-		if !unfinished[corr] {
+		lane := w.Lane(corr, ep)
+		if len(lane) == 0 {
 			continue
 		}
-		if why := strandedWhy(o, o.Heads, idOf[corr], corr); why != "" {
-			n++
-			v.note("stranded: %s: %s", corr, why)
+		v.Lanes++
+		// want: the lane's sequences the receiver must apply, in order (all
+		// but the skipped deliveries); delivered: hookflow's say.
+		var want []int64
+		finished := true
+		for _, ev := range lane {
+			if !o.Accepted[ev.ID] {
+				continue
+			}
+			v.Deliveries++
+			d := Delivery{ev.ID, ep}
+			row, known := o.Deliveries[d]
+			applied := appliedID[ev.ID] > 0
+			switch {
+			case !known:
+				v.Lost++
+				v.note("lost: %s was accepted but has no delivery to %s in hookflow's ledger", ev.ID, name)
+				finished = false
+			case row.State == stateDelivered && !applied:
+				v.Lost++
+				v.note("lost: %s is delivered to %s in hookflow but not applied there", ev.ID, name)
+			case row.State == stateDelivered:
+				if row.DeadLetter == dlOpen {
+					v.Mismatches++
+					v.note("mismatch: %s is delivered to %s, yet its dead letter is open for an operator to replay or skip", ev.ID, name)
+				}
+			case row.State == stateSkipped && !o.Skipped[d]:
+				v.Lost++
+				v.note("lost: %s's delivery to %s is skipped, but no operator skipped it", ev.ID, name)
+			case row.State == stateDeadLettered || row.State == stateSkipped:
+				if row.State == stateSkipped {
+					v.Skipped++
+				} else {
+					finished = false
+				}
+				if row.DeadLetter == "" {
+					v.Lost++
+					v.note("lost: %s's delivery to %s is %s without a dead letter row", ev.ID, name, row.State)
+				}
+				if applied && row.State == stateSkipped {
+					v.Mismatches++
+					v.note("mismatch: %s's delivery to %s is skipped in hookflow but applied there", ev.ID, name)
+				}
+			default:
+				finished = false
+				v.Stuck++
+				v.note("stuck: %s's delivery to %s is still %s", ev.ID, name, row.State)
+				if applied {
+					v.Mismatches++
+					v.note("mismatch: %s's delivery to %s is %s in hookflow but applied there", ev.ID, name, row.State)
+				}
+			}
+			if row.State != stateSkipped {
+				want = append(want, ev.Sequence)
+			}
+		}
+		// The receiver applied a prefix of want, in order; all of it when
+		// every delivery is finished. hookflow's delivered set is that
+		// same prefix.
+		got := order[corr]
+		ok := len(got) <= len(want)
+		for i := 0; ok && i < len(got); i++ {
+			ok = got[i].Sequence == want[i]
+		}
+		if !ok || (finished && len(got) != len(want)) {
+			v.OrderViolations++
+			seqs := make([]int64, len(got))
+			for i, e := range got {
+				seqs[i] = e.Sequence
+			}
+			v.note("order: %s applied %s's sequences %v; its lane there is %v (skips left out)", name, corr, seqs, want)
+		}
+		for i, seq := range want {
+			id := w.EventID(corr, seq)
+			if o.Deliveries[Delivery{id, ep}].State == stateDelivered && i >= len(got) {
+				v.OrderViolations++
+				v.note("order: hookflow delivered %s/%d to %s, past what the receiver applied in that lane", corr, seq, name)
+			}
+		}
+
+		rc, ok := at(o.Receiver, ep)[corr]
+		if !ok {
+			if len(got) > 0 {
+				v.Mismatches++
+				v.note("%s's receiver API does not know %s", name, corr)
+			}
+			continue
+		}
+		var last int64
+		if len(got) > 0 {
+			last = got[len(got)-1].Sequence
+		}
+		if len(rc.Applied) != len(appliedSeq[corr]) || rc.LastSequence != last {
+			v.Mismatches++
+			v.note("%s's receiver API %s: %d applied, last %d; its ledger: %d, last %d", name, corr, len(rc.Applied), rc.LastSequence, len(appliedSeq[corr]), last)
+		}
+		bal, err := strconv.ParseFloat(rc.Balance.String(), 64)
+		if err != nil || int64(bal) != amounts[corr] {
+			v.Mismatches++
+			v.note("balance %s at %s: the receiver says %s, applied amounts sum to %d", corr, name, rc.Balance, amounts[corr])
+		}
+	}
+
+	// The receiver's own bookkeeping.
+	if len(at(o.Processed, ep)) != len(at(o.Ledger, ep)) {
+		v.Mismatches++
+		v.note("%s's receiver: %d processed_events rows but %d ledger entries", name, len(at(o.Processed, ep)), len(at(o.Ledger, ep)))
+	}
+	if n := at(o.Parked, ep); n > 0 {
+		v.OrderViolations++
+		v.note("%s's receiver: %d events left parked (sent ahead of their previous_sequence)", name, n)
+	}
+}
+
+// stranded counts the lanes that are neither complete nor waiting on a
+// dead letter an operator can act on, and notes why.
+func stranded(w *Workload, o Observed, v *Verdict) int {
+	n := 0
+	for _, corr := range w.Correlations {
+		for ep := range w.Subscribers {
+			unfinished := false
+			for _, ev := range w.Lane(corr, ep) {
+				if st := o.Deliveries[Delivery{ev.ID, ep}].State; o.Accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
+					unfinished = true
+				}
+			}
+			if !unfinished {
+				continue
+			}
+			if why := strandedWhy(w, o, Lane{corr, ep}); why != "" {
+				n++
+				v.note("stranded: %s at %s: %s", corr, w.Subscribers[ep].Name, why)
+			}
 		}
 	}
 	return n
 }
 
-// strandedWhy says why an unfinished correlation is stranded, or "" when
-// its head waits on a dead letter an operator can still replay or skip.
-func strandedWhy(o Observed, heads map[string]Head, ids map[int64]string, corr string) string {
-	h, ok := heads[corr]
+// strandedWhy says why an unfinished lane is stranded, or "" when its head
+// waits on a dead letter an operator can still replay or skip.
+func strandedWhy(w *Workload, o Observed, lane Lane) string {
+	h, ok := o.Heads[lane]
 	if !ok {
 		return "its head was not observed"
 	}
-	id, ok := ids[h.Next]
+	id := w.EventID(lane.Correlation, h.Next)
 	switch {
-	case !ok:
-		return fmt.Sprintf("its cursor is at %d, past its events, yet some are unfinished", h.Next)
+	case id == "":
+		return fmt.Sprintf("its head is at %d, past its events, yet some are unfinished", h.Next)
 	case !o.Accepted[id]:
 		return fmt.Sprintf("its head %s (sequence %d) was never accepted", id, h.Next)
 	}
+	return laneStrandedWhy(id, o.Deliveries[Delivery{id, lane.Endpoint}], h, o.endpointID(lane.Endpoint))
+}
+
+// endpointID is set by the observer: the checks name endpoints by index,
+// a workflow's state query by hookflow id.
+func (o Observed) endpointID(ep int) string { return at(o.EndpointIDs, ep) }
+
+// laneStrandedWhy says why a lane whose head is event id (its delivery
+// row, how its workflow stands) is stranded, or "" when it waits on an
+// open dead letter its event's workflow waits on, with that generation,
+// for the endpoint endpointID.
+func laneStrandedWhy(id string, row DeliveryRow, h Head, endpointID string) string {
+	lane, _ := h.Status.Lane(endpointID)
 	wf := h.Workflow
 	if h.QueryErr != "" {
 		wf += " (" + h.QueryErr + ")"
 	} else if h.Workflow == "running" {
-		wf += fmt.Sprintf(" (it says %s, generation %d)", h.Status.State, generationOf(h.Status))
+		wf += fmt.Sprintf(" (it says the delivery is %s, generation %d; the event %s)", cmp.Or(string(lane.State), "unknown"), lane.Generation, h.Status.State)
 	}
-	st, dl := o.States[id], o.DeadLetters[id]
 	switch {
-	case st != stateDeadLettered:
-		return fmt.Sprintf("its head %s is %s; its workflow is %s", id, st, wf)
-	case dl != "open":
-		return fmt.Sprintf("its head %s is dead-lettered, but its dead letter is %s, which no operator can replay or skip; its workflow is %s", id, dl, wf)
+	case row.State != stateDeadLettered:
+		return fmt.Sprintf("its head %s is %s; its workflow is %s", id, cmp.Or(row.State, "not in the ledger"), wf)
+	case row.DeadLetter != dlOpen:
+		return fmt.Sprintf("its head %s is dead-lettered, but its dead letter is %s, which no operator can replay or skip; its workflow is %s", id, rowStatus(row.DeadLetter), wf)
 	case h.Workflow != "running" || h.QueryErr != "":
 		return fmt.Sprintf("its head %s waits on an open dead letter, but its workflow is %s", id, wf)
-	case h.Status.State != contract.StateDeadLettered || generationOf(h.Status) != h.Generation:
-		return fmt.Sprintf("its head %s has dead letter generation %d open, but its workflow is %s", id, h.Generation, wf)
+	case lane.State != contract.StateDeadLettered || lane.Generation != row.Generation:
+		return fmt.Sprintf("its head %s has dead letter generation %d open, but its workflow is %s", id, row.Generation, wf)
 	}
 	return ""
-}
-
-// generationOf is the dead letter an event's workflow says its delivery
-// waits on (the workload sends each event to one endpoint), 0 for none.
-func generationOf(st contract.EventStatus) int32 {
-	for _, l := range st.Lanes {
-		if l.Generation > 0 {
-			return l.Generation
-		}
-	}
-	return 0
 }

@@ -11,87 +11,105 @@ import (
 	"github.com/hookflow/hookflow/internal/refreceiver"
 )
 
-// cleanRun is a workload whose every event was delivered and applied in
-// order, as the observations of a perfect run.
+// testEndpoints are the hookflow ids of the test workloads' endpoints.
+var testEndpoints = []string{"ep_a", "ep_b", "ep_c"}
+
+// cleanRun is a workload whose every delivery was delivered and applied in
+// its lane's order, as the observations of a perfect run.
 func cleanRun(t *testing.T) (*Workload, Observed) {
 	t.Helper()
-	w, err := NewWorkload(WorkloadConfig{Seed: 1, Events: 30, Correlations: 3, DownCorrelations: 1, HealthyEndpoints: 2, DuplicateRate: 0.1, Reorder: 3})
+	w, err := NewWorkload(WorkloadConfig{Seed: 1, Events: 30, Correlations: 3, DuplicateRate: 0.1, Reorder: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Observed{Accepted: map[string]bool{}, States: map[string]string{}, DeadLetters: map[string]string{},
-		Receiver: map[string]refreceiver.Correlation{}, AppliedAnswers: map[string]int{}, Skipped: map[string]bool{}, Heads: map[string]Head{}}
-	sums := map[string]int64{}
+	n := len(w.Subscribers)
+	o := Observed{Accepted: map[string]bool{}, States: map[string]string{}, Deliveries: map[Delivery]DeliveryRow{},
+		Ledger: make([][]LedgerEntry, n), Processed: make([][]LedgerEntry, n), Parked: make([]int, n),
+		AppliedAnswers: map[Delivery]int{}, Skipped: map[Delivery]bool{}, Heads: map[Lane]Head{}, EndpointIDs: testEndpoints}
+	for ep := 0; ep < n; ep++ {
+		o.Receiver = append(o.Receiver, map[string]refreceiver.Correlation{})
+	}
 	for _, ev := range w.Events {
 		o.Accepted[ev.ID] = true
 		o.States[ev.ID] = stateDelivered
-		e := LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
-		o.Ledger = append(o.Ledger, e)
-		o.Processed = append(o.Processed, e)
-		o.AppliedAnswers[ev.ID] = 1
-		sums[ev.CorrelationID] += ev.Amount
-		rc := o.Receiver[ev.CorrelationID]
-		rc.Applied = append(rc.Applied, ev.ID)
-		rc.LastSequence = ev.Sequence
-		o.Receiver[ev.CorrelationID] = rc
-	}
-	for corr, rc := range o.Receiver {
-		rc.Balance = json.Number(strconv.FormatInt(sums[corr], 10))
-		o.Receiver[corr] = rc
+		for ep := range w.Subscribers {
+			if w.Subscribers[ep].Wants(ev.Type) {
+				apply(o, ep, ev)
+			}
+		}
 	}
 	return w, o
 }
 
-// unapply takes an event out of every record the receiver keeps, as if it
-// never arrived there.
-func unapply(t *testing.T, w *Workload, o *Observed, id string) {
+// apply records ev delivered to ep and applied by its receiver.
+func apply(o Observed, ep int, ev Event) {
+	o.Deliveries[Delivery{ev.ID, ep}] = DeliveryRow{State: stateDelivered}
+	e := LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
+	o.Ledger[ep] = append(o.Ledger[ep], e)
+	o.Processed[ep] = append(o.Processed[ep], e)
+	o.AppliedAnswers[Delivery{ev.ID, ep}] = 1
+	rc := o.Receiver[ep][ev.CorrelationID]
+	rc.Applied = append(rc.Applied, ev.ID)
+	rc.LastSequence = ev.Sequence
+	bal, _ := strconv.ParseInt(cmpOr(rc.Balance.String(), "0"), 10, 64)
+	rc.Balance = json.Number(strconv.FormatInt(bal+ev.Amount, 10))
+	o.Receiver[ep][ev.CorrelationID] = rc
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// unapply takes ev out of every record ep's receiver keeps, as if it never
+// arrived there.
+func unapply(t *testing.T, o *Observed, ep int, ev Event) {
 	t.Helper()
 	drop := func(es []LedgerEntry) []LedgerEntry {
-		return slices.DeleteFunc(es, func(e LedgerEntry) bool { return e.EventID == id })
+		return slices.DeleteFunc(es, func(e LedgerEntry) bool { return e.EventID == ev.ID })
 	}
-	o.Ledger, o.Processed = drop(o.Ledger), drop(o.Processed)
-	delete(o.AppliedAnswers, id)
-	var ev Event
-	for _, e := range w.Events {
-		if e.ID == id {
-			ev = e
-		}
-	}
-	rc := o.Receiver[ev.CorrelationID]
-	rc.Applied = slices.DeleteFunc(slices.Clone(rc.Applied), func(a string) bool { return a == id })
+	o.Ledger[ep], o.Processed[ep] = drop(o.Ledger[ep]), drop(o.Processed[ep])
+	delete(o.AppliedAnswers, Delivery{ev.ID, ep})
+	rc := o.Receiver[ep][ev.CorrelationID]
+	rc.Applied = slices.DeleteFunc(slices.Clone(rc.Applied), func(a string) bool { return a == ev.ID })
 	bal, err := strconv.ParseInt(rc.Balance.String(), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc.Balance = json.Number(strconv.FormatInt(bal-ev.Amount, 10))
 	rc.LastSequence = 0
-	for _, e := range o.Ledger {
+	for _, e := range o.Ledger[ep] {
 		if e.CorrelationID == ev.CorrelationID {
 			rc.LastSequence = max(rc.LastSequence, e.Sequence)
 		}
 	}
-	o.Receiver[ev.CorrelationID] = rc
+	o.Receiver[ep][ev.CorrelationID] = rc
 }
 
-// lastOf returns the last event of the workload's first correlation.
-func lastOf(w *Workload) Event {
-	var last Event
-	for _, ev := range w.Events {
-		if ev.CorrelationID == w.Correlations[0] {
-			last = ev
-		}
-	}
-	return last
+// lastOf returns the last event of the workload's first correlation's lane
+// at ep.
+func lastOf(w *Workload, ep int) Event {
+	lane := w.Lane(w.Correlations[0], ep)
+	return lane[len(lane)-1]
 }
+
+// B is the endpoint the tests mutate: it gets a subset of each
+// correlation.
+const epB = 1
 
 func TestCheckCleanRun(t *testing.T) {
 	t.Parallel()
 	w, o := cleanRun(t)
-	// A dead-lettered-then-replayed event is fine.
-	o.DeadLetters[w.Events[0].ID] = "replayed"
+	// A dead-lettered-then-replayed delivery is fine.
+	o.Deliveries[Delivery{w.Events[0].ID, 0}] = DeliveryRow{State: stateDelivered, DeadLetter: dlReplayed, Generation: 1}
 	v := Check(w, o)
-	if !v.OK() || v.Events != 30 || v.Applied != 30 || v.DeadLettered != 1 {
-		t.Fatalf("verdict %+v, want OK with 30 events, 30 applied, 1 dead-lettered", v)
+	if !v.OK() || v.Events != 30 || v.Deliveries != w.Deliveries() || v.Applied != w.Deliveries() || v.DeadLettered != 1 || v.Lanes != 9 {
+		t.Fatalf("verdict %+v, want OK with 30 events, %d deliveries applied in 9 lanes, 1 dead-lettered", v, w.Deliveries())
+	}
+	if v.Deliveries <= 30 || v.Deliveries >= 90 {
+		t.Fatalf("%d deliveries of 30 events to 3 endpoints: each endpoint should see its own subset", v.Deliveries)
 	}
 }
 
@@ -104,80 +122,101 @@ func TestCheckFindsViolations(t *testing.T) {
 		about  string
 	}{
 		{"applied twice", func(w *Workload, o *Observed) {
-			o.Ledger = append(o.Ledger, o.Ledger[3])
+			o.Ledger[epB] = append(o.Ledger[epB], o.Ledger[epB][1])
 		}, func(v Verdict) bool { return v.Duplicates >= 1 }, "duplicate"},
 		{"two applied answers", func(w *Workload, o *Observed) {
-			o.AppliedAnswers[w.Events[2].ID] = 2
+			o.AppliedAnswers[Delivery{o.Ledger[epB][0].EventID, epB}] = 2
 		}, func(v Verdict) bool { return v.Duplicates == 1 }, "answered \"applied\" 2 times"},
-		{"out of order", func(w *Workload, o *Observed) {
-			o.Ledger[1], o.Ledger[2] = o.Ledger[2], o.Ledger[1]
+		{"out of order in a lane", func(w *Workload, o *Observed) {
+			o.Ledger[epB][0], o.Ledger[epB][1] = o.Ledger[epB][1], o.Ledger[epB][0]
 		}, func(v Verdict) bool { return v.OrderViolations >= 1 }, "order:"},
-		{"gap", func(w *Workload, o *Observed) {
-			o.Ledger = append(o.Ledger[:4], o.Ledger[5:]...)
-			o.Processed = o.Processed[1:]
-		}, func(v Verdict) bool { return v.OrderViolations >= 1 && v.Lost == 1 }, "lost:"},
-		{"delivered, never applied", func(w *Workload, o *Observed) {
-			o.Ledger = o.Ledger[:len(o.Ledger)-1]
-			o.Processed = o.Processed[1:]
-		}, func(v Verdict) bool { return v.Lost == 1 }, "not applied at the receiver"},
-		{"accepted, unknown to hookflow", func(w *Workload, o *Observed) {
-			delete(o.States, w.Events[5].ID)
-		}, func(v Verdict) bool { return v.Lost == 1 }, "not in hookflow's ledger"},
+		{"gap in a lane", func(w *Workload, o *Observed) {
+			ev := w.Lane(w.Correlations[0], epB)[1]
+			unapply(t, o, epB, ev)
+			o.Processed[epB] = append(o.Processed[epB], LedgerEntry{EventID: ev.ID})
+		}, func(v Verdict) bool { return v.OrderViolations >= 1 && v.Lost == 1 }, "not applied there"},
+		{"routed to an endpoint that does not subscribe", func(w *Workload, o *Observed) {
+			for _, ev := range w.Events {
+				if !w.Subscribers[epB].Wants(ev.Type) {
+					o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDelivered}
+					return
+				}
+			}
+		}, func(v Verdict) bool { return v.Mismatches == 1 }, "misrouted"},
+		{"applied by a receiver that does not subscribe", func(w *Workload, o *Observed) {
+			for _, ev := range w.Events {
+				if !w.Subscribers[epB].Wants(ev.Type) {
+					o.Ledger[epB] = append(o.Ledger[epB], LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence})
+					return
+				}
+			}
+		}, func(v Verdict) bool { return v.Mismatches >= 1 }, "which it does not subscribe to"},
+		{"accepted, no delivery in hookflow", func(w *Workload, o *Observed) {
+			delete(o.Deliveries, Delivery{w.Events[5].ID, 0})
+		}, func(v Verdict) bool { return v.Lost == 1 }, "has no delivery to A"},
 		{"dead-lettered without a row", func(w *Workload, o *Observed) {
-			o.States[w.Events[5].ID] = stateDeadLettered
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDeadLettered}
+			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Workflow: "running"}
 		}, func(v Verdict) bool { return v.Lost == 1 }, "without a dead letter row"},
 		{"still waiting", func(w *Workload, o *Observed) {
-			o.States[w.Events[7].ID] = "waiting"
+			o.Deliveries[Delivery{o.Ledger[epB][2].EventID, epB}] = DeliveryRow{State: "waiting"}
 		}, func(v Verdict) bool { return v.Stuck == 1 && v.Mismatches == 1 }, "stuck:"},
 		{"never accepted", func(w *Workload, o *Observed) {
 			delete(o.Accepted, w.Events[9].ID)
 		}, func(v Verdict) bool { return v.NotAccepted == 1 }, "never accepted"},
 		{"balance off", func(w *Workload, o *Observed) {
-			rc := o.Receiver[w.Events[0].CorrelationID]
+			rc := o.Receiver[epB][w.Correlations[0]]
 			rc.Balance = "1"
-			o.Receiver[w.Events[0].CorrelationID] = rc
+			o.Receiver[epB][w.Correlations[0]] = rc
 		}, func(v Verdict) bool { return v.Mismatches == 1 }, "balance"},
 		{"left parked", func(w *Workload, o *Observed) {
-			o.Parked = 1
+			o.Parked[2] = 1
 		}, func(v Verdict) bool { return v.OrderViolations == 1 }, "parked"},
 		{"skipped, by no operator", func(w *Workload, o *Observed) {
-			ev := w.Events[4]
-			unapply(t, w, o, ev.ID)
-			o.States[ev.ID], o.DeadLetters[ev.ID] = stateSkipped, "skipped"
+			ev := w.Lane(w.Correlations[0], epB)[1]
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateSkipped, DeadLetter: dlSkipped, Generation: 1}
 		}, func(v Verdict) bool { return v.Lost == 1 && v.OrderViolations == 0 }, "no operator skipped it"},
 		{"head waits for a release nobody sends", func(w *Workload, o *Observed) {
-			ev := lastOf(w)
-			unapply(t, w, o, ev.ID)
-			o.States[ev.ID] = "waiting"
-			o.Heads[ev.CorrelationID] = Head{Next: ev.Sequence, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
-		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck == 1 }, "stranded: corr-0000: its head ev-corr-0000-10 is waiting"},
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: "waiting"}
+			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
+		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck == 1 }, "stranded: corr-0000 at B: its head"},
 		{"head dead-lettered, its replay claimed but never carried out", func(w *Workload, o *Observed) {
-			ev := lastOf(w)
-			unapply(t, w, o, ev.ID)
-			o.States[ev.ID], o.DeadLetters[ev.ID] = stateDeadLettered, "replayed"
-			o.Heads[ev.CorrelationID] = Head{Next: ev.Sequence, Generation: 1, Workflow: "running",
-				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlReplayed, Generation: 1}
+			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Generation: 1, Workflow: "running",
+				Status: deadAt(epB, 1)}
 		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck == 0 }, "which no operator can replay or skip"},
 		{"head dead-lettered, its workflow terminated", func(w *Workload, o *Observed) {
-			ev := lastOf(w)
-			unapply(t, w, o, ev.ID)
-			o.States[ev.ID], o.DeadLetters[ev.ID] = stateDeadLettered, "open"
-			o.Heads[ev.CorrelationID] = Head{Next: ev.Sequence, Generation: 1, Workflow: "terminated"}
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 1}
+			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Generation: 1, Workflow: "terminated"}
 		}, func(v Verdict) bool { return v.Stranded == 1 }, "its workflow is terminated"},
 		{"head dead-lettered, its workflow waits on another generation", func(w *Workload, o *Observed) {
-			ev := lastOf(w)
-			unapply(t, w, o, ev.ID)
-			o.States[ev.ID], o.DeadLetters[ev.ID] = stateDeadLettered, "open"
-			o.Heads[ev.CorrelationID] = Head{Next: ev.Sequence, Generation: 2, Workflow: "running",
-				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 2}
+			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Generation: 2, Workflow: "running", Status: deadAt(epB, 1)}
 		}, func(v Verdict) bool { return v.Stranded == 1 }, "generation 2 open"},
+		{"head dead-lettered, its workflow says another lane is", func(w *Workload, o *Observed) {
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 1}
+			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Generation: 1, Workflow: "running", Status: deadAt(0, 1)}
+		}, func(v Verdict) bool { return v.Stranded == 1 }, "generation 1 open"},
 		{"unfinished, its head not observed", func(w *Workload, o *Observed) {
-			ev := lastOf(w)
-			unapply(t, w, o, ev.ID)
-			o.States[ev.ID], o.DeadLetters[ev.ID] = stateDeadLettered, "open"
+			ev := lastOf(w, epB)
+			unapply(t, o, epB, ev)
+			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 1}
 		}, func(v Verdict) bool { return v.Stranded == 1 }, "not observed"},
 		{"delivered, its dead letter still open", func(w *Workload, o *Observed) {
-			o.DeadLetters[w.Events[6].ID] = "open"
+			o.Deliveries[Delivery{w.Events[6].ID, 0}] = DeliveryRow{State: stateDelivered, DeadLetter: dlOpen, Generation: 1}
 		}, func(v Verdict) bool { return v.Mismatches == 1 }, "yet its dead letter is open"},
 		{"double claim", func(w *Workload, o *Observed) {
 			o.DoubleClaims = []string{"ev-corr-0001-3 (replay: 202, skip: 202)"}
@@ -201,24 +240,56 @@ func TestCheckFindsViolations(t *testing.T) {
 	}
 }
 
-// An operator's skip leaves a gap the receiver was told about: no event is
-// lost and the order holds. A correlation whose head waits on an open dead
-// letter its workflow waits on is not stranded: an operator can act on it.
+// deadAt is an event workflow's state query answer: its delivery to
+// endpoint ep waits on dead letter generation gen.
+func deadAt(ep int, gen int32) contract.EventStatus {
+	return contract.EventStatus{State: contract.StateDeadLettered, Lanes: []contract.LaneStatus{
+		{Endpoint: testEndpoints[ep], State: contract.StateDeadLettered, Generation: gen},
+	}}
+}
+
+// An operator's skip leaves a gap in its lane the receiver was told about:
+// nothing is lost and the order holds. A lane whose head waits on an open
+// dead letter its event's workflow waits on is not stranded: an operator
+// can act on it. The same event's other lanes go on.
 func TestCheckSkippedAndWaitingOnOperator(t *testing.T) {
 	t.Parallel()
 	w, o := cleanRun(t)
-	skip := w.Events[4]
-	unapply(t, w, &o, skip.ID)
-	o.States[skip.ID], o.DeadLetters[skip.ID], o.Skipped[skip.ID] = stateSkipped, "skipped", true
+	skip := w.Lane(w.Correlations[0], epB)[1]
+	unapply(t, &o, epB, skip)
+	o.Deliveries[Delivery{skip.ID, epB}] = DeliveryRow{State: stateSkipped, DeadLetter: dlSkipped, Generation: 1}
+	o.Skipped[Delivery{skip.ID, epB}] = true
 
-	head := lastOf(w)
-	unapply(t, w, &o, head.ID)
-	o.States[head.ID], o.DeadLetters[head.ID] = stateDeadLettered, "open"
-	o.Heads[head.CorrelationID] = Head{Next: head.Sequence, Generation: 3, Workflow: "running",
-		Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 3}}
+	head := lastOf(w, epB)
+	unapply(t, &o, epB, head)
+	o.Deliveries[Delivery{head.ID, epB}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 3}
+	o.Heads[Lane{head.CorrelationID, epB}] = Head{Next: head.Sequence, Generation: 3, Workflow: "running", Status: deadAt(epB, 3)}
 
 	v := Check(w, o)
-	if !v.OK() || v.Skipped != 1 || v.Stranded != 0 || v.Applied != 28 {
-		t.Fatalf("verdict %+v, want OK with 1 skipped, 28 applied, none stranded", v)
+	if !v.OK() || v.Skipped != 1 || v.Stranded != 0 || v.Applied != w.Deliveries()-2 {
+		t.Fatalf("verdict %+v, want OK with 1 skipped, %d applied, none stranded", v, w.Deliveries()-2)
+	}
+}
+
+// The checks' reading of the subscription patterns.
+func TestSubscriberWants(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		patterns []string
+		typ      string
+		want     bool
+	}{
+		{nil, "anything", true},
+		{[]string{"*"}, "order.paid", true},
+		{[]string{"order.*"}, "order.paid", true},
+		{[]string{"order.*"}, "order.a.b", true},
+		{[]string{"order.*"}, "order", false},
+		{[]string{"order.*"}, "orders.paid", false},
+		{[]string{"order.paid", "invoice.*"}, "invoice.issued", true},
+		{[]string{"order.paid", "invoice.*"}, "order.created", false},
+	} {
+		if got := (Subscriber{EventTypes: tc.patterns}).Wants(tc.typ); got != tc.want {
+			t.Errorf("%v wants %q = %v, want %v", tc.patterns, tc.typ, got, tc.want)
+		}
 	}
 }

@@ -97,22 +97,34 @@ type Press struct {
 	// /v1/dead-letters/{id}/replay (or skip).
 	UI    bool
 	Input SignalInput
+	// Named: the press names the delivery's endpoint (the API's
+	// endpoint_id, the signal's {"endpoint_id": …}). Unnamed, it is for the
+	// event's one open dead letter: with two open the API answers 422
+	// naming them, and the workflow ignores the signal.
+	Named bool
 }
 
 func (p Press) String() string {
-	if p.UI {
-		return fmt.Sprintf("%s signal %s (Web UI)", p.Button, p.Input)
+	name := ", endpoint named"
+	if !p.Named {
+		name = ", no endpoint_id"
 	}
-	return p.Button + " (API)"
+	if p.UI {
+		return fmt.Sprintf("%s signal %s%s (Web UI)", p.Button, p.Input, name)
+	}
+	return p.Button + name + " (API)"
 }
 
 // Step is one action of a scenario.
 type Step struct {
 	Kind StepKind
 	// Corr is the index of the correlation in the scenario; Seq the event
-	// (for Terminate and Reset, 0 is the correlation's sequencer).
-	Corr int
-	Seq  int64
+	// (for Terminate and Reset, 0 is the correlation's sequencer);
+	// Endpoint the index of the endpoint whose lane a mode, an await or a
+	// press is for (ModelSubscribers).
+	Corr     int
+	Seq      int64
+	Endpoint int
 	// Mode is the receiver's mode (StepMode).
 	Mode ReceiverMode
 	// State is the state awaited (StepAwait).
@@ -130,11 +142,12 @@ type Step struct {
 	NoReapply bool
 	// Release, on a Reset of the sequencer, puts Task differently: the
 	// Reset goes back to the workflow task whose update released event
-	// Release (found in the sequencer's history when it is pressed; 1 =
-	// that task, 2 = the one before it, …), never to the first task,
-	// which would reload the ledger. A Reset to a task undoes that task
-	// and everything after it, so the sequencer forgets that it released
-	// the event, and nothing else it has learnt since the task before.
+	// Release's delivery to Endpoint (found in the sequencer's history when
+	// it is pressed; 1 = that task, 2 = the one before it, …), never to the
+	// first task, which would reload the ledger. A Reset to a task undoes
+	// that task and everything after it, so the sequencer forgets that it
+	// released the delivery, and nothing else it has learnt since the task
+	// before.
 	Release int64
 	// Order is the posting order of the events (StepPost).
 	Order []int64
@@ -142,15 +155,17 @@ type Step struct {
 	For time.Duration
 }
 
-// Line is the step as one readable line, events named c<corr>/<seq>.
+// Line is the step as one readable line, events named c<corr>/<seq>, a
+// delivery c<corr>/<seq>@e<endpoint>.
 func (s Step) Line() string {
 	target := fmt.Sprintf("c%d/%d", s.Corr, s.Seq)
 	if s.Seq == 0 {
 		target = fmt.Sprintf("sequencer c%d", s.Corr)
 	}
+	delivery := fmt.Sprintf("c%d/%d@e%d", s.Corr, s.Seq, s.Endpoint)
 	switch s.Kind {
 	case StepMode:
-		return fmt.Sprintf("receiver of c%d %s", s.Corr, s.Mode)
+		return fmt.Sprintf("receiver e%d of c%d %s", s.Endpoint, s.Corr, s.Mode)
 	case StepPost:
 		order := make([]string, len(s.Order))
 		for i, q := range s.Order {
@@ -158,20 +173,20 @@ func (s Step) Line() string {
 		}
 		return fmt.Sprintf("post c%d events %s", s.Corr, strings.Join(order, ","))
 	case StepAwait:
-		return fmt.Sprintf("await %s %s", target, s.State)
+		return fmt.Sprintf("await %s %s", delivery, s.State)
 	case StepPress:
-		return fmt.Sprintf("%s: %s", target, s.Press)
+		return fmt.Sprintf("%s: %s", delivery, s.Press)
 	case StepDouble:
-		return fmt.Sprintf("%s: %s and %s at once", target, s.Press, s.Second)
+		return fmt.Sprintf("%s: %s and %s at once", delivery, s.Press, s.Second)
 	case StepTerminate:
 		return "terminate " + target
 	case StepReset:
 		task := fmt.Sprintf("workflow task #%d", s.Task)
 		switch {
 		case s.Release > 0 && s.Task <= 1:
-			task = fmt.Sprintf("the workflow task that released c%d/%d", s.Corr, s.Release)
+			task = fmt.Sprintf("the workflow task that released c%d/%d@e%d", s.Corr, s.Release, s.Endpoint)
 		case s.Release > 0:
-			task = fmt.Sprintf("workflow task #%d before the one that released c%d/%d", s.Task-1, s.Corr, s.Release)
+			task = fmt.Sprintf("workflow task #%d before the one that released c%d/%d@e%d", s.Task-1, s.Corr, s.Release, s.Endpoint)
 		case s.Task < 0:
 			task = fmt.Sprintf("workflow task #%d from the last", -s.Task)
 		}
@@ -185,17 +200,33 @@ func (s Step) Line() string {
 	return string(s.Kind)
 }
 
+// ModelSubscribers are the operator model's two endpoints: e0 and e1 both
+// take model.shared, and each one type of its own, so that an event goes to
+// one endpoint or to both and each lane is its own subset of the
+// correlation.
+func ModelSubscribers() []Subscriber {
+	return []Subscriber{
+		{Name: "e0", EventTypes: []string{"model.shared", "model.first"}},
+		{Name: "e1", EventTypes: []string{"model.shared", "model.second"}},
+	}
+}
+
+// modelEndpoints is how many endpoints the model's scenarios route to.
+const modelEndpoints = 2
+
 // Scenario is one generated sequence of operator actions on fresh
 // correlations.
 type Scenario struct {
 	Seed uint64
-	// Events is how many events each correlation has (sequences 1..n).
+	// Events is how many events each correlation has (sequences 1..n), and
+	// Types their types, by correlation and sequence-1.
 	Events []int
+	Types  [][]string
 	Steps  []Step
-	// Closing says what the closing operator does with an event whose dead
-	// letter is still open once the receiver is healed: "replay" or
-	// "skip", by correlation and sequence-1.
-	Closing [][]string
+	// Closing says what the closing operator does with a delivery whose
+	// dead letter is still open once the receivers are healed: "replay" or
+	// "skip", by correlation, endpoint and sequence-1.
+	Closing [][][]string
 }
 
 // CorrelationID is correlation k's ID: fresh for every seed.
@@ -206,27 +237,43 @@ func (sc *Scenario) EventID(k int, seq int64) string {
 	return fmt.Sprintf("%s-%d", sc.CorrelationID(k), seq)
 }
 
+// Lane returns the sequences of correlation k routed to endpoint ep, in
+// order.
+func (sc *Scenario) Lane(k, ep int) []int64 {
+	sub := ModelSubscribers()[ep]
+	var out []int64
+	for i, t := range sc.Types[k] {
+		if sub.Wants(t) {
+			out = append(out, int64(i+1))
+		}
+	}
+	return out
+}
+
 // Lines are the scenario's actions, one a line, with the correlations it
 // names and what the closing operator does.
 func (sc *Scenario) Lines() []string {
 	var out []string
 	for k, n := range sc.Events {
-		out = append(out, fmt.Sprintf("c%d = %s, events 1..%d (ids %s-<seq>)", k, sc.CorrelationID(k), n, sc.CorrelationID(k)))
+		out = append(out, fmt.Sprintf("c%d = %s, events 1..%d (ids %s-<seq>), types %v: e0 gets %v, e1 gets %v",
+			k, sc.CorrelationID(k), n, sc.CorrelationID(k), sc.Types[k], sc.Lane(k, 0), sc.Lane(k, 1)))
 	}
 	for i, s := range sc.Steps {
 		out = append(out, fmt.Sprintf("%2d. %s", i+1, s.Line()))
 	}
 	var closing []string
-	for k, per := range sc.Closing {
-		for i, c := range per {
-			closing = append(closing, fmt.Sprintf("c%d/%d %s", k, i+1, c))
+	for k := range sc.Closing {
+		for ep := range sc.Closing[k] {
+			for _, q := range sc.Lane(k, ep) {
+				closing = append(closing, fmt.Sprintf("c%d/%d@e%d %s", k, q, ep, sc.Closing[k][ep][q-1]))
+			}
 		}
 	}
 	out = append(out, "closing: heal every receiver; whatever dead letter stays open: "+strings.Join(closing, ", "))
 	return out
 }
 
-// absState is where the generator believes an event stands.
+// absState is where the generator believes a delivery stands.
 type absState int
 
 const (
@@ -239,16 +286,18 @@ const (
 
 func (s absState) final() bool { return s == absDelivered || s == absSkipped }
 
-// absCorr is the generator's picture of one correlation.
-type absCorr struct {
+// absLane is the generator's picture of one (correlation, endpoint) lane:
+// its receiver's mode, its sequences and where each delivery stands.
+type absLane struct {
 	mode   ReceiverMode
-	events []absState // by sequence-1
+	seqs   []int64
+	events []absState // by index into seqs
 }
 
-func (c *absCorr) failing() bool { return c.mode == ModeReject || c.mode == ModeUnavailable }
+func (c *absLane) failing() bool { return c.mode == ModeReject || c.mode == ModeUnavailable }
 
-// head returns the index of the first unfinished event, or -1.
-func (c *absCorr) head() int {
+// head returns the index of the first unfinished delivery, or -1.
+func (c *absLane) head() int {
 	for i, s := range c.events {
 		if !s.final() {
 			return i
@@ -257,10 +306,21 @@ func (c *absCorr) head() int {
 	return -1
 }
 
-// advance lets the correlation run from its head as the receiver's mode
-// decides: with the receiver failing the head goes in flight (it will
-// dead-letter), else it and its successors are delivered.
-func (c *absCorr) advance() {
+// state returns the state of the lane's delivery of seq, and whether the
+// lane has one.
+func (c *absLane) state(seq int64) (absState, bool) {
+	for i, q := range c.seqs {
+		if q == seq {
+			return c.events[i], true
+		}
+	}
+	return 0, false
+}
+
+// advance lets the lane run from its head as the receiver's mode decides:
+// with the receiver failing the head goes in flight (it will dead-letter),
+// else it and its successors are delivered.
+func (c *absLane) advance() {
 	for h := c.head(); h >= 0; h = c.head() {
 		switch c.events[h] {
 		case absHeld:
@@ -276,8 +336,8 @@ func (c *absCorr) advance() {
 	}
 }
 
-// finished returns the indexes of the finished events with state s.
-func (c *absCorr) with(s absState) []int {
+// with returns the indexes of the deliveries with state s.
+func (c *absLane) with(s absState) []int {
 	var out []int
 	for i, e := range c.events {
 		if e == s {
@@ -294,10 +354,23 @@ type choice struct {
 	apply  func() []Step
 }
 
+// modelTypes are the event types a scenario draws from, weighted: most go
+// to both endpoints.
+func modelTypes(rng *rand.Rand) string {
+	switch rng.IntN(5) {
+	case 0:
+		return "model.first"
+	case 1:
+		return "model.second"
+	}
+	return "model.shared"
+}
+
 // Generate returns the scenario of seed: 1–2 correlations of 3–4 events,
-// a receiver mode for each, the posts, then 6–10 operator actions chosen
-// by weight from where the abstract model says the events stand, and the
-// closing operator's choices.
+// each of a type that routes it to e0, e1 or both, a receiver mode for
+// each lane, the posts, then 6–10 operator actions chosen by weight from
+// where the abstract model says the deliveries stand, and the closing
+// operator's choices.
 func Generate(seed uint64) *Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6f706d6f64656c))
 	sc := &Scenario{Seed: seed}
@@ -305,15 +378,29 @@ func Generate(seed uint64) *Scenario {
 	if rng.IntN(5) < 2 {
 		ncorr = 2
 	}
-	corrs := make([]*absCorr, ncorr)
-	for k := range corrs {
+	lanes := make([][modelEndpoints]*absLane, ncorr)
+	for k := range lanes {
 		n := 3 + rng.IntN(2)
 		sc.Events = append(sc.Events, n)
-		corrs[k] = &absCorr{events: make([]absState, n)}
-		mode := pickMode(rng, []int{1, 4, 3, 1}) // pass, reject, unavailable, lose acks
-		if mode != ModePass {
-			corrs[k].mode = mode
-			sc.Steps = append(sc.Steps, Step{Kind: StepMode, Corr: k, Mode: mode})
+		types := make([]string, n)
+		for i := range types {
+			types[i] = modelTypes(rng)
+		}
+		sc.Types = append(sc.Types, types)
+		for ep := range lanes[k] {
+			seqs := sc.Lane(k, ep)
+			l := &absLane{seqs: seqs, events: make([]absState, len(seqs))}
+			lanes[k][ep] = l
+			// e0's receiver mostly fails from the start, e1's half the
+			// time: dead letters at one endpoint or at both.
+			weights := []int{1, 4, 3, 1} // pass, reject, unavailable, lose acks
+			if ep == 1 {
+				weights = []int{4, 3, 2, 1}
+			}
+			if mode := pickMode(rng, weights); mode != ModePass {
+				l.mode = mode
+				sc.Steps = append(sc.Steps, Step{Kind: StepMode, Corr: k, Endpoint: ep, Mode: mode})
+			}
 		}
 		order := make([]int64, n)
 		for i := range order {
@@ -323,26 +410,32 @@ func Generate(seed uint64) *Scenario {
 			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order})
-		corrs[k].advance()
+		for _, l := range lanes[k] {
+			l.advance()
+		}
 	}
 
 	actions := 6 + rng.IntN(5)
 	for a := 0; a < actions; a++ {
 		k := rng.IntN(ncorr)
-		// Prefer a correlation whose head is dead-lettered or in flight.
-		if ncorr > 1 && corrs[k].head() < 0 {
-			k = 1 - k
+		ep := rng.IntN(modelEndpoints)
+		// Prefer a lane whose head is dead-lettered or in flight.
+		for try := 0; try < 2*ncorr*modelEndpoints && lanes[k][ep].head() < 0; try++ {
+			k, ep = rng.IntN(ncorr), rng.IntN(modelEndpoints)
 		}
-		steps := pickWeighted(rng, candidates(rng, k, corrs[k]))
+		steps := pickWeighted(rng, candidates(rng, k, ep, lanes[k]))
 		sc.Steps = append(sc.Steps, steps...)
 	}
 
 	for _, n := range sc.Events {
-		per := make([]string, n)
-		for i := range per {
-			per[i] = "replay"
-			if rng.IntN(4) == 0 {
-				per[i] = "skip"
+		per := make([][]string, modelEndpoints)
+		for ep := range per {
+			per[ep] = make([]string, n)
+			for i := range per[ep] {
+				per[ep][i] = "replay"
+				if rng.IntN(4) == 0 {
+					per[ep][i] = "skip"
+				}
 			}
 		}
 		sc.Closing = append(sc.Closing, per)
@@ -393,7 +486,7 @@ func pickTask(rng *rand.Rand) int {
 	return 1 + rng.IntN(6)
 }
 
-// pickPress picks a raw Web UI signal's input.
+// pickInput picks a raw Web UI signal's input.
 func pickInput(rng *rand.Rand) SignalInput {
 	switch r := rng.IntN(20); {
 	case r < 4:
@@ -407,19 +500,35 @@ func pickInput(rng *rand.Rand) SignalInput {
 	}
 }
 
-// candidates are the actions that matter for correlation k as the
-// abstract model has it, weighted.
-func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
+// candidates are the actions that matter for lane ep of correlation k as
+// the abstract model has it, weighted; lanes are the correlation's lanes,
+// for what an unnamed press does (it is ambiguous when the other lane's
+// delivery of the same event is dead-lettered too).
+func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []choice {
+	c := lanes[ep]
+	other := lanes[1-ep]
 	h := c.head()
-	seq := int64(h + 1)
+	var seq int64
+	if h >= 0 {
+		seq = c.seqs[h]
+	}
 	var cs []choice
 	add := func(w int, f func() []Step) { cs = append(cs, choice{w, f}) }
 	mode := func(m ReceiverMode) []Step {
 		c.mode = m
 		c.advance()
-		return []Step{{Kind: StepMode, Corr: k, Mode: m}}
+		return []Step{{Kind: StepMode, Corr: k, Endpoint: ep, Mode: m}}
 	}
-	// acted: an operator's replay or skip of the dead-lettered head took.
+	// bothDead: the event's other delivery waits on a dead letter too, so
+	// a press that names no endpoint is refused (API: 422) or ignored (a
+	// signal).
+	bothDead := func() bool {
+		s, ok := other.state(seq)
+		return ok && s == absDead
+	}
+	// takes reports whether a press would act on this lane.
+	takes := func(p Press) bool { return p.Named || !bothDead() }
+	named := func() bool { return rng.IntN(2) == 0 }
 	replayed := func() {
 		c.events[h] = absInFlight
 		c.advance()
@@ -427,6 +536,19 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 	skippedHead := func() {
 		c.events[h] = absSkipped
 		c.advance()
+	}
+	press := func(p Press) {
+		if !takes(p) || (p.UI && p.Input == InputStale) {
+			return
+		}
+		if p.Button == "skip" {
+			skippedHead()
+		} else {
+			replayed()
+		}
+	}
+	at := func(kind StepKind, p, second Press) Step {
+		return Step{Kind: kind, Corr: k, Seq: seq, Endpoint: ep, Press: p, Second: second}
 	}
 
 	add(1, func() []Step {
@@ -449,14 +571,14 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 		} else {
 			add(8, func() []Step {
 				i := skipped[rng.IntN(len(skipped))]
-				return []Step{{Kind: StepReset, Corr: k, Seq: int64(i + 1), Task: pickTask(rng)}}
+				return []Step{{Kind: StepReset, Corr: k, Seq: c.seqs[i], Task: pickTask(rng)}}
 			})
 		}
 	}
 	if delivered := c.with(absDelivered); len(delivered) > 0 {
 		add(1, func() []Step {
 			i := delivered[rng.IntN(len(delivered))]
-			return []Step{{Kind: StepReset, Corr: k, Seq: int64(i + 1), Task: pickTask(rng)}}
+			return []Step{{Kind: StepReset, Corr: k, Seq: c.seqs[i], Task: pickTask(rng)}}
 		})
 	}
 	if h < 0 {
@@ -472,7 +594,7 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 		if c.failing() {
 			add(10, func() []Step {
 				c.events[h] = absDead
-				return []Step{{Kind: StepAwait, Corr: k, Seq: seq, State: awaitDeadLettered}}
+				return []Step{{Kind: StepAwait, Corr: k, Seq: seq, Endpoint: ep, State: awaitDeadLettered}}
 			})
 		}
 		// A sequencer reset to an early task while its head delivers,
@@ -498,27 +620,40 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 		})
 	case absDead:
 		add(3, func() []Step {
-			replayed()
-			return []Step{{Kind: StepPress, Corr: k, Seq: seq, Press: Press{Button: "replay"}}}
+			p := Press{Button: "replay", Named: named()}
+			press(p)
+			return []Step{at(StepPress, p, Press{})}
 		})
 		add(6, func() []Step {
-			skippedHead()
-			return []Step{{Kind: StepPress, Corr: k, Seq: seq, Press: Press{Button: "skip"}}}
+			p := Press{Button: "skip", Named: named()}
+			press(p)
+			return []Step{at(StepPress, p, Press{})}
 		})
 		add(4, func() []Step {
-			p := Press{Button: "replay", UI: true, Input: pickInput(rng)}
+			p := Press{Button: "replay", UI: true, Input: pickInput(rng), Named: named()}
 			if rng.IntN(2) == 0 {
 				p.Button = "skip"
 			}
-			if p.Input != InputStale {
-				if p.Button == "skip" {
-					skippedHead()
-				} else {
-					replayed()
-				}
-			}
-			return []Step{{Kind: StepPress, Corr: k, Seq: seq, Press: p}}
+			press(p)
+			return []Step{at(StepPress, p, Press{})}
 		})
+		if bothDead() {
+			// Two dead letters open on one event: a press without
+			// endpoint_id is refused (422 naming both) or ignored (a
+			// signal {}), then the operator names the endpoint.
+			add(14, func() []Step {
+				first := Press{Button: "skip", UI: rng.IntN(3) == 0, Input: InputEmpty}
+				if rng.IntN(2) == 0 {
+					first.Button = "replay"
+				}
+				then := Press{Button: "replay", UI: rng.IntN(3) == 0, Input: InputEmpty, Named: true}
+				if rng.IntN(2) == 0 {
+					then.Button = "skip"
+				}
+				press(then)
+				return []Step{at(StepPress, first, Press{}), at(StepPress, then, Press{})}
+			})
+		}
 		add(5, func() []Step {
 			pairs := [][2]Press{
 				{{Button: "replay"}, {Button: "replay"}},
@@ -529,12 +664,19 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 				{{Button: "skip"}, {Button: "replay", UI: true, Input: InputNone}},
 			}
 			p := pairs[rng.IntN(len(pairs))]
-			if p[0].Button == "skip" || rng.IntN(2) == 0 && p[1].Button == "skip" {
+			// Both name the endpoint, or neither does (an API call without
+			// endpoint_id, a signal {}): with the other lane dead-lettered
+			// too, the unnamed pair does nothing.
+			n := named()
+			p[0].Named, p[1].Named = n, n
+			switch {
+			case !takes(p[0]):
+			case p[0].Button == "skip" || rng.IntN(2) == 0 && p[1].Button == "skip":
 				skippedHead()
-			} else {
+			default:
 				replayed()
 			}
-			return []Step{{Kind: StepDouble, Corr: k, Seq: seq, Press: p[0], Second: p[1]}}
+			return []Step{at(StepDouble, p[0], p[1])}
 		})
 		// A head that lost its release while the ledger says delivering
 		// (issue 22, defect 2): skip the dead letter with the receiver
@@ -543,7 +685,7 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 		// sequencer back to the task that released it (or a little
 		// earlier), not reapplying the updates since, and Terminate it.
 		// The sweep's restart then arrives at a sequencer that believes
-		// the skipped event is still in flight: it must be released all
+		// the skipped delivery is still in flight: it must be released all
 		// the same.
 		if h+1 < len(c.events) {
 			add(3, func() []Step {
@@ -551,20 +693,20 @@ func candidates(rng *rand.Rand, k int, c *absCorr) []choice {
 				if c.mode != ModeUnavailable {
 					steps = append(steps, mode(ModeUnavailable)...)
 				}
-				p := Press{Button: "skip"}
+				p := Press{Button: "skip", Named: true}
 				if rng.IntN(4) == 0 {
-					p = Press{Button: "skip", UI: true, Input: InputEmpty}
+					p = Press{Button: "skip", UI: true, Input: InputEmpty, Named: true}
 				}
 				skippedHead()
-				next := seq + 1
+				next := c.seqs[h+1]
 				task := 1
 				if rng.IntN(4) == 0 {
 					task = 2 + rng.IntN(2)
 				}
 				return append(steps,
-					Step{Kind: StepPress, Corr: k, Seq: seq, Press: p},
-					Step{Kind: StepAwait, Corr: k, Seq: next, State: awaitDelivering},
-					Step{Kind: StepReset, Corr: k, Task: task, Release: next, NoReapply: true},
+					at(StepPress, p, Press{}),
+					Step{Kind: StepAwait, Corr: k, Seq: next, Endpoint: ep, State: awaitDelivering},
+					Step{Kind: StepReset, Corr: k, Endpoint: ep, Task: task, Release: next, NoReapply: true},
 					Step{Kind: StepTerminate, Corr: k, Seq: next})
 			})
 		}

@@ -80,10 +80,7 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 func TestGenerateReachesTheDefectShapes(t *testing.T) {
 	t.Parallel()
 	const seeds = 400
-	count := map[string]int{}
-	for seed := uint64(1); seed <= seeds; seed++ {
-		sc := Generate(seed)
-		found := map[string]bool{}
+	count := shapeCounts(seeds, func(sc *Scenario, found map[string]bool) {
 		skipped := map[[2]int64]bool{}
 		for i, s := range sc.Steps {
 			key := [2]int64{int64(s.Corr), s.Seq}
@@ -105,10 +102,7 @@ func TestGenerateReachesTheDefectShapes(t *testing.T) {
 				}
 			}
 		}
-		for k := range found {
-			count[k]++
-		}
-	}
+	})
 	for _, shape := range []string{"terminate after a skip", "API replay racing a raw skip", "reset of a skipped event", "sequencer reset, then its head terminated",
 		"a skip, then the sequencer reset to before its release of the successor, then the successor terminated"} {
 		if pct := 100 * count[shape] / seeds; pct < 6 {
@@ -126,7 +120,7 @@ func TestProxyReceiverModes(t *testing.T) {
 	t.Parallel()
 	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
 	send := func(id, corr string) (int, error) {
-		req, err := http.NewRequest(http.MethodPost, url+"/ok/0/webhook", strings.NewReader(`{"correlation_id":"`+corr+`"}`))
+		req, err := http.NewRequest(http.MethodPost, url+Path(0), strings.NewReader(`{"correlation_id":"`+corr+`"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,9 +134,9 @@ func TestProxyReceiverModes(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}
-	p.SetMode("a", ModeReject)
-	p.SetMode("b", ModeUnavailable)
-	p.SetMode("c", ModeLoseAck)
+	p.SetMode("a", 0, ModeReject)
+	p.SetMode("b", 0, ModeUnavailable)
+	p.SetMode("c", 0, ModeLoseAck)
 	if code, err := send("a-1", "a"); err != nil || code != http.StatusBadRequest {
 		t.Errorf("reject: %d %v, want 400", code, err)
 	}
@@ -161,41 +155,50 @@ func TestProxyReceiverModes(t *testing.T) {
 	if got.Load() != 2 {
 		t.Errorf("the receiver got %d deliveries of the lost ack's event, want 2", got.Load())
 	}
-	p.SetMode("a", ModePass)
+	p.SetMode("a", 0, ModePass)
 	if code, err := send("a-1", "a"); err != nil || code != http.StatusOK {
 		t.Errorf("healed: %d %v, want 200", code, err)
 	}
 }
 
 // modelFixture is a quiet, clean scenario of one correlation of three
-// events: 1 dead-lettered and skipped, 2 dead-lettered and replayed, 3
-// delivered; the receiver applied 2 and 3.
+// events, 1 and 2 routed to both endpoints, 3 to e0 alone. At e0: 1
+// dead-lettered and skipped, 2 dead-lettered and replayed, 3 delivered; the
+// receiver applied 2 and 3. At e1: 1 and 2 delivered and applied.
 func modelFixture() (*Scenario, ModelRecord, ModelObserved) {
-	sc := &Scenario{Seed: 7, Events: []int{3}, Closing: [][]string{{"replay", "replay", "replay"}}}
+	sc := &Scenario{Seed: 7, Events: []int{3}, Types: [][]string{{"model.shared", "model.shared", "model.first"}},
+		Closing: [][][]string{{{"replay", "replay", "replay"}, {"replay", "replay", "replay"}}}}
 	rec := newModelRecord()
-	rec.SkipAsked[sc.EventID(0, 1)] = true
+	rec.SkipAsked[Delivery{sc.EventID(0, 1), 0}] = true
 	corr := sc.CorrelationID(0)
 	obs := ModelObserved{
-		Events: map[string]ModelEvent{
-			sc.EventID(0, 1): {State: stateSkipped, DeadLetter: dlSkipped, Generation: 1},
-			sc.EventID(0, 2): {State: stateDelivered, DeadLetter: dlReplayed, Generation: 1},
-			sc.EventID(0, 3): {State: stateDelivered},
+		Deliveries: map[Delivery]ModelEvent{
+			{sc.EventID(0, 1), 0}: {State: stateSkipped, DeadLetter: dlSkipped, Generation: 1},
+			{sc.EventID(0, 2), 0}: {State: stateDelivered, DeadLetter: dlReplayed, Generation: 1},
+			{sc.EventID(0, 3), 0}: {State: stateDelivered},
+			{sc.EventID(0, 1), 1}: {State: stateDelivered},
+			{sc.EventID(0, 2), 1}: {State: stateDelivered},
 		},
-		Applied:        map[string][]int64{corr: {2, 3}},
-		Parked:         map[string][]int64{},
-		AppliedAnswers: map[string]int{sc.EventID(0, 2): 1, sc.EventID(0, 3): 1},
-		Heads:          map[string]Head{},
+		Applied: map[Lane][]int64{{corr, 0}: {2, 3}, {corr, 1}: {1, 2}},
+		Parked:  map[Lane][]int64{},
+		AppliedAnswers: map[Delivery]int{{sc.EventID(0, 2), 0}: 1, {sc.EventID(0, 3), 0}: 1,
+			{sc.EventID(0, 1), 1}: 1, {sc.EventID(0, 2), 1}: 1},
+		Heads:       map[Lane]Head{},
+		EndpointIDs: testEndpoints[:2],
 	}
 	return sc, rec, obs
 }
 
-// waitingHead makes the fixture's event 3 wait on an open dead letter that
-// its workflow waits on: not stranded.
+// lane0 is the fixture's lane at e0.
+func lane0(sc *Scenario) Lane { return Lane{sc.CorrelationID(0), 0} }
+
+// waitingHead makes the fixture's event 3 wait at e0 on an open dead
+// letter that its workflow waits on: not stranded.
 func waitingHead(sc *Scenario, obs *ModelObserved) {
-	obs.Events[sc.EventID(0, 3)] = ModelEvent{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 2}
-	obs.Applied[sc.CorrelationID(0)] = []int64{2}
-	obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "running",
-		Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 2}}
+	obs.Deliveries[Delivery{sc.EventID(0, 3), 0}] = ModelEvent{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 2}
+	obs.Applied[lane0(sc)] = []int64{2}
+	delete(obs.AppliedAnswers, Delivery{sc.EventID(0, 3), 0})
+	obs.Heads[lane0(sc)] = Head{Next: 3, Generation: 2, Workflow: "running", Status: deadAt(0, 2)}
 }
 
 func TestCheckModelPassesACleanScenario(t *testing.T) {
@@ -220,55 +223,67 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 		detail string
 	}{
 		{"a skipped event applied", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Applied[sc.CorrelationID(0)] = []int64{2, 3, 1}
+			obs.Applied[lane0(sc)] = []int64{2, 3, 1}
 		}, CheckSkippedApplied, "c0/1"},
 		{"a skip nobody asked for", func(sc *Scenario, rec *ModelRecord, _ *ModelObserved) {
-			delete(rec.SkipAsked, sc.EventID(0, 1))
+			delete(rec.SkipAsked, Delivery{sc.EventID(0, 1), 0})
 		}, CheckSkippedApplied, "no operator asked"},
 		{"a delivered event never applied", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Applied[sc.CorrelationID(0)] = []int64{2}
+			obs.Applied[lane0(sc)] = []int64{2}
 		}, CheckExactlyOnce, "never applied"},
 		{"an event applied twice", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.AppliedAnswers[sc.EventID(0, 3)] = 2
+			obs.AppliedAnswers[Delivery{sc.EventID(0, 3), 0}] = 2
 		}, CheckExactlyOnce, "applied 1 times (the receiver answered \"applied\" 2 times)"},
 		{"out of order", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Applied[sc.CorrelationID(0)] = []int64{3, 2}
+			obs.Applied[lane0(sc)] = []int64{3, 2}
 		}, CheckOrder, "applied sequence 3 after 0"},
+		{"applied an event of another lane", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Applied[Lane{sc.CorrelationID(0), 1}] = []int64{1, 2, 3}
+		}, CheckOrder, "which is not of its lane"},
+		{"routed to an endpoint that does not subscribe", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			obs.Deliveries[Delivery{sc.EventID(0, 3), 1}] = ModelEvent{State: stateDelivered}
+		}, CheckExactlyOnce, "routed to e1 is true, subscribed false"},
+		{"a 422 for one open dead letter", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			rec.Naming = append(rec.Naming, "skip without endpoint_id on x, with a dead letter open only at [e0], was answered 422")
+		}, CheckNaming, "answered 422"},
 		{"a gap no skip explains", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Events[sc.EventID(0, 1)] = ModelEvent{State: stateDelivered}
-			obs.Applied[sc.CorrelationID(0)] = []int64{1, 3}
-			obs.AppliedAnswers[sc.EventID(0, 1)] = 1
+			obs.Deliveries[Delivery{sc.EventID(0, 1), 0}] = ModelEvent{State: stateDelivered}
+			obs.Applied[lane0(sc)] = []int64{1, 3}
+			obs.AppliedAnswers[Delivery{sc.EventID(0, 1), 0}] = 1
 		}, CheckOrder, "applied sequence 3 after 1"},
 		{"left parked at the receiver", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Parked[sc.CorrelationID(0)] = []int64{3}
+			obs.Parked[lane0(sc)] = []int64{3}
 		}, CheckOrder, "parked"},
 		{"skipped, row says replayed", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Events[sc.EventID(0, 1)] = ModelEvent{State: stateSkipped, DeadLetter: dlReplayed, Generation: 1}
+			obs.Deliveries[Delivery{sc.EventID(0, 1), 0}] = ModelEvent{State: stateSkipped, DeadLetter: dlReplayed, Generation: 1}
 		}, CheckDeadLetter, "ended skipped, but its dead letter row says replayed"},
 		{"delivered, row still open", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
-			obs.Events[sc.EventID(0, 2)] = ModelEvent{State: stateDelivered, DeadLetter: dlOpen, Generation: 1}
+			obs.Deliveries[Delivery{sc.EventID(0, 2), 0}] = ModelEvent{State: stateDelivered, DeadLetter: dlOpen, Generation: 1}
 		}, CheckDeadLetter, "delivered, but its dead letter row says open"},
 		{"dead-lettered, row claimed", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
-			obs.Events[sc.EventID(0, 3)] = ModelEvent{State: stateDeadLettered, DeadLetter: dlReplayed, Generation: 2}
+			obs.Deliveries[Delivery{sc.EventID(0, 3), 0}] = ModelEvent{State: stateDeadLettered, DeadLetter: dlReplayed, Generation: 2}
 		}, CheckDeadLetter, "waits dead-lettered, but its dead letter row says replayed"},
 		{"head delivering with nothing to move it", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
-			obs.Events[sc.EventID(0, 3)] = ModelEvent{State: "delivering"}
-			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
-		}, CheckStranded, "c0/3 is delivering"},
+			obs.Deliveries[Delivery{sc.EventID(0, 3), 0}] = ModelEvent{State: "delivering"}
+			obs.Heads[lane0(sc)] = Head{Next: 3, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
+		}, CheckStranded, "om-7-c0-3 is delivering"},
 		{"head's workflow terminated", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
-			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "terminated"}
+			obs.Heads[lane0(sc)] = Head{Next: 3, Generation: 2, Workflow: "terminated"}
 		}, CheckStranded, "its workflow is terminated"},
 		{"head's workflow waits on another generation", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
-			obs.Heads[sc.CorrelationID(0)] = Head{Next: 3, Generation: 2, Workflow: "running",
-				Status: contract.EventStatus{State: contract.StateDeadLettered, Generation: 1}}
+			obs.Heads[lane0(sc)] = Head{Next: 3, Generation: 2, Workflow: "running", Status: deadAt(0, 1)}
+		}, CheckStranded, "generation 2 open"},
+		{"head's workflow says the other lane waits", func(sc *Scenario, _ *ModelRecord, obs *ModelObserved) {
+			waitingHead(sc, obs)
+			obs.Heads[lane0(sc)] = Head{Next: 3, Generation: 2, Workflow: "running", Status: deadAt(1, 2)}
 		}, CheckStranded, "generation 2 open"},
 		{"replayed by the closing operator, still dead-lettered", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
 			waitingHead(sc, obs)
-			rec.ClosingReplays[sc.EventID(0, 3)] = 3
+			rec.ClosingReplays[Delivery{sc.EventID(0, 3), 0}] = 3
 		}, CheckUnfinished, "after the closing operator's 3 replays"},
 	}
 	for _, c := range cases {
@@ -299,4 +314,58 @@ func TestModelSummary(t *testing.T) {
 			t.Errorf("summary lacks %q: %s", want, s)
 		}
 	}
+}
+
+// The generator reaches fan-out's operator shapes often enough for a short
+// run to meet them: presses that name the endpoint and presses that do
+// not, raw signals with {"endpoint_id": …}, and, with the same event
+// dead-lettered at both endpoints, a press without endpoint_id (refused,
+// or ignored) followed by one that names it.
+func TestGenerateReachesTheFanOutShapes(t *testing.T) {
+	t.Parallel()
+	const seeds = 400
+	count := shapeCounts(seeds, func(sc *Scenario, found map[string]bool) {
+		for i, s := range sc.Steps {
+			if s.Kind != StepPress && s.Kind != StepDouble {
+				continue
+			}
+			switch {
+			case s.Press.UI && s.Press.Named:
+				found["a signal naming the endpoint"] = true
+			case !s.Press.UI && !s.Press.Named:
+				found["an API press without endpoint_id"] = true
+			}
+			if s.Endpoint == 1 {
+				found["a press at e1"] = true
+			}
+			if s.Kind == StepPress && !s.Press.Named && i+1 < len(sc.Steps) {
+				n := sc.Steps[i+1]
+				if n.Kind == StepPress && n.Press.Named && n.Corr == s.Corr && n.Seq == s.Seq {
+					found["an unnamed press, then a named one, on one event"] = true
+				}
+			}
+		}
+	})
+	for _, shape := range []string{"a signal naming the endpoint", "an API press without endpoint_id", "a press at e1",
+		"an unnamed press, then a named one, on one event"} {
+		if pct := 100 * count[shape] / seeds; pct < 3 {
+			t.Errorf("%s: in %d%% of the scenarios, want at least 3%%", shape, pct)
+		} else {
+			t.Logf("%s: %d%% of the scenarios", shape, pct)
+		}
+	}
+}
+
+// shapeCounts counts, per shape, the scenarios of seeds 1..seeds in which
+// find finds it.
+func shapeCounts(seeds int, find func(sc *Scenario, found map[string]bool)) map[string]int {
+	count := map[string]int{}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		found := map[string]bool{}
+		find(Generate(seed), found)
+		for k := range found {
+			count[k]++
+		}
+	}
+	return count
 }

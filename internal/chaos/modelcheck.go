@@ -3,36 +3,41 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
-
-	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// The model's checks, by the name the summary counts them under.
+// The model's checks, by the name the summary counts them under. Each
+// holds per delivery, or per (correlation, endpoint) lane.
 const (
-	// CheckSkippedApplied: an event that ended skipped was applied at the
-	// receiver, or an event ended skipped that no operator asked to skip.
+	// CheckSkippedApplied: a delivery that ended skipped was applied at its
+	// receiver, or one ended skipped that no operator asked to skip.
 	CheckSkippedApplied = "skipped_applied"
-	// CheckExactlyOnce: a delivered event not applied at the receiver, or
-	// applied (answered "applied") more than once.
+	// CheckExactlyOnce: a delivered delivery not applied at its receiver,
+	// or applied (answered "applied") more than once; or an event not
+	// routed to exactly the endpoints subscribed to its type.
 	CheckExactlyOnce = "exactly_once"
-	// CheckOrder: the receiver applied a correlation's events out of
-	// order, past a gap that no skip explains, or holds one parked.
+	// CheckOrder: a receiver applied a lane out of order, past a gap that
+	// no skip explains, or holds one parked.
 	CheckOrder = "order"
 	// CheckDeadLetter: a dead letter row whose status disagrees with how
-	// its event ended (skipped ⇒ skipped; delivered ⇒ replayed; open ⇔
-	// the event waits dead-lettered).
+	// its delivery ended (skipped ⇒ skipped; delivered ⇒ replayed; open ⇔
+	// the delivery waits dead-lettered).
 	CheckDeadLetter = "dead_letter_status"
-	// CheckStranded: a correlation neither complete nor waiting on an open
-	// dead letter that the API and the Web UI can still act on.
+	// CheckNaming: a replay or skip without endpoint_id was answered 422
+	// with one dead letter open, or not 422 (naming both) with two.
+	CheckNaming = "naming"
+	// CheckStranded: a lane neither complete nor waiting on an open dead
+	// letter that the API and the Web UI can still act on.
 	CheckStranded = "stranded"
-	// CheckUnfinished: an event the closing operator replayed or skipped,
-	// with the receiver healed, that did not end delivered or skipped.
+	// CheckUnfinished: a delivery the closing operator replayed or
+	// skipped, with the receivers healed, that did not end delivered or
+	// skipped.
 	CheckUnfinished = "unfinished"
 )
 
 // modelChecks are the checks in the order the summary lists them.
-var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckStranded, CheckUnfinished}
+var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckNaming, CheckStranded, CheckUnfinished}
 
 // Dead letter row statuses.
 const (
@@ -44,20 +49,23 @@ const (
 // ModelRecord is what the operator did in a scenario, as far as the
 // checks need it.
 type ModelRecord struct {
-	// SkipAsked are the events a skip was sent for that may have acted: an
-	// API skip answered 202 (or not answered at all), a raw skip signal
-	// with no generation or the current one. Only these may end skipped.
-	SkipAsked map[string]bool
+	// SkipAsked are the deliveries a skip was sent for that may have
+	// acted: an API skip answered 202 (or not answered at all), a raw skip
+	// signal with no generation or the current one (unnamed: every
+	// delivery of its event). Only these may end skipped.
+	SkipAsked map[Delivery]bool
 	// ClosingReplays and ClosingSkips count what the closing operator did,
-	// with every receiver healed, per event.
-	ClosingReplays, ClosingSkips map[string]int
+	// with every receiver healed, per delivery.
+	ClosingReplays, ClosingSkips map[Delivery]int
+	// Naming are the API's wrong answers to presses without endpoint_id.
+	Naming []string
 }
 
 func newModelRecord() ModelRecord {
-	return ModelRecord{SkipAsked: map[string]bool{}, ClosingReplays: map[string]int{}, ClosingSkips: map[string]int{}}
+	return ModelRecord{SkipAsked: map[Delivery]bool{}, ClosingReplays: map[Delivery]int{}, ClosingSkips: map[Delivery]int{}}
 }
 
-// ModelEvent is how one event of a scenario stood once quiet.
+// ModelEvent is how one delivery of a scenario stood once quiet.
 type ModelEvent struct {
 	// State is its state in hookflow's ledger ("" when it is not there).
 	State string
@@ -69,17 +77,19 @@ type ModelEvent struct {
 
 // ModelObserved is what the checks read once a scenario is quiet.
 type ModelObserved struct {
-	// Events are the scenario's events by id.
-	Events map[string]ModelEvent
-	// Applied are the sequences the receiver applied, per correlation ID,
-	// in the order it applied them; Parked the ones it holds parked.
-	Applied, Parked map[string][]int64
-	// AppliedAnswers counts the receiver's "applied" answers per event id,
+	// Deliveries are the scenario's deliveries in hookflow's ledger (an
+	// endpoint not of the stack has index -1).
+	Deliveries map[Delivery]ModelEvent
+	// Applied are the sequences a lane's receiver applied, in the order it
+	// applied them; Parked the ones it holds parked.
+	Applied, Parked map[Lane][]int64
+	// AppliedAnswers counts the receivers' "applied" answers per delivery,
 	// as the proxy saw them.
-	AppliedAnswers map[string]int
-	// Heads is how the head stood, per correlation ID with an unfinished
-	// event.
-	Heads map[string]Head
+	AppliedAnswers map[Delivery]int
+	// Heads is how the head stood, per lane with an unfinished delivery.
+	Heads map[Lane]Head
+	// EndpointIDs are the endpoints' hookflow ids, by index.
+	EndpointIDs []string
 }
 
 // ModelViolation is one failed check.
@@ -89,97 +99,128 @@ type ModelViolation struct {
 
 func (v ModelViolation) String() string { return v.Check + ": " + v.Detail }
 
-// CheckModel holds a quiet scenario against the model:
+// CheckModel holds a quiet scenario against the model, lane by lane (a
+// lane: a correlation's events routed to one endpoint, e0 or e1):
 //
-//   - no event that ended skipped, or whose skip its dead letter row
-//     records, was applied, and only an event an operator asked to skip
+//   - every event has a delivery to exactly the endpoints subscribed to its
+//     type;
+//   - no delivery that ended skipped, or whose skip its dead letter row
+//     records, was applied, and only a delivery an operator asked to skip
 //     ended skipped;
-//   - every delivered event was applied exactly once, and the receiver
-//     applied each correlation in order, past no gap but the skipped
-//     events, with nothing left parked;
-//   - each dead letter row agrees with how its event ended: skipped ⇒
-//     skipped, delivered ⇒ replayed, open ⇔ the event waits dead-lettered;
-//   - each correlation is complete, or waits on an open dead letter that
-//     its running workflow waits on (its state query says dead_lettered,
-//     with the row's generation);
-//   - an event the closing operator replayed or skipped with the receiver
-//     healed ended delivered or skipped.
+//   - every delivered delivery was applied exactly once, and each receiver
+//     applied each lane in order, past no gap but the skipped deliveries,
+//     with nothing left parked;
+//   - each dead letter row agrees with how its delivery ended: skipped ⇒
+//     skipped, delivered ⇒ replayed, open ⇔ it waits dead-lettered;
+//   - a press without endpoint_id was refused (422, naming both) exactly
+//     when two dead letters of its event were open;
+//   - each lane is complete, or waits on an open dead letter that its
+//     event's running workflow waits on (its state query says that
+//     delivery is dead_lettered, with the row's generation);
+//   - a delivery the closing operator replayed or skipped with the
+//     receivers healed ended delivered or skipped.
 func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolation {
 	var out []ModelViolation
 	fail := func(check, format string, args ...any) {
 		out = append(out, ModelViolation{check, fmt.Sprintf(format, args...)})
 	}
+	for _, n := range rec.Naming {
+		fail(CheckNaming, "%s", n)
+	}
+	subs := ModelSubscribers()
+	for d := range obs.Deliveries {
+		if d.Endpoint < 0 {
+			fail(CheckExactlyOnce, "%s has a delivery to an endpoint of no subscriber", d.EventID)
+		}
+	}
 	for k, n := range sc.Events {
 		corr := sc.CorrelationID(k)
-		applied := map[int64]int{}
-		for _, q := range obs.Applied[corr] {
-			applied[q]++
-		}
-		state := func(q int64) string { return obs.Events[sc.EventID(k, q)].State }
-		complete := true
 		for q := int64(1); q <= int64(n); q++ {
-			id := sc.EventID(k, q)
-			name := fmt.Sprintf("c%d/%d (%s)", k, q, id)
-			ev, known := obs.Events[id]
-			switch {
-			case !known || ev.State == "":
-				complete = false
-				fail(CheckExactlyOnce, "%s was posted but is not in hookflow's ledger", name)
-				continue
-			case ev.State == stateSkipped && applied[q] > 0:
-				fail(CheckSkippedApplied, "%s ended skipped, yet the receiver applied it", name)
-			case ev.DeadLetter == dlSkipped && applied[q] > 0:
-				fail(CheckSkippedApplied, "%s was skipped (its dead letter row says so), yet the receiver applied it and it is %s", name, ev.State)
-			case ev.State == stateSkipped && !rec.SkipAsked[id]:
-				fail(CheckSkippedApplied, "%s ended skipped, but no operator asked to skip it", name)
-			case ev.State == stateDelivered && applied[q] == 0:
-				fail(CheckExactlyOnce, "%s is delivered in hookflow, but the receiver never applied it", name)
-			case ev.State != stateDelivered && ev.State != stateSkipped:
-				complete = false
-				if applied[q] > 0 {
-					fail(CheckExactlyOnce, "%s is %s in hookflow, yet the receiver applied it", name, ev.State)
+			for ep := range subs {
+				_, routed := obs.Deliveries[Delivery{sc.EventID(k, q), ep}]
+				if wants := subs[ep].Wants(sc.Types[k][q-1]); routed != wants {
+					fail(CheckExactlyOnce, "c%d/%d (%s) of type %s: routed to e%d is %v, subscribed %v", k, q, sc.EventID(k, q), sc.Types[k][q-1], ep, routed, wants)
 				}
 			}
-			if applied[q] > 1 || obs.AppliedAnswers[id] > 1 {
-				fail(CheckExactlyOnce, "%s was applied %d times (the receiver answered \"applied\" %d times)", name, applied[q], obs.AppliedAnswers[id])
-			}
-			switch {
-			case ev.State == stateSkipped && ev.DeadLetter != dlSkipped:
-				fail(CheckDeadLetter, "%s ended skipped, but its dead letter row says %s", name, rowStatus(ev.DeadLetter))
-			case ev.State == stateDelivered && ev.DeadLetter != "" && ev.DeadLetter != dlReplayed:
-				fail(CheckDeadLetter, "%s was delivered, but its dead letter row says %s (generation %d)", name, ev.DeadLetter, ev.Generation)
-			case ev.State == stateDeadLettered && ev.DeadLetter != dlOpen:
-				fail(CheckDeadLetter, "%s waits dead-lettered, but its dead letter row says %s", name, rowStatus(ev.DeadLetter))
-			case ev.DeadLetter == dlOpen && ev.State != stateDeadLettered:
-				fail(CheckDeadLetter, "%s is %s, but its dead letter row is open (generation %d)", name, ev.State, ev.Generation)
-			}
-			closing := rec.ClosingReplays[id] + rec.ClosingSkips[id]
-			if closing > 0 && ev.State != stateDelivered && ev.State != stateSkipped {
-				fail(CheckUnfinished, "%s is %s (dead letter %s, generation %d) after the closing operator's %d replays and %d skips with the receiver healed",
-					name, ev.State, rowStatus(ev.DeadLetter), ev.Generation, rec.ClosingReplays[id], rec.ClosingSkips[id])
-			}
 		}
+		for ep := range subs {
+			lane := Lane{corr, ep}
+			applied := map[int64]int{}
+			for _, q := range obs.Applied[lane] {
+				applied[q]++
+			}
+			seqs := sc.Lane(k, ep)
+			state := func(q int64) string { return obs.Deliveries[Delivery{sc.EventID(k, q), ep}].State }
+			complete := true
+			for _, q := range seqs {
+				id := sc.EventID(k, q)
+				d := Delivery{id, ep}
+				name := fmt.Sprintf("c%d/%d@e%d (%s)", k, q, ep, id)
+				ev, known := obs.Deliveries[d]
+				switch {
+				case !known || ev.State == "":
+					complete = false
+					continue // routing, above
+				case ev.State == stateSkipped && applied[q] > 0:
+					fail(CheckSkippedApplied, "%s ended skipped, yet the receiver applied it", name)
+				case ev.DeadLetter == dlSkipped && applied[q] > 0:
+					fail(CheckSkippedApplied, "%s was skipped (its dead letter row says so), yet the receiver applied it and it is %s", name, ev.State)
+				case ev.State == stateSkipped && !rec.SkipAsked[d]:
+					fail(CheckSkippedApplied, "%s ended skipped, but no operator asked to skip it", name)
+				case ev.State == stateDelivered && applied[q] == 0:
+					fail(CheckExactlyOnce, "%s is delivered in hookflow, but the receiver never applied it", name)
+				case ev.State != stateDelivered && ev.State != stateSkipped:
+					complete = false
+					if applied[q] > 0 {
+						fail(CheckExactlyOnce, "%s is %s in hookflow, yet the receiver applied it", name, ev.State)
+					}
+				}
+				if applied[q] > 1 || obs.AppliedAnswers[d] > 1 {
+					fail(CheckExactlyOnce, "%s was applied %d times (the receiver answered \"applied\" %d times)", name, applied[q], obs.AppliedAnswers[d])
+				}
+				switch {
+				case ev.State == stateSkipped && ev.DeadLetter != dlSkipped:
+					fail(CheckDeadLetter, "%s ended skipped, but its dead letter row says %s", name, rowStatus(ev.DeadLetter))
+				case ev.State == stateDelivered && ev.DeadLetter != "" && ev.DeadLetter != dlReplayed:
+					fail(CheckDeadLetter, "%s was delivered, but its dead letter row says %s (generation %d)", name, ev.DeadLetter, ev.Generation)
+				case ev.State == stateDeadLettered && ev.DeadLetter != dlOpen:
+					fail(CheckDeadLetter, "%s waits dead-lettered, but its dead letter row says %s", name, rowStatus(ev.DeadLetter))
+				case ev.DeadLetter == dlOpen && ev.State != stateDeadLettered:
+					fail(CheckDeadLetter, "%s is %s, but its dead letter row is open (generation %d)", name, ev.State, ev.Generation)
+				}
+				closing := rec.ClosingReplays[d] + rec.ClosingSkips[d]
+				if closing > 0 && ev.State != stateDelivered && ev.State != stateSkipped {
+					fail(CheckUnfinished, "%s is %s (dead letter %s, generation %d) after the closing operator's %d replays and %d skips with the receiver healed",
+						name, ev.State, rowStatus(ev.DeadLetter), ev.Generation, rec.ClosingReplays[d], rec.ClosingSkips[d])
+				}
+			}
 
-		// Order: the receiver applied 1, 2, …, skipping only what hookflow
-		// skipped, and holds nothing parked.
-		var last int64
-		for _, q := range obs.Applied[corr] {
-			want := last + 1
-			for want < q && state(want) == stateSkipped {
-				want++
+			// Order: the receiver applied the lane's sequences in order,
+			// leaving out only what hookflow skipped, and holds nothing
+			// parked; nothing of another lane.
+			next := 0 // index into seqs of the next one to apply
+			var last int64
+			for _, q := range obs.Applied[lane] {
+				for next < len(seqs) && seqs[next] < q && state(seqs[next]) == stateSkipped {
+					next++
+				}
+				switch {
+				case !slices.Contains(seqs, q):
+					fail(CheckOrder, "c%d@e%d: the receiver applied sequence %d, which is not of its lane %v", k, ep, q, seqs)
+				case next >= len(seqs) || seqs[next] != q:
+					fail(CheckOrder, "c%d@e%d: the receiver applied sequence %d after %d (its lane %v)", k, ep, q, last, seqs)
+				default:
+					next++
+				}
+				last = max(last, q)
 			}
-			if q != want {
-				fail(CheckOrder, "c%d: the receiver applied sequence %d after %d (expected %d next)", k, q, last, want)
+			if p := obs.Parked[lane]; len(p) > 0 {
+				fail(CheckOrder, "c%d@e%d: the receiver holds sequences %v parked, as if an earlier one were missing", k, ep, p)
 			}
-			last = max(last, q)
-		}
-		if p := obs.Parked[corr]; len(p) > 0 {
-			fail(CheckOrder, "c%d: the receiver holds sequences %v parked, as if an earlier one were missing", k, p)
-		}
-
-		if !complete {
-			if why := modelStrandedWhy(sc, k, obs); why != "" {
-				fail(CheckStranded, "c%d: %s", k, why)
+			if !complete {
+				if why := modelStrandedWhy(sc, k, ep, obs); why != "" {
+					fail(CheckStranded, "c%d@e%d: %s", k, ep, why)
+				}
 			}
 		}
 	}
@@ -203,63 +244,52 @@ func rowStatus(s string) string {
 	return s
 }
 
-// modelStrandedWhy says why unfinished correlation k is stranded, or ""
-// when its head waits on a dead letter an operator can still act on.
-func modelStrandedWhy(sc *Scenario, k int, obs ModelObserved) string {
-	h, ok := obs.Heads[sc.CorrelationID(k)]
+// modelStrandedWhy says why unfinished lane ep of correlation k is
+// stranded, or "" when its head waits on a dead letter an operator can
+// still act on.
+func modelStrandedWhy(sc *Scenario, k, ep int, obs ModelObserved) string {
+	h, ok := obs.Heads[Lane{sc.CorrelationID(k), ep}]
 	if !ok {
 		return "its head was not observed"
 	}
-	if h.Next < 1 || h.Next > int64(sc.Events[k]) {
-		return fmt.Sprintf("its cursor is at %d, past its events, yet some are unfinished", h.Next)
-	}
 	id := sc.EventID(k, h.Next)
-	ev := obs.Events[id]
-	wf := h.Workflow
-	if h.QueryErr != "" {
-		wf += " (" + h.QueryErr + ")"
-	} else if h.Workflow == "running" {
-		wf += fmt.Sprintf(" and says %s, generation %d", h.Status.State, generationOf(h.Status))
+	why := laneStrandedWhy(id, DeliveryRow(obs.Deliveries[Delivery{id, ep}]), h, at(obs.EndpointIDs, ep))
+	if why == "" {
+		return ""
 	}
-	switch {
-	case ev.State != stateDeadLettered:
-		return fmt.Sprintf("its head c%d/%d is %s in hookflow's ledger and nothing moves it; its workflow is %s", k, h.Next, ev.State, wf)
-	case ev.DeadLetter != dlOpen:
-		return fmt.Sprintf("its head c%d/%d is dead-lettered, but its dead letter row says %s, which no operator can replay or skip; its workflow is %s", k, h.Next, rowStatus(ev.DeadLetter), wf)
-	case h.Workflow != "running" || h.QueryErr != "":
-		return fmt.Sprintf("its head c%d/%d waits on an open dead letter, but its workflow is %s", k, h.Next, wf)
-	case h.Status.State != contract.StateDeadLettered || generationOf(h.Status) != ev.Generation:
-		return fmt.Sprintf("its head c%d/%d has dead letter generation %d open, but its workflow is %s", k, h.Next, ev.Generation, wf)
-	}
-	return ""
+	return fmt.Sprintf("(head c%d/%d) %s", k, h.Next, why)
 }
 
-// endLines say how each correlation and event of a scenario ended: the
+// endLines say how each lane and delivery of a scenario ended: the
 // ledger's state, the dead letter row, what the receiver applied and holds
 // parked, and the head's workflow.
 func endLines(sc *Scenario, obs ModelObserved) []string {
 	var out []string
-	for k, n := range sc.Events {
+	for k := range sc.Events {
 		corr := sc.CorrelationID(k)
-		line := fmt.Sprintf("c%d: the receiver applied %v, holds %v parked", k, obs.Applied[corr], obs.Parked[corr])
-		if h, ok := obs.Heads[corr]; ok {
-			line += fmt.Sprintf("; head c%d/%d, its workflow %s", k, h.Next, h.Workflow)
-			switch {
-			case h.QueryErr != "":
-				line += " (" + h.QueryErr + ")"
-			case h.Workflow == "running":
-				line += fmt.Sprintf(" (%s, generation %d)", h.Status.State, generationOf(h.Status))
+		for ep := 0; ep < modelEndpoints; ep++ {
+			lane := Lane{corr, ep}
+			line := fmt.Sprintf("c%d@e%d (lane %v): the receiver applied %v, holds %v parked", k, ep, sc.Lane(k, ep), obs.Applied[lane], obs.Parked[lane])
+			if h, ok := obs.Heads[lane]; ok {
+				line += fmt.Sprintf("; head c%d/%d, its workflow %s", k, h.Next, h.Workflow)
+				l, _ := h.Status.Lane(at(obs.EndpointIDs, ep))
+				switch {
+				case h.QueryErr != "":
+					line += " (" + h.QueryErr + ")"
+				case h.Workflow == "running":
+					line += fmt.Sprintf(" (the delivery %s, generation %d; the event %s)", cmp.Or(string(l.State), "unknown"), l.Generation, h.Status.State)
+				}
 			}
-		}
-		out = append(out, line)
-		for q := int64(1); q <= int64(n); q++ {
-			id := sc.EventID(k, q)
-			ev := obs.Events[id]
-			dl := "no dead letter"
-			if ev.DeadLetter != "" {
-				dl = fmt.Sprintf("dead letter %s (generation %d)", ev.DeadLetter, ev.Generation)
+			out = append(out, line)
+			for _, q := range sc.Lane(k, ep) {
+				d := Delivery{sc.EventID(k, q), ep}
+				ev := obs.Deliveries[d]
+				dl := "no dead letter"
+				if ev.DeadLetter != "" {
+					dl = fmt.Sprintf("dead letter %s (generation %d)", ev.DeadLetter, ev.Generation)
+				}
+				out = append(out, fmt.Sprintf("c%d/%d@e%d: %s, %s, \"applied\" answers %d", k, q, ep, cmp.Or(ev.State, "not in the ledger"), dl, obs.AppliedAnswers[d]))
 			}
-			out = append(out, fmt.Sprintf("c%d/%d: %s, %s, \"applied\" answers %d", k, q, cmp.Or(ev.State, "not in the ledger"), dl, obs.AppliedAnswers[id]))
 		}
 	}
 	return out

@@ -29,8 +29,8 @@ type observer struct {
 	progress *progress
 
 	mu sync.Mutex
-	// stray are the open dead letters of events not dead-lettered that the
-	// progress saw (event/generation).
+	// stray are the open dead letters of deliveries not dead-lettered that
+	// the progress saw (event/generation).
 	stray map[string]bool
 	// downDL counts the dead letters of the down endpoint, read once quiet.
 	downDL int
@@ -56,11 +56,12 @@ func (o *observer) downDeadLetters() int {
 	return o.downDL
 }
 
-// counts reads hookflow's events by state and its open dead letters.
+// counts reads hookflow's deliveries by state (a queued event's are
+// waiting) and its open dead letters.
 func (o *observer) counts(ctx context.Context) (map[string]int, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := o.st.hf.Query(ctx, "SELECT state, count(*) FROM events GROUP BY state")
+	rows, err := o.st.hf.Query(ctx, "SELECT state, count(*) FROM deliveries GROUP BY state")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -89,17 +90,18 @@ func pending(states map[string]int) int {
 	return states["queued"] + states["waiting"] + states["delivering"]
 }
 
-// noteStrayDeadLetters reports, once each, the open dead letters whose event
-// is not dead-lettered: the dead-letter queue offers an operator a replay or
-// skip of an event that is delivering or finished, which its workflow will
-// ignore. The ledger writes a dead letter and the event's state together,
+// noteStrayDeadLetters reports, once each, the open dead letters whose
+// delivery is not dead-lettered: the dead-letter queue offers an operator a
+// replay or skip of a delivery that is delivering or finished, which its
+// workflow will ignore. The ledger writes a dead letter and the event's state together,
 // so this is no invariant of the checks but a lead to follow in the logs.
 func (o *observer) noteStrayDeadLetters(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := o.st.hf.Query(ctx, `SELECT d.event_id, d.generation, e.state, d.replay_count, e.restarts, COALESCE(e.restart_reason, '')
-		FROM dead_letters d JOIN events e ON e.id = d.event_id
-		WHERE d.status = 'open' AND e.state <> 'dead_lettered'`)
+	rows, err := o.st.hf.Query(ctx, `SELECT d.event_id, d.generation, v.state, d.replay_count, e.restarts, COALESCE(e.restart_reason, '')
+		FROM dead_letters d JOIN deliveries v ON v.event_id = d.event_id AND v.endpoint_id = d.endpoint_id
+		JOIN events e ON e.id = d.event_id
+		WHERE d.status = 'open' AND v.state <> 'dead_lettered'`)
 	if err != nil {
 		return
 	}
@@ -133,15 +135,16 @@ func (o *observer) noteStrayDeadLetters(ctx context.Context) {
 	}
 }
 
-// read fills in what hookflow's ledger, the receiver's ledger and its API,
-// the proxy and Temporal say once quiet: the events' states and dead
-// letters, what the receiver applied, and how the heads stand of the
-// correlations with an unfinished event among obs.Accepted.
+// read fills in what hookflow's ledger, the receivers' ledgers and their
+// APIs, the proxy and Temporal say once quiet: the events' and deliveries'
+// states and dead letters, what each receiver applied, and how the heads
+// stand of the lanes with an unfinished delivery among obs.Accepted.
 func (o *observer) read(parent context.Context, obs *Observed) error {
 	ctx, cancel := context.WithTimeout(parent, 2*time.Minute)
 	defer cancel()
-	obs.States, obs.DeadLetters, obs.Receiver = map[string]string{}, map[string]string{}, map[string]refreceiver.Correlation{}
 	st := o.st
+	obs.States, obs.Deliveries = map[string]string{}, map[Delivery]DeliveryRow{}
+	obs.EndpointIDs = st.endpoints.ids
 
 	rows, err := st.hf.Query(ctx, "SELECT id, state FROM events")
 	if err != nil {
@@ -154,106 +157,111 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 	for _, x := range kv {
 		obs.States[x.K] = x.V
 	}
-	rows, err = st.hf.Query(ctx, "SELECT event_id, status, generation FROM dead_letters")
+	ds, err := readDeliveries(ctx, st.hf, nil)
 	if err != nil {
-		return fmt.Errorf("read dead letters: %w", err)
-	}
-	dls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-		ID, Status string
-		Generation int32
-	}])
-	if err != nil {
-		return fmt.Errorf("read dead letters: %w", err)
-	}
-	generation := map[string]int32{}
-	for _, d := range dls {
-		obs.DeadLetters[d.ID] = d.Status
-		generation[d.ID] = d.Generation
-	}
-
-	readLedger := func(q string) ([]LedgerEntry, error) {
-		rows, err := st.rcv.Query(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, pgx.RowToStructByPos[LedgerEntry])
-	}
-	// entry_no is the order of application.
-	if obs.Ledger, err = readLedger("SELECT event_id, correlation_id, sequence FROM ledger_entries ORDER BY entry_no"); err != nil {
-		return fmt.Errorf("read receiver ledger: %w", err)
-	}
-	if obs.Processed, err = readLedger("SELECT event_id, correlation_id, sequence FROM processed_events"); err != nil {
-		return fmt.Errorf("read receiver processed_events: %w", err)
+		return err
 	}
 	var downDL int
-	if err := st.hf.QueryRow(ctx, "SELECT count(*) FROM dead_letters WHERE endpoint_id = $1", st.endpoints.down).Scan(&downDL); err != nil {
-		return fmt.Errorf("read dead letters: %w", err)
+	for _, d := range ds {
+		ep := st.endpoints.index(d.EndpointID)
+		obs.Deliveries[Delivery{d.EventID, ep}] = DeliveryRow{State: d.State, DeadLetter: d.DeadLetter, Generation: d.Generation}
+		if d.DeadLetter != "" && ep == st.endpoints.down && ep >= 0 {
+			downDL++
+		}
 	}
 	o.mu.Lock()
 	o.downDL = downDL
 	o.mu.Unlock()
-	if err := st.rcv.QueryRow(ctx, "SELECT count(*) FROM parked_events").Scan(&obs.Parked); err != nil {
-		return fmt.Errorf("read receiver parked_events: %w", err)
-	}
-	for _, corr := range o.wl.Correlations {
-		rc, code, err := st.recv.correlation(ctx, corr)
+
+	for ep, pool := range st.rcv {
+		readLedger := func(q string) ([]LedgerEntry, error) {
+			rows, err := pool.Query(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, pgx.RowToStructByPos[LedgerEntry])
+		}
+		// entry_no is the order of application.
+		ledger, err := readLedger("SELECT event_id, correlation_id, sequence FROM ledger_entries ORDER BY entry_no")
 		if err != nil {
-			return err
+			return fmt.Errorf("read receiver %d's ledger: %w", ep, err)
 		}
-		if code == http.StatusOK {
-			obs.Receiver[corr] = rc
+		processed, err := readLedger("SELECT event_id, correlation_id, sequence FROM processed_events")
+		if err != nil {
+			return fmt.Errorf("read receiver %d's processed_events: %w", ep, err)
 		}
+		var parked int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM parked_events").Scan(&parked); err != nil {
+			return fmt.Errorf("read receiver %d's parked_events: %w", ep, err)
+		}
+		known := map[string]refreceiver.Correlation{}
+		for _, corr := range o.wl.Correlations {
+			rc, code, err := st.recv[ep].correlation(ctx, corr)
+			if err != nil {
+				return err
+			}
+			if code == http.StatusOK {
+				known[corr] = rc
+			}
+		}
+		obs.Ledger, obs.Processed = append(obs.Ledger, ledger), append(obs.Processed, processed)
+		obs.Parked, obs.Receiver = append(obs.Parked, parked), append(obs.Receiver, known)
 	}
 	obs.AppliedAnswers = st.proxy.AppliedAnswers()
 	// Last, with a budget of its own: a Temporal call that hangs leaves
 	// its head unconfirmed (so stranded), not the ledgers unread.
 	hctx, hcancel := context.WithTimeout(parent, 2*time.Minute)
 	defer hcancel()
-	obs.Heads, err = o.heads(hctx, obs.Accepted, obs.States, generation)
+	obs.Heads, err = o.heads(hctx, obs.Deliveries)
 	return err
 }
 
-// heads reads how the head (the event at the ledger's cursor) of every
-// correlation that has an unfinished event stands: its dead letter's
-// generation, its workflow's status and, when it runs, what it answers to
-// QueryState.
-func (o *observer) heads(ctx context.Context, accepted map[string]bool, states map[string]string, generation map[string]int32) (map[string]Head, error) {
-	unfinished := map[string]bool{}
-	for _, ev := range o.wl.Events {
-		if st := states[ev.ID]; accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
-			unfinished[ev.CorrelationID] = true
-		}
-	}
-	heads := map[string]Head{}
-	if len(unfinished) == 0 {
-		return heads, nil
-	}
-	rows, err := o.st.hf.Query(ctx, "SELECT correlation_id, next_sequence FROM correlations")
+// deliveryRow is one row of hookflow's deliveries with its dead letter.
+type deliveryRow struct {
+	EventID, EndpointID, CorrelationID string
+	Sequence                           int64
+	State, DeadLetter                  string
+	Generation                         int32
+}
+
+// readDeliveries reads hookflow's deliveries, with their dead letters, of
+// the correlations given (all when nil), in lane order.
+func readDeliveries(ctx context.Context, hf interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, correlations []string) ([]deliveryRow, error) {
+	rows, err := hf.Query(ctx, `SELECT v.event_id, v.endpoint_id, v.correlation_id, v.sequence, v.state,
+			COALESCE(d.status, ''), COALESCE(d.generation, 0)
+		FROM deliveries v LEFT JOIN dead_letters d ON d.event_id = v.event_id AND d.endpoint_id = v.endpoint_id
+		WHERE $1::text[] IS NULL OR v.correlation_id = ANY($1)
+		ORDER BY v.correlation_id, v.endpoint_id, v.sequence`, correlations)
 	if err != nil {
-		return nil, fmt.Errorf("read cursors: %w", err)
+		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
-	cursors, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-		ID   string
-		Next int64
-	}])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[deliveryRow])
 	if err != nil {
-		return nil, fmt.Errorf("read cursors: %w", err)
+		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
-	next := map[string]int64{}
-	for _, c := range cursors {
-		next[c.ID] = c.Next
-	}
+	return out, nil
+}
+
+// heads reads how the head (its first delivery not delivered or skipped)
+// of every lane with one stands: its dead letter's generation, its event's
+// workflow's status and, when it runs, what it answers to QueryState.
+func (o *observer) heads(ctx context.Context, deliveries map[Delivery]DeliveryRow) (map[Lane]Head, error) {
+	heads := map[Lane]Head{}
 	for _, corr := range o.wl.Correlations {
-		if !unfinished[corr] {
-			continue
+		for ep := range o.wl.Subscribers {
+			for _, ev := range o.wl.Lane(corr, ep) {
+				row, ok := deliveries[Delivery{ev.ID, ep}]
+				if !ok || row.State == stateDelivered || row.State == stateSkipped {
+					continue
+				}
+				h := Head{Next: ev.Sequence, Generation: row.Generation}
+				h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, ev.ID)
+				heads[Lane{corr, ep}] = h
+				break
+			}
 		}
-		h := Head{Next: max(1, next[corr])}
-		id := o.wl.EventID(corr, h.Next)
-		h.Generation = generation[id]
-		if id != "" {
-			h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, id)
-		}
-		heads[corr] = h
 	}
 	return heads, nil
 }

@@ -42,10 +42,10 @@ type operator struct {
 	healed atomic.Bool
 
 	mu       sync.Mutex
-	replayed map[string]int // event id → times replayed
-	// skipped are the events an operator asked to skip, unless the API
+	replayed map[string]int // event id → times replayed (at any endpoint)
+	// skipped are the deliveries an operator asked to skip, unless the API
 	// refused it (409).
-	skipped map[string]bool
+	skipped map[Delivery]bool
 	// clicks counts the double clicks by what the API answered them.
 	clicks clickStats
 	// doubleClaims are the dead letters whose two concurrent clicks were
@@ -54,11 +54,11 @@ type operator struct {
 }
 
 func newOperator(st *stack, wl *Workload, logger *slog.Logger, out *progress) *operator {
-	return &operator{st: st, wl: wl, logger: logger, progress: out, replayed: map[string]int{}, skipped: map[string]bool{}}
+	return &operator{st: st, wl: wl, logger: logger, progress: out, replayed: map[string]int{}, skipped: map[Delivery]bool{}}
 }
 
-// replayEvery replays the open dead letters of the healthy endpoints (and
-// of the down one once healed) every so often, as an on-call operator
+// replayEvery replays the open dead letters of the endpoints that are up
+// (the down one too once healed) every so often, as an on-call operator
 // would.
 func (o *operator) replayEvery(ctx context.Context, every time.Duration) {
 	for {
@@ -72,11 +72,10 @@ func (o *operator) replayEvery(ctx context.Context, every time.Duration) {
 }
 
 func (o *operator) replayAll(ctx context.Context) {
-	eps := append([]string(nil), o.st.endpoints.healthy...)
-	if o.healed.Load() {
-		eps = append(eps, o.st.endpoints.down)
-	}
-	for _, ep := range eps {
+	for i, ep := range o.st.endpoints.ids {
+		if i == o.st.endpoints.down && !o.healed.Load() {
+			continue
+		}
 		ids, err := o.replay(ctx, ep)
 		if err != nil {
 			o.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
@@ -116,19 +115,26 @@ func (o *operator) clickCounts() clickStats {
 	return o.clicks
 }
 
-// results returns copies of the events the operator skipped and of its
+// results returns copies of the deliveries the operator skipped and of its
 // double claims, for the checks.
-func (o *operator) results() (skips map[string]bool, doubleClaims []string) {
+func (o *operator) results() (skips map[Delivery]bool, doubleClaims []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return maps.Clone(o.skipped), slices.Clone(o.doubleClaims)
 }
 
-// healDown keeps the down endpoint down until every down correlation's head
-// has dead-lettered (so at least one recovery window after the fault phase
-// began at phase0), or until deadline, then heals it.
+// healDown keeps the down endpoint down until the head of each of its
+// lanes has dead-lettered (so at least one recovery window after the fault
+// phase began at phase0), or until deadline, then heals it. Its lanes are
+// the correlations with an event of a type it subscribes to; the other
+// endpoints' lanes of the same correlations go on meanwhile.
 func (o *operator) healDown(ctx context.Context, phase0 time.Time, window time.Duration, deadline time.Time) {
 	earliest := phase0.Add(window + 5*time.Second)
+	// A lane whose head is released late (its predecessors posted late,
+	// its workflow terminated) need not hold the others' replay for long.
+	if cap := earliest.Add(4 * window); cap.Before(deadline) {
+		deadline = cap
+	}
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
@@ -138,17 +144,15 @@ func (o *operator) healDown(ctx context.Context, phase0 time.Time, window time.D
 		if time.Now().Before(earliest) {
 			continue
 		}
-		dls, err := o.deadLetters(ctx, o.st.endpoints.down)
+		dls, err := o.deadLetters(ctx, o.st.endpoints.ids[o.st.endpoints.down])
 		if err != nil {
 			continue
 		}
-		heads := map[string]bool{}
+		lanes := map[string]bool{}
 		for _, d := range dls {
-			if d.Sequence == 1 {
-				heads[d.CorrelationID] = true
-			}
+			lanes[d.CorrelationID] = true
 		}
-		if len(heads) >= len(o.wl.Down) {
+		if len(lanes) >= o.downLanes() {
 			break
 		}
 	}
@@ -163,8 +167,11 @@ func (o *operator) heal(ctx context.Context, phase0 time.Time) {
 	if o.healed.Swap(true) {
 		return
 	}
-	down := o.st.endpoints.down
-	o.st.proxy.SetDown(false)
+	if o.st.endpoints.down < 0 {
+		return
+	}
+	down := o.st.endpoints.ids[o.st.endpoints.down]
+	o.st.proxy.SetDown(-1)
 	for try := 0; try < 10 && ctx.Err() == nil; try++ {
 		dls, _ := o.deadLetters(ctx, down)
 		ids, err := o.replay(ctx, down)
@@ -200,27 +207,22 @@ func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) 
 	if err != nil {
 		return skipped, err.Error()
 	}
-	var healthy []string
-	for _, c := range corrs {
-		if !o.wl.Down[c] {
-			healthy = append(healthy, c)
-		}
-	}
-	if len(healthy) == 0 {
+	if len(corrs) == 0 {
 		return skipped, "no correlation has events still to deliver"
 	}
-	corr := healthy[a.Pick%uint64(len(healthy))]
+	corr := corrs[a.Pick%uint64(len(corrs))]
 	refused := o.st.proxy.RefuseNext(corr)
 	defer o.st.proxy.Disarm(corr)
-	var id string
+	var d Delivery
 	select {
-	case id = <-refused:
+	case d = <-refused:
 	case <-time.After(30 * time.Second):
 		return skipped, "no new delivery of " + corr + " came within 30s"
 	case <-ctx.Done():
 		return skipped, "the run ended first"
 	}
-	if err := o.waitOpen(ctx, id, 30*time.Second); err != nil {
+	id, ep := d.EventID, o.st.endpoints.ids[d.Endpoint]
+	if err := o.waitOpen(ctx, id, ep, 30*time.Second); err != nil {
 		return skipped, err.Error()
 	}
 
@@ -237,13 +239,13 @@ func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) 
 		go func() {
 			defer wg.Done()
 			<-start
-			codes[i], errs[i] = o.press(ctx, id, buttons[i])
+			codes[i], errs[i] = o.press(ctx, id, ep, buttons[i])
 		}()
 	}
 	close(start)
 	wg.Wait()
 
-	answers := fmt.Sprintf("%s %s: %s, %s %s: %s", buttons[0], id, answer(codes[0], errs[0]), buttons[1], id, answer(codes[1], errs[1]))
+	answers := fmt.Sprintf("%s %s at %s: %s, %s: %s", buttons[0], id, o.wl.Subscribers[d.Endpoint].Name, answer(codes[0], errs[0]), buttons[1], answer(codes[1], errs[1]))
 	won, lost := 0, 0
 	skipWon, skipAsked := false, false
 	for i, code := range codes {
@@ -263,7 +265,7 @@ func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if skipAsked {
-		o.skipped[id] = true
+		o.skipped[d] = true
 	}
 	switch {
 	case won == 2:
@@ -292,17 +294,18 @@ func answer(code int, err error) string {
 	return fmt.Sprint(code)
 }
 
-// waitOpen waits until the event's dead letter is open.
-func (o *operator) waitOpen(ctx context.Context, eventID string, timeout time.Duration) error {
+// waitOpen waits until the dead letter of the event's delivery to
+// endpointID is open.
+func (o *operator) waitOpen(ctx context.Context, eventID, endpointID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		d, err := o.st.client.DeadLetterGet(ctx, eventID, "")
+		d, err := o.st.client.DeadLetterGet(ctx, eventID, endpointID)
 		code, err := answered(err, http.StatusOK)
 		if err == nil && code == http.StatusOK && d.Status == "open" {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the dead letter of %s was not open within %s (last: %d %s %v)", eventID, timeout, code, d.Status, err)
+			return fmt.Errorf("the dead letter of %s at %s was not open within %s (last: %d %s %v)", eventID, endpointID, timeout, code, d.Status, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -310,6 +313,18 @@ func (o *operator) waitOpen(ctx context.Context, eventID string, timeout time.Du
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// downLanes counts the down endpoint's lanes: the correlations with an
+// event it subscribes to.
+func (o *operator) downLanes() int {
+	n := 0
+	for _, corr := range o.wl.Correlations {
+		if len(o.wl.Lane(corr, o.st.endpoints.down)) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // pickEvent picks an unfinished event, whose workflow an operator could
@@ -460,11 +475,12 @@ func (o *operator) replay(ctx context.Context, endpointID string) ([]string, err
 	return res.EventIDs, nil
 }
 
-// press presses an operator's button (replay or skip) on one event's dead
-// letter, and returns the API's answer: 202 when it took it, 409 when the
-// dead letter was replayed or skipped already; the error when none came.
-func (o *operator) press(ctx context.Context, eventID, button string) (int, error) {
-	note := hfclient.OperatorRequest{Note: "chaos: " + button + " pressed twice at once"}
+// press presses an operator's button (replay or skip) on the dead letter
+// of an event's delivery to endpointID, and returns the API's answer: 202
+// when it took it, 409 when the dead letter was replayed or skipped
+// already; the error when none came.
+func (o *operator) press(ctx context.Context, eventID, endpointID, button string) (int, error) {
+	note := hfclient.OperatorRequest{EndpointID: endpointID, Note: "chaos: " + button + " pressed twice at once"}
 	var err error
 	if button == "skip" {
 		_, err = o.st.client.DeadLetterSkip(ctx, eventID, note)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,54 +39,90 @@ type ProxyStats struct {
 	Refused      int64 // answered 422 for a double click's dead letter
 }
 
-// Proxy stands between hookflow's workers and the receiver and injects
-// faults. Endpoints point at /ok/<name>/webhook (healthy, subject to the
-// per-request faults and 5xx bursts) or /down/webhook (answers resets and
-// 503s while down). Everything else is forwarded to the receiver's /webhook.
+// Proxy stands between hookflow's workers and the receivers and injects
+// faults. Endpoint i points at /ep/<i>/webhook, which the proxy forwards to
+// receiver i's /webhook, subject to the per-request faults and 5xx bursts,
+// unless endpoint i is the one down (SetDown), which answers resets and
+// 503s instead.
 type Proxy struct {
-	upstream     string // receiver's /webhook URL
+	upstreams    []string // receiver i's /webhook URL
 	holdFor      time.Duration
 	faults       ProxyFaults
 	client       *http.Client
-	down         atomic.Bool
+	down         atomic.Int64 // 1 + the index of the endpoint down, 0 for none
 	burst        atomic.Bool
 	burstRetryAf atomic.Bool
 	faultsOn     atomic.Bool
 
 	mu      sync.Mutex
 	rng     *rand.Rand
-	applied map[string]int // event id → "applied" answers seen
-	seen    map[string]bool
-	// refuse maps a correlation to the channel that gets the id of the
-	// event refused for it.
-	refuse map[string]chan string
-	// modes are the receiver's failure modes per correlation (the operator
-	// model's), and ackLost the events whose acknowledgement a LoseAck mode
-	// has dropped once already.
-	modes   map[string]ReceiverMode
-	ackLost map[string]bool
+	applied map[Delivery]int // "applied" answers seen per delivery
+	seen    map[Delivery]bool
+	// refuse maps a correlation to the channel that gets the delivery
+	// refused for it.
+	refuse map[string]chan Delivery
+	// modes are the receivers' failure modes per lane (the operator
+	// model's), and ackLost the deliveries whose acknowledgement a LoseAck
+	// mode has dropped once already.
+	modes   map[Lane]ReceiverMode
+	ackLost map[Delivery]bool
 
 	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused atomic.Int64
 
 	inflight atomic.Int64
 }
 
-// NewProxy returns a proxy forwarding to upstream. holdFor is how long a
-// latency fault holds a request (past the sender's timeout).
-func NewProxy(upstream string, seed uint64, holdFor time.Duration, faults ProxyFaults) *Proxy {
+// Delivery names one (event, endpoint) delivery: the endpoint by its index
+// in the run (its path on the proxy, its receiver).
+type Delivery struct {
+	EventID  string
+	Endpoint int
+}
+
+// Lane names one (correlation, endpoint) lane, the endpoint by its index.
+type Lane struct {
+	Correlation string
+	Endpoint    int
+}
+
+// NewProxy returns a proxy forwarding endpoint i's deliveries to
+// upstreams[i]. holdFor is how long a latency fault holds a request (past
+// the sender's timeout).
+func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults ProxyFaults) *Proxy {
 	p := &Proxy{
-		upstream: upstream, holdFor: holdFor, faults: faults,
+		upstreams: upstreams, holdFor: holdFor, faults: faults,
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
-		applied: map[string]int{}, seen: map[string]bool{}, refuse: map[string]chan string{},
-		modes: map[string]ReceiverMode{}, ackLost: map[string]bool{},
+		applied: map[Delivery]int{}, seen: map[Delivery]bool{}, refuse: map[string]chan Delivery{},
+		modes: map[Lane]ReceiverMode{}, ackLost: map[Delivery]bool{},
 	}
 	p.faultsOn.Store(true)
 	return p
 }
 
-// SetDown turns the down endpoint's outage on or off.
-func (p *Proxy) SetDown(on bool) { p.down.Store(on) }
+// SetDown puts endpoint ep down (resets and 503s), or none when ep < 0.
+func (p *Proxy) SetDown(ep int) { p.down.Store(int64(max(ep, -1) + 1)) }
+
+// Path is where endpoint i points on the proxy.
+func Path(i int) string { return fmt.Sprintf("/ep/%d/webhook", i) }
+
+// endpointOf returns the index of the endpoint a request's path names, or
+// -1.
+func (p *Proxy) endpointOf(path string) int {
+	rest, ok := strings.CutPrefix(path, "/ep/")
+	if !ok {
+		return -1
+	}
+	n, ok := strings.CutSuffix(rest, "/webhook")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil || i < 0 || i >= len(p.upstreams) {
+		return -1
+	}
+	return i
+}
 
 // SetBurst starts or ends a 5xx burst on the healthy endpoints; withRetryAfter
 // adds "Retry-After: 1" to the 503s.
@@ -97,23 +134,23 @@ func (p *Proxy) SetBurst(on, withRetryAfter bool) {
 // SetFaults turns the per-request faults and bursts on or off (off in a calm run).
 func (p *Proxy) SetFaults(on bool) { p.faultsOn.Store(on) }
 
-// RefuseNext makes the proxy refuse (422, a permanent rejection: the event
-// dead-letters at once) the next delivery of correlation on a healthy
-// endpoint whose event it has never seen before, and returns the channel
-// that gets that event's id. Only a first sight is refused: an event the
-// receiver may have applied already (a held or unacknowledged copy) is
-// never dead-lettered for a double click, so a skip of it stays honest.
-// Disarm ends a refusal that has not fired.
-func (p *Proxy) RefuseNext(correlation string) <-chan string {
-	ch := make(chan string, 1)
+// RefuseNext makes the proxy refuse (422, a permanent rejection: the
+// delivery dead-letters at once) the next delivery of correlation, on an
+// endpoint that is not down, that it has never seen before, and returns the
+// channel that gets that delivery. Only a first sight is refused: a
+// delivery the receiver may have applied already (a held or unacknowledged
+// copy) is never dead-lettered for a double click, so a skip of it stays
+// honest. Disarm ends a refusal that has not fired.
+func (p *Proxy) RefuseNext(correlation string) <-chan Delivery {
+	ch := make(chan Delivery, 1)
 	p.mu.Lock()
 	p.refuse[correlation] = ch
 	p.mu.Unlock()
 	return ch
 }
 
-// ReceiverMode is how the receiver answers the deliveries of one
-// correlation, as the operator model sets it (SetMode).
+// ReceiverMode is how a receiver answers the deliveries of one lane, as the
+// operator model sets it (SetMode).
 type ReceiverMode int
 
 const (
@@ -147,21 +184,22 @@ func (m ReceiverMode) String() string {
 	return fmt.Sprintf("mode %d", int(m))
 }
 
-// SetMode sets how the receiver answers the deliveries of correlation.
-func (p *Proxy) SetMode(correlation string, m ReceiverMode) {
+// SetMode sets how endpoint ep's receiver answers the deliveries of
+// correlation.
+func (p *Proxy) SetMode(correlation string, ep int, m ReceiverMode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if m == ModePass {
-		delete(p.modes, correlation)
+		delete(p.modes, Lane{correlation, ep})
 		return
 	}
-	p.modes[correlation] = m
+	p.modes[Lane{correlation, ep}] = m
 }
 
-// modeOf returns the mode of the delivery's correlation (ModePass when
-// none is set), and for ModeLoseAck whether this delivery is the event's
-// first, whose acknowledgement is dropped; a later one passes.
-func (p *Proxy) modeOf(eventID string, body []byte) ReceiverMode {
+// modeOf returns the mode of the delivery's lane (ModePass when none is
+// set), and for ModeLoseAck whether this is the delivery's first request,
+// whose acknowledgement is dropped; a later one passes.
+func (p *Proxy) modeOf(d Delivery, body []byte) ReceiverMode {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.modes) == 0 {
@@ -173,12 +211,12 @@ func (p *Proxy) modeOf(eventID string, body []byte) ReceiverMode {
 	if json.Unmarshal(body, &env) != nil {
 		return ModePass
 	}
-	m := p.modes[env.CorrelationID]
+	m := p.modes[Lane{env.CorrelationID, d.Endpoint}]
 	if m == ModeLoseAck {
-		if p.ackLost[eventID] {
+		if p.ackLost[d] {
 			return ModePass
 		}
-		p.ackLost[eventID] = true
+		p.ackLost[d] = true
 	}
 	return m
 }
@@ -190,13 +228,13 @@ func (p *Proxy) Disarm(correlation string) {
 	p.mu.Unlock()
 }
 
-// firstSight records an event id and says whether this is the first
-// request for it, and whether to refuse it (RefuseNext).
-func (p *Proxy) firstSight(eventID string, body []byte) (refuse bool) {
+// firstSight records a delivery and says whether this is the first request
+// for it, and whether to refuse it (RefuseNext).
+func (p *Proxy) firstSight(d Delivery, body []byte) (refuse bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	first := eventID != "" && !p.seen[eventID]
-	p.seen[eventID] = true
+	first := d.EventID != "" && !p.seen[d]
+	p.seen[d] = true
 	if !first || len(p.refuse) == 0 {
 		return false
 	}
@@ -211,7 +249,7 @@ func (p *Proxy) firstSight(eventID string, body []byte) (refuse bool) {
 		return false
 	}
 	delete(p.refuse, env.CorrelationID)
-	ch <- eventID
+	ch <- d
 	return true
 }
 
@@ -224,12 +262,12 @@ func (p *Proxy) Stats() ProxyStats {
 	}
 }
 
-// AppliedAnswers returns, per event id, how many times the receiver answered
-// "applied" (more than once would be a double application).
-func (p *Proxy) AppliedAnswers() map[string]int {
+// AppliedAnswers returns, per delivery, how many times its receiver
+// answered "applied" (more than once would be a double application).
+func (p *Proxy) AppliedAnswers() map[Delivery]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int, len(p.applied))
+	out := make(map[Delivery]int, len(p.applied))
 	for k, v := range p.applied {
 		out[k] = v
 	}
@@ -283,8 +321,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	isDown := strings.HasPrefix(r.URL.Path, "/down/")
-	if isDown && p.down.Load() {
+	ep := p.endpointOf(r.URL.Path)
+	if ep < 0 {
+		http.Error(w, "no such endpoint (chaos proxy)", http.StatusNotFound)
+		return
+	}
+	d := Delivery{EventID: r.Header.Get("webhook-id"), Endpoint: ep}
+	if int64(ep+1) == p.down.Load() {
 		if p.downAnswers.Add(1)%2 == 0 {
 			reset(w)
 			return
@@ -292,7 +335,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "endpoint down (chaos)", http.StatusServiceUnavailable)
 		return
 	}
-	if !isDown && p.burst.Load() && p.faultsOn.Load() {
+	if p.burst.Load() && p.faultsOn.Load() {
 		p.burst503.Add(1)
 		if p.burstRetryAf.Load() {
 			w.Header().Set("Retry-After", "1")
@@ -300,27 +343,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "5xx burst (chaos)", http.StatusServiceUnavailable)
 		return
 	}
-	if !isDown && p.firstSight(r.Header.Get("webhook-id"), body) {
+	if p.firstSight(d, body) {
 		p.refused.Add(1)
 		http.Error(w, "refused for a double click (chaos)", http.StatusUnprocessableEntity)
 		return
 	}
-	f := faultNone
-	if !isDown {
-		switch p.modeOf(r.Header.Get("webhook-id"), body) {
-		case ModeReject:
-			p.refused.Add(1)
-			http.Error(w, "rejected (operator model)", http.StatusBadRequest)
-			return
-		case ModeUnavailable:
-			p.burst503.Add(1)
-			http.Error(w, "unavailable (operator model)", http.StatusServiceUnavailable)
-			return
-		case ModeLoseAck:
-			f = faultLostAck
-		default:
-			f = p.pick()
-		}
+	var f fault
+	switch p.modeOf(d, body) {
+	case ModeReject:
+		p.refused.Add(1)
+		http.Error(w, "rejected (operator model)", http.StatusBadRequest)
+		return
+	case ModeUnavailable:
+		p.burst503.Add(1)
+		http.Error(w, "unavailable (operator model)", http.StatusServiceUnavailable)
+		return
+	case ModeLoseAck:
+		f = faultLostAck
+	default:
+		f = p.pick()
 	}
 	switch f {
 	case faultLatency:
@@ -328,20 +369,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Hold past the sender's timeout; the sender gives up and will
 		// retry. Then deliver this copy anyway, as a slow network would.
 		time.Sleep(p.holdFor)
-		status, respBody, hdr, err := p.forward(context.Background(), r, body)
+		status, respBody, hdr, err := p.forward(context.Background(), r, d, body)
 		if err != nil {
 			return
 		}
 		writeResp(w, status, hdr, respBody) // usually to a closed connection
 	case faultLostAck:
-		if _, _, _, err := p.forward(r.Context(), r, body); err != nil {
+		if _, _, _, err := p.forward(r.Context(), r, d, body); err != nil {
 			http.Error(w, "upstream unreachable", http.StatusBadGateway)
 			return
 		}
 		p.lostAcks.Add(1)
 		reset(w)
 	default:
-		status, respBody, hdr, err := p.forward(r.Context(), r, body)
+		status, respBody, hdr, err := p.forward(r.Context(), r, d, body)
 		if err != nil {
 			http.Error(w, "upstream unreachable", http.StatusBadGateway)
 			return
@@ -350,9 +391,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// forward posts the request to the receiver and records its verdict.
-func (p *Proxy) forward(ctx context.Context, r *http.Request, body []byte) (int, []byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, p.upstream, bytes.NewReader(body))
+// forward posts the request to the delivery's receiver and records its
+// verdict.
+func (p *Proxy) forward(ctx context.Context, r *http.Request, d Delivery, body []byte) (int, []byte, http.Header, error) {
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, p.upstreams[d.Endpoint], bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -377,7 +419,7 @@ func (p *Proxy) forward(ctx context.Context, r *http.Request, body []byte) (int,
 		}
 		if json.Unmarshal(rb, &v) == nil && v.Status == "applied" {
 			p.mu.Lock()
-			p.applied[r.Header.Get("webhook-id")]++
+			p.applied[d]++
 			p.mu.Unlock()
 		}
 	case http.StatusAccepted:

@@ -21,7 +21,7 @@ func proxySetup(t *testing.T, holdFor time.Duration, faults ProxyFaults) (*Proxy
 		_, _ = io.WriteString(w, `{"status":"applied","event_id":"`+r.Header.Get("webhook-id")+`"}`)
 	}))
 	t.Cleanup(upstream.Close)
-	p := NewProxy(upstream.URL+"/webhook", 1, holdFor, faults)
+	p := NewProxy([]string{upstream.URL + "/webhook", upstream.URL + "/webhook"}, 1, holdFor, faults)
 	srv := httptest.NewServer(p)
 	t.Cleanup(func() { srv.Close(); p.Wait(5 * time.Second) })
 	return p, srv.URL, &got
@@ -47,11 +47,11 @@ func deliver(t *testing.T, url, id string, timeout time.Duration) (int, string, 
 func TestProxyPassesThrough(t *testing.T) {
 	t.Parallel()
 	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
-	code, body, err := deliver(t, url+"/ok/0/webhook", "ev-1", 5*time.Second)
+	code, body, err := deliver(t, url+Path(0), "ev-1", 5*time.Second)
 	if err != nil || code != http.StatusOK || !strings.Contains(body, "applied") {
 		t.Fatalf("got %d %q %v, want 200 applied", code, body, err)
 	}
-	if got.Load() != 1 || p.AppliedAnswers()["ev-1"] != 1 {
+	if got.Load() != 1 || p.AppliedAnswers()[Delivery{"ev-1", 0}] != 1 {
 		t.Fatalf("upstream saw %d, applied answers %v", got.Load(), p.AppliedAnswers())
 	}
 }
@@ -60,10 +60,10 @@ func TestProxyPassesThrough(t *testing.T) {
 func TestProxyLostAck(t *testing.T) {
 	t.Parallel()
 	p, url, got := proxySetup(t, time.Second, ProxyFaults{LostAck: 1})
-	if _, _, err := deliver(t, url+"/ok/0/webhook", "ev-1", 5*time.Second); err == nil {
+	if _, _, err := deliver(t, url+Path(0), "ev-1", 5*time.Second); err == nil {
 		t.Fatal("the sender got an answer; want a reset connection")
 	}
-	if got.Load() != 1 || p.Stats().LostAcks != 1 || p.AppliedAnswers()["ev-1"] != 1 {
+	if got.Load() != 1 || p.Stats().LostAcks != 1 || p.AppliedAnswers()[Delivery{"ev-1", 0}] != 1 {
 		t.Fatalf("upstream saw %d, stats %+v", got.Load(), p.Stats())
 	}
 }
@@ -72,7 +72,7 @@ func TestProxyLostAck(t *testing.T) {
 func TestProxyLatency(t *testing.T) {
 	t.Parallel()
 	p, url, got := proxySetup(t, 300*time.Millisecond, ProxyFaults{Latency: 1})
-	if _, _, err := deliver(t, url+"/ok/0/webhook", "ev-1", 100*time.Millisecond); err == nil {
+	if _, _, err := deliver(t, url+Path(0), "ev-1", 100*time.Millisecond); err == nil {
 		t.Fatal("the sender got an answer before its timeout")
 	}
 	time.Sleep(50 * time.Millisecond) // the handler may not have begun yet
@@ -87,10 +87,10 @@ func TestProxyLatency(t *testing.T) {
 func TestProxyDownAndBurst(t *testing.T) {
 	t.Parallel()
 	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
-	p.SetDown(true)
+	p.SetDown(1)
 	var resets, unavailable int
 	for i := 0; i < 4; i++ {
-		code, _, err := deliver(t, url+"/down/webhook", "ev-d", 5*time.Second)
+		code, _, err := deliver(t, url+Path(1), "ev-d", 5*time.Second)
 		switch {
 		case err != nil:
 			resets++
@@ -103,13 +103,13 @@ func TestProxyDownAndBurst(t *testing.T) {
 	if resets != 2 || unavailable != 2 {
 		t.Fatalf("resets=%d 503s=%d, want 2 and 2", resets, unavailable)
 	}
-	// The healthy endpoints are not affected by the outage.
-	if code, _, err := deliver(t, url+"/ok/1/webhook", "ev-h", 5*time.Second); err != nil || code != http.StatusOK {
+	// The other endpoints are not affected by the outage.
+	if code, _, err := deliver(t, url+Path(0), "ev-h", 5*time.Second); err != nil || code != http.StatusOK {
 		t.Fatalf("healthy endpoint during the outage: %d %v", code, err)
 	}
 
 	p.SetBurst(true, true)
-	req, _ := http.NewRequest(http.MethodPost, url+"/ok/1/webhook", strings.NewReader(`{}`))
+	req, _ := http.NewRequest(http.MethodPost, url+Path(0), strings.NewReader(`{}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +119,8 @@ func TestProxyDownAndBurst(t *testing.T) {
 		t.Fatalf("burst answered %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	p.SetBurst(false, false)
-	p.SetDown(false)
-	if code, _, err := deliver(t, url+"/down/webhook", "ev-d", 5*time.Second); err != nil || code != http.StatusOK {
+	p.SetDown(-1)
+	if code, _, err := deliver(t, url+Path(1), "ev-d", 5*time.Second); err != nil || code != http.StatusOK {
 		t.Fatalf("healed endpoint: %d %v", code, err)
 	}
 	if got.Load() != 2 {
@@ -136,7 +136,7 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
 	post := func(id, corr string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, url+"/ok/0/webhook", strings.NewReader(`{"correlation_id":"`+corr+`"}`))
+		req, err := http.NewRequest(http.MethodPost, url+Path(0), strings.NewReader(`{"correlation_id":"`+corr+`"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,9 +167,9 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 		}
 	}
 	select {
-	case id := <-refused:
-		if id != "ev-a-2" {
-			t.Errorf("refused %s, want ev-a-2", id)
+	case d := <-refused:
+		if d != (Delivery{"ev-a-2", 0}) {
+			t.Errorf("refused %+v, want ev-a-2 at endpoint 0", d)
 		}
 	default:
 		t.Error("the refusal was not reported")
@@ -184,8 +184,8 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 		t.Errorf("after Disarm: %d", code)
 	}
 	select {
-	case id := <-refused:
-		t.Errorf("a disarmed refusal refused %s", id)
+	case d := <-refused:
+		t.Errorf("a disarmed refusal refused %+v", d)
 	default:
 	}
 }

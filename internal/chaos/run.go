@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,12 +43,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer closeLog()
 
 	wl, err := NewWorkload(WorkloadConfig{
-		Seed: cfg.Seed, Events: cfg.Events, Correlations: cfg.Correlations,
-		DownCorrelations: max(1, cfg.Correlations/25), HealthyEndpoints: 3, DuplicateRate: cfg.DuplicateRate,
-		Reorder: 5,
+		Seed: cfg.Seed, Events: cfg.Events, Correlations: cfg.Correlations, DuplicateRate: cfg.DuplicateRate, Reorder: 5,
 	})
 	if err != nil {
 		return Result{}, err
+	}
+	// C (paid orders and invoices) is down from the start until its lanes'
+	// heads have dead-lettered; A and B go on meanwhile.
+	cfg.Subscribers, cfg.Down = wl.Subscribers, len(wl.Subscribers)-1
+	if cfg.Calm {
+		cfg.Down = -1
 	}
 
 	st := newStack(cfg, dir, logs, logger, out)
@@ -57,8 +62,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := st.start(ctx); err != nil {
 		return Result{}, err
 	}
-	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, receiver (%s), fault proxy; logs in %s",
-		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, st.recv.base, logs)
+	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d receivers (%s), fault proxy; logs in %s",
+		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, len(st.recv), subscriberLine(wl.Subscribers), logs)
 
 	r := newRun(cfg, wl, st, logger, out)
 	if err := r.exercise(ctx); err != nil {
@@ -87,7 +92,7 @@ func newRun(cfg Config, wl *Workload, st *stack, logger *slog.Logger, out *progr
 	op := newOperator(st, wl, logger, out)
 	return &run{
 		cfg: cfg, wl: wl, progress: out, stack: st,
-		producer: newProducer(st.client, st.endpoints, wl, cfg.Posters, logger),
+		producer: newProducer(st.client, wl, cfg.Posters, logger),
 		operator: op,
 		faults:   newInjector(st, op, logger, out),
 		observer: newObserver(st, wl, logger, out),
@@ -225,7 +230,7 @@ func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int
 		if last >= 0 {
 			rate = fmt.Sprintf(" (%.1f/s)", float64(d-last)/time.Since(lastAt).Seconds())
 		}
-		line += fmt.Sprintf(" | delivered %d%s in-flight %d dead-lettered %d (open %d) skipped %d", d, rate, pending(states), states[stateDeadLettered], open, states[stateSkipped])
+		line += fmt.Sprintf(" | deliveries: delivered %d%s in-flight %d dead-lettered %d (open %d) skipped %d", d, rate, pending(states), states[stateDeadLettered], open, states[stateSkipped])
 		last, lastAt = d, time.Now()
 		if open > 0 {
 			r.observer.noteStrayDeadLetters(ctx)
@@ -247,7 +252,7 @@ func (r *run) check(ctx context.Context) (Verdict, error) {
 		return Verdict{}, err
 	}
 	if r.observer.downDeadLetters() == 0 && !r.cfg.Calm {
-		r.progress.printf("warning: no event of the down endpoint dead-lettered; that fault did not happen in this run")
+		r.progress.printf("warning: no delivery to the down endpoint dead-lettered; that fault did not happen in this run")
 	}
 	return Check(r.wl, o), nil
 }
@@ -257,16 +262,26 @@ func (r *run) check(ctx context.Context) (Verdict, error) {
 func (r *run) result(v Verdict) Result {
 	total := r.faults.total()
 	ps := r.stack.proxy.Stats()
-	breakdown := r.faults.line() + fmt.Sprintf(" | dead letters on the down endpoint=%d, replays=%d, open dead letters seen of events not dead-lettered=%d"+
+	breakdown := r.faults.line() + fmt.Sprintf(" | dead letters on the down endpoint=%d, replays=%d, open dead letters seen of deliveries not dead-lettered=%d"+
 		" | posts=%d (duplicates %d; tries %d, unanswered %d, 5xx %d) | deliveries through the proxy=%d, parked answers=%d, refused for double clicks=%d",
 		r.observer.downDeadLetters(), r.operator.replays(), r.observer.strays(), len(r.wl.Posts), r.wl.Duplicates,
 		r.producer.tries.Load(), r.producer.unanswered.Load(), r.producer.answered5xx.Load(), ps.Requests, ps.Parked, ps.Refused)
 	wall := time.Since(r.progress.began).Round(time.Second)
-	summary := fmt.Sprintf("events=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
+	summary := fmt.Sprintf("events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
 		" skipped=%d stranded=%d double_claims=%d postgres_restart_failures=%d seed=%d wall=%s",
-		v.Events, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
+		v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
 		v.Skipped, v.Stranded, v.DoubleClaims, v.PostgresRestartFailures, r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Summary: summary, Wall: wall}
+}
+
+// subscriberLine names the endpoints and what they subscribe to:
+// "A [*], B [order.*], …".
+func subscriberLine(subs []Subscriber) string {
+	parts := make([]string, len(subs))
+	for i, s := range subs {
+		parts[i] = fmt.Sprintf("%s %v", s.Name, s.EventTypes)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // progress writes the run's progress lines to Config.Stderr, each stamped

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,12 +40,12 @@ type stack struct {
 	logger    *slog.Logger
 	progress  *progress
 
-	pg       *pgHolder
-	temporal *proc
-	api      *proc
-	receiver *proc
-	workers  []*proc
-	procs    []*proc // all the above but Postgres: supervised, stopped at the end
+	pg        *pgHolder
+	temporal  *proc
+	api       *proc
+	receivers []*proc // one per endpoint
+	workers   []*proc
+	procs     []*proc // all the above but Postgres: supervised, stopped at the end
 	// stopSupervisors ends the supervisors of procs, which restart them.
 	stopSupervisors context.CancelFunc
 
@@ -55,8 +56,10 @@ type stack struct {
 	// posts and the operator's buttons; tokenFile holds its bootstrap token.
 	client    *hfclient.Client
 	tokenFile string
-	recv      receiverClient
-	hf, rcv   *pgxpool.Pool // hookflow's database and the receiver's
+	// recv and rcv reach endpoint i's receiver: its API and its database.
+	recv []receiverClient
+	rcv  []*pgxpool.Pool
+	hf   *pgxpool.Pool // hookflow's database
 	// tc is the operator's client of the Temporal server, for Terminate,
 	// Reset and the queries of the checks.
 	tc        client.Client
@@ -66,19 +69,18 @@ type stack struct {
 	unexpected map[string]int // exits nobody caused, by process name
 }
 
-// endpoints are the run's endpoints in hookflow, each pointing at the fault
-// proxy: the healthy ones, and the one that is down for a while.
+// endpoints are the run's endpoints in hookflow, by index (Config.Subscribers),
+// each pointing at its path on the fault proxy, which forwards to a receiver
+// of its own; down is the index of the one that is down for a while (-1:
+// none).
 type endpoints struct {
-	healthy []string
-	down    string
+	ids  []string
+	down int
 }
 
-// of returns the endpoint an event is posted to.
-func (e endpoints) of(ev Event) string {
-	if ev.Down {
-		return e.down
-	}
-	return e.healthy[ev.Endpoint]
+// index returns the index of the endpoint with hookflow id id, or -1.
+func (e endpoints) index(id string) int {
+	return slices.Index(e.ids, id)
 }
 
 func newStack(cfg Config, dir, logs string, logger *slog.Logger, out *progress) *stack {
@@ -171,10 +173,8 @@ func (s *stack) start(ctx context.Context) error {
 	if err := s.pg.start(ctx); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	for _, db := range []string{"hookflow", "hookflow_receiver"} {
-		if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
-			return err
-		}
+	if err := s.pg.get().EnsureDatabase(ctx, "hookflow"); err != nil {
+		return err
 	}
 	s.progress.printf("postgres up on 127.0.0.1:%d (%s)", pgPort, time.Since(t0).Round(100*time.Millisecond))
 
@@ -239,47 +239,55 @@ func (s *stack) start(ctx context.Context) error {
 	}
 
 	// The proxy serves now so the endpoints can point at it; it learns the
-	// receiver's address now and reaches it once deliveries start.
-	recvPort, err := localpg.FreePort()
-	if err != nil {
-		return err
+	// receivers' addresses now and reaches them once deliveries start. Each
+	// endpoint has a receiver of its own (its own database, its secret),
+	// since each applies its own subset of a correlation in order.
+	var upstreams []string
+	var recvPorts []int
+	for range cfg.Subscribers {
+		port, err := localpg.FreePort()
+		if err != nil {
+			return err
+		}
+		recvPorts = append(recvPorts, port)
+		upstreams = append(upstreams, fmt.Sprintf("http://127.0.0.1:%d/webhook", port))
 	}
-	recvBase := fmt.Sprintf("http://127.0.0.1:%d", recvPort)
-	s.proxy = NewProxy(recvBase+"/webhook", cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
-	s.proxy.SetDown(true)
+	s.proxy = NewProxy(upstreams, cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
+	s.endpoints.down = cfg.Down
+	s.proxy.SetDown(cfg.Down)
 	s.proxySrv = &http.Server{Handler: s.proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.proxySrv.Serve(proxyLn) }()
 	proxyBase := "http://" + proxyLn.Addr().String()
 
-	var secrets []string
-	for i := 0; i < 3; i++ {
-		ep, err := s.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: fmt.Sprintf("%s/ok/%d/webhook", proxyBase, i)})
+	for i, sub := range cfg.Subscribers {
+		ep, err := s.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: proxyBase + Path(i), EventTypes: sub.EventTypes})
 		if err != nil {
-			return fmt.Errorf("create endpoint: %w", err)
+			return fmt.Errorf("create endpoint %s: %w", sub.Name, err)
 		}
-		s.endpoints.healthy = append(s.endpoints.healthy, ep.ID)
-		secrets = append(secrets, ep.Secret)
+		s.endpoints.ids = append(s.endpoints.ids, ep.ID)
+		db := receiverDatabase(i)
+		if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
+			return err
+		}
+		recvEnv := map[string]string{
+			"HOOKFLOW_RECEIVER_ADDR":         net.JoinHostPort("127.0.0.1", strconv.Itoa(recvPorts[i])),
+			"HOOKFLOW_RECEIVER_SECRET":       ep.Secret,
+			"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.get().AdminURL(db),
+		}
+		name := "receiver-" + strings.ToLower(sub.Name)
+		rp := newProc(name, cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(s.logs, name+".log"))
+		if err := rp.start(); err != nil {
+			return err
+		}
+		s.receivers = append(s.receivers, rp)
+		s.procs = append(s.procs, rp)
+		rc := receiverClient{base: fmt.Sprintf("http://127.0.0.1:%d", recvPorts[i]), http: &http.Client{Timeout: 15 * time.Second}}
+		s.recv = append(s.recv, rc)
 	}
-	down, err := s.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: proxyBase + "/down/webhook"})
-	if err != nil {
-		return fmt.Errorf("create endpoint: %w", err)
-	}
-	s.endpoints.down = down.ID
-	secrets = append(secrets, down.Secret)
-
-	recvEnv := map[string]string{
-		"HOOKFLOW_RECEIVER_ADDR":         net.JoinHostPort("127.0.0.1", strconv.Itoa(recvPort)),
-		"HOOKFLOW_RECEIVER_SECRET":       strings.Join(secrets, " "),
-		"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.get().AdminURL("hookflow_receiver"),
-	}
-	s.receiver = newProc("receiver", cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(s.logs, "receiver.log"))
-	if err := s.receiver.start(); err != nil {
-		return err
-	}
-	s.procs = append(s.procs, s.receiver)
-	s.recv = receiverClient{base: recvBase, http: &http.Client{Timeout: 15 * time.Second}}
-	if err := waitHealthy(ctx, recvBase+"/healthz", s.recv.healthz, time.Minute, s.receiver.running); err != nil {
-		return fmt.Errorf("receiver: %w; log %s ends: %s", err, s.receiver.logPath, tail(s.receiver.logPath, 3))
+	for i, rp := range s.receivers {
+		if err := waitHealthy(ctx, s.recv[i].base+"/healthz", s.recv[i].healthz, time.Minute, rp.running); err != nil {
+			return fmt.Errorf("%s: %w; log %s ends: %s", rp.name, err, rp.logPath, tail(rp.logPath, 3))
+		}
 	}
 
 	for i := 0; i < cfg.Workers; i++ {
@@ -299,8 +307,12 @@ func (s *stack) start(ctx context.Context) error {
 	if s.hf, err = pgxpool.New(ctx, hfURL); err != nil {
 		return fmt.Errorf("connect hookflow database: %w", err)
 	}
-	if s.rcv, err = pgxpool.New(ctx, s.pg.get().AdminURL("hookflow_receiver")); err != nil {
-		return fmt.Errorf("connect receiver database: %w", err)
+	for i := range cfg.Subscribers {
+		pool, err := pgxpool.New(ctx, s.pg.get().AdminURL(receiverDatabase(i)))
+		if err != nil {
+			return fmt.Errorf("connect receiver database: %w", err)
+		}
+		s.rcv = append(s.rcv, pool)
 	}
 	if s.tc, err = dialTemporal(ctx, common["HOOKFLOW_TEMPORAL_ADDRESS"], s.logger); err != nil {
 		return err
@@ -398,8 +410,8 @@ func (s *stack) stop() {
 	if s.hf != nil {
 		s.hf.Close()
 	}
-	if s.rcv != nil {
-		s.rcv.Close()
+	for _, pool := range s.rcv {
+		pool.Close()
 	}
 	if s.pg != nil {
 		time.Sleep(300 * time.Millisecond) // let the backends of closed connections exit and be reaped
@@ -429,9 +441,11 @@ func (s *stack) cpuLine(events int) string {
 	if s.api != nil {
 		add("api", s.api.cpuTime())
 	}
-	if s.receiver != nil {
-		add("receiver", s.receiver.cpuTime())
+	var receivers time.Duration
+	for _, r := range s.receivers {
+		receivers += r.cpuTime()
 	}
+	add("receivers", receivers)
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		add("chaos", time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
@@ -469,6 +483,9 @@ func (s *stack) logLinesAbout(id string, n int) []string {
 	}
 	return out
 }
+
+// receiverDatabase is the database of endpoint i's receiver.
+func receiverDatabase(i int) string { return fmt.Sprintf("hookflow_receiver_%d", i) }
 
 func with(base, extra map[string]string) map[string]string {
 	out := make(map[string]string, len(base)+len(extra))

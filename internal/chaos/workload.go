@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,79 +22,127 @@ type Event struct {
 	ID            string
 	CorrelationID string
 	Sequence      int64
-	Amount        int64
-	// Down: the event goes to the endpoint that is down for a while.
-	Down bool
-	// Endpoint is the index of its healthy endpoint (ignored when Down).
-	Endpoint int
+	// Type routes it: every endpoint subscribed to it gets a delivery.
+	Type   string
+	Amount int64
 }
 
-// Workload is the seeded set of events and the order they are posted in.
+// Subscriber is one endpoint of a run: a name for the summary and the
+// event type patterns it is created with (as POST /v1/endpoints takes
+// them: an exact type, "prefix.*", or "*").
+type Subscriber struct {
+	Name       string
+	EventTypes []string
+}
+
+// Wants reports whether s subscribes to typ. It is the checks' own reading
+// of the patterns, written apart from hookflow's routing so that the checks
+// hold hookflow's routing to it.
+func (s Subscriber) Wants(typ string) bool {
+	if s.EventTypes == nil {
+		return true
+	}
+	for _, p := range s.EventTypes {
+		prefix, wild := strings.CutSuffix(p, "*")
+		switch {
+		case p == "*", p == typ:
+			return true
+		case wild && strings.HasSuffix(prefix, ".") && strings.HasPrefix(typ, prefix) && len(typ) > len(prefix):
+			return true
+		}
+	}
+	return false
+}
+
+// ChaosSubscribers are the chaos run's endpoints: A takes every type, B
+// every order, C paid orders and invoices, so that each sees its own subset
+// of every correlation (C is the one that goes down for a while).
+func ChaosSubscribers() []Subscriber {
+	return []Subscriber{
+		{Name: "A", EventTypes: []string{"*"}},
+		{Name: "B", EventTypes: []string{"order.*"}},
+		{Name: "C", EventTypes: []string{"order.paid", "invoice.*"}},
+	}
+}
+
+// chaosTypes are the workload's event types and their weights: A gets
+// every event, B 60 % (created, paid, shipped), C 40 % (paid, issued).
+func chaosTypes() []weightedType {
+	return []weightedType{{"order.created", 25}, {"order.paid", 20}, {"order.shipped", 15}, {"invoice.issued", 20}, {"customer.updated", 20}}
+}
+
+type weightedType struct {
+	typ    string
+	weight int
+}
+
+// Workload is the seeded set of events, the endpoints they are routed to,
+// and the order they are posted in.
 type Workload struct {
 	Events []Event
+	// Subscribers are the run's endpoints, by index.
+	Subscribers []Subscriber
 	// Posts lists indexes into Events in posting order; an index appears
 	// twice for an event posted twice.
 	Posts []int
-	// Correlations in creation order, and which ones go to the down endpoint.
+	// Correlations in creation order.
 	Correlations []string
-	Down         map[string]bool
 	Duplicates   int
 }
 
 // WorkloadConfig shapes a workload.
 type WorkloadConfig struct {
-	Seed             uint64
-	Events           int
-	Correlations     int
-	DownCorrelations int
-	HealthyEndpoints int
-	DuplicateRate    float64
+	Seed          uint64
+	Events        int
+	Correlations  int
+	DuplicateRate float64
 	// Reorder is how many places an event may arrive ahead of its
 	// predecessors (about); 0 posts every correlation in order.
 	Reorder int
 }
 
 // NewWorkload spreads cfg.Events over cfg.Correlations (as evenly as the
-// numbers allow, each correlation numbered 1..k), picks the correlations
-// that go to the down endpoint, shuffles the posting order (see Reorder; the
-// down correlations' first events go within the first tenth) and adds the
-// duplicate posts at random places.
+// numbers allow, each correlation numbered 1..k), gives each event a type
+// (seeded, by chaosTypes' weights), shuffles the posting order (see
+// Reorder) and adds the duplicate posts at random places. Its endpoints are
+// ChaosSubscribers.
 func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 	switch {
 	case cfg.Correlations < 1 || cfg.Events < cfg.Correlations:
 		return nil, fmt.Errorf("workload: need at least one correlation and one event per correlation (events=%d correlations=%d)", cfg.Events, cfg.Correlations)
-	case cfg.DownCorrelations < 0 || cfg.DownCorrelations >= cfg.Correlations:
-		return nil, fmt.Errorf("workload: down correlations must be fewer than correlations")
-	case cfg.HealthyEndpoints < 1:
-		return nil, fmt.Errorf("workload: need at least one healthy endpoint")
 	case cfg.DuplicateRate < 0 || cfg.DuplicateRate > 1:
 		return nil, fmt.Errorf("workload: duplicate rate must be between 0 and 1")
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x776b6c64))
-	w := &Workload{Down: map[string]bool{}}
+	w := &Workload{Subscribers: ChaosSubscribers()}
 	for c := 0; c < cfg.Correlations; c++ {
 		w.Correlations = append(w.Correlations, fmt.Sprintf("corr-%04d", c))
 	}
-	for _, i := range rng.Perm(cfg.Correlations)[:cfg.DownCorrelations] {
-		w.Down[w.Correlations[i]] = true
+	types := chaosTypes()
+	total := 0
+	for _, t := range types {
+		total += t.weight
 	}
-	healthy := 0
+	pickType := func() string {
+		r := rng.IntN(total)
+		for _, t := range types {
+			if r < t.weight {
+				return t.typ
+			}
+			r -= t.weight
+		}
+		return types[0].typ
+	}
 	for c, corr := range w.Correlations {
 		n := cfg.Events / cfg.Correlations
 		if c < cfg.Events%cfg.Correlations {
 			n++
 		}
-		ep := 0
-		if !w.Down[corr] {
-			ep = healthy % cfg.HealthyEndpoints
-			healthy++
-		}
 		for s := 1; s <= n; s++ {
 			w.Events = append(w.Events, Event{
 				ID:            fmt.Sprintf("ev-%s-%d", corr, s),
-				CorrelationID: corr, Sequence: int64(s),
+				CorrelationID: corr, Sequence: int64(s), Type: pickType(),
 				Amount: 1 + rng.Int64N(1000),
-				Down:   w.Down[corr], Endpoint: ep,
 			})
 		}
 	}
@@ -109,22 +158,6 @@ func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 	}
 	w.Posts = rng.Perm(len(w.Events))
 	sort.SliceStable(w.Posts, func(a, b int) bool { return keys[w.Posts[a]] < keys[w.Posts[b]] })
-	// The down endpoint's heads go out in the first tenth, so they are
-	// released, fail for a whole recovery window and dead-letter while the
-	// run is still injecting faults.
-	for i, ev := range w.Events {
-		if !ev.Down || ev.Sequence != 1 {
-			continue
-		}
-		for at, k := range w.Posts {
-			if k == i {
-				w.Posts = append(w.Posts[:at], w.Posts[at+1:]...)
-				break
-			}
-		}
-		to := rng.IntN(len(w.Posts)/10 + 1)
-		w.Posts = append(w.Posts[:to], append([]int{i}, w.Posts[to:]...)...)
-	}
 	w.Duplicates = int(float64(len(w.Events))*cfg.DuplicateRate + 0.5)
 	for _, ev := range rng.Perm(len(w.Events))[:w.Duplicates] {
 		// A duplicate goes in after a random place; which copy counts as
@@ -133,6 +166,31 @@ func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 		w.Posts = append(w.Posts[:at], append([]int{ev}, w.Posts[at:]...)...)
 	}
 	return w, nil
+}
+
+// Lane returns the events of correlation meant for endpoint ep, in
+// sequence order: what that endpoint's receiver must apply.
+func (w *Workload) Lane(correlation string, ep int) []Event {
+	var out []Event
+	for _, ev := range w.Events {
+		if ev.CorrelationID == correlation && w.Subscribers[ep].Wants(ev.Type) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Deliveries counts the (event, endpoint) deliveries the workload routes.
+func (w *Workload) Deliveries() int {
+	n := 0
+	for _, ev := range w.Events {
+		for _, s := range w.Subscribers {
+			if s.Wants(ev.Type) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // EventID returns the id of a correlation's event at sequence seq, or ""
@@ -160,11 +218,10 @@ func (w *Workload) PerCorrelation() map[string]int64 {
 // events it accepted (the ones hookflow then owes the receiver) and the
 // posts it refused for good.
 type producer struct {
-	api       *hfclient.Client
-	endpoints endpoints
-	wl        *Workload
-	posters   int // goroutines posting at once
-	logger    *slog.Logger
+	api     *hfclient.Client
+	wl      *Workload
+	posters int // goroutines posting at once
+	logger  *slog.Logger
 
 	posted      atomic.Int64 // posts done with, answered or given up
 	tries       atomic.Int64
@@ -176,8 +233,8 @@ type producer struct {
 	rejected []string        // the posts answered 4xx, with the answer
 }
 
-func newProducer(api *hfclient.Client, eps endpoints, wl *Workload, posters int, logger *slog.Logger) *producer {
-	return &producer{api: api, endpoints: eps, wl: wl, posters: posters, logger: logger, accepted: map[string]bool{}}
+func newProducer(api *hfclient.Client, wl *Workload, posters int, logger *slog.Logger) *producer {
+	return &producer{api: api, wl: wl, posters: posters, logger: logger, accepted: map[string]bool{}}
 }
 
 // postAll posts the workload in its shuffled order, paced over spread, from
@@ -216,8 +273,9 @@ func (p *producer) postAll(ctx context.Context, spread time.Duration, deadline t
 }
 
 func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
-	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: p.endpoints.of(ev),
-		Type: "chaos.amount", Data: map[string]any{"amount": ev.Amount}}
+	// No endpoint_id: hookflow routes it to every endpoint subscribed to its type.
+	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
+		Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
 	backoff := 200 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -9,7 +9,7 @@ import (
 
 func testWorkload(t *testing.T, seed uint64) *Workload {
 	t.Helper()
-	w, err := NewWorkload(WorkloadConfig{Seed: seed, Events: 1000, Correlations: 50, DownCorrelations: 2, HealthyEndpoints: 3, DuplicateRate: 0.1, Reorder: 5})
+	w, err := NewWorkload(WorkloadConfig{Seed: seed, Events: 1000, Correlations: 50, DuplicateRate: 0.1, Reorder: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,8 +19,19 @@ func testWorkload(t *testing.T, seed uint64) *Workload {
 func TestNewWorkloadShape(t *testing.T) {
 	t.Parallel()
 	w := testWorkload(t, 7)
-	if len(w.Events) != 1000 || len(w.Correlations) != 50 || len(w.Down) != 2 {
-		t.Fatalf("events=%d correlations=%d down=%d", len(w.Events), len(w.Correlations), len(w.Down))
+	if len(w.Events) != 1000 || len(w.Correlations) != 50 || len(w.Subscribers) != 3 {
+		t.Fatalf("events=%d correlations=%d endpoints=%d", len(w.Events), len(w.Correlations), len(w.Subscribers))
+	}
+	// Each endpoint sees its own subset of every correlation: A all of it,
+	// B and C less, and neither B's nor C's a subset of the other's.
+	for _, corr := range w.Correlations {
+		a, b, c := w.Lane(corr, 0), w.Lane(corr, 1), w.Lane(corr, 2)
+		if len(a) != 20 || len(b) == 0 || len(c) == 0 || len(b) >= 20 || len(c) >= 20 {
+			t.Errorf("%s: lanes of %d, %d and %d events", corr, len(a), len(b), len(c))
+		}
+	}
+	if d := w.Deliveries(); d < 1800 || d > 2200 {
+		t.Errorf("%d deliveries, want about 2,000", d)
 	}
 	for corr, n := range w.PerCorrelation() {
 		if n != 20 {
@@ -56,7 +67,7 @@ func TestNewWorkloadShape(t *testing.T) {
 }
 
 // The order is shuffled, but an event overtakes fewer than Reorder of its
-// predecessors, and the down endpoint's heads go out early.
+// predecessors.
 func TestNewWorkloadOrder(t *testing.T) {
 	t.Parallel()
 	w := testWorkload(t, 3)
@@ -75,13 +86,10 @@ func TestNewWorkloadOrder(t *testing.T) {
 				continue
 			}
 			ahead++
-			// A duplicate post goes anywhere, and so do the down heads.
-			if ev.Sequence-other.Sequence >= 5 && posts[ev.ID] == 1 && !(ev.Down && ev.Sequence == 1) {
+			// A duplicate post goes anywhere.
+			if ev.Sequence-other.Sequence >= 5 && posts[ev.ID] == 1 {
 				t.Errorf("%s is posted before %s, %d places back", ev.ID, other.ID, ev.Sequence-other.Sequence)
 			}
-		}
-		if ev.Down && ev.Sequence == 1 && first[ev.ID] > len(w.Posts)/10 {
-			t.Errorf("down head %s posted at %d, want within the first tenth", ev.ID, first[ev.ID])
 		}
 	}
 	if ahead < 100 {
@@ -92,11 +100,9 @@ func TestNewWorkloadOrder(t *testing.T) {
 func TestNewWorkloadRefusesBadShapes(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []WorkloadConfig{
-		{Events: 10, Correlations: 0, HealthyEndpoints: 1},
-		{Events: 5, Correlations: 10, HealthyEndpoints: 1},
-		{Events: 10, Correlations: 2, DownCorrelations: 2, HealthyEndpoints: 1},
-		{Events: 10, Correlations: 2, HealthyEndpoints: 0},
-		{Events: 10, Correlations: 2, HealthyEndpoints: 1, DuplicateRate: 2},
+		{Events: 10, Correlations: 0},
+		{Events: 5, Correlations: 10},
+		{Events: 10, Correlations: 2, DuplicateRate: 2},
 	} {
 		if _, err := NewWorkload(cfg); err == nil {
 			t.Errorf("NewWorkload(%+v) = nil error", cfg)

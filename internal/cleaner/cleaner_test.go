@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/cleaner"
-	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/intake"
@@ -38,10 +37,10 @@ func newLedger(t *testing.T) *ledger {
 
 func (l *ledger) event(t *testing.T, id, corr string, seq int64) {
 	t.Helper()
-	_, ok, err := l.st.EventInsert(l.ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{"secret":"payload"}`), PayloadHash: []byte{byte(seq)}})
+	_, ok, err := l.st.EventInsertRouted(l.ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{"secret":"payload"}`), PayloadHash: []byte{byte(seq)}}, []string{"ep"})
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.NoError(t, l.st.AttemptInsert(l.ctx, id, store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "retry"}))
+	require.NoError(t, l.st.AttemptInsert(l.ctx, id, "ep", store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "retry"}))
 }
 
 // age moves an event's times, and its attempts', back by d.
@@ -60,7 +59,7 @@ func (l *ledger) get(t *testing.T, id string) (store.Event, int, bool) {
 		return e, 0, false
 	}
 	require.NoError(t, err)
-	attempts, err := l.st.AttemptsList(l.ctx, id)
+	attempts, err := l.st.AttemptsList(l.ctx, id, "ep")
 	require.NoError(t, err)
 	return e, len(attempts), true
 }
@@ -79,11 +78,11 @@ func TestCleanerPrunesFinishedEventsOnly(t *testing.T) {
 		l.event(t, id, "c-"+id, int64(i+1))
 	}
 	for _, id := range []string{"old", "mid", "new"} {
-		require.NoError(t, l.st.EventDelivered(l.ctx, id, "c-"+id, map[string]int64{"old": 1, "mid": 2, "new": 3}[id], store.Attempt{Attempt: 2, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+		require.NoError(t, l.st.DeliveryDelivered(l.ctx, id, "ep", "c-"+id, map[string]int64{"old": 1, "mid": 2, "new": 3}[id], store.Attempt{Attempt: 2, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
 	}
 	_, err := l.st.DeadLetterUpsert(l.ctx, store.DeadLetter{EventID: "skipped", CorrelationID: "c-skipped", Sequence: 4, EndpointID: "ep", Envelope: []byte(`{}`), Attempts: []store.Attempt{}, Reason: "400", DeadLetteredAt: time.Now()}, "window-1")
 	require.NoError(t, err)
-	require.NoError(t, l.st.EventFinish(l.ctx, "skipped", "c-skipped", 4, contract.StateSkipped, time.Now()))
+	require.NoError(t, l.st.DeliverySkipped(l.ctx, "skipped", "ep", "c-skipped", 4, time.Now()))
 	l.event(t, "waiting", "c-waiting", 1)
 	require.NoError(t, l.st.EventMarkStarted(l.ctx, "waiting", ""))
 	l.event(t, "dead", "c-dead", 1)
@@ -109,7 +108,7 @@ func TestCleanerPrunesFinishedEventsOnly(t *testing.T) {
 		require.NotEmpty(t, e.PayloadHash, "%s keeps its hash", id)
 		require.Zero(t, attempts, "%s lost its attempts", id)
 	}
-	_, err = l.st.DeadLetterGet(l.ctx, "skipped")
+	_, err = l.st.DeadLetterGet(l.ctx, "skipped", "ep")
 	require.NoError(t, err, "a dead letter is never pruned")
 	for _, id := range []string{"new", "waiting", "dead"} {
 		e, attempts, ok := l.get(t, id)
@@ -117,9 +116,9 @@ func TestCleanerPrunesFinishedEventsOnly(t *testing.T) {
 		require.JSONEq(t, `{"secret":"payload"}`, string(e.Data), "%s keeps its payload", id)
 		require.NotZero(t, attempts, "%s keeps its attempts", id)
 	}
-	next, err := l.st.CorrelationNext(l.ctx, "c-old")
+	load, err := l.st.CorrelationLoadAll(l.ctx, "c-old", 0)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, next, "the cursor outlives the keys")
+	require.EqualValues(t, 2, load.Next, "the cursor outlives the keys")
 
 	last, err := l.st.CleanerRunLast(l.ctx)
 	require.NoError(t, err)
@@ -141,7 +140,7 @@ func TestCleanerBacklogStarvesNoKind(t *testing.T) {
 	const day = 24 * time.Hour
 	for i, id := range []string{"a", "b", "c"} {
 		l.event(t, id, "c-"+id, int64(i+1))
-		require.NoError(t, l.st.EventDelivered(l.ctx, id, "c-"+id, int64(i+1), store.Attempt{Attempt: 2, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
+		require.NoError(t, l.st.DeliveryDelivered(l.ctx, id, "ep", "c-"+id, int64(i+1), store.Attempt{Attempt: 2, StartedAt: time.Now(), Outcome: "delivered"}, time.Now()))
 		l.age(t, id, 100*day)
 	}
 	_, err := l.st.Pool().Exec(l.ctx, `UPDATE events SET data = NULL WHERE id = 'a'`)

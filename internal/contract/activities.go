@@ -121,6 +121,11 @@ type DeliverInput struct {
 	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
+	// DeferHandOver: a delivered attempt does not tell the sequencer itself
+	// but answers HandOffPending, so that the workflow tells it of the
+	// event's deliveries that finished together in one update (an event
+	// with several lanes); one lane's attempt hands over itself.
+	DeferHandOver bool `json:"defer_hand_over,omitempty"`
 	// AttemptOffset is added to Temporal's attempt number in the attempts
 	// recorded: the regular activity that follows a first attempt made as a
 	// local activity counts on from it.

@@ -251,6 +251,28 @@ type LaneState struct {
 	InFlight     int64   `json:"in_flight,omitempty"`
 }
 
+// MaxKeywordListBytes bounds the JSON of a keyword-list search attribute:
+// Temporal refuses a value over 2 KiB by default
+// (limit.searchAttributeSizeLimit), and a workflow task whose upsert it
+// refuses fails for ever. About 90 endpoint IDs fit.
+const MaxKeywordListBytes = 2000
+
+// FitKeywordList returns the longest prefix of ids whose JSON fits in
+// MaxKeywordListBytes, and how many it left out. An event routed to more
+// endpoints than fit is still delivered to all of them; only the Web UI's
+// filter on EndpointIds does not find it by the ones left out (its
+// deliveries are in GET /v1/events/{id} and the dead-letter list).
+func FitKeywordList(ids []string) (kept []string, dropped int) {
+	size := 2 // []
+	for i, id := range ids {
+		size += len(id) + 3 // "id",
+		if size > MaxKeywordListBytes {
+			return ids[:i], len(ids) - i
+		}
+	}
+	return ids, 0
+}
+
 // Search attributes hookflow's workflows carry; the dev server and the test
 // server register them. An event's workflow has all five, a sequencer
 // CorrelationId, so the Web UI lists a correlation's sequencer beside its

@@ -55,10 +55,19 @@ func setup(t *testing.T) *bundle {
 	return &bundle{pool: pool, server: server, secret: secret}
 }
 
+// body is event seq of a correlation whose every sequence comes to this
+// receiver (previous_sequence seq-1).
 func body(id, correlationID string, seq int64, amount string) []byte {
+	return linkedBody(id, correlationID, seq, seq-1, nil, amount)
+}
+
+// linkedBody is event seq of correlationID following previous, with the
+// sequences skipped in between.
+func linkedBody(id, correlationID string, seq, previous int64, skipped []int64, amount string) []byte {
 	b, _ := json.Marshal(receiver.Event{
 		ID: id, Type: "ledger.credit", Timestamp: time.Now().UTC().Truncate(time.Second),
-		CorrelationID: correlationID, Sequence: seq, Data: json.RawMessage(`{"amount":` + amount + `}`),
+		CorrelationID: correlationID, Sequence: seq, PreviousSequence: previous, SkippedSequences: skipped,
+		Data: json.RawMessage(`{"amount":` + amount + `}`),
 	})
 	return b
 }
@@ -274,6 +283,39 @@ func TestParkedShowsInCorrelation(t *testing.T) {
 	code, v := getCorrelation(t, srv.URL, "acct-1")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, refreceiver.Correlation{CorrelationID: "acct-1", Applied: []string{}, Balance: "0", Parked: []int64{2}}, v)
+}
+
+// TestSparseLedger: the receiver gets only some sequences of a correlation,
+// each naming the one before it. The ledger applies them in that chain's
+// order: a gap in it waits (202), duplicates change nothing, and a skipped
+// sequence is not waited for.
+func TestSparseLedger(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := httptest.NewServer(b.server.Handler())
+	t.Cleanup(srv.Close)
+	deliver := func(id string, seq, previous int64, skipped []int64, amount string) int {
+		t.Helper()
+		code, err := post(http.DefaultClient, srv.URL, b.secret, id, linkedBody(id, "acct-1", seq, previous, skipped, amount))
+		require.NoError(t, err)
+		return code
+	}
+
+	require.Equal(t, http.StatusOK, deliver("e1", 1, 0, nil, "10"))
+	require.Equal(t, http.StatusAccepted, deliver("e9", 9, 4, nil, "1000"), "4 is not applied yet")
+	_, v := getCorrelation(t, srv.URL, "acct-1")
+	require.Equal(t, []int64{9}, v.Parked)
+	require.Equal(t, json.Number("10"), v.Balance)
+
+	require.Equal(t, http.StatusOK, deliver("e4", 4, 1, nil, "100"))
+	require.Equal(t, http.StatusOK, deliver("e9", 9, 4, nil, "1000"), "the sender's retry: the drain applied it")
+	require.Equal(t, http.StatusOK, deliver("e4", 4, 1, nil, "100"), "a duplicate")
+	require.Equal(t, http.StatusOK, deliver("e12", 12, 9, []int64{10}, "10000"), "10 was skipped: not waited for")
+
+	_, v = getCorrelation(t, srv.URL, "acct-1")
+	require.Equal(t, refreceiver.Correlation{CorrelationID: "acct-1", LastSequence: 12, Applied: []string{"e1", "e4", "e9", "e12"},
+		Balance: "11110", Parked: []int64{}}, v)
+	require.Equal(t, []int64{1, 4, 9, 12}, applicationOrder(t, b.pool, "acct-1"))
 }
 
 func TestRun(t *testing.T) {

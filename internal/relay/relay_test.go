@@ -205,7 +205,7 @@ func TestRelayConflicts(t *testing.T) {
 		ev, fe := intake.Validate(outbox.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: b.endpoint,
 			Type: "order.updated", Data: json.RawMessage(data)}.Request())
 		require.Nil(t, fe)
-		_, inserted, err := b.st.EventInsert(ctx, ev)
+		_, inserted, err := b.st.EventInsertRouted(ctx, ev, []string{b.endpoint})
 		require.NoError(t, err)
 		require.True(t, inserted)
 	}

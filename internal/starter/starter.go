@@ -372,11 +372,15 @@ func (s *Starter) startOptions(ev store.Event, in workflows.EventInput) client.S
 		contract.SequenceKey.ValueSet(ev.Sequence),
 		contract.DeliveryStateKey.ValueSet(string(state)),
 	}
-	if len(ev.Endpoints) > 0 {
-		attrs = append(attrs, contract.EndpointIDsKey.ValueSet(ev.Endpoints))
+	if ids, dropped := contract.FitKeywordList(ev.Endpoints); len(ids) > 0 {
+		if dropped > 0 {
+			s.logger.Warn("event routed to more endpoints than its EndpointIds search attribute holds; the Web UI's filter finds it by the first only",
+				"event_id", ev.ID, "endpoints", len(ev.Endpoints), "left_out", dropped)
+		}
+		attrs = append(attrs, contract.EndpointIDsKey.ValueSet(ids))
 	}
-	if len(dead) > 0 {
-		attrs = append(attrs, contract.DeadLetteredEndpointIDsKey.ValueSet(dead))
+	if ids, _ := contract.FitKeywordList(dead); len(ids) > 0 {
+		attrs = append(attrs, contract.DeadLetteredEndpointIDsKey.ValueSet(ids))
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                       ev.ID,

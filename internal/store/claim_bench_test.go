@@ -85,6 +85,10 @@ func explainClaim(b *testing.B, st *store.Store) string {
 	ctx := context.Background()
 	var out []string
 	err := pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error {
+		// As LanesStuckHeadsClaim runs it.
+		if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+store.StuckHeadsClaimQuery(st), time.Minute.Seconds(), 100)
 		if err != nil {
 			return err

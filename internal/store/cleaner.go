@@ -52,8 +52,9 @@ func (s *Store) AttemptsPrune(ctx context.Context, age time.Duration, limit int)
 }
 
 // EventsPruneKeys deletes up to limit events that finished more than age
-// ago, whose payload is gone and that have no dead letter, with the
-// attempts they still have, and returns how many of each.
+// ago, whose payload is gone, that have no dead letter and that are behind
+// their correlation's cursor, with their deliveries and the attempts they
+// still have, and returns how many events and attempts. Lanes rows stay.
 func (s *Store) EventsPruneKeys(ctx context.Context, age time.Duration, limit int) (keys, attempts int64, err error) {
 	if err := s.pool.QueryRow(ctx, s.q.EventsPruneKeys, age.Seconds(), limit).Scan(&keys, &attempts); err != nil {
 		return 0, 0, fmt.Errorf("prune keys: %w", err)

@@ -95,17 +95,26 @@ type StuckHead struct {
 // not arrived. It reads only the correlations it takes, and one index probe
 // per lane, whatever the backlog.
 func (s *Store) LanesStuckHeadsClaim(ctx context.Context, limit int, lease time.Duration) ([]StuckHead, error) {
-	rows, err := s.pool.Query(ctx, s.q.LanesStuckHeadsClaim, lease.Seconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("claim stuck heads: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StuckHead, error) {
-		var h StuckHead
-		var raw []byte
-		if err := r.Scan(append(eventColumns(&h.Event, &raw), &h.EndpointID, &h.State)...); err != nil {
-			return h, err
-		}
-		return h, h.Event.decodeDeliveries(raw)
+	var out []StuckHead
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		// The claim's plan costs past jit_above_cost (the planner's guess at
+		// the lanes walk) though it runs in under a millisecond; compiling it
+		// would take ~80 ms at every call of every API process.
+		b.Queue(s.q.JITOff)
+		b.Queue(s.q.LanesStuckHeadsClaim, lease.Seconds(), limit).Query(func(rows pgx.Rows) error {
+			var err error
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StuckHead, error) {
+				var h StuckHead
+				var raw []byte
+				if err := r.Scan(append(eventColumns(&h.Event, &raw), &h.EndpointID, &h.State)...); err != nil {
+					return h, err
+				}
+				return h, h.Event.decodeDeliveries(raw)
+			})
+			return err
+		})
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim stuck heads: %w", err)
@@ -164,7 +173,8 @@ func (s *Store) DeliveryDelivered(ctx context.Context, eventID, endpointID, corr
 // DeliverySkipped marks the delivery skipped, moves the lane (skipped tail
 // += sequence), the event's aggregate and the correlation's cursor, in one
 // transaction. Repeating it is harmless, and it does not turn a delivered
-// delivery into a skipped one.
+// delivery into a skipped one. at is when the operator skipped it; the
+// ledger stamps the row with its own clock, as it always has.
 func (s *Store) DeliverySkipped(ctx context.Context, eventID, endpointID, correlationID string, sequence int64, at time.Time) error {
 	if err := s.finish(ctx, eventID, endpointID, correlationID, sequence, contract.StateSkipped, nil, nil); err != nil {
 		return fmt.Errorf("mark delivery skipped: %w", err)

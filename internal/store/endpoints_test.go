@@ -70,7 +70,7 @@ func TestEndpointsListPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	want := []string{"ep"}
+	want := []string{"ep", "a", "b", "c"} // newStore's
 	for i := range 7 {
 		id := fmt.Sprintf("ep_%02d", i)
 		_, err := st.EndpointInsert(ctx, id, "https://example.com/"+id, "whsec_x", nil)
@@ -117,7 +117,7 @@ func TestEndpointsSubscribedAgreesWithMatches(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &cases))
 	require.NotEmpty(t, cases)
 
-	patterns := map[string][]string{"ep": nil}
+	patterns := map[string][]string{"ep": nil, "a": nil, "b": nil, "c": nil} // newStore's
 	var types []string
 	for i, c := range cases {
 		id := fmt.Sprintf("case_%02d", i)

@@ -46,6 +46,7 @@ type queries struct {
 	EventMarkStartedUnrouted string
 	EventsQueuedClaim        string
 	LanesStuckHeadsClaim     string
+	JITOff                   string
 	EventSweepDeferred       string
 	CorrelationSweepDeferred string
 	EventRestarted           string

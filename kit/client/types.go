@@ -102,8 +102,12 @@ type Endpoint struct {
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`
-	CreatedAt               time.Time `json:"created_at"`
-	UpdatedAt               time.Time `json:"updated_at"`
+	// ResumedDeadLetters, on the answer of the EndpointUpdate that enabled
+	// it, counts the dead letters its being disabled caused that were
+	// replayed, each lane in sequence order.
+	ResumedDeadLetters int       `json:"resumed_dead_letters,omitempty"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
 }
 
 // EndpointWithSecret is an endpoint as created or rotated: the one time its

@@ -1,6 +1,7 @@
 // Package conformance checks any webhook receiver against hookflow's wire
 // contract. Run fires the hard cases at a receiver URL (duplicates, races,
-// gaps, replays, forged and stale signatures, secret rotation, a lost
+// gaps, sparse sequences chained by previous_sequence, skipped sequences,
+// replays, forged and stale signatures, secret rotation, a lost
 // acknowledgement) and reports, per case, whether the receiver answered as
 // the contract requires. It sees only HTTP answers, so it checks what a
 // sender can observe: the status codes that decide retry, park or
@@ -108,6 +109,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"exact_duplicate", r.exactDuplicate},
 		{"concurrent_duplicates", r.concurrentDuplicates},
 		{"gap_then_fill", r.gapThenFill},
+		{"sparse_sequences", r.sparseSequences},
+		{"previous_gap_then_fill", r.previousGapThenFill},
+		{"sparse_duplicate", r.sparseDuplicate},
+		{"skipped_after_previous", r.skippedAfterPrevious},
+		{"skipped_but_applied", r.skippedButApplied},
 		{"replayed_old_id", r.replayedOldID},
 		{"tampered_body", r.tamperedBody},
 		{"expired_timestamp", r.expiredTimestamp},
@@ -219,17 +225,45 @@ func (a answer) delivered() bool {
 	return a.code >= 200 && a.code < 300 && a.code != http.StatusAccepted
 }
 
-// envelope returns the event ID and body of event seq of correlationID.
+// envelope returns the event ID and body of event seq of correlationID, in a
+// correlation whose every sequence goes to this endpoint (previous_sequence
+// seq-1).
 func (r *runner) envelope(correlationID string, seq int64, data json.RawMessage) (string, []byte) {
-	id := fmt.Sprintf("%s_%d", correlationID, seq)
-	body, _ := json.Marshal(map[string]any{
-		"id":             id,
-		"type":           "conformance.check",
-		"timestamp":      time.Now().UTC().Format(time.RFC3339),
-		"correlation_id": correlationID,
-		"sequence":       seq,
-		"data":           data,
-	})
+	return r.linked(correlationID, link{seq: seq, previous: seq - 1}, data)
+}
+
+// link is an event's place in the chain an endpoint sees: its sequence, the
+// one before it sent to this endpoint, and the ones meant for it in between
+// that an operator skipped.
+type link struct {
+	seq, previous int64
+	skipped       []int64
+}
+
+func (l link) String() string {
+	s := fmt.Sprintf("%d (previous %d", l.seq, l.previous)
+	if len(l.skipped) > 0 {
+		s += fmt.Sprintf(", skipped %v", l.skipped)
+	}
+	return s + ")"
+}
+
+// linked returns the event ID and body of the event at l of correlationID.
+func (r *runner) linked(correlationID string, l link, data json.RawMessage) (string, []byte) {
+	id := fmt.Sprintf("%s_%d", correlationID, l.seq)
+	env := map[string]any{
+		"id":                id,
+		"type":              "conformance.check",
+		"timestamp":         time.Now().UTC().Format(time.RFC3339),
+		"correlation_id":    correlationID,
+		"sequence":          l.seq,
+		"previous_sequence": l.previous,
+		"data":              data,
+	}
+	if len(l.skipped) > 0 {
+		env["skipped_sequences"] = l.skipped
+	}
+	body, _ := json.Marshal(env)
 	return id, body
 }
 
@@ -352,6 +386,89 @@ func (r *runner) gapThenFill(ctx context.Context, correlationID string) (bool, s
 		return false, msg
 	}
 	return true, fmt.Sprintf("seq 2 → 202, seq 1 → 2xx, seq 2 again → %d", resent.code)
+}
+
+// expectChain delivers the events at links of correlationID in order and
+// checks each is delivered.
+func (r *runner) expectChain(ctx context.Context, correlationID string, links ...link) (string, bool) {
+	for _, l := range links {
+		id, body := r.linked(correlationID, l, r.data)
+		if _, msg, ok := r.expectDelivered(ctx, "sequence "+l.String(), r.signed(id, body)); !ok {
+			return msg, false
+		}
+	}
+	return "", true
+}
+
+// sparseSequences: an endpoint gets only the sequences meant for it; each
+// names the one before it, and applies on it without waiting for the rest.
+func (r *runner) sparseSequences(ctx context.Context, correlationID string) (bool, string) {
+	if msg, ok := r.expectChain(ctx, correlationID, link{seq: 1}, link{seq: 4, previous: 1}, link{seq: 9, previous: 4}); !ok {
+		return false, msg
+	}
+	return true, "1, 4 (previous 1), 9 (previous 4) → each 2xx"
+}
+
+// previousGapThenFill: an event whose previous_sequence the receiver has not
+// applied waits (202), whatever its own sequence, until that one is applied.
+func (r *runner) previousGapThenFill(ctx context.Context, correlationID string) (bool, string) {
+	if msg, ok := r.expectChain(ctx, correlationID, link{seq: 1}); !ok {
+		return false, msg
+	}
+	held := link{seq: 9, previous: 4}
+	id9, body9 := r.linked(correlationID, held, r.data)
+	a, err := r.send(ctx, r.signed(id9, body9))
+	if err != nil {
+		return false, fmt.Sprintf("sequence %s: %v", held, err)
+	}
+	if a.code != http.StatusAccepted {
+		return false, fmt.Sprintf("sequence %s after 1, before 4: want 202 (parked), got %s", held, a)
+	}
+	if msg, ok := r.expectChain(ctx, correlationID, link{seq: 4, previous: 1}); !ok {
+		return false, msg
+	}
+	resent, msg, ok := r.expectDelivered(ctx, "re-sent sequence "+held.String(), r.signed(id9, body9))
+	if !ok {
+		return false, msg
+	}
+	return true, fmt.Sprintf("1 → 2xx, %s → 202, 4 (previous 1) → 2xx, 9 again → %d", held, resent.code)
+}
+
+// sparseDuplicate: a repeat of an event the cursor has moved past is a
+// duplicate (2xx), not an event out of order.
+func (r *runner) sparseDuplicate(ctx context.Context, correlationID string) (bool, string) {
+	chain := []link{{seq: 1}, {seq: 4, previous: 1}, {seq: 9, previous: 4}}
+	if msg, ok := r.expectChain(ctx, correlationID, chain...); !ok {
+		return false, msg
+	}
+	for _, l := range chain[:2] {
+		id, body := r.linked(correlationID, l, r.data)
+		if _, msg, ok := r.expectDelivered(ctx, "repeat of sequence "+l.String()+" after 9", r.signed(id, body)); !ok {
+			return false, msg
+		}
+	}
+	return true, "1, 4, 9 applied; repeats of 4 and 1 → 2xx"
+}
+
+// skippedAfterPrevious: skipped_sequences names sequences meant for the
+// endpoint that an operator skipped; the event applies on its
+// previous_sequence without waiting for them.
+func (r *runner) skippedAfterPrevious(ctx context.Context, correlationID string) (bool, string) {
+	if msg, ok := r.expectChain(ctx, correlationID, link{seq: 1}, link{seq: 5, previous: 1, skipped: []int64{3}}); !ok {
+		return false, msg
+	}
+	return true, "1, 5 (previous 1, skipped [3]) → each 2xx"
+}
+
+// skippedButApplied: the receiver applied 2, its answer was lost until the
+// sender gave up, and an operator skipped 2. 3 names 1 as previous and 2 as
+// skipped: the receiver, standing at 2, must apply it, or the correlation
+// waits for ever.
+func (r *runner) skippedButApplied(ctx context.Context, correlationID string) (bool, string) {
+	if msg, ok := r.expectChain(ctx, correlationID, link{seq: 1}, link{seq: 2, previous: 1}, link{seq: 3, previous: 1, skipped: []int64{2}}); !ok {
+		return false, msg
+	}
+	return true, "1, 2, then 3 (previous 1, skipped [2]) → each 2xx"
 }
 
 func (r *runner) replayedOldID(ctx context.Context, correlationID string) (bool, string) {

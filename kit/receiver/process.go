@@ -25,6 +25,11 @@ const (
 	// that, so the answer is a permanent 409 and the sender dead-letters the
 	// event for an operator to look at.
 	outcomeSequenceConflict
+	// outcomePreviousPassed: the cursor is past the event's
+	// previous_sequence, at a sequence the event does not list as skipped,
+	// so the sender and the receiver disagree on what was delivered. The
+	// cursor never moves back, so it is a permanent 409 as well.
+	outcomePreviousPassed
 )
 
 // errCursorMoved means the cursor's compare-and-swap matched no row. The
@@ -72,11 +77,20 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 
 	case ev.Sequence <= last:
 		// A sequence the cursor passed with no row for it: skipped by the
-		// sender, or its row deleted by hand. The unique (correlation_id,
+		// sender, never meant for this endpoint, or its row deleted by hand. The unique (correlation_id,
 		// sequence) index catches every other case before this.
 		return outcomeSequenceConflict, nil
 
-	case ev.predecessor(last) > last:
+	case ev.follows(last):
+		if err := rc.applyLocked(ctx, tx, ev, last); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, fmt.Errorf("commit applied event: %w", err)
+		}
+		return outcomeApplied, nil
+
+	case ev.PreviousSequence > last:
 		out, err := rc.park(ctx, tx, ev, body, header)
 		if err != nil || out != outcomeParked {
 			return out, err
@@ -87,13 +101,7 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 		return outcomeParked, nil
 
 	default:
-		if err := rc.applyLocked(ctx, tx, ev, last); err != nil {
-			return 0, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return 0, fmt.Errorf("commit applied event: %w", err)
-		}
-		return outcomeApplied, nil
+		return outcomePreviousPassed, nil
 	}
 }
 
@@ -110,10 +118,10 @@ func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, correlationID str
 	return last, prunedThrough, nil
 }
 
-// park stores an event that arrived ahead of its predecessor. It runs under
-// the cursor lock, so the transaction that applies the predecessor either
-// commits before it (and this event is not parked but applied) or after it
-// (and its drain finds this row).
+// park stores an event that arrived ahead of its previous_sequence. It runs
+// under the cursor lock, so the transaction that applies that predecessor
+// either commits before it (and this event is not parked but applied) or
+// after it (and its drain finds this row).
 func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, header http.Header) (outcome, error) {
 	// Deleting this transaction's own insert keeps the cursor lock; rolling
 	// back to a savepoint taken before the insert would release it.
@@ -128,7 +136,7 @@ func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, 
 	if err != nil {
 		return 0, fmt.Errorf("encode parked headers: %w", err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qParkedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence, body, headers)
+	tag, err := tx.Exec(ctx, rc.q[qParkedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence, ev.PreviousSequence, body, headers)
 	if err != nil {
 		return 0, fmt.Errorf("insert parked event: %w", err)
 	}
@@ -146,9 +154,11 @@ func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, 
 	return outcomeSequenceConflict, nil
 }
 
-// applyLocked applies ev, whose sequence is the cursor's next, under the
-// cursor lock: Apply, advance the cursor by compare-and-swap, and clear the
-// sequence from the parking lot.
+// applyLocked applies ev, which follows the cursor at from, under the cursor
+// lock: Apply, advance the cursor from from to ev's sequence by
+// compare-and-swap, and clear the parking lot of what can no longer apply:
+// ev itself, another ID parked at its sequence, and another event parked
+// behind the same previous_sequence.
 func (rc *Receiver) applyLocked(ctx context.Context, tx pgx.Tx, ev Event, from int64) error {
 	if err := rc.apply(ctx, tx, ev); err != nil {
 		return fmt.Errorf("apply event: %w", err)
@@ -160,49 +170,57 @@ func (rc *Receiver) applyLocked(ctx context.Context, tx pgx.Tx, ev Event, from i
 	if tag.RowsAffected() != 1 {
 		return errCursorMoved
 	}
-	rows, err := tx.Query(ctx, rc.q[qParkedEventDeleteBySequence], ev.CorrelationID, ev.Sequence)
+	rows, err := tx.Query(ctx, rc.q[qParkedEventDeleteSuperseded], ev.CorrelationID, ev.Sequence, ev.PreviousSequence)
 	if err != nil {
 		return fmt.Errorf("delete parked event: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type superseded struct {
+		ID       string
+		Sequence int64
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowToStructByPos[superseded])
 	if err != nil {
 		return fmt.Errorf("delete parked event: %w", err)
 	}
-	for _, id := range ids {
-		if id != ev.ID {
-			rc.logger.Warn("discarded parked event whose sequence was applied under another id",
-				"event_id", id, "applied_event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+	for _, p := range gone {
+		if p.ID != ev.ID {
+			rc.logger.Warn("discarded parked event that can no longer apply: its sequence or its previous sequence was applied under another id",
+				"event_id", p.ID, "parked_sequence", p.Sequence, "applied_event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
 		}
 	}
 	return nil
 }
 
-// drain applies parked events of correlationID from sequence from onward,
-// each in its own transaction, until one is missing or cannot be applied.
-// It runs after the predecessor's commit. What it leaves parked is applied
-// by the sender's retry of that event, which the 202 it got asked for.
+// drain applies the parked events of correlationID that follow the cursor
+// at from, one after the other (each names the one before as its
+// previous_sequence), each in its own transaction, until none follows or one
+// cannot be applied. It runs after the commit that moved the cursor to from.
+// What it leaves parked is applied by the sender's retry of that event,
+// which the 202 it got asked for.
 func (rc *Receiver) drain(ctx context.Context, correlationID string, from int64) {
-	for seq := from; ; seq++ {
-		applied, err := rc.drainOne(ctx, correlationID, seq)
+	for cursor := from; ; {
+		next, err := rc.drainOne(ctx, correlationID, cursor)
 		if err != nil {
-			rc.logger.Error("apply parked event", "correlation_id", correlationID, "sequence", seq, "error", err)
+			rc.logger.Error("apply parked event", "correlation_id", correlationID, "previous_sequence", cursor, "error", err)
 			return
 		}
-		if !applied {
+		if next == 0 {
 			return
 		}
+		cursor = next
 	}
 }
 
-// drainOne applies the parked event at (correlationID, seq), with the same
-// guarantees as a delivery: dedup insert, cursor lock and compare-and-swap,
-// Apply, all in one transaction. It reports false when there is nothing to
-// apply, including when a concurrent request got there first (that request
-// drains on after its own commit).
-func (rc *Receiver) drainOne(ctx context.Context, correlationID string, seq int64) (bool, error) {
+// drainOne applies the parked event of correlationID whose previous_sequence
+// is cursor, with the same guarantees as a delivery: dedup insert, cursor
+// lock and compare-and-swap, Apply, all in one transaction. It returns the
+// sequence it applied, or 0 when there is nothing to apply, including when a
+// concurrent request got there first (that request drains on after its own
+// commit).
+func (rc *Receiver) drainOne(ctx context.Context, correlationID string, cursor int64) (int64, error) {
 	tx, err := rc.pool.Begin(ctx)
 	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
+		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
@@ -210,48 +228,50 @@ func (rc *Receiver) drainOne(ctx context.Context, correlationID string, seq int6
 		id   string
 		body []byte
 	)
-	err = tx.QueryRow(ctx, rc.q[qParkedEventGetBySequence], correlationID, seq).Scan(&id, &body)
+	err = tx.QueryRow(ctx, rc.q[qParkedEventGetByPrevious], correlationID, cursor).Scan(&id, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("get parked event: %w", err)
+		return 0, fmt.Errorf("get parked event: %w", err)
 	}
 	// The body was verified when it was parked; its timestamp has aged since,
 	// so it is not verified again.
 	ev, err := decodeEvent(body)
 	if err != nil {
-		return false, fmt.Errorf("decode parked event %s: %w", id, err)
+		return 0, fmt.Errorf("decode parked event %s: %w", id, err)
 	}
 	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence)
 	if err != nil {
-		return false, fmt.Errorf("insert processed event: %w", err)
+		return 0, fmt.Errorf("insert processed event: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return false, nil
+		return 0, nil
 	}
 	last, _, err := rc.lockCursor(ctx, tx, correlationID)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	if last != seq-1 {
-		return false, nil
+	if last != cursor {
+		return 0, nil
 	}
-	if err := rc.applyLocked(ctx, tx, ev, ev.Sequence-1); err != nil {
-		return false, err
+	if err := rc.applyLocked(ctx, tx, ev, cursor); err != nil {
+		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("commit parked event: %w", err)
+		return 0, fmt.Errorf("commit parked event: %w", err)
 	}
-	rc.logger.Debug("parked event applied", "event_id", ev.ID, "correlation_id", correlationID, "sequence", seq)
-	return true, nil
+	rc.logger.Debug("parked event applied", "event_id", ev.ID, "correlation_id", correlationID, "sequence", ev.Sequence)
+	return ev.Sequence, nil
 }
 
-// ParkedEvent is an event waiting for its predecessor.
+// ParkedEvent is an event waiting for the cursor to reach its
+// previous_sequence.
 type ParkedEvent struct {
-	EventID  string
-	Sequence int64
-	ParkedAt time.Time
+	EventID          string
+	Sequence         int64
+	PreviousSequence int64
+	ParkedAt         time.Time
 }
 
 // CorrelationState is the receiver's view of one correlation ID.
@@ -290,7 +310,7 @@ func (rc *Receiver) Correlation(ctx context.Context, correlationID string) (Corr
 	}
 	st.Parked, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ParkedEvent, error) {
 		var p ParkedEvent
-		err := row.Scan(&p.EventID, &p.Sequence, &p.ParkedAt)
+		err := row.Scan(&p.EventID, &p.Sequence, &p.PreviousSequence, &p.ParkedAt)
 		return p, err
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package receiver_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -96,7 +95,7 @@ func TestPruneDeletesOldRowsBelowTheCursor(t *testing.T) {
 	st := b.correlation(t, "all-old")
 	require.EqualValues(t, 5, st.LastSequence)
 	require.EqualValues(t, 4, st.PrunedThrough)
-	require.Equal(t, []receiver.ParkedEvent{{EventID: "a7", Sequence: 7, ParkedAt: st.Parked[0].ParkedAt}}, st.Parked)
+	require.Equal(t, []receiver.ParkedEvent{{EventID: "a7", Sequence: 7, PreviousSequence: 6, ParkedAt: st.Parked[0].ParkedAt}}, st.Parked)
 	require.EqualValues(t, 1, b.correlation(t, "some-old").PrunedThrough)
 	require.Zero(t, b.correlation(t, "single").PrunedThrough)
 	require.Zero(t, b.correlation(t, "ahead").PrunedThrough)
@@ -160,11 +159,7 @@ func TestPruneSkippedSequenceAboveWatermarkIsConflict(t *testing.T) {
 	ctx := context.Background()
 	corr := "skip-prune"
 	b.postAll(t, "s", corr, 1)
-	body, err := json.Marshal(receiver.Event{ID: "s3", Type: "t", Timestamp: time.Now().UTC(), CorrelationID: corr, Sequence: 3,
-		Data: json.RawMessage(`{}`), SkippedSequences: []int64{2}})
-	require.NoError(t, err)
-	code, status, err := send(b.url, b.secret, "s3", body, time.Now())
-	require.NoError(t, err)
+	code, status := b.deliver(t, "s3", corr, 3, 1, 2)
 	require.Equal(t, http.StatusOK, code, status)
 	b.age(t, "s1", "s3")
 

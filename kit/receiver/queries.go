@@ -30,8 +30,8 @@ const (
 	qCorrelationCursorGet         = "CorrelationCursorGet"
 	qParkedEventInsert            = "ParkedEventInsert"
 	qParkedEventExists            = "ParkedEventExists"
-	qParkedEventGetBySequence     = "ParkedEventGetBySequence"
-	qParkedEventDeleteBySequence  = "ParkedEventDeleteBySequence"
+	qParkedEventGetByPrevious     = "ParkedEventGetByPrevious"
+	qParkedEventDeleteSuperseded  = "ParkedEventDeleteSuperseded"
 	qParkedEventListByCorrelation = "ParkedEventListByCorrelation"
 
 	qProcessedEventPruneLock   = "ProcessedEventPruneLock"
@@ -52,7 +52,7 @@ func loadQueries() (queryBook, error) {
 		qMigrationLock, qMigrationTableCreate, qMigrationTableExists, qMigrationList, qMigrationInsert,
 		qProcessedEventInsert, qProcessedEventExists, qProcessedEventDelete,
 		qCorrelationCursorEnsure, qCorrelationCursorLock, qCorrelationCursorAdvance, qCorrelationCursorGet,
-		qParkedEventInsert, qParkedEventExists, qParkedEventGetBySequence, qParkedEventDeleteBySequence,
+		qParkedEventInsert, qParkedEventExists, qParkedEventGetByPrevious, qParkedEventDeleteSuperseded,
 		qParkedEventListByCorrelation,
 		qProcessedEventPruneLock, qProcessedEventPruneUnlock, qProcessedEventPrune,
 	} {

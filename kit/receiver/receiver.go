@@ -6,17 +6,28 @@
 // Per request: verify the signature on the raw body → BEGIN → dedup insert
 // into processed_events → lock the correlation's cursor → apply (your Apply
 // function, on the same transaction) → compare-and-swap the cursor → COMMIT →
-// answer. An event that arrives ahead of its predecessor is parked and answered
-// 202; once the predecessor is applied, parked successors are applied in
+// answer.
+//
+// The order rule: an endpoint sees only the events of a correlation meant for
+// it, so sequences arrive sparse (1, 4, 9), and each envelope names in
+// previous_sequence the last earlier one sent to this endpoint (0: none). An
+// event applies when the correlation's cursor (the last applied sequence)
+// equals its previous_sequence, and the cursor then moves to its sequence;
+// it also applies when the cursor stands at one of its skipped_sequences,
+// which happens when an operator skipped an event that the receiver had
+// applied after all (its answer was lost). An event whose previous_sequence
+// the cursor has not reached yet is parked and answered 202; once that
+// predecessor is applied, the parked events that follow it are applied in
 // order. Answers follow the hookflow wire contract:
 //
 //	200 {"status":"applied"}            applied now
 //	200 {"status":"already_processed"}  applied before (a retry); nothing done
-//	202 {"status":"parked"}             stored, waiting for its predecessor; the sender retries
+//	202 {"status":"parked"}             stored, waiting for its previous_sequence; the sender retries
 //	400 bad envelope or envelope id ≠ webhook-id header (permanent)
 //	401 signature or timestamp check failed (permanent)
-//	409 the sequence was already applied, or is parked, under another event ID (permanent);
-//	    at or below the pruned watermark the answer is 200 already_processed (see Prune)
+//	409 the sequence was already applied, or is parked, under another event ID, or the cursor
+//	    went past the event's previous_sequence to a sequence it does not list as skipped
+//	    (permanent); at or below the pruned watermark the answer is 200 already_processed (see Prune)
 //	413 body larger than Config.MaxBodyBytes (permanent)
 //	422 Apply returned an error wrapping ErrRejected (permanent)
 //	500 Apply or the database failed; everything rolled back (the sender retries)
@@ -76,25 +87,30 @@ var ErrNotFound = errors.New("not found")
 
 // Event is the signed envelope a delivery carries.
 type Event struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	Timestamp     time.Time       `json:"timestamp"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	Data          json.RawMessage `json:"data"`
+	ID            string    `json:"id"`
+	Type          string    `json:"type"`
+	Timestamp     time.Time `json:"timestamp"`
+	CorrelationID string    `json:"correlation_id"`
+	Sequence      int64     `json:"sequence"`
+	// PreviousSequence is the sequence of the last earlier event of the
+	// correlation sent to this endpoint, 0 for none. The cursor must stand
+	// there for the event to apply.
+	PreviousSequence int64           `json:"previous_sequence"`
+	Data             json.RawMessage `json:"data"`
 	// SkippedSequences, sent by hookflow after an operator skipped events,
-	// lists the sequences just before this one that will never arrive.
+	// lists the sequences meant for this endpoint after PreviousSequence and
+	// before this one that will never arrive.
 	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
 }
 
-// predecessor is the sequence the cursor must stand at for ev to apply:
-// Sequence-1, or earlier when the sender says the ones between were skipped.
-func (ev Event) predecessor(last int64) int64 {
-	prev := ev.Sequence - 1
-	for prev > last && slices.Contains(ev.SkippedSequences, prev) {
-		prev--
-	}
-	return prev
+// follows reports whether ev applies on a cursor at last, below ev.Sequence:
+// the cursor stands at ev's previous_sequence, or at a sequence the sender
+// skipped after it. The latter is an event an operator skipped although the
+// receiver had applied it (its answer was lost): the sender counts it as
+// never delivered, the receiver's cursor as applied, and both agree that
+// nothing meant for this endpoint is missing before ev.
+func (ev Event) follows(last int64) bool {
+	return last == ev.PreviousSequence || last > ev.PreviousSequence && slices.Contains(ev.SkippedSequences, last)
 }
 
 // Config holds the receiver's settings.
@@ -272,17 +288,20 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	switch out {
 	case outcomeApplied:
 		log.Debug("event applied")
-		rc.drain(ctx, ev.CorrelationID, ev.Sequence+1)
+		rc.drain(ctx, ev.CorrelationID, ev.Sequence)
 		writeStatus(w, http.StatusOK, "applied", ev.ID)
 	case outcomeAlreadyProcessed:
 		log.Debug("event already processed")
 		writeStatus(w, http.StatusOK, "already_processed", ev.ID)
 	case outcomeParked:
-		log.Info("event parked until its predecessor is applied")
+		log.Info("event parked until its previous sequence is applied", "previous_sequence", ev.PreviousSequence)
 		writeStatus(w, http.StatusAccepted, "parked", ev.ID)
 	case outcomeSequenceConflict:
 		log.Warn("sequence claimed by another event id")
 		writeProblem(w, http.StatusConflict, fmt.Sprintf("sequence %d of correlation %s belongs to another event id", ev.Sequence, ev.CorrelationID))
+	case outcomePreviousPassed:
+		log.Warn("cursor passed the event's previous sequence", "previous_sequence", ev.PreviousSequence)
+		writeProblem(w, http.StatusConflict, fmt.Sprintf("correlation %s has applied past previous_sequence %d, to a sequence this event does not list as skipped: it can never apply", ev.CorrelationID, ev.PreviousSequence))
 	}
 }
 
@@ -299,6 +318,10 @@ func decodeEvent(body []byte) (Event, error) {
 		return Event{}, errors.New("envelope correlation_id must be 1-255 characters of [A-Za-z0-9_:-]")
 	case ev.Sequence < 1:
 		return Event{}, errors.New("envelope sequence must be an integer >= 1")
+	case ev.PreviousSequence < 0 || ev.PreviousSequence >= ev.Sequence:
+		return Event{}, errors.New("envelope previous_sequence must be at least 0 and below sequence")
+	case slices.ContainsFunc(ev.SkippedSequences, func(q int64) bool { return q <= ev.PreviousSequence || q >= ev.Sequence }):
+		return Event{}, errors.New("envelope skipped_sequences must lie between previous_sequence and sequence")
 	case ev.Type == "":
 		return Event{}, errors.New("envelope type is required")
 	}

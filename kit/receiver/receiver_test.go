@@ -104,11 +104,18 @@ type abortingWriter struct{ http.ResponseWriter }
 func (abortingWriter) WriteHeader(int)           { panic(http.ErrAbortHandler) }
 func (abortingWriter) Write([]byte) (int, error) { panic(http.ErrAbortHandler) }
 
+// envelope is event seq of a correlation whose every sequence goes to this
+// endpoint: its previous_sequence is seq-1.
 func envelope(id, correlationID string, seq int64) []byte {
-	b, _ := json.Marshal(receiver.Event{
-		ID: id, Type: "test.event", Timestamp: time.Now().UTC().Truncate(time.Second),
-		CorrelationID: correlationID, Sequence: seq, Data: json.RawMessage(`{"n":1}`),
-	})
+	return eventBody(receiver.Event{ID: id, CorrelationID: correlationID, Sequence: seq, PreviousSequence: seq - 1})
+}
+
+// eventBody encodes ev with a type, a timestamp and data filled in.
+func eventBody(ev receiver.Event) []byte {
+	ev.Type = "test.event"
+	ev.Timestamp = time.Now().UTC().Truncate(time.Second)
+	ev.Data = json.RawMessage(`{"n":1}`)
+	b, _ := json.Marshal(ev)
 	return b
 }
 
@@ -154,6 +161,38 @@ func (b *bundle) post(t *testing.T, id, correlationID string, seq int64) (int, s
 	code, status, err := send(b.url, b.secret, id, envelope(id, correlationID, seq), time.Now())
 	require.NoError(t, err)
 	return code, status
+}
+
+// deliver posts the event (id, correlation, seq) whose previous_sequence is
+// previous and whose skipped_sequences are skipped, and requires the HTTP
+// exchange to succeed.
+func (b *bundle) deliver(t *testing.T, id, correlationID string, seq, previous int64, skipped ...int64) (int, string) {
+	t.Helper()
+	body := eventBody(receiver.Event{ID: id, CorrelationID: correlationID, Sequence: seq, PreviousSequence: previous, SkippedSequences: skipped})
+	code, status, err := send(b.url, b.secret, id, body, time.Now())
+	require.NoError(t, err)
+	return code, status
+}
+
+// link is an event of a sparse chain: its ID, sequence and
+// previous_sequence.
+type link struct {
+	id            string
+	seq, previous int64
+}
+
+// chain149 is the chain of an endpoint that gets sequences 1, 4 and 9.
+var chain149 = []link{{"e1", 1, 0}, {"e4", 4, 1}, {"e9", 9, 4}}
+
+// deliverAll delivers each event of links in turn and requires each answer
+// to be 200 with status.
+func (b *bundle) deliverAll(t *testing.T, correlationID, status string, links ...link) {
+	t.Helper()
+	for _, l := range links {
+		code, got := b.deliver(t, l.id, correlationID, l.seq, l.previous)
+		require.Equal(t, http.StatusOK, code, l.id)
+		require.Equal(t, status, got, l.id)
+	}
 }
 
 // applied returns the event IDs Apply committed for correlationID, in the
@@ -351,6 +390,10 @@ func TestRejectedRequests(t *testing.T) {
 		{name: "sequence zero", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":0}`, want: http.StatusBadRequest},
 		{name: "dot in correlation id", body: `{"id":"evt_1","type":"t","correlation_id":"a.b","sequence":1}`, want: http.StatusBadRequest},
 		{name: "missing type", body: `{"id":"evt_1","correlation_id":"c","sequence":1}`, want: http.StatusBadRequest},
+		{name: "previous at sequence", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":2,"previous_sequence":2}`, want: http.StatusBadRequest},
+		{name: "negative previous", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":2,"previous_sequence":-1}`, want: http.StatusBadRequest},
+		{name: "skipped before previous", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":5,"previous_sequence":2,"skipped_sequences":[1]}`, want: http.StatusBadRequest},
+		{name: "skipped at sequence", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":5,"previous_sequence":2,"skipped_sequences":[5]}`, want: http.StatusBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -446,30 +489,111 @@ func TestConcurrentDuplicatesAndPermutations(t *testing.T) {
 	require.Zero(t, b.count(t, "parked_events"))
 }
 
-// TestSkippedSequencesClosesTheGap: after the sender skipped 2, event 3
-// carries skipped_sequences [2] and applies right after 1 instead of
-// parking; a hint naming a sequence that is not the gap changes nothing.
-func TestSkippedSequencesClosesTheGap(t *testing.T) {
+// TestSparseSequencesApplyOnPrevious: an endpoint that gets only some of a
+// correlation's sequences applies each event whose previous_sequence is the
+// cursor, without waiting for the sequences between, which it never gets.
+func TestSparseSequencesApplyOnPrevious(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	corr := "skip-corr"
-	code, _ := b.post(t, "s1", corr, 1)
+	corr := "sparse"
+	b.deliverAll(t, corr, "applied", chain149...)
+	require.Equal(t, []string{"e1", "e4", "e9"}, b.applied(t, corr))
+	require.EqualValues(t, 9, b.correlation(t, corr).LastSequence)
+
+	code, _ := b.deliver(t, "e7", corr, 7, 4)
+	require.Equal(t, http.StatusConflict, code, "a sequence below the cursor never applies")
+	code, _ = b.deliver(t, "e12", corr, 12, 4)
+	require.Equal(t, http.StatusConflict, code, "the cursor passed 4 at 9, which 12 does not name: it can never apply")
+	require.Equal(t, []string{"e1", "e4", "e9"}, b.applied(t, corr))
+	require.Zero(t, b.count(t, "parked_events"))
+}
+
+// TestGapInPreviousParksThenDrains: events whose previous_sequence the
+// cursor has not reached are parked (202), and applied in their chain's
+// order, by the drain, once the one they wait for is applied.
+func TestGapInPreviousParksThenDrains(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	corr := "sparse-gap"
+	code, status := b.deliver(t, "e9", corr, 9, 4)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "parked", status)
+	code, _ = b.deliver(t, "e4", corr, 4, 1)
+	require.Equal(t, http.StatusAccepted, code)
+	code, _ = b.deliver(t, "e9", corr, 9, 4)
+	require.Equal(t, http.StatusAccepted, code, "a retry of a parked event is still parked")
+	code, _ = b.deliver(t, "e10", corr, 10, 4)
+	require.Equal(t, http.StatusConflict, code, "another event parked behind the same previous_sequence")
+
+	st := b.correlation(t, corr)
+	require.Zero(t, st.LastSequence)
+	require.Len(t, st.Parked, 2)
+	require.Equal(t, receiver.ParkedEvent{EventID: "e4", Sequence: 4, PreviousSequence: 1, ParkedAt: st.Parked[0].ParkedAt}, st.Parked[0])
+	require.EqualValues(t, 4, st.Parked[1].PreviousSequence)
+	require.Empty(t, b.applied(t, corr))
+
+	code, status = b.deliver(t, "e1", corr, 1, 0)
 	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "applied", status)
+	require.Equal(t, []string{"e1", "e4", "e9"}, b.applied(t, corr))
+	st = b.correlation(t, corr)
+	require.EqualValues(t, 9, st.LastSequence)
+	require.Empty(t, st.Parked)
 
-	// A hint that does not cover the gap (2 missing, hint names 1): parked.
-	body, _ := json.Marshal(receiver.Event{ID: "s4", Type: "t", Timestamp: time.Now().UTC(), CorrelationID: corr, Sequence: 4,
-		Data: json.RawMessage(`{}`), SkippedSequences: []int64{3}})
-	code, status, err := send(b.url, b.secret, "s4", body, time.Now())
-	require.NoError(t, err)
-	require.Equal(t, http.StatusAccepted, code, status)
+	// The sender's retries of the 202s: the drain applied them.
+	b.deliverAll(t, corr, "already_processed", chain149[2], chain149[1])
+	require.Equal(t, []string{"e1", "e4", "e9"}, b.applied(t, corr))
+}
 
-	body, _ = json.Marshal(receiver.Event{ID: "s3", Type: "t", Timestamp: time.Now().UTC(), CorrelationID: corr, Sequence: 3,
-		Data: json.RawMessage(`{}`), SkippedSequences: []int64{2}})
-	code, status, err = send(b.url, b.secret, "s3", body, time.Now())
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code, status)
-	// 3 applied after 1; the parked 4 was drained behind it.
-	require.Equal(t, []string{"s1", "s3", "s4"}, b.applied(t, corr))
+// TestSparseDuplicates: a repeat of an applied event is already processed,
+// before and after the cursor moved on; another ID at its sequence is a
+// conflict.
+func TestSparseDuplicates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	corr := "sparse-dup"
+	b.deliverAll(t, corr, "applied", chain149[:2]...)
+	b.deliverAll(t, corr, "already_processed", chain149[1])
+	b.deliverAll(t, corr, "applied", chain149[2])
+	b.deliverAll(t, corr, "already_processed", chain149...)
+	code, _ := b.deliver(t, "e4-other", corr, 4, 1)
+	require.Equal(t, http.StatusConflict, code)
+	require.Equal(t, []string{"e1", "e4", "e9"}, b.applied(t, corr))
+}
+
+// TestSkippedSequencesAfterPrevious: after an operator skipped 3, meant for
+// this endpoint, event 5 names 1 as its previous and 3 as skipped; it
+// applies on the cursor at 1.
+func TestSkippedSequencesAfterPrevious(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	corr := "sparse-skip"
+	b.deliverAll(t, corr, "applied", chain149[0])
+	code, status := b.deliver(t, "e5", corr, 5, 1, 3)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "applied", status)
+	code, status = b.deliver(t, "e8", corr, 8, 5)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "applied", status)
+	require.Equal(t, []string{"e1", "e5", "e8"}, b.applied(t, corr))
+}
+
+// TestSkippedEventAppliedAfterAll: the receiver applied 2, but its answer
+// was lost until the sender gave up, and an operator skipped it. 3 then
+// names 1 as previous and 2 as skipped, and applies on the cursor at 2:
+// nothing meant for this endpoint is missing before it. Without 2 among its
+// skipped sequences it would never apply.
+func TestSkippedEventAppliedAfterAll(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	corr := "skipped-applied"
+	b.postAll(t, "e", corr, 2)
+	code, _ := b.deliver(t, "e3-unnamed", corr, 3, 1)
+	require.Equal(t, http.StatusConflict, code, "the cursor passed 1 at 2, which the event does not name")
+	code, status := b.deliver(t, "e3", corr, 3, 1, 2)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "applied", status)
+	require.Equal(t, []string{"e1", "e2", "e3"}, b.applied(t, corr))
 }
 
 // testLogger writes the receiver's log through the test's output.

@@ -46,6 +46,7 @@ func traceEvent(ctx context.Context, ev Event) {
 		attribute.String("hookflow.event_id", ev.ID),
 		attribute.String("hookflow.correlation_id", ev.CorrelationID),
 		attribute.Int64("hookflow.sequence", ev.Sequence),
+		attribute.Int64("hookflow.previous_sequence", ev.PreviousSequence),
 	)
 }
 
@@ -74,6 +75,8 @@ func (o outcome) String() string {
 		return "parked"
 	case outcomeSequenceConflict:
 		return "sequence_conflict"
+	case outcomePreviousPassed:
+		return "previous_passed"
 	default:
 		return "unknown"
 	}

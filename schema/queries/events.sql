@@ -100,9 +100,12 @@ UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
 -- looked at again a lease later.
 -- correlations_due_idx holds only correlations with an event not finished,
 -- in due order, so the claim reads what it takes and no more; each lane's
--- head is one probe of deliveries_pending_idx (the recursive walk skips from
--- one endpoint to the next rather than reading a lane's backlog).
-WITH due AS (
+-- head is one probe of deliveries_pending_idx: the recursive walk skips
+-- from one endpoint to the next rather than reading a lane's backlog. The
+-- planner guesses ten rounds of it for every correlation, which costs the
+-- query past jit_above_cost: LanesStuckHeadsClaim runs it with JIT off, or
+-- every call would spend ~80 ms compiling a plan that runs in under one.
+WITH RECURSIVE due AS (
     UPDATE correlations c SET swept_at = now()
     FROM (
         SELECT correlation_id FROM correlations
@@ -115,22 +118,20 @@ WITH due AS (
     WHERE c.correlation_id = d.correlation_id
     RETURNING c.correlation_id, c.next_sequence
 ), heads AS (
-    SELECT due.correlation_id, due.next_sequence, h.*
+    SELECT due.correlation_id, due.next_sequence, f.*
     FROM due CROSS JOIN LATERAL (
-        WITH RECURSIVE lane AS (
-            (SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
-             WHERE d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
-             ORDER BY d.endpoint_id, d.sequence LIMIT 1)
-            UNION ALL
-            SELECT n.* FROM lane l CROSS JOIN LATERAL (
-                SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
-                WHERE d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
-                  AND d.endpoint_id > l.endpoint_id
-                ORDER BY d.endpoint_id, d.sequence LIMIT 1
-            ) n
-        )
-        SELECT * FROM lane
-    ) h
+        SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
+        WHERE d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+        ORDER BY d.endpoint_id, d.sequence LIMIT 1
+    ) f
+    UNION ALL
+    SELECT h.correlation_id, h.next_sequence, n.*
+    FROM heads h CROSS JOIN LATERAL (
+        SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
+        WHERE d.correlation_id = h.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+          AND d.endpoint_id > h.endpoint_id
+        ORDER BY d.endpoint_id, d.sequence LIMIT 1
+    ) n
 )
 SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries,
        h.endpoint_id, h.state
@@ -143,6 +144,10 @@ WHERE v.state <> 'queued'
   AND (SELECT count(*) FROM events x
        WHERE x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
 ORDER BY h.correlation_id, h.endpoint_id;
+
+-- name: JITOff
+-- For the rest of the transaction: see LanesStuckHeadsClaim.
+SET LOCAL jit = off;
 
 -- name: CorrelationSweepDeferred
 -- The heads sweep could not look at the correlation's heads: it goes to the

@@ -31,8 +31,9 @@ ON CONFLICT (correlation_id) DO NOTHING;
 SELECT last_sequence, pruned_through FROM correlation_cursors WHERE correlation_id = $1 FOR UPDATE;
 
 -- name: CorrelationCursorAdvance
--- Compare-and-swap: moves the cursor only from the predecessor's sequence
--- ($3: sequence-1, or earlier when the sender skipped the ones between).
+-- Compare-and-swap: moves the cursor to the event's sequence ($2) only from
+-- where it stood when the event was found to follow it ($3: the event's
+-- previous_sequence, or a sequence the sender skipped after it).
 UPDATE correlation_cursors
 SET last_sequence = $2, updated_at = now()
 WHERE correlation_id = $1 AND last_sequence = $3;
@@ -41,21 +42,29 @@ WHERE correlation_id = $1 AND last_sequence = $3;
 SELECT last_sequence, pruned_through, updated_at FROM correlation_cursors WHERE correlation_id = $1;
 
 -- name: ParkedEventInsert
-INSERT INTO parked_events (event_id, correlation_id, sequence, body, headers)
-VALUES ($1, $2, $3, $4, $5)
+-- No conflict target: a retry (same event ID), another ID parked at the same
+-- sequence and another ID parked behind the same previous_sequence all leave
+-- the table alone; ParkedEventExists tells the retry apart.
+INSERT INTO parked_events (event_id, correlation_id, sequence, previous_sequence, body, headers)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT DO NOTHING;
 
 -- name: ParkedEventExists
 SELECT EXISTS (SELECT 1 FROM parked_events WHERE event_id = $1);
 
--- name: ParkedEventGetBySequence
-SELECT event_id, body FROM parked_events WHERE correlation_id = $1 AND sequence = $2;
+-- name: ParkedEventGetByPrevious
+-- The parked event that follows the cursor at $2: the drain's next step.
+SELECT event_id, body FROM parked_events WHERE correlation_id = $1 AND previous_sequence = $2;
 
--- name: ParkedEventDeleteBySequence
-DELETE FROM parked_events WHERE correlation_id = $1 AND sequence = $2 RETURNING event_id;
+-- name: ParkedEventDeleteSuperseded
+-- After the event at sequence $2, which named $3 as its previous, was
+-- applied: the parked rows that can never apply now, its own among them.
+DELETE FROM parked_events
+WHERE correlation_id = $1 AND (sequence = $2 OR previous_sequence = $3)
+RETURNING event_id, sequence;
 
 -- name: ParkedEventListByCorrelation
-SELECT event_id, sequence, parked_at
+SELECT event_id, sequence, previous_sequence, parked_at
 FROM parked_events
 WHERE correlation_id = $1
 ORDER BY sequence;

@@ -1,0 +1,74 @@
+package contract_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+)
+
+// TestAggregate: an event's state is its deliveries' together.
+func TestAggregate(t *testing.T) {
+	t.Parallel()
+	D, W, L, X, S := contract.StateDelivered, contract.StateWaiting, contract.StateDelivering, contract.StateDeadLettered, contract.StateSkipped
+	for _, c := range []struct {
+		in   []contract.State
+		want contract.State
+	}{
+		{nil, D}, {[]contract.State{D, D}, D}, {[]contract.State{S, S}, S}, {[]contract.State{S, D}, D},
+		{[]contract.State{D, W}, W}, {[]contract.State{W, L}, L}, {[]contract.State{L, X, D}, X},
+	} {
+		require.Equal(t, c.want, contract.Aggregate(c.in), "%v", c.in)
+	}
+}
+
+// TestWithReleaseIsTheLanes: a delivery carries its lane's endpoint and
+// position, and the envelope says them.
+func TestWithReleaseIsTheLanes(t *testing.T) {
+	t.Parallel()
+	in := contract.DeliverInput{EventID: "e1", CorrelationID: "c", Sequence: 7}.WithRelease(contract.LaneRelease{Endpoint: "ep_b", Previous: 3, Skipped: []int64{5}})
+	require.Equal(t, "ep_b", in.EndpointID)
+	env := in.Envelope()
+	require.EqualValues(t, 3, env.PreviousSequence)
+	require.Equal(t, []int64{5}, env.SkippedSequences)
+}
+
+// TestEnvelopeCarriesPreviousSequence: previous_sequence is always in the
+// signed body, 0 included, so a receiver never has to guess it.
+func TestEnvelopeCarriesPreviousSequence(t *testing.T) {
+	t.Parallel()
+	in := contract.DeliverInput{EventID: "e1", CorrelationID: "c", Sequence: 1, Type: "t", Timestamp: time.Unix(0, 0), Data: json.RawMessage(`{}`)}
+	body, err := json.Marshal(in.Envelope())
+	require.NoError(t, err)
+	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","correlation_id":"c","sequence":1,"previous_sequence":0,"data":{}}`, string(body))
+
+	in.Sequence, in.Previous, in.Skipped = 4, 1, []int64{3}
+	body, err = json.Marshal(in.Envelope())
+	require.NoError(t, err)
+	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","correlation_id":"c","sequence":4,"previous_sequence":1,"skipped_sequences":[3],"data":{}}`, string(body))
+}
+
+// TestFitKeywordList: a keyword list is cut where its JSON would pass
+// Temporal's 2 KiB limit, never in the middle of an ID.
+func TestFitKeywordList(t *testing.T) {
+	t.Parallel()
+	var ids []string
+	for i := 0; i < 120; i++ {
+		ids = append(ids, fmt.Sprintf("ep_%016d", i))
+	}
+	kept, dropped := contract.FitKeywordList(ids)
+	require.Equal(t, 120, len(kept)+dropped)
+	raw, err := json.Marshal(kept)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(raw), contract.MaxKeywordListBytes)
+	more, err := json.Marshal(ids[:len(kept)+1])
+	require.NoError(t, err)
+	require.Greater(t, len(more), contract.MaxKeywordListBytes, "one more would not fit")
+	kept, dropped = contract.FitKeywordList(ids[:3])
+	require.Len(t, kept, 3)
+	require.Zero(t, dropped)
+}

@@ -1,0 +1,180 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/schema"
+)
+
+// migrateTo applies the embedded up-migrations whose version is at most
+// version, their SQL as it is, without the migration runner's bookkeeping,
+// and returns the SQL of the next one.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) string {
+	t.Helper()
+	ms, err := schema.Migrations()
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Version > version {
+			return m.SQL
+		}
+		_, err := pool.Exec(context.Background(), m.SQL)
+		require.NoError(t, err, m.Name)
+	}
+	t.Fatalf("no migration after %d", version)
+	return ""
+}
+
+func execInTx(ctx context.Context, pool *pgxpool.Pool, sql string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, sql)
+		return err
+	})
+}
+
+// TestMigration009MovesSingleEndpointRows: a ledger written before fan-out
+// (every event naming its one endpoint, some delivered rows pruned) comes
+// out of 009 with one delivery per event in the event's state, its dead
+// letters, attempts and lanes where they belong, and works on from there;
+// while it is still one delivery per event, 009's down migration takes it
+// back.
+func TestMigration009MovesSingleEndpointRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	up := migrateTo(t, pool, 8)
+	require.True(t, strings.HasPrefix(up, "-- Fan-out"), "the migration after 008 is 009")
+
+	// s: one endpoint; 1 delivered and pruned, 2 skipped, 3 delivered, 4
+	// skipped, 5 dead-lettered, 6 queued. p: one endpoint, everything
+	// finished pruned, 3 waiting. m: two endpoints taking turns.
+	_, err = pool.Exec(ctx, `
+INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a'), ('b', 'https://b', 'whsec_b');
+INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, released_at, delivered_at, has_dead_letter) VALUES
+  ('s-2', 's', 2, 'a', 't', NULL, '\x01', 'skipped', now(), NULL, true),
+  ('s-3', 's', 3, 'a', 't', '{}', '\x01', 'delivered', now(), now(), false),
+  ('s-4', 's', 4, 'a', 't', '{}', '\x01', 'skipped', now(), NULL, true),
+  ('s-5', 's', 5, 'a', 't', '{}', '\x01', 'dead_lettered', now(), NULL, true),
+  ('s-6', 's', 6, 'a', 't', '{}', '\x01', 'queued', NULL, NULL, false),
+  ('p-3', 'p', 3, 'a', 't', '{}', '\x01', 'waiting', NULL, NULL, false),
+  ('m-1', 'm', 1, 'a', 't', '{}', '\x01', 'delivered', now(), now(), false),
+  ('m-2', 'm', 2, 'b', 't', '{}', '\x01', 'skipped', now(), NULL, true),
+  ('m-3', 'm', 3, 'b', 't', '{}', '\x01', 'delivered', now(), now(), false),
+  ('m-4', 'm', 4, 'a', 't', '{}', '\x01', 'skipped', now(), NULL, true);
+INSERT INTO correlations (correlation_id, next_sequence, skipped_tail, high_water) VALUES
+  ('s', 5, '{4}', 6), ('p', 3, '{}', 3), ('m', 5, '{4}', 4);
+INSERT INTO delivery_attempts (event_id, attempt, started_at, latency_ms, status_code, outcome) VALUES
+  ('s-3', 1, now(), 5, 200, 'delivered'), ('s-5', 1, now(), 5, 400, 'rejected'), ('m-1', 1, now(), 5, 200, 'delivered');
+INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, dead_lettered_at, generation, status, window_key) VALUES
+  ('s-2', 's', 2, 'a', '{}', '[]', '400', now(), 1, 'skipped', 'r/1'),
+  ('s-4', 's', 4, 'a', '{}', '[]', '400', now(), 1, 'skipped', 'r/1'),
+  ('s-5', 's', 5, 'a', '{}', '[]', '400', now(), 2, 'open', 'r/2'),
+  ('m-2', 'm', 2, 'b', '{}', '[]', '400', now(), 1, 'skipped', 'r/1'),
+  ('m-4', 'm', 4, 'a', '{}', '[]', '400', now(), 1, 'skipped', 'r/1');`)
+	require.NoError(t, err)
+
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	for id, want := range map[string][2]contract.State{
+		"s-2": {contract.StateSkipped, contract.StateSkipped},
+		"s-3": {contract.StateDelivered, contract.StateDelivered},
+		"s-5": {contract.StateDeadLettered, contract.StateDeadLettered},
+		"s-6": {contract.StateQueued, contract.StateWaiting},
+		"p-3": {contract.StateWaiting, contract.StateWaiting},
+		"m-2": {contract.StateSkipped, contract.StateSkipped},
+	} {
+		e, err := st.EventGet(ctx, id)
+		require.NoError(t, err, id)
+		require.Equal(t, want[0], e.State, id)
+		require.Len(t, e.Deliveries, 1, id)
+		require.Equal(t, want[1], e.Deliveries[0].State, id)
+	}
+	e, err := st.EventGet(ctx, "s-5")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, e.Endpoints)
+	require.EqualValues(t, 1, e.Deliveries[0].Attempts)
+	require.EqualValues(t, 2, e.Deliveries[0].DeadLetterGeneration)
+	require.Equal(t, store.DeadLetterOpen, e.Deliveries[0].DeadLetterStatus)
+	attempts, err := st.AttemptsList(ctx, "m-1", "a")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	d, err := st.DeadLetterGet(ctx, "m-2", "b")
+	require.NoError(t, err)
+	require.Equal(t, store.DeadLetterSkipped, d.Status)
+
+	for _, c := range []struct {
+		corr, endpoint string
+		want           store.Lane
+	}{
+		{"s", "a", store.Lane{EndpointID: "a", LastFinished: 4, Previous: 3, Skipped: []int64{4}}},
+		{"p", "a", store.Lane{EndpointID: "a", LastFinished: 2, Previous: 2}},
+		{"m", "a", store.Lane{EndpointID: "a", LastFinished: 4, Previous: 1, Skipped: []int64{4}}},
+		{"m", "b", store.Lane{EndpointID: "b", LastFinished: 3, Previous: 3}},
+	} {
+		require.Equal(t, c.want, lane(t, st, c.corr, c.endpoint), c.corr+"/"+c.endpoint)
+	}
+	var column bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'endpoint_id')`).Scan(&column))
+	require.False(t, column, "events.endpoint_id is gone")
+
+	// The ledger goes on from there: s-5's operator skips it, and the
+	// cursor moves to queued 6.
+	ok, err := st.DeadLetterMarkSkipped(ctx, "s-5", "a", 2, "op", "")
+	require.NoError(t, err)
+	require.True(t, ok)
+	skipped(t, st, "s-5", "a", "s", 5)
+	require.EqualValues(t, 6, cursor(t, st, "s"))
+	require.Equal(t, []int64{4, 5}, lane(t, st, "s", "a").Skipped)
+
+	// Still one delivery per event: the down migration takes it back, with
+	// the correlations' tails.
+	down, err := os.ReadFile("../../schema/migrations/009_fanout.down.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(down)))
+	var endpoint string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT endpoint_id FROM events WHERE id = 'm-2'`).Scan(&endpoint))
+	require.Equal(t, "b", endpoint)
+	var tail []int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT skipped_tail FROM correlations WHERE correlation_id = 's'`).Scan(&tail))
+	require.Equal(t, []int64{4, 5}, tail)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT skipped_tail FROM correlations WHERE correlation_id = 'm'`).Scan(&tail))
+	require.Equal(t, []int64{4}, tail)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE event_id = 's-3'`).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// TestMigration009DownRefusesFanOut: once an event has two deliveries, or
+// none, the down migration refuses rather than drop one.
+func TestMigration009DownRefusesFanOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	down, err := os.ReadFile("../../schema/migrations/009_fanout.down.sql")
+	require.NoError(t, err)
+	for _, endpoints := range [][]string{{"a", "b"}, nil} {
+		id := "e-" + strings.Join(endpoints, "")
+		_, ok, err := st.EventInsertRouted(ctx, event(id, id, 1), endpoints)
+		require.NoError(t, err)
+		require.True(t, ok)
+		err = execInTx(ctx, st.Pool(), string(down))
+		require.ErrorContains(t, err, "cannot undo 009_fanout")
+		_, err = st.Pool().Exec(ctx, `DELETE FROM deliveries WHERE event_id = $1`, id)
+		require.NoError(t, err)
+		_, err = st.Pool().Exec(ctx, `DELETE FROM events WHERE id = $1`, id)
+		require.NoError(t, err)
+	}
+}
