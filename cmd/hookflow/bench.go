@@ -17,12 +17,14 @@ import (
 
 const benchSummary = `Measure hookflow against bare Temporal in one run, on one stack it starts and stops itself:
 Postgres (under --data-dir, or a temporary folder), the Temporal server, the API, a worker, the
-reference receiver and the two baselines' processes, each a child of the bench so its CPU is read apart.
-Scenarios: baseline (one workflow per event, one HTTP activity), baseline-fast (the same POST as a
-local activity on an eagerly started workflow: the floor), hookflow-ordered (POST /v1/events over
---correlations keys), hookflow-single-key, then idle latency for both baselines and a single key.
-Per webhook delivered it reports history events and Temporal Cloud actions (counted from every
-workflow's history by Cloud's published billing rules; docs/performance.md), beside the bare baseline's.
+reference receiver (and three more for fan-out) and the two baselines' processes, each a child of the
+bench so its CPU is read apart. Scenarios: baseline (one workflow per event, one HTTP activity),
+baseline-fast (the same POST as a local activity on an eagerly started workflow: the floor),
+hookflow-ordered (POST /v1/events to one endpoint over --correlations keys), hookflow-fanout (the same,
+each event posted once without an endpoint and routed to three), hookflow-single-key, then idle latency
+for both baselines and a single key. Per webhook delivered it reports history events and Temporal Cloud
+actions (counted from every workflow's history by Cloud's published billing rules; docs/performance.md),
+beside the bare baseline's, and issue 23's fan-out figures against their targets.
 Prints a table; --json writes every figure. Short run: hookflow bench --events 300.
 --ledger-rows 0,1M,5M instead measures hookflow on top of that much synthetic history (written by
 SQL into an emptied ledger before each size), with the API's cleaner running every 10s at the
@@ -50,7 +52,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
-		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered scenario")
+		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered and fan-out scenarios")
 		fs.IntVar(&cfg.Rounds, "rounds", bench.DefaultRounds, "interleaved rounds each scenario's events are split into")
 		fs.IntVar(&cfg.IdleEvents, "idle-events", bench.DefaultIdleEvents, "events sent one at a time for idle latency, per system")
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")

@@ -33,7 +33,8 @@ type Config struct {
 	Events int
 	// Concurrency is how many producers submit at once.
 	Concurrency int
-	// Correlations is the number of correlation IDs of the ordered scenario.
+	// Correlations is the number of correlation IDs of the ordered and the
+	// fan-out scenarios.
 	Correlations int
 	// Rounds splits each scenario's events into interleaved rounds.
 	Rounds int
@@ -61,9 +62,12 @@ const (
 
 // Scenario names, as the table and the JSON show them.
 const (
-	ScenarioBaseline         = "baseline"
-	ScenarioBaselineFast     = "baseline-fast"
-	ScenarioOrdered          = "hookflow-ordered"
+	ScenarioBaseline     = "baseline"
+	ScenarioBaselineFast = "baseline-fast"
+	ScenarioOrdered      = "hookflow-ordered"
+	// ScenarioFanOut is the ordered scenario's shape with every event posted
+	// once, without an endpoint, and routed to fanOutEndpoints endpoints.
+	ScenarioFanOut           = "hookflow-fanout"
 	ScenarioSingleKey        = "hookflow-single-key"
 	ScenarioBaselineIdle     = "baseline-idle"
 	ScenarioBaselineFastIdle = "baseline-fast-idle"
@@ -72,7 +76,7 @@ const (
 
 // ScenarioNames lists every scenario a run reports, in table order.
 func ScenarioNames() []string {
-	return []string{ScenarioBaseline, ScenarioBaselineFast, ScenarioOrdered, ScenarioSingleKey,
+	return []string{ScenarioBaseline, ScenarioBaselineFast, ScenarioOrdered, ScenarioFanOut, ScenarioSingleKey,
 		ScenarioBaselineIdle, ScenarioBaselineFastIdle, ScenarioSingleKeyIdle}
 }
 

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -45,13 +47,15 @@ type RoundResult struct {
 	Round     int `json:"round"`
 	Events    int `json:"events"`
 	Delivered int `json:"delivered"`
-	// Deliveries is the webhooks the round delivered: Delivered times the
-	// scenario's fanOut.
+	// Deliveries is the webhooks the round delivered, counted in every
+	// receiver of the scenario: Delivered times its fan-out when every
+	// event reached every endpoint.
 	Deliveries       int     `json:"deliveries"`
 	Seconds          float64 `json:"seconds"`
 	EventsPerSec     float64 `json:"events_per_sec"`
 	DeliveriesPerSec float64 `json:"deliveries_per_sec"`
 
+	// latencies are accepted → receiver commit, one per delivery.
 	latencies []time.Duration
 	// accepts are the send → accepted times of the events the system
 	// took (for hookflow: POST /v1/events until its 202, retries included).
@@ -80,9 +84,15 @@ type scenario struct {
 	wfType string
 	// corr gives the correlation of the n-th event; nil: its own ID.
 	corr func(n int) string
-	// fanOut is how many webhooks one delivered event makes (the endpoints
-	// it goes to); 0 means one. Every per-delivery figure divides by it.
-	fanOut  int
+	// evType is the events' type; routed posts them without an endpoint,
+	// so that hookflow routes each to every endpoint subscribed to it,
+	// rather than to the reference receiver's endpoint by name.
+	evType string
+	routed bool
+	// sinks are the databases of the receivers its events go to, one per
+	// endpoint: an event is delivered once every one has committed it, and
+	// each commit is a delivery, which every per-delivery figure counts.
+	sinks   []*pgxpool.Pool
 	counter int
 	rounds  []RoundResult
 	idle    []idleSample
@@ -97,10 +107,10 @@ type runner struct {
 	seq   map[string]int64 // last sequence given per correlation
 	began time.Time
 
-	base, fast, ordered, single *scenario
-	rss                         []RSSPoint
-	background                  Background
-	lastRSS                     time.Time
+	base, fast, ordered, single, fan *scenario
+	rss                              []RSSPoint
+	background                       Background
+	lastRSS                          time.Time
 	// ownQueries counts the bench's own transactions on the receiver's
 	// database, taken out of its per-event figures.
 	ownQueries atomic.Int64
@@ -111,13 +121,16 @@ func newRunner(cfg Config, s *stack, p *progress) *runner {
 	r.hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: cfg.Concurrency + 8, MaxIdleConnsPerHost: cfg.Concurrency + 8, IdleConnTimeout: time.Minute,
 	}}
-	r.base = &scenario{name: ScenarioBaseline, short: "base", kind: kindBaseline, wfType: BaselineWorkflowName}
-	r.fast = &scenario{name: ScenarioBaselineFast, short: "fast", kind: kindBaselineFast, wfType: BaselineFastWorkflowName}
-	r.ordered = &scenario{name: ScenarioOrdered, short: "ord", kind: kindHookflow, wfType: contract.EventWorkflow,
+	one := []*pgxpool.Pool{s.receiverDB}
+	r.base = &scenario{name: ScenarioBaseline, short: "base", kind: kindBaseline, wfType: BaselineWorkflowName, evType: benchEventType, sinks: one}
+	r.fast = &scenario{name: ScenarioBaselineFast, short: "fast", kind: kindBaselineFast, wfType: BaselineFastWorkflowName, evType: benchEventType, sinks: one}
+	r.ordered = &scenario{name: ScenarioOrdered, short: "ord", kind: kindHookflow, wfType: contract.EventWorkflow, evType: benchEventType, sinks: one,
 		corr: func(n int) string { return fmt.Sprintf("%s-ord-%03d", r.tag, n%cfg.Correlations) }}
 	single := r.tag + "-single"
-	r.single = &scenario{name: ScenarioSingleKey, short: "one", kind: kindHookflow, wfType: contract.EventWorkflow,
+	r.single = &scenario{name: ScenarioSingleKey, short: "one", kind: kindHookflow, wfType: contract.EventWorkflow, evType: benchEventType, sinks: one,
 		corr: func(int) string { return single }}
+	r.fan = &scenario{name: ScenarioFanOut, short: "fan", kind: kindHookflow, wfType: contract.EventWorkflow, evType: fanOutEventType, routed: true,
+		sinks: s.fanDBs(), corr: func(n int) string { return fmt.Sprintf("%s-fan-%03d", r.tag, n%cfg.Correlations) }}
 	return r
 }
 
@@ -127,7 +140,7 @@ func (r *runner) run(ctx context.Context) error {
 	for _, w := range []struct {
 		sc *scenario
 		n  int
-	}{{r.base, 10}, {r.fast, 10}, {r.ordered, r.cfg.Correlations}, {r.single, 5}} {
+	}{{r.base, 10}, {r.fast, 10}, {r.ordered, r.cfg.Correlations}, {r.fan, r.cfg.Correlations}, {r.single, 5}} {
 		if _, err := r.burst(ctx, w.sc, "w", w.n); err != nil {
 			return err
 		}
@@ -137,9 +150,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	for round := 1; round <= r.cfg.Rounds; round++ {
 		n := roundSize(r.cfg.Events, r.cfg.Rounds, round)
-		order := []*scenario{r.base, r.fast, r.ordered, r.single}
+		order := []*scenario{r.base, r.fast, r.ordered, r.fan, r.single}
 		if round%2 == 0 {
-			order = []*scenario{r.single, r.ordered, r.fast, r.base}
+			order = []*scenario{r.single, r.fan, r.ordered, r.fast, r.base}
 		}
 		for _, sc := range order {
 			res, err := r.burst(ctx, sc, fmt.Sprintf("r%d", round), n)
@@ -187,16 +200,22 @@ func (r *runner) send(ctx context.Context, sc *scenario, e eventSpec) error {
 	case kindBaselineFast:
 		return r.startFast(ctx, e)
 	}
-	return r.post(ctx, e)
+	return r.post(ctx, sc, e)
 }
 
-// post sends the event to hookflow's API; transport errors and 5xx are
-// retried (the idempotency key makes that safe).
-func (r *runner) post(ctx context.Context, e eventSpec) error {
-	body, _ := json.Marshal(map[string]any{
-		"id": e.id, "correlation_id": e.corr, "sequence": e.seq, "endpoint_id": r.s.endpointID,
-		"type": "bench.event", "data": map[string]int{"amount": 1},
-	})
+// post sends the event to hookflow's API, addressed to the reference
+// receiver's endpoint or, for a routed scenario, to no endpoint (hookflow
+// routes it by type); transport errors and 5xx are retried (the
+// idempotency key makes that safe).
+func (r *runner) post(ctx context.Context, sc *scenario, e eventSpec) error {
+	in := map[string]any{
+		"id": e.id, "correlation_id": e.corr, "sequence": e.seq,
+		"type": sc.evType, "data": map[string]int{"amount": 1},
+	}
+	if !sc.routed {
+		in["endpoint_id"] = r.s.endpointID
+	}
+	body, _ := json.Marshal(in)
 	var last error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
@@ -229,7 +248,7 @@ func (r *runner) post(ctx context.Context, e eventSpec) error {
 // deliverInput is what both baselines deliver for the event.
 func (r *runner) deliverInput(e eventSpec) contract.DeliverInput {
 	return contract.DeliverInput{
-		EventID: e.id, CorrelationID: e.corr, Sequence: e.seq, EndpointID: r.s.endpointID, Type: "bench.event",
+		EventID: e.id, CorrelationID: e.corr, Sequence: e.seq, EndpointID: r.s.endpointID, Type: benchEventType,
 		Timestamp: time.Now().UTC(), Data: json.RawMessage(`{"amount":1}`), Timeout: 15 * time.Second,
 	}
 }
@@ -349,7 +368,7 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 			return res, ctx.Err()
 		case <-tick.C:
 		}
-		committed, err := r.committed(ctx, prefix)
+		committed, err := r.committed(ctx, sc, prefix)
 		if err != nil {
 			return res, err
 		}
@@ -393,7 +412,7 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 	res.rssEnd = r.workerRSS(sc)
 	res.rssMax = max(res.rssMax, res.rssEnd)
 
-	applied, err := r.appliedTimes(ctx, prefix)
+	applied, err := r.appliedTimes(ctx, sc, prefix)
 	if err != nil {
 		return res, err
 	}
@@ -404,20 +423,26 @@ func (r *runner) burst(ctx context.Context, sc *scenario, part string, n int) (R
 	}
 	end := start
 	for i, e := range specs {
-		at, ok := applied[e.id]
-		if !ok {
-			continue
+		everywhere := true
+		for _, sink := range applied {
+			at, ok := sink[e.id]
+			if !ok {
+				everywhere = false
+				continue
+			}
+			res.Deliveries++
+			if at.After(end) {
+				end = at
+			}
+			if !accepted[i].IsZero() {
+				res.latencies = append(res.latencies, at.Sub(accepted[i]))
+			}
 		}
-		res.Delivered++
-		res.ids = append(res.ids, e.id)
-		if at.After(end) {
-			end = at
-		}
-		if !accepted[i].IsZero() {
-			res.latencies = append(res.latencies, at.Sub(accepted[i]))
+		if everywhere {
+			res.Delivered++
+			res.ids = append(res.ids, e.id)
 		}
 	}
-	res.Deliveries = res.Delivered * max(sc.fanOut, 1)
 	res.Seconds = end.Sub(start).Seconds()
 	if res.Seconds > 0 {
 		res.EventsPerSec = float64(res.Delivered) / res.Seconds
@@ -435,30 +460,42 @@ func closed(c chan struct{}) bool {
 	}
 }
 
-// committed counts the receiver's ledger entries of one round.
-func (r *runner) committed(ctx context.Context, prefix string) (int, error) {
-	var n int
-	r.ownQueries.Add(1)
-	if err := r.s.receiverDB.QueryRow(ctx, "SELECT count(*) FROM ledger_entries WHERE event_id LIKE $1", prefix+"%").Scan(&n); err != nil {
-		return 0, fmt.Errorf("count receiver commits: %w", err)
+// committed counts the events of one round that every receiver of the
+// scenario has committed (the fewest any one has).
+func (r *runner) committed(ctx context.Context, sc *scenario, prefix string) (int, error) {
+	fewest := -1
+	for _, db := range sc.sinks {
+		var n int
+		r.ownQueries.Add(1)
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM ledger_entries WHERE event_id LIKE $1", prefix+"%").Scan(&n); err != nil {
+			return 0, fmt.Errorf("count receiver commits: %w", err)
+		}
+		if fewest < 0 || n < fewest {
+			fewest = n
+		}
 	}
-	return n, nil
+	return max(fewest, 0), nil
 }
 
-// appliedTimes returns the receiver's applied_at (its transaction's time,
-// on this machine's clock) of every committed event of one round.
-func (r *runner) appliedTimes(ctx context.Context, prefix string) (map[string]time.Time, error) {
-	r.ownQueries.Add(1)
-	rows, err := r.s.receiverDB.Query(ctx, "SELECT event_id, applied_at FROM ledger_entries WHERE event_id LIKE $1", prefix+"%")
-	if err != nil {
-		return nil, fmt.Errorf("read receiver commits: %w", err)
-	}
-	out := map[string]time.Time{}
-	var id string
-	var at time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { out[id] = at; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("read receiver commits: %w", err)
+// appliedTimes returns, per receiver of the scenario, its applied_at (its
+// transaction's time, on this machine's clock) of every committed event of
+// one round.
+func (r *runner) appliedTimes(ctx context.Context, sc *scenario, prefix string) ([]map[string]time.Time, error) {
+	var out []map[string]time.Time
+	for _, db := range sc.sinks {
+		r.ownQueries.Add(1)
+		rows, err := db.Query(ctx, "SELECT event_id, applied_at FROM ledger_entries WHERE event_id LIKE $1", prefix+"%")
+		if err != nil {
+			return nil, fmt.Errorf("read receiver commits: %w", err)
+		}
+		sink := map[string]time.Time{}
+		var id string
+		var at time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { sink[id] = at; return nil })
+		if err != nil {
+			return nil, fmt.Errorf("read receiver commits: %w", err)
+		}
+		out = append(out, sink)
 	}
 	return out, nil
 }
@@ -556,7 +593,8 @@ func (r *runner) sampleRSS(sc *scenario) float64 {
 }
 
 // The databases whose activity is counted: Temporal's persistence and
-// visibility, hookflow's ledger, the receiver's.
+// visibility, hookflow's ledger, the receivers' (the fan-out receivers'
+// databases, named hookflow_receiver_fan…, are counted as hookflow_receiver).
 var pgDatabases = []string{"temporal", "temporal_visibility", "hookflow", "hookflow_receiver"}
 
 // pgCounters is what pg_stat_database says about one database.
@@ -581,8 +619,12 @@ func (s pgSnapshot) sub(before pgSnapshot) pgSnapshot {
 // receiver's database (this one included) are taken out.
 func (r *runner) pgStats(ctx context.Context) (pgSnapshot, error) {
 	own := r.ownQueries.Add(1)
+	names := append([]string(nil), pgDatabases...)
+	for _, f := range r.s.fanOut {
+		names = append(names, f.database)
+	}
 	rows, err := r.s.receiverDB.Query(ctx,
-		"SELECT datname, xact_commit, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = ANY($1)", pgDatabases)
+		"SELECT datname, xact_commit, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = ANY($1)", names)
 	if err != nil {
 		return nil, fmt.Errorf("read pg_stat_database: %w", err)
 	}
@@ -590,7 +632,11 @@ func (r *runner) pgStats(ctx context.Context) (pgSnapshot, error) {
 	var name string
 	var commits, written int64
 	_, err = pgx.ForEachRow(rows, []any{&name, &commits, &written}, func() error {
-		snap[name] = pgCounters{commits: float64(commits), rows: float64(written)}
+		if strings.HasPrefix(name, "hookflow_receiver") {
+			name = "hookflow_receiver"
+		}
+		c := snap[name]
+		snap[name] = pgCounters{commits: c.commits + float64(commits), rows: c.rows + float64(written)}
 		return nil
 	})
 	if err != nil {

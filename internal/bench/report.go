@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookflow/hookflow/kit/sqlfile"
 	"github.com/hookflow/hookflow/workflows"
 )
 
@@ -25,7 +26,10 @@ type Report struct {
 	Scenarios []ScenarioResult `json:"scenarios"`
 	Ratios    Ratios           `json:"ratios"`
 	Targets   []Target         `json:"targets"`
-	History   HistoryProfile   `json:"history_profile"`
+	// FanOutTargets are issue 23's goals, as figures of this run: printed,
+	// never asserted.
+	FanOutTargets []Target       `json:"fan_out_targets"`
+	History       HistoryProfile `json:"history_profile"`
 	// Sequencers sums up the sequencers of each hookflow scenario.
 	Sequencers []SequencerStat `json:"sequencers"`
 	// Timelines are the median steps of an idle event, from send.
@@ -72,9 +76,13 @@ type ScenarioResult struct {
 	// baselines, divide by Deliveries.
 	Delivered  int `json:"delivered"`
 	Deliveries int `json:"deliveries"`
-	// InOrder: every correlation's ledger holds its sequences in order
-	// (hookflow scenarios only).
+	// InOrder: every correlation's ledger, in every receiver of the
+	// scenario, holds its sequences in order with none missing (hookflow
+	// scenarios only).
 	InOrder *bool `json:"in_order,omitempty"`
+	// Lanes is what hookflow's own ledger says of the scenario's lanes
+	// (hookflow scenarios only).
+	Lanes *LaneCheck `json:"lanes,omitempty"`
 	// EventsPerSec: delivered events over the time from the first
 	// submission to the last receiver commit, summed over rounds; for the
 	// idle rows, one event at a time.
@@ -105,15 +113,27 @@ type ScenarioResult struct {
 	ActionsSequencerShare float64 `json:"actions_sequencer_share,omitempty"`
 	ActionsVsBaseline     float64 `json:"actions_vs_baseline,omitempty"`
 	ActionsVsBaselineFast float64 `json:"actions_vs_baseline_fast,omitempty"`
-	// CPUPer1000 is CPU seconds per 1,000 delivered events by process;
-	// "app" is hookflow's api+worker, the baseline's worker, or the fast
-	// baseline's process (its starter and worker).
+	// CPUPer1000 is CPU seconds per 1,000 deliveries by process; "app" is
+	// hookflow's api+worker, the baseline's worker, or the fast baseline's
+	// process (its starter and worker); "receiver" is every receiver's.
 	CPUPer1000 map[string]float64 `json:"cpu_seconds_per_1000,omitempty"`
 	// Postgres is, per database, committed transactions and rows written
-	// per delivered event (pg_stat_database), the bench's own queries out.
+	// per delivery (pg_stat_database), the bench's own queries out.
 	Postgres    map[string]PGPerEvent `json:"postgres_per_event,omitempty"`
 	WorkerRSSMB *RSSRange             `json:"worker_rss_mb,omitempty"`
 	Rounds      []RoundResult         `json:"rounds,omitempty"`
+}
+
+// LaneCheck is how a scenario's deliveries stand in hookflow's ledger once
+// its rounds are over (warm-up included): every one should be delivered,
+// none sent before its lane's previous sequence was delivered, none sent
+// again after a 2xx. The receivers' ledgers cannot show the last two: the
+// kit parks an early arrival and answers a repeat "already processed".
+type LaneCheck struct {
+	Deliveries     int64 `json:"deliveries"`
+	NotDelivered   int64 `json:"not_delivered"`
+	OutOfOrder     int64 `json:"sent_out_of_order"`
+	DeliveredTwice int64 `json:"delivered_twice"`
 }
 
 // Background is what the stack spends per second with no event in flight.
@@ -155,19 +175,26 @@ type RSSPoint struct {
 // baseline's: overall and per round (0 where the round is missing or its
 // denominator delivered nothing).
 type Ratios struct {
-	OrderedVsBaseline       float64   `json:"ordered_vs_baseline"`
-	SingleKeyVsBaseline     float64   `json:"single_key_vs_baseline"`
-	OrderedVsBaselineFast   float64   `json:"ordered_vs_baseline_fast"`
-	SingleKeyVsBaselineFast float64   `json:"single_key_vs_baseline_fast"`
-	BaselineFastVsBaseline  float64   `json:"baseline_fast_vs_baseline"`
+	OrderedVsBaseline       float64 `json:"ordered_vs_baseline"`
+	SingleKeyVsBaseline     float64 `json:"single_key_vs_baseline"`
+	OrderedVsBaselineFast   float64 `json:"ordered_vs_baseline_fast"`
+	SingleKeyVsBaselineFast float64 `json:"single_key_vs_baseline_fast"`
+	BaselineFastVsBaseline  float64 `json:"baseline_fast_vs_baseline"`
+	// FanOutVsOrdered is the fan-out scenario's deliveries/s over the
+	// single-endpoint ordered scenario's events/s (issue 23), overall and
+	// per round.
+	FanOutVsOrdered         float64   `json:"fan_out_vs_ordered"`
+	FanOutPerRoundVsOrdered []float64 `json:"fan_out_per_round_vs_ordered"`
 	OrderedPerRound         []float64 `json:"ordered_per_round"`
 	SingleKeyPerRound       []float64 `json:"single_key_per_round"`
 	OrderedPerRoundVsFast   []float64 `json:"ordered_per_round_vs_fast"`
 	SingleKeyPerRoundVsFast []float64 `json:"single_key_per_round_vs_fast"`
 }
 
-// Target is one of issue 15's goals and where the run stands.
+// Target is one of issue 15's (or 23's) goals and where the run stands.
 type Target struct {
+	// Figure names what is measured, when Goal is only the bound.
+	Figure   string `json:"figure,omitempty"`
 	Goal     string `json:"goal"`
 	Measured string `json:"measured"`
 	Met      bool   `json:"met"`
@@ -182,6 +209,10 @@ type HistoryProfile struct {
 	// per event of their correlations.
 	SequencerPerEvent          map[string]float64 `json:"sequencer_per_event"`
 	SingleKeySequencerPerEvent map[string]float64 `json:"single_key_sequencer_per_event"`
+	// FanOutEventWorkflow and FanOutSequencerPerEvent are the same for the
+	// fan-out scenario: one event's workflow delivers to every endpoint.
+	FanOutEventWorkflow     map[string]int     `json:"fan_out_event_workflow"`
+	FanOutSequencerPerEvent map[string]float64 `json:"fan_out_sequencer_per_event"`
 }
 
 // SequencerStat sums up the sequencers of one scenario.
@@ -223,6 +254,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 	fast := r.burstResult(r.fast, "bare Temporal at its cheapest: eager start by the worker's own client, the POST as a local activity")
 	ordered := r.burstResult(r.ordered, fmt.Sprintf("POST /v1/events, %d correlations", r.cfg.Correlations))
 	single := r.burstResult(r.single, "POST /v1/events, one correlation (strictly serial)")
+	fan := r.burstResult(r.fan, fmt.Sprintf("POST /v1/events without endpoint_id, routed to %d endpoints, %d correlations", len(r.fan.sinks), r.cfg.Correlations))
 
 	tc := r.s.temporal
 	warn := func(what string, err error) { r.p.logf("%s: %v", what, err) }
@@ -274,35 +306,55 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		}
 		return st, types, &last
 	}
-	var orderedCorrs []string
+	// Every workflow a hookflow scenario creates is counted: its events'
+	// workflows (ids, ID = the event's key) and every run of the sequencer
+	// of each of its correlations.
+	var orderedCorrs, fanCorrs []string
 	for i := 0; i < r.cfg.Correlations; i++ {
 		orderedCorrs = append(orderedCorrs, r.ordered.corr(i))
+		fanCorrs = append(fanCorrs, r.fan.corr(i))
 	}
+	singleCorrs := []string{r.single.corr(0)}
 	ost, otypes, _ := seqStat(r.ordered, orderedCorrs, false)
-	sst, stypes, singleSeq := seqStat(r.single, []string{r.single.corr(0)}, true)
-	rep.Sequencers = []SequencerStat{ost, sst}
+	fst, ftypes, _ := seqStat(r.fan, fanCorrs, false)
+	sst, stypes, singleSeq := seqStat(r.single, singleCorrs, true)
+	rep.Sequencers = []SequencerStat{ost, fst, sst}
 	rep.History.SequencerPerEvent = otypes
+	rep.History.FanOutSequencerPerEvent = ftypes
 	rep.History.SingleKeySequencerPerEvent = stypes
-	for _, x := range []struct {
-		res *ScenarioResult
-		sc  *scenario
-		st  SequencerStat
-	}{{&ordered, r.ordered, ost}, {&single, r.single, sst}} {
-		own, err := readWorkflows(ctx, tc, ids(x.sc))
-		if err != nil {
-			warn("event workflow history", err)
-			continue
-		}
-		x.res.perDelivery(workload{own: own, seqEventsPerEvent: x.st.PerEvent, seqActionsPerEvent: x.st.ActionsPerEvent})
-		if x.sc == r.ordered {
-			rep.History.EventWorkflow = own.mid
-		}
+	lq, lqErr := loadQueryBook()
+	if lqErr != nil {
+		warn("lane check", lqErr)
 	}
-	inOrder, err := r.inOrder(ctx, append(orderedCorrs, r.single.corr(0)))
-	if err != nil {
-		warn("order check", err)
-	} else {
-		ordered.InOrder, single.InOrder = &inOrder, &inOrder
+	for _, x := range []struct {
+		res   *ScenarioResult
+		sc    *scenario
+		st    SequencerStat
+		corrs []string
+		types *map[string]int
+	}{{&ordered, r.ordered, ost, orderedCorrs, &rep.History.EventWorkflow}, {&fan, r.fan, fst, fanCorrs, &rep.History.FanOutEventWorkflow},
+		{&single, r.single, sst, singleCorrs, nil}} {
+		if own, err := readWorkflows(ctx, tc, ids(x.sc)); err != nil {
+			warn("event workflow history", err)
+		} else {
+			x.res.perDelivery(workload{own: own, seqEventsPerEvent: x.st.PerEvent, seqActionsPerEvent: x.st.ActionsPerEvent})
+			if x.types != nil {
+				*x.types = own.mid
+			}
+		}
+		if inOrder, err := r.inOrder(ctx, x.sc, x.corrs); err != nil {
+			warn(x.sc.name+" order check", err)
+		} else {
+			x.res.InOrder = &inOrder
+		}
+		if lqErr == nil {
+			var lc LaneCheck
+			if err := r.s.hookflowDB.QueryRow(ctx, lq.LanesDeliveredCheck, x.corrs).Scan(&lc.Deliveries, &lc.NotDelivered, &lc.OutOfOrder, &lc.DeliveredTwice); err != nil {
+				warn(x.sc.name+" lane check", err)
+			} else {
+				x.res.Lanes = &lc
+			}
+		}
 	}
 
 	baseIdle := idleResult(ScenarioBaselineIdle, "baseline, one event at a time on a quiet system", r.base.idle)
@@ -333,7 +385,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		rep.EagerStarts = &st
 	}
 
-	relate(&base, &fast, &base, &fast, &ordered, &single)
+	relate(&base, &fast, &base, &fast, &ordered, &fan, &single)
 	relate(&baseIdle, &fastIdle, &baseIdle, &fastIdle, &singleIdle)
 	rep.Ratios = Ratios{
 		OrderedVsBaseline: ordered.VsBaseline, SingleKeyVsBaseline: single.VsBaseline,
@@ -343,11 +395,16 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		SingleKeyPerRound:       perRound(single.Rounds, base.Rounds),
 		OrderedPerRoundVsFast:   perRound(ordered.Rounds, fast.Rounds),
 		SingleKeyPerRoundVsFast: perRound(single.Rounds, fast.Rounds),
+		// The ordered scenario delivers each event once: its deliveries/s
+		// are its events/s.
+		FanOutVsOrdered:         ratio(fan.DeliveriesPerSec, ordered.EventsPerSec),
+		FanOutPerRoundVsOrdered: perRound(fan.Rounds, ordered.Rounds),
 	}
-	rep.Scenarios = []ScenarioResult{base, fast, ordered, single, baseIdle, fastIdle, singleIdle}
+	rep.Scenarios = []ScenarioResult{base, fast, ordered, fan, single, baseIdle, fastIdle, singleIdle}
 	rep.WorkerRSS = r.rss
 	rep.Background = r.background
 	rep.Targets = targets(rep)
+	rep.FanOutTargets = fanOutTargets(rep)
 }
 
 // ratio is num/den, or 0 when den is not positive (no figure to compare
@@ -452,14 +509,19 @@ func (r *runner) burstResult(sc *scenario, desc string) ScenarioResult {
 		res.DeliveriesPerSec = float64(res.Deliveries) / seconds
 	}
 	res.LatencyMS = percentiles(lat)
-	if res.Delivered > 0 {
-		per := 1000 / float64(res.Delivered)
+	// Per delivery, like every other figure of the row: the same as per
+	// event but for a scenario that fans out.
+	if res.Deliveries > 0 {
+		per := 1000 / float64(res.Deliveries)
 		for k, v := range cpu {
 			res.CPUPer1000[k] = v * per
+			if strings.HasPrefix(k, procFanReceiver) {
+				res.CPUPer1000[procReceiver] += v * per // every receiver's
+			}
 		}
 		res.Postgres = map[string]PGPerEvent{}
 		for k, v := range pg {
-			res.Postgres[k] = PGPerEvent{Transactions: v.commits / float64(res.Delivered), RowsWritten: v.rows / float64(res.Delivered)}
+			res.Postgres[k] = PGPerEvent{Transactions: v.commits / float64(res.Deliveries), RowsWritten: v.rows / float64(res.Deliveries)}
 		}
 		switch sc.kind {
 		case kindBaseline:
@@ -510,29 +572,49 @@ func percentiles(d []time.Duration) Latency {
 	return Latency{P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: at(1)}
 }
 
-// inOrder checks, in the receiver's ledger, that every correlation's
-// entries were applied in sequence order with no gap.
-func (r *runner) inOrder(ctx context.Context, corrs []string) (bool, error) {
-	rows, err := r.s.receiverDB.Query(ctx,
-		"SELECT correlation_id, sequence FROM ledger_entries WHERE correlation_id = ANY($1) ORDER BY entry_no", corrs)
-	if err != nil {
-		return false, fmt.Errorf("read ledger order: %w", err)
-	}
-	last := map[string]int64{}
-	ok := true
-	var corr string
-	var seq int64
-	_, err = pgx.ForEachRow(rows, []any{&corr, &seq}, func() error {
-		if seq != last[corr]+1 {
-			ok = false
+// inOrder checks, in the ledger of every receiver of the scenario, that
+// every correlation's entries were applied in sequence order with no gap.
+func (r *runner) inOrder(ctx context.Context, sc *scenario, corrs []string) (bool, error) {
+	ok := len(sc.sinks) > 0
+	for _, db := range sc.sinks {
+		rows, err := db.Query(ctx,
+			"SELECT correlation_id, sequence FROM ledger_entries WHERE correlation_id = ANY($1) ORDER BY entry_no", corrs)
+		if err != nil {
+			return false, fmt.Errorf("read ledger order: %w", err)
 		}
-		last[corr] = seq
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("read ledger order: %w", err)
+		last := map[string]int64{}
+		var corr string
+		var seq int64
+		_, err = pgx.ForEachRow(rows, []any{&corr, &seq}, func() error {
+			if seq != last[corr]+1 {
+				ok = false
+			}
+			last[corr] = seq
+			return nil
+		})
+		if err != nil {
+			return false, fmt.Errorf("read ledger order: %w", err)
+		}
 	}
 	return ok, nil
+}
+
+// loadQueries are the bench's reads of hookflow's ledger after the rounds
+// (queries/load.sql).
+type loadQueries struct {
+	LanesDeliveredCheck string
+}
+
+func loadQueryBook() (loadQueries, error) {
+	var q loadQueries
+	book, err := sqlfile.Parse(queryFiles, "queries")
+	if err != nil {
+		return q, fmt.Errorf("bench: %w", err)
+	}
+	if err := sqlfile.Fill(&q, book); err != nil {
+		return q, fmt.Errorf("bench: %w", err)
+	}
+	return q, nil
 }
 
 // Issue 15's targets.
@@ -542,6 +624,49 @@ const (
 	targetIdleP50MS         = 30  // idle single key, accept → commit
 	targetHistoryPerEvent   = 14  // own + sequencer share
 )
+
+// Issue 23's targets (fan-out), each against a figure of the same run.
+const (
+	targetFanOutVsOrdered      = 2.0 // fan-out deliveries/s × single-endpoint ordered events/s
+	targetFanOutHistory        = 8   // history events per delivery at fan-out 3
+	targetFanOutActionsVsBase  = 1.0 // actions per delivery × the bare baseline's per event
+	targetOrderedVsBaselineF23 = 1.0 // single-endpoint ordered × bare baseline events/s
+)
+
+// fanOutTargets measures the run against issue 23's goals. Figures only:
+// the bench never asserts them (the machine decides the speed ones).
+func fanOutTargets(rep *Report) []Target {
+	base, ordered, fan := rep.scenario(ScenarioBaseline), rep.scenario(ScenarioOrdered), rep.scenario(ScenarioFanOut)
+	n := 0
+	if fan.Delivered > 0 {
+		n = fan.Deliveries / fan.Delivered
+	}
+	return []Target{{
+		Figure: "fan-out deliveries/s vs single-endpoint ordered events/s",
+		Goal:   fmt.Sprintf("≥ %.1f×", targetFanOutVsOrdered),
+		Measured: fmt.Sprintf("%s (%.1f deliveries/s vs %.1f events/s; per round %s)",
+			times(rep.Ratios.FanOutVsOrdered), fan.DeliveriesPerSec, ordered.EventsPerSec, joinRatios(rep.Ratios.FanOutPerRoundVsOrdered)),
+		Met: rep.Ratios.FanOutVsOrdered >= targetFanOutVsOrdered,
+	}, {
+		Figure: fmt.Sprintf("history events per delivery at fan-out %d (own + sequencer share)", fanOutEndpoints),
+		Goal:   fmt.Sprintf("≤ %d", targetFanOutHistory),
+		Measured: fmt.Sprintf("%.1f (%.1f + %.1f) at fan-out %d; single-endpoint ordered %.1f, baseline %.1f",
+			fan.HistoryPerDelivery, fan.HistoryWorkflow, fan.HistorySequencerShare, n, ordered.HistoryPerDelivery, base.HistoryPerDelivery),
+		Met: fan.HistoryPerDelivery > 0 && fan.HistoryPerDelivery <= targetFanOutHistory,
+	}, {
+		Figure: fmt.Sprintf("actions per delivery at fan-out %d vs the bare baseline's actions per event", fanOutEndpoints),
+		Goal:   fmt.Sprintf("≤ %.1f×", targetFanOutActionsVsBase),
+		Measured: fmt.Sprintf("%s (%.2f = %.2f own + %.2f sequencer share, vs %.2f); single-endpoint ordered %.2f",
+			times(fan.ActionsVsBaseline), fan.ActionsPerDelivery, fan.ActionsWorkflow, fan.ActionsSequencerShare, base.ActionsPerDelivery, ordered.ActionsPerDelivery),
+		Met: fan.ActionsVsBaseline > 0 && fan.ActionsVsBaseline <= targetFanOutActionsVsBase,
+	}, {
+		Figure: "single-endpoint ordered events/s vs the bare baseline's",
+		Goal:   fmt.Sprintf("≥ %.1f×", targetOrderedVsBaselineF23),
+		Measured: fmt.Sprintf("%s (%.1f vs %.1f events/s; per round %s)",
+			times(ordered.VsBaseline), ordered.EventsPerSec, base.EventsPerSec, joinRatios(rep.Ratios.OrderedPerRound)),
+		Met: ordered.VsBaseline >= targetOrderedVsBaselineF23,
+	}}
+}
 
 // scenario returns the row of that name (zero when absent).
 func (rep *Report) scenario(name string) ScenarioResult {
@@ -700,8 +825,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			s.Name, s.ActionsPerDelivery, s.ActionsWorkflow, s.ActionsSequencerShare,
 			times(s.ActionsVsBaseline), base.ActionsPerDelivery, times(s.ActionsVsBaselineFast), fast.ActionsPerDelivery)
 	}
-	fmt.Fprintln(w, "CPU s/1k: CPU seconds per 1,000 delivered events from /proc; app = hookflow api+worker, the baseline's worker (the bench itself starts its workflows),")
-	fmt.Fprintln(w, "or the fast baseline's process (starter and worker in one, as eager start needs). idle rows: events/s is one at a time, ratios against the idle rows.")
+	fmt.Fprintln(w, "CPU s/1k: CPU seconds per 1,000 deliveries from /proc; app = hookflow api+worker, the baseline's worker (the bench itself starts its workflows),")
+	fmt.Fprintln(w, "or the fast baseline's process (starter and worker in one, as eager start needs); receiver = every receiver. idle rows: events/s is one at a time, ratios against the idle rows.")
+	for _, s := range rep.Scenarios {
+		if l := s.Lanes; l != nil {
+			fmt.Fprintf(w, "  %s in hookflow's ledger (warm-up included): %d deliveries, %d not delivered, %d sent before their lane's previous sequence was delivered, %d delivered twice\n",
+				s.Name, l.Deliveries, l.NotDelivered, l.OutOfOrder, l.DeliveredTwice)
+		}
+	}
 	if e := rep.EagerStarts; e != nil {
 		fmt.Fprintf(w, "baseline-fast: %d of %d starts ran eagerly (%d asked for it)", e.Accepted, e.Starts, e.Requested)
 		if e.Accepted < e.Starts {
@@ -724,7 +855,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, s := range burst {
 		fmt.Fprintf(tw, "%s\t", s.Name)
 	}
-	fmt.Fprintln(tw, "ordered/baseline\tsingle/baseline\tordered/fast\tsingle/fast\t")
+	fmt.Fprintln(tw, "ordered/baseline\tsingle/baseline\tordered/fast\tsingle/fast\tfan-out/ordered\t")
 	for i := 0; i < rounds; i++ {
 		fmt.Fprintf(tw, "%d\t", i+1)
 		for _, s := range burst {
@@ -735,7 +866,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 		}
 		r := rep.Ratios
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", at(r.OrderedPerRound, i), at(r.SingleKeyPerRound, i), at(r.OrderedPerRoundVsFast, i), at(r.SingleKeyPerRoundVsFast, i))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", at(r.OrderedPerRound, i), at(r.SingleKeyPerRound, i), at(r.OrderedPerRoundVsFast, i), at(r.SingleKeyPerRoundVsFast, i),
+			at(r.FanOutPerRoundVsOrdered, i))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -749,6 +881,16 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "  [%-6s] %s: %s\n", mark, t.Goal, t.Measured)
 	}
+	if len(rep.FanOutTargets) > 0 {
+		fmt.Fprintln(w, "\ntargets (issue 23, fan-out; figures of this run, read as ratios on a busy machine):")
+		for _, t := range rep.FanOutTargets {
+			mark := "below target"
+			if t.Met {
+				mark = "at target"
+			}
+			fmt.Fprintf(w, "  %s: %s; target %s (%s)\n", t.Figure, t.Measured, t.Goal, mark)
+		}
+	}
 
 	for _, tl := range rep.Timelines {
 		fmt.Fprintf(w, "\nwhere the time goes, %s (median of %d, ms from send):\n", tl.Scenario, tl.Events)
@@ -761,15 +903,15 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintln(w, "\nhistory events by type (one event):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "type\tbaseline workflow\tbaseline-fast workflow\tEventWorkflow\tsequencer share (ordered)\tsequencer share (single key)\t")
+	fmt.Fprintln(tw, "type\tbaseline workflow\tbaseline-fast workflow\tEventWorkflow\tsequencer share (ordered)\tsequencer share (single key)\tEventWorkflow (fan-out)\tsequencer share (fan-out)\t")
 	h := rep.History
 	types := map[string]bool{}
-	for _, m := range []map[string]int{h.BaselineWorkflow, h.BaselineFastWorkflow, h.EventWorkflow} {
+	for _, m := range []map[string]int{h.BaselineWorkflow, h.BaselineFastWorkflow, h.EventWorkflow, h.FanOutEventWorkflow} {
 		for k := range m {
 			types[k] = true
 		}
 	}
-	for _, m := range []map[string]float64{h.SequencerPerEvent, h.SingleKeySequencerPerEvent} {
+	for _, m := range []map[string]float64{h.SequencerPerEvent, h.SingleKeySequencerPerEvent, h.FanOutSequencerPerEvent} {
 		for k := range m {
 			types[k] = true
 		}
@@ -779,19 +921,19 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	var tb, tf, te int
-	var to, ts float64
+	var tb, tf, te, tn int
+	var to, ts, tq float64
 	for _, k := range names {
-		b, f, e := h.BaselineWorkflow[k], h.BaselineFastWorkflow[k], h.EventWorkflow[k]
-		o, s := h.SequencerPerEvent[k], h.SingleKeySequencerPerEvent[k]
-		tb, tf, te, to, ts = tb+b, tf+f, te+e, to+o, ts+s
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t\n", k, b, f, e, o, s)
+		b, f, e, n := h.BaselineWorkflow[k], h.BaselineFastWorkflow[k], h.EventWorkflow[k], h.FanOutEventWorkflow[k]
+		o, s, q := h.SequencerPerEvent[k], h.SingleKeySequencerPerEvent[k], h.FanOutSequencerPerEvent[k]
+		tb, tf, te, tn, to, ts, tq = tb+b, tf+f, te+e, tn+n, to+o, ts+s, tq+q
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%.2f\t\n", k, b, f, e, o, s, n, q)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%.2f\t%.2f\t\n", tb, tf, te, to, ts)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%.2f\t\n", tb, tf, te, to, ts, tn, tq)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nPostgres per delivered event (committed transactions, reads included / rows written), by database:")
+	fmt.Fprintln(w, "\nPostgres per delivery (committed transactions, reads included / rows written), by database (hookflow_receiver: every receiver's):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "scenario\t")
 	for _, db := range pgDatabases {

@@ -106,6 +106,11 @@ func sampleReport() *Report {
 				HistoryPerEvent: 6, HistoryPerDelivery: 6, HistoryWorkflow: 6, ActionsPerDelivery: 2, ActionsWorkflow: 2},
 			{Name: ScenarioOrdered, Events: 200, Delivered: 200, Deliveries: 200, EventsPerSec: 24, DeliveriesPerSec: 24, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(22, 26),
 				HistoryPerEvent: 13, HistoryPerDelivery: 13, HistoryWorkflow: 7, HistorySequencerShare: 6, ActionsPerDelivery: 5.1, ActionsWorkflow: 3, ActionsSequencerShare: 2.1},
+			{Name: ScenarioFanOut, Events: 200, Delivered: 200, Deliveries: 600, EventsPerSec: 20, DeliveriesPerSec: 60, LatencyMS: lat, CPUPer1000: cpu,
+				Rounds: []RoundResult{{Round: 1, Events: 100, Delivered: 100, Deliveries: 300, EventsPerSec: 50.0 / 3, DeliveriesPerSec: 50},
+					{Round: 2, Events: 100, Delivered: 100, Deliveries: 300, EventsPerSec: 70.0 / 3, DeliveriesPerSec: 70}},
+				HistoryPerEvent: 22.5, HistoryPerDelivery: 7.5, HistoryWorkflow: 6, HistorySequencerShare: 1.5, ActionsPerDelivery: 2.2, ActionsWorkflow: 1.5, ActionsSequencerShare: 0.7,
+				Lanes: &LaneCheck{Deliveries: 750}},
 			{Name: ScenarioSingleKey, Events: 200, Delivered: 200, Deliveries: 200, EventsPerSec: 12, DeliveriesPerSec: 12, LatencyMS: lat, CPUPer1000: cpu, Rounds: rounds(12, 12),
 				HistoryPerEvent: 15, HistoryPerDelivery: 15, HistoryWorkflow: 7, HistorySequencerShare: 8, ActionsPerDelivery: 5, ActionsWorkflow: 3, ActionsSequencerShare: 2},
 			{Name: ScenarioBaselineIdle, Events: 10, Delivered: 10, Deliveries: 10, EventsPerSec: 20, DeliveriesPerSec: 20, LatencyMS: lat},
@@ -114,6 +119,7 @@ func sampleReport() *Report {
 		},
 		Sequencers: []SequencerStat{
 			{Scenario: ScenarioOrdered, Correlations: 50, Events: 300, Runs: 50, HistoryEvents: 1800, MaxRunLength: 60, PerEvent: 6},
+			{Scenario: ScenarioFanOut, Correlations: 50, Events: 250, Runs: 50, HistoryEvents: 1125, MaxRunLength: 40, PerEvent: 4.5},
 			{Scenario: ScenarioSingleKey, Correlations: 1, Events: 215, Runs: 3, ContinuedAsNew: 2, HistoryEvents: 1720, MaxRunLength: 1008, PerEvent: 8},
 		},
 		WorkerRSS:   []RSSPoint{{Seconds: 0, MB: 100}, {Seconds: 60, MB: 110}},
@@ -123,14 +129,15 @@ func sampleReport() *Report {
 	for i := range rep.Scenarios {
 		ptr = append(ptr, &rep.Scenarios[i])
 	}
-	relate(ptr[0], ptr[1], ptr[:4]...)
-	relate(ptr[4], ptr[5], ptr[4:]...)
+	relate(ptr[0], ptr[1], ptr[:5]...)
+	relate(ptr[5], ptr[6], ptr[5:]...)
 	s := rep.Scenarios
 	rep.Ratios = Ratios{
-		OrderedVsBaseline: s[2].VsBaseline, SingleKeyVsBaseline: s[3].VsBaseline,
-		OrderedVsBaselineFast: s[2].VsBaselineFast, SingleKeyVsBaselineFast: s[3].VsBaselineFast,
-		OrderedPerRound: perRound(s[2].Rounds, s[0].Rounds), SingleKeyPerRound: perRound(s[3].Rounds, s[0].Rounds),
-		OrderedPerRoundVsFast: perRound(s[2].Rounds, s[1].Rounds), SingleKeyPerRoundVsFast: perRound(s[3].Rounds, s[1].Rounds),
+		OrderedVsBaseline: s[2].VsBaseline, SingleKeyVsBaseline: s[4].VsBaseline,
+		OrderedVsBaselineFast: s[2].VsBaselineFast, SingleKeyVsBaselineFast: s[4].VsBaselineFast,
+		OrderedPerRound: perRound(s[2].Rounds, s[0].Rounds), SingleKeyPerRound: perRound(s[4].Rounds, s[0].Rounds),
+		OrderedPerRoundVsFast: perRound(s[2].Rounds, s[1].Rounds), SingleKeyPerRoundVsFast: perRound(s[4].Rounds, s[1].Rounds),
+		FanOutVsOrdered: ratio(s[3].DeliveriesPerSec, s[2].EventsPerSec), FanOutPerRoundVsOrdered: perRound(s[3].Rounds, s[2].Rounds),
 	}
 	return rep
 }
@@ -158,6 +165,34 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+// TestFanOutTargets: issue 23's four figures, each from the same run's
+// rows (in the sample: fan-out 60 deliveries/s against the ordered 24
+// events/s, 7.5 history events and 2.2 actions per delivery against the
+// baseline's 2, ordered 24 against the baseline's 20 events/s).
+func TestFanOutTargets(t *testing.T) {
+	t.Parallel()
+	rep := sampleReport()
+	got := map[string]bool{}
+	for _, tg := range fanOutTargets(rep) {
+		require.NotEmpty(t, tg.Measured, tg.Figure)
+		got[tg.Figure+" "+tg.Goal] = tg.Met
+	}
+	require.Equal(t, map[string]bool{
+		"fan-out deliveries/s vs single-endpoint ordered events/s ≥ 2.0×":                   true,  // 2.5
+		"history events per delivery at fan-out 3 (own + sequencer share) ≤ 8":              true,  // 7.5
+		"actions per delivery at fan-out 3 vs the bare baseline's actions per event ≤ 1.0×": false, // 1.1
+		"single-endpoint ordered events/s vs the bare baseline's ≥ 1.0×":                    true,  // 1.2
+	}, got)
+	m := fanOutTargets(rep)
+	require.Contains(t, m[0].Measured, "2.50× (60.0 deliveries/s vs 24.0 events/s; per round 2.27×, 2.69×)")
+	require.Contains(t, m[1].Measured, "7.5 (6.0 + 1.5) at fan-out 3")
+	require.Contains(t, m[2].Measured, "1.10× (2.20 = 1.50 own + 0.70 sequencer share, vs 2.00)")
+
+	for _, tg := range fanOutTargets(&Report{}) {
+		require.False(t, tg.Met, tg.Figure)
+	}
+}
+
 func TestSequencerTarget(t *testing.T) {
 	t.Parallel()
 	tg := sequencerTarget([]SequencerStat{{Correlations: 2, Runs: 2, MaxRunLength: 80}})
@@ -173,6 +208,7 @@ func TestWriteTable(t *testing.T) {
 	t.Parallel()
 	rep := sampleReport()
 	rep.Targets = targets(rep)
+	rep.FanOutTargets = fanOutTargets(rep)
 	var b strings.Builder
 	require.NoError(t, rep.WriteTable(&b))
 	out := b.String()
@@ -192,8 +228,15 @@ func TestWriteTable(t *testing.T) {
 	require.Regexp(t, `baseline\s+200\s+200\s+200\s+20\.0\s+1\.00×\s+0\.50×\s+20\s+40\s+50\s+11\.0\s+2\.00\s+1\.00×\s`, out)
 	require.Contains(t, out, "hookflow-ordered: 5.10 actions per delivery (3.00 own + 2.10 sequencer share) = 2.55× the baseline's 2.00, 2.55× baseline-fast's 2.00")
 	require.Regexp(t, `single-key-idle\s+10\s+10\s+10\s+30\.0\s+1\.50×\s+0\.75×\s+29\s+35\s+35\s+-\s+-\s+-\s`, out)
-	// Round 2: ordered 26 / baseline 20, single 12 / 20, ordered 26 / fast 40, single 12 / 40.
-	require.Regexp(t, `\n\s+2\s+20\.0\s+40\.0\s+26\.0\s+12\.0\s+1\.30×\s+0\.60×\s+0\.65×\s+0\.30×\n`, out)
+	// Round 2: ordered 26 / baseline 20, single 12 / 20, ordered 26 / fast 40, single 12 / 40, fan-out 70 / ordered 26.
+	require.Regexp(t, `\n\s+2\s+20\.0\s+40\.0\s+26\.0\s+70\.0\s+12\.0\s+1\.30×\s+0\.60×\s+0\.65×\s+0\.30×\s+2\.69×\n`, out)
+	// The fan-out row: 600 deliveries of 200 events, 60/s = 3.00× the baseline, 7.5 history events and 2.20 actions per delivery.
+	require.Regexp(t, `hookflow-fanout\s+200\s+200\s+600\s+60\.0\s+3\.00×\s+1\.50×\s+20\s+40\s+50\s+7\.5\s+2\.20\s+1\.10×\s`, out)
+	require.Contains(t, out, "targets (issue 23, fan-out;")
+	require.Contains(t, out, "  fan-out deliveries/s vs single-endpoint ordered events/s: 2.50× (60.0 deliveries/s vs 24.0 events/s; per round 2.27×, 2.69×); target ≥ 2.0× (at target)")
+	require.Contains(t, out, "actions per delivery at fan-out 3 vs the bare baseline's actions per event: 1.10×")
+	require.Contains(t, out, "target ≤ 1.0× (below target)")
+	require.Contains(t, out, "hookflow-fanout in hookflow's ledger (warm-up included): 750 deliveries, 0 not delivered, 0 sent before their lane's previous sequence was delivered, 0 delivered twice")
 }
 
 func TestSoakWriteTable(t *testing.T) {
@@ -255,7 +298,7 @@ func TestPerDelivery(t *testing.T) {
 func TestBurstResultDeliveries(t *testing.T) {
 	t.Parallel()
 	r := &runner{}
-	sc := &scenario{name: "fan", kind: kindHookflow, fanOut: 3, rounds: []RoundResult{
+	sc := &scenario{name: "fan", kind: kindHookflow, rounds: []RoundResult{
 		{Round: 1, Events: 10, Delivered: 10, Deliveries: 30, Seconds: 2},
 		{Round: 2, Events: 10, Delivered: 9, Deliveries: 27, Seconds: 1},
 	}}

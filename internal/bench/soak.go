@@ -105,7 +105,7 @@ func (r *runner) soak(ctx context.Context, rep *SoakReport) error {
 	}
 	rep.Sequencer = st
 	var err error
-	if rep.InOrder, err = r.inOrder(ctx, []string{rep.Correlation}); err != nil {
+	if rep.InOrder, err = r.inOrder(ctx, r.single, []string{rep.Correlation}); err != nil {
 		return err
 	}
 	rep.Machine.LoadAvgEnd = loadAvg()

@@ -34,7 +34,10 @@ const (
 	procAPI      = "api"
 	procWorker   = "worker"
 	procReceiver = "receiver"
-	procBaseline = "baseline-worker"
+	// procFanReceiver prefixes the fan-out scenario's receivers' names
+	// ("receiver-fan1", …): the report adds them to procReceiver.
+	procFanReceiver = procReceiver + "-fan"
+	procBaseline    = "baseline-worker"
 	// procBaselineFast starts its own workflows (eager start), so its CPU is
 	// the fast baseline's starter and worker together, as hookflow's api+worker.
 	procBaselineFast = "baseline-fast"
@@ -50,6 +53,18 @@ const (
 	baselineFastTaskQueue = "bench-baseline-fast"
 	namespace             = "default"
 	apiToken              = "bench-token-not-a-secret-0123456789"
+)
+
+// Event types. The reference receiver's endpoint subscribes to benchEventType
+// only (the scenarios that address it name it anyway); the fan-out
+// endpoints subscribe to every type, so an event of fanOutEventType posted
+// without an endpoint goes to them and to nothing else.
+const (
+	benchEventType  = "bench.event"
+	fanOutEventType = "bench.fanout"
+	// fanOutEndpoints is how many endpoints the fan-out scenario's events
+	// go to: each its own endpoint row, receiver process and database.
+	fanOutEndpoints = 3
 )
 
 // child is one process of the stack, started from the hookflow binary.
@@ -133,7 +148,25 @@ type stack struct {
 	endpointID string
 	secret     string
 	receiverDB *pgxpool.Pool
+	// fanOut are the fan-out scenario's endpoints.
+	fanOut []*fanEndpoint
+	// hookflowDB reads hookflow's ledger after the rounds (the order
+	// check); never while a round is measured.
+	hookflowDB *pgxpool.Pool
 	logger     *slog.Logger
+}
+
+// fanEndpoint is one endpoint of the fan-out scenario: a reference receiver
+// of its own (the receiver keeps one ledger per correlation, so three
+// endpoints receiving the same event need three ledgers), registered as its
+// own endpoint row subscribed to every event type.
+type fanEndpoint struct {
+	name       string // the receiver's process name
+	addr       string
+	database   string
+	endpointID string
+	secret     string
+	db         *pgxpool.Pool
 }
 
 // startStack brings up Postgres, the Temporal server, the API, a hookflow
@@ -182,7 +215,19 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	if s.pgPID, err = postmasterPID(filepath.Join(s.dir, "postgres")); err != nil {
 		return s, err
 	}
-	for _, db := range []string{"hookflow", "hookflow_receiver"} {
+	for i := 1; i <= fanOutEndpoints; i++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return s, err
+		}
+		s.fanOut = append(s.fanOut, &fanEndpoint{name: fmt.Sprintf("%s%d", procFanReceiver, i), addr: addr,
+			database: fmt.Sprintf("hookflow_receiver_fan%d", i)})
+	}
+	dbs := []string{"hookflow", "hookflow_receiver"}
+	for _, f := range s.fanOut {
+		dbs = append(dbs, f.database)
+	}
+	for _, db := range dbs {
 		if err := s.pg.EnsureDatabase(ctx, db); err != nil {
 			return s, err
 		}
@@ -233,7 +278,7 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	common := map[string]string{
 		"HOOKFLOW_DATABASE_URL": s.pg.AdminURL("hookflow"), "HOOKFLOW_TEMPORAL_ADDRESS": s.temporalAdr,
 		"HOOKFLOW_TEMPORAL_NAMESPACE": namespace, "HOOKFLOW_TASK_QUEUE": hookflowTaskQueue,
-		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": recvAddr, "HOOKFLOW_API_TOKEN": apiToken,
+		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": strings.Join(append([]string{recvAddr}, s.fanAddrs()...), ","), "HOOKFLOW_API_TOKEN": apiToken,
 	}
 	p.logf("starting api on %s and a hookflow worker", apiAddr)
 	apiOnly := map[string]string{"HOOKFLOW_API_ADDR": apiAddr}
@@ -254,8 +299,13 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	if err := waitPollers(ctx, s.temporal, hookflowTaskQueue, wc); err != nil {
 		return s, err
 	}
-	if s.endpointID, s.secret, err = createEndpoint(ctx, s.apiURL, s.receiverURL); err != nil {
+	if s.endpointID, s.secret, err = createEndpoint(ctx, s.apiURL, s.receiverURL, []string{benchEventType}); err != nil {
 		return s, err
+	}
+	for _, f := range s.fanOut {
+		if f.endpointID, f.secret, err = createEndpoint(ctx, s.apiURL, "http://"+f.addr+"/webhook", nil); err != nil {
+			return s, err
+		}
 	}
 
 	fastAddr, err := freeAddr()
@@ -281,6 +331,21 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	if err := waitHTTP(ctx, "http://"+recvAddr+"/healthz", rc); err != nil {
 		return s, err
 	}
+	for _, f := range s.fanOut {
+		fc, err := s.spawn(cfg.Exe, f.name, []string{"receiver"}, map[string]string{
+			"HOOKFLOW_RECEIVER_ADDR": f.addr, "HOOKFLOW_RECEIVER_SECRET": f.secret,
+			"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.AdminURL(f.database),
+		})
+		if err != nil {
+			return s, err
+		}
+		if err := waitHTTP(ctx, "http://"+f.addr+"/healthz", fc); err != nil {
+			return s, err
+		}
+		if f.db, err = app.ConnectPostgres(ctx, s.pg.AdminURL(f.database)); err != nil {
+			return s, err
+		}
+	}
 	fc, err := s.spawn(cfg.Exe, procBaselineFast, []string{"bench", "baseline-fast-worker"}, map[string]string{
 		"HOOKFLOW_TEMPORAL_ADDRESS": s.temporalAdr, "HOOKFLOW_TEMPORAL_NAMESPACE": namespace,
 		"HOOKFLOW_TASK_QUEUE": baselineFastTaskQueue, "HOOKFLOW_API_ADDR": fastAddr,
@@ -301,7 +366,30 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	if s.receiverDB, err = app.ConnectPostgres(ctx, s.pg.AdminURL("hookflow_receiver")); err != nil {
 		return s, err
 	}
+	if s.hookflowDB, err = app.ConnectPostgres(ctx, s.pg.AdminURL("hookflow")); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// fanDBs are the fan-out receivers' databases, those connected.
+func (s *stack) fanDBs() []*pgxpool.Pool {
+	var out []*pgxpool.Pool
+	for _, f := range s.fanOut {
+		if f.db != nil {
+			out = append(out, f.db)
+		}
+	}
+	return out
+}
+
+// fanAddrs are the fan-out receivers' addresses.
+func (s *stack) fanAddrs() []string {
+	out := make([]string, 0, len(s.fanOut))
+	for _, f := range s.fanOut {
+		out = append(out, f.addr)
+	}
+	return out
 }
 
 func (s *stack) spawn(exe, name string, args []string, settings map[string]string) (*child, error) {
@@ -317,8 +405,10 @@ func (s *stack) spawn(exe, name string, args []string, settings map[string]strin
 // stop ends every child in reverse start order, then Postgres, and removes
 // a temporary folder.
 func (s *stack) stop() {
-	if s.receiverDB != nil {
-		s.receiverDB.Close()
+	for _, db := range append([]*pgxpool.Pool{s.receiverDB, s.hookflowDB}, s.fanDBs()...) {
+		if db != nil {
+			db.Close()
+		}
 	}
 	if s.temporal != nil {
 		s.temporal.Close()
@@ -455,10 +545,15 @@ func waitPollers(ctx context.Context, tc client.Client, queue string, c *child) 
 	}
 }
 
-// createEndpoint registers the receiver through the API and returns the
-// endpoint's id and signing secret.
-func createEndpoint(ctx context.Context, apiURL, receiverURL string) (string, string, error) {
-	body, _ := json.Marshal(map[string]string{"url": receiverURL})
+// createEndpoint registers a receiver through the API, subscribed to
+// eventTypes (nil: every type), and returns the endpoint's id and signing
+// secret.
+func createEndpoint(ctx context.Context, apiURL, receiverURL string, eventTypes []string) (string, string, error) {
+	in := map[string]any{"url": receiverURL}
+	if eventTypes != nil {
+		in["event_types"] = eventTypes
+	}
+	body, _ := json.Marshal(in)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/v1/endpoints", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	req.Header.Set("Content-Type", "application/json")
