@@ -513,12 +513,14 @@ func (r *runner) burstResult(sc *scenario, desc string) ScenarioResult {
 	// event but for a scenario that fans out.
 	if res.Deliveries > 0 {
 		per := 1000 / float64(res.Deliveries)
+		receivers := 0.0
 		for k, v := range cpu {
 			res.CPUPer1000[k] = v * per
-			if strings.HasPrefix(k, procFanReceiver) {
-				res.CPUPer1000[procReceiver] += v * per // every receiver's
+			if k == procReceiver || strings.HasPrefix(k, procFanReceiver) {
+				receivers += v * per
 			}
 		}
+		res.CPUPer1000[procReceiver] = receivers // every receiver's
 		res.Postgres = map[string]PGPerEvent{}
 		for k, v := range pg {
 			res.Postgres[k] = PGPerEvent{Transactions: v.commits / float64(res.Deliveries), RowsWritten: v.rows / float64(res.Deliveries)}

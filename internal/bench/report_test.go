@@ -299,11 +299,13 @@ func TestBurstResultDeliveries(t *testing.T) {
 	t.Parallel()
 	r := &runner{}
 	sc := &scenario{name: "fan", kind: kindHookflow, rounds: []RoundResult{
-		{Round: 1, Events: 10, Delivered: 10, Deliveries: 30, Seconds: 2},
+		{Round: 1, Events: 10, Delivered: 10, Deliveries: 30, Seconds: 2, cpu: cpuSnapshot{procReceiver: 0.5, procFanReceiver + "1": 1, procFanReceiver + "2": 2.5}},
 		{Round: 2, Events: 10, Delivered: 9, Deliveries: 27, Seconds: 1},
 	}}
 	res := r.burstResult(sc, "")
 	require.Equal(t, 19, res.Delivered)
+	require.InDelta(t, 1000*(0.5+2.5+1.0)/57, res.CPUPer1000[procReceiver], 1e-9, "every receiver's CPU, per delivery")
+	require.InDelta(t, 1000*2.5/57, res.CPUPer1000[procFanReceiver+"2"], 1e-9)
 	require.Equal(t, 57, res.Deliveries)
 	require.InDelta(t, 19.0/3, res.EventsPerSec, 1e-9)
 	require.InDelta(t, 19, res.DeliveriesPerSec, 1e-9)
