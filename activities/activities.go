@@ -78,12 +78,12 @@ func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (c
 	if err != nil {
 		return contract.SequencerLoad{}, err
 	}
-	return SequencerLoad(l), nil
+	return sequencerLoad(l), nil
 }
 
-// SequencerLoad is the ledger's view of a correlation as a sequencer takes
+// sequencerLoad is the ledger's view of a correlation as a sequencer takes
 // it.
-func SequencerLoad(l store.CorrelationLoad) contract.SequencerLoad {
+func sequencerLoad(l store.CorrelationLoad) contract.SequencerLoad {
 	out := contract.SequencerLoad{Next: l.Next}
 	for _, e := range l.Events {
 		out.Events = append(out.Events, contract.PendingEvent{Sequence: e.Sequence, EventID: e.ID, Open: e.Open})

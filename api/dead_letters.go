@@ -345,43 +345,62 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 const batchReplayListed = 1000
 
 // deadLetterReplayBatch replays every open dead letter matching the filters,
-// each lane (correlation, endpoint) in sequence order. It reads one page at a time
-// (RouterConfig.ReplayPageSize) and replays it before it reads the next, so
-// it never holds every open dead letter at once; a dead letter that lands
-// further on in that order meanwhile is replayed too.
+// each lane (correlation, endpoint) in sequence order, a page
+// (RouterConfig.ReplayPageSize) at a time (replayEach).
 func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 	f, p := deadLetterFilter(c)
 	if p != nil {
 		return p
 	}
 	f.Limit = s.cfg.ReplayPageSize
-	replayed, ids := 0, []string{}
+	ids := []string{}
+	replayed, err := s.replayEach(c, f, principalOf(c).name, func(d store.DeadLetter) bool {
+		if len(ids) < batchReplayListed {
+			ids = append(ids, d.EventID)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, batchReplay{Replayed: replayed, EventIDs: ids, Truncated: replayed > len(ids)})
+}
+
+// replayEach replays, as by, the open dead letters matching f that take
+// says to take (it is called before each replay, and may note the row), in
+// the order DeadLetterReplayPage reads them: each lane in sequence order. It
+// reads one page (f.Limit) at a time and replays it before it reads the
+// next, so it never holds every open dead letter at once; a dead letter
+// that lands further on in that order meanwhile is replayed too. One
+// replayed or skipped by someone else meanwhile (409) is passed over. It
+// returns how many it replayed.
+func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string, take func(store.DeadLetter) bool) (int, error) {
+	n := 0
 	var after *store.ReplayCursor
 	for {
 		page, err := s.deps.Store.DeadLetterReplayPage(c.Request().Context(), f, after)
 		if err != nil {
-			return err
+			return n, err
 		}
 		for _, d := range page {
-			if err := s.replay(c, d, principalOf(c).name); err != nil {
+			if !take(d) {
+				continue
+			}
+			if err := s.replay(c, d, by); err != nil {
 				var pr *Problem
 				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
-					continue // replayed by someone else meanwhile
+					continue // replayed or skipped by someone else meanwhile
 				}
-				return err
+				return n, err
 			}
-			replayed++
-			if len(ids) < batchReplayListed {
-				ids = append(ids, d.EventID)
-			}
+			n++
 		}
 		if len(page) < f.Limit {
-			break
+			return n, nil
 		}
 		last := page[len(page)-1]
 		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
 	}
-	return c.JSON(http.StatusAccepted, batchReplay{Replayed: replayed, EventIDs: ids, Truncated: replayed > len(ids)})
 }
 
 // batchReplay is the answer of a batch replay.

@@ -191,32 +191,7 @@ const resumedBy = "hookflow (endpoint enabled)"
 // It returns how many it replayed.
 func (s *Server) resumeEndpoint(c echo.Context, endpointID string) (int, error) {
 	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: s.cfg.ReplayPageSize}
-	n := 0
-	var after *store.ReplayCursor
-	for {
-		page, err := s.deps.Store.DeadLetterReplayPage(c.Request().Context(), f, after)
-		if err != nil {
-			return n, err
-		}
-		for _, d := range page {
-			if !causedByDisabling(d.Reason) {
-				continue
-			}
-			if err := s.replay(c, d, resumedBy); err != nil {
-				var pr *Problem
-				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
-					continue // replayed or skipped by someone else meanwhile
-				}
-				return n, err
-			}
-			n++
-		}
-		if len(page) < f.Limit {
-			return n, nil
-		}
-		last := page[len(page)-1]
-		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
-	}
+	return s.replayEach(c, f, resumedBy, func(d store.DeadLetter) bool { return causedByDisabling(d.Reason) })
 }
 
 // causedByDisabling tells the dead letters written because their endpoint
