@@ -274,7 +274,8 @@ func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool,
 	}
 	if err != nil {
 		if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
-			// The sweep reopens it once it sees the workflow still waiting.
+			// The sweep sends the claimed action again once it sees the
+			// workflow still waiting: the claim is carried out, not lost.
 			s.deps.Logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
 		}
 		if !temporalUnavailable(err) {

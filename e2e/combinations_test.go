@@ -71,6 +71,20 @@ func (b *bundle) waitCompleted(id string) {
 	})
 }
 
+// waitWorkflowOnDeadLetter waits until the running workflow of event id
+// (one lane) says it waits on dead letter gen.
+func (b *bundle) waitWorkflowOnDeadLetter(id string, gen int32, what string) {
+	b.t.Helper()
+	waitFor(b.t, 30*time.Second, what, func() bool {
+		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
+		if err != nil {
+			return false
+		}
+		var es contract.EventStatus
+		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Lanes[0].Generation == gen
+	})
+}
+
 // TestReplayAfterTerminateKeepsTheSkippedSequences (defect 1): 1 is
 // dead-lettered and skipped, so 2 is released naming 1 in
 // skipped_sequences, and is dead-lettered too. Terminate is pressed on 2's
@@ -110,14 +124,7 @@ func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 	st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow, DeliveryTimeout: b.cfg.DeliveryTimeout}, b.store, b.client, b.logger)
 	require.NoError(t, err)
 	require.NoError(t, st.Resync(context.Background(), corr))
-	waitFor(t, 30*time.Second, "the released workflow runs, waiting on its dead letter", func() bool {
-		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
-		if err != nil {
-			return false
-		}
-		var es contract.EventStatus
-		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Lanes[0].Generation == 1
-	})
+	b.waitWorkflowOnDeadLetter(id, 1, "the released workflow runs, waiting on its dead letter")
 	time.Sleep(2 * time.Second)
 	require.Equal(t, 1, rcv.requestsFor(id), "nothing is sent before the operator replays")
 	require.Equal(t, store.DeadLetterOpen, b.deadLetter(id).Status)
@@ -230,14 +237,7 @@ func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
 	healed.Store(true)
 
 	b.resetToFirstTask(id)
-	waitFor(t, 30*time.Second, "the reset run waits on dead letter 1", func() bool {
-		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
-		if err != nil {
-			return false
-		}
-		var es contract.EventStatus
-		return v.Get(&es) == nil && es.State == contract.StateDeadLettered && es.Lanes[0].Generation == 1
-	})
+	b.waitWorkflowOnDeadLetter(id, 1, "the reset run waits on dead letter 1")
 	require.Equal(t, 1, rcv.requestsFor(id), "the reset run sends nothing before a replay")
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", map[string]any{"note": "bad data"}, nil))
 	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
@@ -276,12 +276,13 @@ func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
 	require.Equal(t, 2, rcv.requestsFor(id), "the stale replay sent nothing")
 }
 
-// TestALostClaimOfAStaleWorkflowIsReopened (found by the operator model,
+// TestALostClaimOfAStaleWorkflowIsCarriedOut (found by the operator model,
 // seed 73): a skip of dead letter 2 was claimed but its signal never
 // reached the workflow, which a Reset (signals left out) took back to
-// waiting on dead letter 1. The repair sweep reopens dead letter 2, and the
-// operator's skip of it then acts on the stale workflow.
-func TestALostClaimOfAStaleWorkflowIsReopened(t *testing.T) {
+// waiting on dead letter 1. The repair sweep sends the claimed skip again,
+// and the stale workflow takes it: the operator was answered 202, so the
+// skip happens, once, without a second click.
+func TestALostClaimOfAStaleWorkflowIsCarriedOut(t *testing.T) {
 	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("stale-claim", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
@@ -290,18 +291,97 @@ func TestALostClaimOfAStaleWorkflowIsReopened(t *testing.T) {
 		return d.Generation == 2 && d.Status == store.DeadLetterOpen
 	})
 	b.resetToTask(id, 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
-	ok, err := b.store.DeadLetterMarkSkipped(context.Background(), id, ep.ID, 2, "lost-signal", "")
+	ok, err := b.store.DeadLetterMarkSkipped(context.Background(), id, ep.ID, 2, "lost-signal", "bad data")
 	require.NoError(t, err)
 	require.True(t, ok, "a skip claimed as the API claims one, its signal lost")
 
-	waitFor(t, 60*time.Second, "the sweep reopens dead letter 2", func() bool {
-		d := b.deadLetter(id)
-		return d.Generation == 2 && d.Status == store.DeadLetterOpen
-	})
-	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", nil, nil))
-	b.waitState(corr+"-2", contract.StateDelivered, 30*time.Second)
+	b.waitState(corr+"-2", contract.StateDelivered, 60*time.Second)
 	require.Equal(t, contract.StateSkipped, b.eventState(id).State)
+	d := b.deadLetter(id)
+	require.Equal(t, store.DeadLetterSkipped, d.Status)
+	require.EqualValues(t, 2, d.Generation)
+	require.Equal(t, "lost-signal", *d.SkippedBy, "the claim stands as it was made")
 	applied, violations := rcv.snapshot()
 	require.Empty(t, violations)
 	require.Equal(t, []int64{2}, applied[corr])
+}
+
+// TestAClaimWhoseWorkflowEndedIsCarriedOut (found by the operator model,
+// seeds 1002 and 1131): an operator's replay is claimed and answered 202,
+// and Terminate is pressed on the event's workflow before it acts. The
+// workflow started again (by the repair sweep, or by a release when its
+// sequencer resyncs) carries the claimed replay out: the operator does not
+// have to click again, and the row keeps who replayed it. (Undoing the
+// claim instead raced the next claim of the same row: a release that
+// compared a stale run ID reopened a replay its running workflow had just
+// carried out, and the row said open for a delivered event.)
+func TestAClaimWhoseWorkflowEndedIsCarriedOut(t *testing.T) {
+	for _, path := range []string{"sweep", "release"} {
+		t.Run(path, func(t *testing.T) {
+			b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second}, 1)
+			corr, id := b.deadLetteredHead("claim-ended-"+path, ep.ID, 2)
+			b.terminate(id)
+			healed.Store(true)
+			ok, err := b.store.DeadLetterMarkReplayed(context.Background(), id, ep.ID, 1, "ops-alice")
+			require.NoError(t, err)
+			require.True(t, ok, "a replay claimed as the API claims one, its workflow gone")
+			if path == "release" {
+				st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow, DeliveryTimeout: b.cfg.DeliveryTimeout}, b.store, b.client, b.logger)
+				require.NoError(t, err)
+				require.NoError(t, st.Resync(context.Background(), corr))
+			}
+
+			b.waitState(corr+"-2", contract.StateDelivered, 60*time.Second)
+			require.Equal(t, contract.StateDelivered, b.eventState(id).State)
+			d := b.deadLetter(id)
+			require.Equal(t, store.DeadLetterReplayed, d.Status)
+			require.EqualValues(t, 1, d.Generation)
+			require.Equal(t, "ops-alice", *d.ReplayedBy)
+			require.EqualValues(t, 1, d.ReplayCount)
+			applied, violations := rcv.snapshot()
+			require.Empty(t, violations)
+			require.Equal(t, []int64{1, 2}, applied[corr])
+			require.Equal(t, 2, rcv.requestsFor(id), "one rejected attempt, one replay")
+		})
+	}
+}
+
+// TestAReplayResetAwayIsSentAgain (found by the operator model, seed
+// 1143): 1 is dead-lettered and replayed; while the replay's attempts are
+// retried (the ledger has the delivery delivering), Reset is pressed on the
+// workflow back to when it waited on the dead letter, signals left out.
+// The ledger says delivering, the row replayed, the workflow waits on dead
+// letter 1 for a replay that was carried out and wiped: the repair sweep
+// sends the claimed replay again, and the correlation goes on.
+func TestAReplayResetAwayIsSentAgain(t *testing.T) {
+	b := setup(t, options{window: time.Minute, repairAfter: 2 * time.Second})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	var mode atomic.Value
+	mode.Store("400")
+	rcv.fault = func(ev contract.Envelope, _ int) string {
+		if ev.Sequence == 1 {
+			return mode.Load().(string)
+		}
+		return ""
+	}
+	corr, id := b.deadLetteredHead("replay-reset-away", ep.ID, 2)
+	mode.Store("503")
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
+	waitFor(t, 30*time.Second, "the replay's attempts are retried", func() bool {
+		return rcv.requestsFor(id) >= 2 && b.eventState(id).State == contract.StateDelivering
+	})
+	b.resetToTask(id, 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
+	b.waitWorkflowOnDeadLetter(id, 1, "the reset run waits on dead letter 1")
+	mode.Store("")
+
+	b.waitState(corr+"-2", contract.StateDelivered, 60*time.Second)
+	require.Equal(t, contract.StateDelivered, b.eventState(id).State)
+	d := b.deadLetter(id)
+	require.Equal(t, store.DeadLetterReplayed, d.Status)
+	require.EqualValues(t, 1, d.Generation)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[corr])
 }

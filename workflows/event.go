@@ -44,6 +44,13 @@ type LaneInput struct {
 type DeadLetter struct {
 	Generation int32  `json:"generation"`
 	Reason     string `json:"reason,omitempty"`
+	// Replay or Skip is an operator's action on it that the ledger has
+	// claimed already: its signal went to a run that ended before it acted
+	// (Terminate) or was lost (Reset). The operator was answered 202, so the
+	// new run carries it out, as if the signal had come to it; undoing the
+	// claim instead would race the API's next claim of the same row.
+	Replay *contract.Replay `json:"replay,omitempty"`
+	Skip   *contract.Skip   `json:"skip,omitempty"`
 }
 
 // EventResult is how the event's deliveries ended.
@@ -141,6 +148,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		switch {
 		case li.DeadLetter != nil:
 			l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateDeadLettered, Generation: li.DeadLetter.Generation, Reason: li.DeadLetter.Reason}
+			if r := li.DeadLetter.Replay; r != nil {
+				l.replay.SendAsync(*r)
+			}
+			if sk := li.DeadLetter.Skip; sk != nil {
+				l.skip.SendAsync(*sk)
+			}
 		case li.Released != nil:
 			l.status.State = contract.StateDelivering
 		}

@@ -102,12 +102,12 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 // with the lane's position, when the ledger has it released (delivering
 // or dead-lettered: only the head of its lane can be, so the lane's
 // position is what its release carried); waiting on its dead letter, when
-// it is dead-lettered, which it returns too. A waiting lane gets no
-// release: its sequencer gives it.
-func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.EventInput, []store.DeadLetter, error) {
+// it is dead-lettered, with the replay or skip the ledger has claimed for
+// it, which the new run carries out (the run it was signalled to ended
+// first). A waiting lane gets no release: its sequencer gives it.
+func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.EventInput, error) {
 	in := s.Input(ev)
 	in.Lanes = nil
-	var dead []store.DeadLetter
 	for _, d := range ev.Deliveries {
 		if d.State.Final() {
 			continue
@@ -116,21 +116,40 @@ func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.Ev
 		if d.State == contract.StateDelivering || d.State == contract.StateDeadLettered {
 			lane, err := s.store.LaneGet(ctx, ev.CorrelationID, d.EndpointID)
 			if err != nil {
-				return in, nil, err
+				return in, err
 			}
 			li.Released = &contract.LaneRelease{Endpoint: d.EndpointID, Previous: lane.Previous, Skipped: lane.Skipped}
 		}
 		if d.State == contract.StateDeadLettered {
 			dl, err := s.store.DeadLetterGet(ctx, ev.ID, d.EndpointID)
 			if err != nil {
-				return in, nil, err
+				return in, err
 			}
-			li.DeadLetter = &workflows.DeadLetter{Generation: dl.Generation, Reason: dl.Reason}
-			dead = append(dead, dl)
+			li.DeadLetter = claimedDeadLetter(dl)
 		}
 		in.Lanes = append(in.Lanes, li)
 	}
-	return in, dead, nil
+	return in, nil
+}
+
+// claimedDeadLetter is the dead letter d that a lane waits on, with the
+// operator's action the ledger has claimed for it, if any.
+func claimedDeadLetter(d store.DeadLetter) *workflows.DeadLetter {
+	dl := &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
+	switch d.Status {
+	case store.DeadLetterReplayed:
+		dl.Replay = &contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: deref(d.ReplayedBy)}
+	case store.DeadLetterSkipped:
+		dl.Skip = &contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: deref(d.SkippedBy), Note: deref(d.SkipNote)}
+	}
+	return dl
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // HeldStartDelay is how long the workflow of a held event waits before its
@@ -279,7 +298,7 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	}
 	// A workflow that is gone starts again where the ledger has the event:
 	// one that was released or dead-lettered already ignores the release.
-	in, dead, err := s.ledgerInput(ctx, ev)
+	in, err := s.ledgerInput(ctx, ev)
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
@@ -294,25 +313,7 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
 		return nil
 	}
-	if err := s.reopenClaims(ctx, dead); err != nil {
-		return err
-	}
 	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again, "+startedAs(in), run.GetRunID())
-}
-
-// reopenClaims reopens the dead letters that a new run of their workflow
-// waits on when a replay or skip was claimed for one: the run that was to
-// carry it out ended first, so the operator has to act again.
-func (s *Starter) reopenClaims(ctx context.Context, dead []store.DeadLetter) error {
-	for _, d := range dead {
-		if d.Status == store.DeadLetterOpen {
-			continue
-		}
-		if err := s.store.DeadLetterReopen(ctx, d.EventID, d.EndpointID, d.Generation); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // startedAs says, for a restart's record, how a workflow started with input
@@ -441,7 +442,7 @@ func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, sign
 	if ev.State.Final() {
 		return true, nil
 	}
-	in, _, err := s.ledgerInput(ctx, ev)
+	in, err := s.ledgerInput(ctx, ev)
 	if err != nil {
 		return false, err
 	}

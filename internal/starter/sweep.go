@@ -100,8 +100,8 @@ func (s *Starter) SweepQueued(ctx context.Context) (SweepResult, error) {
 // ledger says the event stands; a head whose workflow waits for a release
 // it lost (its sequencer was reset or terminated, or the workflow was reset
 // to before its release) makes the sequencer resync from the ledger, which
-// releases it again; a dead letter whose replay or skip never reached its
-// workflow is reopened for the operator. A head that is simply slow (a
+// releases it again; a replay or skip of a dead letter that never reached
+// its workflow is sent again. A head that is simply slow (a
 // dead letter waiting for its operator, a retry waiting for its timer) is
 // left as it is. Each head is looked at under its own deadline
 // (RowTimeout); one that fails is logged and put at the back of the line,
@@ -191,12 +191,23 @@ func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, rest
 		what := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
 		return true, true, s.restart(ctx, ev, "its workflow was "+what)
 	case h.State == contract.StateDeadLettered:
-		done, err := s.reopenLostClaim(ctx, h)
+		done, err := s.resendLostClaim(ctx, h)
 		return done, false, err
 	}
-	waiting, err := s.awaitsRelease(ctx, h)
-	if err != nil || !waiting {
+	lane, err := s.headLane(ctx, h)
+	if err != nil {
 		return false, false, err
+	}
+	switch lane {
+	case contract.StateDeadLettered:
+		// The ledger has it delivering, a replay carried out, but a Reset
+		// (signals left out) took the workflow back to waiting on the dead
+		// letter.
+		done, err := s.resendLostClaim(ctx, h)
+		return done, false, err
+	case contract.StateWaiting:
+	default:
+		return false, false, nil
 	}
 	// It is the head of its lane, so every earlier delivery in the lane is
 	// finished in the ledger: a resync moves the sequencer up to the
@@ -207,28 +218,32 @@ func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, rest
 	return true, false, s.Resync(ctx, ev.CorrelationID)
 }
 
-// awaitsRelease reports whether the running workflow of head h waits for
-// its lane's release. The ledger's waiting says so; its delivering does not
-// say otherwise, since Reset takes a workflow back to before its release
-// without touching the ledger, and a workflow started again by a sweep, a
-// replay or a release (after Terminate) is held when its sequencer, reset,
-// lost the release too. Then the workflow's state query answers; one that
-// cannot answer because its first task is still put off (HeldStartDelay)
-// was started held.
-func (s *Starter) awaitsRelease(ctx context.Context, h store.StuckHead) (bool, error) {
+// headLane is the state of head h's lane as its running workflow has it:
+// waiting when it waits for its lane's release. The ledger's waiting says
+// so; its delivering does not say otherwise, since Reset takes a workflow
+// back to before its release (or to waiting on a dead letter a replay had
+// ended) without touching the ledger, and a workflow started again by a
+// sweep, a replay or a release (after Terminate) is held when its
+// sequencer, reset, lost the release too. Then the workflow's state query
+// answers; one that cannot answer because its first task is still put off
+// (HeldStartDelay) was started held.
+func (s *Starter) headLane(ctx context.Context, h store.StuckHead) (contract.State, error) {
 	if h.State == contract.StateWaiting {
-		return true, nil
+		return contract.StateWaiting, nil
 	}
 	st, err := s.eventStatus(ctx, h.Event.ID)
 	var notReady *serviceerror.WorkflowNotReady
 	if errors.As(err, &notReady) {
-		return true, nil
+		return contract.StateWaiting, nil
 	}
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	l, ok := st.Lane(h.EndpointID)
-	return ok && l.State == contract.StateWaiting, nil
+	if !ok {
+		return "", nil
+	}
+	return l.State, nil
 }
 
 // eventStatus asks the event's workflow for its state.
@@ -248,7 +263,7 @@ func (s *Starter) eventStatus(ctx context.Context, id string) (contract.EventSta
 // what is released). It records why.
 func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error {
 	s.logger.Warn("starting an event's workflow again", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "reason", why)
-	in, dead, err := s.ledgerInput(ctx, ev)
+	in, err := s.ledgerInput(ctx, ev)
 	if err != nil {
 		return err
 	}
@@ -263,25 +278,26 @@ func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error
 		}
 		return s.store.EventRestarted(ctx, ev.ID, why+"; started again", runID)
 	}
-	if err := s.reopenClaims(ctx, dead); err != nil {
-		return err
-	}
 	runID, err := s.execute(ctx, ev, in)
 	if err != nil {
 		return err
 	}
-	// Lanes the ledger has waiting get their release from the sequencer.
-	if err := s.Resync(ctx, ev.CorrelationID); err != nil {
+	// Recorded before the resync, whose releases compare the ledger's run
+	// with the one they signal.
+	if err := s.store.EventRestarted(ctx, ev.ID, why+"; started again, "+startedAs(in), runID); err != nil {
 		return err
 	}
-	return s.store.EventRestarted(ctx, ev.ID, why+"; started again, "+startedAs(in), runID)
+	// Lanes the ledger has waiting get their release from the sequencer.
+	return s.Resync(ctx, ev.CorrelationID)
 }
 
-// reopenLostClaim reopens a dead letter that an operator replayed or
-// skipped when its delivery still waits on it after StuckAfter: the signal
-// never arrived (Temporal and the ledger failed together, so the API could
-// not undo its claim).
-func (s *Starter) reopenLostClaim(ctx context.Context, h store.StuckHead) (bool, error) {
+// resendLostClaim sends again the replay or skip that an operator was
+// answered 202 for when its delivery still waits on the dead letter after
+// StuckAfter: its signal never arrived (Temporal and the ledger failed
+// together, so the API could not undo its claim), or a Reset dropped it. A
+// repeat is harmless: the workflow acts on a generation once, and the claim
+// on the row (which this very action holds) lets it.
+func (s *Starter) resendLostClaim(ctx context.Context, h store.StuckHead) (bool, error) {
 	d, err := s.store.DeadLetterGet(ctx, h.Event.ID, h.EndpointID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && d.Status == store.DeadLetterOpen) {
 		return false, nil
@@ -301,12 +317,16 @@ func (s *Starter) reopenLostClaim(ctx context.Context, h store.StuckHead) (bool,
 		return false, err
 	}
 	// A workflow that a Reset took back to an earlier dead letter (with the
-	// claim's signal left out) waits too: it takes the signal of the later
-	// generation an operator sends once the row is open again.
+	// claim's signal left out) waits too: the claim names a later
+	// generation, which it takes.
 	l, ok := st.Lane(h.EndpointID)
 	if !ok || l.State != contract.StateDeadLettered || l.Generation > d.Generation {
 		return false, nil
 	}
-	s.logger.Warn("reopening a dead letter whose replay or skip never reached its workflow", "event_id", h.Event.ID, "endpoint_id", h.EndpointID, "generation", d.Generation)
-	return true, s.store.DeadLetterReopen(ctx, d.EventID, d.EndpointID, d.Generation)
+	s.logger.Warn("sending again a replay or skip that never reached its workflow", "event_id", h.Event.ID, "endpoint_id", h.EndpointID, "generation", d.Generation, "action", d.Status)
+	dl := claimedDeadLetter(d)
+	if dl.Replay != nil {
+		return true, s.temporal.SignalWorkflow(ctx, d.EventID, "", contract.SignalReplay, *dl.Replay)
+	}
+	return true, s.temporal.SignalWorkflow(ctx, d.EventID, "", contract.SignalSkip, *dl.Skip)
 }
