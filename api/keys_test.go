@@ -44,6 +44,7 @@ var routeScopes = map[string]api.Scope{
 	"POST /v1/endpoints":                   api.ScopeEndpointsWrite,
 	"GET /v1/endpoints":                    api.ScopeEventsRead,
 	"GET /v1/endpoints/:id":                api.ScopeEventsRead,
+	"GET /v1/endpoints/:id/stats":          api.ScopeEventsRead,
 	"PATCH /v1/endpoints/:id":              api.ScopeEndpointsWrite,
 	"POST /v1/endpoints/:id/rotate-secret": api.ScopeEndpointsWrite,
 	"POST /v1/events":                      api.ScopeEventsWrite,

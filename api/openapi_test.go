@@ -106,6 +106,7 @@ func TestOpenAPIDocumentsStatuses(t *testing.T) {
 		"POST /v1/endpoints":                    {201, 400, 401, 403, 413, 415, 429},
 		"GET /v1/endpoints":                     {200, 400, 401, 403, 429},
 		"GET /v1/endpoints/{id}":                {200, 400, 401, 403, 404, 429},
+		"GET /v1/endpoints/{id}/stats":          {200, 400, 401, 403, 404, 429},
 		"PATCH /v1/endpoints/{id}":              {200, 400, 401, 403, 404, 413, 415, 429},
 		"POST /v1/endpoints/{id}/rotate-secret": {200, 400, 401, 403, 404, 429},
 		"POST /v1/events":                       {200, 202, 400, 401, 403, 404, 409, 413, 415, 422, 429},

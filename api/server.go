@@ -159,6 +159,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.POST("/endpoints", s.endpointCreate, endpoints)
 	v1.GET("/endpoints", s.endpointList, read)
 	v1.GET("/endpoints/:id", s.endpointGet, read)
+	v1.GET("/endpoints/:id/stats", s.endpointStats, read)
 	v1.PATCH("/endpoints/:id", s.endpointUpdate, endpoints)
 	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate, endpoints)
 	v1.POST("/events", s.eventCreate, require(ScopeEventsWrite), s.limits.limit)

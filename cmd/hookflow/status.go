@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 )
 
 // runStatus prints GET /v1/stats: queue depth, in flight, recent
-// deliveries, open dead letters, lag and the longest-blocked correlations.
+// deliveries, open dead letters, lag and the longest-blocked correlations;
+// then the worst of the endpoints it lists, by GET /v1/endpoints/{id}/stats
+// (one call each: endpoints are few).
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var asJSON bool
 	cfg, rest, err := config.LoadWithFlags("status", "Print the delivery pipeline's state (GET /v1/stats) from the API at HOOKFLOW_API_URL.",
@@ -64,6 +68,9 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if err := printWorst(ctx, env, cl, st.Endpoints); err != nil {
+			return err
+		}
 	}
 	if len(st.BlockedCorrelations.Top) == 0 {
 		return nil
@@ -79,6 +86,78 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", b.CorrelationID, b.EndpointID, b.NextSequence, b.BlockedBy, ev, b.Parked, age(b.AgeSeconds))
 	}
 	return tw.Flush()
+}
+
+// statusWorst is how many endpoints `hookflow status` lists as the worst.
+const statusWorst = 5
+
+// statusStale is how long a delivery may wait before its endpoint counts
+// as unwell for that alone: longer than the first retries take.
+const statusStale = time.Minute
+
+// printWorst prints the unwell among endpoints, the worst first: the
+// lowest success rate of the last hour, then the most open dead letters,
+// then the oldest undelivered. An endpoint whose attempts all delivered,
+// with no open dead letter and nothing waiting long, is not listed.
+func printWorst(ctx context.Context, env *cliEnv, cl apiClient, endpoints []client.EndpointStats) error {
+	var unwell []client.EndpointHealth
+	for _, e := range endpoints {
+		h, err := cl.EndpointStats(ctx, e.EndpointID)
+		if err != nil {
+			return cl.fail(err)
+		}
+		if successRate(h) < 1 || h.DeadLettersOpen > 0 || oldestAge(h) >= statusStale.Seconds() {
+			unwell = append(unwell, h)
+		}
+	}
+	if len(unwell) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(unwell, func(a, b client.EndpointHealth) int {
+		return cmp.Or(cmp.Compare(successRate(a), successRate(b)), cmp.Compare(b.DeadLettersOpen, a.DeadLettersOpen),
+			cmp.Compare(oldestAge(b), oldestAge(a)), cmp.Compare(a.EndpointID, b.EndpointID))
+	})
+	fmt.Fprintln(env.stdout)
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORST ENDPOINTS\tSUCCESS 1H\tATTEMPTS 1H\tP50\tP99\tDEAD LETTERS\tOLDEST UNDELIVERED")
+	for _, h := range unwell[:min(len(unwell), statusWorst)] {
+		rate, oldest := "-", "-"
+		if h.SuccessRate != nil {
+			rate = fmt.Sprintf("%.1f%%", 100**h.SuccessRate)
+		}
+		if o := h.OldestUndelivered; o != nil {
+			oldest = fmt.Sprintf("%s (%s, %s #%d, %s)", age(o.AgeSeconds), o.EventID, o.CorrelationID, o.Sequence, o.State)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.EndpointID, rate, h.Attempts, millis(h.LatencyP50MS), millis(h.LatencyP99MS),
+			h.DeadLettersOpen, oldest)
+	}
+	if len(unwell) > statusWorst {
+		fmt.Fprintf(tw, "… and %d more\n", len(unwell)-statusWorst)
+	}
+	return tw.Flush()
+}
+
+// successRate is the endpoint's, 1 when it had no attempts: nothing failed.
+func successRate(h client.EndpointHealth) float64 {
+	if h.SuccessRate == nil {
+		return 1
+	}
+	return *h.SuccessRate
+}
+
+func oldestAge(h client.EndpointHealth) float64 {
+	if h.OldestUndelivered == nil {
+		return 0
+	}
+	return h.OldestUndelivered.AgeSeconds
+}
+
+// millis prints a latency in milliseconds, "-" for none.
+func millis(ms *float64) string {
+	if ms == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fms", *ms)
 }
 
 // cleanerLine says what the cleaner's last run did, and when.

@@ -4,13 +4,26 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
+// Endpoint health as GET /v1/endpoints/{id}/stats answers it: billing
+// fails half its attempts and holds a dead letter; shipping is well.
+const (
+	healthBilling = `{"endpoint_id":"ep_billing","window_seconds":3600,"attempts":8,"outcomes":{"delivered":4,"retry":3,"permanent":1,"gone":0},
+		"success_rate":0.5,"latency_p50_ms":12,"latency_p99_ms":480.4,"waiting":4,"delivering":0,"dead_letters_open":1,
+		"oldest_undelivered":{"event_id":"evt_9_2","correlation_id":"order-9","sequence":2,"state":"dead_lettered","age_seconds":65.4}}`
+	healthShipping = `{"endpoint_id":"ep_shipping","window_seconds":3600,"attempts":2,"outcomes":{"delivered":2,"retry":0,"permanent":0,"gone":0},
+		"success_rate":1,"latency_p50_ms":3,"latency_p99_ms":4,"waiting":0,"delivering":3,"dead_letters_open":0,
+		"oldest_undelivered":{"event_id":"evt_7_1","correlation_id":"order-7","sequence":1,"state":"delivering","age_seconds":1}}`
+)
+
 // TestStatusPrintsStats runs `hookflow status` against a stand-in API and
-// checks the table and --json carry GET /v1/stats' numbers.
+// checks the table and --json carry GET /v1/stats' numbers, and that the
+// worst endpoints are listed from their health, the well ones left out.
 func TestStatusPrintsStats(t *testing.T) {
 	const stats = `{"queued":3,"in_flight":7,"delivered_last_5m":42,"dead_letters_open":1,"oldest_lag_seconds":65.4,
 		"blocked_correlations":{"count":1,"top":[{"correlation_id":"order-9","endpoint_id":"ep_billing","next_sequence":2,"blocked_by":"dead_lettered",
@@ -19,13 +32,16 @@ func TestStatusPrintsStats(t *testing.T) {
 		{"endpoint_id":"ep_shipping","waiting":0,"delivering":3,"delivered_last_5m":2,"dead_letters_open":0,"oldest_lag_seconds":1}]}`
 	var gotAuth string
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/stats" {
+		body, ok := map[string]string{"/v1/stats": stats,
+			"/v1/endpoints/ep_billing/stats":  healthBilling,
+			"/v1/endpoints/ep_shipping/stats": healthShipping}[r.URL.Path]
+		if !ok {
 			http.NotFound(w, r)
 			return
 		}
 		gotAuth = r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(stats))
+		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(hs.Close)
 	env := map[string]string{"HOOKFLOW_API_URL": hs.URL, "HOOKFLOW_API_TOKEN": "tok"}
@@ -37,6 +53,13 @@ func TestStatusPrintsStats(t *testing.T) {
 		"order-9", "dead_lettered", "evt_9_2", "30s", "ENDPOINT", "ep_billing", "ep_shipping"} {
 		require.Contains(t, out, want)
 	}
+	_, worst, ok := strings.Cut(out, "WORST ENDPOINTS")
+	require.True(t, ok, out)
+	worst, _, _ = strings.Cut(worst, "\n\n")
+	for _, want := range []string{"ep_billing", "50.0%", "8", "12ms", "480ms", "1m5s (evt_9_2, order-9 #2, dead_lettered)"} {
+		require.Contains(t, worst, want)
+	}
+	require.NotContains(t, worst, "ep_shipping", "every attempt delivered, nothing waits long: not listed")
 
 	code, out, stderr = runWith(env, "status", "--json")
 	require.Equal(t, 0, code, stderr)
@@ -47,4 +70,56 @@ func TestStatusPrintsStats(t *testing.T) {
 
 	code, _, stderr = runWith(map[string]string{"HOOKFLOW_API_URL": hs.URL, "HOOKFLOW_API_TOKEN": "tok"}, "status", "extra")
 	require.Equal(t, 2, code, stderr)
+}
+
+// TestStatusWorstOrderAndErrors: the worst endpoints come lowest success
+// rate first, then most open dead letters, then oldest undelivered; an
+// endpoint with no attempts counts as nothing failed. A health call that
+// fails is one line on stderr and exit 1.
+func TestStatusWorstOrderAndErrors(t *testing.T) {
+	t.Parallel()
+	health := map[string]string{
+		"a": `{"endpoint_id":"a","attempts":10,"success_rate":0.9,"dead_letters_open":0}`,
+		"b": `{"endpoint_id":"b","attempts":0,"success_rate":null,"dead_letters_open":7}`,
+		"c": `{"endpoint_id":"c","attempts":4,"success_rate":0.25,"dead_letters_open":1}`,
+		"d": `{"endpoint_id":"d","attempts":0,"success_rate":null,"dead_letters_open":0,
+			"oldest_undelivered":{"event_id":"e","correlation_id":"k","sequence":1,"state":"waiting","age_seconds":600}}`,
+		"e": `{"endpoint_id":"e","attempts":0,"success_rate":null,"dead_letters_open":7}`,
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/stats" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"blocked_correlations":{"count":0,"top":[]},"endpoints":[{"endpoint_id":"a"},{"endpoint_id":"b"},` +
+				`{"endpoint_id":"c"},{"endpoint_id":"d"},{"endpoint_id":"e"},{"endpoint_id":"f"}]}`))
+			return
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/endpoints/"), "/stats")
+		body, ok := health[id]
+		if !ok {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"type":"https://hookflow.dev/problems/internal","title":"Internal Server Error","status":500,"detail":"internal error"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(hs.Close)
+	env := map[string]string{"HOOKFLOW_API_URL": hs.URL, "HOOKFLOW_API_TOKEN": "tok"}
+
+	code, out, stderr := runWith(env, "status")
+	require.Equal(t, 1, code, out)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, stderr)
+	require.Contains(t, stderr, "500")
+
+	health["f"] = `{"endpoint_id":"f","attempts":3,"success_rate":1,"dead_letters_open":0}`
+	code, out, stderr = runWith(env, "status")
+	require.Equal(t, 0, code, stderr)
+	_, worst, ok := strings.Cut(out, "WORST ENDPOINTS")
+	require.True(t, ok, out)
+	var order []string
+	for _, line := range strings.Split(strings.TrimSpace(worst), "\n")[1:] {
+		order = append(order, strings.Fields(line)[0])
+	}
+	require.Equal(t, []string{"c", "a", "b", "e", "d"}, order)
 }

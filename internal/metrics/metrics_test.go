@@ -68,10 +68,13 @@ func TestStoreGaugesReadOnScrape(t *testing.T) {
 	t.Parallel()
 	m := newMetrics(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	require.NoError(t, metrics.RegisterStore(m.Registry(), fakeStats{s: store.Summary{Queued: 2, InFlight: 3, DeadLettersOpen: 4, OldestLagSeconds: 12.5}}, logger))
+	require.NoError(t, metrics.RegisterStore(m.Registry(), fakeStats{s: store.Summary{Queued: 2, InFlight: 3, DeadLettersOpen: 4, OldestLagSeconds: 12.5,
+		ByEndpoint: []store.EndpointSummary{{EndpointID: "ep_a", Waiting: 4, Delivering: 1, DeadLettersOpen: 4, LagSeconds: 12.5}}}}, logger))
 	out := scrape(t, m)
 	for _, want := range []string{"hookflow_events_queued 2", "hookflow_events_in_flight 3", "hookflow_dead_letters_open 4",
-		"hookflow_oldest_undelivered_age_seconds 12.5", "hookflow_store_up 1"} {
+		"hookflow_oldest_undelivered_age_seconds 12.5", "hookflow_store_up 1",
+		`hookflow_endpoint_deliveries{endpoint_id="ep_a",state="waiting"} 4`, `hookflow_endpoint_deliveries{endpoint_id="ep_a",state="delivering"} 1`,
+		`hookflow_endpoint_dead_letters_open{endpoint_id="ep_a"} 4`, `hookflow_endpoint_oldest_undelivered_age_seconds{endpoint_id="ep_a"} 12.5`} {
 		require.Contains(t, out, want)
 	}
 

@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // Summary is the ledger at a glance, counted in deliveries.
@@ -108,4 +111,75 @@ func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]Bloc
 		return nil, 0, fmt.Errorf("list blocked lanes: %w", err)
 	}
 	return out, total, nil
+}
+
+// Health is one endpoint's health: how its receiver answered lately, and
+// what waits for it.
+type Health struct {
+	// Attempts counts the HTTP attempts to it within the window, by
+	// outcome (activities' Outcome*); attempts to it while disabled made
+	// no request and are not counted.
+	Attempts AttemptCounts
+	// LatencyP50MS and LatencyP99MS are the attempts' latency percentiles
+	// (continuous, in milliseconds); nil when there were none.
+	LatencyP50MS *float64
+	LatencyP99MS *float64
+	// Waiting and Delivering count its deliveries in those states.
+	Waiting    int64
+	Delivering int64
+	// DeadLettersOpen counts its dead letters waiting for an operator.
+	DeadLettersOpen int64
+	// Oldest is its delivery not delivered or skipped whose event was
+	// accepted first; nil when there is none.
+	Oldest *OldestDelivery
+}
+
+// AttemptCounts are attempts by outcome.
+type AttemptCounts struct {
+	Total, Delivered, Retry, Permanent, Gone int64
+}
+
+// SuccessRate is the share of the attempts that delivered, 0 to 1; nil
+// when there were none.
+func (a AttemptCounts) SuccessRate() *float64 {
+	if a.Total == 0 {
+		return nil
+	}
+	r := float64(a.Delivered) / float64(a.Total)
+	return &r
+}
+
+// OldestDelivery is a delivery not finished, and how long its event has
+// waited since it was accepted.
+type OldestDelivery struct {
+	EventID       string
+	CorrelationID string
+	Sequence      int64
+	// State is waiting, delivering or dead_lettered.
+	State      contract.State
+	AgeSeconds float64
+}
+
+// EndpointHealth reads endpointID's health, its attempts over the last
+// window. It does not look the endpoint up: an unknown one has no rows and
+// reads as idle, so callers check that it exists.
+func (s *Store) EndpointHealth(ctx context.Context, endpointID string, window time.Duration) (Health, error) {
+	var (
+		h             Health
+		eventID, corr *string
+		seq           *int64
+		state         *contract.State
+		age           *float64
+	)
+	err := s.pool.QueryRow(ctx, s.q.EndpointHealth, endpointID, window.Seconds()).Scan(
+		&h.Attempts.Total, &h.Attempts.Delivered, &h.Attempts.Retry, &h.Attempts.Permanent, &h.Attempts.Gone,
+		&h.LatencyP50MS, &h.LatencyP99MS, &h.Waiting, &h.Delivering, &h.DeadLettersOpen,
+		&eventID, &corr, &seq, &state, &age)
+	if err != nil {
+		return Health{}, fmt.Errorf("read endpoint health: %w", err)
+	}
+	if eventID != nil {
+		h.Oldest = &OldestDelivery{EventID: *eventID, CorrelationID: *corr, Sequence: *seq, State: *state, AgeSeconds: *age}
+	}
+	return h, nil
 }

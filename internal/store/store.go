@@ -75,6 +75,7 @@ type queries struct {
 	DeadLetterReopen         string
 	StatsSummary             string
 	StatsBlockedCorrelations string
+	EndpointHealth           string
 	APIKeyInsert             string
 	APIKeyByHash             string
 	APIKeyList               string

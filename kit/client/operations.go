@@ -112,6 +112,17 @@ func (c *Client) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
 	return get[Endpoint](ctx, c, p, nil)
 }
 
+// EndpointStats is GET /v1/endpoints/{id}/stats: the endpoint's health,
+// its attempts' success rate and latency over the last hour, what waits for
+// it and its open dead letters. Scope events:read.
+func (c *Client) EndpointStats(ctx context.Context, id string) (EndpointHealth, error) {
+	p, err := idPath("endpoint id", "/v1/endpoints/", id, "/stats")
+	if err != nil {
+		return EndpointHealth{}, err
+	}
+	return get[EndpointHealth](ctx, c, p, nil)
+}
+
 // EndpointUpdate is PATCH /v1/endpoints/{id}: a new URL or event types,
 // or disabling or enabling it. Scope endpoints:write.
 func (c *Client) EndpointUpdate(ctx context.Context, id string, req EndpointUpdateRequest) (Endpoint, error) {

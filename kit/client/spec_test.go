@@ -145,6 +145,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Lane":               reflect.TypeFor[Lane](),
 	"Delivery":           reflect.TypeFor[Delivery](),
 	"EndpointStats":      reflect.TypeFor[EndpointStats](),
+	"EndpointHealth":     reflect.TypeFor[EndpointHealth](),
 	"DeadLetter":         reflect.TypeFor[DeadLetter](),
 	"DeadLetterPage":     reflect.TypeFor[DeadLetterPage](),
 	"BatchReplay":        reflect.TypeFor[BatchReplay](),

@@ -421,6 +421,48 @@ type EndpointStats struct {
 	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
 }
 
+// EndpointHealth is one endpoint's health (EndpointStats).
+type EndpointHealth struct {
+	EndpointID string `json:"endpoint_id"`
+	// WindowSeconds is the span the attempt figures cover, ending now.
+	WindowSeconds int64 `json:"window_seconds"`
+	// Attempts counts the HTTP attempts in the window.
+	Attempts int64           `json:"attempts"`
+	Outcomes AttemptOutcomes `json:"outcomes"`
+	// SuccessRate is delivered attempts over attempts, 0 to 1; nil when
+	// there were none, as are the latency percentiles (milliseconds).
+	SuccessRate     *float64 `json:"success_rate"`
+	LatencyP50MS    *float64 `json:"latency_p50_ms"`
+	LatencyP99MS    *float64 `json:"latency_p99_ms"`
+	Waiting         int64    `json:"waiting"`
+	Delivering      int64    `json:"delivering"`
+	DeadLettersOpen int64    `json:"dead_letters_open"`
+	// OldestUndelivered is the delivery not delivered or skipped whose
+	// event was accepted first; nil when there is none.
+	OldestUndelivered *OldestUndelivered `json:"oldest_undelivered,omitempty"`
+}
+
+// AttemptOutcomes are attempts by outcome: delivered (2xx but 202), retry
+// (202, 408, 429, 5xx, timeouts, connection errors), permanent (other 4xx),
+// gone (410).
+type AttemptOutcomes struct {
+	Delivered int64 `json:"delivered"`
+	Retry     int64 `json:"retry"`
+	Permanent int64 `json:"permanent"`
+	Gone      int64 `json:"gone"`
+}
+
+// OldestUndelivered is an endpoint's oldest delivery not finished.
+type OldestUndelivered struct {
+	EventID       string `json:"event_id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
+	// State is waiting, delivering or dead_lettered.
+	State string `json:"state"`
+	// AgeSeconds is how long ago its event was accepted.
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
 // BlockedCorrelation is a lane (correlation, endpoint) whose next delivery
 // holds others back.
 type BlockedCorrelation struct {

@@ -80,3 +80,46 @@ FROM blocked
 WHERE parked > 0
 ORDER BY since, correlation_id, endpoint_id
 LIMIT $1;
+
+-- name: EndpointHealth
+-- One endpoint's health, in one row: its attempts of the last $2 seconds
+-- (delivery_attempts_endpoint_started_idx, migration 011) by outcome, with
+-- the median and 99th percentile of their latency (NULL when there were
+-- none); its deliveries not finished, from deliveries_pending_idx as in
+-- StatsSummary (so the cost follows the backlog), with the oldest of them
+-- by its event's acceptance (NULL columns when there is none); and its open
+-- dead letters, from dead_letters_open_idx. Attempts recorded as
+-- 'disabled' made no request and are left out: they say nothing of how the
+-- receiver answers.
+WITH attempts AS (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE outcome = 'delivered') AS delivered,
+           count(*) FILTER (WHERE outcome = 'retry') AS retry,
+           count(*) FILTER (WHERE outcome = 'permanent') AS permanent,
+           count(*) FILTER (WHERE outcome = 'gone') AS gone,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) AS p50,
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) AS p99
+    FROM delivery_attempts
+    WHERE endpoint_id = $1 AND started_at > now() - make_interval(secs => $2) AND outcome <> 'disabled'
+), pending AS (
+    SELECT d.event_id, d.correlation_id, d.sequence, d.state, e.accepted_at
+    FROM deliveries d
+    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE id = d.event_id OFFSET 0) e
+    WHERE d.endpoint_id = $1 AND d.state NOT IN ('delivered', 'skipped')
+), counts AS (
+    SELECT count(*) FILTER (WHERE state = 'waiting') AS waiting,
+           count(*) FILTER (WHERE state = 'delivering') AS delivering
+    FROM pending
+), oldest AS (
+    SELECT event_id, correlation_id, sequence, state, EXTRACT(EPOCH FROM now() - accepted_at)::float8 AS age
+    FROM pending
+    ORDER BY accepted_at, event_id
+    LIMIT 1
+)
+SELECT a.total, a.delivered, a.retry, a.permanent, a.gone, a.p50, a.p99,
+       c.waiting, c.delivering,
+       (SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'),
+       o.event_id, o.correlation_id, o.sequence, o.state, o.age
+FROM attempts a
+CROSS JOIN counts c
+LEFT JOIN oldest o ON true;

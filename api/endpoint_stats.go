@@ -1,0 +1,88 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookflow/hookflow/internal/contract"
+)
+
+// healthWindow is the span of attempts GET /v1/endpoints/{id}/stats reads.
+const healthWindow = time.Hour
+
+// EndpointHealthResponse is the body of GET /v1/endpoints/{id}/stats: how
+// the endpoint's receiver answered in the last hour, and what waits for it.
+//
+// The circuit breaker's state ("circuit") and the deliveries held by the
+// endpoint's rate limit ("throttled") belong here too, and join this type
+// when the breaker and the rate limit exist; until then they are left out
+// rather than reported as a state nothing keeps.
+type EndpointHealthResponse struct {
+	EndpointID string `json:"endpoint_id"`
+	// WindowSeconds is the span the attempt figures cover, ending now.
+	WindowSeconds int64 `json:"window_seconds"`
+	// Attempts counts the HTTP attempts in the window (none is made while
+	// the endpoint is disabled).
+	Attempts int64           `json:"attempts"`
+	Outcomes AttemptOutcomes `json:"outcomes"`
+	// SuccessRate is delivered attempts over attempts, 0 to 1; null when
+	// there were none.
+	SuccessRate *float64 `json:"success_rate"`
+	// LatencyP50MS and LatencyP99MS are the attempts' latency percentiles in
+	// milliseconds; null when there were none.
+	LatencyP50MS    *float64 `json:"latency_p50_ms"`
+	LatencyP99MS    *float64 `json:"latency_p99_ms"`
+	Waiting         int64    `json:"waiting"`
+	Delivering      int64    `json:"delivering"`
+	DeadLettersOpen int64    `json:"dead_letters_open"`
+	// OldestUndelivered is the delivery to it, not delivered or skipped,
+	// whose event was accepted first; absent when there is none.
+	OldestUndelivered *OldestUndelivered `json:"oldest_undelivered,omitempty"`
+}
+
+// AttemptOutcomes are the window's attempts by outcome, as the wire
+// contract maps the receiver's answers: delivered (2xx but 202), retry (202,
+// 408, 429, 5xx, timeouts, connection errors), permanent (other 4xx), gone
+// (410).
+type AttemptOutcomes struct {
+	Delivered int64 `json:"delivered"`
+	Retry     int64 `json:"retry"`
+	Permanent int64 `json:"permanent"`
+	Gone      int64 `json:"gone"`
+}
+
+// OldestUndelivered is an endpoint's oldest delivery not finished.
+type OldestUndelivered struct {
+	EventID       string         `json:"event_id"`
+	CorrelationID string         `json:"correlation_id"`
+	Sequence      int64          `json:"sequence"`
+	State         contract.State `json:"state"`
+	// AgeSeconds is how long ago its event was accepted.
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
+// endpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
+// that does not exist.
+func (s *Server) endpointStats(c echo.Context) error {
+	ep, err := s.endpoint(c)
+	if err != nil {
+		return err
+	}
+	h, err := s.deps.Store.EndpointHealth(c.Request().Context(), ep.ID, healthWindow)
+	if err != nil {
+		return err
+	}
+	resp := EndpointHealthResponse{
+		EndpointID: ep.ID, WindowSeconds: int64(healthWindow / time.Second),
+		Attempts:    h.Attempts.Total,
+		Outcomes:    AttemptOutcomes{Delivered: h.Attempts.Delivered, Retry: h.Attempts.Retry, Permanent: h.Attempts.Permanent, Gone: h.Attempts.Gone},
+		SuccessRate: h.Attempts.SuccessRate(), LatencyP50MS: h.LatencyP50MS, LatencyP99MS: h.LatencyP99MS,
+		Waiting: h.Waiting, Delivering: h.Delivering, DeadLettersOpen: h.DeadLettersOpen,
+	}
+	if o := h.Oldest; o != nil {
+		resp.OldestUndelivered = &OldestUndelivered{EventID: o.EventID, CorrelationID: o.CorrelationID, Sequence: o.Sequence, State: o.State, AgeSeconds: o.AgeSeconds}
+	}
+	return c.JSON(http.StatusOK, resp)
+}

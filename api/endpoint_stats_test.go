@@ -1,0 +1,78 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/store"
+)
+
+// TestEndpointStats: GET /v1/endpoints/{id}/stats answers the endpoint's
+// attempts of the last hour and what waits for it; an idle endpoint has no
+// rate and no percentiles (null, not 0), nor an oldest undelivered; an
+// unknown endpoint is 404 problem+json; and it takes events:read.
+func TestEndpointStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	get := func(id string, h http.Header) (*http.Response, string) {
+		return b.do(t, http.MethodGet, "/v1/endpoints/"+id+"/stats", "", "", h)
+	}
+
+	resp, body := get(b.endpointID, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"attempts":0,
+		"outcomes":{"delivered":0,"retry":0,"permanent":0,"gone":0},"success_rate":null,"latency_p50_ms":null,"latency_p99_ms":null,
+		"waiting":0,"delivering":0,"dead_letters_open":0}`, body)
+
+	// One event accepted through the API, tried three times: one 5xx, one
+	// timeout and one 2xx that the worker has not recorded as delivered yet.
+	resp, body = b.do(t, http.MethodPost, "/v1/events", "application/json", eventBody(b.endpointID, nil), b.bearer())
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
+	for i, a := range []struct {
+		latency int32
+		outcome string
+	}{{5, "retry"}, {100, "retry"}, {15, "delivered"}} {
+		require.NoError(t, b.store.AttemptInsert(ctx, "evt_1", b.endpointID, store.Attempt{
+			Attempt: int32(i + 1), StartedAt: time.Now(), LatencyMS: a.latency, Outcome: a.outcome}))
+	}
+	resp, body = get(b.endpointID, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var got api.EndpointHealthResponse
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.EqualValues(t, 3, got.Attempts)
+	require.Equal(t, api.AttemptOutcomes{Delivered: 1, Retry: 2}, got.Outcomes)
+	require.InDelta(t, 1.0/3, *got.SuccessRate, 1e-9)
+	require.InDelta(t, 15, *got.LatencyP50MS, 1e-9)
+	require.InDelta(t, 98.3, *got.LatencyP99MS, 1e-9)
+	require.EqualValues(t, 1, got.Waiting)
+	require.NotNil(t, got.OldestUndelivered, body)
+	require.Equal(t, "evt_1", got.OldestUndelivered.EventID)
+	require.Equal(t, "order-1", got.OldestUndelivered.CorrelationID)
+	require.EqualValues(t, 1, got.OldestUndelivered.Sequence)
+	require.EqualValues(t, "waiting", got.OldestUndelivered.State)
+	require.NotContains(t, body, "circuit", "no breaker exists yet: its state is not made up")
+	require.NotContains(t, body, "throttled", "no rate limit exists yet")
+
+	resp, body = get("nosuch_1", b.bearer())
+	p := requireProblem(t, resp, body, http.StatusNotFound, "")
+	require.Contains(t, p["detail"], "nosuch_1")
+	resp, body = get("bad.id", b.bearer())
+	requireProblem(t, resp, body, http.StatusBadRequest, "id")
+
+	_, reader := b.createKey(t, "reader", api.ScopeEventsRead)
+	resp, body = get(b.endpointID, bearer(reader))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	_, writer := b.createKey(t, "writer", api.ScopeEndpointsWrite)
+	resp, body = get(b.endpointID, bearer(writer))
+	p = requireProblem(t, resp, body, http.StatusForbidden, "")
+	require.Equal(t, string(api.ScopeEventsRead), p["scope"])
+	resp, body = get(b.endpointID, nil)
+	requireProblem(t, resp, body, http.StatusUnauthorized, "")
+}
