@@ -95,6 +95,14 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil), contract.ErrTypePermanent, nil)
 	}
+	// The endpoint's custom headers first, so that hookflow's own headers
+	// below win whatever the API let through. Their values are secrets:
+	// nothing here logs them, puts them on the span (send records no
+	// header) or keeps them in what it stores or returns (scrubValues).
+	for name, v := range ep.Settings.Headers {
+		req.Header.Set(name, v)
+	}
+	secrets := headerValues(ep.Settings.Headers)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow")
 	req.Header.Set(webhook.HeaderID, in.EventID)
@@ -110,7 +118,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// a cause, whose message would carry the URL whole.
 		// It may quote the receiver too (a certificate's names): its
 		// control characters are escaped before anyone's terminal sees it.
-		msg := printable.String(redactError(err, req.URL))
+		msg := printable.String(scrubValues(redactError(err, req.URL), secrets))
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
@@ -126,7 +134,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// A receiver's error page may quote the URL it was called at, and
 		// may hold escape sequences meant for the terminal of whoever reads
 		// the dead letter: both are taken out before it is stored.
-		what += ": " + printable.String(scrub(string(snippet), req.URL))
+		// A receiver may echo the request's headers too: the custom
+		// headers' values are taken out as well.
+		what += ": " + printable.String(scrubValues(scrub(string(snippet), req.URL), secrets))
 	}
 
 	switch c := resp.StatusCode; {
