@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,7 +19,9 @@ type EventInput struct {
 	// Event is the event as every delivery sends it; EndpointID, Previous
 	// and Skipped are each lane's.
 	Event contract.DeliverInput `json:"event"`
-	// RecoveryWindow is how long delivery is retried, counted from release.
+	// RecoveryWindow is how long delivery is retried, counted from release,
+	// in a lane whose endpoint has no window of its own (the server's,
+	// HOOKFLOW_RECOVERY_WINDOW); Event.Timeout is the HTTP timeout likewise.
 	RecoveryWindow time.Duration `json:"recovery_window"`
 	// Lanes are the deliveries this run makes: every endpoint the event was
 	// routed to at acceptance, less those the ledger has finished when the
@@ -38,6 +41,12 @@ type LaneInput struct {
 	// started again (an operator terminated it): the lane waits for a
 	// replay or skip of that dead letter first.
 	DeadLetter *DeadLetter `json:"dead_letter,omitempty"`
+	// RecoveryWindow and Timeout are the endpoint's delivery settings as the
+	// event was routed (the ledger's deliveries row has them), fixed for
+	// the delivery; 0 is the event's (EventInput.RecoveryWindow,
+	// Event.Timeout: the server's).
+	RecoveryWindow time.Duration `json:"recovery_window,omitempty"`
+	Timeout        time.Duration `json:"timeout,omitempty"`
 }
 
 // DeadLetter is the dead letter a delivery waits on.
@@ -134,9 +143,10 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
 	for _, li := range in.Lanes {
-		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event,
+		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16)}
 		l.ev.EndpointID = li.Endpoint
+		l.ev.Timeout = cmp.Or(li.Timeout, in.Event.Timeout)
 		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
 		switch {
 		case li.DeadLetter != nil:
@@ -377,6 +387,8 @@ type laneRun struct {
 	attempts int32
 	// release, replay and skip carry the signals dispatch routed here.
 	release, replay, skip workflow.Channel
+	// window is the lane's recovery window: its endpoint's, or the event's.
+	window time.Duration
 	// windowStart is when the current delivery window began.
 	windowStart time.Time
 	// windows counts the delivery windows of this lane in this run; with
@@ -591,7 +603,7 @@ func (l *laneRun) awaitOperator(ctx workflow.Context, gen int32) (*contract.Repl
 	}
 }
 
-func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.w.in.RecoveryWindow) }
+func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.window) }
 
 // deliverWindow delivers within one recovery window. The first attempt is a
 // local activity, which needs no activity task and adds one marker to the
@@ -636,7 +648,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	if rest <= 0 {
 		return res, err
 	}
-	opts := DeliverOptions(l.w.in.RecoveryWindow, ev.Timeout)
+	opts := DeliverOptions(l.window, ev.Timeout)
 	opts.ScheduleToCloseTimeout = rest
 	opts.RetryPolicy.InitialInterval = 4 * time.Second
 	// A window shorter than that (an operator's or a test's) still retries.

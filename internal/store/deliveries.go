@@ -180,16 +180,25 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 	return a, nil
 }
 
+// RateSlot is a send slot reserved under an endpoint's rate limit: when it
+// is, and how long from the reservation that is (0: now), both by the
+// database's clock, which every worker shares.
+type RateSlot struct {
+	At   time.Time
+	Wait time.Duration
+}
+
 // EndpointRateReserve reserves the endpoint's next send slot under a rate
 // limit of perSecond deliveries a second (> 0), shared by every worker
-// through the endpoint_rate_slots row, and returns how long from now the
-// slot is (0 when it is now), as the database's clock has it.
-func (s *Store) EndpointRateReserve(ctx context.Context, endpointID string, perSecond float64) (time.Duration, error) {
-	var slot, now time.Time
-	if err := s.pool.QueryRow(ctx, s.q.EndpointRateReserve, endpointID, 1/perSecond).Scan(&slot, &now); err != nil {
-		return 0, fmt.Errorf("reserve rate slot: %w", err)
+// through the endpoint_rate_slots row.
+func (s *Store) EndpointRateReserve(ctx context.Context, endpointID string, perSecond float64) (RateSlot, error) {
+	var slot RateSlot
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, s.q.EndpointRateReserve, endpointID, 1/perSecond).Scan(&slot.At, &now); err != nil {
+		return slot, fmt.Errorf("reserve rate slot: %w", err)
 	}
-	return max(slot.Sub(now), 0), nil
+	slot.Wait = max(slot.At.Sub(now), 0)
+	return slot, nil
 }
 
 // DeliveryDelivered records the delivering attempt, marks the delivery
