@@ -620,10 +620,20 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	l.windowStart = workflow.Now(ctx)
 	l.windows++
 	var res contract.DeliverResult
-	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
-	l.w.firstAttempts++
-	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
-	l.w.firstAttempts--
+	var err error
+	for {
+		lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
+		l.w.firstAttempts++
+		res = contract.DeliverResult{}
+		err = workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
+		l.w.firstAttempts--
+		if err != nil || res.Throttled <= 0 {
+			break
+		}
+		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+			return res, err
+		}
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -642,20 +652,52 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return res, err
 	}
-	// The timer may fire late (no worker was up): what is left of the
-	// window bounds the rest, and nothing left means it is spent.
-	rest := l.windowEnd().Sub(workflow.Now(ctx))
-	if rest <= 0 {
-		return res, err
+	failure := err
+	ev.AttemptOffset, ev.SlotReserved = 1, false
+	for {
+		// The timer may fire late (no worker was up): what is left of the
+		// window bounds the rest, and nothing left means it is spent.
+		rest := l.windowEnd().Sub(workflow.Now(ctx))
+		if rest <= 0 {
+			return contract.DeliverResult{}, failure
+		}
+		opts := DeliverOptions(l.window, ev.Timeout)
+		opts.ScheduleToCloseTimeout = rest
+		opts.RetryPolicy.InitialInterval = 4 * time.Second
+		// A window shorter than that (an operator's or a test's) still retries.
+		opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
+		res = contract.DeliverResult{}
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
+		if err != nil || res.Throttled <= 0 {
+			return res, err
+		}
+		// The throttled attempt is made again, with its number.
+		ev.AttemptOffset = res.Attempt - 1
+		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+			return res, err
+		}
 	}
-	opts := DeliverOptions(l.window, ev.Timeout)
-	opts.ScheduleToCloseTimeout = rest
-	opts.RetryPolicy.InitialInterval = 4 * time.Second
-	// A window shorter than that (an operator's or a test's) still retries.
-	opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
-	ev.AttemptOffset = 1
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
-	return res, err
+}
+
+// lateSlot is how late a throttled attempt's timer may fire and still send
+// in the slot it reserved; later (no worker was up), it reserves again
+// rather than send in a burst with every other late lane of its endpoint.
+const lateSlot = time.Second
+
+// waitTurn waits out a throttled attempt's turn under its endpoint's rate
+// limit, on one timer, and moves the window's start on by the time waited:
+// waiting one's turn is not a failure, so it never spends the window, and
+// a throttled delivery is never dead-lettered for it. Order holds: the
+// lane's head waits, and nothing behind it is released meanwhile.
+func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration) error {
+	before := workflow.Now(ctx)
+	if err := workflow.Sleep(ctx, d); err != nil {
+		return err
+	}
+	waited := workflow.Now(ctx).Sub(before)
+	l.windowStart = l.windowStart.Add(waited)
+	ev.SlotReserved = waited-d < lateSlot
+	return nil
 }
 
 // failureReason explains why delivery stopped and whether it stopped before
