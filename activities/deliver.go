@@ -76,6 +76,10 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", contract.ErrTypeEndpointDisabled, nil)
 	}
+	if wait, err := a.awaitSlot(ctx, in, ep); err != nil || wait > 0 {
+		return contract.DeliverResult{Throttled: wait, Attempt: attempt}, err
+	}
+	started = a.now()
 	body, err := json.Marshal(in.Envelope())
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), contract.ErrTypePermanent, nil)
@@ -95,6 +99,14 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil), contract.ErrTypePermanent, nil)
 	}
+	// The endpoint's custom headers first, so that hookflow's own headers
+	// below win whatever the API let through. Their values are secrets:
+	// nothing here logs them, puts them on the span (send records no
+	// header) or keeps them in what it stores or returns (scrubValues).
+	for name, v := range ep.Settings.Headers {
+		req.Header.Set(name, v)
+	}
+	secrets := headerValues(ep.Settings.Headers)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow")
 	req.Header.Set(webhook.HeaderID, in.EventID)
@@ -110,7 +122,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// a cause, whose message would carry the URL whole.
 		// It may quote the receiver too (a certificate's names): its
 		// control characters are escaped before anyone's terminal sees it.
-		msg := printable.String(redactError(err, req.URL))
+		msg := printable.String(scrubValues(redactError(err, req.URL), secrets))
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
@@ -126,7 +138,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// A receiver's error page may quote the URL it was called at, and
 		// may hold escape sequences meant for the terminal of whoever reads
 		// the dead letter: both are taken out before it is stored.
-		what += ": " + printable.String(scrub(string(snippet), req.URL))
+		// A receiver may echo the request's headers too: the custom
+		// headers' values are taken out as well.
+		what += ": " + printable.String(scrubValues(scrub(string(snippet), req.URL), secrets))
 	}
 
 	switch c := resp.StatusCode; {
@@ -164,6 +178,40 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
 	}
+}
+
+// maxInlineThrottle is the longest wait for a send slot that an attempt
+// sits out itself; a longer one goes back to the workflow (Throttled), which
+// waits on a timer instead of holding a worker's slot. Below it, a timer's
+// round trip would cost more than the wait.
+const maxInlineThrottle = 500 * time.Millisecond
+
+// awaitSlot holds the attempt to its endpoint's rate limit, shared by every
+// lane on every worker: it reserves the attempt's send slot in the ledger
+// (EndpointRateReserve; a slot the workflow waited for already is used as
+// is) and waits for it when it is close, or returns how long until it is
+// far. Nothing is recorded of a throttled attempt: nothing was sent.
+func (a *Activities) awaitSlot(ctx context.Context, in contract.DeliverInput, ep store.Endpoint) (time.Duration, error) {
+	if ep.Settings.RateLimit <= 0 || in.SlotReserved && activity.GetInfo(ctx).Attempt == 1 {
+		return 0, nil
+	}
+	slot, err := a.store.EndpointRateReserve(ctx, ep.ID, ep.Settings.RateLimit)
+	if err != nil {
+		return 0, err
+	}
+	if slot.Wait > maxInlineThrottle {
+		return slot.Wait, nil
+	}
+	if slot.Wait > 0 {
+		t := time.NewTimer(slot.Wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return 0, nil
 }
 
 // handOver tells the sequencer the delivered event is finished, which

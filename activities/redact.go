@@ -96,3 +96,37 @@ func scrub(text string, target *url.URL) string {
 	}
 	return strings.NewReplacer(args...).Replace(text)
 }
+
+// minHeaderSecret is the shortest custom header value scrubbed on its own
+// wherever it appears, as minSecretValue is for a URL's.
+const minHeaderSecret = 4
+
+// headerValues are the values of an endpoint's custom headers worth
+// scrubbing from what a receiver answers (scrubValues).
+func headerValues(h map[string]string) []string {
+	var out []string
+	for _, v := range h {
+		if len(v) >= minHeaderSecret {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// scrubValues takes every one of values (an endpoint's custom header
+// values, which are secrets) out of text, longest first, so that a value
+// that holds another is taken out whole. A receiver's error page may echo
+// the request's headers, and the answer is stored with the attempt, in the
+// dead letter and in the workflow's history.
+func scrubValues(text string, values []string) string {
+	if len(values) == 0 {
+		return text
+	}
+	sorted := slices.Clone(values)
+	slices.SortFunc(sorted, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
+	args := make([]string, 0, 2*len(sorted))
+	for _, v := range sorted {
+		args = append(args, v, redactedMark)
+	}
+	return strings.NewReplacer(args...).Replace(text)
+}

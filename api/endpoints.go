@@ -23,6 +23,9 @@ type endpointRequest struct {
 	// EventTypes stays raw so that a PATCH tells a list left out (no
 	// change) from null (every type again).
 	EventTypes json.RawMessage `json:"event_types"`
+	// The delivery settings (headers, recovery_window, timeout,
+	// rate_limit), each raw for the same reason.
+	endpointSettings
 }
 
 // eventTypes reads the request's event_types: set is false when it left
@@ -59,6 +62,7 @@ type endpointResponse struct {
 	DisabledReason    *string    `json:"disabled_reason,omitempty"`
 	EventTypes        []string   `json:"event_types,omitempty"`
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
+	settingsView
 	// Resumed counts the dead letters a PATCH that enabled the endpoint
 	// replayed: those its being disabled caused.
 	Resumed   int       `json:"resumed_dead_letters,omitempty"`
@@ -76,7 +80,7 @@ func endpointView(c echo.Context, e store.Endpoint, withSecret bool) endpointRes
 		u = redact.RawURL(u)
 	}
 	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, EventTypes: e.EventTypes,
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+		settingsView: viewSettings(e.Settings), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if withSecret {
 		r.Secret = e.Secret
 	}
@@ -109,11 +113,16 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	settings, err := req.settings()
+	if err != nil {
+		return err
+	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
 		return err
 	}
-	ep, err := s.deps.Store.EndpointInsert(c.Request().Context(), newID("ep_"), *req.URL, secret, types)
+	ep, err := s.deps.Store.EndpointCreate(c.Request().Context(), store.Endpoint{
+		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings})
 	if err != nil {
 		return err
 	}
@@ -150,8 +159,8 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 		return err
 	}
 	types, typesSet, typesErr := req.eventTypes()
-	if req.URL == nil && req.Disabled == nil && !typesSet {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled and/or event_types")
+	if req.URL == nil && req.Disabled == nil && !typesSet && !req.endpointSettings.any() {
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled, event_types, headers, recovery_window, timeout and/or rate_limit")
 	}
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {
@@ -161,7 +170,11 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if typesErr != nil {
 		return typesErr
 	}
-	ch := store.EndpointChange{URL: req.URL, Disabled: req.Disabled}
+	ch, err := req.change()
+	if err != nil {
+		return err
+	}
+	ch.URL, ch.Disabled = req.URL, req.Disabled
 	if typesSet {
 		ch.EventTypes = &types
 	}

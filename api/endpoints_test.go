@@ -20,11 +20,19 @@ type endpointJSON struct {
 	EventTypes *[]string `json:"event_types"`
 }
 
-// endpointCall sends body to path and decodes the endpoint answered.
-func (b *bundle) endpointCall(t *testing.T, method, path, body string, status int) endpointJSON {
+// call sends body to path as the bootstrap admin, requires status and
+// returns the answer's body.
+func (b *bundle) call(t *testing.T, method, path, body string, status int) string {
 	t.Helper()
 	resp, raw := b.do(t, method, path, "application/json", body, b.bearer())
 	require.Equal(t, status, resp.StatusCode, raw)
+	return raw
+}
+
+// endpointCall sends body to path and decodes the endpoint answered.
+func (b *bundle) endpointCall(t *testing.T, method, path, body string, status int) endpointJSON {
+	t.Helper()
+	raw := b.call(t, method, path, body, status)
 	var ep endpointJSON
 	require.NoError(t, json.Unmarshal([]byte(raw), &ep))
 	var members map[string]json.RawMessage

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -205,9 +206,22 @@ func TestSecretsAndTokenNeverLogged(t *testing.T) {
 	require.NotEqual(t, secrets[0], rotated.Secret)
 	secrets = append(secrets, rotated.Secret)
 
+	// Custom header values are secrets too: set by a PATCH, refused in
+	// one (a newline) and in a POST (an owned name), never answered.
+	hdr := "hdr-s3cret-" + rand.Text()
+	resp, raw = b.do(t, http.MethodPatch, "/v1/endpoints/"+id, "application/json", `{"headers":{"X-Api-Key":"`+hdr+`"}}`, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, raw)
+	require.NotContains(t, raw, hdr)
+	resp, raw = b.do(t, http.MethodPatch, "/v1/endpoints/"+id, "application/json", `{"headers":{"X-Api-Key":"`+hdr+`\nx: y"}}`, b.bearer())
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, raw)
+	require.NotContains(t, raw, hdr)
+	resp, raw = b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"https://example.com/y","headers":{"webhook-signature":"`+hdr+`"}}`, b.bearer())
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, raw)
+	require.NotContains(t, raw, hdr)
+
 	resp, raw = b.do(t, http.MethodGet, "/v1/endpoints/"+id, "", "", b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode, raw)
-	for _, s := range secrets {
+	for _, s := range append(secrets, hdr) {
 		require.NotContains(t, raw, s, "GET never returns the secret")
 	}
 
@@ -229,6 +243,7 @@ func TestSecretsAndTokenNeverLogged(t *testing.T) {
 	logs := b.logs.String()
 	require.NotEmpty(t, logs, "the flows above log something, so the check below means something")
 	requireNoSecrets(t, logs, b.token, secrets)
+	require.NotContains(t, logs, hdr, "nor a custom header's value")
 }
 
 func requireNoSecrets(t *testing.T, logs, apiToken string, secrets []string) {

@@ -194,8 +194,15 @@ func (b *bundle) createKey(name string, scopes ...string) string {
 
 func (b *bundle) createEndpoint(url string) endpoint {
 	b.t.Helper()
+	return b.createEndpointWith(map[string]any{"url": url})
+}
+
+// createEndpointWith registers an endpoint with the request body given (its
+// url, event_types, delivery settings).
+func (b *bundle) createEndpointWith(body map[string]any) endpoint {
+	b.t.Helper()
 	var ep endpoint
-	code := b.call(http.MethodPost, "/v1/endpoints", map[string]any{"url": url}, &ep)
+	code := b.call(http.MethodPost, "/v1/endpoints", body, &ep)
 	require.Equal(b.t, http.StatusCreated, code)
 	return ep
 }

@@ -39,6 +39,8 @@ type ledgerReceiver struct {
 	// once release is closed.
 	committed chan string
 	release   chan struct{}
+	// headers, when set, sees every request's headers (under the lock).
+	headers func(id string, h http.Header)
 }
 
 func newLedgerReceiver(t *testing.T) *ledgerReceiver {
@@ -86,6 +88,9 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.violate("stale webhook-timestamp on %s: %s", id, d)
 	}
 	r.requests[id]++
+	if r.headers != nil {
+		r.headers(id, req.Header)
+	}
 	fault := ""
 	if r.fault != nil {
 		fault = r.fault(ev, r.requests[id])

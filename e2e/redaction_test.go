@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,12 @@ import (
 // SDK, in no span, and nowhere in the event's or its sequencer's workflow
 // history, payloads included. The failure is still told: the dead letter's
 // reason and attempts name the endpoint as scheme://host/path.
+//
+// The endpoint carries a custom header whose value is a secret too, and so
+// does a second endpoint, whose receiver refuses its event (400) with an
+// answer that echoes the header: that value is nowhere either, but in the
+// endpoints' own headers column (not in an attempt, a dead letter, a log,
+// a span, a history or an answer of the API, the endpoints' included).
 func TestRedaction(t *testing.T) {
 	tp, spans := spantest.Install(t)
 	ic, err := tracing.TemporalInterceptor(tp)
@@ -55,29 +62,60 @@ func TestRedaction(t *testing.T) {
 	addr := refusedAddr(t)
 	redacted := "http://" + addr + "/hook"
 	raw := redacted + "?token=" + secret + "&v=2"
-	ep := b.createEndpoint(raw)
+	hdrSecret := "hdr" + randHex(16)
+	headers := map[string]any{"X-Api-Key": hdrSecret}
+	ep := b.createEndpointWith(map[string]any{"url": raw, "headers": headers})
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "unknown key %s", r.Header.Get("X-Api-Key"))
+	}))
+	t.Cleanup(echo.Close)
+	echoEp := b.createEndpointWith(map[string]any{"url": echo.URL + "/hook", "headers": headers})
 	corr, id := b.id("redact"), b.id("redact-1")
 	code, _ := b.postEvent(id, corr, 1, ep.ID, map[string]any{"n": 1})
 	require.Equal(t, http.StatusAccepted, code)
+	echoCorr, echoID := b.id("redact-echo"), b.id("redact-echo-1")
+	code, _ = b.postEvent(echoID, echoCorr, 1, echoEp.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
 	b.waitState(id, contract.StateDeadLettered, time.Minute)
+	b.waitState(echoID, contract.StateDeadLettered, time.Minute)
 
 	dl := b.deadLetter(id)
+	var storedHeaders map[string]string
+	require.NoError(t, b.store.Pool().QueryRow(context.Background(), "SELECT headers FROM endpoints WHERE id = $1", echoEp.ID).Scan(&storedHeaders))
+	require.Equal(t, hdrSecret, storedHeaders["X-Api-Key"], "kept in the endpoint's own row, for its deliveries")
 	where := map[string]string{
-		"database":          b.databaseText(t, ep.ID, raw),
-		"API answers":       b.apiText(id),
-		"logs":              logs.String(),
-		"spans":             spansText(spans.Ended()),
-		"event history":     b.historyText(id),
-		"sequencer history": b.historyText(contract.SequencerID(corr)),
+		"database":    b.databaseText(t, ep.ID, raw),
+		"API answers": b.apiText(id) + b.apiText(echoID),
+		// The management sees the URL whole, token included (the token is
+		// not looked for here); never a header's value.
+		"endpoint answers":       b.endpointsText(ep.ID, echoEp.ID),
+		"logs":                   logs.String(),
+		"spans":                  spansText(spans.Ended()),
+		"event history":          b.historyText(id),
+		"sequencer history":      b.historyText(contract.SequencerID(corr)),
+		"echoed event history":   b.historyText(echoID),
+		"echoed event sequencer": b.historyText(contract.SequencerID(echoCorr)),
 	}
 	for _, name := range slices.Sorted(maps.Keys(where)) {
 		// bytea columns and byte payloads would show it as hex.
-		for _, s := range []string{secret, hex.EncodeToString([]byte(secret))} {
+		for what, s := range map[string]string{
+			"the token": secret, "the token (hex)": hex.EncodeToString([]byte(secret)),
+			"the header's value": hdrSecret, "the header's value (hex)": hex.EncodeToString([]byte(hdrSecret)),
+		} {
+			if name == "endpoint answers" && strings.HasPrefix(what, "the token") {
+				continue
+			}
 			if lines := linesWith(where[name], s); len(lines) > 0 {
-				t.Errorf("the token is in the %s:\n%s", name, strings.Join(lines, "\n"))
+				t.Errorf("%s is in the %s:\n%s", what, name, strings.Join(lines, "\n"))
 			}
 		}
 	}
+	// The echoed refusal is told, without the value.
+	echoDL := b.deadLetter(echoID)
+	require.Contains(t, echoDL.Reason, "permanent rejection: receiver answered 400: unknown key [redacted]")
+	require.Contains(t, where["endpoint answers"], `"X-Api-Key":"********"`, "the endpoints are shown with the header's name")
+	require.Contains(t, where["echoed event history"], "unknown key [redacted]")
 
 	// Told, without the token: the dead letter names the endpoint by its
 	// redacted URL, for the local activity's attempt and the regular
@@ -140,9 +178,10 @@ func (l *logBuffer) String() string {
 }
 
 // databaseText is every row of every table of hookflow's database as JSON,
-// but the url column of the endpoints: an endpoint's URL is stored as
-// registered. That column is checked to hold url, so the dump would find
-// the token if it were stored anywhere else.
+// but the url and headers columns of the endpoints: an endpoint's URL and
+// its custom headers are stored as registered. The url column is checked
+// to hold url, so the dump would find the token if it were stored anywhere
+// else.
 func (b *bundle) databaseText(t *testing.T, endpointID, url string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -165,14 +204,32 @@ func (b *bundle) databaseText(t *testing.T, endpointID, url string) string {
 
 	var sb strings.Builder
 	for _, tbl := range tables {
-		omit := ""
+		omit := []string{}
 		if tbl[1] == "endpoints" {
-			omit = "url"
+			omit = []string{"url", "headers"}
 		}
 		var text string
-		q := fmt.Sprintf(`SELECT coalesce(string_agg((to_jsonb(t) - $1::text)::text, E'\n'), '') FROM %s t`, tbl.Sanitize())
+		q := fmt.Sprintf(`SELECT coalesce(string_agg((to_jsonb(t) - $1::text[])::text, E'\n'), '') FROM %s t`, tbl.Sanitize())
 		require.NoError(t, pool.QueryRow(ctx, q, omit).Scan(&text), tbl.Sanitize())
 		fmt.Fprintf(&sb, "%s:\n%s\n", tbl.Sanitize(), text)
+	}
+	return sb.String()
+}
+
+// endpointsText is what the API answers about the endpoints, one by one
+// and listed.
+func (b *bundle) endpointsText(ids ...string) string {
+	var sb strings.Builder
+	for _, path := range append([]string{"/v1/endpoints"}, func() []string {
+		var ps []string
+		for _, id := range ids {
+			ps = append(ps, "/v1/endpoints/"+id)
+		}
+		return ps
+	}()...) {
+		var body json.RawMessage
+		require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, path, nil, &body), path)
+		fmt.Fprintf(&sb, "%s: %s\n", path, body)
 	}
 	return sb.String()
 }

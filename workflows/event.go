@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,7 +19,9 @@ type EventInput struct {
 	// Event is the event as every delivery sends it; EndpointID, Previous
 	// and Skipped are each lane's.
 	Event contract.DeliverInput `json:"event"`
-	// RecoveryWindow is how long delivery is retried, counted from release.
+	// RecoveryWindow is how long delivery is retried, counted from release,
+	// in a lane whose endpoint has no window of its own (the server's,
+	// HOOKFLOW_RECOVERY_WINDOW); Event.Timeout is the HTTP timeout likewise.
 	RecoveryWindow time.Duration `json:"recovery_window"`
 	// Lanes are the deliveries this run makes: every endpoint the event was
 	// routed to at acceptance, less those the ledger has finished when the
@@ -38,6 +41,12 @@ type LaneInput struct {
 	// started again (an operator terminated it): the lane waits for a
 	// replay or skip of that dead letter first.
 	DeadLetter *DeadLetter `json:"dead_letter,omitempty"`
+	// RecoveryWindow and Timeout are the endpoint's delivery settings as the
+	// event was routed (the ledger's deliveries row has them), fixed for
+	// the delivery; 0 is the event's (EventInput.RecoveryWindow,
+	// Event.Timeout: the server's).
+	RecoveryWindow time.Duration `json:"recovery_window,omitempty"`
+	Timeout        time.Duration `json:"timeout,omitempty"`
 }
 
 // DeadLetter is the dead letter a delivery waits on.
@@ -141,9 +150,10 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
 	for _, li := range in.Lanes {
-		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event,
+		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16)}
 		l.ev.EndpointID = li.Endpoint
+		l.ev.Timeout = cmp.Or(li.Timeout, in.Event.Timeout)
 		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
 		switch {
 		case li.DeadLetter != nil:
@@ -390,6 +400,8 @@ type laneRun struct {
 	attempts int32
 	// release, replay and skip carry the signals dispatch routed here.
 	release, replay, skip workflow.Channel
+	// window is the lane's recovery window: its endpoint's, or the event's.
+	window time.Duration
 	// windowStart is when the current delivery window began.
 	windowStart time.Time
 	// windows counts the delivery windows of this lane in this run; with
@@ -604,7 +616,7 @@ func (l *laneRun) awaitOperator(ctx workflow.Context, gen int32) (*contract.Repl
 	}
 }
 
-func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.w.in.RecoveryWindow) }
+func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.window) }
 
 // deliverWindow delivers within one recovery window. The first attempt is a
 // local activity, which needs no activity task and adds one marker to the
@@ -621,10 +633,20 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	l.windowStart = workflow.Now(ctx)
 	l.windows++
 	var res contract.DeliverResult
-	lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
-	l.w.firstAttempts++
-	err := workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
-	l.w.firstAttempts--
+	var err error
+	for {
+		lctx := workflow.WithLocalActivityOptions(ctx, FirstAttemptOptions(ev.Timeout))
+		l.w.firstAttempts++
+		res = contract.DeliverResult{}
+		err = workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
+		l.w.firstAttempts--
+		if err != nil || res.Throttled <= 0 {
+			break
+		}
+		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+			return res, err
+		}
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -643,20 +665,52 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return res, err
 	}
-	// The timer may fire late (no worker was up): what is left of the
-	// window bounds the rest, and nothing left means it is spent.
-	rest := l.windowEnd().Sub(workflow.Now(ctx))
-	if rest <= 0 {
-		return res, err
+	failure := err
+	ev.AttemptOffset, ev.SlotReserved = 1, false
+	for {
+		// The timer may fire late (no worker was up): what is left of the
+		// window bounds the rest, and nothing left means it is spent.
+		rest := l.windowEnd().Sub(workflow.Now(ctx))
+		if rest <= 0 {
+			return contract.DeliverResult{}, failure
+		}
+		opts := DeliverOptions(l.window, ev.Timeout)
+		opts.ScheduleToCloseTimeout = rest
+		opts.RetryPolicy.InitialInterval = 4 * time.Second
+		// A window shorter than that (an operator's or a test's) still retries.
+		opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
+		res = contract.DeliverResult{}
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
+		if err != nil || res.Throttled <= 0 {
+			return res, err
+		}
+		// The throttled attempt is made again, with its number.
+		ev.AttemptOffset = res.Attempt - 1
+		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+			return res, err
+		}
 	}
-	opts := DeliverOptions(l.w.in.RecoveryWindow, ev.Timeout)
-	opts.ScheduleToCloseTimeout = rest
-	opts.RetryPolicy.InitialInterval = 4 * time.Second
-	// A window shorter than that (an operator's or a test's) still retries.
-	opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
-	ev.AttemptOffset = 1
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
-	return res, err
+}
+
+// lateSlot is how late a throttled attempt's timer may fire and still send
+// in the slot it reserved; later (no worker was up), it reserves again
+// rather than send in a burst with every other late lane of its endpoint.
+const lateSlot = time.Second
+
+// waitTurn waits out a throttled attempt's turn under its endpoint's rate
+// limit, on one timer, and moves the window's start on by the time waited:
+// waiting one's turn is not a failure, so it never spends the window, and
+// a throttled delivery is never dead-lettered for it. Order holds: the
+// lane's head waits, and nothing behind it is released meanwhile.
+func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration) error {
+	before := workflow.Now(ctx)
+	if err := workflow.Sleep(ctx, d); err != nil {
+		return err
+	}
+	waited := workflow.Now(ctx).Sub(before)
+	l.windowStart = l.windowStart.Add(waited)
+	ev.SlotReserved = waited-d < lateSlot
+	return nil
 }
 
 // failureReason explains why delivery stopped and whether it stopped before

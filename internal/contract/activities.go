@@ -130,6 +130,11 @@ type DeliverInput struct {
 	// recorded: the regular activity that follows a first attempt made as a
 	// local activity counts on from it.
 	AttemptOffset int32 `json:"attempt_offset,omitempty"`
+	// SlotReserved: the send slot of this attempt under its endpoint's rate
+	// limit was reserved by the attempt that answered Throttled, and the
+	// workflow has waited for it: the activity's first try sends in it
+	// without reserving another (a retry reserves its own).
+	SlotReserved bool `json:"slot_reserved,omitempty"`
 }
 
 // Envelope is the signed body a receiver gets.
@@ -180,4 +185,9 @@ type DeliverResult struct {
 	// waiting on this generation of its dead letter, with no replay claimed
 	// (a Reset ran its delivery again): the workflow waits on it.
 	DeadLettered int32 `json:"dead_lettered,omitempty"`
+	// Throttled: nothing was sent, because the endpoint's rate limit gave
+	// this attempt a send slot that far ahead: the workflow waits it out on
+	// a timer, which does not spend its recovery window, and makes the
+	// attempt (number Attempt) again with SlotReserved.
+	Throttled time.Duration `json:"throttled,omitempty"`
 }

@@ -89,10 +89,21 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
 	}
+	routed := map[string]store.Delivery{}
+	for _, d := range ev.Deliveries {
+		routed[d.EndpointID] = d
+	}
 	for _, ep := range ev.Endpoints {
-		in.Lanes = append(in.Lanes, workflows.LaneInput{Endpoint: ep})
+		in.Lanes = append(in.Lanes, laneInput(ep, routed[ep]))
 	}
 	return in
+}
+
+// laneInput is a lane waiting for its release, with the delivery settings
+// its endpoint had when the event was routed (the ledger's; none: the
+// server's).
+func laneInput(endpoint string, d store.Delivery) workflows.LaneInput {
+	return workflows.LaneInput{Endpoint: endpoint, RecoveryWindow: d.RecoveryWindow(), Timeout: d.Timeout()}
 }
 
 // ledgerInput rebuilds the workflow input of a stored event that is not
@@ -112,7 +123,7 @@ func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.Ev
 		if d.State.Final() {
 			continue
 		}
-		li := workflows.LaneInput{Endpoint: d.EndpointID}
+		li := laneInput(d.EndpointID, d)
 		if d.State == contract.StateDelivering || d.State == contract.StateDeadLettered {
 			lane, err := s.store.LaneGet(ctx, ev.CorrelationID, d.EndpointID)
 			if err != nil {

@@ -42,6 +42,24 @@ type Delivery struct {
 	// (0 and "" when it has none).
 	DeadLetterGeneration int32  `json:"dead_letter_generation,omitempty"`
 	DeadLetterStatus     string `json:"dead_letter_status,omitempty"`
+	// RecoveryWindowMS and TimeoutMS are its endpoint's settings when the
+	// event was routed, in milliseconds (nil: the server's).
+	RecoveryWindowMS *int64 `json:"recovery_window_ms,omitempty"`
+	TimeoutMS        *int64 `json:"timeout_ms,omitempty"`
+}
+
+// RecoveryWindow is the delivery's window as routed; 0 for the server's.
+func (d Delivery) RecoveryWindow() time.Duration { return msDuration(d.RecoveryWindowMS) }
+
+// Timeout is the delivery's per-attempt HTTP timeout as routed; 0 for the
+// server's.
+func (d Delivery) Timeout() time.Duration { return msDuration(d.TimeoutMS) }
+
+func msDuration(ms *int64) time.Duration {
+	if ms == nil {
+		return 0
+	}
+	return time.Duration(*ms) * time.Millisecond
 }
 
 // Lane is a (correlation, endpoint)'s position in the ledger: LastFinished
@@ -145,8 +163,11 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 		b := &pgx.Batch{}
 		b.Queue(s.q.EventLock, eventID)
 		b.Queue(s.q.DeliveryStartAttempt, eventID, endpointID).QueryRow(func(row pgx.Row) error {
-			return translate(row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
-				&a.State, &a.DeadLetterStatus, &a.Generation))
+			var sc settingsColumns
+			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
+				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation)...)
+			e.Settings = sc.settings()
+			return translate(err)
 		})
 		// A no-op when the delivery did not move: the aggregate is a function
 		// of the deliveries' states.
@@ -157,6 +178,27 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 		return a, fmt.Errorf("start attempt: %w", err)
 	}
 	return a, nil
+}
+
+// RateSlot is a send slot reserved under an endpoint's rate limit: when it
+// is, and how long from the reservation that is (0: now), both by the
+// database's clock, which every worker shares.
+type RateSlot struct {
+	At   time.Time
+	Wait time.Duration
+}
+
+// EndpointRateReserve reserves the endpoint's next send slot under a rate
+// limit of perSecond deliveries a second (> 0), shared by every worker
+// through the endpoint_rate_slots row.
+func (s *Store) EndpointRateReserve(ctx context.Context, endpointID string, perSecond float64) (RateSlot, error) {
+	var slot RateSlot
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, s.q.EndpointRateReserve, endpointID, 1/perSecond).Scan(&slot.At, &now); err != nil {
+		return slot, fmt.Errorf("reserve rate slot: %w", err)
+	}
+	slot.Wait = max(slot.At.Sub(now), 0)
+	return slot, nil
 }
 
 // DeliveryDelivered records the delivering attempt, marks the delivery

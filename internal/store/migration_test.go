@@ -16,6 +16,18 @@ import (
 	"github.com/hookflow/hookflow/schema"
 )
 
+// poolBefore is a fresh database migrated up to version, and the SQL of
+// the migration after it, whose comment must begin with opening.
+func poolBefore(t *testing.T, version int64, opening string) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	up := migrateTo(t, pool, version)
+	require.True(t, strings.HasPrefix(up, opening), "the migration after %d begins %q", version, opening)
+	return pool, up
+}
+
 // migrateTo applies the embedded up-migrations whose version is at most
 // version, their SQL as it is, without the migration runner's bookkeeping,
 // and returns the SQL of the next one.
@@ -50,16 +62,12 @@ func execInTx(ctx context.Context, pool *pgxpool.Pool, sql string) error {
 func TestMigration009MovesSingleEndpointRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	up := migrateTo(t, pool, 8)
-	require.True(t, strings.HasPrefix(up, "-- Fan-out"), "the migration after 008 is 009")
+	pool, up := poolBefore(t, 8, "-- Fan-out")
 
 	// s: one endpoint; 1 delivered and pruned, 2 skipped, 3 delivered, 4
 	// skipped, 5 dead-lettered, 6 queued. p: one endpoint, everything
 	// finished pruned, 3 waiting. m: two endpoints taking turns.
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a'), ('b', 'https://b', 'whsec_b');
 INSERT INTO events (id, correlation_id, sequence, endpoint_id, type, data, payload_hash, state, released_at, delivered_at, has_dead_letter) VALUES
   ('s-2', 's', 2, 'a', 't', NULL, '\x01', 'skipped', now(), NULL, true),
@@ -177,4 +185,46 @@ func TestMigration009DownRefusesFanOut(t *testing.T) {
 		_, err = st.Pool().Exec(ctx, `DELETE FROM events WHERE id = $1`, id)
 		require.NoError(t, err)
 	}
+}
+
+// TestMigration010KeepsEndpointsAndGoesBack: the endpoints and deliveries
+// of before 010 come out of it with the server's settings (every new column
+// NULL) and still route; its constraints refuse what the API refuses; and
+// its down migration takes it back, the settings dropped, the rest kept.
+func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 9, "-- Per-endpoint delivery settings")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a')`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	ep, err := st.EndpointGet(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, store.Settings{}, ep.Settings, "the server's, as before")
+	ev, ok, err := st.EventInsertRouted(ctx, event("e1", "c", 1), []string{"a"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, ev.Deliveries[0].RecoveryWindow())
+	for _, bad := range []string{`recovery_window_ms = 0`, `recovery_window_ms = 259200001`, `timeout_ms = 999`, `timeout_ms = 60001`,
+		`rate_limit = 0`, `rate_limit = -1`, `headers = '[]'`} {
+		_, err := pool.Exec(ctx, `UPDATE endpoints SET `+bad+` WHERE id = 'a'`)
+		require.ErrorContains(t, err, "violates check constraint", bad)
+	}
+	_, err = pool.Exec(ctx, `UPDATE endpoints SET headers = '{"X-K":"v"}', rate_limit = 5, timeout_ms = 2000 WHERE id = 'a'`)
+	require.NoError(t, err)
+	_, err = st.EndpointRateReserve(ctx, "a", 5)
+	require.NoError(t, err)
+
+	down, err := os.ReadFile("../../schema/migrations/010_endpoint_settings.down.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(down)))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name IN ('endpoints', 'deliveries') AND column_name IN ('headers', 'recovery_window_ms', 'timeout_ms', 'rate_limit')`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events_routed WHERE id = 'e1'`).Scan(&n))
+	require.Equal(t, 1, n, "the view is back as 009 had it")
 }

@@ -40,6 +40,7 @@ type queries struct {
 	EndpointDisable          string
 	EndpointsList            string
 	EndpointsSubscribed      string
+	EndpointRateReserve      string
 	EventInsertRouted        string
 	EventGet                 string
 	EventMarkStarted         string
@@ -115,8 +116,77 @@ type Endpoint struct {
 	// (package eventtypes); nil is every type. EventStartAttempt does not
 	// read them: a delivery has no use for them.
 	EventTypes []string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Settings are its delivery settings; each zero is the server's.
+	Settings  Settings
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Settings are an endpoint's delivery settings (issue 24). The API
+// validates them (api/endpoint_settings.go) and the table's constraints
+// hold the bounds again. Everything that reads an endpoint for a delivery
+// reads them here, in the endpoint's row: DeliveryStartAttempt returns
+// them to the attempt, and settings added later (a circuit breaker's
+// thresholds) belong beside them.
+type Settings struct {
+	// Headers are sent with every attempt. Their values are secrets, kept
+	// in this row alone: nothing copies them into the ledger's other
+	// tables, a log, a span or a workflow's input.
+	Headers map[string]string
+	// RecoveryWindow and Timeout are copied into each delivery when an
+	// event is routed (Delivery.RecoveryWindowMS, TimeoutMS); zero is the
+	// server's (HOOKFLOW_RECOVERY_WINDOW, HOOKFLOW_DELIVERY_TIMEOUT).
+	RecoveryWindow time.Duration
+	Timeout        time.Duration
+	// RateLimit is deliveries per second across all the endpoint's lanes;
+	// zero is unlimited.
+	RateLimit float64
+}
+
+// settingsColumns are the destinations of the settings columns.
+type settingsColumns struct {
+	headers         map[string]string
+	window, timeout *int64
+	rateLimit       *float64
+}
+
+func (c *settingsColumns) dest() []any {
+	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit}
+}
+
+func (c *settingsColumns) settings() Settings {
+	st := Settings{Headers: c.headers}
+	if len(st.Headers) == 0 {
+		st.Headers = nil
+	}
+	if c.window != nil {
+		st.RecoveryWindow = time.Duration(*c.window) * time.Millisecond
+	}
+	if c.timeout != nil {
+		st.Timeout = time.Duration(*c.timeout) * time.Millisecond
+	}
+	if c.rateLimit != nil {
+		st.RateLimit = *c.rateLimit
+	}
+	return st
+}
+
+// settingsArgs are the columns' values of st: NULL for each zero.
+func settingsArgs(st Settings) []any {
+	var headers, window, timeout, rate any
+	if st.Headers != nil {
+		headers = st.Headers
+	}
+	if st.RecoveryWindow > 0 {
+		window = st.RecoveryWindow.Milliseconds()
+	}
+	if st.Timeout > 0 {
+		timeout = st.Timeout.Milliseconds()
+	}
+	if st.RateLimit > 0 {
+		rate = st.RateLimit
+	}
+	return []any{headers, window, timeout, rate}
 }
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.
@@ -152,7 +222,9 @@ func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	var e Endpoint
-	err := row.Scan(&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &e.EventTypes)
+	var sc settingsColumns
+	err := row.Scan(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &e.EventTypes}, sc.dest()...)...)
+	e.Settings = sc.settings()
 	return e, translate(err)
 }
 
@@ -171,9 +243,17 @@ func translate(err error) error {
 }
 
 // EndpointInsert stores a new endpoint, subscribed to eventTypes (nil for
-// every type; the caller has checked them with eventtypes.Normalize).
+// every type; the caller has checked them with eventtypes.Normalize), with
+// the server's delivery settings.
 func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string, eventTypes []string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, id, url, secret, eventTypes))
+	return s.EndpointCreate(ctx, Endpoint{ID: id, URL: url, Secret: secret, EventTypes: eventTypes})
+}
+
+// EndpointCreate stores e (its ID, URL, Secret, EventTypes and Settings,
+// which the caller has checked) as a new endpoint.
+func (s *Store) EndpointCreate(ctx context.Context, e Endpoint) (Endpoint, error) {
+	args := append([]any{e.ID, e.URL, e.Secret, e.EventTypes}, settingsArgs(e.Settings)...)
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, args...))
 	if err != nil {
 		return e, fmt.Errorf("insert endpoint: %w", err)
 	}
@@ -200,6 +280,13 @@ type EndpointChange struct {
 	// EventTypes replaces the endpoint's patterns: a pointer to nil
 	// subscribes it to every type.
 	EventTypes *[]string
+	// Headers, RecoveryWindow, Timeout and RateLimit replace the
+	// endpoint's setting of that name: a pointer to the zero value (a nil
+	// map) puts the server's back.
+	Headers        *map[string]string
+	RecoveryWindow *time.Duration
+	Timeout        *time.Duration
+	RateLimit      *float64
 }
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
@@ -209,7 +296,22 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 	if ch.EventTypes != nil {
 		eventTypes = *ch.EventTypes
 	}
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes))
+	var st Settings
+	var set int32
+	if ch.Headers != nil {
+		st.Headers, set = *ch.Headers, set|1
+	}
+	if ch.RecoveryWindow != nil {
+		st.RecoveryWindow, set = *ch.RecoveryWindow, set|2
+	}
+	if ch.Timeout != nil {
+		st.Timeout, set = *ch.Timeout, set|4
+	}
+	if ch.RateLimit != nil {
+		st.RateLimit, set = *ch.RateLimit, set|8
+	}
+	args := append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, args...))
 	if err != nil {
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}

@@ -318,6 +318,33 @@ func TestEndpointUpdateEventTypes(t *testing.T) {
 	require.Equal(t, []string{"order.*"}, ep.EventTypes)
 }
 
+// TestEndpointSettingsSent: a create sends only the settings set; an
+// update sends each one given, and a pointer to the empty value sends null
+// (the server's, no headers, no limit).
+func TestEndpointSettingsSent(t *testing.T) {
+	t.Parallel()
+	const ep = `{"id":"ep_1","url":"https://x.example/h","disabled":false,"headers":{"X-Key":"********"},"recovery_window":"10m","rate_limit":5,
+		"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"POST /v1/endpoints":       reply(http.StatusCreated, ep),
+		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, ep),
+	})
+	ctx := context.Background()
+	created, err := c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://x.example/h",
+		Headers: map[string]string{"X-Key": "k"}, RecoveryWindow: client.DurationOf(10 * time.Minute), RateLimit: 5})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"url":"https://x.example/h","headers":{"X-Key":"k"},"recovery_window":"10m0s","rate_limit":5}`, s.last().body)
+	require.Equal(t, map[string]string{"X-Key": "********"}, created.Headers)
+	require.Equal(t, "10m", created.RecoveryWindow)
+	require.Equal(t, 5.0, created.RateLimit)
+
+	var none map[string]string
+	server, unlimited, timeout := client.Duration(""), client.Rate(0), client.Duration("2s")
+	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{Headers: &none, RecoveryWindow: &server, Timeout: &timeout, RateLimit: &unlimited})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"headers":null,"recovery_window":null,"timeout":"2s","rate_limit":null}`, s.last().body)
+}
+
 func TestEndpointListAllFollowsTheCursor(t *testing.T) {
 	t.Parallel()
 	s, c := newStub(t, map[string]http.HandlerFunc{

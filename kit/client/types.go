@@ -76,6 +76,47 @@ type EndpointCreateRequest struct {
 	// "prefix." ("order.*": order.created and order.a.b, not order), or
 	// "*" for every type; at most 100, repeats dropped.
 	EventTypes []string `json:"event_types,omitempty"`
+	// Headers are custom headers sent with every delivery (a receiver's
+	// API key): not webhook-*, content-type, host, traceparent or a
+	// hop-by-hop header. Their values are secrets: answers show them as
+	// "********".
+	Headers map[string]string `json:"headers,omitempty"`
+	// RecoveryWindow is how long a delivery is retried before it is
+	// dead-lettered (1s to 72h); empty for the server's.
+	RecoveryWindow Duration `json:"recovery_window,omitempty"`
+	// Timeout is one attempt's HTTP timeout (1s to 60s); empty for the
+	// server's.
+	Timeout Duration `json:"timeout,omitempty"`
+	// RateLimit is deliveries per second across all its lanes; 0 for
+	// unlimited.
+	RateLimit Rate `json:"rate_limit,omitempty"`
+}
+
+// Duration is a Go duration as the API takes it ("30s", "5m", "72h"). The
+// empty one is sent as null: the server's.
+type Duration string
+
+// DurationOf is d as the API takes it.
+func DurationOf(d time.Duration) Duration { return Duration(d.String()) }
+
+// MarshalJSON sends the empty Duration as null.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	if d == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(d))
+}
+
+// Rate is a rate limit in deliveries per second. Zero is sent as null: no
+// limit.
+type Rate float64
+
+// MarshalJSON sends the zero Rate as null.
+func (r Rate) MarshalJSON() ([]byte, error) {
+	if r == 0 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(r))
 }
 
 // EndpointUpdateRequest changes an endpoint; nil fields stay as they are,
@@ -86,6 +127,14 @@ type EndpointUpdateRequest struct {
 	// EventTypes replaces its event types (as EndpointCreateRequest has
 	// them); a pointer to a nil slice sends null: every type again.
 	EventTypes *[]string `json:"event_types,omitempty"`
+	// Headers replaces its custom headers whole; a pointer to a nil map
+	// removes them all.
+	Headers *map[string]string `json:"headers,omitempty"`
+	// RecoveryWindow, Timeout and RateLimit replace its settings; a
+	// pointer to the empty value puts the server's back (no limit).
+	RecoveryWindow *Duration `json:"recovery_window,omitempty"`
+	Timeout        *Duration `json:"timeout,omitempty"`
+	RateLimit      *Rate     `json:"rate_limit,omitempty"`
 }
 
 // Endpoint is a registered receiver URL.
@@ -99,6 +148,13 @@ type Endpoint struct {
 	// EventTypes are the patterns of the event types it is sent; nil when
 	// it is sent every type.
 	EventTypes []string `json:"event_types,omitempty"`
+	// Headers are its custom headers' names, each value "********".
+	Headers map[string]string `json:"headers,omitempty"`
+	// RecoveryWindow, Timeout and RateLimit are its delivery settings;
+	// empty (0) where it has the server's (no limit).
+	RecoveryWindow string  `json:"recovery_window,omitempty"`
+	Timeout        string  `json:"timeout,omitempty"`
+	RateLimit      float64 `json:"rate_limit,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`

@@ -1,26 +1,35 @@
 -- name: EndpointInsert
-INSERT INTO endpoints (id, url, secret, event_types)
-VALUES ($1, $2, $3, $4)
-RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types;
+INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
+       headers, recovery_window_ms, timeout_ms, rate_limit;
 
 -- name: EndpointGet
-SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types
+SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
+       headers, recovery_window_ms, timeout_ms, rate_limit
 FROM endpoints WHERE id = $1;
 
 -- name: EndpointUpdate
 -- NULL leaves a field as it is, but for event_types, where NULL is every
--- type: $5 says whether $6 replaces them. Re-enabling clears the reason it
--- was disabled.
+-- type: $5 says whether $6 replaces them; and for the delivery settings,
+-- where NULL is the server's: $7 is a bit set of those that $8..$11
+-- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit).
+-- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
     url             = COALESCE($2, url),
     event_types     = CASE WHEN $5::boolean THEN $6::text[] ELSE event_types END,
+    headers            = CASE WHEN $7::int & 1 <> 0 THEN $8::jsonb ELSE headers END,
+    recovery_window_ms = CASE WHEN $7::int & 2 <> 0 THEN $9::bigint ELSE recovery_window_ms END,
+    timeout_ms         = CASE WHEN $7::int & 4 <> 0 THEN $10::bigint ELSE timeout_ms END,
+    rate_limit         = CASE WHEN $7::int & 8 <> 0 THEN $11::double precision ELSE rate_limit END,
     disabled        = COALESCE($3, disabled),
     disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
                            WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
 WHERE id = $1
-RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types;
+RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
+       headers, recovery_window_ms, timeout_ms, rate_limit;
 
 -- name: EndpointRotateSecret
 -- The current secret joins the previous ones, to sign for $3 seconds more;
@@ -34,14 +43,16 @@ UPDATE endpoints SET
     secret     = $2,
     updated_at = now()
 WHERE id = $1
-RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types;
+RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
+       headers, recovery_window_ms, timeout_ms, rate_limit;
 
 -- name: EndpointDisable
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
 
 -- name: EndpointsList
 -- A page in id order, after $1 ('' for the first).
-SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types
+SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
+       headers, recovery_window_ms, timeout_ms, rate_limit
 FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed
@@ -49,7 +60,8 @@ FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
 -- rule as eventtypes.Matches: NULL is every type, "*" too, "prefix.*" every
 -- type starting with "prefix." (compared as text, not LIKE, so % and _ in a
 -- prefix are themselves), anything else that exact type.
-SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types
+SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
+       headers, recovery_window_ms, timeout_ms, rate_limit
 FROM endpoints
 WHERE NOT disabled
   AND (event_types IS NULL
@@ -57,3 +69,16 @@ WHERE NOT disabled
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
                   WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($1, left(p, -1)))))
 ORDER BY id;
+
+-- name: EndpointRateReserve
+-- Reserves the endpoint's next send slot for a rate limit of one per $2
+-- seconds, and answers it with the database's clock (the one clock every
+-- worker shares): the slot is max(next_slot, now), and next_slot moves one
+-- interval past it, in one statement, so concurrent attempts on any worker
+-- get distinct slots in the order they reserve. A slot in the past (the
+-- endpoint was idle) is not banked: an idle endpoint gets no burst.
+INSERT INTO endpoint_rate_slots AS s (endpoint_id, next_slot)
+VALUES ($1, clock_timestamp() + make_interval(secs => $2))
+ON CONFLICT (endpoint_id) DO UPDATE
+    SET next_slot = GREATEST(s.next_slot, clock_timestamp()) + make_interval(secs => $2)
+RETURNING next_slot - make_interval(secs => $2), clock_timestamp();

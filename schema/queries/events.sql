@@ -14,17 +14,21 @@ WITH ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
 ), routed AS (
-    INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence)
-    SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence
+    -- Each delivery keeps its endpoint's window and timeout as they are at
+    -- routing (NULL: the server's), as the routing itself is kept.
+    INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
+    SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
     FROM ins, (SELECT DISTINCT unnest($7::text[]) AS endpoint_id) r
-    RETURNING endpoint_id, state, updated_at
+    LEFT JOIN endpoints ep ON ep.id = r.endpoint_id
+    RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
 ), high AS (
     INSERT INTO correlations AS c (correlation_id, high_water)
     SELECT correlation_id, sequence FROM ins
     ON CONFLICT (correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
 )
 SELECT ins.*,
-       COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at) ORDER BY endpoint_id)
+       COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at,
+                                                   'recovery_window_ms', recovery_window_ms, 'timeout_ms', timeout_ms) ORDER BY endpoint_id)
                  FROM routed), '[]')
 FROM ins;
 
@@ -193,6 +197,7 @@ WITH dl AS (
       AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
+       headers, recovery_window_ms, timeout_ms, rate_limit,
        COALESCE((SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0)
 FROM endpoints WHERE id = $2;

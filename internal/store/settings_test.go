@@ -1,0 +1,88 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/intake"
+)
+
+// TestDeliveriesKeepTheSettingsOfTheirRouting: an event's deliveries get
+// their endpoints' window and timeout as they are when it is routed (none:
+// the server's), and keep them through a later change of the endpoint,
+// which only later events get.
+func TestDeliveriesKeepTheSettingsOfTheirRouting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "set", URL: "https://example.com/s", Secret: "whsec_x",
+		Settings: store.Settings{RecoveryWindow: 90 * time.Second, Timeout: 2500 * time.Millisecond, RateLimit: 2, Headers: map[string]string{"X-K": "v"}}})
+	require.NoError(t, err)
+	route := func(id string, seq int64) store.Event {
+		ev, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-settings", Sequence: seq, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}},
+			[]string{"ep", "set"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		return ev
+	}
+	first := route("e1", 1)
+	require.Len(t, first.Deliveries, 2)
+	require.Zero(t, first.Deliveries[0].RecoveryWindow(), "ep has the server's")
+	require.Zero(t, first.Deliveries[0].Timeout())
+	require.Equal(t, 90*time.Second, first.Deliveries[1].RecoveryWindow())
+	require.Equal(t, 2500*time.Millisecond, first.Deliveries[1].Timeout())
+
+	w := 72 * time.Hour
+	none := time.Duration(0)
+	ep, err := st.EndpointUpdate(ctx, "set", store.EndpointChange{RecoveryWindow: &w, Timeout: &none})
+	require.NoError(t, err)
+	require.Equal(t, store.Settings{RecoveryWindow: w, RateLimit: 2, Headers: map[string]string{"X-K": "v"}}, ep.Settings)
+
+	got, err := st.EventGet(ctx, "e1")
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, got.Deliveries[1].RecoveryWindow(), "a routed delivery keeps its window")
+	require.Equal(t, 2500*time.Millisecond, got.Deliveries[1].Timeout())
+	second := route("e2", 2)
+	require.Equal(t, w, second.Deliveries[1].RecoveryWindow())
+	require.Zero(t, second.Deliveries[1].Timeout())
+}
+
+// TestEndpointRateReserveSpacesSlots: concurrent reservations at 10/s get
+// distinct slots exactly 100 ms apart, in some order, and an idle
+// endpoint's next slot is now (no burst is banked).
+func TestEndpointRateReserveSpacesSlots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	const n = 20
+	slots := make([]store.RateSlot, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s, err := st.EndpointRateReserve(ctx, "ep", 10)
+			require.NoError(t, err)
+			slots[i] = s
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(slots, func(a, b store.RateSlot) int { return a.At.Compare(b.At) })
+	require.Zero(t, slots[0].Wait, "the first is sent at once")
+	for i := 1; i < n; i++ {
+		require.Equal(t, 100*time.Millisecond, slots[i].At.Sub(slots[i-1].At), "slot %d", i)
+	}
+	require.Greater(t, slots[n-1].Wait, time.Second, "the last waits its turn")
+
+	time.Sleep(slots[n-1].Wait + 200*time.Millisecond)
+	s, err := st.EndpointRateReserve(ctx, "ep", 10)
+	require.NoError(t, err)
+	require.Zero(t, s.Wait, "an idle endpoint sends at once")
+	next, err := st.EndpointRateReserve(ctx, "ep", 10)
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, next.At.Sub(s.At), "and the next waits one interval")
+}
