@@ -128,19 +128,29 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, contract.ErrTypeRetryable)
 	}
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBody))
+	// A receiver's error page may quote the URL it was called at, and may
+	// hold escape sequences meant for the terminal of whoever reads the
+	// dead letter: both are taken out before it is stored. A receiver may
+	// echo the request's headers too: the custom headers' values are taken
+	// out as well. They are taken out before the answer is cut to its
+	// recorded length, so that one the cut would split goes whole: the
+	// answer is read as far past the cut as the longest of them.
+	over := len(req.URL.String())
+	for _, v := range secrets {
+		over = max(over, len(v))
+	}
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, int64(maxRecordedBody+over)))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain so the connection is reused
 	resp.Body.Close()
 	code := int32(resp.StatusCode)
 	rec.StatusCode = &code
 	what := fmt.Sprintf("receiver answered %d", resp.StatusCode)
-	if len(snippet) > 0 {
-		// A receiver's error page may quote the URL it was called at, and
-		// may hold escape sequences meant for the terminal of whoever reads
-		// the dead letter: both are taken out before it is stored.
-		// A receiver may echo the request's headers too: the custom
-		// headers' values are taken out as well.
-		what += ": " + printable.String(scrubValues(scrub(string(snippet), req.URL), secrets))
+	if len(answer) > 0 {
+		snippet := scrubValues(scrub(string(answer), req.URL), secrets)
+		if len(snippet) > maxRecordedBody {
+			snippet = snippet[:maxRecordedBody]
+		}
+		what += ": " + printable.String(snippet)
 	}
 
 	switch c := resp.StatusCode; {

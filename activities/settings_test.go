@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,6 +69,23 @@ func TestDeliverScrubsEchoedHeaderValues(t *testing.T) {
 	_, err := b.deliver(t)
 	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
 	requireRedacted(t, b, err, secret, `receiver answered 401: bad key "[redacted]"`)
+}
+
+// TestDeliverScrubsAHeaderValueTheCutWouldSplit: an echoed value that
+// straddles the recorded answer's 2 KiB cut goes whole, not its first half.
+func TestDeliverScrubsAHeaderValueTheCutWouldSplit(t *testing.T) {
+	t.Parallel()
+	secret := "hdr-s3cret-straddling-the-cut"
+	url := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, strings.Repeat("x", 2048-10)+r.Header.Get("X-Api-Key"))
+	})
+	b := setupDeliver(t, url)
+	b.setHeaders(t, map[string]string{"X-Api-Key": secret})
+
+	_, err := b.deliver(t)
+	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
+	requireRedacted(t, b, err, secret[:10], "receiver answered 401: "+strings.Repeat("x", 2048-10)+"[redacted]")
 }
 
 // TestDeliverWaitsItsTurnUnderTheRateLimit: at one delivery a second, an
