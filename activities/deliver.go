@@ -209,6 +209,9 @@ func (a *Activities) awaitSlot(ctx context.Context, in contract.DeliverInput, ep
 	if err != nil {
 		return 0, err
 	}
+	if slot.Wait > 0 {
+		a.metrics.Throttled(ep.ID)
+	}
 	if slot.Wait > maxInlineThrottle {
 		return slot.Wait, nil
 	}

@@ -15,10 +15,9 @@ const healthWindow = time.Hour
 // EndpointHealthResponse is the body of GET /v1/endpoints/{id}/stats: how
 // the endpoint's receiver answered in the last hour, and what waits for it.
 //
-// The circuit breaker's state ("circuit") and the deliveries held by the
-// endpoint's rate limit ("throttled") belong here too, and join this type
-// when the breaker and the rate limit exist; until then they are left out
-// rather than reported as a state nothing keeps.
+// The circuit breaker's state ("circuit") belongs here too, and joins this
+// type when the breaker exists; until then it is left out rather than
+// reported as a state nothing keeps.
 type EndpointHealthResponse struct {
 	EndpointID string `json:"endpoint_id"`
 	// WindowSeconds is the span the attempt figures cover, ending now.
@@ -40,6 +39,10 @@ type EndpointHealthResponse struct {
 	// OldestUndelivered is the delivery to it, not delivered or skipped,
 	// whose event was accepted first; absent when there is none.
 	OldestUndelivered *OldestUndelivered `json:"oldest_undelivered,omitempty"`
+	// Throttled counts the attempts its rate limit held back for a later
+	// send slot, since its first rate-limited attempt: a total, not a
+	// figure of the window (0 when it never had a rate limit).
+	Throttled int64 `json:"throttled"`
 }
 
 // AttemptOutcomes are the window's attempts by outcome, as the wire
@@ -79,7 +82,7 @@ func (s *Server) endpointStats(c echo.Context) error {
 		Attempts:    h.Attempts.Total,
 		Outcomes:    AttemptOutcomes{Delivered: h.Attempts.Delivered, Retry: h.Attempts.Retry, Permanent: h.Attempts.Permanent, Gone: h.Attempts.Gone},
 		SuccessRate: h.Attempts.SuccessRate(), LatencyP50MS: h.LatencyP50MS, LatencyP99MS: h.LatencyP99MS,
-		Waiting: h.Waiting, Delivering: h.Delivering, DeadLettersOpen: h.DeadLettersOpen,
+		Waiting: h.Waiting, Delivering: h.Delivering, DeadLettersOpen: h.DeadLettersOpen, Throttled: h.Throttled,
 	}
 	if o := h.Oldest; o != nil {
 		resp.OldestUndelivered = &OldestUndelivered{EventID: o.EventID, CorrelationID: o.CorrelationID, Sequence: o.Sequence, State: o.State, AgeSeconds: o.AgeSeconds}

@@ -17,6 +17,7 @@ import (
 // attempts of the last hour and what waits for it; an idle endpoint has no
 // rate and no percentiles (null, not 0), nor an oldest undelivered; an
 // unknown endpoint is 404 problem+json; and it takes events:read.
+// throttled counts the reservations its rate limit made wait.
 func TestEndpointStats(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -29,7 +30,7 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"attempts":0,
 		"outcomes":{"delivered":0,"retry":0,"permanent":0,"gone":0},"success_rate":null,"latency_p50_ms":null,"latency_p99_ms":null,
-		"waiting":0,"delivering":0,"dead_letters_open":0}`, body)
+		"waiting":0,"delivering":0,"dead_letters_open":0,"throttled":0}`, body)
 
 	// One event accepted through the API, tried three times: one 5xx, one
 	// timeout and one 2xx that the worker has not recorded as delivered yet.
@@ -58,7 +59,19 @@ func TestEndpointStats(t *testing.T) {
 	require.EqualValues(t, 1, got.OldestUndelivered.Sequence)
 	require.EqualValues(t, "waiting", got.OldestUndelivered.State)
 	require.NotContains(t, body, "circuit", "no breaker exists yet: its state is not made up")
-	require.NotContains(t, body, "throttled", "no rate limit exists yet")
+	require.Zero(t, got.Throttled, "no rate limit: never throttled")
+
+	// Three reservations under a rate limit of 1/s: the first sends at
+	// once, the next two wait their turn and are counted.
+	for range 3 {
+		_, err := b.store.EndpointRateReserve(ctx, b.endpointID, 1)
+		require.NoError(t, err)
+	}
+	resp, body = get(b.endpointID, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	got = api.EndpointHealthResponse{}
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.EqualValues(t, 2, got.Throttled, body)
 
 	resp, body = get("nosuch_1", b.bearer())
 	p := requireProblem(t, resp, body, http.StatusNotFound, "")

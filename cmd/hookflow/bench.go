@@ -29,7 +29,11 @@ Prints a table; --json writes every figure. Short run: hookflow bench --events 3
 --ledger-rows 0,1M,5M instead measures hookflow on top of that much synthetic history (written by
 SQL into an emptied ledger before each size), with the API's cleaner running every 10s at the
 default retentions: accept latency, the ordered scenario's rate, the idle single key, what the
-cleaner pruned, hookflow's statements under EXPLAIN, and the bytes per event before and after pruning.`
+cleaner pruned, hookflow's statements under EXPLAIN, and the bytes per event before and after pruning.
+--rate-limit instead measures an endpoint's rate limit (issue 24): two endpoints with 20 lanes each,
+one limited to 5/s, and prints its rate over 60 s of its receiver's commits, the order violations in
+both receivers' ledgers, and the unlimited endpoint's rate beside it against its rate alone (a few
+minutes).`
 
 // runBench is hookflow bench. "hookflow bench baseline-worker" and
 // "hookflow bench baseline-fast-worker" are the baselines' processes, which
@@ -49,6 +53,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	var ledgerRows string
 	var ledgerBytes int64
 	var ledgerDays float64
+	var rateLimit bool
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
@@ -61,6 +66,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.IntVar(&soak, "soak", 0, "instead: post this many events to one correlation in bursts, and report rate, worker RSS and the sequencer's runs per burst")
 		fs.StringVar(&ledgerRows, "ledger-rows", "", "instead: measure hookflow on top of each of these sizes of synthetic history, comma separated (0,1M,5M)")
 		fs.Int64Var(&ledgerBytes, "ledger-bytes-rows", -1, "with --ledger-rows: delivered events of the ledger whose bytes per event are read before and after pruning (default: the largest size, at most 1M; 0 skips it)")
+		fs.BoolVar(&rateLimit, "rate-limit", false, "instead: measure a rate-limited endpoint (5/s, 20 lanes) beside an unlimited one: its rate over 60 s, order, and the other's rate against its rate alone")
 		fs.Float64Var(&ledgerDays, "ledger-days", bench.DefaultLedgerSpan.Hours()/24, "with --ledger-rows: days the synthetic history is spread over, up to an hour ago (the default is past every retention, so the cleaner has work at once; under 30 it has none)")
 	})
 	if err != nil {
@@ -81,7 +87,12 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		return &config.UsageError{Msg: "--soak must not be negative"}
 	}
 	var rep benchReport
-	if ledgerRows != "" {
+	if rateLimit && (soak > 0 || ledgerRows != "") {
+		return &config.UsageError{Msg: "--rate-limit, --soak and --ledger-rows are different runs: give one"}
+	}
+	if rateLimit {
+		rep, err = bench.RateLimit(ctx, cfg, app.NewLogger(env.stderr))
+	} else if ledgerRows != "" {
 		if soak > 0 {
 			return &config.UsageError{Msg: "--soak and --ledger-rows are two different runs: give one"}
 		}

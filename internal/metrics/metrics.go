@@ -34,6 +34,7 @@ type Metrics struct {
 	deadLettered        *prometheus.CounterVec
 	attempts            *prometheus.HistogramVec
 	retries             *prometheus.CounterVec
+	throttled           *prometheus.CounterVec
 	consecutiveFailures *prometheus.GaugeVec
 	cleaned             *prometheus.CounterVec
 	cleanerRuns         *prometheus.CounterVec
@@ -76,6 +77,10 @@ func New(reg *prometheus.Registry, logger *slog.Logger) (*Metrics, error) {
 			Namespace: Namespace, Name: "delivery_retries_total",
 			Help: "Delivery attempts that failed and will be retried, by endpoint.",
 		}, []string{"endpoint_id"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "delivery_throttled_total",
+			Help: "Delivery attempts the endpoint's rate limit held back for a later send slot, by endpoint, as seen by this process.",
+		}, []string{"endpoint_id"}),
 		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "cleaner_rows_total",
 			Help: "Rows the cleaner pruned, by kind: payloads (emptied), attempts and keys (deleted).",
@@ -90,7 +95,7 @@ func New(reg *prometheus.Registry, logger *slog.Logger) (*Metrics, error) {
 		}, []string{"endpoint_id"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.consecutiveFailures, m.cleaned, m.cleanerRuns,
+		m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.throttled, m.consecutiveFailures, m.cleaned, m.cleanerRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -142,6 +147,16 @@ func (m *Metrics) Retry(endpointID string) {
 		return
 	}
 	m.retries.WithLabelValues(endpointID).Inc()
+}
+
+// Throttled counts an attempt to endpointID its rate limit held back. The
+// durable count, shared by every worker, is the endpoint's stats'
+// "throttled"; this is the process's share of it.
+func (m *Metrics) Throttled(endpointID string) {
+	if m == nil {
+		return
+	}
+	m.throttled.WithLabelValues(endpointID).Inc()
 }
 
 // Cleaned counts rows the cleaner pruned.

@@ -30,6 +30,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.EventAccepted("ep")
 	m.Attempt("ep", "delivered", time.Millisecond, true)
 	m.Retry("ep")
+	m.Throttled("ep")
 	m.DeadLettered("ep")
 }
 
@@ -43,12 +44,14 @@ func TestDeliveryInstruments(t *testing.T) {
 	m.Retry("ep_a")
 	m.Attempt("ep_b", "permanent", time.Millisecond, false)
 	m.DeadLettered("ep_b")
+	m.Throttled("ep_b")
 
 	out := scrape(t, m)
 	require.Contains(t, out, `hookflow_events_accepted_total{endpoint_id="ep_a"} 1`)
 	require.Contains(t, out, `hookflow_delivery_retries_total{endpoint_id="ep_a"} 2`)
 	require.Contains(t, out, `hookflow_endpoint_consecutive_failures{endpoint_id="ep_a"} 2`)
 	require.Contains(t, out, `hookflow_events_dead_lettered_total{endpoint_id="ep_b"} 1`)
+	require.Contains(t, out, `hookflow_delivery_throttled_total{endpoint_id="ep_b"} 1`)
 	require.Contains(t, out, `hookflow_delivery_attempt_duration_seconds_count{endpoint_id="ep_a",outcome="retry"} 2`)
 
 	m.Attempt("ep_a", "delivered", 5*time.Millisecond, true)

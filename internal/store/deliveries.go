@@ -182,7 +182,8 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 
 // RateSlot is a send slot reserved under an endpoint's rate limit: when it
 // is, and how long from the reservation that is (0: now), both by the
-// database's clock, which every worker shares.
+// database's clock, which every worker shares. A Wait above 0 is a throttle,
+// and the reservation counted it in the endpoint's throttled total.
 type RateSlot struct {
 	At   time.Time
 	Wait time.Duration

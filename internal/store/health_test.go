@@ -72,6 +72,6 @@ func TestEndpointHealth(t *testing.T) {
 
 	none, err := st.EndpointHealth(ctx, "c", time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, store.Health{}, none, "no attempts: no rate, no percentiles, nothing waiting")
+	require.Equal(t, store.Health{}, none, "no attempts: no rate, no percentiles, nothing waiting, never throttled")
 	require.Nil(t, none.Attempts.SuccessRate())
 }

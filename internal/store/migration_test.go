@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -215,7 +216,9 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	}
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET headers = '{"X-K":"v"}', rate_limit = 5, timeout_ms = 2000 WHERE id = 'a'`)
 	require.NoError(t, err)
-	_, err = st.EndpointRateReserve(ctx, "a", 5)
+	// The limiter's row as 010 has it (the store's reservation reads
+	// migration 012's counter).
+	_, err = pool.Exec(ctx, `INSERT INTO endpoint_rate_slots (endpoint_id, next_slot) VALUES ('a', now())`)
 	require.NoError(t, err)
 
 	down, err := os.ReadFile("../../schema/migrations/010_endpoint_settings.down.sql")
@@ -227,4 +230,37 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.Zero(t, n)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events_routed WHERE id = 'e1'`).Scan(&n))
 	require.Equal(t, 1, n, "the view is back as 009 had it")
+}
+
+// TestMigration012CountsFromZeroAndGoesBack: a limiter row of before 012
+// starts counting throttles at 0 and keeps its slot; the down migration
+// drops the count and keeps the row.
+func TestMigration012CountsFromZeroAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 11, "-- The rate limiter counts the attempts it held back")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret, rate_limit) VALUES ('a', 'https://a', 'whsec_a', 1)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO endpoint_rate_slots (endpoint_id, next_slot) VALUES ('a', now() + interval '1 hour')`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	h, err := st.EndpointHealth(ctx, "a", time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, h.Throttled, "nothing was counted before 012")
+	slot, err := st.EndpointRateReserve(ctx, "a", 1)
+	require.NoError(t, err)
+	require.Greater(t, slot.Wait, 59*time.Minute, "the slot of before is kept")
+	h, err = st.EndpointHealth(ctx, "a", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), h.Throttled)
+
+	down, err := os.ReadFile("../../schema/migrations/012_endpoint_throttled.down.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(down)))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM endpoint_rate_slots WHERE endpoint_id = 'a'`).Scan(&n))
+	require.Equal(t, 1, n, "the limiter's row is kept")
 }

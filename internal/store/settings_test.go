@@ -77,6 +77,9 @@ func TestEndpointRateReserveSpacesSlots(t *testing.T) {
 		require.Equal(t, 100*time.Millisecond, slots[i].At.Sub(slots[i-1].At), "slot %d", i)
 	}
 	require.Greater(t, slots[n-1].Wait, time.Second, "the last waits its turn")
+	h, err := st.EndpointHealth(ctx, "ep", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(n-1), h.Throttled, "every reservation but the first waited, and was counted")
 
 	time.Sleep(slots[n-1].Wait + 200*time.Millisecond)
 	s, err := st.EndpointRateReserve(ctx, "ep", 10)
@@ -85,4 +88,10 @@ func TestEndpointRateReserveSpacesSlots(t *testing.T) {
 	next, err := st.EndpointRateReserve(ctx, "ep", 10)
 	require.NoError(t, err)
 	require.Equal(t, 100*time.Millisecond, next.At.Sub(s.At), "and the next waits one interval")
+	h, err = st.EndpointHealth(ctx, "ep", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(n), h.Throttled, "the idle endpoint's reservation was not a throttle, the next was")
+	other, err := st.EndpointHealth(ctx, "never-limited", time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, other.Throttled)
 }

@@ -132,6 +132,10 @@ type Health struct {
 	// Oldest is its delivery not delivered or skipped whose event was
 	// accepted first; nil when there is none.
 	Oldest *OldestDelivery
+	// Throttled counts the attempts to it its rate limit held back (a send
+	// slot later than the moment it was reserved), since its first
+	// rate-limited attempt: a total, not a figure of the window.
+	Throttled int64
 }
 
 // AttemptCounts are attempts by outcome.
@@ -174,7 +178,7 @@ func (s *Store) EndpointHealth(ctx context.Context, endpointID string, window ti
 	err := s.pool.QueryRow(ctx, s.q.EndpointHealth, endpointID, window.Seconds()).Scan(
 		&h.Attempts.Total, &h.Attempts.Delivered, &h.Attempts.Retry, &h.Attempts.Permanent, &h.Attempts.Gone,
 		&h.LatencyP50MS, &h.LatencyP99MS, &h.Waiting, &h.Delivering, &h.DeadLettersOpen,
-		&eventID, &corr, &seq, &state, &age)
+		&eventID, &corr, &seq, &state, &age, &h.Throttled)
 	if err != nil {
 		return Health{}, fmt.Errorf("read endpoint health: %w", err)
 	}

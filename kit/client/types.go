@@ -496,6 +496,9 @@ type EndpointHealth struct {
 	// OldestUndelivered is the delivery not delivered or skipped whose
 	// event was accepted first; nil when there is none.
 	OldestUndelivered *OldestUndelivered `json:"oldest_undelivered,omitempty"`
+	// Throttled counts the attempts its rate limit held back for a later
+	// send slot, since its first rate-limited attempt (not the window's).
+	Throttled int64 `json:"throttled"`
 }
 
 // AttemptOutcomes are attempts by outcome: delivered (2xx but 202), retry

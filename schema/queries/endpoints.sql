@@ -77,8 +77,13 @@ ORDER BY id;
 -- interval past it, in one statement, so concurrent attempts on any worker
 -- get distinct slots in the order they reserve. A slot in the past (the
 -- endpoint was idle) is not banked: an idle endpoint gets no burst.
+-- A reservation whose slot is later than now (the attempt waits its turn)
+-- is counted in throttled by the same statement (migration 012). now is
+-- read once, so the count and the wait the caller computes agree.
+WITH clock AS (SELECT clock_timestamp() AS now)
 INSERT INTO endpoint_rate_slots AS s (endpoint_id, next_slot)
-VALUES ($1, clock_timestamp() + make_interval(secs => $2))
+SELECT $1, clock.now + make_interval(secs => $2) FROM clock
 ON CONFLICT (endpoint_id) DO UPDATE
-    SET next_slot = GREATEST(s.next_slot, clock_timestamp()) + make_interval(secs => $2)
-RETURNING next_slot - make_interval(secs => $2), clock_timestamp();
+    SET next_slot = GREATEST(s.next_slot, (SELECT now FROM clock)) + make_interval(secs => $2),
+        throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
+RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);

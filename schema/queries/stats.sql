@@ -90,7 +90,9 @@ LIMIT $1;
 -- by its event's acceptance (NULL columns when there is none); and its open
 -- dead letters, from dead_letters_open_idx. Attempts recorded as
 -- 'disabled' made no request and are left out: they say nothing of how the
--- receiver answers.
+-- receiver answers. Last, the attempts its rate limit has held back since
+-- its first rate-limited attempt (endpoint_rate_slots, migration 012; 0
+-- when it never had one).
 WITH attempts AS (
     SELECT count(*) AS total,
            count(*) FILTER (WHERE outcome = 'delivered') AS delivered,
@@ -119,7 +121,8 @@ WITH attempts AS (
 SELECT a.total, a.delivered, a.retry, a.permanent, a.gone, a.p50, a.p99,
        c.waiting, c.delivering,
        (SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'),
-       o.event_id, o.correlation_id, o.sequence, o.state, o.age
+       o.event_id, o.correlation_id, o.sequence, o.state, o.age,
+       COALESCE((SELECT throttled FROM endpoint_rate_slots WHERE endpoint_id = $1), 0)
 FROM attempts a
 CROSS JOIN counts c
 LEFT JOIN oldest o ON true;

@@ -1,0 +1,1 @@
+ALTER TABLE endpoint_rate_slots DROP COLUMN IF EXISTS throttled;
