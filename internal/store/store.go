@@ -88,6 +88,8 @@ type queries struct {
 	EventsPruneKeys          string
 	CleanerRunRecord         string
 	CleanerRunLast           string
+	OperationalSequenceNext  string
+	OperationalSubscribers   string
 }
 
 // New returns a Store on pool.
