@@ -130,3 +130,47 @@ func TestOperationalSequencesContiguous(t *testing.T) {
 	}
 	require.Equal(t, want, seqs, "1..%d, no gap where a transaction rolled back", committed)
 }
+
+// TestDeadLetterPublishesOncePerGeneration: writing a dead letter stores
+// its hookflow.dead_letter.created event about the endpoint in the same
+// transaction, once per generation: the retried write of a window publishes
+// nothing more. A dead letter of an operational event publishes none.
+func TestDeadLetterPublishesOncePerGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	operators(t, st)
+	insertRouted(t, st, "o-1", "o", 1, "a")
+	dl := deadLetter("o-1", "a", "o", 1)
+	dl.Reason = "permanent rejection: 400"
+	for _, window := range []string{"run/1", "run/1", "run/2", "run/2"} {
+		_, err := st.DeadLetterUpsert(ctx, dl, window)
+		require.NoError(t, err)
+	}
+	var n int
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM events WHERE correlation_id = 'a'").Scan(&n))
+	require.Equal(t, 2, n, "one event per generation, none for the retried writes")
+	for gen := int64(1); gen <= 2; gen++ {
+		ev, err := st.EventGet(ctx, fmt.Sprintf("hookflow-a-%d", gen))
+		require.NoError(t, err)
+		require.Equal(t, contract.OpDeadLetterCreated, ev.Type)
+		require.Equal(t, gen, ev.Sequence)
+		require.Equal(t, []string{"op1", "op3"}, ev.Endpoints)
+		var data map[string]any
+		require.NoError(t, json.Unmarshal(ev.Data, &data))
+		require.Equal(t, "a", data["endpoint_id"])
+		require.Equal(t, "o-1", data["event_id"])
+		require.Equal(t, "o", data["correlation_id"])
+		require.Equal(t, 1.0, data["sequence"])
+		require.Equal(t, float64(gen), data["generation"])
+		require.Equal(t, "permanent rejection: 400", data["reason"])
+		require.Equal(t, "t", data["event_type"])
+	}
+
+	// op1 fails to take hookflow-a-1: its dead letter tells nobody.
+	opDL := deadLetter("hookflow-a-1", "op1", "a", 1)
+	_, err := st.DeadLetterUpsert(ctx, opDL, "run/1")
+	require.NoError(t, err)
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM events WHERE correlation_id = 'op1'").Scan(&n))
+	require.Zero(t, n, "no operational event about an operational event's dead letter")
+}

@@ -90,6 +90,7 @@ type queries struct {
 	CleanerRunLast           string
 	OperationalSequenceNext  string
 	OperationalSubscribers   string
+	EventTypeGet             string
 }
 
 // New returns a Store on pool.

@@ -20,12 +20,22 @@ import (
 type FieldError struct {
 	Field  string
 	Detail string
+	// Reserved is set when the value is well formed but one of hookflow's
+	// own (ReservedTypePrefix, ReservedIDPrefix, EndpointIDForm): the API
+	// answers 422 rather than 400.
+	Reserved bool
 }
 
 func (e *FieldError) Error() string { return e.Detail }
 
 func fieldErr(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+func reservedErr(field, format string, args ...any) *FieldError {
+	fe := fieldErr(field, format, args...)
+	fe.Reserved = true
+	return fe
 }
 
 // Request is an event as a producer sends it. Pointer fields tell a missing
@@ -122,7 +132,7 @@ func Validate(req Request) (Event, *FieldError) {
 		return ev, fe
 	}
 	if strings.HasPrefix(ev.ID, ReservedIDPrefix) {
-		return ev, fieldErr("id", "id must not start with %q: hookflow's own operational events use those ids", ReservedIDPrefix)
+		return ev, reservedErr("id", "id must not start with %q: hookflow's own operational events use those ids", ReservedIDPrefix)
 	}
 	if ev.CorrelationID, fe = required("correlation_id", req.CorrelationID); fe != nil {
 		return ev, fe
@@ -131,7 +141,7 @@ func Validate(req Request) (Event, *FieldError) {
 		return ev, fe
 	}
 	if EndpointIDForm(ev.CorrelationID) {
-		return ev, fieldErr("correlation_id", "correlation_id must not have an endpoint ID's form (ep_ and 16 of a-z 2-7): an endpoint's ID is the correlation of hookflow's operational events about it")
+		return ev, reservedErr("correlation_id", "correlation_id must not have an endpoint ID's form (ep_ and 16 of a-z 2-7): an endpoint's ID is the correlation of hookflow's operational events about it")
 	}
 	if ev.Sequence, fe = parseSequence(req.Sequence); fe != nil {
 		return ev, fe
@@ -153,7 +163,7 @@ func Validate(req Request) (Event, *FieldError) {
 		return ev, fe
 	}
 	if strings.HasPrefix(ev.Type, ReservedTypePrefix) {
-		return ev, fieldErr("type", "type must not start with %q: those are hookflow's own operational events", ReservedTypePrefix)
+		return ev, reservedErr("type", "type must not start with %q: those are hookflow's own operational events", ReservedTypePrefix)
 	}
 	if len(req.Data) == 0 || string(req.Data) == "null" {
 		return ev, fieldErr("data", "data is required (a JSON object)")

@@ -21,3 +21,8 @@ WHERE NOT disabled
   AND EXISTS (SELECT 1 FROM unnest(event_types) p
               WHERE p = $1 OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
 ORDER BY id;
+
+-- name: EventTypeGet
+-- The event's type: a dead letter's operational event names it, and a dead
+-- letter of an operational event publishes none.
+SELECT type FROM events WHERE id = $1;
