@@ -264,8 +264,10 @@ func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 		Postgres: pg, Port: port, Namespace: "default", DatabasePrefix: "outage_" + randHex(4),
 		LogFile: filepath.Join(testenv.Dir(t), "temporal-outage.log"),
 	}
+	// A start that fails ends the test at once (require), so nothing may
+	// hold srvMu across it: the cleanup below takes it.
 	startTemporal := func() *temporaldev.Server {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		srv, err := temporaldev.Start(ctx, tcfg, testenv.Logger(t))
 		require.NoError(t, err)
@@ -376,8 +378,9 @@ func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 	}
 
 	restarted := time.Now()
+	back := startTemporal()
 	srvMu.Lock()
-	srv = startTemporal()
+	srv = back
 	srvMu.Unlock()
 	t.Logf("temporal back after %s (start took %s)", time.Since(down).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
