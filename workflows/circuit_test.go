@@ -13,8 +13,8 @@ import (
 // TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd: a 60 s
 // window's attempts find the endpoint's circuit open, told to wait 25 s
 // each time: each wait is one timer, it spends the window (unlike a
-// throttle), and the delivery is dead-lettered at the window's end with
-// the reason "endpoint circuit open", after three looks and no retry loop.
+// throttle), and the delivery is dead-lettered at the window's end, after
+// a last look then, with the reason "endpoint circuit open".
 func TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd(t *testing.T) {
 	t.Parallel()
 	in := eventInput(7)
@@ -35,9 +35,10 @@ func TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd(t *testing.T)
 	requireAbout(t, time.Minute, dls[0].at.Sub(h.start), "the window's end: waiting on an open circuit spends it")
 	require.Equal(t, workflows.CircuitOpenReason, dls[0].input.Reason)
 	got := offsets(h.start, h.attemptTimes("ep_1"))
-	require.Len(t, got, 3, "a look at 0, 25 and 50 s; the wait from 50 s ends with the window")
+	require.Len(t, got, 4, "a look at 0, 25 and 50 s, and at the window's end")
 	requireAbout(t, 25*time.Second, got[1])
 	requireAbout(t, 50*time.Second, got[2])
+	requireAbout(t, time.Minute, got[3])
 	// One timer per wait, the last cut to the window's end: no busy loop.
 	require.Equal(t, 3, h.counts().timers)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -733,23 +734,27 @@ const CircuitOpenReason = "endpoint circuit open"
 
 // waitCircuit waits, on one timer, until the endpoint's open circuit may
 // let an attempt through (d, as the attempt was told) or the window ends,
-// whichever is first. Unlike waitTurn it spends the window: the endpoint is
-// failing. A window spent is an error of type ErrTypeCircuitOpen, which
-// dead-letters the delivery as CircuitOpenReason. Order holds: the lane's
-// head waits, and nothing behind it is released meanwhile.
+// whichever is first; the attempt is then made again. Unlike waitTurn it
+// spends the window: the endpoint is failing. An attempt told so at or
+// past the window's end gets an error of type ErrTypeCircuitOpen, which
+// dead-letters the delivery as CircuitOpenReason: the look made at the
+// window's end keeps a circuit that closed meanwhile from dead-lettering
+// it. Order holds: the lane's head waits, and nothing behind it is
+// released meanwhile.
 func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
-	spent := temporal.NewApplicationError(CircuitOpenReason, contract.ErrTypeCircuitOpen)
 	rest := l.windowEnd().Sub(workflow.Now(ctx))
 	if rest <= 0 {
-		return spent
+		return temporal.NewApplicationError(CircuitOpenReason, contract.ErrTypeCircuitOpen)
 	}
-	if err := workflow.Sleep(ctx, min(d, rest)); err != nil {
-		return err
-	}
-	if !workflow.Now(ctx).Before(l.windowEnd()) {
-		return spent
-	}
-	return nil
+	return workflow.Sleep(ctx, min(d, rest))
+}
+
+// OutageCaused tells the dead letters an endpoint's outage wrote (its
+// window spent on retryable failures, or waiting on its open circuit),
+// which auto_replay replays once the circuit closes, from the others: a
+// permanent rejection, a disabled or gone endpoint.
+func OutageCaused(reason string) bool {
+	return reason == CircuitOpenReason || strings.HasPrefix(reason, "recovery window spent")
 }
 
 // failureReason explains why delivery stopped and whether it stopped before
