@@ -112,6 +112,11 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "missing type", body: ev(map[string]string{"type": "-"}), status: 400, field: "type"},
 		{name: "blank type", body: ev(map[string]string{"type": `"  "`}), status: 400, field: "type"},
 		{name: "type with control character", body: ev(map[string]string{"type": `"a\nb"`}), status: 400, field: "type"},
+		// hookflow's own forms (its operational events).
+		{name: "operational type", body: ev(map[string]string{"type": `"hookflow.dead_letter.created"`}), status: 422, field: "type", detail: "hookflow's own operational events"},
+		{name: "operational type prefix", body: ev(map[string]string{"type": `"hookflow.anything"`}), status: 422, field: "type"},
+		{name: "operational id", body: ev(map[string]string{"id": `"hookflow-ep_abcdefghijklmnop-1"`}), status: 422, field: "id"},
+		{name: "endpoint-ID correlation", body: ev(map[string]string{"correlation_id": `"ep_abcdefghijklmnop"`}), status: 422, field: "correlation_id"},
 		// data.
 		{name: "missing data", body: ev(map[string]string{"data": "-"}), status: 400, field: "data"},
 		{name: "null data", body: ev(map[string]string{"data": `null`}), status: 400, field: "data"},

@@ -83,6 +83,12 @@ func (s *Server) eventCreate(c echo.Context) error {
 		return err
 	}
 	ev, fe := intake.Validate(req)
+	if fe != nil && fe.Reserved {
+		// Well formed, but hookflow's own: its operational events.
+		p := problem(http.StatusUnprocessableEntity, "reserved-field", "Reserved by hookflow", fe.Detail)
+		p.Field = fe.Field
+		return p
+	}
 	if fe != nil {
 		return fieldProblem(fe.Field, fe.Detail)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // TestAggregate: an event's state is its deliveries' together.
@@ -71,4 +72,14 @@ func TestFitKeywordList(t *testing.T) {
 	kept, dropped = contract.FitKeywordList(ids[:3])
 	require.Len(t, kept, 3)
 	require.Zero(t, dropped)
+}
+
+// TestOperationalPrefixIsReserved: the prefix of hookflow's operational
+// types is the one intake refuses to producers.
+func TestOperationalPrefixIsReserved(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, intake.ReservedTypePrefix, contract.OperationalPrefix)
+	for _, typ := range []string{contract.OpCircuitOpened, contract.OpCircuitClosed, contract.OpEndpointDisabled, contract.OpDeadLetterCreated, contract.OpDeadLetterAutoReplayed} {
+		require.True(t, contract.Operational(typ), typ)
+	}
 }

@@ -80,12 +80,15 @@ func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending) (in
 	}
 }
 
-// replayDeadLetter claims the replay of d as AutoReplayBy and signals its
-// workflow, as an operator's replay does (api's operate); false when
-// someone else claimed it first or its event is finished. A signal that
-// fails gives the claim back.
+// replayDeadLetter claims the replay of d as AutoReplayBy, publishing its
+// auto_replayed event with the claim (store.DeadLetterAutoReplayed), and
+// signals its workflow; false when someone else claimed it first or its
+// event is finished. A signal that fails keeps the claim, as an operator's
+// replay that the API could not undo does: the heads sweep sends a claimed
+// replay whose signal never arrived again (resendLostClaim), so the replay
+// and its event each happen once.
 func (s *Starter) replayDeadLetter(ctx context.Context, d store.DeadLetter) (bool, error) {
-	ok, err := s.store.DeadLetterMarkReplayed(ctx, d.EventID, d.EndpointID, d.Generation, AutoReplayBy)
+	ok, err := s.store.DeadLetterAutoReplayed(ctx, d, AutoReplayBy)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -94,9 +97,6 @@ func (s *Starter) replayDeadLetter(ctx context.Context, d store.DeadLetter) (boo
 		return false, nil
 	}
 	if err != nil {
-		if rerr := s.store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
-			s.logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
-		}
 		return false, fmt.Errorf("signal %s: %w", d.EventID, err)
 	}
 	return true, nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // The circuit breaker per endpoint (issue 24 item 2, migration 013). Its
@@ -156,6 +158,7 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 		}
 		c.AutoReplayPendingSince = &since
 	}
+	opened := c
 	c.State, c.ConsecutiveFailures, c.FailingSince, c.OpenedAt, c.NextProbeAt = CircuitClosed, 0, nil, nil, nil
 	c.ProbeBackoff, c.ProbeOwner, c.ProbeLease = ProbeBackoffInitial, nil, nil
 	t.Circuit = c
@@ -163,7 +166,7 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 		return t, err
 	}
 	if t.Closed {
-		return t, s.circuitClosedEvent(ctx, tx, endpointID, c)
+		return t, s.circuitClosedEvent(ctx, tx, endpointID, opened)
 	}
 	return t, nil
 }
@@ -280,16 +283,70 @@ func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) 
 }
 
 // The operational events of the transitions, each published in the
-// transaction of its state change (issue 24 item 5).
+// transaction of its state change (issue 24 item 5), about the endpoint.
+// Their data hold the breaker's state, never a setting's secret.
 
 func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, threshold int) error {
-	return nil
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpCircuitOpened, map[string]any{
+		"consecutive_failures": c.ConsecutiveFailures,
+		"failure_threshold":    threshold,
+		"failing_since":        c.FailingSince.UTC(),
+		"opened_at":            c.OpenedAt.UTC(),
+		"next_probe_at":        c.NextProbeAt.UTC(),
+	})
+	return err
 }
 
-func (s *Store) circuitClosedEvent(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit) error {
-	return nil
+func (s *Store) circuitClosedEvent(ctx context.Context, tx pgx.Tx, endpointID string, opened Circuit) error {
+	data := map[string]any{"closed_at": opened.Now.UTC(), "auto_replay": opened.AutoReplayPendingSince != nil}
+	if opened.OpenedAt != nil {
+		data["opened_at"] = opened.OpenedAt.UTC()
+	}
+	if opened.FailingSince != nil {
+		data["failing_since"] = opened.FailingSince.UTC()
+	}
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpCircuitClosed, data)
+	return err
 }
 
 func (s *Store) endpointDisabledEvent(ctx context.Context, tx pgx.Tx, endpointID, reason string) error {
-	return nil
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpEndpointDisabled, map[string]any{"reason": reason})
+	return err
+}
+
+// DeadLetterAutoReplayed claims the replay of dead letter d as by (the
+// auto-replay of its endpoint's outage) and publishes its
+// hookflow.dead_letter.auto_replayed event in the same transaction; false,
+// and nothing published, when someone claimed it first. A dead letter of
+// an operational event publishes none (as deadLetterPublish).
+func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by string) (bool, error) {
+	var ok bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, d.Generation, by, d.EndpointID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		ok = true
+		var typ string
+		if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+			return fmt.Errorf("read event type: %w", err)
+		}
+		if contract.Operational(typ) {
+			return nil
+		}
+		_, err = s.OperationalEventInsert(ctx, tx, d.EndpointID, contract.OpDeadLetterAutoReplayed, map[string]any{
+			"event_id":       d.EventID,
+			"event_type":     typ,
+			"correlation_id": d.CorrelationID,
+			"sequence":       d.Sequence,
+			"generation":     d.Generation,
+			"reason":         d.Reason,
+			"replayed_by":    by,
+		})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("auto-replay dead letter: %w", err)
+	}
+	return ok, nil
 }

@@ -7,10 +7,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 )
+
+// opEvents returns the types of the operational events about endpoint, in
+// sequence order.
+func opEvents(t *testing.T, st *store.Store, endpoint string) []string {
+	t.Helper()
+	rows, err := st.Pool().Query(context.Background(), `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, endpoint)
+	require.NoError(t, err)
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return types
+}
 
 // makeProbeDue moves the endpoint's next probe to the past, as if its
 // backoff had run out.
@@ -126,6 +139,8 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	tr, err = st.CircuitSucceeded(ctx, "ep", true)
 	require.NoError(t, err)
 	require.False(t, tr.Closed, "a success of a closed circuit is no transition")
+	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "ep"),
+		"each transition publishes its event once; a re-open and a repeat none")
 }
 
 // TestCircuitClosesWithoutAutoReplay: without auto_replay a close
@@ -173,6 +188,7 @@ func TestCircuitDisablesAfterFailingTooLong(t *testing.T) {
 	tr, err = st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
 	require.NoError(t, err)
 	require.False(t, tr.Disabled, "disabled once")
+	require.Equal(t, []string{contract.OpEndpointDisabled}, opEvents(t, st, "b"))
 
 	require.NoError(t, st.CircuitReset(ctx, "b"))
 	c, err := st.CircuitGet(ctx, "b")

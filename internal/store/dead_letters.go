@@ -76,7 +76,9 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 // writes nothing and returns ErrEventFinished, wrapped, for a delivery the
 // ledger has as delivered or skipped (a delivering attempt's result was lost
 // on its way back to the workflow, which saw the window run out), and
-// ErrNotFound, wrapped, for one that does not exist.
+// ErrNotFound, wrapped, for one that does not exist. Each generation it
+// writes publishes one hookflow.dead_letter.created operational event about
+// the endpoint, in the same transaction (deadLetterPublish).
 func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window string) (int32, error) {
 	if window == "" {
 		return 0, errors.New("write dead letter: the window it ends is required")
@@ -108,12 +110,46 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		b := &pgx.Batch{}
 		b.Queue(s.q.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
 		b.Queue(s.q.EventAggregate, d.EventID)
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return s.deadLetterPublish(ctx, tx, d, gen)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("write dead letter: %w", err)
 	}
 	return gen, nil
+}
+
+// deadLetterPublish stores the hookflow.dead_letter.created event of
+// generation gen of d in the transaction that wrote it, so the two commit
+// or roll back together and a retried write (which writes nothing, above)
+// publishes nothing. A dead letter of an operational event publishes none:
+// two failing operators' endpoints would otherwise tell each other of each
+// other's dead letters for ever. The payload names what an operator looks
+// up and why it stopped; d.Reason is the delivery's, already scrubbed of
+// the endpoint's custom header values, and nothing else of the endpoint's
+// settings or secrets is in it.
+func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
+	var typ string
+	if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+		return fmt.Errorf("read event type: %w", err)
+	}
+	if contract.Operational(typ) {
+		return nil
+	}
+	_, err := s.OperationalEventInsert(ctx, tx, d.EndpointID, contract.OpDeadLetterCreated, map[string]any{
+		"endpoint_id":      d.EndpointID,
+		"event_id":         d.EventID,
+		"event_type":       typ,
+		"correlation_id":   d.CorrelationID,
+		"sequence":         d.Sequence,
+		"generation":       gen,
+		"reason":           d.Reason,
+		"attempt_count":    len(d.Attempts),
+		"dead_lettered_at": d.DeadLetteredAt.UTC(),
+	})
+	return err
 }
 
 // DeadLetterGet returns the dead letter of the delivery (eventID,

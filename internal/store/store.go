@@ -97,6 +97,9 @@ type queries struct {
 	EventsPruneKeys           string
 	CleanerRunRecord          string
 	CleanerRunLast            string
+	OperationalSequenceNext   string
+	OperationalSubscribers    string
+	EventTypeGet              string
 }
 
 // New returns a Store on pool.

@@ -178,5 +178,36 @@ func TestValidate(t *testing.T) {
 		_, fe := intake.Validate(r)
 		require.NotNil(t, fe, c.field)
 		require.Equal(t, c.field, fe.Field)
+		require.False(t, fe.Reserved, c.field)
+	}
+	// hookflow's own forms: refused to producers (API 422, relay), so no
+	// producer forges or takes the place of an operational event.
+	for _, c := range []struct {
+		field string
+		mod   func(*intake.Request)
+	}{
+		{"type", func(r *intake.Request) { r.Type = str("hookflow.endpoint.disabled") }},
+		{"type", func(r *intake.Request) { r.Type = str("hookflow.") }},
+		{"id", func(r *intake.Request) { r.ID = str("hookflow-ep_abcdefghijklmnop-1") }},
+		{"correlation_id", func(r *intake.Request) { r.CorrelationID = str("ep_abcdefghijklmnop") }},
+	} {
+		r := good()
+		c.mod(&r)
+		_, fe := intake.Validate(r)
+		require.NotNil(t, fe, c.field)
+		require.Equal(t, c.field, fe.Field)
+		require.True(t, fe.Reserved, c.field)
+	}
+	for _, v := range []string{"hookflowx.created", "order.hookflow.x", "Hookflow.x"} {
+		r := good()
+		r.Type = str(v)
+		_, fe := intake.Validate(r)
+		require.Nil(t, fe, v)
+	}
+	for _, v := range []string{"ep_abc", "ep_abcdefghijklmnopq", "ep_ABCDEFGHIJKLMNOP", "ep_abcdefghijklmno1", "order-ep_abcdefghijklmnop"} {
+		r := good()
+		r.CorrelationID = str(v)
+		_, fe := intake.Validate(r)
+		require.Nil(t, fe, v)
 	}
 }

@@ -1,0 +1,31 @@
+package contract
+
+import "strings"
+
+// Operational event types (issue 24 item 5): hookflow's own events about
+// its endpoints, published as ordinary hookflow events whose correlation ID
+// is the endpoint's ID (store.OperationalEventInsert). Producers cannot send
+// a type with OperationalPrefix (kit/intake refuses it), so a receiver can
+// trust that one of these came from hookflow.
+const (
+	// OpCircuitOpened: the endpoint's circuit breaker opened; attempts to
+	// it stop but for one probe at a time.
+	OpCircuitOpened = "hookflow.endpoint.circuit_opened"
+	// OpCircuitClosed: a probe succeeded and the breaker closed again.
+	OpCircuitClosed = "hookflow.endpoint.circuit_closed"
+	// OpEndpointDisabled: the endpoint was disabled (it failed for longer
+	// than its disable_after).
+	OpEndpointDisabled = "hookflow.endpoint.disabled"
+	// OpDeadLetterCreated: a delivery to the endpoint was dead-lettered
+	// (once per dead letter generation).
+	OpDeadLetterCreated = "hookflow.dead_letter.created"
+	// OpDeadLetterAutoReplayed: hookflow replayed a dead letter of the
+	// endpoint by itself when its breaker closed (auto_replay).
+	OpDeadLetterAutoReplayed = "hookflow.dead_letter.auto_replayed"
+)
+
+// OperationalPrefix starts every operational event type, and no producer's.
+const OperationalPrefix = "hookflow."
+
+// Operational reports whether eventType is one of hookflow's own.
+func Operational(eventType string) bool { return strings.HasPrefix(eventType, OperationalPrefix) }

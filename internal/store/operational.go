@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/kit/intake"
+)
+
+// OperationalEventID is the idempotency key of the seq-th operational
+// event about endpoint subject: deterministic, so that the event is its
+// own key like any event (a receiver's dedup holds across redeliveries),
+// and of a form no producer may send (kit/intake refuses ids starting with
+// intake.ReservedIDPrefix).
+func OperationalEventID(subject string, seq int64) string {
+	return intake.ReservedIDPrefix + subject + "-" + strconv.FormatInt(seq, 10)
+}
+
+// OperationalEventInsert stores hookflow's own operational event of type eventType
+// (one of contract's hookflow.* names) about endpoint subject: correlation ID = subject,
+// the next contiguous sequence of that correlation, routed (as store.Route does) to every
+// enabled endpoint subscribed to the type except subject itself, state queued (the API's
+// queued-event sweep starts its workflow). tx may be nil (its own transaction); with a tx the
+// event commits or rolls back with the caller's change.
+//
+// "Subscribed" is by a pattern that names hookflow's types (exact,
+// "hookflow.*", "hookflow.endpoint.*"): an endpoint subscribed to every
+// type (no event_types, or "*") does not get operational events
+// (OperationalSubscribers). With no subscriber the event is stored all the
+// same, with no deliveries, and is delivered as soon as its workflow
+// starts, so the correlation's sequence stays contiguous. data gets
+// "endpoint_id": subject when it has no such key; the caller's map is not
+// changed. It must hold no secret (custom header values, signing secrets):
+// it is stored in the ledger and sent to the subscribers.
+//
+// Errors: the subject must be an existing endpoint, and the type one of
+// hookflow's; a taken event ID or sequence (which the reserved forms of
+// kit/intake keep producers from taking) is an error, not a silent no-op,
+// as the number would otherwise be lost.
+func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, eventType string, data map[string]any) (eventID string, err error) {
+	if !contract.Operational(eventType) {
+		return "", fmt.Errorf("insert operational event: %q is not an operational type", eventType)
+	}
+	payload := make(map[string]any, len(data)+1)
+	for k, v := range data {
+		payload[k] = v
+	}
+	if _, ok := payload["endpoint_id"]; !ok {
+		payload["endpoint_id"] = subject
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return "", fmt.Errorf("insert operational event: encode data: %w", err)
+	}
+	if raw, err = intake.Canonical(raw); err != nil {
+		return "", fmt.Errorf("insert operational event: encode data: %w", err)
+	}
+	insert := func(tx pgx.Tx) error {
+		var seq int64
+		if err := tx.QueryRow(ctx, s.q.OperationalSequenceNext, subject).Scan(&seq); err != nil {
+			return fmt.Errorf("next sequence: %w", err)
+		}
+		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject)
+		if err != nil {
+			return fmt.Errorf("route: %w", err)
+		}
+		endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("route: %w", err)
+		}
+		if endpoints == nil {
+			endpoints = []string{}
+		}
+		ev := intake.Event{ID: OperationalEventID(subject, seq), CorrelationID: subject, Sequence: seq, Type: eventType, Data: raw}
+		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, "", ev.Type, ev.Data)
+		var got Event
+		var deliveries []byte
+		err = tx.QueryRow(ctx, s.q.EventInsertRouted, ev.ID, ev.CorrelationID, ev.Sequence, ev.Type, ev.Data, ev.PayloadHash, endpoints).
+			Scan(eventColumns(&got, &deliveries)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("event %s or sequence %d of correlation %s is taken", ev.ID, seq, subject)
+		}
+		if err != nil {
+			return err
+		}
+		eventID = ev.ID
+		return nil
+	}
+	if tx != nil {
+		err = insert(tx)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, insert)
+	}
+	if err != nil {
+		return "", fmt.Errorf("insert operational event %s about %s: %w", eventType, subject, err)
+	}
+	return eventID, nil
+}

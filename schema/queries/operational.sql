@@ -1,0 +1,28 @@
+-- name: OperationalSequenceNext
+-- The next sequence of endpoint $1's operational events: 1 the first time.
+-- The row stays locked until the caller's transaction ends, so a
+-- concurrent publisher about the same endpoint waits and reads the number
+-- after this one, or this one again if the caller rolled back.
+INSERT INTO operational_sequences AS o (endpoint_id, last_sequence)
+VALUES ($1, 1)
+ON CONFLICT (endpoint_id) DO UPDATE SET last_sequence = o.last_sequence + 1, updated_at = now()
+RETURNING last_sequence;
+
+-- name: OperationalSubscribers
+-- The enabled endpoints, other than $2 (the endpoint the event is about),
+-- subscribed to operational type $1 by a pattern of their own: the rule of
+-- EndpointsSubscribed, except that every type (NULL or "*") does not take
+-- hookflow's events: a producer's receiver that takes every type never
+-- asked for them. Any pattern that matches a "hookflow." type otherwise
+-- (exact, "hookflow.*", "hookflow.endpoint.*") starts with "hookflow.".
+SELECT id FROM endpoints
+WHERE NOT disabled
+  AND id <> $2
+  AND EXISTS (SELECT 1 FROM unnest(event_types) p
+              WHERE p = $1 OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
+ORDER BY id;
+
+-- name: EventTypeGet
+-- The event's type: a dead letter's operational event names it, and a dead
+-- letter of an operational event publishes none.
+SELECT type FROM events WHERE id = $1;
