@@ -29,7 +29,8 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"attempts":0,
 		"outcomes":{"delivered":0,"retry":0,"permanent":0,"gone":0},"success_rate":null,"latency_p50_ms":null,"latency_p99_ms":null,
-		"waiting":0,"delivering":0,"dead_letters_open":0}`, body)
+		"waiting":0,"delivering":0,"dead_letters_open":0,
+		"circuit":{"state":"closed","consecutive_failures":0,"failure_threshold":5}}`, body)
 
 	// One event accepted through the API, tried three times: one 5xx, one
 	// timeout and one 2xx that the worker has not recorded as delivered yet.
@@ -57,8 +58,23 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, "order-1", got.OldestUndelivered.CorrelationID)
 	require.EqualValues(t, 1, got.OldestUndelivered.Sequence)
 	require.EqualValues(t, "waiting", got.OldestUndelivered.State)
-	require.NotContains(t, body, "circuit", "no breaker exists yet: its state is not made up")
-	require.NotContains(t, body, "throttled", "no rate limit exists yet")
+	require.Equal(t, api.CircuitView{State: "closed", FailureThreshold: 5}, got.Circuit)
+	require.NotContains(t, body, "throttled", "the ledger does not count throttled deliveries")
+
+	// Failures up to the threshold open the circuit, which the stats show.
+	for range 5 {
+		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+		require.NoError(t, err)
+	}
+	resp, body = get(b.endpointID, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	got = api.EndpointHealthResponse{}
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.Equal(t, "open", got.Circuit.State)
+	require.Equal(t, 5, got.Circuit.ConsecutiveFailures)
+	require.NotNil(t, got.Circuit.FailingSince)
+	require.NotNil(t, got.Circuit.OpenedAt)
+	require.NotNil(t, got.Circuit.NextProbeAt)
 
 	resp, body = get("nosuch_1", b.bearer())
 	p := requireProblem(t, resp, body, http.StatusNotFound, "")
