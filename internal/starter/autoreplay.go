@@ -3,6 +3,7 @@ package starter
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -25,15 +26,34 @@ const autoReplayPage = 200
 // so a crash anywhere in between only makes a later pass do it (again: a
 // dead letter replayed already is no longer open, and the claim on each
 // row lets one replay through).
+//
+// An outage longer than the window leaves no attempt to probe the
+// endpoint (every lane's head is dead-lettered): when a probe is due, the
+// pass replays the first of the outage's dead letters, in lane order, of
+// each such endpoint (store.CircuitsProbeReplayClaim), and that replay's
+// attempt is the probe that closes the circuit or opens it again.
 func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
+	probes, err := s.store.CircuitsProbeReplayClaim(ctx, sweepBatch, probeReplayEvery)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range probes {
+		res.Claimed++
+		if _, err := s.autoReplay(ctx, p, 1); err != nil {
+			res.Failed++
+			s.logger.Warn("replay a dead letter to probe an open circuit", "endpoint_id", p.EndpointID, "error", err)
+			continue
+		}
+		res.Done++
+	}
 	pending, err := s.store.CircuitsAutoReplayPending(ctx, sweepBatch)
 	if err != nil {
 		return res, err
 	}
 	for _, p := range pending {
 		res.Claimed++
-		n, err := s.autoReplay(ctx, p)
+		n, err := s.autoReplay(ctx, p, 0)
 		if err == nil {
 			err = s.store.CircuitAutoReplayDone(ctx, p)
 		}
@@ -48,9 +68,14 @@ func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
-// autoReplay replays p's dead letters, a page at a time, and returns how
-// many it replayed.
-func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending) (int, error) {
+// probeReplayEvery bounds how often the sweep replays a dead letter to
+// probe one endpoint's open circuit (the attempt that replay makes claims
+// the probe's lease within moments).
+const probeReplayEvery = 10 * time.Second
+
+// autoReplay replays p's dead letters, a page at a time, up to limit of
+// them (0: all), and returns how many it replayed.
+func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending, limit int) (int, error) {
 	since := p.Since
 	f := store.DeadLetterFilter{EndpointID: p.EndpointID, Status: store.DeadLetterOpen, Since: &since, Limit: autoReplayPage}
 	n := 0
@@ -70,6 +95,9 @@ func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending) (in
 			}
 			if ok {
 				n++
+			}
+			if limit > 0 && n >= limit {
+				return n, nil
 			}
 		}
 		if len(page) < f.Limit {

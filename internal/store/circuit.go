@@ -350,3 +350,20 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 	}
 	return ok, nil
 }
+
+// CircuitsProbeReplayClaim takes up to limit open circuits of endpoints
+// with auto_replay whose probe is due with no probe in flight, and none
+// taken so within every: an outage longer than the window leaves no
+// attempt to probe, so the caller replays one of the outage's dead letters
+// of each (Since is the outage's first failure), whose attempt probes.
+func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
+	rows, err := s.pool.Query(ctx, s.q.CircuitsProbeReplayClaim, limit, every.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim probe replays: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
+	if err != nil {
+		return nil, fmt.Errorf("claim probe replays: %w", err)
+	}
+	return out, nil
+}

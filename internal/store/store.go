@@ -50,6 +50,7 @@ type queries struct {
 	CircuitReset              string
 	CircuitsAutoReplayPending string
 	CircuitAutoReplayDone     string
+	CircuitsProbeReplayClaim  string
 	EventInsertRouted         string
 	EventGet                  string
 	EventMarkStarted          string

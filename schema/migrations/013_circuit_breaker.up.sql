@@ -26,6 +26,12 @@ ALTER TABLE endpoints
 -- (5 s doubling to 5 min). A probe that crashed loses its lease when it
 -- expires.
 --
+-- An outage longer than the recovery window dead-letters every lane's head,
+-- and then no attempt is left to probe: for an endpoint with auto_replay
+-- the API's sweep replays one of the outage's dead letters when a probe is
+-- due and no probe holds the lease (probe_replayed_at, at most one such
+-- replay per probe interval), and that replay's attempt is the probe.
+--
 -- auto_replay_pending_since is set, in the transaction that closes the
 -- circuit of an endpoint with auto_replay, to the outage's failing_since:
 -- the API's sweep replays the dead letters written since then and clears
@@ -41,6 +47,7 @@ CREATE TABLE endpoint_circuits (
     probe_owner               text,
     probe_lease_until         timestamptz,
     auto_replay_pending_since timestamptz,
+    probe_replayed_at         timestamptz,
     updated_at                timestamptz NOT NULL DEFAULT now()
 );
 

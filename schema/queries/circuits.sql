@@ -57,3 +57,21 @@ LIMIT $1;
 -- another meanwhile.
 UPDATE endpoint_circuits SET auto_replay_pending_since = NULL, updated_at = now()
 WHERE endpoint_id = $1 AND auto_replay_pending_since = $2;
+
+-- name: CircuitsProbeReplayClaim
+-- Open circuits of enabled endpoints with auto_replay whose probe is due,
+-- with no probe holding the lease and no probe replay within $2 seconds:
+-- up to $1 of them are stamped (probe_replayed_at) and returned with the
+-- outage's first failure. The sweep replays one of the outage's dead
+-- letters of each, whose attempt probes.
+UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
+WHERE c.endpoint_id IN (
+    SELECT c2.endpoint_id FROM endpoint_circuits c2
+    JOIN endpoints e ON e.id = c2.endpoint_id
+    WHERE e.auto_replay AND NOT e.disabled AND c2.state = 'open' AND c2.next_probe_at <= now()
+      AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
+      AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
+    ORDER BY c2.next_probe_at
+    LIMIT $1
+    FOR UPDATE OF c2 SKIP LOCKED)
+RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now());
