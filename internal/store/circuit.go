@@ -262,11 +262,7 @@ type AutoReplayPending struct {
 // CircuitsAutoReplayPending returns up to limit pending auto-replays,
 // oldest first.
 func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]AutoReplayPending, error) {
-	rows, err := s.pool.Query(ctx, s.q.CircuitsAutoReplayPending, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list pending auto-replays: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
+	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsAutoReplayPending, limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending auto-replays: %w", err)
 	}
@@ -357,13 +353,16 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 // attempt to probe, so the caller replays one of the outage's dead letters
 // of each (Since is the outage's first failure), whose attempt probes.
 func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
-	rows, err := s.pool.Query(ctx, s.q.CircuitsProbeReplayClaim, limit, every.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("claim probe replays: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
+	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsProbeReplayClaim, limit, every.Seconds()))
 	if err != nil {
 		return nil, fmt.Errorf("claim probe replays: %w", err)
 	}
 	return out, nil
+}
+
+func collectPending(rows pgx.Rows, err error) ([]AutoReplayPending, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
 }

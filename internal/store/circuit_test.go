@@ -196,3 +196,31 @@ func TestCircuitDisablesAfterFailingTooLong(t *testing.T) {
 	require.Equal(t, store.CircuitClosed, c.State)
 	require.Nil(t, c.FailingSince)
 }
+
+// TestCircuitsProbeReplayClaim: an open circuit of an endpoint with
+// auto_replay whose probe is due is taken once per interval, and not while
+// a probe holds the lease; one without auto_replay never.
+func TestCircuitsProbeReplayClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	on := true
+	_, err := st.EndpointUpdate(ctx, "c", store.EndpointChange{AutoReplay: &on})
+	require.NoError(t, err)
+	for _, ep := range []string{"a", "c"} {
+		_, err := st.CircuitFailed(ctx, ep, "x", 1, time.Hour)
+		require.NoError(t, err)
+	}
+	got, err := st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, got, "no probe due yet")
+	makeProbeDue(t, st, "a")
+	makeProbeDue(t, st, "c")
+	got, err = st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "c", got[0].EndpointID, "only an endpoint with auto_replay")
+	got, err = st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, got, "once per interval")
+}
