@@ -92,3 +92,32 @@ func TestEndpointStats(t *testing.T) {
 	resp, body = get(b.endpointID, nil)
 	requireProblem(t, resp, body, http.StatusUnauthorized, "")
 }
+
+// TestEndpointEnabledStartsItsCircuitAfresh: an endpoint hookflow disabled
+// for failing too long is enabled by PATCH with its breaker closed and its
+// failures forgotten, so that its next failure does not disable it again.
+func TestEndpointEnabledStartsItsCircuitAfresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for range 5 {
+		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+		require.NoError(t, err)
+	}
+	_, err := b.pool.Exec(ctx, `UPDATE endpoint_circuits SET failing_since = now() - interval '2 hours' WHERE endpoint_id = $1`, b.endpointID)
+	require.NoError(t, err)
+	tr, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+	require.NoError(t, err)
+	require.True(t, tr.Disabled)
+
+	resp, body := b.do(t, http.MethodPatch, "/v1/endpoints/"+b.endpointID, "application/json", `{"disabled":false}`, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	c, err := b.store.CircuitGet(ctx, b.endpointID)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State)
+	require.Zero(t, c.ConsecutiveFailures)
+	require.Nil(t, c.FailingSince)
+	tr, err = b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+	require.NoError(t, err)
+	require.False(t, tr.Disabled, "a fresh run of failures")
+}
