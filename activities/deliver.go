@@ -76,6 +76,23 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", contract.ErrTypeEndpointDisabled, nil)
 	}
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	// The circuit before the rate limit: an attempt that will not send
+	// reserves no send slot.
+	cb := circuitAttempt{start: start, owner: fmt.Sprintf("%s/%s/%d", in.EventID, in.EndpointID, attempt)}
+	if start.CircuitOpen {
+		p, err := a.store.CircuitProbeClaim(ctx, ep.ID, cb.owner, timeout+10*time.Second)
+		if err != nil {
+			return contract.DeliverResult{}, err
+		}
+		if p.Open {
+			return contract.DeliverResult{CircuitOpen: max(p.Wait, minCircuitWait), Attempt: attempt}, nil
+		}
+		cb.probe = p.Claimed
+	}
 	if wait, err := a.awaitSlot(ctx, in, ep); err != nil || wait > 0 {
 		return contract.DeliverResult{Throttled: wait, Attempt: attempt}, err
 	}
@@ -88,10 +105,6 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	sig, err := webhook.Sign(ep.SigningSecrets(started), in.EventID, ts, body)
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("sign: "+err.Error(), contract.ErrTypePermanent, nil)
-	}
-	timeout := in.Timeout
-	if timeout <= 0 {
-		timeout = 15 * time.Second
 	}
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -126,6 +139,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
+		a.circuitFailed(ctx, ep, cb)
 		return contract.DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, contract.ErrTypeRetryable)
 	}
 	// A receiver's error page may quote the URL it was called at, and may
@@ -153,6 +167,14 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		what += ": " + printable.String(snippet)
 	}
 
+	// Any answer but a failure worth retrying says the receiver is up: a
+	// rejection (4xx) too, and a 202 (it parked the event). A circuit that
+	// counted failures forgets them, and an open one closes.
+	if outageStatus(resp.StatusCode) {
+		a.circuitFailed(ctx, ep, cb)
+	} else {
+		a.circuitAnswered(ctx, ep, cb)
+	}
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		rec.Outcome = OutcomeDelivered
@@ -187,6 +209,60 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
 		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
+	}
+}
+
+// minCircuitWait is the shortest wait an attempt that found its endpoint's
+// circuit open is told: a probe due now that another attempt has just
+// claimed is answered within its lease, not by a busy loop of attempts.
+const minCircuitWait = time.Second
+
+// circuitAttempt is what an attempt knows of its endpoint's circuit: the
+// start's read, its name as a prober, and whether it claimed the probe.
+type circuitAttempt struct {
+	start store.AttemptStart
+	owner string
+	probe bool
+}
+
+// outageStatus says whether a receiver's answer counts as a failure of the
+// endpoint for its circuit breaker: 408, 429 and 5xx (as do timeouts and
+// connection errors). Any other answer, a permanent rejection included,
+// means the endpoint is up.
+func outageStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+}
+
+// circuitAnswered records that the endpoint answered, unless its circuit
+// was closed with nothing counted when the attempt started (the happy path
+// writes nothing). A failure to record is logged: the attempt happened.
+func (a *Activities) circuitAnswered(ctx context.Context, ep store.Endpoint, cb circuitAttempt) {
+	if !cb.start.CircuitOpen && cb.start.CircuitFailures == 0 && !cb.probe {
+		return
+	}
+	t, err := a.store.CircuitSucceeded(ctx, ep.ID, ep.Settings.AutoReplay)
+	if err != nil {
+		a.logger.Error("record circuit success", "endpoint_id", ep.ID, "error", err)
+		return
+	}
+	if t.Closed {
+		a.logger.Info("endpoint circuit closed", "endpoint_id", ep.ID, "probe", cb.probe, "auto_replay", ep.Settings.AutoReplay)
+	}
+}
+
+// circuitFailed records a failure of the endpoint: it may open its circuit
+// or, when it has failed for longer than its disable_after, disable it.
+func (a *Activities) circuitFailed(ctx context.Context, ep store.Endpoint, cb circuitAttempt) {
+	t, err := a.store.CircuitFailed(ctx, ep.ID, cb.owner, ep.Settings.FailureThreshold(), ep.Settings.DisableAfterOrDefault())
+	if err != nil {
+		a.logger.Error("record circuit failure", "endpoint_id", ep.ID, "error", err)
+		return
+	}
+	if t.Opened {
+		a.logger.Warn("endpoint circuit opened", "endpoint_id", ep.ID, "consecutive_failures", t.Circuit.ConsecutiveFailures)
+	}
+	if t.Disabled {
+		a.logger.Warn("endpoint disabled: failing for longer than its disable_after", "endpoint_id", ep.ID, "disable_after", ep.Settings.DisableAfterOrDefault().String())
 	}
 }
 

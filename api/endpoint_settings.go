@@ -38,6 +38,16 @@ const (
 	MaxHeaders     = 20
 	MaxHeaderName  = 256
 	MaxHeaderValue = 4096
+	// MaxCircuitFailureThreshold bounds circuit_failure_threshold, the
+	// consecutive retryable failures that open the endpoint's circuit
+	// (default store.DefaultCircuitFailureThreshold).
+	MaxCircuitFailureThreshold = 1000
+	// MinDisableAfter and MaxDisableAfter bound disable_after (default
+	// store.DefaultDisableAfter, 5 days): under a minute, one slow
+	// deploy of the receiver would disable it; past 90 days, an endpoint
+	// nobody fixes is never told so.
+	MinDisableAfter = time.Minute
+	MaxDisableAfter = 90 * 24 * time.Hour
 )
 
 // RedactedHeaderValue stands in for every custom header value the API
@@ -124,11 +134,16 @@ type endpointSettings struct {
 	RecoveryWindow json.RawMessage `json:"recovery_window"`
 	Timeout        json.RawMessage `json:"timeout"`
 	RateLimit      json.RawMessage `json:"rate_limit"`
+	// The circuit breaker's (issue 24 items 2-4).
+	CircuitFailureThreshold json.RawMessage `json:"circuit_failure_threshold"`
+	AutoReplay              json.RawMessage `json:"auto_replay"`
+	DisableAfter            json.RawMessage `json:"disable_after"`
 }
 
 // any says whether the request sends any setting.
 func (r endpointSettings) any() bool {
-	return r.Headers != nil || r.RecoveryWindow != nil || r.Timeout != nil || r.RateLimit != nil
+	return r.Headers != nil || r.RecoveryWindow != nil || r.Timeout != nil || r.RateLimit != nil ||
+		r.CircuitFailureThreshold != nil || r.AutoReplay != nil || r.DisableAfter != nil
 }
 
 // change reads and checks the settings sent, as a change of those sent; its
@@ -163,7 +178,41 @@ func (r endpointSettings) change() (store.EndpointChange, error) {
 		}
 		ch.RateLimit = &v
 	}
+	if r.CircuitFailureThreshold != nil {
+		v, err := parseThreshold(r.CircuitFailureThreshold)
+		if err != nil {
+			return ch, err
+		}
+		ch.CircuitFailureThreshold = &v
+	}
+	if r.AutoReplay != nil {
+		var v bool
+		if !isNull(r.AutoReplay) && json.Unmarshal(r.AutoReplay, &v) != nil {
+			return ch, settingsProblem("auto_replay", "auto_replay must be true, false, or null for false")
+		}
+		ch.AutoReplay = &v
+	}
+	if r.DisableAfter != nil {
+		d, err := parseDuration("disable_after", r.DisableAfter, MinDisableAfter, MaxDisableAfter)
+		if err != nil {
+			return ch, err
+		}
+		ch.DisableAfter = &d
+	}
 	return ch, nil
+}
+
+// parseThreshold reads circuit_failure_threshold: a whole number from 1 to
+// MaxCircuitFailureThreshold, or null (0: the default).
+func parseThreshold(raw json.RawMessage) (int, error) {
+	if isNull(raw) {
+		return 0, nil
+	}
+	var v int
+	if json.Unmarshal(raw, &v) != nil || v < 1 || v > MaxCircuitFailureThreshold {
+		return 0, settingsProblem("circuit_failure_threshold", fmt.Sprintf("circuit_failure_threshold must be a whole number of consecutive failures from 1 to %d, or null for the default (%d)", MaxCircuitFailureThreshold, store.DefaultCircuitFailureThreshold))
+	}
+	return v, nil
 }
 
 // settings is change applied to an endpoint's server defaults, for a new
@@ -182,6 +231,15 @@ func (r endpointSettings) settings() (store.Settings, error) {
 	}
 	if ch.RateLimit != nil {
 		st.RateLimit = *ch.RateLimit
+	}
+	if ch.CircuitFailureThreshold != nil {
+		st.CircuitFailureThreshold = *ch.CircuitFailureThreshold
+	}
+	if ch.AutoReplay != nil {
+		st.AutoReplay = *ch.AutoReplay
+	}
+	if ch.DisableAfter != nil {
+		st.DisableAfter = *ch.DisableAfter
 	}
 	return st, err
 }
@@ -293,6 +351,11 @@ type settingsView struct {
 	RecoveryWindow string            `json:"recovery_window,omitempty"`
 	Timeout        string            `json:"timeout,omitempty"`
 	RateLimit      float64           `json:"rate_limit,omitempty"`
+	// CircuitFailureThreshold and DisableAfter are left out when they are
+	// the defaults; AutoReplay is always shown.
+	CircuitFailureThreshold int    `json:"circuit_failure_threshold,omitempty"`
+	AutoReplay              bool   `json:"auto_replay"`
+	DisableAfter            string `json:"disable_after,omitempty"`
 }
 
 func viewSettings(st store.Settings) settingsView {
@@ -310,5 +373,9 @@ func viewSettings(st store.Settings) settingsView {
 		v.Timeout = FormatDuration(st.Timeout)
 	}
 	v.RateLimit = st.RateLimit
+	v.CircuitFailureThreshold, v.AutoReplay = st.CircuitFailureThreshold, st.AutoReplay
+	if st.DisableAfter > 0 {
+		v.DisableAfter = FormatDuration(st.DisableAfter)
+	}
 	return v
 }

@@ -19,6 +19,10 @@ type settingsJSON struct {
 	RecoveryWindow string            `json:"recovery_window"`
 	Timeout        string            `json:"timeout"`
 	RateLimit      float64           `json:"rate_limit"`
+	// The circuit breaker's.
+	CircuitFailureThreshold int    `json:"circuit_failure_threshold"`
+	AutoReplay              bool   `json:"auto_replay"`
+	DisableAfter            string `json:"disable_after"`
 }
 
 func (b *bundle) settingsCall(t *testing.T, method, path, body string, status int) settingsJSON {
@@ -88,6 +92,18 @@ func TestEndpointSettingsRefusedAndNothingChanged(t *testing.T) {
 		{"rate of 0", `"rate_limit":0`, "rate_limit"},
 		{"rate too high", `"rate_limit":1e9`, "rate_limit"},
 		{"rate as a string", `"rate_limit":"5"`, "rate_limit"},
+		{"threshold of 0", `"circuit_failure_threshold":0`, "circuit_failure_threshold"},
+		{"negative threshold", `"circuit_failure_threshold":-3`, "circuit_failure_threshold"},
+		{"threshold too high", `"circuit_failure_threshold":1001`, "circuit_failure_threshold"},
+		{"threshold not whole", `"circuit_failure_threshold":2.5`, "circuit_failure_threshold"},
+		{"threshold as a string", `"circuit_failure_threshold":"5"`, "circuit_failure_threshold"},
+		{"auto_replay not a boolean", `"auto_replay":"yes"`, "auto_replay"},
+		{"auto_replay as a number", `"auto_replay":1`, "auto_replay"},
+		{"disable_after of 0", `"disable_after":"0s"`, "disable_after"},
+		{"disable_after under a minute", `"disable_after":"59s"`, "disable_after"},
+		{"disable_after past 90 days", `"disable_after":"2161h"`, "disable_after"},
+		{"negative disable_after", `"disable_after":"-1h"`, "disable_after"},
+		{"disable_after as a number", `"disable_after":3600`, "disable_after"},
 	}
 	path := "/v1/endpoints/" + b.endpointID
 	for _, c := range cases {
@@ -115,9 +131,10 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 	const secret = "rcv-s3cret-value"
 	created := b.settingsCall(t, http.MethodPost, "/v1/endpoints",
 		`{"url":"https://example.com/s","headers":{"Authorization":"Bearer `+secret+`","X-Tenant":"acme"},
-		  "recovery_window":"72h","timeout":"2.5s","rate_limit":0.5}`, http.StatusCreated)
+		  "recovery_window":"72h","timeout":"2.5s","rate_limit":0.5,
+		  "circuit_failure_threshold":3,"auto_replay":true,"disable_after":"48h"}`, http.StatusCreated)
 	want := settingsJSON{ID: created.ID, Headers: map[string]string{"Authorization": api.RedactedHeaderValue, "X-Tenant": api.RedactedHeaderValue},
-		RecoveryWindow: "72h", Timeout: "2.5s", RateLimit: 0.5}
+		RecoveryWindow: "72h", Timeout: "2.5s", RateLimit: 0.5, CircuitFailureThreshold: 3, AutoReplay: true, DisableAfter: "48h"}
 	require.Equal(t, want, created)
 	path := "/v1/endpoints/" + created.ID
 	require.Equal(t, want, b.settingsCall(t, http.MethodGet, path, "", http.StatusOK))
@@ -143,11 +160,17 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 	want.RecoveryWindow, want.RateLimit = "1m30s", 20
 	require.Equal(t, want, got)
 
-	got = b.settingsCall(t, http.MethodPatch, path, `{"headers":null,"recovery_window":null,"timeout":null,"rate_limit":null}`, http.StatusOK)
-	require.Equal(t, settingsJSON{ID: created.ID}, got, "null: the server's")
+	got = b.settingsCall(t, http.MethodPatch, path, `{"auto_replay":false,"disable_after":"90m"}`, http.StatusOK)
+	want.AutoReplay, want.DisableAfter = false, "1h30m"
+	require.Equal(t, want, got)
+
+	got = b.settingsCall(t, http.MethodPatch, path, `{"headers":null,"recovery_window":null,"timeout":null,"rate_limit":null,
+		"circuit_failure_threshold":null,"auto_replay":null,"disable_after":null}`, http.StatusOK)
+	require.Equal(t, settingsJSON{ID: created.ID}, got, "null: the server's (the defaults)")
 	resp, raw := b.do(t, http.MethodGet, path, "", "", b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	for _, member := range []string{"headers", "recovery_window", "timeout", "rate_limit"} {
+	require.Contains(t, raw, `"auto_replay":false`, "auto_replay is always shown")
+	for _, member := range []string{"headers", "recovery_window", "timeout", "rate_limit", "circuit_failure_threshold", "disable_after"} {
 		require.NotContains(t, raw, `"`+member+`"`, "a setting left to the server is not shown")
 	}
 }
@@ -162,7 +185,8 @@ func TestEndpointSettingsNeedEndpointsWrite(t *testing.T) {
 	for _, sc := range api.Scopes() {
 		_, key := b.createKey(t, "key "+string(sc), sc)
 		before := b.endpointRows(t)
-		body := `{"headers":{"X-Api-Key":"k-` + string(sc) + `"},"recovery_window":"10m","timeout":"5s","rate_limit":3}`
+		body := `{"headers":{"X-Api-Key":"k-` + string(sc) + `"},"recovery_window":"10m","timeout":"5s","rate_limit":3,
+			"circuit_failure_threshold":2,"auto_replay":true,"disable_after":"1h"}`
 		resp, raw := b.do(t, http.MethodPatch, path, "application/json", body, bearer(key))
 		resp2, raw2 := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"https://example.com/x",`+body[1:], bearer(key))
 		if sc == api.ScopeEndpointsWrite || sc == api.ScopeAdmin {

@@ -13,11 +13,8 @@ import (
 const healthWindow = time.Hour
 
 // EndpointHealthResponse is the body of GET /v1/endpoints/{id}/stats: how
-// the endpoint's receiver answered in the last hour, and what waits for it.
-//
-// The circuit breaker's state ("circuit") belongs here too, and joins this
-// type when the breaker exists; until then it is left out rather than
-// reported as a state nothing keeps.
+// the endpoint's receiver answered in the last hour, what waits for it, what
+// its rate limit held back, and its circuit breaker.
 type EndpointHealthResponse struct {
 	EndpointID string `json:"endpoint_id"`
 	// WindowSeconds is the span the attempt figures cover, ending now.
@@ -43,6 +40,24 @@ type EndpointHealthResponse struct {
 	// send slot, since its first rate-limited attempt: a total, not a
 	// figure of the window (0 when it never had a rate limit).
 	Throttled int64 `json:"throttled"`
+	// Circuit is the endpoint's circuit breaker.
+	Circuit CircuitView `json:"circuit"`
+}
+
+// CircuitView is an endpoint's circuit breaker as GET
+// /v1/endpoints/{id}/stats shows it: closed (attempts are made) or open
+// (none is, but for one probe at a time from next_probe_at), the
+// consecutive retryable failures counted, and since when it fails.
+type CircuitView struct {
+	State               string     `json:"state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailureThreshold    int        `json:"failure_threshold"`
+	FailingSince        *time.Time `json:"failing_since,omitempty"`
+	OpenedAt            *time.Time `json:"opened_at,omitempty"`
+	NextProbeAt         *time.Time `json:"next_probe_at,omitempty"`
+	// AutoReplayPending says the dead letters of its last outage are being
+	// replayed (auto_replay).
+	AutoReplayPending bool `json:"auto_replay_pending,omitempty"`
 }
 
 // AttemptOutcomes are the window's attempts by outcome, as the wire
@@ -77,12 +92,18 @@ func (s *Server) endpointStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	cb, err := s.deps.Store.CircuitGet(c.Request().Context(), ep.ID)
+	if err != nil {
+		return err
+	}
 	resp := EndpointHealthResponse{
 		EndpointID: ep.ID, WindowSeconds: int64(healthWindow / time.Second),
 		Attempts:    h.Attempts.Total,
 		Outcomes:    AttemptOutcomes{Delivered: h.Attempts.Delivered, Retry: h.Attempts.Retry, Permanent: h.Attempts.Permanent, Gone: h.Attempts.Gone},
 		SuccessRate: h.Attempts.SuccessRate(), LatencyP50MS: h.LatencyP50MS, LatencyP99MS: h.LatencyP99MS,
 		Waiting: h.Waiting, Delivering: h.Delivering, DeadLettersOpen: h.DeadLettersOpen, Throttled: h.Throttled,
+		Circuit: CircuitView{State: cb.State, ConsecutiveFailures: cb.ConsecutiveFailures, FailureThreshold: ep.Settings.FailureThreshold(),
+			FailingSince: cb.FailingSince, OpenedAt: cb.OpenedAt, NextProbeAt: cb.NextProbeAt, AutoReplayPending: cb.AutoReplayPendingSince != nil},
 	}
 	if o := h.Oldest; o != nil {
 		resp.OldestUndelivered = &OldestUndelivered{EventID: o.EventID, CorrelationID: o.CorrelationID, Sequence: o.Sequence, State: o.State, AgeSeconds: o.AgeSeconds}

@@ -30,7 +30,8 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"attempts":0,
 		"outcomes":{"delivered":0,"retry":0,"permanent":0,"gone":0},"success_rate":null,"latency_p50_ms":null,"latency_p99_ms":null,
-		"waiting":0,"delivering":0,"dead_letters_open":0,"throttled":0}`, body)
+		"waiting":0,"delivering":0,"dead_letters_open":0,"throttled":0,
+		"circuit":{"state":"closed","consecutive_failures":0,"failure_threshold":5}}`, body)
 
 	// One event accepted through the API, tried three times: one 5xx, one
 	// timeout and one 2xx that the worker has not recorded as delivered yet.
@@ -58,7 +59,7 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, "order-1", got.OldestUndelivered.CorrelationID)
 	require.EqualValues(t, 1, got.OldestUndelivered.Sequence)
 	require.EqualValues(t, "waiting", got.OldestUndelivered.State)
-	require.NotContains(t, body, "circuit", "no breaker exists yet: its state is not made up")
+	require.Equal(t, api.CircuitView{State: "closed", FailureThreshold: 5}, got.Circuit)
 	require.Zero(t, got.Throttled, "no rate limit: never throttled")
 
 	// Three reservations under a rate limit of 1/s: the first sends at
@@ -67,11 +68,21 @@ func TestEndpointStats(t *testing.T) {
 		_, err := b.store.EndpointRateReserve(ctx, b.endpointID, 1)
 		require.NoError(t, err)
 	}
+	// Failures up to the threshold open the circuit, which the stats show.
+	for range 5 {
+		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+		require.NoError(t, err)
+	}
 	resp, body = get(b.endpointID, b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	got = api.EndpointHealthResponse{}
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	require.EqualValues(t, 2, got.Throttled, body)
+	require.Equal(t, "open", got.Circuit.State)
+	require.Equal(t, 5, got.Circuit.ConsecutiveFailures)
+	require.NotNil(t, got.Circuit.FailingSince)
+	require.NotNil(t, got.Circuit.OpenedAt)
+	require.NotNil(t, got.Circuit.NextProbeAt)
 
 	resp, body = get("nosuch_1", b.bearer())
 	p := requireProblem(t, resp, body, http.StatusNotFound, "")
@@ -88,4 +99,33 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, string(api.ScopeEventsRead), p["scope"])
 	resp, body = get(b.endpointID, nil)
 	requireProblem(t, resp, body, http.StatusUnauthorized, "")
+}
+
+// TestEndpointEnabledStartsItsCircuitAfresh: an endpoint hookflow disabled
+// for failing too long is enabled by PATCH with its breaker closed and its
+// failures forgotten, so that its next failure does not disable it again.
+func TestEndpointEnabledStartsItsCircuitAfresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for range 5 {
+		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+		require.NoError(t, err)
+	}
+	_, err := b.pool.Exec(ctx, `UPDATE endpoint_circuits SET failing_since = now() - interval '2 hours' WHERE endpoint_id = $1`, b.endpointID)
+	require.NoError(t, err)
+	tr, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+	require.NoError(t, err)
+	require.True(t, tr.Disabled)
+
+	resp, body := b.do(t, http.MethodPatch, "/v1/endpoints/"+b.endpointID, "application/json", `{"disabled":false}`, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	c, err := b.store.CircuitGet(ctx, b.endpointID)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State)
+	require.Zero(t, c.ConsecutiveFailures)
+	require.Nil(t, c.FailingSince)
+	tr, err = b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+	require.NoError(t, err)
+	require.False(t, tr.Disabled, "a fresh run of failures")
 }

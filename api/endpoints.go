@@ -160,7 +160,7 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	}
 	types, typesSet, typesErr := req.eventTypes()
 	if req.URL == nil && req.Disabled == nil && !typesSet && !req.endpointSettings.any() {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled, event_types, headers, recovery_window, timeout and/or rate_limit")
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled, event_types, headers, recovery_window, timeout, rate_limit, circuit_failure_threshold, auto_replay and/or disable_after")
 	}
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {
@@ -185,6 +185,11 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	}
 	view := endpointView(c, ep, false)
 	if enabled {
+		// Its old failures would disable it again at the next one (and
+		// keep its circuit open): it starts afresh.
+		if err := s.deps.Store.CircuitReset(c.Request().Context(), ep.ID); err != nil {
+			return err
+		}
 		if view.Resumed, err = s.resumeEndpoint(c, ep.ID); err != nil {
 			return err
 		}

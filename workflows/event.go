@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -640,6 +641,12 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		res = contract.DeliverResult{}
 		err = workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
 		l.w.firstAttempts--
+		if err == nil && res.CircuitOpen > 0 {
+			if err := l.waitCircuit(ctx, res.CircuitOpen); err != nil {
+				return contract.DeliverResult{}, err
+			}
+			continue
+		}
 		if err != nil || res.Throttled <= 0 {
 			break
 		}
@@ -681,6 +688,14 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
 		res = contract.DeliverResult{}
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
+		if err == nil && res.CircuitOpen > 0 {
+			// Nothing was sent: the attempt is made again, with its number.
+			ev.AttemptOffset = res.Attempt - 1
+			if err := l.waitCircuit(ctx, res.CircuitOpen); err != nil {
+				return contract.DeliverResult{}, err
+			}
+			continue
+		}
 		if err != nil || res.Throttled <= 0 {
 			return res, err
 		}
@@ -713,6 +728,35 @@ func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d ti
 	return nil
 }
 
+// CircuitOpenReason is the reason of a dead letter whose window was spent
+// while its endpoint's circuit breaker was open.
+const CircuitOpenReason = "endpoint circuit open"
+
+// waitCircuit waits, on one timer, until the endpoint's open circuit may
+// let an attempt through (d, as the attempt was told) or the window ends,
+// whichever is first; the attempt is then made again. Unlike waitTurn it
+// spends the window: the endpoint is failing. An attempt told so at or
+// past the window's end gets an error of type ErrTypeCircuitOpen, which
+// dead-letters the delivery as CircuitOpenReason: the look made at the
+// window's end keeps a circuit that closed meanwhile from dead-lettering
+// it. Order holds: the lane's head waits, and nothing behind it is
+// released meanwhile.
+func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
+	rest := l.windowEnd().Sub(workflow.Now(ctx))
+	if rest <= 0 {
+		return temporal.NewApplicationError(CircuitOpenReason, contract.ErrTypeCircuitOpen)
+	}
+	return workflow.Sleep(ctx, min(d, rest))
+}
+
+// OutageCaused tells the dead letters an endpoint's outage wrote (its
+// window spent on retryable failures, or waiting on its open circuit),
+// which auto_replay replays once the circuit closes, from the others: a
+// permanent rejection, a disabled or gone endpoint.
+func OutageCaused(reason string) bool {
+	return reason == CircuitOpenReason || strings.HasPrefix(reason, "recovery window spent")
+}
+
 // failureReason explains why delivery stopped and whether it stopped before
 // the window was spent (a permanent rejection).
 func failureReason(err error) (string, bool) {
@@ -725,6 +769,8 @@ func failureReason(err error) (string, bool) {
 			return "endpoint gone (410), endpoint disabled: " + appErr.Message(), true
 		case contract.ErrTypeEndpointDisabled:
 			return "endpoint disabled: " + appErr.Message(), true
+		case contract.ErrTypeCircuitOpen:
+			return CircuitOpenReason, false
 		}
 	}
 	// Anything else means the retries ran out within the recovery window.

@@ -220,7 +220,7 @@ func (h *eventHarness) onDeliverTo(answer func(ep string, n int, attempt int32) 
 			n := per[in.EndpointID]
 			mu.Unlock()
 			res, err := answer(in.EndpointID, n, number)
-			if err == nil && !res.HandOffPending && !res.Skipped && res.DeadLettered == 0 && res.Throttled == 0 {
+			if err == nil && !res.HandOffPending && !res.Skipped && res.DeadLettered == 0 && res.Throttled == 0 && res.CircuitOpen == 0 {
 				h.handOvers.add(handOver{at: h.env.Now(), done: done(in.Sequence, in.EndpointID, false)})
 			}
 			return res, err

@@ -76,3 +76,22 @@ func TestFailureReason(t *testing.T) {
 		})
 	}
 }
+
+// TestOutageCaused: auto_replay replays the dead letters an outage wrote,
+// in failureReason's words, and never a rejection, a 410 or a disabling.
+func TestOutageCaused(t *testing.T) {
+	t.Parallel()
+	for reason, want := range map[string]bool{
+		CircuitOpenReason: true,
+		"recovery window spent; last attempt: receiver answered 503":    true,
+		"recovery window spent; last attempt: timed out":                true,
+		"permanent rejection: receiver answered 400":                    false,
+		"endpoint gone (410), endpoint disabled: receiver answered 410": false,
+		"endpoint disabled: endpoint ep_1 is disabled":                  false,
+	} {
+		require.Equal(t, want, OutageCaused(reason), reason)
+	}
+	reason, permanent := failureReason(temporal.NewApplicationError(CircuitOpenReason, contract.ErrTypeCircuitOpen))
+	require.Equal(t, CircuitOpenReason, reason)
+	require.False(t, permanent)
+}

@@ -24,6 +24,7 @@ const (
 	ErrTypeEndpointDisabled = "EndpointDisabled"   // the endpoint was disabled before this attempt
 	ErrTypeRetryable        = "RetryableFailure"   // 5xx, 408, 202, timeouts, connection errors
 	ErrTypeRetryAfter       = "RetryAfter"         // 429/503 with Retry-After: the next attempt waits as told
+	ErrTypeCircuitOpen      = "CircuitOpen"        // the window was spent waiting on the endpoint's open circuit
 )
 
 // FinishInput names finished deliveries of an event.
@@ -190,4 +191,10 @@ type DeliverResult struct {
 	// a timer, which does not spend its recovery window, and makes the
 	// attempt (number Attempt) again with SlotReserved.
 	Throttled time.Duration `json:"throttled,omitempty"`
+	// CircuitOpen: nothing was sent, because the endpoint's circuit breaker
+	// is open and this attempt is not its probe: the workflow waits this
+	// long (until the next probe may be due) on one timer, which, unlike a
+	// throttle, spends the recovery window (the endpoint is failing), and
+	// makes the attempt again.
+	CircuitOpen time.Duration `json:"circuit_open,omitempty"`
 }

@@ -37,12 +37,14 @@ type SweepResult struct {
 
 // Run runs the sweeps every SweepInterval until ctx is done: queued events
 // are started (Temporal was unavailable when they were accepted), and heads
-// that have not moved for StuckAfter are looked at (SweepHeads). Every API
+// that have not moved for StuckAfter are looked at (SweepHeads), and the
+// dead letters of an outage whose circuit closed are auto-replayed
+// (SweepAutoReplay). Every API
 // process runs it; the ledger's leases share the work among them. The two
 // sweeps run on their own, so a slow pass of one never holds up the other.
 func (s *Starter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		s.every(ctx, "start queued events", s.SweepQueued)
@@ -50,6 +52,10 @@ func (s *Starter) Run(ctx context.Context) {
 	go func() {
 		defer wg.Done()
 		s.every(ctx, "repair stuck correlations", s.SweepHeads)
+	}()
+	go func() {
+		defer wg.Done()
+		s.every(ctx, "auto-replay outages' dead letters", s.SweepAutoReplay)
 	}()
 	wg.Wait()
 }

@@ -149,6 +149,11 @@ type AttemptStart struct {
 	State            contract.State
 	DeadLetterStatus string
 	Generation       int32
+	// CircuitOpen and CircuitFailures are the endpoint's circuit breaker
+	// (closed and 0 when it has no row): an attempt that finds it closed
+	// with nothing counted writes nothing for it on success.
+	CircuitOpen     bool
+	CircuitFailures int
 }
 
 // DeliveryStartAttempt marks the delivery delivering (released_at set once)
@@ -164,9 +169,12 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 		b.Queue(s.q.EventLock, eventID)
 		b.Queue(s.q.DeliveryStartAttempt, eventID, endpointID).QueryRow(func(row pgx.Row) error {
 			var sc settingsColumns
+			var circuit string
+			var failures int32
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
-				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation)...)
+				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures)...)
 			e.Settings = sc.settings()
+			a.CircuitOpen, a.CircuitFailures = circuit == CircuitOpen, int(failures)
 			return translate(err)
 		})
 		// A no-op when the delivery did not move: the aggregate is a function

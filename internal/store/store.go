@@ -33,64 +33,74 @@ type Store struct {
 }
 
 type queries struct {
-	EndpointInsert           string
-	EndpointGet              string
-	EndpointUpdate           string
-	EndpointRotateSecret     string
-	EndpointDisable          string
-	EndpointsList            string
-	EndpointsSubscribed      string
-	EndpointRateReserve      string
-	EventInsertRouted        string
-	EventGet                 string
-	EventMarkStarted         string
-	EventMarkStartedUnrouted string
-	EventsQueuedClaim        string
-	LanesStuckHeadsClaim     string
-	JITOff                   string
-	EventSweepDeferred       string
-	CorrelationSweepDeferred string
-	EventRestarted           string
-	CorrelationLock          string
-	EventLock                string
-	DeliveryStartAttempt     string
-	DeliveryMarkFinal        string
-	DeliveryStateForUpdate   string
-	DeliveryMarkDeadLettered string
-	LaneAdvance              string
-	EventAggregate           string
-	CorrelationAdvance       string
-	CorrelationHighWater     string
-	CorrelationLoadAll       string
-	LaneGet                  string
-	AttemptInsert            string
-	AttemptsList             string
-	DeadLetterUpsert         string
-	DeadLetterGeneration     string
-	DeadLetterGet            string
-	DeadLettersOfEvent       string
-	DeadLetterList           string
-	DeadLetterReplayPage     string
-	DeadLetterMarkReplayed   string
-	DeadLetterMarkSkipped    string
-	DeadLetterReopen         string
-	StatsSummary             string
-	StatsBlockedCorrelations string
-	EndpointHealth           string
-	APIKeyInsert             string
-	APIKeyByHash             string
-	APIKeyList               string
-	APIKeyRevoke             string
-	CleanerLock              string
-	CleanerUnlock            string
-	EventsPrunePayloads      string
-	AttemptsPrune            string
-	EventsPruneKeys          string
-	CleanerRunRecord         string
-	CleanerRunLast           string
-	OperationalSequenceNext  string
-	OperationalSubscribers   string
-	EventTypeGet             string
+	EndpointInsert            string
+	EndpointGet               string
+	EndpointUpdate            string
+	EndpointRotateSecret      string
+	EndpointDisable           string
+	EndpointsList             string
+	EndpointsSubscribed       string
+	EndpointRateReserve       string
+	EndpointDisableIfEnabled  string
+	CircuitProbeClaim         string
+	CircuitEnsure             string
+	CircuitForUpdate          string
+	CircuitSet                string
+	CircuitGet                string
+	CircuitReset              string
+	CircuitsAutoReplayPending string
+	CircuitAutoReplayDone     string
+	CircuitsProbeReplayClaim  string
+	EventInsertRouted         string
+	EventGet                  string
+	EventMarkStarted          string
+	EventMarkStartedUnrouted  string
+	EventsQueuedClaim         string
+	LanesStuckHeadsClaim      string
+	JITOff                    string
+	EventSweepDeferred        string
+	CorrelationSweepDeferred  string
+	EventRestarted            string
+	CorrelationLock           string
+	EventLock                 string
+	DeliveryStartAttempt      string
+	DeliveryMarkFinal         string
+	DeliveryStateForUpdate    string
+	DeliveryMarkDeadLettered  string
+	LaneAdvance               string
+	EventAggregate            string
+	CorrelationAdvance        string
+	CorrelationHighWater      string
+	CorrelationLoadAll        string
+	LaneGet                   string
+	AttemptInsert             string
+	AttemptsList              string
+	DeadLetterUpsert          string
+	DeadLetterGeneration      string
+	DeadLetterGet             string
+	DeadLettersOfEvent        string
+	DeadLetterList            string
+	DeadLetterReplayPage      string
+	DeadLetterMarkReplayed    string
+	DeadLetterMarkSkipped     string
+	DeadLetterReopen          string
+	StatsSummary              string
+	StatsBlockedCorrelations  string
+	EndpointHealth            string
+	APIKeyInsert              string
+	APIKeyByHash              string
+	APIKeyList                string
+	APIKeyRevoke              string
+	CleanerLock               string
+	CleanerUnlock             string
+	EventsPrunePayloads       string
+	AttemptsPrune             string
+	EventsPruneKeys           string
+	CleanerRunRecord          string
+	CleanerRunLast            string
+	OperationalSequenceNext   string
+	OperationalSubscribers    string
+	EventTypeGet              string
 }
 
 // New returns a Store on pool.
@@ -144,6 +154,38 @@ type Settings struct {
 	// RateLimit is deliveries per second across all the endpoint's lanes;
 	// zero is unlimited.
 	RateLimit float64
+	// CircuitFailureThreshold is how many consecutive retryable failures
+	// open the endpoint's circuit; zero is DefaultCircuitFailureThreshold.
+	CircuitFailureThreshold int
+	// AutoReplay: when the circuit closes, the dead letters its outage
+	// caused are replayed (CircuitsAutoReplayPending).
+	AutoReplay bool
+	// DisableAfter is how long the endpoint may fail without an answer
+	// before it is disabled; zero is DefaultDisableAfter.
+	DisableAfter time.Duration
+}
+
+// Defaults of the circuit breaker's settings.
+const (
+	DefaultCircuitFailureThreshold = 5
+	DefaultDisableAfter            = 120 * time.Hour
+)
+
+// FailureThreshold is the threshold in force: the endpoint's, or the
+// default.
+func (st Settings) FailureThreshold() int {
+	if st.CircuitFailureThreshold > 0 {
+		return st.CircuitFailureThreshold
+	}
+	return DefaultCircuitFailureThreshold
+}
+
+// DisableAfterOrDefault is the auto-disable delay in force.
+func (st Settings) DisableAfterOrDefault() time.Duration {
+	if st.DisableAfter > 0 {
+		return st.DisableAfter
+	}
+	return DefaultDisableAfter
 }
 
 // settingsColumns are the destinations of the settings columns.
@@ -151,10 +193,13 @@ type settingsColumns struct {
 	headers         map[string]string
 	window, timeout *int64
 	rateLimit       *float64
+	threshold       *int32
+	autoReplay      bool
+	disableAfter    *int64
 }
 
 func (c *settingsColumns) dest() []any {
-	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit}
+	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit, &c.threshold, &c.autoReplay, &c.disableAfter}
 }
 
 func (c *settingsColumns) settings() Settings {
@@ -170,6 +215,13 @@ func (c *settingsColumns) settings() Settings {
 	}
 	if c.rateLimit != nil {
 		st.RateLimit = *c.rateLimit
+	}
+	if c.threshold != nil {
+		st.CircuitFailureThreshold = int(*c.threshold)
+	}
+	st.AutoReplay = c.autoReplay
+	if c.disableAfter != nil {
+		st.DisableAfter = time.Duration(*c.disableAfter) * time.Millisecond
 	}
 	return st
 }
@@ -189,7 +241,14 @@ func settingsArgs(st Settings) []any {
 	if st.RateLimit > 0 {
 		rate = st.RateLimit
 	}
-	return []any{headers, window, timeout, rate}
+	var threshold, disableAfter any
+	if st.CircuitFailureThreshold > 0 {
+		threshold = int32(st.CircuitFailureThreshold)
+	}
+	if st.DisableAfter > 0 {
+		disableAfter = st.DisableAfter.Milliseconds()
+	}
+	return []any{headers, window, timeout, rate, threshold, st.AutoReplay, disableAfter}
 }
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.
@@ -290,6 +349,11 @@ type EndpointChange struct {
 	RecoveryWindow *time.Duration
 	Timeout        *time.Duration
 	RateLimit      *float64
+	// CircuitFailureThreshold, AutoReplay and DisableAfter likewise (zero:
+	// the default).
+	CircuitFailureThreshold *int
+	AutoReplay              *bool
+	DisableAfter            *time.Duration
 }
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
@@ -312,6 +376,15 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 	}
 	if ch.RateLimit != nil {
 		st.RateLimit, set = *ch.RateLimit, set|8
+	}
+	if ch.CircuitFailureThreshold != nil {
+		st.CircuitFailureThreshold, set = *ch.CircuitFailureThreshold, set|16
+	}
+	if ch.AutoReplay != nil {
+		st.AutoReplay, set = *ch.AutoReplay, set|32
+	}
+	if ch.DisableAfter != nil {
+		st.DisableAfter, set = *ch.DisableAfter, set|64
 	}
 	args := append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
 	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, args...))

@@ -343,6 +343,14 @@ func TestEndpointSettingsSent(t *testing.T) {
 	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{Headers: &none, RecoveryWindow: &server, Timeout: &timeout, RateLimit: &unlimited})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"headers":null,"recovery_window":null,"timeout":"2s","rate_limit":null}`, s.last().body)
+
+	_, err = c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://x.example/h", CircuitFailureThreshold: 3, AutoReplay: true, DisableAfter: "48h"})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"url":"https://x.example/h","circuit_failure_threshold":3,"auto_replay":true,"disable_after":"48h"}`, s.last().body)
+	def, off, after := client.Threshold(0), false, client.Duration("")
+	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{CircuitFailureThreshold: &def, AutoReplay: &off, DisableAfter: &after})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"circuit_failure_threshold":null,"auto_replay":false,"disable_after":null}`, s.last().body)
 }
 
 func TestEndpointListAllFollowsTheCursor(t *testing.T) {

@@ -146,6 +146,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Delivery":           reflect.TypeFor[Delivery](),
 	"EndpointStats":      reflect.TypeFor[EndpointStats](),
 	"EndpointHealth":     reflect.TypeFor[EndpointHealth](),
+	"CircuitState":       reflect.TypeFor[CircuitState](),
 	"DeadLetter":         reflect.TypeFor[DeadLetter](),
 	"DeadLetterPage":     reflect.TypeFor[DeadLetterPage](),
 	"BatchReplay":        reflect.TypeFor[BatchReplay](),

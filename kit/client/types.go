@@ -90,6 +90,27 @@ type EndpointCreateRequest struct {
 	// RateLimit is deliveries per second across all its lanes; 0 for
 	// unlimited.
 	RateLimit Rate `json:"rate_limit,omitempty"`
+	// CircuitFailureThreshold is how many consecutive retryable failures
+	// open its circuit breaker (1 to 1000); 0 for the default (5).
+	CircuitFailureThreshold Threshold `json:"circuit_failure_threshold,omitempty"`
+	// AutoReplay replays the dead letters of an outage, each lane in
+	// order, once its circuit closes.
+	AutoReplay bool `json:"auto_replay,omitempty"`
+	// DisableAfter is how long it may fail before hookflow disables it
+	// (1m to 2160h); empty for the default (120h).
+	DisableAfter Duration `json:"disable_after,omitempty"`
+}
+
+// Threshold is a circuit breaker's failure threshold. Zero is sent as
+// null: the default.
+type Threshold int
+
+// MarshalJSON sends the zero Threshold as null.
+func (n Threshold) MarshalJSON() ([]byte, error) {
+	if n == 0 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(int(n))
 }
 
 // Duration is a Go duration as the API takes it ("30s", "5m", "72h"). The
@@ -135,6 +156,12 @@ type EndpointUpdateRequest struct {
 	RecoveryWindow *Duration `json:"recovery_window,omitempty"`
 	Timeout        *Duration `json:"timeout,omitempty"`
 	RateLimit      *Rate     `json:"rate_limit,omitempty"`
+	// CircuitFailureThreshold, AutoReplay and DisableAfter replace its
+	// circuit breaker's settings; a pointer to the zero value puts the
+	// default back.
+	CircuitFailureThreshold *Threshold `json:"circuit_failure_threshold,omitempty"`
+	AutoReplay              *bool      `json:"auto_replay,omitempty"`
+	DisableAfter            *Duration  `json:"disable_after,omitempty"`
 }
 
 // Endpoint is a registered receiver URL.
@@ -155,6 +182,12 @@ type Endpoint struct {
 	RecoveryWindow string  `json:"recovery_window,omitempty"`
 	Timeout        string  `json:"timeout,omitempty"`
 	RateLimit      float64 `json:"rate_limit,omitempty"`
+	// CircuitFailureThreshold and DisableAfter are its circuit breaker's
+	// settings, empty (0) where it has the defaults (5, 120h); AutoReplay
+	// whether an outage's dead letters are replayed when it closes.
+	CircuitFailureThreshold int    `json:"circuit_failure_threshold,omitempty"`
+	AutoReplay              bool   `json:"auto_replay,omitempty"`
+	DisableAfter            string `json:"disable_after,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`
@@ -499,6 +532,24 @@ type EndpointHealth struct {
 	// Throttled counts the attempts its rate limit held back for a later
 	// send slot, since its first rate-limited attempt (not the window's).
 	Throttled int64 `json:"throttled"`
+	// Circuit is its circuit breaker.
+	Circuit CircuitState `json:"circuit"`
+}
+
+// CircuitState is an endpoint's circuit breaker: State "closed" (attempts
+// are made) or "open" (none is, but for one probe at a time from
+// NextProbeAt), with the consecutive retryable failures counted and since
+// when it fails (zero times when they do not apply).
+type CircuitState struct {
+	State               string    `json:"state"`
+	ConsecutiveFailures int       `json:"consecutive_failures"`
+	FailureThreshold    int       `json:"failure_threshold"`
+	FailingSince        time.Time `json:"failing_since,omitzero"`
+	OpenedAt            time.Time `json:"opened_at,omitzero"`
+	NextProbeAt         time.Time `json:"next_probe_at,omitzero"`
+	// AutoReplayPending says the dead letters of its last outage are being
+	// replayed (auto_replay).
+	AutoReplayPending bool `json:"auto_replay_pending,omitempty"`
 }
 
 // AttemptOutcomes are attempts by outcome: delivered (2xx but 202), retry

@@ -1,19 +1,21 @@
 -- name: EndpointInsert
-INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
+                       circuit_failure_threshold, auto_replay, disable_after_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit;
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms;
 
 -- name: EndpointGet
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms
 FROM endpoints WHERE id = $1;
 
 -- name: EndpointUpdate
 -- NULL leaves a field as it is, but for event_types, where NULL is every
 -- type: $5 says whether $6 replaces them; and for the delivery settings,
 -- where NULL is the server's: $7 is a bit set of those that $8..$11
--- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit).
+-- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
+-- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14).
 -- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
     url             = COALESCE($2, url),
@@ -22,6 +24,9 @@ UPDATE endpoints SET
     recovery_window_ms = CASE WHEN $7::int & 2 <> 0 THEN $9::bigint ELSE recovery_window_ms END,
     timeout_ms         = CASE WHEN $7::int & 4 <> 0 THEN $10::bigint ELSE timeout_ms END,
     rate_limit         = CASE WHEN $7::int & 8 <> 0 THEN $11::double precision ELSE rate_limit END,
+    circuit_failure_threshold = CASE WHEN $7::int & 16 <> 0 THEN $12::integer ELSE circuit_failure_threshold END,
+    auto_replay               = CASE WHEN $7::int & 32 <> 0 THEN COALESCE($13::boolean, false) ELSE auto_replay END,
+    disable_after_ms          = CASE WHEN $7::int & 64 <> 0 THEN $14::bigint ELSE disable_after_ms END,
     disabled        = COALESCE($3, disabled),
     disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
                            WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
@@ -29,7 +34,7 @@ UPDATE endpoints SET
     updated_at      = now()
 WHERE id = $1
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit;
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms;
 
 -- name: EndpointRotateSecret
 -- The current secret joins the previous ones, to sign for $3 seconds more;
@@ -44,7 +49,7 @@ UPDATE endpoints SET
     updated_at = now()
 WHERE id = $1
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit;
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms;
 
 -- name: EndpointDisable
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -52,7 +57,7 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- name: EndpointsList
 -- A page in id order, after $1 ('' for the first).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms
 FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed
@@ -61,7 +66,7 @@ FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
 -- type starting with "prefix." (compared as text, not LIKE, so % and _ in a
 -- prefix are themselves), anything else that exact type.
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms
 FROM endpoints
 WHERE NOT disabled
   AND (event_types IS NULL
@@ -87,3 +92,8 @@ ON CONFLICT (endpoint_id) DO UPDATE
     SET next_slot = GREATEST(s.next_slot, (SELECT now FROM clock)) + make_interval(secs => $2),
         throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
 RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
+
+-- name: EndpointDisableIfEnabled
+-- Disables an endpoint that is enabled (the circuit breaker's auto-disable:
+-- an operator's own reason is not overwritten).
+UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1 AND NOT disabled;

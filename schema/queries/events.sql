@@ -197,9 +197,14 @@ WITH dl AS (
       AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
-       headers, recovery_window_ms, timeout_ms, rate_limit,
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        COALESCE((SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2), ''),
-       COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0)
+       COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
+       -- The endpoint's circuit (migration 013), read in the same round
+       -- trip: a closed circuit with no failure counted (or no row) is the
+       -- happy path, and the attempt writes nothing more for it.
+       COALESCE((SELECT state FROM endpoint_circuits WHERE endpoint_id = $2), 'closed'),
+       COALESCE((SELECT consecutive_failures FROM endpoint_circuits WHERE endpoint_id = $2), 0)
 FROM endpoints WHERE id = $2;
 
 -- name: DeliveryMarkFinal

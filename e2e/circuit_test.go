@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/starter"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// outage is a receiver's fault that answers 503 while down is set, and
+// counts the requests it refuses.
+type outage struct {
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (o *outage) fault(contract.Envelope, int) string {
+	if o.down.Load() {
+		o.refused.Add(1)
+		return "503"
+	}
+	return ""
+}
+
+// postLanes posts seqs events to each of n correlations (named by prefix)
+// for endpoint ep, all sequence 1 first, and returns the correlations.
+func (b *bundle) postLanes(prefix string, n int, seqs int64, ep string) []string {
+	b.t.Helper()
+	var corrs []string
+	for i := range n {
+		corrs = append(corrs, b.id(fmt.Sprintf("%s-%d", prefix, i)))
+	}
+	for seq := int64(1); seq <= seqs; seq++ {
+		for _, corr := range corrs {
+			code, _ := b.postEvent(fmt.Sprintf("%s-%d", corr, seq), corr, seq, ep, map[string]any{"n": seq})
+			require.Equal(b.t, http.StatusAccepted, code)
+		}
+	}
+	return corrs
+}
+
+// requireDrained waits until every correlation has 1..seqs applied, in
+// order, exactly once.
+func requireDrained(t *testing.T, rcv *ledgerReceiver, corrs []string, seqs int64, timeout time.Duration) {
+	t.Helper()
+	want := make([]int64, 0, seqs)
+	for s := int64(1); s <= seqs; s++ {
+		want = append(want, s)
+	}
+	waitFor(t, timeout, "every lane drained", func() bool {
+		for _, c := range corrs {
+			if len(rcv.appliedTo(c)) < int(seqs) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range corrs {
+		require.Equal(t, want, rcv.appliedTo(c), "lane %s in order, exactly once", c)
+	}
+	rcv.requireClean(t)
+}
+
+// TestCircuitBreakerHoldsADeadReceiverToItsProbes: a receiver is down for
+// a while under many correlations: the breaker opens after 5 failures, the
+// heads wait and make no attempts but for one probe at a time, and once
+// the receiver is back a probe closes it and every lane drains in order,
+// exactly once, with no dead letter (every window is longer than the
+// outage).
+func TestCircuitBreakerHoldsADeadReceiverToItsProbes(t *testing.T) {
+	b := setup(t, options{window: 5 * time.Minute})
+	rcv := newLedgerReceiver(t)
+	var o outage
+	o.down.Store(true)
+	rcv.fault = o.fault
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	const n, seqs = 40, 3
+	start := time.Now()
+	corrs := b.postLanes("cb", n, seqs, ep.ID)
+
+	waitFor(t, time.Minute, "the circuit opens", func() bool {
+		c, err := b.store.CircuitGet(context.Background(), ep.ID)
+		require.NoError(t, err)
+		return c.State == store.CircuitOpen
+	})
+	const outageFor = 30 * time.Second
+	time.Sleep(time.Until(start.Add(outageFor)))
+	refused := o.refused.Load()
+	o.down.Store(false)
+	back := time.Now()
+
+	requireDrained(t, rcv, corrs, seqs, 3*time.Minute)
+	drained := time.Since(back)
+	c, err := b.store.CircuitGet(context.Background(), ep.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State)
+	var open int
+	require.NoError(t, b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1`, ep.ID).Scan(&open))
+	require.Zero(t, open, "no window was spent")
+	// Without the breaker each head retries at about 0, 1, 5 and 21 s in
+	// 30 s: 4 attempts each.
+	t.Logf("FIGURE circuit breaker: %d attempts during a %s outage with %d correlations (%d heads × 4 attempts = %d without the breaker); drained %d lanes × %d events %.1f s after the receiver came back",
+		refused, outageFor, n, n, n*4, n, seqs, drained.Seconds())
+	require.Less(t, refused, int64(n*4), "the breaker holds the heads back")
+}
+
+// TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow: with
+// auto_replay, an outage longer than the endpoint's window dead-letters
+// the heads of its lanes; once the receiver is back, a probe closes the
+// circuit and hookflow replays those dead letters itself, each lane in
+// order, recorded as by "hookflow (auto-replay)": nothing lost, nothing
+// delivered twice. With every head dead-lettered no attempt is left to
+// probe: the API's sweep replays one dead letter as the probe. A dead
+// letter of a permanent rejection (400) is not replayed.
+func TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow(t *testing.T) {
+	b := setup(t, options{window: 5 * time.Minute})
+	ctx := context.Background()
+	rcv := newLedgerReceiver(t)
+	var o outage
+	rejected := b.id("rejected-1")
+	rcv.fault = func(ev contract.Envelope, n int) string {
+		if ev.ID == rejected {
+			return "400"
+		}
+		return o.fault(ev, n)
+	}
+	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "recovery_window": "6s", "auto_replay": true})
+	rcv.secret = ep.Secret
+	code, _ := b.postEvent(rejected, b.id("rejected"), 1, ep.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	b.waitState(rejected, contract.StateDeadLettered, time.Minute)
+
+	o.down.Store(true)
+	const n, seqs = 10, 3
+	corrs := b.postLanes("ar", n, seqs, ep.ID)
+	heads := make([]string, 0, n)
+	for _, c := range corrs {
+		heads = append(heads, c+"-1")
+	}
+	for _, h := range heads {
+		b.waitState(h, contract.StateDeadLettered, time.Minute)
+	}
+	recorded := heads[0] // a head held by the open circuit, for the recorded history
+	for _, h := range slices.Backward(heads) {
+		dl := b.deadLetter(h + "?endpoint_id=" + ep.ID)
+		if dl.Reason == workflows.CircuitOpenReason {
+			recorded = h
+		}
+		require.True(t, workflows.OutageCaused(dl.Reason), "dead-lettered by the outage (its window spent, or held by the open circuit until it ended): %s", dl.Reason)
+	}
+	refused := o.refused.Load()
+	o.down.Store(false)
+	back := time.Now()
+
+	requireDrained(t, rcv, corrs, seqs, 3*time.Minute)
+	t.Logf("FIGURE auto-replay: %d lanes × %d events drained %.1f s after the receiver came back; %d attempts during the outage",
+		n, seqs, time.Since(back).Seconds(), refused)
+	for _, h := range heads {
+		dl := b.deadLetter(h + "?endpoint_id=" + ep.ID)
+		require.Equal(t, store.DeadLetterReplayed, dl.Status)
+		require.NotNil(t, dl.ReplayedBy)
+		require.Equal(t, starter.AutoReplayBy, *dl.ReplayedBy)
+	}
+	b.recordHistory(recorded, "event_circuit_open_auto_replayed_history.json")
+	dl := b.deadLetter(rejected + "?endpoint_id=" + ep.ID)
+	require.Equal(t, store.DeadLetterOpen, dl.Status, "a permanent rejection is never auto-replayed")
+	require.Equal(t, 1, rcv.requestsFor(rejected))
+
+	// The breaker told the operators: opened, closed, and each replay.
+	rows, err := b.store.Pool().Query(ctx, `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, ep.ID)
+	require.NoError(t, err)
+	var types []string
+	for rows.Next() {
+		var typ string
+		require.NoError(t, rows.Scan(&typ))
+		types = append(types, typ)
+	}
+	require.NoError(t, rows.Err())
+	count := func(typ string) int {
+		k := 0
+		for _, x := range types {
+			if x == typ {
+				k++
+			}
+		}
+		return k
+	}
+	// One per replay: a head replayed to probe while the receiver was still
+	// down is dead-lettered again and replayed again.
+	require.GreaterOrEqual(t, count(contract.OpDeadLetterAutoReplayed), n, "one per dead letter replayed: %v", types)
+	require.GreaterOrEqual(t, count(contract.OpCircuitOpened), 1)
+	require.Equal(t, count(contract.OpCircuitOpened), count(contract.OpCircuitClosed))
+	lastReplayed := -1
+	for i, x := range types {
+		if x == contract.OpDeadLetterAutoReplayed {
+			lastReplayed = i
+		}
+	}
+	require.Less(t, slices.Index(types, contract.OpCircuitClosed), lastReplayed, "the outage's dead letters replayed once it closed")
+}
+
+// recordHistory writes the workflow's history, as the recorder in
+// internal/tools/recordhistory does, to $HOOKFLOW_RECORD_HISTORY_DIR/name
+// when that is set (workflows/testdata/README: how the recorded histories
+// were made); otherwise it does nothing.
+func (b *bundle) recordHistory(workflowID, name string) {
+	b.t.Helper()
+	dir := os.Getenv("HOOKFLOW_RECORD_HISTORY_DIR")
+	if dir == "" {
+		return
+	}
+	var h historypb.History
+	it := b.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(b.t, err)
+		h.Events = append(h.Events, ev)
+	}
+	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&h)
+	require.NoError(b.t, err)
+	require.NoError(b.t, os.WriteFile(filepath.Join(dir, name), append(out, '\n'), 0o644))
+}

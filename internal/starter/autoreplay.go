@@ -1,0 +1,131 @@
+package starter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// AutoReplayBy records who replayed the dead letters an endpoint's outage
+// caused, once its circuit closed (auto_replay).
+const AutoReplayBy = "hookflow (auto-replay)"
+
+// autoReplayPage bounds the dead letters one page of an auto-replay reads.
+const autoReplayPage = 200
+
+// SweepAutoReplay carries out the auto-replays that closed circuits
+// scheduled (store.CircuitsAutoReplayPending): for each endpoint, every
+// open dead letter written since its outage began whose reason is the
+// outage's (workflows.OutageCaused: never a permanent rejection) is
+// replayed, each lane in sequence order, as AutoReplayBy; then the pending
+// replay is cleared. The schedule is in the row that the close committed,
+// so a crash anywhere in between only makes a later pass do it (again: a
+// dead letter replayed already is no longer open, and the claim on each
+// row lets one replay through).
+//
+// An outage longer than the window leaves no attempt to probe the
+// endpoint (every lane's head is dead-lettered): when a probe is due, the
+// pass replays the first of the outage's dead letters, in lane order, of
+// each such endpoint (store.CircuitsProbeReplayClaim), and that replay's
+// attempt is the probe that closes the circuit or opens it again.
+func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	probes, err := s.store.CircuitsProbeReplayClaim(ctx, sweepBatch, probeReplayEvery)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range probes {
+		res.Claimed++
+		if _, err := s.autoReplay(ctx, p, 1); err != nil {
+			res.Failed++
+			s.logger.Warn("replay a dead letter to probe an open circuit", "endpoint_id", p.EndpointID, "error", err)
+			continue
+		}
+		res.Done++
+	}
+	pending, err := s.store.CircuitsAutoReplayPending(ctx, sweepBatch)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range pending {
+		res.Claimed++
+		n, err := s.autoReplay(ctx, p, 0)
+		if err == nil {
+			err = s.store.CircuitAutoReplayDone(ctx, p)
+		}
+		if err != nil {
+			res.Failed++
+			s.logger.Warn("auto-replay", "endpoint_id", p.EndpointID, "replayed", n, "error", err)
+			continue
+		}
+		res.Done++
+		s.logger.Info("auto-replayed the dead letters of an endpoint's outage", "endpoint_id", p.EndpointID, "replayed", n, "since", p.Since)
+	}
+	return res, nil
+}
+
+// probeReplayEvery bounds how often the sweep replays a dead letter to
+// probe one endpoint's open circuit (the attempt that replay makes claims
+// the probe's lease within moments).
+const probeReplayEvery = 10 * time.Second
+
+// autoReplay replays p's dead letters, a page at a time, up to limit of
+// them (0: all), and returns how many it replayed.
+func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending, limit int) (int, error) {
+	since := p.Since
+	f := store.DeadLetterFilter{EndpointID: p.EndpointID, Status: store.DeadLetterOpen, Since: &since, Limit: autoReplayPage}
+	n := 0
+	var after *store.ReplayCursor
+	for {
+		page, err := s.store.DeadLetterReplayPage(ctx, f, after)
+		if err != nil {
+			return n, err
+		}
+		for _, d := range page {
+			if !workflows.OutageCaused(d.Reason) {
+				continue
+			}
+			ok, err := s.replayDeadLetter(ctx, d)
+			if err != nil {
+				return n, err
+			}
+			if ok {
+				n++
+			}
+			if limit > 0 && n >= limit {
+				return n, nil
+			}
+		}
+		if len(page) < f.Limit {
+			return n, nil
+		}
+		last := page[len(page)-1]
+		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
+	}
+}
+
+// replayDeadLetter claims the replay of d as AutoReplayBy, publishing its
+// auto_replayed event with the claim (store.DeadLetterAutoReplayed), and
+// signals its workflow; false when someone else claimed it first or its
+// event is finished. A signal that fails keeps the claim, as an operator's
+// replay that the API could not undo does: the heads sweep sends a claimed
+// replay whose signal never arrived again (resendLostClaim), so the replay
+// and its event each happen once.
+func (s *Starter) replayDeadLetter(ctx context.Context, d store.DeadLetter) (bool, error) {
+	ok, err := s.store.DeadLetterAutoReplayed(ctx, d, AutoReplayBy)
+	if err != nil || !ok {
+		return false, err
+	}
+	ended, err := s.SignalDeadLetter(ctx, d, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: AutoReplayBy})
+	if ended {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("signal %s: %w", d.EventID, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,368 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookflow/hookflow/internal/contract"
+)
+
+// The circuit breaker per endpoint (issue 24 item 2, migration 013). Its
+// state is the endpoint_circuits row, shared by every worker and kept
+// through any crash; an endpoint without a row is closed with no failure
+// counted. Each transition (CircuitSucceeded, CircuitFailed) runs in one
+// transaction holding the row's lock, with what it implies: a close
+// schedules the auto-replay of the outage's dead letters, and a failure
+// that has lasted disable_after disables the endpoint.
+
+// Circuit states.
+const (
+	CircuitClosed = "closed"
+	CircuitOpen   = "open"
+)
+
+// Probe backoff: the first probe of an open circuit is due this long after
+// it opened, and each failed probe doubles the wait, up to the maximum.
+const (
+	ProbeBackoffInitial = 5 * time.Second
+	ProbeBackoffMax     = 5 * time.Minute
+)
+
+// Circuit is an endpoint's breaker as the ledger has it.
+type Circuit struct {
+	State               string
+	ConsecutiveFailures int
+	// FailingSince is the first failure of the current run of failures;
+	// nil while the endpoint answers.
+	FailingSince *time.Time
+	OpenedAt     *time.Time
+	NextProbeAt  *time.Time
+	ProbeBackoff time.Duration
+	ProbeOwner   *string
+	ProbeLease   *time.Time
+	// AutoReplayPendingSince is set from a close until the auto-replay of
+	// the outage's dead letters is done.
+	AutoReplayPendingSince *time.Time
+	// Now is the database's clock when it was read.
+	Now time.Time
+}
+
+func scanCircuit(row pgx.Row) (Circuit, error) {
+	var c Circuit
+	var backoffMS int64
+	var failures int32
+	err := row.Scan(&c.State, &failures, &c.FailingSince, &c.OpenedAt, &c.NextProbeAt, &backoffMS,
+		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.Now)
+	c.ConsecutiveFailures = int(failures)
+	c.ProbeBackoff = time.Duration(backoffMS) * time.Millisecond
+	return c, translate(err)
+}
+
+func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit) error {
+	_, err := tx.Exec(ctx, s.q.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
+		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince)
+	return err
+}
+
+// CircuitGet returns the endpoint's circuit: closed with no failure, and
+// Now zero, when it has no row.
+func (s *Store) CircuitGet(ctx context.Context, endpointID string) (Circuit, error) {
+	c, err := scanCircuit(s.pool.QueryRow(ctx, s.q.CircuitGet, endpointID))
+	if errors.Is(err, ErrNotFound) {
+		return Circuit{State: CircuitClosed, ProbeBackoff: ProbeBackoffInitial}, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("get circuit: %w", err)
+	}
+	return c, nil
+}
+
+// ProbeClaim is the answer of CircuitProbeClaim: Claimed when this attempt
+// is the probe; otherwise Open says whether the circuit still is, and Wait
+// how long until the next probe may be claimed (by the database's clock).
+type ProbeClaim struct {
+	Claimed bool
+	Open    bool
+	Wait    time.Duration
+}
+
+// CircuitProbeClaim claims the probe of the endpoint's open circuit for
+// owner, for lease: at most one attempt holds it at a time, across every
+// worker, and only once the next probe is due. A circuit found closed (a
+// probe closed it meanwhile) answers Open false: the attempt sends.
+func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string, lease time.Duration) (ProbeClaim, error) {
+	var p ProbeClaim
+	var state string
+	var wait float64
+	err := translate(s.pool.QueryRow(ctx, s.q.CircuitProbeClaim, endpointID, owner, lease.Seconds()).Scan(&p.Claimed, &state, &wait))
+	if errors.Is(err, ErrNotFound) {
+		return ProbeClaim{}, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("claim circuit probe: %w", err)
+	}
+	p.Open = !p.Claimed && state == CircuitOpen
+	if p.Open {
+		p.Wait = max(time.Duration(wait*float64(time.Second)), 0)
+	}
+	return p, nil
+}
+
+// CircuitTransition is what a success or failure did to the circuit.
+type CircuitTransition struct {
+	Opened, Closed, Disabled bool
+	Circuit                  Circuit
+}
+
+// CircuitSucceeded records that the endpoint answered (a delivery, or a
+// rejection: either way it is up): the failures counted are forgotten, and
+// an open circuit closes. When it closes and autoReplay is set, the
+// outage's auto-replay is scheduled (AutoReplayPendingSince = the outage's
+// first failure) in the same transaction. Callers skip it on the happy path
+// (closed, nothing counted), which their attempt's start read tells them.
+func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoReplay bool) (CircuitTransition, error) {
+	var t CircuitTransition
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if c.State == CircuitClosed && c.ConsecutiveFailures == 0 {
+			t.Circuit = c
+			return nil
+		}
+		t, err = s.circuitClose(ctx, tx, endpointID, c, autoReplay)
+		return err
+	})
+	if err != nil {
+		return t, fmt.Errorf("record circuit success: %w", err)
+	}
+	return t, nil
+}
+
+// circuitClose is the transition to closed, in tx holding the row's lock:
+// the one place that publishes circuit_closed.
+func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, autoReplay bool) (CircuitTransition, error) {
+	t := CircuitTransition{Closed: c.State == CircuitOpen}
+	if t.Closed && autoReplay && c.AutoReplayPendingSince == nil {
+		since := c.Now
+		if c.FailingSince != nil {
+			since = *c.FailingSince
+		}
+		c.AutoReplayPendingSince = &since
+	}
+	opened := c
+	c.State, c.ConsecutiveFailures, c.FailingSince, c.OpenedAt, c.NextProbeAt = CircuitClosed, 0, nil, nil, nil
+	c.ProbeBackoff, c.ProbeOwner, c.ProbeLease = ProbeBackoffInitial, nil, nil
+	t.Circuit = c
+	if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {
+		return t, err
+	}
+	if t.Closed {
+		return t, s.circuitClosedEvent(ctx, tx, endpointID, opened)
+	}
+	return t, nil
+}
+
+// CircuitFailed records a retryable failure of an attempt to the endpoint
+// (owner names the attempt, as it claimed a probe): a closed circuit counts
+// it and opens at threshold consecutive ones, due for its first probe
+// ProbeBackoffInitial later; the failed probe of an open one opens it again
+// for twice the backoff (up to ProbeBackoffMax), and frees the lease. An
+// attempt that was in flight when the circuit opened only counts. When the
+// run of failures has lasted disableAfter, the endpoint is disabled, in the
+// same transaction.
+func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, threshold int, disableAfter time.Duration) (CircuitTransition, error) {
+	var t CircuitTransition
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.CircuitEnsure, endpointID); err != nil {
+			return err
+		}
+		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
+		if err != nil {
+			return err
+		}
+		c.ConsecutiveFailures++
+		if c.FailingSince == nil {
+			now := c.Now
+			c.FailingSince = &now
+		}
+		switch {
+		case c.State == CircuitClosed && c.ConsecutiveFailures >= threshold:
+			circuitOpen(&c, ProbeBackoffInitial)
+			t.Opened = true
+		case c.State == CircuitOpen && c.ProbeOwner != nil && *c.ProbeOwner == owner:
+			circuitOpen(&c, min(2*c.ProbeBackoff, ProbeBackoffMax))
+		}
+		t.Circuit = c
+		if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {
+			return err
+		}
+		if t.Opened {
+			if err := s.circuitOpenedEvent(ctx, tx, endpointID, c, threshold); err != nil {
+				return err
+			}
+		}
+		if c.Now.Sub(*c.FailingSince) >= disableAfter {
+			t.Disabled, err = s.circuitDisable(ctx, tx, endpointID, c, disableAfter)
+		}
+		return err
+	})
+	if err != nil {
+		return t, fmt.Errorf("record circuit failure: %w", err)
+	}
+	return t, nil
+}
+
+// circuitOpen opens c (again) for backoff, and frees its probe lease.
+func circuitOpen(c *Circuit, backoff time.Duration) {
+	if c.State != CircuitOpen {
+		opened := c.Now
+		c.OpenedAt = &opened
+	}
+	next := c.Now.Add(backoff)
+	c.State, c.NextProbeAt, c.ProbeBackoff, c.ProbeOwner, c.ProbeLease = CircuitOpen, &next, backoff, nil, nil
+}
+
+// circuitDisable disables the endpoint whose failures have lasted
+// disableAfter, in tx: the one place that publishes endpoint disabled.
+// It reports whether it disabled it (not when it already was).
+func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, disableAfter time.Duration) (bool, error) {
+	reason := fmt.Sprintf("failing since %s, longer than disable_after (%s): disabled by hookflow", c.FailingSince.UTC().Format(time.RFC3339), disableAfter)
+	tag, err := tx.Exec(ctx, s.q.EndpointDisableIfEnabled, endpointID, reason)
+	if err != nil || tag.RowsAffected() == 0 {
+		return false, err
+	}
+	return true, s.endpointDisabledEvent(ctx, tx, endpointID, reason)
+}
+
+// CircuitReset closes the endpoint's circuit and forgets its failures (an
+// operator enabled it again), keeping a pending auto-replay.
+func (s *Store) CircuitReset(ctx context.Context, endpointID string) error {
+	if _, err := s.pool.Exec(ctx, s.q.CircuitReset, endpointID); err != nil {
+		return fmt.Errorf("reset circuit: %w", err)
+	}
+	return nil
+}
+
+// AutoReplayPending is a closed circuit's auto-replay not yet done: the
+// endpoint's open dead letters written since Since are the outage's.
+type AutoReplayPending struct {
+	EndpointID string
+	Since      time.Time
+}
+
+// CircuitsAutoReplayPending returns up to limit pending auto-replays,
+// oldest first.
+func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]AutoReplayPending, error) {
+	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsAutoReplayPending, limit))
+	if err != nil {
+		return nil, fmt.Errorf("list pending auto-replays: %w", err)
+	}
+	return out, nil
+}
+
+// CircuitAutoReplayDone clears the pending auto-replay p, unless a later
+// close replaced it.
+func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) error {
+	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayDone, p.EndpointID, p.Since); err != nil {
+		return fmt.Errorf("clear pending auto-replay: %w", err)
+	}
+	return nil
+}
+
+// The operational events of the transitions, each published in the
+// transaction of its state change (issue 24 item 5), about the endpoint.
+// Their data hold the breaker's state, never a setting's secret.
+
+func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, threshold int) error {
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpCircuitOpened, map[string]any{
+		"consecutive_failures": c.ConsecutiveFailures,
+		"failure_threshold":    threshold,
+		"failing_since":        c.FailingSince.UTC(),
+		"opened_at":            c.OpenedAt.UTC(),
+		"next_probe_at":        c.NextProbeAt.UTC(),
+	})
+	return err
+}
+
+func (s *Store) circuitClosedEvent(ctx context.Context, tx pgx.Tx, endpointID string, opened Circuit) error {
+	data := map[string]any{"closed_at": opened.Now.UTC(), "auto_replay": opened.AutoReplayPendingSince != nil}
+	if opened.OpenedAt != nil {
+		data["opened_at"] = opened.OpenedAt.UTC()
+	}
+	if opened.FailingSince != nil {
+		data["failing_since"] = opened.FailingSince.UTC()
+	}
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpCircuitClosed, data)
+	return err
+}
+
+func (s *Store) endpointDisabledEvent(ctx context.Context, tx pgx.Tx, endpointID, reason string) error {
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpEndpointDisabled, map[string]any{"reason": reason})
+	return err
+}
+
+// DeadLetterAutoReplayed claims the replay of dead letter d as by (the
+// auto-replay of its endpoint's outage) and publishes its
+// hookflow.dead_letter.auto_replayed event in the same transaction; false,
+// and nothing published, when someone claimed it first. A dead letter of
+// an operational event publishes none (as deadLetterPublish).
+func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by string) (bool, error) {
+	var ok bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, d.Generation, by, d.EndpointID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		ok = true
+		var typ string
+		if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+			return fmt.Errorf("read event type: %w", err)
+		}
+		if contract.Operational(typ) {
+			return nil
+		}
+		_, err = s.OperationalEventInsert(ctx, tx, d.EndpointID, contract.OpDeadLetterAutoReplayed, map[string]any{
+			"event_id":       d.EventID,
+			"event_type":     typ,
+			"correlation_id": d.CorrelationID,
+			"sequence":       d.Sequence,
+			"generation":     d.Generation,
+			"reason":         d.Reason,
+			"replayed_by":    by,
+		})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("auto-replay dead letter: %w", err)
+	}
+	return ok, nil
+}
+
+// CircuitsProbeReplayClaim takes up to limit open circuits of endpoints
+// with auto_replay whose probe is due with no probe in flight, and none
+// taken so within every: an outage longer than the window leaves no
+// attempt to probe, so the caller replays one of the outage's dead letters
+// of each (Since is the outage's first failure), whose attempt probes.
+func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
+	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsProbeReplayClaim, limit, every.Seconds()))
+	if err != nil {
+		return nil, fmt.Errorf("claim probe replays: %w", err)
+	}
+	return out, nil
+}
+
+func collectPending(rows pgx.Rows, err error) ([]AutoReplayPending, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
+}

@@ -1,0 +1,226 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+)
+
+// opEvents returns the types of the operational events about endpoint, in
+// sequence order.
+func opEvents(t *testing.T, st *store.Store, endpoint string) []string {
+	t.Helper()
+	rows, err := st.Pool().Query(context.Background(), `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, endpoint)
+	require.NoError(t, err)
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return types
+}
+
+// makeProbeDue moves the endpoint's next probe to the past, as if its
+// backoff had run out.
+func makeProbeDue(t *testing.T, st *store.Store, endpointID string) {
+	t.Helper()
+	_, err := st.Pool().Exec(context.Background(), `UPDATE endpoint_circuits SET next_probe_at = now() - interval '1 second' WHERE endpoint_id = $1`, endpointID)
+	require.NoError(t, err)
+}
+
+// TestCircuitOpensProbesOnceAndCloses: consecutive failures open the
+// circuit at the threshold; of many concurrent attempts once the probe is
+// due exactly one claims it; its failure opens the circuit again for twice
+// the backoff; a success closes it, forgets the failures and, with
+// auto_replay, schedules the outage's replay from its first failure.
+func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+
+	c, err := st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State, "an endpoint that never failed is closed")
+
+	for i := 1; i < 3; i++ {
+		tr, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), 3, time.Hour)
+		require.NoError(t, err)
+		require.False(t, tr.Opened)
+		require.Equal(t, i, tr.Circuit.ConsecutiveFailures)
+	}
+	first, err := st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.NotNil(t, first.FailingSince)
+	tr, err := st.CircuitFailed(ctx, "ep", "a3", 3, time.Hour)
+	require.NoError(t, err)
+	require.True(t, tr.Opened, "the third consecutive failure opens it")
+	require.Equal(t, store.CircuitOpen, tr.Circuit.State)
+	require.Equal(t, store.ProbeBackoffInitial, tr.Circuit.ProbeBackoff)
+	require.Equal(t, first.FailingSince.UTC(), tr.Circuit.FailingSince.UTC(), "failing_since is the run's first failure")
+
+	start, err := st.DeliveryStartAttempt(ctx, "nope", "ep")
+	require.NoError(t, err)
+	require.True(t, start.CircuitOpen, "the attempt's start reads the circuit")
+
+	p, err := st.CircuitProbeClaim(ctx, "ep", "early", time.Minute)
+	require.NoError(t, err)
+	require.False(t, p.Claimed, "no probe before its backoff ends")
+	require.True(t, p.Open)
+	require.Greater(t, p.Wait, time.Duration(0))
+	require.LessOrEqual(t, p.Wait, store.ProbeBackoffInitial)
+
+	makeProbeDue(t, st, "ep")
+	const n = 20
+	var wg sync.WaitGroup
+	claims := make([]store.ProbeClaim, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			claims[i], errs[i] = st.CircuitProbeClaim(ctx, "ep", fmt.Sprint("p", i), time.Minute)
+		}()
+	}
+	wg.Wait()
+	prober := -1
+	for i := range n {
+		require.NoError(t, errs[i])
+		if claims[i].Claimed {
+			require.Equal(t, -1, prober, "one probe at a time")
+			prober = i
+		} else {
+			require.True(t, claims[i].Open)
+		}
+	}
+	require.NotEqual(t, -1, prober, "a due probe is claimed")
+
+	// Another attempt failing (in flight when it opened) only counts.
+	tr, err = st.CircuitFailed(ctx, "ep", "other", 3, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, store.ProbeBackoffInitial, tr.Circuit.ProbeBackoff)
+	require.NotNil(t, tr.Circuit.ProbeOwner, "the probe keeps its lease")
+
+	tr, err = st.CircuitFailed(ctx, "ep", fmt.Sprint("p", prober), 3, time.Hour)
+	require.NoError(t, err)
+	require.False(t, tr.Opened, "already open")
+	require.Equal(t, 2*store.ProbeBackoffInitial, tr.Circuit.ProbeBackoff, "a failed probe doubles the backoff")
+	require.Nil(t, tr.Circuit.ProbeOwner, "and frees the lease")
+	require.Equal(t, store.CircuitOpen, tr.Circuit.State)
+
+	makeProbeDue(t, st, "ep")
+	p, err = st.CircuitProbeClaim(ctx, "ep", "p-next", time.Minute)
+	require.NoError(t, err)
+	require.True(t, p.Claimed)
+	tr, err = st.CircuitSucceeded(ctx, "ep", true)
+	require.NoError(t, err)
+	require.True(t, tr.Closed)
+	c, err = st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State)
+	require.Zero(t, c.ConsecutiveFailures)
+	require.Nil(t, c.FailingSince)
+	require.Nil(t, c.ProbeOwner)
+	require.NotNil(t, c.AutoReplayPendingSince)
+	require.Equal(t, first.FailingSince.UTC(), c.AutoReplayPendingSince.UTC(), "the replay covers the outage from its first failure")
+
+	pending, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.AutoReplayPending{{EndpointID: "ep", Since: *c.AutoReplayPendingSince}}, pending)
+	require.NoError(t, st.CircuitAutoReplayDone(ctx, pending[0]))
+	pending, err = st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+
+	tr, err = st.CircuitSucceeded(ctx, "ep", true)
+	require.NoError(t, err)
+	require.False(t, tr.Closed, "a success of a closed circuit is no transition")
+	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "ep"),
+		"each transition publishes its event once; a re-open and a repeat none")
+}
+
+// TestCircuitClosesWithoutAutoReplay: without auto_replay a close
+// schedules nothing; a success before the threshold forgets the failures.
+func TestCircuitClosesWithoutAutoReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, err := st.CircuitFailed(ctx, "a", "x", 5, time.Hour)
+	require.NoError(t, err)
+	tr, err := st.CircuitSucceeded(ctx, "a", false)
+	require.NoError(t, err)
+	require.False(t, tr.Closed)
+	require.Zero(t, tr.Circuit.ConsecutiveFailures)
+	require.Nil(t, tr.Circuit.FailingSince)
+	for range 5 {
+		_, err = st.CircuitFailed(ctx, "a", "x", 5, time.Hour)
+		require.NoError(t, err)
+	}
+	tr, err = st.CircuitSucceeded(ctx, "a", false)
+	require.NoError(t, err)
+	require.True(t, tr.Closed)
+	require.Nil(t, tr.Circuit.AutoReplayPendingSince)
+}
+
+// TestCircuitDisablesAfterFailingTooLong: a failure once the run of
+// failures has lasted disable_after disables the endpoint, once; enabling
+// it again resets its circuit.
+func TestCircuitDisablesAfterFailingTooLong(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	tr, err := st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
+	require.NoError(t, err)
+	require.False(t, tr.Disabled)
+	_, err = st.Pool().Exec(ctx, `UPDATE endpoint_circuits SET failing_since = now() - interval '2 minutes' WHERE endpoint_id = 'b'`)
+	require.NoError(t, err)
+	tr, err = st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
+	require.NoError(t, err)
+	require.True(t, tr.Disabled)
+	ep, err := st.EndpointGet(ctx, "b")
+	require.NoError(t, err)
+	require.True(t, ep.Disabled)
+	require.Contains(t, *ep.DisabledReason, "disable_after")
+	tr, err = st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
+	require.NoError(t, err)
+	require.False(t, tr.Disabled, "disabled once")
+	require.Equal(t, []string{contract.OpEndpointDisabled}, opEvents(t, st, "b"))
+
+	require.NoError(t, st.CircuitReset(ctx, "b"))
+	c, err := st.CircuitGet(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State)
+	require.Nil(t, c.FailingSince)
+}
+
+// TestCircuitsProbeReplayClaim: an open circuit of an endpoint with
+// auto_replay whose probe is due is taken once per interval, and not while
+// a probe holds the lease; one without auto_replay never.
+func TestCircuitsProbeReplayClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	on := true
+	_, err := st.EndpointUpdate(ctx, "c", store.EndpointChange{AutoReplay: &on})
+	require.NoError(t, err)
+	for _, ep := range []string{"a", "c"} {
+		_, err := st.CircuitFailed(ctx, ep, "x", 1, time.Hour)
+		require.NoError(t, err)
+	}
+	got, err := st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, got, "no probe due yet")
+	makeProbeDue(t, st, "a")
+	makeProbeDue(t, st, "c")
+	got, err = st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "c", got[0].EndpointID, "only an endpoint with auto_replay")
+	got, err = st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, got, "once per interval")
+}

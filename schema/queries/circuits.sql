@@ -1,0 +1,77 @@
+-- name: CircuitProbeClaim
+-- Claims the probe of the endpoint $1's open circuit for owner $2, for $3
+-- seconds, when its next probe is due and no probe holds the lease: one
+-- UPDATE, so of concurrent attempts on any worker exactly one wins (the
+-- others re-check the row the winner committed and find the lease held).
+-- It answers whether this call claimed it, the circuit's state, and how
+-- many seconds until the next probe may be claimed (the snapshot before the
+-- claim: the caller that lost waits that long).
+WITH claimed AS (
+    UPDATE endpoint_circuits SET probe_owner = $2, probe_lease_until = clock_timestamp() + make_interval(secs => $3),
+                                 updated_at = now()
+    WHERE endpoint_id = $1 AND state = 'open' AND next_probe_at <= clock_timestamp()
+      AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp())
+    RETURNING endpoint_id
+)
+SELECT EXISTS (SELECT 1 FROM claimed), c.state,
+       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8
+FROM endpoint_circuits c WHERE c.endpoint_id = $1;
+
+-- name: CircuitEnsure
+INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id) DO NOTHING;
+
+-- name: CircuitForUpdate
+-- The circuit's row, locked for a transition, with the database's clock.
+SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
+       probe_owner, probe_lease_until, auto_replay_pending_since, now()
+FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
+
+-- name: CircuitSet
+UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_since = $4, opened_at = $5,
+    next_probe_at = $6, probe_backoff_ms = $7, probe_owner = $8, probe_lease_until = $9,
+    auto_replay_pending_since = $10, updated_at = now()
+WHERE endpoint_id = $1;
+
+-- name: CircuitGet
+SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
+       probe_owner, probe_lease_until, auto_replay_pending_since, now()
+FROM endpoint_circuits WHERE endpoint_id = $1;
+
+-- name: CircuitReset
+-- An operator enabled the endpoint again: its circuit starts closed with no
+-- failure counted (its old failing_since would disable it at the next
+-- failure). A pending auto-replay is kept.
+UPDATE endpoint_circuits SET state = 'closed', consecutive_failures = 0, failing_since = NULL, opened_at = NULL,
+    next_probe_at = NULL, probe_backoff_ms = 5000, probe_owner = NULL, probe_lease_until = NULL, updated_at = now()
+WHERE endpoint_id = $1;
+
+-- name: CircuitsAutoReplayPending
+-- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx).
+SELECT endpoint_id, auto_replay_pending_since FROM endpoint_circuits
+WHERE auto_replay_pending_since IS NOT NULL
+ORDER BY auto_replay_pending_since, endpoint_id
+LIMIT $1;
+
+-- name: CircuitAutoReplayDone
+-- Clears the pending auto-replay $2 of endpoint $1, unless a later close set
+-- another meanwhile.
+UPDATE endpoint_circuits SET auto_replay_pending_since = NULL, updated_at = now()
+WHERE endpoint_id = $1 AND auto_replay_pending_since = $2;
+
+-- name: CircuitsProbeReplayClaim
+-- Open circuits of enabled endpoints with auto_replay whose probe is due,
+-- with no probe holding the lease and no probe replay within $2 seconds:
+-- up to $1 of them are stamped (probe_replayed_at) and returned with the
+-- outage's first failure. The sweep replays one of the outage's dead
+-- letters of each, whose attempt probes.
+UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
+WHERE c.endpoint_id IN (
+    SELECT c2.endpoint_id FROM endpoint_circuits c2
+    JOIN endpoints e ON e.id = c2.endpoint_id
+    WHERE e.auto_replay AND NOT e.disabled AND c2.state = 'open' AND c2.next_probe_at <= now()
+      AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
+      AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
+    ORDER BY c2.next_probe_at
+    LIMIT $1
+    FOR UPDATE OF c2 SKIP LOCKED)
+RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now());

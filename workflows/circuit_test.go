@@ -1,0 +1,73 @@
+package workflows_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/workflows"
+)
+
+// TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd: a 60 s
+// window's attempts find the endpoint's circuit open, told to wait 25 s
+// each time: each wait is one timer, it spends the window (unlike a
+// throttle), and the delivery is dead-lettered at the window's end, after
+// a last look then, with the reason "endpoint circuit open".
+func TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd(t *testing.T) {
+	t.Parallel()
+	in := eventInput(7)
+	in.Lanes[0].RecoveryWindow = time.Minute
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		return contract.DeliverResult{CircuitOpen: 25 * time.Second, Attempt: number}, nil
+	})
+	h.onDeadLetter(func(int) error { return nil })
+	h.expectSkip("ep_1", 1, "op", "")
+	h.at(time.Hour, func() { h.signal(contract.SignalSkip, contract.Skip{Generation: 1, By: "op"}) })
+
+	h.run()
+
+	dls := h.deadLetters.all()
+	require.Len(t, dls, 1)
+	requireAbout(t, time.Minute, dls[0].at.Sub(h.start), "the window's end: waiting on an open circuit spends it")
+	require.Equal(t, workflows.CircuitOpenReason, dls[0].input.Reason)
+	got := offsets(h.start, h.attemptTimes("ep_1"))
+	require.Len(t, got, 4, "a look at 0, 25 and 50 s, and at the window's end")
+	requireAbout(t, 25*time.Second, got[1])
+	requireAbout(t, 50*time.Second, got[2])
+	requireAbout(t, time.Minute, got[3])
+	// One timer per wait, the last cut to the window's end: no busy loop.
+	require.Equal(t, 3, h.counts().timers)
+}
+
+// TestEventWorkflowCircuitClosesAndDelivers: a retry that finds the
+// circuit open waits, is made again with its number, and is delivered once
+// the probe closed the circuit.
+func TestEventWorkflowCircuitClosesAndDelivers(t *testing.T) {
+	t.Parallel()
+	in := eventInput(8)
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		switch n {
+		case 1:
+			return contract.DeliverResult{}, retryable("receiver answered 503")
+		case 2, 3:
+			return contract.DeliverResult{CircuitOpen: 10 * time.Second, Attempt: number}, nil
+		}
+		return delivered(n, number)
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Zero(t, h.deadLetters.len())
+	attempts := h.attemptsTo("ep_1")
+	require.Len(t, attempts, 4)
+	require.EqualValues(t, 2, attempts[3].number, "the second attempt, made again")
+	got := offsets(h.start, h.attemptTimes("ep_1"))
+	requireAbout(t, 21*time.Second, got[3], "1 s retry, then two 10 s waits")
+}
