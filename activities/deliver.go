@@ -84,7 +84,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	// reserves no send slot.
 	cb := circuitAttempt{start: start, owner: fmt.Sprintf("%s/%s/%d", in.EventID, in.EndpointID, attempt)}
 	if start.CircuitOpen {
-		p, err := a.store.CircuitProbeClaim(ctx, ep.ID, cb.owner, timeout+10*time.Second)
+		p, err := a.store.CircuitProbeClaim(ctx, ep.ID, cb.owner, timeout+10*time.Second, in.Probe)
 		if err != nil {
 			return contract.DeliverResult{}, err
 		}

@@ -71,3 +71,35 @@ func TestEventWorkflowCircuitClosesAndDelivers(t *testing.T) {
 	got := offsets(h.start, h.attemptTimes("ep_1"))
 	requireAbout(t, 21*time.Second, got[3], "1 s retry, then two 10 s waits")
 }
+
+// TestEventWorkflowReplayProbesOnceThenWaitsItsTurn: a replay's first
+// attempt asks to probe the open circuit at once; told another probe is
+// out, it waits, and the attempts after it wait for the circuit's own
+// probe time like any other.
+func TestEventWorkflowReplayProbesOnceThenWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	in := eventInput(9)
+	in.Lanes[0].RecoveryWindow = time.Minute
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		switch {
+		case n == 1:
+			return contract.DeliverResult{}, rejected("receiver answered 400")
+		case n <= 3:
+			return contract.DeliverResult{CircuitOpen: 5 * time.Second, Attempt: number}, nil
+		}
+		return delivered(n, number)
+	})
+	h.onDeadLetter(func(int) error { return nil })
+	h.at(10*time.Minute, func() { h.signal(contract.SignalReplay, contract.Replay{Generation: 1, By: "op"}) })
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	var probes []bool
+	for _, a := range h.attemptsTo("ep_1") {
+		probes = append(probes, a.input.Probe)
+	}
+	require.Equal(t, []bool{false, true, false, false}, probes)
+}

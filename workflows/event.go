@@ -408,6 +408,9 @@ type laneRun struct {
 	// windows counts the delivery windows of this lane in this run; with
 	// the run's ID and the endpoint it names the window a dead letter ends.
 	windows int
+	// replayed: the next window is a replay's, whose first attempt probes
+	// an open circuit (DeliverInput.Probe).
+	replayed bool
 }
 
 // setState records the lane's state for the query and, when publish is
@@ -504,6 +507,7 @@ func (l *laneRun) run(ctx workflow.Context) error {
 			continue
 		}
 		gen = 0
+		l.replayed = true
 		l.status.Generation, l.status.Reason = 0, ""
 		l.setState(ctx, contract.StateDelivering, true)
 	}
@@ -631,6 +635,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	// (handOverTogether).
 	l.ev.DeferHandOver = len(l.w.order) > 1
 	ev := l.ev
+	ev.Probe, l.replayed = l.replayed, false
 	l.windowStart = workflow.Now(ctx)
 	l.windows++
 	var res contract.DeliverResult
@@ -642,6 +647,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		err = workflow.ExecuteLocalActivity(lctx, contract.ActivityDeliver, ev).Get(ctx, &res)
 		l.w.firstAttempts--
 		if err == nil && res.CircuitOpen > 0 {
+			ev.Probe = false // another probe was out: this one waits its turn
 			if err := l.waitCircuit(ctx, res.CircuitOpen); err != nil {
 				return contract.DeliverResult{}, err
 			}
@@ -673,7 +679,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		return res, err
 	}
 	failure := err
-	ev.AttemptOffset, ev.SlotReserved = 1, false
+	ev.AttemptOffset, ev.SlotReserved, ev.Probe = 1, false, false
 	for {
 		// The timer may fire late (no worker was up): what is left of the
 		// window bounds the rest, and nothing left means it is spent.

@@ -609,6 +609,9 @@ func TestEventWorkflowReplayStartsAFreshWindow(t *testing.T) {
 	require.Len(t, attempts, 10)
 	require.Len(t, h.deadLetters.all(), 1)
 	require.True(t, attempts[4].at.Before(replayedAt))
+	for i, a := range attempts {
+		require.Equal(t, i == 5, a.input.Probe, "attempt %d: only the replay's first attempt probes an open circuit at once", i+1)
+	}
 	want := []time.Duration{0, time.Second, 5 * time.Second, 21 * time.Second, 85 * time.Second}
 	got := offsets(replayedAt, h.attemptTimes("ep_1")[5:])
 	for i := range want {

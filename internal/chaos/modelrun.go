@@ -783,8 +783,8 @@ func taskHistory(ctx context.Context, tc client.Client, workflowID, runID, relea
 }
 
 // closing heals every receiver of the scenario and, as the closing
-// operator, replays or skips (as the scenario says, naming the endpoint)
-// each dead letter still open, until every delivery is delivered or
+// operator, replays or skips (as the scenario says, naming the endpoint;
+// replays the ones the receiver holds, AckLost) each dead letter still open, until every delivery is delivered or
 // skipped with no workflow of its event left running, or until nothing
 // more can be done, or Settle.
 func (x *modelExec) closing(ctx context.Context) {
@@ -853,6 +853,12 @@ func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, ge
 	id := x.sc.EventID(k, q)
 	d := Delivery{id, ep}
 	button := x.sc.Closing[k][ep][q-1]
+	if button == "skip" && x.st.proxy.AckLost(d) {
+		// The receiver applied it and its answer was lost: a skip would
+		// tell hookflow it never got it, which no operator who looked
+		// would do.
+		button = "replay"
+	}
 	var err error
 	req := hfclient.OperatorRequest{EndpointID: x.endpoints[ep], Note: "operator model: closing"}
 	if button == "skip" {

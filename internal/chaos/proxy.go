@@ -164,8 +164,11 @@ const (
 	ModeUnavailable
 	// ModeLoseAck forwards each event's first delivery, which the receiver
 	// commits, and resets the sender's connection instead of answering;
-	// later deliveries of that event pass, so it is never dead-lettered
-	// for it (and an operator's skip of it stays honest).
+	// later deliveries of that event pass, so the lost answer alone never
+	// dead-letters it. Its retry can still be held by the endpoint's open
+	// circuit (another lane's receiver unavailable) until its window is
+	// spent: the closing operator, who knows the receiver has it
+	// (AckLost), replays that dead letter and never skips it.
 	ModeLoseAck
 )
 
@@ -219,6 +222,14 @@ func (p *Proxy) modeOf(d Delivery, body []byte) ReceiverMode {
 		p.ackLost[d] = true
 	}
 	return m
+}
+
+// AckLost reports whether the proxy dropped the answer to a delivery the
+// receiver applied (ModeLoseAck).
+func (p *Proxy) AckLost(d Delivery) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ackLost[d]
 }
 
 // Disarm cancels RefuseNext for correlation.

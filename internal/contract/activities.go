@@ -136,6 +136,12 @@ type DeliverInput struct {
 	// workflow has waited for it: the activity's first try sends in it
 	// without reserving another (a retry reserves its own).
 	SlotReserved bool `json:"slot_reserved,omitempty"`
+	// Probe: the first attempt of a window an operator's replay (or
+	// auto-replay) opened. An open circuit lets it through as its probe at
+	// once, not at the next probe's time, when no other probe is out: an
+	// operator replays when the receiver is back, and the replay must not
+	// spend its window waiting on a backoff the outage left.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // Envelope is the signed body a receiver gets.

@@ -92,13 +92,15 @@ type ProbeClaim struct {
 
 // CircuitProbeClaim claims the probe of the endpoint's open circuit for
 // owner, for lease: at most one attempt holds it at a time, across every
-// worker, and only once the next probe is due. A circuit found closed (a
-// probe closed it meanwhile) answers Open false: the attempt sends.
-func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string, lease time.Duration) (ProbeClaim, error) {
+// worker, and only once the next probe is due, or at once for a replay's
+// attempt (now). The owner that holds the lease claims it again (its
+// attempt was throttled after the claim). A circuit found closed (a probe
+// closed it meanwhile) answers Open false: the attempt sends.
+func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string, lease time.Duration, now bool) (ProbeClaim, error) {
 	var p ProbeClaim
 	var state string
 	var wait float64
-	err := translate(s.pool.QueryRow(ctx, s.q.CircuitProbeClaim, endpointID, owner, lease.Seconds()).Scan(&p.Claimed, &state, &wait))
+	err := translate(s.pool.QueryRow(ctx, s.q.CircuitProbeClaim, endpointID, owner, lease.Seconds(), now).Scan(&p.Claimed, &state, &wait))
 	if errors.Is(err, ErrNotFound) {
 		return ProbeClaim{}, nil
 	}

@@ -33,6 +33,36 @@ func makeProbeDue(t *testing.T, st *store.Store, endpointID string) {
 	require.NoError(t, err)
 }
 
+// TestAReplaysAttemptProbesAnOpenCircuitAtOnce: an operator replays when
+// the receiver is back, so a replay's attempt claims the probe of an open
+// circuit without waiting for the backoff the outage left, but never beside
+// another probe; and an attempt holding the lease (throttled after its
+// claim) claims it again.
+func TestAReplaysAttemptProbesAnOpenCircuitAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for i := range 3 {
+		_, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), 3, time.Hour)
+		require.NoError(t, err)
+	}
+
+	p, err := st.CircuitProbeClaim(ctx, "ep", "retry", time.Minute, false)
+	require.NoError(t, err)
+	require.False(t, p.Claimed, "a retry waits for the backoff")
+	p, err = st.CircuitProbeClaim(ctx, "ep", "replay", time.Minute, true)
+	require.NoError(t, err)
+	require.True(t, p.Claimed, "a replay probes at once")
+	p, err = st.CircuitProbeClaim(ctx, "ep", "replay", time.Minute, true)
+	require.NoError(t, err)
+	require.True(t, p.Claimed, "the lease's owner claims it again")
+	p, err = st.CircuitProbeClaim(ctx, "ep", "another-replay", time.Minute, true)
+	require.NoError(t, err)
+	require.False(t, p.Claimed, "one probe at a time, replays too")
+	require.True(t, p.Open)
+	require.Greater(t, p.Wait, time.Duration(0), "told to wait out the lease")
+}
+
 // TestCircuitOpensProbesOnceAndCloses: consecutive failures open the
 // circuit at the threshold; of many concurrent attempts once the probe is
 // due exactly one claims it; its failure opens the circuit again for twice
@@ -67,7 +97,7 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, start.CircuitOpen, "the attempt's start reads the circuit")
 
-	p, err := st.CircuitProbeClaim(ctx, "ep", "early", time.Minute)
+	p, err := st.CircuitProbeClaim(ctx, "ep", "early", time.Minute, false)
 	require.NoError(t, err)
 	require.False(t, p.Claimed, "no probe before its backoff ends")
 	require.True(t, p.Open)
@@ -83,7 +113,7 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			claims[i], errs[i] = st.CircuitProbeClaim(ctx, "ep", fmt.Sprint("p", i), time.Minute)
+			claims[i], errs[i] = st.CircuitProbeClaim(ctx, "ep", fmt.Sprint("p", i), time.Minute, false)
 		}()
 	}
 	wg.Wait()
@@ -113,7 +143,7 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	require.Equal(t, store.CircuitOpen, tr.Circuit.State)
 
 	makeProbeDue(t, st, "ep")
-	p, err = st.CircuitProbeClaim(ctx, "ep", "p-next", time.Minute)
+	p, err = st.CircuitProbeClaim(ctx, "ep", "p-next", time.Minute, false)
 	require.NoError(t, err)
 	require.True(t, p.Claimed)
 	tr, err = st.CircuitSucceeded(ctx, "ep", true)

@@ -1,6 +1,8 @@
 -- name: CircuitProbeClaim
 -- Claims the probe of the endpoint $1's open circuit for owner $2, for $3
--- seconds, when its next probe is due and no probe holds the lease: one
+-- seconds, when its next probe is due (or at once when $4, a replay's
+-- attempt) and no other probe holds the lease (the owner's own lease, held
+-- over a throttled attempt, is claimed again): one
 -- UPDATE, so of concurrent attempts on any worker exactly one wins (the
 -- others re-check the row the winner committed and find the lease held).
 -- It answers whether this call claimed it, the circuit's state, and how
@@ -9,8 +11,8 @@
 WITH claimed AS (
     UPDATE endpoint_circuits SET probe_owner = $2, probe_lease_until = clock_timestamp() + make_interval(secs => $3),
                                  updated_at = now()
-    WHERE endpoint_id = $1 AND state = 'open' AND next_probe_at <= clock_timestamp()
-      AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp())
+    WHERE endpoint_id = $1 AND state = 'open' AND (next_probe_at <= clock_timestamp() OR $4::boolean)
+      AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp() OR probe_owner = $2)
     RETURNING endpoint_id
 )
 SELECT EXISTS (SELECT 1 FROM claimed), c.state,
