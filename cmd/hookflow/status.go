@@ -16,7 +16,8 @@ import (
 // runStatus prints GET /v1/stats: queue depth, in flight, recent
 // deliveries, open dead letters, lag and the longest-blocked correlations;
 // then the worst of the endpoints it lists, by GET /v1/endpoints/{id}/stats
-// (one call each: endpoints are few).
+// (one call each: endpoints are few). --json prints the same: GET
+// /v1/stats' answer with worst_endpoints, their health, beside it.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var asJSON bool
 	cfg, rest, err := config.LoadWithFlags("status", "Print the delivery pipeline's state (GET /v1/stats) from the API at HOOKFLOW_API_URL.",
@@ -37,8 +38,12 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return cl.fail(err)
 	}
+	worst, more, err := worstEndpoints(ctx, cl, st.Endpoints)
+	if err != nil {
+		return cl.fail(err)
+	}
 	if asJSON {
-		return printJSON(env.stdout, st)
+		return printJSON(env.stdout, statusJSON{Stats: st, WorstEndpoints: worst, MoreUnwell: more})
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	for _, row := range []struct {
@@ -68,7 +73,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if err := printWorst(ctx, env, cl, st.Endpoints); err != nil {
+		if err := printWorst(env, worst, more); err != nil {
 			return err
 		}
 	}
@@ -95,32 +100,63 @@ const statusWorst = 5
 // as unwell for that alone: longer than the first retries take.
 const statusStale = time.Minute
 
-// printWorst prints the unwell among endpoints, the worst first: the
-// lowest success rate of the last hour, then the most open dead letters,
-// then the oldest undelivered. An endpoint whose attempts all delivered,
-// with no open dead letter and nothing waiting long, is not listed.
-func printWorst(ctx context.Context, env *cliEnv, cl apiClient, endpoints []client.EndpointStats) error {
-	var unwell []client.EndpointHealth
+// statusJSON is what `hookflow status --json` prints: GET /v1/stats'
+// answer, and the worst endpoints' health as the table lists them, with
+// how many more are unwell.
+type statusJSON struct {
+	client.Stats
+	WorstEndpoints []client.EndpointHealth `json:"worst_endpoints"`
+	MoreUnwell     int                     `json:"more_unwell_endpoints"`
+}
+
+// worstEndpoints returns the unwell among endpoints, the worst first, at
+// most statusWorst of them, and how many more there are: an open circuit
+// first (nothing is sent to it), then the lowest success rate of the last
+// hour, then the most open dead letters, then the oldest undelivered. An
+// endpoint whose attempts all delivered, with its circuit closed, no open
+// dead letter and nothing waiting long, is not unwell.
+func worstEndpoints(ctx context.Context, cl apiClient, endpoints []client.EndpointStats) ([]client.EndpointHealth, int, error) {
+	unwell := []client.EndpointHealth{}
 	for _, e := range endpoints {
 		h, err := cl.EndpointStats(ctx, e.EndpointID)
 		if err != nil {
-			return cl.fail(err)
+			return nil, 0, err
 		}
-		if successRate(h) < 1 || h.DeadLettersOpen > 0 || oldestAge(h) >= statusStale.Seconds() {
+		if circuitOpen(h) || successRate(h) < 1 || h.DeadLettersOpen > 0 || oldestAge(h) >= statusStale.Seconds() {
 			unwell = append(unwell, h)
 		}
 	}
-	if len(unwell) == 0 {
+	slices.SortStableFunc(unwell, func(a, b client.EndpointHealth) int {
+		return cmp.Or(-cmpBool(circuitOpen(a), circuitOpen(b)), cmp.Compare(successRate(a), successRate(b)),
+			cmp.Compare(b.DeadLettersOpen, a.DeadLettersOpen), cmp.Compare(oldestAge(b), oldestAge(a)), cmp.Compare(a.EndpointID, b.EndpointID))
+	})
+	n := min(len(unwell), statusWorst)
+	return unwell[:n], len(unwell) - n, nil
+}
+
+func circuitOpen(h client.EndpointHealth) bool { return h.Circuit.State == "open" }
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// printWorst prints the worst endpoints (worstEndpoints) and how many more
+// are unwell; nothing when none is.
+func printWorst(env *cliEnv, worst []client.EndpointHealth, more int) error {
+	if len(worst) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(unwell, func(a, b client.EndpointHealth) int {
-		return cmp.Or(cmp.Compare(successRate(a), successRate(b)), cmp.Compare(b.DeadLettersOpen, a.DeadLettersOpen),
-			cmp.Compare(oldestAge(b), oldestAge(a)), cmp.Compare(a.EndpointID, b.EndpointID))
-	})
 	fmt.Fprintln(env.stdout)
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORST ENDPOINTS\tSUCCESS 1H\tATTEMPTS 1H\tP50\tP99\tDEAD LETTERS\tOLDEST UNDELIVERED")
-	for _, h := range unwell[:min(len(unwell), statusWorst)] {
+	fmt.Fprintln(tw, "WORST ENDPOINTS\tCIRCUIT\tSUCCESS 1H\tATTEMPTS 1H\tP50\tP99\tDEAD LETTERS\tOLDEST UNDELIVERED")
+	for _, h := range worst {
 		rate, oldest := "-", "-"
 		if h.SuccessRate != nil {
 			rate = fmt.Sprintf("%.1f%%", 100**h.SuccessRate)
@@ -128,13 +164,30 @@ func printWorst(ctx context.Context, env *cliEnv, cl apiClient, endpoints []clie
 		if o := h.OldestUndelivered; o != nil {
 			oldest = fmt.Sprintf("%s (%s, %s #%d, %s)", age(o.AgeSeconds), o.EventID, o.CorrelationID, o.Sequence, o.State)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.EndpointID, rate, h.Attempts, millis(h.LatencyP50MS), millis(h.LatencyP99MS),
-			h.DeadLettersOpen, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.EndpointID, circuitLine(h.Circuit), rate, h.Attempts, millis(h.LatencyP50MS),
+			millis(h.LatencyP99MS), h.DeadLettersOpen, oldest)
 	}
-	if len(unwell) > statusWorst {
-		fmt.Fprintf(tw, "… and %d more\n", len(unwell)-statusWorst)
+	if more > 0 {
+		fmt.Fprintf(tw, "… and %d more\n", more)
 	}
 	return tw.Flush()
+}
+
+// circuitLine says how an endpoint's circuit breaker stands: open with
+// when it next probes, or closed with the failures it counts toward its
+// threshold.
+func circuitLine(c client.CircuitState) string {
+	switch {
+	case c.State == "open" && !c.NextProbeAt.IsZero():
+		return fmt.Sprintf("open (next probe in %s)", age(max(time.Until(c.NextProbeAt).Seconds(), 0)))
+	case c.State == "open":
+		return "open"
+	case c.ConsecutiveFailures > 0:
+		return fmt.Sprintf("closed (%d/%d failures)", c.ConsecutiveFailures, c.FailureThreshold)
+	case c.State == "":
+		return "-"
+	}
+	return c.State
 }
 
 // successRate is the endpoint's, 1 when it had no attempts: nothing failed.

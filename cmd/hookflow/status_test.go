@@ -67,13 +67,18 @@ func TestStatusPrintsStats(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
 	require.EqualValues(t, 42, got["delivered_last_5m"])
 	require.EqualValues(t, 1, got["dead_letters_open"])
+	worstJSON, ok := got["worst_endpoints"].([]any)
+	require.True(t, ok, "--json carries the worst endpoints too: %s", out)
+	require.Len(t, worstJSON, 1)
+	require.Equal(t, "ep_billing", worstJSON[0].(map[string]any)["endpoint_id"])
 
 	code, _, stderr = runWith(map[string]string{"HOOKFLOW_API_URL": hs.URL, "HOOKFLOW_API_TOKEN": "tok"}, "status", "extra")
 	require.Equal(t, 2, code, stderr)
 }
 
-// TestStatusWorstOrderAndErrors: the worst endpoints come lowest success
-// rate first, then most open dead letters, then oldest undelivered; an
+// TestStatusWorstOrderAndErrors: the worst endpoints come with an open
+// circuit first, then lowest success rate, then most open dead letters,
+// then oldest undelivered, five of them and a count of the rest; an
 // endpoint with no attempts counts as nothing failed. A health call that
 // fails is one line on stderr and exit 1.
 func TestStatusWorstOrderAndErrors(t *testing.T) {
@@ -85,12 +90,14 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 		"d": `{"endpoint_id":"d","attempts":0,"success_rate":null,"dead_letters_open":0,
 			"oldest_undelivered":{"event_id":"e","correlation_id":"k","sequence":1,"state":"waiting","age_seconds":600}}`,
 		"e": `{"endpoint_id":"e","attempts":0,"success_rate":null,"dead_letters_open":7}`,
+		"g": `{"endpoint_id":"g","attempts":0,"success_rate":null,"dead_letters_open":0,
+			"circuit":{"state":"open","consecutive_failures":5,"failure_threshold":5}}`,
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/stats" {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"blocked_correlations":{"count":0,"top":[]},"endpoints":[{"endpoint_id":"a"},{"endpoint_id":"b"},` +
-				`{"endpoint_id":"c"},{"endpoint_id":"d"},{"endpoint_id":"e"},{"endpoint_id":"f"}]}`))
+				`{"endpoint_id":"c"},{"endpoint_id":"d"},{"endpoint_id":"e"},{"endpoint_id":"f"},{"endpoint_id":"g"}]}`))
 			return
 		}
 		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/endpoints/"), "/stats")
@@ -118,8 +125,11 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 	_, worst, ok := strings.Cut(out, "WORST ENDPOINTS")
 	require.True(t, ok, out)
 	var order []string
-	for _, line := range strings.Split(strings.TrimSpace(worst), "\n")[1:] {
+	lines := strings.Split(strings.TrimSpace(worst), "\n")
+	for _, line := range lines[1 : len(lines)-1] {
 		order = append(order, strings.Fields(line)[0])
 	}
-	require.Equal(t, []string{"c", "a", "b", "e", "d"}, order)
+	require.Equal(t, []string{"g", "c", "a", "b", "e"}, order)
+	require.Contains(t, lines[1], "open")
+	require.Equal(t, "… and 1 more", strings.TrimSpace(lines[len(lines)-1]))
 }
