@@ -163,7 +163,7 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 	gen, err := a.store.DeadLetterUpsert(ctx, store.DeadLetter{
 		EventID: in.Event.EventID, CorrelationID: in.Event.CorrelationID, Sequence: in.Event.Sequence,
 		EndpointID: in.Event.EndpointID, Envelope: env, Attempts: attempts, Reason: in.Reason,
-		FirstFailureAt: first, DeadLetteredAt: a.now(),
+		FirstFailureAt: first, DeadLetteredAt: a.now(), WindowStart: in.WindowStart,
 	}, in.Window)
 	if errors.Is(err, store.ErrEventFinished) {
 		ev, err := a.store.EventGet(ctx, in.Event.EventID)

@@ -19,7 +19,6 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 // outage is a receiver's fault that answers 503 while down is set, and
@@ -159,10 +158,10 @@ func TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow(t *testing.T) {
 	recorded := heads[0] // a head held by the open circuit, for the recorded history
 	for _, h := range slices.Backward(heads) {
 		dl := b.deadLetter(h + "?endpoint_id=" + ep.ID)
-		if dl.Reason == workflows.CircuitOpenReason {
+		if dl.Reason == contract.CircuitOpenReason {
 			recorded = h
 		}
-		require.True(t, workflows.OutageCaused(dl.Reason), "dead-lettered by the outage (its window spent, or held by the open circuit until it ended): %s", dl.Reason)
+		require.True(t, contract.OutageCaused(dl.Reason), "dead-lettered by the outage (its window spent, or held by the open circuit until it ended): %s", dl.Reason)
 	}
 	refused := o.refused.Load()
 	o.down.Store(false)

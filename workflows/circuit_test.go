@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 // TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd: a 60 s
@@ -33,7 +32,7 @@ func TestEventWorkflowCircuitOpenWaitsAndDeadLettersAtTheWindowEnd(t *testing.T)
 	dls := h.deadLetters.all()
 	require.Len(t, dls, 1)
 	requireAbout(t, time.Minute, dls[0].at.Sub(h.start), "the window's end: waiting on an open circuit spends it")
-	require.Equal(t, workflows.CircuitOpenReason, dls[0].input.Reason)
+	require.Equal(t, contract.CircuitOpenReason, dls[0].input.Reason)
 	got := offsets(h.start, h.attemptTimes("ep_1"))
 	require.Len(t, got, 4, "a look at 0, 25 and 50 s, and at the window's end")
 	requireAbout(t, 25*time.Second, got[1])

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -566,7 +565,7 @@ func (l *laneRun) deadLetter(ctx workflow.Context, failure error) (int32, contra
 	}
 	var res contract.DeadLetterResult
 	window := fmt.Sprintf("%s/%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, l.endpoint, l.windows)
-	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window}
+	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window, WindowStart: l.windowStart}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), contract.ActivityWriteDeadLetter, in).Get(ctx, &res); err != nil {
 		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
@@ -734,33 +733,21 @@ func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d ti
 	return nil
 }
 
-// CircuitOpenReason is the reason of a dead letter whose window was spent
-// while its endpoint's circuit breaker was open.
-const CircuitOpenReason = "endpoint circuit open"
-
 // waitCircuit waits, on one timer, until the endpoint's open circuit may
 // let an attempt through (d, as the attempt was told) or the window ends,
 // whichever is first; the attempt is then made again. Unlike waitTurn it
 // spends the window: the endpoint is failing. An attempt told so at or
 // past the window's end gets an error of type ErrTypeCircuitOpen, which
-// dead-letters the delivery as CircuitOpenReason: the look made at the
+// dead-letters the delivery as contract.CircuitOpenReason: the look made at the
 // window's end keeps a circuit that closed meanwhile from dead-lettering
 // it. Order holds: the lane's head waits, and nothing behind it is
 // released meanwhile.
 func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
 	rest := l.windowEnd().Sub(workflow.Now(ctx))
 	if rest <= 0 {
-		return temporal.NewApplicationError(CircuitOpenReason, contract.ErrTypeCircuitOpen)
+		return temporal.NewApplicationError(contract.CircuitOpenReason, contract.ErrTypeCircuitOpen)
 	}
 	return workflow.Sleep(ctx, min(d, rest))
-}
-
-// OutageCaused tells the dead letters an endpoint's outage wrote (its
-// window spent on retryable failures, or waiting on its open circuit),
-// which auto_replay replays once the circuit closes, from the others: a
-// permanent rejection, a disabled or gone endpoint.
-func OutageCaused(reason string) bool {
-	return reason == CircuitOpenReason || strings.HasPrefix(reason, "recovery window spent")
 }
 
 // failureReason explains why delivery stopped and whether it stopped before
@@ -776,7 +763,7 @@ func failureReason(err error) (string, bool) {
 		case contract.ErrTypeEndpointDisabled:
 			return "endpoint disabled: " + appErr.Message(), true
 		case contract.ErrTypeCircuitOpen:
-			return CircuitOpenReason, false
+			return contract.CircuitOpenReason, false
 		}
 	}
 	// Anything else means the retries ran out within the recovery window.
@@ -788,5 +775,5 @@ func failureReason(err error) (string, bool) {
 	case errors.As(err, &toErr):
 		last = "timed out"
 	}
-	return "recovery window spent; last attempt: " + last, false
+	return contract.WindowSpentPrefix + last, false
 }

@@ -82,16 +82,16 @@ func TestFailureReason(t *testing.T) {
 func TestOutageCaused(t *testing.T) {
 	t.Parallel()
 	for reason, want := range map[string]bool{
-		CircuitOpenReason: true,
+		contract.CircuitOpenReason:                                      true,
 		"recovery window spent; last attempt: receiver answered 503":    true,
 		"recovery window spent; last attempt: timed out":                true,
 		"permanent rejection: receiver answered 400":                    false,
 		"endpoint gone (410), endpoint disabled: receiver answered 410": false,
 		"endpoint disabled: endpoint ep_1 is disabled":                  false,
 	} {
-		require.Equal(t, want, OutageCaused(reason), reason)
+		require.Equal(t, want, contract.OutageCaused(reason), reason)
 	}
-	reason, permanent := failureReason(temporal.NewApplicationError(CircuitOpenReason, contract.ErrTypeCircuitOpen))
-	require.Equal(t, CircuitOpenReason, reason)
+	reason, permanent := failureReason(temporal.NewApplicationError(contract.CircuitOpenReason, contract.ErrTypeCircuitOpen))
+	require.Equal(t, contract.CircuitOpenReason, reason)
 	require.False(t, permanent)
 }

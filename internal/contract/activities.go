@@ -2,6 +2,7 @@ package contract
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,22 @@ const (
 	ErrTypeRetryAfter       = "RetryAfter"         // 429/503 with Retry-After: the next attempt waits as told
 	ErrTypeCircuitOpen      = "CircuitOpen"        // the window was spent waiting on the endpoint's open circuit
 )
+
+// CircuitOpenReason is the reason of a dead letter whose window was spent
+// while its endpoint's circuit breaker was open.
+const CircuitOpenReason = "endpoint circuit open"
+
+// WindowSpentPrefix begins the reason of a dead letter whose window was
+// spent on retryable failures; the last attempt's follows.
+const WindowSpentPrefix = "recovery window spent; last attempt: "
+
+// OutageCaused tells the dead letters an endpoint's outage wrote (its
+// window spent on retryable failures, or waiting on its open circuit),
+// which auto_replay replays once the circuit closes, from the others: a
+// permanent rejection, a disabled or gone endpoint.
+func OutageCaused(reason string) bool {
+	return reason == CircuitOpenReason || strings.HasPrefix(reason, WindowSpentPrefix)
+}
 
 // FinishInput names finished deliveries of an event.
 type FinishInput struct {
@@ -68,6 +85,10 @@ type DeadLetterInput struct {
 	// for the same window, whose first try committed but whose result was
 	// lost, writes nothing and answers the generation written then.
 	Window string `json:"window"`
+	// WindowStart is when that window began (workflow time): a dead letter
+	// an outage caused, written after the outage's circuit closed, is
+	// auto-replayed when the close came after it (store.DeadLetter).
+	WindowStart time.Time `json:"window_start"`
 }
 
 // DeadLetterResult is what WriteDeadLetter did.

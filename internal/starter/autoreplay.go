@@ -7,7 +7,6 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 // AutoReplayBy records who replayed the dead letters an endpoint's outage
@@ -20,7 +19,7 @@ const autoReplayPage = 200
 // SweepAutoReplay carries out the auto-replays that closed circuits
 // scheduled (store.CircuitsAutoReplayPending): for each endpoint, every
 // open dead letter written since its outage began whose reason is the
-// outage's (workflows.OutageCaused: never a permanent rejection) is
+// outage's (contract.OutageCaused: never a permanent rejection) is
 // replayed, each lane in sequence order, as AutoReplayBy; then the pending
 // replay is cleared. The schedule is in the row that the close committed,
 // so a crash anywhere in between only makes a later pass do it (again: a
@@ -86,7 +85,7 @@ func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending, lim
 			return n, err
 		}
 		for _, d := range page {
-			if !workflows.OutageCaused(d.Reason) {
+			if !contract.OutageCaused(d.Reason) {
 				continue
 			}
 			ok, err := s.replayDeadLetter(ctx, d)

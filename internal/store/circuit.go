@@ -259,6 +259,9 @@ func (s *Store) CircuitReset(ctx context.Context, endpointID string) error {
 type AutoReplayPending struct {
 	EndpointID string
 	Since      time.Time
+	// Requested is the stamp of the close (or late dead letter) that asked
+	// for it: CircuitAutoReplayDone clears only that request.
+	Requested *time.Time
 }
 
 // CircuitsAutoReplayPending returns up to limit pending auto-replays,
@@ -271,10 +274,11 @@ func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]Aut
 	return out, nil
 }
 
-// CircuitAutoReplayDone clears the pending auto-replay p, unless a later
-// close replaced it.
+// CircuitAutoReplayDone clears the pending auto-replay p, unless a close
+// or a late dead letter asked for it again since p was read (its pass may
+// have read the dead letters before they were written).
 func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayDone, p.EndpointID, p.Since); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayDone, p.EndpointID, p.Requested); err != nil {
 		return fmt.Errorf("clear pending auto-replay: %w", err)
 	}
 	return nil

@@ -160,7 +160,10 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 
 	pending, err := st.CircuitsAutoReplayPending(ctx, 10)
 	require.NoError(t, err)
-	require.Equal(t, []store.AutoReplayPending{{EndpointID: "ep", Since: *c.AutoReplayPendingSince}}, pending)
+	require.Len(t, pending, 1)
+	require.Equal(t, "ep", pending[0].EndpointID)
+	require.Equal(t, c.AutoReplayPendingSince.UTC(), pending[0].Since.UTC())
+	require.NotNil(t, pending[0].Requested, "the close stamps its request")
 	require.NoError(t, st.CircuitAutoReplayDone(ctx, pending[0]))
 	pending, err = st.CircuitsAutoReplayPending(ctx, 10)
 	require.NoError(t, err)
@@ -171,6 +174,89 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	require.False(t, tr.Closed, "a success of a closed circuit is no transition")
 	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "ep"),
 		"each transition publishes its event once; a re-open and a repeat none")
+}
+
+// openAndClose fails endpoint past threshold 3, then closes its circuit
+// with auto_replay.
+func openAndClose(t *testing.T, st *store.Store, endpoint string) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 3 {
+		_, err := st.CircuitFailed(ctx, endpoint, fmt.Sprint("f", i), 3, time.Hour)
+		require.NoError(t, err)
+	}
+	tr, err := st.CircuitSucceeded(ctx, endpoint, true)
+	require.NoError(t, err)
+	require.True(t, tr.Closed)
+}
+
+// TestACloseDuringAnAutoReplayPassGetsAPassOfItsOwn: a pass reads the
+// pending auto-replay (and its page of dead letters); meanwhile the
+// circuit opens again, more dead letters are written, and it closes again,
+// keeping the older start. The pass's done must not clear the second
+// close's request, or those dead letters are never auto-replayed (found by
+// the chaos run's flapping endpoint).
+func TestACloseDuringAnAutoReplayPassGetsAPassOfItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	openAndClose(t, st, "ep")
+	read, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, read, 1)
+
+	openAndClose(t, st, "ep")
+	require.NoError(t, st.CircuitAutoReplayDone(ctx, read[0]))
+	again, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, again, 1, "the second close still asks for its pass")
+	require.Equal(t, read[0].Since.UTC(), again[0].Since.UTC(), "from the first outage on: it covers both")
+	require.NoError(t, st.CircuitAutoReplayDone(ctx, again[0]))
+	gone, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, gone)
+}
+
+// TestALateOutageDeadLetterIsAutoReplayed: a dead letter the outage caused
+// that is written after its circuit closed and the close's pass was done
+// (its window's last look came first; its write after a crash) asks for
+// the auto-replay again, from its window's start; one whose window began
+// after the close, or a permanent rejection, does not.
+func TestALateOutageDeadLetterIsAutoReplayed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, err := st.Pool().Exec(ctx, `UPDATE endpoints SET auto_replay = true WHERE id = 'ep'`)
+	require.NoError(t, err)
+	beforeClose := time.Now().Add(-time.Minute)
+	openAndClose(t, st, "ep")
+	read, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, st.CircuitAutoReplayDone(ctx, read[0]))
+
+	write := func(id, reason string, windowStart time.Time) {
+		t.Helper()
+		insertEvent(t, st, id, "late-"+id, 1)
+		dl := deadLetter(id, "ep", "late-"+id, 1)
+		dl.Reason, dl.WindowStart = reason, windowStart
+		_, err := st.DeadLetterUpsert(ctx, dl, "w/"+id)
+		require.NoError(t, err)
+	}
+	pendingCount := func() int {
+		t.Helper()
+		p, err := st.CircuitsAutoReplayPending(ctx, 10)
+		require.NoError(t, err)
+		return len(p)
+	}
+	write("rejected", "permanent rejection: receiver answered 400", beforeClose)
+	require.Zero(t, pendingCount(), "a rejection is never auto-replayed")
+	write("after", contract.CircuitOpenReason, time.Now().Add(time.Minute))
+	require.Zero(t, pendingCount(), "a window that began after the close is another failure")
+	write("late", contract.CircuitOpenReason, beforeClose)
+	p, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, p, 1, "the late dead letter of the outage asks for the pass again")
+	require.Equal(t, beforeClose.UTC().Truncate(time.Millisecond), p[0].Since.UTC().Truncate(time.Millisecond))
 }
 
 // TestCircuitClosesWithoutAutoReplay: without auto_replay a close

@@ -46,6 +46,11 @@ type DeadLetter struct {
 	ReplayCount int32      `json:"replay_count"`
 	SkippedBy   *string    `json:"skipped_by,omitempty"`
 	SkippedAt   *time.Time `json:"skipped_at,omitempty"`
+	// WindowStart, written with a dead letter and not stored, is when the
+	// delivery window it ends began: one the outage caused, written after
+	// the circuit closed when the close came after WindowStart, schedules
+	// the endpoint's auto-replay again (CircuitLateOutageDeadLetter).
+	WindowStart time.Time `json:"-"`
 	SkipNote    *string    `json:"skip_note,omitempty"`
 }
 
@@ -110,6 +115,11 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		b := &pgx.Batch{}
 		b.Queue(s.q.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
 		b.Queue(s.q.EventAggregate, d.EventID)
+		if contract.OutageCaused(d.Reason) && !d.WindowStart.IsZero() {
+			// Written after its outage's circuit closed, maybe past that
+			// close's auto-replay pass: the pass runs again for it.
+			b.Queue(s.q.CircuitLateOutageDeadLetter, d.EndpointID, d.WindowStart)
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}

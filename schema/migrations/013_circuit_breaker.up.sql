@@ -35,18 +35,27 @@ ALTER TABLE endpoints
 -- auto_replay_pending_since is set, in the transaction that closes the
 -- circuit of an endpoint with auto_replay, to the outage's failing_since:
 -- the API's sweep replays the dead letters written since then and clears
--- it, so a crash between the close and the replay loses no replay.
+-- it, so a crash between the close and the replay loses no replay. A dead
+-- letter the outage caused that is written after the close (its window's
+-- last look came before it, and its write after a worker's crash or after
+-- the sweep's pass) sets it again, to its window's start, when the circuit
+-- closed (closed_at) after that. auto_replay_requested_at is stamped by
+-- each close and each such late dead letter: the sweep clears the pending
+-- replay only when the stamp is still the one its pass read, so a close or
+-- a dead letter that came during the pass gets a pass of its own.
 CREATE TABLE endpoint_circuits (
     endpoint_id               text PRIMARY KEY REFERENCES endpoints (id),
     state                     text NOT NULL DEFAULT 'closed' CHECK (state IN ('closed', 'open')),
     consecutive_failures      integer NOT NULL DEFAULT 0,
     failing_since             timestamptz,
     opened_at                 timestamptz,
+    closed_at                 timestamptz,
     next_probe_at             timestamptz,
     probe_backoff_ms          bigint NOT NULL DEFAULT 5000,
     probe_owner               text,
     probe_lease_until         timestamptz,
     auto_replay_pending_since timestamptz,
+    auto_replay_requested_at  timestamptz,
     probe_replayed_at         timestamptz,
     updated_at                timestamptz NOT NULL DEFAULT now()
 );

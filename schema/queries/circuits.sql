@@ -29,10 +29,30 @@ SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, pro
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
 -- name: CircuitSet
+-- closed_at is stamped when an open circuit closes, and so is
+-- auto_replay_requested_at when that close leaves an auto-replay pending
+-- (state on the right is the row's before this update).
 UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_since = $4, opened_at = $5,
     next_probe_at = $6, probe_backoff_ms = $7, probe_owner = $8, probe_lease_until = $9,
-    auto_replay_pending_since = $10, updated_at = now()
+    auto_replay_pending_since = $10, updated_at = now(),
+    closed_at = CASE WHEN state = 'open' AND $2 = 'closed' THEN now() ELSE closed_at END,
+    auto_replay_requested_at = CASE WHEN state = 'open' AND $2 = 'closed' AND $10::timestamptz IS NOT NULL
+        THEN clock_timestamp() ELSE auto_replay_requested_at END
 WHERE endpoint_id = $1;
+
+-- name: CircuitLateOutageDeadLetter
+-- A dead letter of endpoint $1 that its outage caused, whose delivery
+-- window began at $2, is written while the circuit is closed: when it
+-- closed after that (the outage that ended held or failed this delivery in
+-- this window) and the endpoint has auto_replay, the auto-replay is
+-- scheduled again from the window's start, or kept from the earlier time
+-- it already has.
+UPDATE endpoint_circuits c
+SET auto_replay_pending_since = LEAST(COALESCE(c.auto_replay_pending_since, $2), $2),
+    auto_replay_requested_at = clock_timestamp(), updated_at = now()
+FROM endpoints e
+WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.disabled
+  AND c.state = 'closed' AND c.closed_at >= $2;
 
 -- name: CircuitGet
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
@@ -49,16 +69,16 @@ WHERE endpoint_id = $1;
 
 -- name: CircuitsAutoReplayPending
 -- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx).
-SELECT endpoint_id, auto_replay_pending_since FROM endpoint_circuits
+SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at FROM endpoint_circuits
 WHERE auto_replay_pending_since IS NOT NULL
 ORDER BY auto_replay_pending_since, endpoint_id
 LIMIT $1;
 
 -- name: CircuitAutoReplayDone
--- Clears the pending auto-replay $2 of endpoint $1, unless a later close set
--- another meanwhile.
+-- Clears the pending auto-replay of endpoint $1 that a pass read stamped
+-- $2, unless a close or a late dead letter asked for it again meanwhile.
 UPDATE endpoint_circuits SET auto_replay_pending_since = NULL, updated_at = now()
-WHERE endpoint_id = $1 AND auto_replay_pending_since = $2;
+WHERE endpoint_id = $1 AND auto_replay_requested_at IS NOT DISTINCT FROM $2;
 
 -- name: CircuitsProbeReplayClaim
 -- Open circuits of enabled endpoints with auto_replay whose probe is due,
@@ -76,4 +96,4 @@ WHERE c.endpoint_id IN (
     ORDER BY c2.next_probe_at
     LIMIT $1
     FOR UPDATE OF c2 SKIP LOCKED)
-RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now());
+RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
