@@ -202,8 +202,12 @@ type clickStats struct {
 // pressed as soon as its dead letter is open (before the operator loop's
 // batch replay, which comes every RecoveryWindow, most likely gets to it).
 func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) {
-	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
-		WHERE state IN ('queued', 'waiting', 'delivering') ORDER BY correlation_id`)
+	// From the deliveries, not the events: hookflow's operational events
+	// about an endpoint (its breaker opening, a dead letter) are events
+	// with no delivery here, so a correlation of theirs never gets one to
+	// refuse.
+	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM deliveries
+		WHERE state IN ('waiting', 'delivering') ORDER BY correlation_id`)
 	if err != nil {
 		return skipped, err.Error()
 	}
