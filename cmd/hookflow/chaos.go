@@ -37,10 +37,12 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			"real processes; publish events of several types once each, fanned out to three endpoints by their\n"+
 			"subscriptions (A *, B order.*, C order.paid and invoice.*); inject faults on a seeded schedule (worker\n"+
 			"SIGKILLs, a Postgres and a Temporal crash-restart, held requests, lost acks, 5xx bursts, endpoint C down past\n"+
-			"the recovery window, then replayed) and press the operator's buttons (double clicks on a dead letter's replay\n"+
-			"or skip, Terminate and Reset of event workflows and sequencers); wait for quiet and check, per (correlation,\n"+
-			"endpoint) lane, every delivery applied exactly once, in order, or dead-lettered or skipped, and no lane\n"+
-			"stranded. Prints one summary line; exits 1 on any violation.\n"+
+			"the recovery window, then replayed, endpoint B flapping down and up so that its circuit breaker opens and\n"+
+			"closes and auto_replay replays its outages) and press the operator's buttons (double clicks on a dead letter's\n"+
+			"replay or skip, Terminate and Reset of event workflows and sequencers); wait for quiet and check, per\n"+
+			"(correlation, endpoint) lane, every delivery applied exactly once, in order, or dead-lettered or skipped, no\n"+
+			"lane stranded, and B's breaker opened, closed and sent far fewer attempts while B was down than unbroken\n"+
+			"retries would. Prints one summary line; exits 1 on any violation.\n"+
 			"  hookflow chaos --short     1,000 events (about 2,000 deliveries) over 50 correlations, 90s of faults, window 15s (about 3 minutes on 2 cores)\n"+
 			"  hookflow chaos             10,000 events over 200 correlations, recovery window 30s\n"+
 			"  hookflow chaos --operator-model [--sequences 200] [--seed N] [--short: the fixed seeds of make test]\n"+

@@ -13,11 +13,14 @@
 // restart, a Temporal server crash and restart, and, in a proxy between the
 // workers and the receiver, held requests past the HTTP timeout, lost
 // acknowledgements (the receiver committed, the sender's connection is
-// reset), 5xx bursts, and one endpoint (C) down for longer than the
-// recovery window, healed and replayed afterwards, while the others go on. The schedule also presses the
-// buttons the Web UI and the API give any operator: double clicks on a dead
-// letter's replay (or a replay and a skip at once), and Terminate and Reset
-// of event workflows and sequencers. Once quiet, every lane must be
+// reset), 5xx bursts, one endpoint (C) down for longer than the recovery
+// window, healed and replayed afterwards, while the others go on, and one
+// (B) that flaps: down for a few seconds, up again, down again, so that its
+// circuit breaker opens and closes and its auto_replay replays the dead
+// letters of its outages. The schedule also presses the buttons the Web UI
+// and the API give any operator: double clicks on a dead letter's replay
+// (or a replay and a skip at once), and Terminate and Reset of event
+// workflows and sequencers. Once quiet, every lane must be
 // complete, or wait on a dead letter an operator can still act on.
 //
 // A run is a small composition of parts, each a type of its own with its
@@ -58,6 +61,12 @@ type Config struct {
 	// from the workload.
 	Subscribers []Subscriber
 	Down        int
+	// Flapping is the index of the endpoint whose receiver goes down and up
+	// again during the fault phase (-1: none), created with a low circuit
+	// breaker threshold (flapThreshold) and auto_replay, so that its
+	// breaker opens and closes and hookflow replays its outages' dead
+	// letters itself. Run sets it.
+	Flapping int
 	// FaultPhase is how long the timed faults (kills, restarts, bursts) go
 	// on; events are posted over its first 70 %. The per-request faults of
 	// the proxy go on until quiet.

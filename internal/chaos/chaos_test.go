@@ -19,7 +19,9 @@ import (
 // schedule and the operator's buttons, events fanned out to three
 // endpoints, and asserts that the run found, in every (correlation,
 // endpoint) lane, nothing lost, nothing applied twice, no sequence out of
-// order and nothing stranded.
+// order and nothing stranded, while the flapping endpoint's circuit breaker
+// opened and closed and held its attempts far below an unbroken retry
+// schedule's.
 func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
 	defer cancel()
@@ -50,7 +52,7 @@ func TestChaosShort(t *testing.T) {
 	if summary == "" {
 		t.Fatalf("no summary line in the output:\n%s", stdout)
 	}
-	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 "} {
+	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " breaker=0 "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q", strings.TrimSpace(want))
 		}

@@ -3,7 +3,9 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/refreceiver"
@@ -68,6 +70,68 @@ type Observed struct {
 	// PostgresRestartFailures counts the Postgres restarts of the schedule
 	// after which Postgres did not come back.
 	PostgresRestartFailures int
+	// Breaker is what the flapping endpoint's outages did to its circuit
+	// breaker; nil when no endpoint flapped (a calm run).
+	Breaker *BreakerObserved
+}
+
+// BreakerObserved is the flapping endpoint's circuit breaker over the run:
+// its outages as the proxy made them, its transitions as the operational
+// events published in their transactions tell them, and its state once
+// quiet.
+type BreakerObserved struct {
+	Outages []Outage
+	// Opens counts the times its circuit opened; Spells are the times it
+	// was open and closed again, as each circuit_closed event tells it.
+	Opens  int
+	Spells []Spell
+	// AttemptsWhileDown are the requests its receiver got while down.
+	AttemptsWhileDown int64
+	// HeadsAtOutage is, per outage, how many of its deliveries were
+	// released and not finished when the outage began; Window their
+	// recovery window. An unbroken retry schedule would have sent each of
+	// them its attempts of the outage (UnbrokenAttempts).
+	HeadsAtOutage []int
+	Window        time.Duration
+	// AutoReplayed counts the dead letters hookflow replayed itself.
+	AutoReplayed int
+	// LeftOpen are the dead letters of its outages the operator replayed
+	// because auto-replay had left them open.
+	LeftOpen []LeftOpen
+	// FinalState is its circuit's state once quiet.
+	FinalState string
+}
+
+// Spell is one time the circuit was open: from the first failure of its
+// run of failures, through its opening, to its close.
+type Spell struct {
+	FailingSince, OpenedAt, ClosedAt time.Time
+}
+
+// Unbroken is how many attempts an unbroken retry schedule would have sent
+// the flapping endpoint while it was down: each delivery in flight when
+// an outage began retried through it (UnbrokenAttempts), not counting
+// those released during it. It is a floor, to hold the attempts the
+// breaker let through against.
+func (b *BreakerObserved) Unbroken() int {
+	n := 0
+	for i, out := range b.Outages {
+		if i < len(b.HeadsAtOutage) && !out.To.IsZero() {
+			n += b.HeadsAtOutage[i] * UnbrokenAttempts(min(out.To.Sub(out.From), b.Window))
+		}
+	}
+	return n
+}
+
+// UnbrokenAttempts is how many attempts the delivery retry policy makes
+// within d of a first failure: at 0, 1, 5, 21, 85 s, … (initial 1 s,
+// coefficient 4).
+func UnbrokenAttempts(d time.Duration) int {
+	n := 0
+	for at, gap := time.Duration(0), time.Second; at < d; at, gap = at+gap, 4*gap {
+		n++
+	}
+	return n
 }
 
 // Head is how a lane's head (its first delivery not delivered or skipped)
@@ -113,13 +177,18 @@ type Verdict struct {
 	// PostgresRestartFailures counts the Postgres restarts that did not
 	// come back: the run's faults did not go as planned.
 	PostgresRestartFailures int
-	Details                 []string
+	// Breaker counts what the flapping endpoint's circuit breaker did not
+	// do (checkBreaker); BreakerOpens, BreakerCloses, AttemptsWhileDown and
+	// Unbroken are its figures.
+	Breaker                                                  int
+	BreakerOpens, BreakerCloses, AttemptsWhileDown, Unbroken int
+	Details                                                  []string
 }
 
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
-		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0
+		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Breaker == 0
 }
 
 func (v *Verdict) note(format string, args ...any) {
@@ -152,7 +221,8 @@ func (v *Verdict) note(format string, args ...any) {
 //     waits on that generation, so an operator can still replay or skip it
 //     (else: stranded);
 //   - no two concurrent clicks on one dead letter were both taken, and
-//     every Postgres restart came back.
+//     every Postgres restart came back;
+//   - the flapping endpoint's breaker did its part (checkBreaker).
 func Check(w *Workload, o Observed) Verdict {
 	var v Verdict
 	byID := make(map[string]Event, len(w.Events))
@@ -202,7 +272,58 @@ func Check(w *Workload, o Observed) Verdict {
 	if v.PostgresRestartFailures = o.PostgresRestartFailures; v.PostgresRestartFailures > 0 {
 		v.note("postgres did not come back after %d of its restarts; the run did not go as planned", v.PostgresRestartFailures)
 	}
+	if o.Breaker != nil {
+		checkBreaker(*o.Breaker, &v)
+	}
 	return v
+}
+
+// checkBreaker holds the flapping endpoint's circuit breaker to what it is
+// for, by counts, never by how long anything took:
+//
+//   - it was open during one of the outages at least once (opened by it, or
+//     by a 5xx burst just before), and closed again after that;
+//   - the attempts the receiver got while down are at most half of what an
+//     unbroken retry schedule would have sent (BreakerObserved.Unbroken);
+//   - no dead letter that an outage wrote between its first failure and its
+//     close was left open for the operator: auto_replay replays those;
+//   - once quiet, its circuit is closed.
+func checkBreaker(b BreakerObserved, v *Verdict) {
+	v.BreakerOpens, v.BreakerCloses = b.Opens, len(b.Spells)
+	v.AttemptsWhileDown, v.Unbroken = int(b.AttemptsWhileDown), b.Unbroken()
+	if !slices.ContainsFunc(b.Spells, func(s Spell) bool { return overlaps(s, b.Outages) }) {
+		v.Breaker++
+		v.note("breaker: the flapping endpoint's circuit was not open and closed again around any of its %d outages (it opened %d times, closed %d)", len(b.Outages), b.Opens, len(b.Spells))
+	}
+	if 2*v.AttemptsWhileDown > v.Unbroken {
+		v.Breaker++
+		v.note("breaker: the flapping endpoint got %d attempts while down, not far below the %d of an unbroken retry schedule", v.AttemptsWhileDown, v.Unbroken)
+	}
+	for _, d := range b.LeftOpen {
+		for _, s := range b.Spells {
+			if !d.DeadLetteredAt.Before(s.FailingSince) && !d.DeadLetteredAt.After(s.ClosedAt) {
+				v.Breaker++
+				v.note("breaker: auto-replay left open %s's dead letter (generation %d, %q, written %s), written during the outage that closed at %s",
+					d.EventID, d.Generation, d.Reason, d.DeadLetteredAt.Format(time.TimeOnly), s.ClosedAt.Format(time.TimeOnly))
+				break
+			}
+		}
+	}
+	if b.FinalState != "closed" {
+		v.Breaker++
+		v.note("breaker: the flapping endpoint's circuit is %q once quiet, not closed", b.FinalState)
+	}
+}
+
+// overlaps reports whether the circuit was open during one of the outages:
+// opened before or during it, and closed after it began.
+func overlaps(s Spell, outages []Outage) bool {
+	for _, o := range outages {
+		if !s.OpenedAt.After(o.To) && s.ClosedAt.After(o.From) {
+			return true
+		}
+	}
+	return false
 }
 
 // at returns element i of a per-endpoint slice, or the zero value.

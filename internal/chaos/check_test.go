@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/refreceiver"
@@ -291,5 +292,79 @@ func TestSubscriberWants(t *testing.T) {
 		if got := (Subscriber{EventTypes: tc.patterns}).Wants(tc.typ); got != tc.want {
 			t.Errorf("%v wants %q = %v, want %v", tc.patterns, tc.typ, got, tc.want)
 		}
+	}
+}
+
+// flappedBreaker is a breaker that did its part through two outages of
+// 10 s, 20 deliveries in flight as each began: it opened in each and
+// closed 5 s after it, let 12 attempts through, and auto-replay left
+// nothing open.
+func flappedBreaker() BreakerObserved {
+	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	return BreakerObserved{
+		Outages:           []Outage{{at(0), at(10)}, {at(30), at(40)}},
+		Opens:             2,
+		Spells:            []Spell{{at(0), at(1), at(15)}, {at(30), at(31), at(45)}},
+		AttemptsWhileDown: 12, HeadsAtOutage: []int{20, 20}, Window: 15 * time.Second,
+		AutoReplayed: 9, FinalState: "closed",
+	}
+}
+
+// An unbroken retry schedule sends 0, 1, 5, 21, 85 s after a first failure.
+func TestUnbrokenAttempts(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]int{0: 0, time.Second / 2: 1, 3 * time.Second: 2, 15 * time.Second: 3, 30 * time.Second: 4, 5 * time.Minute: 5} {
+		if got := UnbrokenAttempts(d); got != want {
+			t.Errorf("UnbrokenAttempts(%s) = %d, want %d", d, got, want)
+		}
+	}
+	if b := flappedBreaker(); b.Unbroken() != 2*20*3 {
+		t.Errorf("Unbroken() = %d, want %d (two outages of 10 s, 20 in flight each, 3 attempts)", b.Unbroken(), 2*20*3)
+	}
+}
+
+// The breaker's checks pass a breaker that did its part, and flag each way
+// of not doing it.
+func TestCheckBreaker(t *testing.T) {
+	t.Parallel()
+	w, o := cleanRun(t)
+	b := flappedBreaker()
+	o.Breaker = &b
+	if v := Check(w, o); !v.OK() || v.BreakerOpens != 2 || v.BreakerCloses != 2 || v.AttemptsWhileDown != 12 || v.Unbroken != 120 {
+		t.Fatalf("verdict %+v, want OK with the breaker's figures", v)
+	}
+	for name, spoil := range map[string]func(b *BreakerObserved){
+		"open only between outages": func(b *BreakerObserved) {
+			b.Spells = []Spell{{b.Outages[0].To.Add(time.Second), b.Outages[0].To.Add(2 * time.Second), b.Outages[0].To.Add(9 * time.Second)}}
+		},
+		"never closed":           func(b *BreakerObserved) { b.Spells, b.FinalState = nil, "open" },
+		"attempts not far below": func(b *BreakerObserved) { b.AttemptsWhileDown = 61 },
+		"open once quiet":        func(b *BreakerObserved) { b.FinalState = "open" },
+		"auto-replay left one open": func(b *BreakerObserved) {
+			b.LeftOpen = []LeftOpen{{EventID: "ev-x", Generation: 1, Reason: "endpoint circuit open", DeadLetteredAt: b.Outages[1].From.Add(8 * time.Second)}}
+		},
+	} {
+		bad := flappedBreaker()
+		spoil(&bad)
+		o.Breaker = &bad
+		if v := Check(w, o); v.OK() || v.Breaker == 0 {
+			t.Errorf("%s: verdict %+v, want a breaker violation", name, v)
+		}
+	}
+	// Open already when an outage began (a burst opened it) counts.
+	early := flappedBreaker()
+	early.Spells = []Spell{{early.Outages[0].From.Add(-3 * time.Second), early.Outages[0].From.Add(-2 * time.Second), early.Outages[1].To.Add(time.Second)}}
+	o.Breaker = &early
+	if v := Check(w, o); !v.OK() {
+		t.Errorf("open from before the first outage to after the last: verdict %+v, want OK", v)
+	}
+	// A dead letter written after its outage's close is not auto-replay's:
+	// the operator's replay of it is no violation.
+	late := flappedBreaker()
+	late.LeftOpen = []LeftOpen{{EventID: "ev-y", Generation: 1, Reason: "recovery window spent; last attempt: no answer", DeadLetteredAt: late.Spells[0].ClosedAt.Add(time.Second)}}
+	o.Breaker = &late
+	if v := Check(w, o); !v.OK() {
+		t.Errorf("a dead letter written after the close: verdict %+v, want OK", v)
 	}
 }

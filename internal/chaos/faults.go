@@ -30,6 +30,7 @@ var faultLabels = map[string]string{
 	KindKillWorker: "worker_kills", KindRestartPostgres: "postgres_restarts", KindRestartTemporal: "temporal_restarts",
 	KindBurst: "5xx_bursts", KindDoubleClick: "double_clicks", KindTerminateEvent: "terminated_events",
 	KindTerminateSequencer: "terminated_sequencers", KindResetEvent: "reset_events", KindResetSequencer: "reset_sequencers",
+	KindFlap: "flaps",
 }
 
 // tally counts the faults of the schedule by kind and outcome.
@@ -85,7 +86,8 @@ func (t *tally) field(kind string) string {
 }
 
 // injector carries out the timed fault schedule: it kills and restarts the
-// stack's processes, switches the proxy's 5xx bursts, and has the operator
+// stack's processes, switches the proxy's 5xx bursts and the flapping
+// endpoint's outages, and has the operator
 // press its buttons at the planned times. It tallies what became of each
 // fault, and makes the faults line from the tally and what the proxy, the
 // operator and the stack counted.
@@ -119,7 +121,7 @@ func (f *injector) run(ctx context.Context, phase0 time.Time, plan []Action) {
 		case <-time.After(time.Until(phase0.Add(a.At))):
 		}
 		switch a.Kind {
-		case KindKillWorker, KindBurst, KindRestartPostgres:
+		case KindKillWorker, KindBurst, KindFlap, KindRestartPostgres:
 			o, note := f.inject(ctx, a)
 			f.record(phase0, a, o, note)
 		default:
@@ -166,6 +168,11 @@ func (f *injector) inject(ctx context.Context, a Action) (outcome, string) {
 		proxy := f.st.proxy
 		proxy.SetBurst(true, a.RetryAfter)
 		time.AfterFunc(a.For, func() { proxy.SetBurst(false, false) })
+		return injected, ""
+	case KindFlap:
+		proxy := f.st.proxy
+		proxy.SetFlapDown(true)
+		time.AfterFunc(a.For, func() { proxy.SetFlapDown(false) })
 		return injected, ""
 	case KindDoubleClick:
 		return f.op.doubleClick(ctx, a)
@@ -216,7 +223,7 @@ func (f *injector) record(phase0 time.Time, a Action, o outcome, note string) {
 // schedule and the proxy's per-request ones.
 func (f *injector) total() int {
 	ps := f.st.proxy.Stats()
-	return f.tally.injected() + int(ps.Burst503+ps.Latency+ps.LostAcks+ps.DownAnswers)
+	return f.tally.injected() + int(ps.Burst503+ps.Latency+ps.LostAcks+ps.DownAnswers+ps.FlapAnswers)
 }
 
 // line is the breakdown of the faults that took place, the operator's
@@ -226,10 +233,10 @@ func (f *injector) line() string {
 	t := f.tally
 	c := f.op.clickCounts()
 	exits, who := f.st.unexpectedExits()
-	b := fmt.Sprintf("faults: %s %s %s %s (503s=%d) held_past_timeout=%d lost_acks=%d down_endpoint_answers=%d"+
+	b := fmt.Sprintf("faults: %s %s %s %s (503s=%d) held_past_timeout=%d lost_acks=%d down_endpoint_answers=%d %s (answers while down=%d)"+
 		" | operator: %s [replay+skip %d; 202+409 %d, both 202 %d, skips won %d] %s %s %s %s | unexpected_exits=%d %s",
 		t.field(KindKillWorker), t.field(KindRestartPostgres), t.field(KindRestartTemporal), t.field(KindBurst), ps.Burst503,
-		ps.Latency, ps.LostAcks, ps.DownAnswers,
+		ps.Latency, ps.LostAcks, ps.DownAnswers, t.field(KindFlap), ps.FlapAnswers,
 		t.field(KindDoubleClick), c.withSkip, c.oneWon, c.bothWon, c.skipsWon,
 		t.field(KindTerminateEvent), t.field(KindTerminateSequencer), t.field(KindResetEvent), t.field(KindResetSequencer),
 		exits, who)

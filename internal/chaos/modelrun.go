@@ -130,7 +130,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	st := newStack(Config{
 		Binary: cfg.Binary, Seed: seeds[0], Workers: cfg.Workers,
 		RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout, RepairAfter: cfg.RepairAfter,
-		Subscribers: ModelSubscribers(), Down: -1,
+		Subscribers: ModelSubscribers(), Down: -1, Flapping: -1,
 	}, dir, logs, logger, out)
 	var torn sync.Once
 	tearDown := func() { torn.Do(st.stop) }

@@ -208,12 +208,65 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 		obs.Parked, obs.Receiver = append(obs.Parked, parked), append(obs.Receiver, known)
 	}
 	obs.AppliedAnswers = st.proxy.AppliedAnswers()
+	if outages := st.proxy.Outages(); st.endpoints.flapping >= 0 && len(outages) > 0 {
+		if obs.Breaker, err = o.readBreaker(ctx, st.endpoints.ids[st.endpoints.flapping], outages); err != nil {
+			return err
+		}
+	}
 	// Last, with a budget of its own: a Temporal call that hangs leaves
 	// its head unconfirmed (so stranded), not the ledgers unread.
 	hctx, hcancel := context.WithTimeout(parent, 2*time.Minute)
 	defer hcancel()
 	obs.Heads, err = o.heads(hctx, obs.Deliveries)
 	return err
+}
+
+// readBreaker reads what the flapping endpoint's outages did to its
+// circuit breaker: its transitions from the operational events published
+// with them (their correlation is the endpoint), the deliveries in flight
+// as each outage began, the dead letters auto-replay replayed, and its
+// circuit once quiet from GET /v1/endpoints/{id}/stats, as an operator
+// sees it.
+func (o *observer) readBreaker(ctx context.Context, endpointID string, outages []Outage) (*BreakerObserved, error) {
+	st := o.st
+	b := &BreakerObserved{Outages: outages, AttemptsWhileDown: st.proxy.Stats().FlapAnswers, Window: st.cfg.RecoveryWindow}
+	count := func(typ string, n *int) error {
+		err := st.hf.QueryRow(ctx, `SELECT count(*) FROM events WHERE correlation_id = $1 AND type = $2`, endpointID, typ).Scan(n)
+		if err != nil {
+			return fmt.Errorf("count %s events: %w", typ, err)
+		}
+		return nil
+	}
+	if err := count(contract.OpCircuitOpened, &b.Opens); err != nil {
+		return nil, err
+	}
+	// Every close of an open circuit has its opened_at and failing_since.
+	rows, err := st.hf.Query(ctx, `SELECT (data->>'failing_since')::timestamptz, (data->>'opened_at')::timestamptz,
+			(data->>'closed_at')::timestamptz
+		FROM events WHERE correlation_id = $1 AND type = $2 ORDER BY sequence`, endpointID, contract.OpCircuitClosed)
+	if err != nil {
+		return nil, fmt.Errorf("read circuit closes: %w", err)
+	}
+	if b.Spells, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Spell]); err != nil {
+		return nil, fmt.Errorf("read circuit closes: %w", err)
+	}
+	if err := count(contract.OpDeadLetterAutoReplayed, &b.AutoReplayed); err != nil {
+		return nil, err
+	}
+	for _, out := range outages {
+		var n int
+		if err := st.hf.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE endpoint_id = $1
+			AND released_at <= $2 AND (delivered_at IS NULL OR delivered_at > $2) AND state <> 'skipped'`, endpointID, out.From).Scan(&n); err != nil {
+			return nil, fmt.Errorf("read deliveries in flight: %w", err)
+		}
+		b.HeadsAtOutage = append(b.HeadsAtOutage, n)
+	}
+	h, err := st.client.EndpointStats(ctx, endpointID)
+	if err != nil {
+		return nil, fmt.Errorf("read the flapping endpoint's stats: %w", err)
+	}
+	b.FinalState = h.Circuit.State
+	return b, nil
 }
 
 // deliveryRow is one row of hookflow's deliveries with its dead letter.

@@ -21,12 +21,15 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	hfclient "github.com/hookflow/hookflow/kit/client"
+	"github.com/hookflow/hookflow/workflows"
 )
 
 // operator presses the buttons the Web UI and the API give any operator,
 // through the stack's clients: it replays the open dead letters every so
-// often, as an on-call operator would, fixes the down endpoint and replays
-// its dead letters, and, when the fault schedule says so, double-clicks a
+// often, as an on-call operator would (but for those of the flapping
+// endpoint's outages, which it leaves to hookflow's auto-replay), fixes the
+// down endpoint and replays its dead letters, and, when the fault schedule
+// says so, double-clicks a
 // dead letter's replay (or a replay and a skip) or presses Terminate or
 // Reset. It keeps what the checks need of that (the events it skipped, the
 // double clicks both answered 202) and, for the faults line, how many
@@ -51,6 +54,19 @@ type operator struct {
 	// doubleClaims are the dead letters whose two concurrent clicks were
 	// both answered 202.
 	doubleClaims []string
+	// leftOpen are the dead letters of the flapping endpoint's outages that
+	// auto-replay left open, which the operator replayed.
+	leftOpen []LeftOpen
+}
+
+// LeftOpen is a dead letter of the flapping endpoint's outages that its
+// auto-replay left open for longer than autoReplayGrace with its circuit
+// closed, so that the operator replayed it.
+type LeftOpen struct {
+	EventID        string
+	Generation     int
+	Reason         string
+	DeadLetteredAt time.Time
 }
 
 func newOperator(st *stack, wl *Workload, logger *slog.Logger, out *progress) *operator {
@@ -76,7 +92,11 @@ func (o *operator) replayAll(ctx context.Context) {
 		if i == o.st.endpoints.down && !o.healed.Load() {
 			continue
 		}
-		ids, err := o.replay(ctx, ep)
+		replay := o.replay
+		if i == o.st.endpoints.flapping {
+			replay = o.replayFlapping
+		}
+		ids, err := replay(ctx, ep)
 		if err != nil {
 			o.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
 			continue
@@ -115,12 +135,13 @@ func (o *operator) clickCounts() clickStats {
 	return o.clicks
 }
 
-// results returns copies of the deliveries the operator skipped and of its
-// double claims, for the checks.
-func (o *operator) results() (skips map[Delivery]bool, doubleClaims []string) {
+// results returns copies of the deliveries the operator skipped, of its
+// double claims and of the flapping endpoint's dead letters it had to
+// replay for auto-replay, for the checks.
+func (o *operator) results() (skips map[Delivery]bool, doubleClaims []string, leftOpen []LeftOpen) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return maps.Clone(o.skipped), slices.Clone(o.doubleClaims)
+	return maps.Clone(o.skipped), slices.Clone(o.doubleClaims), slices.Clone(o.leftOpen)
 }
 
 // healDown keeps the down endpoint down until the head of each of its
@@ -202,8 +223,12 @@ type clickStats struct {
 // pressed as soon as its dead letter is open (before the operator loop's
 // batch replay, which comes every RecoveryWindow, most likely gets to it).
 func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) {
-	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
-		WHERE state IN ('queued', 'waiting', 'delivering') ORDER BY correlation_id`)
+	// From the deliveries, not the events: hookflow's operational events
+	// about an endpoint (its breaker opening, a dead letter) are events
+	// with no delivery here, so a correlation of theirs never gets one to
+	// refuse.
+	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM deliveries
+		WHERE state IN ('waiting', 'delivering') ORDER BY correlation_id`)
 	if err != nil {
 		return skipped, err.Error()
 	}
@@ -473,6 +498,50 @@ func (o *operator) replay(ctx context.Context, endpointID string) ([]string, err
 		return nil, fmt.Errorf("replay dead letters of %s: %w", endpointID, err)
 	}
 	return res.EventIDs, nil
+}
+
+// autoReplayGrace is how long the operator leaves a dead letter of the
+// flapping endpoint's outages to auto-replay once the endpoint's circuit is
+// closed with no auto-replay pending: its sweep runs every second, so one
+// still open after that was missed.
+const autoReplayGrace = 20 * time.Second
+
+// replayFlapping replays the open dead letters of the flapping endpoint
+// that its auto_replay does not take (a rejection: a double click's), as
+// replay does every endpoint's, and those of its outages (workflows.
+// OutageCaused) that auto-replay left open: dead-lettered more than
+// autoReplayGrace ago while its circuit is closed with no auto-replay
+// pending. It keeps the latter for the checks. It returns the replayed
+// event ids.
+func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]string, error) {
+	h, err := o.st.client.EndpointStats(ctx, endpointID)
+	if err != nil {
+		return nil, fmt.Errorf("read the circuit of %s: %w", endpointID, err)
+	}
+	waiting := h.Circuit.State != "closed" || h.Circuit.AutoReplayPending
+	dls, err := o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterOpen, Limit: 500})
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters of %s: %w", endpointID, err)
+	}
+	var ids []string
+	for _, d := range dls {
+		outage := workflows.OutageCaused(d.Reason)
+		if outage && (waiting || time.Since(d.DeadLetteredAt) < autoReplayGrace) {
+			continue
+		}
+		// A 409 says auto-replay (or a double click) took it meanwhile.
+		_, err := o.st.client.DeadLetterReplay(ctx, d.EventID, hfclient.OperatorRequest{EndpointID: endpointID, Note: "chaos: operator's replay"})
+		if code, err := answered(err, http.StatusAccepted); err != nil || code != http.StatusAccepted {
+			continue
+		}
+		ids = append(ids, d.EventID)
+		if outage {
+			o.mu.Lock()
+			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: d.Generation, Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt})
+			o.mu.Unlock()
+		}
+	}
+	return ids, nil
 }
 
 // press presses an operator's button (replay or skip) on the dead letter

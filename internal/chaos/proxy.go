@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,12 +38,22 @@ type ProxyStats struct {
 	UpstreamErrs int64
 	Parked       int64 // receiver answered 202: an event arrived before its predecessor
 	Refused      int64 // answered 422 for a double click's dead letter
+	// FlapAnswers are the requests the flapping endpoint got while down:
+	// what its circuit breaker let through of its outages.
+	FlapAnswers int64
+}
+
+// Outage is one of the flapping endpoint's down periods; To is zero while
+// it lasts.
+type Outage struct {
+	From, To time.Time
 }
 
 // Proxy stands between hookflow's workers and the receivers and injects
 // faults. Endpoint i points at /ep/<i>/webhook, which the proxy forwards to
 // receiver i's /webhook, subject to the per-request faults and 5xx bursts,
-// unless endpoint i is the one down (SetDown), which answers resets and
+// unless endpoint i is the one down (SetDown), or the flapping one
+// (SetFlapping) while it is down (SetFlapDown), which answer resets and
 // 503s instead.
 type Proxy struct {
 	upstreams    []string // receiver i's /webhook URL
@@ -50,6 +61,8 @@ type Proxy struct {
 	faults       ProxyFaults
 	client       *http.Client
 	down         atomic.Int64 // 1 + the index of the endpoint down, 0 for none
+	flapping     atomic.Int64 // 1 + the index of the endpoint that flaps, 0 for none
+	flapDown     atomic.Bool
 	burst        atomic.Bool
 	burstRetryAf atomic.Bool
 	faultsOn     atomic.Bool
@@ -66,8 +79,10 @@ type Proxy struct {
 	// mode has dropped once already.
 	modes   map[Lane]ReceiverMode
 	ackLost map[Delivery]bool
+	// outages are the flapping endpoint's down periods, in time order.
+	outages []Outage
 
-	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused atomic.Int64
+	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused, flapAnswers atomic.Int64
 
 	inflight atomic.Int64
 }
@@ -102,6 +117,33 @@ func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults Pro
 
 // SetDown puts endpoint ep down (resets and 503s), or none when ep < 0.
 func (p *Proxy) SetDown(ep int) { p.down.Store(int64(max(ep, -1) + 1)) }
+
+// SetFlapping names the endpoint that flaps (SetFlapDown), or none when
+// ep < 0.
+func (p *Proxy) SetFlapping(ep int) { p.flapping.Store(int64(max(ep, -1) + 1)) }
+
+// SetFlapDown puts the flapping endpoint down (resets and 503s, as the down
+// endpoint's) or up again, and keeps the times of its outages.
+func (p *Proxy) SetFlapDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flapDown.Load() == down {
+		return
+	}
+	if now := time.Now(); down {
+		p.outages = append(p.outages, Outage{From: now})
+	} else {
+		p.outages[len(p.outages)-1].To = now
+	}
+	p.flapDown.Store(down)
+}
+
+// Outages returns the flapping endpoint's down periods so far.
+func (p *Proxy) Outages() []Outage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.outages)
+}
 
 // Path is where endpoint i points on the proxy.
 func Path(i int) string { return fmt.Sprintf("/ep/%d/webhook", i) }
@@ -270,6 +312,7 @@ func (p *Proxy) Stats() ProxyStats {
 		Requests: p.requests.Load(), Forwarded: p.forwarded.Load(), Latency: p.latency.Load(),
 		LostAcks: p.lostAcks.Load(), Burst503: p.burst503.Load(), DownAnswers: p.downAnswers.Load(),
 		UpstreamErrs: p.upstreamErrs.Load(), Parked: p.parked.Load(), Refused: p.refused.Load(),
+		FlapAnswers: p.flapAnswers.Load(),
 	}
 }
 
@@ -339,11 +382,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := Delivery{EventID: r.Header.Get("webhook-id"), Endpoint: ep}
 	if int64(ep+1) == p.down.Load() {
-		if p.downAnswers.Add(1)%2 == 0 {
-			reset(w)
-			return
-		}
-		http.Error(w, "endpoint down (chaos)", http.StatusServiceUnavailable)
+		answerDown(w, p.downAnswers.Add(1))
+		return
+	}
+	if int64(ep+1) == p.flapping.Load() && p.flapDown.Load() {
+		answerDown(w, p.flapAnswers.Add(1))
 		return
 	}
 	if p.burst.Load() && p.faultsOn.Load() {
@@ -437,6 +480,17 @@ func (p *Proxy) forward(ctx context.Context, r *http.Request, d Delivery, body [
 		p.parked.Add(1)
 	}
 	return resp.StatusCode, rb, resp.Header, nil
+}
+
+// answerDown answers the nth request to an endpoint that is down: every
+// other one is reset, as by a host whose receiver is gone, the others get
+// a 503 without Retry-After, as from a receiver that fails.
+func answerDown(w http.ResponseWriter, n int64) {
+	if n%2 == 0 {
+		reset(w)
+		return
+	}
+	http.Error(w, "endpoint down (chaos)", http.StatusServiceUnavailable)
 }
 
 func writeResp(w http.ResponseWriter, status int, hdr http.Header, body []byte) {

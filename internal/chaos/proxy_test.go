@@ -128,6 +128,39 @@ func TestProxyDownAndBurst(t *testing.T) {
 	}
 }
 
+// The flapping endpoint answers resets and 503s while down, counted apart
+// from the down endpoint's, and its outages keep their times.
+func TestProxyFlaps(t *testing.T) {
+	t.Parallel()
+	p, url, got := proxySetup(t, time.Second, ProxyFaults{})
+	p.SetFlapping(1)
+	if code, _, err := deliver(t, url+Path(1), "ev-f", 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("flapping endpoint while up: %d %v", code, err)
+	}
+	p.SetFlapDown(true)
+	var failed int
+	for i := 0; i < 4; i++ {
+		if code, _, err := deliver(t, url+Path(1), "ev-f", 5*time.Second); err != nil || code == http.StatusServiceUnavailable {
+			failed++
+		}
+	}
+	if code, _, err := deliver(t, url+Path(0), "ev-h", 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("other endpoint while the flapping one is down: %d %v", code, err)
+	}
+	p.SetFlapDown(false)
+	if code, _, err := deliver(t, url+Path(1), "ev-f", 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("flapping endpoint up again: %d %v", code, err)
+	}
+	st := p.Stats()
+	if failed != 4 || st.FlapAnswers != 4 || st.DownAnswers != 0 || got.Load() != 3 {
+		t.Fatalf("failed %d, flap answers %d, down answers %d, upstream saw %d; want 4, 4, 0, 3", failed, st.FlapAnswers, st.DownAnswers, got.Load())
+	}
+	outages := p.Outages()
+	if len(outages) != 1 || outages[0].From.IsZero() || outages[0].To.Before(outages[0].From) {
+		t.Fatalf("outages %+v, want one that ended", outages)
+	}
+}
+
 // A double click's refusal hits the correlation's next event the proxy has
 // never seen, once; a retry of an event it has seen goes through, since the
 // receiver may have applied an earlier copy.

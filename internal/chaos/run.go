@@ -25,6 +25,9 @@ type run struct {
 	operator *operator
 	faults   *injector
 	observer *observer
+	// breaker is what the checks read of the flapping endpoint's breaker
+	// (nil: no endpoint flapped), for the faults line.
+	breaker *BreakerObserved
 }
 
 // Run starts the stack, runs the workload under the fault schedule, waits for
@@ -49,8 +52,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	// C (paid orders and invoices) is down from the start until its lanes'
-	// heads have dead-lettered; A and B go on meanwhile.
-	cfg.Subscribers, cfg.Down = wl.Subscribers, len(wl.Subscribers)-1
+	// heads have dead-lettered; A and B go on meanwhile. B (every order)
+	// flaps during the fault phase.
+	cfg.Subscribers, cfg.Down, cfg.Flapping = wl.Subscribers, len(wl.Subscribers)-1, 1
 	if cfg.Calm {
 		cfg.Down = -1
 	}
@@ -106,7 +110,7 @@ func (r *run) exercise(ctx context.Context) error {
 	phase0 := time.Now()
 	phaseEnd := phase0.Add(cfg.FaultPhase)
 	plan := Plan(PlanConfig{Seed: cfg.Seed, Phase: cfg.FaultPhase, Workers: cfg.Workers,
-		KillEvery: cfg.KillEvery, BurstEvery: cfg.BurstEvery, OperatorEvery: cfg.OperatorEvery})
+		KillEvery: cfg.KillEvery, BurstEvery: cfg.BurstEvery, OperatorEvery: cfg.OperatorEvery, Flap: cfg.Flapping >= 0})
 	if cfg.Calm {
 		plan = nil
 		r.stack.proxy.SetFaults(false)
@@ -247,10 +251,15 @@ func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int
 func (r *run) check(ctx context.Context) (Verdict, error) {
 	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed)}
 	o.Accepted, o.Rejected = r.producer.results()
-	o.Skipped, o.DoubleClaims = r.operator.results()
+	var leftOpen []LeftOpen
+	o.Skipped, o.DoubleClaims, leftOpen = r.operator.results()
 	if err := r.observer.read(ctx, &o); err != nil {
 		return Verdict{}, err
 	}
+	if o.Breaker != nil {
+		o.Breaker.LeftOpen = leftOpen
+	}
+	r.breaker = o.Breaker
 	if r.observer.downDeadLetters() == 0 && !r.cfg.Calm {
 		r.progress.printf("warning: no delivery to the down endpoint dead-lettered; that fault did not happen in this run")
 	}
@@ -266,11 +275,17 @@ func (r *run) result(v Verdict) Result {
 		" | posts=%d (duplicates %d; tries %d, unanswered %d, 5xx %d) | deliveries through the proxy=%d, parked answers=%d, refused for double clicks=%d",
 		r.observer.downDeadLetters(), r.operator.replays(), r.observer.strays(), len(r.wl.Posts), r.wl.Duplicates,
 		r.producer.tries.Load(), r.producer.unanswered.Load(), r.producer.answered5xx.Load(), ps.Requests, ps.Parked, ps.Refused)
+	if b := r.breaker; b != nil {
+		breakdown += fmt.Sprintf(" | flapping endpoint %s: outages=%d (in flight as each began %v), circuit opened=%d closed=%d, attempts while down=%d"+
+			" (an unbroken retry schedule: at least %d), auto-replayed=%d, left open for the operator=%d, circuit once quiet %s",
+			r.wl.Subscribers[r.cfg.Flapping].Name, len(b.Outages), b.HeadsAtOutage, b.Opens, len(b.Spells), b.AttemptsWhileDown,
+			b.Unbroken(), b.AutoReplayed, len(b.LeftOpen), b.FinalState)
+	}
 	wall := time.Since(r.progress.began).Round(time.Second)
 	summary := fmt.Sprintf("events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
-		" skipped=%d stranded=%d double_claims=%d postgres_restart_failures=%d seed=%d wall=%s",
+		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d seed=%d wall=%s",
 		v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
-		v.Skipped, v.Stranded, v.DoubleClaims, v.PostgresRestartFailures, r.cfg.Seed, wall)
+		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Summary: summary, Wall: wall}
 }
 

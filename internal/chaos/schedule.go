@@ -13,6 +13,20 @@ const (
 	KindRestartPostgres = "restart_postgres"
 	KindRestartTemporal = "restart_temporal"
 	KindBurst           = "burst_503"
+	// KindFlap: the flapping endpoint goes down (resets and 503s) for a
+	// while, then comes back.
+	KindFlap = "flap_down"
+)
+
+// The flapping endpoint's outages and the up periods between them. An
+// outage outlasts the first probe of its breaker (5 s after it opened, a
+// moment after the outage began) and ends before the second (10 s after
+// the first failed), so each outage opens the breaker and the second probe
+// closes it; an up period outlasts the wait for that probe, so the breaker
+// closes before the next outage.
+const (
+	flapDownMin, flapDownMax = 7 * time.Second, 14 * time.Second
+	flapUpMin, flapUpMax     = 12 * time.Second, 20 * time.Second
 )
 
 // Kinds of the operator's buttons, which the Web UI and the API let anyone
@@ -48,7 +62,8 @@ type Action struct {
 	Kind string
 	// Worker is the index of the worker to kill (KindKillWorker).
 	Worker int
-	// For is how long a burst lasts (KindBurst).
+	// For is how long a burst lasts (KindBurst), or an outage of the
+	// flapping endpoint (KindFlap).
 	For time.Duration
 	// RetryAfter: the burst's 503s carry Retry-After (KindBurst).
 	RetryAfter bool
@@ -67,6 +82,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s worker-%d", a.Kind, a.Worker+1)
 	case KindBurst:
 		return fmt.Sprintf("%s for %s (retry-after %v)", a.Kind, a.For.Round(100*time.Millisecond), a.RetryAfter)
+	case KindFlap:
+		return fmt.Sprintf("%s for %s", a.Kind, a.For.Round(100*time.Millisecond))
 	case KindDoubleClick:
 		if a.WithSkip {
 			return a.Kind + " (replay and skip)"
@@ -86,6 +103,8 @@ type PlanConfig struct {
 	// OperatorEvery is the mean gap between the operator's actions; zero
 	// presses no button.
 	OperatorEvery time.Duration
+	// Flap schedules the flapping endpoint's outages.
+	Flap bool
 }
 
 // Plan returns the timed faults of a run, sorted by time: a worker SIGKILL
@@ -93,7 +112,10 @@ type PlanConfig struct {
 // phase, one Temporal restart at 60–75 %, short 5xx bursts (1–3 s) about
 // every BurstEvery, and an operator's action about every OperatorEvery,
 // dealt in turn from operatorDeal, every other double click a replay and
-// a skip. The same seed gives the same plan.
+// a skip, and, with Flap, the flapping endpoint's outages (7–14 s, 12–20 s
+// apart, the first after such an up period) until 75 % of the phase, so
+// that its breaker closes after the last within the phase. The same seed
+// gives the same plan.
 func Plan(cfg PlanConfig) []Action {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x706c616e))
 	jitter := func(mean time.Duration) time.Duration {
@@ -130,6 +152,20 @@ func Plan(cfg PlanConfig) []Action {
 			}
 			out = append(out, a)
 			n++
+		}
+	}
+	if cfg.Flap {
+		// A stream of its own as well.
+		frng := rand.New(rand.NewPCG(cfg.Seed, 0x666c6170))
+		between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(frng.Int64N(int64(hi-lo))) }
+		end := time.Duration(float64(cfg.Phase) * 0.75)
+		for t := between(flapUpMin, flapUpMax); ; {
+			d := between(flapDownMin, flapDownMax)
+			if t+d > end {
+				break
+			}
+			out = append(out, Action{At: t, Kind: KindFlap, For: d})
+			t += d + between(flapUpMin, flapUpMax)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })

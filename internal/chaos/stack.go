@@ -71,11 +71,11 @@ type stack struct {
 
 // endpoints are the run's endpoints in hookflow, by index (Config.Subscribers),
 // each pointing at its path on the fault proxy, which forwards to a receiver
-// of its own; down is the index of the one that is down for a while (-1:
-// none).
+// of its own; down is the index of the one that is down for a while, and
+// flapping of the one that goes down and up again (-1: none).
 type endpoints struct {
-	ids  []string
-	down int
+	ids            []string
+	down, flapping int
 }
 
 // index returns the index of the endpoint with hookflow id id, or -1.
@@ -253,14 +253,19 @@ func (s *stack) start(ctx context.Context) error {
 		upstreams = append(upstreams, fmt.Sprintf("http://127.0.0.1:%d/webhook", port))
 	}
 	s.proxy = NewProxy(upstreams, cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
-	s.endpoints.down = cfg.Down
+	s.endpoints.down, s.endpoints.flapping = cfg.Down, cfg.Flapping
 	s.proxy.SetDown(cfg.Down)
+	s.proxy.SetFlapping(cfg.Flapping)
 	s.proxySrv = &http.Server{Handler: s.proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.proxySrv.Serve(proxyLn) }()
 	proxyBase := "http://" + proxyLn.Addr().String()
 
 	for i, sub := range cfg.Subscribers {
-		ep, err := s.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{URL: proxyBase + Path(i), EventTypes: sub.EventTypes})
+		req := hfclient.EndpointCreateRequest{URL: proxyBase + Path(i), EventTypes: sub.EventTypes}
+		if i == cfg.Flapping {
+			req.CircuitFailureThreshold, req.AutoReplay = flapThreshold, true
+		}
+		ep, err := s.client.EndpointCreate(ctx, req)
 		if err != nil {
 			return fmt.Errorf("create endpoint %s: %w", sub.Name, err)
 		}
@@ -483,6 +488,12 @@ func (s *stack) logLinesAbout(id string, n int) []string {
 	}
 	return out
 }
+
+// flapThreshold is the flapping endpoint's circuit_failure_threshold: an
+// outage that begins while only a few of its lanes have an attempt out
+// still opens its breaker within a second or two, long before its first
+// probe is due.
+const flapThreshold = 3
 
 // receiverDatabase is the database of endpoint i's receiver.
 func receiverDatabase(i int) string { return fmt.Sprintf("hookflow_receiver_%d", i) }

@@ -56,7 +56,8 @@ func (s Subscriber) Wants(typ string) bool {
 
 // ChaosSubscribers are the chaos run's endpoints: A takes every type, B
 // every order, C paid orders and invoices, so that each sees its own subset
-// of every correlation (C is the one that goes down for a while).
+// of every correlation (C is the one that goes down for a while, B the one
+// that flaps).
 func ChaosSubscribers() []Subscriber {
 	return []Subscriber{
 		{Name: "A", EventTypes: []string{"*"}},

@@ -173,3 +173,40 @@ func TestPlan(t *testing.T) {
 		t.Error("the operator's actions moved the other faults")
 	}
 }
+
+// The flapping endpoint's outages each last long enough for its breaker's
+// first probe to fail and end before its second, with up periods long
+// enough for that probe to close it, and they leave the other faults of a
+// seed where they were.
+func TestPlanFlaps(t *testing.T) {
+	t.Parallel()
+	cfg := PlanConfig{Seed: 1, Phase: 90 * time.Second, Workers: 3, KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second, Flap: true}
+	var flaps, others []Action
+	for _, a := range Plan(cfg) {
+		if a.Kind == KindFlap {
+			flaps = append(flaps, a)
+		} else {
+			others = append(others, a)
+		}
+	}
+	cfg.Flap = false
+	if !reflect.DeepEqual(others, Plan(cfg)) {
+		t.Error("the flaps moved the other faults")
+	}
+	if n := len(flaps); n < 2 || n > 3 {
+		t.Fatalf("%d outages in 90s, want 2 or 3", n)
+	}
+	up := time.Duration(0)
+	for _, a := range flaps {
+		if a.For < flapDownMin || a.For > flapDownMax {
+			t.Errorf("%s: outside %s to %s", a, flapDownMin, flapDownMax)
+		}
+		if gap := a.At - up; gap < flapUpMin {
+			t.Errorf("%s at %s: only %s up before it", a, a.At, gap)
+		}
+		up = a.At + a.For
+		if up > cfg.Phase*3/4 {
+			t.Errorf("%s at %s ends past 75%% of the phase", a, a.At)
+		}
+	}
+}
