@@ -21,7 +21,6 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	hfclient "github.com/hookflow/hookflow/kit/client"
-	"github.com/hookflow/hookflow/workflows"
 )
 
 // operator presses the buttons the Web UI and the API give any operator,
@@ -508,7 +507,7 @@ const autoReplayGrace = 20 * time.Second
 
 // replayFlapping replays the open dead letters of the flapping endpoint
 // that its auto_replay does not take (a rejection: a double click's), as
-// replay does every endpoint's, and those of its outages (workflows.
+// replay does every endpoint's, and those of its outages (contract.
 // OutageCaused) that auto-replay left open: dead-lettered more than
 // autoReplayGrace ago while its circuit is closed with no auto-replay
 // pending. It keeps the latter for the checks. It returns the replayed
@@ -525,7 +524,7 @@ func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]str
 	}
 	var ids []string
 	for _, d := range dls {
-		outage := workflows.OutageCaused(d.Reason)
+		outage := contract.OutageCaused(d.Reason)
 		if outage && (waiting || time.Since(d.DeadLetteredAt) < autoReplayGrace) {
 			continue
 		}

@@ -46,12 +46,12 @@ type DeadLetter struct {
 	ReplayCount int32      `json:"replay_count"`
 	SkippedBy   *string    `json:"skipped_by,omitempty"`
 	SkippedAt   *time.Time `json:"skipped_at,omitempty"`
+	SkipNote    *string    `json:"skip_note,omitempty"`
 	// WindowStart, written with a dead letter and not stored, is when the
 	// delivery window it ends began: one the outage caused, written after
 	// the circuit closed when the close came after WindowStart, schedules
 	// the endpoint's auto-replay again (CircuitLateOutageDeadLetter).
 	WindowStart time.Time `json:"-"`
-	SkipNote    *string    `json:"skip_note,omitempty"`
 }
 
 func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
