@@ -169,10 +169,11 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 
 	// Any answer but a failure worth retrying says the receiver is up: a
 	// rejection (4xx) too, and a 202 (it parked the event). A circuit that
-	// counted failures forgets them, and an open one closes.
-	if outageStatus(resp.StatusCode) {
-		a.circuitFailed(ctx, ep, cb)
-	} else {
+	// counted failures forgets them, and an open one closes. A failure is
+	// counted once its attempt is recorded (below), as a connection error
+	// is: the breaker's failure rate is counted from the recorded attempts.
+	outage := outageStatus(resp.StatusCode)
+	if !outage {
 		a.circuitAnswered(ctx, ep, cb)
 	}
 	switch c := resp.StatusCode; {
@@ -197,6 +198,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
+		a.circuitFailed(ctx, ep, cb)
 		return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions(what, contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: d})
 	case c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests,
 		c >= 300 && c < 400: // redirects are not followed: a moved endpoint is a configuration error
@@ -208,6 +210,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
+		if outage {
+			a.circuitFailed(ctx, ep, cb)
+		}
 		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
 	}
 }
@@ -250,16 +255,22 @@ func (a *Activities) circuitAnswered(ctx context.Context, ep store.Endpoint, cb 
 	}
 }
 
-// circuitFailed records a failure of the endpoint: it may open its circuit
-// or, when it has failed for longer than its disable_after, disable it.
+// circuitFailed records a failure of the endpoint, once its attempt is
+// recorded: it may open its circuit (by its consecutive failures, or by
+// the failure rate of its attempts of the window) or, when it has failed
+// for longer than its disable_after, disable it.
 func (a *Activities) circuitFailed(ctx context.Context, ep store.Endpoint, cb circuitAttempt) {
-	t, err := a.store.CircuitFailed(ctx, ep.ID, cb.owner, ep.Settings.FailureThreshold(), ep.Settings.DisableAfterOrDefault())
+	t, err := a.store.CircuitFailed(ctx, ep.ID, cb.owner, ep.Settings)
 	if err != nil {
 		a.logger.Error("record circuit failure", "endpoint_id", ep.ID, "error", err)
 		return
 	}
 	if t.Opened {
-		a.logger.Warn("endpoint circuit opened", "endpoint_id", ep.ID, "consecutive_failures", t.Circuit.ConsecutiveFailures)
+		attrs := []any{"endpoint_id", ep.ID, "trigger", t.Trigger, "consecutive_failures", t.Circuit.ConsecutiveFailures}
+		if t.Trigger == store.TriggerFailureRate {
+			attrs = append(attrs, "window_attempts", t.Window.Attempts, "window_failures", t.Window.Failures)
+		}
+		a.logger.Warn("endpoint circuit opened", attrs...)
 	}
 	if t.Disabled {
 		a.logger.Warn("endpoint disabled: failing for longer than its disable_after", "endpoint_id", ep.ID, "disable_after", ep.Settings.DisableAfterOrDefault().String())

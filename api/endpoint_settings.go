@@ -42,6 +42,20 @@ const (
 	// consecutive retryable failures that open the endpoint's circuit
 	// (default store.DefaultCircuitFailureThreshold).
 	MaxCircuitFailureThreshold = 1000
+	// MaxCircuitFailureRate bounds circuit_failure_rate, the percentage of
+	// retryable failures among the window's attempts that opens the
+	// circuit (default store.DefaultCircuitFailureRate).
+	MaxCircuitFailureRate = 100
+	// MinCircuitWindow and MaxCircuitWindow bound circuit_window (default
+	// store.DefaultCircuitWindow, a minute): under 10 s, the window holds
+	// no more than a few retries of one delivery; past an hour, a failure
+	// counts more attempts than a rate of now needs.
+	MinCircuitWindow = 10 * time.Second
+	MaxCircuitWindow = time.Hour
+	// MaxCircuitMinAttempts bounds circuit_min_attempts, how many attempts
+	// the window must hold before its rate counts (default
+	// store.DefaultCircuitMinAttempts).
+	MaxCircuitMinAttempts = 10000
 	// MinDisableAfter and MaxDisableAfter bound disable_after (default
 	// store.DefaultDisableAfter, 5 days): under a minute, one slow
 	// deploy of the receiver would disable it; past 90 days, an endpoint
@@ -138,12 +152,16 @@ type endpointSettings struct {
 	CircuitFailureThreshold json.RawMessage `json:"circuit_failure_threshold"`
 	AutoReplay              json.RawMessage `json:"auto_replay"`
 	DisableAfter            json.RawMessage `json:"disable_after"`
+	CircuitFailureRate      json.RawMessage `json:"circuit_failure_rate"`
+	CircuitWindow           json.RawMessage `json:"circuit_window"`
+	CircuitMinAttempts      json.RawMessage `json:"circuit_min_attempts"`
 }
 
 // any says whether the request sends any setting.
 func (r endpointSettings) any() bool {
 	return r.Headers != nil || r.RecoveryWindow != nil || r.Timeout != nil || r.RateLimit != nil ||
-		r.CircuitFailureThreshold != nil || r.AutoReplay != nil || r.DisableAfter != nil
+		r.CircuitFailureThreshold != nil || r.AutoReplay != nil || r.DisableAfter != nil ||
+		r.CircuitFailureRate != nil || r.CircuitWindow != nil || r.CircuitMinAttempts != nil
 }
 
 // change reads and checks the settings sent, as a change of those sent; its
@@ -179,7 +197,7 @@ func (r endpointSettings) change() (store.EndpointChange, error) {
 		ch.RateLimit = &v
 	}
 	if r.CircuitFailureThreshold != nil {
-		v, err := parseThreshold(r.CircuitFailureThreshold)
+		v, err := parseWhole("circuit_failure_threshold", "consecutive failures", r.CircuitFailureThreshold, MaxCircuitFailureThreshold, store.DefaultCircuitFailureThreshold)
 		if err != nil {
 			return ch, err
 		}
@@ -199,18 +217,39 @@ func (r endpointSettings) change() (store.EndpointChange, error) {
 		}
 		ch.DisableAfter = &d
 	}
+	if r.CircuitFailureRate != nil {
+		v, err := parseWhole("circuit_failure_rate", "percent of the window's attempts", r.CircuitFailureRate, MaxCircuitFailureRate, store.DefaultCircuitFailureRate)
+		if err != nil {
+			return ch, err
+		}
+		ch.CircuitFailureRate = &v
+	}
+	if r.CircuitWindow != nil {
+		d, err := parseDuration("circuit_window", r.CircuitWindow, MinCircuitWindow, MaxCircuitWindow)
+		if err != nil {
+			return ch, err
+		}
+		ch.CircuitWindow = &d
+	}
+	if r.CircuitMinAttempts != nil {
+		v, err := parseWhole("circuit_min_attempts", "attempts", r.CircuitMinAttempts, MaxCircuitMinAttempts, store.DefaultCircuitMinAttempts)
+		if err != nil {
+			return ch, err
+		}
+		ch.CircuitMinAttempts = &v
+	}
 	return ch, nil
 }
 
-// parseThreshold reads circuit_failure_threshold: a whole number from 1 to
-// MaxCircuitFailureThreshold, or null (0: the default).
-func parseThreshold(raw json.RawMessage) (int, error) {
+// parseWhole reads one of the circuit breaker's whole-number settings, a
+// count of unit: from 1 to hi, or null (0: the default, def).
+func parseWhole(field, unit string, raw json.RawMessage, hi, def int) (int, error) {
 	if isNull(raw) {
 		return 0, nil
 	}
 	var v int
-	if json.Unmarshal(raw, &v) != nil || v < 1 || v > MaxCircuitFailureThreshold {
-		return 0, settingsProblem("circuit_failure_threshold", fmt.Sprintf("circuit_failure_threshold must be a whole number of consecutive failures from 1 to %d, or null for the default (%d)", MaxCircuitFailureThreshold, store.DefaultCircuitFailureThreshold))
+	if json.Unmarshal(raw, &v) != nil || v < 1 || v > hi {
+		return 0, settingsProblem(field, fmt.Sprintf("%s must be a whole number of %s from 1 to %d, or null for the default (%d)", field, unit, hi, def))
 	}
 	return v, nil
 }
@@ -219,29 +258,7 @@ func parseThreshold(raw json.RawMessage) (int, error) {
 // endpoint.
 func (r endpointSettings) settings() (store.Settings, error) {
 	ch, err := r.change()
-	var st store.Settings
-	if ch.Headers != nil {
-		st.Headers = *ch.Headers
-	}
-	if ch.RecoveryWindow != nil {
-		st.RecoveryWindow = *ch.RecoveryWindow
-	}
-	if ch.Timeout != nil {
-		st.Timeout = *ch.Timeout
-	}
-	if ch.RateLimit != nil {
-		st.RateLimit = *ch.RateLimit
-	}
-	if ch.CircuitFailureThreshold != nil {
-		st.CircuitFailureThreshold = *ch.CircuitFailureThreshold
-	}
-	if ch.AutoReplay != nil {
-		st.AutoReplay = *ch.AutoReplay
-	}
-	if ch.DisableAfter != nil {
-		st.DisableAfter = *ch.DisableAfter
-	}
-	return st, err
+	return ch.Settings(), err
 }
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
@@ -351,11 +368,15 @@ type settingsView struct {
 	RecoveryWindow string            `json:"recovery_window,omitempty"`
 	Timeout        string            `json:"timeout,omitempty"`
 	RateLimit      float64           `json:"rate_limit,omitempty"`
-	// CircuitFailureThreshold and DisableAfter are left out when they are
-	// the defaults; AutoReplay is always shown.
+	// CircuitFailureThreshold, DisableAfter and the failure rate's
+	// settings are left out when they are the defaults; AutoReplay is
+	// always shown.
 	CircuitFailureThreshold int    `json:"circuit_failure_threshold,omitempty"`
 	AutoReplay              bool   `json:"auto_replay"`
 	DisableAfter            string `json:"disable_after,omitempty"`
+	CircuitFailureRate      int    `json:"circuit_failure_rate,omitempty"`
+	CircuitWindow           string `json:"circuit_window,omitempty"`
+	CircuitMinAttempts      int    `json:"circuit_min_attempts,omitempty"`
 }
 
 func viewSettings(st store.Settings) settingsView {
@@ -376,6 +397,10 @@ func viewSettings(st store.Settings) settingsView {
 	v.CircuitFailureThreshold, v.AutoReplay = st.CircuitFailureThreshold, st.AutoReplay
 	if st.DisableAfter > 0 {
 		v.DisableAfter = FormatDuration(st.DisableAfter)
+	}
+	v.CircuitFailureRate, v.CircuitMinAttempts = st.CircuitFailureRate, st.CircuitMinAttempts
+	if st.CircuitWindow > 0 {
+		v.CircuitWindow = FormatDuration(st.CircuitWindow)
 	}
 	return v
 }

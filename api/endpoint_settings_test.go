@@ -23,6 +23,9 @@ type settingsJSON struct {
 	CircuitFailureThreshold int    `json:"circuit_failure_threshold"`
 	AutoReplay              bool   `json:"auto_replay"`
 	DisableAfter            string `json:"disable_after"`
+	CircuitFailureRate      int    `json:"circuit_failure_rate"`
+	CircuitWindow           string `json:"circuit_window"`
+	CircuitMinAttempts      int    `json:"circuit_min_attempts"`
 }
 
 func (b *bundle) settingsCall(t *testing.T, method, path, body string, status int) settingsJSON {
@@ -104,6 +107,20 @@ func TestEndpointSettingsRefusedAndNothingChanged(t *testing.T) {
 		{"disable_after past 90 days", `"disable_after":"2161h"`, "disable_after"},
 		{"negative disable_after", `"disable_after":"-1h"`, "disable_after"},
 		{"disable_after as a number", `"disable_after":3600`, "disable_after"},
+		{"failure rate of 0", `"circuit_failure_rate":0`, "circuit_failure_rate"},
+		{"failure rate past 100", `"circuit_failure_rate":101`, "circuit_failure_rate"},
+		{"negative failure rate", `"circuit_failure_rate":-50`, "circuit_failure_rate"},
+		{"failure rate as a fraction", `"circuit_failure_rate":0.5`, "circuit_failure_rate"},
+		{"failure rate as a string", `"circuit_failure_rate":"50%"`, "circuit_failure_rate"},
+		{"circuit window of 0", `"circuit_window":"0s"`, "circuit_window"},
+		{"circuit window under 10s", `"circuit_window":"9s"`, "circuit_window"},
+		{"circuit window past 1h", `"circuit_window":"61m"`, "circuit_window"},
+		{"negative circuit window", `"circuit_window":"-1m"`, "circuit_window"},
+		{"circuit window as a number", `"circuit_window":60`, "circuit_window"},
+		{"min attempts of 0", `"circuit_min_attempts":0`, "circuit_min_attempts"},
+		{"negative min attempts", `"circuit_min_attempts":-1`, "circuit_min_attempts"},
+		{"min attempts too high", `"circuit_min_attempts":10001`, "circuit_min_attempts"},
+		{"min attempts not whole", `"circuit_min_attempts":2.5`, "circuit_min_attempts"},
 	}
 	path := "/v1/endpoints/" + b.endpointID
 	for _, c := range cases {
@@ -132,9 +149,11 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 	created := b.settingsCall(t, http.MethodPost, "/v1/endpoints",
 		`{"url":"https://example.com/s","headers":{"Authorization":"Bearer `+secret+`","X-Tenant":"acme"},
 		  "recovery_window":"72h","timeout":"2.5s","rate_limit":0.5,
-		  "circuit_failure_threshold":3,"auto_replay":true,"disable_after":"48h"}`, http.StatusCreated)
+		  "circuit_failure_threshold":3,"auto_replay":true,"disable_after":"48h",
+		  "circuit_failure_rate":25,"circuit_window":"2m","circuit_min_attempts":40}`, http.StatusCreated)
 	want := settingsJSON{ID: created.ID, Headers: map[string]string{"Authorization": api.RedactedHeaderValue, "X-Tenant": api.RedactedHeaderValue},
-		RecoveryWindow: "72h", Timeout: "2.5s", RateLimit: 0.5, CircuitFailureThreshold: 3, AutoReplay: true, DisableAfter: "48h"}
+		RecoveryWindow: "72h", Timeout: "2.5s", RateLimit: 0.5, CircuitFailureThreshold: 3, AutoReplay: true, DisableAfter: "48h",
+		CircuitFailureRate: 25, CircuitWindow: "2m", CircuitMinAttempts: 40}
 	require.Equal(t, want, created)
 	path := "/v1/endpoints/" + created.ID
 	require.Equal(t, want, b.settingsCall(t, http.MethodGet, path, "", http.StatusOK))
@@ -164,13 +183,19 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 	want.AutoReplay, want.DisableAfter = false, "1h30m"
 	require.Equal(t, want, got)
 
+	got = b.settingsCall(t, http.MethodPatch, path, `{"circuit_failure_rate":100,"circuit_window":"10s","circuit_min_attempts":1}`, http.StatusOK)
+	want.CircuitFailureRate, want.CircuitWindow, want.CircuitMinAttempts = 100, "10s", 1
+	require.Equal(t, want, got, "the failure rate's settings at their bounds")
+
 	got = b.settingsCall(t, http.MethodPatch, path, `{"headers":null,"recovery_window":null,"timeout":null,"rate_limit":null,
-		"circuit_failure_threshold":null,"auto_replay":null,"disable_after":null}`, http.StatusOK)
+		"circuit_failure_threshold":null,"auto_replay":null,"disable_after":null,
+		"circuit_failure_rate":null,"circuit_window":null,"circuit_min_attempts":null}`, http.StatusOK)
 	require.Equal(t, settingsJSON{ID: created.ID}, got, "null: the server's (the defaults)")
 	resp, raw := b.do(t, http.MethodGet, path, "", "", b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, raw, `"auto_replay":false`, "auto_replay is always shown")
-	for _, member := range []string{"headers", "recovery_window", "timeout", "rate_limit", "circuit_failure_threshold", "disable_after"} {
+	for _, member := range []string{"headers", "recovery_window", "timeout", "rate_limit", "circuit_failure_threshold", "disable_after",
+		"circuit_failure_rate", "circuit_window", "circuit_min_attempts"} {
 		require.NotContains(t, raw, `"`+member+`"`, "a setting left to the server is not shown")
 	}
 }
@@ -186,7 +211,8 @@ func TestEndpointSettingsNeedEndpointsWrite(t *testing.T) {
 		_, key := b.createKey(t, "key "+string(sc), sc)
 		before := b.endpointRows(t)
 		body := `{"headers":{"X-Api-Key":"k-` + string(sc) + `"},"recovery_window":"10m","timeout":"5s","rate_limit":3,
-			"circuit_failure_threshold":2,"auto_replay":true,"disable_after":"1h"}`
+			"circuit_failure_threshold":2,"auto_replay":true,"disable_after":"1h",
+			"circuit_failure_rate":30,"circuit_window":"5m","circuit_min_attempts":50}`
 		resp, raw := b.do(t, http.MethodPatch, path, "application/json", body, bearer(key))
 		resp2, raw2 := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"https://example.com/x",`+body[1:], bearer(key))
 		if sc == api.ScopeEndpointsWrite || sc == api.ScopeAdmin {

@@ -70,7 +70,7 @@ func TestEndpointStats(t *testing.T) {
 	}
 	// Failures up to the threshold open the circuit, which the stats show.
 	for range 5 {
-		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", store.Settings{DisableAfter: time.Hour})
 		require.NoError(t, err)
 	}
 	resp, body = get(b.endpointID, b.bearer())
@@ -109,12 +109,12 @@ func TestEndpointEnabledStartsItsCircuitAfresh(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	for range 5 {
-		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+		_, err := b.store.CircuitFailed(ctx, b.endpointID, "x", store.Settings{DisableAfter: time.Hour})
 		require.NoError(t, err)
 	}
 	_, err := b.pool.Exec(ctx, `UPDATE endpoint_circuits SET failing_since = now() - interval '2 hours' WHERE endpoint_id = $1`, b.endpointID)
 	require.NoError(t, err)
-	tr, err := b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+	tr, err := b.store.CircuitFailed(ctx, b.endpointID, "x", store.Settings{DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.True(t, tr.Disabled)
 
@@ -125,7 +125,7 @@ func TestEndpointEnabledStartsItsCircuitAfresh(t *testing.T) {
 	require.Equal(t, store.CircuitClosed, c.State)
 	require.Zero(t, c.ConsecutiveFailures)
 	require.Nil(t, c.FailingSince)
-	tr, err = b.store.CircuitFailed(ctx, b.endpointID, "x", 5, time.Hour)
+	tr, err = b.store.CircuitFailed(ctx, b.endpointID, "x", store.Settings{DisableAfter: time.Hour})
 	require.NoError(t, err)
 	require.False(t, tr.Disabled, "a fresh run of failures")
 }

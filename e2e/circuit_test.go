@@ -214,6 +214,49 @@ func TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow(t *testing.T) {
 	require.Less(t, slices.Index(types, contract.OpCircuitClosed), lastReplayed, "the outage's dead letters replayed once it closed")
 }
 
+// TestCircuitOpensOnTheFailureRate: a receiver that fails the first request
+// of every event, and takes its retry, fails one request in two and never
+// twice in a row, so its consecutive failures never reach the threshold
+// (5); the failure rate of its window opens the breaker, whose event names
+// that trigger and its figures; once the receiver is well, the probe closes
+// it and the lane drains in order, exactly once.
+func TestCircuitOpensOnTheFailureRate(t *testing.T) {
+	b := setup(t, options{})
+	ctx := context.Background()
+	rcv := newLedgerReceiver(t)
+	var well atomic.Bool
+	rcv.fault = func(_ contract.Envelope, n int) string {
+		if n == 1 && !well.Load() {
+			return "503"
+		}
+		return ""
+	}
+	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "circuit_window": "30s", "circuit_min_attempts": 10})
+	rcv.secret = ep.Secret
+	const seqs = 12
+	corrs := b.postLanes("rate", 1, seqs, ep.ID)
+
+	waitFor(t, 45*time.Second, "the circuit opens", func() bool {
+		c, err := b.store.CircuitGet(ctx, ep.ID)
+		require.NoError(t, err)
+		return c.State == store.CircuitOpen
+	})
+	well.Store(true)
+	var data map[string]any
+	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT data FROM events WHERE correlation_id = $1 AND type = $2`,
+		ep.ID, contract.OpCircuitOpened).Scan(&data))
+	t.Logf("FIGURE failure rate: the circuit opened on %v", data)
+	require.Equal(t, store.TriggerFailureRate, data["trigger"])
+	require.Less(t, data["consecutive_failures"], float64(store.DefaultCircuitFailureThreshold), "not by the consecutive count")
+	require.GreaterOrEqual(t, data["window_attempts"], float64(10))
+	require.GreaterOrEqual(t, data["window_failure_rate"], float64(store.DefaultCircuitFailureRate))
+
+	requireDrained(t, rcv, corrs, seqs, time.Minute)
+	c, err := b.store.CircuitGet(ctx, ep.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State, "the probe closed it")
+}
+
 // recordHistory writes the workflow's history, as the recorder in
 // internal/tools/recordhistory does, to $HOOKFLOW_RECORD_HISTORY_DIR/name
 // when that is set (workflows/testdata/README: how the recorded histories

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,11 +12,11 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// The circuit breaker per endpoint (issue 24 item 2, migration 013). Its
-// state is the endpoint_circuits row, shared by every worker and kept
-// through any crash; an endpoint without a row is closed with no failure
-// counted. Each transition (CircuitSucceeded, CircuitFailed) runs in one
-// transaction holding the row's lock, with what it implies: a close
+// The circuit breaker per endpoint (issue 24 item 2, migrations 013 and
+// 015). Its state is the endpoint_circuits row, shared by every worker and
+// kept through any crash; an endpoint without a row is closed with no
+// failure counted. Each transition (CircuitSucceeded, CircuitFailed) runs
+// in one transaction holding the row's lock, with what it implies: a close
 // schedules the auto-replay of the outage's dead letters, and a failure
 // that has lasted disable_after disables the endpoint.
 
@@ -32,6 +33,21 @@ const (
 	ProbeBackoffMax     = 5 * time.Minute
 )
 
+// What opened a circuit, as its circuit_opened event names it: the
+// consecutive failures at their threshold, or the failure rate of the
+// window.
+const (
+	TriggerConsecutiveFailures = "consecutive_failures"
+	TriggerFailureRate         = "failure_rate"
+)
+
+// RateCountEvery is how often, at most, a failure of an endpoint counts
+// its window for the failure rate: an endpoint failing many times a second
+// at a rate under its threshold costs one count of its window a second,
+// not one per failure under the circuit's lock. A failure within it of the
+// last count leaves the rate to the next failure after it.
+const RateCountEvery = time.Second
+
 // Circuit is an endpoint's breaker as the ledger has it.
 type Circuit struct {
 	State               string
@@ -47,6 +63,11 @@ type Circuit struct {
 	// AutoReplayPendingSince is set from a close until the auto-replay of
 	// the outage's dead letters is done.
 	AutoReplayPendingSince *time.Time
+	// ClosedAt is when it last closed (or its endpoint was enabled again):
+	// the failure rate counts no attempt before it. RateCountedAt is when a
+	// failure last counted the window.
+	ClosedAt      *time.Time
+	RateCountedAt *time.Time
 	// Now is the database's clock when it was read.
 	Now time.Time
 }
@@ -56,7 +77,7 @@ func scanCircuit(row pgx.Row) (Circuit, error) {
 	var backoffMS int64
 	var failures int32
 	err := row.Scan(&c.State, &failures, &c.FailingSince, &c.OpenedAt, &c.NextProbeAt, &backoffMS,
-		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.Now)
+		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.ClosedAt, &c.RateCountedAt, &c.Now)
 	c.ConsecutiveFailures = int(failures)
 	c.ProbeBackoff = time.Duration(backoffMS) * time.Millisecond
 	return c, translate(err)
@@ -64,7 +85,7 @@ func scanCircuit(row pgx.Row) (Circuit, error) {
 
 func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit) error {
 	_, err := tx.Exec(ctx, s.q.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
-		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince)
+		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt)
 	return err
 }
 
@@ -117,7 +138,20 @@ func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string,
 // CircuitTransition is what a success or failure did to the circuit.
 type CircuitTransition struct {
 	Opened, Closed, Disabled bool
-	Circuit                  Circuit
+	// Trigger is what opened it (TriggerConsecutiveFailures or
+	// TriggerFailureRate), when Opened.
+	Trigger string
+	// Window is the failure rate's count, when the failure counted it.
+	Window  *RateWindow
+	Circuit Circuit
+}
+
+// RateWindow is a failure's count of its endpoint's window: the attempts
+// started after Since (the window's start, or the circuit's last close if
+// later), and the retryable failures among them.
+type RateWindow struct {
+	Since              time.Time
+	Attempts, Failures int
 }
 
 // CircuitSucceeded records that the endpoint answered (a delivery, or a
@@ -163,6 +197,12 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 	opened := c
 	c.State, c.ConsecutiveFailures, c.FailingSince, c.OpenedAt, c.NextProbeAt = CircuitClosed, 0, nil, nil, nil
 	c.ProbeBackoff, c.ProbeOwner, c.ProbeLease = ProbeBackoffInitial, nil, nil
+	if t.Closed {
+		// The outage's failures are the breaker's past: the failure rate
+		// counts from here.
+		closed := c.Now
+		c.ClosedAt = &closed
+	}
 	t.Circuit = c
 	if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {
 		return t, err
@@ -174,14 +214,17 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 }
 
 // CircuitFailed records a retryable failure of an attempt to the endpoint
-// (owner names the attempt, as it claimed a probe): a closed circuit counts
-// it and opens at threshold consecutive ones, due for its first probe
+// (owner names the attempt, as it claimed a probe), recorded already in
+// its attempts, under its settings st: a closed circuit counts it and
+// opens at FailureThreshold consecutive ones, or when the window's failure
+// rate reaches FailureRate (circuitTrigger), due for its first probe
 // ProbeBackoffInitial later; the failed probe of an open one opens it again
 // for twice the backoff (up to ProbeBackoffMax), and frees the lease. An
 // attempt that was in flight when the circuit opened only counts. When the
-// run of failures has lasted disableAfter, the endpoint is disabled, in the
-// same transaction.
-func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, threshold int, disableAfter time.Duration) (CircuitTransition, error) {
+// run of failures has lasted DisableAfterOrDefault, the endpoint is
+// disabled, in the same transaction.
+func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st Settings) (CircuitTransition, error) {
+	disableAfter := st.DisableAfterOrDefault()
 	var t CircuitTransition
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.q.CircuitEnsure, endpointID); err != nil {
@@ -197,9 +240,14 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, thr
 			c.FailingSince = &now
 		}
 		switch {
-		case c.State == CircuitClosed && c.ConsecutiveFailures >= threshold:
-			circuitOpen(&c, ProbeBackoffInitial)
-			t.Opened = true
+		case c.State == CircuitClosed:
+			if t.Trigger, t.Window, err = s.circuitTrigger(ctx, tx, endpointID, &c, st); err != nil {
+				return err
+			}
+			if t.Trigger != "" {
+				circuitOpen(&c, ProbeBackoffInitial)
+				t.Opened = true
+			}
 		case c.State == CircuitOpen && c.ProbeOwner != nil && *c.ProbeOwner == owner:
 			circuitOpen(&c, min(2*c.ProbeBackoff, ProbeBackoffMax))
 		}
@@ -208,7 +256,7 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, thr
 			return err
 		}
 		if t.Opened {
-			if err := s.circuitOpenedEvent(ctx, tx, endpointID, c, threshold); err != nil {
+			if err := s.circuitOpenedEvent(ctx, tx, endpointID, t, st); err != nil {
 				return err
 			}
 		}
@@ -221,6 +269,35 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, thr
 		return t, fmt.Errorf("record circuit failure: %w", err)
 	}
 	return t, nil
+}
+
+// circuitTrigger says whether the failure just counted in c, a closed
+// circuit, opens it, and by which trigger: its consecutive failures at
+// their threshold, or else the failure rate of its window. The window is
+// counted from the recorded attempts, on this failure path alone (a
+// success costs the rate nothing), and at most once per RateCountEvery
+// (c.RateCountedAt, which the caller writes with the row): it returns the
+// count when it made one.
+func (s *Store) circuitTrigger(ctx context.Context, tx pgx.Tx, endpointID string, c *Circuit, st Settings) (string, *RateWindow, error) {
+	if c.ConsecutiveFailures >= st.FailureThreshold() {
+		return TriggerConsecutiveFailures, nil, nil
+	}
+	if c.RateCountedAt != nil && c.Now.Sub(*c.RateCountedAt) < RateCountEvery {
+		return "", nil, nil
+	}
+	now := c.Now
+	c.RateCountedAt = &now
+	w := RateWindow{Since: c.Now.Add(-st.RateWindow())}
+	if c.ClosedAt != nil && c.ClosedAt.After(w.Since) {
+		w.Since = *c.ClosedAt
+	}
+	if err := tx.QueryRow(ctx, s.q.CircuitWindowAttempts, endpointID, w.Since).Scan(&w.Attempts, &w.Failures); err != nil {
+		return "", nil, fmt.Errorf("count window: %w", err)
+	}
+	if w.Attempts >= st.MinAttempts() && 100*w.Failures >= st.FailureRate()*w.Attempts {
+		return TriggerFailureRate, &w, nil
+	}
+	return "", &w, nil
 }
 
 // circuitOpen opens c (again) for backoff, and frees its probe lease.
@@ -288,14 +365,27 @@ func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) 
 // transaction of its state change (issue 24 item 5), about the endpoint.
 // Their data hold the breaker's state, never a setting's secret.
 
-func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, threshold int) error {
-	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpCircuitOpened, map[string]any{
+// circuitOpenedEvent names the trigger that opened the circuit, and for
+// the failure rate its figures: the window counted, its attempts and
+// failures, and their rate in percent beside the endpoint's.
+func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID string, t CircuitTransition, st Settings) error {
+	c := t.Circuit
+	data := map[string]any{
+		"trigger":              t.Trigger,
 		"consecutive_failures": c.ConsecutiveFailures,
-		"failure_threshold":    threshold,
+		"failure_threshold":    st.FailureThreshold(),
 		"failing_since":        c.FailingSince.UTC(),
 		"opened_at":            c.OpenedAt.UTC(),
 		"next_probe_at":        c.NextProbeAt.UTC(),
-	})
+	}
+	if w := t.Window; t.Trigger == TriggerFailureRate {
+		data["failure_rate"] = st.FailureRate()
+		data["window_since"] = w.Since.UTC()
+		data["window_attempts"] = w.Attempts
+		data["window_failures"] = w.Failures
+		data["window_failure_rate"] = math.Round(1000*float64(w.Failures)/float64(w.Attempts)) / 10
+	}
+	_, err := s.OperationalEventInsert(ctx, tx, endpointID, contract.OpCircuitOpened, data)
 	return err
 }
 

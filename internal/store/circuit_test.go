@@ -43,7 +43,7 @@ func TestAReplaysAttemptProbesAnOpenCircuitAtOnce(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	for i := range 3 {
-		_, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), 3, time.Hour)
+		_, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour})
 		require.NoError(t, err)
 	}
 
@@ -72,13 +72,14 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
+	three := store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour}
 
 	c, err := st.CircuitGet(ctx, "ep")
 	require.NoError(t, err)
 	require.Equal(t, store.CircuitClosed, c.State, "an endpoint that never failed is closed")
 
 	for i := 1; i < 3; i++ {
-		tr, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), 3, time.Hour)
+		tr, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), three)
 		require.NoError(t, err)
 		require.False(t, tr.Opened)
 		require.Equal(t, i, tr.Circuit.ConsecutiveFailures)
@@ -86,9 +87,11 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	first, err := st.CircuitGet(ctx, "ep")
 	require.NoError(t, err)
 	require.NotNil(t, first.FailingSince)
-	tr, err := st.CircuitFailed(ctx, "ep", "a3", 3, time.Hour)
+	tr, err := st.CircuitFailed(ctx, "ep", "a3", three)
 	require.NoError(t, err)
 	require.True(t, tr.Opened, "the third consecutive failure opens it")
+	require.Equal(t, store.TriggerConsecutiveFailures, tr.Trigger)
+	require.Equal(t, store.TriggerConsecutiveFailures, circuitOpenedData(t, st, "ep")["trigger"], "and its event says so")
 	require.Equal(t, store.CircuitOpen, tr.Circuit.State)
 	require.Equal(t, store.ProbeBackoffInitial, tr.Circuit.ProbeBackoff)
 	require.Equal(t, first.FailingSince.UTC(), tr.Circuit.FailingSince.UTC(), "failing_since is the run's first failure")
@@ -130,12 +133,12 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	require.NotEqual(t, -1, prober, "a due probe is claimed")
 
 	// Another attempt failing (in flight when it opened) only counts.
-	tr, err = st.CircuitFailed(ctx, "ep", "other", 3, time.Hour)
+	tr, err = st.CircuitFailed(ctx, "ep", "other", three)
 	require.NoError(t, err)
 	require.Equal(t, store.ProbeBackoffInitial, tr.Circuit.ProbeBackoff)
 	require.NotNil(t, tr.Circuit.ProbeOwner, "the probe keeps its lease")
 
-	tr, err = st.CircuitFailed(ctx, "ep", fmt.Sprint("p", prober), 3, time.Hour)
+	tr, err = st.CircuitFailed(ctx, "ep", fmt.Sprint("p", prober), three)
 	require.NoError(t, err)
 	require.False(t, tr.Opened, "already open")
 	require.Equal(t, 2*store.ProbeBackoffInitial, tr.Circuit.ProbeBackoff, "a failed probe doubles the backoff")
@@ -182,7 +185,7 @@ func openAndClose(t *testing.T, st *store.Store, endpoint string) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range 3 {
-		_, err := st.CircuitFailed(ctx, endpoint, fmt.Sprint("f", i), 3, time.Hour)
+		_, err := st.CircuitFailed(ctx, endpoint, fmt.Sprint("f", i), store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour})
 		require.NoError(t, err)
 	}
 	tr, err := st.CircuitSucceeded(ctx, endpoint, true)
@@ -265,7 +268,8 @@ func TestCircuitClosesWithoutAutoReplay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	_, err := st.CircuitFailed(ctx, "a", "x", 5, time.Hour)
+	five := store.Settings{DisableAfter: time.Hour}
+	_, err := st.CircuitFailed(ctx, "a", "x", five)
 	require.NoError(t, err)
 	tr, err := st.CircuitSucceeded(ctx, "a", false)
 	require.NoError(t, err)
@@ -273,7 +277,7 @@ func TestCircuitClosesWithoutAutoReplay(t *testing.T) {
 	require.Zero(t, tr.Circuit.ConsecutiveFailures)
 	require.Nil(t, tr.Circuit.FailingSince)
 	for range 5 {
-		_, err = st.CircuitFailed(ctx, "a", "x", 5, time.Hour)
+		_, err = st.CircuitFailed(ctx, "a", "x", five)
 		require.NoError(t, err)
 	}
 	tr, err = st.CircuitSucceeded(ctx, "a", false)
@@ -289,19 +293,20 @@ func TestCircuitDisablesAfterFailingTooLong(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	tr, err := st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
+	minute := store.Settings{DisableAfter: time.Minute}
+	tr, err := st.CircuitFailed(ctx, "b", "x", minute)
 	require.NoError(t, err)
 	require.False(t, tr.Disabled)
 	_, err = st.Pool().Exec(ctx, `UPDATE endpoint_circuits SET failing_since = now() - interval '2 minutes' WHERE endpoint_id = 'b'`)
 	require.NoError(t, err)
-	tr, err = st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
+	tr, err = st.CircuitFailed(ctx, "b", "x", minute)
 	require.NoError(t, err)
 	require.True(t, tr.Disabled)
 	ep, err := st.EndpointGet(ctx, "b")
 	require.NoError(t, err)
 	require.True(t, ep.Disabled)
 	require.Contains(t, *ep.DisabledReason, "disable_after")
-	tr, err = st.CircuitFailed(ctx, "b", "x", 5, time.Minute)
+	tr, err = st.CircuitFailed(ctx, "b", "x", minute)
 	require.NoError(t, err)
 	require.False(t, tr.Disabled, "disabled once")
 	require.Equal(t, []string{contract.OpEndpointDisabled}, opEvents(t, st, "b"))
@@ -320,11 +325,12 @@ func TestCircuitsProbeReplayClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
+	one := store.Settings{CircuitFailureThreshold: 1, DisableAfter: time.Hour}
 	on := true
 	_, err := st.EndpointUpdate(ctx, "c", store.EndpointChange{AutoReplay: &on})
 	require.NoError(t, err)
 	for _, ep := range []string{"a", "c"} {
-		_, err := st.CircuitFailed(ctx, ep, "x", 1, time.Hour)
+		_, err := st.CircuitFailed(ctx, ep, "x", one)
 		require.NoError(t, err)
 	}
 	got, err := st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
@@ -339,4 +345,129 @@ func TestCircuitsProbeReplayClaim(t *testing.T) {
 	got, err = st.CircuitsProbeReplayClaim(ctx, 10, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, got, "once per interval")
+}
+
+// rateCountDue moves the endpoint's last count of its window back, as if
+// RateCountEvery had passed since.
+func rateCountDue(t *testing.T, st *store.Store, endpointID string) {
+	t.Helper()
+	_, err := st.Pool().Exec(context.Background(), `UPDATE endpoint_circuits SET rate_counted_at = now() - interval '1 minute' WHERE endpoint_id = $1`, endpointID)
+	require.NoError(t, err)
+}
+
+// circuitOpenedData is the data of the endpoint's last circuit_opened
+// event.
+func circuitOpenedData(t *testing.T, st *store.Store, endpointID string) map[string]any {
+	t.Helper()
+	var data map[string]any
+	require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT data FROM events WHERE correlation_id = $1 AND type = $2 ORDER BY sequence DESC LIMIT 1`,
+		endpointID, contract.OpCircuitOpened).Scan(&data))
+	return data
+}
+
+// TestCircuitOpensOnTheFailureRate: an endpoint failing every other
+// attempt never reaches its consecutive threshold; its failures count its
+// window's recorded attempts (a 202 is an answer, not a failure; another
+// endpoint's attempts, older ones and those made while disabled are left
+// out), at most once per RateCountEvery, and the circuit opens once they
+// reach the rate, naming the trigger and its figures. After it closes, the
+// outage's attempts no longer count.
+func TestCircuitOpensOnTheFailureRate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	cfg := store.Settings{CircuitFailureRate: 50, CircuitWindow: time.Minute, CircuitMinAttempts: 10, DisableAfter: time.Hour}
+	insertRouted(t, st, "r-1", "r", 1, "ep", "a")
+	n := int32(0)
+	record := func(endpoint string, code int32, outcome string, ago time.Duration) {
+		t.Helper()
+		n++
+		a := store.Attempt{Attempt: n, StartedAt: time.Now().Add(-ago), StatusCode: &code, Outcome: outcome}
+		require.NoError(t, st.AttemptInsert(ctx, "r-1", endpoint, a))
+	}
+	fail := func() store.CircuitTransition {
+		t.Helper()
+		record("ep", 503, "retry", 0)
+		tr, err := st.CircuitFailed(ctx, "ep", "x", cfg)
+		require.NoError(t, err)
+		return tr
+	}
+	succeed := func() {
+		t.Helper()
+		record("ep", 200, "delivered", 0)
+		_, err := st.CircuitSucceeded(ctx, "ep", false)
+		require.NoError(t, err)
+	}
+	for range 10 {
+		record("ep", 503, "retry", 2*time.Minute) // before the window
+		record("a", 503, "retry", 0)              // another endpoint's
+		record("ep", 0, "disabled", 0)            // no request made
+	}
+	record("ep", 202, "retry", 0) // parked: the receiver answered
+
+	// 1 + 2k attempts with k failures: just under half, whatever k.
+	for k := 1; k <= 5; k++ {
+		succeed()
+		rateCountDue(t, st, "ep")
+		tr := fail()
+		require.False(t, tr.Opened, "pair %d", k)
+		require.NotNil(t, tr.Window, "a due count is made")
+		require.Equal(t, store.RateWindow{Since: tr.Window.Since, Attempts: 1 + 2*k, Failures: k}, *tr.Window)
+		require.Equal(t, 1, tr.Circuit.ConsecutiveFailures)
+	}
+	tr := fail()
+	require.False(t, tr.Opened, "half the attempts failed, but the window was counted under a second ago")
+	require.Nil(t, tr.Window)
+	rateCountDue(t, st, "ep")
+	tr = fail()
+	require.True(t, tr.Opened, "7 of 13 attempts failed")
+	require.Equal(t, store.TriggerFailureRate, tr.Trigger)
+	require.Equal(t, store.RateWindow{Since: tr.Window.Since, Attempts: 13, Failures: 7}, *tr.Window)
+	require.Equal(t, 3, tr.Circuit.ConsecutiveFailures, "under the consecutive threshold")
+	require.Equal(t, store.CircuitOpen, tr.Circuit.State)
+	require.Equal(t, store.ProbeBackoffInitial, tr.Circuit.NextProbeAt.Sub(*tr.Circuit.OpenedAt), "the first probe as for consecutive failures")
+	data := circuitOpenedData(t, st, "ep")
+	require.Equal(t, store.TriggerFailureRate, data["trigger"])
+	require.EqualValues(t, 50, data["failure_rate"])
+	require.EqualValues(t, 13, data["window_attempts"])
+	require.EqualValues(t, 7, data["window_failures"])
+	require.EqualValues(t, 53.8, data["window_failure_rate"])
+	require.EqualValues(t, 3, data["consecutive_failures"])
+	require.EqualValues(t, store.DefaultCircuitFailureThreshold, data["failure_threshold"])
+
+	makeProbeDue(t, st, "ep")
+	p, err := st.CircuitProbeClaim(ctx, "ep", "probe", time.Minute, false)
+	require.NoError(t, err)
+	require.True(t, p.Claimed)
+	closed, err := st.CircuitSucceeded(ctx, "ep", false)
+	require.NoError(t, err)
+	require.True(t, closed.Closed)
+	require.NotNil(t, closed.Circuit.ClosedAt)
+	rateCountDue(t, st, "ep")
+	tr = fail()
+	require.False(t, tr.Opened)
+	require.Equal(t, store.RateWindow{Since: *closed.Circuit.ClosedAt, Attempts: 1, Failures: 1}, *tr.Window,
+		"the window starts at the close: the outage's failures are not counted again")
+}
+
+// TestCircuitFailureRateNeedsMinAttempts: a window with fewer attempts
+// than circuit_min_attempts says nothing of a rate, all of them failed or
+// not; the failure that makes them enough opens the circuit.
+func TestCircuitFailureRateNeedsMinAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	cfg := store.Settings{CircuitFailureThreshold: 1000, CircuitFailureRate: 100, CircuitMinAttempts: 4, DisableAfter: time.Hour}
+	insertRouted(t, st, "m-1", "m", 1, "b")
+	for i := int32(1); i <= 4; i++ {
+		code := int32(500)
+		require.NoError(t, st.AttemptInsert(ctx, "m-1", "b", store.Attempt{Attempt: i, StartedAt: time.Now(), StatusCode: &code, Outcome: "retry"}))
+		rateCountDue(t, st, "b")
+		tr, err := st.CircuitFailed(ctx, "b", "x", cfg)
+		require.NoError(t, err)
+		require.Equal(t, i == 4, tr.Opened, "failure %d", i)
+	}
+	data := circuitOpenedData(t, st, "b")
+	require.Equal(t, store.TriggerFailureRate, data["trigger"])
+	require.EqualValues(t, 100, data["window_failure_rate"])
 }

@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -270,4 +270,52 @@ func TestMigration012CountsFromZeroAndGoesBack(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM endpoint_rate_slots WHERE endpoint_id = 'a'`).Scan(&n))
 	require.Equal(t, 1, n, "the limiter's row is kept")
+}
+
+// TestMigration015KeepsCircuitsAndGoesBack: an endpoint and a circuit of
+// before 015 come out of it with the failure rate's defaults and no close
+// recorded, and the breaker goes on from the failures it counted; its
+// constraints refuse what the API refuses; and its down migration takes it
+// back, the circuit's row kept.
+func TestMigration015KeepsCircuitsAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 14, "-- The circuit breaker's failure rate")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret, circuit_failure_threshold) VALUES ('a', 'https://a', 'whsec_a', 3);
+INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since) VALUES ('a', 2, now())`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	ep, err := st.EndpointGet(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, store.Settings{CircuitFailureThreshold: 3}, ep.Settings, "the defaults, as before")
+	c, err := st.CircuitGet(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 2, c.ConsecutiveFailures)
+	require.Nil(t, c.ClosedAt)
+	tr, err := st.CircuitFailed(ctx, "a", "x", ep.Settings)
+	require.NoError(t, err)
+	require.True(t, tr.Opened, "the third consecutive failure opens it, as it would have before")
+	require.Equal(t, store.TriggerConsecutiveFailures, tr.Trigger)
+	for _, bad := range []string{`circuit_failure_rate = 0`, `circuit_failure_rate = 101`, `circuit_window_ms = 9999`,
+		`circuit_window_ms = 3600001`, `circuit_min_attempts = 0`, `circuit_min_attempts = 10001`} {
+		_, err := pool.Exec(ctx, `UPDATE endpoints SET `+bad+` WHERE id = 'a'`)
+		require.ErrorContains(t, err, "violates check constraint", bad)
+	}
+	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
+	require.NoError(t, err)
+
+	down, err := os.ReadFile("../../schema/migrations/015_circuit_failure_rate.down.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(down)))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE (table_name = 'endpoints' AND column_name IN ('circuit_failure_rate', 'circuit_window_ms', 'circuit_min_attempts'))
+		   OR (table_name = 'endpoint_circuits' AND column_name = 'rate_counted_at')`).Scan(&n))
+	require.Zero(t, n)
+	var state string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM endpoint_circuits WHERE endpoint_id = 'a'`).Scan(&state))
+	require.Equal(t, store.CircuitOpen, state, "the circuit's row is kept")
 }

@@ -5,6 +5,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,7 @@ type queries struct {
 	CircuitsAutoReplayPending   string
 	CircuitAutoReplayDone       string
 	CircuitsProbeReplayClaim    string
+	CircuitWindowAttempts       string
 	EventInsertRouted           string
 	EventGet                    string
 	EventMarkStarted            string
@@ -164,29 +166,50 @@ type Settings struct {
 	// DisableAfter is how long the endpoint may fail without an answer
 	// before it is disabled; zero is DefaultDisableAfter.
 	DisableAfter time.Duration
+	// CircuitFailureRate is the percentage of retryable failures among the
+	// endpoint's attempts of the last CircuitWindow that opens its circuit,
+	// once that window holds CircuitMinAttempts; each zero is its default.
+	CircuitFailureRate int
+	CircuitWindow      time.Duration
+	CircuitMinAttempts int
 }
 
 // Defaults of the circuit breaker's settings.
 const (
 	DefaultCircuitFailureThreshold = 5
 	DefaultDisableAfter            = 120 * time.Hour
+	DefaultCircuitFailureRate      = 50
+	DefaultCircuitWindow           = time.Minute
+	DefaultCircuitMinAttempts      = 20
 )
 
-// FailureThreshold is the threshold in force: the endpoint's, or the
-// default.
+// The settings in force: the endpoint's, or (zero) the default. A setting
+// is never negative: the API and the table's constraints refuse it.
+
+// FailureThreshold is the consecutive failures that open the circuit.
 func (st Settings) FailureThreshold() int {
-	if st.CircuitFailureThreshold > 0 {
-		return st.CircuitFailureThreshold
-	}
-	return DefaultCircuitFailureThreshold
+	return cmp.Or(st.CircuitFailureThreshold, DefaultCircuitFailureThreshold)
 }
 
-// DisableAfterOrDefault is the auto-disable delay in force.
+// DisableAfterOrDefault is the auto-disable delay.
 func (st Settings) DisableAfterOrDefault() time.Duration {
-	if st.DisableAfter > 0 {
-		return st.DisableAfter
-	}
-	return DefaultDisableAfter
+	return cmp.Or(st.DisableAfter, DefaultDisableAfter)
+}
+
+// FailureRate is the failure rate that opens the circuit, in percent.
+func (st Settings) FailureRate() int {
+	return cmp.Or(st.CircuitFailureRate, DefaultCircuitFailureRate)
+}
+
+// RateWindow is the window the failure rate is counted over.
+func (st Settings) RateWindow() time.Duration {
+	return cmp.Or(st.CircuitWindow, DefaultCircuitWindow)
+}
+
+// MinAttempts is how many attempts the window must hold before its
+// failure rate counts.
+func (st Settings) MinAttempts() int {
+	return cmp.Or(st.CircuitMinAttempts, DefaultCircuitMinAttempts)
 }
 
 // settingsColumns are the destinations of the settings columns.
@@ -197,59 +220,58 @@ type settingsColumns struct {
 	threshold       *int32
 	autoReplay      bool
 	disableAfter    *int64
+	failureRate     *int32
+	circuitWindow   *int64
+	minAttempts     *int32
 }
 
 func (c *settingsColumns) dest() []any {
-	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit, &c.threshold, &c.autoReplay, &c.disableAfter}
+	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit, &c.threshold, &c.autoReplay, &c.disableAfter,
+		&c.failureRate, &c.circuitWindow, &c.minAttempts}
 }
 
 func (c *settingsColumns) settings() Settings {
-	st := Settings{Headers: c.headers}
+	st := Settings{Headers: c.headers,
+		RecoveryWindow: millis(c.window), Timeout: millis(c.timeout), RateLimit: orZero(c.rateLimit),
+		CircuitFailureThreshold: int(orZero(c.threshold)), AutoReplay: c.autoReplay, DisableAfter: millis(c.disableAfter),
+		CircuitFailureRate: int(orZero(c.failureRate)), CircuitWindow: millis(c.circuitWindow), CircuitMinAttempts: int(orZero(c.minAttempts))}
 	if len(st.Headers) == 0 {
 		st.Headers = nil
-	}
-	if c.window != nil {
-		st.RecoveryWindow = time.Duration(*c.window) * time.Millisecond
-	}
-	if c.timeout != nil {
-		st.Timeout = time.Duration(*c.timeout) * time.Millisecond
-	}
-	if c.rateLimit != nil {
-		st.RateLimit = *c.rateLimit
-	}
-	if c.threshold != nil {
-		st.CircuitFailureThreshold = int(*c.threshold)
-	}
-	st.AutoReplay = c.autoReplay
-	if c.disableAfter != nil {
-		st.DisableAfter = time.Duration(*c.disableAfter) * time.Millisecond
 	}
 	return st
 }
 
 // settingsArgs are the columns' values of st: NULL for each zero.
 func settingsArgs(st Settings) []any {
-	var headers, window, timeout, rate any
+	var headers any
 	if st.Headers != nil {
 		headers = st.Headers
 	}
-	if st.RecoveryWindow > 0 {
-		window = st.RecoveryWindow.Milliseconds()
+	return []any{headers, orNull(st.RecoveryWindow.Milliseconds()), orNull(st.Timeout.Milliseconds()), orNull(st.RateLimit),
+		orNull(int32(st.CircuitFailureThreshold)), st.AutoReplay, orNull(st.DisableAfter.Milliseconds()),
+		orNull(int32(st.CircuitFailureRate)), orNull(st.CircuitWindow.Milliseconds()), orNull(int32(st.CircuitMinAttempts))}
+}
+
+// orZero is a nullable column's value, zero for NULL.
+func orZero[T any](v *T) T {
+	var zero T
+	if v == nil {
+		return zero
 	}
-	if st.Timeout > 0 {
-		timeout = st.Timeout.Milliseconds()
+	return *v
+}
+
+// millis is a nullable column of milliseconds as a duration, zero for
+// NULL.
+func millis(v *int64) time.Duration { return time.Duration(orZero(v)) * time.Millisecond }
+
+// orNull is v as a column's value, NULL for zero.
+func orNull[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
 	}
-	if st.RateLimit > 0 {
-		rate = st.RateLimit
-	}
-	var threshold, disableAfter any
-	if st.CircuitFailureThreshold > 0 {
-		threshold = int32(st.CircuitFailureThreshold)
-	}
-	if st.DisableAfter > 0 {
-		disableAfter = st.DisableAfter.Milliseconds()
-	}
-	return []any{headers, window, timeout, rate, threshold, st.AutoReplay, disableAfter}
+	return v
 }
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.
@@ -350,11 +372,14 @@ type EndpointChange struct {
 	RecoveryWindow *time.Duration
 	Timeout        *time.Duration
 	RateLimit      *float64
-	// CircuitFailureThreshold, AutoReplay and DisableAfter likewise (zero:
-	// the default).
+	// CircuitFailureThreshold, AutoReplay, DisableAfter, CircuitFailureRate,
+	// CircuitWindow and CircuitMinAttempts likewise (zero: the default).
 	CircuitFailureThreshold *int
 	AutoReplay              *bool
 	DisableAfter            *time.Duration
+	CircuitFailureRate      *int
+	CircuitWindow           *time.Duration
+	CircuitMinAttempts      *int
 }
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
@@ -364,35 +389,42 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 	if ch.EventTypes != nil {
 		eventTypes = *ch.EventTypes
 	}
-	var st Settings
-	var set int32
-	if ch.Headers != nil {
-		st.Headers, set = *ch.Headers, set|1
-	}
-	if ch.RecoveryWindow != nil {
-		st.RecoveryWindow, set = *ch.RecoveryWindow, set|2
-	}
-	if ch.Timeout != nil {
-		st.Timeout, set = *ch.Timeout, set|4
-	}
-	if ch.RateLimit != nil {
-		st.RateLimit, set = *ch.RateLimit, set|8
-	}
-	if ch.CircuitFailureThreshold != nil {
-		st.CircuitFailureThreshold, set = *ch.CircuitFailureThreshold, set|16
-	}
-	if ch.AutoReplay != nil {
-		st.AutoReplay, set = *ch.AutoReplay, set|32
-	}
-	if ch.DisableAfter != nil {
-		st.DisableAfter, set = *ch.DisableAfter, set|64
-	}
+	st, set := ch.replaced()
 	args := append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
 	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, args...))
 	if err != nil {
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}
 	return e, nil
+}
+
+// Settings are the settings the change replaces, each zero (the server's)
+// where it replaces none: a new endpoint's.
+func (ch EndpointChange) Settings() Settings {
+	st, _ := ch.replaced()
+	return st
+}
+
+// replaced are the settings the change replaces, and the bit of each in
+// the set that EndpointUpdate's query reads.
+func (ch EndpointChange) replaced() (Settings, int32) {
+	var st Settings
+	set := replace(&st.Headers, ch.Headers, 1) | replace(&st.RecoveryWindow, ch.RecoveryWindow, 2) |
+		replace(&st.Timeout, ch.Timeout, 4) | replace(&st.RateLimit, ch.RateLimit, 8) |
+		replace(&st.CircuitFailureThreshold, ch.CircuitFailureThreshold, 16) | replace(&st.AutoReplay, ch.AutoReplay, 32) |
+		replace(&st.DisableAfter, ch.DisableAfter, 64) | replace(&st.CircuitFailureRate, ch.CircuitFailureRate, 128) |
+		replace(&st.CircuitWindow, ch.CircuitWindow, 256) | replace(&st.CircuitMinAttempts, ch.CircuitMinAttempts, 512)
+	return st, set
+}
+
+// replace sets *dst to *v and answers bit, or leaves it and answers 0 when
+// v is nil.
+func replace[T any](dst, v *T, bit int32) int32 {
+	if v == nil {
+		return 0
+	}
+	*dst = *v
+	return bit
 }
 
 // EndpointRotateSecret makes secret the current one; the one it replaces

@@ -351,6 +351,13 @@ func TestEndpointSettingsSent(t *testing.T) {
 	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{CircuitFailureThreshold: &def, AutoReplay: &off, DisableAfter: &after})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"circuit_failure_threshold":null,"auto_replay":false,"disable_after":null}`, s.last().body)
+
+	_, err = c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://x.example/h", CircuitFailureRate: 25, CircuitWindow: "2m", CircuitMinAttempts: 40})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"url":"https://x.example/h","circuit_failure_rate":25,"circuit_window":"2m","circuit_min_attempts":40}`, s.last().body)
+	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{CircuitFailureRate: &def, CircuitWindow: &after, CircuitMinAttempts: &def})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"circuit_failure_rate":null,"circuit_window":null,"circuit_min_attempts":null}`, s.last().body)
 }
 
 func TestEndpointListAllFollowsTheCursor(t *testing.T) {

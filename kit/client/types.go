@@ -99,10 +99,19 @@ type EndpointCreateRequest struct {
 	// DisableAfter is how long it may fail before hookflow disables it
 	// (1m to 2160h); empty for the default (120h).
 	DisableAfter Duration `json:"disable_after,omitempty"`
+	// CircuitFailureRate is the percentage of retryable failures among its
+	// attempts of the last CircuitWindow that opens its circuit breaker
+	// too (1 to 100), once the window holds CircuitMinAttempts (1 to
+	// 10000); CircuitWindow is 10s to 1h. Each zero (empty) for the
+	// default: 50 percent over 60s, at least 20 attempts.
+	CircuitFailureRate Threshold `json:"circuit_failure_rate,omitempty"`
+	CircuitWindow      Duration  `json:"circuit_window,omitempty"`
+	CircuitMinAttempts Threshold `json:"circuit_min_attempts,omitempty"`
 }
 
-// Threshold is a circuit breaker's failure threshold. Zero is sent as
-// null: the default.
+// Threshold is one of a circuit breaker's whole-number settings: its
+// consecutive failures, its failure rate in percent, its window's minimum
+// of attempts. Zero is sent as null: the default.
 type Threshold int
 
 // MarshalJSON sends the zero Threshold as null.
@@ -156,12 +165,16 @@ type EndpointUpdateRequest struct {
 	RecoveryWindow *Duration `json:"recovery_window,omitempty"`
 	Timeout        *Duration `json:"timeout,omitempty"`
 	RateLimit      *Rate     `json:"rate_limit,omitempty"`
-	// CircuitFailureThreshold, AutoReplay and DisableAfter replace its
-	// circuit breaker's settings; a pointer to the zero value puts the
-	// default back.
+	// CircuitFailureThreshold, AutoReplay, DisableAfter and the failure
+	// rate's CircuitFailureRate, CircuitWindow and CircuitMinAttempts
+	// replace its circuit breaker's settings; a pointer to the zero value
+	// puts the default back.
 	CircuitFailureThreshold *Threshold `json:"circuit_failure_threshold,omitempty"`
 	AutoReplay              *bool      `json:"auto_replay,omitempty"`
 	DisableAfter            *Duration  `json:"disable_after,omitempty"`
+	CircuitFailureRate      *Threshold `json:"circuit_failure_rate,omitempty"`
+	CircuitWindow           *Duration  `json:"circuit_window,omitempty"`
+	CircuitMinAttempts      *Threshold `json:"circuit_min_attempts,omitempty"`
 }
 
 // Endpoint is a registered receiver URL.
@@ -182,12 +195,17 @@ type Endpoint struct {
 	RecoveryWindow string  `json:"recovery_window,omitempty"`
 	Timeout        string  `json:"timeout,omitempty"`
 	RateLimit      float64 `json:"rate_limit,omitempty"`
-	// CircuitFailureThreshold and DisableAfter are its circuit breaker's
-	// settings, empty (0) where it has the defaults (5, 120h); AutoReplay
-	// whether an outage's dead letters are replayed when it closes.
+	// CircuitFailureThreshold, DisableAfter, CircuitFailureRate,
+	// CircuitWindow and CircuitMinAttempts are its circuit breaker's
+	// settings, empty (0) where it has the defaults (5, 120h, 50, 60s,
+	// 20); AutoReplay whether an outage's dead letters are replayed when
+	// it closes.
 	CircuitFailureThreshold int    `json:"circuit_failure_threshold,omitempty"`
 	AutoReplay              bool   `json:"auto_replay,omitempty"`
 	DisableAfter            string `json:"disable_after,omitempty"`
+	CircuitFailureRate      int    `json:"circuit_failure_rate,omitempty"`
+	CircuitWindow           string `json:"circuit_window,omitempty"`
+	CircuitMinAttempts      int    `json:"circuit_min_attempts,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`

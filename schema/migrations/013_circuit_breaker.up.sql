@@ -39,7 +39,8 @@ ALTER TABLE endpoints
 -- letter the outage caused that is written after the close (its window's
 -- last look came before it, and its write after a worker's crash or after
 -- the sweep's pass) sets it again, to its window's start, when the circuit
--- closed (closed_at) after that. auto_replay_requested_at is stamped by
+-- closed (closed_at: its last close, or the endpoint enabled again) after
+-- that. auto_replay_requested_at is stamped by
 -- each close and each such late dead letter: the sweep clears the pending
 -- replay only when the stamp is still the one its pass read, so a close or
 -- a dead letter that came during the pass gets a pass of its own.

@@ -25,17 +25,16 @@ INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id
 -- name: CircuitForUpdate
 -- The circuit's row, locked for a transition, with the database's clock.
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
-       probe_owner, probe_lease_until, auto_replay_pending_since, now()
+       probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at, now()
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
 -- name: CircuitSet
--- closed_at is stamped when an open circuit closes, and so is
--- auto_replay_requested_at when that close leaves an auto-replay pending
--- (state on the right is the row's before this update).
+-- auto_replay_requested_at is stamped when an open circuit closes with an
+-- auto-replay pending (state on the right is the row's before this
+-- update); closed_at is the close's, from the transition.
 UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_since = $4, opened_at = $5,
     next_probe_at = $6, probe_backoff_ms = $7, probe_owner = $8, probe_lease_until = $9,
-    auto_replay_pending_since = $10, updated_at = now(),
-    closed_at = CASE WHEN state = 'open' AND $2 = 'closed' THEN now() ELSE closed_at END,
+    auto_replay_pending_since = $10, closed_at = $11, rate_counted_at = $12, updated_at = now(),
     auto_replay_requested_at = CASE WHEN state = 'open' AND $2 = 'closed' AND $10::timestamptz IS NOT NULL
         THEN clock_timestamp() ELSE auto_replay_requested_at END
 WHERE endpoint_id = $1;
@@ -54,17 +53,32 @@ FROM endpoints e
 WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.disabled
   AND c.state = 'closed' AND c.closed_at >= $2;
 
+-- name: CircuitWindowAttempts
+-- The failure rate's count (migration 015): the endpoint $1's attempts
+-- started after $2, and the retryable failures among them as the breaker
+-- counts them: an outcome of retry (5xx, 408, 429, a timeout, a connection
+-- error) but for a 202, the receiver parking the event, which is an
+-- answer. Attempts recorded as 'disabled' made no request. One range of
+-- delivery_attempts_endpoint_started_idx; the status code is read from the
+-- rows, which for attempts this recent (pages not vacuumed yet) even an
+-- index-only scan would visit.
+SELECT count(*)::int, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int
+FROM delivery_attempts
+WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled';
+
 -- name: CircuitGet
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
-       probe_owner, probe_lease_until, auto_replay_pending_since, now()
+       probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at, now()
 FROM endpoint_circuits WHERE endpoint_id = $1;
 
 -- name: CircuitReset
 -- An operator enabled the endpoint again: its circuit starts closed with no
 -- failure counted (its old failing_since would disable it at the next
--- failure). A pending auto-replay is kept.
+-- failure), and its failure rate counts from now. A pending auto-replay is
+-- kept.
 UPDATE endpoint_circuits SET state = 'closed', consecutive_failures = 0, failing_since = NULL, opened_at = NULL,
-    next_probe_at = NULL, probe_backoff_ms = 5000, probe_owner = NULL, probe_lease_until = NULL, updated_at = now()
+    next_probe_at = NULL, probe_backoff_ms = 5000, probe_owner = NULL, probe_lease_until = NULL, closed_at = now(),
+    updated_at = now()
 WHERE endpoint_id = $1;
 
 -- name: CircuitsAutoReplayPending

@@ -1,13 +1,16 @@
 -- name: EndpointInsert
 INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
-                       circuit_failure_threshold, auto_replay, disable_after_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11)
+                       circuit_failure_threshold, auto_replay, disable_after_ms,
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms;
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
 
 -- name: EndpointGet
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts
 FROM endpoints WHERE id = $1;
 
 -- name: EndpointUpdate
@@ -15,7 +18,9 @@ FROM endpoints WHERE id = $1;
 -- type: $5 says whether $6 replaces them; and for the delivery settings,
 -- where NULL is the server's: $7 is a bit set of those that $8..$11
 -- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
--- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14).
+-- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14;
+-- 128 circuit_failure_rate, 256 circuit_window_ms, 512 circuit_min_attempts:
+-- $15..$17).
 -- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
     url             = COALESCE($2, url),
@@ -27,6 +32,9 @@ UPDATE endpoints SET
     circuit_failure_threshold = CASE WHEN $7::int & 16 <> 0 THEN $12::integer ELSE circuit_failure_threshold END,
     auto_replay               = CASE WHEN $7::int & 32 <> 0 THEN COALESCE($13::boolean, false) ELSE auto_replay END,
     disable_after_ms          = CASE WHEN $7::int & 64 <> 0 THEN $14::bigint ELSE disable_after_ms END,
+    circuit_failure_rate      = CASE WHEN $7::int & 128 <> 0 THEN $15::integer ELSE circuit_failure_rate END,
+    circuit_window_ms         = CASE WHEN $7::int & 256 <> 0 THEN $16::bigint ELSE circuit_window_ms END,
+    circuit_min_attempts      = CASE WHEN $7::int & 512 <> 0 THEN $17::integer ELSE circuit_min_attempts END,
     disabled        = COALESCE($3, disabled),
     disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
                            WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
@@ -34,7 +42,8 @@ UPDATE endpoints SET
     updated_at      = now()
 WHERE id = $1
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms;
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
 
 -- name: EndpointRotateSecret
 -- The current secret joins the previous ones, to sign for $3 seconds more;
@@ -49,7 +58,8 @@ UPDATE endpoints SET
     updated_at = now()
 WHERE id = $1
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms;
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
 
 -- name: EndpointDisable
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -57,7 +67,8 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- name: EndpointsList
 -- A page in id order, after $1 ('' for the first).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts
 FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed
@@ -66,7 +77,8 @@ FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
 -- type starting with "prefix." (compared as text, not LIKE, so % and _ in a
 -- prefix are themselves), anything else that exact type.
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms
+       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts
 FROM endpoints
 WHERE NOT disabled
   AND (event_types IS NULL
