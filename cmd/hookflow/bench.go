@@ -68,7 +68,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		flags = fs
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
-		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered and fan-out scenarios")
+		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered and fan-out scenarios; with --dead-receiver, its lanes (500 unless given)")
 		fs.IntVar(&cfg.Rounds, "rounds", bench.DefaultRounds, "interleaved rounds each scenario's events are split into")
 		fs.IntVar(&cfg.IdleEvents, "idle-events", bench.DefaultIdleEvents, "events sent one at a time for idle latency, per system")
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")

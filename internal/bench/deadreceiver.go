@@ -142,6 +142,16 @@ func DeadReceiver(ctx context.Context, cfg Config, cases []DeadReceiverCase, log
 		if err != nil {
 			return err
 		}
+		// The fan-out endpoints subscribe to every type, so hookflow's own
+		// events about the dead receiver's endpoint (one per dead letter and
+		// per auto-replay, all in that endpoint's one lane) would go to
+		// them too: work on the same two cores that no case measures.
+		only := []string{fanOutEventType}
+		for _, f := range r.s.fanOut {
+			if _, err := api.EndpointUpdate(ctx, f.endpointID, hfclient.EndpointUpdateRequest{EventTypes: &only}); err != nil {
+				return fmt.Errorf("narrow a fan-out endpoint's event types: %w", err)
+			}
+		}
 		runs := make([]*deadRun, len(cases))
 		for i, c := range cases {
 			if runs[i], err = r.newDeadRun(ctx, api, i+1, c, rcvs[i]); err != nil {
