@@ -10,9 +10,11 @@ BIN      := bin/hookflow
 # one whole-stack run each (TestChaosShort: the short chaos run, the
 # reliability suite's proof; TestOperatorModelShort: the model-based
 # operator test's fixed seeds; TestBenchShortRun: the short bench, figures
-# printed, no speed asserted), which run last and one at a time so that
-# none shares the two cores with the other suites.
-STACK_RUNS  := TestChaosShort|TestOperatorModelShort|TestBenchShortRun
+# printed, no speed asserted; TestBenchDeadReceiverShortRun: the short dead
+# receiver, failing on loss, duplicates, disorder or dead letters left
+# open), which run last and one at a time so that none shares the two cores
+# with the other suites.
+STACK_RUNS  := TestChaosShort|TestOperatorModelShort|TestBenchShortRun|TestBenchDeadReceiverShortRun
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
 # The linter, built once from the module proxy at this version into bin/.
 STATICCHECK_VERSION := v0.8.2
@@ -64,6 +66,7 @@ test-stack: build
 	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./internal/chaos/
 	$(GO) test -count=1 -timeout 30m -run TestOperatorModelShort ./internal/chaos/
 	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
+	$(GO) test -count=1 -timeout 30m -run TestBenchDeadReceiverShortRun ./internal/bench/
 
 test: deps lint test-unit test-fuzz test-integration test-stack
 

@@ -33,7 +33,15 @@ cleaner pruned, hookflow's statements under EXPLAIN, and the bytes per event bef
 --rate-limit instead measures an endpoint's rate limit (issue 24): two endpoints with 20 lanes each,
 one limited to 5/s, and prints its rate over 60 s of its receiver's commits, the order violations in
 both receivers' ledgers, and the unlimited endpoint's rate beside it against its rate alone (a few
-minutes).`
+minutes).
+--dead-receiver instead measures the circuit breaker and auto-replay (issue 24): an endpoint with
+auto_replay and --window as its recovery_window, --correlations lanes (default 500 here) of 3 events,
+whose receiver (served by the bench) answers 503 from before the first post until --outage is over.
+It prints the attempts during the outage against the retry policy's alone, the dead letters and how
+many hookflow replayed itself, the time from the comeback to every lane drained, and what the
+receiver saw: each event applied once, in its lane's order. It fails when an event is lost, sent
+again after it was applied, or out of order, or a dead letter is left to an operator. An outage
+longer than the window (--outage 10m --window 5m) has the heads dead-lettered, then auto-replayed.`
 
 // runBench is hookflow bench. "hookflow bench baseline-worker" and
 // "hookflow bench baseline-fast-worker" are the baselines' processes, which
@@ -53,11 +61,14 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	var ledgerRows string
 	var ledgerBytes int64
 	var ledgerDays float64
-	var rateLimit bool
+	var rateLimit, deadReceiver bool
+	var outage, window time.Duration
+	var flags *flag.FlagSet
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
+		flags = fs
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
-		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered and fan-out scenarios")
+		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered and fan-out scenarios; with --dead-receiver, its lanes (500 unless given)")
 		fs.IntVar(&cfg.Rounds, "rounds", bench.DefaultRounds, "interleaved rounds each scenario's events are split into")
 		fs.IntVar(&cfg.IdleEvents, "idle-events", bench.DefaultIdleEvents, "events sent one at a time for idle latency, per system")
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")
@@ -67,6 +78,9 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.StringVar(&ledgerRows, "ledger-rows", "", "instead: measure hookflow on top of each of these sizes of synthetic history, comma separated (0,1M,5M)")
 		fs.Int64Var(&ledgerBytes, "ledger-bytes-rows", -1, "with --ledger-rows: delivered events of the ledger whose bytes per event are read before and after pruning (default: the largest size, at most 1M; 0 skips it)")
 		fs.BoolVar(&rateLimit, "rate-limit", false, "instead: measure a rate-limited endpoint (5/s, 20 lanes) beside an unlimited one: its rate over 60 s, order, and the other's rate against its rate alone")
+		fs.BoolVar(&deadReceiver, "dead-receiver", false, "instead: measure an endpoint with auto_replay whose receiver is down for --outage: attempts during the outage, dead letters auto-replayed, time from its comeback to every lane drained, order and duplicates")
+		fs.DurationVar(&outage, "outage", bench.DefaultDeadOutage, "with --dead-receiver: how long the receiver is down, from before the first post")
+		fs.DurationVar(&window, "window", bench.DefaultDeadWindow, "with --dead-receiver: the endpoint's recovery_window")
 		fs.Float64Var(&ledgerDays, "ledger-days", bench.DefaultLedgerSpan.Hours()/24, "with --ledger-rows: days the synthetic history is spread over, up to an hour ago (the default is past every retention, so the cleaner has work at once; under 30 it has none)")
 	})
 	if err != nil {
@@ -86,16 +100,35 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	if soak < 0 {
 		return &config.UsageError{Msg: "--soak must not be negative"}
 	}
+	given := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var rep benchReport
-	if rateLimit && (soak > 0 || ledgerRows != "") {
-		return &config.UsageError{Msg: "--rate-limit, --soak and --ledger-rows are different runs: give one"}
+	runs := 0
+	for _, on := range []bool{rateLimit, deadReceiver, soak > 0, ledgerRows != ""} {
+		if on {
+			runs++
+		}
 	}
-	if rateLimit {
+	if runs > 1 {
+		return &config.UsageError{Msg: "--rate-limit, --dead-receiver, --soak and --ledger-rows are different runs: give one"}
+	}
+	if (given["outage"] || given["window"]) && !deadReceiver {
+		return &config.UsageError{Msg: "--outage and --window go with --dead-receiver"}
+	}
+	if deadReceiver {
+		if outage <= 0 || window <= 0 {
+			return &config.UsageError{Msg: "--outage and --window must be positive"}
+		}
+		// The ordered scenario's default is not the dead receiver's: issue
+		// 24 measures 500 lanes.
+		c := bench.DeadReceiverCase{Correlations: bench.DefaultDeadCorrelations, Outage: outage, Window: window}
+		if given["correlations"] {
+			c.Correlations = cfg.Correlations
+		}
+		rep, err = bench.DeadReceiver(ctx, cfg, []bench.DeadReceiverCase{c}, app.NewLogger(env.stderr))
+	} else if rateLimit {
 		rep, err = bench.RateLimit(ctx, cfg, app.NewLogger(env.stderr))
 	} else if ledgerRows != "" {
-		if soak > 0 {
-			return &config.UsageError{Msg: "--soak and --ledger-rows are two different runs: give one"}
-		}
 		sizes, perr := bench.ParseLedgerRows(ledgerRows)
 		if perr != nil {
 			return &config.UsageError{Msg: "--ledger-rows: " + perr.Error()}
@@ -119,13 +152,26 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 	}
-	return rep.WriteTable(env.stdout)
+	if err := rep.WriteTable(env.stdout); err != nil {
+		return err
+	}
+	if v, ok := rep.(verdict); ok {
+		return v.Err()
+	}
+	return nil
 }
 
 // benchReport is what a bench run or a soak prints and saves.
 type benchReport interface {
 	WriteJSON(path string) error
 	WriteTable(w io.Writer) error
+}
+
+// verdict is a report that judges its run (the dead receiver's: an event
+// lost, duplicated or out of order): the command fails when the run did,
+// once the figures are out.
+type verdict interface {
+	Err() error
 }
 
 func runBaselineWorker(ctx context.Context, env *cliEnv, args []string) error {

@@ -49,6 +49,10 @@ type Config struct {
 	CleanerInterval time.Duration
 	// Progress receives progress lines (stderr). Nil discards them.
 	Progress io.Writer
+	// ownReceivers are the addresses of receivers the bench serves from its
+	// own process (the dead receiver's), which the workers must be allowed
+	// to deliver to as they are the stack's receivers.
+	ownReceivers []string
 }
 
 // Defaults of Config.

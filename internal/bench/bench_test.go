@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,13 +22,7 @@ import (
 // figures and checks that every scenario delivered every event; it never
 // asserts on speed, which depends on the machine and whatever else runs on it.
 func TestBenchShortRun(t *testing.T) {
-	root := moduleRoot(t)
-	bin := filepath.Join(t.TempDir(), "hookflow")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/hookflow")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
+	bin := buildHookflow(t)
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -37,7 +32,7 @@ func TestBenchShortRun(t *testing.T) {
 	cmd.WaitDelay = 2 * time.Minute
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("hookflow bench --events 300:\n%s", stdout.String())
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
 
@@ -132,6 +127,43 @@ func TestBenchShortRun(t *testing.T) {
 		t.Logf("issue 23: %s: %s; target %s", tg.Figure, tg.Measured, tg.Goal)
 	}
 	require.Positive(t, rep.Ratios.FanOutVsOrdered)
+}
+
+// TestBenchDeadReceiverShortRun runs the dead-receiver bench small, end to
+// end (real Postgres, Temporal server and processes), two cases at once on
+// one stack: an outage shorter than the recovery window, and one longer,
+// whose heads are dead-lettered. It fails on any event lost, sent again or
+// out of order, and on a dead letter hookflow did not replay itself; its
+// times are printed, never asserted.
+func TestBenchDeadReceiverShortRun(t *testing.T) {
+	bin := buildHookflow(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	rep, err := bench.DeadReceiver(ctx, bench.Config{Exe: bin, Progress: t.Output()}, []bench.DeadReceiverCase{
+		{Correlations: 20, Outage: 20 * time.Second, Window: 5 * time.Minute},
+		{Correlations: 20, Outage: 20 * time.Second, Window: 8 * time.Second},
+	}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	t.Logf("hookflow bench --dead-receiver, short:\n%s", table.String())
+	require.NoError(t, rep.Err())
+	require.Len(t, rep.Cases, 2)
+	within, longer := rep.Cases[0], rep.Cases[1]
+	require.Less(t, within.OutageAttempts, int64(within.WithoutBreaker), "the breaker holds the heads to its probes")
+	require.Positive(t, longer.DeadLetters, "an outage longer than the window dead-letters the heads")
+	require.Equal(t, longer.DeadLetters, longer.AutoReplayed, "and hookflow replays them once the receiver is back")
+}
+
+// buildHookflow builds the hookflow binary the bench's processes run from.
+func buildHookflow(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hookflow")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hookflow")
+	build.Dir = moduleRoot(t)
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
 }
 
 func moduleRoot(t *testing.T) string {

@@ -244,9 +244,17 @@ func (r *runner) postAll(ctx context.Context, sc *scenario, specs []eventSpec) (
 // drain waits until the receiver has committed want events of the prefix,
 // or none more for stallLimit, and returns how many it has.
 func (r *runner) drain(ctx context.Context, sc *scenario, prefix string, want int) (int, error) {
+	return r.waitCount(ctx, sc.name, want, stallLimit, func(ctx context.Context) (int, error) {
+		return r.committed(ctx, sc, prefix)
+	})
+}
+
+// waitCount waits until count reaches want, or has not grown for stall,
+// and returns the last count; name labels its progress lines.
+func (r *runner) waitCount(ctx context.Context, name string, want int, stall time.Duration, count func(context.Context) (int, error)) (int, error) {
 	last, lastChange, lastPrint := -1, time.Now(), time.Now()
 	for {
-		n, err := r.committed(ctx, sc, prefix)
+		n, err := count(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -256,13 +264,13 @@ func (r *runner) drain(ctx context.Context, sc *scenario, prefix string, want in
 		if n != last {
 			last, lastChange = n, time.Now()
 		}
-		if time.Since(lastChange) > stallLimit {
-			r.p.logf("%s: no commit for %s; giving up on %d events", sc.name, stallLimit, want-n)
+		if time.Since(lastChange) > stall {
+			r.p.logf("%s: no commit for %s; giving up on %d events", name, stall, want-n)
 			return n, nil
 		}
 		if time.Since(lastPrint) >= 10*time.Second {
 			lastPrint = time.Now()
-			r.p.logf("%s: committed %d/%d", sc.name, n, want)
+			r.p.logf("%s: committed %d/%d", name, n, want)
 		}
 		if err := r.s.checkAlive(); err != nil {
 			return n, err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -278,7 +279,7 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	common := map[string]string{
 		"HOOKFLOW_DATABASE_URL": s.pg.AdminURL("hookflow"), "HOOKFLOW_TEMPORAL_ADDRESS": s.temporalAdr,
 		"HOOKFLOW_TEMPORAL_NAMESPACE": namespace, "HOOKFLOW_TASK_QUEUE": hookflowTaskQueue,
-		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": strings.Join(append([]string{recvAddr}, s.fanAddrs()...), ","), "HOOKFLOW_API_TOKEN": apiToken,
+		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": strings.Join(slices.Concat([]string{recvAddr}, s.fanAddrs(), cfg.ownReceivers), ","), "HOOKFLOW_API_TOKEN": apiToken,
 	}
 	p.logf("starting api on %s and a hookflow worker", apiAddr)
 	apiOnly := map[string]string{"HOOKFLOW_API_ADDR": apiAddr}
