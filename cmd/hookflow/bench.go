@@ -32,8 +32,9 @@ default retentions: accept latency, the ordered scenario's rate, the idle single
 cleaner pruned, hookflow's statements under EXPLAIN, and the bytes per event before and after pruning.
 --rate-limit instead measures an endpoint's rate limit (issue 24): two endpoints with 20 lanes each,
 one limited to 5/s, and prints its rate over 60 s of its receiver's commits, the order violations in
-both receivers' ledgers, and the unlimited endpoint's rate beside it against its rate alone (a few
-minutes).
+both receivers' ledgers, and the unlimited endpoint's rate beside it against its rate alone, for a
+burst (which takes the whole machine) and for a steady 4/s (which leaves it headroom: its rate and
+post-to-commit latency alone and beside the limited one) (about 8 minutes).
 --dead-receiver instead measures the circuit breaker and auto-replay (issue 24): an endpoint with
 auto_replay and --window as its recovery_window, --correlations lanes (default 500 here) of 3 events,
 whose receiver (served by the bench) answers 503 from before the first post until --outage is over.

@@ -37,6 +37,13 @@ const (
 	// rateLimitUnlimitedEvents is the unlimited endpoint's burst, alone
 	// and beside the limited one: 30 events a lane.
 	rateLimitUnlimitedEvents = 600
+	// rateLimitSteady is the unlimited endpoint's steady load, posted one
+	// event every 1/rateLimitSteady s for rateLimitSteadyFor, alone and
+	// beside the limited one: under what this machine delivers at all, so
+	// that whether the limited endpoint slows it is the question, not the
+	// share of a saturated machine that a burst measures.
+	rateLimitSteady    = 4.0
+	rateLimitSteadyFor = 60 * time.Second
 )
 
 // RateLimitReport is hookflow bench --rate-limit: does an endpoint's rate
@@ -75,6 +82,23 @@ type RateLimitReport struct {
 	AloneBefore     float64 `json:"alone_before_per_sec"`
 	Beside          float64 `json:"beside_per_sec"`
 	AloneAfter      float64 `json:"alone_after_per_sec"`
+	// The unlimited endpoint at a steady rateLimitSteady a second, alone
+	// and beside a third run of the limited one (LimitedBesideSteady): its
+	// commits a second and the p50 and p99 from each event's post to its
+	// receiver's commit.
+	SteadyAlone         SteadyResult `json:"steady_alone"`
+	SteadyBeside        SteadyResult `json:"steady_beside"`
+	LimitedBesideSteady float64      `json:"limited_beside_steady_rate"`
+}
+
+// SteadyResult is one steady load: posted, delivered, the commits a second
+// and the post-to-commit latency.
+type SteadyResult struct {
+	Posted    int     `json:"posted"`
+	Delivered int     `json:"delivered"`
+	Rate      float64 `json:"per_sec"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
 }
 
 // RateLimit starts a stack and measures an endpoint's rate limit: the first
@@ -150,6 +174,21 @@ func (r *runner) rateLimit(ctx context.Context, rep *RateLimitReport) error {
 	rep.AloneAfter = after.EventsPerSec
 	r.p.logf("unlimited alone again: %d/%d delivered at %.1f/s", after.Delivered, after.Events, after.EventsPerSec)
 
+	// The unlimited endpoint at a steady load under the machine's capacity,
+	// alone, then beside the limited one.
+	if rep.SteadyAlone, err = r.steady(ctx, unl, "steady1"); err != nil {
+		return err
+	}
+	steadyRun, err := r.limitedRun(ctx, lim, "steady", func() error {
+		var err error
+		rep.SteadyBeside, err = r.steady(ctx, unl, "steady2")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rep.LimitedBesideSteady = steadyRun.rate
+
 	for _, db := range []*pgxpool.Pool{limited.db, unlimited.db} {
 		n, err := r.orderViolations(ctx, db)
 		if err != nil {
@@ -208,6 +247,71 @@ func (r *runner) limitedRun(ctx context.Context, lim *scenario, part string, bes
 	}
 	res.rate, res.span = steadyRate(times, posted, rateLimitSkip, rateLimitWindow)
 	r.p.logf("limited %s: commits per 10 s from the first: %v", part, perTenSeconds(times))
+	return res, nil
+}
+
+// steady posts rateLimitSteady events a second to sc for
+// rateLimitSteadyFor, each on its own goroutine at its tick (a slow answer
+// delays no later post), waits for them to drain, and reads their rate and
+// post-to-commit latency.
+func (r *runner) steady(ctx context.Context, sc *scenario, part string) (SteadyResult, error) {
+	var res SteadyResult
+	n := int(rateLimitSteady * rateLimitSteadyFor.Seconds())
+	specs := make([]eventSpec, n)
+	for i := range specs {
+		specs[i] = r.spec(sc, part)
+	}
+	r.p.logf("%s: posting %d events at %g/s", sc.name, n, rateLimitSteady)
+	postedAt := make(map[string]time.Time, n)
+	var mu sync.Mutex
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rateLimitSteady))
+	defer tick.Stop()
+	for _, e := range specs {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+		wg.Go(func() {
+			at := time.Now()
+			if r.post(ctx, sc, e) == nil {
+				ok.Add(1)
+				mu.Lock()
+				postedAt[e.id] = at
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.Posted = int(ok.Load())
+	prefix := fmt.Sprintf("%s-%s-%s-", r.tag, sc.short, part)
+	var err error
+	if res.Delivered, err = r.drain(ctx, sc, prefix, res.Posted); err != nil {
+		return res, err
+	}
+	applied, err := r.appliedTimes(ctx, sc, prefix)
+	if err != nil {
+		return res, err
+	}
+	var times []time.Time
+	var lat []time.Duration
+	for id, at := range applied[0] {
+		times = append(times, at)
+		if p, ok := postedAt[id]; ok {
+			lat = append(lat, at.Sub(p))
+		}
+	}
+	// The commits over the posting's span, after the first lanes' start.
+	res.Rate, _ = steadyRate(times, time.Time{}, rateLimitSkip, rateLimitSteadyFor-rateLimitSkip)
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.P50MS = float64(lat[len(lat)/2].Microseconds()) / 1000
+		res.P99MS = float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds()) / 1000
+	}
+	r.p.logf("%s %s: %d/%d delivered at %.2f/s, post to commit p50 %.0f ms, p99 %.0f ms", sc.name, part, res.Delivered, res.Posted, res.Rate, res.P50MS, res.P99MS)
 	return res, nil
 }
 
@@ -420,9 +524,13 @@ func (rep *RateLimitReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "limited:   %d/%d delivered; %.2f/s over %.1f s of its receiver's commits (from %s after the first, or the last post); throttled %d\n",
 		rep.LimitedDelivered, rep.LimitedEvents, rep.LimitedRate, rep.WindowSeconds, rateLimitSkip, rep.Throttled)
 	fmt.Fprintf(w, "limited alone (before, nothing beside it): %.2f/s over the same window\n", rep.LimitedAlone)
-	fmt.Fprintf(w, "unlimited: %d events a burst: %.1f/s alone before, %.1f/s beside the limited one, %.1f/s alone after\n\n",
+	fmt.Fprintf(w, "unlimited: %d events a burst: %.1f/s alone before, %.1f/s beside the limited one, %.1f/s alone after\n",
 		rep.UnlimitedEvents, rep.AloneBefore, rep.Beside, rep.AloneAfter)
-	_, err := fmt.Fprintf(w, "rate_limit limited=%.2f/s (target %g/s, %.1f%% off) limited_alone=%.2f/s order_violations=%d throttled=%d unlimited=%.1f/s alone=%.1f/s ratio=%.2f\n",
-		rep.LimitedRate, rep.Target, rep.OffPercent, rep.LimitedAlone, rep.OrderViolations, rep.Throttled, rep.Beside, rep.Alone(), ratio(rep.Beside, rep.Alone()))
+	fmt.Fprintf(w, "unlimited at a steady %g/s: alone %.2f/s (post to commit p50 %.0f ms, p99 %.0f ms), beside the limited one %.2f/s (p50 %.0f ms, p99 %.0f ms); the limited one beside it %.2f/s\n\n",
+		rateLimitSteady, rep.SteadyAlone.Rate, rep.SteadyAlone.P50MS, rep.SteadyAlone.P99MS, rep.SteadyBeside.Rate, rep.SteadyBeside.P50MS, rep.SteadyBeside.P99MS, rep.LimitedBesideSteady)
+	_, err := fmt.Fprintf(w, "rate_limit limited=%.2f/s (target %g/s, %.1f%% off) limited_alone=%.2f/s order_violations=%d throttled=%d unlimited=%.1f/s alone=%.1f/s ratio=%.2f"+
+		" steady_alone=%.2f/s steady_beside=%.2f/s steady_ratio=%.2f steady_p50_ms=%.0f/%.0f limited_beside_steady=%.2f/s\n",
+		rep.LimitedRate, rep.Target, rep.OffPercent, rep.LimitedAlone, rep.OrderViolations, rep.Throttled, rep.Beside, rep.Alone(), ratio(rep.Beside, rep.Alone()),
+		rep.SteadyAlone.Rate, rep.SteadyBeside.Rate, ratio(rep.SteadyBeside.Rate, rep.SteadyAlone.Rate), rep.SteadyAlone.P50MS, rep.SteadyBeside.P50MS, rep.LimitedBesideSteady)
 	return err
 }
