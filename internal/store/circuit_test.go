@@ -25,6 +25,16 @@ func opEvents(t *testing.T, st *store.Store, endpoint string) []string {
 	return types
 }
 
+// openCircuit fails endpoint three times at a threshold of 3: its circuit
+// opens.
+func openCircuit(t *testing.T, st *store.Store, endpoint string) {
+	t.Helper()
+	for i := range 3 {
+		_, err := st.CircuitFailed(context.Background(), endpoint, fmt.Sprint("f", i), store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour})
+		require.NoError(t, err)
+	}
+}
+
 // makeProbeDue moves the endpoint's next probe to the past, as if its
 // backoff had run out.
 func makeProbeDue(t *testing.T, st *store.Store, endpointID string) {
@@ -42,10 +52,7 @@ func TestAReplaysAttemptProbesAnOpenCircuitAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	for i := range 3 {
-		_, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("a", i), store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour})
-		require.NoError(t, err)
-	}
+	openCircuit(t, st, "ep")
 
 	p, err := st.CircuitProbeClaim(ctx, "ep", "retry", time.Minute, false)
 	require.NoError(t, err)
@@ -179,16 +186,12 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 		"each transition publishes its event once; a re-open and a repeat none")
 }
 
-// openAndClose fails endpoint past threshold 3, then closes its circuit
+// openAndClose opens endpoint's circuit (openCircuit), then closes it
 // with auto_replay.
 func openAndClose(t *testing.T, st *store.Store, endpoint string) {
 	t.Helper()
-	ctx := context.Background()
-	for i := range 3 {
-		_, err := st.CircuitFailed(ctx, endpoint, fmt.Sprint("f", i), store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour})
-		require.NoError(t, err)
-	}
-	tr, err := st.CircuitSucceeded(ctx, endpoint, true)
+	openCircuit(t, st, endpoint)
+	tr, err := st.CircuitSucceeded(context.Background(), endpoint, true)
 	require.NoError(t, err)
 	require.True(t, tr.Closed)
 }
