@@ -385,3 +385,62 @@ func TestAReplayResetAwayIsSentAgain(t *testing.T) {
 	require.Empty(t, violations)
 	require.Equal(t, []int64{1, 2}, applied[corr])
 }
+
+// TestAResetToBeforeAReleaseIsReleasedIntoItsDeadLetter (found by the
+// operator model, seed 1557): 2 goes to two endpoints; its lane to the
+// healthy one is released when it arrives, its lane to the failing one later
+// (by signal, once 1's dead letter there is skipped), and 2 is dead-lettered
+// there. Reset takes 2's workflow back to its first task, signals left out:
+// that lane waits for a release again, which its sequencer has made and
+// will not repeat by itself, while the ledger has the delivery dead-lettered.
+// The operator's replay (answered 202) must still be carried out: the
+// repair sweep releases the lane again, and it finds the replay claimed.
+func TestAResetToBeforeAReleaseIsReleasedIntoItsDeadLetter(t *testing.T) {
+	b := setup(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second})
+	healthy := b.subscribe("order.*")
+	failing := b.subscribe("order.*")
+	var healed atomic.Bool
+	failing.rcv.fault = func(ev contract.Envelope, _ int) string {
+		if ev.Sequence <= 2 && !healed.Load() {
+			return "400"
+		}
+		return ""
+	}
+	corr := b.id("reset-before-release")
+	id := corr + "-2"
+	b.publish(corr+"-1", corr, 1, "order.updated")
+	b.waitDelivery(corr+"-1", failing.ID, contract.StateDeadLettered, 30*time.Second)
+	b.publish(id, corr, 2, "order.updated")
+	b.waitDelivery(id, healthy.ID, contract.StateDelivered, 30*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+corr+"-1/skip", map[string]any{"endpoint_id": failing.ID}, nil))
+	b.waitDelivery(id, failing.ID, contract.StateDeadLettered, 30*time.Second)
+
+	b.resetToTask(id, 1, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
+	waitFor(t, 30*time.Second, "the reset run's lane waits for its release", func() bool {
+		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
+		if err != nil {
+			return false
+		}
+		var es contract.EventStatus
+		if v.Get(&es) != nil {
+			return false
+		}
+		l, ok := es.Lane(failing.ID)
+		return ok && l.State == contract.StateWaiting
+	})
+	healed.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", map[string]any{"endpoint_id": failing.ID}, nil))
+
+	b.waitDelivery(id, failing.ID, contract.StateDelivered, 60*time.Second)
+	b.publish(corr+"-3", corr, 3, "order.updated")
+	b.waitDelivery(corr+"-3", failing.ID, contract.StateDelivered, 30*time.Second)
+	b.waitDelivery(corr+"-3", healthy.ID, contract.StateDelivered, 30*time.Second)
+	d, ok := b.fanned(id).delivery(failing.ID)
+	require.True(t, ok)
+	require.Equal(t, store.DeadLetterReplayed, d.DeadLetter.Status)
+	require.Equal(t, []int64{2, 3}, failing.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1, 2, 3}, healthy.rcv.appliedTo(corr))
+	require.Equal(t, 2, failing.rcv.requestsFor(id), "one rejected attempt, one replay")
+	failing.rcv.requireClean(t)
+	healthy.rcv.requireClean(t)
+}

@@ -3,12 +3,15 @@ package starter
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -196,7 +199,9 @@ func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, rest
 	case status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		what := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
 		return true, true, s.restart(ctx, ev, "its workflow was "+what)
-	case h.State == contract.StateDeadLettered:
+	case h.State == contract.StateDeadLettered && namesDeadLetter(desc, h.EndpointID):
+		// The workflow waits on the dead letter too: only an operator's
+		// action can have been lost.
 		done, err := s.resendLostClaim(ctx, h)
 		return done, false, err
 	}
@@ -208,7 +213,8 @@ func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, rest
 	case contract.StateDeadLettered:
 		// The ledger has it delivering, a replay carried out, but a Reset
 		// (signals left out) took the workflow back to waiting on the dead
-		// letter.
+		// letter; or it has it dead-lettered, and the dead letter is one the
+		// workflow's search attributes do not name (they had no room).
 		done, err := s.resendLostClaim(ctx, h)
 		return done, false, err
 	case contract.StateWaiting:
@@ -219,14 +225,32 @@ func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, rest
 	// finished in the ledger: a resync moves the sequencer up to the
 	// ledger (it only ever moves forward) and releases it, or answers the
 	// release it made and the workflow lost; either way the release is sent
-	// again, and it ends a held workflow's start delay.
+	// again, and it ends a held workflow's start delay. A head the ledger
+	// has dead-lettered (a Reset took its workflow back to before its
+	// release) is released into its dead letter: its delivery finds it in
+	// the ledger and waits on it, or carries out the replay claimed on it.
 	s.logger.Warn("head of a lane waits for a release it will not get; resyncing its sequencer", "event_id", ev.ID, "endpoint_id", h.EndpointID, "correlation_id", ev.CorrelationID, "ledger_state", h.State)
 	return true, false, s.Resync(ctx, ev.CorrelationID)
 }
 
+// namesDeadLetter reports whether the running workflow desc describes
+// says, in its DeadLetteredEndpointIds, that its delivery to endpoint waits
+// on a dead letter. It answers from the description the sweep has already,
+// so a dead letter waiting for its operator costs no query at each pass;
+// one it does not name (a Reset took the workflow back to before its dead
+// letter, or the list had no room) is asked about (headLane).
+func namesDeadLetter(desc *workflowservice.DescribeWorkflowExecutionResponse, endpoint string) bool {
+	p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[contract.DeadLetteredEndpointIDsKey.GetName()]
+	var ids []string
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &ids) != nil {
+		return false
+	}
+	return slices.Contains(ids, endpoint)
+}
+
 // headLane is the state of head h's lane as its running workflow has it:
 // waiting when it waits for its lane's release. The ledger's waiting says
-// so; its delivering does not say otherwise, since Reset takes a workflow
+// so; its delivering or dead-lettered does not say otherwise, since Reset takes a workflow
 // back to before its release (or to waiting on a dead letter a replay had
 // ended) without touching the ledger, and a workflow started again by a
 // sweep, a replay or a release (after Terminate) is held when its
