@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -255,6 +256,78 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 	c, err := b.store.CircuitGet(ctx, ep.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.CircuitClosed, c.State, "the probe closed it")
+}
+
+// TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter (issue 24
+// item 4): an endpoint with disable_after 1m (the shortest allowed) whose
+// receiver is down opens its circuit, and the probe that fails once the run
+// of failures has lasted a minute disables it, as a PATCH would: the
+// operators' endpoint is sent hookflow.endpoint.disabled after the
+// circuit_opened, and the receiver has had nothing. Its deliveries wait in
+// their lanes (held by the circuit, or dead-lettered "endpoint disabled");
+// once the receiver is back, PATCH {"disabled": false} enables it, the
+// circuit starts afresh, and every lane drains in order, exactly once.
+func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
+	b := setup(t, options{window: 5 * time.Minute})
+	ctx := context.Background()
+	ops := b.subscribe("hookflow.*")
+	var opsMu sync.Mutex
+	var opTypes []string
+	ops.rcv.fault = func(ev contract.Envelope, _ int) string {
+		opsMu.Lock()
+		defer opsMu.Unlock()
+		opTypes = append(opTypes, ev.Type)
+		return ""
+	}
+	rcv := newLedgerReceiver(t)
+	var o outage
+	o.down.Store(true)
+	rcv.fault = o.fault
+	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "disable_after": "1m"})
+	rcv.secret = ep.Secret
+	const n, seqs = 5, 3
+	start := time.Now()
+	corrs := b.postLanes("disable", n, seqs, ep.ID)
+
+	type endpointView struct {
+		Disabled       bool    `json:"disabled"`
+		DisabledReason *string `json:"disabled_reason"`
+	}
+	var view endpointView
+	waitFor(t, 4*time.Minute, "the endpoint is disabled", func() bool {
+		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+ep.ID, nil, &view))
+		return view.Disabled
+	})
+	disabledAfter := time.Since(start)
+	require.NotNil(t, view.DisabledReason)
+	require.Contains(t, *view.DisabledReason, "disable_after")
+	require.GreaterOrEqual(t, disabledAfter, time.Minute, "not before it has failed for disable_after")
+	waitFor(t, time.Minute, "the operators are told", func() bool {
+		opsMu.Lock()
+		defer opsMu.Unlock()
+		return slices.Contains(opTypes, contract.OpEndpointDisabled)
+	})
+	opsMu.Lock()
+	require.Less(t, slices.Index(opTypes, contract.OpCircuitOpened), slices.Index(opTypes, contract.OpEndpointDisabled), "opened, then disabled: %v", opTypes)
+	opsMu.Unlock()
+	for _, c := range corrs {
+		require.Empty(t, rcv.appliedTo(c), "nothing reached the dead receiver")
+	}
+	refused := o.refused.Load()
+
+	o.down.Store(false)
+	back := time.Now()
+	var enabled struct {
+		Resumed int `json:"resumed_dead_letters"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &enabled))
+	requireDrained(t, rcv, corrs, seqs, 5*time.Minute)
+	t.Logf("FIGURE auto-disable: disabled %.1f s after %d lanes' first attempts (disable_after 1m), %d attempts while failing (%d heads); enabled, %d dead letters resumed, drained %d lanes × %d events %.1f s later",
+		disabledAfter.Seconds(), n, refused, n, enabled.Resumed, n, seqs, time.Since(back).Seconds())
+	c, err := b.store.CircuitGet(ctx, ep.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State, "enabling starts the breaker afresh")
+	ops.rcv.requireClean(t)
 }
 
 // recordHistory writes the workflow's history, as the recorder in
