@@ -250,13 +250,13 @@ func namesDeadLetter(desc *workflowservice.DescribeWorkflowExecutionResponse, en
 
 // headLane is the state of head h's lane as its running workflow has it:
 // waiting when it waits for its lane's release. The ledger's waiting says
-// so; its delivering or dead-lettered does not say otherwise, since Reset takes a workflow
-// back to before its release (or to waiting on a dead letter a replay had
-// ended) without touching the ledger, and a workflow started again by a
-// sweep, a replay or a release (after Terminate) is held when its
-// sequencer, reset, lost the release too. Then the workflow's state query
-// answers; one that cannot answer because its first task is still put off
-// (HeldStartDelay) was started held.
+// so; its delivering or dead-lettered does not say otherwise, since Reset
+// takes a workflow back to before its release (or to waiting on a dead
+// letter a replay had ended) without touching the ledger, and a workflow
+// started again by a sweep, a replay or a release (after Terminate) is
+// held when its sequencer, reset, lost the release too. Then the
+// workflow's state query answers; one that cannot answer because its first
+// task is still put off (HeldStartDelay) was started held.
 func (s *Starter) headLane(ctx context.Context, h store.StuckHead) (contract.State, error) {
 	if h.State == contract.StateWaiting {
 		return contract.StateWaiting, nil
