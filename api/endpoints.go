@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
@@ -197,10 +197,6 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	return c.JSON(http.StatusOK, view)
 }
 
-// resumedBy records who replayed the dead letters an endpoint's disabling
-// caused, when it is enabled again.
-const resumedBy = "hookflow (endpoint enabled)"
-
 // resumeEndpoint replays, each lane in sequence order, the open dead letters
 // that the endpoint's being disabled caused (an attempt refused because it
 // was disabled, or the 410 that disabled it): a disabled endpoint loses
@@ -209,13 +205,7 @@ const resumedBy = "hookflow (endpoint enabled)"
 // It returns how many it replayed.
 func (s *Server) resumeEndpoint(c echo.Context, endpointID string) (int, error) {
 	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: s.cfg.ReplayPageSize}
-	return s.replayEach(c, f, resumedBy, func(d store.DeadLetter) bool { return causedByDisabling(d.Reason) })
-}
-
-// causedByDisabling tells the dead letters written because their endpoint
-// was disabled (workflows.failureReason's words) from the others.
-func causedByDisabling(reason string) bool {
-	return strings.HasPrefix(reason, "endpoint disabled") || strings.HasPrefix(reason, "endpoint gone (410)")
+	return s.replayEach(c, f, contract.EndpointEnabledBy, func(d store.DeadLetter) bool { return contract.DisablingCaused(d.Reason) })
 }
 
 func (s *Server) endpointRotate(c echo.Context) error {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -443,4 +445,94 @@ func TestAResetToBeforeAReleaseIsReleasedIntoItsDeadLetter(t *testing.T) {
 	require.Equal(t, 2, failing.rcv.requestsFor(id), "one rejected attempt, one replay")
 	failing.rcv.requireClean(t)
 	healthy.rcv.requireClean(t)
+}
+
+// heldActivity holds back, on the workers of the client it is installed on,
+// the first run of one activity type once armed: it reports the run on
+// started and waits for release to be closed.
+type heldActivity struct {
+	interceptor.ClientInterceptorBase
+	interceptor.WorkerInterceptorBase
+	name     string
+	armed    atomic.Bool
+	started  chan struct{}
+	release  chan struct{}
+	holdOnce sync.Once
+}
+
+func (h *heldActivity) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &heldActivityInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, h: h}
+}
+
+type heldActivityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	h *heldActivity
+}
+
+func (a *heldActivityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	if activity.GetInfo(ctx).ActivityType.Name == a.h.name && a.h.armed.Load() {
+		held := false
+		a.h.holdOnce.Do(func() { held = true })
+		if held {
+			close(a.h.started)
+			select {
+			case <-a.h.release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return a.Next.ExecuteActivity(ctx, in)
+}
+
+// TestADisablingsDeadLetterWrittenAfterEnablingIsDelivered: an attempt
+// finds its endpoint disabled, and the operator enables it again before the
+// delivery's dead letter is written (its write held back here). The
+// enabling's replay of the disabling's dead letters finds none; the dead
+// letter, written while the endpoint is enabled, is claimed for replay in
+// its own transaction, and the repair sweep carries the claim out: the
+// event is delivered, and its lane goes on, without an operator.
+func TestADisablingsDeadLetterWrittenAfterEnablingIsDelivered(t *testing.T) {
+	hold := &heldActivity{name: contract.ActivityWriteDeadLetter, started: make(chan struct{}), release: make(chan struct{})}
+	b := setup(t, options{window: time.Minute, repairAfter: 2 * time.Second, interceptors: []interceptor.ClientInterceptor{hold}})
+	rcv := newLedgerReceiver(t)
+	var down atomic.Bool
+	down.Store(true)
+	rcv.fault = func(contract.Envelope, int) string {
+		if down.Load() {
+			return "503"
+		}
+		return ""
+	}
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	corr := b.id("enabled-before-dead-letter")
+	id := corr + "-1"
+	b.postSequence(corr, ep.ID, 1, 2)
+	waitFor(t, 30*time.Second, "1 retried", func() bool { return rcv.requestsFor(id) >= 2 })
+
+	hold.armed.Store(true)
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": true}, nil))
+	select {
+	case <-hold.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no dead letter was written for the disabled endpoint")
+	}
+	down.Store(false)
+	var enabled struct {
+		Resumed int `json:"resumed_dead_letters"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &enabled))
+	require.Zero(t, enabled.Resumed, "the dead letter is not written yet")
+	close(hold.release)
+
+	b.waitState(corr+"-2", contract.StateDelivered, 60*time.Second)
+	require.Equal(t, contract.StateDelivered, b.eventState(id).State)
+	d := b.deadLetter(id)
+	require.Contains(t, d.Reason, contract.EndpointDisabledPrefix)
+	require.Equal(t, store.DeadLetterReplayed, d.Status)
+	require.Equal(t, contract.EndpointEnabledBy, *d.ReplayedBy)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{1, 2}, applied[corr])
 }

@@ -759,9 +759,9 @@ func failureReason(err error) (string, bool) {
 		case contract.ErrTypePermanent:
 			return "permanent rejection: " + appErr.Message(), true
 		case contract.ErrTypeEndpointGone:
-			return "endpoint gone (410), endpoint disabled: " + appErr.Message(), true
+			return contract.EndpointGonePrefix + appErr.Message(), true
 		case contract.ErrTypeEndpointDisabled:
-			return "endpoint disabled: " + appErr.Message(), true
+			return contract.EndpointDisabledPrefix + appErr.Message(), true
 		case contract.ErrTypeCircuitOpen:
 			return contract.CircuitOpenReason, false
 		}

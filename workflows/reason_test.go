@@ -95,3 +95,20 @@ func TestOutageCaused(t *testing.T) {
 	require.Equal(t, contract.CircuitOpenReason, reason)
 	require.False(t, permanent)
 }
+
+// TestDisablingCaused: enabling an endpoint replays the dead letters its
+// disabling wrote, in failureReason's words: an attempt refused as disabled
+// (or gone) and the 410 that disabled it, never an outage's or a rejection.
+func TestDisablingCaused(t *testing.T) {
+	t.Parallel()
+	for reason, want := range map[string]bool{
+		"endpoint gone (410), endpoint disabled: receiver answered 410": true,
+		"endpoint disabled: endpoint ep_1 is disabled":                  true,
+		"endpoint disabled: endpoint ep_1 does not exist":               true,
+		contract.CircuitOpenReason:                                      false,
+		"recovery window spent; last attempt: receiver answered 503":    false,
+		"permanent rejection: receiver answered 400":                    false,
+	} {
+		require.Equal(t, want, contract.DisablingCaused(reason), reason)
+	}
+}

@@ -36,6 +36,25 @@ const CircuitOpenReason = "endpoint circuit open"
 // spent on retryable failures; the last attempt's follows.
 const WindowSpentPrefix = "recovery window spent; last attempt: "
 
+// The reasons of dead letters their endpoint's being disabled wrote
+// (workflows' failureReason): an attempt refused because the endpoint was
+// disabled (or is gone), and the 410 that disabled it; the error's message
+// follows.
+const (
+	EndpointDisabledPrefix = "endpoint disabled: "
+	EndpointGonePrefix     = "endpoint gone (410), endpoint disabled: "
+)
+
+// EndpointEnabledBy records who replayed the dead letters an endpoint's
+// disabling wrote, once the endpoint was enabled again.
+const EndpointEnabledBy = "hookflow (endpoint enabled)"
+
+// DisablingCaused tells the dead letters an endpoint's being disabled
+// wrote, which enabling it replays, from the others.
+func DisablingCaused(reason string) bool {
+	return strings.HasPrefix(reason, EndpointDisabledPrefix) || strings.HasPrefix(reason, EndpointGonePrefix)
+}
+
 // OutageCaused tells the dead letters an endpoint's outage wrote (its
 // window spent on retryable failures, or waiting on its open circuit),
 // which auto_replay replays once the circuit closes, from the others: a

@@ -474,3 +474,63 @@ func TestCircuitFailureRateNeedsMinAttempts(t *testing.T) {
 	require.Equal(t, store.TriggerFailureRate, data["trigger"])
 	require.EqualValues(t, 100, data["window_failure_rate"])
 }
+
+// TestADisablingsDeadLetterWrittenAfterEnablingIsReplayed: an attempt read
+// its endpoint disabled, and the operator enabled it before the dead letter
+// was written, so the enabling's replay of the disabling's dead letters may
+// have missed it. Written while the endpoint is enabled, such a dead letter
+// is claimed for replay as hookflow (endpoint enabled) in its own
+// transaction; one written while the endpoint is disabled waits for the
+// enabling, and other reasons wait for an operator. A write that races the
+// enabling waits for its commit (the endpoint's row is locked) and sees it.
+func TestADisablingsDeadLetterWrittenAfterEnablingIsReplayed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	disabledReason := contract.EndpointDisabledPrefix + "endpoint ep is disabled"
+	write := func(id, reason string) store.DeadLetter {
+		t.Helper()
+		insertEvent(t, st, id, "c-"+id, 1)
+		dl := deadLetter(id, "ep", "c-"+id, 1)
+		dl.Reason = reason
+		_, err := st.DeadLetterUpsert(ctx, dl, "w/"+id)
+		require.NoError(t, err)
+		got, err := st.DeadLetterGet(ctx, id, "ep")
+		require.NoError(t, err)
+		return got
+	}
+	enabled := write("enabled", disabledReason)
+	require.Equal(t, store.DeadLetterReplayed, enabled.Status, "the enabling had passed it by")
+	require.Equal(t, contract.EndpointEnabledBy, *enabled.ReplayedBy)
+	gone := write("gone", contract.EndpointGonePrefix+"receiver answered 410")
+	require.Equal(t, store.DeadLetterReplayed, gone.Status)
+	require.Equal(t, store.DeadLetterOpen, write("rejected", "permanent rejection: receiver answered 400").Status)
+
+	require.NoError(t, st.EndpointDisable(ctx, "ep", "disabled by operator"))
+	require.Equal(t, store.DeadLetterOpen, write("disabled", disabledReason).Status, "enabling the endpoint replays it")
+
+	// The enabling is under way (its UPDATE done, not committed) as the
+	// dead letter is written: the write waits for it, then claims the replay.
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE endpoints SET disabled = false, disabled_reason = NULL WHERE id = 'ep'`)
+	require.NoError(t, err)
+	insertEvent(t, st, "racing", "c-racing", 1)
+	dl := deadLetter("racing", "ep", "c-racing", 1)
+	dl.Reason = disabledReason
+	written := make(chan error, 1)
+	go func() {
+		_, err := st.DeadLetterUpsert(ctx, dl, "w/racing")
+		written <- err
+	}()
+	select {
+	case err := <-written:
+		t.Fatalf("the dead letter was written while the enabling held the endpoint's row: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-written)
+	racing, err := st.DeadLetterGet(ctx, "racing", "ep")
+	require.NoError(t, err)
+	require.Equal(t, store.DeadLetterReplayed, racing.Status)
+}

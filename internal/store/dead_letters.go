@@ -123,12 +123,41 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
+		if contract.DisablingCaused(d.Reason) {
+			if err := s.resumeIfEnabled(ctx, tx, d, gen); err != nil {
+				return err
+			}
+		}
 		return s.deadLetterPublish(ctx, tx, d, gen)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("write dead letter: %w", err)
 	}
 	return gen, nil
+}
+
+// resumeIfEnabled claims the replay of generation gen of d, a dead letter
+// its endpoint's being disabled wrote, as contract.EndpointEnabledBy when
+// the endpoint is enabled by the time it is written: its attempt read the
+// endpoint disabled, and an operator's PATCH enabled it since. That PATCH
+// replays the disabling's dead letters once it has committed, and may have
+// read them before this one was written. The endpoint's row is locked for
+// the rest of the transaction, so a PATCH either committed before the read
+// here (the endpoint is seen enabled, and the replay claimed) or waits for
+// this dead letter to commit (and then replays it). The claim is carried
+// out as any whose signal never reached its workflow: the heads sweep sends
+// it (starter.resendLostClaim).
+func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
+	var disabled bool
+	err := tx.QueryRow(ctx, s.q.EndpointDisabledForShare, d.EndpointID).Scan(&disabled)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && disabled) {
+		return nil // gone, or still disabled: enabling it replays this one
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, gen, contract.EndpointEnabledBy, d.EndpointID)
+	return err
 }
 
 // deadLetterPublish stores the hookflow.dead_letter.created event of

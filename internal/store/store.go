@@ -43,6 +43,7 @@ type queries struct {
 	EndpointsSubscribed         string
 	EndpointRateReserve         string
 	EndpointDisableIfEnabled    string
+	EndpointDisabledForShare    string
 	CircuitProbeClaim           string
 	CircuitLateOutageDeadLetter string
 	CircuitEnsure               string

@@ -109,3 +109,9 @@ RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
 -- Disables an endpoint that is enabled (the circuit breaker's auto-disable:
 -- an operator's own reason is not overwritten).
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1 AND NOT disabled;
+
+-- name: EndpointDisabledForShare
+-- Whether endpoint $1 is disabled, its row locked against a change until the
+-- transaction ends (DeadLetterUpsert: a PATCH that enables the endpoint waits
+-- for the dead letter to commit, or has committed before this reads it).
+SELECT disabled FROM endpoints WHERE id = $1 FOR SHARE;
