@@ -186,8 +186,9 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	view := endpointView(c, ep, false)
 	if enabled {
 		// Its old failures would disable it again at the next one (and
-		// keep its circuit open): it starts afresh.
-		if err := s.deps.Store.CircuitReset(c.Request().Context(), ep.ID); err != nil {
+		// keep its circuit open): it starts afresh, and an open circuit's
+		// outage is auto-replayed when the endpoint has auto_replay.
+		if err := s.deps.Store.CircuitReset(c.Request().Context(), ep.ID, ep.Settings.AutoReplay); err != nil {
 			return err
 		}
 		if view.Resumed, err = s.resumeEndpoint(c, ep.ID); err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -263,71 +264,97 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 // receiver is down opens its circuit, and the probe that fails once the run
 // of failures has lasted a minute disables it, as a PATCH would: the
 // operators' endpoint is sent hookflow.endpoint.disabled after the
-// circuit_opened, and the receiver has had nothing. Its deliveries wait in
-// their lanes (held by the circuit, or dead-lettered "endpoint disabled");
-// once the receiver is back, PATCH {"disabled": false} enables it, the
-// circuit starts afresh, and every lane drains in order, exactly once.
+// circuit_opened, and the receiver has had nothing. Once the receiver is
+// back, PATCH {"disabled": false} enables it, the circuit starts afresh,
+// and every lane drains in order, exactly once, with no dead letter left
+// open. Held: the windows outlast the minute, so the heads wait on the
+// circuit (or are dead-lettered "endpoint disabled", which the enabling
+// replays). Auto-replay: the windows (20 s) are spent first, the heads are
+// dead-lettered "endpoint circuit open", and the sweep's replays probe the
+// endpoint until one disables it; the enabling closes the open circuit as
+// a probe would, so those dead letters are auto-replayed besides the
+// disabling's.
 func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
-	b := setup(t, options{window: 5 * time.Minute})
-	ctx := context.Background()
-	ops := b.subscribe("hookflow.*")
-	var opsMu sync.Mutex
-	var opTypes []string
-	ops.rcv.fault = func(ev contract.Envelope, _ int) string {
-		opsMu.Lock()
-		defer opsMu.Unlock()
-		opTypes = append(opTypes, ev.Type)
-		return ""
-	}
-	rcv := newLedgerReceiver(t)
-	var o outage
-	o.down.Store(true)
-	rcv.fault = o.fault
-	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "disable_after": "1m"})
-	rcv.secret = ep.Secret
-	const n, seqs = 5, 3
-	start := time.Now()
-	corrs := b.postLanes("disable", n, seqs, ep.ID)
+	for _, tc := range []struct {
+		name     string
+		settings map[string]any
+	}{
+		{"held", map[string]any{}},
+		{"auto-replay", map[string]any{"auto_replay": true, "recovery_window": "20s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each waits out minutes of timers on a stack of its own (its
+			// database, task queue and API; the Temporal server is shared).
+			t.Parallel()
+			b := setup(t, options{window: 5 * time.Minute})
+			ctx := context.Background()
+			ops := b.subscribe("hookflow.*")
+			var opsMu sync.Mutex
+			var opTypes []string
+			ops.rcv.fault = func(ev contract.Envelope, _ int) string {
+				opsMu.Lock()
+				defer opsMu.Unlock()
+				opTypes = append(opTypes, ev.Type)
+				return ""
+			}
+			rcv := newLedgerReceiver(t)
+			var o outage
+			o.down.Store(true)
+			rcv.fault = o.fault
+			body := map[string]any{"url": rcv.URL(), "disable_after": "1m"}
+			maps.Copy(body, tc.settings)
+			ep := b.createEndpointWith(body)
+			rcv.secret = ep.Secret
+			const n, seqs = 5, 3
+			start := time.Now()
+			corrs := b.postLanes("disable", n, seqs, ep.ID)
 
-	type endpointView struct {
-		Disabled       bool    `json:"disabled"`
-		DisabledReason *string `json:"disabled_reason"`
-	}
-	var view endpointView
-	waitFor(t, 4*time.Minute, "the endpoint is disabled", func() bool {
-		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+ep.ID, nil, &view))
-		return view.Disabled
-	})
-	disabledAfter := time.Since(start)
-	require.NotNil(t, view.DisabledReason)
-	require.Contains(t, *view.DisabledReason, "disable_after")
-	require.GreaterOrEqual(t, disabledAfter, time.Minute, "not before it has failed for disable_after")
-	waitFor(t, time.Minute, "the operators are told", func() bool {
-		opsMu.Lock()
-		defer opsMu.Unlock()
-		return slices.Contains(opTypes, contract.OpEndpointDisabled)
-	})
-	opsMu.Lock()
-	require.Less(t, slices.Index(opTypes, contract.OpCircuitOpened), slices.Index(opTypes, contract.OpEndpointDisabled), "opened, then disabled: %v", opTypes)
-	opsMu.Unlock()
-	for _, c := range corrs {
-		require.Empty(t, rcv.appliedTo(c), "nothing reached the dead receiver")
-	}
-	refused := o.refused.Load()
+			type endpointView struct {
+				Disabled       bool    `json:"disabled"`
+				DisabledReason *string `json:"disabled_reason"`
+			}
+			var view endpointView
+			waitFor(t, 4*time.Minute, "the endpoint is disabled", func() bool {
+				require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+ep.ID, nil, &view))
+				return view.Disabled
+			})
+			disabledAfter := time.Since(start)
+			require.NotNil(t, view.DisabledReason)
+			require.Contains(t, *view.DisabledReason, "disable_after")
+			require.GreaterOrEqual(t, disabledAfter, time.Minute, "not before it has failed for disable_after")
+			waitFor(t, time.Minute, "the operators are told", func() bool {
+				opsMu.Lock()
+				defer opsMu.Unlock()
+				return slices.Contains(opTypes, contract.OpEndpointDisabled)
+			})
+			opsMu.Lock()
+			require.Less(t, slices.Index(opTypes, contract.OpCircuitOpened), slices.Index(opTypes, contract.OpEndpointDisabled), "opened, then disabled: %v", opTypes)
+			opsMu.Unlock()
+			for _, c := range corrs {
+				require.Empty(t, rcv.appliedTo(c), "nothing reached the dead receiver")
+			}
+			refused := o.refused.Load()
+			var deadLettered int
+			require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'`, ep.ID).Scan(&deadLettered))
 
-	o.down.Store(false)
-	back := time.Now()
-	var enabled struct {
-		Resumed int `json:"resumed_dead_letters"`
+			o.down.Store(false)
+			back := time.Now()
+			var enabled struct {
+				Resumed int `json:"resumed_dead_letters"`
+			}
+			require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &enabled))
+			requireDrained(t, rcv, corrs, seqs, 5*time.Minute)
+			t.Logf("FIGURE auto-disable (%s): disabled %.1f s after %d lanes' first attempts (disable_after 1m), %d attempts while failing; %d dead letters open when enabled, %d of them resumed by the enabling; drained %d lanes × %d events %.1f s later",
+				tc.name, disabledAfter.Seconds(), n, refused, deadLettered, enabled.Resumed, n, seqs, time.Since(back).Seconds())
+			c, err := b.store.CircuitGet(ctx, ep.ID)
+			require.NoError(t, err)
+			require.Equal(t, store.CircuitClosed, c.State, "enabling starts the breaker afresh")
+			var open int
+			require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'`, ep.ID).Scan(&open))
+			require.Zero(t, open, "no dead letter left for an operator")
+			ops.rcv.requireClean(t)
+		})
 	}
-	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, &enabled))
-	requireDrained(t, rcv, corrs, seqs, 5*time.Minute)
-	t.Logf("FIGURE auto-disable: disabled %.1f s after %d lanes' first attempts (disable_after 1m), %d attempts while failing (%d heads); enabled, %d dead letters resumed, drained %d lanes × %d events %.1f s later",
-		disabledAfter.Seconds(), n, refused, n, enabled.Resumed, n, seqs, time.Since(back).Seconds())
-	c, err := b.store.CircuitGet(ctx, ep.ID)
-	require.NoError(t, err)
-	require.Equal(t, store.CircuitClosed, c.State, "enabling starts the breaker afresh")
-	ops.rcv.requireClean(t)
 }
 
 // recordHistory writes the workflow's history, as the recorder in

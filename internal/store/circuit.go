@@ -162,14 +162,8 @@ type RateWindow struct {
 // (closed, nothing counted), which their attempt's start read tells them.
 func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoReplay bool) (CircuitTransition, error) {
 	var t CircuitTransition
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	err := s.lockedCircuit(ctx, endpointID, func(tx pgx.Tx, c Circuit) error {
+		var err error
 		if c.State == CircuitClosed && c.ConsecutiveFailures == 0 {
 			t.Circuit = c
 			return nil
@@ -322,10 +316,39 @@ func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string
 	return true, s.endpointDisabledEvent(ctx, tx, endpointID, reason)
 }
 
+// lockedCircuit runs fn in a transaction that holds the lock on the
+// endpoint's circuit row, with the row as read; nothing runs when the
+// endpoint has none (it never failed).
+func (s *Store) lockedCircuit(ctx context.Context, endpointID string, fn func(pgx.Tx, Circuit) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fn(tx, c)
+	})
+}
+
 // CircuitReset closes the endpoint's circuit and forgets its failures (an
-// operator enabled it again), keeping a pending auto-replay.
-func (s *Store) CircuitReset(ctx context.Context, endpointID string) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitReset, endpointID); err != nil {
+// operator enabled it again), keeping a pending auto-replay. An open
+// circuit closes as a probe's success closes it (circuitClose): the
+// operator says the endpoint answers again, so circuit_closed is published
+// and, with autoReplay, the outage's dead letters are scheduled for
+// auto-replay; enabling replays only those its disabling wrote.
+func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay bool) error {
+	err := s.lockedCircuit(ctx, endpointID, func(tx pgx.Tx, c Circuit) error {
+		if c.State == CircuitOpen {
+			if _, err := s.circuitClose(ctx, tx, endpointID, c, autoReplay); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, s.q.CircuitReset, endpointID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("reset circuit: %w", err)
 	}
 	return nil

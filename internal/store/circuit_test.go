@@ -314,11 +314,49 @@ func TestCircuitDisablesAfterFailingTooLong(t *testing.T) {
 	require.False(t, tr.Disabled, "disabled once")
 	require.Equal(t, []string{contract.OpEndpointDisabled}, opEvents(t, st, "b"))
 
-	require.NoError(t, st.CircuitReset(ctx, "b"))
+	require.NoError(t, st.CircuitReset(ctx, "b", false))
 	c, err := st.CircuitGet(ctx, "b")
 	require.NoError(t, err)
 	require.Equal(t, store.CircuitClosed, c.State)
 	require.Nil(t, c.FailingSince)
+}
+
+// TestEnablingClosesAnOpenCircuitAsAProbeWould: an endpoint enabled while
+// its circuit is open closes it as a probe's success would, so with
+// auto_replay its outage's dead letters are auto-replayed (from the
+// outage's first failure) besides the disabling's, which the enabling
+// replays itself, and the operators are told it closed; without
+// auto_replay nothing is scheduled. A closed circuit only forgets its
+// failures.
+func TestEnablingClosesAnOpenCircuitAsAProbeWould(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	openCircuit(t, st, "a")
+	openCircuit(t, st, "b")
+	opened, err := st.CircuitGet(ctx, "a")
+	require.NoError(t, err)
+	require.NoError(t, st.CircuitReset(ctx, "a", true))
+	require.NoError(t, st.CircuitReset(ctx, "b", false))
+	_, err = st.CircuitFailed(ctx, "c", "x", store.Settings{DisableAfter: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, st.CircuitReset(ctx, "c", true))
+
+	for _, ep := range []string{"a", "b", "c"} {
+		c, err := st.CircuitGet(ctx, ep)
+		require.NoError(t, err)
+		require.Equal(t, store.CircuitClosed, c.State, ep)
+		require.Zero(t, c.ConsecutiveFailures, ep)
+		require.Nil(t, c.FailingSince, ep)
+	}
+	pending, err := st.CircuitsAutoReplayPending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "a only")
+	require.Equal(t, "a", pending[0].EndpointID)
+	require.WithinDuration(t, *opened.FailingSince, pending[0].Since, time.Millisecond, "from the outage's first failure")
+	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "a"))
+	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "b"))
+	require.Empty(t, opEvents(t, st, "c"), "its circuit never opened")
 }
 
 // TestCircuitsProbeReplayClaim: an open circuit of an endpoint with
