@@ -178,16 +178,20 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if typesSet {
 		ch.EventTypes = &types
 	}
-	enabled := ep.Disabled && req.Disabled != nil && !*req.Disabled
 	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if err != nil {
 		return err
 	}
 	view := endpointView(c, ep, false)
-	if enabled {
+	if req.Disabled != nil && !*req.Disabled {
 		// Its old failures would disable it again at the next one (and
 		// keep its circuit open): it starts afresh, and an open circuit's
-		// outage is auto-replayed when the endpoint has auto_replay.
+		// outage is auto-replayed when the endpoint has auto_replay. Done
+		// whether or not the read above saw it disabled: the breaker may
+		// have disabled it since, and a repeat of a PATCH that failed
+		// after enabling it must finish what that one began. On an
+		// endpoint that was enabled it closes an open circuit and replays
+		// nothing but a straggler of an earlier disabling.
 		if err := s.deps.Store.CircuitReset(c.Request().Context(), ep.ID, ep.Settings.AutoReplay); err != nil {
 			return err
 		}

@@ -401,6 +401,10 @@ func TestADisabledEndpointLosesNothing(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+paused.ID, map[string]any{"disabled": false}, &ep))
 	require.Equal(t, 1, ep.Resumed, "the one dead letter the disabling caused")
+	var again map[string]any
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+paused.ID, map[string]any{"disabled": false}, &again))
+	require.NotContains(t, again, "resumed_dead_letters", "a repeat (as after a PATCH that failed once it had enabled the endpoint) replays nothing again")
+	require.Equal(t, false, again["disabled"])
 	for seq := int64(1); seq <= 3; seq++ {
 		b.waitDelivery(fmt.Sprintf("%s-%d", corr, seq), paused.ID, contract.StateDelivered, 30*time.Second)
 	}

@@ -249,15 +249,25 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 		if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {
 			return err
 		}
+		// The endpoint's row is locked before the operational events' sequence
+		// row, as in every transaction that locks both (a dead letter of the
+		// disabling checks the endpoint before publishing): none waits for
+		// the other's.
+		var reason string
+		if c.Now.Sub(*c.FailingSince) >= disableAfter {
+			if t.Disabled, reason, err = s.circuitDisable(ctx, tx, endpointID, c, disableAfter); err != nil {
+				return err
+			}
+		}
 		if t.Opened {
 			if err := s.circuitOpenedEvent(ctx, tx, endpointID, t, st); err != nil {
 				return err
 			}
 		}
-		if c.Now.Sub(*c.FailingSince) >= disableAfter {
-			t.Disabled, err = s.circuitDisable(ctx, tx, endpointID, c, disableAfter)
+		if t.Disabled {
+			return s.endpointDisabledEvent(ctx, tx, endpointID, reason)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return t, fmt.Errorf("record circuit failure: %w", err)
@@ -305,15 +315,15 @@ func circuitOpen(c *Circuit, backoff time.Duration) {
 }
 
 // circuitDisable disables the endpoint whose failures have lasted
-// disableAfter, in tx: the one place that publishes endpoint disabled.
-// It reports whether it disabled it (not when it already was).
-func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, disableAfter time.Duration) (bool, error) {
+// disableAfter, in tx, and reports whether it did (not when it already
+// was) and why; CircuitFailed publishes endpoint disabled for it.
+func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, disableAfter time.Duration) (bool, string, error) {
 	reason := fmt.Sprintf("failing since %s, longer than disable_after (%s): disabled by hookflow", c.FailingSince.UTC().Format(time.RFC3339), disableAfter)
 	tag, err := tx.Exec(ctx, s.q.EndpointDisableIfEnabled, endpointID, reason)
 	if err != nil || tag.RowsAffected() == 0 {
-		return false, err
+		return false, "", err
 	}
-	return true, s.endpointDisabledEvent(ctx, tx, endpointID, reason)
+	return true, reason, nil
 }
 
 // lockedCircuit runs fn in a transaction that holds the lock on the

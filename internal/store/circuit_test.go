@@ -321,6 +321,26 @@ func TestCircuitDisablesAfterFailingTooLong(t *testing.T) {
 	require.Nil(t, c.FailingSince)
 }
 
+// TestAFailureThatOpensAndDisablesPublishesBothInOrder: the failure that
+// opens the circuit of an endpoint failing for longer than disable_after
+// disables it too, and the operators are told in that order (the endpoint
+// is disabled first within the transaction, which locks the endpoint's row
+// before the events' sequence as every other transaction does).
+func TestAFailureThatOpensAndDisablesPublishesBothInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, err := st.CircuitFailed(ctx, "c", "x", store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Minute})
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `UPDATE endpoint_circuits SET failing_since = now() - interval '2 minutes' WHERE endpoint_id = 'c'`)
+	require.NoError(t, err)
+	tr, err := st.CircuitFailed(ctx, "c", "x", store.Settings{CircuitFailureThreshold: 2, DisableAfter: time.Minute})
+	require.NoError(t, err)
+	require.True(t, tr.Opened)
+	require.True(t, tr.Disabled)
+	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpEndpointDisabled}, opEvents(t, st, "c"))
+}
+
 // TestEnablingClosesAnOpenCircuitAsAProbeWould: an endpoint enabled while
 // its circuit is open closes it as a probe's success would, so with
 // auto_replay its outage's dead letters are auto-replayed (from the
