@@ -334,8 +334,13 @@ func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 				require.Empty(t, rcv.appliedTo(c), "nothing reached the dead receiver")
 			}
 			refused := o.refused.Load()
-			var deadLettered int
-			require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'`, ep.ID).Scan(&deadLettered))
+			openDeadLetters := func() int {
+				t.Helper()
+				var n int
+				require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'`, ep.ID).Scan(&n))
+				return n
+			}
+			deadLettered := openDeadLetters()
 
 			o.down.Store(false)
 			back := time.Now()
@@ -349,9 +354,7 @@ func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 			c, err := b.store.CircuitGet(ctx, ep.ID)
 			require.NoError(t, err)
 			require.Equal(t, store.CircuitClosed, c.State, "enabling starts the breaker afresh")
-			var open int
-			require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'`, ep.ID).Scan(&open))
-			require.Zero(t, open, "no dead letter left for an operator")
+			require.Zero(t, openDeadLetters(), "no dead letter left for an operator")
 			ops.rcv.requireClean(t)
 		})
 	}

@@ -496,14 +496,9 @@ func TestADisablingsDeadLetterWrittenAfterEnablingIsDelivered(t *testing.T) {
 	hold := &heldActivity{name: contract.ActivityWriteDeadLetter, started: make(chan struct{}), release: make(chan struct{})}
 	b := setup(t, options{window: time.Minute, repairAfter: 2 * time.Second, interceptors: []interceptor.ClientInterceptor{hold}})
 	rcv := newLedgerReceiver(t)
-	var down atomic.Bool
-	down.Store(true)
-	rcv.fault = func(contract.Envelope, int) string {
-		if down.Load() {
-			return "503"
-		}
-		return ""
-	}
+	var o outage
+	o.down.Store(true)
+	rcv.fault = o.fault
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
 	corr := b.id("enabled-before-dead-letter")
@@ -518,7 +513,7 @@ func TestADisablingsDeadLetterWrittenAfterEnablingIsDelivered(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("no dead letter was written for the disabled endpoint")
 	}
-	down.Store(false)
+	o.down.Store(false)
 	var enabled struct {
 		Resumed int `json:"resumed_dead_letters"`
 	}
