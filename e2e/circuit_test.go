@@ -381,3 +381,47 @@ func (b *bundle) recordHistory(workflowID, name string) {
 	require.NoError(b.t, err)
 	require.NoError(b.t, os.WriteFile(filepath.Join(dir, name), append(out, '\n'), 0o644))
 }
+
+// TestEnablingWakesTheLanesAnOpenCircuitHolds: heads held by an open
+// circuit whose probe backoff has grown to its 5 minutes sleep until the
+// next probe; an operator who sees the receiver back and enables the
+// endpoint (PATCH {"disabled": false}, which closes its circuit) must not
+// wait those minutes: the starter signals every lane in flight at the
+// endpoint (SignalCircuitClosed), and each makes its attempt at once.
+// Every lane drains in order, exactly once, well before any of their
+// timers would have fired.
+func TestEnablingWakesTheLanesAnOpenCircuitHolds(t *testing.T) {
+	b := setup(t, options{window: 30 * time.Minute})
+	rcv := newLedgerReceiver(t)
+	var o outage
+	o.down.Store(true)
+	rcv.fault = o.fault
+	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "circuit_failure_threshold": 1})
+	rcv.secret = ep.Secret
+	const n, seqs = 10, 2
+	corrs := b.postLanes("wake", n, seqs, ep.ID)
+
+	ctx := context.Background()
+	waitFor(t, time.Minute, "the circuit opens", func() bool {
+		c, err := b.store.CircuitGet(ctx, ep.ID)
+		require.NoError(t, err)
+		return c.State == store.CircuitOpen
+	})
+	// As after a long outage: the next probe is the backoff's 5 minutes
+	// away, and every head that looks is told so.
+	_, err := b.store.Pool().Exec(ctx, `UPDATE endpoint_circuits SET next_probe_at = now() + interval '5 minutes',
+		probe_backoff_ms = $2 WHERE endpoint_id = $1`, ep.ID, store.ProbeBackoffMax.Milliseconds())
+	require.NoError(t, err)
+	time.Sleep(15 * time.Second) // the heads told the first 5 s look again and are told 5 minutes
+	refused := o.refused.Load()
+	o.down.Store(false)
+
+	back := time.Now()
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, nil))
+	requireDrained(t, rcv, corrs, seqs, 2*time.Minute)
+	t.Logf("FIGURE enabling wakes the held lanes: %d lanes × %d events drained %.1f s after the PATCH (their timers: about 5 minutes); %d requests refused while down",
+		n, seqs, time.Since(back).Seconds(), refused)
+	var dead int
+	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE endpoint_id = $1`, ep.ID).Scan(&dead))
+	require.Zero(t, dead)
+}

@@ -102,3 +102,42 @@ func TestEventWorkflowReplayProbesOnceThenWaitsItsTurn(t *testing.T) {
 	}
 	require.Equal(t, []bool{false, true, false, false}, probes)
 }
+
+// TestEventWorkflowCircuitClosedWakesTheWait: an attempt told the circuit
+// opens again in 5 minutes waits on one timer, and the circuit's close
+// (SignalCircuitClosed, from the starter: a probe answered, or the
+// endpoint was enabled) ends that wait: the attempt is made again at once
+// and delivers, minutes before the timer. A close of another endpoint
+// wakes nothing; a close signalled while the lane was not waiting makes
+// its next wait one more look, which finds the circuit open again and
+// waits on its timer.
+func TestEventWorkflowCircuitClosedWakesTheWait(t *testing.T) {
+	t.Parallel()
+	in := eventInput(10)
+	in.Lanes[0].RecoveryWindow = time.Hour
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		switch n {
+		case 1:
+			return contract.DeliverResult{}, retryable("receiver answered 503")
+		case 2, 3, 4:
+			return contract.DeliverResult{CircuitOpen: 5 * time.Minute, Attempt: number}, nil
+		}
+		return delivered(n, number)
+	})
+	h.at(500*time.Millisecond, func() { h.signal(contract.SignalCircuitClosed, contract.CircuitClosed{EndpointID: "ep_1"}) })
+	h.at(30*time.Second, func() { h.signal(contract.SignalCircuitClosed, contract.CircuitClosed{EndpointID: "ep_other"}) })
+	h.at(5*time.Minute+time.Minute, func() { h.signal(contract.SignalCircuitClosed, contract.CircuitClosed{EndpointID: "ep_1"}) })
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	got := offsets(h.start, h.attemptTimes("ep_1"))
+	require.Len(t, got, 5)
+	requireAbout(t, time.Second, got[1], "the retry, 1 s after the failure")
+	requireAbout(t, time.Second, got[2], "the close signalled during the retry's wait: one more look at once")
+	requireAbout(t, 5*time.Minute+time.Second, got[3], "another endpoint's close wakes nothing: the timer")
+	requireAbout(t, 6*time.Minute, got[4], "the close ends the wait, 4 minutes before its timer")
+	require.EqualValues(t, 2, h.attemptsTo("ep_1")[4].number, "the second attempt, made again")
+}

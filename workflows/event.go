@@ -151,7 +151,8 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
-			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16)}
+			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16),
+			circuitClosed: workflow.NewBufferedChannel(ctx, 1)}
 		l.ev.EndpointID = li.Endpoint
 		l.ev.Timeout = cmp.Or(li.Timeout, in.Event.Timeout)
 		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
@@ -335,6 +336,7 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 	releaseCh := workflow.GetSignalChannel(ctx, contract.SignalRelease)
 	replayCh := workflow.GetSignalChannel(ctx, contract.SignalReplay)
 	skipCh := workflow.GetSignalChannel(ctx, contract.SignalSkip)
+	closedCh := workflow.GetSignalChannel(ctx, contract.SignalCircuitClosed)
 	for {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
@@ -359,6 +361,14 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 			c.Receive(ctx, &sk)
 			if l := w.operatorLane(sk.EndpointID, contract.SignalSkip); l != nil && !l.skip.SendAsync(sk) {
 				w.logger.Warn("ignoring a skip: the delivery has too many replays and skips not taken", "endpoint_id", l.endpoint, "state", l.status.State)
+			}
+		})
+		sel.AddReceive(closedCh, func(c workflow.ReceiveChannel, _ bool) {
+			var cc contract.CircuitClosed
+			c.Receive(ctx, &cc)
+			if l := w.lanes[cc.EndpointID]; l != nil {
+				// One kept is enough: a full channel has one waiting already.
+				l.circuitClosed.SendAsync(cc)
 			}
 		})
 		sel.Select(ctx)
@@ -398,8 +408,9 @@ type laneRun struct {
 	ev       contract.DeliverInput
 	status   contract.LaneStatus
 	attempts int32
-	// release, replay and skip carry the signals dispatch routed here.
-	release, replay, skip workflow.Channel
+	// release, replay, skip and circuitClosed carry the signals dispatch
+	// routed here.
+	release, replay, skip, circuitClosed workflow.Channel
 	// window is the lane's recovery window: its endpoint's, or the event's.
 	window time.Duration
 	// windowStart is when the current delivery window began.
@@ -734,20 +745,35 @@ func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d ti
 }
 
 // waitCircuit waits, on one timer, until the endpoint's open circuit may
-// let an attempt through (d, as the attempt was told) or the window ends,
-// whichever is first; the attempt is then made again. Unlike waitTurn it
-// spends the window: the endpoint is failing. An attempt told so at or
-// past the window's end gets an error of type ErrTypeCircuitOpen, which
-// dead-letters the delivery as contract.CircuitOpenReason: the look made at the
-// window's end keeps a circuit that closed meanwhile from dead-lettering
-// it. Order holds: the lane's head waits, and nothing behind it is
-// released meanwhile.
+// let an attempt through (d, as the attempt was told), the window ends, or
+// the circuit closes (SignalCircuitClosed, which the starter sends to the
+// lanes delivering to an endpoint when its circuit closes: a probe's
+// success or an operator's enabling lets them send now, not when their
+// timer says), whichever is first; the attempt is then made again. A close
+// signalled before this wait began ends it at once: the attempt looks
+// again, and if the circuit opened meanwhile it is told so and waits.
+// Unlike waitTurn it spends the window: the endpoint is failing. An attempt
+// told so at or past the window's end gets an error of type
+// ErrTypeCircuitOpen, which dead-letters the delivery as
+// contract.CircuitOpenReason: the look made at the window's end keeps a
+// circuit that closed meanwhile from dead-lettering it. Order holds: the
+// lane's head waits, and nothing behind it is released meanwhile.
 func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
 	rest := l.windowEnd().Sub(workflow.Now(ctx))
 	if rest <= 0 {
 		return temporal.NewApplicationError(contract.CircuitOpenReason, contract.ErrTypeCircuitOpen)
 	}
-	return workflow.Sleep(ctx, min(d, rest))
+	if l.circuitClosed.ReceiveAsync(nil) {
+		return nil
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	var err error
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(tctx, min(d, rest)), func(f workflow.Future) { err = f.Get(ctx, nil) })
+	sel.AddReceive(l.circuitClosed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.Select(ctx)
+	return err
 }
 
 // failureReason explains why delivery stopped and whether it stopped before

@@ -40,6 +40,11 @@ const (
 	SignalReplay = "replay"
 	// SignalSkip (Skip) gives a dead-lettered event up so its successors go.
 	SignalSkip = "skip"
+	// SignalCircuitClosed (CircuitClosed) tells the lanes of an endpoint
+	// whose circuit closed (a probe answered, or an operator enabled it)
+	// that their next attempt may send now, rather than when they were told
+	// the circuit might let one through.
+	SignalCircuitClosed = "circuit-closed"
 	// QueryState answers an event's EventStatus or a sequencer's
 	// SequencerState.
 	QueryState = "state"
@@ -163,6 +168,14 @@ type Replay struct {
 	EndpointID string `json:"endpoint_id,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
 	By         string `json:"by,omitempty"`
+}
+
+// CircuitClosed says that the circuit of EndpointID closed: a lane
+// delivering to it that waits on its open circuit makes its attempt again
+// at once. It changes nothing else; a lane not waiting keeps it for its
+// next wait, which then looks once more before it sleeps.
+type CircuitClosed struct {
+	EndpointID string `json:"endpoint_id"`
 }
 
 // Skip asks a dead-lettered delivery to give up so its lane's successors

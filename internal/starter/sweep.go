@@ -42,12 +42,15 @@ type SweepResult struct {
 // are started (Temporal was unavailable when they were accepted), and heads
 // that have not moved for StuckAfter are looked at (SweepHeads), and the
 // dead letters of an outage whose circuit closed are auto-replayed
-// (SweepAutoReplay). Every API
-// process runs it; the ledger's leases share the work among them. The two
-// sweeps run on their own, so a slow pass of one never holds up the other.
+// (SweepAutoReplay), and the lanes a closed circuit held are told
+// (SweepCircuitWake). Every API
+// process runs it; the ledger's leases share the work among them (two
+// processes may both wake a circuit's lanes: a lane takes a repeated wake
+// as one more look). The sweeps run on their own, so a slow pass of one
+// never holds up another.
 func (s *Starter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		s.every(ctx, "start queued events", s.SweepQueued)
@@ -59,6 +62,10 @@ func (s *Starter) Run(ctx context.Context) {
 	go func() {
 		defer wg.Done()
 		s.every(ctx, "auto-replay outages' dead letters", s.SweepAutoReplay)
+	}()
+	go func() {
+		defer wg.Done()
+		s.every(ctx, "wake the lanes of closed circuits", s.SweepCircuitWake)
 	}()
 	wg.Wait()
 }

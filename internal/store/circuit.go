@@ -394,6 +394,52 @@ func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) 
 	return nil
 }
 
+// CircuitWake is a closed circuit whose held lanes are not yet signalled:
+// Requested is the stamp of the close, which CircuitWakeDone clears.
+type CircuitWake struct {
+	EndpointID string
+	Requested  time.Time
+}
+
+// CircuitsWakePending returns up to limit circuits that closed (a probe's
+// success, or an operator enabling the endpoint) whose lanes delivering to
+// the endpoint are still to be told, oldest close first.
+func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
+	rows, err := s.pool.Query(ctx, s.q.CircuitsWakePending, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list circuits to wake: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CircuitWake])
+	if err != nil {
+		return nil, fmt.Errorf("list circuits to wake: %w", err)
+	}
+	return out, nil
+}
+
+// CircuitWakeDone clears w, unless the circuit closed again since w was
+// read (a lane that waited on the later opening may not have been told).
+func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
+	if _, err := s.pool.Exec(ctx, s.q.CircuitWakeDone, w.EndpointID, w.Requested); err != nil {
+		return fmt.Errorf("clear circuit wake: %w", err)
+	}
+	return nil
+}
+
+// DeliveringAt returns up to limit IDs of the events delivering to the
+// endpoint (released and not finished: the heads of its lanes), after
+// event after, in ID order.
+func (s *Store) DeliveringAt(ctx context.Context, endpointID, after string, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q.DeliveringAt, endpointID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries in flight: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries in flight: %w", err)
+	}
+	return ids, nil
+}
+
 // The operational events of the transitions, each published in the
 // transaction of its state change (issue 24 item 5), about the endpoint.
 // Their data hold the breaker's state, never a setting's secret.

@@ -592,3 +592,55 @@ func TestADisablingsDeadLetterWrittenAfterEnablingIsReplayed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DeadLetterReplayed, racing.Status)
 }
+
+// TestAClosingCircuitAsksToWakeItsLanes: every close of an open circuit (a
+// probe's success, an operator's reset) stamps a wake, which lists the
+// endpoint's deliveries in flight and is cleared only if no close came
+// after the pass read it; a circuit that never opened asks for none.
+func TestAClosingCircuitAsksToWakeItsLanes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for i, id := range []string{"w-1", "w-2", "w-3"} {
+		insertRouted(t, st, id, id, 1, "a", "b")
+		require.NoError(t, st.EventMarkStarted(ctx, id, ""))
+		if i < 2 {
+			_, err := st.DeliveryStartAttempt(ctx, id, "a")
+			require.NoError(t, err)
+		}
+	}
+	delivered(t, st, "w-2", "a", "w-2", 1)
+	_, err := st.DeliveryStartAttempt(ctx, "w-3", "b")
+	require.NoError(t, err)
+	pending := func() []store.CircuitWake {
+		t.Helper()
+		w, err := st.CircuitsWakePending(ctx, 10)
+		require.NoError(t, err)
+		return w
+	}
+
+	_, err = st.CircuitFailed(ctx, "b", "x", store.Settings{})
+	require.NoError(t, err)
+	_, err = st.CircuitSucceeded(ctx, "b", false)
+	require.NoError(t, err)
+	require.Empty(t, pending(), "b's circuit never opened")
+
+	openAndClose(t, st, "a")
+	read := pending()
+	require.Len(t, read, 1)
+	require.Equal(t, "a", read[0].EndpointID)
+	ids, err := st.DeliveringAt(ctx, "a", "", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"w-1"}, ids, "in flight at a: not w-2 (delivered), not w-3 (in flight at b)")
+	ids, err = st.DeliveringAt(ctx, "a", "w-1", 10)
+	require.NoError(t, err)
+	require.Empty(t, ids, "after the page's last")
+
+	openCircuit(t, st, "a")
+	require.NoError(t, st.CircuitReset(ctx, "a", false))
+	require.NoError(t, st.CircuitWakeDone(ctx, read[0]))
+	again := pending()
+	require.Len(t, again, 1, "the enabling's close came after the pass read the first")
+	require.NoError(t, st.CircuitWakeDone(ctx, again[0]))
+	require.Empty(t, pending())
+}

@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -285,6 +285,10 @@ func TestMigration015KeepsCircuitsAndGoesBack(t *testing.T) {
 INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since) VALUES ('a', 2, now())`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
+	// Today's store reads 016's column too, which adds nothing of 015's.
+	wake, err := os.ReadFile("../../schema/migrations/016_circuit_wake.up.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(wake)))
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
@@ -307,9 +311,11 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
 	require.NoError(t, err)
 
-	down, err := os.ReadFile("../../schema/migrations/015_circuit_failure_rate.down.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(down)))
+	for _, down := range []string{"016_circuit_wake", "015_circuit_failure_rate"} {
+		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(ctx, pool, string(sql)))
+	}
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE (table_name = 'endpoints' AND column_name IN ('circuit_failure_rate', 'circuit_window_ms', 'circuit_min_attempts'))
@@ -318,4 +324,43 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	var state string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM endpoint_circuits WHERE endpoint_id = 'a'`).Scan(&state))
 	require.Equal(t, store.CircuitOpen, state, "the circuit's row is kept")
+}
+
+// TestMigration016WakesTheLanesOfACircuitOpenBeforeIt: a circuit open
+// before 016 asks to wake its lanes when it closes after it, as one opened
+// after would; its down migration takes the column and indexes back, the
+// circuit's row kept.
+func TestMigration016WakesTheLanesOfACircuitOpenBeforeIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 15, "-- Waking the lanes an open circuit holds")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a');
+INSERT INTO endpoint_circuits (endpoint_id, state, consecutive_failures, failing_since, opened_at, next_probe_at)
+VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	tr, err := st.CircuitSucceeded(ctx, "a", false)
+	require.NoError(t, err)
+	require.True(t, tr.Closed)
+	wakes, err := st.CircuitsWakePending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, wakes, 1)
+	require.Equal(t, "a", wakes[0].EndpointID)
+
+	down, err := os.ReadFile("../../schema/migrations/016_circuit_wake.down.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(down)))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name = 'endpoint_circuits' AND column_name = 'wake_requested_at'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes
+		WHERE indexname IN ('endpoint_circuits_wake_idx', 'deliveries_delivering_idx')`).Scan(&n))
+	require.Zero(t, n)
+	var state string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM endpoint_circuits WHERE endpoint_id = 'a'`).Scan(&state))
+	require.Equal(t, store.CircuitClosed, state, "the circuit's row is kept")
 }

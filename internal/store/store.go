@@ -54,6 +54,9 @@ type queries struct {
 	CircuitsAutoReplayPending   string
 	CircuitAutoReplayDone       string
 	CircuitsProbeReplayClaim    string
+	CircuitsWakePending         string
+	CircuitWakeDone             string
+	DeliveringAt                string
 	CircuitWindowAttempts       string
 	EventInsertRouted           string
 	EventGet                    string

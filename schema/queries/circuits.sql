@@ -30,13 +30,15 @@ FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
 -- name: CircuitSet
 -- auto_replay_requested_at is stamped when an open circuit closes with an
--- auto-replay pending (state on the right is the row's before this
--- update); closed_at is the close's, from the transition.
+-- auto-replay pending, and wake_requested_at at every close of an open
+-- circuit (state on the right is the row's before this update); closed_at
+-- is the close's, from the transition.
 UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_since = $4, opened_at = $5,
     next_probe_at = $6, probe_backoff_ms = $7, probe_owner = $8, probe_lease_until = $9,
     auto_replay_pending_since = $10, closed_at = $11, rate_counted_at = $12, updated_at = now(),
     auto_replay_requested_at = CASE WHEN state = 'open' AND $2 = 'closed' AND $10::timestamptz IS NOT NULL
-        THEN clock_timestamp() ELSE auto_replay_requested_at END
+        THEN clock_timestamp() ELSE auto_replay_requested_at END,
+    wake_requested_at = CASE WHEN state = 'open' AND $2 = 'closed' THEN clock_timestamp() ELSE wake_requested_at END
 WHERE endpoint_id = $1;
 
 -- name: CircuitLateOutageDeadLetter
@@ -111,3 +113,26 @@ WHERE c.endpoint_id IN (
     LIMIT $1
     FOR UPDATE OF c2 SKIP LOCKED)
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
+
+-- name: CircuitsWakePending
+-- Circuits that closed with their held lanes not yet signalled
+-- (endpoint_circuits_wake_idx), oldest close first.
+SELECT endpoint_id, wake_requested_at FROM endpoint_circuits
+WHERE wake_requested_at IS NOT NULL
+ORDER BY wake_requested_at, endpoint_id
+LIMIT $1;
+
+-- name: CircuitWakeDone
+-- Clears the wake of endpoint $1 that a pass read stamped $2, unless the
+-- circuit closed again meanwhile.
+UPDATE endpoint_circuits SET wake_requested_at = NULL, updated_at = now()
+WHERE endpoint_id = $1 AND wake_requested_at = $2;
+
+-- name: DeliveringAt
+-- Up to $3 events delivering to endpoint $1 (released, not finished: each
+-- the head of its lane), after event $2, by event ID
+-- (deliveries_delivering_idx).
+SELECT event_id FROM deliveries
+WHERE endpoint_id = $1 AND state = 'delivering' AND event_id > $2
+ORDER BY event_id
+LIMIT $3;
