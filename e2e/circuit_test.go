@@ -419,6 +419,7 @@ func TestEnablingWakesTheLanesAnOpenCircuitHolds(t *testing.T) {
 	back := time.Now()
 	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+ep.ID, map[string]any{"disabled": false}, nil))
 	requireDrained(t, rcv, corrs, seqs, 2*time.Minute)
+	b.recordHistory(corrs[0]+"-1", "event_circuit_closed_woken_history.json")
 	t.Logf("FIGURE enabling wakes the held lanes: %d lanes × %d events drained %.1f s after the PATCH (their timers: about 5 minutes); %d requests refused while down",
 		n, seqs, time.Since(back).Seconds(), refused)
 	var dead int

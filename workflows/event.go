@@ -366,10 +366,13 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 		sel.AddReceive(closedCh, func(c workflow.ReceiveChannel, _ bool) {
 			var cc contract.CircuitClosed
 			c.Receive(ctx, &cc)
-			if l := w.lanes[cc.EndpointID]; l != nil {
-				// One kept is enough: a full channel has one waiting already.
-				l.circuitClosed.SendAsync(cc)
+			l := w.lanes[cc.EndpointID]
+			if l == nil {
+				w.logger.Warn("ignoring a circuit-closed signal for an endpoint this event is not delivered to", "endpoint_id", cc.EndpointID)
+				return
 			}
+			// One kept is enough: a full channel has one waiting already.
+			l.circuitClosed.SendAsync(cc)
 		})
 		sel.Select(ctx)
 	}
@@ -770,7 +773,8 @@ func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
 	defer cancel()
 	var err error
 	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(workflow.NewTimer(tctx, min(d, rest)), func(f workflow.Future) { err = f.Get(ctx, nil) })
+	timer := workflow.NewTimerWithOptions(tctx, min(d, rest), workflow.TimerOptions{Summary: "endpoint circuit open"})
+	sel.AddFuture(timer, func(f workflow.Future) { err = f.Get(ctx, nil) })
 	sel.AddReceive(l.circuitClosed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 	sel.Select(ctx)
 	return err

@@ -2,6 +2,7 @@ package starter
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -44,10 +45,13 @@ func (s *Starter) SweepCircuitWake(ctx context.Context) (SweepResult, error) {
 }
 
 // wake signals every event delivering to w's endpoint, a page at a time,
-// and returns how many it signalled.
+// and returns how many it signalled. A signal that fails does not stop the
+// rest: the pass goes on to the end and answers the first error, which
+// keeps w for a later pass.
 func (s *Starter) wake(ctx context.Context, w store.CircuitWake) (int, error) {
 	arg := contract.CircuitClosed{EndpointID: w.EndpointID}
 	n, after := 0, ""
+	var failed error
 	for {
 		ids, err := s.store.DeliveringAt(ctx, w.EndpointID, after, autoReplayPage)
 		if err != nil {
@@ -60,12 +64,12 @@ func (s *Starter) wake(ctx context.Context, w store.CircuitWake) (int, error) {
 			switch {
 			case err == nil:
 				n++
-			case !isNotFound(err):
-				return n, err
+			case !isNotFound(err) && failed == nil:
+				failed = fmt.Errorf("signal %s: %w", id, err)
 			}
 		}
 		if len(ids) < autoReplayPage {
-			return n, nil
+			return n, failed
 		}
 		after = ids[len(ids)-1]
 	}

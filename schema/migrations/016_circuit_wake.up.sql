@@ -16,6 +16,10 @@ CREATE INDEX endpoint_circuits_wake_idx ON endpoint_circuits (wake_requested_at)
     WHERE wake_requested_at IS NOT NULL;
 
 -- The deliveries in flight at one endpoint (released, not finished: each the
--- head of its lane), which the wake signals. Only as large as the endpoint's
--- lanes in flight.
-CREATE INDEX deliveries_delivering_idx ON deliveries (endpoint_id, event_id) WHERE state = 'delivering';
+-- head of its lane), which the wake signals. Only as large as the lanes in
+-- flight. Built in the migration's transaction, as 011's index is: writes of
+-- deliveries wait while it is built, which takes moments on a table whose
+-- delivered rows are pruned; an operator can build it beforehand with
+-- CREATE INDEX CONCURRENTLY under this name, and IF NOT EXISTS then keeps
+-- this migration from failing on it.
+CREATE INDEX IF NOT EXISTS deliveries_delivering_idx ON deliveries (endpoint_id, event_id) WHERE state = 'delivering';
