@@ -243,7 +243,16 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 				t.Opened = true
 			}
 		case c.State == CircuitOpen && c.ProbeOwner != nil && *c.ProbeOwner == owner:
-			circuitOpen(&c, min(2*c.ProbeBackoff, ProbeBackoffMax))
+			backoff := min(2*c.ProbeBackoff, ProbeBackoffMax)
+			if c.NextProbeAt != nil && c.Now.Before(*c.NextProbeAt) {
+				// A replay's probe, made before the probe was due, failed: the
+				// backoff stays, so a burst of replays (an auto-replay's, an
+				// operator's) each probing at once cannot push the next probe
+				// out to ProbeBackoffMax within a second (found by the chaos
+				// run: 6 replays took it from 5 s to 5 min).
+				backoff = c.ProbeBackoff
+			}
+			circuitOpen(&c, backoff)
 		}
 		t.Circuit = c
 		if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {

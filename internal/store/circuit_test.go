@@ -644,3 +644,34 @@ func TestAClosingCircuitAsksToWakeItsLanes(t *testing.T) {
 	require.NoError(t, st.CircuitWakeDone(ctx, again[0]))
 	require.Empty(t, pending())
 }
+
+// TestAFailedEarlyProbeKeepsTheBackoff: a replay's probe, claimed before
+// the probe was due, that fails reopens the circuit for the same backoff;
+// only a failed probe at or after its time doubles it. Six replays probing
+// at once after an outage took the backoff from 5 s to 5 minutes before.
+func TestAFailedEarlyProbeKeepsTheBackoff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	openCircuit(t, st, "ep")
+	for i := range 3 {
+		owner := fmt.Sprintf("replay-%d", i)
+		p, err := st.CircuitProbeClaim(ctx, "ep", owner, time.Minute, true)
+		require.NoError(t, err)
+		require.True(t, p.Claimed)
+		_, err = st.CircuitFailed(ctx, "ep", owner, store.Settings{})
+		require.NoError(t, err)
+		c, err := st.CircuitGet(ctx, "ep")
+		require.NoError(t, err)
+		require.Equal(t, store.ProbeBackoffInitial, c.ProbeBackoff, "early probe %d", i)
+	}
+	makeProbeDue(t, st, "ep")
+	p, err := st.CircuitProbeClaim(ctx, "ep", "due", time.Minute, false)
+	require.NoError(t, err)
+	require.True(t, p.Claimed)
+	_, err = st.CircuitFailed(ctx, "ep", "due", store.Settings{})
+	require.NoError(t, err)
+	c, err := st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.Equal(t, 2*store.ProbeBackoffInitial, c.ProbeBackoff, "the probe at its time doubles it")
+}
