@@ -84,7 +84,7 @@ func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (c
 // sequencerLoad is the ledger's view of a correlation as a sequencer takes
 // it.
 func sequencerLoad(l store.CorrelationLoad) contract.SequencerLoad {
-	out := contract.SequencerLoad{Next: l.Next}
+	out := contract.SequencerLoad{Next: l.Next, Voided: l.Voided}
 	for _, e := range l.Events {
 		out.Events = append(out.Events, contract.PendingEvent{Sequence: e.Sequence, EventID: e.ID, Open: e.Open})
 	}

@@ -28,6 +28,9 @@ const (
 	OutcomePermanent = "permanent"
 	OutcomeGone      = "gone"
 	OutcomeDisabled  = "disabled"
+	// OutcomeDeleted: the endpoint was deleted; nothing was sent, and the
+	// delivery ended skipped.
+	OutcomeDeleted = "deleted"
 )
 
 // maxRecordedBody bounds how much of a receiver's answer is kept.
@@ -72,6 +75,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		}
 	}
 	started := a.now()
+	if start.DeletedBy != nil {
+		return a.skipDeleted(ctx, in, attempt, started, *start.DeletedBy)
+	}
 	if ep.Disabled {
 		a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", contract.ErrTypeEndpointDisabled, nil)
@@ -329,6 +335,20 @@ func (a *Activities) handOver(ctx context.Context, in contract.DeliverInput, res
 		res.HandOffPending = true
 	}
 	return res
+}
+
+// skipDeleted ends a delivery whose endpoint was deleted: nothing is sent,
+// the attempt is recorded with who deleted it, and the delivery is skipped
+// in the ledger (its lane moves past it). The workflow ends the lane as
+// skipped and hands it over to its sequencer, which releases the lane's
+// next delivery, which ends the same way: the deleted endpoint's lanes
+// empty in order and hold nothing back.
+func (a *Activities) skipDeleted(ctx context.Context, in contract.DeliverInput, attempt int32, at time.Time, by string) (contract.DeliverResult, error) {
+	a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: at, Outcome: OutcomeDeleted, Error: ptr("endpoint deleted by " + by)})
+	if err := a.store.DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, at); err != nil {
+		return contract.DeliverResult{}, err
+	}
+	return contract.DeliverResult{Skipped: true, Attempt: attempt}, nil
 }
 
 // observe records an HTTP attempt's metrics.

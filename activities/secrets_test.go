@@ -70,6 +70,12 @@ func (s *capturingStarter) SignalDeadLetter(context.Context, store.DeadLetter, s
 	return false, nil
 }
 
+func (s *capturingStarter) Resync(context.Context, string) error { return nil }
+
+func (s *capturingStarter) SkipDeletedDeadLetters(context.Context, string, string) (int, error) {
+	return 0, nil
+}
+
 // handOvers records what Deliver hands over to the sequencer.
 type handOvers struct {
 	mu    sync.Mutex

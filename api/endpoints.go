@@ -229,6 +229,43 @@ func (s *Server) endpointRotate(c echo.Context) error {
 	return c.JSON(http.StatusOK, endpointView(c, ep, true))
 }
 
+// deletedResponse answers a delete: the endpoint, when and by whom, and how
+// many of its open dead letters it skipped (the sweep skips any it could
+// not, and any written while it ran).
+type deletedResponse struct {
+	ID                 string `json:"id"`
+	Deleted            bool   `json:"deleted"`
+	DeletedBy          string `json:"deleted_by"`
+	SkippedDeadLetters int    `json:"skipped_dead_letters"`
+}
+
+// endpointDelete deletes an endpoint for good (endpoints:write): routing to
+// it stops at once, and it answers 404 from then on, to every route. Its
+// deliveries still open end skipped, recorded with who deleted it: its open
+// dead letters here (a skip of each, as an operator's, noted "endpoint
+// deleted"), the rest as each comes to its attempt, which sends nothing.
+// The dead letter rows stay, skipped, for the audit. Its lanes then hold
+// nothing back at the other endpoints (they never did) nor in its own.
+func (s *Server) endpointDelete(c echo.Context) error {
+	ep, err := s.endpoint(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	by := principalOf(c).name
+	if err := s.deps.Store.EndpointDelete(ctx, ep.ID, by); errors.Is(err, store.ErrNotFound) {
+		return problem(http.StatusNotFound, "not-found", "Not Found", "no endpoint "+ep.ID)
+	} else if err != nil {
+		return err
+	}
+	n, err := s.deps.Starter.SkipDeletedDeadLetters(ctx, ep.ID, by)
+	if err != nil {
+		// Deleted all the same: the sweep skips what is left.
+		s.deps.Logger.Warn("skip a deleted endpoint's dead letters; the sweep finishes", "endpoint_id", ep.ID, "skipped", n, "error", err)
+	}
+	return c.JSON(http.StatusOK, deletedResponse{ID: ep.ID, Deleted: true, DeletedBy: by, SkippedDeadLetters: n})
+}
+
 type endpointPage struct {
 	Items      []endpointResponse `json:"items"`
 	NextCursor string             `json:"next_cursor,omitempty"`

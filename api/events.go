@@ -70,7 +70,8 @@ type restarts struct {
 }
 
 // eventCreate accepts an event and routes it: to the endpoint it names, or
-// else to every enabled endpoint subscribed to its type (event_types) now;
+// else to every endpoint subscribed to its type (event_types) now, disabled
+// ones included (paused: the event waits in their lanes);
 // the routing is stored with the event, so a later change of subscription
 // affects later events only. The ledger row is written first; then its
 // workflow is started. If Temporal cannot be reached the event stays queued
@@ -189,7 +190,10 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	}
 	next := load.Next
 	detail := fmt.Sprintf("sequence %d of correlation %s is already taken by another event", ev.Sequence, ev.CorrelationID)
-	if ev.Sequence < next {
+	switch {
+	case slices.Contains(load.Voided, ev.Sequence):
+		detail = fmt.Sprintf("sequence %d of correlation %s was voided by an operator (POST /v1/correlations/{id}/skip): it is delivered nowhere", ev.Sequence, ev.CorrelationID)
+	case ev.Sequence < next:
 		detail = fmt.Sprintf("sequence %d of correlation %s is already delivered", ev.Sequence, ev.CorrelationID)
 	}
 	p := problem(http.StatusConflict, "sequence-taken", "Sequence already taken", detail)
@@ -255,6 +259,10 @@ type correlationResponse struct {
 	// arrived, when a later one has: it holds every lane.
 	Missing *int64         `json:"missing,omitempty"`
 	Lanes   []laneResponse `json:"lanes"`
+	// Voided are the sequences an operator voided (POST
+	// /v1/correlations/{id}/skip): they will never arrive, and every lane
+	// moves past them.
+	Voided []int64 `json:"voided"`
 	// Source says where the order came from: "sequencer" (its state query),
 	// or "ledger" when no sequencer answered (none runs, or Temporal is
 	// unavailable).
@@ -312,6 +320,7 @@ func (s *Server) correlationGet(c echo.Context) error {
 		}
 	}
 	resp.NextSequence = st.Next
+	resp.Voided = nonNil(load.Voided)
 	// The ledger's delivery states say why a released lane does not move.
 	states := map[int64]map[string]contract.State{}
 	ids := map[int64]string{}

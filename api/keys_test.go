@@ -47,6 +47,8 @@ var routeScopes = map[string]api.Scope{
 	"GET /v1/endpoints/:id/stats":          api.ScopeEventsRead,
 	"PATCH /v1/endpoints/:id":              api.ScopeEndpointsWrite,
 	"POST /v1/endpoints/:id/rotate-secret": api.ScopeEndpointsWrite,
+	"DELETE /v1/endpoints/:id":             api.ScopeEndpointsWrite,
+	"POST /v1/correlations/:id/skip":       api.ScopeDeadLettersWrite,
 	"POST /v1/events":                      api.ScopeEventsWrite,
 	"GET /v1/events/:id":                   api.ScopeEventsRead,
 	"GET /v1/correlations/:id":             api.ScopeEventsRead,

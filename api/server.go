@@ -82,6 +82,12 @@ type Starter interface {
 	// SignalDeadLetter reports ended when the event's workflow completed:
 	// the event is delivered or skipped.
 	SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error)
+	// Resync makes the correlation's sequencer load the ledger (a voided
+	// sequence's tombstone) and passes its releases on.
+	Resync(ctx context.Context, correlationID string) error
+	// SkipDeletedDeadLetters skips the open dead letters of a deleted
+	// endpoint as by, and answers how many.
+	SkipDeletedDeadLetters(ctx context.Context, endpointID, by string) (int, error)
 }
 
 // Temporal is the part of the Temporal client the API uses.
@@ -162,9 +168,11 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.GET("/endpoints/:id/stats", s.endpointStats, read)
 	v1.PATCH("/endpoints/:id", s.endpointUpdate, endpoints)
 	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate, endpoints)
+	v1.DELETE("/endpoints/:id", s.endpointDelete, endpoints)
 	v1.POST("/events", s.eventCreate, require(ScopeEventsWrite), s.limits.limit)
 	v1.GET("/events/:id", s.eventGet, read)
 	v1.GET("/correlations/:id", s.correlationGet, read)
+	v1.POST("/correlations/:id/skip", s.correlationSkip, deadLetters)
 	v1.GET("/dead-letters", s.deadLetterList, read)
 	v1.POST("/dead-letters/replay", s.deadLetterReplayBatch, deadLetters)
 	v1.GET("/dead-letters/:id", s.deadLetterGet, read)

@@ -59,6 +59,12 @@ func (s *recordingStarter) SignalDeadLetter(_ context.Context, d store.DeadLette
 	return false, nil
 }
 
+func (s *recordingStarter) Resync(context.Context, string) error { return nil }
+
+func (s *recordingStarter) SkipDeletedDeadLetters(context.Context, string, string) (int, error) {
+	return 0, nil
+}
+
 func (s *recordingStarter) signalled() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -364,7 +364,10 @@ func TestFanOutToAHundredSubscribers(t *testing.T) {
 // dead-lettered "endpoint disabled", the rest parked behind it) while its
 // other lanes' peers, at other endpoints, go on; enabling it again replays
 // those dead letters itself, each lane in sequence order, recorded as
-// hookflow's. While it is disabled nothing new is routed to it.
+// hookflow's. Events published while it is disabled are routed to it all
+// the same and wait in its lanes, behind a head or at the head of a lane new
+// since the pause; its stats count them, and once enabled they go in order,
+// each envelope's previous_sequence the lane's true one.
 func TestADisabledEndpointLosesNothing(t *testing.T) {
 	b := setup(t, options{window: time.Minute})
 	steady := b.subscribe("order.*")
@@ -391,25 +394,54 @@ func TestADisabledEndpointLosesNothing(t *testing.T) {
 	var dl store.DeadLetter
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+corr+"-1?endpoint_id="+paused.ID, nil, &dl))
 	require.Contains(t, dl.Reason, "endpoint disabled")
-	// Published while it is disabled: not routed to it.
+	// Published while it is disabled: routed to it all the same, to wait in
+	// its lanes: behind 1..3 in corr's, and at the head of a lane that had
+	// nothing before the pause, whose head is dead-lettered as disabled.
 	late := b.publish(corr+"-4", corr, 4, "order.updated")
-	require.Equal(t, []string{steady.ID}, late.Endpoints())
+	require.ElementsMatch(t, []string{steady.ID, paused.ID}, late.Endpoints())
+	fresh := b.id("order-12")
+	for seq := int64(1); seq <= 2; seq++ {
+		ev := b.publish(fmt.Sprintf("%s-%d", fresh, seq), fresh, seq, "order.updated")
+		require.ElementsMatch(t, []string{steady.ID, paused.ID}, ev.Endpoints())
+	}
+	b.waitDelivery(fresh+"-1", paused.ID, contract.StateDeadLettered, 30*time.Second)
+	b.waitDelivery(fresh+"-2", steady.ID, contract.StateDelivered, 30*time.Second)
+	var stats struct {
+		Waiting         int64 `json:"waiting"`
+		DeadLettersOpen int64 `json:"dead_letters_open"`
+		Oldest          *struct {
+			EventID    string  `json:"event_id"`
+			AgeSeconds float64 `json:"age_seconds"`
+		} `json:"oldest_undelivered"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+paused.ID+"/stats", nil, &stats))
+	require.Equal(t, int64(4), stats.Waiting, "2, 3 and 4 behind 1, and 2 behind the fresh lane's head")
+	require.Equal(t, int64(2), stats.DeadLettersOpen, "each lane's head, dead-lettered as disabled")
+	require.NotNil(t, stats.Oldest)
+	require.Equal(t, corr+"-1", stats.Oldest.EventID)
+	require.Positive(t, stats.Oldest.AgeSeconds)
+	require.Empty(t, paused.rcv.appliedTo(fresh), "nothing is sent while it is disabled")
 
 	down.Store(false)
 	var ep struct {
 		Resumed int `json:"resumed_dead_letters"`
 	}
 	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+paused.ID, map[string]any{"disabled": false}, &ep))
-	require.Equal(t, 1, ep.Resumed, "the one dead letter the disabling caused")
+	require.Equal(t, 2, ep.Resumed, "the dead letters the disabling caused, one per lane")
 	var again map[string]any
 	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+paused.ID, map[string]any{"disabled": false}, &again))
 	require.NotContains(t, again, "resumed_dead_letters", "a repeat (as after a PATCH that failed once it had enabled the endpoint) replays nothing again")
 	require.Equal(t, false, again["disabled"])
-	for seq := int64(1); seq <= 3; seq++ {
+	for seq := int64(1); seq <= 4; seq++ {
 		b.waitDelivery(fmt.Sprintf("%s-%d", corr, seq), paused.ID, contract.StateDelivered, 30*time.Second)
 	}
-	require.Equal(t, []int64{1, 2, 3}, paused.rcv.appliedTo(corr))
+	b.waitDelivery(fresh+"-2", paused.ID, contract.StateDelivered, 30*time.Second)
+	// The receiver checks each envelope's previous_sequence against what it
+	// applied (requireClean): 4's is 3, sent before the pause.
+	require.Equal(t, []int64{1, 2, 3, 4}, paused.rcv.appliedTo(corr))
 	require.Equal(t, []int64{1, 2, 3, 4}, steady.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1, 2}, paused.rcv.appliedTo(fresh))
+	require.Equal(t, []int64{1, 2}, steady.rcv.appliedTo(fresh))
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+corr+"-1?endpoint_id="+paused.ID, nil, &dl))
 	require.Equal(t, store.DeadLetterReplayed, dl.Status)
 	require.NotNil(t, dl.ReplayedBy)

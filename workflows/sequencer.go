@@ -212,6 +212,12 @@ type sequencer struct {
 	lanes       map[string]*lane
 	// fresh are the releases decided and not answered yet, by event.
 	fresh map[string]*contract.Release
+	// voided are the sequences an operator voided (their tombstones are
+	// events for nobody) that some lane has not moved past yet, in order:
+	// each lane's next release names those after its previous sequence
+	// among its skipped ones. Operators make them, a few at a time, and
+	// they go once every lane is past them.
+	voided []int64
 }
 
 func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
@@ -221,6 +227,7 @@ func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) 
 
 func (s *sequencer) restore(st contract.SequencerState) {
 	s.next = max(st.Next, 1)
+	s.voided = slices.Clone(st.Voided)
 	for _, p := range st.Events {
 		e := &pending{id: p.EventID, open: map[string]bool{}}
 		for _, ep := range p.Open {
@@ -263,6 +270,7 @@ func (s *sequencer) snapshot() contract.SequencerState {
 		l := s.lanes[ep]
 		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep, Previous: l.previous, Skipped: l.skipped, LastFinished: l.lastFinished, InFlight: l.inFlight})
 	}
+	st.Voided = slices.Clone(s.voided)
 	return st
 }
 
@@ -320,10 +328,47 @@ func (s *sequencer) arrive(a contract.Arrival) contract.Announcement {
 	return ann
 }
 
-// laneRelease is the release of the lane's event in flight.
+// laneRelease is the release of the lane's event in flight: its previous
+// sequence, and the sequences skipped since, in order: the lane's own
+// skipped deliveries and the voided sequences between the two.
 func (s *sequencer) laneRelease(ep string) contract.LaneRelease {
 	l := s.lanes[ep]
-	return contract.LaneRelease{Endpoint: ep, Previous: l.previous, Skipped: l.skipped}
+	skipped := l.skipped
+	for _, v := range s.voided {
+		if v > l.previous && v < l.inFlight && !slices.Contains(skipped, v) {
+			skipped = append(slices.Clip(skipped), v)
+		}
+	}
+	if len(skipped) > len(l.skipped) {
+		slices.Sort(skipped)
+	}
+	return contract.LaneRelease{Endpoint: ep, Previous: l.previous, Skipped: skipped}
+}
+
+// addVoided adds voided sequences, keeping the list sorted and unique.
+func (s *sequencer) addVoided(vs []int64) {
+	for _, v := range vs {
+		if i, found := slices.BinarySearch(s.voided, v); !found {
+			s.voided = slices.Insert(s.voided, i, v)
+		}
+	}
+}
+
+// pruneVoided drops the voided sequences every lane is past (its previous
+// sequence is at or after them) once the cursor is past them too: no
+// release can name them any more.
+func (s *sequencer) pruneVoided() {
+	s.voided = slices.DeleteFunc(s.voided, func(v int64) bool {
+		if v >= s.next {
+			return false
+		}
+		for _, ep := range sortedKeys(s.lanes) {
+			if s.lanes[ep].previous < v {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // finished records finished deliveries. It reports false for one past the
@@ -382,6 +427,7 @@ func (s *sequencer) withInFlight(hs contract.Handoffs, eps []string) contract.Ha
 
 // advance moves the cursor past the events finished in every lane.
 func (s *sequencer) advance() {
+	defer s.pruneVoided()
 	for {
 		e, ok := s.events[s.next]
 		if !ok || len(e.open) > 0 {
@@ -466,6 +512,7 @@ func (s *sequencer) inFlight() contract.Handoffs {
 // the sequencer); stored events have arrived, with the lanes the ledger has
 // open. Then each lane's next event is released if it can be.
 func (s *sequencer) merge(l contract.SequencerLoad) {
+	s.addVoided(l.Voided)
 	if l.Next > s.next {
 		for _, seq := range sortedKeys(s.events) {
 			if seq < l.Next {

@@ -142,8 +142,16 @@ func (h *seqHarness) release(seq int64, lr contract.LaneRelease) {
 		}
 	}
 	p := h.lanePos(ep)
-	if lr.Previous != p.previous || !slices.Equal(lr.Skipped, p.skipped) {
-		flag("carries previous %d skipped %v, the lane is at %d skipped %v", lr.Previous, lr.Skipped, p.previous, p.skipped)
+	// The lane's own skips, and the voided sequences since its previous.
+	want := slices.Clone(p.skipped)
+	for _, v := range h.ledger.Voided {
+		if v > p.previous && v < seq && !slices.Contains(want, v) {
+			want = append(want, v)
+		}
+	}
+	slices.Sort(want)
+	if lr.Previous != p.previous || !slices.Equal(lr.Skipped, want) {
+		flag("carries previous %d skipped %v, the lane is at %d skipped %v", lr.Previous, lr.Skipped, p.previous, want)
 	}
 	h.inFlight[ep] = seq
 	h.releases[ep] = append(h.releases[ep], seq)
@@ -668,6 +676,46 @@ func TestSequencerMissingSequenceHoldsEveryLane(t *testing.T) {
 	require.Equal(t, []int64{1, 4}, h.released("ep_1"))
 	require.Equal(t, []int64{3, 4}, h.released("ep_2"))
 	require.Equal(t, []int64{2}, h.released("ep_3"))
+}
+
+// TestSequencerVoidedSequencesLetEveryLaneGoOn: the producer lost 3 and 4,
+// so 5 waits in both lanes; an operator voids them (their tombstones, events
+// for nobody, and the voided list, in the ledger) and the resync that
+// follows releases 5 in both lanes, each naming 3 and 4 among its skipped
+// sequences after its own previous one. Once every lane is past them, the
+// sequencer forgets them.
+func TestSequencerVoidedSequencesLetEveryLaneGoOn(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.arrive(0, 1, "ep_1", "ep_2")
+	h.arrive(time.Second, 2, "ep_1")
+	h.arrive(2*time.Second, 5, "ep_1", "ep_2")
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, []int64{1, 2}, h.released("ep_1"))
+		require.Equal(t, []int64{1}, h.released("ep_2"), "5 waits for 3")
+		h.mu.Lock()
+		h.ledger.Next = 3
+		h.stored(3, nil)
+		h.stored(4, nil)
+		h.ledger.Voided = []int64{3, 4}
+		h.mu.Unlock()
+	}, time.Minute)
+	h.resync(time.Minute + time.Second)
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, []int64{3, 4}, h.state().Voided, "kept while a lane may still name them")
+	}, time.Minute+1500*time.Millisecond)
+	h.env.RegisterDelayedCallback(func() {
+		st := h.state()
+		require.EqualValues(t, 6, st.Next)
+		require.Empty(t, st.Voided, "every lane is past them")
+	}, 2*time.Minute)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	require.Equal(t, []int64{1, 2, 5}, h.released("ep_1"))
+	require.Equal(t, []int64{1, 5}, h.released("ep_2"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 2, Skipped: []int64{3, 4}}, h.carriedBy(5, "ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_2", Previous: 1, Skipped: []int64{3, 4}}, h.carriedBy(5, "ep_2"))
 }
 
 // TestSequencerEventWithNoEndpointsTakesItsPlace: 2 is meant for nobody; it

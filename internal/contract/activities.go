@@ -82,6 +82,9 @@ type SequencerLoad struct {
 	Events []PendingEvent `json:"events,omitempty"`
 	// Lanes are the lanes' positions as the ledger has them.
 	Lanes []LaneState `json:"lanes,omitempty"`
+	// Voided are the correlation's voided sequences (their tombstones,
+	// VoidedType), in order.
+	Voided []int64 `json:"voided,omitempty"`
 }
 
 // SkipInput names the dead letter of a delivery an operator skipped.

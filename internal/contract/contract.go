@@ -241,6 +241,10 @@ type SequencerState struct {
 	Next   int64          `json:"next"`
 	Events []PendingEvent `json:"events,omitempty"`
 	Lanes  []LaneState    `json:"lanes,omitempty"`
+	// Voided are the sequences an operator voided (the producer lost them:
+	// POST /v1/correlations/{id}/skip) that a lane may still name in a
+	// release's skipped sequences, in order.
+	Voided []int64 `json:"voided,omitempty"`
 }
 
 // PendingEvent is an arrived event at or past its correlation's cursor:

@@ -1,6 +1,9 @@
 package contract
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Operational event types (issue 24 item 5): hookflow's own events about
 // its endpoints, published as ordinary hookflow events whose correlation ID
@@ -23,6 +26,23 @@ const (
 	// endpoint by itself when its breaker closed (auto_replay).
 	OpDeadLetterAutoReplayed = "hookflow.dead_letter.auto_replayed"
 )
+
+// VoidedType is the type of a voided sequence's tombstone: an events row
+// that an operator's POST /v1/correlations/{id}/skip stores in the place of
+// a sequence the producer lost, finished (skipped) and routed to nobody, so
+// that every lane moves past it and a later post of that sequence is
+// refused as taken. It is no event: it has no workflow and is delivered
+// nowhere; receivers learn of it in the skipped_sequences of the next
+// envelope of each lane.
+const VoidedType = "hookflow.voided"
+
+// VoidedID is the ID of the tombstone of sequence seq of correlation corr:
+// "hookflow-voided-<corr>-<seq>". The integer after the last "-" is the
+// sequence, so no two correlations' tombstones share one, and a producer's
+// ID cannot start with "hookflow-".
+func VoidedID(corr string, seq int64) string {
+	return "hookflow-voided-" + corr + "-" + strconv.FormatInt(seq, 10)
+}
 
 // OperationalPrefix starts every operational event type, and no producer's.
 const OperationalPrefix = "hookflow."

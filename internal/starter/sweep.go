@@ -43,14 +43,15 @@ type SweepResult struct {
 // that have not moved for StuckAfter are looked at (SweepHeads), and the
 // dead letters of an outage whose circuit closed are auto-replayed
 // (SweepAutoReplay), and the lanes a closed circuit held are told
-// (SweepCircuitWake). Every API
+// (SweepCircuitWake), and the dead letters of deleted endpoints are skipped
+// (SweepDeletedEndpoints). Every API
 // process runs it; the ledger's leases share the work among them (two
 // processes may both wake a circuit's lanes: a lane takes a repeated wake
 // as one more look). The sweeps run on their own, so a slow pass of one
 // never holds up another.
 func (s *Starter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		s.every(ctx, "start queued events", s.SweepQueued)
@@ -66,6 +67,10 @@ func (s *Starter) Run(ctx context.Context) {
 	go func() {
 		defer wg.Done()
 		s.every(ctx, "wake the lanes of closed circuits", s.SweepCircuitWake)
+	}()
+	go func() {
+		defer wg.Done()
+		s.every(ctx, "skip deleted endpoints' dead letters", s.SweepDeletedEndpoints)
 	}()
 	wg.Wait()
 }

@@ -95,6 +95,9 @@ type CorrelationLoad struct {
 	// Lanes are the correlation's lanes that have a row (sorted by
 	// endpoint).
 	Lanes []Lane
+	// Voided are the sequences an operator voided (CorrelationVoid), in
+	// order.
+	Voided []int64
 }
 
 // StuckHead is the head of one lane (the lowest sequence not finished in it)
@@ -154,11 +157,14 @@ type AttemptStart struct {
 	// with nothing counted writes nothing for it on success.
 	CircuitOpen     bool
 	CircuitFailures int
+	// DeletedBy names who deleted the endpoint (DELETE /v1/endpoints/{id});
+	// nil while it is not deleted. The attempt ends the delivery skipped.
+	DeletedBy *string
 }
 
 // DeliveryStartAttempt marks the delivery delivering (released_at set once)
 // and the event's aggregate, and returns what the attempt needs
-// (AttemptStart), unless the endpoint is disabled, or the delivery is final,
+// (AttemptStart), unless the endpoint is disabled (or deleted), or the delivery is final,
 // or it is dead-lettered and no replay of its dead letter is claimed: then
 // it changes nothing. ErrNotFound when the endpoint does not exist.
 func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID string) (AttemptStart, error) {
@@ -172,7 +178,7 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			var circuit string
 			var failures int32
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
-				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures)...)
+				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy)...)
 			e.Settings = sc.settings()
 			a.CircuitOpen, a.CircuitFailures = circuit == CircuitOpen, int(failures)
 			return translate(err)
@@ -276,7 +282,7 @@ func (s *Store) CorrelationLoadAll(ctx context.Context, correlationID string, li
 		l            CorrelationLoad
 		events, lane []byte
 	)
-	if err := s.pool.QueryRow(ctx, s.q.CorrelationLoadAll, correlationID, limit).Scan(&l.Next, &events, &lane); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.CorrelationLoadAll, correlationID, limit).Scan(&l.Next, &events, &lane, &l.Voided); err != nil {
 		return l, fmt.Errorf("load correlation: %w", err)
 	}
 	if err := json.Unmarshal(events, &l.Events); err != nil {
@@ -298,6 +304,7 @@ func (s *Store) CorrelationLoadAll(ctx context.Context, correlationID string, li
 	if len(l.Lanes) == 0 {
 		l.Lanes = nil
 	}
+	l.Voided = nilIfEmpty(l.Voided)
 	return l, nil
 }
 

@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -285,10 +285,13 @@ func TestMigration015KeepsCircuitsAndGoesBack(t *testing.T) {
 INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since) VALUES ('a', 2, now())`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	// Today's store reads 016's column too, which adds nothing of 015's.
-	wake, err := os.ReadFile("../../schema/migrations/016_circuit_wake.up.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(wake)))
+	// Today's store reads 016's and 017's columns too, which add nothing of
+	// 015's.
+	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete"} {
+		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(ctx, pool, string(sql)))
+	}
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
@@ -311,7 +314,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
 	require.NoError(t, err)
 
-	for _, down := range []string{"016_circuit_wake", "015_circuit_failure_rate"} {
+	for _, down := range []string{"017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -339,6 +342,10 @@ INSERT INTO endpoint_circuits (endpoint_id, state, consecutive_failures, failing
 VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
+	// Today's store reads 017's columns too, which add nothing of 016's.
+	deleted, err := os.ReadFile("../../schema/migrations/017_endpoint_delete.up.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(deleted)))
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
@@ -350,9 +357,11 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.Len(t, wakes, 1)
 	require.Equal(t, "a", wakes[0].EndpointID)
 
-	down, err := os.ReadFile("../../schema/migrations/016_circuit_wake.down.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(down)))
+	for _, name := range []string{"017_endpoint_delete", "016_circuit_wake"} {
+		down, err := os.ReadFile("../../schema/migrations/" + name + ".down.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(ctx, pool, string(down)))
+	}
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE table_name = 'endpoint_circuits' AND column_name = 'wake_requested_at'`).Scan(&n))

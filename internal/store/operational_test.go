@@ -33,9 +33,9 @@ func operators(t *testing.T, st *store.Store) {
 
 // TestOperationalEventRouting: an operational event about an endpoint is
 // sequence 1, 2, … of the endpoint's correlation, with a deterministic id,
-// and goes to the enabled endpoints subscribed to hookflow's types by a
-// pattern of their own: never to the endpoint it is about, a disabled one,
-// or one that takes every type.
+// and goes to the endpoints subscribed to hookflow's types by a pattern of
+// their own, a disabled one included (paused: it waits in its lanes): never
+// to the endpoint it is about, or to one that takes every type.
 func TestOperationalEventRouting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -51,7 +51,7 @@ func TestOperationalEventRouting(t *testing.T) {
 	require.EqualValues(t, 1, ev.Sequence)
 	require.Equal(t, contract.OpDeadLetterCreated, ev.Type)
 	require.Equal(t, contract.StateQueued, ev.State, "queued: the queued sweep starts it")
-	require.Equal(t, []string{"op1", "op3"}, ev.Endpoints, "not a (the subject), op2 (disabled), star (every type), ep/b/c (every type)")
+	require.Equal(t, []string{"op1", "op2", "op3"}, ev.Endpoints, "op2 though disabled; not a (the subject), star (every type), ep/b/c (every type)")
 	var data map[string]any
 	require.NoError(t, json.Unmarshal(ev.Data, &data))
 	require.Equal(t, map[string]any{"endpoint_id": "a", "event_id": "x-1", "sequence": 3.0}, data)
@@ -155,7 +155,7 @@ func TestDeadLetterPublishesOncePerGeneration(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, contract.OpDeadLetterCreated, ev.Type)
 		require.Equal(t, gen, ev.Sequence)
-		require.Equal(t, []string{"op1", "op3"}, ev.Endpoints)
+		require.Equal(t, []string{"op1", "op2", "op3"}, ev.Endpoints, "op2 though disabled: paused, it waits in its lanes")
 		var data map[string]any
 		require.NoError(t, json.Unmarshal(ev.Data, &data))
 		require.Equal(t, "a", data["endpoint_id"])

@@ -44,6 +44,8 @@ type queries struct {
 	EndpointRateReserve         string
 	EndpointDisableIfEnabled    string
 	EndpointDisabledForShare    string
+	EndpointDelete              string
+	EndpointsDeletedOpen        string
 	CircuitProbeClaim           string
 	CircuitLateOutageDeadLetter string
 	CircuitEnsure               string
@@ -79,6 +81,8 @@ type queries struct {
 	CorrelationAdvance          string
 	CorrelationHighWater        string
 	CorrelationLoadAll          string
+	CorrelationVoidCheck        string
+	CorrelationVoidInsert       string
 	LaneGet                     string
 	AttemptInsert               string
 	AttemptsList                string
@@ -451,20 +455,27 @@ func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]E
 	return out, nil
 }
 
-// EndpointsSubscribed returns every enabled endpoint whose event types match
-// eventType (as eventtypes.Matches has it), in id order; none is no error.
-func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]Endpoint, error) {
-	out, err := collectEndpoints(s.pool.Query(ctx, s.q.EndpointsSubscribed, eventType))
+// EndpointsSubscribed returns the ids of every endpoint whose event types
+// match eventType (as eventtypes.Matches has it), disabled ones included (a
+// disabled endpoint is paused: its events wait in its lanes), in id order;
+// none is no error.
+func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q.EndpointsSubscribed, eventType)
 	if err != nil {
 		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
 	}
-	return out, nil
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
+	}
+	return ids, nil
 }
 
 // Route names the endpoints an event goes to when it is accepted: the one
 // it addresses (e.EndpointID, returned as addressed; ErrNotFound, wrapped,
-// when there is none such), or else every enabled endpoint subscribed to
-// its type (EndpointsSubscribed), in id order; none is no error.
+// when there is none such), or else every endpoint subscribed to its type,
+// disabled ones included (EndpointsSubscribed), in id order; none is no
+// error.
 func (s *Store) Route(ctx context.Context, e intake.Event) (addressed *Endpoint, endpoints []string, err error) {
 	if e.EndpointID != "" {
 		ep, err := s.EndpointGet(ctx, e.EndpointID)
@@ -473,14 +484,42 @@ func (s *Store) Route(ctx context.Context, e intake.Event) (addressed *Endpoint,
 		}
 		return &ep, []string{ep.ID}, nil
 	}
-	subs, err := s.EndpointsSubscribed(ctx, e.Type)
+	endpoints, err = s.EndpointsSubscribed(ctx, e.Type)
+	return nil, endpoints, err
+}
+
+// EndpointDelete deletes the endpoint for good, as by (the key's name): it
+// is stamped and disabled, and no longer found, listed or routed to.
+// ErrNotFound when there is no such endpoint, or it is deleted already.
+func (s *Store) EndpointDelete(ctx context.Context, id, by string) error {
+	var got string
+	if err := translate(s.pool.QueryRow(ctx, s.q.EndpointDelete, id, by).Scan(&got)); err != nil {
+		return fmt.Errorf("delete endpoint: %w", err)
+	}
+	return nil
+}
+
+// DeletedEndpoint is a deleted endpoint, and who deleted it.
+type DeletedEndpoint struct {
+	ID        string
+	DeletedBy string
+}
+
+// EndpointsDeletedOpen returns up to limit deleted endpoints that still
+// have open dead letters, in id order.
+func (s *Store) EndpointsDeletedOpen(ctx context.Context, limit int) ([]DeletedEndpoint, error) {
+	rows, err := s.pool.Query(ctx, s.q.EndpointsDeletedOpen, limit)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("list deleted endpoints: %w", err)
 	}
-	for _, ep := range subs {
-		endpoints = append(endpoints, ep.ID)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeletedEndpoint, error) {
+		var d DeletedEndpoint
+		return d, r.Scan(&d.ID, &d.DeletedBy)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list deleted endpoints: %w", err)
 	}
-	return nil, endpoints, nil
+	return out, nil
 }
 
 // EndpointDisable disables the endpoint, recording why.

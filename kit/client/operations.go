@@ -148,6 +148,19 @@ func (c *Client) EndpointRotateSecret(ctx context.Context, id string) (EndpointW
 	return ep, err
 }
 
+// EndpointDelete is DELETE /v1/endpoints/{id}: deletes the endpoint for
+// good. Routing to it stops, it answers 404 from then on, and its open
+// deliveries end skipped, recorded as the key's. Scope endpoints:write.
+func (c *Client) EndpointDelete(ctx context.Context, id string) (EndpointDeleted, error) {
+	var out EndpointDeleted
+	p, err := idPath("endpoint id", "/v1/endpoints/", id, "")
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, request{method: http.MethodDelete, path: p}, &out)
+	return out, err
+}
+
 // EventCreate is POST /v1/events: accepts an event for delivery. A new
 // event is answered 202 (state waiting, or queued when Temporal is
 // unavailable: a sweep starts it later); the same event again (same id,
@@ -195,6 +208,20 @@ func (c *Client) CorrelationGet(ctx context.Context, id string) (Correlation, er
 		return Correlation{}, err
 	}
 	return get[Correlation](ctx, c, p, nil)
+}
+
+// CorrelationSkip is POST /v1/correlations/{id}/skip: voids sequences the
+// producer lost, so that every lane moves past them (receivers see them in
+// skipped_sequences) and a later post of one is refused (409). A sequence
+// that has arrived refuses the whole request (422). Scope dead-letters:write.
+func (c *Client) CorrelationSkip(ctx context.Context, id string, req CorrelationSkipRequest) (CorrelationVoided, error) {
+	var out CorrelationVoided
+	p, err := idPath("correlation id", "/v1/correlations/", id, "/skip")
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, request{method: http.MethodPost, path: p, body: req}, &out)
+	return out, err
 }
 
 // DeadLetterList is GET /v1/dead-letters: one page of the dead letters f

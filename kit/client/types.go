@@ -217,6 +217,16 @@ type Endpoint struct {
 	UpdatedAt          time.Time `json:"updated_at"`
 }
 
+// EndpointDeleted answers EndpointDelete: the endpoint, who deleted it,
+// and how many of its open dead letters the request skipped (the sweep
+// skips any it left).
+type EndpointDeleted struct {
+	ID                 string `json:"id"`
+	Deleted            bool   `json:"deleted"`
+	DeletedBy          string `json:"deleted_by"`
+	SkippedDeadLetters int    `json:"skipped_dead_letters"`
+}
+
 // EndpointWithSecret is an endpoint as created or rotated: the one time its
 // signing secret is shown.
 type EndpointWithSecret struct {
@@ -358,6 +368,25 @@ type Correlation struct {
 	// Source is "sequencer" (its state query answered) or "ledger" (none
 	// answered).
 	Source string `json:"source"`
+	// Voided are the sequences an operator voided (CorrelationSkip): they
+	// never arrive, and every lane moves past them.
+	Voided []int64 `json:"voided"`
+}
+
+// CorrelationSkipRequest voids sequences of a correlation that its producer
+// lost: 1 to 100 of them, none of which has arrived, and why.
+type CorrelationSkipRequest struct {
+	Sequences []int64 `json:"sequences"`
+	Note      string  `json:"note,omitempty"`
+}
+
+// CorrelationVoided answers CorrelationSkip: the sequences it voided, those
+// voided before (unchanged), and the key that voided them.
+type CorrelationVoided struct {
+	CorrelationID string  `json:"correlation_id"`
+	Voided        []int64 `json:"voided"`
+	AlreadyVoided []int64 `json:"already_voided"`
+	VoidedBy      string  `json:"voided_by"`
 }
 
 // Lane returns the correlation's lane of endpointID.

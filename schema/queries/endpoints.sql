@@ -11,7 +11,7 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts
-FROM endpoints WHERE id = $1;
+FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate
 -- NULL leaves a field as it is, but for event_types, where NULL is every
@@ -40,7 +40,7 @@ UPDATE endpoints SET
                            WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE id = $1
+WHERE id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
@@ -56,7 +56,7 @@ UPDATE endpoints SET
         || jsonb_build_array(jsonb_build_object('secret', secret, 'expires_at', now() + make_interval(secs => $3))),
     secret     = $2,
     updated_at = now()
-WHERE id = $1
+WHERE id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
@@ -69,18 +69,21 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts
-FROM endpoints WHERE id > $1 ORDER BY id LIMIT $2;
+FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed
--- The enabled endpoints whose event_types match type $1, by id. The same
--- rule as eventtypes.Matches: NULL is every type, "*" too, "prefix.*" every
--- type starting with "prefix." (compared as text, not LIKE, so % and _ in a
+-- The ids of the endpoints whose event_types match type $1, in id order,
+-- disabled ones included: a disabled endpoint is paused, and the events of
+-- its types wait in its lanes until it is enabled (its heads dead-lettered
+-- 'endpoint disabled', which enabling replays), so that none is lost and the
+-- next envelope's previous_sequence is the true one. Only the ids: routing
+-- needs nothing else, and the rows carry secrets and headers. The same rule
+-- as eventtypes.Matches: NULL is every type, "*" too, "prefix.*" every type
+-- starting with "prefix." (compared as text, not LIKE, so % and _ in a
 -- prefix are themselves), anything else that exact type.
-SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
-       headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts
+SELECT id
 FROM endpoints
-WHERE NOT disabled
+WHERE deleted_at IS NULL
   AND (event_types IS NULL
        OR $1 = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
@@ -115,3 +118,33 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- transaction ends (DeadLetterUpsert: a PATCH that enables the endpoint waits
 -- for the dead letter to commit, or has committed before this reads it).
 SELECT disabled FROM endpoints WHERE id = $1 FOR SHARE;
+
+-- name: EndpointDelete
+-- Deletes endpoint $1 for good, as $2 (the key's name): stamped rather than
+-- removed (its deliveries, attempts and dead letters refer to it), and
+-- disabled with it, so that the breaker's passes, the auto-replay and the
+-- attempts under way treat it as a disabled one until each finds it
+-- deleted. Its circuit, if it has one, is asked to wake the lanes it holds
+-- (migration 016's stamp, which the wake sweep signals), so that a head
+-- waiting on an open circuit looks now, finds it deleted and ends skipped.
+-- No row when there is none such, or it is deleted already.
+WITH deleted AS (
+    UPDATE endpoints SET deleted_at = now(), deleted_by = $2, disabled = true,
+        disabled_reason = 'deleted by ' || $2, updated_at = now()
+    WHERE id = $1 AND deleted_at IS NULL
+    RETURNING id
+), woken AS (
+    UPDATE endpoint_circuits SET wake_requested_at = clock_timestamp(), updated_at = now()
+    WHERE endpoint_id IN (SELECT id FROM deleted)
+)
+SELECT id FROM deleted;
+
+-- name: EndpointsDeletedOpen
+-- Deleted endpoints that still have dead letters open, with who deleted
+-- them: the sweep skips those (a dead letter written while the delete ran,
+-- or left by an API process that stopped half way).
+SELECT e.id, e.deleted_by FROM endpoints e
+WHERE e.deleted_at IS NOT NULL
+  AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.endpoint_id = e.id AND d.status = 'open')
+ORDER BY e.id
+LIMIT $1;

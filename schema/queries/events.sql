@@ -205,7 +205,10 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        -- trip: a closed circuit with no failure counted (or no row) is the
        -- happy path, and the attempt writes nothing more for it.
        COALESCE((SELECT state FROM endpoint_circuits WHERE endpoint_id = $2), 'closed'),
-       COALESCE((SELECT consecutive_failures FROM endpoint_circuits WHERE endpoint_id = $2), 0)
+       COALESCE((SELECT consecutive_failures FROM endpoint_circuits WHERE endpoint_id = $2), 0),
+       -- Who deleted the endpoint (migration 017), NULL while it is not:
+       -- the attempt then ends the delivery skipped, sending nothing.
+       deleted_by
 FROM endpoints WHERE id = $2;
 
 -- name: DeliveryMarkFinal
@@ -284,7 +287,8 @@ SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE corre
 -- name: CorrelationLoadAll
 -- The cursor, the events from it on (finished ones too: they have arrived)
 -- in sequence order, up to $2 of them (0: all), each with its endpoints
--- and those not finished, and the lanes: one statement, so one snapshot,
+-- and those not finished, the lanes and the voided sequences: one
+-- statement, so one snapshot,
 -- for a sequencer's load. Events from the cursor on are never pruned
 -- (EventsPruneKeys), so a sequence missing here has not arrived.
 WITH c AS (
@@ -305,7 +309,12 @@ SELECT c.next,
            SELECT json_agg(json_build_object('endpoint_id', l.endpoint_id, 'last_finished', l.last_finished,
                                              'previous', l.previous, 'skipped', l.skipped_tail)
                   ORDER BY l.endpoint_id)
-           FROM lanes l WHERE l.correlation_id = $1), '[]')
+           FROM lanes l WHERE l.correlation_id = $1), '[]'),
+       -- The voided sequences (their tombstones, migration 018's index):
+       -- operators make them, a few at a time.
+       ARRAY(SELECT v.sequence FROM events v
+             WHERE v.correlation_id = $1 AND v.type = 'hookflow.voided'
+             ORDER BY v.sequence LIMIT 10000)
 FROM c;
 
 -- name: AttemptInsert
@@ -315,3 +324,43 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 -- name: AttemptsList
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
 FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id;
+
+-- name: CorrelationVoidCheck
+-- Of sequences $2 of correlation $1, those that have arrived (stored as an
+-- event that is not a tombstone, or behind the cursor with no row: theirs
+-- was pruned) and those voided already, after locking the correlation's row,
+-- made if it has none: a void and an event's acceptance of one sequence
+-- wait for each other here, and the unique (correlation_id, sequence)
+-- decides between them.
+WITH c AS (
+    INSERT INTO correlations AS c (correlation_id) VALUES ($1)
+    ON CONFLICT (correlation_id) DO UPDATE SET updated_at = c.updated_at
+    RETURNING next_sequence
+), asked AS (
+    SELECT DISTINCT unnest($2::bigint[]) AS sequence
+)
+SELECT
+    ARRAY(SELECT a.sequence FROM asked a
+          WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type <> 'hookflow.voided')
+             OR (a.sequence < (SELECT next_sequence FROM c)
+                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence))
+          ORDER BY a.sequence),
+    ARRAY(SELECT a.sequence FROM asked a
+          WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
+          ORDER BY a.sequence);
+
+-- name: CorrelationVoidInsert
+-- Stores the tombstones of sequences $2 of correlation $1 (ids $3, in the
+-- same order), skipped from the start and routed to nobody, their data
+-- $4 (who, when, why), and raises the correlation's high-water mark. Run
+-- after CorrelationVoidCheck in its transaction; the caller then moves the
+-- cursor (CorrelationAdvance).
+WITH ins AS (
+    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state)
+    SELECT v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
+    FROM unnest($2::bigint[], $3::text[]) AS v (sequence, id)
+    ON CONFLICT DO NOTHING
+    RETURNING sequence
+)
+UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
+WHERE c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins);

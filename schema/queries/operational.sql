@@ -9,15 +9,15 @@ ON CONFLICT (endpoint_id) DO UPDATE SET last_sequence = o.last_sequence + 1, upd
 RETURNING last_sequence;
 
 -- name: OperationalSubscribers
--- The enabled endpoints, other than $2 (the endpoint the event is about),
+-- The endpoints, other than $2 (the endpoint the event is about),
 -- subscribed to operational type $1 by a pattern of their own: the rule of
--- EndpointsSubscribed, except that every type (NULL or "*") does not take
+-- EndpointsSubscribed (disabled ones included: paused, their events wait in
+-- their lanes), except that every type (NULL or "*") does not take
 -- hookflow's events: a producer's receiver that takes every type never
 -- asked for them. Any pattern that matches a "hookflow." type otherwise
 -- (exact, "hookflow.*", "hookflow.endpoint.*") starts with "hookflow.".
 SELECT id FROM endpoints
-WHERE NOT disabled
-  AND id <> $2
+WHERE id <> $2 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p
               WHERE p = $1 OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
 ORDER BY id;

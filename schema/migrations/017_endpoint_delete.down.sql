@@ -1,0 +1,3 @@
+DROP INDEX endpoints_deleted_idx;
+ALTER TABLE endpoints DROP COLUMN deleted_by;
+ALTER TABLE endpoints DROP COLUMN deleted_at;
