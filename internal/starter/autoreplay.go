@@ -78,29 +78,36 @@ func (s *Starter) autoReplay(ctx context.Context, p store.AutoReplayPending, lim
 	since := p.Since
 	f := store.DeadLetterFilter{EndpointID: p.EndpointID, Status: store.DeadLetterOpen, Since: &since, Limit: autoReplayPage}
 	n := 0
+	err := s.eachDeadLetter(ctx, f, func(d store.DeadLetter) (bool, error) {
+		if !contract.OutageCaused(d.Reason) {
+			return true, nil
+		}
+		ok, err := s.replayDeadLetter(ctx, d)
+		if ok {
+			n++
+		}
+		return err == nil && (limit <= 0 || n < limit), err
+	})
+	return n, err
+}
+
+// eachDeadLetter calls do on each dead letter f selects, lane by lane in
+// sequence order (DeadLetterReplayPage), a page of f.Limit at a time, until
+// do answers false or fails.
+func (s *Starter) eachDeadLetter(ctx context.Context, f store.DeadLetterFilter, do func(store.DeadLetter) (bool, error)) error {
 	var after *store.ReplayCursor
 	for {
 		page, err := s.store.DeadLetterReplayPage(ctx, f, after)
 		if err != nil {
-			return n, err
+			return err
 		}
 		for _, d := range page {
-			if !contract.OutageCaused(d.Reason) {
-				continue
-			}
-			ok, err := s.replayDeadLetter(ctx, d)
-			if err != nil {
-				return n, err
-			}
-			if ok {
-				n++
-			}
-			if limit > 0 && n >= limit {
-				return n, nil
+			if more, err := do(d); err != nil || !more {
+				return err
 			}
 		}
 		if len(page) < f.Limit {
-			return n, nil
+			return nil
 		}
 		last := page[len(page)-1]
 		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}

@@ -23,35 +23,22 @@ const DeletedNote = "endpoint deleted"
 func (s *Starter) SkipDeletedDeadLetters(ctx context.Context, endpointID, by string) (int, error) {
 	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: autoReplayPage}
 	n := 0
-	var after *store.ReplayCursor
-	for {
-		page, err := s.store.DeadLetterReplayPage(ctx, f, after)
+	err := s.eachDeadLetter(ctx, f, func(d store.DeadLetter) (bool, error) {
+		ok, err := s.store.DeadLetterMarkSkipped(ctx, d.EventID, d.EndpointID, d.Generation, by, DeletedNote)
+		if err != nil || !ok {
+			return err == nil, err // !ok: replayed or skipped meanwhile by someone else
+		}
+		sk := contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: DeletedNote}
+		ended, err := s.SignalDeadLetter(ctx, d, contract.SignalSkip, sk)
 		if err != nil {
-			return n, err
+			return false, fmt.Errorf("signal %s: %w", d.EventID, err)
 		}
-		for _, d := range page {
-			ok, err := s.store.DeadLetterMarkSkipped(ctx, d.EventID, d.EndpointID, d.Generation, by, DeletedNote)
-			if err != nil {
-				return n, err
-			}
-			if !ok {
-				continue // replayed or skipped meanwhile by someone else
-			}
-			sk := contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: DeletedNote}
-			ended, err := s.SignalDeadLetter(ctx, d, contract.SignalSkip, sk)
-			if err != nil {
-				return n, fmt.Errorf("signal %s: %w", d.EventID, err)
-			}
-			if !ended {
-				n++
-			}
+		if !ended {
+			n++
 		}
-		if len(page) < f.Limit {
-			return n, nil
-		}
-		last := page[len(page)-1]
-		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
-	}
+		return true, nil
+	})
+	return n, err
 }
 
 // SweepDeletedEndpoints skips the open dead letters of deleted endpoints
