@@ -68,30 +68,50 @@ func (a *Activities) Finish(ctx context.Context, in contract.FinishInput) error 
 	return a.sequencer.Finished(ctx, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Lanes: in.Lanes})
 }
 
-// MaxLoadedArrivals bounds the stored events a sequencer loads at once.
-const MaxLoadedArrivals = 10000
-
-// LoadSequencer reads a correlation's cursor, the stored events from it on
-// with the lanes each has open, and the lanes' positions from the ledger.
+// LoadSequencer reads what a sequencer loads of its correlation from the
+// ledger: its cursor, which sequences have arrived from it on, and each
+// lane's position with its first open deliveries
+// (contract.MaxQueuedPerLane).
 func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (contract.SequencerLoad, error) {
-	l, err := a.store.CorrelationLoadAll(ctx, correlationID, MaxLoadedArrivals)
+	l, err := a.store.CorrelationLoadOf(ctx, correlationID, contract.MaxQueuedPerLane)
 	if err != nil {
 		return contract.SequencerLoad{}, err
 	}
-	return sequencerLoad(l), nil
+	out := contract.SequencerLoad{Next: l.Next, Frontier: l.Frontier, Arrived: l.Arrived, Voided: l.Voided}
+	for _, ln := range l.Lanes {
+		out.Lanes = append(out.Lanes, laneState(ln))
+	}
+	return out, nil
 }
 
-// sequencerLoad is the ledger's view of a correlation as a sequencer takes
-// it.
-func sequencerLoad(l store.CorrelationLoad) contract.SequencerLoad {
-	out := contract.SequencerLoad{Next: l.Next, Voided: l.Voided}
-	for _, e := range l.Events {
-		out.Events = append(out.Events, contract.PendingEvent{Sequence: e.Sequence, EventID: e.ID, Open: e.Open})
+// LoadLanes reads the next open deliveries of lanes of a correlation
+// (contract.MaxQueuedPerLane each), for a sequencer whose lanes ran out of
+// the events they kept.
+func (a *Activities) LoadLanes(ctx context.Context, in contract.LoadLanesInput) ([]contract.LaneState, error) {
+	eps, after := make([]string, len(in.Lanes)), make([]int64, len(in.Lanes))
+	for i, la := range in.Lanes {
+		eps[i], after[i] = la.Endpoint, la.After
 	}
-	for _, ln := range l.Lanes {
-		out.Lanes = append(out.Lanes, contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished})
+	ls, err := a.store.LanesLoad(ctx, in.CorrelationID, eps, after, contract.MaxQueuedPerLane)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	out := make([]contract.LaneState, 0, len(ls))
+	for _, ln := range ls {
+		out = append(out, laneState(ln))
+	}
+	return out, nil
+}
+
+// laneState is a lane of the ledger as a sequencer takes it: its position,
+// and its open deliveries, Partial (known through the last) when the
+// ledger has more.
+func laneState(ln store.LaneLoad) contract.LaneState {
+	st := contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished, Queued: ln.Open}
+	if ln.More {
+		st.Partial, st.KnownThrough = true, ln.Open[len(ln.Open)-1].Sequence
+	}
+	return st
 }
 
 // Skip claims the skip of the dead letter (the API may have claimed it

@@ -304,7 +304,7 @@ func TestDeliverSignsAndHandsOver(t *testing.T) {
 	ev := b.event(t)
 	require.Equal(t, contract.StateDelivered, ev.State)
 	require.NotNil(t, ev.DeliveredAt)
-	load, err := b.st.CorrelationLoadAll(context.Background(), "order-1", 0)
+	load, err := b.st.CorrelationLoadOf(context.Background(), "order-1", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, load.Next, "the correlation moves past the delivered event")
 	require.Equal(t, []finished{{CorrelationID: "order-1", Done: contract.Done{Sequence: 1, EventID: "evt_1", Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}}}}, b.seq.handedOver())

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -184,7 +183,7 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	if err != nil {
 		return err
 	}
-	load, err := s.deps.Store.CorrelationLoadAll(ctx, ev.CorrelationID, 1)
+	load, err := s.deps.Store.CorrelationLoadOf(ctx, ev.CorrelationID, 0)
 	if err != nil {
 		return err
 	}
@@ -274,10 +273,12 @@ type correlationResponse struct {
 // parked behind it, the sequence last delivered (the next envelope's
 // previous_sequence) and the skips since, and what holds it.
 type laneResponse struct {
-	EndpointID string   `json:"endpoint_id"`
-	Next       *int64   `json:"next,omitempty"`
-	Released   *int64   `json:"released,omitempty"`
-	Parked     []int64  `json:"parked"`
+	EndpointID string  `json:"endpoint_id"`
+	Next       *int64  `json:"next,omitempty"`
+	Released   *int64  `json:"released,omitempty"`
+	Parked     []int64 `json:"parked"`
+	// ParkedMore: more wait past those Parked lists (maxLaneParked).
+	ParkedMore bool     `json:"parked_more,omitempty"`
 	Previous   int64    `json:"previous_sequence"`
 	Skipped    []int64  `json:"skipped"`
 	BlockedBy  *blocker `json:"blocked_by,omitempty"`
@@ -287,21 +288,23 @@ type laneResponse struct {
 // ledger answers.
 const sequencerQueryTimeout = 2 * time.Second
 
-// maxLaneEvents bounds the events GET /v1/correlations reads.
-const maxLaneEvents = 1000
+// maxLaneParked bounds the parked sequences GET /v1/correlations lists per
+// lane; parked_more says when more wait.
+const maxLaneParked = 100
 
 // correlationGet reports where a correlation stands, lane by lane, as its
 // sequencer sees it (or the ledger, when none answers): for each endpoint
 // the sequence it delivers next, the one released, what is parked behind
-// it, and what holds it (the released delivery's state, or "missing" when
-// an earlier sequence has not arrived).
+// it (the ledger's open deliveries), and what holds it (the released
+// delivery's state, or "missing" when an earlier sequence has not
+// arrived).
 func (s *Server) correlationGet(c echo.Context) error {
 	id := c.Param("id")
 	if p := validKey("id", id); p != nil {
 		return p
 	}
 	ctx := c.Request().Context()
-	load, err := s.deps.Store.CorrelationLoadAll(ctx, id, maxLaneEvents)
+	load, err := s.deps.Store.CorrelationLoadOf(ctx, id, maxLaneParked)
 	if err != nil {
 		return err
 	}
@@ -310,7 +313,7 @@ func (s *Server) correlationGet(c echo.Context) error {
 	if !ok {
 		resp.Source, st = "ledger", ledgerState(load)
 	}
-	if len(st.Events) == 0 && len(st.Lanes) == 0 {
+	if len(st.Lanes) == 0 && len(load.Lanes) == 0 {
 		hw, err := s.deps.Store.CorrelationHighWater(ctx, id)
 		if err != nil {
 			return err
@@ -321,62 +324,35 @@ func (s *Server) correlationGet(c echo.Context) error {
 	}
 	resp.NextSequence = st.Next
 	resp.Voided = nonNil(load.Voided)
-	// The ledger's delivery states say why a released lane does not move.
-	states := map[int64]map[string]contract.State{}
-	ids := map[int64]string{}
-	for _, e := range load.Events {
-		ids[e.Sequence] = e.ID
-	}
-	ev := func(seq int64) map[string]contract.State {
-		if m, ok := states[seq]; ok {
-			return m
-		}
-		m := map[string]contract.State{}
-		if id, ok := ids[seq]; ok {
-			if e, err := s.deps.Store.EventGet(ctx, id); err == nil {
-				for _, d := range e.Deliveries {
-					m[d.EndpointID] = d.State
-				}
-			}
-		}
-		states[seq] = m
-		return m
-	}
-	frontier := st.Next
-	for _, e := range st.Events {
-		if e.Sequence != frontier {
-			break
-		}
-		frontier++
-	}
-	if len(st.Events) > 0 && st.Events[len(st.Events)-1].Sequence > frontier {
-		m := frontier
+	if len(st.Arrived) > 0 {
+		m := st.Frontier
 		resp.Missing = &m
+	}
+	ledger := map[string]store.LaneLoad{}
+	for _, ln := range load.Lanes {
+		ledger[ln.EndpointID] = ln
 	}
 	for _, l := range st.Lanes {
 		lr := laneResponse{EndpointID: l.Endpoint, Parked: []int64{}, Previous: l.Previous, Skipped: append([]int64{}, l.Skipped...)}
-		for _, e := range st.Events {
-			switch {
-			case slices.Contains(e.Released, l.Endpoint):
-				seq := e.Sequence
-				lr.Released = &seq
-			case slices.Contains(e.Open, l.Endpoint) && resp.Source == "ledger" && lr.Next == nil && lr.Released == nil &&
-				(ev(e.Sequence)[l.Endpoint] == contract.StateDelivering || ev(e.Sequence)[l.Endpoint] == contract.StateDeadLettered):
-				// The ledger has no sequencer's memory: its lane's head in
-				// flight is the one delivering or dead-lettered.
-				seq := e.Sequence
-				lr.Released = &seq
-			case slices.Contains(e.Open, l.Endpoint):
-				if lr.Next == nil && lr.Released == nil {
-					seq := e.Sequence
-					lr.Next = &seq
-				}
-				lr.Parked = append(lr.Parked, e.Sequence)
+		ln := ledger[l.Endpoint]
+		lr.ParkedMore = ln.More
+		if l.InFlight != 0 {
+			seq := l.InFlight
+			lr.Released = &seq
+		}
+		for _, q := range ln.Open {
+			if q.Sequence == l.InFlight {
+				continue
 			}
+			if lr.Next == nil && lr.Released == nil {
+				seq := q.Sequence
+				lr.Next = &seq
+			}
+			lr.Parked = append(lr.Parked, q.Sequence)
 		}
 		switch {
 		case lr.Released != nil:
-			lr.BlockedBy = &blocker{Sequence: *lr.Released, EventID: ids[*lr.Released], State: ev(*lr.Released)[l.Endpoint]}
+			lr.BlockedBy = &blocker{Sequence: l.InFlight, EventID: l.InFlightEvent, State: s.deliveryState(ctx, ln, l)}
 		case resp.Missing != nil && len(lr.Parked) > 0 && lr.Parked[0] > *resp.Missing:
 			lr.BlockedBy = &blocker{Sequence: *resp.Missing, State: "missing"}
 		}
@@ -385,30 +361,37 @@ func (s *Server) correlationGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, resp)
 }
 
-// ledgerState is a correlation's state as the ledger has it, shaped as a
-// sequencer's: a delivering or dead-lettered delivery is its lane's
-// released one.
-func ledgerState(l store.CorrelationLoad) contract.SequencerState {
-	st := contract.SequencerState{Next: l.Next}
-	for _, ln := range l.Lanes {
-		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished})
-	}
-	seen := map[string]bool{}
-	for _, ln := range l.Lanes {
-		seen[ln.EndpointID] = true
-	}
-	for _, e := range l.Events {
-		p := contract.PendingEvent{Sequence: e.Sequence, EventID: e.ID}
-		for _, ep := range e.Open {
-			if !seen[ep] {
-				seen[ep] = true
-				st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep})
-			}
-			p.Open = append(p.Open, ep)
+// deliveryState is the ledger's state of the lane's delivery in flight:
+// from the lane's load when it lists it, else from its event (the ledger
+// has it finished, and the sequencer has not heard yet).
+func (s *Server) deliveryState(ctx context.Context, ln store.LaneLoad, l contract.LaneState) contract.State {
+	for _, q := range ln.Open {
+		if q.Sequence == l.InFlight {
+			return q.State
 		}
-		st.Events = append(st.Events, p)
 	}
-	slices.SortFunc(st.Lanes, func(a, b contract.LaneState) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+	if e, err := s.deps.Store.EventGet(ctx, l.InFlightEvent); err == nil {
+		for _, d := range e.Deliveries {
+			if d.EndpointID == l.Endpoint {
+				return d.State
+			}
+		}
+	}
+	return ""
+}
+
+// ledgerState is a correlation's state as the ledger has it, shaped as a
+// sequencer's: a lane's first open delivery, when it is delivering or
+// dead-lettered, is its released one.
+func ledgerState(l store.CorrelationLoad) contract.SequencerState {
+	st := contract.SequencerState{Next: l.Next, Frontier: l.Frontier, Arrived: l.Arrived, Voided: l.Voided}
+	for _, ln := range l.Lanes {
+		ls := contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished}
+		if len(ln.Open) > 0 && (ln.Open[0].State == contract.StateDelivering || ln.Open[0].State == contract.StateDeadLettered) {
+			ls.InFlight, ls.InFlightEvent = ln.Open[0].Sequence, ln.Open[0].EventID
+		}
+		st.Lanes = append(st.Lanes, ls)
+	}
 	return st
 }
 

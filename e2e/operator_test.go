@@ -64,8 +64,8 @@ func (c correlationView) only(t *testing.T) laneView {
 // is the sequence released in its one lane (0 for none).
 func parked(st contract.SequencerState) int {
 	n := 0
-	for _, e := range st.Events {
-		n += len(e.Open)
+	for _, l := range st.Lanes {
+		n += len(l.Queued)
 	}
 	return n
 }
@@ -215,9 +215,9 @@ func TestReadmeExample(t *testing.T) {
 	lanes := []string{dev.ID, failing.ID}
 	slices.Sort(lanes)
 	st := b.sequencerState(corr)
-	require.Equal(t, contract.SequencerState{Next: 1, Events: []contract.PendingEvent{
-		{Sequence: 2, EventID: id(2), Open: lanes}, {Sequence: 3, EventID: id(3), Open: lanes},
-	}, Lanes: []contract.LaneState{{Endpoint: lanes[0]}, {Endpoint: lanes[1]}}}, st)
+	waiting := []contract.QueuedEvent{{Sequence: 2, EventID: id(2)}, {Sequence: 3, EventID: id(3)}}
+	require.Equal(t, contract.SequencerState{Next: 1, Frontier: 1, Arrived: []contract.SequenceRange{{From: 2, To: 3}},
+		Lanes: []contract.LaneState{{Endpoint: lanes[0], Queued: waiting}, {Endpoint: lanes[1], Queued: waiting}}}, st)
 	c := b.correlation(corr)
 	require.Equal(t, "sequencer", c.Source)
 	require.EqualValues(t, st.Next, c.NextSequence)

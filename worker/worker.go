@@ -93,6 +93,7 @@ func Register(r worker.Registry, acts *activities.Activities) {
 		contract.ActivityDeliver:         acts.Deliver,
 		contract.ActivityFinish:          acts.Finish,
 		contract.ActivityLoadSequencer:   acts.LoadSequencer,
+		contract.ActivityLoadLanes:       acts.LoadLanes,
 		contract.ActivitySkip:            acts.Skip,
 		contract.ActivityWriteDeadLetter: acts.WriteDeadLetter,
 		contract.ActivityReplayed:        acts.Replayed,

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"time"
@@ -51,11 +52,19 @@ type SequencerInput struct {
 // released on arrival, by the release signal otherwise. The sequencer
 // itself sends nothing, so a delivery costs it no command.
 //
+// Its state is bounded by its lanes, not by the events they hold: which
+// sequences have arrived (a frontier and the runs past a gap), and for
+// each lane its position and at most contract.MaxQueuedPerLane of its next
+// events. A lane held behind a dead letter while the others go on leaves
+// the rest of its events in the ledger, and loads them from there (the
+// LoadLanes local activity, a few dozen at a time, in the answer that
+// needs them) once it moves again.
+//
 // A fresh run (the first, or after an idle end, or after an operator
-// terminated one) loads the correlation from the ledger: its cursor, every
-// stored event from it on with the lanes each has open, and each lane's
-// position. The resync update merges the ledger in the same way into a
-// running one, which repairs a sequencer that an operator reset to an
+// terminated one) loads the correlation from the ledger: which sequences
+// have arrived from its cursor on, and each lane's position with its first
+// open deliveries. The resync update merges the ledger in the same way into
+// a running one, which repairs a sequencer that an operator reset to an
 // earlier state. Both only ever move it forward: the ledger has a delivery
 // finished only once it is delivered or skipped.
 //
@@ -76,11 +85,41 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
 	resync := func(ctx workflow.Context) error {
+		began := s.beginMerge()
 		var l contract.SequencerLoad
 		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {
+			for ep := range began {
+				s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
+			}
 			return err
 		}
-		s.merge(l)
+		s.merge(l, began)
+		return nil
+	}
+	// settle loads the lanes whose next events wait in the ledger alone,
+	// before an answer: a lane that fell behind (a dead letter held it)
+	// reads its next events from there, a few at a time, rather than keep
+	// them all.
+	settle := func(ctx workflow.Context) error {
+		for range 4 {
+			eps := s.needLoads()
+			if len(eps) == 0 {
+				return nil
+			}
+			var lanes []contract.LaneState
+			if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadLanes, contract.LoadLanesInput{CorrelationID: in.CorrelationID, Lanes: eps}).Get(ctx, &lanes); err != nil {
+				s.abortLoad(eps)
+				return err
+			}
+			byEndpoint := map[string]contract.LaneState{}
+			for _, ll := range lanes {
+				byEndpoint[ll.Endpoint] = ll
+			}
+			for _, la := range eps {
+				s.endLoad(s.lanes[la.Endpoint], byEndpoint[la.Endpoint])
+			}
+			s.pruneVoided()
+		}
 		return nil
 	}
 
@@ -101,7 +140,11 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		if err := handle(ctx); err != nil {
 			return contract.Announcement{}, err
 		}
-		return s.arrive(ar), nil
+		s.arrive(ar)
+		if err := settle(ctx); err != nil {
+			return contract.Announcement{}, err
+		}
+		return s.announce(ar), nil
 	}); err != nil {
 		return err
 	}
@@ -111,14 +154,16 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		}
 		known, repeated := s.finished(d)
 		if !known {
-			// A finished delivery this run did not release, past its
-			// cursor: it lost its state (an operator's reset). The
-			// delivery's finisher wrote the ledger first, so the ledger
-			// knows better.
+			// A finished delivery this run did not release and is not past:
+			// it lost its state (an operator's reset). The delivery's
+			// finisher wrote the ledger first, so the ledger knows better.
 			s.logger.Warn("finished delivery unknown to the sequencer; resyncing from the ledger", "sequence", d.Sequence, "event_id", d.EventID)
 			if err := resync(ctx); err != nil {
 				return contract.Handoffs{}, err
 			}
+		}
+		if err := settle(ctx); err != nil {
+			return contract.Handoffs{}, err
 		}
 		return s.withInFlight(s.releases(), repeated), nil
 	}); err != nil {
@@ -129,6 +174,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			return contract.Handoffs{}, err
 		}
 		if err := resync(ctx); err != nil {
+			return contract.Handoffs{}, err
+		}
+		if err := settle(ctx); err != nil {
 			return contract.Handoffs{}, err
 		}
 		// A resync answers every lane's release in flight, new or not: the
@@ -144,8 +192,12 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		if err := resync(ctx); err != nil {
 			return err
 		}
-		// What the load releases (merge leaves it to releases) goes out in
+		if err := settle(ctx); err != nil {
+			return err
+		}
+		// What the load releases (decide leaves it in fresh) goes out in
 		// the answer of the update that started this run.
+		s.decide()
 		loaded = true
 	}
 
@@ -182,34 +234,39 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	}
 }
 
-// pending is an arrived event at or past the cursor.
-type pending struct {
-	id string
-	// open maps each endpoint whose delivery is not finished to whether it
-	// is released.
-	open map[string]bool
-}
-
-// lane is one endpoint's position in the correlation.
+// lane is one endpoint's position in the correlation and its next events.
 type lane struct {
 	previous     int64
 	skipped      []int64
 	lastFinished int64
 	inFlight     int64
-	// from: every sequence in [cursor, from) is not meant for this lane or
-	// finished in it, so the search for its next event starts here.
-	from int64
+	inFlightID   string
+	// queue are the lane's open deliveries not released, in order: every
+	// one from its position on, or, when partial, every one up to
+	// knownThrough (the ledger may hold more past it). At most
+	// contract.MaxQueuedPerLane.
+	queue        []contract.QueuedEvent
+	partial      bool
+	knownThrough int64
+	// loading: a load of the lane from the ledger is under way; the lane
+	// releases nothing until it is in.
+	loading bool
 }
 
 // sequencer is a SequencerWorkflow's state and its rules, apart from how
 // messages reach it. Maps are only read by key or in sorted order, so their
-// iteration order never decides anything.
+// iteration order never decides anything. Its size is bounded by its lanes
+// (each queues at most contract.MaxQueuedPerLane events) and the gaps it
+// sees, not by the events held: an event finished in a lane leaves that
+// lane's queue, and nothing else keeps it.
 type sequencer struct {
 	logger      interface{ Warn(string, ...any) }
 	correlation string
-	next        int64
-	events      map[int64]*pending
-	lanes       map[string]*lane
+	// frontier is the first sequence not arrived; arrived the runs past it
+	// that have (after a gap).
+	frontier int64
+	arrived  []contract.SequenceRange
+	lanes    map[string]*lane
 	// fresh are the releases decided and not answered yet, by event.
 	fresh map[string]*contract.Release
 	// voided are the sequences an operator voided (their tombstones are
@@ -221,25 +278,17 @@ type sequencer struct {
 }
 
 func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
-	return &sequencer{logger: logger, correlation: correlation, next: 1,
-		events: map[int64]*pending{}, lanes: map[string]*lane{}, fresh: map[string]*contract.Release{}}
+	return &sequencer{logger: logger, correlation: correlation, frontier: 1,
+		lanes: map[string]*lane{}, fresh: map[string]*contract.Release{}}
 }
 
 func (s *sequencer) restore(st contract.SequencerState) {
-	s.next = max(st.Next, 1)
+	s.frontier = max(st.Frontier, 1)
+	s.arrived = slices.Clone(st.Arrived)
 	s.voided = slices.Clone(st.Voided)
-	for _, p := range st.Events {
-		e := &pending{id: p.EventID, open: map[string]bool{}}
-		for _, ep := range p.Open {
-			e.open[ep] = false
-		}
-		for _, ep := range p.Released {
-			e.open[ep] = true
-		}
-		s.events[p.Sequence] = e
-	}
 	for _, l := range st.Lanes {
-		s.lanes[l.Endpoint] = &lane{previous: l.Previous, skipped: l.Skipped, lastFinished: l.LastFinished, inFlight: l.InFlight, from: s.next}
+		s.lanes[l.Endpoint] = &lane{previous: l.Previous, skipped: l.Skipped, lastFinished: l.LastFinished,
+			inFlight: l.InFlight, inFlightID: l.InFlightEvent, queue: slices.Clone(l.Queued), partial: l.Partial, knownThrough: l.KnownThrough}
 	}
 }
 
@@ -253,78 +302,146 @@ func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
 }
 
 func (s *sequencer) snapshot() contract.SequencerState {
-	st := contract.SequencerState{Next: s.next}
-	for _, seq := range sortedKeys(s.events) {
-		e := s.events[seq]
-		p := contract.PendingEvent{Sequence: seq, EventID: e.id}
-		for _, ep := range sortedKeys(e.open) {
-			if e.open[ep] {
-				p.Released = append(p.Released, ep)
-			} else {
-				p.Open = append(p.Open, ep)
-			}
-		}
-		st.Events = append(st.Events, p)
-	}
+	st := contract.SequencerState{Next: s.cursor(), Frontier: s.frontier, Arrived: slices.Clone(s.arrived), Voided: slices.Clone(s.voided)}
 	for _, ep := range sortedKeys(s.lanes) {
 		l := s.lanes[ep]
-		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep, Previous: l.previous, Skipped: l.skipped, LastFinished: l.lastFinished, InFlight: l.inFlight})
+		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep, Previous: l.previous, Skipped: l.skipped, LastFinished: l.lastFinished,
+			InFlight: l.inFlight, InFlightEvent: l.inFlightID, Queued: slices.Clone(l.queue), Partial: l.partial, KnownThrough: l.knownThrough})
 	}
-	st.Voided = slices.Clone(s.voided)
 	return st
 }
 
-func (s *sequencer) busy() bool { return len(s.events) > 0 }
+// cursor is the first sequence not finished in every lane, as far as this
+// sequencer knows: a lane whose next events wait in the ledger alone counts
+// from the one after its last finished.
+func (s *sequencer) cursor() int64 {
+	c := s.frontier
+	for _, ep := range sortedKeys(s.lanes) {
+		l := s.lanes[ep]
+		switch {
+		case l.inFlight != 0:
+			c = min(c, l.inFlight)
+		case len(l.queue) > 0:
+			c = min(c, l.queue[0].Sequence)
+		case l.partial || l.loading:
+			c = min(c, l.lastFinished+1)
+		}
+	}
+	return c
+}
+
+// busy: something is in flight, queued, waiting in the ledger or behind a
+// gap.
+func (s *sequencer) busy() bool {
+	if len(s.arrived) > 0 {
+		return true
+	}
+	for _, l := range s.lanes {
+		if l.inFlight != 0 || len(l.queue) > 0 || l.partial || l.loading {
+			return true
+		}
+	}
+	return false
+}
 
 func (s *sequencer) lane(ep string) *lane {
 	l, ok := s.lanes[ep]
 	if !ok {
-		l = &lane{from: s.next}
+		l = &lane{}
 		s.lanes[ep] = l
 	}
 	return l
 }
 
-// arrive records an event's arrival and releases what it can: the event's
-// own lanes when each is next in its lane, and lanes of later events that
-// waited for this sequence to arrive. A repeated arrival gets the answer
-// the first got, as far as the event's own lanes go.
-func (s *sequencer) arrive(a contract.Arrival) contract.Announcement {
-	if a.Sequence < s.next {
-		return contract.Announcement{Finished: true}
+// markArrived records that sequence seq has arrived.
+func (s *sequencer) markArrived(seq int64) {
+	s.addArrived(contract.SequenceRange{From: seq, To: seq})
+}
+
+// addArrived records that the run r has arrived: the frontier moves past
+// it when it starts at or before it, through the runs it then reaches.
+func (s *sequencer) addArrived(r contract.SequenceRange) {
+	if r.To < s.frontier {
+		return
 	}
-	e, ok := s.events[a.Sequence]
-	switch {
-	case ok && e.id != a.EventID:
-		// The ledger refuses a second key for a sequence, so this is a bug.
-		s.logger.Warn("two events claim one sequence; keeping the first", "sequence", a.Sequence, "kept", e.id, "ignored", a.EventID)
-		return contract.Announcement{}
-	case !ok:
-		e = &pending{id: a.EventID, open: map[string]bool{}}
-		for _, ep := range a.Endpoints {
-			e.open[ep] = false
-			s.lane(ep)
+	r.From = max(r.From, s.frontier)
+	i, _ := slices.BinarySearchFunc(s.arrived, r.From, func(a contract.SequenceRange, from int64) int { return cmp.Compare(a.From, from) })
+	s.arrived = slices.Insert(s.arrived, i, r)
+	// Merge the runs that overlap or touch, in order.
+	merged := s.arrived[:0]
+	for _, a := range s.arrived {
+		if n := len(merged); n > 0 && a.From <= merged[n-1].To+1 {
+			merged[n-1].To = max(merged[n-1].To, a.To)
+			continue
 		}
-		s.events[a.Sequence] = e
+		merged = append(merged, a)
 	}
-	s.advance()
-	hs := s.releases()
+	s.arrived = merged
+	for len(s.arrived) > 0 && s.arrived[0].From <= s.frontier {
+		s.frontier = max(s.frontier, s.arrived[0].To+1)
+		s.arrived = s.arrived[1:]
+	}
+	if len(s.arrived) > contract.MaxArrivedRanges {
+		s.arrived = s.arrived[:contract.MaxArrivedRanges]
+	}
+	s.arrived = slices.Clip(s.arrived)
+}
+
+// enqueue adds an open delivery of the lane to its queue, unless the lane
+// is past it or has it already, or it lies past what the lane knows (the
+// ledger has it, and the lane's next load reads it). A queue over its bound
+// drops its last event, and from then on knows only what comes before it.
+func (s *sequencer) enqueue(l *lane, q contract.QueuedEvent) {
+	q.State = ""
+	if q.Sequence <= l.lastFinished || q.Sequence == l.inFlight || (l.partial && q.Sequence > l.knownThrough) {
+		return
+	}
+	i, found := slices.BinarySearchFunc(l.queue, q.Sequence, func(e contract.QueuedEvent, seq int64) int { return cmp.Compare(e.Sequence, seq) })
+	if found {
+		if l.queue[i].EventID != q.EventID {
+			// The ledger refuses a second key for a sequence, so this is a bug.
+			s.logger.Warn("two events claim one sequence; keeping the first", "sequence", q.Sequence, "kept", l.queue[i].EventID, "ignored", q.EventID)
+		}
+		return
+	}
+	l.queue = slices.Insert(l.queue, i, q)
+	if len(l.queue) > contract.MaxQueuedPerLane {
+		last := l.queue[len(l.queue)-1]
+		l.queue = slices.Clip(l.queue[:len(l.queue)-1])
+		l.partial, l.knownThrough = true, last.Sequence-1
+	}
+}
+
+// arrive records an event's arrival: the sequence has arrived, and each of
+// its lanes has it open.
+func (s *sequencer) arrive(a contract.Arrival) {
+	s.markArrived(a.Sequence)
+	for _, ep := range a.Endpoints {
+		s.enqueue(s.lane(ep), contract.QueuedEvent{Sequence: a.Sequence, EventID: a.EventID})
+	}
+}
+
+// announce answers an arrival, after it and the loads it needed: the
+// releases it made of other events, the event's own lanes released now or
+// before (a repeat of the arrival, when the API's start is retried, gets
+// them again), and whether every one of its lanes is past it.
+func (s *sequencer) announce(a contract.Arrival) contract.Announcement {
 	var ann contract.Announcement
-	for _, h := range hs.Handoffs {
+	for _, h := range s.releases().Handoffs {
 		if h.EventID == a.EventID {
 			continue
 		}
 		ann.Handoffs = append(ann.Handoffs, h)
 	}
-	// The event's lanes released now or before: a repeat of the arrival
-	// (the API's start retried) gets them again.
-	if e, ok := s.events[a.Sequence]; ok {
-		for _, ep := range sortedKeys(e.open) {
-			if e.open[ep] {
-				ann.Released = append(ann.Released, s.laneRelease(ep))
-			}
+	finished := true
+	for _, ep := range slices.Sorted(slices.Values(a.Endpoints)) {
+		l := s.lanes[ep]
+		if l.inFlight == a.Sequence {
+			ann.Released = append(ann.Released, s.laneRelease(ep))
 		}
+		finished = finished && l.lastFinished >= a.Sequence
 	}
+	ann.Finished = finished && len(a.Endpoints) > 0
 	return ann
 }
 
@@ -355,11 +472,11 @@ func (s *sequencer) addVoided(vs []int64) {
 }
 
 // pruneVoided drops the voided sequences every lane is past (its previous
-// sequence is at or after them) once the cursor is past them too: no
+// sequence is at or after them), once they are behind the frontier: no
 // release can name them any more.
 func (s *sequencer) pruneVoided() {
 	s.voided = slices.DeleteFunc(s.voided, func(v int64) bool {
-		if v >= s.next {
+		if v >= s.frontier {
 			return false
 		}
 		for _, ep := range sortedKeys(s.lanes) {
@@ -371,8 +488,8 @@ func (s *sequencer) pruneVoided() {
 	})
 }
 
-// finished records finished deliveries. It reports false for one past the
-// cursor that this sequencer did not release: its state is behind the
+// finished records finished deliveries. It reports false for one this
+// sequencer did not release and is not past: its state is behind the
 // ledger's. A repeated Done changes nothing; it returns the endpoints it
 // repeats.
 func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
@@ -381,22 +498,19 @@ func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
 		l := s.lanes[ld.Endpoint]
 		switch {
 		case l != nil && l.inFlight == d.Sequence:
-			l.inFlight, l.lastFinished, l.from = 0, d.Sequence, d.Sequence+1
+			l.inFlight, l.inFlightID, l.lastFinished = 0, "", d.Sequence
 			if ld.Skipped {
 				l.skipped = append(l.skipped, d.Sequence)
 			} else {
 				l.previous, l.skipped = d.Sequence, nil
 			}
-			if e, ok := s.events[d.Sequence]; ok {
-				delete(e.open, ld.Endpoint)
-			}
-		case d.Sequence < s.next || (l != nil && l.lastFinished >= d.Sequence):
+		case l != nil && l.lastFinished >= d.Sequence:
 			repeated = append(repeated, ld.Endpoint)
 		default:
 			known = false
 		}
 	}
-	s.advance()
+	s.pruneVoided()
 	return known, repeated
 }
 
@@ -409,12 +523,12 @@ func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
 func (s *sequencer) withInFlight(hs contract.Handoffs, eps []string) contract.Handoffs {
 	for _, ep := range eps {
 		l := s.lanes[ep]
-		if l == nil || l.inFlight == 0 || s.events[l.inFlight] == nil {
+		if l == nil || l.inFlight == 0 {
 			continue
 		}
 		i := slices.IndexFunc(hs.Handoffs, func(h contract.Handoff) bool { return h.Release.Sequence == l.inFlight })
 		if i < 0 {
-			hs.Handoffs = append(hs.Handoffs, contract.Handoff{EventID: s.events[l.inFlight].id, Release: contract.Release{Sequence: l.inFlight}})
+			hs.Handoffs = append(hs.Handoffs, contract.Handoff{EventID: l.inFlightID, Release: contract.Release{Sequence: l.inFlight}})
 			i = len(hs.Handoffs) - 1
 		}
 		if !slices.ContainsFunc(hs.Handoffs[i].Release.Lanes, func(r contract.LaneRelease) bool { return r.Endpoint == ep }) {
@@ -423,19 +537,6 @@ func (s *sequencer) withInFlight(hs contract.Handoffs, eps []string) contract.Ha
 	}
 	sort.Slice(hs.Handoffs, func(i, j int) bool { return hs.Handoffs[i].Release.Sequence < hs.Handoffs[j].Release.Sequence })
 	return hs
-}
-
-// advance moves the cursor past the events finished in every lane.
-func (s *sequencer) advance() {
-	defer s.pruneVoided()
-	for {
-		e, ok := s.events[s.next]
-		if !ok || len(e.open) > 0 {
-			return
-		}
-		delete(s.events, s.next)
-		s.next++
-	}
 }
 
 // releases releases each idle lane's next event when every sequence before
@@ -454,30 +555,24 @@ func (s *sequencer) releases() contract.Handoffs {
 
 // decide releases each idle lane's next event when every sequence before it
 // has arrived, keeping the releases in fresh until an answer carries them.
+// A lane's queue holds its next event whenever one is known: the queue is
+// every open delivery of the lane from its position on, up to what it
+// knows, and a lane that knows nothing loads first (needLoads).
 func (s *sequencer) decide() {
 	for _, ep := range sortedKeys(s.lanes) {
 		l := s.lanes[ep]
-		if l.inFlight != 0 {
+		if l.inFlight != 0 || l.loading || len(l.queue) == 0 || l.queue[0].Sequence >= s.frontier {
 			continue
 		}
-		for seq := max(l.from, s.next); ; seq++ {
-			e, ok := s.events[seq]
-			if !ok {
-				l.from = seq // a gap: every lane waits for it
-				break
-			}
-			if released, open := e.open[ep]; open && !released {
-				e.open[ep] = true
-				l.inFlight, l.from = seq, seq
-				r := s.fresh[e.id]
-				if r == nil {
-					r = &contract.Release{Sequence: seq}
-					s.fresh[e.id] = r
-				}
-				r.Lanes = append(r.Lanes, s.laneRelease(ep))
-				break
-			}
+		head := l.queue[0]
+		l.queue = slices.Clip(l.queue[1:])
+		l.inFlight, l.inFlightID = head.Sequence, head.EventID
+		r := s.fresh[head.EventID]
+		if r == nil {
+			r = &contract.Release{Sequence: head.Sequence}
+			s.fresh[head.EventID] = r
 		}
+		r.Lanes = append(r.Lanes, s.laneRelease(ep))
 	}
 }
 
@@ -487,6 +582,7 @@ func (s *sequencer) inFlight() contract.Handoffs {
 	s.decide()
 	s.fresh = map[string]*contract.Release{}
 	byEvent := map[int64]*contract.Release{}
+	ids := map[int64]string{}
 	for _, ep := range sortedKeys(s.lanes) {
 		l := s.lanes[ep]
 		if l.inFlight == 0 {
@@ -495,80 +591,135 @@ func (s *sequencer) inFlight() contract.Handoffs {
 		r := byEvent[l.inFlight]
 		if r == nil {
 			r = &contract.Release{Sequence: l.inFlight}
-			byEvent[l.inFlight] = r
+			byEvent[l.inFlight], ids[l.inFlight] = r, l.inFlightID
 		}
 		r.Lanes = append(r.Lanes, s.laneRelease(ep))
 	}
 	var out contract.Handoffs
 	for _, seq := range sortedKeys(byEvent) {
-		out.Handoffs = append(out.Handoffs, contract.Handoff{EventID: s.events[seq].id, Release: *byEvent[seq]})
+		out.Handoffs = append(out.Handoffs, contract.Handoff{EventID: ids[seq], Release: *byEvent[seq]})
 	}
 	return out
 }
 
-// merge brings in what the ledger knows: a cursor past this one means those
-// events finished in every lane; a lane the ledger has further on finished
-// its deliveries up to there (finishers write the ledger before they tell
-// the sequencer); stored events have arrived, with the lanes the ledger has
-// open. Then each lane's next event is released if it can be.
-func (s *sequencer) merge(l contract.SequencerLoad) {
+// needLoads starts the load of every idle lane whose next event waits in
+// the ledger alone (its queue ran dry while it knew only part of its
+// events), and answers what to ask the ledger. While a lane loads, its
+// queue starts empty and takes the arrivals as they come, as a lane that
+// knows everything would: the load then adds what the ledger had.
+func (s *sequencer) needLoads() []contract.LaneAfter {
+	var out []contract.LaneAfter
+	for _, ep := range sortedKeys(s.lanes) {
+		l := s.lanes[ep]
+		if l.loading || l.inFlight != 0 || !l.partial || len(l.queue) > 0 {
+			continue
+		}
+		s.beginLoad(l)
+		out = append(out, contract.LaneAfter{Endpoint: ep, After: l.lastFinished})
+	}
+	return out
+}
+
+func (s *sequencer) beginLoad(l *lane) {
+	l.loading, l.queue, l.partial, l.knownThrough = true, nil, false, 0
+}
+
+// endLoad brings in a lane's load: its position when the ledger has it
+// further on, and its open deliveries, every one from its position on, or,
+// when the load is Partial, those up to the load's KnownThrough.
+func (s *sequencer) endLoad(l *lane, ll contract.LaneState) {
+	s.movePosition(l, ll)
+	l.loading = false
+	// A delivery in flight stays open in the ledger until it finishes: one
+	// the load does not list where it lists everything finished (a lane
+	// with no row in the ledger has no position to say so).
+	if l.inFlight != 0 && (!ll.Partial || l.inFlight <= ll.KnownThrough) &&
+		!slices.ContainsFunc(ll.Queued, func(q contract.QueuedEvent) bool { return q.Sequence == l.inFlight }) {
+		l.lastFinished = max(l.lastFinished, l.inFlight)
+		l.inFlight, l.inFlightID = 0, ""
+	}
+	if ll.Partial {
+		if l.partial {
+			l.knownThrough = min(l.knownThrough, ll.KnownThrough)
+		} else {
+			l.partial, l.knownThrough = true, ll.KnownThrough
+		}
+		l.queue = slices.DeleteFunc(l.queue, func(q contract.QueuedEvent) bool { return q.Sequence > l.knownThrough })
+	}
+	for _, q := range ll.Queued {
+		s.enqueue(l, q)
+	}
+}
+
+// abortLoad gives up the loads of lanes eps (the ledger did not answer): each
+// knows nothing past its position, and loads again when it next may.
+func (s *sequencer) abortLoad(eps []contract.LaneAfter) {
+	for _, la := range eps {
+		l := s.lanes[la.Endpoint]
+		l.loading, l.queue, l.partial, l.knownThrough = false, nil, true, l.lastFinished
+	}
+}
+
+// movePosition moves the lane to the ledger's position when the ledger has
+// it further on: finishers write the ledger before they tell the
+// sequencer, so a lane the ledger has further on finished its deliveries up
+// to there.
+func (s *sequencer) movePosition(l *lane, ll contract.LaneState) {
+	if ll.LastFinished <= l.lastFinished {
+		return
+	}
+	l.previous, l.skipped, l.lastFinished = ll.Previous, ll.Skipped, ll.LastFinished
+	if l.inFlight != 0 && l.inFlight <= ll.LastFinished {
+		l.inFlight, l.inFlightID = 0, ""
+	}
+	l.queue = slices.DeleteFunc(l.queue, func(q contract.QueuedEvent) bool { return q.Sequence <= l.lastFinished })
+}
+
+// beginMerge starts a load of the whole correlation: every lane not loading
+// already starts its load (the one under way brings its own); it returns
+// those that did.
+func (s *sequencer) beginMerge() map[string]bool {
+	began := map[string]bool{}
+	for _, ep := range sortedKeys(s.lanes) {
+		if l := s.lanes[ep]; !l.loading {
+			s.beginLoad(l)
+			began[ep] = true
+		}
+	}
+	return began
+}
+
+// merge brings in what the ledger knows of the whole correlation (a fresh
+// run's load, a resync): the sequences that have arrived, each lane's
+// position when the ledger has it further on, and the lanes' open
+// deliveries, for the lanes whose load began with it (began) or that it
+// names first. It only ever moves the sequencer forward.
+func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 	s.addVoided(l.Voided)
-	if l.Next > s.next {
-		for _, seq := range sortedKeys(s.events) {
-			if seq < l.Next {
-				delete(s.events, seq)
-			}
-		}
-		s.next = l.Next
-		// Every sequence below the cursor is finished in every lane,
-		// whether the ledger lists the lane or not: a lane left in flight
-		// on an event no longer held would never release again (and
-		// inFlight would find no event to name).
-		for _, ep := range sortedKeys(s.lanes) {
-			if ln := s.lanes[ep]; ln.inFlight != 0 && ln.inFlight < s.next {
-				ln.inFlight = 0
-			}
-		}
+	s.addArrived(contract.SequenceRange{From: 1, To: l.Frontier - 1})
+	for _, r := range l.Arrived {
+		s.addArrived(r)
 	}
+	loaded := map[string]bool{}
 	for _, ll := range l.Lanes {
-		ln := s.lane(ll.Endpoint)
-		if ll.LastFinished > ln.lastFinished {
-			ln.previous, ln.skipped, ln.lastFinished = ll.Previous, ll.Skipped, ll.LastFinished
-			if ln.inFlight != 0 && ln.inFlight <= ll.LastFinished {
-				ln.inFlight = 0
-			}
+		ln, known := s.lanes[ll.Endpoint]
+		switch {
+		case !known:
+			ln = s.lane(ll.Endpoint)
+			s.beginLoad(ln)
+			fallthrough
+		case began[ll.Endpoint]:
+			s.endLoad(ln, ll)
+			loaded[ll.Endpoint] = true
+		default:
+			s.movePosition(ln, ll)
 		}
 	}
-	for _, p := range l.Events {
-		if p.Sequence < s.next {
-			continue
-		}
-		open := map[string]bool{}
-		for _, ep := range p.Open {
-			open[ep] = true
-		}
-		e, ok := s.events[p.Sequence]
-		if !ok {
-			e = &pending{id: p.EventID, open: map[string]bool{}}
-			for _, ep := range p.Open {
-				e.open[ep] = false
-				s.lane(ep)
-			}
-			s.events[p.Sequence] = e
-			continue
-		}
-		for _, ep := range sortedKeys(e.open) {
-			if !open[ep] { // finished, as the ledger has it
-				delete(e.open, ep)
-				if ln := s.lanes[ep]; ln != nil && ln.inFlight == p.Sequence {
-					ln.inFlight = 0
-				}
-			}
+	// A lane the ledger does not name has no open delivery in it.
+	for ep := range began {
+		if !loaded[ep] {
+			s.endLoad(s.lanes[ep], contract.LaneState{Endpoint: ep})
 		}
 	}
-	for _, ln := range s.lanes {
-		ln.from = s.next
-	}
-	s.advance()
-	s.decide()
+	s.pruneVoided()
 }

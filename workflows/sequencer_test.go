@@ -62,11 +62,23 @@ type seqHarness struct {
 	violations []string
 	answers    map[int64]contract.Announcement // arrive answers by sequence
 	loads      int
-	// ledger is what LoadSequencer answers; loadErr, when set, answers each
-	// call first (nil: it succeeds).
-	ledger  contract.SequencerLoad
-	loadErr func(now time.Time) error
-	start   time.Time
+	laneLoads  int
+	// The ledger, as the real system keeps it: each stored event with its
+	// endpoints and those open, each lane's position, the voided sequences.
+	// An arrival is stored before its update, and a finish is written
+	// before its update, as the API and the finishers do. LoadSequencer and
+	// LoadLanes answer from it; loadErr, when set, answers each call first
+	// (nil: it succeeds).
+	ledgerEvents map[int64]*ledgerEvent
+	ledgerLanes  map[string]contract.LaneState
+	voided       []int64
+	loadErr      func(now time.Time) error
+	start        time.Time
+}
+
+type ledgerEvent struct {
+	endpoints []string
+	open      map[string]bool
 }
 
 func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
@@ -75,26 +87,121 @@ func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 		routes: map[int64][]string{}, arrived: map[int64]bool{}, finished: map[delivery]bool{}, inFlight: map[string]int64{},
 		pos: map[string]*lanePos{}, releases: map[string][]int64{}, carried: map[delivery]contract.LaneRelease{},
 		dead: map[delivery]bool{}, skips: map[delivery]bool{}, answers: map[int64]contract.Announcement{},
-		ledger: contract.SequencerLoad{Next: cursor}}
+		ledgerEvents: map[int64]*ledgerEvent{}, ledgerLanes: map[string]contract.LaneState{}}
 	h.start = h.env.Now()
 	h.env.OnActivity(act.LoadSequencer, mock.Anything, correlation).Return(func(context.Context, string) (contract.SequencerLoad, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.loads++
-		if h.loadErr != nil {
-			if err := h.loadErr(h.env.Now()); err != nil {
-				return contract.SequencerLoad{}, err
-			}
+		if err := h.failLoad(); err != nil {
+			return contract.SequencerLoad{}, err
 		}
-		return h.ledger, nil
+		return h.ledgerLoad(), nil
+	}).Maybe()
+	h.env.OnActivity(act.LoadLanes, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.LoadLanesInput) ([]contract.LaneState, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.laneLoads++
+		if err := h.failLoad(); err != nil {
+			return nil, err
+		}
+		var out []contract.LaneState
+		for _, la := range in.Lanes {
+			out = append(out, h.ledgerLane(la.Endpoint, la.After))
+		}
+		return out, nil
 	}).Maybe()
 	return h
+}
+
+func (h *seqHarness) failLoad() error {
+	if h.loadErr == nil {
+		return nil
+	}
+	return h.loadErr(h.env.Now())
+}
+
+// ledgerCursor is the first sequence from the test's cursor on that is
+// missing or open somewhere.
+func (h *seqHarness) ledgerCursor() int64 {
+	c := h.cursor
+	for {
+		e, ok := h.ledgerEvents[c]
+		if !ok || slices.ContainsFunc(e.endpoints, func(ep string) bool { return e.open[ep] }) {
+			return c
+		}
+		c++
+	}
+}
+
+// ledgerLoad is what the real ledger answers LoadSequencer
+// (store.CorrelationLoadOf).
+func (h *seqHarness) ledgerLoad() contract.SequencerLoad {
+	l := contract.SequencerLoad{Next: h.ledgerCursor(), Voided: slices.Clone(h.voided)}
+	l.Frontier = l.Next
+	for _, seq := range sortedKeys(h.ledgerEvents) {
+		switch {
+		case seq < l.Frontier:
+		case seq == l.Frontier:
+			l.Frontier++
+		case len(l.Arrived) > 0 && l.Arrived[len(l.Arrived)-1].To == seq-1:
+			l.Arrived[len(l.Arrived)-1].To = seq
+		default:
+			l.Arrived = append(l.Arrived, contract.SequenceRange{From: seq, To: seq})
+		}
+	}
+	eps := map[string]bool{}
+	for ep := range h.ledgerLanes {
+		eps[ep] = true
+	}
+	for _, e := range h.ledgerEvents {
+		for ep, open := range e.open {
+			eps[ep] = eps[ep] || open
+		}
+	}
+	for _, ep := range sortedKeys(eps) {
+		if eps[ep] {
+			l.Lanes = append(l.Lanes, h.ledgerLane(ep, 0))
+		}
+	}
+	return l
+}
+
+// ledgerLane is the lane's position and its first open deliveries after
+// after, as the real ledger answers them (store.LanesLoad).
+func (h *seqHarness) ledgerLane(ep string, after int64) contract.LaneState {
+	l := h.ledgerLanes[ep]
+	l.Endpoint = ep
+	for _, seq := range sortedKeys(h.ledgerEvents) {
+		if seq <= after || !h.ledgerEvents[seq].open[ep] {
+			continue
+		}
+		if len(l.Queued) == contract.MaxQueuedPerLane {
+			l.Partial, l.KnownThrough = true, l.Queued[len(l.Queued)-1].Sequence
+			break
+		}
+		l.Queued = append(l.Queued, contract.QueuedEvent{Sequence: seq, EventID: eventID(seq)})
+	}
+	return l
+}
+
+func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // stored makes the ledger hold event seq, routed to endpoints, with those
 // still open; it has arrived as far as the order goes.
 func (h *seqHarness) stored(seq int64, endpoints []string, open ...string) {
-	h.ledger.Events = append(h.ledger.Events, contract.PendingEvent{Sequence: seq, EventID: eventID(seq), Open: open})
+	e := &ledgerEvent{endpoints: endpoints, open: map[string]bool{}}
+	for _, ep := range open {
+		e.open[ep] = true
+	}
+	h.ledgerEvents[seq] = e
 	h.routes[seq] = endpoints
 	h.arrived[seq] = true
 	for _, ep := range endpoints {
@@ -106,7 +213,7 @@ func (h *seqHarness) stored(seq int64, endpoints []string, open ...string) {
 
 // laneAt makes the ledger (and the harness) have the lane at this position.
 func (h *seqHarness) laneAt(ep string, previous, lastFinished int64, skipped ...int64) {
-	h.ledger.Lanes = append(h.ledger.Lanes, contract.LaneState{Endpoint: ep, Previous: previous, Skipped: skipped, LastFinished: lastFinished})
+	h.ledgerLanes[ep] = contract.LaneState{Endpoint: ep, Previous: previous, Skipped: skipped, LastFinished: lastFinished}
 	h.pos[ep] = &lanePos{previous: previous, skipped: skipped}
 }
 
@@ -144,7 +251,7 @@ func (h *seqHarness) release(seq int64, lr contract.LaneRelease) {
 	p := h.lanePos(ep)
 	// The lane's own skips, and the voided sequences since its previous.
 	want := slices.Clone(p.skipped)
-	for _, v := range h.ledger.Voided {
+	for _, v := range h.voided {
 		if v > p.previous && v < seq && !slices.Contains(want, v) {
 			want = append(want, v)
 		}
@@ -219,6 +326,12 @@ func (h *seqHarness) finish(seq int64, ep string) {
 	} else {
 		p.previous, p.skipped = seq, nil
 	}
+	if e := h.ledgerEvents[seq]; e != nil && e.open[ep] {
+		e.open[ep] = false
+		if ll := h.ledgerLanes[ep]; ll.LastFinished < seq {
+			h.ledgerLanes[ep] = contract.LaneState{Endpoint: ep, Previous: p.previous, Skipped: slices.Clone(p.skipped), LastFinished: seq}
+		}
+	}
 	h.mu.Unlock()
 	update(h, contract.UpdateFinished, h.handoffs, contract.Done{Sequence: seq, EventID: eventID(seq), Lanes: []contract.LaneDone{{Endpoint: ep, Skipped: skipped}}})
 }
@@ -230,6 +343,15 @@ func (h *seqHarness) arrive(d time.Duration, seq int64, endpoints ...string) {
 	h.routes[seq] = endpoints
 	h.mu.Unlock()
 	h.env.RegisterDelayedCallback(func() {
+		h.mu.Lock()
+		if h.ledgerEvents[seq] == nil {
+			e := &ledgerEvent{endpoints: endpoints, open: map[string]bool{}}
+			for _, ep := range endpoints {
+				e.open[ep] = !h.finished[delivery{seq, ep}]
+			}
+			h.ledgerEvents[seq] = e
+		}
+		h.mu.Unlock()
 		update(h, contract.UpdateArrive, func(ann contract.Announcement) {
 			h.mu.Lock()
 			h.answers[seq] = ann
@@ -318,6 +440,14 @@ func seqs(from, to int64) []int64 {
 	return out
 }
 
+func queued(seqs ...int64) []contract.QueuedEvent {
+	out := make([]contract.QueuedEvent, len(seqs))
+	for i, seq := range seqs {
+		out[i] = contract.QueuedEvent{Sequence: seq, EventID: eventID(seq)}
+	}
+	return out
+}
+
 func lanes(eps ...string) []contract.LaneRelease {
 	out := make([]contract.LaneRelease, len(eps))
 	for i, ep := range eps {
@@ -335,14 +465,9 @@ func TestSequencerReleasesStrictlyInOrder(t *testing.T) {
 	}
 	h.env.RegisterDelayedCallback(func() {
 		require.Equal(t, contract.SequencerState{
-			Next: 2, // 1 is done, 2 is released
-			Events: []contract.PendingEvent{
-				{Sequence: 2, EventID: eventID(2), Released: []string{"ep_1"}},
-				{Sequence: 3, EventID: eventID(3), Open: []string{"ep_1"}},
-				{Sequence: 4, EventID: eventID(4), Open: []string{"ep_1"}},
-				{Sequence: 5, EventID: eventID(5), Open: []string{"ep_1"}},
-			},
-			Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 2}},
+			Next: 2, Frontier: 6, // 1 is done, 2 is released, 1 to 5 arrived
+			Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 2, InFlightEvent: eventID(2),
+				Queued: queued(3, 4, 5)}},
 		}, h.state())
 	}, 4*time.Second)
 
@@ -500,9 +625,8 @@ func TestSequencerResyncRepairsAResetState(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		update(h, contract.UpdateFinished, h.handoffs, contract.Done{Sequence: 4, EventID: eventID(4), Lanes: []contract.LaneDone{{Endpoint: "ep_1"}}})
 	}, time.Second)
-	stale := contract.SequencerState{Next: 2,
-		Events: []contract.PendingEvent{{Sequence: 2, EventID: eventID(2), Released: []string{"ep_1"}}, {Sequence: 3, EventID: eventID(3), Open: []string{"ep_1"}}},
-		Lanes:  []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 2}}}
+	stale := contract.SequencerState{Next: 2, Frontier: 4,
+		Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 2, InFlightEvent: eventID(2), Queued: queued(3)}}}
 
 	require.NoError(t, h.run(workflows.SequencerInput{State: &stale, IdleTimeout: time.Minute}))
 
@@ -569,8 +693,9 @@ func TestSequencerIgnoresARepeatedFinish(t *testing.T) {
 }
 
 // TestSequencerContinuesAsNewWithItsState: past MaxHistory it continues as
-// new, carrying the cursor, the arrived events with their lanes open and
-// released, and each lane's position.
+// new, carrying what has arrived (the frontier at the missing 2, the run
+// past it), and each lane's position with its next events: at most
+// contract.MaxQueuedPerLane of them, the rest left to the ledger.
 func TestSequencerContinuesAsNewWithItsState(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)
@@ -593,14 +718,13 @@ func TestSequencerContinuesAsNewWithItsState(t *testing.T) {
 	require.Equal(t, 60, next.MaxHistory)
 	require.NotNil(t, next.State)
 	require.EqualValues(t, 1, next.State.Next)
-	require.Len(t, next.State.Events, 40)
-	require.Equal(t, contract.PendingEvent{Sequence: 1, EventID: eventID(1), Released: []string{"ep_1"}}, next.State.Events[0])
-	for i, p := range next.State.Events[1:39] {
-		seq := int64(i + 3)
-		require.Equal(t, contract.PendingEvent{Sequence: seq, EventID: eventID(seq), Open: []string{"ep_1", "ep_2"}}, p, "every arrival so far, in order")
-	}
-	require.Equal(t, contract.PendingEvent{Sequence: 41, EventID: eventID(41), Open: []string{"ep_2"}}, next.State.Events[39])
-	require.Equal(t, []contract.LaneState{{Endpoint: "ep_1", InFlight: 1}, {Endpoint: "ep_2"}}, next.State.Lanes)
+	require.EqualValues(t, 2, next.State.Frontier, "2 never came")
+	require.Equal(t, []contract.SequenceRange{{From: 3, To: 41}}, next.State.Arrived)
+	kept := queued(seqs(3, 2+contract.MaxQueuedPerLane)...)
+	require.Equal(t, []contract.LaneState{
+		{Endpoint: "ep_1", InFlight: 1, InFlightEvent: eventID(1), Queued: kept, Partial: true, KnownThrough: 2 + contract.MaxQueuedPerLane},
+		{Endpoint: "ep_2", Queued: kept, Partial: true, KnownThrough: 2 + contract.MaxQueuedPerLane},
+	}, next.State.Lanes, "each lane keeps its first events, and knows the ledger has more")
 }
 
 // TestSequencerDeadLetterHoldsOnlyItsLane: event 1's delivery to ep_1 is
@@ -619,7 +743,7 @@ func TestSequencerDeadLetterHoldsOnlyItsLane(t *testing.T) {
 		st := h.state()
 		require.EqualValues(t, 1, st.Next, "the cursor waits for the dead letter")
 		require.Equal(t, []contract.LaneState{
-			{Endpoint: "ep_1", InFlight: 1},
+			{Endpoint: "ep_1", InFlight: 1, InFlightEvent: eventID(1), Queued: queued(2, 3)},
 			{Endpoint: "ep_2", Previous: 3, LastFinished: 3},
 		}, st.Lanes)
 	}, 5*time.Minute)
@@ -694,10 +818,9 @@ func TestSequencerVoidedSequencesLetEveryLaneGoOn(t *testing.T) {
 		require.Equal(t, []int64{1, 2}, h.released("ep_1"))
 		require.Equal(t, []int64{1}, h.released("ep_2"), "5 waits for 3")
 		h.mu.Lock()
-		h.ledger.Next = 3
 		h.stored(3, nil)
 		h.stored(4, nil)
-		h.ledger.Voided = []int64{3, 4}
+		h.voided = []int64{3, 4}
 		h.mu.Unlock()
 	}, time.Minute)
 	h.resync(time.Minute + time.Second)
@@ -734,7 +857,8 @@ func TestSequencerEventWithNoEndpointsTakesItsPlace(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		st := h.state()
 		require.EqualValues(t, 3, st.Next, "the cursor passed 2 on its arrival")
-		require.Equal(t, []contract.PendingEvent{{Sequence: 3, EventID: eventID(3), Released: []string{"ep_1"}}}, st.Events)
+		require.EqualValues(t, 4, st.Frontier)
+		require.Equal(t, []contract.LaneState{{Endpoint: "ep_1", Previous: 1, LastFinished: 1, InFlight: 3, InFlightEvent: eventID(3)}}, st.Lanes)
 	}, 2*time.Minute+time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
@@ -758,24 +882,21 @@ func TestSequencerMergesLanesTheLedgerHasFurtherOn(t *testing.T) {
 	h.stored(2, []string{"ep_1", "ep_2"}, "ep_2")
 	h.stored(3, []string{"ep_1"}, "ep_1")
 	h.doneDelay = time.Hour // the test looks at the resync's answer only
-	behind := contract.SequencerState{Next: 1,
-		Events: []contract.PendingEvent{
-			{Sequence: 1, EventID: eventID(1), Released: []string{"ep_1", "ep_2"}},
-			{Sequence: 2, EventID: eventID(2), Open: []string{"ep_1", "ep_2"}},
-			{Sequence: 3, EventID: eventID(3), Open: []string{"ep_1"}},
-		},
-		Lanes: []contract.LaneState{{Endpoint: "ep_1", InFlight: 1}, {Endpoint: "ep_2", InFlight: 1}}}
+	behind := contract.SequencerState{Next: 1, Frontier: 4,
+		Lanes: []contract.LaneState{
+			{Endpoint: "ep_1", InFlight: 1, InFlightEvent: eventID(1), Queued: queued(2, 3)},
+			{Endpoint: "ep_2", InFlight: 1, InFlightEvent: eventID(1), Queued: queued(2)},
+		}}
 	var got contract.Handoffs
 	h.env.RegisterDelayedCallback(func() {
 		update(h, contract.UpdateResync, func(hs contract.Handoffs) { got = hs; h.handoffs(hs) })
 	}, time.Second)
 	h.env.RegisterDelayedCallback(func() {
-		require.Equal(t, contract.SequencerState{Next: 2,
-			Events: []contract.PendingEvent{
-				{Sequence: 2, EventID: eventID(2), Released: []string{"ep_2"}},
-				{Sequence: 3, EventID: eventID(3), Released: []string{"ep_1"}},
+		require.Equal(t, contract.SequencerState{Next: 2, Frontier: 4,
+			Lanes: []contract.LaneState{
+				{Endpoint: "ep_1", Previous: 2, LastFinished: 2, InFlight: 3, InFlightEvent: eventID(3)},
+				{Endpoint: "ep_2", Previous: 1, LastFinished: 1, InFlight: 2, InFlightEvent: eventID(2)},
 			},
-			Lanes: []contract.LaneState{{Endpoint: "ep_1", Previous: 2, LastFinished: 2, InFlight: 3}, {Endpoint: "ep_2", Previous: 1, LastFinished: 1, InFlight: 2}},
 		}, h.state())
 		h.env.CancelWorkflow()
 	}, 2*time.Second)
@@ -799,9 +920,8 @@ func TestSequencerResyncPastALaneTheLedgerDoesNotList(t *testing.T) {
 	h := newSeqHarness(t, 2)
 	h.stored(2, []string{"ep_1"}, "ep_1")
 	h.pos["ep_1"] = &lanePos{} // the ledger has no position for it
-	behind := contract.SequencerState{Next: 1,
-		Events: []contract.PendingEvent{{Sequence: 1, EventID: eventID(1), Released: []string{"ep_1"}}},
-		Lanes:  []contract.LaneState{{Endpoint: "ep_1", InFlight: 1}}}
+	behind := contract.SequencerState{Next: 1, Frontier: 2,
+		Lanes: []contract.LaneState{{Endpoint: "ep_1", InFlight: 1, InFlightEvent: eventID(1)}}}
 	h.resync(time.Second)
 
 	require.NoError(t, h.run(workflows.SequencerInput{State: &behind, IdleTimeout: time.Minute}))
@@ -810,3 +930,90 @@ func TestSequencerResyncPastALaneTheLedgerDoesNotList(t *testing.T) {
 }
 
 func converterFor() converter.DataConverter { return converter.GetDefaultDataConverter() }
+
+// TestSequencerLaneBehindADeadLetterLoadsFromTheLedger: ep_1's lane waits
+// on a dead letter at 1 while ep_2 delivers 1 to 100. ep_1's lane keeps
+// only contract.MaxQueuedPerLane of the events behind it; once the dead
+// letter is skipped it reads the rest from the ledger as it goes, and
+// releases every one in order, each naming the right previous sequence.
+// A Terminate in the middle (a fresh run, loading the ledger) changes
+// nothing of that.
+func TestSequencerLaneBehindADeadLetterLoadsFromTheLedger(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.doneDelay = 100 * time.Millisecond
+	h.deadLetter(1, "ep_1", 10*time.Minute)
+	for seq := int64(1); seq <= 100; seq++ {
+		h.arrive(time.Duration(seq)*time.Second, seq, "ep_1", "ep_2")
+	}
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, seqs(1, 100), h.released("ep_2"), "the dead letter holds ep_1's lane only")
+		st := h.state()
+		require.Len(t, st.Lanes, 2)
+		require.Len(t, st.Lanes[0].Queued, contract.MaxQueuedPerLane, "ep_1 keeps its next events only")
+		require.True(t, st.Lanes[0].Partial)
+		require.Empty(t, st.Lanes[1].Queued)
+	}, 5*time.Minute)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	require.Equal(t, seqs(1, 100), h.released("ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Skipped: []int64{1}}, h.carriedBy(2, "ep_1"))
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_1", Previous: 99}, h.carriedBy(100, "ep_1"))
+	require.GreaterOrEqual(t, h.laneLoads, 2, "the rest came from the ledger")
+}
+
+// TestSequencerFreshRunReleasesAHealthyLaneBehindALongBacklog: the issue-32
+// scenario. ep_e dead-lettered 1; ep_a has delivered 2 to 20,001 (events
+// ep_e does not take), all of them past the cursor, which the dead letter
+// holds at 1. The sequencer is terminated; the fresh run's load is bounded
+// by the lanes, and ep_a's next arrival is released in its answer.
+func TestSequencerFreshRunReleasesAHealthyLaneBehindALongBacklog(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.stored(1, []string{"ep_a", "ep_e"}, "ep_e")
+	for seq := int64(2); seq <= 20001; seq++ {
+		h.stored(seq, []string{"ep_a"})
+	}
+	h.laneAt("ep_a", 20001, 20001)
+	h.deadLetter(1, "ep_e", 0)
+	h.arrive(0, 20002, "ep_a")
+
+	h.env.RegisterDelayedCallback(func() {
+		st := h.state()
+		require.EqualValues(t, 20003, st.Frontier)
+		require.Equal(t, []contract.LaneState{
+			{Endpoint: "ep_a", Previous: 20002, LastFinished: 20002},
+			{Endpoint: "ep_e", InFlight: 1, InFlightEvent: eventID(1)},
+		}, st.Lanes)
+		h.env.CancelWorkflow()
+	}, time.Minute)
+	err := h.run(workflows.SequencerInput{IdleTimeout: time.Hour})
+
+	require.True(t, temporal.IsCanceledError(err), "%v", err)
+	require.Equal(t, lanes("ep_a")[0].Endpoint, h.answer(20002).Released[0].Endpoint, "released in the answer to its arrival")
+	require.Equal(t, contract.LaneRelease{Endpoint: "ep_a", Previous: 20001}, h.answer(20002).Released[0])
+	require.Equal(t, []int64{1}, h.released("ep_e"), "the dead letter's lane is released again, to wait on it")
+}
+
+// TestSequencerLaneThatFallsBehindItsArrivalsCatchesUp: arrivals come far
+// faster than the lane delivers, so its queue fills and the rest wait in
+// the ledger; the lane reads them from there as it goes, in order, without
+// a resync, through continue-as-new.
+func TestSequencerLaneThatFallsBehindItsArrivalsCatchesUp(t *testing.T) {
+	t.Parallel()
+	h := newSeqHarness(t, 1)
+	h.doneDelay = time.Second
+	for seq := int64(1); seq <= 200; seq++ {
+		h.arrive(time.Duration(seq)*10*time.Millisecond, seq, "ep_1")
+	}
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, seqs(1, 200), h.released("ep_1"))
+	}, 10*time.Minute)
+
+	require.NoError(t, h.run(workflows.SequencerInput{IdleTimeout: time.Minute}))
+
+	require.Equal(t, seqs(1, 200), h.released("ep_1"))
+	require.GreaterOrEqual(t, h.laneLoads, 5)
+	require.Equal(t, 1, h.loads, "no resync")
+}

@@ -64,10 +64,13 @@ func TestLedgerSynthOnSchema(t *testing.T) {
 	// last event, nothing left to release, nothing for the heads sweep.
 	for _, c := range []int64{0, 5, plan.correlations - 1} {
 		corr := fmt.Sprintf("acct_%012d", c)
-		load, err := st.CorrelationLoadAll(ctx, corr, 0)
+		load, err := st.CorrelationLoadOf(ctx, corr, 0)
 		require.NoError(t, err)
 		require.Equal(t, plan.eventsOf(c)+1, load.Next, corr)
-		require.Empty(t, load.Events, corr)
+		require.Equal(t, load.Next, load.Frontier, corr)
+		require.Empty(t, load.Arrived, corr)
+		require.Len(t, load.Lanes, 1, corr)
+		require.Empty(t, load.Lanes[0].Open, corr)
 		lane, err := st.LaneGet(ctx, corr, ep.ID)
 		require.NoError(t, err)
 		require.Equal(t, plan.eventsOf(c), lane.LastFinished, corr)

@@ -116,7 +116,7 @@ func TestCleanerPrunesFinishedEventsOnly(t *testing.T) {
 		require.JSONEq(t, `{"secret":"payload"}`, string(e.Data), "%s keeps its payload", id)
 		require.NotZero(t, attempts, "%s keeps its attempts", id)
 	}
-	load, err := l.st.CorrelationLoadAll(l.ctx, "c-old", 0)
+	load, err := l.st.CorrelationLoadOf(l.ctx, "c-old", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, load.Next, "the cursor outlives the keys")
 

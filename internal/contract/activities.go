@@ -12,6 +12,7 @@ const (
 	ActivityDeliver         = "Deliver"
 	ActivityFinish          = "Finish"
 	ActivityLoadSequencer   = "LoadSequencer"
+	ActivityLoadLanes       = "LoadLanes"
 	ActivitySkip            = "Skip"
 	ActivityWriteDeadLetter = "WriteDeadLetter"
 	ActivityReplayed        = "Replayed"
@@ -72,19 +73,32 @@ type FinishInput struct {
 }
 
 // SequencerLoad is what the ledger knows of a correlation, for a sequencer
-// starting afresh or resyncing.
+// starting afresh or resyncing: the correlation's cursor, which sequences
+// have arrived from it on, and each lane's position with its first open
+// deliveries (at most MaxQueuedPerLane, Partial when there are more).
 type SequencerLoad struct {
-	// Next is the correlation's cursor: every sequence below it is finished
-	// in every lane.
-	Next int64 `json:"next"`
-	// Events are the stored events from Next on, finished ones included
-	// (they have arrived), each with the lanes it still has open.
-	Events []PendingEvent `json:"events,omitempty"`
-	// Lanes are the lanes' positions as the ledger has them.
-	Lanes []LaneState `json:"lanes,omitempty"`
+	// Next is the ledger's cursor: every sequence below it is finished in
+	// every lane.
+	Next     int64           `json:"next"`
+	Frontier int64           `json:"frontier"`
+	Arrived  []SequenceRange `json:"arrived,omitempty"`
+	Lanes    []LaneState     `json:"lanes,omitempty"`
 	// Voided are the correlation's voided sequences (their tombstones,
 	// VoidedType), in order.
 	Voided []int64 `json:"voided,omitempty"`
+}
+
+// LoadLanesInput asks the ledger for the next open deliveries of lanes of
+// a correlation, each after a sequence (the lane's last finished one).
+type LoadLanesInput struct {
+	CorrelationID string      `json:"correlation_id"`
+	Lanes         []LaneAfter `json:"lanes"`
+}
+
+// LaneAfter is one lane of a LoadLanesInput.
+type LaneAfter struct {
+	Endpoint string `json:"endpoint_id"`
+	After    int64  `json:"after"`
 }
 
 // SkipInput names the dead letter of a delivery an operator skipped.

@@ -234,38 +234,71 @@ func Aggregate(states []State) State {
 }
 
 // SequencerState is a sequencer's whole memory, and what QueryState answers
-// for it: the correlation's cursor (every sequence below it is finished in
-// every lane), the events from it on that have arrived (with the lanes each
-// still has open and those released), and each lane's position.
+// for it. It is bounded by the correlation's lanes, not by the events it
+// holds: Frontier and Arrived say which sequences have arrived, and each
+// lane keeps its position and at most MaxQueuedPerLane of its next events;
+// the ledger holds the rest, and a lane loads them from there when it
+// needs them. Next is the correlation's cursor as the sequencer sees it:
+// every sequence below it is finished in every lane.
 type SequencerState struct {
-	Next   int64          `json:"next"`
-	Events []PendingEvent `json:"events,omitempty"`
-	Lanes  []LaneState    `json:"lanes,omitempty"`
+	Next int64 `json:"next"`
+	// Frontier is the first sequence that has not arrived: every one below
+	// it has (or was voided).
+	Frontier int64 `json:"frontier"`
+	// Arrived are the runs of sequences past Frontier that have arrived
+	// (after a gap), in order.
+	Arrived []SequenceRange `json:"arrived,omitempty"`
+	Lanes   []LaneState     `json:"lanes,omitempty"`
 	// Voided are the sequences an operator voided (the producer lost them:
 	// POST /v1/correlations/{id}/skip) that a lane may still name in a
 	// release's skipped sequences, in order.
 	Voided []int64 `json:"voided,omitempty"`
 }
 
-// PendingEvent is an arrived event at or past its correlation's cursor:
-// Open are the endpoints its deliveries are not finished for, Released
-// those of them released (in flight, or dead-lettered).
-type PendingEvent struct {
-	Sequence int64    `json:"sequence"`
-	EventID  string   `json:"event_id"`
-	Open     []string `json:"open,omitempty"`
-	Released []string `json:"released,omitempty"`
+// MaxQueuedPerLane bounds the events a sequencer keeps queued in one lane
+// (and a lane's load reads): past it, the lane's events wait in the ledger
+// alone, and the lane loads the next ones when its queue runs dry. A lane
+// that keeps up never holds more than a few; one held behind a dead letter
+// holds this many, whatever waits behind it.
+const MaxQueuedPerLane = 32
+
+// MaxArrivedRanges bounds SequencerState.Arrived: a producer that leaves
+// more gaps than this open at once has the later runs forgotten until the
+// frontier reaches them, when a resync reads them from the ledger again.
+// Forgetting only ever holds a lane longer, never releases one early.
+const MaxArrivedRanges = 1000
+
+// SequenceRange is the run of sequences From..To, both included.
+type SequenceRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// QueuedEvent is an event a lane has open and not released.
+type QueuedEvent struct {
+	Sequence int64  `json:"sequence"`
+	EventID  string `json:"event_id"`
+	// State is the delivery's state in the ledger, in a ledger's load (for
+	// GET /v1/correlations); a sequencer does not keep it.
+	State State `json:"state,omitempty"`
 }
 
 // LaneState is one lane of a correlation: the sequence last delivered in
 // it (Previous) and the ones skipped since, the sequence last finished in
-// it, and the one in flight (0 for none).
+// it, the one in flight (0 for none) and its event, and the next events
+// it has open, in order. Queued lists every open delivery of the lane from
+// its position on, unless Partial: then only those up to KnownThrough, and
+// the ledger may hold more past it.
 type LaneState struct {
-	Endpoint     string  `json:"endpoint_id"`
-	Previous     int64   `json:"previous"`
-	Skipped      []int64 `json:"skipped,omitempty"`
-	LastFinished int64   `json:"last_finished"`
-	InFlight     int64   `json:"in_flight,omitempty"`
+	Endpoint      string        `json:"endpoint_id"`
+	Previous      int64         `json:"previous"`
+	Skipped       []int64       `json:"skipped,omitempty"`
+	LastFinished  int64         `json:"last_finished"`
+	InFlight      int64         `json:"in_flight,omitempty"`
+	InFlightEvent string        `json:"in_flight_event,omitempty"`
+	Queued        []QueuedEvent `json:"queued,omitempty"`
+	Partial       bool          `json:"partial,omitempty"`
+	KnownThrough  int64         `json:"known_through,omitempty"`
 }
 
 // MaxKeywordListBytes bounds the JSON of a keyword-list search attribute:

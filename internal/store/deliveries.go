@@ -74,30 +74,41 @@ type Lane struct {
 	Skipped      []int64 `json:"skipped,omitempty"`
 }
 
-// LoadedEvent is a stored event at or past its correlation's cursor, with
-// the endpoints its deliveries are not finished for (Open, sorted) and all
-// it was routed to (Endpoints, sorted); both nil when empty.
-type LoadedEvent struct {
-	ID        string   `json:"id"`
-	Sequence  int64    `json:"sequence"`
-	Endpoints []string `json:"endpoints"`
-	Open      []string `json:"open"`
-}
-
 // CorrelationLoad is what the ledger knows of a correlation for its
-// sequencer (a fresh run's load, a resync) and for GET /v1/correlations.
+// sequencer (a fresh run's load, a resync) and for GET /v1/correlations:
+// bounded by its lanes, whatever the backlog.
 type CorrelationLoad struct {
 	Next int64
-	// Events are every stored event with sequence ≥ Next, in sequence order
-	// (finished ones included: they have arrived, which the lanes of later
-	// events need to know).
-	Events []LoadedEvent
-	// Lanes are the correlation's lanes that have a row (sorted by
-	// endpoint).
-	Lanes []Lane
+	// Frontier is the first sequence from Next on that has not arrived;
+	// Arrived the runs past it that have (at most
+	// contract.MaxArrivedRanges), in order.
+	Frontier int64
+	Arrived  []contract.SequenceRange
+	// Lanes are the correlation's lanes (those with a row, and those with
+	// an open delivery), sorted by endpoint.
+	Lanes []LaneLoad
 	// Voided are the sequences an operator voided (CorrelationVoid), in
 	// order.
 	Voided []int64
+}
+
+// LaneLoad is a lane's position and its first open deliveries in order
+// (with their states), at most the load's limit; More when the ledger has
+// more past them.
+type LaneLoad struct {
+	Lane
+	Open []contract.QueuedEvent `json:"open"`
+	More bool                   `json:"-"`
+}
+
+// cut keeps the first limit open deliveries, and says whether there were
+// more (the queries read one more than asked).
+func (l *LaneLoad) cut(limit int) {
+	if len(l.Open) > limit {
+		l.Open, l.More = l.Open[:limit], true
+	}
+	l.Open = nilIfEmpty(l.Open)
+	l.Skipped = nilIfEmpty(l.Skipped)
 }
 
 // StuckHead is the head of one lane (the lowest sequence not finished in it)
@@ -273,39 +284,68 @@ func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (
 	return l, nil
 }
 
-// CorrelationLoadAll returns the correlation's cursor, the events from it on
-// (at most limit; 0 for all, as the sequencer asks) and its lanes, read in
-// one statement so they agree with each other. A correlation never seen
-// has its cursor on 1 and nothing else.
-func (s *Store) CorrelationLoadAll(ctx context.Context, correlationID string, limit int) (CorrelationLoad, error) {
+// CorrelationLoadOf returns the correlation's cursor, which sequences
+// have arrived from it on, and its lanes, each with at most perLane of its
+// open deliveries, read in one statement so they agree with each other. A
+// correlation never seen has its cursor and frontier on 1 and nothing else.
+func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, perLane int) (CorrelationLoad, error) {
 	var (
-		l            CorrelationLoad
-		events, lane []byte
+		l           CorrelationLoad
+		runs, lanes []byte
 	)
-	if err := s.pool.QueryRow(ctx, s.q.CorrelationLoadAll, correlationID, limit).Scan(&l.Next, &events, &lane, &l.Voided); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.CorrelationLoad, correlationID, perLane).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
 		return l, fmt.Errorf("load correlation: %w", err)
 	}
-	if err := json.Unmarshal(events, &l.Events); err != nil {
-		return l, fmt.Errorf("load correlation: decode events: %w", err)
+	var rs [][2]int64
+	if err := json.Unmarshal(runs, &rs); err != nil {
+		return l, fmt.Errorf("load correlation: decode runs: %w", err)
 	}
-	if err := json.Unmarshal(lane, &l.Lanes); err != nil {
+	if err := json.Unmarshal(lanes, &l.Lanes); err != nil {
 		return l, fmt.Errorf("load correlation: decode lanes: %w", err)
 	}
-	for i := range l.Events {
-		l.Events[i].Endpoints = nilIfEmpty(l.Events[i].Endpoints)
-		l.Events[i].Open = nilIfEmpty(l.Events[i].Open)
+	l.Frontier = l.Next
+	for i, r := range rs {
+		if i == 0 && r[0] == l.Next {
+			l.Frontier = r[1] + 1
+			continue
+		}
+		if len(l.Arrived) < contract.MaxArrivedRanges {
+			l.Arrived = append(l.Arrived, contract.SequenceRange{From: r[0], To: r[1]})
+		}
 	}
 	for i := range l.Lanes {
-		l.Lanes[i].Skipped = nilIfEmpty(l.Lanes[i].Skipped)
+		l.Lanes[i].cut(perLane)
 	}
-	if len(l.Events) == 0 {
-		l.Events = nil
-	}
-	if len(l.Lanes) == 0 {
-		l.Lanes = nil
-	}
+	l.Lanes = nilIfEmpty(l.Lanes)
 	l.Voided = nilIfEmpty(l.Voided)
 	return l, nil
+}
+
+// LanesLoad returns lanes of the correlation, each with its position and at
+// most perLane of its open deliveries after the sequence given for it.
+func (s *Store) LanesLoad(ctx context.Context, correlationID string, endpoints []string, after []int64, perLane int) ([]LaneLoad, error) {
+	rows, err := s.pool.Query(ctx, s.q.LanesLoad, correlationID, endpoints, after, perLane)
+	if err != nil {
+		return nil, fmt.Errorf("load lanes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LaneLoad, error) {
+		var (
+			l    LaneLoad
+			open []byte
+		)
+		if err := r.Scan(&l.EndpointID, &l.LastFinished, &l.Previous, &l.Skipped, &open); err != nil {
+			return l, err
+		}
+		if err := json.Unmarshal(open, &l.Open); err != nil {
+			return l, fmt.Errorf("decode open deliveries: %w", err)
+		}
+		l.cut(perLane)
+		return l, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load lanes: %w", err)
+	}
+	return out, nil
 }
 
 func nilIfEmpty[T any](s []T) []T {

@@ -69,7 +69,7 @@ func stateOf(t *testing.T, st *store.Store, id string) contract.State {
 
 func cursor(t *testing.T, st *store.Store, corr string) int64 {
 	t.Helper()
-	l, err := st.CorrelationLoadAll(context.Background(), corr, 1)
+	l, err := st.CorrelationLoadOf(context.Background(), corr, 0)
 	require.NoError(t, err)
 	return l.Next
 }
@@ -744,38 +744,46 @@ func TestSweepsPutDeferredRowsLast(t *testing.T) {
 	require.Equal(t, []string{"q2-1/ep"}, headsOf(heads))
 }
 
-// TestCorrelationLoadAll: the sequencer's load is the cursor, every stored
-// event from it on with its endpoints and those still open, and the lanes.
-func TestCorrelationLoadAll(t *testing.T) {
+// TestCorrelationLoadOf: the sequencer's load is the cursor, the runs of
+// sequences that have arrived from it on, and every lane (with a row or an
+// open delivery) with its position and first open deliveries, bounded per
+// lane; LanesLoad reads a lane's next ones after a sequence.
+func TestCorrelationLoadOf(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	got, err := st.CorrelationLoadAll(ctx, "never", 0)
+	got, err := st.CorrelationLoadOf(ctx, "never", 2)
 	require.NoError(t, err)
-	require.Equal(t, store.CorrelationLoad{Next: 1}, got, "a correlation never seen")
+	require.Equal(t, store.CorrelationLoad{Next: 1, Frontier: 1}, got, "a correlation never seen")
 
 	insertRouted(t, st, "r-1", "r", 1, "a")
 	insertRouted(t, st, "r-2", "r", 2, "b", "a")
 	insertRouted(t, st, "r-3", "r", 3)
 	insertRouted(t, st, "r-5", "r", 5, "b")
+	insertRouted(t, st, "r-6", "r", 6, "b", "c")
+	insertRouted(t, st, "r-7", "r", 7, "b")
+	insertRouted(t, st, "r-9", "r", 9, "c")
 	delivered(t, st, "r-1", "a", "r", 1)
 	skipped(t, st, "r-2", "b", "r", 2)
-	got, err = st.CorrelationLoadAll(ctx, "r", 0)
+	got, err = st.CorrelationLoadOf(ctx, "r", 2)
 	require.NoError(t, err)
+	waiting := func(id string, seq int64) contract.QueuedEvent {
+		return contract.QueuedEvent{Sequence: seq, EventID: id, State: contract.StateWaiting}
+	}
 	require.Equal(t, store.CorrelationLoad{
-		Next: 2,
-		Events: []store.LoadedEvent{
-			{ID: "r-2", Sequence: 2, Endpoints: []string{"a", "b"}, Open: []string{"a"}},
-			{ID: "r-3", Sequence: 3},
-			{ID: "r-5", Sequence: 5, Endpoints: []string{"b"}, Open: []string{"b"}},
-		},
-		Lanes: []store.Lane{
-			{EndpointID: "a", LastFinished: 1, Previous: 1},
-			{EndpointID: "b", LastFinished: 2, Skipped: []int64{2}},
+		Next: 2, Frontier: 4,
+		Arrived: []contract.SequenceRange{{From: 5, To: 7}, {From: 9, To: 9}},
+		Lanes: []store.LaneLoad{
+			{Lane: store.Lane{EndpointID: "a", LastFinished: 1, Previous: 1}, Open: []contract.QueuedEvent{waiting("r-2", 2)}},
+			{Lane: store.Lane{EndpointID: "b", LastFinished: 2, Skipped: []int64{2}}, Open: []contract.QueuedEvent{waiting("r-5", 5), waiting("r-6", 6)}, More: true},
+			{Lane: store.Lane{EndpointID: "c"}, Open: []contract.QueuedEvent{waiting("r-6", 6), waiting("r-9", 9)}},
 		},
 	}, got)
-	got, err = st.CorrelationLoadAll(ctx, "r", 2)
+
+	lanes, err := st.LanesLoad(ctx, "r", []string{"b", "c"}, []int64{5, 6}, 2)
 	require.NoError(t, err)
-	require.Equal(t, []string{"r-2", "r-3"}, []string{got.Events[0].ID, got.Events[1].ID})
-	require.Len(t, got.Events, 2, "bounded by the limit")
+	require.Equal(t, []store.LaneLoad{
+		{Lane: store.Lane{EndpointID: "b", LastFinished: 2, Skipped: []int64{2}}, Open: []contract.QueuedEvent{waiting("r-6", 6), waiting("r-7", 7)}},
+		{Lane: store.Lane{EndpointID: "c"}, Open: []contract.QueuedEvent{waiting("r-9", 9)}},
+	}, lanes)
 }

@@ -80,7 +80,8 @@ type queries struct {
 	EventAggregate              string
 	CorrelationAdvance          string
 	CorrelationHighWater        string
-	CorrelationLoadAll          string
+	CorrelationLoad             string
+	LanesLoad                   string
 	CorrelationVoidCheck        string
 	CorrelationVoidInsert       string
 	LaneGet                     string

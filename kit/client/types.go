@@ -407,6 +407,8 @@ type Lane struct {
 	Next     *int64  `json:"next,omitempty"`
 	Released *int64  `json:"released,omitempty"`
 	Parked   []int64 `json:"parked"`
+	// ParkedMore: more wait past those Parked lists (the first 100).
+	ParkedMore bool `json:"parked_more,omitempty"`
 	// PreviousSequence is the sequence last delivered in the lane, and
 	// Skipped the lane's sequences skipped since.
 	PreviousSequence int64   `json:"previous_sequence"`

@@ -284,38 +284,74 @@ SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
 -- name: LaneGet
 SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE correlation_id = $1 AND endpoint_id = $2;
 
--- name: CorrelationLoadAll
--- The cursor, the events from it on (finished ones too: they have arrived)
--- in sequence order, up to $2 of them (0: all), each with its endpoints
--- and those not finished, the lanes and the voided sequences: one
--- statement, so one snapshot,
--- for a sequencer's load. Events from the cursor on are never pruned
--- (EventsPruneKeys), so a sequence missing here has not arrived.
-WITH c AS (
+-- name: CorrelationLoad
+-- What a sequencer loads (a fresh run, a resync) and GET /v1/correlations
+-- reads, in one statement, so one snapshot: the cursor; the runs of
+-- sequences that have arrived from it on (events from the cursor on are
+-- never pruned, EventsPruneKeys, so a sequence missing here has not
+-- arrived), at most 1,001, each [from, to]; every lane (those with a row,
+-- and those with an open delivery and none yet), each with its position and
+-- its first $2 + 1 open deliveries in order (the caller keeps $2, and knows
+-- from the one more that there are more); and the voided sequences. The
+-- runs read the correlation's events from the cursor on once, as an index
+-- range; the lanes with open deliveries are found by a skip scan of
+-- deliveries_pending_idx, one probe per lane, and each lane's deliveries
+-- are a range of it.
+WITH RECURSIVE c AS (
     SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1) AS next
+), runs AS (
+    SELECT min(t.sequence) AS lo, max(t.sequence) AS hi
+    FROM (SELECT e.sequence, e.sequence - row_number() OVER (ORDER BY e.sequence) AS g
+          FROM events e WHERE e.correlation_id = $1 AND e.sequence >= (SELECT next FROM c)) t
+    GROUP BY t.g ORDER BY lo LIMIT 1001
+), open_eps(ep) AS (
+    (SELECT d.endpoint_id FROM deliveries d
+     WHERE d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.endpoint_id FROM deliveries d
+            WHERE d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id > o.ep
+            ORDER BY d.endpoint_id LIMIT 1)
+    FROM open_eps o WHERE o.ep IS NOT NULL
+), eps AS (
+    SELECT ep FROM open_eps WHERE ep IS NOT NULL
+    UNION
+    SELECT endpoint_id FROM lanes WHERE correlation_id = $1
 )
 SELECT c.next,
+       COALESCE((SELECT json_agg(json_build_array(r.lo, r.hi) ORDER BY r.lo) FROM runs r), '[]'),
        COALESCE((
            SELECT json_agg(json_build_object(
-                      'id', e.id, 'sequence', e.sequence,
-                      'endpoints', ARRAY(SELECT d.endpoint_id FROM deliveries d WHERE d.event_id = e.id ORDER BY d.endpoint_id),
-                      'open', ARRAY(SELECT d.endpoint_id FROM deliveries d
-                                    WHERE d.event_id = e.id AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id))
-                  ORDER BY e.sequence)
-           FROM (SELECT id, sequence FROM events
-                 WHERE correlation_id = $1 AND sequence >= c.next
-                 ORDER BY sequence LIMIT NULLIF($2::int, 0)) e), '[]'),
-       COALESCE((
-           SELECT json_agg(json_build_object('endpoint_id', l.endpoint_id, 'last_finished', l.last_finished,
-                                             'previous', l.previous, 'skipped', l.skipped_tail)
-                  ORDER BY l.endpoint_id)
-           FROM lanes l WHERE l.correlation_id = $1), '[]'),
+                      'endpoint_id', eps.ep, 'last_finished', COALESCE(l.last_finished, 0),
+                      'previous', COALESCE(l.previous, 0), 'skipped', COALESCE(l.skipped_tail, '{}'),
+                      'open', COALESCE((
+                          SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
+                          FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
+                                WHERE d.correlation_id = $1 AND d.endpoint_id = eps.ep AND d.state NOT IN ('delivered', 'skipped')
+                                ORDER BY d.sequence LIMIT $2::int + 1) o), '[]'))
+                  ORDER BY eps.ep)
+           FROM eps LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = eps.ep), '[]'),
        -- The voided sequences (their tombstones, migration 018's index):
        -- operators make them, a few at a time.
        ARRAY(SELECT v.sequence FROM events v
              WHERE v.correlation_id = $1 AND v.type = 'hookflow.voided'
              ORDER BY v.sequence LIMIT 10000)
 FROM c;
+
+-- name: LanesLoad
+-- The lanes $2 of correlation $1, each with its position and its first
+-- $4 + 1 open deliveries after sequence $3 (the same index of both
+-- arrays), in order: a sequencer's lane that ran out of the events it
+-- kept reads its next ones here, a range of deliveries_pending_idx.
+SELECT q.ep, COALESCE(l.last_finished, 0), COALESCE(l.previous, 0), COALESCE(l.skipped_tail, '{}'),
+       COALESCE((
+           SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
+           FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
+                 WHERE d.correlation_id = $1 AND d.endpoint_id = q.ep AND d.state NOT IN ('delivered', 'skipped')
+                   AND d.sequence > q.after
+                 ORDER BY d.sequence LIMIT $4::int + 1) o), '[]')
+FROM unnest($2::text[], $3::bigint[]) AS q(ep, after)
+LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = q.ep
+ORDER BY q.ep;
 
 -- name: AttemptInsert
 INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
