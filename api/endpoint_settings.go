@@ -29,9 +29,13 @@ const (
 	// a worker's slot for nothing, and one under a second is a mistake.
 	MinTimeout = time.Second
 	MaxTimeout = time.Minute
-	// MaxRateLimit bounds rate_limit (deliveries per second): far above
-	// what one endpoint is sent, and low enough that the interval between
-	// slots is a fair number of microseconds.
+	// MinRateLimit and MaxRateLimit bound rate_limit (deliveries per
+	// second). Below one delivery in about 17 minutes a limit means nothing
+	// a receiver would ask for, and an interval of days would park a lane's
+	// head behind one slot: disable the endpoint instead. The maximum is
+	// far above what one endpoint is sent, and low enough that the interval
+	// between slots is a fair number of microseconds.
+	MinRateLimit = 0.001
 	MaxRateLimit = 10000
 	// MaxHeaders, MaxHeaderName and MaxHeaderValue bound headers: a few
 	// credentials and routing hints, not a request's worth.
@@ -333,16 +337,16 @@ func parseDuration(field string, raw json.RawMessage, lo, hi time.Duration) (tim
 	return d, nil
 }
 
-// parseRateLimit reads rate_limit: deliveries per second, above 0 and at
-// most MaxRateLimit (fractions allowed: 0.5 is one every 2 s), or null
-// (0: unlimited).
+// parseRateLimit reads rate_limit: deliveries per second, from
+// MinRateLimit to MaxRateLimit (fractions allowed: 0.5 is one every 2 s),
+// or null (0: unlimited).
 func parseRateLimit(raw json.RawMessage) (float64, error) {
 	if isNull(raw) {
 		return 0, nil
 	}
 	var v float64
-	if json.Unmarshal(raw, &v) != nil || !(v > 0) || v > MaxRateLimit {
-		return 0, settingsProblem("rate_limit", fmt.Sprintf("rate_limit must be a number of deliveries per second above 0 and at most %d, or null for no limit", MaxRateLimit))
+	if json.Unmarshal(raw, &v) != nil || !(v >= MinRateLimit) || v > MaxRateLimit {
+		return 0, settingsProblem("rate_limit", fmt.Sprintf("rate_limit must be a number of deliveries per second from %g to %d, or null for no limit", MinRateLimit, MaxRateLimit))
 	}
 	return v, nil
 }

@@ -93,6 +93,7 @@ func TestEndpointSettingsRefusedAndNothingChanged(t *testing.T) {
 		{"timeout too short", `"timeout":"100ms"`, "timeout"},
 		{"negative rate", `"rate_limit":-1`, "rate_limit"},
 		{"rate of 0", `"rate_limit":0`, "rate_limit"},
+		{"rate too small to mean anything", `"rate_limit":0.0009`, "rate_limit"},
 		{"rate too high", `"rate_limit":1e9`, "rate_limit"},
 		{"rate as a string", `"rate_limit":"5"`, "rate_limit"},
 		{"threshold of 0", `"circuit_failure_threshold":0`, "circuit_failure_threshold"},
@@ -178,6 +179,9 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 	got = b.settingsCall(t, http.MethodPatch, path, `{"recovery_window":"90s","rate_limit":20}`, http.StatusOK)
 	want.RecoveryWindow, want.RateLimit = "1m30s", 20
 	require.Equal(t, want, got)
+	got = b.settingsCall(t, http.MethodPatch, path, `{"rate_limit":0.001}`, http.StatusOK)
+	want.RateLimit = 0.001
+	require.Equal(t, want, got, "the slowest rate that means something")
 
 	got = b.settingsCall(t, http.MethodPatch, path, `{"auto_replay":false,"disable_after":"90m"}`, http.StatusOK)
 	want.AutoReplay, want.DisableAfter = false, "1h30m"

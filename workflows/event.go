@@ -661,6 +661,9 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		l.w.firstAttempts--
 		if err == nil && res.CircuitOpen > 0 {
 			ev.Probe = false // another probe was out: this one waits its turn
+			// A slot reserved before the wait is stale once the circuit
+			// closes: every head that held one would send at once.
+			ev.SlotReserved = false
 			if err := l.waitCircuit(ctx, res.CircuitOpen); err != nil {
 				return contract.DeliverResult{}, err
 			}
@@ -708,8 +711,9 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		res = contract.DeliverResult{}
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
 		if err == nil && res.CircuitOpen > 0 {
-			// Nothing was sent: the attempt is made again, with its number.
-			ev.AttemptOffset = res.Attempt - 1
+			// Nothing was sent: the attempt is made again, with its number,
+			// in a fresh slot (as in the first attempt's loop).
+			ev.AttemptOffset, ev.SlotReserved = res.Attempt-1, false
 			if err := l.waitCircuit(ctx, res.CircuitOpen); err != nil {
 				return contract.DeliverResult{}, err
 			}
@@ -731,19 +735,47 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 // rather than send in a burst with every other late lane of its endpoint.
 const lateSlot = time.Second
 
+// wakeableTurn is the change (workflow.GetVersion) that made waitTurn end
+// on a lane wake: a history recorded before it slept through one.
+const wakeableTurn = "wakeable-turn"
+
 // waitTurn waits out a throttled attempt's turn under its endpoint's rate
 // limit, on one timer, and moves the window's start on by the time waited:
 // waiting one's turn is not a failure, so it never spends the window, and
 // a throttled delivery is never dead-lettered for it. Order holds: the
 // lane's head waits, and nothing behind it is released meanwhile.
+//
+// A lane wake (SignalCircuitClosed, which the starter also sends when an
+// operator changes the endpoint's rate_limit and resets its reserved
+// slots) ends the wait early, without the slot: the attempt reserves a
+// fresh one under the endpoint's rate as it is now, so a faster rate takes
+// effect at once and a woken head never sends in a slot the reset gave
+// away. One kept from before the wait ends it at once, as in waitCircuit:
+// it may be the wake for the reset this head's slot came before.
 func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration) error {
 	before := workflow.Now(ctx)
-	if err := workflow.Sleep(ctx, d); err != nil {
-		return err
+	woken := false
+	if workflow.GetVersion(ctx, wakeableTurn, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if err := workflow.Sleep(ctx, d); err != nil {
+			return err
+		}
+	} else if l.circuitClosed.ReceiveAsync(nil) {
+		woken = true
+	} else {
+		tctx, cancel := workflow.WithCancel(ctx)
+		var err error
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(workflow.NewTimer(tctx, d), func(f workflow.Future) { err = f.Get(ctx, nil) })
+		sel.AddReceive(l.circuitClosed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); woken = true })
+		sel.Select(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	waited := workflow.Now(ctx).Sub(before)
 	l.windowStart = l.windowStart.Add(waited)
-	ev.SlotReserved = waited-d < lateSlot
+	ev.SlotReserved = !woken && waited-d < lateSlot
 	return nil
 }
 

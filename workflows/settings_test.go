@@ -121,3 +121,72 @@ func TestEventWorkflowThrottledThenFailingDeadLettersAtTheMovedWindowEnd(t *test
 	requireAbout(t, 50*time.Second, dls[0].at.Sub(h.start), "the window's end, moved by the 20 s waited")
 	require.Contains(t, dls[0].input.Reason, "recovery window spent")
 }
+
+// TestEventWorkflowCircuitWaitTakesAFreshSlot: an attempt sent in the slot
+// it waited for that finds the endpoint's circuit open waits on the circuit
+// and then reserves a fresh slot, in the first attempt's loop and in the
+// retries' alike: the slot it held is stale when the circuit closes, and
+// every head that held one would otherwise send at once, past the rate
+// limit.
+func TestEventWorkflowCircuitWaitTakesAFreshSlot(t *testing.T) {
+	t.Parallel()
+	in := eventInput(5)
+	in.Lanes[0].RecoveryWindow = time.Hour
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		switch n {
+		case 1, 4:
+			return contract.DeliverResult{Throttled: time.Minute, Attempt: number}, nil
+		case 2, 5:
+			return contract.DeliverResult{CircuitOpen: 2 * time.Minute, Attempt: number}, nil
+		case 3:
+			return contract.DeliverResult{}, retryable("receiver answered 503")
+		}
+		return delivered(n, number)
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	var reserved []bool
+	for _, a := range h.attemptsTo("ep_1") {
+		reserved = append(reserved, a.input.SlotReserved)
+	}
+	require.Equal(t, []bool{false, true, false, false, true, false}, reserved,
+		"the attempt after each circuit wait reserves its slot afresh")
+}
+
+// TestEventWorkflowLaneWakeEndsTheTurnInAFreshSlot: a lane wake
+// (SignalCircuitClosed, which the starter sends when the endpoint's
+// rate_limit changes) ends a 30-minute wait for a slot of the old rate at
+// once, and the attempt reserves a fresh slot under the new one; a turn
+// waited out to its end still sends in the slot it reserved.
+func TestEventWorkflowLaneWakeEndsTheTurnInAFreshSlot(t *testing.T) {
+	t.Parallel()
+	in := eventInput(5)
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		switch n {
+		case 1:
+			return contract.DeliverResult{Throttled: 30 * time.Minute, Attempt: number}, nil
+		case 2:
+			return contract.DeliverResult{Throttled: time.Minute, Attempt: number}, nil
+		}
+		return delivered(n, number)
+	})
+	h.at(10*time.Second, func() { h.signal(contract.SignalCircuitClosed, contract.CircuitClosed{EndpointID: "ep_1"}) })
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	attempts := h.attemptsTo("ep_1")
+	require.Len(t, attempts, 3)
+	got := offsets(h.start, h.attemptTimes("ep_1"))
+	requireAbout(t, 10*time.Second, got[1], "the wake ends the wait")
+	require.False(t, attempts[1].input.SlotReserved, "a woken attempt reserves again, under the new rate")
+	requireAbout(t, 70*time.Second, got[2], "the new rate's turn, waited out")
+	require.True(t, attempts[2].input.SlotReserved, "sent in the slot it waited for")
+	require.Zero(t, h.deadLetters.len())
+}

@@ -43,7 +43,10 @@ const (
 	// SignalCircuitClosed (CircuitClosed) tells the lanes of an endpoint
 	// whose circuit closed (a probe answered, or an operator enabled it)
 	// that their next attempt may send now, rather than when they were told
-	// the circuit might let one through.
+	// the circuit might let one through. It is the lanes' wake: the starter
+	// sends it too when an operator changes the endpoint's rate_limit, and
+	// a lane waiting its turn under the old rate then reserves a fresh slot
+	// under the new one. The name stays for the histories that carry it.
 	SignalCircuitClosed = "circuit-closed"
 	// QueryState answers an event's EventStatus or a sequencer's
 	// SequencerState.
@@ -170,10 +173,12 @@ type Replay struct {
 	By         string `json:"by,omitempty"`
 }
 
-// CircuitClosed says that the circuit of EndpointID closed: a lane
-// delivering to it that waits on its open circuit makes its attempt again
-// at once. It changes nothing else; a lane not waiting keeps it for its
-// next wait, which then looks once more before it sleeps.
+// CircuitClosed says that the circuit of EndpointID closed, or that its
+// rate_limit changed: a lane delivering to it that waits on its open
+// circuit or for its turn under the rate limit makes its attempt again at
+// once (a throttled one in a fresh slot). It changes nothing else; a lane
+// not waiting keeps it for its next wait, which then looks once more before
+// it sleeps.
 type CircuitClosed struct {
 	EndpointID string `json:"endpoint_id"`
 }

@@ -18,7 +18,9 @@ import (
 // makes a later pass signal them (again: a lane takes a repeated wake as
 // one more look at the circuit, and one not waiting keeps a single one).
 // An event whose workflow is gone is left to the heads sweep, which starts
-// it again; its lane then attempts afresh.
+// it again; its lane then attempts afresh. A change of the endpoint's
+// rate_limit stamps the same wake (store.EndpointRateSlotsReset): a lane
+// waiting its turn under the old rate then reserves a fresh slot.
 func (s *Starter) SweepCircuitWake(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	wakes, err := s.store.CircuitsWakePending(ctx, sweepBatch)

@@ -403,16 +403,19 @@ func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) 
 	return nil
 }
 
-// CircuitWake is a closed circuit whose held lanes are not yet signalled:
-// Requested is the stamp of the close, which CircuitWakeDone clears.
+// CircuitWake is a closed circuit whose held lanes are not yet signalled,
+// or an endpoint whose rate_limit changed with its lanes not yet woken
+// (EndpointRateSlotsReset): Requested is the stamp of the close or the
+// change, which CircuitWakeDone clears.
 type CircuitWake struct {
 	EndpointID string
 	Requested  time.Time
 }
 
 // CircuitsWakePending returns up to limit circuits that closed (a probe's
-// success, or an operator enabling the endpoint) whose lanes delivering to
-// the endpoint are still to be told, oldest close first.
+// success, or an operator enabling the endpoint), or whose endpoint's
+// rate_limit changed, whose lanes delivering to the endpoint are still to
+// be told, oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
 	rows, err := s.pool.Query(ctx, s.q.CircuitsWakePending, limit)
 	if err != nil {

@@ -95,3 +95,64 @@ func TestEndpointRateReserveSpacesSlots(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, other.Throttled)
 }
+
+// TestARateChangeGivesUpTheOldSlotsAndWakesTheLanes: heads that reserved
+// slots far ahead under a slow rate do not keep the endpoint's horizon
+// when its rate_limit changes: the next reservation is sent at once under
+// the new rate, and the endpoint's lanes are asked to wake (the wake
+// sweep's stamp, made for an endpoint whose circuit never failed), in the
+// update's transaction. A PATCH that leaves the rate as it is changes
+// neither; the throttled count is kept.
+func TestARateChangeGivesUpTheOldSlotsAndWakesTheLanes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	wakes := func() []string {
+		pending, err := st.CircuitsWakePending(ctx, 100)
+		require.NoError(t, err)
+		var ids []string
+		for _, w := range pending {
+			ids = append(ids, w.EndpointID)
+		}
+		return ids
+	}
+	slow := 0.01
+	_, err := st.EndpointUpdate(ctx, "ep", store.EndpointChange{RateLimit: &slow})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ep"}, wakes(), "no limit to a limit is a change")
+	pending, err := st.CircuitsWakePending(ctx, 100)
+	require.NoError(t, err)
+	require.NoError(t, st.CircuitWakeDone(ctx, pending[0]))
+	for range 3 {
+		_, err := st.EndpointRateReserve(ctx, "ep", slow)
+		require.NoError(t, err)
+	}
+	held, err := st.EndpointRateReserve(ctx, "ep", slow)
+	require.NoError(t, err)
+	require.Greater(t, held.Wait, 250*time.Second, "the slow rate's horizon")
+
+	_, err = st.EndpointUpdate(ctx, "ep", store.EndpointChange{RateLimit: &slow})
+	require.NoError(t, err)
+	require.Empty(t, wakes(), "the same rate again is no change")
+	kept, err := st.EndpointRateReserve(ctx, "ep", slow)
+	require.NoError(t, err)
+	require.Greater(t, kept.Wait, held.Wait, "and keeps the horizon")
+
+	fast := 50.0
+	ep, err := st.EndpointUpdate(ctx, "ep", store.EndpointChange{RateLimit: &fast})
+	require.NoError(t, err)
+	require.Equal(t, fast, ep.Settings.RateLimit)
+	require.Equal(t, []string{"ep"}, wakes(), "the lanes are asked to wake")
+	c, err := st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State, "the wake's row is a closed circuit")
+	now, err := st.EndpointRateReserve(ctx, "ep", fast)
+	require.NoError(t, err)
+	require.Zero(t, now.Wait, "the old rate's slots are given up")
+	next, err := st.EndpointRateReserve(ctx, "ep", fast)
+	require.NoError(t, err)
+	require.Equal(t, 20*time.Millisecond, next.At.Sub(now.At), "and the new rate spaces the next")
+	h, err := st.EndpointHealth(ctx, "ep", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), h.Throttled, "the throttled count outlives the reset")
+}

@@ -42,6 +42,7 @@ type queries struct {
 	EndpointsList               string
 	EndpointsSubscribed         string
 	EndpointRateReserve         string
+	EndpointRateSlotsReset      string
 	EndpointDisableIfEnabled    string
 	EndpointDisabledForShare    string
 	EndpointDelete              string
@@ -392,7 +393,9 @@ type EndpointChange struct {
 }
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
-// exist.
+// exist. A change of the rate limit gives up the slots reserved under the
+// old one and asks the wake sweep to wake the endpoint's lanes, in the
+// same transaction (EndpointRateSlotsReset).
 func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
 	var eventTypes []string
 	if ch.EventTypes != nil {
@@ -400,7 +403,21 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 	}
 	st, set := ch.replaced()
 	args := append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, args...))
+	var e Endpoint
+	var err error
+	if ch.RateLimit == nil {
+		e, err = scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, args...))
+	} else {
+		// A new rate holds at once for the heads already waiting their
+		// turn (EndpointRateSlotsReset), committed with the rate itself.
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.q.EndpointRateSlotsReset, id, orNull(*ch.RateLimit)); err != nil {
+				return err
+			}
+			e, err = scanEndpoint(tx.QueryRow(ctx, s.q.EndpointUpdate, args...))
+			return err
+		})
+	}
 	if err != nil {
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}

@@ -115,8 +115,9 @@ WHERE c.endpoint_id IN (
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
 
 -- name: CircuitsWakePending
--- Circuits that closed with their held lanes not yet signalled
--- (endpoint_circuits_wake_idx), oldest close first.
+-- Circuits that closed, or whose endpoint's rate_limit changed
+-- (EndpointRateSlotsReset), with their lanes not yet signalled
+-- (endpoint_circuits_wake_idx), oldest first.
 SELECT endpoint_id, wake_requested_at FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
 ORDER BY wake_requested_at, endpoint_id

@@ -108,6 +108,28 @@ ON CONFLICT (endpoint_id) DO UPDATE
         throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
 RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
 
+-- name: EndpointRateSlotsReset
+-- Endpoint $1's rate_limit is about to become $2 (NULL: none): when that is
+-- a change, the slots reserved under the old rate are given up (next_slot
+-- back to now: the next attempt reserves at the new rate, with no burst
+-- banked) and its lanes are asked to wake (migration 016's stamp, which the
+-- wake sweep signals; a row is made for an endpoint whose circuit never
+-- failed, closed as CircuitEnsure makes it), so that a head sleeping on a
+-- slot of the old rate reserves again now. Run in the update's transaction
+-- (EndpointUpdate), the endpoint's row locked, so a crash loses neither and
+-- two PATCHes of the rate each see the other's.
+WITH changed AS (
+    SELECT id FROM endpoints
+    WHERE id = $1 AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM $2::double precision
+    FOR UPDATE
+), slots AS (
+    UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
+    WHERE endpoint_id IN (SELECT id FROM changed)
+)
+INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
+SELECT id, clock_timestamp() FROM changed
+ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now();
+
 -- name: EndpointDisableIfEnabled
 -- Disables an endpoint that is enabled (the circuit breaker's auto-disable:
 -- an operator's own reason is not overwritten).
