@@ -735,10 +735,6 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 // rather than send in a burst with every other late lane of its endpoint.
 const lateSlot = time.Second
 
-// wakeableTurn is the change (workflow.GetVersion) that made waitTurn end
-// on a lane wake: a history recorded before it slept through one.
-const wakeableTurn = "wakeable-turn"
-
 // waitTurn waits out a throttled attempt's turn under its endpoint's rate
 // limit, on one timer, and moves the window's start on by the time waited:
 // waiting one's turn is not a failure, so it never spends the window, and
@@ -755,11 +751,7 @@ const wakeableTurn = "wakeable-turn"
 func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration) error {
 	before := workflow.Now(ctx)
 	woken := false
-	if workflow.GetVersion(ctx, wakeableTurn, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		if err := workflow.Sleep(ctx, d); err != nil {
-			return err
-		}
-	} else if l.circuitClosed.ReceiveAsync(nil) {
+	if l.circuitClosed.ReceiveAsync(nil) {
 		woken = true
 	} else {
 		tctx, cancel := workflow.WithCancel(ctx)
