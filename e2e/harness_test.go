@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -250,6 +251,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// migratedPool is a pool on a database of its own (a producer's, a
+// receiver's), with migrate applied.
+func migratedPool(t *testing.T, migrate func(context.Context, *pgxpool.Pool) error) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), testenv.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, migrate(context.Background(), pool))
+	return pool
 }
 
 func randHex(n int) string {

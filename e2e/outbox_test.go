@@ -33,12 +33,8 @@ import (
 // state, and the outbox schema applied with outbox.Migrate.
 func producerDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	require.NoError(t, outbox.Migrate(ctx, pool))
-	_, err = pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY, amount integer NOT NULL)`)
+	pool := migratedPool(t, outbox.Migrate)
+	_, err := pool.Exec(context.Background(), `CREATE TABLE orders (id text PRIMARY KEY, amount integer NOT NULL)`)
 	require.NoError(t, err)
 	return pool
 }

@@ -84,6 +84,9 @@ func (r *ledgerReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	if id != ev.ID {
 		r.violate("webhook-id %s differs from envelope id %s", id, ev.ID)
 	}
+	if ev.EndpointID == "" {
+		r.violate("envelope %s names no endpoint_id", id)
+	}
 	if d := time.Since(time.Unix(ts, 0)); d > time.Minute || d < -time.Minute {
 		r.violate("stale webhook-timestamp on %s: %s", id, d)
 	}

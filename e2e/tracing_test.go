@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -40,11 +39,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 
 	// The receiver: the real receiver kit on a real socket, behind a
 	// handler that notes each traceparent and refuses the first attempt.
-	ctx := context.Background()
-	rpool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(rpool.Close)
-	require.NoError(t, receiver.Migrate(ctx, rpool))
+	rpool := migratedPool(t, receiver.Migrate)
 	var (
 		mu           sync.Mutex
 		traceparents []string

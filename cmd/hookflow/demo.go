@@ -113,7 +113,7 @@ func (d demo) run(ctx context.Context) error {
 		Applied      []string    `json:"applied"`
 		Balance      json.Number `json:"balance"`
 	}
-	if err := d.getJSON(ctx, d.receiver+"/correlations/"+url.PathEscape(corr), &rc); err != nil {
+	if err := d.getJSON(ctx, d.receiver+"/correlations/"+url.PathEscape(corr)+"?endpoint_id="+url.QueryEscape(devEndpointID), &rc); err != nil {
 		return fmt.Errorf("ask the receiver: %w", err)
 	}
 	fmt.Fprintf(d.out, "   %s applied, in order: %s (last sequence %d, balance %s)\n", devEndpointID, strings.Join(rc.Applied, ", "), rc.LastSequence, rc.Balance)

@@ -20,6 +20,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/localpg"
@@ -27,7 +28,7 @@ import (
 )
 
 var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS",
-	"HOOKFLOW_DEV_TEMPORAL_RETENTION", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_RETENTION"}
+	"HOOKFLOW_DEV_TEMPORAL_RETENTION", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_RETENTION", "HOOKFLOW_RECEIVER_START"}
 
 // runDev starts the whole stack in the foreground and stops it, in reverse
 // order, on Ctrl-C. Everything persists under HOOKFLOW_DATA_DIR, so a second
@@ -170,7 +171,8 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	rctx, stopReceiver := context.WithCancel(ctx)
 	receiverDone := make(chan error, 1)
 	go func() {
-		receiverDone <- serveReceiver(rctx, pg.AdminURL("hookflow_receiver"), cfg.ReceiverAddr, []string{secret}, cfg.ReceiverRetention, logger, nil)
+		receiverDone <- serveReceiver(rctx, pg.AdminURL("hookflow_receiver"), cfg.ReceiverAddr,
+			refreceiver.Config{Secrets: []string{secret}, Retention: cfg.ReceiverRetention, StartPosition: cfg.ReceiverStart}, logger, nil)
 	}()
 	defer func() { stopReceiver(); <-receiverDone }()
 

@@ -18,7 +18,7 @@ import (
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
-var receiverSettings = []string{"HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_SECRET", "HOOKFLOW_RECEIVER_DATABASE_URL", "HOOKFLOW_RECEIVER_RETENTION"}
+var receiverSettings = []string{"HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_SECRET", "HOOKFLOW_RECEIVER_DATABASE_URL", "HOOKFLOW_RECEIVER_RETENTION", "HOOKFLOW_RECEIVER_START"}
 
 // parseSecrets splits a space-separated list and checks each secret.
 func parseSecrets(list string) ([]string, error) {
@@ -35,7 +35,7 @@ func parseSecrets(list string) ([]string, error) {
 }
 
 func runReceiverCommand(ctx context.Context, env *cliEnv, args []string) error {
-	cfg, _, err := loadConfig(env, "receiver", "Run the reference receiver: a small ledger (data.amount added to a balance per correlation) built on the receiver kit. POST /webhook, GET /correlations/{id}. Applies its own migrations at start, and prunes processed_events below each correlation's cursor after HOOKFLOW_RECEIVER_RETENTION.", args, receiverSettings, nil)
+	cfg, _, err := loadConfig(env, "receiver", "Run the reference receiver: a small ledger (data.amount added to a balance per correlation) built on the receiver kit. POST /webhook, GET /correlations/{id}. Applies its own migrations at start, and prunes processed_events below each correlation's cursor after HOOKFLOW_RECEIVER_RETENTION. HOOKFLOW_RECEIVER_START=mid-stream takes up lanes it has never seen wherever they stand (an endpoint re-pointed at a fresh receiver).", args, receiverSettings, nil)
 	if err != nil {
 		return err
 	}
@@ -49,14 +49,15 @@ func runReceiverCommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer stopTracing()
-	return serveReceiver(ctx, cfg.ReceiverDatabase, cfg.ReceiverAddr, secrets, cfg.ReceiverRetention, logger, func(addr string) {
+	rcfg := refreceiver.Config{Secrets: secrets, Retention: cfg.ReceiverRetention, StartPosition: cfg.ReceiverStart}
+	return serveReceiver(ctx, cfg.ReceiverDatabase, cfg.ReceiverAddr, rcfg, logger, func(addr string) {
 		logger.Info("reference receiver listening", "url", "http://"+addr+"/webhook")
 	})
 }
 
-// serveReceiver migrates the receiver's database and serves until ctx ends,
-// pruning processed_events after retention (0: never).
-func serveReceiver(ctx context.Context, dsn, addr string, secrets []string, retention time.Duration, logger *slog.Logger, ready func(addr string)) error {
+// serveReceiver migrates the receiver's database and serves cfg until ctx
+// ends.
+func serveReceiver(ctx context.Context, dsn, addr string, cfg refreceiver.Config, logger *slog.Logger, ready func(addr string)) error {
 	pool, err := app.ConnectPostgres(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("receiver database: %w", err)
@@ -65,7 +66,7 @@ func serveReceiver(ctx context.Context, dsn, addr string, secrets []string, rete
 	if err := refreceiver.Migrate(ctx, pool); err != nil {
 		return err
 	}
-	srv, err := refreceiver.New(refreceiver.Config{Secrets: secrets, Retention: retention}, refreceiver.Deps{Pool: pool, Logger: logger})
+	srv, err := refreceiver.New(cfg, refreceiver.Deps{Pool: pool, Logger: logger})
 	if err != nil {
 		return err
 	}

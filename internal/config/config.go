@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookflow/hookflow/kit/receiver"
 )
 
 // Config is every setting of every subcommand. Each subcommand registers the
@@ -50,6 +52,7 @@ type Config struct {
 	ReceiverAddr         string
 	ReceiverSecrets      string
 	ReceiverDatabase     string
+	ReceiverStart        receiver.StartPosition
 	APIURL               string
 	OutboxDatabaseURL    string
 	MetricsAddr          string
@@ -92,6 +95,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_RECEIVER_ADDR", "receiver-addr", "127.0.0.1:8090", "listen address of the reference receiver", hostPort(func(c *Config) *string { return &c.ReceiverAddr })},
 		{"HOOKFLOW_RECEIVER_RETENTION", "receiver-retention", "30d", "reference receiver: processed_events rows below their correlation's cursor are pruned this long after they were applied; 0 keeps them", retention(func(c *Config) *time.Duration { return &c.ReceiverRetention })},
 		{"HOOKFLOW_RECEIVER_SECRET", "receiver-secret", "", "reference receiver: whsec_ secrets it accepts, space separated", str(func(c *Config) *string { return &c.ReceiverSecrets })},
+		{"HOOKFLOW_RECEIVER_START", "receiver-start", "beginning", "reference receiver: where a lane (endpoint, correlation) it has never seen starts: beginning (its first event must have previous_sequence 0; a later one parks) or mid-stream (its first event applies whatever its previous_sequence: for a fresh receiver an endpoint with history was re-pointed at)", startPosition(func(c *Config) *receiver.StartPosition { return &c.ReceiverStart })},
 		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
 		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands that call the API (dlq, status, keys, demo): its base URL", str(func(c *Config) *string { return &c.APIURL })},
 		{"HOOKFLOW_METRICS_ADDR", "metrics-addr", "", "api, worker: listen address of the process's own GET /metrics, apart from the API's (empty: off)", optionalHostPort(func(c *Config) *string { return &c.MetricsAddr })},
@@ -192,6 +196,17 @@ func quoteEmpty(s string) string {
 
 func str(f func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+func startPosition(f func(*Config) *receiver.StartPosition) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		p, err := receiver.ParseStartPosition(v)
+		if err != nil {
+			return err
+		}
+		*f(c) = p
+		return nil
+	}
 }
 
 // errRequired marks a setting that has no default and was not set.

@@ -203,15 +203,21 @@ type DeliverInput struct {
 
 // Envelope is the signed body a receiver gets.
 type Envelope struct {
-	ID            string `json:"id"`
-	Type          string `json:"type"`
-	Timestamp     string `json:"timestamp"`
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
+	// EndpointID names the endpoint the event is sent to: with
+	// CorrelationID, the lane whose order PreviousSequence and
+	// SkippedSequences speak of. A receiver keeps its cursor per
+	// (endpoint_id, correlation_id), so several endpoints may point at one
+	// receiver database. Signed like the rest.
+	EndpointID    string `json:"endpoint_id"`
 	CorrelationID string `json:"correlation_id"`
 	Sequence      int64  `json:"sequence"`
 	// PreviousSequence is the sequence of the last earlier event of this
 	// correlation delivered to this endpoint, 0 for none: a receiver applies
-	// the event when its cursor stands there (compare-and-swap), so an event
-	// never meant for it is no gap, and a missing one is.
+	// the event when its lane's cursor stands there (compare-and-swap), so
+	// an event never meant for it is no gap, and a missing one is.
 	PreviousSequence int64           `json:"previous_sequence"`
 	Data             json.RawMessage `json:"data"`
 	// SkippedSequences, present only after an operator skip, lists the
@@ -223,7 +229,7 @@ type Envelope struct {
 // Envelope builds the body sent for this event.
 func (in DeliverInput) Envelope() Envelope {
 	return Envelope{
-		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano),
+		ID: in.EventID, Type: in.Type, Timestamp: in.Timestamp.UTC().Format(time.RFC3339Nano), EndpointID: in.EndpointID,
 		CorrelationID: in.CorrelationID, Sequence: in.Sequence, PreviousSequence: in.Previous, Data: in.Data, SkippedSequences: in.Skipped,
 	}
 }

@@ -34,23 +34,25 @@ func TestWithReleaseIsTheLanes(t *testing.T) {
 	in := contract.DeliverInput{EventID: "e1", CorrelationID: "c", Sequence: 7}.WithRelease(contract.LaneRelease{Endpoint: "ep_b", Previous: 3, Skipped: []int64{5}})
 	require.Equal(t, "ep_b", in.EndpointID)
 	env := in.Envelope()
+	require.Equal(t, "ep_b", env.EndpointID)
 	require.EqualValues(t, 3, env.PreviousSequence)
 	require.Equal(t, []int64{5}, env.SkippedSequences)
 }
 
-// TestEnvelopeCarriesPreviousSequence: previous_sequence is always in the
-// signed body, 0 included, so a receiver never has to guess it.
+// TestEnvelopeCarriesPreviousSequence: endpoint_id and previous_sequence
+// are always in the signed body, 0 included, so a receiver never has to
+// guess its lane or its place in it.
 func TestEnvelopeCarriesPreviousSequence(t *testing.T) {
 	t.Parallel()
-	in := contract.DeliverInput{EventID: "e1", CorrelationID: "c", Sequence: 1, Type: "t", Timestamp: time.Unix(0, 0), Data: json.RawMessage(`{}`)}
+	in := contract.DeliverInput{EventID: "e1", CorrelationID: "c", Sequence: 1, EndpointID: "ep_a", Type: "t", Timestamp: time.Unix(0, 0), Data: json.RawMessage(`{}`)}
 	body, err := json.Marshal(in.Envelope())
 	require.NoError(t, err)
-	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","correlation_id":"c","sequence":1,"previous_sequence":0,"data":{}}`, string(body))
+	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","endpoint_id":"ep_a","correlation_id":"c","sequence":1,"previous_sequence":0,"data":{}}`, string(body))
 
 	in.Sequence, in.Previous, in.Skipped = 4, 1, []int64{3}
 	body, err = json.Marshal(in.Envelope())
 	require.NoError(t, err)
-	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","correlation_id":"c","sequence":4,"previous_sequence":1,"skipped_sequences":[3],"data":{}}`, string(body))
+	require.JSONEq(t, `{"id":"e1","type":"t","timestamp":"1970-01-01T00:00:00Z","endpoint_id":"ep_a","correlation_id":"c","sequence":4,"previous_sequence":1,"skipped_sequences":[3],"data":{}}`, string(body))
 }
 
 // TestFitKeywordList: a keyword list is cut where its JSON would pass

@@ -39,11 +39,11 @@ func TestConformance(t *testing.T) {
 	var out strings.Builder
 	require.NoError(t, report.Print(&out))
 	t.Log("\n" + out.String())
-	require.Len(t, report.Results, 14)
+	require.Len(t, report.Results, 15)
 	for _, res := range report.Results {
 		require.True(t, res.Passed, "%s: %s", res.Name, res.Detail)
 		require.Contains(t, out.String(), res.Name)
 	}
 	require.True(t, report.OK())
-	require.Contains(t, out.String(), "14/14 cases passed")
+	require.Contains(t, out.String(), "15/15 cases passed")
 }

@@ -15,16 +15,16 @@ var queryFiles embed.FS
 
 // Query names: the file names under queries/ without ".sql".
 const (
-	qMigrationLock                = "migration_lock"
-	qMigrationTableCreate         = "migration_table_create"
-	qMigrationTableExists         = "migration_table_exists"
-	qMigrationList                = "migration_list"
-	qMigrationInsert              = "migration_insert"
-	qLedgerBalanceEnsure          = "ledger_balance_ensure"
-	qLedgerBalanceAdd             = "ledger_balance_add"
-	qLedgerBalanceGet             = "ledger_balance_get"
-	qLedgerEntryInsert            = "ledger_entry_insert"
-	qLedgerEntryListByCorrelation = "ledger_entry_list_by_correlation"
+	qMigrationLock         = "migration_lock"
+	qMigrationTableCreate  = "migration_table_create"
+	qMigrationTableExists  = "migration_table_exists"
+	qMigrationList         = "migration_list"
+	qMigrationInsert       = "migration_insert"
+	qLedgerBalanceEnsure   = "ledger_balance_ensure"
+	qLedgerBalanceAdd      = "ledger_balance_add"
+	qLedgerBalanceGet      = "ledger_balance_get"
+	qLedgerEntryInsert     = "ledger_entry_insert"
+	qLedgerEntryListByLane = "ledger_entry_list_by_lane"
 )
 
 // queryBook maps query names to SQL text.
@@ -46,7 +46,7 @@ func loadQueries() (queryBook, error) {
 	}
 	for _, name := range []string{
 		qMigrationLock, qMigrationTableCreate, qMigrationTableExists, qMigrationList, qMigrationInsert,
-		qLedgerBalanceEnsure, qLedgerBalanceAdd, qLedgerBalanceGet, qLedgerEntryInsert, qLedgerEntryListByCorrelation,
+		qLedgerBalanceEnsure, qLedgerBalanceAdd, qLedgerBalanceGet, qLedgerEntryInsert, qLedgerEntryListByLane,
 	} {
 		if book[name] == "" {
 			return nil, fmt.Errorf("load queries: %s is missing", name)

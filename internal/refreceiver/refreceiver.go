@@ -1,13 +1,22 @@
 // Package refreceiver is hookflow's reference receiver: a small ledger built
 // on the receiver kit. Each event's data.amount (a JSON number) is added to
-// the balance of its correlation ID, exactly once and in sequence order, so
-// the ledger shows at a glance whether delivery kept its promises.
+// the balance of its lane (endpoint_id, correlation_id), exactly once and in
+// sequence order, so the ledger shows at a glance whether delivery kept its
+// promises. Several endpoints may point at one reference receiver: each has
+// its own ledger of a correlation.
 //
 // Routes:
 //
-//	POST /webhook              the receiver kit (see package receiver)
-//	GET  /correlations/{id}    {"correlation_id","last_sequence","applied","balance","parked"}
-//	GET  /healthz              liveness
+//	POST /webhook                               the receiver kit (see package receiver)
+//	GET  /correlations/{id}[?endpoint_id=ep_…]  {"endpoint_id","correlation_id","last_sequence","applied","balance","parked"}
+//	GET  /healthz                               liveness
+//
+// GET /correlations/{id} may leave endpoint_id out when one endpoint has a
+// lane of the correlation here; with several it answers 400 naming them.
+//
+// Config.StartPosition says where a lane never seen starts (see
+// receiver.StartPosition): hookflow receiver reads it from
+// HOOKFLOW_RECEIVER_START.
 //
 // With Config.Retention set, Run also prunes the kit's processed_events on a
 // schedule (see receiver.Prune), so the receiver's tables stay bounded.
@@ -23,6 +32,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +65,10 @@ type Config struct {
 	// PruneInterval is how often Run prunes when Retention is set; it also
 	// prunes once at start. Zero means DefaultPruneInterval.
 	PruneInterval time.Duration
+	// StartPosition is where the kit starts a lane it has never seen: the
+	// default StartFromBeginning, or StartMidStream for a receiver that
+	// endpoints with history were re-pointed at.
+	StartPosition receiver.StartPosition
 }
 
 // Deps holds the reference receiver's collaborators.
@@ -94,9 +108,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		retention: cfg.Retention, pruneInterval: cfg.PruneInterval,
 	}
 	s.kit, err = receiver.New(receiver.Config{
-		Secrets:      cfg.Secrets,
-		Tolerance:    cfg.Tolerance,
-		MaxBodyBytes: cfg.MaxBodyBytes,
+		Secrets:       cfg.Secrets,
+		Tolerance:     cfg.Tolerance,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		StartPosition: cfg.StartPosition,
 	}, receiver.Deps{Pool: deps.Pool, Apply: s.apply, Logger: s.logger})
 	if err != nil {
 		return nil, err
@@ -191,13 +206,13 @@ func (s *Server) apply(ctx context.Context, tx pgx.Tx, ev receiver.Event) error 
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, s.q[qLedgerEntryInsert], ev.ID, ev.CorrelationID, ev.Sequence, amount); err != nil {
+	if _, err := tx.Exec(ctx, s.q[qLedgerEntryInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence, amount); err != nil {
 		return fmt.Errorf("insert ledger entry: %w", err)
 	}
-	if _, err := tx.Exec(ctx, s.q[qLedgerBalanceEnsure], ev.CorrelationID); err != nil {
+	if _, err := tx.Exec(ctx, s.q[qLedgerBalanceEnsure], ev.EndpointID, ev.CorrelationID); err != nil {
 		return fmt.Errorf("create ledger balance: %w", err)
 	}
-	tag, err := tx.Exec(ctx, s.q[qLedgerBalanceAdd], ev.CorrelationID, ev.Sequence, amount)
+	tag, err := tx.Exec(ctx, s.q[qLedgerBalanceAdd], ev.EndpointID, ev.CorrelationID, ev.Sequence, amount)
 	if err != nil {
 		return fmt.Errorf("update ledger balance: %w", err)
 	}
@@ -228,8 +243,9 @@ func parseAmount(data json.RawMessage) (string, error) {
 }
 
 // Correlation is the GET /correlations/{id} answer: what the receiver
-// applied for one correlation, and what it parked.
+// applied for one lane (a correlation at one endpoint), and what it parked.
 type Correlation struct {
+	EndpointID    string      `json:"endpoint_id"`
 	CorrelationID string      `json:"correlation_id"`
 	LastSequence  int64       `json:"last_sequence"`
 	Applied       []string    `json:"applied"`
@@ -238,10 +254,28 @@ type Correlation struct {
 }
 
 func (s *Server) getCorrelation(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	view, err := s.correlation(r.Context(), id)
+	id, endpoint := r.PathValue("id"), r.URL.Query().Get("endpoint_id")
+	if !r.URL.Query().Has("endpoint_id") {
+		eps, err := s.kit.Endpoints(r.Context(), id)
+		if err != nil {
+			s.logger.Error("get correlation", "correlation_id", id, "error", err)
+			writeProblem(w, http.StatusInternalServerError, "could not read the correlation")
+			return
+		}
+		switch len(eps) {
+		case 0:
+			writeProblem(w, http.StatusNotFound, fmt.Sprintf("no event of correlation %q has arrived", id))
+			return
+		case 1:
+			endpoint = eps[0]
+		default:
+			writeProblem(w, http.StatusBadRequest, fmt.Sprintf("correlation %q has lanes of several endpoints here (%s): name one with ?endpoint_id=", id, strings.Join(eps, ", ")))
+			return
+		}
+	}
+	view, err := s.correlation(r.Context(), endpoint, id)
 	if errors.Is(err, receiver.ErrNotFound) {
-		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no event of correlation %q has arrived", id))
+		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no event of correlation %q at endpoint %q has arrived", id, endpoint))
 		return
 	}
 	if err != nil {
@@ -252,11 +286,11 @@ func (s *Server) getCorrelation(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, view)
 }
 
-// correlation reads the ledger of id from one snapshot and adds the events
-// the kit holds parked.
-func (s *Server) correlation(ctx context.Context, id string) (Correlation, error) {
-	view := Correlation{CorrelationID: id, Applied: []string{}, Balance: "0", Parked: []int64{}}
-	kitState, err := s.kit.Correlation(ctx, id)
+// correlation reads the ledger of the lane (endpoint, id) from one snapshot
+// and adds the events the kit holds parked.
+func (s *Server) correlation(ctx context.Context, endpoint, id string) (Correlation, error) {
+	view := Correlation{EndpointID: endpoint, CorrelationID: id, Applied: []string{}, Balance: "0", Parked: []int64{}}
+	kitState, err := s.kit.Correlation(ctx, endpoint, id)
 	if err != nil {
 		return Correlation{}, err
 	}
@@ -270,7 +304,7 @@ func (s *Server) correlation(ctx context.Context, id string) (Correlation, error
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var balance string
-	err = tx.QueryRow(ctx, s.q[qLedgerBalanceGet], id).Scan(&balance, &view.LastSequence)
+	err = tx.QueryRow(ctx, s.q[qLedgerBalanceGet], endpoint, id).Scan(&balance, &view.LastSequence)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Only parked events so far.
@@ -279,7 +313,7 @@ func (s *Server) correlation(ctx context.Context, id string) (Correlation, error
 	default:
 		view.Balance = json.Number(balance)
 	}
-	rows, err := tx.Query(ctx, s.q[qLedgerEntryListByCorrelation], id)
+	rows, err := tx.Query(ctx, s.q[qLedgerEntryListByLane], endpoint, id)
 	if err != nil {
 		return Correlation{}, fmt.Errorf("list ledger entries: %w", err)
 	}

@@ -38,6 +38,12 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupAt(t, receiver.StartFromBeginning)
+}
+
+// setupAt is setup with the kit starting never-seen lanes at start.
+func setupAt(t *testing.T, start receiver.StartPosition) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	pcfg, err := pgxpool.ParseConfig(testenv.NewDatabase(t))
 	require.NoError(t, err)
@@ -50,7 +56,7 @@ func setup(t *testing.T) *bundle {
 
 	secret, err := webhook.NewSecret()
 	require.NoError(t, err)
-	server, err := refreceiver.New(refreceiver.Config{Secrets: []string{secret}}, refreceiver.Deps{Pool: pool, Logger: testenv.Logger(t)})
+	server, err := refreceiver.New(refreceiver.Config{Secrets: []string{secret}, StartPosition: start}, refreceiver.Deps{Pool: pool, Logger: testenv.Logger(t)})
 	require.NoError(t, err)
 	return &bundle{pool: pool, server: server, secret: secret}
 }
@@ -61,12 +67,21 @@ func body(id, correlationID string, seq int64, amount string) []byte {
 	return linkedBody(id, correlationID, seq, seq-1, nil, amount)
 }
 
+// testEndpoint is the endpoint the tests' events are sent to, unless one
+// says otherwise.
+const testEndpoint = "ep_ref"
+
 // linkedBody is event seq of correlationID following previous, with the
-// sequences skipped in between.
+// sequences skipped in between, sent to testEndpoint.
 func linkedBody(id, correlationID string, seq, previous int64, skipped []int64, amount string) []byte {
+	return linkedBodyAt(testEndpoint, id, correlationID, seq, previous, skipped, amount)
+}
+
+// linkedBodyAt is linkedBody sent to endpoint.
+func linkedBodyAt(endpoint, id, correlationID string, seq, previous int64, skipped []int64, amount string) []byte {
 	b, _ := json.Marshal(receiver.Event{
 		ID: id, Type: "ledger.credit", Timestamp: time.Now().UTC().Truncate(time.Second),
-		CorrelationID: correlationID, Sequence: seq, PreviousSequence: previous, SkippedSequences: skipped,
+		EndpointID: endpoint, CorrelationID: correlationID, Sequence: seq, PreviousSequence: previous, SkippedSequences: skipped,
 		Data: json.RawMessage(`{"amount":` + amount + `}`),
 	})
 	return b
@@ -97,7 +112,18 @@ func post(client *http.Client, baseURL, secret, id string, b []byte) (int, error
 
 func getCorrelation(t *testing.T, baseURL, id string) (int, refreceiver.Correlation) {
 	t.Helper()
-	resp, err := http.Get(baseURL + "/correlations/" + id)
+	return getLane(t, baseURL, id, "")
+}
+
+// getLane is GET /correlations/{id}?endpoint_id=endpoint (no endpoint_id
+// when empty).
+func getLane(t *testing.T, baseURL, id, endpoint string) (int, refreceiver.Correlation) {
+	t.Helper()
+	u := baseURL + "/correlations/" + id
+	if endpoint != "" {
+		u += "?endpoint_id=" + endpoint
+	}
+	resp, err := http.Get(u)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var v refreceiver.Correlation
@@ -282,7 +308,7 @@ func TestParkedShowsInCorrelation(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	code, v := getCorrelation(t, srv.URL, "acct-1")
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, refreceiver.Correlation{CorrelationID: "acct-1", Applied: []string{}, Balance: "0", Parked: []int64{2}}, v)
+	require.Equal(t, refreceiver.Correlation{EndpointID: testEndpoint, CorrelationID: "acct-1", Applied: []string{}, Balance: "0", Parked: []int64{2}}, v)
 }
 
 // TestSparseLedger: the receiver gets only some sequences of a correlation,
@@ -313,7 +339,7 @@ func TestSparseLedger(t *testing.T) {
 	require.Equal(t, http.StatusOK, deliver("e12", 12, 9, []int64{10}, "10000"), "10 was skipped: not waited for")
 
 	_, v = getCorrelation(t, srv.URL, "acct-1")
-	require.Equal(t, refreceiver.Correlation{CorrelationID: "acct-1", LastSequence: 12, Applied: []string{"e1", "e4", "e9", "e12"},
+	require.Equal(t, refreceiver.Correlation{EndpointID: testEndpoint, CorrelationID: "acct-1", LastSequence: 12, Applied: []string{"e1", "e4", "e9", "e12"},
 		Balance: "11110", Parked: []int64{}}, v)
 	require.Equal(t, []int64{1, 4, 9, 12}, applicationOrder(t, b.pool, "acct-1"))
 }
@@ -459,4 +485,51 @@ func TestNewRejectsNegativeRetention(t *testing.T) {
 	t.Cleanup(pool.Close)
 	_, err = refreceiver.New(refreceiver.Config{Secrets: []string{secret}, Retention: -time.Hour}, refreceiver.Deps{Pool: pool})
 	require.Error(t, err)
+}
+
+// TestTwoEndpointsOneLedger: endpoints A and B send their own events of one
+// correlation to one reference receiver, and one event (3) to both. Each
+// keeps its own ledger in its own order; asked without an endpoint, the
+// receiver names both.
+func TestTwoEndpointsOneLedger(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := httptest.NewServer(b.server.Handler())
+	t.Cleanup(srv.Close)
+	for _, d := range []struct {
+		endpoint, id  string
+		seq, previous int64
+		amount        string
+	}{
+		{"ep_a", "e1", 1, 0, "1"}, {"ep_b", "e2", 2, 0, "10"}, {"ep_a", "e3", 3, 1, "100"}, {"ep_b", "e3", 3, 2, "100"},
+	} {
+		code, err := post(http.DefaultClient, srv.URL, b.secret, d.id, linkedBodyAt(d.endpoint, d.id, "acct-1", d.seq, d.previous, nil, d.amount))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%s at %s", d.id, d.endpoint)
+	}
+	code, a := getLane(t, srv.URL, "acct-1", "ep_a")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, refreceiver.Correlation{EndpointID: "ep_a", CorrelationID: "acct-1", LastSequence: 3, Applied: []string{"e1", "e3"}, Balance: "101", Parked: []int64{}}, a)
+	code, bl := getLane(t, srv.URL, "acct-1", "ep_b")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, refreceiver.Correlation{EndpointID: "ep_b", CorrelationID: "acct-1", LastSequence: 3, Applied: []string{"e2", "e3"}, Balance: "110", Parked: []int64{}}, bl)
+	code, _ = getCorrelation(t, srv.URL, "acct-1")
+	require.Equal(t, http.StatusBadRequest, code, "two lanes: the endpoint must be named")
+	code, _ = getLane(t, srv.URL, "acct-1", "ep_c")
+	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestStartMidStream: a reference receiver started mid-stream (an endpoint
+// re-pointed at it after 1-4 went elsewhere) applies the lane's first event
+// whatever its previous_sequence; one started from the beginning parks it.
+func TestStartMidStream(t *testing.T) {
+	t.Parallel()
+	for start, want := range map[receiver.StartPosition]int{receiver.StartMidStream: http.StatusOK, receiver.StartFromBeginning: http.StatusAccepted} {
+		b := setupAt(t, start)
+		srv := httptest.NewServer(b.server.Handler())
+		t.Cleanup(srv.Close)
+		code, err := post(http.DefaultClient, srv.URL, b.secret, "e5", linkedBody("e5", "acct-1", 5, 4, nil, "5"))
+		require.NoError(t, err)
+		require.Equal(t, want, code, start.String())
+	}
 }

@@ -1,8 +1,8 @@
 // Package conformance checks any webhook receiver against hookflow's wire
 // contract. Run fires the hard cases at a receiver URL (duplicates, races,
 // gaps, sparse sequences chained by previous_sequence, skipped sequences,
-// replays, forged and stale signatures, secret rotation, a lost
-// acknowledgement) and reports, per case, whether the receiver answered as
+// two endpoints' lanes of one correlation, replays, forged and stale
+// signatures, secret rotation, a lost acknowledgement) and reports, per case, whether the receiver answered as
 // the contract requires. It sees only HTTP answers, so it checks what a
 // sender can observe: the status codes that decide retry, park or
 // dead-letter.
@@ -114,6 +114,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"sparse_duplicate", r.sparseDuplicate},
 		{"skipped_after_previous", r.skippedAfterPrevious},
 		{"skipped_but_applied", r.skippedButApplied},
+		{"two_endpoints_apart", r.twoEndpointsApart},
 		{"replayed_old_id", r.replayedOldID},
 		{"tampered_body", r.tamperedBody},
 		{"expired_timestamp", r.expiredTimestamp},
@@ -141,6 +142,10 @@ type runner struct {
 	prefix  string
 	runID   string
 	data    json.RawMessage
+	// endpoints are the endpoint_ids of the run's envelopes: every case
+	// sends as the first, two_endpoints_apart as both. They are made up per
+	// run, like the correlation IDs.
+	endpoints [2]string
 }
 
 func newRunner(cfg Config) (*runner, error) {
@@ -192,6 +197,10 @@ func newRunner(cfg Config) (*runner, error) {
 		prefix:  prefix,
 		runID:   hex.EncodeToString(b),
 		data:    data,
+		endpoints: [2]string{
+			"ep_conformance_" + hex.EncodeToString(b) + "_a",
+			"ep_conformance_" + hex.EncodeToString(b) + "_b",
+		},
 	}, nil
 }
 
@@ -234,14 +243,19 @@ func (r *runner) envelope(correlationID string, seq int64, data json.RawMessage)
 
 // link is an event's place in the chain an endpoint sees: its sequence, the
 // one before it sent to this endpoint, and the ones meant for it in between
-// that an operator skipped.
+// that an operator skipped. endpoint is the index of the run's endpoint it
+// is sent to (0: the first).
 type link struct {
 	seq, previous int64
 	skipped       []int64
+	endpoint      int
 }
 
 func (l link) String() string {
 	s := fmt.Sprintf("%d (previous %d", l.seq, l.previous)
+	if l.endpoint > 0 {
+		s = fmt.Sprintf("%d at the second endpoint (previous %d", l.seq, l.previous)
+	}
 	if len(l.skipped) > 0 {
 		s += fmt.Sprintf(", skipped %v", l.skipped)
 	}
@@ -249,12 +263,15 @@ func (l link) String() string {
 }
 
 // linked returns the event ID and body of the event at l of correlationID.
+// The ID depends on the sequence only: one sequence at two endpoints is one
+// event fanned out.
 func (r *runner) linked(correlationID string, l link, data json.RawMessage) (string, []byte) {
 	id := fmt.Sprintf("%s_%d", correlationID, l.seq)
 	env := map[string]any{
 		"id":                id,
 		"type":              "conformance.check",
 		"timestamp":         time.Now().UTC().Format(time.RFC3339),
+		"endpoint_id":       r.endpoints[l.endpoint],
 		"correlation_id":    correlationID,
 		"sequence":          l.seq,
 		"previous_sequence": l.previous,
@@ -469,6 +486,26 @@ func (r *runner) skippedButApplied(ctx context.Context, correlationID string) (b
 		return false, msg
 	}
 	return true, "1, 2, then 3 (previous 1, skipped [2]) → each 2xx"
+}
+
+// twoEndpointsApart: two endpoints send to one receiver, each its own
+// events of one correlation, each chained by its own previous_sequence: A
+// gets 1, 3, 5 and 6, B gets 2, 4, 5 and 7, sequence 5 being one event
+// fanned out to both. A receiver with one cursor per correlation refuses
+// B's first event (previous 0 after A's 1); one that dedups by event ID
+// alone takes B's 5 for a retry and then parks B's 7 for ever. The cursor
+// and the dedup are per (endpoint_id, correlation_id).
+func (r *runner) twoEndpointsApart(ctx context.Context, correlationID string) (bool, string) {
+	const a, b = 0, 1
+	if msg, ok := r.expectChain(ctx, correlationID,
+		link{seq: 1, endpoint: a}, link{seq: 2, endpoint: b},
+		link{seq: 3, previous: 1, endpoint: a}, link{seq: 4, previous: 2, endpoint: b},
+		link{seq: 5, previous: 3, endpoint: a}, link{seq: 5, previous: 4, endpoint: b},
+		link{seq: 6, previous: 5, endpoint: a}, link{seq: 7, previous: 5, endpoint: b},
+	); !ok {
+		return false, msg
+	}
+	return true, "A: 1, 3, 5, 6 and B: 2, 4, 5, 7 interleaved, 5 sent to both → each 2xx"
 }
 
 func (r *runner) replayedOldID(ctx context.Context, correlationID string) (bool, string) {

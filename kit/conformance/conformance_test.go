@@ -69,6 +69,7 @@ type orderRule func(cursor int64, ev ruleEvent) string
 
 type ruleEvent struct {
 	ID               string  `json:"id"`
+	EndpointID       string  `json:"endpoint_id"`
 	CorrelationID    string  `json:"correlation_id"`
 	Sequence         int64   `json:"sequence"`
 	PreviousSequence int64   `json:"previous_sequence"`
@@ -111,9 +112,18 @@ func successorRule(cursor int64, ev ruleEvent) string {
 	return "park"
 }
 
+// laneOf names the lane whose cursor and dedup an event goes by.
+type laneOf func(ev ruleEvent) string
+
+// contractLane is the contract's: (endpoint_id, correlation_id).
+func contractLane(ev ruleEvent) string { return ev.EndpointID + "/" + ev.CorrelationID }
+
+// correlationLane keeps one cursor per correlation, whatever the endpoint.
+func correlationLane(ev ruleEvent) string { return ev.CorrelationID }
+
 // ruleReceiver is an in-memory receiver that verifies signatures, dedups by
-// event ID and orders by rule.
-func ruleReceiver(t *testing.T, secret string, rule orderRule) string {
+// event ID and orders by rule, both per lane.
+func ruleReceiver(t *testing.T, secret string, rule orderRule, lane laneOf) string {
 	var mu sync.Mutex
 	seen, cursors := map[string]bool{}, map[string]int64{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,16 +139,17 @@ func ruleReceiver(t *testing.T, secret string, rule orderRule) string {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		cursor := cursors[ev.CorrelationID]
+		key := lane(ev)
+		cursor := cursors[key]
 		switch {
-		case seen[ev.ID]:
+		case seen[key+"/"+ev.ID]:
 			w.WriteHeader(http.StatusOK)
 		case ev.Sequence <= cursor:
 			w.WriteHeader(http.StatusConflict)
 		default:
 			switch rule(cursor, ev) {
 			case "apply":
-				seen[ev.ID], cursors[ev.CorrelationID] = true, ev.Sequence
+				seen[key+"/"+ev.ID], cursors[key] = true, ev.Sequence
 				w.WriteHeader(http.StatusOK)
 			case "park":
 				w.WriteHeader(http.StatusAccepted)
@@ -160,17 +171,19 @@ func TestOrderCases(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		rule   orderRule
+		lane   laneOf
 		failed []string
 	}{
-		{"contract", contractRule, nil},
-		{"previous only", strictRule, []string{"skipped_but_applied"}},
-		{"sequence-1", successorRule, sparse},
+		{"contract", contractRule, contractLane, nil},
+		{"previous only", strictRule, contractLane, []string{"skipped_but_applied"}},
+		{"sequence-1", successorRule, contractLane, append(sparse, "two_endpoints_apart")},
+		{"one cursor per correlation", contractRule, correlationLane, []string{"two_endpoints_apart"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			secret, err := webhook.NewSecret()
 			require.NoError(t, err)
-			report, err := conformance.Run(context.Background(), conformance.Config{URL: ruleReceiver(t, secret, c.rule), Secrets: []string{secret}})
+			report, err := conformance.Run(context.Background(), conformance.Config{URL: ruleReceiver(t, secret, c.rule, c.lane), Secrets: []string{secret}})
 			require.NoError(t, err)
 			var out strings.Builder
 			require.NoError(t, report.Print(&out))

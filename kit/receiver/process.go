@@ -39,7 +39,7 @@ var errCursorMoved = errors.New("correlation cursor moved concurrently")
 
 // process runs one verified delivery in one transaction. Lock order, the
 // same in every transaction of the kit: the processed_events row, then the
-// correlation cursor, then parked_events.
+// lane's cursor, then parked_events.
 func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header http.Header) (outcome, error) {
 	tx, err := rc.pool.Begin(ctx)
 	if err != nil {
@@ -49,13 +49,13 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 
 	// A concurrent copy of this event blocks here until the first one commits
 	// (then this one is a duplicate) or rolls back (then this one proceeds).
-	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence)
+	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence)
 	if err != nil {
 		return 0, fmt.Errorf("insert processed event: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		var exists bool
-		if err := tx.QueryRow(ctx, rc.q[qProcessedEventExists], ev.ID, ev.CorrelationID, ev.Sequence).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, rc.q[qProcessedEventExists], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence).Scan(&exists); err != nil {
 			return 0, fmt.Errorf("look up processed event: %w", err)
 		}
 		if exists {
@@ -64,11 +64,30 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 		return outcomeSequenceConflict, nil
 	}
 
-	last, prunedThrough, err := rc.lockCursor(ctx, tx, ev.CorrelationID)
+	last, prunedThrough, err := rc.lockCursor(ctx, tx, ev.EndpointID, ev.CorrelationID)
 	if err != nil {
 		return 0, err
 	}
 	switch {
+	case last == 0 && rc.cfg.StartPosition == StartMidStream && ev.PreviousSequence > 0:
+		// Nothing of this lane applied here yet, and the event follows
+		// events that went elsewhere (the endpoint was re-pointed here):
+		// the lane starts at it. hookflow sends a lane's next event only
+		// once the one before is delivered, so the first to arrive is the
+		// one to start at; it also rescues a lane that parked before the
+		// receiver was switched to StartMidStream, on the sender's next
+		// retry or replay. The cursor lock makes a concurrent copy wait,
+		// then find it applied.
+		if err := rc.applyLocked(ctx, tx, ev, last); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, fmt.Errorf("commit applied event: %w", err)
+		}
+		rc.logger.Info("lane started mid-stream", "event_id", ev.ID, "endpoint_id", ev.EndpointID, "correlation_id", ev.CorrelationID,
+			"sequence", ev.Sequence, "previous_sequence", ev.PreviousSequence)
+		return outcomeApplied, nil
+
 	case ev.Sequence <= prunedThrough:
 		// Prune deleted this sequence's row: a retry of the event applied
 		// there, since the sender never sends another ID for a delivered
@@ -77,8 +96,8 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 
 	case ev.Sequence <= last:
 		// A sequence the cursor passed with no row for it: skipped by the
-		// sender, never meant for this endpoint, or its row deleted by hand. The unique (correlation_id,
-		// sequence) index catches every other case before this.
+		// sender, never meant for this endpoint, or its row deleted by hand. The unique (endpoint_id,
+		// correlation_id, sequence) index catches every other case before this.
 		return outcomeSequenceConflict, nil
 
 	case ev.follows(last):
@@ -105,14 +124,14 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 	}
 }
 
-// lockCursor creates the correlation's cursor at 0 when absent, locks it for
-// the rest of tx and returns the last applied sequence and the pruned
-// watermark (see Prune).
-func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, correlationID string) (last, prunedThrough int64, err error) {
-	if _, err := tx.Exec(ctx, rc.q[qCorrelationCursorEnsure], correlationID); err != nil {
+// lockCursor creates the lane's cursor at 0 when absent, locks it for the
+// rest of tx and returns the last applied sequence and the pruned watermark
+// (see Prune).
+func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, endpointID, correlationID string) (last, prunedThrough int64, err error) {
+	if _, err := tx.Exec(ctx, rc.q[qCorrelationCursorEnsure], endpointID, correlationID); err != nil {
 		return 0, 0, fmt.Errorf("create correlation cursor: %w", err)
 	}
-	if err := tx.QueryRow(ctx, rc.q[qCorrelationCursorLock], correlationID).Scan(&last, &prunedThrough); err != nil {
+	if err := tx.QueryRow(ctx, rc.q[qCorrelationCursorLock], endpointID, correlationID).Scan(&last, &prunedThrough); err != nil {
 		return 0, 0, fmt.Errorf("lock correlation cursor: %w", err)
 	}
 	return last, prunedThrough, nil
@@ -125,7 +144,7 @@ func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, correlationID str
 func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, header http.Header) (outcome, error) {
 	// Deleting this transaction's own insert keeps the cursor lock; rolling
 	// back to a savepoint taken before the insert would release it.
-	if _, err := tx.Exec(ctx, rc.q[qProcessedEventDelete], ev.ID); err != nil {
+	if _, err := tx.Exec(ctx, rc.q[qProcessedEventDelete], ev.EndpointID, ev.ID); err != nil {
 		return 0, fmt.Errorf("delete processed event: %w", err)
 	}
 	headers, err := json.Marshal(map[string]string{
@@ -136,7 +155,7 @@ func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, 
 	if err != nil {
 		return 0, fmt.Errorf("encode parked headers: %w", err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qParkedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence, ev.PreviousSequence, body, headers)
+	tag, err := tx.Exec(ctx, rc.q[qParkedEventInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence, ev.PreviousSequence, body, headers)
 	if err != nil {
 		return 0, fmt.Errorf("insert parked event: %w", err)
 	}
@@ -144,7 +163,7 @@ func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, 
 		return outcomeParked, nil
 	}
 	var exists bool
-	if err := tx.QueryRow(ctx, rc.q[qParkedEventExists], ev.ID).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, rc.q[qParkedEventExists], ev.EndpointID, ev.ID).Scan(&exists); err != nil {
 		return 0, fmt.Errorf("look up parked event: %w", err)
 	}
 	if exists {
@@ -163,14 +182,14 @@ func (rc *Receiver) applyLocked(ctx context.Context, tx pgx.Tx, ev Event, from i
 	if err := rc.apply(ctx, tx, ev); err != nil {
 		return fmt.Errorf("apply event: %w", err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qCorrelationCursorAdvance], ev.CorrelationID, ev.Sequence, from)
+	tag, err := tx.Exec(ctx, rc.q[qCorrelationCursorAdvance], ev.EndpointID, ev.CorrelationID, ev.Sequence, from)
 	if err != nil {
 		return fmt.Errorf("advance correlation cursor: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
 		return errCursorMoved
 	}
-	rows, err := tx.Query(ctx, rc.q[qParkedEventDeleteSuperseded], ev.CorrelationID, ev.Sequence, ev.PreviousSequence)
+	rows, err := tx.Query(ctx, rc.q[qParkedEventDeleteSuperseded], ev.EndpointID, ev.CorrelationID, ev.Sequence, ev.PreviousSequence)
 	if err != nil {
 		return fmt.Errorf("delete parked event: %w", err)
 	}
@@ -185,23 +204,23 @@ func (rc *Receiver) applyLocked(ctx context.Context, tx pgx.Tx, ev Event, from i
 	for _, p := range gone {
 		if p.ID != ev.ID {
 			rc.logger.Warn("discarded parked event that can no longer apply: its sequence or its previous sequence was applied under another id",
-				"event_id", p.ID, "parked_sequence", p.Sequence, "applied_event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+				"event_id", p.ID, "parked_sequence", p.Sequence, "applied_event_id", ev.ID, "endpoint_id", ev.EndpointID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
 		}
 	}
 	return nil
 }
 
-// drain applies the parked events of correlationID that follow the cursor
-// at from, one after the other (each names the one before as its
+// drain applies the parked events of the lane (endpointID, correlationID)
+// that follow the cursor at from, one after the other (each names the one before as its
 // previous_sequence), each in its own transaction, until none follows or one
 // cannot be applied. It runs after the commit that moved the cursor to from.
 // What it leaves parked is applied by the sender's retry of that event,
 // which the 202 it got asked for.
-func (rc *Receiver) drain(ctx context.Context, correlationID string, from int64) {
+func (rc *Receiver) drain(ctx context.Context, endpointID, correlationID string, from int64) {
 	for cursor := from; ; {
-		next, err := rc.drainOne(ctx, correlationID, cursor)
+		next, err := rc.drainOne(ctx, endpointID, correlationID, cursor)
 		if err != nil {
-			rc.logger.Error("apply parked event", "correlation_id", correlationID, "previous_sequence", cursor, "error", err)
+			rc.logger.Error("apply parked event", "endpoint_id", endpointID, "correlation_id", correlationID, "previous_sequence", cursor, "error", err)
 			return
 		}
 		if next == 0 {
@@ -211,13 +230,13 @@ func (rc *Receiver) drain(ctx context.Context, correlationID string, from int64)
 	}
 }
 
-// drainOne applies the parked event of correlationID whose previous_sequence
-// is cursor, with the same guarantees as a delivery: dedup insert, cursor
+// drainOne applies the parked event of the lane whose previous_sequence is
+// cursor, with the same guarantees as a delivery: dedup insert, cursor
 // lock and compare-and-swap, Apply, all in one transaction. It returns the
 // sequence it applied, or 0 when there is nothing to apply, including when a
 // concurrent request got there first (that request drains on after its own
 // commit).
-func (rc *Receiver) drainOne(ctx context.Context, correlationID string, cursor int64) (int64, error) {
+func (rc *Receiver) drainOne(ctx context.Context, endpointID, correlationID string, cursor int64) (int64, error) {
 	tx, err := rc.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
@@ -228,7 +247,7 @@ func (rc *Receiver) drainOne(ctx context.Context, correlationID string, cursor i
 		id   string
 		body []byte
 	)
-	err = tx.QueryRow(ctx, rc.q[qParkedEventGetByPrevious], correlationID, cursor).Scan(&id, &body)
+	err = tx.QueryRow(ctx, rc.q[qParkedEventGetByPrevious], endpointID, correlationID, cursor).Scan(&id, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -241,14 +260,14 @@ func (rc *Receiver) drainOne(ctx context.Context, correlationID string, cursor i
 	if err != nil {
 		return 0, fmt.Errorf("decode parked event %s: %w", id, err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.ID, ev.CorrelationID, ev.Sequence)
+	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence)
 	if err != nil {
 		return 0, fmt.Errorf("insert processed event: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return 0, nil
 	}
-	last, _, err := rc.lockCursor(ctx, tx, correlationID)
+	last, _, err := rc.lockCursor(ctx, tx, endpointID, correlationID)
 	if err != nil {
 		return 0, err
 	}
@@ -261,7 +280,7 @@ func (rc *Receiver) drainOne(ctx context.Context, correlationID string, cursor i
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit parked event: %w", err)
 	}
-	rc.logger.Debug("parked event applied", "event_id", ev.ID, "correlation_id", correlationID, "sequence", ev.Sequence)
+	rc.logger.Debug("parked event applied", "event_id", ev.ID, "endpoint_id", endpointID, "correlation_id", correlationID, "sequence", ev.Sequence)
 	return ev.Sequence, nil
 }
 
@@ -274,8 +293,10 @@ type ParkedEvent struct {
 	ParkedAt         time.Time
 }
 
-// CorrelationState is the receiver's view of one correlation ID.
+// CorrelationState is the receiver's view of one lane: a correlation ID at
+// one endpoint.
 type CorrelationState struct {
+	EndpointID    string
 	CorrelationID string
 	// LastSequence is the last applied sequence (0: none yet).
 	LastSequence int64
@@ -287,24 +308,24 @@ type CorrelationState struct {
 	Parked []ParkedEvent
 }
 
-// Correlation returns the state of correlationID from one snapshot, or
-// ErrNotFound when no event of it has arrived.
-func (rc *Receiver) Correlation(ctx context.Context, correlationID string) (CorrelationState, error) {
+// Correlation returns the state of the lane (endpointID, correlationID)
+// from one snapshot, or ErrNotFound when no event of it has arrived.
+func (rc *Receiver) Correlation(ctx context.Context, endpointID, correlationID string) (CorrelationState, error) {
 	tx, err := rc.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return CorrelationState{}, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	st := CorrelationState{CorrelationID: correlationID}
-	err = tx.QueryRow(ctx, rc.q[qCorrelationCursorGet], correlationID).Scan(&st.LastSequence, &st.PrunedThrough, &st.UpdatedAt)
+	st := CorrelationState{EndpointID: endpointID, CorrelationID: correlationID}
+	err = tx.QueryRow(ctx, rc.q[qCorrelationCursorGet], endpointID, correlationID).Scan(&st.LastSequence, &st.PrunedThrough, &st.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CorrelationState{}, ErrNotFound
 	}
 	if err != nil {
 		return CorrelationState{}, fmt.Errorf("get correlation cursor: %w", err)
 	}
-	rows, err := tx.Query(ctx, rc.q[qParkedEventListByCorrelation], correlationID)
+	rows, err := tx.Query(ctx, rc.q[qParkedEventListByLane], endpointID, correlationID)
 	if err != nil {
 		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
 	}
@@ -317,4 +338,18 @@ func (rc *Receiver) Correlation(ctx context.Context, correlationID string) (Corr
 		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
 	}
 	return st, nil
+}
+
+// Endpoints lists, in order, the endpoints with a lane of correlationID at
+// this receiver (none: an empty list).
+func (rc *Receiver) Endpoints(ctx context.Context, correlationID string) ([]string, error) {
+	rows, err := rc.pool.Query(ctx, rc.q[qCorrelationCursorListEndpoints], correlationID)
+	if err != nil {
+		return nil, fmt.Errorf("list correlation endpoints: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list correlation endpoints: %w", err)
+	}
+	return ids, nil
 }

@@ -40,7 +40,7 @@ func (b *bundle) processed(t *testing.T, correlationID string) []string {
 
 func (b *bundle) correlation(t *testing.T, correlationID string) receiver.CorrelationState {
 	t.Helper()
-	st, err := b.rc.Correlation(context.Background(), correlationID)
+	st, err := b.rc.Correlation(context.Background(), testEndpoint, correlationID)
 	require.NoError(t, err)
 	return st
 }
@@ -78,8 +78,8 @@ func TestPruneDeletesOldRowsBelowTheCursor(t *testing.T) {
 	// ahead: old rows the cursor is behind (written by hand: the kit never
 	// leaves one) are not below it, so they stay.
 	b.postAll(t, "d", "ahead", 1)
-	_, err = b.pool.Exec(ctx, `INSERT INTO processed_events (event_id, correlation_id, sequence, processed_at)
-		VALUES ('d5', 'ahead', 5, now() - interval '40 days'), ('d6', 'ahead', 6, now() - interval '40 days')`)
+	_, err = b.pool.Exec(ctx, `INSERT INTO processed_events (endpoint_id, event_id, correlation_id, sequence, processed_at)
+		VALUES ($1, 'd5', 'ahead', 5, now() - interval '40 days'), ($1, 'd6', 'ahead', 6, now() - interval '40 days')`, testEndpoint)
 	require.NoError(t, err)
 	b.age(t, "d1")
 
@@ -185,11 +185,11 @@ func TestPruneWhileRetriesArrive(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	const events, workers, retries = 20000, 12, 40
-	_, err := b.pool.Exec(ctx, `INSERT INTO processed_events (event_id, correlation_id, sequence, processed_at)
-		SELECT 'race_' || s, 'race', s, now() - interval '40 days' + s * interval '1 ms'
-		FROM generate_series(1, $1::bigint) s`, events)
+	_, err := b.pool.Exec(ctx, `INSERT INTO processed_events (endpoint_id, event_id, correlation_id, sequence, processed_at)
+		SELECT $2, 'race_' || s, 'race', s, now() - interval '40 days' + s * interval '1 ms'
+		FROM generate_series(1, $1::bigint) s`, events, testEndpoint)
 	require.NoError(t, err)
-	_, err = b.pool.Exec(ctx, `INSERT INTO correlation_cursors (correlation_id, last_sequence) VALUES ('race', $1)`, events)
+	_, err = b.pool.Exec(ctx, `INSERT INTO correlation_cursors (endpoint_id, correlation_id, last_sequence) VALUES ($2, 'race', $1)`, events, testEndpoint)
 	require.NoError(t, err)
 
 	var wg sync.WaitGroup

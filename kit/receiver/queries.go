@@ -21,18 +21,19 @@ const (
 	qMigrationList        = "MigrationList"
 	qMigrationInsert      = "MigrationInsert"
 
-	qProcessedEventInsert         = "ProcessedEventInsert"
-	qProcessedEventExists         = "ProcessedEventExists"
-	qProcessedEventDelete         = "ProcessedEventDelete"
-	qCorrelationCursorEnsure      = "CorrelationCursorEnsure"
-	qCorrelationCursorLock        = "CorrelationCursorLock"
-	qCorrelationCursorAdvance     = "CorrelationCursorAdvance"
-	qCorrelationCursorGet         = "CorrelationCursorGet"
-	qParkedEventInsert            = "ParkedEventInsert"
-	qParkedEventExists            = "ParkedEventExists"
-	qParkedEventGetByPrevious     = "ParkedEventGetByPrevious"
-	qParkedEventDeleteSuperseded  = "ParkedEventDeleteSuperseded"
-	qParkedEventListByCorrelation = "ParkedEventListByCorrelation"
+	qProcessedEventInsert           = "ProcessedEventInsert"
+	qProcessedEventExists           = "ProcessedEventExists"
+	qProcessedEventDelete           = "ProcessedEventDelete"
+	qCorrelationCursorEnsure        = "CorrelationCursorEnsure"
+	qCorrelationCursorLock          = "CorrelationCursorLock"
+	qCorrelationCursorAdvance       = "CorrelationCursorAdvance"
+	qCorrelationCursorGet           = "CorrelationCursorGet"
+	qCorrelationCursorListEndpoints = "CorrelationCursorListEndpoints"
+	qParkedEventInsert              = "ParkedEventInsert"
+	qParkedEventExists              = "ParkedEventExists"
+	qParkedEventGetByPrevious       = "ParkedEventGetByPrevious"
+	qParkedEventDeleteSuperseded    = "ParkedEventDeleteSuperseded"
+	qParkedEventListByLane          = "ParkedEventListByLane"
 
 	qProcessedEventPruneLock   = "ProcessedEventPruneLock"
 	qProcessedEventPruneUnlock = "ProcessedEventPruneUnlock"
@@ -51,9 +52,9 @@ func loadQueries() (queryBook, error) {
 	for _, name := range []string{
 		qMigrationLock, qMigrationTableCreate, qMigrationTableExists, qMigrationList, qMigrationInsert,
 		qProcessedEventInsert, qProcessedEventExists, qProcessedEventDelete,
-		qCorrelationCursorEnsure, qCorrelationCursorLock, qCorrelationCursorAdvance, qCorrelationCursorGet,
+		qCorrelationCursorEnsure, qCorrelationCursorLock, qCorrelationCursorAdvance, qCorrelationCursorGet, qCorrelationCursorListEndpoints,
 		qParkedEventInsert, qParkedEventExists, qParkedEventGetByPrevious, qParkedEventDeleteSuperseded,
-		qParkedEventListByCorrelation,
+		qParkedEventListByLane,
 		qProcessedEventPruneLock, qProcessedEventPruneUnlock, qProcessedEventPrune,
 	} {
 		if book[name] == "" {

@@ -1,31 +1,55 @@
 // Package receiver is the receiving half of hookflow's delivery guarantee: an
 // http.Handler that verifies Standard Webhooks signatures and applies each
-// event exactly once, in sequence order per correlation ID, inside one
-// PostgreSQL transaction together with the application's own state change.
+// event exactly once, in sequence order per lane, inside one PostgreSQL
+// transaction together with the application's own state change.
+//
+// A lane is one hookflow endpoint's share of one correlation: the envelope's
+// (endpoint_id, correlation_id). Dedup, cursor and parked events are kept per
+// lane, so several endpoints (say, with different event_types) may point at
+// one receiver database, and each applies its own stream in order; an event
+// fanned out to two of them is applied once in each lane.
 //
 // Per request: verify the signature on the raw body → BEGIN → dedup insert
-// into processed_events → lock the correlation's cursor → apply (your Apply
+// into processed_events → lock the lane's cursor → apply (your Apply
 // function, on the same transaction) → compare-and-swap the cursor → COMMIT →
 // answer.
 //
 // The order rule: an endpoint sees only the events of a correlation meant for
 // it, so sequences arrive sparse (1, 4, 9), and each envelope names in
 // previous_sequence the last earlier one sent to this endpoint (0: none). An
-// event applies when the correlation's cursor (the last applied sequence)
-// equals its previous_sequence, and the cursor then moves to its sequence;
+// event applies when the lane's cursor (the last applied sequence) equals
+// its previous_sequence, and the cursor then moves to its sequence;
 // it also applies when the cursor stands at one of its skipped_sequences,
 // which happens when an operator skipped an event that the receiver had
 // applied after all (its answer was lost). An event whose previous_sequence
 // the cursor has not reached yet is parked and answered 202; once that
 // predecessor is applied, the parked events that follow it are applied in
-// order. Answers follow the hookflow wire contract:
+// order.
+//
+// A lane the receiver has never seen (nothing of it applied here yet)
+// starts where Config.StartPosition says. StartFromBeginning (the default)
+// expects the lane's first event, with previous_sequence 0; a later one
+// parks, as for any gap. That is right for a receiver that has been there
+// from the endpoint's first delivery, and it is what catches a lost
+// history. After an endpoint is re-pointed at a fresh receiver (a new
+// database, a new URL), its next envelope names a previous_sequence the old
+// receiver applied, so with StartFromBeginning every lane with history parks
+// until the sender dead-letters it. StartMidStream applies the first
+// envelope of a never-seen lane whatever its previous_sequence and keeps the
+// cursor from there: set it on a receiver that takes over endpoints
+// mid-stream and knows the history before is elsewhere (or not needed).
+// Switching a receiver to it also frees lanes that parked that way, at the
+// sender's next retry or an operator's replay of the dead letter. Once a
+// lane has applied an event its gaps park, whatever the start position.
+//
+// Answers follow the hookflow wire contract:
 //
 //	200 {"status":"applied"}            applied now
 //	200 {"status":"already_processed"}  applied before (a retry); nothing done
 //	202 {"status":"parked"}             stored, waiting for its previous_sequence; the sender retries
-//	400 bad envelope or envelope id ≠ webhook-id header (permanent)
+//	400 bad envelope (endpoint_id missing, say) or envelope id ≠ webhook-id header (permanent)
 //	401 signature or timestamp check failed (permanent)
-//	409 the sequence was already applied, or is parked, under another event ID, or the cursor
+//	409 the sequence was already applied, or is parked, in the lane under another event ID, or the cursor
 //	    went past the event's previous_sequence to a sequence it does not list as skipped
 //	    (permanent); at or below the pruned watermark the answer is 200 already_processed (see Prune)
 //	413 body larger than Config.MaxBodyBytes (permanent)
@@ -37,12 +61,12 @@
 //
 // processed_events, the dedup ledger, gains a row per event. Run Prune on a
 // schedule to keep it bounded: it deletes rows older than a retention whose
-// sequence is below their correlation's cursor, and records per correlation
-// the highest sequence it pruned. The cursor's compare-and-swap already
+// sequence is below their lane's cursor, and records per lane the highest
+// sequence it pruned. The cursor's compare-and-swap already
 // refuses those sequences, and a delivery at or below that watermark is
 // answered 200 already_processed, so a retry of a pruned event is answered as
 // before and nothing is applied twice. What stays is one cursor row per
-// correlation and, in processed_events, the row at each cursor plus the
+// lane and, in processed_events, the row at each cursor plus the
 // rows younger than the retention.
 package receiver
 
@@ -87,14 +111,17 @@ var ErrNotFound = errors.New("not found")
 
 // Event is the signed envelope a delivery carries.
 type Event struct {
-	ID            string    `json:"id"`
-	Type          string    `json:"type"`
-	Timestamp     time.Time `json:"timestamp"`
-	CorrelationID string    `json:"correlation_id"`
-	Sequence      int64     `json:"sequence"`
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	// EndpointID is the hookflow endpoint the event was sent to: with
+	// CorrelationID it names the lane whose cursor orders it.
+	EndpointID    string `json:"endpoint_id"`
+	CorrelationID string `json:"correlation_id"`
+	Sequence      int64  `json:"sequence"`
 	// PreviousSequence is the sequence of the last earlier event of the
-	// correlation sent to this endpoint, 0 for none. The cursor must stand
-	// there for the event to apply.
+	// correlation sent to this endpoint, 0 for none. The lane's cursor must
+	// stand there for the event to apply.
 	PreviousSequence int64           `json:"previous_sequence"`
 	Data             json.RawMessage `json:"data"`
 	// SkippedSequences, sent by hookflow after an operator skipped events,
@@ -111,6 +138,45 @@ type Event struct {
 // nothing meant for this endpoint is missing before ev.
 func (ev Event) follows(last int64) bool {
 	return last == ev.PreviousSequence || last > ev.PreviousSequence && slices.Contains(ev.SkippedSequences, last)
+}
+
+// StartPosition is where the receiver takes up a lane it has never seen:
+// no event of that endpoint and correlation applied here yet.
+type StartPosition int
+
+const (
+	// StartFromBeginning, the default, applies a never-seen lane's first
+	// event only at previous_sequence 0; a later one parks (202) until its
+	// predecessors arrive, which after a re-pointing they never do.
+	StartFromBeginning StartPosition = iota
+	// StartMidStream applies the first event of a lane with nothing applied
+	// yet whatever its previous_sequence, and keeps the lane's cursor from
+	// there. For a receiver that takes over endpoints with history, such as
+	// a fresh one an endpoint was re-pointed at.
+	StartMidStream
+)
+
+// String returns the name ParseStartPosition reads: "beginning" or
+// "mid-stream".
+func (p StartPosition) String() string {
+	switch p {
+	case StartFromBeginning:
+		return "beginning"
+	case StartMidStream:
+		return "mid-stream"
+	}
+	return fmt.Sprintf("StartPosition(%d)", int(p))
+}
+
+// ParseStartPosition reads "beginning" (or "") and "mid-stream".
+func ParseStartPosition(s string) (StartPosition, error) {
+	switch s {
+	case "", "beginning":
+		return StartFromBeginning, nil
+	case "mid-stream":
+		return StartMidStream, nil
+	}
+	return 0, fmt.Errorf("start position %q: want beginning or mid-stream", s)
 }
 
 // Config holds the receiver's settings.
@@ -130,6 +196,9 @@ type Config struct {
 	// client goes away: once a signed event has arrived, finishing it is
 	// cheaper than redoing it. Zero means DefaultTimeout.
 	Timeout time.Duration
+	// StartPosition is where a lane the receiver has never seen starts.
+	// Zero is StartFromBeginning.
+	StartPosition StartPosition
 }
 
 // Deps holds the receiver's collaborators.
@@ -179,6 +248,8 @@ func New(cfg Config, deps Deps) (*Receiver, error) {
 		return nil, errors.New("receiver config: at least one secret is required")
 	case cfg.Tolerance < 0, cfg.MaxBodyBytes < 0, cfg.Timeout < 0:
 		return nil, errors.New("receiver config: tolerance, max body bytes and timeout must not be negative")
+	case cfg.StartPosition != StartFromBeginning && cfg.StartPosition != StartMidStream:
+		return nil, fmt.Errorf("receiver config: unknown start position %d", cfg.StartPosition)
 	case deps.Pool == nil:
 		return nil, errors.New("receiver deps: pool is required")
 	case deps.Apply == nil:
@@ -271,7 +342,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.cfg.Timeout)
 	defer cancel()
-	log := rc.logger.With("event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+	log := rc.logger.With("event_id", ev.ID, "endpoint_id", ev.EndpointID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
 	traceEvent(ctx, ev)
 	out, err := rc.process(ctx, ev, body, r.Header)
 	traceOutcome(ctx, out, err)
@@ -288,7 +359,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	switch out {
 	case outcomeApplied:
 		log.Debug("event applied")
-		rc.drain(ctx, ev.CorrelationID, ev.Sequence)
+		rc.drain(ctx, ev.EndpointID, ev.CorrelationID, ev.Sequence)
 		writeStatus(w, http.StatusOK, "applied", ev.ID)
 	case outcomeAlreadyProcessed:
 		log.Debug("event already processed")
@@ -298,10 +369,10 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusAccepted, "parked", ev.ID)
 	case outcomeSequenceConflict:
 		log.Warn("sequence claimed by another event id")
-		writeProblem(w, http.StatusConflict, fmt.Sprintf("sequence %d of correlation %s belongs to another event id", ev.Sequence, ev.CorrelationID))
+		writeProblem(w, http.StatusConflict, fmt.Sprintf("sequence %d of correlation %s at endpoint %s belongs to another event id", ev.Sequence, ev.CorrelationID, ev.EndpointID))
 	case outcomePreviousPassed:
 		log.Warn("cursor passed the event's previous sequence", "previous_sequence", ev.PreviousSequence)
-		writeProblem(w, http.StatusConflict, fmt.Sprintf("correlation %s has applied past previous_sequence %d, to a sequence this event does not list as skipped: it can never apply", ev.CorrelationID, ev.PreviousSequence))
+		writeProblem(w, http.StatusConflict, fmt.Sprintf("correlation %s at endpoint %s has applied past previous_sequence %d, to a sequence this event does not list as skipped: it can never apply", ev.CorrelationID, ev.EndpointID, ev.PreviousSequence))
 	}
 }
 
@@ -314,6 +385,8 @@ func decodeEvent(body []byte) (Event, error) {
 	switch {
 	case !validKey(ev.ID):
 		return Event{}, errors.New("envelope id must be 1-255 characters of [A-Za-z0-9_:-]")
+	case !validKey(ev.EndpointID):
+		return Event{}, errors.New("envelope endpoint_id must be 1-255 characters of [A-Za-z0-9_:-]")
 	case !validKey(ev.CorrelationID):
 		return Event{}, errors.New("envelope correlation_id must be 1-255 characters of [A-Za-z0-9_:-]")
 	case ev.Sequence < 1:

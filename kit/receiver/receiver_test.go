@@ -53,6 +53,12 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupAt(t, receiver.StartFromBeginning)
+}
+
+// setupAt is setup with a receiver that starts never-seen lanes at start.
+func setupAt(t *testing.T, start receiver.StartPosition) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	pcfg, err := pgxpool.ParseConfig(pg.NewDatabase(t))
 	require.NoError(t, err)
@@ -71,19 +77,8 @@ func setup(t *testing.T) *bundle {
 	secret, err := webhook.NewSecret()
 	require.NoError(t, err)
 	b := &bundle{pool: pool, secret: secret}
-	b.rc, err = receiver.New(receiver.Config{Secrets: []string{secret}, MaxBodyBytes: 4096}, receiver.Deps{
-		Pool:   pool,
-		Logger: testLogger(t),
-		Apply: func(ctx context.Context, tx pgx.Tx, ev receiver.Event) error {
-			if f := b.fail.Load(); f != nil {
-				if err := (*f)(ev); err != nil {
-					return err
-				}
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO applied_log (event_id, correlation_id, sequence) VALUES ($1, $2, $3)`,
-				ev.ID, ev.CorrelationID, ev.Sequence)
-			return err
-		},
+	b.rc, err = receiver.New(receiver.Config{Secrets: []string{secret}, MaxBodyBytes: 4096, StartPosition: start}, receiver.Deps{
+		Pool: pool, Logger: testLogger(t), Apply: b.apply,
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +90,19 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b
+}
+
+// apply is the test receivers' Apply: it fails as b.fail says, or appends
+// the event to applied_log.
+func (b *bundle) apply(ctx context.Context, tx pgx.Tx, ev receiver.Event) error {
+	if f := b.fail.Load(); f != nil {
+		if err := (*f)(ev); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO applied_log (event_id, correlation_id, sequence) VALUES ($1, $2, $3)`,
+		ev.ID, ev.CorrelationID, ev.Sequence)
+	return err
 }
 
 // abortingWriter kills the connection at the first byte of the answer: the
@@ -110,8 +118,16 @@ func envelope(id, correlationID string, seq int64) []byte {
 	return eventBody(receiver.Event{ID: id, CorrelationID: correlationID, Sequence: seq, PreviousSequence: seq - 1})
 }
 
-// eventBody encodes ev with a type, a timestamp and data filled in.
+// testEndpoint is the endpoint_id of the envelopes a test sends when it
+// does not name one.
+const testEndpoint = "ep_test"
+
+// eventBody encodes ev with a type, a timestamp and data filled in, and
+// testEndpoint as its endpoint when it has none.
 func eventBody(ev receiver.Event) []byte {
+	if ev.EndpointID == "" {
+		ev.EndpointID = testEndpoint
+	}
 	ev.Type = "test.event"
 	ev.Timestamp = time.Now().UTC().Truncate(time.Second)
 	ev.Data = json.RawMessage(`{"n":1}`)
@@ -213,12 +229,19 @@ func (b *bundle) count(t *testing.T, table string) int {
 	return n
 }
 
+// emptyPool is a pool on a fresh database with none of the kit's tables.
+func emptyPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pg.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := emptyPool(t)
 
 	require.ErrorIs(t, receiver.CheckMigrations(ctx, pool), receiver.ErrMigrationsPending)
 	require.NoError(t, receiver.Migrate(ctx, pool))
@@ -257,7 +280,7 @@ func TestGapParksThenDrainsInOrder(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, code)
 		require.Equal(t, "parked", status)
 	}
-	st, err := b.rc.Correlation(context.Background(), "order-1")
+	st, err := b.rc.Correlation(context.Background(), testEndpoint, "order-1")
 	require.NoError(t, err)
 	require.Zero(t, st.LastSequence)
 	require.Len(t, st.Parked, 2)
@@ -267,7 +290,7 @@ func TestGapParksThenDrainsInOrder(t *testing.T) {
 	require.Equal(t, "applied", status)
 	require.Equal(t, []string{"evt_1", "evt_2", "evt_3"}, b.applied(t, "order-1"))
 
-	st, err = b.rc.Correlation(context.Background(), "order-1")
+	st, err = b.rc.Correlation(context.Background(), testEndpoint, "order-1")
 	require.NoError(t, err)
 	require.EqualValues(t, 3, st.LastSequence)
 	require.Empty(t, st.Parked)
@@ -277,7 +300,7 @@ func TestGapParksThenDrainsInOrder(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "already_processed", status)
 
-	_, err = b.rc.Correlation(context.Background(), "order-unknown")
+	_, err = b.rc.Correlation(context.Background(), testEndpoint, "order-unknown")
 	require.ErrorIs(t, err, receiver.ErrNotFound)
 }
 
@@ -387,13 +410,15 @@ func TestRejectedRequests(t *testing.T) {
 		{name: "oversize body", body: `{"id":"evt_1","pad":"` + strings.Repeat("x", 5000) + `"}`, want: http.StatusRequestEntityTooLarge},
 		{name: "not json", body: `not json`, want: http.StatusBadRequest},
 		{name: "id differs from webhook-id", headerID: "evt_other", want: http.StatusBadRequest},
-		{name: "sequence zero", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":0}`, want: http.StatusBadRequest},
-		{name: "dot in correlation id", body: `{"id":"evt_1","type":"t","correlation_id":"a.b","sequence":1}`, want: http.StatusBadRequest},
-		{name: "missing type", body: `{"id":"evt_1","correlation_id":"c","sequence":1}`, want: http.StatusBadRequest},
-		{name: "previous at sequence", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":2,"previous_sequence":2}`, want: http.StatusBadRequest},
-		{name: "negative previous", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":2,"previous_sequence":-1}`, want: http.StatusBadRequest},
-		{name: "skipped before previous", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":5,"previous_sequence":2,"skipped_sequences":[1]}`, want: http.StatusBadRequest},
-		{name: "skipped at sequence", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":5,"previous_sequence":2,"skipped_sequences":[5]}`, want: http.StatusBadRequest},
+		{name: "sequence zero", body: `{"id":"evt_1","type":"t","endpoint_id":"ep_test","correlation_id":"c","sequence":0}`, want: http.StatusBadRequest},
+		{name: "dot in correlation id", body: `{"id":"evt_1","type":"t","endpoint_id":"ep_test","correlation_id":"a.b","sequence":1}`, want: http.StatusBadRequest},
+		{name: "missing endpoint id", body: `{"id":"evt_1","type":"t","correlation_id":"c","sequence":1}`, want: http.StatusBadRequest},
+		{name: "dot in endpoint id", body: `{"id":"evt_1","type":"t","endpoint_id":"ep.a","correlation_id":"c","sequence":1}`, want: http.StatusBadRequest},
+		{name: "missing type", body: `{"id":"evt_1","endpoint_id":"ep_test","correlation_id":"c","sequence":1}`, want: http.StatusBadRequest},
+		{name: "previous at sequence", body: `{"id":"evt_1","type":"t","endpoint_id":"ep_test","correlation_id":"c","sequence":2,"previous_sequence":2}`, want: http.StatusBadRequest},
+		{name: "negative previous", body: `{"id":"evt_1","type":"t","endpoint_id":"ep_test","correlation_id":"c","sequence":2,"previous_sequence":-1}`, want: http.StatusBadRequest},
+		{name: "skipped before previous", body: `{"id":"evt_1","type":"t","endpoint_id":"ep_test","correlation_id":"c","sequence":5,"previous_sequence":2,"skipped_sequences":[1]}`, want: http.StatusBadRequest},
+		{name: "skipped at sequence", body: `{"id":"evt_1","type":"t","endpoint_id":"ep_test","correlation_id":"c","sequence":5,"previous_sequence":2,"skipped_sequences":[5]}`, want: http.StatusBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

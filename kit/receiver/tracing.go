@@ -44,6 +44,7 @@ func endSpan(span trace.Span, status int) {
 func traceEvent(ctx context.Context, ev Event) {
 	trace.SpanFromContext(ctx).SetAttributes(
 		attribute.String("hookflow.event_id", ev.ID),
+		attribute.String("hookflow.endpoint_id", ev.EndpointID),
 		attribute.String("hookflow.correlation_id", ev.CorrelationID),
 		attribute.Int64("hookflow.sequence", ev.Sequence),
 		attribute.Int64("hookflow.previous_sequence", ev.PreviousSequence),

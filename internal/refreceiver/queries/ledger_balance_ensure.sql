@@ -1,2 +1,2 @@
-INSERT INTO ledger_balances (correlation_id) VALUES ($1)
-ON CONFLICT (correlation_id) DO NOTHING;
+INSERT INTO ledger_balances (endpoint_id, correlation_id) VALUES ($1, $2)
+ON CONFLICT (endpoint_id, correlation_id) DO NOTHING;

@@ -1,1 +1,1 @@
-SELECT balance::text, last_sequence FROM ledger_balances WHERE correlation_id = $1;
+SELECT balance::text, last_sequence FROM ledger_balances WHERE endpoint_id = $1 AND correlation_id = $2;

@@ -1,2 +1,2 @@
-INSERT INTO ledger_entries (event_id, correlation_id, sequence, amount)
-VALUES ($1, $2, $3, $4::numeric);
+INSERT INTO ledger_entries (endpoint_id, event_id, correlation_id, sequence, amount)
+VALUES ($1, $2, $3, $4, $5::numeric);

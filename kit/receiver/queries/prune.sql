@@ -12,30 +12,31 @@ SELECT pg_advisory_unlock(hashtextextended('hookflow.receiver.prune', 0));
 
 -- name: ProcessedEventPrune
 -- Deletes up to $3 rows processed more than $2 seconds ago, oldest first from
--- processed_at $1 on, whose sequence is strictly below their correlation's
--- cursor, and raises those correlations' watermarks in the same statement, so
+-- processed_at $1 on, whose sequence is strictly below their lane's
+-- cursor, and raises those lanes' watermarks in the same statement, so
 -- no transaction sees the one without the other. The cursor read here may be
 -- behind by the time the row goes, which is harmless: cursors only move up.
 -- Returns how many rows went and the processed_at of the newest of them,
 -- where the next batch starts: the rows before it that stayed are their
 -- correlation's cursor (or not old enough), and are not read again.
 WITH doomed AS (
-    SELECT p.event_id
+    SELECT p.endpoint_id, p.event_id
     FROM processed_events p
     WHERE p.processed_at >= $1
       AND p.processed_at < now() - make_interval(secs => $2)
-      AND p.sequence < (SELECT c.last_sequence FROM correlation_cursors c WHERE c.correlation_id = p.correlation_id)
+      AND p.sequence < (SELECT c.last_sequence FROM correlation_cursors c
+                        WHERE c.endpoint_id = p.endpoint_id AND c.correlation_id = p.correlation_id)
     ORDER BY p.processed_at
     LIMIT $3
 ), deleted AS (
     DELETE FROM processed_events p
     USING doomed d
-    WHERE p.event_id = d.event_id
-    RETURNING p.correlation_id, p.sequence, p.processed_at
+    WHERE p.endpoint_id = d.endpoint_id AND p.event_id = d.event_id
+    RETURNING p.endpoint_id, p.correlation_id, p.sequence, p.processed_at
 ), raised AS (
     UPDATE correlation_cursors c
     SET pruned_through = m.sequence
-    FROM (SELECT correlation_id, max(sequence) AS sequence FROM deleted GROUP BY correlation_id) m
-    WHERE c.correlation_id = m.correlation_id AND c.pruned_through < m.sequence
+    FROM (SELECT endpoint_id, correlation_id, max(sequence) AS sequence FROM deleted GROUP BY endpoint_id, correlation_id) m
+    WHERE c.endpoint_id = m.endpoint_id AND c.correlation_id = m.correlation_id AND c.pruned_through < m.sequence
 )
 SELECT count(*), max(processed_at) FROM deleted;

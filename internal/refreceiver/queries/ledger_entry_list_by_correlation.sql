@@ -1,1 +1,0 @@
-SELECT event_id FROM ledger_entries WHERE correlation_id = $1 ORDER BY sequence;
