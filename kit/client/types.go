@@ -513,6 +513,12 @@ type OperatorAction struct {
 	EndpointID string `json:"endpoint_id"`
 	// Status is "replaying" or "skipping".
 	Status string `json:"status"`
+	// SignalUnconfirmed says the signal to the event's workflow failed in
+	// a way that leaves open whether it arrived (a timeout, Temporal
+	// unavailable): the action stands, and hookflow's repair sweep sends it
+	// again if the workflow did not take it. Detail says what failed.
+	SignalUnconfirmed bool   `json:"signal_unconfirmed,omitempty"`
+	Detail            string `json:"detail,omitempty"`
 }
 
 // StatsParams shapes Stats.
