@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,8 +25,8 @@ import (
 // attempts run), so the test stays short. Then an operator presses
 // Terminate on the sequencer. The fresh run loads a state bounded by the
 // lanes, and A's next arrival is released at once, naming the last of the
-// 10,101 as its previous sequence; E's dead letter, replayed, is
-// delivered. Before the sequencer kept its lanes bounded (cc2f4fc), the
+// 10,101 as its previous sequence; E's dead letter, skipped, lets the
+// cursor past all of it. Before the sequencer kept its lanes bounded (cc2f4fc), the
 // fresh run loaded the first 10,000 events from the cursor, took 10,102 for
 // an arrival after a gap, and A's lane stopped until someone handled E's
 // dead letter.
@@ -35,13 +34,7 @@ func TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents(t *testing.T) {
 	b := setup(t, options{window: 3 * time.Second})
 	held := b.subscribe("x.*")
 	healthy := b.subscribe()
-	var healed atomic.Bool
-	held.rcv.fault = func(contract.Envelope, int) string {
-		if !healed.Load() {
-			return "400"
-		}
-		return ""
-	}
+	held.rcv.fault = func(contract.Envelope, int) string { return "400" }
 	corr := b.id("acct-7")
 	id := func(seq int64) string { return fmt.Sprintf("%s-%d", corr, seq) }
 
@@ -85,14 +78,14 @@ func TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents(t *testing.T) {
 	require.EqualValues(t, 1, st.Next)
 	require.EqualValues(t, last+2, st.Frontier)
 
-	healed.Store(true)
-	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id(1)+"/replay", map[string]any{"endpoint_id": held.ID}, nil))
-	b.waitDelivery(id(1), held.ID, contract.StateDelivered, 30*time.Second)
-	require.Equal(t, []int64{1}, held.rcv.appliedTo(corr))
-	waitFor(t, 30*time.Second, "the cursor past every event", func() bool {
+	// E's dead letter is skipped (an operator gave up on it): E's lane and
+	// the correlation's cursor move past all of it.
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id(1)+"/skip", map[string]any{"endpoint_id": held.ID}, nil))
+	waitFor(t, 60*time.Second, "the cursor past every event", func() bool {
 		l, err := b.store.CorrelationLoadOf(ctx, corr, 0)
 		return err == nil && l.Next == last+2
 	})
+	require.Empty(t, held.rcv.appliedTo(corr))
 	held.rcv.requireClean(t)
 	healthy.rcv.requireClean(t)
 }
