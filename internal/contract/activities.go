@@ -16,6 +16,7 @@ const (
 	ActivitySkip            = "Skip"
 	ActivityWriteDeadLetter = "WriteDeadLetter"
 	ActivityReplayed        = "Replayed"
+	ActivityHandOverPause   = "HandOverPause"
 )
 
 // Error types of Deliver's failures, as workflows see them in
