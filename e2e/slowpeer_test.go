@@ -170,3 +170,63 @@ func (b *bundle) localActivities(workflowID string) []string {
 	}
 	return out
 }
+
+// TestMaxInFlightCapsASlowReceiver: an endpoint with max_in_flight 1
+// whose receiver answers each request after 1.5 s gets the heads of four
+// correlations at once: its receiver never sees two requests at once,
+// each is delivered (waiting its turn spends no window: the window is
+// shorter than the four take together), and another endpoint's events,
+// published after them, are all delivered before the slow one is done.
+func TestMaxInFlightCapsASlowReceiver(t *testing.T) {
+	const delay = 1500 * time.Millisecond
+	b := setup(t, options{timeout: 4 * time.Second, window: 5 * time.Second})
+	slow, front := b.slowSubscriber(delay, map[string]any{"max_in_flight": 1}, "slow.*")
+	require.Equal(t, 1, b.endpointSetting(slow.ID, "max_in_flight"))
+	fast := b.subscribe("fast.*")
+	const n = 4
+	for i := range n {
+		corr := b.id(fmt.Sprintf("s%d", i))
+		b.publish(corr+"-1", corr, 1, "slow.updated")
+	}
+	for i := range n {
+		corr := b.id(fmt.Sprintf("f%d", i))
+		b.publish(corr+"-1", corr, 1, "fast.updated")
+	}
+	slowDone := func() int {
+		d := 0
+		for i := range n {
+			corr := b.id(fmt.Sprintf("s%d", i))
+			d += len(slow.rcv.appliedTo(corr))
+		}
+		return d
+	}
+	waitFor(t, 20*time.Second, "the other endpoint delivers every event", func() bool {
+		for i := range n {
+			if len(fast.rcv.appliedTo(b.id(fmt.Sprintf("f%d", i)))) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	require.Less(t, slowDone(), n, "the other endpoint did not wait for the capped one")
+	waitFor(t, 60*time.Second, "the capped endpoint delivers every event", func() bool { return slowDone() == n })
+	for i := range n {
+		corr := b.id(fmt.Sprintf("s%d", i))
+		b.waitDelivery(corr+"-1", slow.ID, contract.StateDelivered, 10*time.Second)
+	}
+	require.EqualValues(t, 1, front.peak.Load(), "the receiver never saw two requests at once")
+	slow.rcv.requireClean(t)
+	fast.rcv.requireClean(t)
+	var dls deadLetterPage
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters?endpoint_id="+slow.ID, nil, &dls))
+	require.Empty(t, dls.Items, "waiting for a place spends no recovery window")
+}
+
+// endpointSetting is one integer setting of the endpoint as GET shows it.
+func (b *bundle) endpointSetting(id, name string) int {
+	b.t.Helper()
+	var ep map[string]any
+	require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+id, nil, &ep))
+	v, _ := ep[name].(float64)
+	return int(v)
+}

@@ -707,6 +707,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
 			return res, err
 		}
+		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 	if err == nil {
 		return res, nil
@@ -759,6 +760,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
 			return res, err
 		}
+		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 }
 
@@ -768,7 +770,8 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 const lateSlot = time.Second
 
 // waitTurn waits out a throttled attempt's turn under its endpoint's rate
-// limit, on one timer, and moves the window's start on by the time waited:
+// limit, or its cap on attempts in flight (InFlightFull: no slot was
+// reserved, and the caller clears SlotReserved), on one timer, and moves the window's start on by the time waited:
 // waiting one's turn is not a failure, so it never spends the window, and
 // a throttled delivery is never dead-lettered for it. Order holds: the
 // lane's head waits, and nothing behind it is released meanwhile.
