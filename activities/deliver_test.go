@@ -292,7 +292,7 @@ func TestDeliverSignsAndHandsOver(t *testing.T) {
 	require.NoError(t, webhook.VerifyHeader([]string{b.secret}, req.header, req.body, time.Now(), 0),
 		"the signature verifies with the endpoint's secret")
 	require.JSONEq(t, fmt.Sprintf(
-		`{"id":"evt_1","type":"order.updated","timestamp":%q,"correlation_id":"order-1","sequence":1,"previous_sequence":0,"data":{"n":1}}`,
+		`{"id":"evt_1","type":"order.updated","timestamp":%q,"correlation_id":"order-1","endpoint_id":"ep_1","sequence":1,"previous_sequence":0,"data":{"n":1}}`,
 		b.in.Timestamp.UTC().Format(time.RFC3339Nano)), string(req.body))
 
 	at := b.attempt(t)

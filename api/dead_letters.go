@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
 )
 
@@ -247,43 +248,69 @@ func claimed(d store.DeadLetter) *Problem {
 		fmt.Sprintf("dead letter %d of event %s's delivery to %s was replayed or skipped already", d.Generation, d.EventID, d.EndpointID))
 }
 
+// operatorAction answers a replay or a skip.
+type operatorAction struct {
+	EventID    string `json:"event_id"`
+	EndpointID string `json:"endpoint_id"`
+	Status     string `json:"status"`
+	// SignalUnconfirmed says the signal to the event's workflow failed in a
+	// way that leaves open whether it arrived (a timeout, Temporal
+	// unavailable): the claim stands, and the repair sweep sends it again
+	// if the workflow did not take it. Detail says what failed.
+	SignalUnconfirmed bool   `json:"signal_unconfirmed,omitempty"`
+	Detail            string `json:"detail,omitempty"`
+}
+
 // operate claims an operator's action on the dead letter d in the ledger
 // (claim: a compare-and-swap on its generation, so of two concurrent
 // replays, or a replay and a skip, one wins and the other gets 409), then
 // signals the event's workflow, naming the generation so that the workflow
 // ignores a signal meant for an earlier dead letter. A workflow that has
 // ended is started again by the starter, waiting on the dead letter; one
-// whose event is finished answers 409. When the signal cannot be sent the
-// claim is undone and the answer is 503.
-func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool, error), signal string, arg any) error {
+// whose event is finished answers 409. The claim is undone only when the
+// signal surely did not reach Temporal (starter.SignalNotSent): then the
+// answer is an error (503 for an outage). A signal that may have arrived
+// (a timeout after the server took it, say) leaves the claim standing, as
+// undoing it would leave the row open for a delivery its workflow carries
+// out; the action is answered accepted with SignalUnconfirmed, and the
+// repair sweep sends the claimed action again if the workflow still waits
+// on the dead letter (starter.resendLostClaim).
+func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool, error), signal string, arg any, status string) (operatorAction, error) {
 	ctx := c.Request().Context()
+	act := operatorAction{EventID: d.EventID, EndpointID: d.EndpointID, Status: status}
 	if d.Status != store.DeadLetterOpen {
-		return notOpen(d)
+		return act, notOpen(d)
 	}
 	ok, err := claim()
 	if err != nil {
-		return err
+		return act, err
 	}
 	if !ok {
-		return claimed(d)
+		return act, claimed(d)
 	}
 	ended, err := s.deps.Starter.SignalDeadLetter(ctx, d, signal, arg)
 	if ended {
-		return problem(http.StatusConflict, "event-finished", "Event finished",
+		return act, problem(http.StatusConflict, "event-finished", "Event finished",
 			fmt.Sprintf("event %s's delivery to %s is delivered or skipped already; its dead letter is closed", d.EventID, d.EndpointID))
 	}
-	if err != nil {
-		if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
-			// The sweep sends the claimed action again once it sees the
-			// workflow still waiting: the claim is carried out, not lost.
-			s.deps.Logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
-		}
-		if !temporalUnavailable(err) {
-			return fmt.Errorf("signal %s: %w", d.EventID, err)
-		}
-		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
+	if err == nil {
+		return act, nil
 	}
-	return nil
+	if !starter.SignalNotSent(err) {
+		s.deps.Logger.Warn("signal of a claimed dead letter unconfirmed; the claim stands for the repair sweep", "event_id", d.EventID, "endpoint_id", d.EndpointID, "generation", d.Generation, "error", err)
+		act.SignalUnconfirmed = true
+		act.Detail = "the signal to the event's workflow may not have arrived (" + err.Error() + "); the action stands, and the repair sweep sends it again if the workflow did not take it"
+		return act, nil
+	}
+	if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
+		// The sweep sends the claimed action again once it sees the
+		// workflow still waiting: the claim is carried out, not lost.
+		s.deps.Logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
+	}
+	if !temporalUnavailable(err) {
+		return act, fmt.Errorf("signal %s: %w", d.EventID, err)
+	}
+	return act, problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable", "could not signal the event's workflow: "+err.Error())
 }
 
 // temporalUnavailable tells an outage (retry later: 503) from any other
@@ -296,10 +323,10 @@ func temporalUnavailable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) error {
+func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) (operatorAction, error) {
 	return s.operate(c, d, func() (bool, error) {
 		return s.deps.Store.DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by)
-	}, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: by})
+	}, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: by}, "replaying")
 }
 
 // The body is judged before the dead letter is looked up: bad input is a
@@ -313,10 +340,11 @@ func (s *Server) deadLetterReplay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.replay(c, d, principalOf(c).name); err != nil {
+	act, err := s.replay(c, d, principalOf(c).name)
+	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "endpoint_id": d.EndpointID, "status": "replaying"})
+	return c.JSON(http.StatusAccepted, act)
 }
 
 func (s *Server) deadLetterSkip(c echo.Context) error {
@@ -332,13 +360,13 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 		return err
 	}
 	by := principalOf(c).name
-	err = s.operate(c, d, func() (bool, error) {
+	act, err := s.operate(c, d, func() (bool, error) {
 		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by, req.Note)
-	}, contract.SignalSkip, contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: req.Note})
+	}, contract.SignalSkip, contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: req.Note}, "skipping")
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"event_id": d.EventID, "endpoint_id": d.EndpointID, "status": "skipping"})
+	return c.JSON(http.StatusAccepted, act)
 }
 
 // batchReplayListed bounds the event IDs a batch replay's answer lists;
@@ -373,7 +401,8 @@ func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 // reads one page (f.Limit) at a time and replays it before it reads the
 // next, so it never holds every open dead letter at once; a dead letter
 // that lands further on in that order meanwhile is replayed too. One
-// replayed or skipped by someone else meanwhile (409) is passed over. It
+// replayed or skipped by someone else meanwhile (409) is passed over. A
+// replay whose signal is unconfirmed stands, and stops the rest (503). It
 // returns how many it replayed.
 func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string, take func(store.DeadLetter) bool) (int, error) {
 	n := 0
@@ -387,7 +416,8 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 			if !take(d) {
 				continue
 			}
-			if err := s.replay(c, d, by); err != nil {
+			act, err := s.replay(c, d, by)
+			if err != nil {
 				var pr *Problem
 				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
 					continue // replayed or skipped by someone else meanwhile
@@ -395,6 +425,15 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 				return n, err
 			}
 			n++
+			if act.SignalUnconfirmed {
+				// Temporal is most likely in trouble: claiming the rest,
+				// each waiting out its own timeout, would only hand them
+				// all to the sweep.
+				p := problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable",
+					fmt.Sprintf("replayed %d dead letter(s), then stopped: %s; try again later for the rest", n, act.Detail))
+				p.Extensions = map[string]any{"replayed": n}
+				return n, p
+			}
 		}
 		if len(page) < f.Limit {
 			return n, nil

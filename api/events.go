@@ -25,8 +25,10 @@ type eventResponse struct {
 	Sequence      int64  `json:"sequence"`
 	Type          string `json:"type"`
 	// State is how the deliveries stand together (contract.Aggregate).
-	State      contract.State     `json:"state"`
-	AcceptedAt time.Time          `json:"accepted_at"`
+	State      contract.State `json:"state"`
+	AcceptedAt time.Time      `json:"accepted_at"`
+	// Unrouted says that no endpoint took the event (routedNowhere).
+	Unrouted   bool               `json:"unrouted"`
 	Deliveries []deliveryResponse `json:"deliveries"`
 	// Restarts says how often a sweep or a replay had to start the event's
 	// workflow again (an operator terminated it in the Web UI, say), when
@@ -52,10 +54,21 @@ type deadLetterRef struct {
 
 // acceptedResponse answers a new event: its state and where it was routed.
 type acceptedResponse struct {
-	ID         string             `json:"id"`
-	State      contract.State     `json:"state"`
+	ID    string         `json:"id"`
+	State contract.State `json:"state"`
+	// Unrouted says that no endpoint took the event (routedNowhere).
+	Unrouted   bool               `json:"unrouted"`
 	Deliveries []acceptedDelivery `json:"deliveries"`
 }
+
+// routedNowhere reports an event that no endpoint took: it names none, and
+// none subscribed to its type when it was accepted. Its state says
+// delivered (nothing to deliver, its place in its correlation taken), so
+// this is what tells it from one its receivers applied. It is derived from
+// the deliveries, which are written with the event and deleted only with
+// it (EventsPruneKeys), so none means none were routed; the ledger reads
+// "routed" the same way (EventMarkStarted).
+func routedNowhere(deliveries int) bool { return deliveries == 0 }
 
 type acceptedDelivery struct {
 	EndpointID string         `json:"endpoint_id"`
@@ -75,8 +88,8 @@ type restarts struct {
 // affects later events only. The ledger row is written first; then its
 // workflow is started. If Temporal cannot be reached the event stays queued
 // (202, state "queued") and the starter's sweep starts it later. An event
-// nobody subscribes to is accepted all the same (deliveries: []): it still
-// takes its place in its correlation's order.
+// nobody subscribes to is accepted all the same (deliveries: [], unrouted:
+// true): it still takes its place in its correlation's order.
 func (s *Server) eventCreate(c echo.Context) error {
 	var req intake.Request
 	if err := s.decode(c, &req); err != nil {
@@ -125,7 +138,7 @@ func (s *Server) eventCreate(c echo.Context) error {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
 		state = contract.StateQueued
 	}
-	resp := acceptedResponse{ID: stored.ID, State: state, Deliveries: []acceptedDelivery{}}
+	resp := acceptedResponse{ID: stored.ID, State: state, Unrouted: routedNowhere(len(stored.Endpoints)), Deliveries: []acceptedDelivery{}}
 	for _, ep := range stored.Endpoints {
 		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{EndpointID: ep, State: state})
 	}
@@ -204,7 +217,7 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	resp := eventResponse{
 		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
-		State: ev.State, AcceptedAt: ev.AcceptedAt, Deliveries: []deliveryResponse{},
+		State: ev.State, AcceptedAt: ev.AcceptedAt, Unrouted: routedNowhere(len(ev.Deliveries)), Deliveries: []deliveryResponse{},
 	}
 	for _, d := range ev.Deliveries {
 		attempts, err := s.deps.Store.AttemptsList(c.Request().Context(), ev.ID, d.EndpointID)

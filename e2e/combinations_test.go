@@ -161,29 +161,42 @@ func TestResetOfASkippedEventSendsNothing(t *testing.T) {
 	require.Equal(t, store.DeadLetterSkipped, b.deadLetter(id).Status)
 }
 
+// signalHook is a Temporal client interceptor that hands every
+// SignalWorkflow through the client it is installed on to hook, with the
+// call that sends it on.
+type signalHook struct {
+	interceptor.ClientInterceptorBase
+	hook func(in *interceptor.ClientSignalWorkflowInput, send func() error) error
+}
+
+func (h *signalHook) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &signalHookOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, h: h}
+}
+
+type signalHookOutbound struct {
+	interceptor.ClientOutboundInterceptorBase
+	h *signalHook
+}
+
+func (o *signalHookOutbound) SignalWorkflow(ctx context.Context, in *interceptor.ClientSignalWorkflowInput) error {
+	return o.h.hook(in, func() error { return o.Next.SignalWorkflow(ctx, in) })
+}
+
 // slowSignal holds back the Temporal signals of one name that go through
 // the client it is installed on (the API's), so that a signal sent by hand
 // from the Web UI overtakes them.
 type slowSignal struct {
-	interceptor.ClientInterceptorBase
 	name  atomic.Value // string: the signal held back; "" none
 	delay time.Duration
 }
 
-func (s *slowSignal) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
-	return &slowSignalOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, s: s}
-}
-
-type slowSignalOutbound struct {
-	interceptor.ClientOutboundInterceptorBase
-	s *slowSignal
-}
-
-func (o *slowSignalOutbound) SignalWorkflow(ctx context.Context, in *interceptor.ClientSignalWorkflowInput) error {
-	if name, _ := o.s.name.Load().(string); name != "" && in.SignalName == name {
-		time.Sleep(o.s.delay)
-	}
-	return o.Next.SignalWorkflow(ctx, in)
+func (s *slowSignal) hook() *signalHook {
+	return &signalHook{hook: func(in *interceptor.ClientSignalWorkflowInput, send func() error) error {
+		if name, _ := s.name.Load().(string); name != "" && in.SignalName == name {
+			time.Sleep(s.delay)
+		}
+		return send()
+	}}
 }
 
 // TestAWebUISignalRacingAnAPICallActsOnce (defect 4): the API claims an
@@ -193,7 +206,7 @@ func (o *slowSignalOutbound) SignalWorkflow(ctx context.Context, in *interceptor
 // came first), and the dead letter row agrees with how the event ended.
 func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
 	slow := &slowSignal{delay: 3 * time.Second}
-	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second, interceptors: []interceptor.ClientInterceptor{slow}}, 1)
+	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second, interceptors: []interceptor.ClientInterceptor{slow.hook()}}, 1)
 	for _, c := range []struct {
 		name, api, ui string
 		want          contract.State

@@ -164,6 +164,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 			return cl.fail(err)
 		}
 		fmt.Fprintf(env.stdout, "replaying %s to %s (a fresh recovery window)\n", id, res.EndpointID)
+		unconfirmed(env, res)
 		return nil
 	default: // skip
 		id, err := one()
@@ -178,7 +179,16 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 			return cl.fail(err)
 		}
 		fmt.Fprintf(env.stdout, "skipping %s at %s; its lane's successors will be delivered\n", id, res.EndpointID)
+		unconfirmed(env, res)
 		return nil
+	}
+}
+
+// unconfirmed tells the operator that an action stands although its signal
+// may not have arrived, and that it needs no second try.
+func unconfirmed(env *cliEnv, res client.OperatorAction) {
+	if res.SignalUnconfirmed {
+		fmt.Fprintf(env.stderr, "note: %s\n", res.Detail)
 	}
 }
 

@@ -440,22 +440,29 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 // the workflow of the dead letter d. A workflow that is not running although
 // its event is not finished (an operator terminated it) is started again,
 // waiting on that dead letter, with the signal. ended reports an event whose
-// workflow completed: it is delivered or skipped, and nothing was sent.
+// workflow completed: it is delivered or skipped, and nothing was sent. An
+// error for which SignalNotSent is false may come after the signal
+// arrived.
 func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, notSentError{err}
+	}
 	err = s.temporal.SignalWorkflow(ctx, d.EventID, "", signal, arg)
 	if !isNotFound(err) {
 		return false, err
 	}
+	// No workflow took the signal; until the SignalWithStart below, nothing
+	// was sent.
 	ev, err := s.store.EventGet(ctx, d.EventID)
 	if err != nil {
-		return false, err
+		return false, notSentError{err}
 	}
 	if ev.State.Final() {
 		return true, nil
 	}
 	in, err := s.ledgerInput(ctx, ev)
 	if err != nil {
-		return false, err
+		return false, notSentError{err}
 	}
 	// The operator acts on this dead letter, whose claim the caller holds.
 	for i, l := range in.Lanes {

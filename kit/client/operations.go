@@ -186,7 +186,7 @@ func (c *Client) EventCreate(ctx context.Context, req EventCreateRequest) (Accep
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return Accepted{}, fmt.Errorf("POST /v1/events: decode %d answer: %w", status, err)
 	}
-	return Accepted{ID: ev.ID, State: ev.State, Existing: &ev}, nil
+	return Accepted{ID: ev.ID, State: ev.State, Unrouted: ev.Unrouted, Existing: &ev}, nil
 }
 
 // EventGet is GET /v1/events/{id}: the event's state and attempts. Scope

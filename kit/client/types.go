@@ -285,6 +285,10 @@ type Accepted struct {
 	// State is queued or waiting when the event was accepted now, or the
 	// state it is in when it had been accepted before.
 	State State `json:"state"`
+	// Unrouted says that no endpoint took the event (it named none, and
+	// none subscribes to its type): its state says delivered, with nothing
+	// sent.
+	Unrouted bool `json:"unrouted"`
 	// Deliveries are the endpoints it was routed to (none when no endpoint
 	// subscribes to its type).
 	Deliveries []AcceptedDelivery `json:"deliveries"`
@@ -322,8 +326,11 @@ type Event struct {
 	// State is how its deliveries stand together: dead_lettered if one is,
 	// else delivering, else waiting, else delivered (also when it has
 	// none), else skipped.
-	State      State      `json:"state"`
-	AcceptedAt time.Time  `json:"accepted_at"`
+	State      State     `json:"state"`
+	AcceptedAt time.Time `json:"accepted_at"`
+	// Unrouted says that no endpoint took the event: its state says
+	// delivered, with nothing sent.
+	Unrouted   bool       `json:"unrouted"`
 	Deliveries []Delivery `json:"deliveries"`
 	// Restarts is set when a sweep or a replay had to start the event's
 	// workflow again (an operator terminated it, say).
@@ -526,6 +533,12 @@ type OperatorAction struct {
 	EndpointID string `json:"endpoint_id"`
 	// Status is "replaying" or "skipping".
 	Status string `json:"status"`
+	// SignalUnconfirmed says the signal to the event's workflow failed in
+	// a way that leaves open whether it arrived (a timeout, Temporal
+	// unavailable): the action stands, and hookflow's repair sweep sends it
+	// again if the workflow did not take it. Detail says what failed.
+	SignalUnconfirmed bool   `json:"signal_unconfirmed,omitempty"`
+	Detail            string `json:"detail,omitempty"`
 }
 
 // StatsParams shapes Stats.
