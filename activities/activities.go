@@ -68,6 +68,22 @@ func (a *Activities) Finish(ctx context.Context, in contract.FinishInput) error 
 	return a.sequencer.Finished(ctx, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Lanes: in.Lanes})
 }
 
+// HandOverPause waits d, or until the workflow gives up on it. An event
+// with several lanes runs it as a local activity when one lane is
+// delivered while its peers' first attempts are still in flight: a timer
+// would not fire before the workflow task those attempts hold open ends,
+// so the workflow's only clock mid-task is a local activity's end.
+func (a *Activities) HandOverPause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // LoadSequencer reads what a sequencer loads of its correlation from the
 // ledger: its cursor, which sequences have arrived from it on, and each
 // lane's position with its first open deliveries

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -99,6 +100,14 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		}
 		cb.probe = p.Claimed
 	}
+	// The cap on attempts in flight before the rate limit: an attempt that
+	// waits for a place reserves no send slot. The place is held until the
+	// answer is in (or the lease expires, a little after the timeout, if
+	// this worker dies).
+	if wait, err := a.takeInFlight(ctx, ep, cb.owner, timeout); err != nil || wait > 0 {
+		return contract.DeliverResult{Throttled: wait, InFlightFull: wait > 0, Attempt: attempt}, err
+	}
+	defer a.releaseInFlight(ctx, ep.ID, cb.owner)
 	if wait, err := a.awaitSlot(ctx, in, ep); err != nil || wait > 0 {
 		return contract.DeliverResult{Throttled: wait, Attempt: attempt}, err
 	}
@@ -318,6 +327,49 @@ func (a *Activities) awaitSlot(ctx context.Context, in contract.DeliverInput, ep
 		}
 	}
 	return 0, nil
+}
+
+// inFlightWait is how long an attempt that found its endpoint's
+// attempts in flight at its cap waits before it asks again: an eighth of
+// its timeout, between 0.5 and 2 s, and up to as much again at random, so
+// that the heads waiting on a slow receiver do not all ask at once. Each
+// wait costs its lane a timer; a longer one would leave the cap's places
+// idle between a release and the next ask.
+func inFlightWait(timeout time.Duration) time.Duration {
+	d := min(max(500*time.Millisecond, timeout/8), 2*time.Second)
+	return d + rand.N(d)
+}
+
+// takeInFlight takes one of the endpoint's max_in_flight places for the
+// attempt (owner), shared by every worker, for a little longer than the
+// attempt can take; or answers how long to wait before asking again when
+// they are all held. A slow receiver so holds at most its cap of worker
+// slots, and the heads that wait on it wait on timers, as throttled ones
+// do: the wait spends no recovery window.
+func (a *Activities) takeInFlight(ctx context.Context, ep store.Endpoint, owner string, timeout time.Duration) (time.Duration, error) {
+	l, err := a.store.EndpointLeaseAcquire(ctx, ep.ID, owner, ep.Settings.InFlightCap(), timeout+leaseGrace)
+	if err != nil {
+		return 0, err
+	}
+	if l.Taken {
+		return 0, nil
+	}
+	a.metrics.Throttled(ep.ID)
+	return inFlightWait(timeout), nil
+}
+
+// leaseGrace is how long past its HTTP timeout an attempt's place is held
+// when it is never given back (its worker died).
+const leaseGrace = 10 * time.Second
+
+// releaseInFlight gives the attempt's place back. A failure is logged: the
+// lease frees itself when it expires.
+func (a *Activities) releaseInFlight(ctx context.Context, endpointID, owner string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.store.EndpointLeaseRelease(rctx, endpointID, owner); err != nil {
+		a.logger.Warn("release endpoint lease", "endpoint_id", endpointID, "error", err)
+	}
 }
 
 // handOver tells the sequencer the delivered event is finished, which

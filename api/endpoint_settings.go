@@ -60,6 +60,9 @@ const (
 	// the window must hold before its rate counts (default
 	// store.DefaultCircuitMinAttempts).
 	MaxCircuitMinAttempts = 10000
+	// MaxMaxInFlight bounds max_in_flight, the endpoint's attempts in
+	// flight at once across all workers (default store.DefaultMaxInFlight).
+	MaxMaxInFlight = 10000
 	// MinDisableAfter and MaxDisableAfter bound disable_after (default
 	// store.DefaultDisableAfter, 5 days): under a minute, one slow
 	// deploy of the receiver would disable it; past 90 days, an endpoint
@@ -159,13 +162,15 @@ type endpointSettings struct {
 	CircuitFailureRate      json.RawMessage `json:"circuit_failure_rate"`
 	CircuitWindow           json.RawMessage `json:"circuit_window"`
 	CircuitMinAttempts      json.RawMessage `json:"circuit_min_attempts"`
+	// The cap on attempts in flight (issue 32 item 2).
+	MaxInFlight json.RawMessage `json:"max_in_flight"`
 }
 
 // any says whether the request sends any setting.
 func (r endpointSettings) any() bool {
 	return r.Headers != nil || r.RecoveryWindow != nil || r.Timeout != nil || r.RateLimit != nil ||
 		r.CircuitFailureThreshold != nil || r.AutoReplay != nil || r.DisableAfter != nil ||
-		r.CircuitFailureRate != nil || r.CircuitWindow != nil || r.CircuitMinAttempts != nil
+		r.CircuitFailureRate != nil || r.CircuitWindow != nil || r.CircuitMinAttempts != nil || r.MaxInFlight != nil
 }
 
 // change reads and checks the settings sent, as a change of those sent; its
@@ -242,10 +247,18 @@ func (r endpointSettings) change() (store.EndpointChange, error) {
 		}
 		ch.CircuitMinAttempts = &v
 	}
+	if r.MaxInFlight != nil {
+		v, err := parseWhole("max_in_flight", "attempts in flight at once", r.MaxInFlight, MaxMaxInFlight, store.DefaultMaxInFlight)
+		if err != nil {
+			return ch, err
+		}
+		ch.MaxInFlight = &v
+	}
 	return ch, nil
 }
 
-// parseWhole reads one of the circuit breaker's whole-number settings, a
+// parseWhole reads one of the whole-number settings (the circuit
+// breaker's, max_in_flight), a
 // count of unit: from 1 to hi, or null (0: the default, def).
 func parseWhole(field, unit string, raw json.RawMessage, hi, def int) (int, error) {
 	if isNull(raw) {
@@ -381,6 +394,9 @@ type settingsView struct {
 	CircuitFailureRate      int    `json:"circuit_failure_rate,omitempty"`
 	CircuitWindow           string `json:"circuit_window,omitempty"`
 	CircuitMinAttempts      int    `json:"circuit_min_attempts,omitempty"`
+	// MaxInFlight is always shown, as the cap in force (the default when
+	// none is set): a slow receiver's operator looks for it.
+	MaxInFlight int `json:"max_in_flight"`
 }
 
 func viewSettings(st store.Settings) settingsView {
@@ -403,6 +419,7 @@ func viewSettings(st store.Settings) settingsView {
 		v.DisableAfter = FormatDuration(st.DisableAfter)
 	}
 	v.CircuitFailureRate, v.CircuitMinAttempts = st.CircuitFailureRate, st.CircuitMinAttempts
+	v.MaxInFlight = st.InFlightCap()
 	if st.CircuitWindow > 0 {
 		v.CircuitWindow = FormatDuration(st.CircuitWindow)
 	}

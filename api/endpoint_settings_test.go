@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // settingsJSON is an endpoint's settings as the API shows them.
@@ -26,6 +27,8 @@ type settingsJSON struct {
 	CircuitFailureRate      int    `json:"circuit_failure_rate"`
 	CircuitWindow           string `json:"circuit_window"`
 	CircuitMinAttempts      int    `json:"circuit_min_attempts"`
+	// The cap on attempts in flight, always shown.
+	MaxInFlight int `json:"max_in_flight"`
 }
 
 func (b *bundle) settingsCall(t *testing.T, method, path, body string, status int) settingsJSON {
@@ -122,6 +125,11 @@ func TestEndpointSettingsRefusedAndNothingChanged(t *testing.T) {
 		{"negative min attempts", `"circuit_min_attempts":-1`, "circuit_min_attempts"},
 		{"min attempts too high", `"circuit_min_attempts":10001`, "circuit_min_attempts"},
 		{"min attempts not whole", `"circuit_min_attempts":2.5`, "circuit_min_attempts"},
+		{"max in flight of 0", `"max_in_flight":0`, "max_in_flight"},
+		{"negative max in flight", `"max_in_flight":-1`, "max_in_flight"},
+		{"max in flight too high", `"max_in_flight":10001`, "max_in_flight"},
+		{"max in flight not whole", `"max_in_flight":1.5`, "max_in_flight"},
+		{"max in flight as a string", `"max_in_flight":"10"`, "max_in_flight"},
 	}
 	path := "/v1/endpoints/" + b.endpointID
 	for _, c := range cases {
@@ -151,10 +159,11 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 		`{"url":"https://example.com/s","headers":{"Authorization":"Bearer `+secret+`","X-Tenant":"acme"},
 		  "recovery_window":"72h","timeout":"2.5s","rate_limit":0.5,
 		  "circuit_failure_threshold":3,"auto_replay":true,"disable_after":"48h",
-		  "circuit_failure_rate":25,"circuit_window":"2m","circuit_min_attempts":40}`, http.StatusCreated)
+		  "circuit_failure_rate":25,"circuit_window":"2m","circuit_min_attempts":40,
+		  "max_in_flight":5}`, http.StatusCreated)
 	want := settingsJSON{ID: created.ID, Headers: map[string]string{"Authorization": api.RedactedHeaderValue, "X-Tenant": api.RedactedHeaderValue},
 		RecoveryWindow: "72h", Timeout: "2.5s", RateLimit: 0.5, CircuitFailureThreshold: 3, AutoReplay: true, DisableAfter: "48h",
-		CircuitFailureRate: 25, CircuitWindow: "2m", CircuitMinAttempts: 40}
+		CircuitFailureRate: 25, CircuitWindow: "2m", CircuitMinAttempts: 40, MaxInFlight: 5}
 	require.Equal(t, want, created)
 	path := "/v1/endpoints/" + created.ID
 	require.Equal(t, want, b.settingsCall(t, http.MethodGet, path, "", http.StatusOK))
@@ -190,11 +199,17 @@ func TestEndpointSettingsShownRedactedAndPatched(t *testing.T) {
 	got = b.settingsCall(t, http.MethodPatch, path, `{"circuit_failure_rate":100,"circuit_window":"10s","circuit_min_attempts":1}`, http.StatusOK)
 	want.CircuitFailureRate, want.CircuitWindow, want.CircuitMinAttempts = 100, "10s", 1
 	require.Equal(t, want, got, "the failure rate's settings at their bounds")
+	got = b.settingsCall(t, http.MethodPatch, path, `{"max_in_flight":1}`, http.StatusOK)
+	want.MaxInFlight = 1
+	require.Equal(t, want, got, "one attempt at a time")
+	got = b.settingsCall(t, http.MethodPatch, path, `{"max_in_flight":10000}`, http.StatusOK)
+	want.MaxInFlight = 10000
+	require.Equal(t, want, got)
 
 	got = b.settingsCall(t, http.MethodPatch, path, `{"headers":null,"recovery_window":null,"timeout":null,"rate_limit":null,
 		"circuit_failure_threshold":null,"auto_replay":null,"disable_after":null,
-		"circuit_failure_rate":null,"circuit_window":null,"circuit_min_attempts":null}`, http.StatusOK)
-	require.Equal(t, settingsJSON{ID: created.ID}, got, "null: the server's (the defaults)")
+		"circuit_failure_rate":null,"circuit_window":null,"circuit_min_attempts":null,"max_in_flight":null}`, http.StatusOK)
+	require.Equal(t, settingsJSON{ID: created.ID, MaxInFlight: store.DefaultMaxInFlight}, got, "null: the server's (the defaults; the cap is shown as in force)")
 	resp, raw := b.do(t, http.MethodGet, path, "", "", b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, raw, `"auto_replay":false`, "auto_replay is always shown")

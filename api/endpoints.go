@@ -160,7 +160,7 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	}
 	types, typesSet, typesErr := req.eventTypes()
 	if req.URL == nil && req.Disabled == nil && !typesSet && !req.endpointSettings.any() {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled, event_types, headers, recovery_window, timeout, rate_limit, circuit_failure_threshold, circuit_failure_rate, circuit_window, circuit_min_attempts, auto_replay and/or disable_after")
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled, event_types, headers, recovery_window, timeout, rate_limit, circuit_failure_threshold, circuit_failure_rate, circuit_window, circuit_min_attempts, max_in_flight, auto_replay and/or disable_after")
 	}
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {

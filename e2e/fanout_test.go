@@ -222,6 +222,8 @@ func TestFanOutAFailingEndpointHoldsOnlyItsLane(t *testing.T) {
 	for _, s := range []subscriber{billing, shipping, invoices} {
 		s.rcv.requireClean(t)
 	}
+	b.waitCompleted(id(1))
+	b.recordHistory(id(1), "event_one_lane_dead_lettered_history.json")
 }
 
 // TestFanOutLanesSkipWhatIsNotMeantForThem: an endpoint subscribed to

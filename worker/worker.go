@@ -97,6 +97,7 @@ func Register(r worker.Registry, acts *activities.Activities) {
 		contract.ActivitySkip:            acts.Skip,
 		contract.ActivityWriteDeadLetter: acts.WriteDeadLetter,
 		contract.ActivityReplayed:        acts.Replayed,
+		contract.ActivityHandOverPause:   acts.HandOverPause,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

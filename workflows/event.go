@@ -205,7 +205,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		})
 	}
 	if err := workflow.Await(ctx, func() bool {
-		return (running == 0 && len(w.handOvers) == 0 && !w.handing) || failure != nil
+		return (running == 0 && len(w.handOvers) == 0 && !w.handing && w.pauses == 0) || failure != nil
 	}); err != nil {
 		return EventResult{}, err
 	}
@@ -236,11 +236,15 @@ type eventRun struct {
 	deadLettered []string
 	// firstAttempts counts the lanes whose first attempt (a local
 	// activity) is in flight; handOvers are the delivered lanes whose
-	// hand-over to the sequencer waits for them, so that lanes released
-	// together are handed over in one update; handing is set while one is.
+	// hand-over to the sequencer waits for them (at most HandOverBatch), so
+	// that lanes released together and delivered together are handed over
+	// in one update; handing is set while a batch is gathered or handed
+	// over; pauses counts the HandOverPause local activities not ended,
+	// which the workflow waits for before it ends.
 	firstAttempts int
 	handOvers     []contract.LaneDone
 	handing       bool
+	pauses        int
 }
 
 func (w *eventRun) status() contract.EventStatus {
@@ -297,21 +301,49 @@ func (w *eventRun) deadLetteredEndpoints() []string {
 	return dead
 }
 
+// HandOverBatch is how long a delivered lane of an event with several
+// lanes waits for its peers' first attempts before it is handed over to its
+// sequencer without them: the lanes released together that deliver within
+// it are handed over in one finished update (one Finish local activity),
+// whose answer releases their successors; a lane that answers later is
+// handed over by itself when it does. So a slow receiver delays the other
+// lanes of the events it shares by at most this, never by its own latency.
+const HandOverBatch = 100 * time.Millisecond
+
 // handOverTogether tells the sequencer of the delivered lanes of an event
 // with several (their attempts defer the hand-over, DeliverInput
-// DeferHandOver), once no first attempt is in flight: the lanes released
-// together, whose first attempts run side by side in one workflow task,
-// are handed over in one finished update, whose answer releases their
-// successors, one signal per event. A lane whose first attempt is slow (at
-// most its HTTP timeout) delays its peers' hand-over that long, once: it
-// then retries as a regular activity, which nothing waits for.
+// DeferHandOver), in batches: at once when no first attempt is in flight,
+// else once they all end or HandOverBatch after the batch's first delivery,
+// whichever comes first. The wait is a local activity (HandOverPause),
+// because the first attempts in flight hold the workflow task open and a
+// timer would fire only after it. The lanes left in flight are handed
+// over in a batch of their own when they deliver.
 func (w *eventRun) handOverTogether(ctx workflow.Context) error {
+	pauseOpts := workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: HandOverBatch + 10*time.Second,
+		StartToCloseTimeout:    HandOverBatch + 10*time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	}
 	for {
-		if err := workflow.Await(ctx, func() bool { return len(w.handOvers) > 0 && w.firstAttempts == 0 }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return len(w.handOvers) > 0 }); err != nil {
 			return err
 		}
+		w.handing = true
+		if w.firstAttempts > 0 {
+			pause := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, pauseOpts), contract.ActivityHandOverPause, HandOverBatch)
+			w.pauses++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				// Its end is awaited, not its result: a pause that failed has
+				// ended too.
+				_ = pause.Get(ctx, nil)
+				w.pauses--
+			})
+			if err := workflow.Await(ctx, func() bool { return w.firstAttempts == 0 || pause.IsReady() }); err != nil {
+				return err
+			}
+		}
 		lanes := w.handOvers
-		w.handOvers, w.handing = nil, true
+		w.handOvers = nil
 		ev := w.in.Event
 		in := contract.FinishInput{CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EventID: ev.EventID, Lanes: lanes}
 		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
@@ -675,6 +707,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
 			return res, err
 		}
+		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 	if err == nil {
 		return res, nil
@@ -727,6 +760,7 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
 			return res, err
 		}
+		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 }
 
@@ -736,7 +770,8 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 const lateSlot = time.Second
 
 // waitTurn waits out a throttled attempt's turn under its endpoint's rate
-// limit, on one timer, and moves the window's start on by the time waited:
+// limit, or its cap on attempts in flight (InFlightFull: no slot was
+// reserved, and the caller clears SlotReserved), on one timer, and moves the window's start on by the time waited:
 // waiting one's turn is not a failure, so it never spends the window, and
 // a throttled delivery is never dead-lettered for it. Order holds: the
 // lane's head waits, and nothing behind it is released meanwhile.

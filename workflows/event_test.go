@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -1229,4 +1230,92 @@ func TestEventWorkflowHistoryStaysBoundedWithManyLanes(t *testing.T) {
 	require.Len(t, h.handOvers.all(), lanes)
 	require.Equal(t, historyCount{markers: lanes, upserts: 1}, h.counts())
 	require.Less(t, h.history(), lanes+20, "history of %d events for %d lanes", h.history(), lanes)
+}
+
+// batch is one Finish: the lanes one hand-over named, and the wall-clock
+// time it ran (the first attempts are local activities, which run in real
+// time in the test environment).
+type batch struct {
+	at    time.Time
+	lanes []string
+}
+
+// deferredDelivery mocks Deliver as the real one answers an event with
+// several lanes (HandOffPending, DeferHandOver set), each endpoint after
+// its delay in wall-clock time, and records each Finish as a batch.
+func (h *eventHarness) deferredDelivery(delay map[string]time.Duration) (answered func() map[string]time.Time, batches *recorder[batch]) {
+	var mu sync.Mutex
+	at := map[string]time.Time{}
+	batches = &recorder[batch]{}
+	h.env.OnActivity(act.Deliver, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
+			require.True(h.t, in.DeferHandOver, "an event with several lanes hands them over in batches")
+			time.Sleep(delay[in.EndpointID])
+			mu.Lock()
+			at[in.EndpointID] = time.Now()
+			mu.Unlock()
+			return contract.DeliverResult{StatusCode: 200, Attempt: 1, HandOffPending: true}, nil
+		})
+	h.env.OnActivity(act.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.FinishInput) error {
+		var lanes []string
+		for _, l := range in.Lanes {
+			lanes = append(lanes, l.Endpoint)
+		}
+		slices.Sort(lanes)
+		batches.add(batch{at: time.Now(), lanes: lanes})
+		return nil
+	})
+	return func() map[string]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(at)
+	}, batches
+}
+
+// TestEventWorkflowHandsAFastLaneOverWithoutItsSlowPeer: of two lanes
+// released together, ep_2's receiver answers after 2 s. ep_1's lane is
+// handed over by itself within HandOverBatch of its delivery, long before
+// ep_2 answers, and ep_2's is handed over when it does: a slow receiver no
+// longer paces the other lanes of the events it shares.
+func TestEventWorkflowHandsAFastLaneOverWithoutItsSlowPeer(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(4, endpoints(2)...))
+	h.releasedAtStart = true
+	const slow = 2 * time.Second
+	answered, batches := h.deferredDelivery(map[string]time.Duration{"ep_2": slow})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	bs := batches.all()
+	require.Len(t, bs, 2, "one hand-over per lane: the fast one did not wait")
+	require.Equal(t, []string{"ep_1"}, bs[0].lanes)
+	require.Equal(t, []string{"ep_2"}, bs[1].lanes)
+	at := answered()
+	fastWait := bs[0].at.Sub(at["ep_1"])
+	require.Less(t, fastWait, slow/2, "ep_1 was handed over %s after it was delivered", fastWait)
+	require.True(t, bs[0].at.Before(at["ep_2"]), "ep_1 was handed over before ep_2's receiver answered")
+	require.False(t, bs[1].at.Before(at["ep_2"]))
+	require.Equal(t, 1, h.counts().upserts)
+}
+
+// TestEventWorkflowHandsLanesDeliveredTogetherOverInOneUpdate: three lanes
+// released together whose receivers answer at once are still handed over
+// in one Finish (one finished update to the sequencer), and the workflow
+// task is the only one: the pause waiting for peers costs one marker.
+func TestEventWorkflowHandsLanesDeliveredTogetherOverInOneUpdate(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, eventInput(4, endpoints(3)...))
+	h.releasedAtStart = true
+	_, batches := h.deferredDelivery(map[string]time.Duration{"ep_1": 5 * time.Millisecond, "ep_2": 10 * time.Millisecond, "ep_3": 15 * time.Millisecond})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	bs := batches.all()
+	require.Len(t, bs, 1, "lanes delivered within HandOverBatch of each other go in one hand-over")
+	require.Equal(t, []string{"ep_1", "ep_2", "ep_3"}, bs[0].lanes)
+	c := h.counts()
+	require.Equal(t, 0, c.activities+c.timers+c.signals, "nothing wakes the workflow after its first task")
+	require.LessOrEqual(t, c.markers, 5, "three deliveries, at most one pause, one Finish")
 }

@@ -190,3 +190,34 @@ func TestEventWorkflowLaneWakeEndsTheTurnInAFreshSlot(t *testing.T) {
 	require.True(t, attempts[2].input.SlotReserved, "sent in the slot it waited for")
 	require.Zero(t, h.deadLetters.len())
 }
+
+// TestEventWorkflowInFlightFullWaitsWithoutASlot: an attempt that found
+// its endpoint's attempts in flight at max_in_flight waits its turn as a
+// throttled one does, spending no window, but holds no send slot of the
+// rate limit: the attempt made again reserves its own (SlotReserved
+// false), so a capped endpoint's rate limit still holds.
+func TestEventWorkflowInFlightFullWaitsWithoutASlot(t *testing.T) {
+	t.Parallel()
+	in := eventInput(5)
+	in.Lanes[0].RecoveryWindow = 10 * time.Second
+	h := newEventHarness(t, in)
+	h.releasedAtStart = true
+	h.onDeliver(func(n int, number int32) (contract.DeliverResult, error) {
+		if n <= 20 { // 20 waits of 2 s: 40 s, four windows' worth
+			return contract.DeliverResult{Throttled: 2 * time.Second, InFlightFull: true, Attempt: number}, nil
+		}
+		return delivered(n, number)
+	})
+
+	res := h.run()
+
+	require.Equal(t, contract.StateDelivered, res.State)
+	require.Zero(t, h.deadLetters.len(), "waiting for a place never dead-letters")
+	attempts := h.attemptsTo("ep_1")
+	require.Len(t, attempts, 21)
+	for i, a := range attempts {
+		require.False(t, a.input.SlotReserved, "attempt %d: no slot was reserved for it", i+1)
+		require.EqualValues(t, 1, a.number, "the first attempt, made again")
+	}
+	requireAbout(t, 40*time.Second, offsets(h.start, h.attemptTimes("ep_1"))[20])
+}

@@ -42,7 +42,12 @@ It prints the attempts during the outage against the retry policy's alone, the d
 many hookflow replayed itself, the time from the comeback to every lane drained, and what the
 receiver saw: each event applied once, in its lane's order. It fails when an event is lost, sent
 again after it was applied, or out of order, or a dead letter is left to an operator. An outage
-longer than the window (--outage 10m --window 5m) has the heads dead-lettered, then auto-replayed.`
+longer than the window (--outage 10m --window 5m) has the heads dead-lettered, then auto-replayed.
+--slow-receiver instead measures a slow receiver beside fast ones (issue 32): the fan-out scenario's
+three endpoints take 150 events over 30 lanes, first all fast, then with one of them answering every
+request 10 s late (through a proxy the bench serves), and it prints the two fast endpoints' lanes'
+deliveries a second in both runs and their ratio, the slow lane's drain and the most requests it held at
+once (under 2 minutes).`
 
 // runBench is hookflow bench. "hookflow bench baseline-worker" and
 // "hookflow bench baseline-fast-worker" are the baselines' processes, which
@@ -62,7 +67,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	var ledgerRows string
 	var ledgerBytes int64
 	var ledgerDays float64
-	var rateLimit, deadReceiver bool
+	var rateLimit, deadReceiver, slowReceiver bool
 	var outage, window time.Duration
 	var flags *flag.FlagSet
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
@@ -80,6 +85,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.Int64Var(&ledgerBytes, "ledger-bytes-rows", -1, "with --ledger-rows: delivered events of the ledger whose bytes per event are read before and after pruning (default: the largest size, at most 1M; 0 skips it)")
 		fs.BoolVar(&rateLimit, "rate-limit", false, "instead: measure a rate-limited endpoint (5/s, 20 lanes) beside an unlimited one: its rate over 60 s, order, and the other's rate against its rate alone")
 		fs.BoolVar(&deadReceiver, "dead-receiver", false, "instead: measure an endpoint with auto_replay whose receiver is down for --outage: attempts during the outage, dead letters auto-replayed, time from its comeback to every lane drained, order and duplicates")
+		fs.BoolVar(&slowReceiver, "slow-receiver", false, "instead: measure two fast endpoints' lanes beside one answering 10 s late (fan-out 3), against three fast ones: their deliveries/s and the ratio")
 		fs.DurationVar(&outage, "outage", bench.DefaultDeadOutage, "with --dead-receiver: how long the receiver is down, from before the first post")
 		fs.DurationVar(&window, "window", bench.DefaultDeadWindow, "with --dead-receiver: the endpoint's recovery_window")
 		fs.Float64Var(&ledgerDays, "ledger-days", bench.DefaultLedgerSpan.Hours()/24, "with --ledger-rows: days the synthetic history is spread over, up to an hour ago (the default is past every retention, so the cleaner has work at once; under 30 it has none)")
@@ -105,13 +111,13 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var rep benchReport
 	runs := 0
-	for _, on := range []bool{rateLimit, deadReceiver, soak > 0, ledgerRows != ""} {
+	for _, on := range []bool{rateLimit, deadReceiver, slowReceiver, soak > 0, ledgerRows != ""} {
 		if on {
 			runs++
 		}
 	}
 	if runs > 1 {
-		return &config.UsageError{Msg: "--rate-limit, --dead-receiver, --soak and --ledger-rows are different runs: give one"}
+		return &config.UsageError{Msg: "--rate-limit, --dead-receiver, --slow-receiver, --soak and --ledger-rows are different runs: give one"}
 	}
 	if (given["outage"] || given["window"]) && !deadReceiver {
 		return &config.UsageError{Msg: "--outage and --window go with --dead-receiver"}
@@ -127,6 +133,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 			c.Correlations = cfg.Correlations
 		}
 		rep, err = bench.DeadReceiver(ctx, cfg, []bench.DeadReceiverCase{c}, app.NewLogger(env.stderr))
+	} else if slowReceiver {
+		rep, err = bench.SlowReceiver(ctx, cfg, app.NewLogger(env.stderr))
 	} else if rateLimit {
 		rep, err = bench.RateLimit(ctx, cfg, app.NewLogger(env.stderr))
 	} else if ledgerRows != "" {

@@ -16,6 +16,7 @@ const (
 	ActivitySkip            = "Skip"
 	ActivityWriteDeadLetter = "WriteDeadLetter"
 	ActivityReplayed        = "Replayed"
+	ActivityHandOverPause   = "HandOverPause"
 )
 
 // Error types of Deliver's failures, as workflows see them in
@@ -260,6 +261,10 @@ type DeliverResult struct {
 	// a timer, which does not spend its recovery window, and makes the
 	// attempt (number Attempt) again with SlotReserved.
 	Throttled time.Duration `json:"throttled,omitempty"`
+	// InFlightFull: the throttle was the endpoint's cap on attempts in
+	// flight (max_in_flight), not its rate limit: no send slot was
+	// reserved, so the attempt made again reserves its own.
+	InFlightFull bool `json:"in_flight_full,omitempty"`
 	// CircuitOpen: nothing was sent, because the endpoint's circuit breaker
 	// is open and this attempt is not its probe: the workflow waits this
 	// long (until the next probe may be due) on one timer, which, unlike a

@@ -214,6 +214,45 @@ type RateSlot struct {
 	Wait time.Duration
 }
 
+// Lease is what EndpointLeaseAcquire answers: whether the attempt took a
+// place among its endpoint's attempts in flight, and how many others hold
+// one.
+type Lease struct {
+	Taken bool
+	Held  int
+}
+
+// EndpointLeaseAcquire takes one of the endpoint's capMax places for
+// attempts in flight, as owner, for ttl (after which a lease never given
+// back, a crashed worker's, frees itself). The attempts of every worker
+// count one after another: the endpoint's row of endpoint_in_flight is
+// locked first, and the count runs in a statement of its own, which sees
+// the lease of the attempt before. Both go in one batch, one round trip,
+// which pgx runs in one implicit transaction: the lock is held until the
+// lease is taken. Taken is false when the cap is full; nothing is held
+// then.
+func (s *Store) EndpointLeaseAcquire(ctx context.Context, endpointID, owner string, capMax int, ttl time.Duration) (Lease, error) {
+	var l Lease
+	b := &pgx.Batch{}
+	b.Queue(s.q.EndpointLeaseLock, endpointID)
+	b.Queue(s.q.EndpointLeaseTake, endpointID, owner, capMax, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&l.Taken, &l.Held)
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Lease{}, fmt.Errorf("acquire endpoint lease: %w", err)
+	}
+	return l, nil
+}
+
+// EndpointLeaseRelease gives the attempt's place back; releasing one not
+// held is harmless.
+func (s *Store) EndpointLeaseRelease(ctx context.Context, endpointID, owner string) error {
+	if _, err := s.pool.Exec(ctx, s.q.EndpointLeaseRelease, endpointID, owner); err != nil {
+		return fmt.Errorf("release endpoint lease: %w", err)
+	}
+	return nil
+}
+
 // EndpointRateReserve reserves the endpoint's next send slot under a rate
 // limit of perSecond deliveries a second (> 0), shared by every worker
 // through the endpoint_rate_slots row.

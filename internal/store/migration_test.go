@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -287,7 +287,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 016's and 017's columns too, which add nothing of
 	// 015's.
-	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete"} {
+	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -314,7 +314,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
 	require.NoError(t, err)
 
-	for _, down := range []string{"017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
+	for _, down := range []string{"019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -342,10 +342,13 @@ INSERT INTO endpoint_circuits (endpoint_id, state, consecutive_failures, failing
 VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	// Today's store reads 017's columns too, which add nothing of 016's.
-	deleted, err := os.ReadFile("../../schema/migrations/017_endpoint_delete.up.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(deleted)))
+	// Today's store reads 017's and 019's columns too, which add nothing
+	// of 016's.
+	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight"} {
+		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(ctx, pool, string(sql)))
+	}
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
@@ -357,7 +360,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.Len(t, wakes, 1)
 	require.Equal(t, "a", wakes[0].EndpointID)
 
-	for _, name := range []string{"017_endpoint_delete", "016_circuit_wake"} {
+	for _, name := range []string{"019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake"} {
 		down, err := os.ReadFile("../../schema/migrations/" + name + ".down.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(down)))
@@ -372,4 +375,37 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	var state string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM endpoint_circuits WHERE endpoint_id = 'a'`).Scan(&state))
 	require.Equal(t, store.CircuitClosed, state, "the circuit's row is kept")
+}
+
+// TestMigration019CapsAttemptsInFlightAndGoesBack: an endpoint of before
+// 019 gets the default cap; the constraint refuses what the API refuses;
+// the down migration takes the column and the lease tables back.
+func TestMigration019CapsAttemptsInFlightAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 18, "-- A cap on an endpoint's attempts in flight")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a')`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	ep, err := st.EndpointGet(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, store.DefaultMaxInFlight, ep.Settings.InFlightCap(), "the default, as if uncapped before")
+	for _, bad := range []string{`max_in_flight = 0`, `max_in_flight = 10001`} {
+		_, err := pool.Exec(ctx, `UPDATE endpoints SET `+bad+` WHERE id = 'a'`)
+		require.ErrorContains(t, err, "violates check constraint", bad)
+	}
+	l, err := st.EndpointLeaseAcquire(ctx, "a", "x", 1, time.Minute)
+	require.NoError(t, err)
+	require.True(t, l.Taken)
+
+	down, err := os.ReadFile("../../schema/migrations/019_endpoint_max_in_flight.down.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(down)))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE (table_name = 'endpoints' AND column_name = 'max_in_flight') OR table_name IN ('endpoint_leases', 'endpoint_in_flight')`).Scan(&n))
+	require.Zero(t, n)
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -155,4 +156,85 @@ func TestARateChangeGivesUpTheOldSlotsAndWakesTheLanes(t *testing.T) {
 	h, err := st.EndpointHealth(ctx, "ep", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), h.Throttled, "the throttled count outlives the reset")
+}
+
+// TestEndpointLeasesCapAttemptsInFlight: of 20 attempts that ask at once
+// for a place at an endpoint capped at 3, 3 get one; a place given back
+// goes to the next; the same attempt asking again renews its own; and a
+// lease never given back (a crashed worker's) frees itself when it
+// expires.
+func TestEndpointLeasesCapAttemptsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	const n, capMax = 20, 3
+	var mu sync.Mutex
+	var taken []string
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			owner := fmt.Sprintf("evt_%d/ep/1", i)
+			l, err := st.EndpointLeaseAcquire(ctx, "ep", owner, capMax, time.Minute)
+			require.NoError(t, err)
+			if l.Taken {
+				mu.Lock()
+				taken = append(taken, owner)
+				mu.Unlock()
+			} else {
+				require.Equal(t, capMax, l.Held)
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, taken, capMax, "never more in flight than the cap")
+
+	l, err := st.EndpointLeaseAcquire(ctx, "ep", taken[0], capMax, time.Minute)
+	require.NoError(t, err)
+	require.True(t, l.Taken, "the holder asking again renews its own")
+	l, err = st.EndpointLeaseAcquire(ctx, "ep", "late", capMax, time.Minute)
+	require.NoError(t, err)
+	require.False(t, l.Taken)
+	require.NoError(t, st.EndpointLeaseRelease(ctx, "ep", taken[0]))
+	l, err = st.EndpointLeaseAcquire(ctx, "ep", "late", capMax, time.Minute)
+	require.NoError(t, err)
+	require.True(t, l.Taken, "a place given back goes to the next")
+	l, err = st.EndpointLeaseAcquire(ctx, "a", "x", 1, time.Minute)
+	require.NoError(t, err)
+	require.True(t, l.Taken, "each endpoint has its own places")
+
+	// A crashed worker's lease: never given back, it expires.
+	_, err = st.EndpointCreate(ctx, store.Endpoint{ID: "tarpit", URL: "https://example.com/t", Secret: "whsec_x", Settings: store.Settings{MaxInFlight: 1}})
+	require.NoError(t, err)
+	l, err = st.EndpointLeaseAcquire(ctx, "tarpit", "crashed", 1, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, l.Taken)
+	l, err = st.EndpointLeaseAcquire(ctx, "tarpit", "next", 1, time.Minute)
+	require.NoError(t, err)
+	require.False(t, l.Taken)
+	time.Sleep(400 * time.Millisecond)
+	l, err = st.EndpointLeaseAcquire(ctx, "tarpit", "next", 1, time.Minute)
+	require.NoError(t, err)
+	require.True(t, l.Taken, "the expired lease freed its place")
+	require.Zero(t, l.Held)
+}
+
+// TestMaxInFlightIsStoredAndChanged: max_in_flight round-trips through
+// create and update; zero puts the default back.
+func TestMaxInFlightIsStoredAndChanged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	ep, err := st.EndpointCreate(ctx, store.Endpoint{ID: "capped", URL: "https://example.com/c", Secret: "whsec_x", Settings: store.Settings{MaxInFlight: 7}})
+	require.NoError(t, err)
+	require.Equal(t, 7, ep.Settings.InFlightCap())
+	zero := 0
+	ep, err = st.EndpointUpdate(ctx, "capped", store.EndpointChange{MaxInFlight: &zero})
+	require.NoError(t, err)
+	require.Equal(t, store.DefaultMaxInFlight, ep.Settings.InFlightCap())
+	one := 1
+	ep, err = st.EndpointUpdate(ctx, "capped", store.EndpointChange{MaxInFlight: &one})
+	require.NoError(t, err)
+	got, err := st.EndpointGet(ctx, "capped")
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Settings.MaxInFlight)
 }

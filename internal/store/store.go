@@ -42,6 +42,9 @@ type queries struct {
 	EndpointsList               string
 	EndpointsSubscribed         string
 	EndpointRateReserve         string
+	EndpointLeaseLock           string
+	EndpointLeaseTake           string
+	EndpointLeaseRelease        string
 	EndpointRateSlotsReset      string
 	EndpointDisableIfEnabled    string
 	EndpointDisabledForShare    string
@@ -182,6 +185,9 @@ type Settings struct {
 	CircuitFailureRate int
 	CircuitWindow      time.Duration
 	CircuitMinAttempts int
+	// MaxInFlight caps the endpoint's attempts in flight at once, across
+	// every worker; zero is DefaultMaxInFlight.
+	MaxInFlight int
 }
 
 // Defaults of the circuit breaker's settings.
@@ -191,6 +197,11 @@ const (
 	DefaultCircuitFailureRate      = 50
 	DefaultCircuitWindow           = time.Minute
 	DefaultCircuitMinAttempts      = 20
+	// DefaultMaxInFlight is an endpoint's cap on attempts in flight: far
+	// above what a healthy receiver needs (an attempt of 50 ms at 100 at
+	// once is 2,000 deliveries/s), low enough that a receiver that holds
+	// every request open for a minute cannot take every worker's slots.
+	DefaultMaxInFlight = 100
 )
 
 // The settings in force: the endpoint's, or (zero) the default. A setting
@@ -222,6 +233,12 @@ func (st Settings) MinAttempts() int {
 	return cmp.Or(st.CircuitMinAttempts, DefaultCircuitMinAttempts)
 }
 
+// InFlightCap is how many attempts may be in flight to the endpoint at
+// once.
+func (st Settings) InFlightCap() int {
+	return cmp.Or(st.MaxInFlight, DefaultMaxInFlight)
+}
+
 // settingsColumns are the destinations of the settings columns.
 type settingsColumns struct {
 	headers         map[string]string
@@ -233,18 +250,20 @@ type settingsColumns struct {
 	failureRate     *int32
 	circuitWindow   *int64
 	minAttempts     *int32
+	maxInFlight     *int32
 }
 
 func (c *settingsColumns) dest() []any {
 	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit, &c.threshold, &c.autoReplay, &c.disableAfter,
-		&c.failureRate, &c.circuitWindow, &c.minAttempts}
+		&c.failureRate, &c.circuitWindow, &c.minAttempts, &c.maxInFlight}
 }
 
 func (c *settingsColumns) settings() Settings {
 	st := Settings{Headers: c.headers,
 		RecoveryWindow: millis(c.window), Timeout: millis(c.timeout), RateLimit: orZero(c.rateLimit),
 		CircuitFailureThreshold: int(orZero(c.threshold)), AutoReplay: c.autoReplay, DisableAfter: millis(c.disableAfter),
-		CircuitFailureRate: int(orZero(c.failureRate)), CircuitWindow: millis(c.circuitWindow), CircuitMinAttempts: int(orZero(c.minAttempts))}
+		CircuitFailureRate: int(orZero(c.failureRate)), CircuitWindow: millis(c.circuitWindow), CircuitMinAttempts: int(orZero(c.minAttempts)),
+		MaxInFlight: int(orZero(c.maxInFlight))}
 	if len(st.Headers) == 0 {
 		st.Headers = nil
 	}
@@ -259,7 +278,8 @@ func settingsArgs(st Settings) []any {
 	}
 	return []any{headers, orNull(st.RecoveryWindow.Milliseconds()), orNull(st.Timeout.Milliseconds()), orNull(st.RateLimit),
 		orNull(int32(st.CircuitFailureThreshold)), st.AutoReplay, orNull(st.DisableAfter.Milliseconds()),
-		orNull(int32(st.CircuitFailureRate)), orNull(st.CircuitWindow.Milliseconds()), orNull(int32(st.CircuitMinAttempts))}
+		orNull(int32(st.CircuitFailureRate)), orNull(st.CircuitWindow.Milliseconds()), orNull(int32(st.CircuitMinAttempts)),
+		orNull(int32(st.MaxInFlight))}
 }
 
 // orZero is a nullable column's value, zero for NULL.
@@ -390,6 +410,8 @@ type EndpointChange struct {
 	CircuitFailureRate      *int
 	CircuitWindow           *time.Duration
 	CircuitMinAttempts      *int
+	// MaxInFlight likewise (zero: DefaultMaxInFlight).
+	MaxInFlight *int
 }
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
@@ -439,7 +461,8 @@ func (ch EndpointChange) replaced() (Settings, int32) {
 		replace(&st.Timeout, ch.Timeout, 4) | replace(&st.RateLimit, ch.RateLimit, 8) |
 		replace(&st.CircuitFailureThreshold, ch.CircuitFailureThreshold, 16) | replace(&st.AutoReplay, ch.AutoReplay, 32) |
 		replace(&st.DisableAfter, ch.DisableAfter, 64) | replace(&st.CircuitFailureRate, ch.CircuitFailureRate, 128) |
-		replace(&st.CircuitWindow, ch.CircuitWindow, 256) | replace(&st.CircuitMinAttempts, ch.CircuitMinAttempts, 512)
+		replace(&st.CircuitWindow, ch.CircuitWindow, 256) | replace(&st.CircuitMinAttempts, ch.CircuitMinAttempts, 512) |
+		replace(&st.MaxInFlight, ch.MaxInFlight, 1024)
 	return st, set
 }
 

@@ -107,11 +107,16 @@ type EndpointCreateRequest struct {
 	CircuitFailureRate Threshold `json:"circuit_failure_rate,omitempty"`
 	CircuitWindow      Duration  `json:"circuit_window,omitempty"`
 	CircuitMinAttempts Threshold `json:"circuit_min_attempts,omitempty"`
+	// MaxInFlight caps its attempts in flight at once, across all workers
+	// (1 to 10000): a slow receiver then holds at most that many worker
+	// slots. 0 for the default (100).
+	MaxInFlight Threshold `json:"max_in_flight,omitempty"`
 }
 
-// Threshold is one of a circuit breaker's whole-number settings: its
-// consecutive failures, its failure rate in percent, its window's minimum
-// of attempts. Zero is sent as null: the default.
+// Threshold is one of an endpoint's whole-number settings: its circuit
+// breaker's consecutive failures, failure rate in percent and window's
+// minimum of attempts, and its cap on attempts in flight. Zero is sent as
+// null: the default.
 type Threshold int
 
 // MarshalJSON sends the zero Threshold as null.
@@ -175,6 +180,9 @@ type EndpointUpdateRequest struct {
 	CircuitFailureRate      *Threshold `json:"circuit_failure_rate,omitempty"`
 	CircuitWindow           *Duration  `json:"circuit_window,omitempty"`
 	CircuitMinAttempts      *Threshold `json:"circuit_min_attempts,omitempty"`
+	// MaxInFlight replaces its cap on attempts in flight; a pointer to 0
+	// puts the default (100) back.
+	MaxInFlight *Threshold `json:"max_in_flight,omitempty"`
 }
 
 // Endpoint is a registered receiver URL.
@@ -206,6 +214,9 @@ type Endpoint struct {
 	CircuitFailureRate      int    `json:"circuit_failure_rate,omitempty"`
 	CircuitWindow           string `json:"circuit_window,omitempty"`
 	CircuitMinAttempts      int    `json:"circuit_min_attempts,omitempty"`
+	// MaxInFlight is its cap on attempts in flight at once, across all
+	// workers: the one set, or the default (100).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last
 	// rotation stops signing; zero when none still signs.
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitzero"`

@@ -1,16 +1,16 @@
 -- name: EndpointInsert
 INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight;
 
 -- name: EndpointGet
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight
 FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate
@@ -20,7 +20,7 @@ FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 -- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
 -- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14;
 -- 128 circuit_failure_rate, 256 circuit_window_ms, 512 circuit_min_attempts:
--- $15..$17).
+-- $15..$17; 1024 max_in_flight: $18).
 -- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
     url             = COALESCE($2, url),
@@ -35,6 +35,7 @@ UPDATE endpoints SET
     circuit_failure_rate      = CASE WHEN $7::int & 128 <> 0 THEN $15::integer ELSE circuit_failure_rate END,
     circuit_window_ms         = CASE WHEN $7::int & 256 <> 0 THEN $16::bigint ELSE circuit_window_ms END,
     circuit_min_attempts      = CASE WHEN $7::int & 512 <> 0 THEN $17::integer ELSE circuit_min_attempts END,
+    max_in_flight             = CASE WHEN $7::int & 1024 <> 0 THEN $18::integer ELSE max_in_flight END,
     disabled        = COALESCE($3, disabled),
     disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
                            WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
@@ -43,7 +44,7 @@ UPDATE endpoints SET
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight;
 
 -- name: EndpointRotateSecret
 -- The current secret joins the previous ones, to sign for $3 seconds more;
@@ -59,7 +60,7 @@ UPDATE endpoints SET
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight;
 
 -- name: EndpointDisable
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -68,7 +69,7 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- A page in id order, after $1 ('' for the first).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight
 FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed
@@ -170,3 +171,37 @@ WHERE e.deleted_at IS NOT NULL
   AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.endpoint_id = e.id AND d.status = 'open')
 ORDER BY e.id
 LIMIT $1;
+
+-- name: EndpointLeaseLock
+-- Locks endpoint $1's row of endpoint_in_flight (made on its first use),
+-- first in the transaction of EndpointLeaseTake, so that the attempts of
+-- every worker count the leases one after another: each counts in a
+-- statement of its own, whose snapshot sees the lease the one before it
+-- committed.
+INSERT INTO endpoint_in_flight AS f (endpoint_id) VALUES ($1)
+ON CONFLICT (endpoint_id) DO UPDATE SET endpoint_id = f.endpoint_id;
+
+-- name: EndpointLeaseTake
+-- Takes one of endpoint $1's max_in_flight ($3) places for attempts in
+-- flight, as owner $2 (the attempt), until $4 seconds from now (a little
+-- past the attempt's HTTP timeout: a lease a crashed worker never gave
+-- back frees itself by then). Expired leases are dropped first. The same
+-- owner taking it again (a retried try) renews its own. Answers whether
+-- it was taken, and how many leases others hold.
+WITH expired AS (
+    DELETE FROM endpoint_leases WHERE endpoint_id = $1 AND expires_at <= clock_timestamp()
+    RETURNING owner
+), held AS (
+    SELECT count(*) AS n FROM endpoint_leases
+    WHERE endpoint_id = $1 AND owner <> $2 AND owner NOT IN (SELECT owner FROM expired)
+), taken AS (
+    INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
+    SELECT $1, $2, clock_timestamp() + make_interval(secs => $4) FROM held WHERE held.n < $3
+    ON CONFLICT (endpoint_id, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
+    RETURNING owner
+)
+SELECT EXISTS (SELECT 1 FROM taken), (SELECT n FROM held);
+
+-- name: EndpointLeaseRelease
+-- The attempt is over: its place is free for the next.
+DELETE FROM endpoint_leases WHERE endpoint_id = $1 AND owner = $2;
