@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/starter"
+	"github.com/hookflow/hookflow/internal/signalerr"
 	"github.com/hookflow/hookflow/internal/store"
 )
 
@@ -268,7 +268,7 @@ type operatorAction struct {
 // ignores a signal meant for an earlier dead letter. A workflow that has
 // ended is started again by the starter, waiting on the dead letter; one
 // whose event is finished answers 409. The claim is undone only when the
-// signal surely did not reach Temporal (starter.SignalNotSent): then the
+// signal surely did not reach Temporal (signalerr.NotSent): then the
 // answer is an error (503 for an outage). A signal that may have arrived
 // (a timeout after the server took it, say) leaves the claim standing, as
 // undoing it would leave the row open for a delivery its workflow carries
@@ -296,7 +296,7 @@ func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool,
 	if err == nil {
 		return act, nil
 	}
-	if !starter.SignalNotSent(err) {
+	if !signalerr.NotSent(err) {
 		s.deps.Logger.Warn("signal of a claimed dead letter unconfirmed; the claim stands for the repair sweep", "event_id", d.EventID, "endpoint_id", d.EndpointID, "generation", d.Generation, "error", err)
 		act.SignalUnconfirmed = true
 		act.Detail = "the signal to the event's workflow may not have arrived (" + err.Error() + "); the action stands, and the repair sweep sends it again if the workflow did not take it"

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/signalerr"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/workflows"
 )
@@ -441,11 +442,11 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 // its event is not finished (an operator terminated it) is started again,
 // waiting on that dead letter, with the signal. ended reports an event whose
 // workflow completed: it is delivered or skipped, and nothing was sent. An
-// error for which SignalNotSent is false may come after the signal
+// error for which signalerr.NotSent is false may come after the signal
 // arrived.
 func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return false, notSentError{err}
+		return false, signalerr.BeforeSend(err)
 	}
 	err = s.temporal.SignalWorkflow(ctx, d.EventID, "", signal, arg)
 	if !isNotFound(err) {
@@ -455,14 +456,14 @@ func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, sign
 	// was sent.
 	ev, err := s.store.EventGet(ctx, d.EventID)
 	if err != nil {
-		return false, notSentError{err}
+		return false, signalerr.BeforeSend(err)
 	}
 	if ev.State.Final() {
 		return true, nil
 	}
 	in, err := s.ledgerInput(ctx, ev)
 	if err != nil {
-		return false, notSentError{err}
+		return false, signalerr.BeforeSend(err)
 	}
 	// The operator acts on this dead letter, whose claim the caller holds.
 	for i, l := range in.Lanes {

@@ -1,4 +1,4 @@
-package starter
+package signalerr
 
 import (
 	"context"
@@ -10,14 +10,12 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/hookflow/hookflow/internal/store"
 )
 
-// TestSignalNotSentOnlyWhenSurely: an operator's claim is undone only for
+// TestNotSentOnlyWhenSurely: an operator's claim is undone only for
 // a refusal of the request itself; a timeout, an outage, a missing
 // workflow or an error nobody knows may follow a signal the server took.
-func TestSignalNotSentOnlyWhenSurely(t *testing.T) {
+func TestNotSentOnlyWhenSurely(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		err     error
@@ -30,8 +28,8 @@ func TestSignalNotSentOnlyWhenSurely(t *testing.T) {
 		{"namespace not found", serviceerror.NewNamespaceNotFound("ns"), true},
 		{"namespace not active", serviceerror.NewNamespaceNotActive("ns", "a", "b"), true},
 		{"permission denied", serviceerror.NewPermissionDenied("no", ""), true},
-		{"met before sending", notSentError{context.Canceled}, true},
-		{"met before sending, wrapped", fmt.Errorf("signal: %w", notSentError{errors.New("ledger down")}), true},
+		{"met before sending", beforeSend{context.Canceled}, true},
+		{"met before sending, wrapped", fmt.Errorf("signal: %w", beforeSend{errors.New("ledger down")}), true},
 		{"deadline exceeded", serviceerror.NewDeadlineExceeded("timeout"), false},
 		{"deadline exceeded, from a gRPC status", serviceerror.FromStatus(status.New(codes.DeadlineExceeded, "timeout")), false},
 		{"context deadline", context.DeadlineExceeded, false},
@@ -44,17 +42,7 @@ func TestSignalNotSentOnlyWhenSurely(t *testing.T) {
 		{"unknown", errors.New("connection reset by peer"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.notSent, SignalNotSent(tc.err))
+			require.Equal(t, tc.notSent, NotSent(tc.err))
 		})
 	}
-}
-
-// TestSignalDeadLetterSendsNothingOnADoneContext: a request already gone
-// sends nothing (no client is called here) and says so.
-func TestSignalDeadLetterSendsNothingOnADoneContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := (&Starter{}).SignalDeadLetter(ctx, store.DeadLetter{EventID: "e-1", EndpointID: "ep"}, "replay", nil)
-	require.ErrorIs(t, err, context.Canceled)
-	require.True(t, SignalNotSent(err))
 }

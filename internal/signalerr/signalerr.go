@@ -1,4 +1,6 @@
-package starter
+// Package signalerr says whether a signal sent to a Temporal workflow surely
+// did not arrive, so that what was claimed for it may be undone.
+package signalerr
 
 import (
 	"errors"
@@ -6,15 +8,19 @@ import (
 	"go.temporal.io/api/serviceerror"
 )
 
-// notSentError is an error that SignalDeadLetter met before it sent the
-// signal (its context was done already, or the ledger failed it after
-// Temporal answered that no workflow runs): nothing reached Temporal.
-type notSentError struct{ err error }
+// beforeSend is an error met before the signal was sent (the context was
+// done already, or the ledger failed after Temporal answered that no
+// workflow runs): nothing reached Temporal.
+type beforeSend struct{ err error }
 
-func (e notSentError) Error() string { return e.err.Error() }
-func (e notSentError) Unwrap() error { return e.err }
+func (e beforeSend) Error() string { return e.err.Error() }
+func (e beforeSend) Unwrap() error { return e.err }
 
-// SignalNotSent reports whether err, from SignalDeadLetter (or a
+// BeforeSend marks err as met before anything was sent: NotSent is true for
+// it.
+func BeforeSend(err error) error { return beforeSend{err} }
+
+// NotSent reports whether err, from starter.SignalDeadLetter (or a
 // SignalWorkflow), says for certain that the signal did not reach Temporal,
 // so that an action claimed for it may be undone. Only a refusal that
 // depends on the request alone is certain: the SDK retries a call that met
@@ -27,16 +33,16 @@ func (e notSentError) Unwrap() error { return e.err }
 // signal before the client stopped waiting), Unavailable or
 // ResourceExhausted (the last attempt's answer says nothing of an earlier
 // one's), NotFound (the workflow may have ended after an earlier attempt's
-// signal; SignalDeadLetter answers its own NotFound from the ledger) and
+// signal; starter.SignalDeadLetter answers its own NotFound from the ledger) and
 // any error it does not know. A false costs a wait, not a wrong answer: the
-// claim stands and the heads sweep sends it again (resendLostClaim) if the
+// claim stands and the heads sweep sends it again (starter.resendLostClaim) if the
 // workflow still waits on its dead letter.
-func SignalNotSent(err error) bool {
+func NotSent(err error) bool {
 	if err == nil {
 		return false
 	}
 	var (
-		notSent       notSentError
+		notSent       beforeSend
 		invalid       *serviceerror.InvalidArgument
 		nsNotFound    *serviceerror.NamespaceNotFound
 		nsNotActive   *serviceerror.NamespaceNotActive
