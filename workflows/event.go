@@ -16,8 +16,9 @@ import (
 // EventInput is an accepted event, its deliveries (lanes) and the delivery
 // settings fixed at acceptance.
 type EventInput struct {
-	// Event is the event as every delivery sends it; EndpointID, Previous
-	// and Skipped are each lane's.
+	// Event is the event as every delivery sends it, less its payload (the
+	// ledger's, which Deliver reads); EndpointID, Previous and Skipped are
+	// each lane's.
 	Event contract.DeliverInput `json:"event"`
 	// RecoveryWindow is how long delivery is retried, counted from release,
 	// in a lane whose endpoint has no window of its own (the server's,
@@ -148,6 +149,10 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 // keeps that lane, and only that lane, gated on it meanwhile, so order is
 // never broken silently. The workflow ends when every lane has.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
+	// The payload is the ledger's (Deliver and WriteDeadLetter read it
+	// there): an input from before the starter dropped it must not copy it
+	// into every activity input, nor into a continue-as-new.
+	in.Event.Data = nil
 	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),

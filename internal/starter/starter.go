@@ -85,7 +85,9 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	in := workflows.EventInput{
 		Event: contract.DeliverInput{
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
-			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
+			// No Data: the ledger has it, and Deliver reads it there, so
+			// neither the workflow's input nor its activities' copy it.
+			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
 	}
