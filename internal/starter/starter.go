@@ -323,10 +323,20 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
-	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
+	if ev.RunID == nil || *ev.RunID == run.GetRunID() || s.continuedFrom(ctx, ev.ID, run.GetRunID(), *ev.RunID) {
 		return nil
 	}
 	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again, "+startedAs(in), run.GetRunID())
+}
+
+// continuedFrom reports whether run of workflow id is the one the ledger
+// names (first) continued as new, not a run started again: an event's
+// workflow continues as new when its history grows long, and its run ID
+// changes without a restart. Unknown (the describe failed) counts as a
+// restart, as before continue-as-new existed.
+func (s *Starter) continuedFrom(ctx context.Context, id, run, first string) bool {
+	desc, err := s.temporal.DescribeWorkflowExecution(ctx, id, run)
+	return err == nil && desc.GetWorkflowExecutionInfo().GetFirstRunId() == first
 }
 
 // startedAs says, for a restart's record, how a workflow started with input
