@@ -59,6 +59,11 @@ const DefaultEventMaxHistory = 2000
 // is better than growing to Temporal's limit.
 const eventHoldFactor = 5
 
+// minEventMaxHistory is the least MaxHistory taken: a fresh run's first
+// workflow task already sees 3 events (more with signals), and a run that
+// continued as new before making any progress would do so for ever.
+const minEventMaxHistory = 20
+
 // LaneInput is one delivery of an event.
 type LaneInput struct {
 	Endpoint string `json:"endpoint_id"`
@@ -217,7 +222,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// there): an input from before the starter dropped it must not copy it
 	// into every activity input, nor into a continue-as-new.
 	in.Event.Data = nil
-	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}, maxHistory: cmp.Or(in.MaxHistory, DefaultEventMaxHistory)}
+	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}, maxHistory: max(cmp.Or(in.MaxHistory, DefaultEventMaxHistory), minEventMaxHistory)}
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16),

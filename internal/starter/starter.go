@@ -43,6 +43,10 @@ type Config struct {
 	// RowTimeout bounds what a sweep does for one event, every call to
 	// Temporal and the ledger included (default DefaultRowTimeout).
 	RowTimeout time.Duration
+	// EventMaxHistory goes in every event workflow's input (MaxHistory):
+	// the history length past which it continues as new (0: the
+	// workflow's default).
+	EventMaxHistory int
 }
 
 // Starter turns stored events into workflows and carries the sequencer's
@@ -90,6 +94,7 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
+		MaxHistory:     s.cfg.EventMaxHistory,
 	}
 	routed := map[string]store.Delivery{}
 	for _, d := range ev.Deliveries {
