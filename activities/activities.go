@@ -184,6 +184,15 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 	if err != nil {
 		return contract.DeadLetterResult{}, err
 	}
+	if len(in.Event.Data) == 0 {
+		// The workflow carries no payload: the envelope kept in the dead
+		// letter takes the ledger's (an unfinished event keeps it).
+		ev, err := a.store.EventGet(ctx, in.Event.EventID)
+		if err != nil {
+			return contract.DeadLetterResult{}, err
+		}
+		in.Event.Data = ev.Data
+	}
 	env, err := json.Marshal(in.Event.Envelope())
 	if err != nil {
 		return contract.DeadLetterResult{}, fmt.Errorf("encode envelope: %w", err)

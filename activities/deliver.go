@@ -112,6 +112,14 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		return contract.DeliverResult{Throttled: wait, Attempt: attempt}, err
 	}
 	started = a.now()
+	// The payload is the ledger's: the workflow carries none, so that no
+	// activity input (and no history event) copies it.
+	if len(start.Data) > 0 {
+		in.Data = start.Data
+	}
+	if len(in.Data) == 0 {
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("the ledger has no payload for event "+in.EventID, contract.ErrTypePermanent, nil)
+	}
 	body, err := json.Marshal(in.Envelope())
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), contract.ErrTypePermanent, nil)

@@ -97,7 +97,9 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 		st: st, acts: acts, env: env, seq: seq, secret: secret,
 		in: contract.DeliverInput{
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep.ID,
-			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 5 * time.Second,
+			// No Data, as the workflow sends it: Deliver reads the payload
+			// from the ledger (TestDeliverSignsAndHandsOver sees it sent).
+			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: 5 * time.Second,
 		},
 	}
 }

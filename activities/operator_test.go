@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -70,6 +71,9 @@ func TestOperatorActionsClaimOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DeadLetterReplayed, d.Status)
 	require.Equal(t, "api-key", *d.ReplayedBy)
+	var env contract.Envelope
+	require.NoError(t, json.Unmarshal(d.Envelope, &env))
+	require.JSONEq(t, `{"n":1}`, string(env.Data), "the envelope kept has the ledger's payload, which the workflow does not carry")
 }
 
 // TestDeliverOfADeadLetterWaitsForItsReplay (found by the operator model,

@@ -366,12 +366,19 @@ func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 // were made); otherwise it does nothing.
 func (b *bundle) recordHistory(workflowID, name string) {
 	b.t.Helper()
+	b.recordRunHistory(workflowID, "", name)
+}
+
+// recordRunHistory is recordHistory of one run of the workflow ("": its
+// latest).
+func (b *bundle) recordRunHistory(workflowID, runID, name string) {
+	b.t.Helper()
 	dir := os.Getenv("HOOKFLOW_RECORD_HISTORY_DIR")
 	if dir == "" {
 		return
 	}
 	var h historypb.History
-	it := b.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := b.client.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(b.t, err)

@@ -70,6 +70,9 @@ type options struct {
 	logger *slog.Logger
 	// interceptors go on the Temporal client the API and the workers share.
 	interceptors []interceptor.ClientInterceptor
+	// eventMaxHistory is the history length past which event workflows
+	// continue as new (default: the workflow's).
+	eventMaxHistory int
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -95,7 +98,7 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
-		RepairAfter:      opts.repairAfter,
+		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory,
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

@@ -16,8 +16,9 @@ import (
 // EventInput is an accepted event, its deliveries (lanes) and the delivery
 // settings fixed at acceptance.
 type EventInput struct {
-	// Event is the event as every delivery sends it; EndpointID, Previous
-	// and Skipped are each lane's.
+	// Event is the event as every delivery sends it, less its payload (the
+	// ledger's, which Deliver reads); EndpointID, Previous and Skipped are
+	// each lane's.
 	Event contract.DeliverInput `json:"event"`
 	// RecoveryWindow is how long delivery is retried, counted from release,
 	// in a lane whose endpoint has no window of its own (the server's,
@@ -26,8 +27,42 @@ type EventInput struct {
 	// Lanes are the deliveries this run makes: every endpoint the event was
 	// routed to at acceptance, less those the ledger has finished when the
 	// workflow is started again. None for an event nobody subscribes to.
+	// After a continue-as-new: every lane of the run before, each where it
+	// stood.
 	Lanes []LaneInput `json:"lanes,omitempty"`
+	// MaxHistory is the history length past which the workflow continues
+	// as new (0: DefaultEventMaxHistory).
+	MaxHistory int `json:"max_history,omitempty"`
+	// Published is what the run before a continue-as-new last set in the
+	// search attributes (which carry over); nil: what the starter set at
+	// start, the lanes' aggregate.
+	Published *Published `json:"published,omitempty"`
 }
+
+// Published is what an event's run last set in its search attributes.
+type Published struct {
+	State        contract.State `json:"state"`
+	DeadLettered []string       `json:"dead_lettered,omitempty"`
+}
+
+// DefaultEventMaxHistory is the history length past which an
+// EventWorkflow continues as new, at the first moment every lane is
+// between attempts (waiting for its release, on an open circuit, for its
+// window to end, or on its dead letter). Temporal ends a run at 51,200
+// events; a lane waiting on an open circuit adds about 11 a wait.
+const DefaultEventMaxHistory = 2000
+
+// eventHoldFactor times the MaxHistory is the history length past which a
+// lane whose wait ends stays where it is until the workflow has continued
+// as new, rather than make its next attempt: another lane's attempt in
+// flight keeps the workflow from continuing meanwhile, and waiting for it
+// is better than growing to Temporal's limit.
+const eventHoldFactor = 5
+
+// minEventMaxHistory is the least MaxHistory taken: a fresh run's first
+// workflow task already sees 3 events (more with signals), and a run that
+// continued as new before making any progress would do so for ever.
+const minEventMaxHistory = 20
 
 // LaneInput is one delivery of an event.
 type LaneInput struct {
@@ -47,6 +82,41 @@ type LaneInput struct {
 	// Event.Timeout: the server's).
 	RecoveryWindow time.Duration `json:"recovery_window,omitempty"`
 	Timeout        time.Duration `json:"timeout,omitempty"`
+	// Finished is how the lane ended in the run before a continue-as-new,
+	// which kept it for the query and the result; it does nothing more.
+	Finished contract.State `json:"finished,omitempty"`
+	// Attempts is the attempt that delivered a finished lane; Windows
+	// counts the lane's delivery windows in the runs before.
+	Attempts int32 `json:"attempts,omitempty"`
+	Windows  int   `json:"windows,omitempty"`
+	// Resume is where the lane's delivery window stood when the run before
+	// continued as new (Released is set too): the window goes on from
+	// there, counted from its own start.
+	Resume *LaneResume `json:"resume,omitempty"`
+}
+
+// LaneResume is a delivery window a run handed to the next at a
+// continue-as-new, taken at a moment no attempt of it was in flight.
+type LaneResume struct {
+	// WindowStart is when the window began (moved on by throttled waits):
+	// the new run spends the same window, not a fresh one.
+	WindowStart time.Time `json:"window_start"`
+	// Retrying: the first attempt failed and the window's rest runs as
+	// regular activities, counting attempts on from AttemptOffset; Failure
+	// is the dead letter's reason should the window end with no other
+	// answer.
+	Retrying      bool   `json:"retrying,omitempty"`
+	AttemptOffset int32  `json:"attempt_offset,omitempty"`
+	Failure       string `json:"failure,omitempty"`
+	// WaitUntil is when the lane's wait on its endpoint's open circuit
+	// would have ended (its timer, cut to the window's end); the new run
+	// waits out what is left. Woken: a circuit-closed signal came for it,
+	// which ends that wait at once.
+	WaitUntil time.Time `json:"wait_until,omitzero"`
+	Woken     bool      `json:"woken,omitempty"`
+	// DeadLetterDue: the window failed, and the lane waited for its end to
+	// write the dead letter with this reason.
+	DeadLetterDue string `json:"dead_letter_due,omitempty"`
 }
 
 // DeadLetter is the dead letter a delivery waits on.
@@ -148,15 +218,21 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 // keeps that lane, and only that lane, gated on it meanwhile, so order is
 // never broken silently. The workflow ends when every lane has.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
-	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}}
+	// The payload is the ledger's (Deliver and WriteDeadLetter read it
+	// there): an input from before the starter dropped it must not copy it
+	// into every activity input, nor into a continue-as-new.
+	in.Event.Data = nil
+	w := &eventRun{in: in, logger: workflow.GetLogger(ctx), lanes: map[string]*laneRun{}, maxHistory: max(cmp.Or(in.MaxHistory, DefaultEventMaxHistory), minEventMaxHistory)}
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16),
-			circuitClosed: workflow.NewBufferedChannel(ctx, 1)}
+			circuitClosed: workflow.NewBufferedChannel(ctx, 1), attempts: li.Attempts, windows: li.Windows}
 		l.ev.EndpointID = li.Endpoint
 		l.ev.Timeout = cmp.Or(li.Timeout, in.Event.Timeout)
 		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
 		switch {
+		case li.Finished != "":
+			l.status.State = li.Finished
 		case li.DeadLetter != nil:
 			l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateDeadLettered, Generation: li.DeadLetter.Generation, Reason: li.DeadLetter.Reason}
 			if r := li.DeadLetter.Replay; r != nil {
@@ -167,6 +243,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			}
 		case li.Released != nil:
 			l.status.State = contract.StateDelivering
+			if r := li.Resume; r != nil {
+				l.windowStart = r.WindowStart
+				if r.Woken {
+					l.circuitClosed.SendAsync(contract.CircuitClosed{EndpointID: li.Endpoint})
+				}
+			}
 		}
 		if li.Released != nil {
 			l.ev = l.ev.WithRelease(*li.Released)
@@ -177,6 +259,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	// What the starter set at start (starter.stateOf), so that only a change
 	// is upserted.
 	w.published, w.deadLettered = w.aggregate(), w.deadLetteredEndpoints()
+	if p := in.Published; p != nil {
+		w.published, w.deadLettered = p.State, p.DeadLettered
+	}
 	if err := workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.EventStatus, error) { return w.status(), nil }); err != nil {
 		return EventResult{}, err
 	}
@@ -193,6 +278,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			if err := l.run(ctx); err != nil && failure == nil {
 				failure = err
 			}
+			l.done = true
 			running--
 		})
 	}
@@ -204,13 +290,17 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 			}
 		})
 	}
+	ended := func() bool { return running == 0 && len(w.handOvers) == 0 && !w.handing && w.pauses == 0 }
 	if err := workflow.Await(ctx, func() bool {
-		return (running == 0 && len(w.handOvers) == 0 && !w.handing && w.pauses == 0) || failure != nil
+		return ended() || failure != nil || w.mayContinueAsNew(ctx)
 	}); err != nil {
 		return EventResult{}, err
 	}
 	if failure != nil {
 		return EventResult{}, failure
+	}
+	if !ended() {
+		return EventResult{}, w.continueAsNew(ctx)
 	}
 	w.publish(ctx)
 	res := EventResult{State: w.aggregate()}
@@ -245,6 +335,103 @@ type eventRun struct {
 	handOvers     []contract.LaneDone
 	handing       bool
 	pauses        int
+	// maxHistory is the history length past which the run continues as
+	// new (EventInput.MaxHistory).
+	maxHistory int
+}
+
+// historyLong: the run should continue as new once it can.
+func (w *eventRun) historyLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistoryLength() > w.maxHistory || info.GetContinueAsNewSuggested()
+}
+
+// hold: the history is so long that a lane whose wait ends makes no
+// attempt, and waits where it is for the continue-as-new (eventHoldFactor).
+func (w *eventRun) hold(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetCurrentHistoryLength() > eventHoldFactor*w.maxHistory
+}
+
+// mayContinueAsNew: the history is long, and nothing is in flight: every
+// lane not ended is parked between attempts (laneRun.parked), and no
+// hand-over is pending or under way. Then no activity's result can be
+// lost by ending the run, and each lane's state is all the next run needs.
+func (w *eventRun) mayContinueAsNew(ctx workflow.Context) bool {
+	if w.firstAttempts > 0 || len(w.handOvers) > 0 || w.handing || w.pauses > 0 || !w.historyLong(ctx) {
+		return false
+	}
+	for _, l := range w.order {
+		if !l.done && l.parked == parkedNot {
+			return false
+		}
+	}
+	return true
+}
+
+// continueAsNew ends the run into a new one that carries every lane where
+// it stands (laneRun.carry): the timers of the lanes' waits are dropped, and
+// the new run waits out what is left of each. The signals not yet routed
+// are folded into the lanes' state, not lost: dispatch leaves them in
+// their channels until it takes them (it waits on their lengths, never in
+// a receive that would take one out of a channel into its coroutine), so
+// every one that came is in a lane's channel or in a signal channel here.
+func (w *eventRun) continueAsNew(ctx workflow.Context) error {
+	carried := make([]LaneInput, 0, len(w.order))
+	byEndpoint := map[string]*LaneInput{}
+	for _, l := range w.order {
+		carried = append(carried, l.carry())
+	}
+	for i := range carried {
+		byEndpoint[carried[i].Endpoint] = &carried[i]
+	}
+	for _, rel := range drain[contract.Release](ctx, contract.SignalRelease) {
+		for _, lr := range rel.Lanes {
+			if li := byEndpoint[lr.Endpoint]; li != nil && li.Finished == "" && li.Released == nil && li.DeadLetter == nil {
+				li.Released = &lr
+			}
+		}
+	}
+	for _, r := range drain[contract.Replay](ctx, contract.SignalReplay) {
+		if l := w.operatorLane(r.EndpointID, contract.SignalReplay); l != nil {
+			// As awaitOperator takes it: one for an earlier dead letter acts
+			// on nothing.
+			if li := byEndpoint[l.endpoint]; li.DeadLetter != nil && li.DeadLetter.Replay == nil && (r.Generation == 0 || r.Generation >= li.DeadLetter.Generation) {
+				r.Generation = max(r.Generation, li.DeadLetter.Generation)
+				li.DeadLetter.Replay = &r
+			}
+		}
+	}
+	for _, sk := range drain[contract.Skip](ctx, contract.SignalSkip) {
+		if l := w.operatorLane(sk.EndpointID, contract.SignalSkip); l != nil {
+			if li := byEndpoint[l.endpoint]; li.DeadLetter != nil && li.DeadLetter.Skip == nil && (sk.Generation == 0 || sk.Generation >= li.DeadLetter.Generation) {
+				sk.Generation = max(sk.Generation, li.DeadLetter.Generation)
+				li.DeadLetter.Skip = &sk
+			}
+		}
+	}
+	for _, cc := range drain[contract.CircuitClosed](ctx, contract.SignalCircuitClosed) {
+		if li := byEndpoint[cc.EndpointID]; li != nil && li.Resume != nil {
+			li.Resume.Woken = true
+		}
+	}
+	in := w.in
+	in.Lanes, in.MaxHistory = carried, w.in.MaxHistory
+	in.Published = &Published{State: w.published, DeadLettered: w.deadLettered}
+	w.logger.Info("continuing as new", "history_length", workflow.GetInfo(ctx).GetCurrentHistoryLength(), "lanes", len(carried))
+	return workflow.NewContinueAsNewError(ctx, contract.EventWorkflow, in)
+}
+
+// drain takes every signal of that name not yet received.
+func drain[T any](ctx workflow.Context, name string) []T {
+	ch := workflow.GetSignalChannel(ctx, name)
+	var out []T
+	for {
+		var v T
+		if !ch.ReceiveAsync(&v) {
+			return out
+		}
+		out = append(out, v)
+	}
 }
 
 func (w *eventRun) status() contract.EventStatus {
@@ -370,43 +557,52 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 	skipCh := workflow.GetSignalChannel(ctx, contract.SignalSkip)
 	closedCh := workflow.GetSignalChannel(ctx, contract.SignalCircuitClosed)
 	for {
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
-			var rel contract.Release
-			c.Receive(ctx, &rel)
-			for _, lr := range rel.Lanes {
-				if l := w.lanes[lr.Endpoint]; l != nil && !l.release.SendAsync(lr) {
-					// It has a release waiting already: this one repeats it.
-					w.logger.Info("ignoring a repeated release", "endpoint_id", lr.Endpoint, "sequence", rel.Sequence)
-				}
-			}
+		// It waits on the channels' lengths, not in a Selector: a blocked
+		// receive takes a signal out of its channel as it comes, and a
+		// continue-as-new decided before this coroutine ran again would
+		// not find it there (continueAsNew drains the channels).
+		_ = workflow.Await(ctx, func() bool {
+			return releaseCh.Len()+replayCh.Len()+skipCh.Len()+closedCh.Len() > 0
 		})
-		sel.AddReceive(replayCh, func(c workflow.ReceiveChannel, _ bool) {
-			var r contract.Replay
-			c.Receive(ctx, &r)
+		var rel contract.Release
+		for releaseCh.ReceiveAsync(&rel) {
+			w.routeRelease(rel)
+			rel = contract.Release{}
+		}
+		var r contract.Replay
+		for replayCh.ReceiveAsync(&r) {
 			if l := w.operatorLane(r.EndpointID, contract.SignalReplay); l != nil && !l.replay.SendAsync(r) {
 				w.logger.Warn("ignoring a replay: the delivery has too many replays and skips not taken", "endpoint_id", l.endpoint, "state", l.status.State)
 			}
-		})
-		sel.AddReceive(skipCh, func(c workflow.ReceiveChannel, _ bool) {
-			var sk contract.Skip
-			c.Receive(ctx, &sk)
+			r = contract.Replay{}
+		}
+		var sk contract.Skip
+		for skipCh.ReceiveAsync(&sk) {
 			if l := w.operatorLane(sk.EndpointID, contract.SignalSkip); l != nil && !l.skip.SendAsync(sk) {
 				w.logger.Warn("ignoring a skip: the delivery has too many replays and skips not taken", "endpoint_id", l.endpoint, "state", l.status.State)
 			}
-		})
-		sel.AddReceive(closedCh, func(c workflow.ReceiveChannel, _ bool) {
-			var cc contract.CircuitClosed
-			c.Receive(ctx, &cc)
-			l := w.lanes[cc.EndpointID]
-			if l == nil {
+			sk = contract.Skip{}
+		}
+		var cc contract.CircuitClosed
+		for closedCh.ReceiveAsync(&cc) {
+			if l := w.lanes[cc.EndpointID]; l == nil {
 				w.logger.Warn("ignoring a circuit-closed signal for an endpoint this event is not delivered to", "endpoint_id", cc.EndpointID)
-				return
+			} else {
+				// One kept is enough: a full channel has one waiting already.
+				l.circuitClosed.SendAsync(cc)
 			}
-			// One kept is enough: a full channel has one waiting already.
-			l.circuitClosed.SendAsync(cc)
-		})
-		sel.Select(ctx)
+			cc = contract.CircuitClosed{}
+		}
+	}
+}
+
+// routeRelease passes a release on to each of its lanes.
+func (w *eventRun) routeRelease(rel contract.Release) {
+	for _, lr := range rel.Lanes {
+		if l := w.lanes[lr.Endpoint]; l != nil && !l.release.SendAsync(lr) {
+			// It has a release waiting already: this one repeats it.
+			w.logger.Info("ignoring a repeated release", "endpoint_id", lr.Endpoint, "sequence", rel.Sequence)
+		}
 	}
 }
 
@@ -456,6 +652,93 @@ type laneRun struct {
 	// replayed: the next window is a replay's, whose first attempt probes
 	// an open circuit (DeliverInput.Probe).
 	replayed bool
+	// done: run returned.
+	done bool
+	// parked is what the lane waits on while no attempt of it is in
+	// flight, the moments a continue-as-new may carry it (carry); the
+	// window's state below goes with parkedCircuit and parkedWindowEnd.
+	parked parkedOn
+	// retrying, offset and failure: the window's rest runs as regular
+	// activities, counting attempts on from offset, and failure is the dead
+	// letter's reason if nothing else answers before the window ends.
+	retrying bool
+	offset   int32
+	failure  string
+	// waitUntil is when the wait on an open circuit ends; dueReason is the
+	// reason of the dead letter written when the window ends.
+	waitUntil time.Time
+	dueReason string
+}
+
+// parkedOn is what a lane with no attempt in flight waits on.
+type parkedOn int
+
+const (
+	parkedNot       parkedOn = iota
+	parkedRelease            // its sequencer's release
+	parkedCircuit            // its endpoint's open circuit (waitCircuit)
+	parkedWindowEnd          // its window's end, to write its dead letter
+	parkedOperator           // a replay or skip of its dead letter
+)
+
+// carry is the lane's input to the run a continue-as-new starts: where it
+// stands, with what its channels hold that it has not taken (a release, a
+// replay or skip of its dead letter, a circuit's close). Only a parked or
+// ended lane is carried (mayContinueAsNew).
+func (l *laneRun) carry() LaneInput {
+	li := LaneInput{Endpoint: l.endpoint, RecoveryWindow: l.in.RecoveryWindow, Timeout: l.in.Timeout, Attempts: l.attempts, Windows: l.windows}
+	if l.done {
+		li.Finished = l.status.State
+		return li
+	}
+	release := contract.LaneRelease{Endpoint: l.endpoint, Previous: l.ev.Previous, Skipped: l.ev.Skipped}
+	switch l.parked {
+	case parkedRelease:
+		var rel contract.LaneRelease
+		if l.release.ReceiveAsync(&rel) {
+			li.Released = &rel
+		}
+	case parkedCircuit, parkedWindowEnd:
+		li.Released = &release
+		li.Resume = &LaneResume{WindowStart: l.windowStart, Retrying: l.retrying, AttemptOffset: l.offset, Failure: l.failure}
+		if l.parked == parkedWindowEnd {
+			li.Resume.DeadLetterDue = l.dueReason
+		} else {
+			li.Resume.WaitUntil = l.waitUntil
+			li.Resume.Woken = l.circuitClosed.ReceiveAsync(nil)
+		}
+	case parkedOperator:
+		li.Released = &release
+		dl := &DeadLetter{Generation: l.status.Generation, Reason: l.status.Reason}
+		var r contract.Replay
+		for dl.Replay == nil && l.replay.ReceiveAsync(&r) {
+			if r.Generation == 0 || r.Generation >= dl.Generation {
+				r.Generation = max(r.Generation, dl.Generation)
+				dl.Replay = &r
+			}
+		}
+		var sk contract.Skip
+		for dl.Skip == nil && l.skip.ReceiveAsync(&sk) {
+			if sk.Generation == 0 || sk.Generation >= dl.Generation {
+				sk.Generation = max(sk.Generation, dl.Generation)
+				dl.Skip = &sk
+			}
+		}
+		li.DeadLetter = dl
+	}
+	return li
+}
+
+// holdIfLong keeps a lane whose wait just ended parked, for good, once the
+// history is past holding (eventRun.hold): the continue-as-new ends the run
+// as soon as the other lanes' attempts in flight are in, and the lane's
+// next attempt is the new run's, at once.
+func (l *laneRun) holdIfLong(ctx workflow.Context) error {
+	if !l.w.hold(ctx) {
+		return nil
+	}
+	l.waitUntil = workflow.Now(ctx)
+	return workflow.Await(ctx, func() bool { return false })
 }
 
 // setState records the lane's state for the query and, when publish is
@@ -477,18 +760,30 @@ func (l *laneRun) run(ctx workflow.Context) error {
 		// starter): released before, with the lane's position the replay
 		// still owes the receiver.
 		gen = l.in.DeadLetter.Generation
+	case l.in.Finished != "":
+		return nil // ended in an earlier run
 	case l.in.Released != nil:
 	default:
 		var rel contract.LaneRelease
+		l.parked = parkedRelease
 		l.release.Receive(ctx, &rel)
+		l.parked = parkedNot
 		l.ev = l.ev.WithRelease(rel)
 		l.setState(ctx, contract.StateDelivering, false)
 	}
 
 	ledger := workflow.WithActivityOptions(ctx, ledgerOptions())
+	resume := l.in.Resume
 	for {
 		if gen == 0 {
-			res, err := l.deliverWindow(ctx)
+			var res contract.DeliverResult
+			var err error
+			if resume != nil && resume.DeadLetterDue != "" {
+				err = dueFailure(resume.DeadLetterDue) // the window failed in the run before
+			} else {
+				res, err = l.deliverWindow(ctx, resume)
+			}
+			resume = nil
 			switch {
 			case err == nil && res.Skipped:
 				return l.foundFinished(ctx, contract.StateSkipped)
@@ -604,9 +899,14 @@ func (l *laneRun) deadLetter(ctx workflow.Context, failure error) (int32, contra
 		// past the window; the delivery still owns its whole window, so the
 		// dead letter is written when the window ends, not earlier.
 		if rest := l.windowEnd().Sub(workflow.Now(ctx)); rest > 0 {
+			l.parked, l.dueReason = parkedWindowEnd, reason
 			if err := workflow.Sleep(ctx, rest); err != nil {
 				return 0, "", err
 			}
+			if err := l.holdIfLong(ctx); err != nil {
+				return 0, "", err
+			}
+			l.parked = parkedNot
 		}
 	}
 	var res contract.DeadLetterResult
@@ -634,6 +934,8 @@ func (l *laneRun) deadLetter(ctx workflow.Context, failure error) (int32, contra
 // run an operator's Reset discarded wrote: the ledger has it, and the
 // claim on its row (Skip, Replayed) decides whether it acts.
 func (l *laneRun) awaitOperator(ctx workflow.Context, gen int32) (*contract.Replay, *contract.Skip) {
+	l.parked = parkedOperator
+	defer func() { l.parked = parkedNot }()
 	var replay contract.Replay
 	var skip contract.Skip
 	for l.replay.ReceiveAsync(&replay) {
@@ -675,14 +977,32 @@ func (l *laneRun) windowEnd() time.Time { return l.windowStart.Add(l.window) }
 // window runs as a regular activity on the same schedule as DeliverOptions
 // (about 1, 5, 21, 85 s after the first attempt), so a long outage is
 // retried by Temporal's timers, not by a workflow task held open.
-func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, error) {
+//
+// A window resumed after a continue-as-new (resume) goes on where it stood:
+// from its own start, waiting out the rest of its wait on the open circuit,
+// in the phase it was in.
+func (l *laneRun) deliverWindow(ctx workflow.Context, resume *LaneResume) (contract.DeliverResult, error) {
 	// An event with several lanes hands their deliveries over together
 	// (handOverTogether).
 	l.ev.DeferHandOver = len(l.w.order) > 1
 	ev := l.ev
-	ev.Probe, l.replayed = l.replayed, false
-	l.windowStart = workflow.Now(ctx)
-	l.windows++
+	if resume == nil {
+		ev.Probe, l.replayed = l.replayed, false
+		l.windowStart = workflow.Now(ctx)
+		l.windows++
+		l.retrying, l.offset, l.failure = false, 0, ""
+	} else {
+		l.retrying, l.offset, l.failure = resume.Retrying, resume.AttemptOffset, resume.Failure
+		if d := resume.WaitUntil.Sub(workflow.Now(ctx)); d > 0 {
+			if err := l.waitCircuit(ctx, d); err != nil {
+				return contract.DeliverResult{}, err
+			}
+		}
+		if resume.Retrying {
+			ev.AttemptOffset = resume.AttemptOffset
+			return l.retryWindow(ctx, ev, dueFailure(resume.Failure))
+		}
+	}
 	var res contract.DeliverResult
 	var err error
 	for {
@@ -727,8 +1047,17 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return res, err
 	}
-	failure := err
 	ev.AttemptOffset, ev.SlotReserved, ev.Probe = 1, false, false
+	return l.retryWindow(ctx, ev, err)
+}
+
+// retryWindow is the rest of a window after its first attempt failed (or
+// a window resumed there): regular activities, retried by Temporal on
+// DeliverOptions' schedule, until one answers or the window is spent;
+// failure is what the window ends with when nothing else answers.
+func (l *laneRun) retryWindow(ctx workflow.Context, ev contract.DeliverInput, failure error) (contract.DeliverResult, error) {
+	reason, _ := failureReason(failure)
+	l.retrying, l.offset, l.failure = true, ev.AttemptOffset, reason
 	for {
 		// The timer may fire late (no worker was up): what is left of the
 		// window bounds the rest, and nothing left means it is spent.
@@ -741,12 +1070,13 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		opts.RetryPolicy.InitialInterval = 4 * time.Second
 		// A window shorter than that (an operator's or a test's) still retries.
 		opts.RetryPolicy.MaximumInterval = max(opts.RetryPolicy.MaximumInterval, opts.RetryPolicy.InitialInterval)
-		res = contract.DeliverResult{}
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
+		res := contract.DeliverResult{}
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ActivityDeliver, ev).Get(ctx, &res)
 		if err == nil && res.CircuitOpen > 0 {
 			// Nothing was sent: the attempt is made again, with its number,
 			// in a fresh slot (as in the first attempt's loop).
 			ev.AttemptOffset, ev.SlotReserved = res.Attempt-1, false
+			l.offset = ev.AttemptOffset
 			if err := l.waitCircuit(ctx, res.CircuitOpen); err != nil {
 				return contract.DeliverResult{}, err
 			}
@@ -757,12 +1087,20 @@ func (l *laneRun) deliverWindow(ctx workflow.Context) (contract.DeliverResult, e
 		}
 		// The throttled attempt is made again, with its number.
 		ev.AttemptOffset = res.Attempt - 1
+		l.offset = ev.AttemptOffset
 		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
 			return res, err
 		}
 		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 }
+
+// dueFailure is a window's failure carried over a continue-as-new by its
+// reason (LaneResume.Failure, DeadLetterDue): failureReason gives it back
+// as it was, a failure that did not give up before the window's end.
+type dueFailure string
+
+func (f dueFailure) Error() string { return string(f) }
 
 // lateSlot is how late a throttled attempt's timer may fire and still send
 // in the slot it reserved; later (no worker was up), it reserves again
@@ -832,16 +1170,25 @@ func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
 	defer cancel()
 	var err error
 	sel := workflow.NewSelector(ctx)
+	l.parked, l.waitUntil = parkedCircuit, workflow.Now(ctx).Add(min(d, rest))
 	timer := workflow.NewTimerWithOptions(tctx, min(d, rest), workflow.TimerOptions{Summary: "endpoint circuit open"})
 	sel.AddFuture(timer, func(f workflow.Future) { err = f.Get(ctx, nil) })
 	sel.AddReceive(l.circuitClosed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 	sel.Select(ctx)
+	if err == nil {
+		err = l.holdIfLong(ctx)
+	}
+	l.parked = parkedNot
 	return err
 }
 
 // failureReason explains why delivery stopped and whether it stopped before
 // the window was spent (a permanent rejection).
 func failureReason(err error) (string, bool) {
+	var due dueFailure
+	if errors.As(err, &due) {
+		return string(due), false
+	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {

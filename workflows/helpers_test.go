@@ -51,8 +51,10 @@ func eventInput(seq int64, endpoints ...string) workflows.EventInput {
 			Sequence:      seq,
 			Type:          "order.updated",
 			Timestamp:     time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC),
-			Data:          json.RawMessage(`{"status":"paid"}`),
-			Timeout:       5 * time.Second,
+			// A payload the workflow must not pass on: Deliver reads the
+			// ledger's (an input from before it did may still carry one).
+			Data:    json.RawMessage(`{"status":"paid"}`),
+			Timeout: 5 * time.Second,
 		},
 		RecoveryWindow: 5 * time.Minute,
 	}

@@ -32,6 +32,10 @@ type Config struct {
 	// AllowPrivate lets deliveries reach every private target; hookflow dev
 	// and the tests set it, no variable does.
 	AllowPrivate bool
+	// EventMaxHistory is the history length past which an event's
+	// workflow continues as new (0: workflows.DefaultEventMaxHistory);
+	// the tests set it low to see it happen, no variable sets it.
+	EventMaxHistory int
 	// Dev is set by hookflow dev, whose bootstrap token is the well-known
 	// dev-token, shorter than the API accepts elsewhere; no variable sets it.
 	Dev              bool

@@ -165,13 +165,17 @@ type ReplayedInput struct {
 // carried. Every attempt sends the same envelope; only webhook-timestamp and
 // the signature change.
 type DeliverInput struct {
-	EventID       string          `json:"event_id"`
-	CorrelationID string          `json:"correlation_id"`
-	Sequence      int64           `json:"sequence"`
-	EndpointID    string          `json:"endpoint_id"`
-	Type          string          `json:"type"`
-	Timestamp     time.Time       `json:"timestamp"`
-	Data          json.RawMessage `json:"data"`
+	EventID       string    `json:"event_id"`
+	CorrelationID string    `json:"correlation_id"`
+	Sequence      int64     `json:"sequence"`
+	EndpointID    string    `json:"endpoint_id"`
+	Type          string    `json:"type"`
+	Timestamp     time.Time `json:"timestamp"`
+	// Data is the payload, which workflows leave empty: Deliver and
+	// WriteDeadLetter read it from the ledger (events.data), so that no
+	// activity input copies it into the history. One set is sent as is
+	// when the ledger has none.
+	Data json.RawMessage `json:"data,omitempty"`
 	// Previous is the sequence last delivered to this endpoint in the
 	// correlation (0 for none): the envelope's previous_sequence.
 	Previous int64 `json:"previous,omitempty"`

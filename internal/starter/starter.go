@@ -44,6 +44,10 @@ type Config struct {
 	// RowTimeout bounds what a sweep does for one event, every call to
 	// Temporal and the ledger included (default DefaultRowTimeout).
 	RowTimeout time.Duration
+	// EventMaxHistory goes in every event workflow's input (MaxHistory):
+	// the history length past which it continues as new (0: the
+	// workflow's default).
+	EventMaxHistory int
 }
 
 // Starter turns stored events into workflows and carries the sequencer's
@@ -86,9 +90,12 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	in := workflows.EventInput{
 		Event: contract.DeliverInput{
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
-			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: s.cfg.DeliveryTimeout,
+			// No Data: the ledger has it, and Deliver reads it there, so
+			// neither the workflow's input nor its activities' copy it.
+			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: s.cfg.DeliveryTimeout,
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
+		MaxHistory:     s.cfg.EventMaxHistory,
 	}
 	routed := map[string]store.Delivery{}
 	for _, d := range ev.Deliveries {
@@ -322,10 +329,20 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
-	if ev.RunID == nil || *ev.RunID == run.GetRunID() {
+	if ev.RunID == nil || *ev.RunID == run.GetRunID() || s.continuedFrom(ctx, ev.ID, run.GetRunID(), *ev.RunID) {
 		return nil
 	}
 	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again, "+startedAs(in), run.GetRunID())
+}
+
+// continuedFrom reports whether run of workflow id is the one the ledger
+// names (first) continued as new, not a run started again: an event's
+// workflow continues as new when its history grows long, and its run ID
+// changes without a restart. Unknown (the describe failed) counts as a
+// restart, as before continue-as-new existed.
+func (s *Starter) continuedFrom(ctx context.Context, id, run, first string) bool {
+	desc, err := s.temporal.DescribeWorkflowExecution(ctx, id, run)
+	return err == nil && desc.GetWorkflowExecutionInfo().GetFirstRunId() == first
 }
 
 // startedAs says, for a restart's record, how a workflow started with input

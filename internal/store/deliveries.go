@@ -171,6 +171,9 @@ type AttemptStart struct {
 	// DeletedBy names who deleted the endpoint (DELETE /v1/endpoints/{id});
 	// nil while it is not deleted. The attempt ends the delivery skipped.
 	DeletedBy *string
+	// Data is the event's payload (nil once the cleaner pruned it, which
+	// it does only to an event whose every delivery is finished).
+	Data json.RawMessage
 }
 
 // DeliveryStartAttempt marks the delivery delivering (released_at set once)
@@ -189,7 +192,7 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			var circuit string
 			var failures int32
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
-				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy)...)
+				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data)...)
 			e.Settings = sc.settings()
 			a.CircuitOpen, a.CircuitFailures = circuit == CircuitOpen, int(failures)
 			return translate(err)

@@ -208,7 +208,11 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        COALESCE((SELECT consecutive_failures FROM endpoint_circuits WHERE endpoint_id = $2), 0),
        -- Who deleted the endpoint (migration 017), NULL while it is not:
        -- the attempt then ends the delivery skipped, sending nothing.
-       deleted_by
+       deleted_by,
+       -- The event's payload: the workflow does not carry it in every
+       -- activity input (each would copy up to 1 MiB into the history).
+       -- The cleaner prunes it only once every delivery is finished.
+       (SELECT data FROM events WHERE id = $1)
 FROM endpoints WHERE id = $2;
 
 -- name: DeliveryMarkFinal
