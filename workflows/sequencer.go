@@ -88,7 +88,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		began := s.beginMerge()
 		var l contract.SequencerLoad
 		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {
-			for ep := range began {
+			for _, ep := range sortedKeys(began) {
 				s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
 			}
 			return err
@@ -716,7 +716,7 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 		}
 	}
 	// A lane the ledger does not name has no open delivery in it.
-	for ep := range began {
+	for _, ep := range sortedKeys(began) {
 		if !loaded[ep] {
 			s.endLoad(s.lanes[ep], contract.LaneState{Endpoint: ep})
 		}
