@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -20,6 +21,10 @@ import (
 type endpointRequest struct {
 	URL      *string `json:"url"`
 	Disabled *bool   `json:"disabled"`
+	// Secret, on create only, is a signing secret the caller brings (a
+	// receiver that already verifies with it, an endpoint moved from
+	// another sender); left out, hookflow makes one.
+	Secret *string `json:"secret"`
 	// EventTypes stays raw so that a PATCH tells a list left out (no
 	// change) from null (every type again).
 	EventTypes json.RawMessage `json:"event_types"`
@@ -117,7 +122,7 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	secret, err := webhook.NewSecret()
+	secret, err := createSecret(req.Secret)
 	if err != nil {
 		return err
 	}
@@ -127,6 +132,28 @@ func (s *Server) endpointCreate(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, endpointView(c, ep, true))
+}
+
+// The bounds of a secret brought to POST /v1/endpoints, in key bytes: the
+// kit's floor, and a ceiling far above what HMAC-SHA256 can use.
+const (
+	secretMinBytes = 24
+	secretMaxBytes = 64
+)
+
+// createSecret is the new endpoint's signing secret: the one the request
+// brings, checked, or a fresh one.
+func createSecret(brought *string) (string, error) {
+	if brought == nil {
+		return webhook.NewSecret()
+	}
+	key, err := webhook.DecodeSecret(*brought)
+	if err != nil || len(key) > secretMaxBytes {
+		p := fieldProblem("secret", fmt.Sprintf("secret must be %s followed by the standard base64 of %d to %d random bytes; leave it out for one hookflow makes", webhook.SecretPrefix, secretMinBytes, secretMaxBytes))
+		p.Status = http.StatusUnprocessableEntity
+		return "", p
+	}
+	return *brought, nil
 }
 
 func (s *Server) endpoint(c echo.Context) (store.Endpoint, error) {
@@ -157,6 +184,9 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	var req endpointRequest
 	if err := s.decode(c, &req); err != nil {
 		return err
+	}
+	if req.Secret != nil {
+		return fieldProblem("secret", "secret is set at creation only: POST /v1/endpoints/{id}/rotate-secret for a new one")
 	}
 	types, typesSet, typesErr := req.eventTypes()
 	if req.URL == nil && req.Disabled == nil && !typesSet && !req.endpointSettings.any() {

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -136,4 +138,54 @@ func TestEndpointList(t *testing.T) {
 	exact := list(b.bearer(), url.Values{"limit": {"5"}})
 	require.Len(t, exact.Items, 5)
 	require.Empty(t, exact.NextCursor, "a page that ends the list exactly has no cursor")
+}
+
+// TestEndpointBringsItsOwnSecret: POST /v1/endpoints may carry the signing
+// secret (a receiver that already verifies with it); the endpoint signs with
+// it, the answer shows it once, a secret that is not whsec_ and the base64 of
+// 24 to 64 bytes is a 422 naming secret that creates nothing, and a PATCH
+// cannot set one (rotation makes a new one).
+func TestEndpointBringsItsOwnSecret(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i * 7)
+	}
+	brought := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	raw := b.call(t, http.MethodPost, "/v1/endpoints", `{"url":"https://example.com/own","secret":"`+brought+`"}`, http.StatusCreated)
+	var created struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &created))
+	require.Equal(t, brought, created.Secret, "the answer shows the secret brought")
+	var stored string
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT secret FROM endpoints WHERE id = $1", created.ID).Scan(&stored))
+	require.Equal(t, brought, stored, "the endpoint signs with the secret brought")
+	require.NotContains(t, b.call(t, http.MethodGet, "/v1/endpoints/"+created.ID, "", http.StatusOK), brought, "shown on creation only")
+
+	made := b.call(t, http.MethodPost, "/v1/endpoints", `{"url":"https://example.com/made"}`, http.StatusCreated)
+	require.Contains(t, made, `"secret":"whsec_`, "left out, hookflow makes one")
+
+	before := b.endpointRows(t)
+	for name, bad := range map[string]string{
+		"no prefix":    base64.StdEncoding.EncodeToString(key),
+		"not base64":   "whsec_not*base64",
+		"too short":    "whsec_" + base64.StdEncoding.EncodeToString(key[:23]),
+		"too long":     "whsec_" + base64.StdEncoding.EncodeToString(append(append(slices.Clone(key), key...), 0)),
+		"empty":        "",
+		"url encoding": "whsec_" + base64.URLEncoding.EncodeToString(append([]byte{0xfb, 0xff}, key...)),
+	} {
+		resp, raw := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"https://example.com/bad","secret":"`+bad+`"}`, b.bearer())
+		requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "secret")
+		if bad != "" {
+			require.NotContains(t, raw, bad, "%s: a refused secret is not echoed", name)
+		}
+	}
+	require.Equal(t, before, b.endpointRows(t), "a refused secret creates nothing")
+
+	resp, raw := b.do(t, http.MethodPatch, "/v1/endpoints/"+created.ID, "application/json", `{"secret":"`+brought+`"}`, b.bearer())
+	requireProblem(t, resp, raw, http.StatusBadRequest, "secret")
+	require.Equal(t, before, b.endpointRows(t), "a PATCH sets no secret")
 }

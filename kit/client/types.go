@@ -76,6 +76,9 @@ type EndpointCreateRequest struct {
 	// "prefix." ("order.*": order.created and order.a.b, not order), or
 	// "*" for every type; at most 100, repeats dropped.
 	EventTypes []string `json:"event_types,omitempty"`
+	// Secret is a signing secret brought along ("whsec_" and the base64 of
+	// 24 to 64 bytes); empty for one hookflow makes.
+	Secret string `json:"secret,omitempty"`
 	// Headers are custom headers sent with every delivery (a receiver's
 	// API key): not webhook-*, content-type, host, traceparent or a
 	// hop-by-hop header. Their values are secrets: answers show them as
