@@ -408,6 +408,10 @@ func (a *Activities) skipDeleted(ctx context.Context, in contract.DeliverInput, 
 	if err := a.store.DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, at); err != nil {
 		return contract.DeliverResult{}, err
 	}
+	// A replay brought it here: its dead letter says skipped, not replayed.
+	if err := a.store.DeadLetterEndDeleted(ctx, in.EventID, in.EndpointID, by); err != nil {
+		return contract.DeliverResult{}, err
+	}
 	return contract.DeliverResult{Skipped: true, Attempt: attempt}, nil
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +117,48 @@ func TestDeletingAnEndpointEndsItsLanesSkipped(t *testing.T) {
 	steady.rcv.requireClean(t)
 	require.Empty(t, doomed.rcv.appliedTo(corr), "it refused 1 and was sent nothing after")
 	doomed.rcv.requireClean(t)
+}
+
+// TestDeletingAnEndpointDuringAReplayEndsItsDeadLetterSkipped: a dead
+// letter replayed into a receiver that now answers 503 is retrying when its
+// endpoint is deleted. The replay's next attempt sends nothing and ends the
+// delivery skipped, and its dead letter row, which said replayed, says
+// skipped, by the deleting key, noted "endpoint deleted": the replay never
+// delivered it (on e6735eb the row stayed "replayed" for a delivery that
+// ended skipped).
+func TestDeletingAnEndpointDuringAReplayEndsItsDeadLetterSkipped(t *testing.T) {
+	b := setup(t, options{window: time.Minute})
+	doomed := b.subscribe("order.*")
+	var retrying atomic.Bool
+	doomed.rcv.fault = func(contract.Envelope, int) string {
+		if retrying.Load() {
+			return "503"
+		}
+		return "400"
+	}
+	corr := b.id("order-23")
+	id := corr + "-1"
+	b.publish(id, corr, 1, "order.updated")
+	b.waitDelivery(id, doomed.ID, contract.StateDeadLettered, 30*time.Second)
+
+	retrying.Store(true)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
+	waitFor(t, 30*time.Second, "the replay's first attempt answered 503", func() bool {
+		d, ok := b.fanned(id).delivery(doomed.ID)
+		return ok && len(d.Attempts) >= 2 && d.Attempts[len(d.Attempts)-1].Outcome == "retry"
+	})
+	var dl store.DeadLetter
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+id+"?endpoint_id="+doomed.ID, nil, &dl))
+	require.Equal(t, store.DeadLetterReplayed, dl.Status, "claimed by the replay")
+
+	ops := b.createKey("ops-bob", "endpoints:write", "events:read")
+	require.Equal(t, http.StatusOK, b.callAs(ops, http.MethodDelete, "/v1/endpoints/"+doomed.ID, nil, nil))
+	b.waitDelivery(id, doomed.ID, contract.StateSkipped, 60*time.Second)
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters/"+id+"?endpoint_id="+doomed.ID, nil, &dl))
+	require.Equal(t, store.DeadLetterSkipped, dl.Status, "the replay never delivered it")
+	require.NotNil(t, dl.SkippedBy)
+	require.Equal(t, "ops-bob", *dl.SkippedBy)
+	require.NotNil(t, dl.SkipNote)
+	require.Equal(t, contract.EndpointDeletedNote, *dl.SkipNote)
+	require.Empty(t, doomed.rcv.appliedTo(corr))
 }

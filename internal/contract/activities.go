@@ -47,6 +47,10 @@ const (
 	EndpointGonePrefix     = "endpoint gone (410), endpoint disabled: "
 )
 
+// EndpointDeletedNote is the note of the skips that deleting an endpoint
+// makes.
+const EndpointDeletedNote = "endpoint deleted"
+
 // EndpointEnabledBy records who replayed the dead letters an endpoint's
 // disabling wrote, once the endpoint was enabled again.
 const EndpointEnabledBy = "hookflow (endpoint enabled)"

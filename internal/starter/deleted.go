@@ -8,9 +8,6 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 )
 
-// DeletedNote is the note of the skips that deleting an endpoint makes.
-const DeletedNote = "endpoint deleted"
-
 // SkipDeletedDeadLetters skips every open dead letter of the deleted
 // endpoint, each lane in sequence order, as by (who deleted it), and returns
 // how many it skipped: the claim on each row, then the skip signal to its
@@ -24,11 +21,11 @@ func (s *Starter) SkipDeletedDeadLetters(ctx context.Context, endpointID, by str
 	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: autoReplayPage}
 	n := 0
 	err := s.eachDeadLetter(ctx, f, func(d store.DeadLetter) (bool, error) {
-		ok, err := s.store.DeadLetterMarkSkipped(ctx, d.EventID, d.EndpointID, d.Generation, by, DeletedNote)
+		ok, err := s.store.DeadLetterMarkSkipped(ctx, d.EventID, d.EndpointID, d.Generation, by, contract.EndpointDeletedNote)
 		if err != nil || !ok {
 			return err == nil, err // !ok: replayed or skipped meanwhile by someone else
 		}
-		sk := contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: DeletedNote}
+		sk := contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: contract.EndpointDeletedNote}
 		ended, err := s.SignalDeadLetter(ctx, d, contract.SignalSkip, sk)
 		if err != nil {
 			return false, fmt.Errorf("signal %s: %w", d.EventID, err)

@@ -303,6 +303,17 @@ func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID s
 	return tag.RowsAffected() == 1, nil
 }
 
+// DeadLetterEndDeleted records, on the dead letter of a delivery that its
+// endpoint's delete ended skipped after a replay, that it was skipped, by
+// who deleted the endpoint: the replay never delivered it. A row open or
+// skipped already, or none, is left as it is.
+func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, by string) error {
+	if _, err := s.pool.Exec(ctx, s.q.DeadLetterEndDeleted, eventID, endpointID, by, contract.EndpointDeletedNote); err != nil {
+		return fmt.Errorf("end a deleted endpoint's replayed dead letter: %w", err)
+	}
+	return nil
+}
+
 // DeadLetterReopen undoes a replay or skip claimed for generation gen whose
 // signal never reached the workflow, so an operator can act again.
 func (s *Store) DeadLetterReopen(ctx context.Context, eventID, endpointID string, gen int32) error {

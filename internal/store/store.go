@@ -100,6 +100,7 @@ type queries struct {
 	DeadLetterMarkReplayed      string
 	DeadLetterMarkSkipped       string
 	DeadLetterReopen            string
+	DeadLetterEndDeleted        string
 	StatsSummary                string
 	StatsBlockedCorrelations    string
 	EndpointHealth              string

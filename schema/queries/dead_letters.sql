@@ -82,6 +82,13 @@ WHERE event_id = $1 AND endpoint_id = $4 AND generation = $2 AND status = 'open'
 UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
 WHERE event_id = $1 AND endpoint_id = $5 AND generation = $2 AND status = 'open';
 
+-- name: DeadLetterEndDeleted
+-- A replayed dead letter whose delivery then ended skipped because its
+-- endpoint was deleted (the replay's attempt sent nothing): the row says
+-- skipped, by who deleted the endpoint, as the delete's own skips do.
+UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
+WHERE event_id = $1 AND endpoint_id = $2 AND status = 'replayed';
+
 -- name: DeadLetterReopen
 -- Undoes a claim of generation $2 whose signal never reached the workflow.
 UPDATE dead_letters SET
