@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,6 +49,17 @@ const (
 	StepReset StepKind = "reset"
 	// StepPause waits Step.For.
 	StepPause StepKind = "pause"
+	// StepDisable pauses endpoint Step.Endpoint (PATCH disabled: true),
+	// StepEnable enables it again; StepDelete deletes it for good. The
+	// endpoints are the scenario's own, so nothing else runs through them.
+	StepDisable StepKind = "disable"
+	StepEnable  StepKind = "enable"
+	StepDelete  StepKind = "delete"
+	// StepVoid voids Step.Order of correlation Step.Corr (POST
+	// /v1/correlations/{id}/skip): a sequence the producer lost, or, with
+	// Step.Arrived, a list that holds one that has arrived, which must be
+	// refused (422) with nothing voided.
+	StepVoid StepKind = "void"
 )
 
 // The states StepAwait waits for.
@@ -153,6 +165,11 @@ type Step struct {
 	Order []int64
 	// For is how long StepPause waits.
 	For time.Duration
+	// Arrived, on a StepVoid, is the sequence in Order that has arrived
+	// (the void must be refused); Voided, on a StepPost, says the producer
+	// posts a sequence voided before (it must be refused, 409).
+	Arrived int64
+	Voided  bool
 }
 
 // Line is the step as one readable line, events named c<corr>/<seq>, a
@@ -170,6 +187,9 @@ func (s Step) Line() string {
 		order := make([]string, len(s.Order))
 		for i, q := range s.Order {
 			order[i] = fmt.Sprint(q)
+		}
+		if s.Voided {
+			return fmt.Sprintf("post c%d event %s, voided before", s.Corr, strings.Join(order, ","))
 		}
 		return fmt.Sprintf("post c%d events %s", s.Corr, strings.Join(order, ","))
 	case StepAwait:
@@ -196,6 +216,21 @@ func (s Step) Line() string {
 		return fmt.Sprintf("reset %s to %s", target, task)
 	case StepPause:
 		return fmt.Sprintf("pause %s", s.For)
+	case StepDisable:
+		return fmt.Sprintf("disable endpoint e%d", s.Endpoint)
+	case StepEnable:
+		return fmt.Sprintf("enable endpoint e%d", s.Endpoint)
+	case StepDelete:
+		return fmt.Sprintf("delete endpoint e%d", s.Endpoint)
+	case StepVoid:
+		seqs := make([]string, len(s.Order))
+		for i, q := range s.Order {
+			seqs[i] = fmt.Sprint(q)
+		}
+		if s.Arrived > 0 {
+			return fmt.Sprintf("void c%d sequences %s (%d has arrived)", s.Corr, strings.Join(seqs, ","), s.Arrived)
+		}
+		return fmt.Sprintf("void c%d sequences %s, lost by the producer", s.Corr, strings.Join(seqs, ","))
 	}
 	return string(s.Kind)
 }
@@ -214,6 +249,25 @@ func ModelSubscribers() []Subscriber {
 // modelEndpoints is how many endpoints the model's scenarios route to.
 const modelEndpoints = 2
 
+// Subscribers are the scenario's own two endpoints, ModelSubscribers with
+// every type made the scenario's (EventType), so that no other scenario's
+// events reach them and a scenario may pause or delete them.
+func (sc *Scenario) Subscribers() []Subscriber {
+	subs := ModelSubscribers()
+	for i := range subs {
+		types := make([]string, len(subs[i].EventTypes))
+		for j, t := range subs[i].EventTypes {
+			types[j] = sc.EventType(t)
+		}
+		subs[i].EventTypes = types
+	}
+	return subs
+}
+
+// EventType is the type an event of model type t is posted with: t with
+// the seed, one of this scenario's own.
+func (sc *Scenario) EventType(t string) string { return fmt.Sprintf("%s.s%d", t, sc.Seed) }
+
 // Scenario is one generated sequence of operator actions on fresh
 // correlations.
 type Scenario struct {
@@ -222,7 +276,12 @@ type Scenario struct {
 	// Types their types, by correlation and sequence-1.
 	Events []int
 	Types  [][]string
-	Steps  []Step
+	// Lost is, by correlation, the sequence its producer lost (never
+	// posted, voided by a StepVoid), or 0; Late how many of its last
+	// sequences are posted later, by a second StepPost among the actions.
+	Lost  []int64
+	Late  []int
+	Steps []Step
 	// Closing says what the closing operator does with a delivery whose
 	// dead letter is still open once the receivers are healed: "replay" or
 	// "skip", by correlation, endpoint and sequence-1.
@@ -255,8 +314,15 @@ func (sc *Scenario) Lane(k, ep int) []int64 {
 func (sc *Scenario) Lines() []string {
 	var out []string
 	for k, n := range sc.Events {
-		out = append(out, fmt.Sprintf("c%d = %s, events 1..%d (ids %s-<seq>), types %v: e0 gets %v, e1 gets %v",
-			k, sc.CorrelationID(k), n, sc.CorrelationID(k), sc.Types[k], sc.Lane(k, 0), sc.Lane(k, 1)))
+		line := fmt.Sprintf("c%d = %s, events 1..%d (ids %s-<seq>), types %v: e0 gets %v, e1 gets %v",
+			k, sc.CorrelationID(k), n, sc.CorrelationID(k), sc.Types[k], sc.Lane(k, 0), sc.Lane(k, 1))
+		if sc.Lost[k] > 0 {
+			line += fmt.Sprintf("; the producer loses %d", sc.Lost[k])
+		}
+		if sc.Late[k] > 0 {
+			line += fmt.Sprintf("; the last %d posted later", sc.Late[k])
+		}
+		out = append(out, line)
 	}
 	for i, s := range sc.Steps {
 		out = append(out, fmt.Sprintf("%2d. %s", i+1, s.Line()))
@@ -278,13 +344,18 @@ type absState int
 
 const (
 	absHeld absState = iota
+	// absAbsent: not posted (yet, or ever: lost).
+	absAbsent
 	absInFlight
 	absDead
 	absDelivered
 	absSkipped
+	// absGone: no delivery, and none owed: voided, or posted after its
+	// endpoint's delete.
+	absGone
 )
 
-func (s absState) final() bool { return s == absDelivered || s == absSkipped }
+func (s absState) final() bool { return s == absDelivered || s == absSkipped || s == absGone }
 
 // absLane is the generator's picture of one (correlation, endpoint) lane:
 // its receiver's mode, its sequences and where each delivery stands.
@@ -292,9 +363,41 @@ type absLane struct {
 	mode   ReceiverMode
 	seqs   []int64
 	events []absState // by index into seqs
+	// ep is its endpoint, shared by the endpoint's lanes.
+	ep *absEndpoint
 }
 
-func (c *absLane) failing() bool { return c.mode == ModeReject || c.mode == ModeUnavailable }
+// absEndpoint is the generator's picture of one of the scenario's
+// endpoints: paused (disabled) or deleted.
+type absEndpoint struct {
+	paused, deleted bool
+}
+
+// absCorr is the generator's picture of a correlation's producer: the
+// sequence it lost and whether it is voided, and the sequences it posts
+// later and whether it has.
+type absCorr struct {
+	lost       int64
+	voided     bool
+	late       []int64
+	latePosted bool
+}
+
+// failing: the head's attempts fail, the receiver's or the endpoint's
+// doing (a paused endpoint's attempt dead-letters until it is enabled).
+func (c *absLane) failing() bool { return c.receiverFailing() || c.ep.paused }
+
+// receiverFailing: the lane's receiver fails its deliveries (a mode).
+func (c *absLane) receiverFailing() bool { return c.mode == ModeReject || c.mode == ModeUnavailable }
+
+// set puts the lane's delivery of seq, if it has one, in state s.
+func (c *absLane) set(seq int64, s absState) {
+	for i, q := range c.seqs {
+		if q == seq {
+			c.events[i] = s
+		}
+	}
+}
 
 // head returns the index of the first unfinished delivery, or -1.
 func (c *absLane) head() int {
@@ -302,6 +405,16 @@ func (c *absLane) head() int {
 		if !s.final() {
 			return i
 		}
+	}
+	return -1
+}
+
+// posted returns the index of the first unfinished delivery when it has
+// been posted, or -1: a head waiting for its post has nothing an operator
+// can press.
+func (c *absLane) posted() int {
+	if h := c.head(); h >= 0 && c.events[h] != absAbsent {
+		return h
 	}
 	return -1
 }
@@ -330,7 +443,7 @@ func (c *absLane) advance() {
 				return
 			}
 			c.events[h] = absDelivered
-		default: // dead-lettered: waits for an operator
+		default: // dead-lettered: waits for an operator; absent: for its post
 			return
 		}
 	}
@@ -367,10 +480,13 @@ func modelTypes(rng *rand.Rand) string {
 }
 
 // Generate returns the scenario of seed: 1–2 correlations of 3–4 events,
-// each of a type that routes it to e0, e1 or both, a receiver mode for
-// each lane, the posts, then 6–10 operator actions chosen by weight from
-// where the abstract model says the deliveries stand, and the closing
-// operator's choices.
+// each of a type that routes it to e0, e1 or both, now and then one
+// sequence the producer loses and the last ones posted later, a receiver
+// mode for each lane, the posts, then 6–10 operator actions chosen by
+// weight from where the abstract model says the deliveries stand (the
+// buttons of a dead letter, Terminate and Reset, receivers that fail or
+// slow down, an endpoint paused and enabled or deleted, a lost sequence
+// voided), and the closing operator's choices.
 func Generate(seed uint64) *Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6f706d6f64656c))
 	sc := &Scenario{Seed: seed}
@@ -378,8 +494,11 @@ func Generate(seed uint64) *Scenario {
 	if rng.IntN(5) < 2 {
 		ncorr = 2
 	}
-	lanes := make([][modelEndpoints]*absLane, ncorr)
-	for k := range lanes {
+	w := &absWorld{sc: sc, lanes: make([][modelEndpoints]*absLane, ncorr)}
+	for ep := range w.eps {
+		w.eps[ep] = &absEndpoint{}
+	}
+	for k := range w.lanes {
 		n := 3 + rng.IntN(2)
 		sc.Events = append(sc.Events, n)
 		types := make([]string, n)
@@ -387,30 +506,54 @@ func Generate(seed uint64) *Scenario {
 			types[i] = modelTypes(rng)
 		}
 		sc.Types = append(sc.Types, types)
-		for ep := range lanes[k] {
+		// A lost sequence now and then (not the first, so that something
+		// dead-letters before it), and the last one or two posted later
+		// (into a paused endpoint, past a deleted one).
+		c := &absCorr{}
+		if rng.IntN(6) == 0 {
+			c.lost = 2 + rng.Int64N(int64(n-1))
+		}
+		late := 0
+		if rng.IntN(3) == 0 {
+			late = 1 + rng.IntN(2)
+		}
+		for q := int64(n - late + 1); q <= int64(n); q++ {
+			if q != c.lost {
+				c.late = append(c.late, q)
+			}
+		}
+		sc.Lost, sc.Late = append(sc.Lost, c.lost), append(sc.Late, late)
+		w.corrs = append(w.corrs, c)
+		for ep := range w.lanes[k] {
 			seqs := sc.Lane(k, ep)
-			l := &absLane{seqs: seqs, events: make([]absState, len(seqs))}
-			lanes[k][ep] = l
+			l := &absLane{seqs: seqs, events: make([]absState, len(seqs)), ep: w.eps[ep]}
+			w.lanes[k][ep] = l
+			for _, q := range append(slices.Clone(c.late), c.lost) {
+				l.set(q, absAbsent)
+			}
 			// e0's receiver mostly fails from the start, e1's half the
-			// time: dead letters at one endpoint or at both.
-			weights := []int{1, 4, 3, 1} // pass, reject, unavailable, lose acks
+			// time: dead letters at one endpoint or at both; either may
+			// be slow.
+			weights := []int{1, 4, 3, 1, 0} // pass, reject, unavailable, lose acks, slow
 			if ep == 1 {
-				weights = []int{4, 3, 2, 1}
+				weights = []int{4, 3, 2, 1, 1}
 			}
 			if mode := pickMode(rng, weights); mode != ModePass {
 				l.mode = mode
 				sc.Steps = append(sc.Steps, Step{Kind: StepMode, Corr: k, Endpoint: ep, Mode: mode})
 			}
 		}
-		order := make([]int64, n)
-		for i := range order {
-			order[i] = int64(i + 1)
+		var order []int64
+		for q := int64(1); q <= int64(n-late); q++ {
+			if q != c.lost {
+				order = append(order, q)
+			}
 		}
 		if rng.IntN(3) == 0 {
-			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order})
-		for _, l := range lanes[k] {
+		for _, l := range w.lanes[k] {
 			l.advance()
 		}
 	}
@@ -420,11 +563,33 @@ func Generate(seed uint64) *Scenario {
 		k := rng.IntN(ncorr)
 		ep := rng.IntN(modelEndpoints)
 		// Prefer a lane whose head is dead-lettered or in flight.
-		for try := 0; try < 2*ncorr*modelEndpoints && lanes[k][ep].head() < 0; try++ {
+		for try := 0; try < 2*ncorr*modelEndpoints && (w.lanes[k][ep].posted() < 0 || w.eps[ep].deleted); try++ {
 			k, ep = rng.IntN(ncorr), rng.IntN(modelEndpoints)
 		}
-		steps := pickWeighted(rng, candidates(rng, k, ep, lanes[k]))
-		sc.Steps = append(sc.Steps, steps...)
+		// One action in six is on an endpoint or a producer (a delete
+		// only in the second half), the rest on the lane.
+		cs := candidates(rng, k, ep, w.lanes[k])
+		if rng.IntN(6) == 0 {
+			if ws := w.candidates(rng, k, ep, 2*a >= actions); len(ws) > 0 {
+				cs = ws
+			}
+		}
+		sc.Steps = append(sc.Steps, pickWeighted(rng, cs)...)
+	}
+	// What the operator and the producer still owe: enabling what is
+	// paused, the late posts, and the void of what was lost.
+	for ep, e := range w.eps {
+		if e.paused {
+			sc.Steps = append(sc.Steps, w.enable(ep)...)
+		}
+	}
+	for k, c := range w.corrs {
+		if !c.latePosted && len(c.late) > 0 {
+			sc.Steps = append(sc.Steps, w.postLate(k)...)
+		}
+		if c.lost > 0 && !c.voided {
+			sc.Steps = append(sc.Steps, w.void(k)...)
+		}
 	}
 
 	for _, n := range sc.Events {
@@ -441,6 +606,131 @@ func Generate(seed uint64) *Scenario {
 		sc.Closing = append(sc.Closing, per)
 	}
 	return sc
+}
+
+// absWorld is the generator's picture of the whole scenario: the lanes by
+// correlation and endpoint, the endpoints, the producers.
+type absWorld struct {
+	sc    *Scenario
+	lanes [][modelEndpoints]*absLane
+	eps   [modelEndpoints]*absEndpoint
+	corrs []*absCorr
+}
+
+// postLate posts correlation k's late sequences: to every subscribed
+// endpoint but a deleted one.
+func (w *absWorld) postLate(k int) []Step {
+	c := w.corrs[k]
+	c.latePosted = true
+	for _, l := range w.lanes[k] {
+		for _, q := range c.late {
+			if l.ep.deleted {
+				l.set(q, absGone) // not routed to it: nothing to wait for
+			} else {
+				l.set(q, absHeld)
+			}
+		}
+		l.advance()
+	}
+	return []Step{{Kind: StepPost, Corr: k, Order: slices.Clone(c.late)}}
+}
+
+// void voids correlation k's lost sequence: every lane moves past it.
+func (w *absWorld) void(k int) []Step {
+	c := w.corrs[k]
+	c.voided = true
+	for _, l := range w.lanes[k] {
+		l.set(c.lost, absGone)
+		l.advance()
+	}
+	return []Step{{Kind: StepVoid, Corr: k, Order: []int64{c.lost}}}
+}
+
+// enable enables endpoint ep again, which replays the dead letters its
+// pause wrote.
+func (w *absWorld) enable(ep int) []Step {
+	w.eps[ep].paused = false
+	for _, lanes := range w.lanes {
+		l := lanes[ep]
+		if h := l.head(); h >= 0 && l.events[h] == absDead {
+			l.events[h] = absInFlight
+		}
+		l.advance()
+	}
+	return []Step{{Kind: StepEnable, Endpoint: ep}}
+}
+
+// candidates are the actions on the endpoints and the producers that
+// matter as the abstract model has them, for lane ep of correlation k:
+// pause ep (and post into it while paused), enable it, delete it (when
+// mayDelete), post the late sequences, void the lost one (or try to void
+// one that arrived, or post the voided one after all).
+func (w *absWorld) candidates(rng *rand.Rand, k, ep int, mayDelete bool) []choice {
+	var cs []choice
+	add := func(wt int, f func() []Step) { cs = append(cs, choice{wt, f}) }
+	e, c := w.eps[ep], w.corrs[k]
+	switch {
+	case e.deleted:
+	case e.paused:
+		add(4, func() []Step { return w.enable(ep) })
+	default:
+		add(3, func() []Step {
+			e.paused = true
+			steps := []Step{{Kind: StepDisable, Endpoint: ep}}
+			if !c.latePosted && len(c.late) > 0 && rng.IntN(2) == 0 {
+				steps = append(steps, w.postLate(k)...)
+			}
+			return steps
+		})
+	}
+	if !e.deleted && mayDelete {
+		add(1, func() []Step {
+			e.deleted, e.paused = true, false
+			for _, lanes := range w.lanes {
+				l := lanes[ep]
+				for i, st := range l.events {
+					if !st.final() && st != absAbsent {
+						l.events[i] = absSkipped
+					}
+				}
+			}
+			return []Step{{Kind: StepDelete, Endpoint: ep}}
+		})
+	}
+	if !c.latePosted && len(c.late) > 0 {
+		wt := 2
+		if e.paused || e.deleted {
+			wt = 8
+		}
+		add(wt, func() []Step { return w.postLate(k) })
+	}
+	if c.lost > 0 && !c.voided {
+		add(3, func() []Step {
+			steps := w.void(k)
+			if rng.IntN(2) == 0 {
+				steps = append(steps, Step{Kind: StepPost, Corr: k, Order: []int64{c.lost}, Voided: true})
+			}
+			return steps
+		})
+		var arrived []int64
+		for q := int64(1); q <= int64(w.sc.Events[k]); q++ {
+			if q != c.lost && (!slices.Contains(c.late, q) || c.latePosted) {
+				arrived = append(arrived, q)
+			}
+		}
+		if len(arrived) > 0 {
+			add(2, func() []Step {
+				a := arrived[rng.IntN(len(arrived))]
+				order := []int64{c.lost, a}
+				slices.Sort(order)
+				return []Step{{Kind: StepVoid, Corr: k, Order: order, Arrived: a}}
+			})
+		}
+	}
+	if c.voided {
+		add(1, func() []Step { return []Step{{Kind: StepPost, Corr: k, Order: []int64{c.lost}, Voided: true}} })
+	}
+	return cs
 }
 
 func pickMode(rng *rand.Rand, weights []int) ReceiverMode {
@@ -507,7 +797,7 @@ func pickInput(rng *rand.Rand) SignalInput {
 func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []choice {
 	c := lanes[ep]
 	other := lanes[1-ep]
-	h := c.head()
+	h := c.posted()
 	var seq int64
 	if h >= 0 {
 		seq = c.seqs[h]
@@ -558,18 +848,21 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 	add(1, func() []Step {
 		return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng), NoReapply: rng.IntN(4) == 0}}
 	})
-	if c.failing() {
+	if c.ep.deleted {
+		return cs // its skips were the delete's: nothing to press
+	}
+	if c.receiverFailing() {
 		add(2, func() []Step { return mode(ModePass) })
 	} else if h >= 0 {
-		add(1, func() []Step { return mode(pickMode(rng, []int{0, 2, 2, 1})) })
+		add(1, func() []Step { return mode(pickMode(rng, []int{0, 2, 2, 1, 1})) })
 	}
 	// The receiver healed after a skip: a Reset of the skipped event must
 	// not send it.
 	if skipped := c.with(absSkipped); len(skipped) > 0 {
-		if c.failing() {
+		if c.receiverFailing() {
 			add(4, func() []Step { return mode(ModePass) })
 		} else {
-			add(8, func() []Step {
+			add(12, func() []Step {
 				i := skipped[rng.IntN(len(skipped))]
 				return []Step{{Kind: StepReset, Corr: k, Seq: c.seqs[i], Task: pickTask(rng)}}
 			})

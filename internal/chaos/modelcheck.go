@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // The model's checks, by the name the summary counts them under. Each
@@ -34,10 +35,14 @@ const (
 	// skipped, with the receivers healed, that did not end delivered or
 	// skipped.
 	CheckUnfinished = "unfinished"
+	// CheckVoided: a void answered against the rule (a sequence that
+	// arrived voided, or a lost one refused), or a post of a voided
+	// sequence not refused 409.
+	CheckVoided = "voided"
 )
 
 // modelChecks are the checks in the order the summary lists them.
-var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckNaming, CheckStranded, CheckUnfinished}
+var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckNaming, CheckStranded, CheckUnfinished, CheckVoided}
 
 // Dead letter row statuses.
 const (
@@ -59,10 +64,52 @@ type ModelRecord struct {
 	ClosingReplays, ClosingSkips map[Delivery]int
 	// Naming are the API's wrong answers to presses without endpoint_id.
 	Naming []string
+	// Posted are the events the producer posted (the last post of each):
+	// its answer, and which endpoints were deleted by then (routing skips
+	// them).
+	Posted map[string]Post
+	// Voided are the events whose sequence a void answered 200 voided.
+	Voided map[string]bool
+	// Deleted are the endpoints a delete may have deleted (answered 200,
+	// or not answered): each of their deliveries may end skipped.
+	Deleted [modelEndpoints]bool
+	// Void are the answers to voids and to posts of voided sequences that
+	// broke the rule.
+	Void []string
+}
+
+// Post is the answer to an event's post, and the endpoints deleted before
+// it was sent.
+type Post struct {
+	Code          int
+	DeletedBefore [modelEndpoints]bool
 }
 
 func newModelRecord() ModelRecord {
-	return ModelRecord{SkipAsked: map[Delivery]bool{}, ClosingReplays: map[Delivery]int{}, ClosingSkips: map[Delivery]int{}}
+	return ModelRecord{SkipAsked: map[Delivery]bool{}, ClosingReplays: map[Delivery]int{}, ClosingSkips: map[Delivery]int{},
+		Posted: map[string]Post{}, Voided: map[string]bool{}}
+}
+
+// Routed reports whether correlation k's event seq is owed a delivery to
+// endpoint ep: it was posted (a post not answered 202 owes them all the
+// same, so that a lost post shows), not voided, is of a type ep takes, and
+// ep was not deleted before the post.
+func (sc *Scenario) Routed(rec ModelRecord, k int, seq int64, ep int) bool {
+	id := sc.EventID(k, seq)
+	p, posted := rec.Posted[id]
+	return posted && !rec.Voided[id] && !p.DeletedBefore[ep] && ModelSubscribers()[ep].Wants(sc.Types[k][seq-1])
+}
+
+// RoutedLane returns the sequences of correlation k owed to endpoint ep
+// (Routed), in order: the lane as hookflow should have it.
+func (sc *Scenario) RoutedLane(rec ModelRecord, k, ep int) []int64 {
+	var out []int64
+	for _, q := range sc.Lane(k, ep) {
+		if sc.Routed(rec, k, q, ep) {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // ModelEvent is how one delivery of a scenario stood once quiet.
@@ -127,6 +174,9 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 	for _, n := range rec.Naming {
 		fail(CheckNaming, "%s", n)
 	}
+	for _, v := range rec.Void {
+		fail(CheckVoided, "%s", v)
+	}
 	subs := ModelSubscribers()
 	for d := range obs.Deliveries {
 		if d.Endpoint < 0 {
@@ -137,9 +187,17 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 		corr := sc.CorrelationID(k)
 		for q := int64(1); q <= int64(n); q++ {
 			for ep := range subs {
-				_, routed := obs.Deliveries[Delivery{sc.EventID(k, q), ep}]
-				if wants := subs[ep].Wants(sc.Types[k][q-1]); routed != wants {
-					fail(CheckExactlyOnce, "c%d/%d (%s) of type %s: routed to e%d is %v, subscribed %v", k, q, sc.EventID(k, q), sc.Types[k][q-1], ep, routed, wants)
+				id := sc.EventID(k, q)
+				_, routed := obs.Deliveries[Delivery{id, ep}]
+				owed := sc.Routed(rec, k, q, ep)
+				switch {
+				case routed == owed:
+				case rec.Voided[id]:
+					fail(CheckVoided, "c%d/%d (%s) was voided, yet it has a delivery to e%d", k, q, id, ep)
+				case rec.Posted[id].DeletedBefore[ep]:
+					fail(CheckExactlyOnce, "c%d/%d (%s), posted after e%d was deleted, was routed to it", k, q, id, ep)
+				default:
+					fail(CheckExactlyOnce, "c%d/%d (%s) of type %s: routed to e%d is %v, subscribed %v (posted: %v)", k, q, id, sc.Types[k][q-1], ep, routed, subs[ep].Wants(sc.Types[k][q-1]), rec.Posted[id].Code)
 				}
 			}
 		}
@@ -149,7 +207,7 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 			for _, q := range obs.Applied[lane] {
 				applied[q]++
 			}
-			seqs := sc.Lane(k, ep)
+			seqs := sc.RoutedLane(rec, k, ep)
 			state := func(q int64) string { return obs.Deliveries[Delivery{sc.EventID(k, q), ep}].State }
 			complete := true
 			for _, q := range seqs {
@@ -165,8 +223,8 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 					fail(CheckSkippedApplied, "%s ended skipped, yet the receiver applied it", name)
 				case ev.DeadLetter == dlSkipped && applied[q] > 0:
 					fail(CheckSkippedApplied, "%s was skipped (its dead letter row says so), yet the receiver applied it and it is %s", name, ev.State)
-				case ev.State == stateSkipped && !rec.SkipAsked[d]:
-					fail(CheckSkippedApplied, "%s ended skipped, but no operator asked to skip it", name)
+				case ev.State == stateSkipped && !rec.SkipAsked[d] && !rec.Deleted[ep]:
+					fail(CheckSkippedApplied, "%s ended skipped, but no operator asked to skip it, nor deleted its endpoint", name)
 				case ev.State == stateDelivered && applied[q] == 0:
 					fail(CheckExactlyOnce, "%s is delivered in hookflow, but the receiver never applied it", name)
 				case ev.State != stateDelivered && ev.State != stateSkipped:
@@ -179,6 +237,8 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 					fail(CheckExactlyOnce, "%s was applied %d times (the receiver answered \"applied\" %d times)", name, applied[q], obs.AppliedAnswers[d])
 				}
 				switch {
+				case ev.State == stateSkipped && ev.DeadLetter == "" && rec.Deleted[ep]:
+					// Skipped at its attempt after the delete: no dead letter.
 				case ev.State == stateSkipped && ev.DeadLetter != dlSkipped:
 					fail(CheckDeadLetter, "%s ended skipped, but its dead letter row says %s", name, rowStatus(ev.DeadLetter))
 				case ev.State == stateDelivered && ev.DeadLetter != "" && ev.DeadLetter != dlReplayed:
@@ -217,7 +277,16 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 			if p := obs.Parked[lane]; len(p) > 0 {
 				fail(CheckOrder, "c%d@e%d: the receiver holds sequences %v parked, as if an earlier one were missing", k, ep, p)
 			}
-			if !complete {
+			switch {
+			case !complete && rec.Deleted[ep]:
+				var open []string
+				for _, q := range seqs {
+					if st := state(q); st != stateDelivered && st != stateSkipped {
+						open = append(open, fmt.Sprintf("%d %s", q, cmp.Or(st, "not in the ledger")))
+					}
+				}
+				fail(CheckStranded, "c%d@e%d: its endpoint was deleted, yet deliveries of its lane are unfinished: %s", k, ep, strings.Join(open, ", "))
+			case !complete:
 				if why := modelStrandedWhy(sc, k, ep, obs); why != "" {
 					fail(CheckStranded, "c%d@e%d: %s", k, ep, why)
 				}

@@ -41,6 +41,8 @@ type ProxyStats struct {
 	// FlapAnswers are the requests the flapping endpoint got while down:
 	// what its circuit breaker let through of its outages.
 	FlapAnswers int64
+	// Slow are the deliveries a slow lane held (ModeSlow).
+	Slow int64
 }
 
 // Outage is one of the flapping endpoint's down periods; To is zero while
@@ -82,7 +84,7 @@ type Proxy struct {
 	// outages are the flapping endpoint's down periods, in time order.
 	outages []Outage
 
-	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused, flapAnswers atomic.Int64
+	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused, flapAnswers, slow atomic.Int64
 
 	inflight atomic.Int64
 }
@@ -212,6 +214,10 @@ const (
 	// spent: the closing operator, who knows the receiver has it
 	// (AckLost), replays that dead letter and never skips it.
 	ModeLoseAck
+	// ModeSlow holds each delivery for half the hold of a latency fault
+	// (within the sender's HTTP timeout), then forwards it: a receiver that
+	// answers 200, slowly, holding a worker slot for each attempt.
+	ModeSlow
 )
 
 // String names the mode as the operator model's action lines do.
@@ -225,6 +231,8 @@ func (m ReceiverMode) String() string {
 		return "is unavailable (503)"
 	case ModeLoseAck:
 		return "loses acks (applies, then drops the answer)"
+	case ModeSlow:
+		return "is slow (answers within the timeout, late)"
 	}
 	return fmt.Sprintf("mode %d", int(m))
 }
@@ -312,7 +320,7 @@ func (p *Proxy) Stats() ProxyStats {
 		Requests: p.requests.Load(), Forwarded: p.forwarded.Load(), Latency: p.latency.Load(),
 		LostAcks: p.lostAcks.Load(), Burst503: p.burst503.Load(), DownAnswers: p.downAnswers.Load(),
 		UpstreamErrs: p.upstreamErrs.Load(), Parked: p.parked.Load(), Refused: p.refused.Load(),
-		FlapAnswers: p.flapAnswers.Load(),
+		FlapAnswers: p.flapAnswers.Load(), Slow: p.slow.Load(),
 	}
 }
 
@@ -414,6 +422,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case ModeLoseAck:
 		f = faultLostAck
+	case ModeSlow:
+		p.slow.Add(1)
+		time.Sleep(p.holdFor / 2)
 	default:
 		f = p.pick()
 	}

@@ -72,10 +72,15 @@ type stack struct {
 // endpoints are the run's endpoints in hookflow, by index (Config.Subscribers),
 // each pointing at its path on the fault proxy, which forwards to a receiver
 // of its own; down is the index of the one that is down for a while, and
-// flapping of the one that goes down and up again (-1: none).
+// flapping of the one that goes down and up again (-1: none). secrets are
+// their signing secrets, which their receivers verify with: another endpoint
+// created with one of them (the operator model's own) can point at the same
+// path.
 type endpoints struct {
-	ids            []string
+	ids, secrets   []string
 	down, flapping int
+	// proxyBase is the fault proxy's address, before Path(i).
+	proxyBase string
 }
 
 // index returns the index of the endpoint with hookflow id id, or -1.
@@ -259,6 +264,7 @@ func (s *stack) start(ctx context.Context) error {
 	s.proxySrv = &http.Server{Handler: s.proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.proxySrv.Serve(proxyLn) }()
 	proxyBase := "http://" + proxyLn.Addr().String()
+	s.endpoints.proxyBase = proxyBase
 
 	for i, sub := range cfg.Subscribers {
 		req := hfclient.EndpointCreateRequest{URL: proxyBase + Path(i), EventTypes: sub.EventTypes}
@@ -270,6 +276,7 @@ func (s *stack) start(ctx context.Context) error {
 			return fmt.Errorf("create endpoint %s: %w", sub.Name, err)
 		}
 		s.endpoints.ids = append(s.endpoints.ids, ep.ID)
+		s.endpoints.secrets = append(s.endpoints.secrets, ep.Secret)
 		db := receiverDatabase(i)
 		if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
 			return err
