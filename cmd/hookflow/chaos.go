@@ -34,12 +34,14 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	cfg, rest, err := config.LoadWithFlags("chaos",
 		"Run Postgres, the Temporal server, migrate, the API, worker processes and a reference receiver per endpoint as\n"+
-			"real processes; publish events of several types once each, fanned out to three endpoints by their\n"+
-			"subscriptions (A *, B order.*, C order.paid and invoice.*); inject faults on a seeded schedule (worker\n"+
+			"real processes; publish events of several types once each, fanned out to five endpoints by their\n"+
+			"subscriptions (A *, B order.*, C order.paid and invoice.*, S customer.updated, D order.shipped); inject faults on a seeded schedule (worker\n"+
 			"SIGKILLs, a Postgres and a Temporal crash-restart, held requests, lost acks, 5xx bursts, endpoint C down past\n"+
 			"the recovery window, then replayed, endpoint B flapping down and up so that its circuit breaker opens and\n"+
 			"closes and auto_replay replays its outages) and press the operator's buttons (double clicks on a dead letter's\n"+
-			"replay or skip, Terminate and Reset of event workflows and sequencers); wait for quiet and check, per\n"+
+			"replay or skip, Terminate and Reset of event workflows and sequencers); meanwhile pause endpoint A for a few\n"+
+			"seconds, keep endpoint S (customer.updated) slow under max_in_flight 3, delete endpoint D (order.shipped)\n"+
+			"mid-run, and void a few sequences the producer lost, then post each again; wait for quiet and check, per\n"+
 			"(correlation, endpoint) lane, every delivery applied exactly once, in order, or dead-lettered or skipped, no\n"+
 			"lane stranded, and B's breaker opened, closed and sent far fewer attempts while B was down than unbroken\n"+
 			"retries would. Prints one summary line; exits 1 on any violation.\n"+

@@ -2,7 +2,7 @@
 // server, the API, several workers and a reference receiver per endpoint —
 // under injected faults, then checks hookflow's promises against the
 // receivers' ledgers. Events are published once each and fanned out by
-// type to three endpoints with different subscriptions, so each endpoint
+// type to five endpoints with different subscriptions, so each endpoint
 // sees its own subset of every correlation; every promise is checked per
 // (correlation, endpoint) lane: every delivery an accepted event is owed
 // applied exactly once, or dead-lettered with a row, or skipped by an
@@ -22,6 +22,17 @@
 // (or a replay and a skip at once), and Terminate and Reset of event
 // workflows and sequencers. Once quiet, every lane must be
 // complete, or wait on a dead letter an operator can still act on.
+//
+// Besides the faults, the run has situations an operator and a producer
+// bring about in a running hookflow (Situations): one endpoint (A) is
+// paused, disabled for a few seconds while events of its types are posted,
+// then enabled, which replays what its being disabled dead-lettered; one
+// (S) has a slow receiver and a small max_in_flight; one (D) is deleted
+// mid-run, after which its lanes end (delivered or skipped) and routing
+// passes it by; and a few correlations lose a sequence that the producer
+// never posts, which the operator voids (POST /v1/correlations/{id}/skip)
+// and then posts once more, to be refused. The checks hold each of them
+// to what hookflow promises of it (checkSituations, checkDeleted).
 //
 // A run is a small composition of parts, each a type of its own with its
 // own state, one file each: the stack (stack.go) starts, supervises and
@@ -67,6 +78,9 @@ type Config struct {
 	// breaker opens and closes and hookflow replays its outages' dead
 	// letters itself. Run sets it.
 	Flapping int
+	// Situations names the endpoints of the run's situations (Run sets
+	// them); nil for none, as in the operator model's stack.
+	Situations *Situations
 	// FaultPhase is how long the timed faults (kills, restarts, bursts) go
 	// on; events are posted over its first 70 %. The per-request faults of
 	// the proxy go on until quiet.
@@ -95,9 +109,28 @@ type Config struct {
 	Stdout, Stderr io.Writer
 }
 
-// Short is the short preset: 1,000 events (about 2,000 deliveries) over 50
-// correlations, 90 s of faults; about 3 minutes on a 2-core machine of its
-// own.
+// Situations are the endpoints, by index, of what an operator and a
+// producer do to a running hookflow besides its faults (-1: none): one
+// endpoint is paused (disabled for a few seconds while events of its types
+// are posted, then enabled), one is slow (its receiver holds each request
+// most of the delivery timeout, under a small max_in_flight), one is
+// deleted mid-run. The fourth situation, sequences the producer lost and
+// the operator voids, is the workload's (Workload.Voided).
+type Situations struct {
+	Paused, Slow, Deleted int
+}
+
+// situations returns cfg's, or none.
+func (cfg Config) situations() Situations {
+	if cfg.Situations == nil {
+		return Situations{Paused: -1, Slow: -1, Deleted: -1}
+	}
+	return *cfg.Situations
+}
+
+// Short is the short preset: 1,000 events (about 2,300 deliveries to the
+// five endpoints) over 50 correlations, 90 s of faults; about 3 minutes on
+// a 2-core machine of its own.
 func Short() Config {
 	return Config{
 		Seed: 1, Events: 1000, Correlations: 50, DuplicateRate: 0.10, Workers: 3,

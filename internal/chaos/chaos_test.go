@@ -21,7 +21,9 @@ import (
 // endpoint) lane, nothing lost, nothing applied twice, no sequence out of
 // order and nothing stranded, while the flapping endpoint's circuit breaker
 // opened and closed and held its attempts far below an unbroken retry
-// schedule's.
+// schedule's, and the situations went as promised: a paused endpoint lost
+// nothing, a slow one's lanes completed, voided sequences held no lane and
+// were refused when posted again, and a deleted endpoint's lanes ended.
 func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
 	defer cancel()
@@ -52,7 +54,7 @@ func TestChaosShort(t *testing.T) {
 	if summary == "" {
 		t.Fatalf("no summary line in the output:\n%s", stdout)
 	}
-	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " breaker=0 "} {
+	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " breaker=0 ", " situations=0 ", " pauses=1 ", " deletes=1 "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q", strings.TrimSpace(want))
 		}

@@ -3,6 +3,8 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -73,6 +75,63 @@ type Observed struct {
 	// Breaker is what the flapping endpoint's outages did to its circuit
 	// breaker; nil when no endpoint flapped (a calm run).
 	Breaker *BreakerObserved
+	// Situations is what the run did of its situations and what came of
+	// them; nil for none.
+	Situations *SituationsObserved
+}
+
+// SituationsObserved is what the run did of its situations (Situations,
+// Workload.Voided) and what came of them. Endpoints are by index, -1 for
+// none.
+type SituationsObserved struct {
+	Paused, Slow, Deleted int
+
+	// PauseDone: the paused endpoint was disabled and enabled again, after
+	// PausedFor; PauseResumedAnswer is the resumed_dead_letters the enabling
+	// answered. PauseDeadLetters are its dead letters whose reason says it
+	// was disabled, once quiet, PauseResumed those of them hookflow
+	// replayed itself (contract.EndpointEnabledBy). PauseLeftOpen are the
+	// ones the enabling left open, which the operator replayed.
+	PauseDone                      bool
+	PausedFor                      time.Duration
+	PauseResumedAnswer             int
+	PauseDeadLetters, PauseResumed int
+	PauseLeftOpen                  []string
+
+	// DeleteDone: the deleted endpoint's delete was answered 200, at
+	// DeletedAt, and a GET of it then GoneStatus (404). RoutedBefore are
+	// the events accepted before the delete was sent (each owed a delivery
+	// to it), PostedAfter those whose first post began after it was
+	// answered (owed none), SentBefore the events of its deliveries the
+	// proxy had a request for by then (an attempt in flight at the delete
+	// may land). DeleteSkippedDeadLetters is what the delete answered.
+	DeleteDone                            bool
+	DeletedAt                             time.Time
+	GoneStatus, DeleteSkippedDeadLetters  int
+	RoutedBefore, PostedAfter, SentBefore map[string]bool
+
+	// VoidAnswers is, per correlation of Workload.Voided, how the void was
+	// answered (200), VoidPosts how the later post of the voided sequence
+	// was (409); SkippedSeen the skipped_sequences each lane's envelopes
+	// carried.
+	VoidAnswers, VoidPosts map[string]int
+	SkippedSeen            map[Lane][]int64
+
+	// SlowHeld counts the slow endpoint's requests the proxy held, SlowMost
+	// the most it had at once, SlowInFlight its max_in_flight.
+	SlowHeld, SlowMost int64
+	SlowInFlight       int
+
+	// NotCarriedOut are the situations the run could not carry out.
+	NotCarriedOut []string
+}
+
+// situations returns o's situations, or none.
+func (o Observed) situations() SituationsObserved {
+	if o.Situations == nil {
+		return SituationsObserved{Paused: -1, Slow: -1, Deleted: -1}
+	}
+	return *o.Situations
 }
 
 // BreakerObserved is the flapping endpoint's circuit breaker over the run:
@@ -182,13 +241,25 @@ type Verdict struct {
 	// Unbroken are its figures.
 	Breaker                                                  int
 	BreakerOpens, BreakerCloses, AttemptsWhileDown, Unbroken int
-	Details                                                  []string
+	// Situations counts what the situations did not do (checkSituations);
+	// the rest are their figures: pauses carried out and the dead letters
+	// of the pause (resumed by hookflow), sequences voided (and their
+	// later posts answered 409), deletes, the deleted endpoint's
+	// deliveries delivered, skipped and never routed, and the slow
+	// endpoint's held requests and most at once.
+	Situations                                int
+	Pauses, PauseDeadLetters, PauseResumed    int
+	Voids, Void409s                           int
+	Deletes, DeletedDelivered, DeletedSkipped int
+	DeletedUnrouted                           int
+	SlowHeld, SlowMost                        int64
+	Details                                   []string
 }
 
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
-		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Breaker == 0
+		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Breaker == 0 && v.Situations == 0
 }
 
 func (v *Verdict) note(format string, args ...any) {
@@ -228,7 +299,12 @@ func Check(w *Workload, o Observed) Verdict {
 	byID := make(map[string]Event, len(w.Events))
 	for _, ev := range w.Events {
 		byID[ev.ID] = ev
-		if !o.Accepted[ev.ID] {
+		switch {
+		case w.IsVoided(ev) && o.Accepted[ev.ID]:
+			v.Situations++
+			v.note("void: %s, the sequence %s's producer lost and the operator voided, was accepted", ev.ID, ev.CorrelationID)
+		case w.IsVoided(ev):
+		case !o.Accepted[ev.ID]:
 			v.NotAccepted++
 			v.note("event %s was never accepted by the API", ev.ID)
 		}
@@ -250,6 +326,9 @@ func Check(w *Workload, o Observed) Verdict {
 		case !w.Subscribers[d.Endpoint].Wants(ev.Type):
 			v.Mismatches++
 			v.note("misrouted: %s (%s) was routed to %s, which does not subscribe to it", d.EventID, ev.Type, name(d.Endpoint))
+		case w.IsVoided(ev):
+			v.Mismatches++
+			v.note("void: %s, a voided sequence, has a delivery to %s (%s)", d.EventID, name(d.Endpoint), row.State)
 		}
 		if row.DeadLetter != "" {
 			v.DeadLettered++
@@ -275,7 +354,70 @@ func Check(w *Workload, o Observed) Verdict {
 	if o.Breaker != nil {
 		checkBreaker(*o.Breaker, &v)
 	}
+	if o.Situations != nil {
+		checkSituations(w, o, *o.Situations, &v)
+	}
 	return v
+}
+
+// checkSituations holds what the situations must have done, besides what
+// the lane checks hold of every lane (the paused and slow endpoints' lanes
+// complete and in order, the deleted endpoint's ended, every lane of a
+// voided sequence's correlation past it):
+//
+//   - each was carried out: the pause (disabled, then enabled), the
+//     delete, after which the endpoint answers 404, and each void (200);
+//   - enabling the paused endpoint replayed every dead letter its
+//     disabling wrote: none was left open for the operator;
+//   - each voided sequence, posted again after its void, was refused as
+//     taken (409), and every lane of its correlation with an event after
+//     it delivered was told of it (skipped_sequences).
+func checkSituations(w *Workload, o Observed, s SituationsObserved, v *Verdict) {
+	v.PauseDeadLetters, v.PauseResumed = s.PauseDeadLetters, s.PauseResumed
+	v.SlowHeld, v.SlowMost = s.SlowHeld, s.SlowMost
+	for _, msg := range s.NotCarriedOut {
+		v.Situations++
+		v.note("situation not carried out: %s", msg)
+	}
+	if s.Paused >= 0 && s.PauseDone {
+		v.Pauses++
+	}
+	for _, d := range s.PauseLeftOpen {
+		v.Situations++
+		v.note("pause: enabling %s left its dead letter %s open; the operator replayed it", w.Subscribers[s.Paused].Name, d)
+	}
+	if s.Deleted >= 0 && s.DeleteDone {
+		v.Deletes++
+		if s.GoneStatus != http.StatusNotFound {
+			v.Situations++
+			v.note("delete: %s, deleted, then answered %d, not 404", w.Subscribers[s.Deleted].Name, s.GoneStatus)
+		}
+	}
+	for _, corr := range slices.Sorted(maps.Keys(w.Voided)) {
+		seq := w.Voided[corr]
+		if s.VoidAnswers[corr] != http.StatusOK {
+			v.Situations++
+			v.note("void: voiding %s sequence %d was answered %d", corr, seq, s.VoidAnswers[corr])
+			continue
+		}
+		v.Voids++
+		if s.VoidPosts[corr] == http.StatusConflict {
+			v.Void409s++
+		} else {
+			v.Situations++
+			v.note("void: %s sequence %d, voided, was posted again and answered %d, not 409", corr, seq, s.VoidPosts[corr])
+		}
+		for ep := range w.Subscribers {
+			told := slices.Contains(s.SkippedSeen[Lane{corr, ep}], seq)
+			for _, ev := range w.Lane(corr, ep) {
+				if ev.Sequence > seq && o.Deliveries[Delivery{ev.ID, ep}].State == stateDelivered && !told {
+					v.Situations++
+					v.note("void: %s at %s delivered %s past voided sequence %d, and no envelope of the lane listed it in skipped_sequences", corr, w.Subscribers[ep].Name, ev.ID, seq)
+					break
+				}
+			}
+		}
+	}
 }
 
 // checkBreaker holds the flapping endpoint's circuit breaker to what it is
@@ -339,6 +481,7 @@ func at[T any](s []T, i int) T {
 // ep against its lanes.
 func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Verdict) {
 	name := w.Subscribers[ep].Name
+	sit := o.situations()
 	v.Applied += len(at(o.Ledger, ep))
 	// applied per event id and per (correlation, sequence); the order in
 	// which the receiver applied each lane.
@@ -373,6 +516,9 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 		case !w.Subscribers[ep].Wants(ev.Type):
 			v.Mismatches++
 			v.note("misrouted: %s applied %s (%s), which it does not subscribe to", name, e.EventID, ev.Type)
+		case w.IsVoided(ev):
+			v.Mismatches++
+			v.note("void: %s applied %s, a voided sequence", name, e.EventID)
 		}
 		order[e.CorrelationID] = append(order[e.CorrelationID], e)
 		amounts[e.CorrelationID] += ev.Amount
@@ -392,10 +538,21 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 			if !o.Accepted[ev.ID] {
 				continue
 			}
-			v.Deliveries++
 			d := Delivery{ev.ID, ep}
 			row, known := o.Deliveries[d]
 			applied := appliedID[ev.ID] > 0
+			if ep == sit.Deleted {
+				// The deleted endpoint's own rules; what it applied is held
+				// to the lane order below like any endpoint's.
+				switch checkDeleted(ev, row, known, applied, name, sit, v) {
+				case deletedOwed:
+					want = append(want, ev.Sequence)
+				case deletedUnfinished:
+					finished = false
+				}
+				continue
+			}
+			v.Deliveries++
 			switch {
 			case !known:
 				v.Lost++
@@ -497,6 +654,77 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 	}
 }
 
+// deletedOutcome is what one delivery the workload routes to the deleted
+// endpoint is, for its lane's order: owed (delivered, or skipped after its
+// receiver applied an attempt that was in flight at the delete: the
+// receiver's lane has it), unfinished, or neither (skipped unapplied, or
+// never routed).
+type deletedOutcome int
+
+const (
+	deletedNone deletedOutcome = iota
+	deletedOwed
+	deletedUnfinished
+)
+
+// checkDeleted holds one delivery the workload routes to the deleted
+// endpoint to what a delete promises: routing stops at once (an event
+// accepted before the delete was sent has a delivery to it, one first
+// posted after it was answered has none); each delivery ends delivered
+// (applied exactly once, held by the rest of checkReceiver) or skipped,
+// with or without a dead letter row and by no operator; a skipped one was
+// not applied, unless the proxy had sent it before the delete was answered
+// (an attempt in flight at the delete may land); none stays open.
+func checkDeleted(ev Event, row DeliveryRow, known, applied bool, name string, s SituationsObserved, v *Verdict) deletedOutcome {
+	switch {
+	case !known && s.RoutedBefore[ev.ID]:
+		v.Deliveries++
+		v.Lost++
+		v.note("lost: %s was accepted before %s was deleted but has no delivery to it", ev.ID, name)
+		return deletedUnfinished
+	case !known:
+		v.DeletedUnrouted++
+		if applied {
+			v.Mismatches++
+			v.note("mismatch: %s, never routed to %s (deleted), was applied there", ev.ID, name)
+		}
+		return deletedNone
+	}
+	v.Deliveries++
+	if s.PostedAfter[ev.ID] {
+		v.Situations++
+		v.note("delete: %s, first posted after %s was deleted, was routed to it (%s)", ev.ID, name, row.State)
+	}
+	switch row.State {
+	case stateDelivered:
+		v.DeletedDelivered++
+		if !applied {
+			v.Lost++
+			v.note("lost: %s is delivered to %s (deleted) in hookflow but not applied there", ev.ID, name)
+		}
+		return deletedOwed
+	case stateSkipped:
+		v.Skipped++
+		v.DeletedSkipped++
+		switch {
+		case applied && !s.SentBefore[ev.ID]:
+			v.Mismatches++
+			v.note("mismatch: %s's delivery to %s is skipped (deleted), yet applied there, though nothing of it was sent before the delete", ev.ID, name)
+			return deletedOwed
+		case applied:
+			return deletedOwed
+		}
+		return deletedNone
+	}
+	v.Stuck++
+	v.note("stuck: %s's delivery to %s (deleted) is still %s", ev.ID, name, row.State)
+	if applied {
+		v.Mismatches++
+		v.note("mismatch: %s's delivery to %s (deleted) is %s in hookflow but applied there", ev.ID, name, row.State)
+	}
+	return deletedUnfinished
+}
+
 // stranded counts the lanes that are neither complete nor waiting on a
 // dead letter an operator can act on, and notes why.
 func stranded(w *Workload, o Observed, v *Verdict) int {
@@ -505,11 +733,22 @@ func stranded(w *Workload, o Observed, v *Verdict) int {
 		for ep := range w.Subscribers {
 			unfinished := false
 			for _, ev := range w.Lane(corr, ep) {
-				if st := o.Deliveries[Delivery{ev.ID, ep}].State; o.Accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
+				row, known := o.Deliveries[Delivery{ev.ID, ep}]
+				if ep == o.situations().Deleted && !known {
+					continue // never routed there, or lost (checkDeleted says which)
+				}
+				if st := row.State; o.Accepted[ev.ID] && st != stateDelivered && st != stateSkipped {
 					unfinished = true
 				}
 			}
 			if !unfinished {
+				continue
+			}
+			if ep == o.situations().Deleted {
+				// No operator can act on a deleted endpoint's dead letter
+				// (it answers 404): its lanes must have ended by themselves.
+				n++
+				v.note("stranded: %s at %s: its endpoint is deleted, yet a delivery of the lane is not delivered or skipped", corr, w.Subscribers[ep].Name)
 				continue
 			}
 			if why := strandedWhy(w, o, Lane{corr, ep}); why != "" {

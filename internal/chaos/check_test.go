@@ -368,3 +368,218 @@ func TestCheckBreaker(t *testing.T) {
 		t.Errorf("a dead letter written after the close: verdict %+v, want OK", v)
 	}
 }
+
+// The situation endpoints of situationRun, by index: A is paused, S slow,
+// D deleted.
+const (
+	epA = 0
+	epD = 4
+)
+
+// situationRun is cleanRun with the run's situations: one correlation's
+// producer lost a sequence, which the operator voided (answered 200, its
+// later post 409, every lane told); A was paused and enabled; D was
+// deleted once each correlation's first half was posted, so that its
+// second half was never routed there.
+func situationRun(t *testing.T) (*Workload, Observed) {
+	t.Helper()
+	w, err := NewWorkload(WorkloadConfig{Seed: 1, Events: 30, Correlations: 3, DuplicateRate: 0.1, Reorder: 3, Voids: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Voided) != 1 {
+		t.Fatalf("voided %v, want one correlation", w.Voided)
+	}
+	w.Subscribers = append(w.Subscribers, SituationSubscribers()...)
+	n := len(w.Subscribers)
+	o := Observed{Accepted: map[string]bool{}, States: map[string]string{}, Deliveries: map[Delivery]DeliveryRow{},
+		Ledger: make([][]LedgerEntry, n), Processed: make([][]LedgerEntry, n), Parked: make([]int, n),
+		AppliedAnswers: map[Delivery]int{}, Skipped: map[Delivery]bool{}, Heads: map[Lane]Head{},
+		EndpointIDs: []string{"ep_a", "ep_b", "ep_c", "ep_s", "ep_d"}}
+	for ep := 0; ep < n; ep++ {
+		o.Receiver = append(o.Receiver, map[string]refreceiver.Correlation{})
+	}
+	s := SituationsObserved{Paused: epA, Slow: 3, Deleted: epD, PauseDone: true, DeleteDone: true, GoneStatus: 404,
+		RoutedBefore: map[string]bool{}, PostedAfter: map[string]bool{}, SentBefore: map[string]bool{},
+		VoidAnswers: map[string]int{}, VoidPosts: map[string]int{}, SkippedSeen: map[Lane][]int64{}}
+	for _, ev := range w.Events {
+		if w.IsVoided(ev) {
+			continue
+		}
+		o.Accepted[ev.ID] = true
+		o.States[ev.ID] = stateDelivered
+		late := ev.Sequence > 5
+		if late {
+			s.PostedAfter[ev.ID] = true
+		} else {
+			s.RoutedBefore[ev.ID] = true
+		}
+		for ep := range w.Subscribers {
+			if !w.Subscribers[ep].Wants(ev.Type) || (ep == epD && late) {
+				continue
+			}
+			apply(o, ep, ev)
+			if ep == epD {
+				s.SentBefore[ev.ID] = true
+			}
+		}
+	}
+	for corr, seq := range w.Voided {
+		s.VoidAnswers[corr], s.VoidPosts[corr] = 200, 409
+		for ep := range w.Subscribers {
+			s.SkippedSeen[Lane{corr, ep}] = []int64{seq}
+		}
+	}
+	o.Situations = &s
+	return w, o
+}
+
+// voidedEvent returns the workload's voided event and its successor in
+// lane ep (the zero Event when the lane has none after it).
+func voidedEvent(w *Workload, ep int) (voided, next Event) {
+	for corr, seq := range w.Voided {
+		voided = w.Events[slices.IndexFunc(w.Events, func(ev Event) bool { return ev.CorrelationID == corr && ev.Sequence == seq })]
+		for _, ev := range w.Lane(corr, ep) {
+			if ev.Sequence > seq {
+				return voided, ev
+			}
+		}
+	}
+	return voided, Event{}
+}
+
+// deletedLane returns the events of the first correlation's lane at D that
+// were routed there before its delete.
+func deletedLane(t *testing.T, w *Workload, o Observed) []Event {
+	t.Helper()
+	var out []Event
+	for _, ev := range w.Lane(w.Correlations[0], epD) {
+		if _, ok := o.Deliveries[Delivery{ev.ID, epD}]; ok {
+			out = append(out, ev)
+		}
+	}
+	if len(out) < 2 {
+		t.Fatalf("D's lane of %s has %d deliveries before its delete; the test needs two", w.Correlations[0], len(out))
+	}
+	return out
+}
+
+// A run whose situations went as they should passes: the voided sequence
+// is neither owed nor never accepted, the deleted endpoint's events first
+// posted after its delete are owed it nothing, its deliveries skipped by
+// the delete (no operator, no dead letter row) are expected, and so is one
+// skipped though its receiver applied an attempt sent before the delete.
+func TestCheckSituationsClean(t *testing.T) {
+	t.Parallel()
+	w, o := situationRun(t)
+	lane := deletedLane(t, w, o)
+	unapply(t, &o, epD, lane[len(lane)-1])
+	o.Deliveries[Delivery{lane[len(lane)-1].ID, epD}] = DeliveryRow{State: stateSkipped}
+	o.Deliveries[Delivery{lane[0].ID, epD}] = DeliveryRow{State: stateSkipped, DeadLetter: dlSkipped, Generation: 1}
+	v := Check(w, o)
+	if !v.OK() || v.Voids != 1 || v.Void409s != 1 || v.Pauses != 1 || v.Deletes != 1 || v.DeletedSkipped != 2 || v.DeletedUnrouted == 0 || v.NotAccepted != 0 {
+		t.Fatalf("verdict %+v, want OK with 1 void (409), 1 pause, 1 delete, 2 skipped at D and some never routed there", v)
+	}
+}
+
+// Each way a situation can go wrong is found.
+func TestCheckSituationsFindViolations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mutate func(t *testing.T, w *Workload, o *Observed)
+		want   func(v Verdict) bool
+		about  string
+	}{
+		{"a delivery to the deleted endpoint left open", func(t *testing.T, w *Workload, o *Observed) {
+			ev := deletedLane(t, w, *o)[1]
+			unapply(t, o, epD, ev)
+			o.Deliveries[Delivery{ev.ID, epD}] = DeliveryRow{State: stateDeadLettered, DeadLetter: dlOpen, Generation: 1}
+			o.Heads[Lane{ev.CorrelationID, epD}] = Head{Next: ev.Sequence, Generation: 1, Workflow: "running", Status: deadAt(0, 1)}
+		}, func(v Verdict) bool { return v.Stuck == 1 && v.Stranded == 1 }, "its endpoint is deleted"},
+		{"routed to the deleted endpoint after its delete", func(t *testing.T, w *Workload, o *Observed) {
+			for _, ev := range w.Lane(w.Correlations[0], epD) {
+				if o.Situations.PostedAfter[ev.ID] {
+					o.Deliveries[Delivery{ev.ID, epD}] = DeliveryRow{State: stateSkipped}
+					return
+				}
+			}
+			t.Fatal("no event of D's lane first posted after the delete")
+		}, func(v Verdict) bool { return v.Situations == 1 }, "first posted after D was deleted"},
+		{"accepted before the delete, no delivery to the deleted endpoint", func(t *testing.T, w *Workload, o *Observed) {
+			ev := deletedLane(t, w, *o)[1]
+			unapply(t, o, epD, ev)
+			delete(o.Deliveries, Delivery{ev.ID, epD})
+		}, func(v Verdict) bool { return v.Lost == 1 }, "accepted before D was deleted"},
+		{"skipped at the deleted endpoint, applied, nothing sent before the delete", func(t *testing.T, w *Workload, o *Observed) {
+			ev := deletedLane(t, w, *o)[1]
+			o.Deliveries[Delivery{ev.ID, epD}] = DeliveryRow{State: stateSkipped}
+			delete(o.Situations.SentBefore, ev.ID)
+		}, func(v Verdict) bool { return v.Mismatches == 1 }, "nothing of it was sent before the delete"},
+		{"the deleted endpoint answers 200", func(t *testing.T, w *Workload, o *Observed) {
+			o.Situations.GoneStatus = 200
+		}, func(v Verdict) bool { return v.Situations == 1 }, "not 404"},
+		{"a voided sequence delivered", func(t *testing.T, w *Workload, o *Observed) {
+			ev, _ := voidedEvent(w, epA)
+			apply(*o, epA, ev)
+		}, func(v Verdict) bool { return v.Mismatches >= 2 }, "a voided sequence"},
+		{"a voided sequence accepted", func(t *testing.T, w *Workload, o *Observed) {
+			ev, _ := voidedEvent(w, epA)
+			o.Accepted[ev.ID] = true
+		}, func(v Verdict) bool { return v.Situations == 1 }, "was accepted"},
+		{"a voided sequence posted again, not refused", func(t *testing.T, w *Workload, o *Observed) {
+			for corr := range w.Voided {
+				o.Situations.VoidPosts[corr] = 202
+			}
+		}, func(v Verdict) bool { return v.Situations == 1 && v.Void409s == 0 }, "not 409"},
+		{"a void not answered", func(t *testing.T, w *Workload, o *Observed) {
+			for corr := range w.Voided {
+				o.Situations.VoidAnswers[corr] = 503
+			}
+		}, func(v Verdict) bool { return v.Situations == 1 && v.Voids == 0 }, "was answered 503"},
+		{"a lane parked behind a voided sequence", func(t *testing.T, w *Workload, o *Observed) {
+			_, next := voidedEvent(w, epA)
+			var after []Event
+			for _, ev := range w.Lane(next.CorrelationID, epA) {
+				if ev.Sequence >= next.Sequence {
+					after = append(after, ev)
+				}
+			}
+			for i := len(after) - 1; i >= 0; i-- {
+				unapply(t, o, epA, after[i])
+				o.Deliveries[Delivery{after[i].ID, epA}] = DeliveryRow{State: "waiting"}
+			}
+			o.Heads[Lane{next.CorrelationID, epA}] = Head{Next: next.Sequence, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
+			o.Parked[epA] = 1
+		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck >= 1 && v.OrderViolations == 1 }, "stranded:"},
+		{"a lane never told of a voided sequence", func(t *testing.T, w *Workload, o *Observed) {
+			_, next := voidedEvent(w, epA)
+			delete(o.Situations.SkippedSeen, Lane{next.CorrelationID, epA})
+		}, func(v Verdict) bool { return v.Situations == 1 }, "skipped_sequences"},
+		{"the paused endpoint's event lost", func(t *testing.T, w *Workload, o *Observed) {
+			lane := w.Lane(w.Correlations[1], epA)
+			ev := lane[slices.IndexFunc(lane, func(ev Event) bool { return ev.Sequence > 3 && !w.IsVoided(ev) })]
+			unapply(t, o, epA, ev)
+		}, func(v Verdict) bool { return v.Lost == 1 }, "not applied there"},
+		{"enabling left a dead letter of the pause open", func(t *testing.T, w *Workload, o *Observed) {
+			o.Situations.PauseLeftOpen = []string{`ev-x (generation 1, "endpoint disabled: …")`}
+		}, func(v Verdict) bool { return v.Situations == 1 }, "left its dead letter"},
+		{"a situation not carried out", func(t *testing.T, w *Workload, o *Observed) {
+			o.Situations.NotCarriedOut = []string{"pause: disabling A was answered 0"}
+			o.Situations.PauseDone = false
+		}, func(v Verdict) bool { return v.Situations == 1 && v.Pauses == 0 }, "not carried out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w, o := situationRun(t)
+			tc.mutate(t, w, &o)
+			v := Check(w, o)
+			if v.OK() || !tc.want(v) {
+				t.Fatalf("verdict %+v", v)
+			}
+			if !strings.Contains(strings.Join(v.Details, "\n"), tc.about) {
+				t.Fatalf("details %q do not mention %q", v.Details, tc.about)
+			}
+		})
+	}
+}

@@ -269,6 +269,21 @@ func (o *observer) readBreaker(ctx context.Context, endpointID string, outages [
 	return b, nil
 }
 
+// pauseDeadLetters counts the paused endpoint's dead letters whose reason
+// says it was disabled, and those of them hookflow replayed itself when it
+// was enabled again. A row holds its last generation, so a dead letter of
+// the pause that dead-lettered again later for another reason is not
+// counted: these are figures, not the check.
+func (o *observer) pauseDeadLetters(ctx context.Context, endpointID string) (n, resumed int, err error) {
+	err = o.st.hf.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE replayed_by = $3)
+		FROM dead_letters WHERE endpoint_id = $1 AND starts_with(reason, $2)`,
+		endpointID, contract.EndpointDisabledPrefix, contract.EndpointEnabledBy).Scan(&n, &resumed)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the paused endpoint's dead letters: %w", err)
+	}
+	return n, resumed, nil
+}
+
 // deliveryRow is one row of hookflow's deliveries with its dead letter.
 type deliveryRow struct {
 	EventID, EndpointID, CorrelationID string

@@ -42,6 +42,13 @@ type operator struct {
 	// healed: the down endpoint is fixed, so its dead letters are
 	// replayed like the others'.
 	healed atomic.Bool
+	// pausing: the paused endpoint is disabled (or about to be), so the
+	// dead letters its disabling writes are left to its enabling;
+	// resumedAt is when it was enabled again (Unix ns, 0: not yet).
+	// deleting: the deleted endpoint is gone (or going), so nothing of it
+	// is replayed.
+	pausing, deleting atomic.Bool
+	resumedAt         atomic.Int64
 
 	mu       sync.Mutex
 	replayed map[string]int // event id → times replayed (at any endpoint)
@@ -56,6 +63,8 @@ type operator struct {
 	// leftOpen are the dead letters of the flapping endpoint's outages that
 	// auto-replay left open, which the operator replayed.
 	leftOpen []LeftOpen
+	// sit is what it did of the run's situations (situations.go).
+	sit SituationsObserved
 }
 
 // LeftOpen is a dead letter of the flapping endpoint's outages that its
@@ -69,7 +78,8 @@ type LeftOpen struct {
 }
 
 func newOperator(st *stack, wl *Workload, logger *slog.Logger, out *progress) *operator {
-	return &operator{st: st, wl: wl, logger: logger, progress: out, replayed: map[string]int{}, skipped: map[Delivery]bool{}}
+	return &operator{st: st, wl: wl, logger: logger, progress: out, replayed: map[string]int{}, skipped: map[Delivery]bool{},
+		sit: SituationsObserved{VoidAnswers: map[string]int{}, VoidPosts: map[string]int{}}}
 }
 
 // replayEvery replays the open dead letters of the endpoints that are up
@@ -91,9 +101,15 @@ func (o *operator) replayAll(ctx context.Context) {
 		if i == o.st.endpoints.down && !o.healed.Load() {
 			continue
 		}
+		if i == o.st.endpoints.deleted && o.deleting.Load() {
+			continue // it answers 404; its dead letters end skipped without us
+		}
 		replay := o.replay
-		if i == o.st.endpoints.flapping {
+		switch i {
+		case o.st.endpoints.flapping:
 			replay = o.replayFlapping
+		case o.st.endpoints.paused:
+			replay = o.replayPaused
 		}
 		ids, err := replay(ctx, ep)
 		if err != nil {

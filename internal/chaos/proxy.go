@@ -41,8 +41,8 @@ type ProxyStats struct {
 	// FlapAnswers are the requests the flapping endpoint got while down:
 	// what its circuit breaker let through of its outages.
 	FlapAnswers int64
-	// Slow are the deliveries a slow lane held (ModeSlow).
-	Slow int64
+	// SlowLane are the deliveries a slow lane held (ModeSlow).
+	SlowLane int64
 }
 
 // Outage is one of the flapping endpoint's down periods; To is zero while
@@ -84,9 +84,20 @@ type Proxy struct {
 	// outages are the flapping endpoint's down periods, in time order.
 	outages []Outage
 
-	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused, flapAnswers, slow atomic.Int64
+	requests, forwarded, latency, lostAcks, burst503, downAnswers, upstreamErrs, parked, refused, flapAnswers, slowLane atomic.Int64
 
 	inflight atomic.Int64
+
+	// slow is endpoint-wide slowness (SetSlow): 1 + the index of the slow
+	// endpoint (0 for none), and how long each of its requests is held at
+	// least; slowHeld counts them, slowNow and slowMax its requests here at
+	// once.
+	slow                       atomic.Int64
+	slowFor                    atomic.Int64
+	slowHeld, slowNow, slowMax atomic.Int64
+	// skippedSeen are the skipped_sequences the envelopes of each lane
+	// carried (sorted, unique), for the checks of voided sequences.
+	skippedSeen map[Lane][]int64
 }
 
 // Delivery names one (event, endpoint) delivery: the endpoint by its index
@@ -111,7 +122,7 @@ func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults Pro
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
 		applied: map[Delivery]int{}, seen: map[Delivery]bool{}, refuse: map[string]chan Delivery{},
-		modes: map[Lane]ReceiverMode{}, ackLost: map[Delivery]bool{},
+		modes: map[Lane]ReceiverMode{}, ackLost: map[Delivery]bool{}, skippedSeen: map[Lane][]int64{},
 	}
 	p.faultsOn.Store(true)
 	return p
@@ -119,6 +130,85 @@ func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults Pro
 
 // SetDown puts endpoint ep down (resets and 503s), or none when ep < 0.
 func (p *Proxy) SetDown(ep int) { p.down.Store(int64(max(ep, -1) + 1)) }
+
+// SetSlow makes endpoint ep's receiver slow for every lane: each request
+// to it that would be forwarded is held between d and 5d/4 first (the
+// sender may give up meanwhile; the request is forwarded all the same, as
+// by a slow network). ep < 0 ends it. The operator model's per-lane modes
+// are apart from it.
+func (p *Proxy) SetSlow(ep int, d time.Duration) {
+	p.slowFor.Store(int64(d))
+	p.slow.Store(int64(max(ep, -1) + 1))
+}
+
+// SlowStats returns how many requests the slow endpoint's were held, and
+// the most it had here at once.
+func (p *Proxy) SlowStats() (held, most int64) { return p.slowHeld.Load(), p.slowMax.Load() }
+
+// holdSlow holds a request to the slow endpoint.
+func (p *Proxy) holdSlow(ep int) {
+	if int64(ep+1) != p.slow.Load() {
+		return
+	}
+	now := p.slowNow.Add(1)
+	defer p.slowNow.Add(-1)
+	for most := p.slowMax.Load(); now > most && !p.slowMax.CompareAndSwap(most, now); most = p.slowMax.Load() {
+	}
+	d := time.Duration(p.slowFor.Load())
+	p.mu.Lock()
+	d += time.Duration(p.rng.Int64N(int64(d/4) + 1))
+	p.mu.Unlock()
+	p.slowHeld.Add(1)
+	time.Sleep(d)
+}
+
+// noteSkipped keeps the skipped_sequences of an envelope, per lane.
+func (p *Proxy) noteSkipped(ep int, body []byte) {
+	if !bytes.Contains(body, []byte(`"skipped_sequences"`)) {
+		return
+	}
+	var env struct {
+		CorrelationID    string  `json:"correlation_id"`
+		SkippedSequences []int64 `json:"skipped_sequences"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := Lane{env.CorrelationID, ep}
+	for _, q := range env.SkippedSequences {
+		if i, found := slices.BinarySearch(p.skippedSeen[l], q); !found {
+			p.skippedSeen[l] = slices.Insert(p.skippedSeen[l], i, q)
+		}
+	}
+}
+
+// SkippedSeen returns the skipped_sequences the envelopes of each lane
+// carried.
+func (p *Proxy) SkippedSeen() map[Lane][]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[Lane][]int64, len(p.skippedSeen))
+	for l, s := range p.skippedSeen {
+		out[l] = slices.Clone(s)
+	}
+	return out
+}
+
+// SeenOf returns the events of the deliveries to endpoint ep that the
+// proxy has had a request for so far (refused or forwarded).
+func (p *Proxy) SeenOf(ep int) map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]bool{}
+	for d := range p.seen {
+		if d.Endpoint == ep {
+			out[d.EventID] = true
+		}
+	}
+	return out
+}
 
 // SetFlapping names the endpoint that flaps (SetFlapDown), or none when
 // ep < 0.
@@ -320,7 +410,7 @@ func (p *Proxy) Stats() ProxyStats {
 		Requests: p.requests.Load(), Forwarded: p.forwarded.Load(), Latency: p.latency.Load(),
 		LostAcks: p.lostAcks.Load(), Burst503: p.burst503.Load(), DownAnswers: p.downAnswers.Load(),
 		UpstreamErrs: p.upstreamErrs.Load(), Parked: p.parked.Load(), Refused: p.refused.Load(),
-		FlapAnswers: p.flapAnswers.Load(), Slow: p.slow.Load(),
+		FlapAnswers: p.flapAnswers.Load(), SlowLane: p.slowLane.Load(),
 	}
 }
 
@@ -410,6 +500,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused for a double click (chaos)", http.StatusUnprocessableEntity)
 		return
 	}
+	p.noteSkipped(ep, body)
+	p.holdSlow(ep)
 	var f fault
 	switch p.modeOf(d, body) {
 	case ModeReject:
@@ -423,7 +515,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case ModeLoseAck:
 		f = faultLostAck
 	case ModeSlow:
-		p.slow.Add(1)
+		p.slowLane.Add(1)
 		time.Sleep(p.holdFor / 2)
 	default:
 		f = p.pick()

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,8 +28,10 @@ type run struct {
 	faults   *injector
 	observer *observer
 	// breaker is what the checks read of the flapping endpoint's breaker
-	// (nil: no endpoint flapped), for the faults line.
+	// (nil: no endpoint flapped), for the faults line; sit what they read
+	// of the situations.
 	breaker *BreakerObserved
+	sit     *SituationsObserved
 }
 
 // Run starts the stack, runs the workload under the fault schedule, waits for
@@ -47,14 +51,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	wl, err := NewWorkload(WorkloadConfig{
 		Seed: cfg.Seed, Events: cfg.Events, Correlations: cfg.Correlations, DuplicateRate: cfg.DuplicateRate, Reorder: 5,
+		Voids: max(1, cfg.Correlations/16),
 	})
 	if err != nil {
 		return Result{}, err
 	}
 	// C (paid orders and invoices) is down from the start until its lanes'
 	// heads have dead-lettered; A and B go on meanwhile. B (every order)
-	// flaps during the fault phase.
-	cfg.Subscribers, cfg.Down, cfg.Flapping = wl.Subscribers, len(wl.Subscribers)-1, 1
+	// flaps during the fault phase. A (every type), neither of those, is
+	// paused for a while; S is slow and D deleted mid-run. The calm run
+	// keeps the situations: they are an operator's and a producer's doing,
+	// not faults, and its lanes need the voids.
+	wl.Subscribers = append(wl.Subscribers, SituationSubscribers()...)
+	cfg.Subscribers, cfg.Down, cfg.Flapping = wl.Subscribers, 2, 1
+	cfg.Situations = &Situations{Paused: 0, Slow: 3, Deleted: 4}
 	if cfg.Calm {
 		cfg.Down = -1
 	}
@@ -132,6 +142,7 @@ func (r *run) exercise(ctx context.Context) error {
 		spawn(func() { r.operator.healDown(bg, phase0, cfg.RecoveryWindow, phaseEnd.Add(cfg.QuietTimeout/2)) })
 	}
 	spawn(func() { r.operator.replayEvery(bg, max(cfg.RecoveryWindow, 10*time.Second)) })
+	spawn(func() { r.situations(bg, phase0) })
 	spawn(func() { r.progressLoop(bg) })
 
 	select {
@@ -152,6 +163,36 @@ func (r *run) exercise(ctx context.Context) error {
 	// The down endpoint stays down (healDown) until its heads have
 	// dead-lettered, even past the fault phase on a slow machine.
 	return r.waitQuiet(ctx)
+}
+
+// situations carries out the run's situations at fixed points of the fault
+// phase, one after another, while events are still posted: the pause at
+// 20 % (so that events of the paused endpoint's types arrive while it is
+// disabled), the delete at 45 % (with part of the deleted endpoint's events
+// still to come, and some of its deliveries in flight), the voids at 55 %
+// (with the lost sequences' successors waiting on them), each voided
+// sequence then posted again.
+func (r *run) situations(ctx context.Context, phase0 time.Time) {
+	sit := r.cfg.situations()
+	at := func(frac float64) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(phase0.Add(time.Duration(frac * float64(r.cfg.FaultPhase))))):
+			return true
+		}
+	}
+	if sit.Paused >= 0 && at(0.20) {
+		r.operator.pause(ctx, sit.Paused, pauseFor)
+	}
+	if sit.Deleted >= 0 && at(0.45) {
+		r.operator.deleteEndpoint(ctx, sit.Deleted, r.producer.acceptedSoFar())
+	}
+	if len(r.wl.Voided) > 0 && at(0.55) {
+		for _, corr := range slices.Sorted(maps.Keys(r.wl.Voided)) {
+			r.operator.void(ctx, corr, r.wl.Voided[corr])
+		}
+	}
 }
 
 // waitQuiet waits until every event is delivered or skipped (nothing in
@@ -260,10 +301,36 @@ func (r *run) check(ctx context.Context) (Verdict, error) {
 		o.Breaker.LeftOpen = leftOpen
 	}
 	r.breaker = o.Breaker
+	if err := r.readSituations(ctx, &o); err != nil {
+		return Verdict{}, err
+	}
 	if r.observer.downDeadLetters() == 0 && !r.cfg.Calm {
 		r.progress.printf("warning: no delivery to the down endpoint dead-lettered; that fault did not happen in this run")
 	}
 	return Check(r.wl, o), nil
+}
+
+// readSituations puts together what the operator, the producer, the proxy
+// and the ledger say of the situations.
+func (r *run) readSituations(ctx context.Context, o *Observed) error {
+	sit := r.cfg.situations()
+	s := r.operator.situations()
+	s.Paused, s.Slow, s.Deleted = sit.Paused, sit.Slow, sit.Deleted
+	if s.DeleteDone {
+		s.PostedAfter = r.producer.firstTriedAfter(s.DeletedAt)
+	}
+	s.SkippedSeen = r.stack.proxy.SkippedSeen()
+	s.SlowHeld, s.SlowMost = r.stack.proxy.SlowStats()
+	s.SlowInFlight = slowInFlight
+	if sit.Paused >= 0 {
+		var err error
+		if s.PauseDeadLetters, s.PauseResumed, err = r.observer.pauseDeadLetters(ctx, r.stack.endpoints.ids[sit.Paused]); err != nil {
+			return err
+		}
+	}
+	r.sit = &s
+	o.Situations = &s
+	return nil
 }
 
 // result makes the two lines a run prints: the faults that took place and
@@ -281,11 +348,31 @@ func (r *run) result(v Verdict) Result {
 			r.wl.Subscribers[r.cfg.Flapping].Name, len(b.Outages), b.HeadsAtOutage, b.Opens, len(b.Spells), b.AttemptsWhileDown,
 			b.Unbroken(), b.AutoReplayed, len(b.LeftOpen), b.FinalState)
 	}
+	sit := r.cfg.situations()
+	names := func(ep int) string {
+		if ep < 0 {
+			return "none"
+		}
+		return r.wl.Subscribers[ep].Name
+	}
+	if s := r.sit; s != nil {
+		breakdown += fmt.Sprintf(" | situations: paused %s for %s (its dead letters of the pause=%d, replayed by hookflow=%d, the enabling answered %d, left open=%d)"+
+			", slow %s (max_in_flight %d; requests held=%d, most at once=%d), deleted %s at %s (sent before=%d, skipped dead letters=%d, then GET %d; delivered=%d skipped=%d never routed=%d)"+
+			", voided %d (posted again: 409 %d)",
+			names(sit.Paused), s.PausedFor.Round(100*time.Millisecond), s.PauseDeadLetters, s.PauseResumed, s.PauseResumedAnswer, len(s.PauseLeftOpen),
+			names(sit.Slow), s.SlowInFlight, s.SlowHeld, s.SlowMost,
+			names(sit.Deleted), s.DeletedAt.Format(time.TimeOnly), len(s.SentBefore), s.DeleteSkippedDeadLetters, s.GoneStatus, v.DeletedDelivered, v.DeletedSkipped, v.DeletedUnrouted,
+			v.Voids, v.Void409s)
+	}
 	wall := time.Since(r.progress.began).Round(time.Second)
 	summary := fmt.Sprintf("events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
-		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d seed=%d wall=%s",
+		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d"+
+		" situations=%d paused=%s pauses=%d pause_dead_letters=%d pause_resumed=%d voids=%d void_409s=%d deleted=%s deletes=%d deleted_delivered=%d deleted_skipped=%d deleted_unrouted=%d slow=%s slow_held=%d"+
+		" seed=%d wall=%s",
 		v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
-		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, r.cfg.Seed, wall)
+		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures,
+		v.Situations, names(sit.Paused), v.Pauses, v.PauseDeadLetters, v.PauseResumed, v.Voids, v.Void409s, names(sit.Deleted), v.Deletes, v.DeletedDelivered, v.DeletedSkipped, v.DeletedUnrouted,
+		names(sit.Slow), v.SlowHeld, r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Summary: summary, Wall: wall}
 }
 

@@ -81,6 +81,9 @@ type endpoints struct {
 	down, flapping int
 	// proxyBase is the fault proxy's address, before Path(i).
 	proxyBase string
+	// paused is disabled for a while, slow answers slowly, deleted is
+	// deleted mid-run (-1: none).
+	paused, slow, deleted int
 }
 
 // index returns the index of the endpoint with hookflow id id, or -1.
@@ -261,6 +264,9 @@ func (s *stack) start(ctx context.Context) error {
 	s.endpoints.down, s.endpoints.flapping = cfg.Down, cfg.Flapping
 	s.proxy.SetDown(cfg.Down)
 	s.proxy.SetFlapping(cfg.Flapping)
+	sit := cfg.situations()
+	s.endpoints.paused, s.endpoints.slow, s.endpoints.deleted = sit.Paused, sit.Slow, sit.Deleted
+	s.proxy.SetSlow(sit.Slow, slowHold(cfg.DeliveryTimeout))
 	s.proxySrv = &http.Server{Handler: s.proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.proxySrv.Serve(proxyLn) }()
 	proxyBase := "http://" + proxyLn.Addr().String()
@@ -270,6 +276,9 @@ func (s *stack) start(ctx context.Context) error {
 		req := hfclient.EndpointCreateRequest{URL: proxyBase + Path(i), EventTypes: sub.EventTypes}
 		if i == cfg.Flapping {
 			req.CircuitFailureThreshold, req.AutoReplay = flapThreshold, true
+		}
+		if i == sit.Slow {
+			req.MaxInFlight = slowInFlight
 		}
 		ep, err := s.client.EndpointCreate(ctx, req)
 		if err != nil {
@@ -501,6 +510,16 @@ func (s *stack) logLinesAbout(id string, n int) []string {
 // still opens its breaker within a second or two, long before its first
 // probe is due.
 const flapThreshold = 3
+
+// slowInFlight is the slow endpoint's max_in_flight: few enough that its
+// lanes (one per correlation) queue for a place most of the run.
+const slowInFlight = 3
+
+// slowHold is how long the proxy holds each request to the slow endpoint
+// at least (SetSlow holds up to a quarter more): 60 % of the delivery
+// timeout, so that most attempts still answer within it, each holding its
+// place in flight that long.
+func slowHold(timeout time.Duration) time.Duration { return timeout * 6 / 10 }
 
 // receiverDatabase is the database of endpoint i's receiver.
 func receiverDatabase(i int) string { return fmt.Sprintf("hookflow_receiver_%d", i) }

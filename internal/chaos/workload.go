@@ -66,6 +66,17 @@ func ChaosSubscribers() []Subscriber {
 	}
 }
 
+// SituationSubscribers are the endpoints the chaos run adds to
+// ChaosSubscribers for its situations (Situations): S, slow, takes customer
+// updates, and D, deleted mid-run, shipped orders; each a narrow subset, so
+// that S's small max_in_flight does not hold the run long.
+func SituationSubscribers() []Subscriber {
+	return []Subscriber{
+		{Name: "S", EventTypes: []string{"customer.updated"}},
+		{Name: "D", EventTypes: []string{"order.shipped"}},
+	}
+}
+
 // chaosTypes are the workload's event types and their weights: A gets
 // every event, B 60 % (created, paid, shipped), C 40 % (paid, issued).
 func chaosTypes() []weightedType {
@@ -89,6 +100,18 @@ type Workload struct {
 	// Correlations in creation order.
 	Correlations []string
 	Duplicates   int
+	// Voided maps the correlations whose producer lost one sequence to that
+	// sequence: its event is in Events (so that Lane and EventID know it)
+	// but never in Posts, and the run's operator voids it. Nil when
+	// WorkloadConfig.Voids is 0.
+	Voided map[string]int64
+}
+
+// IsVoided reports whether ev is an event the producer lost, which the
+// run voids instead of posting.
+func (w *Workload) IsVoided(ev Event) bool {
+	seq, ok := w.Voided[ev.CorrelationID]
+	return ok && seq == ev.Sequence
 }
 
 // WorkloadConfig shapes a workload.
@@ -100,6 +123,10 @@ type WorkloadConfig struct {
 	// Reorder is how many places an event may arrive ahead of its
 	// predecessors (about); 0 posts every correlation in order.
 	Reorder int
+	// Voids is how many correlations lose one sequence (Workload.Voided):
+	// one between the first and the last, so that it has predecessors and
+	// successors in most lanes.
+	Voids int
 }
 
 // NewWorkload spreads cfg.Events over cfg.Correlations (as evenly as the
@@ -166,7 +193,37 @@ func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 		at := rng.IntN(len(w.Posts) + 1)
 		w.Posts = append(w.Posts[:at], append([]int{ev}, w.Posts[at:]...)...)
 	}
+	w.loseSequences(cfg)
 	return w, nil
+}
+
+// loseSequences picks the sequences the producer loses and takes them out
+// of Posts. It draws from a stream of its own, so that a workload without
+// voids is the one it was before voids existed.
+func (w *Workload) loseSequences(cfg WorkloadConfig) {
+	if cfg.Voids <= 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x766f6964))
+	perCorr := w.PerCorrelation()
+	lost := map[int]bool{}
+	w.Voided = map[string]int64{}
+	for _, c := range rng.Perm(len(w.Correlations)) {
+		if len(w.Voided) == cfg.Voids {
+			break
+		}
+		corr := w.Correlations[c]
+		n := perCorr[corr]
+		if n < 3 {
+			continue // no sequence between the first and the last
+		}
+		seq := 2 + rng.Int64N(n-2)
+		w.Voided[corr] = seq
+		lost[slices.IndexFunc(w.Events, func(ev Event) bool { return ev.CorrelationID == corr && ev.Sequence == seq })] = true
+	}
+	w.Posts = slices.DeleteFunc(w.Posts, func(k int) bool { return lost[k] })
+	// A lost event may have been one of the duplicates.
+	w.Duplicates = len(w.Posts) - (len(w.Events) - len(lost))
 }
 
 // Lane returns the events of correlation meant for endpoint ep, in
@@ -232,10 +289,14 @@ type producer struct {
 	mu       sync.Mutex
 	accepted map[string]bool // event ids answered 2xx
 	rejected []string        // the posts answered 4xx, with the answer
+	// firstTry is when each event's first post (of either copy) began:
+	// one that began after the deleted endpoint's delete was answered is
+	// accepted after it, so routed past that endpoint.
+	firstTry map[string]time.Time
 }
 
 func newProducer(api *hfclient.Client, wl *Workload, posters int, logger *slog.Logger) *producer {
-	return &producer{api: api, wl: wl, posters: posters, logger: logger, accepted: map[string]bool{}}
+	return &producer{api: api, wl: wl, posters: posters, logger: logger, accepted: map[string]bool{}, firstTry: map[string]time.Time{}}
 }
 
 // postAll posts the workload in its shuffled order, paced over spread, from
@@ -278,6 +339,11 @@ func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
 	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
 		Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
 	backoff := 200 * time.Millisecond
+	p.mu.Lock()
+	if _, ok := p.firstTry[ev.ID]; !ok {
+		p.firstTry[ev.ID] = time.Now()
+	}
+	p.mu.Unlock()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, answer := p.api.EventCreate(pctx, body)
@@ -319,6 +385,26 @@ func (p *producer) acceptedCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.accepted)
+}
+
+// acceptedSoFar returns a copy of the event ids answered 2xx so far.
+func (p *producer) acceptedSoFar() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.accepted)
+}
+
+// firstTriedAfter returns the events whose first post began after t.
+func (p *producer) firstTriedAfter(t time.Time) map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]bool{}
+	for id, at := range p.firstTry {
+		if at.After(t) {
+			out[id] = true
+		}
+	}
+	return out
 }
 
 // results returns copies of the accepted event ids and the rejected posts.
