@@ -492,22 +492,33 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 // setDisabled disables or enables endpoint ep (PATCH), retrying what goes
 // unanswered or 5xx.
 func (x *modelExec) setDisabled(ctx context.Context, ep int, disabled bool) string {
-	var last string
-	for try := 0; try < 5; try++ {
+	code, _, err := untilAnswered(http.StatusOK, func() error {
 		_, err := x.st.client.EndpointUpdate(ctx, x.endpoints[ep], hfclient.EndpointUpdateRequest{Disabled: &disabled})
-		code, err := answered(err, http.StatusOK)
-		if err == nil && code < 500 {
-			if code == http.StatusOK {
-				x.mu.Lock()
-				x.paused[ep] = disabled
-				x.mu.Unlock()
-			}
-			return answer(code, err)
+		return err
+	})
+	if code == http.StatusOK {
+		x.mu.Lock()
+		x.paused[ep] = disabled
+		x.mu.Unlock()
+	}
+	_, err = answered(err, http.StatusOK)
+	return answer(code, err)
+}
+
+// untilAnswered calls call until it is answered below 500, at most five
+// times 300 ms apart, and returns the last answer: its status (ok when call
+// returned no error, 0 when no answer came), how many tries it took, and
+// call's error as it returned it (a *hfclient.Error carries the problem).
+func untilAnswered(ok int, call func() error) (code, tries int, err error) {
+	for tries = 1; ; tries++ {
+		err = call()
+		var transport error
+		code, transport = answered(err, ok)
+		if transport == nil && code < 500 || tries == 5 {
+			return code, tries, err
 		}
-		last = answer(code, err)
 		time.Sleep(300 * time.Millisecond)
 	}
-	return last
 }
 
 // deleteEndpoint deletes endpoint ep, retrying what goes unanswered or 5xx;
@@ -517,28 +528,25 @@ func (x *modelExec) deleteEndpoint(ctx context.Context, ep int) string {
 	x.mu.Lock()
 	x.rec.Deleted[ep] = true
 	x.mu.Unlock()
-	var last string
-	for try := 0; try < 5; try++ {
-		res, err := x.st.client.EndpointDelete(ctx, x.endpoints[ep])
-		code, err := answered(err, http.StatusOK)
-		switch {
-		case err == nil && code == http.StatusOK:
-			x.mu.Lock()
-			x.deleted[ep], x.paused[ep] = true, false
-			x.mu.Unlock()
-			return fmt.Sprintf("200 (%d dead letters skipped)", res.SkippedDeadLetters)
-		case err == nil && code == http.StatusNotFound && try > 0:
-			x.mu.Lock()
-			x.deleted[ep], x.paused[ep] = true, false
-			x.mu.Unlock()
-			return "404 after an unanswered try: deleted"
-		case err == nil && code < 500:
-			return answer(code, err)
-		}
-		last = answer(code, err)
-		time.Sleep(300 * time.Millisecond)
+	var res hfclient.EndpointDeleted
+	code, tries, err := untilAnswered(http.StatusOK, func() (err error) {
+		res, err = x.st.client.EndpointDelete(ctx, x.endpoints[ep])
+		return err
+	})
+	deleted := code == http.StatusOK || code == http.StatusNotFound && tries > 1
+	if deleted {
+		x.mu.Lock()
+		x.deleted[ep], x.paused[ep] = true, false
+		x.mu.Unlock()
 	}
-	return last
+	switch {
+	case code == http.StatusOK:
+		return fmt.Sprintf("200 (%d dead letters skipped)", res.SkippedDeadLetters)
+	case deleted:
+		return "404 after an unanswered try: deleted"
+	}
+	_, err = answered(err, http.StatusOK)
+	return answer(code, err)
 }
 
 // void sends POST /v1/correlations/{id}/skip for s.Order (retrying a 503,
@@ -555,18 +563,10 @@ func (x *modelExec) void(ctx context.Context, s Step) string {
 	}
 	x.mu.Unlock()
 	var res hfclient.CorrelationVoided
-	var code int
-	var err error
-	for try := 0; try < 5; try++ {
+	code, _, err := untilAnswered(http.StatusOK, func() (err error) {
 		res, err = x.st.client.CorrelationSkip(ctx, corr, hfclient.CorrelationSkipRequest{Sequences: s.Order, Note: "operator model: the producer lost it"})
-		raw := err
-		code, err = answered(err, http.StatusOK)
-		if err == nil && code < 500 {
-			err = raw
-			break
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return err
+	})
 	if code == 0 {
 		return answer(code, err)
 	}
@@ -612,18 +612,13 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 	p := Post{DeletedBefore: x.rec.Deleted}
 	voided := x.rec.Voided[id]
 	x.mu.Unlock()
-	var last string
-	for try := 0; try < 5; try++ {
+	code, _, err := untilAnswered(http.StatusAccepted, func() error {
 		_, err := x.st.client.EventCreate(ctx, body)
-		code, err := answered(err, http.StatusAccepted)
-		p.Code = code
-		if err == nil && code < 500 {
-			last = fmt.Sprint(code)
-			break
-		}
-		last = answer(code, err)
-		time.Sleep(300 * time.Millisecond)
-	}
+		return err
+	})
+	p.Code = code
+	_, err = answered(err, http.StatusAccepted)
+	last := answer(code, err)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	switch {

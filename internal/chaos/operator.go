@@ -534,25 +534,40 @@ func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]str
 		return nil, fmt.Errorf("read the circuit of %s: %w", endpointID, err)
 	}
 	waiting := h.Circuit.State != "closed" || h.Circuit.AutoReplayPending
+	return o.replayLeftOver(ctx, endpointID,
+		func(d hfclient.DeadLetter) (bool, bool) {
+			return contract.OutageCaused(d.Reason), waiting || time.Since(d.DeadLetteredAt) < autoReplayGrace
+		},
+		func(d hfclient.DeadLetter) {
+			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: d.Generation, Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt})
+		})
+}
+
+// replayLeftOver replays an endpoint's open dead letters, but for those
+// hookflow replays itself (owed reports it) while it may still (wait):
+// one owed and replayed here was left open, and missed is told of it
+// (under o.mu) for the checks. It returns the replayed event ids.
+func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed func(hfclient.DeadLetter) (owed, wait bool), missed func(hfclient.DeadLetter)) ([]string, error) {
 	dls, err := o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterOpen, Limit: 500})
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters of %s: %w", endpointID, err)
 	}
 	var ids []string
 	for _, d := range dls {
-		outage := contract.OutageCaused(d.Reason)
-		if outage && (waiting || time.Since(d.DeadLetteredAt) < autoReplayGrace) {
+		isOwed, wait := owed(d)
+		if isOwed && wait {
 			continue
 		}
-		// A 409 says auto-replay (or a double click) took it meanwhile.
+		// A 409 says hookflow's own replay (or a double click) took it
+		// meanwhile.
 		_, err := o.st.client.DeadLetterReplay(ctx, d.EventID, hfclient.OperatorRequest{EndpointID: endpointID, Note: "chaos: operator's replay"})
 		if code, err := answered(err, http.StatusAccepted); err != nil || code != http.StatusAccepted {
 			continue
 		}
 		ids = append(ids, d.EventID)
-		if outage {
+		if isOwed {
 			o.mu.Lock()
-			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: d.Generation, Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt})
+			missed(d)
 			o.mu.Unlock()
 		}
 	}

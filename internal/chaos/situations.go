@@ -99,29 +99,15 @@ func (o *operator) pause(ctx context.Context, ep int, d time.Duration) {
 // one still open after that was missed, and it replays it and keeps it for
 // the checks (SituationsObserved.PauseLeftOpen).
 func (o *operator) replayPaused(ctx context.Context, endpointID string) ([]string, error) {
-	dls, err := o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterOpen, Limit: 500})
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters of %s: %w", endpointID, err)
-	}
-	resumedAt := time.Unix(0, o.resumedAt.Load())
-	var ids []string
-	for _, d := range dls {
-		byPause := contract.DisablingCaused(d.Reason)
-		if byPause && (o.pausing.Load() || o.resumedAt.Load() == 0 || time.Since(resumedAt) < autoReplayGrace || time.Since(d.DeadLetteredAt) < autoReplayGrace) {
-			continue
-		}
-		_, err := o.st.client.DeadLetterReplay(ctx, d.EventID, hfclient.OperatorRequest{EndpointID: endpointID, Note: "chaos: operator's replay"})
-		if code, err := answered(err, http.StatusAccepted); err != nil || code != http.StatusAccepted {
-			continue
-		}
-		ids = append(ids, d.EventID)
-		if byPause {
-			o.mu.Lock()
+	return o.replayLeftOver(ctx, endpointID,
+		func(d hfclient.DeadLetter) (bool, bool) {
+			resumedAt := o.resumedAt.Load()
+			return contract.DisablingCaused(d.Reason), o.pausing.Load() || resumedAt == 0 ||
+				time.Since(time.Unix(0, resumedAt)) < autoReplayGrace || time.Since(d.DeadLetteredAt) < autoReplayGrace
+		},
+		func(d hfclient.DeadLetter) {
 			o.sit.PauseLeftOpen = append(o.sit.PauseLeftOpen, fmt.Sprintf("%s (generation %d, %q, written %s)", d.EventID, d.Generation, d.Reason, d.DeadLetteredAt.Format(time.TimeOnly)))
-			o.mu.Unlock()
-		}
-	}
-	return ids, nil
+		})
 }
 
 // deleteEndpoint deletes endpoint ep mid-run. routedBefore are the events
