@@ -294,6 +294,13 @@ func TestCheckModelPassesVoidsAndDeletes(t *testing.T) {
 	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
 		t.Fatalf("violations of a scenario with a deleted endpoint: %v", vs)
 	}
+	// Sent before the delete, applied, its answer lost: skipped at the
+	// retry that found the endpoint deleted.
+	rec.SentBeforeDelete[Delivery{sc.EventID(0, 2), 1}] = true
+	obs.Applied[Lane{sc.CorrelationID(0), 1}] = []int64{1, 2}
+	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
+		t.Fatalf("violations of a delivery applied before its endpoint's delete, its answer lost: %v", vs)
+	}
 }
 
 func TestCheckModelPassesACleanScenario(t *testing.T) {
@@ -392,6 +399,10 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 			obs.Applied[Lane{sc.CorrelationID(0), 1}] = []int64{1}
 			delete(obs.AppliedAnswers, Delivery{sc.EventID(0, 2), 1})
 		}, CheckStranded, "its endpoint was deleted, yet deliveries of its lane are unfinished: 2 waiting"},
+		{"skipped yet applied at a deleted endpoint, not sent before the delete", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			skipTwoAtE1(sc, rec, obs)
+			obs.Applied[Lane{sc.CorrelationID(0), 1}] = []int64{1, 2}
+		}, CheckSkippedApplied, "c0/2@e1 (om-7-c0-2) ended skipped, yet the receiver applied it"},
 		{"skipped with no dead letter at an endpoint not deleted", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
 			skipTwoAtE1(sc, rec, obs)
 			rec.Deleted[1] = false

@@ -535,8 +535,14 @@ func (x *modelExec) deleteEndpoint(ctx context.Context, ep int) string {
 	})
 	deleted := code == http.StatusOK || code == http.StatusNotFound && tries > 1
 	if deleted {
+		seen := x.st.proxy.SeenOf(ep)
 		x.mu.Lock()
 		x.deleted[ep], x.paused[ep] = true, false
+		for _, d := range x.eventDeliveries(ep) {
+			if seen[d.EventID] {
+				x.rec.SentBeforeDelete[d] = true
+			}
+		}
 		x.mu.Unlock()
 	}
 	switch {
@@ -697,6 +703,20 @@ func (x *modelExec) openAt(ctx context.Context, id string) []int {
 	for ep := range x.endpoints {
 		if r, ok := rows[Delivery{id, ep}]; ok && r.DeadLetter == dlOpen {
 			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// eventDeliveries returns the scenario's deliveries to endpoint ep, by its
+// types.
+func (x *modelExec) eventDeliveries(ep int) []Delivery {
+	var out []Delivery
+	for k, n := range x.sc.Events {
+		for q := int64(1); q <= int64(n); q++ {
+			if ModelSubscribers()[ep].Wants(x.sc.Types[k][q-1]) {
+				out = append(out, Delivery{x.sc.EventID(k, q), ep})
+			}
 		}
 	}
 	return out
