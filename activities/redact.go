@@ -43,12 +43,19 @@ func redactError(err error, target *url.URL, pathPublic bool) string {
 	return scrub(msg, target, pathPublic)
 }
 
+// minPathToken is the shortest segment of a URL's path scrubbed on its own:
+// the tokens Slack and Discord put there are 24 and 68 characters, and
+// shorter segments are words ("webhook", "services") whose every
+// occurrence in a receiver's answer is better kept. The whole path is
+// scrubbed at any length from minSecretValue.
+const minPathToken = 16
+
 // scrub takes out of text, wherever it quotes them, target's query (as
 // sent and decoded), the values in it, its fragment and its userinfo, and
-// unless pathPublic its path (as sent and decoded) and each of the path's
-// segments long enough to be a token. A receiver's answer may echo the URL
-// it was called at, and an error from a library may quote it in a form
-// redactError does not know.
+// unless pathPublic its path (as sent and decoded) and each of its
+// segments long enough to be a token (minPathToken). A receiver's answer
+// may echo the URL it was called at, and an error from a library may quote
+// it in a form redactError does not know.
 func scrub(text string, target *url.URL, pathPublic bool) string {
 	if target == nil {
 		return text
@@ -82,7 +89,9 @@ func scrub(text string, target *url.URL, pathPublic bool) string {
 		for _, p := range []string{target.EscapedPath(), target.Path} {
 			value(p)
 			for seg := range strings.SplitSeq(p, "/") {
-				value(seg)
+				if len(seg) >= minPathToken {
+					pairs = append(pairs, [2]string{seg, redactedMark})
+				}
 			}
 		}
 	}

@@ -84,8 +84,8 @@ func TestScrub(t *testing.T) {
 }
 
 // TestScrubPath: unless the endpoint says its path is public, a receiver's
-// answer loses the path it echoes, whole (as sent or decoded) or any
-// segment of it long enough to be a token.
+// answer loses the path it echoes, whole (as sent or decoded), and any
+// segment of it long enough to be a token wherever it stands.
 func TestScrubPath(t *testing.T) {
 	t.Parallel()
 	const slack = "https://hooks.slack.com/services/T0001/B0002/XXXXXXXXXXXXXXXXXXXXXXXX"
@@ -99,4 +99,8 @@ func TestScrubPath(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "bad [redacted] or [redacted]",
 		scrub("bad /api/webhooks/123456789/ab%2Fcd-secret-token or /api/webhooks/123456789/ab/cd-secret-token", enc, false))
+	// Words of the path are kept where they stand alone.
+	plain, err := url.Parse("https://example.com/webhook")
+	require.NoError(t, err)
+	require.Equal(t, "invalid webhook signature at [redacted]", scrub("invalid webhook signature at /webhook", plain, false))
 }
