@@ -133,7 +133,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil), contract.ErrTypePermanent, nil)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil, ep.Settings.URLPathPublic), contract.ErrTypePermanent, nil)
 	}
 	// The endpoint's custom headers first, so that hookflow's own headers
 	// below win whatever the API let through. Their values are secrets:
@@ -158,7 +158,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// a cause, whose message would carry the URL whole.
 		// It may quote the receiver too (a certificate's names): its
 		// control characters are escaped before anyone's terminal sees it.
-		msg := printable.String(scrubValues(redactError(err, req.URL), secrets))
+		msg := printable.String(scrubValues(redactError(err, req.URL, ep.Settings.URLPathPublic), secrets))
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
@@ -183,7 +183,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	rec.StatusCode = &code
 	what := fmt.Sprintf("receiver answered %d", resp.StatusCode)
 	if len(answer) > 0 {
-		snippet := scrubValues(scrub(string(answer), req.URL), secrets)
+		snippet := scrubValues(scrub(string(answer), req.URL, ep.Settings.URLPathPublic), secrets)
 		if len(snippet) > maxRecordedBody {
 			snippet = snippet[:maxRecordedBody]
 		}

@@ -44,8 +44,8 @@ func requireRedacted(t *testing.T, b *deliverBundle, err error, secret, want str
 // TestDeliverRedactsRefusedURL: the connection to an endpoint whose URL
 // carries a token in its query is refused. The stored attempt and the
 // failure Temporal gets (which becomes the dead letter's reason) name the
-// endpoint as scheme://host/path, and so says the span's exception; the
-// token appears nowhere. Not parallel: it installs the global tracer
+// endpoint as scheme://host/[redacted] (its path is not said to be public),
+// and so says the span's exception; the token appears nowhere. Not parallel: it installs the global tracer
 // provider.
 func TestDeliverRedactsRefusedURL(t *testing.T) {
 	_, spans := spantest.Install(t)
@@ -55,7 +55,7 @@ func TestDeliverRedactsRefusedURL(t *testing.T) {
 
 	_, err := b.deliver(t)
 	requireFailure(t, err, contract.ErrTypeRetryable, true, 0)
-	requireRedacted(t, b, err, secret, "Post http://"+addr+"/hooks: dial tcp "+addr+": connect: connection refused")
+	requireRedacted(t, b, err, secret, "Post http://"+addr+"/[redacted]: dial tcp "+addr+": connect: connection refused")
 
 	var deliverSpans []sdktrace.ReadOnlySpan
 	for _, s := range spans.Ended() {
@@ -100,7 +100,7 @@ func TestDeliverRedactsEchoedURL(t *testing.T) {
 
 	_, err := b.deliver(t)
 	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
-	requireRedacted(t, b, err, secret, "receiver answered 404: Cannot POST /hooks?[redacted] (token [redacted])")
+	requireRedacted(t, b, err, secret, "receiver answered 404: Cannot POST [redacted]?[redacted] (token [redacted])")
 }
 
 // TestDeliverRedactsUnparsableURL: a stored URL that no longer parses fails
@@ -114,7 +114,7 @@ func TestDeliverRedactsUnparsableURL(t *testing.T) {
 	_, err := b.deliver(t)
 	requireFailure(t, err, contract.ErrTypePermanent, false, 0)
 	require.NotContains(t, err.Error(), secret)
-	require.Contains(t, err.Error(), `build request: parse http://127.0.0.1:80:80/hooks: invalid port ":80:80" after host`)
+	require.Contains(t, err.Error(), `build request: parse http://127.0.0.1:80:80/[redacted]: invalid port ":80:80" after host`)
 	attempts, err := b.st.AttemptsList(context.Background(), b.in.EventID, b.in.EndpointID)
 	require.NoError(t, err)
 	require.Empty(t, attempts, "no attempt was made")

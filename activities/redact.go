@@ -11,8 +11,10 @@ import (
 )
 
 // Endpoint URLs may carry credentials: a token in the query string (for
-// receivers that cannot check signatures) or userinfo (refused at
-// registration, but nothing here should rely on that). What the activities
+// receivers that cannot check signatures), in the path (Slack- and
+// Discord-style URLs, unless the endpoint's url_path_public says its path
+// holds none) or userinfo (refused at registration, but nothing here should
+// rely on that). What the activities
 // store, log, put on a span or return to Temporal (where a failure's message
 // lands in the workflow history and in the dead letter's reason) names an
 // endpoint by its redacted URL only (package redact).
@@ -29,22 +31,32 @@ const minSecretValue = 6
 
 // redactError returns err's text with nothing of the credentials in any URL
 // it names, nor of those in target (the request's URL; nil when there is
-// none). A *url.Error, which http.Client.Do and url.Parse return, repeats
-// the whole URL: its part of the text is rebuilt from the operation, the
-// redacted URL and the cause, as in "Post http://host/hook: dial tcp ...".
-func redactError(err error, target *url.URL) string {
+// none), its path included unless pathPublic. A *url.Error, which
+// http.Client.Do and url.Parse return, repeats the whole URL: its part of
+// the text is rebuilt from the operation, the redacted URL and the cause,
+// as in "Post http://host/[redacted]: dial tcp ...".
+func redactError(err error, target *url.URL, pathPublic bool) string {
 	msg := err.Error()
 	if ue, ok := errors.AsType[*url.Error](err); ok {
-		msg = strings.ReplaceAll(msg, ue.Error(), ue.Op+" "+redact.RawURL(ue.URL)+": "+ue.Err.Error())
+		msg = strings.ReplaceAll(msg, ue.Error(), ue.Op+" "+redact.RawURL(ue.URL, pathPublic)+": "+ue.Err.Error())
 	}
-	return scrub(msg, target)
+	return scrub(msg, target, pathPublic)
 }
 
+// minPathToken is the shortest segment of a URL's path scrubbed on its own:
+// the tokens Slack and Discord put there are 24 and 68 characters, and
+// shorter segments are words ("webhook", "services") whose every
+// occurrence in a receiver's answer is better kept. The whole path is
+// scrubbed at any length from minSecretValue.
+const minPathToken = 16
+
 // scrub takes out of text, wherever it quotes them, target's query (as
-// sent and decoded), the values in it, its fragment and its userinfo. A
-// receiver's answer may echo the URL it was called at, and an error from a
-// library may quote it in a form redactError does not know.
-func scrub(text string, target *url.URL) string {
+// sent and decoded), the values in it, its fragment and its userinfo, and
+// unless pathPublic its path (as sent and decoded) and each of its
+// segments long enough to be a token (minPathToken). A receiver's answer
+// may echo the URL it was called at, and an error from a library may quote
+// it in a form redactError does not know.
+func scrub(text string, target *url.URL, pathPublic bool) string {
 	if target == nil {
 		return text
 	}
@@ -70,6 +82,16 @@ func scrub(text string, target *url.URL) string {
 			for _, v := range vs {
 				value(v)
 				value(url.QueryEscape(v))
+			}
+		}
+	}
+	if !pathPublic {
+		for _, p := range []string{target.EscapedPath(), target.Path} {
+			value(p)
+			for seg := range strings.SplitSeq(p, "/") {
+				if len(seg) >= minPathToken {
+					pairs = append(pairs, [2]string{seg, redactedMark})
+				}
 			}
 		}
 	}

@@ -22,17 +22,20 @@ func TestRedactError(t *testing.T) {
 	ue := &url.Error{Op: "Post", URL: raw, Err: refused}
 	const want = "Post http://127.0.0.1:9/hook: dial tcp 127.0.0.1:9: connect: connection refused"
 
-	require.Equal(t, want, redactError(ue, target))
-	require.Equal(t, "send: "+want, redactError(fmt.Errorf("send: %w", ue), target))
+	require.Equal(t, want, redactError(ue, target, true))
+	require.Equal(t, "send: "+want, redactError(fmt.Errorf("send: %w", ue), target, true))
 	require.Equal(t, "Post http://127.0.0.1:9/hook: context deadline exceeded",
-		redactError(&url.Error{Op: "Post", URL: raw, Err: context.DeadlineExceeded}, nil))
-	require.Equal(t, "boom", redactError(errors.New("boom"), target))
+		redactError(&url.Error{Op: "Post", URL: raw, Err: context.DeadlineExceeded}, nil, true))
+	require.Equal(t, "boom", redactError(errors.New("boom"), target, true))
 
 	// A cause that quotes the URL in its own way.
 	quoting := &url.Error{Op: "Post", URL: raw, Err: fmt.Errorf("proxy refused %s (token s3cret-token, escaped %s)", raw, url.QueryEscape("s3cret-token"))}
 	require.Equal(t,
 		"Post http://127.0.0.1:9/hook: proxy refused http://[redacted]@127.0.0.1:9/hook?[redacted] (token [redacted], escaped [redacted])",
-		redactError(quoting, target))
+		redactError(quoting, target, true))
+
+	// By default the path is a secret too (Slack- and Discord-style URLs).
+	require.Equal(t, "Post http://127.0.0.1:9/[redacted]: dial tcp 127.0.0.1:9: connect: connection refused", redactError(ue, target, false))
 }
 
 // TestScrub: a receiver's answer echoing the URL loses the query, the
@@ -74,8 +77,30 @@ func TestScrub(t *testing.T) {
 			t.Parallel()
 			u, err := url.Parse(tc.url)
 			require.NoError(t, err)
-			require.Equal(t, tc.want, scrub(tc.text, u))
+			require.Equal(t, tc.want, scrub(tc.text, u, true))
 		})
 	}
-	require.Equal(t, "as is", scrub("as is", nil))
+	require.Equal(t, "as is", scrub("as is", nil, false))
+}
+
+// TestScrubPath: unless the endpoint says its path is public, a receiver's
+// answer loses the path it echoes, whole (as sent or decoded), and any
+// segment of it long enough to be a token wherever it stands.
+func TestScrubPath(t *testing.T) {
+	t.Parallel()
+	const slack = "https://hooks.slack.com/services/T0001/B0002/XXXXXXXXXXXXXXXXXXXXXXXX"
+	u, err := url.Parse(slack)
+	require.NoError(t, err)
+	require.Equal(t, "no route [redacted] (token [redacted])",
+		scrub("no route /services/T0001/B0002/XXXXXXXXXXXXXXXXXXXXXXXX (token XXXXXXXXXXXXXXXXXXXXXXXX)", u, false))
+	require.Equal(t, "no route /services/T0001/B0002/XXXXXXXXXXXXXXXXXXXXXXXX",
+		scrub("no route /services/T0001/B0002/XXXXXXXXXXXXXXXXXXXXXXXX", u, true))
+	enc, err := url.Parse("https://discord.com/api/webhooks/123456789/ab%2Fcd-secret-token")
+	require.NoError(t, err)
+	require.Equal(t, "bad [redacted] or [redacted]",
+		scrub("bad /api/webhooks/123456789/ab%2Fcd-secret-token or /api/webhooks/123456789/ab/cd-secret-token", enc, false))
+	// Words of the path are kept where they stand alone.
+	plain, err := url.Parse("https://example.com/webhook")
+	require.NoError(t, err)
+	require.Equal(t, "invalid webhook signature at [redacted]", scrub("invalid webhook signature at /webhook", plain, false))
 }

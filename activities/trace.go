@@ -25,8 +25,8 @@ const tracerName = "github.com/hookflow/hookflow/activities"
 // sends its context to the receiver as traceparent, so the receiver's work
 // joins the event's trace. Every attempt is its own span, with the status
 // the receiver answered. The URL is not recorded (it may carry a token in
-// its query); only its host and port are, and an error's message is
-// scrubbed of the URL's credentials. With tracing off the span is a
+// its query or path); only its host and port are, and an error's message
+// is scrubbed of the URL's credentials, its path always among them. With tracing off the span is a
 // no-op one and no traceparent is sent.
 func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt int32, req *http.Request) (*http.Response, error) {
 	attrs := []attribute.KeyValue{
@@ -58,7 +58,7 @@ func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt
 		}
 		span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
 			semconv.ExceptionType(fmt.Sprintf("%T", cause)),
-			semconv.ExceptionMessage(scrub(cause.Error(), req.URL)),
+			semconv.ExceptionMessage(scrub(cause.Error(), req.URL, false)),
 		))
 		span.SetStatus(codes.Error, "request failed")
 		return nil, err

@@ -21,6 +21,11 @@ import (
 type endpointRequest struct {
 	URL      *string `json:"url"`
 	Disabled *bool   `json:"disabled"`
+	// URLPathPublic says the URL's path holds no secret, so that read
+	// keys, errors and histories show it; left out (or null) on create it
+	// is false, and a PATCH that changes the URL and leaves it out sets it
+	// back to false: it is said of one URL.
+	URLPathPublic *bool `json:"url_path_public"`
 	// Secret, on create only, is a signing secret the caller brings (a
 	// receiver that already verifies with it, an endpoint moved from
 	// another sender); left out, hookflow makes one.
@@ -62,6 +67,7 @@ func (r endpointRequest) eventTypes() (list []string, set bool, err error) {
 type endpointResponse struct {
 	ID                string     `json:"id"`
 	URL               string     `json:"url"`
+	URLPathPublic     bool       `json:"url_path_public"`
 	Secret            string     `json:"secret,omitempty"`
 	Disabled          bool       `json:"disabled"`
 	DisabledReason    *string    `json:"disabled_reason,omitempty"`
@@ -76,15 +82,17 @@ type endpointResponse struct {
 }
 
 // endpointView is what the API shows of an endpoint. Its URL may carry a
-// token in its query string (for receivers that cannot check signatures):
-// only the endpoint's management (endpoints:write, admin) sees it whole,
-// anyone else (events:read) sees it without query, fragment and userinfo.
+// token in its query string (for receivers that cannot check signatures)
+// or in its path (Slack- and Discord-style URLs): only the endpoint's
+// management (endpoints:write, admin) sees it whole, anyone else
+// (events:read) sees it without query, fragment and userinfo, and without
+// its path unless the endpoint says its path is public.
 func endpointView(c echo.Context, e store.Endpoint, withSecret bool) endpointResponse {
 	u := e.URL
 	if !principalOf(c).can(ScopeEndpointsWrite) {
-		u = redact.RawURL(u)
+		u = redact.RawURL(u, e.Settings.URLPathPublic)
 	}
-	r := endpointResponse{ID: e.ID, URL: u, Disabled: e.Disabled, DisabledReason: e.DisabledReason, EventTypes: e.EventTypes,
+	r := endpointResponse{ID: e.ID, URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: e.DisabledReason, EventTypes: e.EventTypes,
 		settingsView: viewSettings(e.Settings), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if withSecret {
 		r.Secret = e.Secret
@@ -122,6 +130,7 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	settings.URLPathPublic = req.URLPathPublic != nil && *req.URLPathPublic
 	secret, err := createSecret(req.Secret)
 	if err != nil {
 		return err
@@ -189,8 +198,8 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 		return fieldProblem("secret", "secret is set at creation only: POST /v1/endpoints/{id}/rotate-secret for a new one")
 	}
 	types, typesSet, typesErr := req.eventTypes()
-	if req.URL == nil && req.Disabled == nil && !typesSet && !req.endpointSettings.any() {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, disabled, event_types, headers, recovery_window, timeout, rate_limit, circuit_failure_threshold, circuit_failure_rate, circuit_window, circuit_min_attempts, max_in_flight, auto_replay and/or disable_after")
+	if req.URL == nil && req.Disabled == nil && req.URLPathPublic == nil && !typesSet && !req.endpointSettings.any() {
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, url_path_public, disabled, event_types, headers, recovery_window, timeout, rate_limit, circuit_failure_threshold, circuit_failure_rate, circuit_window, circuit_min_attempts, max_in_flight, auto_replay and/or disable_after")
 	}
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {
@@ -204,11 +213,16 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ch.URL, ch.Disabled = req.URL, req.Disabled
+	ch.URL, ch.Disabled, ch.URLPathPublic = req.URL, req.Disabled, req.URLPathPublic
 	if typesSet {
 		ch.EventTypes = &types
 	}
+	who := principalOf(c)
+	ch.By = store.Actor{ID: who.id, Name: who.name}
 	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
+	if errors.Is(err, store.ErrHeadersOrigin) {
+		return headersOriginProblem()
+	}
 	if err != nil {
 		return err
 	}
@@ -230,6 +244,58 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, view)
+}
+
+// headersOriginProblem refuses a PATCH that moves an endpoint with custom
+// headers to another origin (scheme, host or port) without sending headers
+// again. Their values are secrets the receiver at the old origin checks;
+// carried over, they would go to whoever the new URL names, and an
+// endpoints:write key, which is shown them as "********", could read them
+// there. Refused rather than cleared, so that nothing is lost unseen: the
+// caller sends the headers meant for the new receiver, or null for none.
+func headersOriginProblem() *Problem {
+	p := problem(http.StatusUnprocessableEntity, "headers-follow-url", "Headers must be sent again",
+		"this url has another origin (scheme, host or port) than the endpoint's, and the endpoint has custom headers: send headers in the same request (the values for the new receiver, or null for none)")
+	p.Field = "headers"
+	return p
+}
+
+// urlChangeView is a change of an endpoint's URL as the API shows it (to
+// admin keys): who and when, and the URLs before and after, redacted as a
+// read-only key is shown them.
+type urlChangeView struct {
+	ChangedAt       time.Time `json:"changed_at"`
+	ChangedBy       string    `json:"changed_by"`
+	ChangedByKeyID  string    `json:"changed_by_key_id"`
+	OldURL          string    `json:"old_url"`
+	NewURL          string    `json:"new_url"`
+	HeadersReplaced bool      `json:"headers_replaced"`
+}
+
+// endpointURLChanges lists the endpoint's URL changes, newest first
+// (admin): the audit of who pointed it where. Bounded as a page of
+// endpoints is.
+func (s *Server) endpointURLChanges(c echo.Context) error {
+	limit, p := queryLimit(c, endpointPageDefault, endpointPageMax)
+	if p != nil {
+		return p
+	}
+	ep, err := s.endpoint(c)
+	if err != nil {
+		return err
+	}
+	changes, err := s.deps.Store.EndpointURLChanges(c.Request().Context(), ep.ID, limit)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Items []urlChangeView `json:"items"`
+	}{Items: make([]urlChangeView, 0, len(changes))}
+	for _, ch := range changes {
+		out.Items = append(out.Items, urlChangeView{ChangedAt: ch.At, ChangedBy: ch.By.Name, ChangedByKeyID: ch.By.ID,
+			OldURL: ch.OldURL, NewURL: ch.NewURL, HeadersReplaced: ch.HeadersReplaced})
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // resumeEndpoint replays, each lane in sequence order, the open dead letters

@@ -22,9 +22,10 @@ import (
 )
 
 // TestEndpointURLHiddenFromReadOnlyKeys: an endpoint's URL may carry a
-// token in its query (for receivers that cannot check signatures). Only
-// its management (endpoints:write, admin) sees it whole; a read-only key
-// sees scheme://host/path.
+// token in its query (for receivers that cannot check signatures) or its
+// path (Slack, Discord). Only its management (endpoints:write, admin) sees
+// it whole; a read-only key sees scheme://host/[redacted], and
+// scheme://host/path once the endpoint says its path is public.
 func TestEndpointURLHiddenFromReadOnlyKeys(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -40,15 +41,30 @@ func TestEndpointURLHiddenFromReadOnlyKeys(t *testing.T) {
 
 	_, reader := b.createKey(t, "dashboard", api.ScopeEventsRead)
 	_, manager := b.createKey(t, "platform", api.ScopeEndpointsWrite, api.ScopeEventsRead)
-	for key, want := range map[string]string{reader: "https://example.com/hook", manager: full, b.token: full} {
+	for key, want := range map[string]string{reader: "https://example.com/[redacted]", manager: full, b.token: full} {
 		resp, body := b.do(t, http.MethodGet, "/v1/endpoints/"+ep.ID, "", "", bearer(key))
 		require.Equal(t, http.StatusOK, resp.StatusCode, body)
 		require.NoError(t, json.Unmarshal([]byte(body), &ep))
 		require.Equal(t, want, ep.URL)
 		if want != full {
 			require.NotContains(t, body, "s3cret")
+			require.NotContains(t, body, "/hook")
 		}
 	}
+	resp, body = b.do(t, http.MethodPatch, "/v1/endpoints/"+ep.ID, "application/json", `{"url_path_public":true}`, bearer(manager))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	resp, body = b.do(t, http.MethodGet, "/v1/endpoints/"+ep.ID, "", "", bearer(reader))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &ep))
+	require.Equal(t, "https://example.com/hook", ep.URL)
+	require.NotContains(t, body, "s3cret")
+	// A new URL's path is not public unless the same PATCH says so.
+	resp, body = b.do(t, http.MethodPatch, "/v1/endpoints/"+ep.ID, "application/json", `{"url":"https://example.com/T01/s3cret-path"}`, bearer(manager))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	resp, body = b.do(t, http.MethodGet, "/v1/endpoints/"+ep.ID, "", "", bearer(reader))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.NotContains(t, body, "s3cret")
+	require.Contains(t, body, `"url_path_public":false`)
 }
 
 // bigDeadLetters stores n dead letters of correlation corr, each with an

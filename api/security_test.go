@@ -39,6 +39,13 @@ var forbiddenTargets = []string{
 	"https://localhost./hook",
 	"https://127.0.0.1./hook",
 	"http://example.com/hook",
+	// Site-local, discard-only and the documentation networks (issue 33
+	// item 10).
+	"https://[fec0::1]/hook",
+	"https://[100::1]/hook",
+	"https://192.0.2.1/hook",
+	"https://198.51.100.7/hook",
+	"https://203.0.113.9/hook",
 }
 
 func TestEndpointURLRefusedWhenPrivateTargetsAreNotAllowed(t *testing.T) {

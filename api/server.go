@@ -183,6 +183,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.POST("/api-keys", s.keyCreate, admin)
 	v1.GET("/api-keys", s.keyList, admin)
 	v1.DELETE("/api-keys/:id", s.keyRevoke, admin)
+	v1.GET("/endpoints/:id/url-changes", s.endpointURLChanges, admin)
 	return s, nil
 }
 

@@ -32,19 +32,24 @@ import (
 )
 
 // TestRedaction: an endpoint whose URL carries a token in its query string
-// refuses connections through a whole recovery window, and the event is
-// dead-lettered. The token is then nowhere hookflow writes: in no table of
-// its database (but the endpoint's own url column), in no answer of the API
-// about the event, in no log record of the API, the worker or the Temporal
-// SDK, in no span, and nowhere in the event's or its sequencer's workflow
-// history, payloads included. The failure is still told: the dead letter's
-// reason and attempts name the endpoint as scheme://host/path.
+// and another in its path (as Slack's and Discord's do) refuses connections
+// through a whole recovery window, and the event is dead-lettered. The
+// tokens are then nowhere hookflow writes: in no table of its database (but
+// the endpoint's own url column), in no answer of the API about the event,
+// in no answer about the endpoints to a read key, in no log record of the
+// API, the worker or the Temporal SDK, in no span, and nowhere in the
+// event's or its sequencer's workflow history, payloads included. The
+// failure is still told: the dead letter's reason and attempts name the
+// endpoint as scheme://host/[redacted].
 //
 // The endpoint carries a custom header whose value is a secret too, and so
 // does a second endpoint, whose receiver refuses its event (400) with an
-// answer that echoes the header: that value is nowhere either, but in the
-// endpoints' own headers column (not in an attempt, a dead letter, a log,
-// a span, a history or an answer of the API, the endpoints' included).
+// answer that echoes the header and the path: neither is anywhere either,
+// but in the endpoints' own headers and url columns (not in an attempt, a
+// dead letter, a log, a span, a history or an answer of the API, the
+// endpoints' included). A third endpoint says its path is public
+// (url_path_public): its path is shown to the read key and in its dead
+// letter.
 func TestRedaction(t *testing.T) {
 	tp, spans := spantest.Install(t)
 	ic, err := tracing.TemporalInterceptor(tp)
@@ -60,25 +65,32 @@ func TestRedaction(t *testing.T) {
 
 	secret := "tok" + randHex(16)
 	addr := refusedAddr(t)
-	redacted := "http://" + addr + "/hook"
-	raw := redacted + "?token=" + secret + "&v=2"
+	pathSecret := "pth" + randHex(16)
+	redacted := "http://" + addr + "/[redacted]"
+	raw := "http://" + addr + "/services/T01/B02/" + pathSecret + "?token=" + secret + "&v=2"
 	hdrSecret := "hdr" + randHex(16)
 	headers := map[string]any{"X-Api-Key": hdrSecret}
 	ep := b.createEndpointWith(map[string]any{"url": raw, "headers": headers})
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, "unknown key %s", r.Header.Get("X-Api-Key"))
+		fmt.Fprintf(w, "unknown key %s at %s", r.Header.Get("X-Api-Key"), r.URL.Path)
 	}))
 	t.Cleanup(echo.Close)
-	echoEp := b.createEndpointWith(map[string]any{"url": echo.URL + "/hook", "headers": headers})
+	echoEp := b.createEndpointWith(map[string]any{"url": echo.URL + "/api/webhooks/42/" + pathSecret, "headers": headers})
+	publicEp := b.createEndpointWith(map[string]any{"url": echo.URL + "/public/orders-hook", "url_path_public": true})
 	corr, id := b.id("redact"), b.id("redact-1")
 	code, _ := b.postEvent(id, corr, 1, ep.ID, map[string]any{"n": 1})
 	require.Equal(t, http.StatusAccepted, code)
 	echoCorr, echoID := b.id("redact-echo"), b.id("redact-echo-1")
 	code, _ = b.postEvent(echoID, echoCorr, 1, echoEp.ID, map[string]any{"n": 1})
 	require.Equal(t, http.StatusAccepted, code)
+	publicCorr, publicID := b.id("redact-public"), b.id("redact-public-1")
+	code, _ = b.postEvent(publicID, publicCorr, 1, publicEp.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
 	b.waitState(id, contract.StateDeadLettered, time.Minute)
 	b.waitState(echoID, contract.StateDeadLettered, time.Minute)
+	b.waitState(publicID, contract.StateDeadLettered, time.Minute)
+	reader := b.createKey("redaction-reader", "events:read")
 
 	dl := b.deadLetter(id)
 	var storedHeaders map[string]string
@@ -89,7 +101,8 @@ func TestRedaction(t *testing.T) {
 		"API answers": b.apiText(id) + b.apiText(echoID),
 		// The management sees the URL whole, token included (the token is
 		// not looked for here); never a header's value.
-		"endpoint answers":       b.endpointsText(ep.ID, echoEp.ID),
+		"endpoint answers":       b.endpointsText(b.cfg.APIToken, ep.ID, echoEp.ID),
+		"read key's endpoints":   b.endpointsText(reader, ep.ID, echoEp.ID),
 		"logs":                   logs.String(),
 		"spans":                  spansText(spans.Ended()),
 		"event history":          b.historyText(id),
@@ -102,8 +115,9 @@ func TestRedaction(t *testing.T) {
 		for what, s := range map[string]string{
 			"the token": secret, "the token (hex)": hex.EncodeToString([]byte(secret)),
 			"the header's value": hdrSecret, "the header's value (hex)": hex.EncodeToString([]byte(hdrSecret)),
+			"the path's token": pathSecret, "the path's token (hex)": hex.EncodeToString([]byte(pathSecret)),
 		} {
-			if name == "endpoint answers" && strings.HasPrefix(what, "the token") {
+			if name == "endpoint answers" && (strings.HasPrefix(what, "the token") || strings.HasPrefix(what, "the path's token")) {
 				continue
 			}
 			if lines := linesWith(where[name], s); len(lines) > 0 {
@@ -113,7 +127,12 @@ func TestRedaction(t *testing.T) {
 	}
 	// The echoed refusal is told, without the value.
 	echoDL := b.deadLetter(echoID)
-	require.Contains(t, echoDL.Reason, "permanent rejection: receiver answered 400: unknown key [redacted]")
+	require.Contains(t, echoDL.Reason, "permanent rejection: receiver answered 400: unknown key [redacted] at [redacted]")
+	require.Contains(t, where["read key's endpoints"], `"url":"`+redacted+`"`)
+	// A public path is shown: to the read key, and in what the receiver's
+	// answer quotes of it.
+	require.Contains(t, b.deadLetter(publicID).Reason, "at /public/orders-hook")
+	require.Contains(t, b.endpointsText(reader, publicEp.ID), `"url":"`+echo.URL+`/public/orders-hook","url_path_public":true`)
 	require.Contains(t, where["endpoint answers"], `"X-Api-Key":"********"`, "the endpoints are shown with the header's name")
 	require.Contains(t, where["echoed event history"], "unknown key [redacted]")
 
@@ -216,9 +235,9 @@ func (b *bundle) databaseText(t *testing.T, endpointID, url string) string {
 	return sb.String()
 }
 
-// endpointsText is what the API answers about the endpoints, one by one
-// and listed.
-func (b *bundle) endpointsText(ids ...string) string {
+// endpointsText is what the API answers token about the endpoints, one by
+// one and listed.
+func (b *bundle) endpointsText(token string, ids ...string) string {
 	var sb strings.Builder
 	for _, path := range append([]string{"/v1/endpoints"}, func() []string {
 		var ps []string
@@ -228,7 +247,7 @@ func (b *bundle) endpointsText(ids ...string) string {
 		return ps
 	}()...) {
 		var body json.RawMessage
-		require.Equal(b.t, http.StatusOK, b.call(http.MethodGet, path, nil, &body), path)
+		require.Equal(b.t, http.StatusOK, b.callAs(token, http.MethodGet, path, nil, &body), path)
 		fmt.Fprintf(&sb, "%s: %s\n", path, body)
 	}
 	return sb.String()

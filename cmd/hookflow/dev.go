@@ -209,7 +209,12 @@ func ensureDevEndpoint(ctx context.Context, st *store.Store, url, secret string)
 		return err
 	}
 	if ep.URL != url {
-		_, err = st.EndpointUpdate(ctx, devEndpointID, store.EndpointChange{URL: &url})
+		// The dev receiver moved with this run's port: the headers set on
+		// it are for it still, and go with it (sent again, as a change of
+		// origin must).
+		headers := ep.Settings.Headers
+		_, err = st.EndpointUpdate(ctx, devEndpointID, store.EndpointChange{URL: &url, Headers: &headers,
+			By: store.Actor{ID: "hookflow-dev", Name: "hookflow dev"}})
 	}
 	return err
 }

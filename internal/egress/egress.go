@@ -1,6 +1,6 @@
 // Package egress is how hookflow reaches receivers: an HTTP client that never
 // follows redirects and refuses to connect to loopback, private, link-local,
-// metadata or unspecified addresses, except the exact host:port targets a
+// site-local, metadata, documentation, discard or unspecified addresses, except the exact host:port targets a
 // deployment allowlists (its own receiver, say) and, in hookflow dev and the
 // tests, every target. The check runs on the address actually dialled (a
 // net.Dialer Control hook), so a name that resolves differently later (DNS
@@ -36,8 +36,13 @@ var blocked = [...]netip.Prefix{
 	netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("172.16.0.0/12"),
 	netip.MustParsePrefix("192.0.0.0/24"),
+	// The documentation networks (TEST-NET-1 to 3, RFC 5737): never a
+	// real receiver, and on some networks routed to something internal.
+	netip.MustParsePrefix("192.0.2.0/24"),
 	netip.MustParsePrefix("192.168.0.0/16"),
 	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("224.0.0.0/4"),
 	netip.MustParsePrefix("240.0.0.0/4"),
 	// IPv4-compatible (deprecated, RFC 4291): a stack that still speaks it
@@ -50,6 +55,8 @@ var blocked = [...]netip.Prefix{
 	// prefix length only the network knows, so none of it is judged by the
 	// address inside. (The well-known 64:ff9b::/96 is, in Forbidden.)
 	netip.MustParsePrefix("64:ff9b:1::/48"),
+	// The discard-only prefix (RFC 6666): a sink, never a receiver.
+	netip.MustParsePrefix("100::/64"),
 	// Teredo, whose addresses carry a server's and (obfuscated) a client's
 	// IPv4 address, and 6to4 (deprecated, RFC 7526), whose relays forward to
 	// the IPv4 address in bits 16 to 47.
@@ -57,6 +64,9 @@ var blocked = [...]netip.Prefix{
 	netip.MustParsePrefix("2002::/16"),
 	netip.MustParsePrefix("fc00::/7"),
 	netip.MustParsePrefix("fe80::/10"),
+	// Site-local (deprecated, RFC 3879), which older stacks still route
+	// inside a site as fc00::/7 is.
+	netip.MustParsePrefix("fec0::/10"),
 	netip.MustParsePrefix("ff00::/8"),
 	netip.MustParsePrefix("fd00:ec2::254/128"),
 }

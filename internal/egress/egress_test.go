@@ -39,6 +39,15 @@ func TestCheckURLRefusesPrivateTargets(t *testing.T) {
 		"https://169.254.169.254",
 		"https://169.254.169.254/latest/meta-data/",
 		"https://[fd00:ec2::254]",
+		"https://[fec0::1]",
+		"https://[feff:ffff::1]",
+		"https://[100::1]",
+		"https://[100::ffff:ffff:ffff:ffff]",
+		"https://192.0.2.1",
+		"https://198.51.100.7",
+		"https://203.0.113.255",
+		"https://[::ffff:203.0.113.9]",
+		"https://[64:ff9b::c633:6401]",
 		"https://0.0.0.0",
 		"https://0",
 		"https://2130706433",
@@ -112,10 +121,14 @@ func TestCheckURLAccepts(t *testing.T) {
 
 func TestForbidden(t *testing.T) {
 	t.Parallel()
-	for _, a := range []string{"127.0.0.1", "::1", "::ffff:10.1.2.3", "169.254.169.254", "fd00:ec2::254", "224.0.0.1", "255.255.255.255"} {
+	for _, a := range []string{"127.0.0.1", "::1", "::ffff:10.1.2.3", "169.254.169.254", "fd00:ec2::254", "224.0.0.1", "255.255.255.255",
+		"fec0::1", "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "100::1", "192.0.2.0", "198.51.100.255", "203.0.113.1", "::ffff:192.0.2.1"} {
 		require.True(t, egress.Forbidden(netip.MustParseAddr(a)), a)
 	}
-	for _, a := range []string{"93.184.216.34", "8.8.8.8", "2606:4700::1111", "172.32.0.1", "11.0.0.1"} {
+	// The edges of the documentation, site-local and discard-only ranges
+	// stay public.
+	for _, a := range []string{"93.184.216.34", "8.8.8.8", "2606:4700::1111", "172.32.0.1", "11.0.0.1",
+		"192.0.3.1", "198.51.101.1", "203.0.112.255", "203.0.114.0", "fe00::1", "100:0:0:1::1"} {
 		require.False(t, egress.Forbidden(netip.MustParseAddr(a)), a)
 	}
 }

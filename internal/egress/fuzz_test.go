@@ -158,8 +158,9 @@ func inetAton(host string) (netip.Addr, bool) {
 
 // forbiddenOracle: the standard library's classes (loopback, private,
 // link-local, multicast, unspecified), the IPv4 special ranges it does not
-// class (this network, shared address space, the IETF's, benchmarking,
-// reserved and broadcast, the EC2 metadata service's IPv6), and every IPv6
+// class (this network, shared address space, the IETF's, documentation,
+// benchmarking, reserved and broadcast; IPv6 site-local and discard-only,
+// the EC2 metadata service's IPv6), and every IPv6
 // form a translator maps onto an IPv4 address, judged by that address.
 func forbiddenOracle(a netip.Addr) bool {
 	a = a.WithZone("").Unmap()
@@ -170,7 +171,8 @@ func forbiddenOracle(a netip.Addr) bool {
 	if a.Is4() {
 		b := a.As4()
 		return b[0] == 0 || b[0] >= 240 || (b[0] == 100 && b[1]&0xc0 == 64) ||
-			(b[0] == 192 && b[1] == 0 && b[2] == 0) || (b[0] == 198 && b[1]&0xfe == 18)
+			(b[0] == 192 && b[1] == 0 && (b[2] == 0 || b[2] == 2)) || (b[0] == 198 && b[1]&0xfe == 18) ||
+			(b[0] == 198 && b[1] == 51 && b[2] == 100) || (b[0] == 203 && b[1] == 0 && b[2] == 113)
 	}
 	b := a.As16()
 	v4 := netip.AddrFrom4([4]byte(b[12:]))
@@ -186,6 +188,10 @@ func forbiddenOracle(a netip.Addr) bool {
 	case netip.MustParsePrefix("64:ff9b:1::/48").Contains(a), netip.MustParsePrefix("2001::/32").Contains(a):
 		return true
 	case b[0] == 0x20 && b[1] == 0x02: // 6to4, refused whole
+		return true
+	case b[0] == 0xfe && b[1]&0xc0 == 0xc0: // site-local, fec0::/10
+		return true
+	case b[0] == 0x01 && isZero(b[1:8]): // discard-only, 100::/64
 		return true
 	}
 	return false

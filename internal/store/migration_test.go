@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -287,7 +287,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 016's and 017's columns too, which add nothing of
 	// 015's.
-	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight"} {
+	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -314,7 +314,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
 	require.NoError(t, err)
 
-	for _, down := range []string{"019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
+	for _, down := range []string{"020_endpoint_url_changes", "019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -344,7 +344,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 017's and 019's columns too, which add nothing
 	// of 016's.
-	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight"} {
+	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -360,7 +360,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.Len(t, wakes, 1)
 	require.Equal(t, "a", wakes[0].EndpointID)
 
-	for _, name := range []string{"019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake"} {
+	for _, name := range []string{"020_endpoint_url_changes", "019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake"} {
 		down, err := os.ReadFile("../../schema/migrations/" + name + ".down.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(down)))
@@ -387,6 +387,10 @@ func TestMigration019CapsAttemptsInFlightAndGoesBack(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
+	// Today's store reads 020's column too, which adds nothing of 019's.
+	later, err := os.ReadFile("../../schema/migrations/020_endpoint_url_changes.up.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(later)))
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
@@ -401,11 +405,48 @@ func TestMigration019CapsAttemptsInFlightAndGoesBack(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, l.Taken)
 
-	down, err := os.ReadFile("../../schema/migrations/019_endpoint_max_in_flight.down.sql")
+	for _, name := range []string{"020_endpoint_url_changes", "019_endpoint_max_in_flight"} {
+		down, err := os.ReadFile("../../schema/migrations/" + name + ".down.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(ctx, pool, string(down)))
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE (table_name = 'endpoints' AND column_name = 'max_in_flight') OR table_name IN ('endpoint_leases', 'endpoint_in_flight')`).Scan(&n))
+	require.Zero(t, n)
+}
+
+// TestMigration020KeepsEndpointsAndGoesBack: an endpoint of before 020 has
+// a path that is not public (redacted, the safe reading) and no URL change
+// recorded; a change of URL made after it is recorded; the down migration
+// takes the column and the table back.
+func TestMigration020KeepsEndpointsAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 19, "-- An endpoint's URL and what follows it")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a.example/hook/t0ken-in-path', 'whsec_a')`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	ep, err := st.EndpointGet(ctx, "a")
+	require.NoError(t, err)
+	require.False(t, ep.Settings.URLPathPublic)
+	to := "https://a.example/other"
+	_, err = st.EndpointUpdate(ctx, "a", store.EndpointChange{URL: &to, By: store.Actor{ID: "key_x", Name: "ops"}})
+	require.NoError(t, err)
+	changes, err := st.EndpointURLChanges(ctx, "a", 10)
+	require.NoError(t, err)
+	require.Len(t, changes, 1)
+	require.Equal(t, "https://a.example/[redacted]", changes[0].OldURL)
+	require.Equal(t, store.Actor{ID: "key_x", Name: "ops"}, changes[0].By)
+
+	down, err := os.ReadFile("../../schema/migrations/020_endpoint_url_changes.down.sql")
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, string(down)))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
-		WHERE (table_name = 'endpoints' AND column_name = 'max_in_flight') OR table_name IN ('endpoint_leases', 'endpoint_in_flight')`).Scan(&n))
+		WHERE (table_name = 'endpoints' AND column_name = 'url_path_public') OR table_name = 'endpoint_url_changes'`).Scan(&n))
 	require.Zero(t, n)
 }

@@ -10,12 +10,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/schema"
 )
@@ -38,6 +41,9 @@ type queries struct {
 	EndpointGet                 string
 	EndpointUpdate              string
 	EndpointRotateSecret        string
+	EndpointLockURL             string
+	EndpointURLChangeInsert     string
+	EndpointURLChangesList      string
 	EndpointDisable             string
 	EndpointsList               string
 	EndpointsSubscribed         string
@@ -189,6 +195,11 @@ type Settings struct {
 	// MaxInFlight caps the endpoint's attempts in flight at once, across
 	// every worker; zero is DefaultMaxInFlight.
 	MaxInFlight int
+	// URLPathPublic says the URL's path holds no secret, so that it is
+	// shown where the URL is redacted (redact.URL); false, the default,
+	// redacts it, as Slack- and Discord-style URLs need. A change of URL
+	// sets it back to false unless the same change sets it.
+	URLPathPublic bool
 }
 
 // Defaults of the circuit breaker's settings.
@@ -252,11 +263,12 @@ type settingsColumns struct {
 	circuitWindow   *int64
 	minAttempts     *int32
 	maxInFlight     *int32
+	urlPathPublic   bool
 }
 
 func (c *settingsColumns) dest() []any {
 	return []any{&c.headers, &c.window, &c.timeout, &c.rateLimit, &c.threshold, &c.autoReplay, &c.disableAfter,
-		&c.failureRate, &c.circuitWindow, &c.minAttempts, &c.maxInFlight}
+		&c.failureRate, &c.circuitWindow, &c.minAttempts, &c.maxInFlight, &c.urlPathPublic}
 }
 
 func (c *settingsColumns) settings() Settings {
@@ -264,7 +276,7 @@ func (c *settingsColumns) settings() Settings {
 		RecoveryWindow: millis(c.window), Timeout: millis(c.timeout), RateLimit: orZero(c.rateLimit),
 		CircuitFailureThreshold: int(orZero(c.threshold)), AutoReplay: c.autoReplay, DisableAfter: millis(c.disableAfter),
 		CircuitFailureRate: int(orZero(c.failureRate)), CircuitWindow: millis(c.circuitWindow), CircuitMinAttempts: int(orZero(c.minAttempts)),
-		MaxInFlight: int(orZero(c.maxInFlight))}
+		MaxInFlight: int(orZero(c.maxInFlight)), URLPathPublic: c.urlPathPublic}
 	if len(st.Headers) == 0 {
 		st.Headers = nil
 	}
@@ -280,7 +292,7 @@ func settingsArgs(st Settings) []any {
 	return []any{headers, orNull(st.RecoveryWindow.Milliseconds()), orNull(st.Timeout.Milliseconds()), orNull(st.RateLimit),
 		orNull(int32(st.CircuitFailureThreshold)), st.AutoReplay, orNull(st.DisableAfter.Milliseconds()),
 		orNull(int32(st.CircuitFailureRate)), orNull(st.CircuitWindow.Milliseconds()), orNull(int32(st.CircuitMinAttempts)),
-		orNull(int32(st.MaxInFlight))}
+		orNull(int32(st.MaxInFlight)), st.URLPathPublic}
 }
 
 // orZero is a nullable column's value, zero for NULL.
@@ -413,38 +425,152 @@ type EndpointChange struct {
 	CircuitMinAttempts      *int
 	// MaxInFlight likewise (zero: DefaultMaxInFlight).
 	MaxInFlight *int
+	// URLPathPublic likewise (false: the path is redacted). A change of
+	// URL that leaves it out sets it back to false.
+	URLPathPublic *bool
+	// By is who makes the change: a change of URL is recorded with it
+	// (EndpointURLChanges).
+	By Actor
 }
+
+// Actor names who changed something: an API key's id and name (the
+// bootstrap token's are both "bootstrap").
+type Actor struct {
+	ID   string
+	Name string
+}
+
+// ErrHeadersOrigin is EndpointUpdate's refusal of a change of URL to
+// another origin (scheme, host or port) that does not send the endpoint's
+// custom headers again: their values are secrets meant for the origin they
+// were set for, and would otherwise go to the new one.
+var ErrHeadersOrigin = errors.New("a change of URL to another origin must send headers again")
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
 // exist. A change of the rate limit gives up the slots reserved under the
 // old one and asks the wake sweep to wake the endpoint's lanes, in the
-// same transaction (EndpointRateSlotsReset).
+// same transaction (EndpointRateSlotsReset). A change of URL is judged
+// against the endpoint's row, locked: to another origin, it is refused
+// with ErrHeadersOrigin when the endpoint has custom headers and the
+// change does not replace them; it sets URLPathPublic back to false unless
+// it sets it; and it is recorded (EndpointURLChanges), in the same
+// transaction.
 func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
-	var eventTypes []string
-	if ch.EventTypes != nil {
-		eventTypes = *ch.EventTypes
-	}
-	st, set := ch.replaced()
-	args := append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
 	var e Endpoint
 	var err error
-	if ch.RateLimit == nil {
-		e, err = scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, args...))
+	if ch.URL == nil && ch.RateLimit == nil {
+		e, err = scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, endpointUpdateArgs(id, ch)...))
 	} else {
-		// A new rate holds at once for the heads already waiting their
-		// turn (EndpointRateSlotsReset), committed with the rate itself.
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, s.q.EndpointRateSlotsReset, id, orNull(*ch.RateLimit)); err != nil {
+			record := func() error { return nil }
+			if ch.URL != nil {
+				if record, err = s.endpointURLChange(ctx, tx, id, &ch); err != nil {
+					return err
+				}
+			}
+			// A new rate holds at once for the heads already waiting their
+			// turn (EndpointRateSlotsReset), committed with the rate itself.
+			if ch.RateLimit != nil {
+				if _, err := tx.Exec(ctx, s.q.EndpointRateSlotsReset, id, orNull(*ch.RateLimit)); err != nil {
+					return err
+				}
+			}
+			if e, err = scanEndpoint(tx.QueryRow(ctx, s.q.EndpointUpdate, endpointUpdateArgs(id, ch)...)); err != nil {
 				return err
 			}
-			e, err = scanEndpoint(tx.QueryRow(ctx, s.q.EndpointUpdate, args...))
-			return err
+			return record()
 		})
 	}
 	if err != nil {
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}
 	return e, nil
+}
+
+func endpointUpdateArgs(id string, ch EndpointChange) []any {
+	var eventTypes []string
+	if ch.EventTypes != nil {
+		eventTypes = *ch.EventTypes
+	}
+	st, set := ch.replaced()
+	return append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
+}
+
+// endpointURLChange locks the endpoint's row and judges the change of URL
+// ch makes against it (see EndpointUpdate), setting ch.URLPathPublic back
+// to false when the URL changes and ch leaves it out. It returns what
+// records the change, to run once the update is made.
+func (s *Store) endpointURLChange(ctx context.Context, tx pgx.Tx, id string, ch *EndpointChange) (func() error, error) {
+	var old string
+	var headers map[string]string
+	var oldPublic bool
+	if err := tx.QueryRow(ctx, s.q.EndpointLockURL, id).Scan(&old, &headers, &oldPublic); err != nil {
+		return nil, translate(err)
+	}
+	if *ch.URL == old {
+		return func() error { return nil }, nil
+	}
+	if len(headers) > 0 && ch.Headers == nil && !SameOrigin(old, *ch.URL) {
+		return nil, ErrHeadersOrigin
+	}
+	if ch.URLPathPublic == nil {
+		ch.URLPathPublic = new(false)
+	}
+	by, to, public := ch.By, *ch.URL, *ch.URLPathPublic
+	return func() error {
+		_, err := tx.Exec(ctx, s.q.EndpointURLChangeInsert, id, by.ID, by.Name,
+			redact.RawURL(old, oldPublic), redact.RawURL(to, public), ch.Headers != nil)
+		return err
+	}, nil
+}
+
+// SameOrigin reports whether two endpoint URLs have one origin: the same
+// scheme, host (without case, and without a trailing dot) and port (the
+// scheme's default when none is written). One that does not parse has no
+// origin in common with anything.
+func SameOrigin(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	origin := func(u *url.URL) [3]string {
+		scheme := strings.ToLower(u.Scheme)
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[scheme]
+		}
+		return [3]string{scheme, strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), port}
+	}
+	return origin(ua) == origin(ub)
+}
+
+// URLChange is a change of an endpoint's URL, as EndpointURLChanges
+// returns it: its URLs redacted as a read-only key is shown them.
+type URLChange struct {
+	ID              int64
+	At              time.Time
+	By              Actor
+	OldURL, NewURL  string
+	HeadersReplaced bool
+}
+
+// EndpointURLChanges returns up to limit of the endpoint's URL changes,
+// newest first; none is no error.
+func (s *Store) EndpointURLChanges(ctx context.Context, endpointID string, limit int) ([]URLChange, error) {
+	rows, err := s.pool.Query(ctx, s.q.EndpointURLChangesList, endpointID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoint url changes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (URLChange, error) {
+		var c URLChange
+		err := r.Scan(&c.ID, &c.At, &c.By.ID, &c.By.Name, &c.OldURL, &c.NewURL, &c.HeadersReplaced)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list endpoint url changes: %w", err)
+	}
+	return out, nil
 }
 
 // Settings are the settings the change replaces, each zero (the server's)
@@ -463,7 +589,7 @@ func (ch EndpointChange) replaced() (Settings, int32) {
 		replace(&st.CircuitFailureThreshold, ch.CircuitFailureThreshold, 16) | replace(&st.AutoReplay, ch.AutoReplay, 32) |
 		replace(&st.DisableAfter, ch.DisableAfter, 64) | replace(&st.CircuitFailureRate, ch.CircuitFailureRate, 128) |
 		replace(&st.CircuitWindow, ch.CircuitWindow, 256) | replace(&st.CircuitMinAttempts, ch.CircuitMinAttempts, 512) |
-		replace(&st.MaxInFlight, ch.MaxInFlight, 1024)
+		replace(&st.MaxInFlight, ch.MaxInFlight, 1024) | replace(&st.URLPathPublic, ch.URLPathPublic, 2048)
 	return st, set
 }
 

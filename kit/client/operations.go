@@ -123,6 +123,24 @@ func (c *Client) EndpointStats(ctx context.Context, id string) (EndpointHealth, 
 	return get[EndpointHealth](ctx, c, p, nil)
 }
 
+// EndpointURLChanges is GET /v1/endpoints/{id}/url-changes: up to limit
+// (0: 50, at most 500) of the endpoint's URL changes, newest first. Scope
+// admin.
+func (c *Client) EndpointURLChanges(ctx context.Context, id string, limit int) ([]URLChange, error) {
+	p, err := idPath("endpoint id", "/v1/endpoints/", id, "/url-changes")
+	if err != nil {
+		return nil, err
+	}
+	var q url.Values
+	if limit != 0 {
+		q = url.Values{"limit": {strconv.Itoa(limit)}}
+	}
+	page, err := get[struct {
+		Items []URLChange `json:"items"`
+	}](ctx, c, p, q)
+	return page.Items, err
+}
+
 // EndpointUpdate is PATCH /v1/endpoints/{id}: a new URL or event types,
 // or disabling or enabling it. Scope endpoints:write.
 func (c *Client) EndpointUpdate(ctx context.Context, id string, req EndpointUpdateRequest) (Endpoint, error) {

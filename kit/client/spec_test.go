@@ -138,6 +138,7 @@ var schemaTypes = map[string]reflect.Type{
 	"EndpointWithSecret": reflect.TypeFor[EndpointWithSecret](),
 	"EndpointDeleted":    reflect.TypeFor[EndpointDeleted](),
 	"EndpointPage":       reflect.TypeFor[EndpointPage](),
+	"URLChange":          reflect.TypeFor[URLChange](),
 	"EventCreate":        reflect.TypeFor[EventCreateRequest](),
 	"Accepted":           reflect.TypeFor[Accepted](),
 	"Attempt":            reflect.TypeFor[Attempt](),

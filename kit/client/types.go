@@ -71,6 +71,10 @@ type Readiness struct {
 // enabled.
 type EndpointCreateRequest struct {
 	URL string `json:"url"`
+	// URLPathPublic says the URL's path holds no secret, so that read-only
+	// keys and errors show it; false (the default) shows it as
+	// /[redacted], as Slack- and Discord-style URLs need.
+	URLPathPublic bool `json:"url_path_public,omitempty"`
 	// EventTypes are the event types it is sent; nil for every type. Each
 	// is an exact type, "prefix.*" for every type that starts with
 	// "prefix." ("order.*": order.created and order.a.b, not order), or
@@ -160,8 +164,15 @@ func (r Rate) MarshalJSON() ([]byte, error) {
 // EndpointUpdateRequest changes an endpoint; nil fields stay as they are,
 // and at least one must be set.
 type EndpointUpdateRequest struct {
+	// URL re-points it. To another origin (scheme, host or port) while it
+	// has custom headers, Headers must be sent too (the values for the new
+	// receiver, or a pointer to nil for none), or the API answers 422
+	// naming headers. A new URL's path is not public unless URLPathPublic
+	// says so in the same request.
 	URL      *string `json:"url,omitempty"`
 	Disabled *bool   `json:"disabled,omitempty"`
+	// URLPathPublic replaces whether its URL's path holds no secret.
+	URLPathPublic *bool `json:"url_path_public,omitempty"`
 	// EventTypes replaces its event types (as EndpointCreateRequest has
 	// them); a pointer to a nil slice sends null: every type again.
 	EventTypes *[]string `json:"event_types,omitempty"`
@@ -190,9 +201,13 @@ type EndpointUpdateRequest struct {
 
 // Endpoint is a registered receiver URL.
 type Endpoint struct {
-	ID       string `json:"id"`
-	URL      string `json:"url"`
-	Disabled bool   `json:"disabled"`
+	ID string `json:"id"`
+	// URL is whole for keys with endpoints:write or admin; for others it
+	// has no query, fragment or userinfo, and its path is /[redacted]
+	// unless URLPathPublic.
+	URL           string `json:"url"`
+	URLPathPublic bool   `json:"url_path_public"`
+	Disabled      bool   `json:"disabled"`
 	// DisabledReason says why hookflow disabled it (a 410 from the
 	// receiver); empty when it is enabled or an operator disabled it.
 	DisabledReason string `json:"disabled_reason,omitempty"`
@@ -229,6 +244,20 @@ type Endpoint struct {
 	ResumedDeadLetters int       `json:"resumed_dead_letters,omitempty"`
 	CreatedAt          time.Time `json:"created_at"`
 	UpdatedAt          time.Time `json:"updated_at"`
+}
+
+// URLChange is a change of an endpoint's URL, as EndpointURLChanges lists
+// it: who (the API key's name and id) and when, and the URLs before and
+// after, as a read-only key was shown them (no query, fragment or
+// userinfo; the path /[redacted] unless it was public).
+type URLChange struct {
+	ChangedAt      time.Time `json:"changed_at"`
+	ChangedBy      string    `json:"changed_by"`
+	ChangedByKeyID string    `json:"changed_by_key_id"`
+	OldURL         string    `json:"old_url"`
+	NewURL         string    `json:"new_url"`
+	// HeadersReplaced says the change sent the custom headers too.
+	HeadersReplaced bool `json:"headers_replaced"`
 }
 
 // EndpointDeleted answers EndpointDelete: the endpoint, who deleted it,

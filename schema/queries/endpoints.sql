@@ -1,16 +1,17 @@
 -- name: EndpointInsert
 INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
+        COALESCE($16::boolean, false))
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
 -- name: EndpointGet
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
 FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate
@@ -20,7 +21,7 @@ FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 -- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
 -- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14;
 -- 128 circuit_failure_rate, 256 circuit_window_ms, 512 circuit_min_attempts:
--- $15..$17; 1024 max_in_flight: $18).
+-- $15..$17; 1024 max_in_flight: $18; 2048 url_path_public: $19).
 -- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
     url             = COALESCE($2, url),
@@ -36,6 +37,7 @@ UPDATE endpoints SET
     circuit_window_ms         = CASE WHEN $7::int & 256 <> 0 THEN $16::bigint ELSE circuit_window_ms END,
     circuit_min_attempts      = CASE WHEN $7::int & 512 <> 0 THEN $17::integer ELSE circuit_min_attempts END,
     max_in_flight             = CASE WHEN $7::int & 1024 <> 0 THEN $18::integer ELSE max_in_flight END,
+    url_path_public           = CASE WHEN $7::int & 2048 <> 0 THEN COALESCE($19::boolean, false) ELSE url_path_public END,
     disabled        = COALESCE($3, disabled),
     disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
                            WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
@@ -44,7 +46,23 @@ UPDATE endpoints SET
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
+
+-- name: EndpointLockURL
+-- The endpoint's URL, custom headers and url_path_public, its row locked
+-- for the rest of the transaction: a change of URL is judged (does it keep
+-- the origin the headers were set for?) against the row it replaces, not
+-- against a read another PATCH may have overtaken.
+SELECT url, headers, url_path_public FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
+
+-- name: EndpointURLChangeInsert
+INSERT INTO endpoint_url_changes (endpoint_id, changed_by_id, changed_by, old_url, new_url, headers_replaced)
+VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: EndpointURLChangesList
+-- The endpoint's URL changes, newest first, up to $2.
+SELECT id, changed_at, changed_by_id, changed_by, old_url, new_url, headers_replaced
+FROM endpoint_url_changes WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2;
 
 -- name: EndpointRotateSecret
 -- The current secret joins the previous ones, to sign for $3 seconds more;
@@ -60,7 +78,7 @@ UPDATE endpoints SET
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
 -- name: EndpointDisable
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -69,7 +87,7 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- A page in id order, after $1 ('' for the first).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
 FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed

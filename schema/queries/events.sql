@@ -198,7 +198,7 @@ WITH dl AS (
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight,
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
        COALESCE((SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
