@@ -76,11 +76,13 @@ func TestFitKeywordList(t *testing.T) {
 	require.Zero(t, dropped)
 }
 
-// TestOperationalPrefixIsReserved: the prefix of hookflow's operational
-// types is the one intake refuses to producers.
+// TestOperationalPrefixIsReserved: the prefixes of hookflow's operational
+// types and correlations are the ones intake refuses to producers.
 func TestOperationalPrefixIsReserved(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, intake.ReservedTypePrefix, contract.OperationalPrefix)
+	require.Equal(t, intake.ReservedCorrelationPrefix, contract.OperationalCorrelationPrefix)
+	require.Equal(t, "hookflow:ep_dev_receiver", contract.OperationalCorrelation("ep_dev_receiver"))
 	for _, typ := range []string{contract.OpCircuitOpened, contract.OpCircuitClosed, contract.OpEndpointDisabled, contract.OpDeadLetterCreated, contract.OpDeadLetterAutoReplayed} {
 		require.True(t, contract.Operational(typ), typ)
 	}

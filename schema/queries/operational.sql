@@ -1,11 +1,19 @@
 -- name: OperationalSequenceNext
--- The next sequence of endpoint $1's operational events: 1 the first time.
--- The row stays locked until the caller's transaction ends, so a
--- concurrent publisher about the same endpoint waits and reads the number
--- after this one, or this one again if the caller rolled back.
+-- The next sequence of endpoint $1's operational events, whose correlation
+-- is $2 (contract.OperationalCorrelation): 1 the first time. It is past
+-- every sequence the correlation's ledger holds (its high-water mark and
+-- cursor), so it is free whatever else was stored there: a taken sequence
+-- would refuse the event, and with it the change it reports. The row stays
+-- locked until the caller's transaction ends, so a concurrent publisher
+-- about the same endpoint waits and reads the number after this one, or
+-- this one again if the caller rolled back.
+WITH taken AS (
+    SELECT GREATEST(high_water, next_sequence - 1) AS n FROM correlations WHERE correlation_id = $2
+)
 INSERT INTO operational_sequences AS o (endpoint_id, last_sequence)
-VALUES ($1, 1)
-ON CONFLICT (endpoint_id) DO UPDATE SET last_sequence = o.last_sequence + 1, updated_at = now()
+VALUES ($1, COALESCE((SELECT n FROM taken), 0) + 1)
+ON CONFLICT (endpoint_id) DO UPDATE
+    SET last_sequence = GREATEST(o.last_sequence, COALESCE((SELECT n FROM taken), 0)) + 1, updated_at = now()
 RETURNING last_sequence;
 
 -- name: OperationalSubscribers
