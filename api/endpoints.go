@@ -136,7 +136,13 @@ func (s *Server) endpointCreate(c echo.Context) error {
 		return err
 	}
 	ep, err := s.deps.Store.EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings})
+		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings}, s.cfg.MaxEndpoints)
+	if errors.Is(err, store.ErrEndpointLimit) {
+		p := problem(http.StatusUnprocessableEntity, "endpoint-limit", "Endpoint limit reached",
+			fmt.Sprintf("this deployment holds %d endpoints, its cap (HOOKFLOW_MAX_ENDPOINTS): delete one, or raise the setting", s.cfg.MaxEndpoints))
+		p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_ENDPOINTS", "limit": s.cfg.MaxEndpoints}
+		return p
+	}
 	if err != nil {
 		return err
 	}

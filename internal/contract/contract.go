@@ -306,6 +306,22 @@ type LaneState struct {
 	KnownThrough  int64         `json:"known_through,omitempty"`
 }
 
+// Caps on fan-out (issue 33 item 2): the defaults of HOOKFLOW_MAX_ENDPOINTS
+// and HOOKFLOW_MAX_SUBSCRIBERS, and the most HOOKFLOW_MAX_SUBSCRIBERS may
+// be set to. An event's workflow input and its arrival carry a lane per
+// subscriber and never the payload (the ledger has it; Deliver and
+// WriteDeadLetter read it there), so what an accepted event brings to
+// Temporal grows with its lanes alone: at MaxSubscribersCeiling lanes of
+// the longest endpoint ID (255 characters) the start input stays under
+// MaxStartInputBytes whatever the payload (starter's TestInputStaysSmall),
+// a quarter of Temporal's 2 MB payload limit.
+const (
+	DefaultMaxEndpoints   = 1000
+	DefaultMaxSubscribers = 100
+	MaxSubscribersCeiling = 1000
+	MaxStartInputBytes    = 512 << 10
+)
+
 // MaxKeywordListBytes bounds the JSON of a keyword-list search attribute:
 // Temporal refuses a value over 2 KiB by default
 // (limit.searchAttributeSizeLimit), and a workflow task whose upsert it
