@@ -43,7 +43,7 @@ func TestInputCarriesEachLanesRoutedSettings(t *testing.T) {
 // most subscribers HOOKFLOW_MAX_SUBSCRIBERS allows, each lane with the
 // longest endpoint ID and its own settings, and a 1 MiB payload, the
 // workflow's start input and the sequencer's arrival stay under
-// contract.MaxStartInputBytes, a quarter of Temporal's 2 MB limit.
+// contract.MaxStartInputBytes (256 KiB; Temporal's limit is 2 MB).
 func TestInputStaysSmall(t *testing.T) {
 	t.Parallel()
 	s := &Starter{cfg: Config{RecoveryWindow: 5 * time.Minute, DeliveryTimeout: 15 * time.Second}}
