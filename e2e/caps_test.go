@@ -78,3 +78,28 @@ func TestFanOutCaps(t *testing.T) {
 	require.Equal(t, []int64{1, 2}, a.rcv.appliedTo(corr))
 	require.Equal(t, []int64{1}, c.rcv.appliedTo(corr))
 }
+
+// TestOperationalSubscriberCap (issue 33 item 2): hookflow's operational
+// events cannot be refused at accept, so their subscribers are capped
+// where they subscribe: with HOOKFLOW_MAX_SUBSCRIBERS=1, a second endpoint
+// taking hookflow's types is refused, on create and on PATCH, 422
+// too-many-subscribers naming the setting; one of every type is not
+// counted (it is not sent them), and the one subscriber may change its
+// own types.
+func TestOperationalSubscriberCap(t *testing.T) {
+	b := setup(t, options{maxSubscribers: 1})
+	op := b.subscribe("hookflow.*")
+	every := b.subscribe()
+	var p capProblem
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/endpoints",
+		map[string]any{"url": op.rcv.URL(), "event_types": []string{"hookflow.dead_letter.*"}}, &p))
+	require.True(t, strings.HasSuffix(p.Type, "/too-many-subscribers"), p.Type)
+	require.Equal(t, "HOOKFLOW_MAX_SUBSCRIBERS", p.Setting)
+	require.Equal(t, "event_types", p.Field)
+	p = capProblem{}
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPatch, "/v1/endpoints/"+every.ID,
+		map[string]any{"event_types": []string{contract.OpCircuitOpened}}, &p))
+	require.Equal(t, "HOOKFLOW_MAX_SUBSCRIBERS", p.Setting)
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+op.ID,
+		map[string]any{"event_types": []string{"hookflow.endpoint.*"}}, nil), "its own change")
+}

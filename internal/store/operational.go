@@ -77,7 +77,7 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 		if err := tx.QueryRow(ctx, s.q.OperationalSequenceNext, subject, correlation).Scan(&seq); err != nil {
 			return fmt.Errorf("next sequence: %w", err)
 		}
-		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject)
+		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject, contract.MaxSubscribersCeiling)
 		if err != nil {
 			return fmt.Errorf("route: %w", err)
 		}
@@ -119,4 +119,16 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 		return "", fmt.Errorf("insert operational event %s about %s: %w", eventType, subject, err)
 	}
 	return eventID, nil
+}
+
+// EndpointsOperationalCount counts the endpoints other than except, not
+// deleted, subscribed to any of hookflow's operational types: the
+// subscribers an operational event may have, which the API caps as it caps
+// a producer's event's.
+func (s *Store) EndpointsOperationalCount(ctx context.Context, except string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, s.q.EndpointsOperationalCount, except).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count operational subscribers: %w", err)
+	}
+	return n, nil
 }

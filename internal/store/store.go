@@ -48,6 +48,7 @@ type queries struct {
 	EndpointInsert              string
 	EndpointCreateLock          string
 	EndpointsCount              string
+	EndpointsOperationalCount   string
 	EndpointGet                 string
 	EndpointUpdate              string
 	EndpointRotateSecret        string

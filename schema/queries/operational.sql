@@ -24,11 +24,25 @@ RETURNING last_sequence;
 -- hookflow's events: a producer's receiver that takes every type never
 -- asked for them. Any pattern that matches a "hookflow." type otherwise
 -- (exact, "hookflow.*", "hookflow.endpoint.*") starts with "hookflow.".
+-- At most $3 (contract.MaxSubscribersCeiling): the API refuses more
+-- subscribers to hookflow's types than HOOKFLOW_MAX_SUBSCRIBERS
+-- (EndpointsOperationalCount), and this holds the event's lanes to what its
+-- workflow is sized for should two PATCHes race past that check.
 SELECT id FROM endpoints
 WHERE id <> $2 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p
               WHERE p = $1 OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
-ORDER BY id;
+ORDER BY id
+LIMIT $3;
+
+-- name: EndpointsOperationalCount
+-- The endpoints other than $1, not deleted, subscribed to any of hookflow's
+-- operational types (a pattern starting with "hookflow.", as
+-- OperationalSubscribers has them): what HOOKFLOW_MAX_SUBSCRIBERS caps for
+-- operational events, which cannot be refused at accept.
+SELECT count(*) FROM endpoints
+WHERE id <> $1 AND deleted_at IS NULL
+  AND EXISTS (SELECT 1 FROM unnest(event_types) p WHERE starts_with(p, 'hookflow.'));
 
 -- name: EventTypeGet
 -- The event's type: a dead letter's operational event names it, and a dead
