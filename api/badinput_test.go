@@ -116,7 +116,10 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "operational type", body: ev(map[string]string{"type": `"hookflow.dead_letter.created"`}), status: 422, field: "type", detail: "hookflow's own operational events"},
 		{name: "operational type prefix", body: ev(map[string]string{"type": `"hookflow.anything"`}), status: 422, field: "type"},
 		{name: "operational id", body: ev(map[string]string{"id": `"hookflow-ep_abcdefghijklmnop-1"`}), status: 422, field: "id"},
-		{name: "endpoint-ID correlation", body: ev(map[string]string{"correlation_id": `"ep_abcdefghijklmnop"`}), status: 422, field: "correlation_id"},
+		{name: "operational id, upper case", body: ev(map[string]string{"id": `"HOOKFLOW-ep_abcdefghijklmnop-1"`}), status: 422, field: "id"},
+		{name: "operational type, mixed case", body: ev(map[string]string{"type": `"Hookflow.endpoint.disabled"`}), status: 422, field: "type"},
+		{name: "operational correlation", body: ev(map[string]string{"correlation_id": `"hookflow:ep_abcdefghijklmnop"`}), status: 422, field: "correlation_id"},
+		{name: "operational correlation, upper case", body: ev(map[string]string{"correlation_id": `"HOOKFLOW:ep_dev_receiver"`}), status: 422, field: "correlation_id"},
 		// data.
 		{name: "missing data", body: ev(map[string]string{"data": "-"}), status: 400, field: "data"},
 		{name: "null data", body: ev(map[string]string{"data": `null`}), status: 400, field: "data"},

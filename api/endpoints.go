@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -126,6 +128,9 @@ func (s *Server) endpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkOperationalSubscribers(c, "", types); err != nil {
+		return err
+	}
 	settings, err := req.settings()
 	if err != nil {
 		return err
@@ -136,11 +141,37 @@ func (s *Server) endpointCreate(c echo.Context) error {
 		return err
 	}
 	ep, err := s.deps.Store.EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings})
+		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings}, s.cfg.MaxEndpoints)
+	if errors.Is(err, store.ErrEndpointLimit) {
+		p := problem(http.StatusUnprocessableEntity, "endpoint-limit", "Endpoint limit reached",
+			fmt.Sprintf("this deployment holds %d endpoints, its cap (HOOKFLOW_MAX_ENDPOINTS): delete one, or raise the setting", s.cfg.MaxEndpoints))
+		p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_ENDPOINTS", "limit": s.cfg.MaxEndpoints}
+		return p
+	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, endpointView(c, ep, true))
+}
+
+// checkOperationalSubscribers refuses event types that subscribe endpoint
+// id ("" for a new one) to hookflow's operational events when as many
+// other endpoints take them as HOOKFLOW_MAX_SUBSCRIBERS allows: an
+// operational event cannot be refused at accept as a producer's is, so its
+// subscribers are capped here. An endpoint of every type does not take
+// them (store.OperationalEventInsert), and is not counted.
+func (s *Server) checkOperationalSubscribers(c echo.Context, id string, types []string) error {
+	if !slices.ContainsFunc(types, func(p string) bool { return strings.HasPrefix(p, contract.OperationalPrefix) }) {
+		return nil
+	}
+	n, err := s.deps.Store.EndpointsOperationalCount(c.Request().Context(), id)
+	if err != nil || n < s.cfg.MaxSubscribers {
+		return err
+	}
+	p := tooManySubscribers("hookflow.*", s.cfg.MaxSubscribers)
+	p.Field = "event_types"
+	p.Detail = fmt.Sprintf("%d endpoints take hookflow's operational events already, the cap on the endpoints one event goes to (HOOKFLOW_MAX_SUBSCRIBERS): unsubscribe one, or raise the setting", n)
+	return p
 }
 
 // The bounds of a secret brought to POST /v1/endpoints, in key bytes: the
@@ -208,6 +239,11 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	}
 	if typesErr != nil {
 		return typesErr
+	}
+	if typesSet {
+		if err := s.checkOperationalSubscribers(c, ep.ID, types); err != nil {
+			return err
+		}
 	}
 	ch, err := req.change()
 	if err != nil {

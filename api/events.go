@@ -107,12 +107,15 @@ func (s *Server) eventCreate(c echo.Context) error {
 	}
 	traceEvent(c, ev)
 	ctx := c.Request().Context()
-	addressed, endpoints, err := s.deps.Store.Route(ctx, ev)
-	if errors.Is(err, store.ErrNotFound) {
+	addressed, endpoints, err := s.deps.Store.Route(ctx, ev, s.cfg.MaxSubscribers)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
 		p.Field = "endpoint_id"
 		return p
-	} else if err != nil {
+	case errors.Is(err, store.ErrTooManySubscribers):
+		return tooManySubscribers(ev.Type, s.cfg.MaxSubscribers)
+	case err != nil:
 		return err
 	}
 	if addressed != nil && addressed.Disabled {
@@ -146,6 +149,17 @@ func (s *Server) eventCreate(c echo.Context) error {
 		resp.State = contract.StateDelivered // nothing to deliver, and its place taken
 	}
 	return c.JSON(http.StatusAccepted, resp)
+}
+
+// tooManySubscribers refuses an event more than max endpoints subscribe to
+// (HOOKFLOW_MAX_SUBSCRIBERS): refused at accept, before anything is stored,
+// rather than accepted with more lanes than its workflow is sized for.
+func tooManySubscribers(eventType string, max int) *Problem {
+	p := problem(http.StatusUnprocessableEntity, "too-many-subscribers", "Too many subscribers",
+		fmt.Sprintf("more than %d endpoints are subscribed to type %s, the cap on the endpoints one event goes to (HOOKFLOW_MAX_SUBSCRIBERS): narrow their event_types, address one endpoint with endpoint_id, or raise the setting", max, eventType))
+	p.Field = "type"
+	p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_SUBSCRIBERS", "limit": max}
+	return p
 }
 
 // eventForDisabled answers a post naming a disabled endpoint. A new event

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
@@ -55,6 +56,13 @@ type RouterConfig struct {
 	// looked at.
 	FailedAuthPerSecond float64
 	FailedAuthBurst     int
+	// MaxEndpoints caps the endpoints not deleted (HOOKFLOW_MAX_ENDPOINTS,
+	// default contract.DefaultMaxEndpoints); MaxSubscribers the endpoints
+	// one event is routed to (HOOKFLOW_MAX_SUBSCRIBERS, default
+	// contract.DefaultMaxSubscribers, at most
+	// contract.MaxSubscribersCeiling).
+	MaxEndpoints   int
+	MaxSubscribers int
 }
 
 // MinTokenLength is the shortest bootstrap token the API accepts outside
@@ -139,6 +147,11 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	cfg.ReplayPageSize = cmp.Or(cfg.ReplayPageSize, 500)
 	cfg.FailedAuthPerSecond = cmp.Or(cfg.FailedAuthPerSecond, 1)
 	cfg.FailedAuthBurst = cmp.Or(cfg.FailedAuthBurst, 30)
+	cfg.MaxEndpoints = cmp.Or(cfg.MaxEndpoints, contract.DefaultMaxEndpoints)
+	cfg.MaxSubscribers = cmp.Or(cfg.MaxSubscribers, contract.DefaultMaxSubscribers)
+	if cfg.MaxSubscribers < 0 || cfg.MaxSubscribers > contract.MaxSubscribersCeiling || cfg.MaxEndpoints < 0 {
+		return nil, fmt.Errorf("api: the cap on subscribers per event must be from 1 to %d, and the cap on endpoints positive", contract.MaxSubscribersCeiling)
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(deps.Logger)

@@ -184,7 +184,7 @@ func TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow(t *testing.T) {
 	require.Equal(t, 1, rcv.requestsFor(rejected))
 
 	// The breaker told the operators: opened, closed, and each replay.
-	rows, err := b.store.Pool().Query(ctx, `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, ep.ID)
+	rows, err := b.store.Pool().Query(ctx, `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, contract.OperationalCorrelation(ep.ID))
 	require.NoError(t, err)
 	var types []string
 	for rows.Next() {
@@ -246,7 +246,7 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 	well.Store(true)
 	var data map[string]any
 	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT data FROM events WHERE correlation_id = $1 AND type = $2`,
-		ep.ID, contract.OpCircuitOpened).Scan(&data))
+		contract.OperationalCorrelation(ep.ID), contract.OpCircuitOpened).Scan(&data))
 	t.Logf("FIGURE failure rate: the circuit opened on %v", data)
 	require.Equal(t, store.TriggerFailureRate, data["trigger"])
 	require.Less(t, data["consecutive_failures"], float64(store.DefaultCircuitFailureThreshold), "not by the consecutive count")

@@ -22,7 +22,7 @@ func TestEndpointEventTypes(t *testing.T) {
 	c := b.newClient(b.cfg.APIToken)
 	subscribers := func(eventType string) []string {
 		t.Helper()
-		ids, err := b.store.EndpointsSubscribed(ctx, eventType)
+		ids, err := b.store.EndpointsSubscribed(ctx, eventType, 1000)
 		require.NoError(t, err)
 		return ids
 	}

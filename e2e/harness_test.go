@@ -73,6 +73,9 @@ type options struct {
 	// eventMaxHistory is the history length past which event workflows
 	// continue as new (default: the workflow's).
 	eventMaxHistory int
+	// maxEndpoints and maxSubscribers are HOOKFLOW_MAX_ENDPOINTS and
+	// HOOKFLOW_MAX_SUBSCRIBERS (default: the API's).
+	maxEndpoints, maxSubscribers int
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -98,7 +101,7 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
-		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory,
+		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // opRecorder keeps, per endpoint, the operational envelopes its receiver
@@ -35,8 +37,8 @@ func (o *opRecorder) of(endpoint string) []contract.Envelope {
 // TestOperationalDeadLetterEvents (issue 24 item 5): operators' endpoints
 // subscribed to hookflow.* receive, signed, in order and exactly once, the
 // hookflow.dead_letter.created events of an endpoint whose receiver rejects
-// its events, one per dead letter, with correlation = that endpoint's ID
-// and sequences 1, 2, 3. An operator's endpoint that itself dead-letters
+// its events, one per dead letter, with correlation "hookflow:" and that
+// endpoint's ID and sequences 1, 2, 3. An operator's endpoint that itself dead-letters
 // is told nothing about itself (the other operator is); an endpoint
 // subscribed to every type is sent none; a producer cannot post one.
 func TestOperationalDeadLetterEvents(t *testing.T) {
@@ -80,9 +82,9 @@ func TestOperationalDeadLetterEvents(t *testing.T) {
 	}
 	want := []int64{1, 2, 3}
 	waitFor(t, 60*time.Second, "every operational event delivered", func() bool {
-		return fmt.Sprint(opA.rcv.appliedTo(failing.ID)) == fmt.Sprint(want) &&
-			fmt.Sprint(opB.rcv.appliedTo(failing.ID)) == fmt.Sprint(want) &&
-			fmt.Sprint(opB.rcv.appliedTo(opA.ID)) == fmt.Sprint(want)
+		return fmt.Sprint(opA.rcv.appliedTo(contract.OperationalCorrelation(failing.ID))) == fmt.Sprint(want) &&
+			fmt.Sprint(opB.rcv.appliedTo(contract.OperationalCorrelation(failing.ID))) == fmt.Sprint(want) &&
+			fmt.Sprint(opB.rcv.appliedTo(contract.OperationalCorrelation(opA.ID))) == fmt.Sprint(want)
 	})
 	// Nothing more comes: every event's dead letter published once.
 	time.Sleep(3 * time.Second)
@@ -90,7 +92,7 @@ func TestOperationalDeadLetterEvents(t *testing.T) {
 	for _, s := range []subscriber{failing, opA, opB, every} {
 		s.rcv.requireClean(t) // signed with the endpoint's secret, in order, applied once
 	}
-	require.Empty(t, opA.rcv.appliedTo(opA.ID), "never told about itself")
+	require.Empty(t, opA.rcv.appliedTo(contract.OperationalCorrelation(opA.ID)), "never told about itself")
 	require.Empty(t, rec.of(every.ID), "every type is not hookflow's types")
 	require.Empty(t, rec.of(failing.ID))
 
@@ -98,7 +100,7 @@ func TestOperationalDeadLetterEvents(t *testing.T) {
 		t.Helper()
 		var got []contract.Envelope
 		for _, ev := range rec.of(to.ID) {
-			if ev.CorrelationID == about.ID {
+			if ev.CorrelationID == contract.OperationalCorrelation(about.ID) {
 				got = append(got, ev)
 			}
 		}
@@ -147,4 +149,70 @@ func TestOperationalDeadLetterEvents(t *testing.T) {
 	}, &p)
 	require.Equal(t, 422, code)
 	require.Equal(t, "type", p.Field)
+}
+
+// TestOperationalCorrelationCannotBeTaken (issue 33 item 5): an endpoint
+// whose ID is not of the generated form (hookflow dev's ep_dev_receiver,
+// here one made the same way) has its operational events on correlation
+// "hookflow:<id>", which no producer may post to. A producer that posts
+// on the endpoint's bare ID takes nothing of hookflow's: the endpoint's
+// dead letter is written and its hookflow.dead_letter.created event
+// reaches the operator's endpoint as sequence 1. Before, the producer's
+// sequence 1 made the event's insert fail, which rolled back the dead
+// letter's write, again at every try: the delivery never dead-lettered.
+// The reserved forms are refused in any case.
+func TestOperationalCorrelationCannotBeTaken(t *testing.T) {
+	b := setup(t, options{window: 5 * time.Second})
+	ctx := context.Background()
+	rcv := newLedgerReceiver(t)
+	secret, err := webhook.NewSecret()
+	require.NoError(t, err)
+	rcv.secret = secret
+	rcv.fault = func(ev contract.Envelope, _ int) string {
+		if strings.HasPrefix(ev.Type, "order.") {
+			return "400"
+		}
+		return ""
+	}
+	named, err := b.store.EndpointInsert(ctx, b.id("ep_named"), rcv.URL(), secret, []string{"order.*"})
+	require.NoError(t, err)
+	op := b.subscribe("hookflow.*")
+
+	// The producer takes sequences 1 and 2 of the endpoint's bare ID.
+	for seq := int64(1); seq <= 2; seq++ {
+		b.publish(fmt.Sprintf("%s-taken-%d", named.ID, seq), named.ID, seq, "note.created")
+	}
+	rejected := b.id("order-1")
+	b.publish(rejected, b.id("order"), 1, "order.created")
+	b.waitDelivery(rejected, named.ID, contract.StateDeadLettered, 60*time.Second)
+	opCorr := contract.OperationalCorrelation(named.ID)
+	waitFor(t, 60*time.Second, "the dead letter's event at the operator", func() bool {
+		return fmt.Sprint(op.rcv.appliedTo(opCorr)) == "[1]"
+	})
+	op.rcv.requireClean(t)
+	var ev struct {
+		Type          string `json:"type"`
+		CorrelationID string `json:"correlation_id"`
+		Sequence      int64  `json:"sequence"`
+	}
+	require.Equal(t, 200, b.call("GET", "/v1/events/"+fmt.Sprintf("hookflow-%s-1", named.ID), nil, &ev))
+	require.Equal(t, contract.OpDeadLetterCreated, ev.Type)
+	require.Equal(t, opCorr, ev.CorrelationID)
+	require.EqualValues(t, 1, ev.Sequence)
+
+	var p struct {
+		Type  string `json:"type"`
+		Field string `json:"field"`
+	}
+	for field, v := range map[string]string{
+		"type":           "Hookflow.endpoint.disabled",
+		"id":             "HOOKFLOW-" + named.ID + "-2",
+		"correlation_id": "HOOKFLOW:" + named.ID,
+	} {
+		body := map[string]any{"id": b.id("forged-" + field), "correlation_id": b.id("forged"), "sequence": 1, "type": "order.created", "data": map[string]any{}}
+		body[field] = v
+		require.Equal(t, 422, b.call("POST", "/v1/events", body, &p), v)
+		require.Equal(t, field, p.Field, v)
+		require.True(t, strings.HasSuffix(p.Type, "/reserved-field"), p.Type)
+	}
 }

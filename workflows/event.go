@@ -1183,8 +1183,16 @@ func (l *laneRun) waitCircuit(ctx workflow.Context, d time.Duration) error {
 }
 
 // failureReason explains why delivery stopped and whether it stopped before
-// the window was spent (a permanent rejection).
+// the window was spent (a permanent rejection), in at most
+// contract.MaxReasonBytes: the reason rides in the inputs of each lane
+// (a continue-as-new's, a restart's), and the attempt keeps the whole
+// answer.
 func failureReason(err error) (string, bool) {
+	reason, permanent := failureCause(err)
+	return contract.CapReason(reason), permanent
+}
+
+func failureCause(err error) (string, bool) {
 	var due dueFailure
 	if errors.As(err, &due) {
 		return string(due), false

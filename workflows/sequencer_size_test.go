@@ -21,7 +21,7 @@ func (discard) Warn(string, ...any) {}
 // while the other lanes deliver every one: the state is bounded by the
 // lanes, not the backlog. Two shapes: an application correlation (E takes
 // every event and waits on its first; A and B deliver), and a hookflow.*
-// correlation (correlation = an endpoint's ID, one event per dead letter,
+// correlation ("hookflow:" and an endpoint's ID, one event per dead letter,
 // three subscribers, one of them dead-lettered). The bound asserted is far
 // under Temporal's 2 MiB payload limit; the figure is printed.
 func TestSequencerStateStaysSmallBehindADeadLetter(t *testing.T) {
@@ -32,7 +32,7 @@ func TestSequencerStateStaysSmallBehindADeadLetter(t *testing.T) {
 		others            []string
 	}{
 		{"application", "acct-7", "ep_e", []string{"ep_a", "ep_b"}},
-		{"operational", "ep_0123456789abcdef", "ep_ops_held", []string{"ep_ops_1", "ep_ops_2"}},
+		{"operational", contract.OperationalCorrelation("ep_0123456789abcdef"), "ep_ops_held", []string{"ep_ops_1", "ep_ops_2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSequencer(discard{}, tc.correlation)

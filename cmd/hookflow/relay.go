@@ -24,7 +24,9 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 			"`hookflow relay migrate` applies the outbox table's migrations to the outbox database and exits.", args,
 		concat(dbSettings, []string{"HOOKFLOW_OUTBOX_DATABASE_URL"}, temporalSettings,
 			// The workflow input carries both: keep them equal to the API's.
-			[]string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"}), nil)
+			[]string{"HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT"},
+			// Routed as the API routes: keep it equal to the API's.
+			[]string{"HOOKFLOW_MAX_SUBSCRIBERS"}), nil)
 	if err != nil {
 		return err
 	}
@@ -85,7 +87,7 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := relay.New(relay.Config{}, relay.Deps{Outbox: src, Ledger: st, Starter: strt, Logger: logger})
+	r, err := relay.New(relay.Config{MaxSubscribers: cfg.MaxSubscribers}, relay.Deps{Outbox: src, Ledger: st, Starter: strt, Logger: logger})
 	if err != nil {
 		return err
 	}

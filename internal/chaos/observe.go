@@ -223,15 +223,17 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 
 // readBreaker reads what the flapping endpoint's outages did to its
 // circuit breaker: its transitions from the operational events published
-// with them (their correlation is the endpoint), the deliveries in flight
+// with them (their correlation is contract.OperationalCorrelation of the
+// endpoint), the deliveries in flight
 // as each outage began, the dead letters auto-replay replayed, and its
 // circuit once quiet from GET /v1/endpoints/{id}/stats, as an operator
 // sees it.
 func (o *observer) readBreaker(ctx context.Context, endpointID string, outages []Outage) (*BreakerObserved, error) {
 	st := o.st
 	b := &BreakerObserved{Outages: outages, AttemptsWhileDown: st.proxy.Stats().FlapAnswers, Window: st.cfg.RecoveryWindow}
+	opCorrelation := contract.OperationalCorrelation(endpointID)
 	count := func(typ string, n *int) error {
-		err := st.hf.QueryRow(ctx, `SELECT count(*) FROM events WHERE correlation_id = $1 AND type = $2`, endpointID, typ).Scan(n)
+		err := st.hf.QueryRow(ctx, `SELECT count(*) FROM events WHERE correlation_id = $1 AND type = $2`, opCorrelation, typ).Scan(n)
 		if err != nil {
 			return fmt.Errorf("count %s events: %w", typ, err)
 		}
@@ -243,7 +245,7 @@ func (o *observer) readBreaker(ctx context.Context, endpointID string, outages [
 	// Every close of an open circuit has its opened_at and failing_since.
 	rows, err := st.hf.Query(ctx, `SELECT (data->>'failing_since')::timestamptz, (data->>'opened_at')::timestamptz,
 			(data->>'closed_at')::timestamptz
-		FROM events WHERE correlation_id = $1 AND type = $2 ORDER BY sequence`, endpointID, contract.OpCircuitClosed)
+		FROM events WHERE correlation_id = $1 AND type = $2 ORDER BY sequence`, opCorrelation, contract.OpCircuitClosed)
 	if err != nil {
 		return nil, fmt.Errorf("read circuit closes: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/kit/receiver"
 )
 
@@ -41,6 +42,9 @@ type Config struct {
 	Dev              bool
 	PrivateAllowlist []string
 	EventsRateLimit  float64
+	// MaxEndpoints and MaxSubscribers cap fan-out (issue 33 item 2).
+	MaxEndpoints   int
+	MaxSubscribers int
 	// Retention of the ledger; 0 keeps for ever.
 	PayloadRetention     time.Duration
 	AttemptRetention     time.Duration
@@ -81,6 +85,8 @@ func Settings() []Setting {
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
 		{"HOOKFLOW_API_TOKEN", "api-token", "", "api: the bootstrap admin token, a bearer token with every scope to create API keys (required, at least 32 characters; hookflow dev uses dev-token); CLI commands that call the API: the token they send", required(func(c *Config) *string { return &c.APIToken })},
 		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
+		{"HOOKFLOW_MAX_ENDPOINTS", "max-endpoints", strconv.Itoa(contract.DefaultMaxEndpoints), "api: the most endpoints (not deleted) the deployment holds; past it POST /v1/endpoints is answered 422 endpoint-limit", intRange(1, math.MaxInt32, func(c *Config) *int { return &c.MaxEndpoints })},
+		{"HOOKFLOW_MAX_SUBSCRIBERS", "max-subscribers", strconv.Itoa(contract.DefaultMaxSubscribers), fmt.Sprintf("api, relay: the most endpoints one event may be routed to (at most %d, which keeps an event's workflow input far under Temporal's payload limit); an event subscribed to by more is refused at accept, 422 too-many-subscribers, and never stored (the relay refuses the outbox row)", contract.MaxSubscribersCeiling), intRange(1, contract.MaxSubscribersCeiling, func(c *Config) *int { return &c.MaxSubscribers })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
@@ -367,6 +373,17 @@ func nonNegativeInt(f func(*Config) *int) func(*Config, string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return errors.New("want a whole number, 0 or more")
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func intRange(lo, hi int, f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want a whole number from %d to %d", lo, hi)
 		}
 		*f(c) = n
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Activity names: the workflows call the activities by these names, and the
@@ -67,6 +68,53 @@ func DisablingCaused(reason string) bool {
 // permanent rejection, a disabled or gone endpoint.
 func OutageCaused(reason string) bool {
 	return reason == CircuitOpenReason || strings.HasPrefix(reason, WindowSpentPrefix)
+}
+
+// MaxReasonBytes bounds a dead letter's reason as JSON encodes it (escapes
+// counted): the reason rides in the inputs of an event's workflow, one per
+// lane (a restart's dead-lettered lanes, a continue-as-new's windows), so
+// its bound times MaxSubscribersCeiling is what keeps those inputs under
+// Temporal's payload limit whatever a receiver answers. The whole answer
+// stays in the attempt's error.
+const MaxReasonBytes = 512
+
+// CapReason cuts reason, at a character, so that its JSON form takes at
+// most MaxReasonBytes, ending with "…" when cut. The front stays: it says
+// what kind of failure it was (WindowSpentPrefix, EndpointDisabledPrefix).
+func CapReason(reason string) string {
+	const ellipsis = "…"
+	budget := MaxReasonBytes
+	if jsonLen(reason) <= budget {
+		return reason
+	}
+	budget -= len(ellipsis)
+	used := 0
+	for i, r := range reason {
+		n := jsonLen(string(r))
+		if used+n > budget {
+			return reason[:i] + ellipsis
+		}
+		used += n
+	}
+	return reason
+}
+
+// jsonLen is how many bytes encoding/json writes for s, less its quotes:
+// it escapes <, > and & (as \u003c), quotes, backslashes, control
+// characters, U+2028, U+2029 and invalid UTF-8 (as \ufffd).
+func jsonLen(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029 || r == utf8.RuneError:
+			n += 6
+		default:
+			n += utf8.RuneLen(r)
+		}
+	}
+	return n
 }
 
 // FinishInput names finished deliveries of an event.

@@ -306,6 +306,26 @@ type LaneState struct {
 	KnownThrough  int64         `json:"known_through,omitempty"`
 }
 
+// Caps on fan-out (issue 33 item 2): the defaults of HOOKFLOW_MAX_ENDPOINTS
+// and HOOKFLOW_MAX_SUBSCRIBERS, and the most HOOKFLOW_MAX_SUBSCRIBERS may
+// be set to. An event's workflow inputs and its arrival carry a lane per
+// subscriber and never the payload (the ledger has it; Deliver and
+// WriteDeadLetter read it there), so what an event brings to Temporal
+// grows with its lanes alone, and a lane's part is bounded: the longest
+// endpoint ID (255 characters) and, after a start, reasons cut to
+// MaxReasonBytes. At MaxSubscribersCeiling lanes the start input stays
+// under MaxStartInputBytes whatever the payload (starter's
+// TestInputStaysSmall), and the largest input after a start (a
+// continue-as-new, a restart with every lane dead-lettered) under 1 MiB,
+// half of Temporal's 2 MB payload limit (workflows'
+// TestLaneInputsStayUnderThePayloadLimit: about 3.6 KB a lane).
+const (
+	DefaultMaxEndpoints   = 1000
+	DefaultMaxSubscribers = 100
+	MaxSubscribersCeiling = 250
+	MaxStartInputBytes    = 256 << 10
+)
+
 // MaxKeywordListBytes bounds the JSON of a keyword-list search attribute:
 // Temporal refuses a value over 2 KiB by default
 // (limit.searchAttributeSizeLimit), and a workflow task whose upsert it

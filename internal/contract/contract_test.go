@@ -3,6 +3,7 @@ package contract_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,12 +77,34 @@ func TestFitKeywordList(t *testing.T) {
 	require.Zero(t, dropped)
 }
 
-// TestOperationalPrefixIsReserved: the prefix of hookflow's operational
-// types is the one intake refuses to producers.
+// TestOperationalPrefixIsReserved: the prefixes of hookflow's operational
+// types and correlations are the ones intake refuses to producers.
 func TestOperationalPrefixIsReserved(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, intake.ReservedTypePrefix, contract.OperationalPrefix)
+	require.Equal(t, intake.ReservedCorrelationPrefix, contract.OperationalCorrelationPrefix)
+	require.Equal(t, "hookflow:ep_dev_receiver", contract.OperationalCorrelation("ep_dev_receiver"))
 	for _, typ := range []string{contract.OpCircuitOpened, contract.OpCircuitClosed, contract.OpEndpointDisabled, contract.OpDeadLetterCreated, contract.OpDeadLetterAutoReplayed} {
 		require.True(t, contract.Operational(typ), typ)
+	}
+}
+
+// TestCapReason: whatever a receiver answers, a reason's JSON takes at most
+// MaxReasonBytes, cut at a character with its front kept; a short one is
+// left as it is.
+func TestCapReason(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "permanent rejection: receiver answered 400", contract.CapReason("permanent rejection: receiver answered 400"))
+	for _, body := range []string{
+		strings.Repeat("a", 5000), strings.Repeat("<", 5000), strings.Repeat("é", 5000), strings.Repeat("\x01", 5000),
+		strings.Repeat("\"\\", 5000), strings.Repeat("\u2028", 5000), strings.Repeat("\xff", 5000), strings.Repeat("a<é\x01\"", 2000),
+	} {
+		got := contract.CapReason(contract.WindowSpentPrefix + body)
+		raw, err := json.Marshal(got)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(raw)-2, contract.MaxReasonBytes, "%q", got[:40])
+		require.Greater(t, len(raw)-2, contract.MaxReasonBytes-8, "cut no shorter than it must be")
+		require.True(t, strings.HasPrefix(got, contract.WindowSpentPrefix))
+		require.True(t, strings.HasSuffix(got, "…"))
 	}
 }

@@ -7,9 +7,10 @@ import (
 
 // Operational event types (issue 24 item 5): hookflow's own events about
 // its endpoints, published as ordinary hookflow events whose correlation ID
-// is the endpoint's ID (store.OperationalEventInsert). Producers cannot send
-// a type with OperationalPrefix (kit/intake refuses it), so a receiver can
-// trust that one of these came from hookflow.
+// is OperationalCorrelation of the endpoint's ID (store.OperationalEventInsert).
+// Producers cannot send a type with OperationalPrefix nor a correlation
+// with OperationalCorrelationPrefix (kit/intake refuses both, in any case),
+// so a receiver can trust that one of these came from hookflow.
 const (
 	// OpCircuitOpened: the endpoint's circuit breaker opened; attempts to
 	// it stop but for one probe at a time.
@@ -46,6 +47,18 @@ func VoidedID(corr string, seq int64) string {
 
 // OperationalPrefix starts every operational event type, and no producer's.
 const OperationalPrefix = "hookflow."
+
+// OperationalCorrelationPrefix starts the correlation of every operational
+// event, and no producer's (kit/intake's ReservedCorrelationPrefix).
+const OperationalCorrelationPrefix = "hookflow:"
+
+// OperationalCorrelation is the correlation of the operational events
+// about endpoint endpointID: "hookflow:<endpoint id>". It is a form no
+// producer may send whatever the endpoint's ID, so a producer can never
+// take a sequence of it.
+func OperationalCorrelation(endpointID string) string {
+	return OperationalCorrelationPrefix + endpointID
+}
 
 // Operational reports whether eventType is one of hookflow's own.
 func Operational(eventType string) bool { return strings.HasPrefix(eventType, OperationalPrefix) }

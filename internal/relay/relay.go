@@ -32,7 +32,7 @@ import (
 
 // Ledger is the part of hookflow's store the relay writes to.
 type Ledger interface {
-	Route(ctx context.Context, e intake.Event) (*store.Endpoint, []string, error)
+	Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error)
 	EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (store.Event, bool, error)
 	EventGet(ctx context.Context, id string) (store.Event, error)
 }
@@ -72,6 +72,10 @@ type Config struct {
 	// Retention is how long relayed rows stay in the outbox (for operators
 	// to look at); then they are deleted. Default 7 days.
 	Retention time.Duration
+	// MaxSubscribers caps the endpoints one event is routed to, as the
+	// API's (HOOKFLOW_MAX_SUBSCRIBERS); past it the row is refused.
+	// Default contract.DefaultMaxSubscribers.
+	MaxSubscribers int
 }
 
 // Deps are the relay's collaborators; all are required.
@@ -99,6 +103,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, 10*time.Second)
 	cfg.LagLogInterval = cmp.Or(cfg.LagLogInterval, 30*time.Second)
 	cfg.Retention = cmp.Or(cfg.Retention, 7*24*time.Hour)
+	cfg.MaxSubscribers = cmp.Or(cfg.MaxSubscribers, contract.DefaultMaxSubscribers)
 	if deps.Outbox == nil || deps.Ledger == nil || deps.Starter == nil || deps.Logger == nil {
 		return nil, errors.New("relay: outbox, ledger, starter and logger are required")
 	}
@@ -262,10 +267,13 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 	}
 	// Routed as the API routes it: to the endpoint it names, or to every
 	// subscriber of its type.
-	_, endpoints, err := r.deps.Ledger.Route(ctx, ev)
-	if errors.Is(err, store.ErrNotFound) {
+	_, endpoints, err := r.deps.Ledger.Route(ctx, ev, r.cfg.MaxSubscribers)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return "unknown endpoint " + ev.EndpointID, nil
-	} else if err != nil {
+	case errors.Is(err, store.ErrTooManySubscribers):
+		return fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS)", r.cfg.MaxSubscribers, ev.Type), nil
+	case err != nil:
 		return "", err
 	}
 	stored, inserted, err := r.deps.Ledger.EventInsertRouted(ctx, ev, endpoints)

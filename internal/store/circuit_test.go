@@ -18,7 +18,7 @@ import (
 // sequence order.
 func opEvents(t *testing.T, st *store.Store, endpoint string) []string {
 	t.Helper()
-	rows, err := st.Pool().Query(context.Background(), `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, endpoint)
+	rows, err := st.Pool().Query(context.Background(), `SELECT type FROM events WHERE correlation_id = $1 ORDER BY sequence`, contract.OperationalCorrelation(endpoint))
 	require.NoError(t, err)
 	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -422,7 +422,7 @@ func circuitOpenedData(t *testing.T, st *store.Store, endpointID string) map[str
 	t.Helper()
 	var data map[string]any
 	require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT data FROM events WHERE correlation_id = $1 AND type = $2 ORDER BY sequence DESC LIMIT 1`,
-		endpointID, contract.OpCircuitOpened).Scan(&data))
+		contract.OperationalCorrelation(endpointID), contract.OpCircuitOpened).Scan(&data))
 	return data
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -143,18 +144,18 @@ func TestEndpointsSubscribedAgreesWithMatches(t *testing.T) {
 			}
 		}
 		slices.Sort(want)
-		got, err := st.EndpointsSubscribed(ctx, typ)
+		got, err := st.EndpointsSubscribed(ctx, typ, 1000)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "subscribers of %q", typ)
 	}
 	for i, c := range cases {
-		got, err := st.EndpointsSubscribed(ctx, c.Type)
+		got, err := st.EndpointsSubscribed(ctx, c.Type, 1000)
 		require.NoError(t, err)
 		require.Equal(t, c.Match, slices.Contains(got, fmt.Sprintf("case_%02d", i)), "%q against %q", c.Patterns, c.Type)
 		require.Equal(t, c.Match, slices.Contains(got, fmt.Sprintf("case_%02d_disabled", i)), "%q against %q, disabled", c.Patterns, c.Type)
 	}
 
-	none, err := st.EndpointsSubscribed(ctx, "nobody.listens")
+	none, err := st.EndpointsSubscribed(ctx, "nobody.listens", 1000)
 	require.NoError(t, err)
 	require.NotEmpty(t, none)
 	for _, id := range none {
@@ -162,4 +163,56 @@ func TestEndpointsSubscribedAgreesWithMatches(t *testing.T) {
 		require.True(t, ps == nil || slices.Contains(ps, eventtypes.All),
 			"a type no pattern names goes only to the endpoints of every type, not %s %q", id, ps)
 	}
+}
+
+// TestEndpointCreateCap: creations racing at the cap pass it together
+// never: of 10 concurrent creates with room for 2, exactly 2 succeed and
+// the others answer ErrEndpointLimit. A deleted endpoint frees its place.
+func TestEndpointCreateCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t) // 4 endpoints
+	const max = 6
+	errs := make(chan error, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.EndpointCreate(ctx, store.Endpoint{ID: fmt.Sprintf("race_%d", i), URL: "https://example.com/r", Secret: "whsec_x"}, max)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	created := 0
+	for err := range errs {
+		if err == nil {
+			created++
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrEndpointLimit)
+	}
+	require.Equal(t, 2, created)
+	require.NoError(t, st.EndpointDelete(ctx, "a", "test"))
+	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "after_delete", URL: "https://example.com/r", Secret: "whsec_x"}, max)
+	require.NoError(t, err, "a deleted endpoint does not count")
+}
+
+// TestRouteCap: an event more endpoints subscribe to than the cap is
+// ErrTooManySubscribers; at the cap it is routed to each.
+func TestRouteCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t) // 4 endpoints of every type
+	ev := event("e-1", "c", 1)
+	_, eps, err := st.Route(ctx, ev, 4)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c", "ep"}, eps)
+	_, _, err = st.Route(ctx, ev, 3)
+	require.ErrorIs(t, err, store.ErrTooManySubscribers)
+	ev.EndpointID = "a"
+	_, eps, err = st.Route(ctx, ev, 1)
+	require.NoError(t, err, "an addressed event has one lane")
+	require.Equal(t, []string{"a"}, eps)
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
+// errOperationalRefused: the ledger refused an operational event
+// (OperationalEventInsert drops it).
+var errOperationalRefused = errors.New("operational event refused by the ledger")
+
 // OperationalEventID is the idempotency key of the seq-th operational
 // event about endpoint subject: deterministic, so that the event is its
 // own key like any event (a receiver's dedup holds across redeliveries),
@@ -23,8 +27,9 @@ func OperationalEventID(subject string, seq int64) string {
 }
 
 // OperationalEventInsert stores hookflow's own operational event of type eventType
-// (one of contract's hookflow.* names) about endpoint subject: correlation ID = subject,
-// the next contiguous sequence of that correlation, routed (as store.Route does) to every
+// (one of contract's hookflow.* names) about endpoint subject: correlation ID =
+// contract.OperationalCorrelation(subject) ("hookflow:<subject>"), the next contiguous
+// sequence of that correlation, routed (as store.Route does) to every
 // enabled endpoint subscribed to the type except subject itself, state queued (the API's
 // queued-event sweep starts its workflow). tx may be nil (its own transaction); with a tx the
 // event commits or rolls back with the caller's change.
@@ -40,9 +45,14 @@ func OperationalEventID(subject string, seq int64) string {
 // it is stored in the ledger and sent to the subscribers.
 //
 // Errors: the subject must be an existing endpoint, and the type one of
-// hookflow's; a taken event ID or sequence (which the reserved forms of
-// kit/intake keep producers from taking) is an error, not a silent no-op,
-// as the number would otherwise be lost.
+// hookflow's. A collision never fails the caller: producers cannot send the
+// reserved correlation or id (kit/intake refuses both in any case), and the
+// sequence is taken past whatever the correlation holds
+// (OperationalSequenceNext). Should the ledger refuse the event all the same
+// (its id stored by hand under another correlation), the event is dropped
+// in a savepoint of its own, its number with it (no gap), and eventID is
+// "": the dead letter or breaker transition it reports must commit
+// whatever becomes of its notice.
 func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, eventType string, data map[string]any) (eventID string, err error) {
 	if !contract.Operational(eventType) {
 		return "", fmt.Errorf("insert operational event: %q is not an operational type", eventType)
@@ -61,12 +71,13 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 	if raw, err = intake.Canonical(raw); err != nil {
 		return "", fmt.Errorf("insert operational event: encode data: %w", err)
 	}
+	correlation := contract.OperationalCorrelation(subject)
 	insert := func(tx pgx.Tx) error {
 		var seq int64
-		if err := tx.QueryRow(ctx, s.q.OperationalSequenceNext, subject).Scan(&seq); err != nil {
+		if err := tx.QueryRow(ctx, s.q.OperationalSequenceNext, subject, correlation).Scan(&seq); err != nil {
 			return fmt.Errorf("next sequence: %w", err)
 		}
-		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject)
+		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject, contract.MaxSubscribersCeiling)
 		if err != nil {
 			return fmt.Errorf("route: %w", err)
 		}
@@ -77,14 +88,14 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 		if endpoints == nil {
 			endpoints = []string{}
 		}
-		ev := intake.Event{ID: OperationalEventID(subject, seq), CorrelationID: subject, Sequence: seq, Type: eventType, Data: raw}
+		ev := intake.Event{ID: OperationalEventID(subject, seq), CorrelationID: correlation, Sequence: seq, Type: eventType, Data: raw}
 		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, "", ev.Type, ev.Data)
 		var got Event
 		var deliveries []byte
 		err = tx.QueryRow(ctx, s.q.EventInsertRouted, ev.ID, ev.CorrelationID, ev.Sequence, ev.Type, ev.Data, ev.PayloadHash, endpoints).
 			Scan(eventColumns(&got, &deliveries)...)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("event %s or sequence %d of correlation %s is taken", ev.ID, seq, subject)
+			return errOperationalRefused
 		}
 		if err != nil {
 			return err
@@ -92,13 +103,32 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 		eventID = ev.ID
 		return nil
 	}
+	// The savepoint (a transaction of its own when tx is nil) undoes the
+	// number's move when the event is refused.
+	var begin interface {
+		Begin(ctx context.Context) (pgx.Tx, error)
+	} = s.pool
 	if tx != nil {
-		err = insert(tx)
-	} else {
-		err = pgx.BeginFunc(ctx, s.pool, insert)
+		begin = tx
+	}
+	err = pgx.BeginFunc(ctx, begin, insert)
+	if errors.Is(err, errOperationalRefused) {
+		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("insert operational event %s about %s: %w", eventType, subject, err)
 	}
 	return eventID, nil
+}
+
+// EndpointsOperationalCount counts the endpoints other than except, not
+// deleted, subscribed to any of hookflow's operational types: the
+// subscribers an operational event may have, which the API caps as it caps
+// a producer's event's.
+func (s *Store) EndpointsOperationalCount(ctx context.Context, except string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, s.q.EndpointsOperationalCount, except).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count operational subscribers: %w", err)
+	}
+	return n, nil
 }

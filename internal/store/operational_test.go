@@ -47,7 +47,7 @@ func TestOperationalEventRouting(t *testing.T) {
 	require.Equal(t, "hookflow-a-1", id)
 	ev, err := st.EventGet(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, "a", ev.CorrelationID)
+	require.Equal(t, "hookflow:a", ev.CorrelationID)
 	require.EqualValues(t, 1, ev.Sequence)
 	require.Equal(t, contract.OpDeadLetterCreated, ev.Type)
 	require.Equal(t, contract.StateQueued, ev.State, "queued: the queued sweep starts it")
@@ -64,7 +64,7 @@ func TestOperationalEventRouting(t *testing.T) {
 	require.EqualValues(t, 1, ev.Sequence, "op1's own correlation")
 	require.NoError(t, st.EventMarkStarted(ctx, id, ""))
 	require.Equal(t, contract.StateDelivered, stateOf(t, st, id), "routed to nobody: delivered once started")
-	require.EqualValues(t, 2, cursor(t, st, "op1"), "and its place in the correlation is taken")
+	require.EqualValues(t, 2, cursor(t, st, "hookflow:op1"), "and its place in the correlation is taken")
 
 	id, err = st.OperationalEventInsert(ctx, nil, "a", contract.OpCircuitOpened, nil)
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestOperationalSequencesContiguous(t *testing.T) {
 	}
 	committed := publishers - (publishers+2)/3
 	var seqs []int64
-	rows, err := st.Pool().Query(ctx, "SELECT sequence FROM events WHERE correlation_id = 'b' ORDER BY sequence")
+	rows, err := st.Pool().Query(ctx, "SELECT sequence FROM events WHERE correlation_id = 'hookflow:b' ORDER BY sequence")
 	require.NoError(t, err)
 	seqs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestDeadLetterPublishesOncePerGeneration(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var n int
-	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM events WHERE correlation_id = 'a'").Scan(&n))
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM events WHERE correlation_id = 'hookflow:a'").Scan(&n))
 	require.Equal(t, 2, n, "one event per generation, none for the retried writes")
 	for gen := int64(1); gen <= 2; gen++ {
 		ev, err := st.EventGet(ctx, fmt.Sprintf("hookflow-a-%d", gen))
@@ -168,9 +168,49 @@ func TestDeadLetterPublishesOncePerGeneration(t *testing.T) {
 	}
 
 	// op1 fails to take hookflow-a-1: its dead letter tells nobody.
-	opDL := deadLetter("hookflow-a-1", "op1", "a", 1)
+	opDL := deadLetter("hookflow-a-1", "op1", "hookflow:a", 1)
 	_, err := st.DeadLetterUpsert(ctx, opDL, "run/1")
 	require.NoError(t, err)
-	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM events WHERE correlation_id = 'op1'").Scan(&n))
+	require.NoError(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM events WHERE correlation_id = 'hookflow:op1'").Scan(&n))
 	require.Zero(t, n, "no operational event about an operational event's dead letter")
+}
+
+// TestOperationalCollisionNeverRollsBack: whatever the operational
+// correlation holds, a dead letter's write and a breaker's open commit
+// with their events. Sequences stored there by other means (no producer
+// can: kit/intake refuses "hookflow:" in any case) are passed over, and an
+// event the ledger refuses all the same (its id stored by hand under
+// another correlation) is dropped with its number, leaving no gap.
+func TestOperationalCollisionNeverRollsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	operators(t, st)
+	// Sequences 1 and 2 of a's operational correlation, taken.
+	insertRouted(t, st, "planted-1", contract.OperationalCorrelation("a"), 1)
+	insertRouted(t, st, "planted-2", contract.OperationalCorrelation("a"), 2)
+	insertRouted(t, st, "o-1", "o", 1, "a")
+	dl := deadLetter("o-1", "a", "o", 1)
+	dl.Reason = "permanent rejection: 400"
+	_, err := st.DeadLetterUpsert(ctx, dl, "run/1")
+	require.NoError(t, err, "the dead letter is written")
+	got, err := st.DeadLetterGet(ctx, "o-1", "a")
+	require.NoError(t, err)
+	require.Equal(t, store.DeadLetterOpen, got.Status)
+	ev, err := st.EventGet(ctx, "hookflow-a-3")
+	require.NoError(t, err, "its event took the next free sequence")
+	require.EqualValues(t, 3, ev.Sequence)
+
+	// hookflow-a-4 stored by hand under another correlation: the breaker
+	// opens all the same, its event dropped, and the next event takes 4.
+	insertRouted(t, st, "hookflow-a-4", "elsewhere", 1)
+	openCircuit(t, st, "a")
+	c, err := st.CircuitGet(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitOpen, c.State, "the breaker opened")
+	_, err = st.Pool().Exec(ctx, "DELETE FROM events WHERE id = 'hookflow-a-4'")
+	require.NoError(t, err)
+	id, err := st.OperationalEventInsert(ctx, nil, "a", contract.OpEndpointDisabled, nil)
+	require.NoError(t, err)
+	require.Equal(t, "hookflow-a-4", id, "the dropped event left no gap")
 }

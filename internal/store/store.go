@@ -26,6 +26,14 @@ import (
 // ErrNotFound is returned when the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrEndpointLimit is returned by EndpointCreate when the endpoints not
+// deleted number the cap already (HOOKFLOW_MAX_ENDPOINTS).
+var ErrEndpointLimit = errors.New("endpoint limit reached")
+
+// ErrTooManySubscribers is returned by Route when more endpoints are
+// subscribed to the event's type than the cap (HOOKFLOW_MAX_SUBSCRIBERS).
+var ErrTooManySubscribers = errors.New("too many subscribers")
+
 // ErrEventFinished is returned when a dead letter is to be written for an
 // event the ledger has as delivered or skipped.
 var ErrEventFinished = errors.New("event is finished")
@@ -38,6 +46,9 @@ type Store struct {
 
 type queries struct {
 	EndpointInsert              string
+	EndpointCreateLock          string
+	EndpointsCount              string
+	EndpointsOperationalCount   string
 	EndpointGet                 string
 	EndpointUpdate              string
 	EndpointRotateSecret        string
@@ -372,16 +383,35 @@ func translate(err error) error {
 
 // EndpointInsert stores a new endpoint, subscribed to eventTypes (nil for
 // every type; the caller has checked them with eventtypes.Normalize), with
-// the server's delivery settings.
+// the server's delivery settings, and no cap on the endpoints.
 func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string, eventTypes []string) (Endpoint, error) {
-	return s.EndpointCreate(ctx, Endpoint{ID: id, URL: url, Secret: secret, EventTypes: eventTypes})
+	return s.EndpointCreate(ctx, Endpoint{ID: id, URL: url, Secret: secret, EventTypes: eventTypes}, 0)
 }
 
 // EndpointCreate stores e (its ID, URL, Secret, EventTypes and Settings,
-// which the caller has checked) as a new endpoint.
-func (s *Store) EndpointCreate(ctx context.Context, e Endpoint) (Endpoint, error) {
+// which the caller has checked) as a new endpoint, unless max endpoints
+// (not deleted) exist already: ErrEndpointLimit, wrapped. max 0 is no cap.
+// Creations are serialized (EndpointCreateLock), so concurrent ones never
+// pass the cap together.
+func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, max int) (Endpoint, error) {
 	args := append([]any{e.ID, e.URL, e.Secret, e.EventTypes}, settingsArgs(e.Settings)...)
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointInsert, args...))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if max > 0 {
+			if _, err := tx.Exec(ctx, s.q.EndpointCreateLock); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, s.q.EndpointsCount).Scan(&n); err != nil {
+				return err
+			}
+			if n >= max {
+				return ErrEndpointLimit
+			}
+		}
+		var err error
+		e, err = scanEndpoint(tx.QueryRow(ctx, s.q.EndpointInsert, args...))
+		return err
+	})
 	if err != nil {
 		return e, fmt.Errorf("insert endpoint: %w", err)
 	}
@@ -623,12 +653,12 @@ func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]E
 	return out, nil
 }
 
-// EndpointsSubscribed returns the ids of every endpoint whose event types
+// EndpointsSubscribed returns the ids of the endpoints whose event types
 // match eventType (as eventtypes.Matches has it), disabled ones included (a
-// disabled endpoint is paused: its events wait in its lanes), in id order;
-// none is no error.
-func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q.EndpointsSubscribed, eventType)
+// disabled endpoint is paused: its events wait in its lanes), in id order,
+// at most limit of them; none is no error.
+func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q.EndpointsSubscribed, eventType, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
 	}
@@ -643,8 +673,11 @@ func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string) ([]st
 // it addresses (e.EndpointID, returned as addressed; ErrNotFound, wrapped,
 // when there is none such), or else every endpoint subscribed to its type,
 // disabled ones included (EndpointsSubscribed), in id order; none is no
-// error.
-func (s *Store) Route(ctx context.Context, e intake.Event) (addressed *Endpoint, endpoints []string, err error) {
+// error. More than maxSubscribers of them is ErrTooManySubscribers,
+// wrapped: the event is to be refused, not accepted with lanes past what
+// its workflow's inputs are sized for (contract.MaxSubscribersCeiling).
+// Only the ids are read, and at most maxSubscribers+1 of them.
+func (s *Store) Route(ctx context.Context, e intake.Event, maxSubscribers int) (addressed *Endpoint, endpoints []string, err error) {
 	if e.EndpointID != "" {
 		ep, err := s.EndpointGet(ctx, e.EndpointID)
 		if err != nil {
@@ -652,7 +685,10 @@ func (s *Store) Route(ctx context.Context, e intake.Event) (addressed *Endpoint,
 		}
 		return &ep, []string{ep.ID}, nil
 	}
-	endpoints, err = s.EndpointsSubscribed(ctx, e.Type)
+	endpoints, err = s.EndpointsSubscribed(ctx, e.Type, maxSubscribers+1)
+	if err == nil && len(endpoints) > maxSubscribers {
+		return nil, nil, fmt.Errorf("route %s: more than %d endpoints subscribed to %q: %w", e.ID, maxSubscribers, e.Type, ErrTooManySubscribers)
+	}
 	return nil, endpoints, err
 }
 

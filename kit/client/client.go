@@ -128,6 +128,12 @@ type Error struct {
 	Instance string
 	// Field names the request field at fault, when there is one.
 	Field string
+	// Setting names the server setting whose cap refused the request
+	// (422 endpoint-limit: HOOKFLOW_MAX_ENDPOINTS; 422
+	// too-many-subscribers: HOOKFLOW_MAX_SUBSCRIBERS), and Limit is its
+	// value; empty and zero otherwise.
+	Setting string
+	Limit   int
 	// RetryAfter is how long the API asks to wait before trying again
 	// (the Retry-After header of a 429 or 503); zero when it did not say.
 	RetryAfter time.Duration
@@ -206,7 +212,7 @@ func (c *Client) do(ctx context.Context, req request, out any) (int, error) {
 
 // problemFields are the members of problem details that Error has a field
 // for; the others go to Extensions.
-var problemFields = map[string]bool{"type": true, "title": true, "status": true, "detail": true, "instance": true, "field": true}
+var problemFields = map[string]bool{"type": true, "title": true, "status": true, "detail": true, "instance": true, "field": true, "setting": true, "limit": true}
 
 // readError turns an answer outside 2xx into *Error.
 func readError(resp *http.Response) *Error {
@@ -218,10 +224,12 @@ func readError(resp *http.Response) *Error {
 		Detail   string `json:"detail"`
 		Instance string `json:"instance"`
 		Field    string `json:"field"`
+		Setting  string `json:"setting"`
+		Limit    int    `json:"limit"`
 	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(e.body, &p) == nil && json.Unmarshal(e.body, &members) == nil {
-		e.Type, e.Title, e.Detail, e.Instance, e.Field = p.Type, p.Title, p.Detail, p.Instance, p.Field
+		e.Type, e.Title, e.Detail, e.Instance, e.Field, e.Setting, e.Limit = p.Type, p.Title, p.Detail, p.Instance, p.Field, p.Setting, p.Limit
 		for k, v := range members {
 			if !problemFields[k] {
 				if e.Extensions == nil {

@@ -21,7 +21,7 @@ type FieldError struct {
 	Field  string
 	Detail string
 	// Reserved is set when the value is well formed but one of hookflow's
-	// own (ReservedTypePrefix, ReservedIDPrefix, EndpointIDForm): the API
+	// own (ReservedTypePrefix, ReservedIDPrefix, ReservedCorrelationPrefix): the API
 	// answers 422 rather than 400.
 	Reserved bool
 }
@@ -71,33 +71,28 @@ func ValidKey(field, v string) *FieldError {
 // Reserved forms: hookflow publishes its own operational events
 // (hookflow.endpoint.circuit_opened, hookflow.dead_letter.created, …) as
 // ordinary events with a type starting with ReservedTypePrefix, an id
-// starting with ReservedIDPrefix and the endpoint's ID as correlation ID.
-// A producer may use none of these forms, so it can neither forge an
-// operational event nor take the id or the (correlation, sequence) of one.
+// starting with ReservedIDPrefix and a correlation ID starting with
+// ReservedCorrelationPrefix (then the endpoint's ID). A producer may use
+// none of these forms, in any mix of upper and lower case (Reserved), so it
+// can neither forge an operational event nor take the id or the
+// (correlation, sequence) of one.
 const (
 	ReservedTypePrefix = "hookflow."
 	ReservedIDPrefix   = "hookflow-"
-	// EndpointIDPrefix starts every endpoint ID the API makes: the prefix,
-	// then EndpointIDRandomLen characters of lower-case base32 (a-z, 2-7).
-	EndpointIDPrefix    = "ep_"
-	EndpointIDRandomLen = 16
+	// ReservedCorrelationPrefix starts the correlation of every
+	// operational event: "hookflow:" and the endpoint's ID. It is a
+	// prefix, not the endpoint ID's form, so it holds for every endpoint
+	// ID (ep_dev_receiver too) without a lookup, and a producer's
+	// correlation IDs stay free but for it.
+	ReservedCorrelationPrefix = "hookflow:"
 )
 
-// EndpointIDForm reports whether v has the form of an endpoint ID the API
-// makes. A producer's correlation ID of that form is refused whether or not
-// such an endpoint exists yet: the form cannot race an endpoint's creation,
-// and costs no lookup per event.
-func EndpointIDForm(v string) bool {
-	rest, ok := strings.CutPrefix(v, EndpointIDPrefix)
-	if !ok || len(rest) != EndpointIDRandomLen {
-		return false
-	}
-	for _, r := range rest {
-		if !(r >= 'a' && r <= 'z' || r >= '2' && r <= '7') {
-			return false
-		}
-	}
-	return true
+// Reserved reports whether v starts with prefix, whatever the case of
+// either: hookflow's reserved forms are refused case-insensitively, so
+// "HOOKFLOW-…" or "Hookflow.endpoint.disabled" is refused as its lower-case
+// form is (a receiver, a log search or a dashboard may fold case).
+func Reserved(v, prefix string) bool {
+	return len(v) >= len(prefix) && strings.EqualFold(v[:len(prefix)], prefix)
 }
 
 func required(field string, v *string) (string, *FieldError) {
@@ -131,8 +126,8 @@ func Validate(req Request) (Event, *FieldError) {
 	if fe = ValidKey("id", ev.ID); fe != nil {
 		return ev, fe
 	}
-	if strings.HasPrefix(ev.ID, ReservedIDPrefix) {
-		return ev, reservedErr("id", "id must not start with %q: hookflow's own operational events use those ids", ReservedIDPrefix)
+	if Reserved(ev.ID, ReservedIDPrefix) {
+		return ev, reservedErr("id", "id must not start with %q, in any case: hookflow's own operational events use those ids", ReservedIDPrefix)
 	}
 	if ev.CorrelationID, fe = required("correlation_id", req.CorrelationID); fe != nil {
 		return ev, fe
@@ -140,8 +135,8 @@ func Validate(req Request) (Event, *FieldError) {
 	if fe = ValidKey("correlation_id", ev.CorrelationID); fe != nil {
 		return ev, fe
 	}
-	if EndpointIDForm(ev.CorrelationID) {
-		return ev, reservedErr("correlation_id", "correlation_id must not have an endpoint ID's form (ep_ and 16 of a-z 2-7): an endpoint's ID is the correlation of hookflow's operational events about it")
+	if Reserved(ev.CorrelationID, ReservedCorrelationPrefix) {
+		return ev, reservedErr("correlation_id", "correlation_id must not start with %q, in any case: hookflow's operational events about an endpoint use that correlation", ReservedCorrelationPrefix)
 	}
 	if ev.Sequence, fe = parseSequence(req.Sequence); fe != nil {
 		return ev, fe
@@ -162,8 +157,8 @@ func Validate(req Request) (Event, *FieldError) {
 	if fe = ValidType("type", ev.Type); fe != nil {
 		return ev, fe
 	}
-	if strings.HasPrefix(ev.Type, ReservedTypePrefix) {
-		return ev, reservedErr("type", "type must not start with %q: those are hookflow's own operational events", ReservedTypePrefix)
+	if Reserved(ev.Type, ReservedTypePrefix) {
+		return ev, reservedErr("type", "type must not start with %q, in any case: those are hookflow's own operational events", ReservedTypePrefix)
 	}
 	if len(req.Data) == 0 || string(req.Data) == "null" {
 		return ev, fieldErr("data", "data is required (a JSON object)")

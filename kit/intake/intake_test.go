@@ -188,8 +188,14 @@ func TestValidate(t *testing.T) {
 	}{
 		{"type", func(r *intake.Request) { r.Type = str("hookflow.endpoint.disabled") }},
 		{"type", func(r *intake.Request) { r.Type = str("hookflow.") }},
+		{"type", func(r *intake.Request) { r.Type = str("Hookflow.endpoint.disabled") }},
+		{"type", func(r *intake.Request) { r.Type = str("HOOKFLOW.x") }},
 		{"id", func(r *intake.Request) { r.ID = str("hookflow-ep_abcdefghijklmnop-1") }},
-		{"correlation_id", func(r *intake.Request) { r.CorrelationID = str("ep_abcdefghijklmnop") }},
+		{"id", func(r *intake.Request) { r.ID = str("HOOKFLOW-ep_dev_receiver-1") }},
+		{"id", func(r *intake.Request) { r.ID = str("HookFlow-x") }},
+		{"correlation_id", func(r *intake.Request) { r.CorrelationID = str("hookflow:ep_abcdefghijklmnop") }},
+		{"correlation_id", func(r *intake.Request) { r.CorrelationID = str("HOOKFLOW:ep_dev_receiver") }},
+		{"correlation_id", func(r *intake.Request) { r.CorrelationID = str("Hookflow:") }},
 	} {
 		r := good()
 		c.mod(&r)
@@ -198,13 +204,15 @@ func TestValidate(t *testing.T) {
 		require.Equal(t, c.field, fe.Field)
 		require.True(t, fe.Reserved, c.field)
 	}
-	for _, v := range []string{"hookflowx.created", "order.hookflow.x", "Hookflow.x"} {
+	for _, v := range []string{"hookflowx.created", "order.hookflow.x", "hookflow_x"} {
 		r := good()
 		r.Type = str(v)
 		_, fe := intake.Validate(r)
 		require.Nil(t, fe, v)
 	}
-	for _, v := range []string{"ep_abc", "ep_abcdefghijklmnopq", "ep_ABCDEFGHIJKLMNOP", "ep_abcdefghijklmno1", "order-ep_abcdefghijklmnop"} {
+	// An endpoint ID is a producer's correlation like any other: the
+	// operational events' correlation is "hookflow:" and the ID.
+	for _, v := range []string{"ep_abcdefghijklmnop", "ep_dev_receiver", "EP_ABCDEFGHIJKLMNOP", "hookflow", "hookflow-x", "order:hookflow:x"} {
 		r := good()
 		r.CorrelationID = str(v)
 		_, fe := intake.Validate(r)

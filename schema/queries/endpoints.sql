@@ -8,6 +8,16 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
+-- name: EndpointCreateLock
+-- Serializes endpoint creation (a lock for the transaction), so that the
+-- count below, in a statement of its own, sees every endpoint created
+-- before: two creates at the cap cannot both pass it.
+SELECT pg_advisory_xact_lock(3303, 1);
+
+-- name: EndpointsCount
+-- The endpoints not deleted: what HOOKFLOW_MAX_ENDPOINTS caps.
+SELECT count(*) FROM endpoints WHERE deleted_at IS NULL;
+
 -- name: EndpointGet
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
@@ -96,7 +106,9 @@ FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 -- its types wait in its lanes until it is enabled (its heads dead-lettered
 -- 'endpoint disabled', which enabling replays), so that none is lost and the
 -- next envelope's previous_sequence is the true one. Only the ids: routing
--- needs nothing else, and the rows carry secrets and headers. The same rule
+-- needs nothing else, and the rows carry secrets and headers. At most $2
+-- (the cap on subscribers plus one, so the caller tells "at the cap" from
+-- "past it" without reading every match). The same rule
 -- as eventtypes.Matches: NULL is every type, "*" too, "prefix.*" every type
 -- starting with "prefix." (compared as text, not LIKE, so % and _ in a
 -- prefix are themselves), anything else that exact type.
@@ -107,7 +119,8 @@ WHERE deleted_at IS NULL
        OR $1 = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
                   WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($1, left(p, -1)))))
-ORDER BY id;
+ORDER BY id
+LIMIT $2;
 
 -- name: EndpointRateReserve
 -- Reserves the endpoint's next send slot for a rate limit of one per $2

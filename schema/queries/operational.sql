@@ -1,11 +1,19 @@
 -- name: OperationalSequenceNext
--- The next sequence of endpoint $1's operational events: 1 the first time.
--- The row stays locked until the caller's transaction ends, so a
--- concurrent publisher about the same endpoint waits and reads the number
--- after this one, or this one again if the caller rolled back.
+-- The next sequence of endpoint $1's operational events, whose correlation
+-- is $2 (contract.OperationalCorrelation): 1 the first time. It is past
+-- every sequence the correlation's ledger holds (its high-water mark and
+-- cursor), so it is free whatever else was stored there: a taken sequence
+-- would refuse the event, and with it the change it reports. The row stays
+-- locked until the caller's transaction ends, so a concurrent publisher
+-- about the same endpoint waits and reads the number after this one, or
+-- this one again if the caller rolled back.
+WITH taken AS (
+    SELECT GREATEST(high_water, next_sequence - 1) AS n FROM correlations WHERE correlation_id = $2
+)
 INSERT INTO operational_sequences AS o (endpoint_id, last_sequence)
-VALUES ($1, 1)
-ON CONFLICT (endpoint_id) DO UPDATE SET last_sequence = o.last_sequence + 1, updated_at = now()
+VALUES ($1, COALESCE((SELECT n FROM taken), 0) + 1)
+ON CONFLICT (endpoint_id) DO UPDATE
+    SET last_sequence = GREATEST(o.last_sequence, COALESCE((SELECT n FROM taken), 0)) + 1, updated_at = now()
 RETURNING last_sequence;
 
 -- name: OperationalSubscribers
@@ -16,11 +24,25 @@ RETURNING last_sequence;
 -- hookflow's events: a producer's receiver that takes every type never
 -- asked for them. Any pattern that matches a "hookflow." type otherwise
 -- (exact, "hookflow.*", "hookflow.endpoint.*") starts with "hookflow.".
+-- At most $3 (contract.MaxSubscribersCeiling): the API refuses more
+-- subscribers to hookflow's types than HOOKFLOW_MAX_SUBSCRIBERS
+-- (EndpointsOperationalCount), and this holds the event's lanes to what its
+-- workflow is sized for should two PATCHes race past that check.
 SELECT id FROM endpoints
 WHERE id <> $2 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p
               WHERE p = $1 OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
-ORDER BY id;
+ORDER BY id
+LIMIT $3;
+
+-- name: EndpointsOperationalCount
+-- The endpoints other than $1, not deleted, subscribed to any of hookflow's
+-- operational types (a pattern starting with "hookflow.", as
+-- OperationalSubscribers has them): what HOOKFLOW_MAX_SUBSCRIBERS caps for
+-- operational events, which cannot be refused at accept.
+SELECT count(*) FROM endpoints
+WHERE id <> $1 AND deleted_at IS NULL
+  AND EXISTS (SELECT 1 FROM unnest(event_types) p WHERE starts_with(p, 'hookflow.'));
 
 -- name: EventTypeGet
 -- The event's type: a dead letter's operational event names it, and a dead

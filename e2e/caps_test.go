@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+)
+
+// capProblem is a cap's refusal: the problem names the setting and its
+// value.
+type capProblem struct {
+	Type    string `json:"type"`
+	Status  int    `json:"status"`
+	Detail  string `json:"detail"`
+	Field   string `json:"field"`
+	Setting string `json:"setting"`
+	Limit   int    `json:"limit"`
+}
+
+// TestFanOutCaps (issue 33 item 2): with HOOKFLOW_MAX_ENDPOINTS=3 a fourth
+// endpoint is refused, 422 endpoint-limit naming the setting, until one is
+// deleted; with HOOKFLOW_MAX_SUBSCRIBERS=2 an event that three endpoints
+// subscribe to is refused at accept, 422 too-many-subscribers naming the
+// setting, and nothing of it is stored (no event, no sequence taken: the
+// same sequence is accepted once the subscribers are back under the cap),
+// while an event addressed to one endpoint, or one at the cap, is
+// accepted and delivered to each subscriber.
+func TestFanOutCaps(t *testing.T) {
+	b := setup(t, options{maxEndpoints: 3, maxSubscribers: 2})
+	a := b.subscribe("order.*")
+	c := b.subscribe("order.*")
+	other := b.subscribe("invoice.*")
+
+	var p capProblem
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/endpoints", map[string]any{"url": a.rcv.URL()}, &p))
+	require.True(t, strings.HasSuffix(p.Type, "/endpoint-limit"), p.Type)
+	require.Equal(t, "HOOKFLOW_MAX_ENDPOINTS", p.Setting)
+	require.Equal(t, 3, p.Limit)
+	require.Contains(t, p.Detail, "HOOKFLOW_MAX_ENDPOINTS")
+
+	corr := b.id("order")
+	ev := b.publish(corr+"-1", corr, 1, "order.created")
+	require.ElementsMatch(t, []string{a.ID, c.ID}, ev.Endpoints(), "at the cap: accepted")
+
+	// A third subscriber of order.*: past the cap.
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+other.ID, map[string]any{"event_types": []string{"order.*", "invoice.*"}}, nil))
+	p = capProblem{}
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/events", map[string]any{
+		"id": corr + "-2", "correlation_id": corr, "sequence": 2, "type": "order.updated", "data": map[string]any{},
+	}, &p))
+	require.True(t, strings.HasSuffix(p.Type, "/too-many-subscribers"), p.Type)
+	require.Equal(t, "HOOKFLOW_MAX_SUBSCRIBERS", p.Setting)
+	require.Equal(t, 2, p.Limit)
+	require.Equal(t, "type", p.Field)
+	require.Equal(t, http.StatusNotFound, b.call(http.MethodGet, "/v1/events/"+corr+"-2", nil, nil), "never stored")
+
+	// Addressed to one endpoint, the same type goes.
+	var acc struct {
+		Deliveries []delivery `json:"deliveries"`
+	}
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/events", map[string]any{
+		"id": corr + "-2", "correlation_id": corr, "sequence": 2, "type": "order.updated", "endpoint_id": a.ID, "data": map[string]any{},
+	}, &acc), "the refused sequence was never taken")
+	require.Len(t, acc.Deliveries, 1)
+
+	// Back under the endpoint cap after a delete.
+	require.Equal(t, http.StatusOK, b.call(http.MethodDelete, "/v1/endpoints/"+other.ID, nil, nil))
+	b.createEndpointWith(map[string]any{"url": c.rcv.URL(), "event_types": []string{"invoice.*"}})
+
+	b.waitDelivery(corr+"-1", a.ID, contract.StateDelivered, 30*time.Second)
+	b.waitDelivery(corr+"-1", c.ID, contract.StateDelivered, 30*time.Second)
+	b.waitDelivery(corr+"-2", a.ID, contract.StateDelivered, 30*time.Second)
+	require.Equal(t, []int64{1, 2}, a.rcv.appliedTo(corr))
+	require.Equal(t, []int64{1}, c.rcv.appliedTo(corr))
+}
+
+// TestOperationalSubscriberCap (issue 33 item 2): hookflow's operational
+// events cannot be refused at accept, so their subscribers are capped
+// where they subscribe: with HOOKFLOW_MAX_SUBSCRIBERS=1, a second endpoint
+// taking hookflow's types is refused, on create and on PATCH, 422
+// too-many-subscribers naming the setting; one of every type is not
+// counted (it is not sent them), and the one subscriber may change its
+// own types.
+func TestOperationalSubscriberCap(t *testing.T) {
+	b := setup(t, options{maxSubscribers: 1})
+	op := b.subscribe("hookflow.*")
+	every := b.subscribe()
+	var p capProblem
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/endpoints",
+		map[string]any{"url": op.rcv.URL(), "event_types": []string{"hookflow.dead_letter.*"}}, &p))
+	require.True(t, strings.HasSuffix(p.Type, "/too-many-subscribers"), p.Type)
+	require.Equal(t, "HOOKFLOW_MAX_SUBSCRIBERS", p.Setting)
+	require.Equal(t, "event_types", p.Field)
+	p = capProblem{}
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPatch, "/v1/endpoints/"+every.ID,
+		map[string]any{"event_types": []string{contract.OpCircuitOpened}}, &p))
+	require.Equal(t, "HOOKFLOW_MAX_SUBSCRIBERS", p.Setting)
+	require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/endpoints/"+op.ID,
+		map[string]any{"event_types": []string{"hookflow.endpoint.*"}}, nil), "its own change")
+}
