@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -73,6 +74,9 @@ type options struct {
 	// eventMaxHistory is the history length past which event workflows
 	// continue as new (default: the workflow's).
 	eventMaxHistory int
+	// readsPerSecond is HOOKFLOW_READS_RATE_LIMIT (default: high enough
+	// that the tests' polling is never refused).
+	readsPerSecond float64
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -98,7 +102,7 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
-		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory,
+		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6),
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

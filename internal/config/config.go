@@ -41,6 +41,7 @@ type Config struct {
 	Dev              bool
 	PrivateAllowlist []string
 	EventsRateLimit  float64
+	ReadsRateLimit   float64
 	// Retention of the ledger; 0 keeps for ever.
 	PayloadRetention     time.Duration
 	AttemptRetention     time.Duration
@@ -81,6 +82,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
 		{"HOOKFLOW_API_TOKEN", "api-token", "", "api: the bootstrap admin token, a bearer token with every scope to create API keys (required, at least 32 characters; hookflow dev uses dev-token); CLI commands that call the API: the token they send", required(func(c *Config) *string { return &c.APIToken })},
 		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
+		{"HOOKFLOW_READS_RATE_LIMIT", "reads-rate-limit", "100", "api: GET requests on /v1 allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.ReadsRateLimit })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
