@@ -183,6 +183,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.DELETE("/endpoints/:id", s.endpointDelete, endpoints)
 	v1.POST("/events", s.eventCreate, require(ScopeEventsWrite), s.limits.limit)
 	v1.GET("/events/:id", s.eventGet, read)
+	v1.GET("/events/:id/deliveries/:endpoint_id/attempts", s.eventAttempts, read)
 	v1.GET("/correlations/:id", s.correlationGet, read)
 	v1.POST("/correlations/:id/skip", s.correlationSkip, deadLetters)
 	v1.GET("/dead-letters", s.deadLetterList, read)

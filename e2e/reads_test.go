@@ -1,14 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // TestReadsRateLimitedPerKey: a read key past HOOKFLOW_READS_RATE_LIMIT is
@@ -60,4 +65,79 @@ func TestReadsRateLimitedPerKey(t *testing.T) {
 		"id": b.id("reads-2"), "correlation_id": corr, "sequence": 2, "endpoint_id": ep.ID, "type": "order.updated", "data": map[string]any{"n": 2},
 	}, nil)
 	require.Equal(t, http.StatusAccepted, code, "posting is limited in a bucket of its own")
+}
+
+// TestEventViewCapsAttempts: a delivery tried many times (here, a
+// dead-lettered one with 45 more attempts recorded, as many replays would
+// leave) is shown by GET /v1/events/{id} with its last 20 attempts and its
+// count; GET /v1/events/{id}/deliveries/{endpoint_id}/attempts pages
+// through every one of them, oldest first, and the view's are its last.
+func TestEventViewCapsAttempts(t *testing.T) {
+	b := setup(t, options{window: 6 * time.Second})
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	t.Cleanup(rcv.Close)
+	ep := b.createEndpoint(rcv.URL + "/hook")
+	corr, id := b.id("many"), b.id("many-1")
+	code, _ := b.postEvent(id, corr, 1, ep.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	b.waitState(id, contract.StateDeadLettered, time.Minute)
+	ctx := context.Background()
+	start := time.Now()
+	for i := range 45 {
+		status := int32(500)
+		require.NoError(t, b.store.AttemptInsert(ctx, id, ep.ID, store.Attempt{
+			Attempt: int32(i + 2), StartedAt: start.Add(time.Duration(i) * time.Second), LatencyMS: int32(i), StatusCode: &status, Outcome: "retry",
+		}))
+	}
+
+	var view struct {
+		Deliveries []struct {
+			EndpointID   string          `json:"endpoint_id"`
+			Attempts     []store.Attempt `json:"attempts"`
+			AttemptCount int64           `json:"attempt_count"`
+		} `json:"deliveries"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/events/"+id, nil, &view))
+	require.Len(t, view.Deliveries, 1)
+	d := view.Deliveries[0]
+	require.EqualValues(t, 46, d.AttemptCount, "the first attempt and the 45 recorded after it")
+	require.Len(t, d.Attempts, 20, "the view lists the last 20")
+	require.EqualValues(t, 27, d.Attempts[0].Attempt)
+	require.EqualValues(t, 46, d.Attempts[19].Attempt)
+
+	var all []store.Attempt
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10, "paging ends")
+		var page struct {
+			Items      []store.Attempt `json:"items"`
+			NextCursor string          `json:"next_cursor"`
+		}
+		path := "/v1/events/" + id + "/deliveries/" + ep.ID + "/attempts?limit=20"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		require.Equal(t, http.StatusOK, b.call(http.MethodGet, path, nil, &page), path)
+		require.LessOrEqual(t, len(page.Items), 20)
+		all = append(all, page.Items...)
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	require.Len(t, all, 46)
+	for i, a := range all {
+		require.EqualValues(t, i+1, a.Attempt, "oldest first")
+	}
+	require.Equal(t, "permanent", all[0].Outcome, "the receiver's refusal is the first")
+	require.Equal(t, d.Attempts, all[26:], "the view's are the last")
+
+	var problem map[string]any
+	require.Equal(t, http.StatusNotFound, b.call(http.MethodGet, "/v1/events/"+id+"/deliveries/ep_nosuch/attempts", nil, &problem))
+	require.Equal(t, http.StatusNotFound, b.call(http.MethodGet, "/v1/events/"+b.id("nosuch")+"/deliveries/"+ep.ID+"/attempts", nil, &problem))
+	require.Equal(t, http.StatusBadRequest, b.call(http.MethodGet, "/v1/events/"+id+"/deliveries/"+ep.ID+"/attempts?cursor=bogus", nil, &problem))
+	require.Equal(t, "cursor", problem["field"])
+	require.Equal(t, http.StatusBadRequest, b.call(http.MethodGet, "/v1/events/"+id+"/deliveries/"+ep.ID+"/attempts?limit=501", nil, &problem))
 }

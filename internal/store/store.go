@@ -91,6 +91,8 @@ type queries struct {
 	LaneGet                     string
 	AttemptInsert               string
 	AttemptsList                string
+	AttemptsLastByEvent         string
+	AttemptsPage                string
 	DeadLetterUpsert            string
 	DeadLetterGeneration        string
 	DeadLetterGet               string

@@ -265,6 +265,22 @@ type EndpointPage struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
+// AttemptListOptions page a delivery's attempts (Client.EventAttempts).
+type AttemptListOptions struct {
+	// Limit is the page size, 1 to 500 (the API's default, 100, when 0).
+	Limit int
+	// Cursor is the NextCursor of the page before; empty for the first.
+	Cursor string
+}
+
+// AttemptPage is a page of a delivery's attempts, oldest first.
+type AttemptPage struct {
+	Items []Attempt `json:"items"`
+	// NextCursor asks for the next page (AttemptListOptions.Cursor);
+	// empty on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // EventCreateRequest is an event to deliver. ID is its idempotency key
 // (the same event posted again is answered with its state, never delivered
 // twice); Sequence orders it within CorrelationID, from 1. Without
@@ -346,7 +362,10 @@ type Delivery struct {
 	State       State     `json:"state"`
 	ReleasedAt  time.Time `json:"released_at,omitzero"`
 	DeliveredAt time.Time `json:"delivered_at,omitzero"`
-	Attempts    []Attempt `json:"attempts"`
+	// Attempts are its last 20 attempts, oldest first; AttemptCount
+	// counts them all, and Client.EventAttempts pages through every one.
+	Attempts     []Attempt `json:"attempts"`
+	AttemptCount int64     `json:"attempt_count"`
 	// DeadLetter is the delivery's dead letter, when it has one.
 	DeadLetter *DeadLetterRef `json:"dead_letter,omitempty"`
 }
