@@ -231,18 +231,13 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	if err != nil {
 		return err
 	}
-	byEndpoint := make(map[string]store.DeliveryAttempts, len(last))
-	for _, da := range last {
-		byEndpoint[da.EndpointID] = da
-	}
 	for _, d := range ev.Deliveries {
-		da := byEndpoint[d.EndpointID]
-		attempts := da.Last
+		attempts := last[d.EndpointID]
 		if attempts == nil {
 			attempts = []store.Attempt{}
 		}
 		dr := deliveryResponse{EndpointID: d.EndpointID, State: d.State, ReleasedAt: d.ReleasedAt, DeliveredAt: d.DeliveredAt,
-			Attempts: attempts, AttemptCount: da.Total}
+			Attempts: attempts, AttemptCount: int64(d.Attempts)}
 		if ev.State == contract.StateQueued {
 			dr.State = contract.StateQueued
 		}

@@ -415,16 +415,6 @@ func (s *Store) AttemptInsert(ctx context.Context, eventID, endpointID string, a
 	return nil
 }
 
-// DeliveryAttempts are the last attempts of one of an event's deliveries,
-// and how many it has in all.
-type DeliveryAttempts struct {
-	EndpointID string
-	// Last are its last attempts, oldest first.
-	Last []Attempt
-	// Total counts its attempts, those Last leaves out included.
-	Total int64
-}
-
 // attemptRow is an attempt as its nullable columns scan from a LEFT JOIN.
 type attemptRow struct {
 	id         *int64
@@ -450,27 +440,22 @@ func (r *attemptRow) take() (Attempt, int64, bool) {
 	return Attempt{Attempt: *r.attempt, StartedAt: *r.startedAt, LatencyMS: *r.latencyMS, StatusCode: r.statusCode, Error: r.errText, Outcome: *r.outcome}, *r.id, true
 }
 
-// AttemptsLastByEvent returns, for each of the event's deliveries in
-// endpoint order, its last n attempts and how many it has; none for an
-// event that does not exist.
-func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) ([]DeliveryAttempts, error) {
+// AttemptsLastByEvent returns the last n attempts of each of the event's
+// deliveries, oldest first, by endpoint (a delivery with none is absent);
+// the event's Delivery.Attempts counts them all.
+func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) (map[string][]Attempt, error) {
 	rows, err := s.pool.Query(ctx, s.q.AttemptsLastByEvent, eventID, n)
 	if err != nil {
 		return nil, fmt.Errorf("list last delivery attempts: %w", err)
 	}
+	out := map[string][]Attempt{}
 	var (
-		out      []DeliveryAttempts
 		endpoint string
-		total    int64
 		row      attemptRow
 	)
-	_, err = pgx.ForEachRow(rows, append([]any{&endpoint, &total}, row.dest()...), func() error {
-		if len(out) == 0 || out[len(out)-1].EndpointID != endpoint {
-			out = append(out, DeliveryAttempts{EndpointID: endpoint, Total: total})
-		}
-		d := &out[len(out)-1]
+	_, err = pgx.ForEachRow(rows, append([]any{&endpoint}, row.dest()...), func() error {
 		if a, _, ok := row.take(); ok {
-			d.Last = append(d.Last, a)
+			out[endpoint] = append(out[endpoint], a)
 		}
 		return nil
 	})

@@ -366,17 +366,13 @@ SELECT attempt, started_at, latency_ms, status_code, error, outcome
 FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id;
 
 -- name: AttemptsLastByEvent
--- The last $2 attempts of each of event $1's deliveries, oldest first, each
--- row with its delivery's count of attempts in all; a delivery with none
--- has one row whose attempt columns are NULL. Both come from
--- delivery_attempts_delivery_idx (event_id, endpoint_id, id), the last ones
--- read backwards, so the rows read follow $2 per delivery, and the count is
--- an index-only scan of the delivery's entries.
-SELECT d.endpoint_id, c.total, a.id, a.attempt, a.started_at, a.latency_ms, a.status_code, a.error, a.outcome
+-- The last $2 attempts of each of event $1's deliveries, oldest first; a
+-- delivery with none has one row whose attempt columns are NULL. They come
+-- from delivery_attempts_delivery_idx (event_id, endpoint_id, id) read
+-- backwards, so the rows read follow $2 per delivery, not its history.
+-- (events_routed counts each delivery's attempts.)
+SELECT d.endpoint_id, a.id, a.attempt, a.started_at, a.latency_ms, a.status_code, a.error, a.outcome
 FROM deliveries d
-CROSS JOIN LATERAL (
-    SELECT count(*) AS total FROM delivery_attempts x WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id
-) c
 LEFT JOIN LATERAL (
     SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
     FROM delivery_attempts x
