@@ -192,6 +192,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay, deadLetters)
 	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip, deadLetters)
 	v1.GET("/stats", s.stats, read)
+	v1.GET("/stats/endpoints", s.endpointsStats, read)
 	admin := require(ScopeAdmin)
 	v1.POST("/api-keys", s.keyCreate, admin)
 	v1.GET("/api-keys", s.keyList, admin, s.reads.limit)

@@ -141,3 +141,73 @@ func TestEventViewCapsAttempts(t *testing.T) {
 	require.Equal(t, "cursor", problem["field"])
 	require.Equal(t, http.StatusBadRequest, b.call(http.MethodGet, "/v1/events/"+id+"/deliveries/"+ep.ID+"/attempts?limit=501", nil, &problem))
 }
+
+// TestEndpointsHealthAtOnce: GET /v1/stats/endpoints answers every
+// endpoint's health in one request, each as GET /v1/endpoints/{id}/stats
+// has it; an endpoint whose hour holds more attempts than the sample
+// (1,000) is told from its last 1,000, and says so.
+func TestEndpointsHealthAtOnce(t *testing.T) {
+	b := setup(t, options{window: 6 * time.Second})
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	t.Cleanup(rcv.Close)
+	busy := b.createEndpoint(rcv.URL + "/busy")
+	quiet := b.createEndpoint(rcv.URL + "/quiet")
+	idle := b.createEndpoint(rcv.URL + "/idle")
+	id := b.id("health-1")
+	code, _ := b.postEvent(id, b.id("health"), 1, busy.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	code, _ = b.postEvent(b.id("health-q"), b.id("health-q"), 1, quiet.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	b.waitState(id, contract.StateDeadLettered, time.Minute)
+	b.waitState(b.id("health-q"), contract.StateDeadLettered, time.Minute)
+	// 1,010 more delivered attempts of the last seconds, as a busy
+	// receiver's hour leaves them; the first, a refusal, half an hour ago,
+	// is the oldest.
+	_, err := b.store.Pool().Exec(context.Background(), `UPDATE delivery_attempts SET started_at = now() - interval '30 minutes' WHERE event_id = $1`, id)
+	require.NoError(t, err)
+	_, err = b.store.Pool().Exec(context.Background(), `INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, outcome)
+		SELECT $1, $2, i + 1, now() - interval '1 second' * (1010 - i) / 100, 7, 200, 'delivered' FROM generate_series(1, 1010) i`, id, busy.ID)
+	require.NoError(t, err)
+
+	type health struct {
+		EndpointID  string   `json:"endpoint_id"`
+		SampleLimit int      `json:"sample_limit"`
+		Sampled     bool     `json:"sampled"`
+		Attempts    int64    `json:"attempts"`
+		SuccessRate *float64 `json:"success_rate"`
+		DeadLetters int64    `json:"dead_letters_open"`
+		Circuit     struct {
+			State            string `json:"state"`
+			FailureThreshold int    `json:"failure_threshold"`
+		} `json:"circuit"`
+	}
+	var all struct {
+		Endpoints []health `json:"endpoints"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/stats/endpoints", nil, &all))
+	byID := map[string]health{}
+	for _, h := range all.Endpoints {
+		byID[h.EndpointID] = h
+	}
+	require.Len(t, byID, 3)
+	for _, ep := range []string{busy.ID, quiet.ID, idle.ID} {
+		var one health
+		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+ep+"/stats", nil, &one))
+		require.Equal(t, one, byID[ep], "the list's health of %s is the endpoint's own", ep)
+	}
+	got := byID[busy.ID]
+	require.Equal(t, 1000, got.SampleLimit)
+	require.True(t, got.Sampled, "the hour holds 1,011 attempts")
+	require.EqualValues(t, 1000, got.Attempts, "the last 1,000")
+	require.InDelta(t, 1.0, *got.SuccessRate, 1e-9, "the refusal, the oldest, is outside the sample")
+	require.EqualValues(t, 1, got.DeadLetters)
+	require.Equal(t, "closed", got.Circuit.State)
+	require.Equal(t, 5, got.Circuit.FailureThreshold)
+	q := byID[quiet.ID]
+	require.False(t, q.Sampled)
+	require.EqualValues(t, 1, q.Attempts)
+	require.InDelta(t, 0.0, *q.SuccessRate, 1e-9)
+	require.Nil(t, byID[idle.ID].SuccessRate)
+}

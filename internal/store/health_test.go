@@ -72,6 +72,7 @@ func TestEndpointHealth(t *testing.T) {
 
 	none, err := st.EndpointHealth(ctx, "c", time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, store.Health{}, none, "no attempts: no rate, no percentiles, nothing waiting, never throttled")
+	require.Equal(t, store.Health{EndpointID: "c", FailureThreshold: store.DefaultCircuitFailureThreshold, Circuit: store.Circuit{State: store.CircuitClosed}}, none,
+		"no attempts: no rate, no percentiles, nothing waiting, never throttled, its circuit closed")
 	require.Nil(t, none.Attempts.SuccessRate())
 }

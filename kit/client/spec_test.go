@@ -150,6 +150,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Delivery":           reflect.TypeFor[Delivery](),
 	"EndpointStats":      reflect.TypeFor[EndpointStats](),
 	"EndpointHealth":     reflect.TypeFor[EndpointHealth](),
+	"EndpointsHealth":    reflect.TypeFor[EndpointsHealth](),
 	"CircuitState":       reflect.TypeFor[CircuitState](),
 	"DeadLetter":         reflect.TypeFor[DeadLetter](),
 	"DeadLetterPage":     reflect.TypeFor[DeadLetterPage](),

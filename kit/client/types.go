@@ -605,12 +605,22 @@ type EndpointStats struct {
 	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
 }
 
+// EndpointsHealth is every endpoint's health (StatsEndpoints).
+type EndpointsHealth struct {
+	Endpoints []EndpointHealth `json:"endpoints"`
+}
+
 // EndpointHealth is one endpoint's health (EndpointStats).
 type EndpointHealth struct {
 	EndpointID string `json:"endpoint_id"`
 	// WindowSeconds is the span the attempt figures cover, ending now.
 	WindowSeconds int64 `json:"window_seconds"`
-	// Attempts counts the HTTP attempts in the window.
+	// SampleLimit is the most attempts the figures are drawn from (the
+	// window's last); Sampled says the window held more.
+	SampleLimit int  `json:"sample_limit"`
+	Sampled     bool `json:"sampled"`
+	// Attempts counts the HTTP attempts the figures are drawn from: the
+	// window's, at most its last SampleLimit.
 	Attempts int64           `json:"attempts"`
 	Outcomes AttemptOutcomes `json:"outcomes"`
 	// SuccessRate is delivered attempts over attempts, 0 to 1; nil when
