@@ -329,9 +329,8 @@ func spansText(spans []sdktrace.ReadOnlySpan) string {
 // of every kind, inside a base64 dump of the headers), and once more as is
 // where the cut to the recorded length (2048 bytes) splits it. None of the
 // forms, nor the start of the split one, is in the attempt, the dead
-// letter, the API's answers, the database (the operational event that
-// hookflow.dead_letter.created sends other receivers included) or the
-// event's history.
+// letter, the API's answers, the database, the event's history, or the
+// hookflow.dead_letter.created an operator's endpoint receives.
 func TestRedactionEchoedForms(t *testing.T) {
 	b := setup(t, options{window: 6 * time.Second})
 	secret := randHex(8) + `<a&b>/"c'd=e+f?g h` + randHex(8)
@@ -350,6 +349,18 @@ func TestRedactionEchoedForms(t *testing.T) {
 	}))
 	t.Cleanup(echo.Close)
 	ep := b.createEndpointWith(map[string]any{"url": echo.URL + "/hook", "headers": map[string]any{"X-Api-Key": secret}})
+	// An operator's endpoint gets hookflow.dead_letter.created, reason and
+	// all.
+	var opMu sync.Mutex
+	var opBodies []string
+	op := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		opMu.Lock()
+		opBodies = append(opBodies, string(raw))
+		opMu.Unlock()
+	}))
+	t.Cleanup(op.Close)
+	b.createEndpointWith(map[string]any{"url": op.URL + "/ops", "event_types": []string{"hookflow.*"}})
 	corr, id := b.id("forms"), b.id("forms-1")
 	code, _ := b.postEvent(id, corr, 1, ep.ID, map[string]any{"n": 1})
 	require.Equal(t, http.StatusAccepted, code)
@@ -357,6 +368,14 @@ func TestRedactionEchoedForms(t *testing.T) {
 
 	dl := b.deadLetter(id)
 	require.Contains(t, dl.Reason, "receiver answered 400: [redacted] | [redacted] | ", "the echo is told, without the value")
+	var opText string
+	waitFor(t, time.Minute, "hookflow.dead_letter.created at the operator's endpoint", func() bool {
+		opMu.Lock()
+		defer opMu.Unlock()
+		opText = strings.Join(opBodies, "\n")
+		return strings.Contains(opText, "hookflow.dead_letter.created")
+	})
+	require.Contains(t, opText, "[redacted] | [redacted] | ", "the reason is told")
 	require.NotEmpty(t, dl.Attempts)
 	where := map[string]string{
 		"dead letter's reason":  dl.Reason,
@@ -364,6 +383,7 @@ func TestRedactionEchoedForms(t *testing.T) {
 		"API answers":           b.apiText(id),
 		"database":              b.databaseText(t, ep.ID, echo.URL+"/hook"),
 		"event history":         b.historyText(id),
+		"operational event":     opText,
 	}
 	for _, name := range slices.Sorted(maps.Keys(where)) {
 		for i, f := range forms {
