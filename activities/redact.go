@@ -196,9 +196,11 @@ func (s *valueScrubber) cut(text string, limit int) string {
 func (s *valueScrubber) maskTail(text string) string {
 	longest := 0
 	for _, f := range s.forms {
-		for n := min(len(f)-1, len(text)); n >= minCutPrefix && n > longest; n-- {
-			if strings.HasSuffix(text, f[:n]) {
-				longest = n
+		// The first place from which the rest of text starts f is the
+		// longest such end; most places fail on their first byte.
+		for i := max(0, len(text)-len(f)+1); i <= len(text)-max(minCutPrefix, longest+1); i++ {
+			if text[i] == f[0] && strings.HasPrefix(f, text[i:]) {
+				longest = len(text) - i
 				break
 			}
 		}
