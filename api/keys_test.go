@@ -236,3 +236,28 @@ func TestKeyCreationRefusesBadInput(t *testing.T) {
 	requireProblem(t, resp, body, http.StatusNotFound, "")
 	require.Equal(t, before, b.count(t, "api_keys"))
 }
+
+// TestReadsRateLimitPerKey: past its rate, a key's GETs are answered 429
+// with Retry-After, before anything is read; another key, and the same
+// key's posts, have buckets of their own.
+func TestReadsRateLimitPerKey(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.RouterConfig) { c.ReadsPerSecond, c.ReadsBurst = 0.01, 2 })
+	_, first := b.createKey(t, "first", api.ScopeEventsRead, api.ScopeEventsWrite)
+	_, second := b.createKey(t, "second", api.ScopeEventsRead)
+	get := func(key, path string) (*http.Response, string) {
+		return b.do(t, http.MethodGet, path, "", "", bearer(key))
+	}
+	for _, path := range []string{"/v1/endpoints", "/v1/stats"} {
+		resp, body := get(first, path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	}
+	resp, body := get(first, "/v1/dead-letters")
+	requireProblem(t, resp, body, http.StatusTooManyRequests, "")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Contains(t, body, "may read 0.01 times per second (bursts of 2)")
+	resp, body = get(second, "/v1/dead-letters")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body, "another key has its own bucket")
+	resp, body = b.do(t, http.MethodPost, "/v1/events", "application/json", eventBody(b.endpointID, map[string]string{"id": `"evt_r"`, "correlation_id": `"c-r"`}), bearer(first))
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body, "posts have a bucket of their own")
+}
