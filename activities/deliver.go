@@ -138,11 +138,11 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	// The endpoint's custom headers first, so that hookflow's own headers
 	// below win whatever the API let through. Their values are secrets:
 	// nothing here logs them, puts them on the span (send records no
-	// header) or keeps them in what it stores or returns (scrubValues).
+	// header) or keeps them in what it stores or returns (valueScrubber).
 	for name, v := range ep.Settings.Headers {
 		req.Header.Set(name, v)
 	}
-	secrets := headerValues(ep.Settings.Headers)
+	secrets := newValueScrubber(headerValues(ep.Settings.Headers))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow")
 	req.Header.Set(webhook.HeaderID, in.EventID)
@@ -158,7 +158,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// a cause, whose message would carry the URL whole.
 		// It may quote the receiver too (a certificate's names): its
 		// control characters are escaped before anyone's terminal sees it.
-		msg := printable.String(scrubValues(redactError(err, req.URL, ep.Settings.URLPathPublic), secrets))
+		// Go's HTTP client quotes a receiver's bytes in some errors (a
+		// malformed header line): the header values go as from an answer.
+		msg := printable.String(secrets.replace(redactError(err, req.URL, ep.Settings.URLPathPublic)))
 		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
@@ -168,26 +170,20 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	// A receiver's error page may quote the URL it was called at, and may
 	// hold escape sequences meant for the terminal of whoever reads the
 	// dead letter: both are taken out before it is stored. A receiver may
-	// echo the request's headers too: the custom headers' values are taken
-	// out as well. They are taken out before the answer is cut to its
-	// recorded length, so that one the cut would split goes whole: the
-	// answer is read as far past the cut as the longest of them.
-	over := len(req.URL.String())
-	for _, v := range secrets {
-		over = max(over, len(v))
-	}
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, int64(maxRecordedBody+over)))
+	// echo the request's headers too, in any encoding: the custom headers'
+	// values are taken out as well, in every form (valueScrubber). The
+	// answer is cut to its recorded length first, so that what the cut
+	// leaves of a value at the end is taken out too; the URL's
+	// credentials are matched in a text read as far past the cut as the
+	// URL is long, so that the cut does not split them.
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, int64(maxRecordedBody+len(req.URL.String()))))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain so the connection is reused
 	resp.Body.Close()
 	code := int32(resp.StatusCode)
 	rec.StatusCode = &code
 	what := fmt.Sprintf("receiver answered %d", resp.StatusCode)
 	if len(answer) > 0 {
-		snippet := scrubValues(scrub(string(answer), req.URL, ep.Settings.URLPathPublic), secrets)
-		if len(snippet) > maxRecordedBody {
-			snippet = snippet[:maxRecordedBody]
-		}
-		what += ": " + printable.String(snippet)
+		what += ": " + printable.String(secrets.cut(scrub(string(answer), req.URL, ep.Settings.URLPathPublic), maxRecordedBody))
 	}
 
 	// Any answer but a failure worth retrying says the receiver is up: a

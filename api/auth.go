@@ -242,17 +242,20 @@ func bearerToken(header string) (string, bool) {
 	return token, ok && strings.EqualFold(scheme, "Bearer")
 }
 
-// rateLimits holds one token bucket per principal for POST /v1/events. They
-// live in this process: N API processes allow N times the rate.
+// rateLimits holds one token bucket per principal for a kind of request:
+// POST /v1/events, or the reads (every GET on /v1). They live in this
+// process: N API processes allow N times the rate.
 type rateLimits struct {
 	perSecond float64
 	burst     int
-	mu        sync.Mutex
-	buckets   map[string]*rate.Limiter
+	// what names the requests limited, as the 429 tells it ("post events").
+	what    string
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
 }
 
-func newRateLimits(perSecond float64, burst int) *rateLimits {
-	return &rateLimits{perSecond: perSecond, burst: burst, buckets: map[string]*rate.Limiter{}}
+func newRateLimits(what string, perSecond float64, burst int) *rateLimits {
+	return &rateLimits{what: what, perSecond: perSecond, burst: burst, buckets: map[string]*rate.Limiter{}}
 }
 
 // limit answers 429 with Retry-After once the principal's bucket is empty,
@@ -272,7 +275,7 @@ func (l *rateLimits) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			r.Cancel()
 			secs := setRetryAfter(c, d)
 			return problem(http.StatusTooManyRequests, "rate-limited", "Too Many Requests",
-				fmt.Sprintf("this API key may post %g events per second (bursts of %d); try again in %d s", l.perSecond, l.burst, secs))
+				fmt.Sprintf("this API key may %s %g times per second (bursts of %d); try again in %d s", l.what, l.perSecond, l.burst, secs))
 		}
 		return next(c)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // healthWindow is the span of attempts GET /v1/endpoints/{id}/stats reads.
@@ -19,8 +20,15 @@ type EndpointHealthResponse struct {
 	EndpointID string `json:"endpoint_id"`
 	// WindowSeconds is the span the attempt figures cover, ending now.
 	WindowSeconds int64 `json:"window_seconds"`
-	// Attempts counts the HTTP attempts in the window (none is made while
-	// the endpoint is disabled).
+	// SampleLimit is the most attempts the figures are drawn from: the
+	// window's last ones.
+	SampleLimit int `json:"sample_limit"`
+	// Sampled says the window held more attempts than SampleLimit: the
+	// figures are those of its last SampleLimit.
+	Sampled bool `json:"sampled"`
+	// Attempts counts the HTTP attempts the figures are drawn from: those
+	// of the window, at most its last SampleLimit (none is made while the
+	// endpoint is disabled).
 	Attempts int64           `json:"attempts"`
 	Outcomes AttemptOutcomes `json:"outcomes"`
 	// SuccessRate is delivered attempts over attempts, 0 to 1; null when
@@ -81,6 +89,12 @@ type OldestUndelivered struct {
 	AgeSeconds float64 `json:"age_seconds"`
 }
 
+// EndpointsHealthResponse is the body of GET /v1/stats/endpoints: every
+// endpoint's health, as GET /v1/endpoints/{id}/stats has it, in id order.
+type EndpointsHealthResponse struct {
+	Endpoints []EndpointHealthResponse `json:"endpoints"`
+}
+
 // endpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
 // that does not exist.
 func (s *Server) endpointStats(c echo.Context) error {
@@ -92,21 +106,37 @@ func (s *Server) endpointStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cb, err := s.deps.Store.CircuitGet(c.Request().Context(), ep.ID)
+	return c.JSON(http.StatusOK, healthView(h))
+}
+
+// endpointsStats answers GET /v1/stats/endpoints: every endpoint's health
+// in one query (what `hookflow status` ranks), each bounded by its sample,
+// with one pass over the backlog.
+func (s *Server) endpointsStats(c echo.Context) error {
+	hs, err := s.deps.Store.EndpointsHealth(c.Request().Context(), healthWindow)
 	if err != nil {
 		return err
 	}
+	resp := EndpointsHealthResponse{Endpoints: make([]EndpointHealthResponse, 0, len(hs))}
+	for _, h := range hs {
+		resp.Endpoints = append(resp.Endpoints, healthView(h))
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+func healthView(h store.Health) EndpointHealthResponse {
+	cb := h.Circuit
 	resp := EndpointHealthResponse{
-		EndpointID: ep.ID, WindowSeconds: int64(healthWindow / time.Second),
+		EndpointID: h.EndpointID, WindowSeconds: int64(healthWindow / time.Second), SampleLimit: store.HealthSample, Sampled: h.Sampled,
 		Attempts:    h.Attempts.Total,
 		Outcomes:    AttemptOutcomes{Delivered: h.Attempts.Delivered, Retry: h.Attempts.Retry, Permanent: h.Attempts.Permanent, Gone: h.Attempts.Gone},
 		SuccessRate: h.Attempts.SuccessRate(), LatencyP50MS: h.LatencyP50MS, LatencyP99MS: h.LatencyP99MS,
 		Waiting: h.Waiting, Delivering: h.Delivering, DeadLettersOpen: h.DeadLettersOpen, Throttled: h.Throttled,
-		Circuit: CircuitView{State: cb.State, ConsecutiveFailures: cb.ConsecutiveFailures, FailureThreshold: ep.Settings.FailureThreshold(),
+		Circuit: CircuitView{State: cb.State, ConsecutiveFailures: cb.ConsecutiveFailures, FailureThreshold: h.FailureThreshold,
 			FailingSince: cb.FailingSince, OpenedAt: cb.OpenedAt, NextProbeAt: cb.NextProbeAt, AutoReplayPending: cb.AutoReplayPendingSince != nil},
 	}
 	if o := h.Oldest; o != nil {
 		resp.OldestUndelivered = &OldestUndelivered{EventID: o.EventID, CorrelationID: o.CorrelationID, Sequence: o.Sequence, State: o.State, AgeSeconds: o.AgeSeconds}
 	}
-	return c.JSON(http.StatusOK, resp)
+	return resp
 }

@@ -28,7 +28,7 @@ func TestEndpointStats(t *testing.T) {
 
 	resp, body := get(b.endpointID, b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"attempts":0,
+	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"sample_limit":1000,"sampled":false,"attempts":0,
 		"outcomes":{"delivered":0,"retry":0,"permanent":0,"gone":0},"success_rate":null,"latency_p50_ms":null,"latency_p99_ms":null,
 		"waiting":0,"delivering":0,"dead_letters_open":0,"throttled":0,
 		"circuit":{"state":"closed","consecutive_failures":0,"failure_threshold":5}}`, body)

@@ -3,10 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -38,11 +40,15 @@ type eventResponse struct {
 
 // deliveryResponse is one endpoint the event was routed to at acceptance.
 type deliveryResponse struct {
-	EndpointID  string          `json:"endpoint_id"`
-	State       contract.State  `json:"state"`
-	ReleasedAt  *time.Time      `json:"released_at,omitempty"`
-	DeliveredAt *time.Time      `json:"delivered_at,omitempty"`
-	Attempts    []store.Attempt `json:"attempts"`
+	EndpointID  string         `json:"endpoint_id"`
+	State       contract.State `json:"state"`
+	ReleasedAt  *time.Time     `json:"released_at,omitempty"`
+	DeliveredAt *time.Time     `json:"delivered_at,omitempty"`
+	// Attempts are its last eventAttemptsListed attempts, oldest first;
+	// AttemptCount counts them all, and GET
+	// /v1/events/{id}/deliveries/{endpoint_id}/attempts pages through them.
+	Attempts     []store.Attempt `json:"attempts"`
+	AttemptCount int64           `json:"attempt_count"`
 	// DeadLetter is the delivery's dead letter, when it has one.
 	DeadLetter *deadLetterRef `json:"dead_letter,omitempty"`
 }
@@ -233,15 +239,19 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
 		State: ev.State, AcceptedAt: ev.AcceptedAt, Unrouted: routedNowhere(len(ev.Deliveries)), Deliveries: []deliveryResponse{},
 	}
+	// One query for every delivery's last attempts, however many endpoints
+	// the event went to and however often each was tried.
+	last, err := s.deps.Store.AttemptsLastByEvent(c.Request().Context(), ev.ID, eventAttemptsListed)
+	if err != nil {
+		return err
+	}
 	for _, d := range ev.Deliveries {
-		attempts, err := s.deps.Store.AttemptsList(c.Request().Context(), ev.ID, d.EndpointID)
-		if err != nil {
-			return err
-		}
+		attempts := last[d.EndpointID]
 		if attempts == nil {
 			attempts = []store.Attempt{}
 		}
-		dr := deliveryResponse{EndpointID: d.EndpointID, State: d.State, ReleasedAt: d.ReleasedAt, DeliveredAt: d.DeliveredAt, Attempts: attempts}
+		dr := deliveryResponse{EndpointID: d.EndpointID, State: d.State, ReleasedAt: d.ReleasedAt, DeliveredAt: d.DeliveredAt,
+			Attempts: attempts, AttemptCount: int64(d.Attempts)}
 		if ev.State == contract.StateQueued {
 			dr.State = contract.StateQueued
 		}
@@ -268,6 +278,66 @@ func (s *Server) eventGet(c echo.Context) error {
 		return err
 	}
 	return s.writeEvent(c, http.StatusOK, ev)
+}
+
+// eventAttemptsListed bounds the attempts GET /v1/events/{id} lists per
+// delivery: the last ones, which say how it stands; a delivery retried
+// through many windows and replays has its whole record paged by
+// eventAttempts.
+const eventAttemptsListed = 20
+
+// Pages of GET /v1/events/{id}/deliveries/{endpoint_id}/attempts.
+const (
+	attemptPageDefault = 100
+	attemptPageMax     = 500
+)
+
+type attemptPage struct {
+	Items      []store.Attempt `json:"items"`
+	NextCursor string          `json:"next_cursor,omitempty"`
+}
+
+// eventAttempts answers GET /v1/events/{id}/deliveries/{endpoint_id}/attempts:
+// a page of the delivery's attempts, oldest first, limit and cursor as the
+// other lists take them; 404 when the event has no delivery to the
+// endpoint. Its cursor is opaque (the last attempt's row ID).
+func (s *Server) eventAttempts(c echo.Context) error {
+	id, endpointID := c.Param("id"), c.Param("endpoint_id")
+	if p := validKey("id", id); p != nil {
+		return p
+	}
+	if p := validKey("endpoint_id", endpointID); p != nil {
+		return p
+	}
+	limit, p := queryLimit(c, attemptPageDefault, attemptPageMax)
+	if p != nil {
+		return p
+	}
+	var after int64
+	if v := c.QueryParam("cursor"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		n, perr := strconv.ParseInt(string(b), 10, 64)
+		if err != nil || perr != nil || n < 1 {
+			return fieldProblem("cursor", "cursor is not one this API returned")
+		}
+		after = n
+	}
+	// One more than the page, to tell whether a next one is due.
+	attempts, ids, err := s.deps.Store.AttemptsPage(c.Request().Context(), id, endpointID, after, limit+1)
+	if errors.Is(err, store.ErrNotFound) {
+		return problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no delivery to endpoint "+endpointID)
+	} else if err != nil {
+		return err
+	}
+	page := attemptPage{Items: attempts}
+	if page.Items == nil {
+		page.Items = []store.Attempt{}
+	}
+	if len(attempts) > limit {
+		page.Items = attempts[:limit]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ids[limit-1], 10)))
+	}
+	return c.JSON(http.StatusOK, page)
 }
 
 type blocker struct {

@@ -41,27 +41,29 @@ func bearer(key string) http.Header { return http.Header{"Authorization": {"Bear
 // TestScopeMatrix fails when a route is missing here, so a new route has to
 // say what it needs.
 var routeScopes = map[string]api.Scope{
-	"POST /v1/endpoints":                   api.ScopeEndpointsWrite,
-	"GET /v1/endpoints":                    api.ScopeEventsRead,
-	"GET /v1/endpoints/:id":                api.ScopeEventsRead,
-	"GET /v1/endpoints/:id/stats":          api.ScopeEventsRead,
-	"GET /v1/endpoints/:id/url-changes":    api.ScopeAdmin,
-	"PATCH /v1/endpoints/:id":              api.ScopeEndpointsWrite,
-	"POST /v1/endpoints/:id/rotate-secret": api.ScopeEndpointsWrite,
-	"DELETE /v1/endpoints/:id":             api.ScopeEndpointsWrite,
-	"POST /v1/correlations/:id/skip":       api.ScopeDeadLettersWrite,
-	"POST /v1/events":                      api.ScopeEventsWrite,
-	"GET /v1/events/:id":                   api.ScopeEventsRead,
-	"GET /v1/correlations/:id":             api.ScopeEventsRead,
-	"GET /v1/dead-letters":                 api.ScopeEventsRead,
-	"POST /v1/dead-letters/replay":         api.ScopeDeadLettersWrite,
-	"GET /v1/dead-letters/:id":             api.ScopeEventsRead,
-	"POST /v1/dead-letters/:id/replay":     api.ScopeDeadLettersWrite,
-	"POST /v1/dead-letters/:id/skip":       api.ScopeDeadLettersWrite,
-	"GET /v1/stats":                        api.ScopeEventsRead,
-	"POST /v1/api-keys":                    api.ScopeAdmin,
-	"GET /v1/api-keys":                     api.ScopeAdmin,
-	"DELETE /v1/api-keys/:id":              api.ScopeAdmin,
+	"POST /v1/endpoints":                                  api.ScopeEndpointsWrite,
+	"GET /v1/endpoints":                                   api.ScopeEventsRead,
+	"GET /v1/endpoints/:id":                               api.ScopeEventsRead,
+	"GET /v1/endpoints/:id/stats":                         api.ScopeEventsRead,
+	"GET /v1/endpoints/:id/url-changes": api.ScopeAdmin,
+	"PATCH /v1/endpoints/:id":                             api.ScopeEndpointsWrite,
+	"POST /v1/endpoints/:id/rotate-secret":                api.ScopeEndpointsWrite,
+	"DELETE /v1/endpoints/:id":                            api.ScopeEndpointsWrite,
+	"POST /v1/correlations/:id/skip":                      api.ScopeDeadLettersWrite,
+	"POST /v1/events":                                     api.ScopeEventsWrite,
+	"GET /v1/events/:id":                                  api.ScopeEventsRead,
+	"GET /v1/correlations/:id":                            api.ScopeEventsRead,
+	"GET /v1/dead-letters":                                api.ScopeEventsRead,
+	"POST /v1/dead-letters/replay":                        api.ScopeDeadLettersWrite,
+	"GET /v1/dead-letters/:id":                            api.ScopeEventsRead,
+	"POST /v1/dead-letters/:id/replay":                    api.ScopeDeadLettersWrite,
+	"POST /v1/dead-letters/:id/skip":                      api.ScopeDeadLettersWrite,
+	"GET /v1/stats":                                       api.ScopeEventsRead,
+	"GET /v1/stats/endpoints":                             api.ScopeEventsRead,
+	"GET /v1/events/:id/deliveries/:endpoint_id/attempts": api.ScopeEventsRead,
+	"POST /v1/api-keys":                                   api.ScopeAdmin,
+	"GET /v1/api-keys":                                    api.ScopeAdmin,
+	"DELETE /v1/api-keys/:id":                             api.ScopeAdmin,
 }
 
 // TestScopeMatrix: every /v1 route with a key of every scope: allowed (the
@@ -234,4 +236,29 @@ func TestKeyCreationRefusesBadInput(t *testing.T) {
 	resp, body = b.do(t, http.MethodDelete, "/v1/api-keys/key_nosuch", "", "", b.bearer())
 	requireProblem(t, resp, body, http.StatusNotFound, "")
 	require.Equal(t, before, b.count(t, "api_keys"))
+}
+
+// TestReadsRateLimitPerKey: past its rate, a key's GETs are answered 429
+// with Retry-After, before anything is read; another key, and the same
+// key's posts, have buckets of their own.
+func TestReadsRateLimitPerKey(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.RouterConfig) { c.ReadsPerSecond, c.ReadsBurst = 0.01, 2 })
+	_, first := b.createKey(t, "first", api.ScopeEventsRead, api.ScopeEventsWrite)
+	_, second := b.createKey(t, "second", api.ScopeEventsRead)
+	get := func(key, path string) (*http.Response, string) {
+		return b.do(t, http.MethodGet, path, "", "", bearer(key))
+	}
+	for _, path := range []string{"/v1/endpoints", "/v1/stats"} {
+		resp, body := get(first, path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	}
+	resp, body := get(first, "/v1/dead-letters")
+	requireProblem(t, resp, body, http.StatusTooManyRequests, "")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Contains(t, body, "may read 0.01 times per second (bursts of 2)")
+	resp, body = get(second, "/v1/dead-letters")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body, "another key has its own bucket")
+	resp, body = b.do(t, http.MethodPost, "/v1/events", "application/json", eventBody(b.endpointID, map[string]string{"id": `"evt_r"`, "correlation_id": `"c-r"`}), bearer(first))
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body, "posts have a bucket of their own")
 }

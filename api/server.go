@@ -43,6 +43,12 @@ type RouterConfig struct {
 	// this process (defaults 1000, and twice the rate).
 	EventsPerSecond float64
 	EventsBurst     int
+	// ReadsPerSecond and ReadsBurst bound the reads (every GET on /v1) per
+	// API key, in this process (defaults 100, and twice the rate): a read
+	// key is a credential too, and an event view or a listing costs the
+	// database more than a post.
+	ReadsPerSecond float64
+	ReadsBurst     int
 	// AllowWeakToken lets the bootstrap token be shorter than
 	// MinTokenLength: hookflow dev, whose token is the well-known
 	// dev-token, sets it; no setting does.
@@ -122,6 +128,7 @@ type Server struct {
 	deps     RouterDeps
 	echo     *echo.Echo
 	limits   *rateLimits
+	reads    *rateLimits
 	failures *authFailures
 }
 
@@ -144,6 +151,8 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	}
 	cfg.EventsPerSecond = cmp.Or(cfg.EventsPerSecond, 1000)
 	cfg.EventsBurst = cmp.Or(cfg.EventsBurst, max(1, int(2*cfg.EventsPerSecond)))
+	cfg.ReadsPerSecond = cmp.Or(cfg.ReadsPerSecond, 100)
+	cfg.ReadsBurst = cmp.Or(cfg.ReadsBurst, max(1, int(2*cfg.ReadsPerSecond)))
 	cfg.ReplayPageSize = cmp.Or(cfg.ReplayPageSize, 500)
 	cfg.FailedAuthPerSecond = cmp.Or(cfg.FailedAuthPerSecond, 1)
 	cfg.FailedAuthBurst = cmp.Or(cfg.FailedAuthBurst, 30)
@@ -159,8 +168,8 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	// can write (X-Forwarded-For, X-Real-IP): the failed-auth throttle is
 	// kept per address.
 	e.IPExtractor = echo.ExtractIPDirect()
-	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits(cfg.EventsPerSecond, cfg.EventsBurst),
-		failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst)}
+	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits("post events", cfg.EventsPerSecond, cfg.EventsBurst),
+		reads: newRateLimits("read", cfg.ReadsPerSecond, cfg.ReadsBurst), failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst)}
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -172,9 +181,12 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	// Tracing wraps auth so a refused request shows in the trace too.
 	e.Use(traceRequests)
 	e.Use(s.auth)
-	// Every route names the scope it needs (README, "Security").
+	// Every route names the scope it needs (README, "Security"); every GET
+	// is rate-limited per key after its scope is checked (read, and the
+	// admin's listing of keys).
 	v1 := e.Group("/v1")
-	read, endpoints, deadLetters := require(ScopeEventsRead), require(ScopeEndpointsWrite), require(ScopeDeadLettersWrite)
+	read := func(h echo.HandlerFunc) echo.HandlerFunc { return require(ScopeEventsRead)(s.reads.limit(h)) }
+	endpoints, deadLetters := require(ScopeEndpointsWrite), require(ScopeDeadLettersWrite)
 	v1.POST("/endpoints", s.endpointCreate, endpoints)
 	v1.GET("/endpoints", s.endpointList, read)
 	v1.GET("/endpoints/:id", s.endpointGet, read)
@@ -184,6 +196,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.DELETE("/endpoints/:id", s.endpointDelete, endpoints)
 	v1.POST("/events", s.eventCreate, require(ScopeEventsWrite), s.limits.limit)
 	v1.GET("/events/:id", s.eventGet, read)
+	v1.GET("/events/:id/deliveries/:endpoint_id/attempts", s.eventAttempts, read)
 	v1.GET("/correlations/:id", s.correlationGet, read)
 	v1.POST("/correlations/:id/skip", s.correlationSkip, deadLetters)
 	v1.GET("/dead-letters", s.deadLetterList, read)
@@ -192,11 +205,12 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay, deadLetters)
 	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip, deadLetters)
 	v1.GET("/stats", s.stats, read)
+	v1.GET("/stats/endpoints", s.endpointsStats, read)
 	admin := require(ScopeAdmin)
 	v1.POST("/api-keys", s.keyCreate, admin)
-	v1.GET("/api-keys", s.keyList, admin)
+	v1.GET("/api-keys", s.keyList, admin, s.reads.limit)
 	v1.DELETE("/api-keys/:id", s.keyRevoke, admin)
-	v1.GET("/endpoints/:id/url-changes", s.endpointURLChanges, admin)
+	v1.GET("/endpoints/:id/url-changes", s.endpointURLChanges, admin, s.reads.limit)
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -76,6 +77,9 @@ type options struct {
 	// maxEndpoints and maxSubscribers are HOOKFLOW_MAX_ENDPOINTS and
 	// HOOKFLOW_MAX_SUBSCRIBERS (default: the API's).
 	maxEndpoints, maxSubscribers int
+	// readsPerSecond is HOOKFLOW_READS_RATE_LIMIT (default: high enough
+	// that the tests' polling is never refused).
+	readsPerSecond float64
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -102,6 +106,7 @@ func setup(t *testing.T, opts options) *bundle {
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
 		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
+		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6),
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

@@ -3,14 +3,18 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -336,4 +340,94 @@ func spansText(spans []sdktrace.ReadOnlySpan) string {
 		}
 	}
 	return sb.String()
+}
+
+// TestRedactionEchoedForms: a receiver refuses its event (400) with an
+// answer that echoes the endpoint's custom header value in every form a
+// debugging page may quote it in (JSON-, HTML- and percent-escaped, base64
+// of every kind, inside a base64 dump of the headers), and once more as is
+// where the cut to the recorded length (2048 bytes) splits it. None of the
+// forms, nor the start of the split one, is in the attempt, the dead
+// letter, the API's answers, the database, the event's history, or the
+// hookflow.dead_letter.created an operator's endpoint receives.
+func TestRedactionEchoedForms(t *testing.T) {
+	b := setup(t, options{window: 6 * time.Second})
+	secret := randHex(8) + `<a&b>/"c'd=e+f?g h` + randHex(8)
+	forms := echoForms(secret)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get("X-Api-Key")
+		var body strings.Builder
+		for _, f := range echoForms(v) {
+			fmt.Fprintf(&body, "%s | ", f)
+		}
+		// The last echo as is, starting 10 bytes before the cut.
+		body.WriteString(strings.Repeat(".", 2048-10-body.Len()))
+		body.WriteString(v)
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, body.String())
+	}))
+	t.Cleanup(echo.Close)
+	ep := b.createEndpointWith(map[string]any{"url": echo.URL + "/hook", "headers": map[string]any{"X-Api-Key": secret}})
+	// An operator's endpoint gets hookflow.dead_letter.created, reason and
+	// all.
+	var opMu sync.Mutex
+	var opBodies []string
+	op := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		opMu.Lock()
+		opBodies = append(opBodies, string(raw))
+		opMu.Unlock()
+	}))
+	t.Cleanup(op.Close)
+	b.createEndpointWith(map[string]any{"url": op.URL + "/ops", "event_types": []string{"hookflow.*"}})
+	corr, id := b.id("forms"), b.id("forms-1")
+	code, _ := b.postEvent(id, corr, 1, ep.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+	b.waitState(id, contract.StateDeadLettered, time.Minute)
+
+	dl := b.deadLetter(id)
+	require.Contains(t, dl.Reason, "receiver answered 400: [redacted] | [redacted] | ", "the echo is told, without the value")
+	var opText string
+	waitFor(t, time.Minute, "hookflow.dead_letter.created at the operator's endpoint", func() bool {
+		opMu.Lock()
+		defer opMu.Unlock()
+		opText = strings.Join(opBodies, "\n")
+		return strings.Contains(opText, "hookflow.dead_letter.created")
+	})
+	require.Contains(t, opText, "[redacted] | [redacted] | ", "the reason is told")
+	require.NotEmpty(t, dl.Attempts)
+	where := map[string]string{
+		"dead letter's reason":  dl.Reason,
+		"dead letter's attempt": *dl.Attempts[len(dl.Attempts)-1].Error,
+		"API answers":           b.apiText(id),
+		"database":              b.databaseText(t, ep.ID, echo.URL+"/hook"),
+		"event history":         b.historyText(id),
+		"operational event":     opText,
+	}
+	for _, name := range slices.Sorted(maps.Keys(where)) {
+		for i, f := range forms {
+			for _, piece := range []string{f, f[:len(f)/2]} {
+				if lines := linesWith(where[name], piece); len(lines) > 0 {
+					t.Errorf("form %d of the header's value (%q) is in the %s:\n%s", i, piece, name, strings.Join(lines, "\n"))
+				}
+			}
+		}
+	}
+	require.True(t, strings.HasSuffix(*dl.Attempts[len(dl.Attempts)-1].Error, "..........[redacted]"), "the value the cut splits goes too")
+}
+
+// echoForms are the forms of v a receiver's debugging page may quote:
+// as is, JSON-escaped (Go's, and with "/" escaped), HTML-escaped,
+// percent-encoded, base64 of each kind, and a base64 dump of the headers
+// with v at each of the three offsets.
+func echoForms(v string) []string {
+	j, _ := json.Marshal(v)
+	js := string(j[1 : len(j)-1])
+	forms := []string{v, js, strings.ReplaceAll(js, "/", `\/`), html.EscapeString(v), url.QueryEscape(v), url.PathEscape(v),
+		base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)),
+		base64.URLEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v))}
+	for off := range 3 {
+		forms = append(forms, base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", off)+"X-Api-Key: "+v+"\r\n")))
+	}
+	return forms
 }

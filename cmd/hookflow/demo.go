@@ -199,7 +199,7 @@ func (d demo) waitDelivery(ctx context.Context, id, endpointID string, state cli
 		}
 		dv, _ := ev.Delivery(endpointID)
 		if dv.State == state {
-			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, len(dv.Attempts))
+			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, dv.AttemptCount)
 			return nil
 		}
 		if dv.State != last {

@@ -15,8 +15,9 @@ import (
 
 // runStatus prints GET /v1/stats: queue depth, in flight, recent
 // deliveries, open dead letters, lag and the longest-blocked correlations;
-// then the worst of the endpoints it lists, by GET /v1/endpoints/{id}/stats
-// (one call each: endpoints are few). --json prints the same: GET
+// then the worst of the endpoints, ranked from GET /v1/stats/endpoints
+// (every endpoint's health in one request, one query on the server,
+// however many endpoints there are). --json prints the same: GET
 // /v1/stats' answer with worst_endpoints, their health, beside it.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var asJSON bool
@@ -38,10 +39,11 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return cl.fail(err)
 	}
-	worst, more, err := worstEndpoints(ctx, cl, st.Endpoints)
+	health, err := cl.StatsEndpoints(ctx)
 	if err != nil {
 		return cl.fail(err)
 	}
+	worst, more := worstEndpoints(health)
 	if asJSON {
 		return printJSON(env.stdout, statusJSON{Stats: st, WorstEndpoints: worst, MoreUnwell: more})
 	}
@@ -115,13 +117,9 @@ type statusJSON struct {
 // hour, then the most open dead letters, then the oldest undelivered. An
 // endpoint whose attempts all delivered, with its circuit closed, no open
 // dead letter and nothing waiting long, is not unwell.
-func worstEndpoints(ctx context.Context, cl apiClient, endpoints []client.EndpointStats) ([]client.EndpointHealth, int, error) {
+func worstEndpoints(endpoints []client.EndpointHealth) ([]client.EndpointHealth, int) {
 	unwell := []client.EndpointHealth{}
-	for _, e := range endpoints {
-		h, err := cl.EndpointStats(ctx, e.EndpointID)
-		if err != nil {
-			return nil, 0, err
-		}
+	for _, h := range endpoints {
 		if circuitOpen(h) || successRate(h) < 1 || h.DeadLettersOpen > 0 || oldestAge(h) >= statusStale.Seconds() {
 			unwell = append(unwell, h)
 		}
@@ -131,7 +129,7 @@ func worstEndpoints(ctx context.Context, cl apiClient, endpoints []client.Endpoi
 			cmp.Compare(b.DeadLettersOpen, a.DeadLettersOpen), cmp.Compare(oldestAge(b), oldestAge(a)), cmp.Compare(a.EndpointID, b.EndpointID))
 	})
 	n := min(len(unwell), statusWorst)
-	return unwell[:n], len(unwell) - n, nil
+	return unwell[:n], len(unwell) - n
 }
 
 func circuitOpen(h client.EndpointHealth) bool { return h.Circuit.State == "open" }

@@ -5,12 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// Endpoint health as GET /v1/endpoints/{id}/stats answers it: billing
+// Endpoint health as GET /v1/stats/endpoints lists it: billing
 // fails half its attempts and holds a dead letter; shipping is well.
 const (
 	healthBilling = `{"endpoint_id":"ep_billing","window_seconds":3600,"attempts":8,"outcomes":{"delivered":4,"retry":3,"permanent":1,"gone":0},
@@ -31,10 +32,11 @@ func TestStatusPrintsStats(t *testing.T) {
 		"endpoints":[{"endpoint_id":"ep_billing","waiting":4,"delivering":0,"delivered_last_5m":40,"dead_letters_open":1,"oldest_lag_seconds":65.4},
 		{"endpoint_id":"ep_shipping","waiting":0,"delivering":3,"delivered_last_5m":2,"dead_letters_open":0,"oldest_lag_seconds":1}]}`
 	var gotAuth string
+	var paths []string
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.Path)
 		body, ok := map[string]string{"/v1/stats": stats,
-			"/v1/endpoints/ep_billing/stats":  healthBilling,
-			"/v1/endpoints/ep_shipping/stats": healthShipping}[r.URL.Path]
+			"/v1/stats/endpoints": `{"endpoints":[` + healthBilling + `,` + healthShipping + `]}`}[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -49,6 +51,7 @@ func TestStatusPrintsStats(t *testing.T) {
 	code, out, stderr := runWith(env, "status")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "Bearer tok", gotAuth)
+	require.Equal(t, []string{"/v1/stats", "/v1/stats/endpoints"}, paths, "two requests, however many endpoints")
 	for _, want := range []string{"queued", "3", "in flight", "7", "42", "dead letters open", "1m5s", "blocked lanes",
 		"order-9", "dead_lettered", "evt_9_2", "30s", "ENDPOINT", "ep_billing", "ep_shipping"} {
 		require.Contains(t, out, want)
@@ -79,7 +82,7 @@ func TestStatusPrintsStats(t *testing.T) {
 // TestStatusWorstOrderAndErrors: the worst endpoints come with an open
 // circuit first, then lowest success rate, then most open dead letters,
 // then oldest undelivered, five of them and a count of the rest; an
-// endpoint with no attempts counts as nothing failed. A health call that
+// endpoint with no attempts counts as nothing failed. A health read that
 // fails is one line on stderr and exit 1.
 func TestStatusWorstOrderAndErrors(t *testing.T) {
 	t.Parallel()
@@ -93,6 +96,8 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 		"g": `{"endpoint_id":"g","attempts":0,"success_rate":null,"dead_letters_open":0,
 			"circuit":{"state":"open","consecutive_failures":5,"failure_threshold":5}}`,
 	}
+	var failing atomic.Bool
+	failing.Store(true)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/stats" {
 			w.Header().Set("Content-Type", "application/json")
@@ -100,16 +105,18 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 				`{"endpoint_id":"c"},{"endpoint_id":"d"},{"endpoint_id":"e"},{"endpoint_id":"f"},{"endpoint_id":"g"}]}`))
 			return
 		}
-		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/endpoints/"), "/stats")
-		body, ok := health[id]
-		if !ok {
+		if r.URL.Path != "/v1/stats/endpoints" || failing.Load() {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`{"type":"https://hookflow.dev/problems/internal","title":"Internal Server Error","status":500,"detail":"internal error"}`))
 			return
 		}
+		var all []string
+		for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			all = append(all, health[id])
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(body))
+		_, _ = w.Write([]byte(`{"endpoints":[` + strings.Join(all, ",") + `]}`))
 	}))
 	t.Cleanup(hs.Close)
 	env := map[string]string{"HOOKFLOW_API_URL": hs.URL, "HOOKFLOW_API_TOKEN": "tok"}
@@ -120,6 +127,7 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 	require.Contains(t, stderr, "500")
 
 	health["f"] = `{"endpoint_id":"f","attempts":3,"success_rate":1,"dead_letters_open":0}`
+	failing.Store(false)
 	code, out, stderr = runWith(env, "status")
 	require.Equal(t, 0, code, stderr)
 	_, worst, ok := strings.Cut(out, "WORST ENDPOINTS")

@@ -45,6 +45,7 @@ type Config struct {
 	// MaxEndpoints and MaxSubscribers cap fan-out (issue 33 item 2).
 	MaxEndpoints   int
 	MaxSubscribers int
+	ReadsRateLimit   float64
 	// Retention of the ledger; 0 keeps for ever.
 	PayloadRetention     time.Duration
 	AttemptRetention     time.Duration
@@ -87,6 +88,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
 		{"HOOKFLOW_MAX_ENDPOINTS", "max-endpoints", strconv.Itoa(contract.DefaultMaxEndpoints), "api: the most endpoints (not deleted) the deployment holds; past it POST /v1/endpoints is answered 422 endpoint-limit", intRange(1, math.MaxInt32, func(c *Config) *int { return &c.MaxEndpoints })},
 		{"HOOKFLOW_MAX_SUBSCRIBERS", "max-subscribers", strconv.Itoa(contract.DefaultMaxSubscribers), fmt.Sprintf("api, relay: the most endpoints one event may be routed to (at most %d, which keeps an event's workflow input far under Temporal's payload limit); an event subscribed to by more is refused at accept, 422 too-many-subscribers, and never stored (the relay refuses the outbox row)", contract.MaxSubscribersCeiling), intRange(1, contract.MaxSubscribersCeiling, func(c *Config) *int { return &c.MaxSubscribers })},
+		{"HOOKFLOW_READS_RATE_LIMIT", "reads-rate-limit", "100", "api: GET requests on /v1 allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.ReadsRateLimit })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},

@@ -25,6 +25,7 @@ func TestDefaultsWork(t *testing.T) {
 	require.False(t, c.AllowPrivate, "no variable allows every private target")
 	require.Empty(t, c.PrivateAllowlist)
 	require.Equal(t, 1000.0, c.EventsRateLimit)
+	require.Equal(t, 100.0, c.ReadsRateLimit)
 	require.Equal(t, 1, c.DevWorkers)
 }
 

@@ -415,6 +415,88 @@ func (s *Store) AttemptInsert(ctx context.Context, eventID, endpointID string, a
 	return nil
 }
 
+// attemptRow is an attempt as its nullable columns scan from a LEFT JOIN.
+type attemptRow struct {
+	id         *int64
+	attempt    *int32
+	startedAt  *time.Time
+	latencyMS  *int32
+	statusCode *int32
+	errText    *string
+	outcome    *string
+}
+
+func (r *attemptRow) dest() []any {
+	return []any{&r.id, &r.attempt, &r.startedAt, &r.latencyMS, &r.statusCode, &r.errText, &r.outcome}
+}
+
+// take returns the row's attempt, false when the join found none, and
+// clears the row for the next scan.
+func (r *attemptRow) take() (Attempt, int64, bool) {
+	defer func() { *r = attemptRow{} }()
+	if r.id == nil {
+		return Attempt{}, 0, false
+	}
+	return Attempt{Attempt: *r.attempt, StartedAt: *r.startedAt, LatencyMS: *r.latencyMS, StatusCode: r.statusCode, Error: r.errText, Outcome: *r.outcome}, *r.id, true
+}
+
+// AttemptsLastByEvent returns the last n attempts of each of the event's
+// deliveries, oldest first, by endpoint (a delivery with none is absent);
+// the event's Delivery.Attempts counts them all.
+func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) (map[string][]Attempt, error) {
+	rows, err := s.pool.Query(ctx, s.q.AttemptsLastByEvent, eventID, n)
+	if err != nil {
+		return nil, fmt.Errorf("list last delivery attempts: %w", err)
+	}
+	out := map[string][]Attempt{}
+	var (
+		endpoint string
+		row      attemptRow
+	)
+	_, err = pgx.ForEachRow(rows, append([]any{&endpoint}, row.dest()...), func() error {
+		if a, _, ok := row.take(); ok {
+			out[endpoint] = append(out[endpoint], a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list last delivery attempts: %w", err)
+	}
+	return out, nil
+}
+
+// AttemptsPage returns up to limit of the delivery's attempts after the
+// one with row ID after (0: from its first), oldest first, with their row
+// IDs (a cursor for the next page). ErrNotFound when the event has no
+// delivery to the endpoint.
+func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, after int64, limit int) ([]Attempt, []int64, error) {
+	rows, err := s.pool.Query(ctx, s.q.AttemptsPage, eventID, endpointID, after, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("page delivery attempts: %w", err)
+	}
+	var (
+		out   []Attempt
+		ids   []int64
+		found bool
+		row   attemptRow
+	)
+	_, err = pgx.ForEachRow(rows, row.dest(), func() error {
+		found = true
+		if a, id, ok := row.take(); ok {
+			out = append(out, a)
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("page delivery attempts: %w", err)
+	}
+	if !found {
+		return nil, nil, ErrNotFound
+	}
+	return out, ids, nil
+}
+
 // AttemptsList returns the delivery's attempts in order.
 func (s *Store) AttemptsList(ctx context.Context, eventID, endpointID string) ([]Attempt, error) {
 	rows, err := s.pool.Query(ctx, s.q.AttemptsList, eventID, endpointID)

@@ -72,6 +72,60 @@ func TestEndpointHealth(t *testing.T) {
 
 	none, err := st.EndpointHealth(ctx, "c", time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, store.Health{}, none, "no attempts: no rate, no percentiles, nothing waiting, never throttled")
+	require.Equal(t, store.Health{EndpointID: "c", FailureThreshold: store.DefaultCircuitFailureThreshold, Circuit: store.Circuit{State: store.CircuitClosed}}, none,
+		"no attempts: no rate, no percentiles, nothing waiting, never throttled, its circuit closed")
 	require.Nil(t, none.Attempts.SuccessRate())
+}
+
+// TestEndpointHealthSample: an endpoint whose window holds more attempts
+// than HealthSample is told from its last HealthSample, and says so;
+// EndpointsHealth reads every endpoint's health, in id order, each as
+// EndpointHealth reads it.
+func TestEndpointHealthSample(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	insertRouted(t, st, "s-1", "s", 1, "a", "b")
+	// The oldest five failed; the last HealthSample delivered.
+	_, err := st.Pool().Exec(ctx, `INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, outcome)
+		SELECT 's-1', 'a', i, now() - interval '1 second' * ($1 + 5 - i), 10, CASE WHEN i <= 5 THEN 'retry' ELSE 'delivered' END
+		FROM generate_series(1, $1 + 5) i`, store.HealthSample)
+	require.NoError(t, err)
+	attempt := store.Attempt{Attempt: 1, StartedAt: time.Now(), LatencyMS: 3, Outcome: "retry"}
+	require.NoError(t, st.AttemptInsert(ctx, "s-1", "b", attempt))
+
+	a, err := st.EndpointHealth(ctx, "a", time.Hour)
+	require.NoError(t, err)
+	require.True(t, a.Sampled)
+	require.Equal(t, store.AttemptCounts{Total: store.HealthSample, Delivered: store.HealthSample}, a.Attempts)
+	b, err := st.EndpointHealth(ctx, "b", time.Hour)
+	require.NoError(t, err)
+	require.False(t, b.Sampled)
+	require.Equal(t, store.AttemptCounts{Total: 1, Retry: 1}, b.Attempts)
+
+	all, err := st.EndpointsHealth(ctx, time.Hour)
+	require.NoError(t, err)
+	var ids []string
+	for _, h := range all {
+		ids = append(ids, h.EndpointID)
+	}
+	require.Equal(t, []string{"a", "b", "c", "ep"}, ids)
+	require.Equal(t, a.Attempts, all[0].Attempts)
+	require.Equal(t, b.Attempts, all[1].Attempts)
+	require.Equal(t, b.Oldest.EventID, all[1].Oldest.EventID)
+
+	page, ids64, err := st.AttemptsPage(ctx, "s-1", "a", 0, 3)
+	require.NoError(t, err)
+	require.Len(t, page, 3)
+	require.EqualValues(t, 1, page[0].Attempt)
+	next, _, err := st.AttemptsPage(ctx, "s-1", "a", ids64[2], 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, next[0].Attempt, "the next page starts after the cursor")
+	_, _, err = st.AttemptsPage(ctx, "s-1", "c", 0, 3)
+	require.ErrorIs(t, err, store.ErrNotFound, "no delivery to c")
+	last, err := st.AttemptsLastByEvent(ctx, "s-1", 2)
+	require.NoError(t, err)
+	require.Len(t, last["a"], 2)
+	require.EqualValues(t, store.HealthSample+5, last["a"][1].Attempt, "the last, oldest first")
+	require.Len(t, last["b"], 1)
 }

@@ -254,15 +254,17 @@ func TestMigration012CountsFromZeroAndGoesBack(t *testing.T) {
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
-	h, err := st.EndpointHealth(ctx, "a", time.Hour)
-	require.NoError(t, err)
-	require.Zero(t, h.Throttled, "nothing was counted before 012")
+	// Read from the row: the health query reads later migrations' columns.
+	throttled := func() int64 {
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT throttled FROM endpoint_rate_slots WHERE endpoint_id = 'a'`).Scan(&n))
+		return n
+	}
+	require.Zero(t, throttled(), "nothing was counted before 012")
 	slot, err := st.EndpointRateReserve(ctx, "a", 1)
 	require.NoError(t, err)
 	require.Greater(t, slot.Wait, 59*time.Minute, "the slot of before is kept")
-	h, err = st.EndpointHealth(ctx, "a", time.Hour)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), h.Throttled)
+	require.Equal(t, int64(1), throttled())
 
 	down, err := os.ReadFile("../../schema/migrations/012_endpoint_throttled.down.sql")
 	require.NoError(t, err)

@@ -113,13 +113,25 @@ func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]Bloc
 	return out, total, nil
 }
 
+// HealthSample is the most attempts an endpoint's health is drawn from:
+// the last ones of the window. It bounds what a health read costs,
+// whatever the number of attempts the window holds.
+const HealthSample = 1000
+
 // Health is one endpoint's health: how its receiver answered lately, and
 // what waits for it.
 type Health struct {
-	// Attempts counts the HTTP attempts to it within the window, by
-	// outcome (activities' Outcome*); attempts to it while disabled made
-	// no request and are not counted.
+	EndpointID string
+	// FailureThreshold is the consecutive failures that open its circuit
+	// (Settings.FailureThreshold).
+	FailureThreshold int
+	// Attempts counts the HTTP attempts to it within the window, at most
+	// its last HealthSample, by outcome (activities' Outcome*); attempts
+	// to it while disabled made no request and are not counted.
 	Attempts AttemptCounts
+	// Sampled says the window held more attempts than Attempts counts:
+	// the figures are those of its last HealthSample.
+	Sampled bool
 	// LatencyP50MS and LatencyP99MS are the attempts' latency percentiles
 	// (continuous, in milliseconds); nil when there were none.
 	LatencyP50MS *float64
@@ -136,6 +148,10 @@ type Health struct {
 	// slot later than the moment it was reserved), since its first
 	// rate-limited attempt: a total, not a figure of the window.
 	Throttled int64
+	// Circuit is its circuit breaker as the health shows it: State,
+	// ConsecutiveFailures, FailingSince, OpenedAt, NextProbeAt and
+	// AutoReplayPendingSince (closed with no failure when it has none).
+	Circuit Circuit
 }
 
 // AttemptCounts are attempts by outcome.
@@ -165,25 +181,61 @@ type OldestDelivery struct {
 }
 
 // EndpointHealth reads endpointID's health, its attempts over the last
-// window. It does not look the endpoint up: an unknown one has no rows and
-// reads as idle, so callers check that it exists.
+// window (at most the last HealthSample). It does not look the endpoint up:
+// an unknown one reads as idle, so callers check that it exists.
 func (s *Store) EndpointHealth(ctx context.Context, endpointID string, window time.Duration) (Health, error) {
+	hs, err := s.health(ctx, &endpointID, window)
+	if err != nil {
+		return Health{}, err
+	}
+	return hs[0], nil
+}
+
+// EndpointsHealth reads the health of every endpoint not deleted, in id
+// order, in one query: the cost is each endpoint's sample and one pass over
+// the backlog.
+func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration) ([]Health, error) {
+	return s.health(ctx, nil, window)
+}
+
+func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration) ([]Health, error) {
+	rows, err := s.pool.Query(ctx, s.q.EndpointHealth, endpointID, window.Seconds(), HealthSample)
+	if err != nil {
+		return nil, fmt.Errorf("read endpoint health: %w", err)
+	}
 	var (
+		out           []Health
 		h             Health
+		threshold     *int32
+		failures      int32
 		eventID, corr *string
 		seq           *int64
 		state         *contract.State
 		age           *float64
 	)
-	err := s.pool.QueryRow(ctx, s.q.EndpointHealth, endpointID, window.Seconds()).Scan(
+	_, err = pgx.ForEachRow(rows, []any{&h.EndpointID, &threshold,
 		&h.Attempts.Total, &h.Attempts.Delivered, &h.Attempts.Retry, &h.Attempts.Permanent, &h.Attempts.Gone,
-		&h.LatencyP50MS, &h.LatencyP99MS, &h.Waiting, &h.Delivering, &h.DeadLettersOpen,
-		&eventID, &corr, &seq, &state, &age, &h.Throttled)
+		&h.LatencyP50MS, &h.LatencyP99MS, &h.Sampled, &h.Waiting, &h.Delivering, &h.DeadLettersOpen,
+		&eventID, &corr, &seq, &state, &age, &h.Throttled,
+		&h.Circuit.State, &failures, &h.Circuit.FailingSince, &h.Circuit.OpenedAt, &h.Circuit.NextProbeAt, &h.Circuit.AutoReplayPendingSince,
+	}, func() error {
+		one := h
+		var st Settings
+		if threshold != nil {
+			st.CircuitFailureThreshold = int(*threshold)
+		}
+		one.FailureThreshold = st.FailureThreshold()
+		one.Circuit.ConsecutiveFailures = int(failures)
+		if eventID != nil {
+			one.Oldest = &OldestDelivery{EventID: *eventID, CorrelationID: *corr, Sequence: *seq, State: *state, AgeSeconds: *age}
+		}
+		out = append(out, one)
+		// Nullable columns are scanned afresh, never shared between rows.
+		h, threshold, eventID, corr, seq, state, age = Health{}, nil, nil, nil, nil, nil, nil
+		return nil
+	})
 	if err != nil {
-		return Health{}, fmt.Errorf("read endpoint health: %w", err)
+		return nil, fmt.Errorf("read endpoint health: %w", err)
 	}
-	if eventID != nil {
-		h.Oldest = &OldestDelivery{EventID: *eventID, CorrelationID: *corr, Sequence: *seq, State: *state, AgeSeconds: *age}
-	}
-	return h, nil
+	return out, nil
 }

@@ -108,6 +108,8 @@ type queries struct {
 	LaneGet                     string
 	AttemptInsert               string
 	AttemptsList                string
+	AttemptsLastByEvent         string
+	AttemptsPage                string
 	DeadLetterUpsert            string
 	DeadLetterGeneration        string
 	DeadLetterGet               string

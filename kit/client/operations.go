@@ -217,6 +217,38 @@ func (c *Client) EventGet(ctx context.Context, id string) (Event, error) {
 	return get[Event](ctx, c, p, nil)
 }
 
+// EventAttempts is GET /v1/events/{id}/deliveries/{endpoint_id}/attempts:
+// one page of the event's attempts to one endpoint, oldest first (EventGet
+// lists only each delivery's last 20, with AttemptCount). 404 when the
+// event has no delivery to the endpoint. Scope events:read.
+func (c *Client) EventAttempts(ctx context.Context, eventID, endpointID string, o AttemptListOptions) (AttemptPage, error) {
+	if endpointID == "" {
+		return AttemptPage{}, fmt.Errorf("endpoint id is required")
+	}
+	p, err := idPath("event id", "/v1/events/", eventID, "/deliveries/"+url.PathEscape(endpointID)+"/attempts")
+	if err != nil {
+		return AttemptPage{}, err
+	}
+	q := url.Values{}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return get[AttemptPage](ctx, c, p, q)
+}
+
+// EventAttemptsAll is EventAttempts page after page, from o.Cursor on:
+// every attempt of the delivery.
+func (c *Client) EventAttemptsAll(ctx context.Context, eventID, endpointID string, o AttemptListOptions) ([]Attempt, error) {
+	return listAll(o.Cursor, func(cursor string) ([]Attempt, string, error) {
+		o.Cursor = cursor
+		page, err := c.EventAttempts(ctx, eventID, endpointID, o)
+		return page.Items, page.NextCursor, err
+	})
+}
+
 // CorrelationGet is GET /v1/correlations/{id}: what the correlation's
 // sequencer releases next, what is parked and what holds it. 404 when no
 // event of it was accepted. Scope events:read.
@@ -332,6 +364,14 @@ func (c *Client) Stats(ctx context.Context, p StatsParams) (Stats, error) {
 		q.Set("top", strconv.Itoa(*p.Top))
 	}
 	return get[Stats](ctx, c, "/v1/stats", q)
+}
+
+// StatsEndpoints is GET /v1/stats/endpoints: every endpoint's health, as
+// EndpointStats has it, in id order, in one request (and one query on the
+// server). Scope events:read.
+func (c *Client) StatsEndpoints(ctx context.Context) ([]EndpointHealth, error) {
+	out, err := get[EndpointsHealth](ctx, c, "/v1/stats/endpoints", nil)
+	return out.Endpoints, err
 }
 
 // APIKeyCreate is POST /v1/api-keys: makes an API key, answered with the

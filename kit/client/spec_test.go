@@ -89,7 +89,7 @@ func (s spec) operationIDs(t *testing.T) []string {
 }
 
 // helpers are the exported methods of *Client that are no operation.
-var helpers = []string{"BaseURL", "DeadLetterListAll", "EndpointListAll"}
+var helpers = []string{"BaseURL", "DeadLetterListAll", "EndpointListAll", "EventAttemptsAll"}
 
 // TestEveryOperationHasAMethod: every operationId has a method of *Client
 // of the same name but for letter case (eventCreate → EventCreate,
@@ -142,6 +142,7 @@ var schemaTypes = map[string]reflect.Type{
 	"EventCreate":        reflect.TypeFor[EventCreateRequest](),
 	"Accepted":           reflect.TypeFor[Accepted](),
 	"Attempt":            reflect.TypeFor[Attempt](),
+	"AttemptPage":        reflect.TypeFor[AttemptPage](),
 	"Event":              reflect.TypeFor[Event](),
 	"Correlation":        reflect.TypeFor[Correlation](),
 	"CorrelationSkip":    reflect.TypeFor[CorrelationSkipRequest](),
@@ -150,6 +151,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Delivery":           reflect.TypeFor[Delivery](),
 	"EndpointStats":      reflect.TypeFor[EndpointStats](),
 	"EndpointHealth":     reflect.TypeFor[EndpointHealth](),
+	"EndpointsHealth":    reflect.TypeFor[EndpointsHealth](),
 	"CircuitState":       reflect.TypeFor[CircuitState](),
 	"DeadLetter":         reflect.TypeFor[DeadLetter](),
 	"DeadLetterPage":     reflect.TypeFor[DeadLetterPage](),

@@ -294,6 +294,22 @@ type EndpointPage struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
+// AttemptListOptions page a delivery's attempts (Client.EventAttempts).
+type AttemptListOptions struct {
+	// Limit is the page size, 1 to 500 (the API's default, 100, when 0).
+	Limit int
+	// Cursor is the NextCursor of the page before; empty for the first.
+	Cursor string
+}
+
+// AttemptPage is a page of a delivery's attempts, oldest first.
+type AttemptPage struct {
+	Items []Attempt `json:"items"`
+	// NextCursor asks for the next page (AttemptListOptions.Cursor);
+	// empty on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // EventCreateRequest is an event to deliver. ID is its idempotency key
 // (the same event posted again is answered with its state, never delivered
 // twice); Sequence orders it within CorrelationID, from 1. Without
@@ -375,7 +391,10 @@ type Delivery struct {
 	State       State     `json:"state"`
 	ReleasedAt  time.Time `json:"released_at,omitzero"`
 	DeliveredAt time.Time `json:"delivered_at,omitzero"`
-	Attempts    []Attempt `json:"attempts"`
+	// Attempts are its last 20 attempts, oldest first; AttemptCount
+	// counts them all, and Client.EventAttempts pages through every one.
+	Attempts     []Attempt `json:"attempts"`
+	AttemptCount int64     `json:"attempt_count"`
 	// DeadLetter is the delivery's dead letter, when it has one.
 	DeadLetter *DeadLetterRef `json:"dead_letter,omitempty"`
 }
@@ -615,12 +634,22 @@ type EndpointStats struct {
 	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
 }
 
+// EndpointsHealth is every endpoint's health (StatsEndpoints).
+type EndpointsHealth struct {
+	Endpoints []EndpointHealth `json:"endpoints"`
+}
+
 // EndpointHealth is one endpoint's health (EndpointStats).
 type EndpointHealth struct {
 	EndpointID string `json:"endpoint_id"`
 	// WindowSeconds is the span the attempt figures cover, ending now.
 	WindowSeconds int64 `json:"window_seconds"`
-	// Attempts counts the HTTP attempts in the window.
+	// SampleLimit is the most attempts the figures are drawn from (the
+	// window's last); Sampled says the window held more.
+	SampleLimit int  `json:"sample_limit"`
+	Sampled     bool `json:"sampled"`
+	// Attempts counts the HTTP attempts the figures are drawn from: the
+	// window's, at most its last SampleLimit.
 	Attempts int64           `json:"attempts"`
 	Outcomes AttemptOutcomes `json:"outcomes"`
 	// SuccessRate is delivered attempts over attempts, 0 to 1; nil when

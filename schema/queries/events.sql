@@ -365,6 +365,40 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
 FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id;
 
+-- name: AttemptsLastByEvent
+-- The last $2 attempts of each of event $1's deliveries, oldest first; a
+-- delivery with none has one row whose attempt columns are NULL. They come
+-- from delivery_attempts_delivery_idx (event_id, endpoint_id, id) read
+-- backwards, so the rows read follow $2 per delivery, not its history.
+-- (events_routed counts each delivery's attempts.)
+SELECT d.endpoint_id, a.id, a.attempt, a.started_at, a.latency_ms, a.status_code, a.error, a.outcome
+FROM deliveries d
+LEFT JOIN LATERAL (
+    SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
+    FROM delivery_attempts x
+    WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id
+    ORDER BY x.id DESC
+    LIMIT $2
+) a ON true
+WHERE d.event_id = $1
+ORDER BY d.endpoint_id, a.id;
+
+-- name: AttemptsPage
+-- Up to $4 attempts of the delivery (event $1, endpoint $2) after the one
+-- with row ID $3 (0 for the first), oldest first. No row: the delivery does
+-- not exist; one whose attempt columns are NULL: it has none past $3.
+SELECT a.id, a.attempt, a.started_at, a.latency_ms, a.status_code, a.error, a.outcome
+FROM deliveries d
+LEFT JOIN LATERAL (
+    SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
+    FROM delivery_attempts x
+    WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id AND x.id > $3
+    ORDER BY x.id
+    LIMIT $4
+) a ON true
+WHERE d.event_id = $1 AND d.endpoint_id = $2
+ORDER BY a.id;
+
 -- name: CorrelationVoidCheck
 -- Of sequences $2 of correlation $1, those that have arrived (stored as an
 -- event that is not a tombstone, or behind the cursor with no row: theirs

@@ -82,47 +82,88 @@ ORDER BY since, correlation_id, endpoint_id
 LIMIT $1;
 
 -- name: EndpointHealth
--- One endpoint's health, in one row: its attempts of the last $2 seconds
--- (delivery_attempts_endpoint_started_idx, migration 011) by outcome, with
--- the median and 99th percentile of their latency (NULL when there were
--- none); its deliveries not finished, from deliveries_pending_idx as in
--- StatsSummary (so the cost follows the backlog), with the oldest of them
--- by its event's acceptance (NULL columns when there is none); and its open
--- dead letters, from dead_letters_open_idx. Attempts recorded as
--- 'disabled' made no request and are left out: they say nothing of how the
--- receiver answers. Last, the attempts its rate limit has held back since
--- its first rate-limited attempt (endpoint_rate_slots, migration 012; 0
--- when it never had one).
-WITH attempts AS (
-    SELECT count(*) AS total,
-           count(*) FILTER (WHERE outcome = 'delivered') AS delivered,
-           count(*) FILTER (WHERE outcome = 'retry') AS retry,
-           count(*) FILTER (WHERE outcome = 'permanent') AS permanent,
-           count(*) FILTER (WHERE outcome = 'gone') AS gone,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) AS p50,
-           percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) AS p99
-    FROM delivery_attempts
-    WHERE endpoint_id = $1 AND started_at > now() - make_interval(secs => $2) AND outcome <> 'disabled'
+-- The health of endpoint $1, or of every endpoint not deleted when $1 is
+-- NULL, one row each in id order (an $1 that names no endpoint reads as
+-- idle, with its threshold NULL).
+--
+-- Its attempts are those of the last $2 seconds, at most the last $3 of
+-- them: a bounded sample read backwards from the end of its range of
+-- delivery_attempts_endpoint_started_idx (migration 011; the columns read
+-- are in the index), so the cost is the sample's, however many attempts
+-- the window holds (docs/performance.md has the plan at a million). One
+-- row past the sample is read to tell whether the window held more
+-- (sampled). By outcome, with the median and 99th percentile of their
+-- latency (NULL when there were none). Attempts recorded as 'disabled'
+-- made no request and are left out: they say nothing of how the receiver
+-- answers.
+--
+-- Its deliveries not finished come from one pass over
+-- deliveries_pending_idx, each with its event (a primary-key probe, fenced
+-- by OFFSET 0 as in StatsSummary), for every endpoint at once: so the cost
+-- follows the backlog, once, whatever the number of endpoints; with the
+-- oldest of them by its event's acceptance (NULL columns when there is
+-- none). Its open dead letters, from dead_letters_open_idx; the attempts
+-- its rate limit has held back since its first rate-limited attempt
+-- (endpoint_rate_slots, migration 012; 0 when it never had one); and its
+-- circuit (closed with no failure when it has no row).
+WITH eps AS (
+    SELECT id, circuit_failure_threshold FROM endpoints WHERE $1::text IS NULL AND deleted_at IS NULL
+    UNION ALL
+    SELECT $1::text, (SELECT circuit_failure_threshold FROM endpoints WHERE id = $1::text) WHERE $1::text IS NOT NULL
 ), pending AS (
-    SELECT d.event_id, d.correlation_id, d.sequence, d.state, e.accepted_at
+    SELECT d.endpoint_id, d.event_id, d.correlation_id, d.sequence, d.state, e.accepted_at
     FROM deliveries d
     CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE id = d.event_id OFFSET 0) e
-    WHERE d.endpoint_id = $1 AND d.state NOT IN ('delivered', 'skipped')
+    WHERE d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id IN (SELECT id FROM eps)
 ), counts AS (
-    SELECT count(*) FILTER (WHERE state = 'waiting') AS waiting,
+    SELECT endpoint_id,
+           count(*) FILTER (WHERE state = 'waiting') AS waiting,
            count(*) FILTER (WHERE state = 'delivering') AS delivering
     FROM pending
+    GROUP BY endpoint_id
 ), oldest AS (
-    SELECT event_id, correlation_id, sequence, state, EXTRACT(EPOCH FROM now() - accepted_at)::float8 AS age
+    SELECT DISTINCT ON (endpoint_id) endpoint_id, event_id, correlation_id, sequence, state,
+           EXTRACT(EPOCH FROM now() - accepted_at)::float8 AS age
     FROM pending
-    ORDER BY accepted_at, event_id
-    LIMIT 1
+    ORDER BY endpoint_id, accepted_at, event_id
+), open AS (
+    SELECT endpoint_id, count(*) AS open FROM dead_letters
+    WHERE status = 'open' AND endpoint_id IN (SELECT id FROM eps)
+    GROUP BY endpoint_id
 )
-SELECT a.total, a.delivered, a.retry, a.permanent, a.gone, a.p50, a.p99,
-       c.waiting, c.delivering,
-       (SELECT count(*) FROM dead_letters WHERE endpoint_id = $1 AND status = 'open'),
+SELECT ep.id, ep.circuit_failure_threshold,
+       a.total, a.delivered, a.retry, a.permanent, a.gone, a.p50, a.p99, a.sampled,
+       COALESCE(c.waiting, 0), COALESCE(c.delivering, 0), COALESCE(dl.open, 0),
        o.event_id, o.correlation_id, o.sequence, o.state, o.age,
-       COALESCE((SELECT throttled FROM endpoint_rate_slots WHERE endpoint_id = $1), 0)
-FROM attempts a
-CROSS JOIN counts c
-LEFT JOIN oldest o ON true;
+       COALESCE((SELECT throttled FROM endpoint_rate_slots WHERE endpoint_id = ep.id), 0),
+       COALESCE(cb.state, 'closed'), COALESCE(cb.consecutive_failures, 0), cb.failing_since, cb.opened_at, cb.next_probe_at,
+       cb.auto_replay_pending_since
+FROM eps ep
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE rn <= $3) AS total,
+           count(*) FILTER (WHERE rn <= $3 AND outcome = 'delivered') AS delivered,
+           count(*) FILTER (WHERE rn <= $3 AND outcome = 'retry') AS retry,
+           count(*) FILTER (WHERE rn <= $3 AND outcome = 'permanent') AS permanent,
+           count(*) FILTER (WHERE rn <= $3 AND outcome = 'gone') AS gone,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE rn <= $3) AS p50,
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE rn <= $3) AS p99,
+           count(*) > $3 AS sampled
+    FROM (
+        SELECT outcome, latency_ms, row_number() OVER (ORDER BY started_at DESC) AS rn
+        FROM (
+            SELECT outcome, latency_ms, started_at FROM delivery_attempts
+            WHERE endpoint_id = ep.id AND started_at > now() - make_interval(secs => $2) AND outcome <> 'disabled'
+            -- endpoint_id is fixed: ordering by it too is the index's own
+            -- order, so the planner takes the endpoint's range and stops
+            -- at the LIMIT rather than walk every endpoint's window by
+            -- started_at alone.
+            ORDER BY endpoint_id DESC, started_at DESC
+            LIMIT $3 + 1
+        ) newest
+    ) numbered
+) a
+LEFT JOIN counts c ON c.endpoint_id = ep.id
+LEFT JOIN open dl ON dl.endpoint_id = ep.id
+LEFT JOIN oldest o ON o.endpoint_id = ep.id
+LEFT JOIN endpoint_circuits cb ON cb.endpoint_id = ep.id
+ORDER BY ep.id;
