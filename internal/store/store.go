@@ -59,6 +59,9 @@ type queries struct {
 	CircuitReset                string
 	CircuitsAutoReplayPending   string
 	CircuitAutoReplayDone       string
+	CircuitAutoReplayTurn       string
+	CircuitWakeProgress         string
+	CircuitsEventCatchUp        string
 	CircuitsProbeReplayClaim    string
 	CircuitsWakePending         string
 	CircuitWakeDone             string
@@ -91,6 +94,7 @@ type queries struct {
 	LaneGet                     string
 	AttemptInsert               string
 	AttemptsList                string
+	AttemptsSinceDeadLetter     string
 	DeadLetterUpsert            string
 	DeadLetterGeneration        string
 	DeadLetterGet               string
