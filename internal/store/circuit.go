@@ -36,11 +36,12 @@ const (
 // longer ends its outage.
 const DefaultCloseSuccesses = 3
 
-// FlapReopenMultiple: a circuit that opens again within this many times
-// the probe backoff it closed with, counted from the close, is the same
-// outage going on (a flapping receiver): its failing_since is the first
-// failure of the outage the close ended, so disable_after counts from
-// there, and its backoff doubles on from the one it closed with.
+// FlapReopenMultiple is how many times the probe backoff a circuit closed
+// with must pass, counted from the close, before an opening is an outage
+// of its own. One sooner is the same outage going on (a flapping
+// receiver): its failing_since is the first failure of the outage the
+// close ended, so disable_after counts from there, and its backoff
+// doubles on from the one it closed with.
 const FlapReopenMultiple = 4
 
 // CircuitEventEvery coalesces an endpoint's circuit_opened and
@@ -663,12 +664,12 @@ func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID st
 	c := t.Circuit
 	data := map[string]any{
 		"transitions_coalesced": coalesced,
-		"trigger":              t.Trigger,
-		"consecutive_failures": c.ConsecutiveFailures,
-		"failure_threshold":    st.FailureThreshold(),
-		"failing_since":        c.FailingSince.UTC(),
-		"opened_at":            c.OpenedAt.UTC(),
-		"next_probe_at":        c.NextProbeAt.UTC(),
+		"trigger":               t.Trigger,
+		"consecutive_failures":  c.ConsecutiveFailures,
+		"failure_threshold":     st.FailureThreshold(),
+		"failing_since":         c.FailingSince.UTC(),
+		"opened_at":             c.OpenedAt.UTC(),
+		"next_probe_at":         c.NextProbeAt.UTC(),
 	}
 	if w := t.Window; t.Trigger == TriggerFailureRate {
 		data["failure_rate"] = st.FailureRate()
