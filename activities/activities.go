@@ -25,6 +25,8 @@ type Activities struct {
 	metrics   *metrics.Metrics
 	sequencer Sequencer
 	now       func() time.Time
+	// closeSuccesses is how many answers in a row close an open circuit.
+	closeSuccesses int
 }
 
 // Sequencer hands a finished event over to its correlation's sequencer
@@ -42,6 +44,10 @@ type Deps struct {
 	Sequencer Sequencer
 	// Metrics is optional: nil records nothing.
 	Metrics *metrics.Metrics
+	// CircuitCloseSuccesses is how many answers in a row close an open
+	// circuit (HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES); zero is
+	// store.DefaultCloseSuccesses.
+	CircuitCloseSuccesses int
 }
 
 // New returns the activities.
@@ -56,7 +62,8 @@ func New(d Deps) (*Activities, error) {
 	case d.Sequencer == nil:
 		return nil, errors.New("activities: sequencer is required")
 	}
-	return &Activities{store: d.Store, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now}, nil
+	return &Activities{store: d.Store, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now,
+		closeSuccesses: d.CircuitCloseSuccesses}, nil
 }
 
 // Finish tells the correlation's sequencer that deliveries of the event are
@@ -180,7 +187,9 @@ func (a *Activities) claimedOtherwise(ctx context.Context, eventID, endpointID s
 // dead letter's generation; or, for an event the ledger has as finished,
 // writes nothing and says so.
 func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetterInput) (contract.DeadLetterResult, error) {
-	attempts, err := a.store.AttemptsList(ctx, in.Event.EventID, in.Event.EndpointID)
+	// The generation's own attempts: each generation of a replayed
+	// delivery holds those of its window, not a copy of every one so far.
+	attempts, lastAttempt, err := a.store.AttemptsSinceDeadLetter(ctx, in.Event.EventID, in.Event.EndpointID)
 	if err != nil {
 		return contract.DeadLetterResult{}, err
 	}
@@ -208,7 +217,7 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 	gen, err := a.store.DeadLetterUpsert(ctx, store.DeadLetter{
 		EventID: in.Event.EventID, CorrelationID: in.Event.CorrelationID, Sequence: in.Event.Sequence,
 		EndpointID: in.Event.EndpointID, Envelope: env, Attempts: attempts, Reason: in.Reason,
-		FirstFailureAt: first, DeadLetteredAt: a.now(), WindowStart: in.WindowStart,
+		FirstFailureAt: first, WindowStart: in.WindowStart, LastAttemptID: lastAttempt,
 	}, in.Window)
 	if errors.Is(err, store.ErrEventFinished) {
 		ev, err := a.store.EventGet(ctx, in.Event.EventID)

@@ -58,8 +58,10 @@ func TestDeliverSendsNothingWhileTheCircuitIsOpen(t *testing.T) {
 	require.EqualValues(t, threshold+1, calls.Load())
 	c, err = b.st.CircuitGet(ctx, b.in.EndpointID)
 	require.NoError(t, err)
-	require.Equal(t, store.CircuitClosed, c.State, "the probe's success closes it")
+	require.Equal(t, store.CircuitHalfOpen, c.State, "one answer does not close it (store.DefaultCloseSuccesses)")
+	require.Equal(t, 1, c.ProbeSuccesses)
 	require.Zero(t, c.ConsecutiveFailures)
+	require.False(t, c.NextProbeAt.After(c.Now), "the next probe is due at once")
 }
 
 // TestDeliverRejectionIsNotAnOutage: a 4xx is the endpoint answering: it

@@ -264,7 +264,7 @@ func (a *Activities) circuitAnswered(ctx context.Context, ep store.Endpoint, cb 
 	if !cb.start.CircuitOpen && cb.start.CircuitFailures == 0 && !cb.probe {
 		return
 	}
-	t, err := a.store.CircuitSucceeded(ctx, ep.ID, ep.Settings.AutoReplay)
+	t, err := a.store.CircuitSucceeded(ctx, ep.ID, ep.Settings.AutoReplay, a.closeSuccesses)
 	if err != nil {
 		a.logger.Error("record circuit success", "endpoint_id", ep.ID, "error", err)
 		return

@@ -45,7 +45,7 @@ var routeScopes = map[string]api.Scope{
 	"GET /v1/endpoints":                                   api.ScopeEventsRead,
 	"GET /v1/endpoints/:id":                               api.ScopeEventsRead,
 	"GET /v1/endpoints/:id/stats":                         api.ScopeEventsRead,
-	"GET /v1/endpoints/:id/url-changes": api.ScopeAdmin,
+	"GET /v1/endpoints/:id/url-changes":                   api.ScopeAdmin,
 	"PATCH /v1/endpoints/:id":                             api.ScopeEndpointsWrite,
 	"POST /v1/endpoints/:id/rotate-secret":                api.ScopeEndpointsWrite,
 	"DELETE /v1/endpoints/:id":                            api.ScopeEndpointsWrite,

@@ -106,7 +106,7 @@ func setup(t *testing.T, opts options) *bundle {
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
 		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
-		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6),
+		ReadsRateLimit:   cmp.Or(opts.readsPerSecond, 1e6),
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)

@@ -47,7 +47,13 @@ longer than the window (--outage 10m --window 5m) has the heads dead-lettered, t
 three endpoints take 150 events over 30 lanes, first all fast, then with one of them answering every
 request 10 s late (through a proxy the bench serves), and it prints the two fast endpoints' lanes'
 deliveries a second in both runs and their ratio, the slow lane's drain and the most requests it held at
-once (under 2 minutes).`
+once (under 2 minutes).
+--flapping instead measures a flapping receiver (issue 33): an endpoint with auto_replay and
+--flap-disable-after as its disable_after, 20 lanes of 3 events then one event every 2 s, whose
+receiver (served by the bench) answers 200 once every 6 s and 500 otherwise, for --flap-duration.
+It prints the receiver's requests, the endpoint's attempts, its operational events by type, its
+dead-letter rows (and the attempts they hold), and whether and when disable_after tripped; it fails
+when it never did (10 minutes by default, mostly waiting).`
 
 // runBench is hookflow bench. "hookflow bench baseline-worker" and
 // "hookflow bench baseline-fast-worker" are the baselines' processes, which
@@ -67,8 +73,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	var ledgerRows string
 	var ledgerBytes int64
 	var ledgerDays float64
-	var rateLimit, deadReceiver, slowReceiver bool
-	var outage, window time.Duration
+	var rateLimit, deadReceiver, slowReceiver, flapping bool
+	var outage, window, flapDuration, flapDisableAfter time.Duration
 	var flags *flag.FlagSet
 	_, rest, err := config.LoadWithFlags("bench", benchSummary, nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
 		flags = fs
@@ -86,6 +92,9 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.BoolVar(&rateLimit, "rate-limit", false, "instead: measure a rate-limited endpoint (5/s, 20 lanes) beside an unlimited one: its rate over 60 s, order, and the other's rate against its rate alone")
 		fs.BoolVar(&deadReceiver, "dead-receiver", false, "instead: measure an endpoint with auto_replay whose receiver is down for --outage: attempts during the outage, dead letters auto-replayed, time from its comeback to every lane drained, order and duplicates")
 		fs.BoolVar(&slowReceiver, "slow-receiver", false, "instead: measure two fast endpoints' lanes beside one answering 10 s late (fan-out 3), against three fast ones: their deliveries/s and the ratio")
+		fs.BoolVar(&flapping, "flapping", false, "instead: measure an endpoint whose receiver answers 200 once every 6 s and 500 otherwise: its attempts, operational events and dead letters, and whether disable_after trips")
+		fs.DurationVar(&flapDuration, "flap-duration", bench.DefaultFlapDuration, "with --flapping: how long the receiver flaps")
+		fs.DurationVar(&flapDisableAfter, "flap-disable-after", bench.DefaultFlapDisableAfter, "with --flapping: the endpoint's disable_after (at least 1m)")
 		fs.DurationVar(&outage, "outage", bench.DefaultDeadOutage, "with --dead-receiver: how long the receiver is down, from before the first post")
 		fs.DurationVar(&window, "window", bench.DefaultDeadWindow, "with --dead-receiver: the endpoint's recovery_window")
 		fs.Float64Var(&ledgerDays, "ledger-days", bench.DefaultLedgerSpan.Hours()/24, "with --ledger-rows: days the synthetic history is spread over, up to an hour ago (the default is past every retention, so the cleaner has work at once; under 30 it has none)")
@@ -111,13 +120,16 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var rep benchReport
 	runs := 0
-	for _, on := range []bool{rateLimit, deadReceiver, slowReceiver, soak > 0, ledgerRows != ""} {
+	for _, on := range []bool{rateLimit, deadReceiver, slowReceiver, flapping, soak > 0, ledgerRows != ""} {
 		if on {
 			runs++
 		}
 	}
 	if runs > 1 {
-		return &config.UsageError{Msg: "--rate-limit, --dead-receiver, --slow-receiver, --soak and --ledger-rows are different runs: give one"}
+		return &config.UsageError{Msg: "--rate-limit, --dead-receiver, --slow-receiver, --flapping, --soak and --ledger-rows are different runs: give one"}
+	}
+	if (given["flap-duration"] || given["flap-disable-after"]) && !flapping {
+		return &config.UsageError{Msg: "--flap-duration and --flap-disable-after go with --flapping"}
 	}
 	if (given["outage"] || given["window"]) && !deadReceiver {
 		return &config.UsageError{Msg: "--outage and --window go with --dead-receiver"}
@@ -133,6 +145,11 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 			c.Correlations = cfg.Correlations
 		}
 		rep, err = bench.DeadReceiver(ctx, cfg, []bench.DeadReceiverCase{c}, app.NewLogger(env.stderr))
+	} else if flapping {
+		if flapDuration <= 0 || flapDisableAfter < time.Minute {
+			return &config.UsageError{Msg: "--flap-duration must be positive and --flap-disable-after at least 1m"}
+		}
+		rep, err = bench.Flapping(ctx, cfg, bench.FlappingCase{Duration: flapDuration, DisableAfter: flapDisableAfter}, app.NewLogger(env.stderr))
 	} else if slowReceiver {
 		rep, err = bench.SlowReceiver(ctx, cfg, app.NewLogger(env.stderr))
 	} else if rateLimit {

@@ -132,7 +132,11 @@ func worstEndpoints(endpoints []client.EndpointHealth) ([]client.EndpointHealth,
 	return unwell[:n], len(unwell) - n
 }
 
-func circuitOpen(h client.EndpointHealth) bool { return h.Circuit.State == "open" }
+// circuitOpen says the endpoint's circuit holds its deliveries back: open,
+// or half open while its probes earn the close.
+func circuitOpen(h client.EndpointHealth) bool {
+	return h.Circuit.State == "open" || h.Circuit.State == "half_open"
+}
 
 // cmpBool orders false before true.
 func cmpBool(a, b bool) int {
@@ -172,14 +176,14 @@ func printWorst(env *cliEnv, worst []client.EndpointHealth, more int) error {
 }
 
 // circuitLine says how an endpoint's circuit breaker stands: open with
-// when it next probes, or closed with the failures it counts toward its
+// when it next probes, half open, or closed with the failures it counts toward its
 // threshold.
 func circuitLine(c client.CircuitState) string {
 	switch {
 	case c.State == "open" && !c.NextProbeAt.IsZero():
 		return fmt.Sprintf("open (next probe in %s)", age(max(time.Until(c.NextProbeAt).Seconds(), 0)))
-	case c.State == "open":
-		return "open"
+	case c.State == "open", c.State == "half_open":
+		return c.State
 	case c.ConsecutiveFailures > 0:
 		return fmt.Sprintf("closed (%d/%d failures)", c.ConsecutiveFailures, c.FailureThreshold)
 	case c.State == "":

@@ -45,7 +45,7 @@ type Config struct {
 	// MaxEndpoints and MaxSubscribers cap fan-out (issue 33 item 2).
 	MaxEndpoints   int
 	MaxSubscribers int
-	ReadsRateLimit   float64
+	ReadsRateLimit float64
 	// Retention of the ledger; 0 keeps for ever.
 	PayloadRetention     time.Duration
 	AttemptRetention     time.Duration
@@ -65,6 +65,9 @@ type Config struct {
 	APIURL               string
 	OutboxDatabaseURL    string
 	MetricsAddr          string
+	// CircuitCloseSuccesses is how many answers in a row close an open
+	// circuit (the workers').
+	CircuitCloseSuccesses int
 }
 
 // Setting describes one variable: its name, flag, default and help.
@@ -91,6 +94,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_READS_RATE_LIMIT", "reads-rate-limit", "100", "api: GET requests on /v1 allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.ReadsRateLimit })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
+		{"HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES", "circuit-close-successes", "3", "worker: answers in a row that close an endpoint's open circuit (1 to 100); short of them it is half-open, one probe at a time, so a flapping receiver stays open and its disable_after counts on", intRange(1, 100, func(c *Config) *int { return &c.CircuitCloseSuccesses })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
 		{"HOOKFLOW_PAYLOAD_RETENTION", "payload-retention", "30d", "api: delivered and skipped events lose their payload this long after they finished (key, hash, correlation, sequence, state and times stay, so reposts are answered as before); 0 keeps payloads for ever", retention(func(c *Config) *time.Duration { return &c.PayloadRetention })},
 		{"HOOKFLOW_ATTEMPT_RETENTION", "attempt-retention", "30d", "api: delivery attempts of delivered and skipped events are deleted this long after they were made (a dead letter keeps its own copy); 0 keeps them", retention(func(c *Config) *time.Duration { return &c.AttemptRetention })},

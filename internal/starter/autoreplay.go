@@ -24,7 +24,11 @@ const autoReplayPage = 200
 // replay is cleared. The schedule is in the row that the close committed,
 // so a crash anywhere in between only makes a later pass do it (again: a
 // dead letter replayed already is no longer open, and the claim on each
-// row lets one replay through).
+// row lets one replay through). A pass replays at most autoReplayPerPass
+// dead letters of each endpoint, then serves the next: an endpoint with
+// more keeps its pending replay and goes behind the others
+// (store.CircuitAutoReplayTurn); what it replayed is no longer open, so
+// the next pass goes on from there.
 //
 // An outage longer than the window leaves no attempt to probe the
 // endpoint (every lane's head is dead-lettered): when a probe is due, the
@@ -52,8 +56,14 @@ func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
 	}
 	for _, p := range pending {
 		res.Claimed++
-		n, err := s.autoReplay(ctx, p, 0)
-		if err == nil {
+		n, err := s.autoReplay(ctx, p, autoReplayPerPass)
+		more := n >= autoReplayPerPass
+		switch {
+		case err != nil:
+		case more:
+			// Its share of this pass: the rest after the other endpoints'.
+			err = s.store.CircuitAutoReplayTurn(ctx, p.EndpointID)
+		default:
 			err = s.store.CircuitAutoReplayDone(ctx, p)
 		}
 		if err != nil {
@@ -62,7 +72,7 @@ func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
 			continue
 		}
 		res.Done++
-		s.logger.Info("auto-replayed the dead letters of an endpoint's outage", "endpoint_id", p.EndpointID, "replayed", n, "since", p.Since)
+		s.logger.Info("auto-replayed the dead letters of an endpoint's outage", "endpoint_id", p.EndpointID, "replayed", n, "since", p.Since, "more", more)
 	}
 	return res, nil
 }

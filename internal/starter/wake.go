@@ -21,6 +21,11 @@ import (
 // it again; its lane then attempts afresh. A change of the endpoint's
 // rate_limit stamps the same wake (store.EndpointRateSlotsReset): a lane
 // waiting its turn under the old rate then reserves a fresh slot.
+//
+// A pass signals at most wakePerPass lanes of each endpoint, then goes on
+// to the next: an endpoint with more keeps its stamp and where it got to
+// (store.CircuitWakeProgress), and goes behind the others, so one endpoint
+// with thousands of lanes holds none of the others up.
 func (s *Starter) SweepCircuitWake(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	wakes, err := s.store.CircuitsWakePending(ctx, sweepBatch)
@@ -29,8 +34,12 @@ func (s *Starter) SweepCircuitWake(ctx context.Context) (SweepResult, error) {
 	}
 	for _, w := range wakes {
 		res.Claimed++
-		n, err := s.wake(ctx, w)
-		if err == nil {
+		n, after, err := s.wake(ctx, w, wakePerPass)
+		switch {
+		case err != nil:
+		case after != "":
+			err = s.store.CircuitWakeProgress(ctx, w, after)
+		default:
 			err = s.store.CircuitWakeDone(ctx, w)
 		}
 		if err != nil {
@@ -40,39 +49,50 @@ func (s *Starter) SweepCircuitWake(ctx context.Context) (SweepResult, error) {
 		}
 		res.Done++
 		if n > 0 {
-			s.logger.Info("woke the lanes of a closed circuit", "endpoint_id", w.EndpointID, "signalled", n)
+			s.logger.Info("woke the lanes of a closed circuit", "endpoint_id", w.EndpointID, "signalled", n, "more", after != "")
 		}
+	}
+	if _, err := s.store.CircuitsEventCatchUp(ctx, sweepBatch); err != nil {
+		return res, err
 	}
 	return res, nil
 }
 
-// wake signals every event delivering to w's endpoint, a page at a time,
-// and returns how many it signalled. A signal that fails does not stop the
-// rest: the pass goes on to the end and answers the first error, which
+// wakePerPass bounds the lanes of one endpoint a pass of the wake
+// signals, and autoReplayPerPass the dead letters of one endpoint a pass
+// of the auto-replay replays, before the pass serves the next endpoint.
+const (
+	wakePerPass       = autoReplayPage
+	autoReplayPerPass = autoReplayPage
+)
+
+// wake signals the events delivering to w's endpoint after w.After, up to
+// limit of them, and returns how many it signalled and, when it stopped at
+// limit with more maybe left, the last event it signalled ("" when it
+// reached the end). A signal that fails does not stop the rest: the pass
+// goes on to the end of its share and answers the first error, which
 // keeps w for a later pass.
-func (s *Starter) wake(ctx context.Context, w store.CircuitWake) (int, error) {
+func (s *Starter) wake(ctx context.Context, w store.CircuitWake, limit int) (int, string, error) {
 	arg := contract.CircuitClosed{EndpointID: w.EndpointID}
-	n, after := 0, ""
-	var failed error
-	for {
-		ids, err := s.store.DeliveringAt(ctx, w.EndpointID, after, autoReplayPage)
-		if err != nil {
-			return n, err
-		}
-		for _, id := range ids {
-			rctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
-			err := s.temporal.SignalWorkflow(rctx, id, "", contract.SignalCircuitClosed, arg)
-			cancel()
-			switch {
-			case err == nil:
-				n++
-			case !isNotFound(err) && failed == nil:
-				failed = fmt.Errorf("signal %s: %w", id, err)
-			}
-		}
-		if len(ids) < autoReplayPage {
-			return n, failed
-		}
-		after = ids[len(ids)-1]
+	ids, err := s.store.DeliveringAt(ctx, w.EndpointID, w.After, limit)
+	if err != nil {
+		return 0, "", err
 	}
+	n := 0
+	var failed error
+	for _, id := range ids {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
+		err := s.temporal.SignalWorkflow(rctx, id, "", contract.SignalCircuitClosed, arg)
+		cancel()
+		switch {
+		case err == nil:
+			n++
+		case !isNotFound(err) && failed == nil:
+			failed = fmt.Errorf("signal %s: %w", id, err)
+		}
+	}
+	if len(ids) < limit || failed != nil {
+		return n, "", failed
+	}
+	return n, ids[len(ids)-1], nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,11 +21,41 @@ import (
 // schedules the auto-replay of the outage's dead letters, and a failure
 // that has lasted disable_after disables the endpoint.
 
-// Circuit states.
+// Circuit states. A half-open circuit had a probe answered and waits for
+// more answers in a row (CloseSuccesses) before it closes: to the attempts
+// it is open (one probe at a time), with the next probe due at once.
 const (
-	CircuitClosed = "closed"
-	CircuitOpen   = "open"
+	CircuitClosed   = "closed"
+	CircuitHalfOpen = "half_open"
+	CircuitOpen     = "open"
 )
+
+// DefaultCloseSuccesses is how many answers in a row close an open
+// circuit, unless the workers are told otherwise
+// (HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES): one answer of a flapping receiver no
+// longer ends its outage.
+const DefaultCloseSuccesses = 3
+
+// FlapReopenMultiple is how many times the probe backoff a circuit closed
+// with must pass, counted from the close, before an opening is an outage
+// of its own. One sooner is the same outage going on (a flapping
+// receiver): its failing_since is the first failure of the outage the
+// close ended, so disable_after counts from there, and its backoff
+// doubles on from the one it closed with.
+const FlapReopenMultiple = 4
+
+// CircuitEventEvery coalesces an endpoint's circuit_opened and
+// circuit_closed events: a transition within it of the last event
+// publishes nothing and is counted, but for a close after a published
+// opening (an alert is resolved at once). Once it is over the API's sweep
+// publishes the state in force if the subscribers were last told another
+// (CircuitsEventCatchUp), with the count of transitions left out. So a
+// flapper makes at most about one opened and one closed event per
+// interval, and the subscribers' picture is never wrong for longer. A
+// minimum interval, not "none while one is unsent": a healthy subscriber
+// takes each event within milliseconds, so only an interval bounds the
+// events a flapper makes.
+const CircuitEventEvery = time.Minute
 
 // Probe backoff: the first probe of an open circuit is due this long after
 // it opened, and each failed probe doubles the wait, up to the maximum.
@@ -39,6 +70,9 @@ const (
 const (
 	TriggerConsecutiveFailures = "consecutive_failures"
 	TriggerFailureRate         = "failure_rate"
+	// TriggerCaughtUp: the opening was left out of its interval
+	// (CircuitEventEvery), and this event tells it late.
+	TriggerCaughtUp = "caught_up"
 )
 
 // RateCountEvery is how often, at most, a failure of an endpoint counts
@@ -68,24 +102,51 @@ type Circuit struct {
 	// failure last counted the window.
 	ClosedAt      *time.Time
 	RateCountedAt *time.Time
+	// ProbeSuccesses counts the answers in a row of a half-open circuit.
+	ProbeSuccesses int
+	// OutageFailingSince and OutageBackoff are the failing_since and probe
+	// backoff of the outage its last close ended (FlapReopenMultiple).
+	OutageFailingSince *time.Time
+	OutageBackoff      time.Duration
+	// EventState is the state the last circuit_opened or circuit_closed
+	// event told (open or closed), EventAt when it was published, and
+	// EventsCoalesced the transitions published nothing since
+	// (CircuitEventEvery).
+	EventState      *string
+	EventAt         *time.Time
+	EventsCoalesced int
 	// Now is the database's clock when it was read.
 	Now time.Time
 }
 
+// Open says whether attempts find the circuit open: open or half-open.
+func (c Circuit) Open() bool { return c.State != CircuitClosed }
+
 func scanCircuit(row pgx.Row) (Circuit, error) {
 	var c Circuit
 	var backoffMS int64
-	var failures int32
+	var outageBackoffMS *int64
+	var failures, successes, coalesced int32
 	err := row.Scan(&c.State, &failures, &c.FailingSince, &c.OpenedAt, &c.NextProbeAt, &backoffMS,
-		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.ClosedAt, &c.RateCountedAt, &c.Now)
-	c.ConsecutiveFailures = int(failures)
+		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.ClosedAt, &c.RateCountedAt,
+		&successes, &c.OutageFailingSince, &outageBackoffMS, &c.EventState, &c.EventAt, &coalesced, &c.Now)
+	c.ConsecutiveFailures, c.ProbeSuccesses, c.EventsCoalesced = int(failures), int(successes), int(coalesced)
 	c.ProbeBackoff = time.Duration(backoffMS) * time.Millisecond
+	if outageBackoffMS != nil {
+		c.OutageBackoff = time.Duration(*outageBackoffMS) * time.Millisecond
+	}
 	return c, translate(err)
 }
 
 func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit) error {
+	var outageBackoffMS *int64
+	if c.OutageFailingSince != nil {
+		ms := c.OutageBackoff.Milliseconds()
+		outageBackoffMS = &ms
+	}
 	_, err := tx.Exec(ctx, s.q.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
-		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt)
+		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt,
+		int32(c.ProbeSuccesses), c.OutageFailingSince, outageBackoffMS, c.EventState, c.EventAt, int32(c.EventsCoalesced))
 	return err
 }
 
@@ -128,7 +189,7 @@ func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string,
 	if err != nil {
 		return p, fmt.Errorf("claim circuit probe: %w", err)
 	}
-	p.Open = !p.Claimed && state == CircuitOpen
+	p.Open = !p.Claimed && state != CircuitClosed
 	if p.Open {
 		p.Wait = max(time.Duration(wait*float64(time.Second)), 0)
 	}
@@ -155,18 +216,31 @@ type RateWindow struct {
 }
 
 // CircuitSucceeded records that the endpoint answered (a delivery, or a
-// rejection: either way it is up): the failures counted are forgotten, and
-// an open circuit closes. When it closes and autoReplay is set, the
-// outage's auto-replay is scheduled (AutoReplayPendingSince = the outage's
-// first failure) in the same transaction. Callers skip it on the happy path
-// (closed, nothing counted), which their attempt's start read tells them.
-func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoReplay bool) (CircuitTransition, error) {
+// rejection: either way it is up): the failures counted are forgotten. An
+// open or half-open circuit counts the answer, and closes at
+// closeSuccesses in a row (zero: DefaultCloseSuccesses); short of it, it is
+// half-open, with its next probe due at once and nothing published. When
+// it closes and autoReplay is set, the outage's auto-replay is scheduled
+// (AutoReplayPendingSince = the outage's first failure) in the same
+// transaction. Callers skip it on the happy path (closed, nothing
+// counted), which their attempt's start read tells them.
+func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoReplay bool, closeSuccesses int) (CircuitTransition, error) {
+	closeSuccesses = cmp.Or(closeSuccesses, DefaultCloseSuccesses)
 	var t CircuitTransition
 	err := s.lockedCircuit(ctx, endpointID, func(tx pgx.Tx, c Circuit) error {
 		var err error
-		if c.State == CircuitClosed && c.ConsecutiveFailures == 0 {
+		switch {
+		case c.State == CircuitClosed && c.ConsecutiveFailures == 0:
 			t.Circuit = c
 			return nil
+		case c.Open() && c.ProbeSuccesses+1 < closeSuccesses:
+			// Not yet: the next attempt probes at once, holding the lease
+			// as any probe does.
+			now := c.Now
+			c.State, c.ProbeSuccesses, c.ConsecutiveFailures = CircuitHalfOpen, c.ProbeSuccesses+1, 0
+			c.NextProbeAt, c.ProbeOwner, c.ProbeLease = &now, nil, nil
+			t.Circuit = c
+			return s.setCircuit(ctx, tx, endpointID, c)
 		}
 		t, err = s.circuitClose(ctx, tx, endpointID, c, autoReplay)
 		return err
@@ -178,9 +252,11 @@ func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoRep
 }
 
 // circuitClose is the transition to closed, in tx holding the row's lock:
-// the one place that publishes circuit_closed.
+// the one place that publishes circuit_closed (circuitEvent). The outage
+// it ends is kept (OutageFailingSince, OutageBackoff) for a reopening
+// within FlapReopenMultiple of its backoff.
 func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, autoReplay bool) (CircuitTransition, error) {
-	t := CircuitTransition{Closed: c.State == CircuitOpen}
+	t := CircuitTransition{Closed: c.Open()}
 	if t.Closed && autoReplay && c.AutoReplayPendingSince == nil {
 		since := c.Now
 		if c.FailingSince != nil {
@@ -189,22 +265,47 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 		c.AutoReplayPendingSince = &since
 	}
 	opened := c
+	if t.Closed {
+		c.OutageFailingSince, c.OutageBackoff = c.FailingSince, c.ProbeBackoff
+	}
 	c.State, c.ConsecutiveFailures, c.FailingSince, c.OpenedAt, c.NextProbeAt = CircuitClosed, 0, nil, nil, nil
-	c.ProbeBackoff, c.ProbeOwner, c.ProbeLease = ProbeBackoffInitial, nil, nil
+	c.ProbeBackoff, c.ProbeOwner, c.ProbeLease, c.ProbeSuccesses = ProbeBackoffInitial, nil, nil, 0
+	var publish bool
+	var left int
 	if t.Closed {
 		// The outage's failures are the breaker's past: the failure rate
 		// counts from here.
 		closed := c.Now
 		c.ClosedAt = &closed
+		publish, left = c.circuitEventDue()
 	}
 	t.Circuit = c
 	if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {
 		return t, err
 	}
-	if t.Closed {
-		return t, s.circuitClosedEvent(ctx, tx, endpointID, opened)
+	if publish {
+		return t, s.circuitClosedEvent(ctx, tx, endpointID, opened, left)
 	}
 	return t, nil
+}
+
+// circuitEventDue says whether the transition c just made (its State is
+// the new one) publishes its event now, and records it in c: yes unless
+// one was published within CircuitEventEvery, and then the transition is
+// counted for the sweep (CircuitsEventCatchUp). It returns the
+// transitions left out before this one, which its event names.
+func (c *Circuit) circuitEventDue() (bool, int) {
+	resolves := !c.Open() && c.EventState != nil && *c.EventState == CircuitOpen
+	if c.EventAt != nil && c.Now.Sub(*c.EventAt) < CircuitEventEvery && !resolves {
+		c.EventsCoalesced++
+		return false, 0
+	}
+	told, at, left := CircuitClosed, c.Now, c.EventsCoalesced
+	if c.Open() {
+		told = CircuitOpen
+	}
+	c.EventState, c.EventAt, c.EventsCoalesced = &told, &at, 0
+	return true, left
 }
 
 // CircuitFailed records a retryable failure of an attempt to the endpoint
@@ -212,9 +313,11 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 // its attempts, under its settings st: a closed circuit counts it and
 // opens at FailureThreshold consecutive ones, or when the window's failure
 // rate reaches FailureRate (circuitTrigger), due for its first probe
-// ProbeBackoffInitial later; the failed probe of an open one opens it again
-// for twice the backoff (up to ProbeBackoffMax), and frees the lease. An
-// attempt that was in flight when the circuit opened only counts. When the
+// ProbeBackoffInitial later (or, within FlapReopenMultiple of a close, on
+// from the outage that close ended: reopenBackoff); the failed probe of an
+// open one, or any failure of a half-open one, opens it again for twice
+// the backoff (up to ProbeBackoffMax), and frees the lease. An attempt
+// that was in flight when the circuit opened only counts. When the
 // run of failures has lasted DisableAfterOrDefault, the endpoint is
 // disabled, in the same transaction.
 func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st Settings) (CircuitTransition, error) {
@@ -239,9 +342,13 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 				return err
 			}
 			if t.Trigger != "" {
-				circuitOpen(&c, ProbeBackoffInitial)
+				circuitOpen(&c, c.reopenBackoff())
 				t.Opened = true
 			}
+		case c.State == CircuitHalfOpen:
+			// Any failure before the answers in a row are in: the outage
+			// goes on, from its failing_since, the backoff doubled.
+			circuitOpen(&c, min(2*c.ProbeBackoff, ProbeBackoffMax))
 		case c.State == CircuitOpen && c.ProbeOwner != nil && *c.ProbeOwner == owner:
 			backoff := min(2*c.ProbeBackoff, ProbeBackoffMax)
 			if c.NextProbeAt != nil && c.Now.Before(*c.NextProbeAt) {
@@ -253,6 +360,11 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 				backoff = c.ProbeBackoff
 			}
 			circuitOpen(&c, backoff)
+		}
+		var publishOpened bool
+		var left int
+		if t.Opened {
+			publishOpened, left = c.circuitEventDue()
 		}
 		t.Circuit = c
 		if err := s.setCircuit(ctx, tx, endpointID, c); err != nil {
@@ -268,8 +380,8 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 				return err
 			}
 		}
-		if t.Opened {
-			if err := s.circuitOpenedEvent(ctx, tx, endpointID, t, st); err != nil {
+		if publishOpened {
+			if err := s.circuitOpenedEvent(ctx, tx, endpointID, t, st, left); err != nil {
 				return err
 			}
 		}
@@ -313,14 +425,32 @@ func (s *Store) circuitTrigger(ctx context.Context, tx pgx.Tx, endpointID string
 	return "", &w, nil
 }
 
-// circuitOpen opens c (again) for backoff, and frees its probe lease.
+// reopenBackoff is the probe backoff of a closed circuit c that opens
+// now: ProbeBackoffInitial, unless it closed less than FlapReopenMultiple
+// times the backoff of the outage that close ended ago. Then it is that
+// outage going on (a flapping receiver): c's failing_since becomes the
+// outage's, and the backoff doubles on from the outage's.
+func (c *Circuit) reopenBackoff() time.Duration {
+	if c.OutageFailingSince == nil || c.ClosedAt == nil || c.Now.Sub(*c.ClosedAt) >= FlapReopenMultiple*c.OutageBackoff {
+		return ProbeBackoffInitial
+	}
+	if c.FailingSince == nil || c.OutageFailingSince.Before(*c.FailingSince) {
+		since := *c.OutageFailingSince
+		c.FailingSince = &since
+	}
+	return min(2*c.OutageBackoff, ProbeBackoffMax)
+}
+
+// circuitOpen opens c (again) for backoff, and frees its probe lease; a
+// half-open circuit's answers in a row start over.
 func circuitOpen(c *Circuit, backoff time.Duration) {
-	if c.State != CircuitOpen {
+	if !c.Open() {
 		opened := c.Now
 		c.OpenedAt = &opened
 	}
 	next := c.Now.Add(backoff)
 	c.State, c.NextProbeAt, c.ProbeBackoff, c.ProbeOwner, c.ProbeLease = CircuitOpen, &next, backoff, nil, nil
+	c.ProbeSuccesses = 0
 }
 
 // circuitDisable disables the endpoint whose failures have lasted
@@ -393,6 +523,16 @@ func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]Aut
 	return out, nil
 }
 
+// CircuitAutoReplayTurn puts the pending auto-replay of endpointID behind
+// the others: a pass replayed its share of the endpoint's dead letters and
+// left the rest to a later one.
+func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) error {
+	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayTurn, endpointID); err != nil {
+		return fmt.Errorf("turn pending auto-replay: %w", err)
+	}
+	return nil
+}
+
 // CircuitAutoReplayDone clears the pending auto-replay p, unless a close
 // or a late dead letter asked for it again since p was read (its pass may
 // have read the dead letters before they were written).
@@ -410,6 +550,9 @@ func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) 
 type CircuitWake struct {
 	EndpointID string
 	Requested  time.Time
+	// After is the last event a pass signalled for Requested ("" for
+	// none): the wake goes on after it (CircuitWakeProgress).
+	After string
 }
 
 // CircuitsWakePending returns up to limit circuits that closed (a probe's
@@ -437,6 +580,64 @@ func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
 	return nil
 }
 
+// CircuitWakeProgress records that a pass signalled w's lanes up to event
+// after and left the rest: the next pass goes on from there, once the
+// other endpoints had their turn. Nothing is recorded when the circuit
+// closed again since w was read (the wake then starts over).
+func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after string) error {
+	if _, err := s.pool.Exec(ctx, s.q.CircuitWakeProgress, w.EndpointID, w.Requested, after); err != nil {
+		return fmt.Errorf("record circuit wake progress: %w", err)
+	}
+	return nil
+}
+
+// CircuitsEventCatchUp publishes, for up to limit endpoints whose circuit
+// transitions published nothing within CircuitEventEvery of their last
+// event, the state in force once that interval is over, when it is not
+// the one the last event told (a close left out after an opened event,
+// say): circuit_opened or circuit_closed, with transitions_coalesced. It
+// returns how many it published.
+func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
+	rows, err := s.pool.Query(ctx, s.q.CircuitsEventCatchUp, CircuitEventEvery.Seconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		err := s.lockedCircuit(ctx, id, func(tx pgx.Tx, c Circuit) error {
+			if c.EventsCoalesced == 0 || c.EventAt == nil || c.Now.Sub(*c.EventAt) < CircuitEventEvery {
+				return nil // caught up, or published, meanwhile
+			}
+			told := c.EventState
+			_, left := c.circuitEventDue()
+			if err := s.setCircuit(ctx, tx, id, c); err != nil {
+				return err
+			}
+			if told != nil && *told == *c.EventState {
+				return nil // left out an even number: the state told holds
+			}
+			n++
+			if c.Open() {
+				return s.circuitOpenedEvent(ctx, tx, id, CircuitTransition{Opened: true, Trigger: TriggerCaughtUp, Circuit: c}, Settings{}, left)
+			}
+			closed := c
+			if c.ClosedAt != nil {
+				closed.Now = *c.ClosedAt
+			}
+			closed.FailingSince = c.OutageFailingSince
+			return s.circuitClosedEvent(ctx, tx, id, closed, left)
+		})
+		if err != nil {
+			return n, fmt.Errorf("catch up circuit events of %s: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
 // DeliveringAt returns up to limit IDs of the events delivering to the
 // endpoint (released and not finished: the heads of its lanes), after
 // event after, in ID order.
@@ -459,15 +660,16 @@ func (s *Store) DeliveringAt(ctx context.Context, endpointID, after string, limi
 // circuitOpenedEvent names the trigger that opened the circuit, and for
 // the failure rate its figures: the window counted, its attempts and
 // failures, and their rate in percent beside the endpoint's.
-func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID string, t CircuitTransition, st Settings) error {
+func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID string, t CircuitTransition, st Settings, coalesced int) error {
 	c := t.Circuit
 	data := map[string]any{
-		"trigger":              t.Trigger,
-		"consecutive_failures": c.ConsecutiveFailures,
-		"failure_threshold":    st.FailureThreshold(),
-		"failing_since":        c.FailingSince.UTC(),
-		"opened_at":            c.OpenedAt.UTC(),
-		"next_probe_at":        c.NextProbeAt.UTC(),
+		"transitions_coalesced": coalesced,
+		"trigger":               t.Trigger,
+		"consecutive_failures":  c.ConsecutiveFailures,
+		"failure_threshold":     st.FailureThreshold(),
+		"failing_since":         c.FailingSince.UTC(),
+		"opened_at":             c.OpenedAt.UTC(),
+		"next_probe_at":         c.NextProbeAt.UTC(),
 	}
 	if w := t.Window; t.Trigger == TriggerFailureRate {
 		data["failure_rate"] = st.FailureRate()
@@ -480,8 +682,8 @@ func (s *Store) circuitOpenedEvent(ctx context.Context, tx pgx.Tx, endpointID st
 	return err
 }
 
-func (s *Store) circuitClosedEvent(ctx context.Context, tx pgx.Tx, endpointID string, opened Circuit) error {
-	data := map[string]any{"closed_at": opened.Now.UTC(), "auto_replay": opened.AutoReplayPendingSince != nil}
+func (s *Store) circuitClosedEvent(ctx context.Context, tx pgx.Tx, endpointID string, opened Circuit, coalesced int) error {
+	data := map[string]any{"closed_at": opened.Now.UTC(), "auto_replay": opened.AutoReplayPendingSince != nil, "transitions_coalesced": coalesced}
 	if opened.OpenedAt != nil {
 		data["opened_at"] = opened.OpenedAt.UTC()
 	}

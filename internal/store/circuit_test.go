@@ -156,7 +156,7 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	p, err = st.CircuitProbeClaim(ctx, "ep", "p-next", time.Minute, false)
 	require.NoError(t, err)
 	require.True(t, p.Claimed)
-	tr, err = st.CircuitSucceeded(ctx, "ep", true)
+	tr, err = st.CircuitSucceeded(ctx, "ep", true, 1)
 	require.NoError(t, err)
 	require.True(t, tr.Closed)
 	c, err = st.CircuitGet(ctx, "ep")
@@ -179,7 +179,7 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pending)
 
-	tr, err = st.CircuitSucceeded(ctx, "ep", true)
+	tr, err = st.CircuitSucceeded(ctx, "ep", true, 1)
 	require.NoError(t, err)
 	require.False(t, tr.Closed, "a success of a closed circuit is no transition")
 	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "ep"),
@@ -191,7 +191,7 @@ func TestCircuitOpensProbesOnceAndCloses(t *testing.T) {
 func openAndClose(t *testing.T, st *store.Store, endpoint string) {
 	t.Helper()
 	openCircuit(t, st, endpoint)
-	tr, err := st.CircuitSucceeded(context.Background(), endpoint, true)
+	tr, err := st.CircuitSucceeded(context.Background(), endpoint, true, 1)
 	require.NoError(t, err)
 	require.True(t, tr.Closed)
 }
@@ -274,7 +274,7 @@ func TestCircuitClosesWithoutAutoReplay(t *testing.T) {
 	five := store.Settings{DisableAfter: time.Hour}
 	_, err := st.CircuitFailed(ctx, "a", "x", five)
 	require.NoError(t, err)
-	tr, err := st.CircuitSucceeded(ctx, "a", false)
+	tr, err := st.CircuitSucceeded(ctx, "a", false, 1)
 	require.NoError(t, err)
 	require.False(t, tr.Closed)
 	require.Zero(t, tr.Circuit.ConsecutiveFailures)
@@ -283,7 +283,7 @@ func TestCircuitClosesWithoutAutoReplay(t *testing.T) {
 		_, err = st.CircuitFailed(ctx, "a", "x", five)
 		require.NoError(t, err)
 	}
-	tr, err = st.CircuitSucceeded(ctx, "a", false)
+	tr, err = st.CircuitSucceeded(ctx, "a", false, 1)
 	require.NoError(t, err)
 	require.True(t, tr.Closed)
 	require.Nil(t, tr.Circuit.AutoReplayPendingSince)
@@ -456,7 +456,7 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 	succeed := func() {
 		t.Helper()
 		record("ep", 200, "delivered", 0)
-		_, err := st.CircuitSucceeded(ctx, "ep", false)
+		_, err := st.CircuitSucceeded(ctx, "ep", false, 1)
 		require.NoError(t, err)
 	}
 	for range 10 {
@@ -500,7 +500,7 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 	p, err := st.CircuitProbeClaim(ctx, "ep", "probe", time.Minute, false)
 	require.NoError(t, err)
 	require.True(t, p.Claimed)
-	closed, err := st.CircuitSucceeded(ctx, "ep", false)
+	closed, err := st.CircuitSucceeded(ctx, "ep", false, 1)
 	require.NoError(t, err)
 	require.True(t, closed.Closed)
 	require.NotNil(t, closed.Circuit.ClosedAt)
@@ -621,7 +621,7 @@ func TestAClosingCircuitAsksToWakeItsLanes(t *testing.T) {
 
 	_, err = st.CircuitFailed(ctx, "b", "x", store.Settings{})
 	require.NoError(t, err)
-	_, err = st.CircuitSucceeded(ctx, "b", false)
+	_, err = st.CircuitSucceeded(ctx, "b", false, 1)
 	require.NoError(t, err)
 	require.Empty(t, pending(), "b's circuit never opened")
 

@@ -20,8 +20,9 @@ const (
 )
 
 // DeadLetter is a delivery (event, endpoint) that gave up, with everything
-// an operator needs to decide: the signed envelope, every attempt, why it
-// stopped. Two endpoints of one event have a dead letter each, with their
+// an operator needs to decide: the signed envelope, the attempts of its
+// generation (each generation holds its own, not those of the ones
+// before: GET /v1/events/{id} lists them all), why it stopped. Two endpoints of one event have a dead letter each, with their
 // own generations, and are replayed or skipped independently.
 type DeadLetter struct {
 	EventID       string `json:"event_id"`
@@ -52,6 +53,10 @@ type DeadLetter struct {
 	// the circuit closed when the close came after WindowStart, schedules
 	// the endpoint's auto-replay again (CircuitLateOutageDeadLetter).
 	WindowStart time.Time `json:"-"`
+	// LastAttemptID, written with a dead letter, is the delivery_attempts
+	// row of the last of its Attempts (AttemptsSinceDeadLetter; 0 for
+	// none): the next generation holds the attempts after it.
+	LastAttemptID int64 `json:"-"`
 }
 
 func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
@@ -83,7 +88,9 @@ func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
 // on its way back to the workflow, which saw the window run out), and
 // ErrNotFound, wrapped, for one that does not exist. Each generation it
 // writes publishes one hookflow.dead_letter.created operational event about
-// the endpoint, in the same transaction (deadLetterPublish).
+// the endpoint, in the same transaction (deadLetterPublish). Its
+// dead_lettered_at is the database's clock (d.DeadLetteredAt is not
+// read), which the auto-replay compares with the circuit's times.
 func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window string) (int32, error) {
 	if window == "" {
 		return 0, errors.New("write dead letter: the window it ends is required")
@@ -104,7 +111,11 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		if state.Final() {
 			return fmt.Errorf("%w: %s", ErrEventFinished, state)
 		}
-		err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, d.DeadLetteredAt, window).Scan(&gen)
+		var last *int64
+		if d.LastAttemptID > 0 {
+			last = &d.LastAttemptID
+		}
+		err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, last, window).Scan(&gen, &d.DeadLetteredAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Written for this window already: a retry.
 			return tx.QueryRow(ctx, s.q.DeadLetterGeneration, d.EventID, d.EndpointID).Scan(&gen)

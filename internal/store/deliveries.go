@@ -163,8 +163,9 @@ type AttemptStart struct {
 	State            contract.State
 	DeadLetterStatus string
 	Generation       int32
-	// CircuitOpen and CircuitFailures are the endpoint's circuit breaker
-	// (closed and 0 when it has no row): an attempt that finds it closed
+	// CircuitOpen (open or half-open) and CircuitFailures are the
+	// endpoint's circuit breaker (closed and 0 when it has no row): an
+	// attempt that finds it closed
 	// with nothing counted writes nothing for it on success.
 	CircuitOpen     bool
 	CircuitFailures int
@@ -194,7 +195,7 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
 				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data)...)
 			e.Settings = sc.settings()
-			a.CircuitOpen, a.CircuitFailures = circuit == CircuitOpen, int(failures)
+			a.CircuitOpen, a.CircuitFailures = circuit != CircuitClosed, int(failures)
 			return translate(err)
 		})
 		// A no-op when the delivery did not move: the aggregate is a function
@@ -405,6 +406,28 @@ type Attempt struct {
 	StatusCode *int32    `json:"status_code,omitempty"`
 	Error      *string   `json:"error,omitempty"`
 	Outcome    string    `json:"outcome"`
+}
+
+// AttemptsSinceDeadLetter returns the attempts of the delivery (eventID,
+// endpointID) made after those its dead letter's last generation holds
+// (every attempt, before its first), oldest first, and the ID of the last
+// (0 when there is none): what the next generation holds
+// (DeadLetter.LastAttemptID).
+func (s *Store) AttemptsSinceDeadLetter(ctx context.Context, eventID, endpointID string) ([]Attempt, int64, error) {
+	rows, err := s.pool.Query(ctx, s.q.AttemptsSinceDeadLetter, eventID, endpointID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
+	}
+	var last int64
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := row.Scan(&last, &a.Attempt, &a.StartedAt, &a.LatencyMS, &a.StatusCode, &a.Error, &a.Outcome)
+		return a, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
+	}
+	return out, last, nil
 }
 
 // AttemptInsert records an attempt of the delivery (eventID, endpointID).

@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -289,7 +289,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 016's and 017's columns too, which add nothing of
 	// 015's.
-	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes"} {
+	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -346,7 +346,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 017's and 019's columns too, which add nothing
 	// of 016's.
-	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes"} {
+	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -354,7 +354,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
-	tr, err := st.CircuitSucceeded(ctx, "a", false)
+	tr, err := st.CircuitSucceeded(ctx, "a", false, 1)
 	require.NoError(t, err)
 	require.True(t, tr.Closed)
 	wakes, err := st.CircuitsWakePending(ctx, 10)

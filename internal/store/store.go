@@ -76,6 +76,9 @@ type queries struct {
 	CircuitReset                string
 	CircuitsAutoReplayPending   string
 	CircuitAutoReplayDone       string
+	CircuitAutoReplayTurn       string
+	CircuitWakeProgress         string
+	CircuitsEventCatchUp        string
 	CircuitsProbeReplayClaim    string
 	CircuitsWakePending         string
 	CircuitWakeDone             string
@@ -110,6 +113,7 @@ type queries struct {
 	AttemptsList                string
 	AttemptsLastByEvent         string
 	AttemptsPage                string
+	AttemptsSinceDeadLetter     string
 	DeadLetterUpsert            string
 	DeadLetterGeneration        string
 	DeadLetterGet               string

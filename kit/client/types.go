@@ -671,8 +671,9 @@ type EndpointHealth struct {
 }
 
 // CircuitState is an endpoint's circuit breaker: State "closed" (attempts
-// are made) or "open" (none is, but for one probe at a time from
-// NextProbeAt), with the consecutive retryable failures counted and since
+// are made), "open" (none is, but for one probe at a time from
+// NextProbeAt) or "half_open" (a probe was answered: attempts go one at a
+// time until enough answers in a row close it), with the consecutive retryable failures counted and since
 // when it fails (zero times when they do not apply).
 type CircuitState struct {
 	State               string    `json:"state"`

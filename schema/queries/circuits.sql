@@ -11,7 +11,7 @@
 WITH claimed AS (
     UPDATE endpoint_circuits SET probe_owner = $2, probe_lease_until = clock_timestamp() + make_interval(secs => $3),
                                  updated_at = now()
-    WHERE endpoint_id = $1 AND state = 'open' AND (next_probe_at <= clock_timestamp() OR $4::boolean)
+    WHERE endpoint_id = $1 AND state IN ('open', 'half_open') AND (next_probe_at <= clock_timestamp() OR $4::boolean)
       AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp() OR probe_owner = $2)
     RETURNING endpoint_id
 )
@@ -25,20 +25,23 @@ INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id
 -- name: CircuitForUpdate
 -- The circuit's row, locked for a transition, with the database's clock.
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
-       probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at, now()
+       probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, now()
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
 -- name: CircuitSet
--- auto_replay_requested_at is stamped when an open circuit closes with an
--- auto-replay pending, and wake_requested_at at every close of an open
--- circuit (state on the right is the row's before this update); closed_at
+-- auto_replay_requested_at is stamped when an open (or half-open) circuit
+-- closes with an auto-replay pending, and wake_requested_at at every close
+-- of one (state on the right is the row's before this update); closed_at
 -- is the close's, from the transition.
 UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_since = $4, opened_at = $5,
     next_probe_at = $6, probe_backoff_ms = $7, probe_owner = $8, probe_lease_until = $9,
-    auto_replay_pending_since = $10, closed_at = $11, rate_counted_at = $12, updated_at = now(),
-    auto_replay_requested_at = CASE WHEN state = 'open' AND $2 = 'closed' AND $10::timestamptz IS NOT NULL
+    auto_replay_pending_since = $10, closed_at = $11, rate_counted_at = $12,
+    probe_successes = $13, outage_failing_since = $14, outage_backoff_ms = $15,
+    event_state = $16, event_at = $17, events_coalesced = $18, updated_at = now(),
+    auto_replay_requested_at = CASE WHEN state <> 'closed' AND $2 = 'closed' AND $10::timestamptz IS NOT NULL
         THEN clock_timestamp() ELSE auto_replay_requested_at END,
-    wake_requested_at = CASE WHEN state = 'open' AND $2 = 'closed' THEN clock_timestamp() ELSE wake_requested_at END
+    wake_requested_at = CASE WHEN state <> 'closed' AND $2 = 'closed' THEN clock_timestamp() ELSE wake_requested_at END
 WHERE endpoint_id = $1;
 
 -- name: CircuitLateOutageDeadLetter
@@ -70,30 +73,40 @@ WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled';
 
 -- name: CircuitGet
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
-       probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at, now()
+       probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, now()
 FROM endpoint_circuits WHERE endpoint_id = $1;
 
 -- name: CircuitReset
 -- An operator enabled the endpoint again: its circuit starts closed with no
 -- failure counted (its old failing_since would disable it at the next
--- failure), and its failure rate counts from now. A pending auto-replay is
--- kept.
+-- failure), and its failure rate counts from now; nor is an opening soon
+-- after it the outage before going on (outage_failing_since). A pending
+-- auto-replay is kept.
 UPDATE endpoint_circuits SET state = 'closed', consecutive_failures = 0, failing_since = NULL, opened_at = NULL,
     next_probe_at = NULL, probe_backoff_ms = 5000, probe_owner = NULL, probe_lease_until = NULL, closed_at = now(),
-    updated_at = now()
+    probe_successes = 0, outage_failing_since = NULL, outage_backoff_ms = NULL, updated_at = now()
 WHERE endpoint_id = $1;
 
 -- name: CircuitsAutoReplayPending
--- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx).
+-- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx),
+-- those a pass served part way (auto_replay_turn_at) behind the others, in
+-- the order they were served: the endpoints take turns.
 SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at FROM endpoint_circuits
 WHERE auto_replay_pending_since IS NOT NULL
-ORDER BY auto_replay_pending_since, endpoint_id
+ORDER BY auto_replay_turn_at NULLS FIRST, auto_replay_pending_since, endpoint_id
 LIMIT $1;
+
+-- name: CircuitAutoReplayTurn
+-- A pass replayed its share of endpoint $1's dead letters and left the
+-- rest: the endpoint goes behind the others.
+UPDATE endpoint_circuits SET auto_replay_turn_at = clock_timestamp(), updated_at = now()
+WHERE endpoint_id = $1 AND auto_replay_pending_since IS NOT NULL;
 
 -- name: CircuitAutoReplayDone
 -- Clears the pending auto-replay of endpoint $1 that a pass read stamped
 -- $2, unless a close or a late dead letter asked for it again meanwhile.
-UPDATE endpoint_circuits SET auto_replay_pending_since = NULL, updated_at = now()
+UPDATE endpoint_circuits SET auto_replay_pending_since = NULL, auto_replay_turn_at = NULL, updated_at = now()
 WHERE endpoint_id = $1 AND auto_replay_requested_at IS NOT DISTINCT FROM $2;
 
 -- name: CircuitsProbeReplayClaim
@@ -106,7 +119,7 @@ UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
 WHERE c.endpoint_id IN (
     SELECT c2.endpoint_id FROM endpoint_circuits c2
     JOIN endpoints e ON e.id = c2.endpoint_id
-    WHERE e.auto_replay AND NOT e.disabled AND c2.state = 'open' AND c2.next_probe_at <= now()
+    WHERE e.auto_replay AND NOT e.disabled AND c2.state IN ('open', 'half_open') AND c2.next_probe_at <= now()
       AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
       AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
     ORDER BY c2.next_probe_at
@@ -117,16 +130,28 @@ RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_r
 -- name: CircuitsWakePending
 -- Circuits that closed, or whose endpoint's rate_limit changed
 -- (EndpointRateSlotsReset), with their lanes not yet signalled
--- (endpoint_circuits_wake_idx), oldest first.
-SELECT endpoint_id, wake_requested_at FROM endpoint_circuits
+-- (endpoint_circuits_wake_idx), oldest first, those a pass woke part way
+-- (wake_turn_at) behind the others: the endpoints take turns. With each,
+-- the last event a pass signalled for this stamp ('' for none yet).
+SELECT endpoint_id, wake_requested_at,
+       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END
+FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
-ORDER BY wake_requested_at, endpoint_id
+ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id
 LIMIT $1;
+
+-- name: CircuitWakeProgress
+-- A pass signalled endpoint $1's lanes for stamp $2 up to event $3 and left
+-- the rest: the next goes on from there, once the other endpoints had a
+-- turn. A close meanwhile (a new stamp) makes the cursor stale.
+UPDATE endpoint_circuits SET wake_after = $3, wake_after_stamp = $2, wake_turn_at = clock_timestamp(), updated_at = now()
+WHERE endpoint_id = $1 AND wake_requested_at = $2;
 
 -- name: CircuitWakeDone
 -- Clears the wake of endpoint $1 that a pass read stamped $2, unless the
 -- circuit closed again meanwhile.
-UPDATE endpoint_circuits SET wake_requested_at = NULL, updated_at = now()
+UPDATE endpoint_circuits SET wake_requested_at = NULL, wake_after = NULL, wake_after_stamp = NULL, wake_turn_at = NULL,
+    updated_at = now()
 WHERE endpoint_id = $1 AND wake_requested_at = $2;
 
 -- name: DeliveringAt
@@ -137,3 +162,14 @@ SELECT event_id FROM deliveries
 WHERE endpoint_id = $1 AND state = 'delivering' AND event_id > $2
 ORDER BY event_id
 LIMIT $3;
+
+-- name: CircuitsEventCatchUp
+-- Circuits whose transitions published nothing within
+-- store.CircuitEventEvery of the last event (events_coalesced), that
+-- interval ($1 seconds) now over: the sweep tells their subscribers the
+-- state in force if it is not the one last told
+-- (endpoint_circuits_event_catch_up_idx).
+SELECT endpoint_id FROM endpoint_circuits
+WHERE events_coalesced > 0 AND event_at <= now() - make_interval(secs => $1)
+ORDER BY event_at
+LIMIT $2;

@@ -5,15 +5,31 @@
 -- count. A write for the window the row already ends ($10, window_key: an
 -- activity retried after its first try committed) changes nothing and
 -- returns no row; the caller reads the generation then written.
--- Returns the generation written.
-INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+-- Returns the generation written and its dead_lettered_at.
+-- dead_lettered_at is the database's clock, as the circuit's failing_since
+-- and closed_at are, which the auto-replay compares it with: a worker's
+-- clock behind the database's would leave an outage's first dead letters
+-- out of its auto-replay (issue 33 item 9). attempts are the generation's
+-- own ($6, AttemptsSinceDeadLetter), up to delivery_attempts row $9.
+INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key, last_attempt_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $10, $9)
 ON CONFLICT (event_id, endpoint_id) DO UPDATE SET
     envelope = EXCLUDED.envelope, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,
     first_failure_at = EXCLUDED.first_failure_at, dead_lettered_at = EXCLUDED.dead_lettered_at,
-    generation = dead_letters.generation + 1, status = 'open', window_key = EXCLUDED.window_key
+    generation = dead_letters.generation + 1, status = 'open', window_key = EXCLUDED.window_key,
+    last_attempt_id = COALESCE(EXCLUDED.last_attempt_id, dead_letters.last_attempt_id)
 WHERE dead_letters.window_key IS DISTINCT FROM EXCLUDED.window_key
-RETURNING generation;
+RETURNING generation, dead_lettered_at;
+
+-- name: AttemptsSinceDeadLetter
+-- The attempts of delivery ($1, $2) after those its dead letter's last
+-- generation holds (all of them before its first), with their row IDs:
+-- what the next generation stores.
+SELECT a.id, a.attempt, a.started_at, a.latency_ms, a.status_code, a.error, a.outcome
+FROM delivery_attempts a
+WHERE a.event_id = $1 AND a.endpoint_id = $2
+  AND a.id > COALESCE((SELECT d.last_attempt_id FROM dead_letters d WHERE d.event_id = $1 AND d.endpoint_id = $2), 0)
+ORDER BY a.id;
 
 -- name: DeadLetterGeneration
 SELECT generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2;
