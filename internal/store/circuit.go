@@ -560,7 +560,8 @@ type CircuitWake struct {
 }
 
 // CircuitsWakePending returns up to limit circuits that closed (a probe's
-// success, or an operator enabling the endpoint), or whose endpoint's
+// success, or an operator enabling the endpoint) or had an answer while
+// half-open (the next probe is due at once), or whose endpoint's
 // rate_limit changed, whose lanes delivering to the endpoint are still to
 // be told, oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {

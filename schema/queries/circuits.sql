@@ -135,7 +135,8 @@ WHERE c.endpoint_id IN (
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
 
 -- name: CircuitsWakePending
--- Circuits that closed, or whose endpoint's rate_limit changed
+-- Circuits that closed or had an answer while half-open (CircuitSet), or
+-- whose endpoint's rate_limit changed
 -- (EndpointRateSlotsReset), with their lanes not yet signalled
 -- (endpoint_circuits_wake_idx), oldest first, those a pass woke part way
 -- (wake_turn_at) behind the others: the endpoints take turns. With each,
