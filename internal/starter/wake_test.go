@@ -81,3 +81,48 @@ func TestTheWakeServesTheEndpointsInTurn(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, wakes, "both woken")
 }
+
+// TestEachAnswerOfAHalfOpenCircuitWakesItsLanes: a half-open circuit's
+// next probe is due at once, so each answer short of the K that close it
+// wakes the lanes delivering to the endpoint (one of them sends that
+// probe, the claim letting one through), as the close does: K answers
+// close it with no lane waiting out its timer. Before, going half-open
+// woke nobody, and each answer cost a parked lane's timer (its lease,
+// timeout + 10 s, or the old next probe time).
+func TestEachAnswerOfAHalfOpenCircuitWakesItsLanes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.New(testenv.MigratedPool(t))
+	require.NoError(t, err)
+	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/ep", "whsec_x", nil)
+	require.NoError(t, err)
+	for _, id := range []string{"e1", "e2"} {
+		_, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: id, Sequence: 1, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{"ep"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		_, err = st.DeliveryStartAttempt(ctx, id, "ep")
+		require.NoError(t, err)
+	}
+	for i := range 3 {
+		_, err := st.CircuitFailed(ctx, "ep", fmt.Sprint("f", i), store.Settings{CircuitFailureThreshold: 3, DisableAfter: time.Hour})
+		require.NoError(t, err)
+	}
+	rec := &signalRecorder{}
+	s, err := New(Config{TaskQueue: "q", RecoveryWindow: time.Minute}, st, rec, testenv.Logger(t))
+	require.NoError(t, err)
+	_, err = s.SweepCircuitWake(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rec.ids, "an open circuit wakes nobody")
+
+	for i := range 3 {
+		tr, err := st.CircuitSucceeded(ctx, "ep", false, 3)
+		require.NoError(t, err)
+		require.Equal(t, i == 2, tr.Closed, "answer %d", i+1)
+		_, err = s.SweepCircuitWake(ctx)
+		require.NoError(t, err)
+		require.Len(t, rec.ids, 2*(i+1), "answer %d wakes both lanes", i+1)
+	}
+	wakes, err := st.CircuitsWakePending(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, wakes)
+}

@@ -105,9 +105,11 @@ type Circuit struct {
 	// ProbeSuccesses counts the answers in a row of a half-open circuit.
 	ProbeSuccesses int
 	// OutageFailingSince and OutageBackoff are the failing_since and probe
-	// backoff of the outage its last close ended (FlapReopenMultiple).
+	// backoff of the outage its last close ended (FlapReopenMultiple), and
+	// OutageOpenedAt when it opened (a late circuit_closed names it).
 	OutageFailingSince *time.Time
 	OutageBackoff      time.Duration
+	OutageOpenedAt     *time.Time
 	// EventState is the state the last circuit_opened or circuit_closed
 	// event told (open or closed), EventAt when it was published, and
 	// EventsCoalesced the transitions published nothing since
@@ -129,7 +131,7 @@ func scanCircuit(row pgx.Row) (Circuit, error) {
 	var failures, successes, coalesced int32
 	err := row.Scan(&c.State, &failures, &c.FailingSince, &c.OpenedAt, &c.NextProbeAt, &backoffMS,
 		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.ClosedAt, &c.RateCountedAt,
-		&successes, &c.OutageFailingSince, &outageBackoffMS, &c.EventState, &c.EventAt, &coalesced, &c.Now)
+		&successes, &c.OutageFailingSince, &outageBackoffMS, &c.EventState, &c.EventAt, &coalesced, &c.OutageOpenedAt, &c.Now)
 	c.ConsecutiveFailures, c.ProbeSuccesses, c.EventsCoalesced = int(failures), int(successes), int(coalesced)
 	c.ProbeBackoff = time.Duration(backoffMS) * time.Millisecond
 	if outageBackoffMS != nil {
@@ -146,7 +148,7 @@ func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c 
 	}
 	_, err := tx.Exec(ctx, s.q.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
 		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt,
-		int32(c.ProbeSuccesses), c.OutageFailingSince, outageBackoffMS, c.EventState, c.EventAt, int32(c.EventsCoalesced))
+		int32(c.ProbeSuccesses), c.OutageFailingSince, outageBackoffMS, c.EventState, c.EventAt, int32(c.EventsCoalesced), c.OutageOpenedAt)
 	return err
 }
 
@@ -235,7 +237,9 @@ func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoRep
 			return nil
 		case c.Open() && c.ProbeSuccesses+1 < closeSuccesses:
 			// Not yet: the next attempt probes at once, holding the lease
-			// as any probe does.
+			// as any probe does. The row asks to wake the endpoint's lanes
+			// (CircuitSet, as probe_successes goes up): one parked on the
+			// circuit sends that probe now, not when its timer ends.
 			now := c.Now
 			c.State, c.ProbeSuccesses, c.ConsecutiveFailures = CircuitHalfOpen, c.ProbeSuccesses+1, 0
 			c.NextProbeAt, c.ProbeOwner, c.ProbeLease = &now, nil, nil
@@ -266,7 +270,7 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 	}
 	opened := c
 	if t.Closed {
-		c.OutageFailingSince, c.OutageBackoff = c.FailingSince, c.ProbeBackoff
+		c.OutageFailingSince, c.OutageBackoff, c.OutageOpenedAt = c.FailingSince, c.ProbeBackoff, c.OpenedAt
 	}
 	c.State, c.ConsecutiveFailures, c.FailingSince, c.OpenedAt, c.NextProbeAt = CircuitClosed, 0, nil, nil, nil
 	c.ProbeBackoff, c.ProbeOwner, c.ProbeLease, c.ProbeSuccesses = ProbeBackoffInitial, nil, nil, 0
@@ -482,14 +486,14 @@ func (s *Store) lockedCircuit(ctx context.Context, endpointID string, fn func(pg
 }
 
 // CircuitReset closes the endpoint's circuit and forgets its failures (an
-// operator enabled it again), keeping a pending auto-replay. An open
-// circuit closes as a probe's success closes it (circuitClose): the
+// operator enabled it again), keeping a pending auto-replay. An open (or
+// half-open) circuit closes as a probe's success closes it (circuitClose): the
 // operator says the endpoint answers again, so circuit_closed is published
 // and, with autoReplay, the outage's dead letters are scheduled for
 // auto-replay; enabling replays only those its disabling wrote.
 func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay bool) error {
 	err := s.lockedCircuit(ctx, endpointID, func(tx pgx.Tx, c Circuit) error {
-		if c.State == CircuitOpen {
+		if c.Open() {
 			if _, err := s.circuitClose(ctx, tx, endpointID, c, autoReplay); err != nil {
 				return err
 			}
@@ -556,7 +560,8 @@ type CircuitWake struct {
 }
 
 // CircuitsWakePending returns up to limit circuits that closed (a probe's
-// success, or an operator enabling the endpoint), or whose endpoint's
+// success, or an operator enabling the endpoint) or had an answer while
+// half-open (the next probe is due at once), or whose endpoint's
 // rate_limit changed, whose lanes delivering to the endpoint are still to
 // be told, oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
@@ -595,8 +600,11 @@ func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after st
 // transitions published nothing within CircuitEventEvery of their last
 // event, the state in force once that interval is over, when it is not
 // the one the last event told (a close left out after an opened event,
-// say): circuit_opened or circuit_closed, with transitions_coalesced. It
-// returns how many it published.
+// say): circuit_opened (with the endpoint's failure_threshold) or
+// circuit_closed (with the outage's failing_since and opened_at), with
+// transitions_coalesced. It returns how many it published. An endpoint
+// that fails does not hold up the ones after it: the pass goes on, and
+// answers their errors joined, each naming its endpoint.
 func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
 	rows, err := s.pool.Query(ctx, s.q.CircuitsEventCatchUp, CircuitEventEvery.Seconds(), limit)
 	if err != nil {
@@ -607,35 +615,52 @@ func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error
 		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
 	}
 	n := 0
+	var errs []error
 	for _, id := range ids {
-		err := s.lockedCircuit(ctx, id, func(tx pgx.Tx, c Circuit) error {
-			if c.EventsCoalesced == 0 || c.EventAt == nil || c.Now.Sub(*c.EventAt) < CircuitEventEvery {
-				return nil // caught up, or published, meanwhile
-			}
-			told := c.EventState
-			_, left := c.circuitEventDue()
-			if err := s.setCircuit(ctx, tx, id, c); err != nil {
-				return err
-			}
-			if told != nil && *told == *c.EventState {
-				return nil // left out an even number: the state told holds
-			}
-			n++
-			if c.Open() {
-				return s.circuitOpenedEvent(ctx, tx, id, CircuitTransition{Opened: true, Trigger: TriggerCaughtUp, Circuit: c}, Settings{}, left)
-			}
-			closed := c
-			if c.ClosedAt != nil {
-				closed.Now = *c.ClosedAt
-			}
-			closed.FailingSince = c.OutageFailingSince
-			return s.circuitClosedEvent(ctx, tx, id, closed, left)
-		})
+		published, err := s.circuitEventCatchUp(ctx, id)
 		if err != nil {
-			return n, fmt.Errorf("catch up circuit events of %s: %w", id, err)
+			errs = append(errs, fmt.Errorf("catch up circuit events of %s: %w", id, err))
+			continue
+		}
+		if published {
+			n++
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
+}
+
+// circuitEventCatchUp is CircuitsEventCatchUp's work for one endpoint, and
+// says whether it published.
+func (s *Store) circuitEventCatchUp(ctx context.Context, id string) (bool, error) {
+	ep, err := s.EndpointGet(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	published := false
+	err = s.lockedCircuit(ctx, id, func(tx pgx.Tx, c Circuit) error {
+		if c.EventsCoalesced == 0 || c.EventAt == nil || c.Now.Sub(*c.EventAt) < CircuitEventEvery {
+			return nil // caught up, or published, meanwhile
+		}
+		told := c.EventState
+		_, left := c.circuitEventDue()
+		if err := s.setCircuit(ctx, tx, id, c); err != nil {
+			return err
+		}
+		if told != nil && *told == *c.EventState {
+			return nil // left out an even number: the state told holds
+		}
+		published = true
+		if c.Open() {
+			return s.circuitOpenedEvent(ctx, tx, id, CircuitTransition{Opened: true, Trigger: TriggerCaughtUp, Circuit: c}, ep.Settings, left)
+		}
+		closed := c
+		if c.ClosedAt != nil {
+			closed.Now = *c.ClosedAt
+		}
+		closed.FailingSince, closed.OpenedAt = c.OutageFailingSince, c.OutageOpenedAt
+		return s.circuitClosedEvent(ctx, tx, id, closed, left)
+	})
+	return published, err
 }
 
 // DeliveringAt returns up to limit IDs of the events delivering to the

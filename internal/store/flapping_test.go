@@ -175,3 +175,129 @@ func TestTheWakeAndTheAutoReplayTakeTurns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, turned, pending[1].EndpointID, "the endpoint served part way goes behind")
 }
+
+// TestEnablingClosesAHalfOpenCircuitAsAProbeWould: an operator enabling
+// an endpoint whose circuit is half-open closes it as an open one: it
+// publishes circuit_closed, schedules the outage's auto-replay and asks to
+// wake the lanes. Before, only an open circuit did; a half-open one was
+// reset closed silently, its lanes left to their timers.
+func TestEnablingClosesAHalfOpenCircuitAsAProbeWould(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	openCircuit(t, st, "ep")
+	tr, err := st.CircuitSucceeded(ctx, "ep", true, 3)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitHalfOpen, tr.Circuit.State)
+	_, err = st.Pool().Exec(ctx, `UPDATE endpoint_circuits SET wake_requested_at = NULL WHERE endpoint_id = 'ep'`)
+	require.NoError(t, err)
+
+	require.NoError(t, st.CircuitReset(ctx, "ep", true))
+	c, err := st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitClosed, c.State)
+	require.Equal(t, []string{contract.OpCircuitOpened, contract.OpCircuitClosed}, opEvents(t, st, "ep"))
+	pending := autoReplaysPending(t, st)
+	require.Len(t, pending, 1)
+	require.NotNil(t, pending[0].Requested, "the close asked for the auto-replay")
+	wakes, err := st.CircuitsWakePending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, wakes, 1, "and to wake the lanes")
+}
+
+// TestAnAutoReplayWaitsOutAReopening: a circuit that opens again before
+// the passes of its auto-replay are done is not served while open (each
+// replay would be dead-lettered again, and picked again); its auto-replay
+// is kept, and served after the next close, which asks for it anew (a
+// pass that read the earlier request cannot clear it).
+func TestAnAutoReplayWaitsOutAReopening(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	openCircuit(t, st, "ep")
+	_, err := st.CircuitSucceeded(ctx, "ep", true, 1)
+	require.NoError(t, err)
+	first := autoReplaysPending(t, st)
+	require.Len(t, first, 1)
+	require.NoError(t, st.CircuitAutoReplayTurn(ctx, "ep"), "a pass served it part way")
+
+	openCircuit(t, st, "ep")
+	pending := autoReplaysPending(t, st)
+	require.Empty(t, pending, "not while the circuit is open again")
+	c, err := st.CircuitGet(ctx, "ep")
+	require.NoError(t, err)
+	require.NotNil(t, c.AutoReplayPendingSince, "kept")
+
+	_, err = st.CircuitSucceeded(ctx, "ep", true, 1)
+	require.NoError(t, err)
+	pending = autoReplaysPending(t, st)
+	require.Len(t, pending, 1, "served after the next close")
+	require.Equal(t, first[0].Since, pending[0].Since, "from the outage's first failure")
+	require.True(t, pending[0].Requested.After(*first[0].Requested), "the close asked for it again")
+	require.NoError(t, st.CircuitAutoReplayDone(ctx, first[0]))
+	pending = autoReplaysPending(t, st)
+	require.Len(t, pending, 1, "the earlier request's pass does not clear it")
+}
+
+// TestCaughtUpEventsTellWhatTheirTransitionWould: a circuit_opened
+// published late names the endpoint's failure_threshold, not the
+// default; a circuit_closed published late names the outage's opened_at;
+// and an endpoint whose catch-up fails does not hold up the next one.
+func TestCaughtUpEventsTellWhatTheirTransitionWould(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	_, err := st.Pool().Exec(ctx, `UPDATE endpoints SET circuit_failure_threshold = 3 WHERE id IN ('a', 'b', 'c')`)
+	require.NoError(t, err)
+	// a: opened, closed, opened again within the interval (left out).
+	reopen(t, st, "a")
+	// b: opened and closed, its close left out (the ledger says so: a
+	// close after an opened event is published at once).
+	openCircuit(t, st, "b")
+	opened, err := st.CircuitGet(ctx, "b")
+	require.NoError(t, err)
+	_, err = st.CircuitSucceeded(ctx, "b", false, 1)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `UPDATE endpoint_circuits SET event_state = 'open', events_coalesced = 1 WHERE endpoint_id = 'b'`)
+	require.NoError(t, err)
+	// c: as a, and its events refused, first in the pass.
+	reopen(t, st, "c")
+	_, err = st.Pool().Exec(ctx, `CREATE FUNCTION refuse_c() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.correlation_id = 'hookflow:c' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$;
+CREATE TRIGGER refuse_c BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_c();
+UPDATE endpoint_circuits SET event_at = now() - interval '3 minutes' WHERE endpoint_id = 'c';
+UPDATE endpoint_circuits SET event_at = now() - interval '2 minutes' WHERE endpoint_id IN ('a', 'b')`)
+	require.NoError(t, err)
+	require.Equal(t, "hookflow:c", contract.OperationalCorrelation("c"))
+
+	n, err := st.CircuitsEventCatchUp(ctx, 10)
+	require.ErrorContains(t, err, "catch up circuit events of c")
+	require.Equal(t, 2, n, "a and b, after c failed")
+	var threshold int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT (data->>'failure_threshold')::int FROM events
+		WHERE correlation_id = 'hookflow:a' AND type = $1 AND data->>'trigger' = $2`, contract.OpCircuitOpened, store.TriggerCaughtUp).Scan(&threshold))
+	require.Equal(t, 3, threshold, "the endpoint's")
+	var openedAt *time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT (data->>'opened_at')::timestamptz FROM events
+		WHERE correlation_id = 'hookflow:b' AND type = $1 ORDER BY sequence DESC LIMIT 1`, contract.OpCircuitClosed).Scan(&openedAt))
+	require.NotNil(t, openedAt, "the late close names the outage's opening")
+	require.WithinDuration(t, *opened.OpenedAt, *openedAt, time.Millisecond)
+}
+
+// autoReplaysPending is st's pending auto-replays, as a pass reads them.
+func autoReplaysPending(t *testing.T, st *store.Store) []store.AutoReplayPending {
+	t.Helper()
+	pending, err := st.CircuitsAutoReplayPending(context.Background(), 10)
+	require.NoError(t, err)
+	return pending
+}
+
+// reopen opens the endpoint's circuit, closes it, and opens it again
+// within CircuitEventEvery of the close: the reopening is left out.
+func reopen(t *testing.T, st *store.Store, endpoint string) {
+	t.Helper()
+	openCircuit(t, st, endpoint)
+	_, err := st.CircuitSucceeded(context.Background(), endpoint, false, 1)
+	require.NoError(t, err)
+	openCircuit(t, st, endpoint)
+}

@@ -201,7 +201,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads the later migrations' columns too, which add
 	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping"} {
+	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping", "024_circuit_outage_opened"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -289,7 +289,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 016's and 017's columns too, which add nothing of
 	// 015's.
-	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping"} {
+	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping", "024_circuit_outage_opened"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -316,7 +316,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
 	require.NoError(t, err)
 
-	for _, down := range []string{"020_endpoint_url_changes", "019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
+	for _, down := range []string{"024_circuit_outage_opened", "021_circuit_flapping", "020_endpoint_url_changes", "019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -346,7 +346,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.NoError(t, execInTx(ctx, pool, up))
 	// Today's store reads 017's and 019's columns too, which add nothing
 	// of 016's.
-	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping"} {
+	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping", "024_circuit_outage_opened"} {
 		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
 		require.NoError(t, err)
 		require.NoError(t, execInTx(ctx, pool, string(sql)))
@@ -451,4 +451,55 @@ func TestMigration020KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE (table_name = 'endpoints' AND column_name = 'url_path_public') OR table_name = 'endpoint_url_changes'`).Scan(&n))
 	require.Zero(t, n)
+}
+
+// TestMigration021HalfOpensAndGoesBack: a circuit of before 021 works on
+// after it (half-open at an answer, K answers closing it); 024 keeps the
+// opening of the outage a close ended. Their down migrations take the
+// columns back, and a half-open circuit goes back open (the state 020
+// knows), its row kept.
+func TestMigration021HalfOpensAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 20, "-- A flapping receiver rests")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a'), ('b', 'https://b', 'whsec_b');
+INSERT INTO endpoint_circuits (endpoint_id, state, consecutive_failures, failing_since, opened_at, next_probe_at)
+VALUES ('a', 'open', 5, now(), now(), now()), ('b', 'open', 5, now(), now(), now())`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+	later, err := os.ReadFile("../../schema/migrations/024_circuit_outage_opened.up.sql")
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, string(later)))
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	tr, err := st.CircuitSucceeded(ctx, "a", false, 2)
+	require.NoError(t, err)
+	require.Equal(t, store.CircuitHalfOpen, tr.Circuit.State)
+	for range 2 {
+		tr, err = st.CircuitSucceeded(ctx, "b", false, 2)
+		require.NoError(t, err)
+	}
+	require.True(t, tr.Closed)
+	require.NotNil(t, tr.Circuit.OutageOpenedAt)
+
+	for _, down := range []string{"024_circuit_outage_opened", "021_circuit_flapping"} {
+		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(ctx, pool, string(sql)))
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE (table_name = 'endpoint_circuits' AND column_name IN ('probe_successes', 'outage_failing_since', 'outage_backoff_ms',
+		       'outage_opened_at', 'event_state', 'event_at', 'events_coalesced', 'wake_after', 'wake_after_stamp', 'wake_turn_at',
+		       'auto_replay_turn_at'))
+		   OR (table_name = 'dead_letters' AND column_name = 'last_attempt_id')`).Scan(&n))
+	require.Zero(t, n)
+	var a, b string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT state FROM endpoint_circuits WHERE endpoint_id = 'a'),
+		(SELECT state FROM endpoint_circuits WHERE endpoint_id = 'b')`).Scan(&a, &b))
+	require.Equal(t, store.CircuitOpen, a, "half-open goes back open")
+	require.Equal(t, store.CircuitClosed, b)
+	_, err = pool.Exec(ctx, `UPDATE endpoint_circuits SET state = 'half_open' WHERE endpoint_id = 'a'`)
+	require.ErrorContains(t, err, "violates check constraint")
 }

@@ -26,22 +26,26 @@ INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id
 -- The circuit's row, locked for a transition, with the database's clock.
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
 -- name: CircuitSet
 -- auto_replay_requested_at is stamped when an open (or half-open) circuit
 -- closes with an auto-replay pending, and wake_requested_at at every close
--- of one (state on the right is the row's before this update); closed_at
+-- of one, and at every answer of a half-open one that does not yet close
+-- it (probe_successes up: its next probe is due at once, and a lane parked
+-- on the circuit sends it when woken, not when its timer ends); state and
+-- probe_successes on the right are the row's before this update. closed_at
 -- is the close's, from the transition.
 UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_since = $4, opened_at = $5,
     next_probe_at = $6, probe_backoff_ms = $7, probe_owner = $8, probe_lease_until = $9,
     auto_replay_pending_since = $10, closed_at = $11, rate_counted_at = $12,
     probe_successes = $13, outage_failing_since = $14, outage_backoff_ms = $15,
-    event_state = $16, event_at = $17, events_coalesced = $18, updated_at = now(),
+    event_state = $16, event_at = $17, events_coalesced = $18, outage_opened_at = $19, updated_at = now(),
     auto_replay_requested_at = CASE WHEN state <> 'closed' AND $2 = 'closed' AND $10::timestamptz IS NOT NULL
         THEN clock_timestamp() ELSE auto_replay_requested_at END,
-    wake_requested_at = CASE WHEN state <> 'closed' AND $2 = 'closed' THEN clock_timestamp() ELSE wake_requested_at END
+    wake_requested_at = CASE WHEN state <> 'closed' AND $2 = 'closed' THEN clock_timestamp()
+        WHEN $2 = 'half_open' AND $13 > probe_successes THEN clock_timestamp() ELSE wake_requested_at END
 WHERE endpoint_id = $1;
 
 -- name: CircuitLateOutageDeadLetter
@@ -74,7 +78,7 @@ WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled';
 -- name: CircuitGet
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
 FROM endpoint_circuits WHERE endpoint_id = $1;
 
 -- name: CircuitReset
@@ -85,15 +89,18 @@ FROM endpoint_circuits WHERE endpoint_id = $1;
 -- auto-replay is kept.
 UPDATE endpoint_circuits SET state = 'closed', consecutive_failures = 0, failing_since = NULL, opened_at = NULL,
     next_probe_at = NULL, probe_backoff_ms = 5000, probe_owner = NULL, probe_lease_until = NULL, closed_at = now(),
-    probe_successes = 0, outage_failing_since = NULL, outage_backoff_ms = NULL, updated_at = now()
+    probe_successes = 0, outage_failing_since = NULL, outage_backoff_ms = NULL, outage_opened_at = NULL, updated_at = now()
 WHERE endpoint_id = $1;
 
 -- name: CircuitsAutoReplayPending
 -- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx),
 -- those a pass served part way (auto_replay_turn_at) behind the others, in
--- the order they were served: the endpoints take turns.
+-- the order they were served: the endpoints take turns. One that opened
+-- again before its passes were done waits, its auto-replay kept, for its
+-- next close (which stamps auto_replay_requested_at again): a replay into
+-- the open circuit would only be dead-lettered again, and picked again.
 SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at FROM endpoint_circuits
-WHERE auto_replay_pending_since IS NOT NULL
+WHERE auto_replay_pending_since IS NOT NULL AND state = 'closed'
 ORDER BY auto_replay_turn_at NULLS FIRST, auto_replay_pending_since, endpoint_id
 LIMIT $1;
 
@@ -128,7 +135,8 @@ WHERE c.endpoint_id IN (
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
 
 -- name: CircuitsWakePending
--- Circuits that closed, or whose endpoint's rate_limit changed
+-- Circuits that closed or had an answer while half-open (CircuitSet), or
+-- whose endpoint's rate_limit changed
 -- (EndpointRateSlotsReset), with their lanes not yet signalled
 -- (endpoint_circuits_wake_idx), oldest first, those a pass woke part way
 -- (wake_turn_at) behind the others: the endpoints take turns. With each,

@@ -1,0 +1,1 @@
+ALTER TABLE endpoint_circuits DROP COLUMN outage_opened_at;
