@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"net/http"
 	"time"
 
@@ -89,11 +90,21 @@ type OldestUndelivered struct {
 	AgeSeconds float64 `json:"age_seconds"`
 }
 
-// EndpointsHealthResponse is the body of GET /v1/stats/endpoints: every
-// endpoint's health, as GET /v1/endpoints/{id}/stats has it, in id order.
+// EndpointsHealthResponse is the body of GET /v1/stats/endpoints: a page
+// of the endpoints' health, as GET /v1/endpoints/{id}/stats has it, in id
+// order, and the cursor of the next page (absent on the last).
 type EndpointsHealthResponse struct {
-	Endpoints []EndpointHealthResponse `json:"endpoints"`
+	Endpoints  []EndpointHealthResponse `json:"endpoints"`
+	NextCursor string                   `json:"next_cursor,omitempty"`
 }
+
+// The page of GET /v1/stats/endpoints: each endpoint's answer draws on up
+// to store.HealthSample attempts, so a page is bounded as a page of
+// endpoints is, lower by default.
+const (
+	healthPageDefault = 100
+	healthPageMax     = 500
+)
 
 // endpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
 // that does not exist.
@@ -109,15 +120,29 @@ func (s *Server) endpointStats(c echo.Context) error {
 	return c.JSON(http.StatusOK, healthView(h))
 }
 
-// endpointsStats answers GET /v1/stats/endpoints: every endpoint's health
-// in one query (what `hookflow status` ranks), each bounded by its sample,
-// with one pass over the backlog.
+// endpointsStats answers GET /v1/stats/endpoints: a page of the endpoints'
+// health in one query (what `hookflow status` ranks, page after page),
+// each bounded by its sample, with one pass over the page's backlog. Its
+// cursor is opaque, as a page of endpoints' is.
 func (s *Server) endpointsStats(c echo.Context) error {
-	hs, err := s.deps.Store.EndpointsHealth(c.Request().Context(), healthWindow)
+	limit, p := queryLimit(c, healthPageDefault, healthPageMax)
+	if p != nil {
+		return p
+	}
+	after, p := endpointCursor(c)
+	if p != nil {
+		return p
+	}
+	// One more than the page says whether another follows.
+	hs, err := s.deps.Store.EndpointsHealth(c.Request().Context(), healthWindow, after, limit+1)
 	if err != nil {
 		return err
 	}
-	resp := EndpointsHealthResponse{Endpoints: make([]EndpointHealthResponse, 0, len(hs))}
+	resp := EndpointsHealthResponse{Endpoints: make([]EndpointHealthResponse, 0, min(len(hs), limit))}
+	if len(hs) > limit {
+		hs = hs[:limit]
+		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(hs[limit-1].EndpointID))
+	}
 	for _, h := range hs {
 		resp.Endpoints = append(resp.Endpoints, healthView(h))
 	}

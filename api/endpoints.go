@@ -141,7 +141,11 @@ func (s *Server) endpointCreate(c echo.Context) error {
 		return err
 	}
 	ep, err := s.deps.Store.EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings}, s.cfg.MaxEndpoints)
+		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings},
+		store.Caps{Endpoints: s.cfg.MaxEndpoints, Subscribers: s.cfg.MaxSubscribers})
+	if p := subscribersProblem(err); p != nil {
+		return p
+	}
 	if errors.Is(err, store.ErrEndpointLimit) {
 		p := problem(http.StatusUnprocessableEntity, "endpoint-limit", "Endpoint limit reached",
 			fmt.Sprintf("this deployment holds %d endpoints, its cap (HOOKFLOW_MAX_ENDPOINTS): delete one, or raise the setting", s.cfg.MaxEndpoints))
@@ -171,6 +175,23 @@ func (s *Server) checkOperationalSubscribers(c echo.Context, id string, types []
 	p := tooManySubscribers("hookflow.*", s.cfg.MaxSubscribers)
 	p.Field = "event_types"
 	p.Detail = fmt.Sprintf("%d endpoints take hookflow's operational events already, the cap on the endpoints one event goes to (HOOKFLOW_MAX_SUBSCRIBERS): unsubscribe one, or raise the setting", n)
+	return p
+}
+
+// subscribersProblem answers a create or change of event_types that would
+// route some type to more endpoints than HOOKFLOW_MAX_SUBSCRIBERS allows
+// (store.SubscribersError), or nil for any other err: refused here, so
+// that one endpoint too many does not make every event of its types
+// answer too-many-subscribers at accept, which stays the backstop.
+func subscribersProblem(err error) *Problem {
+	var se *store.SubscribersError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	p := problem(http.StatusUnprocessableEntity, "too-many-subscribers", "Too many subscribers",
+		fmt.Sprintf("%d other endpoints are subscribed to a type these event_types match, and %d is the cap on the endpoints one event goes to (HOOKFLOW_MAX_SUBSCRIBERS): narrow event_types, unsubscribe another endpoint, or raise the setting", se.Others, se.Max))
+	p.Field = "event_types"
+	p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_SUBSCRIBERS", "limit": se.Max}
 	return p
 }
 
@@ -255,9 +276,13 @@ func (s *Server) endpointUpdate(c echo.Context) error {
 	}
 	who := principalOf(c)
 	ch.By = store.Actor{ID: who.id, Name: who.name}
+	ch.MaxSubscribers = s.cfg.MaxSubscribers
 	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if errors.Is(err, store.ErrHeadersOrigin) {
 		return headersOriginProblem()
+	}
+	if p := subscribersProblem(err); p != nil {
+		return p
 	}
 	if err != nil {
 		return err
@@ -408,6 +433,20 @@ const (
 	endpointPageMax     = 500
 )
 
+// endpointCursor is the endpoint id a page in id order starts after: the
+// cursor query parameter decoded ("" without one).
+func endpointCursor(c echo.Context) (string, *Problem) {
+	v := c.QueryParam("cursor")
+	if v == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || intake.ValidKey("cursor", string(b)) != nil {
+		return "", fieldProblem("cursor", "cursor is not one this API returned")
+	}
+	return string(b), nil
+}
+
 // endpointList is a page of endpoints in id order. Its cursor is opaque
 // (the last id of the page, encoded), so the order may change later
 // without breaking a client's loop.
@@ -416,13 +455,9 @@ func (s *Server) endpointList(c echo.Context) error {
 	if p != nil {
 		return p
 	}
-	var after string
-	if v := c.QueryParam("cursor"); v != "" {
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || intake.ValidKey("cursor", string(b)) != nil {
-			return fieldProblem("cursor", "cursor is not one this API returned")
-		}
-		after = string(b)
+	after, p := endpointCursor(c)
+	if p != nil {
+		return p
 	}
 	// One more than the page says whether another follows, so the last
 	// page has no cursor and no client asks for an empty one.

@@ -122,7 +122,7 @@ func TestOpenAPIDocumentsStatuses(t *testing.T) {
 		"POST /v1/dead-letters/{id}/replay":                     {202, 400, 401, 403, 404, 409, 413, 415, 429, 503},
 		"POST /v1/dead-letters/{id}/skip":                       {202, 400, 401, 403, 404, 409, 413, 415, 429, 503},
 		"GET /v1/stats":                                         {200, 400, 401, 403, 429},
-		"GET /v1/stats/endpoints":                               {200, 401, 403, 429},
+		"GET /v1/stats/endpoints":                               {200, 400, 401, 403, 429},
 		"POST /v1/api-keys":                                     {201, 400, 401, 403, 413, 415, 422, 429},
 		"GET /v1/api-keys":                                      {200, 401, 403, 429},
 		"DELETE /v1/api-keys/{id}":                              {200, 400, 401, 403, 404, 429},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -142,8 +143,10 @@ func TestEventViewCapsAttempts(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, b.call(http.MethodGet, "/v1/events/"+id+"/deliveries/"+ep.ID+"/attempts?limit=501", nil, &problem))
 }
 
-// TestEndpointsHealthAtOnce: GET /v1/stats/endpoints answers every
-// endpoint's health in one request, each as GET /v1/endpoints/{id}/stats
+// TestEndpointsHealthAtOnce: GET /v1/stats/endpoints answers the
+// endpoints' health a page at a time (issue 33 review, item 3: limit, an
+// opaque cursor, next_cursor absent on the last page; a limit past 500 or
+// a cursor it did not make is 400), each as GET /v1/endpoints/{id}/stats
 // has it; an endpoint whose hour holds more attempts than the sample
 // (1,000) is told from its last 1,000, and says so.
 func TestEndpointsHealthAtOnce(t *testing.T) {
@@ -183,15 +186,37 @@ func TestEndpointsHealthAtOnce(t *testing.T) {
 			FailureThreshold int    `json:"failure_threshold"`
 		} `json:"circuit"`
 	}
-	var all struct {
-		Endpoints []health `json:"endpoints"`
+	type page struct {
+		Endpoints  []health `json:"endpoints"`
+		NextCursor string   `json:"next_cursor"`
 	}
+	var all page
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/stats/endpoints", nil, &all))
+	require.Len(t, all.Endpoints, 3, "under the default page, one page")
+	require.Empty(t, all.NextCursor)
 	byID := map[string]health{}
-	for _, h := range all.Endpoints {
-		byID[h.EndpointID] = h
+	var paged []string
+	for cursor, pages := "", 0; ; pages++ {
+		var p page
+		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/stats/endpoints?limit=2&cursor="+cursor, nil, &p))
+		require.LessOrEqual(t, len(p.Endpoints), 2)
+		for _, h := range p.Endpoints {
+			byID[h.EndpointID] = h
+			paged = append(paged, h.EndpointID)
+		}
+		if p.NextCursor == "" {
+			require.Equal(t, 1, pages, "two pages of at most 2")
+			break
+		}
+		cursor = p.NextCursor
 	}
 	require.Len(t, byID, 3)
+	require.True(t, slices.IsSorted(paged), "in id order, each once: %v", paged)
+	var problem map[string]any
+	require.Equal(t, http.StatusBadRequest, b.call(http.MethodGet, "/v1/stats/endpoints?limit=501", nil, &problem))
+	require.Equal(t, "limit", problem["field"])
+	require.Equal(t, http.StatusBadRequest, b.call(http.MethodGet, "/v1/stats/endpoints?cursor=%25%25", nil, &problem))
+	require.Equal(t, "cursor", problem["field"])
 	for _, ep := range []string{busy.ID, quiet.ID, idle.ID} {
 		var one health
 		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+ep+"/stats", nil, &one))

@@ -16,8 +16,8 @@ import (
 // runStatus prints GET /v1/stats: queue depth, in flight, recent
 // deliveries, open dead letters, lag and the longest-blocked correlations;
 // then the worst of the endpoints, ranked from GET /v1/stats/endpoints
-// (every endpoint's health in one request, one query on the server,
-// however many endpoints there are). --json prints the same: GET
+// (the endpoints' health page after page, one query on the server a page
+// of 100, so no answer grows with the deployment). --json prints the same: GET
 // /v1/stats' answer with worst_endpoints, their health, beside it.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var asJSON bool
@@ -39,7 +39,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return cl.fail(err)
 	}
-	health, err := cl.StatsEndpoints(ctx)
+	health, err := cl.StatsEndpointsAll(ctx, client.StatsEndpointsOptions{})
 	if err != nil {
 		return cl.fail(err)
 	}

@@ -34,9 +34,11 @@ func TestStatusPrintsStats(t *testing.T) {
 	var gotAuth string
 	var paths []string
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		paths = append(paths, r.URL.Path)
+		paths = append(paths, r.URL.RequestURI())
+		// The endpoints' health in two pages: status follows the cursor.
 		body, ok := map[string]string{"/v1/stats": stats,
-			"/v1/stats/endpoints": `{"endpoints":[` + healthBilling + `,` + healthShipping + `]}`}[r.URL.Path]
+			"/v1/stats/endpoints":                `{"endpoints":[` + healthBilling + `],"next_cursor":"cGFnZTI"}`,
+			"/v1/stats/endpoints?cursor=cGFnZTI": `{"endpoints":[` + healthShipping + `]}`}[r.URL.RequestURI()]
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -51,7 +53,7 @@ func TestStatusPrintsStats(t *testing.T) {
 	code, out, stderr := runWith(env, "status")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "Bearer tok", gotAuth)
-	require.Equal(t, []string{"/v1/stats", "/v1/stats/endpoints"}, paths, "two requests, however many endpoints")
+	require.Equal(t, []string{"/v1/stats", "/v1/stats/endpoints", "/v1/stats/endpoints?cursor=cGFnZTI"}, paths, "a request a page of endpoints")
 	for _, want := range []string{"queued", "3", "in flight", "7", "42", "dead letters open", "1m5s", "blocked lanes",
 		"order-9", "dead_lettered", "evt_9_2", "30s", "ENDPOINT", "ep_billing", "ep_shipping"} {
 		require.Contains(t, out, want)

@@ -108,3 +108,78 @@ func Matches(patterns []string, eventType string) bool {
 	}
 	return false
 }
+
+// MostShared is the most of the lists in others that match one type that
+// patterns matches too: how many other endpoints share the busiest type a
+// new list of patterns would subscribe to. Types that start with reserved
+// ("" for none) are not counted: hookflow's operational types, which no
+// producer may send, are routed and capped by a rule of their own. It is exact, not a bound: the
+// busiest type is one of the exact types named (by patterns or by others)
+// or, for a prefix ("order.*", or "*"), a type under it that no longer
+// pattern names, and only those candidates are counted. Each is counted
+// against indexes of the others' patterns, so the work is the candidates
+// times the prefixes of each (a type has few dots), not times every list.
+func MostShared(patterns []string, others [][]string, reserved string) int {
+	all := []int{}               // lists of every type
+	exact := map[string][]int{}  // type -> lists naming it
+	prefix := map[string][]int{} // "order." -> lists with "order.*"
+	// The types to count: each exact type named, and for each prefix a
+	// type under it that nothing longer names, "order." + NUL (a NUL
+	// cannot be in a valid type, so it is no exact type).
+	candidates := map[string]bool{"\x00": true}
+	add := func(p string, i int) {
+		switch {
+		case p == All:
+			if i >= 0 {
+				all = append(all, i)
+			}
+		case strings.HasSuffix(p, wildcard):
+			if i >= 0 {
+				prefix[p[:len(p)-1]] = append(prefix[p[:len(p)-1]], i)
+			}
+			candidates[p[:len(p)-1]+"\x00"] = true
+		default:
+			if i >= 0 {
+				exact[p] = append(exact[p], i)
+			}
+			candidates[p] = true
+		}
+	}
+	for i, list := range others {
+		if len(list) == 0 {
+			add(All, i)
+		}
+		for _, p := range list {
+			add(p, i)
+		}
+	}
+	for _, p := range patterns {
+		add(p, -1)
+	}
+	seen := make([]int, len(others)) // the candidate that last counted list i, plus one
+	most, round := 0, 0
+	for t := range candidates {
+		if !Matches(patterns, t) || reserved != "" && strings.HasPrefix(t, reserved) {
+			continue
+		}
+		round++
+		n := 0
+		count := func(lists []int) {
+			for _, i := range lists {
+				if seen[i] != round {
+					seen[i] = round
+					n++
+				}
+			}
+		}
+		count(all)
+		count(exact[t])
+		for j := 0; j < len(t); j++ {
+			if t[j] == '.' {
+				count(prefix[t[:j+1]])
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}

@@ -110,3 +110,30 @@ func TestNormalize(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "event_types[1]", fe.Field)
 }
+
+// MostShared counts the other lists that share the busiest type the new
+// patterns match: lists that overlap the new one on different types are
+// not added up.
+func TestMostShared(t *testing.T) {
+	for _, c := range []struct {
+		patterns []string
+		others   [][]string
+		want     int
+	}{
+		{[]string{"*"}, nil, 0},
+		{[]string{"*"}, [][]string{{"a.x"}, {"b.y"}, {"c.*"}}, 1},
+		{[]string{"*"}, [][]string{{"a.x"}, {"a.*"}, nil, {"*"}}, 4},
+		{[]string{"a.x"}, [][]string{{"a.*"}, {"a.x.*"}, {"b.*"}, {"a.x"}}, 2},
+		{[]string{"a.*"}, [][]string{{"a.b"}, {"a.b.*"}, {"a.*"}, {"b.a"}}, 2},
+		{[]string{"a.b.*"}, [][]string{{"a.*"}, {"a.b.c"}, {"a.b.d"}, {"a.c"}}, 2},
+		{[]string{"order"}, [][]string{{"order.*"}, {"orders"}}, 0},
+		{[]string{"order.", "x"}, [][]string{{"order.*"}, {"order."}}, 2},
+		{[]string{"a.*", "b.*"}, [][]string{{"a.*", "b.*"}, {"b.c"}, {"b.*"}}, 3},
+	} {
+		require.Equal(t, c.want, eventtypes.MostShared(c.patterns, c.others, ""), "%v against %v", c.patterns, c.others)
+	}
+	others := [][]string{{"hookflow.*"}, {"hookflow.dead_letter.*"}, {"order.x"}}
+	require.Equal(t, 1, eventtypes.MostShared(nil, others, "hookflow."), "reserved types are not counted")
+	require.Equal(t, 0, eventtypes.MostShared([]string{"hookflow.*"}, others, "hookflow."))
+	require.Equal(t, 2, eventtypes.MostShared([]string{"hookflow.*"}, others, ""))
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,7 +74,8 @@ type Config struct {
 	// to look at); then they are deleted. Default 7 days.
 	Retention time.Duration
 	// MaxSubscribers caps the endpoints one event is routed to, as the
-	// API's (HOOKFLOW_MAX_SUBSCRIBERS); past it the row is refused.
+	// API's (HOOKFLOW_MAX_SUBSCRIBERS); past it the row is held, and tried
+	// again with backoff (MinBackoff doubling to MaxBackoff).
 	// Default contract.DefaultMaxSubscribers.
 	MaxSubscribers int
 }
@@ -90,7 +92,23 @@ type Deps struct {
 type Relay struct {
 	cfg  Config
 	deps Deps
+
+	// held are the correlations whose next row waits for a condition of
+	// hookflow's own that may pass (heldError), and until when: the other
+	// correlations go on meanwhile. Lost with the process, which only
+	// makes the next try come sooner.
+	mu   sync.Mutex
+	held map[string]time.Time
 }
+
+// heldError is a refusal that may pass without the row changing: more
+// endpoints subscribed to its type than HOOKFLOW_MAX_SUBSCRIBERS (an
+// operator narrows them, or raises the cap). Failing the row for good
+// would leave its sequence missing, and its correlation stuck behind the
+// gap; it is tried again, with backoff, instead.
+type heldError struct{ reason string }
+
+func (e *heldError) Error() string { return e.reason }
 
 // New returns a Relay.
 func New(cfg Config, deps Deps) (*Relay, error) {
@@ -111,7 +129,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		cfg.MinBackoff < 0 || cfg.MaxBackoff < cfg.MinBackoff || cfg.LagLogInterval < 0 || cfg.Retention < 0 {
 		return nil, errors.New("relay: invalid config")
 	}
-	return &Relay{cfg: cfg, deps: deps}, nil
+	return &Relay{cfg: cfg, deps: deps, held: map[string]time.Time{}}, nil
 }
 
 // Lag returns how many outbox rows are not relayed yet and how long the
@@ -168,12 +186,21 @@ func (r *Relay) Run(ctx context.Context) error {
 // RelayOnce relays what is pending now, one claim per correlation, and
 // returns how many rows it relayed. An error means some rows stayed pending
 // for a transient reason (Temporal or a database unavailable); rows hookflow
-// refuses are marked failed, which is not an error of the round.
+// refuses are marked failed, and rows it holds (too many subscribers) wait
+// with their correlation, neither of which is an error of the round.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
-	corrs, err := r.deps.Outbox.CorrelationsPending(ctx, r.cfg.Concurrency*8)
+	limit := r.cfg.Concurrency * 8
+	r.mu.Lock()
+	skip := len(r.held)
+	r.mu.Unlock()
+	// Held correlations are asked for besides, so that they do not take
+	// the places of those that can go.
+	corrs, err := r.deps.Outbox.CorrelationsPending(ctx, limit+skip)
 	if err != nil {
 		return 0, err
 	}
+	corrs = r.ready(corrs, time.Now())
+	corrs = corrs[:min(len(corrs), limit)]
 	var (
 		mu    sync.Mutex
 		total int
@@ -225,6 +252,19 @@ func (r *Relay) relayCorrelation(ctx context.Context, correlationID string) (int
 				break
 			}
 			reason, err := r.relayRow(ctx, row)
+			if held := (*heldError)(nil); errors.As(err, &held) {
+				// Noted (attempts, last_error) and held back with the
+				// rest of its correlation, which must not overtake it; not
+				// a failure of the round, which goes on with the others.
+				if err := c.NoteError(ctx, row, held.reason); err != nil {
+					return err
+				}
+				d := r.hold(correlationID, row.Attempts+1, time.Now())
+				r.deps.Logger.Warn("outbox event held: too many subscribers", "event_id", row.Event.ID,
+					"correlation_id", row.Event.CorrelationID, "sequence", row.Event.Sequence, "type", row.Event.Type,
+					"attempts", row.Attempts+1, "retry_in", d.Round(time.Millisecond).String(), "reason", held.reason)
+				break
+			}
 			if err != nil {
 				return errors.Join(err, c.NoteError(ctx, row, err.Error()))
 			}
@@ -253,8 +293,9 @@ func (r *Relay) relayCorrelation(ctx context.Context, correlationID string) (int
 }
 
 // relayRow puts one row into hookflow. It returns a non-empty reason when
-// hookflow refuses the event for good (as the API would with 4xx), and an
-// error when the row should be tried again later.
+// hookflow refuses the event for good (as the API would with 4xx), a
+// *heldError when hookflow refuses it for now (too many subscribers), and
+// another error when the row should be tried again later.
 func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 	ev, fe := intake.Validate(row.Event.Request())
 	if fe != nil {
@@ -272,7 +313,7 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 	case errors.Is(err, store.ErrNotFound):
 		return "unknown endpoint " + ev.EndpointID, nil
 	case errors.Is(err, store.ErrTooManySubscribers):
-		return fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS)", r.cfg.MaxSubscribers, ev.Type), nil
+		return "", &heldError{fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS): held until fewer are, or the setting is raised", r.cfg.MaxSubscribers, ev.Type)}
 	case err != nil:
 		return "", err
 	}
@@ -416,6 +457,35 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// hold holds the correlation back after its row was held for the
+// attempts-th time: MinBackoff, doubling with each attempt up to
+// MaxBackoff (the attempts are the row's, kept in the outbox, so a
+// restarted relay goes on from there). It returns the pause.
+func (r *Relay) hold(correlationID string, attempts int32, now time.Time) time.Duration {
+	d := r.cfg.MinBackoff
+	for i := int32(1); i < attempts && d < r.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.cfg.MaxBackoff)
+	r.mu.Lock()
+	r.held[correlationID] = now.Add(d)
+	r.mu.Unlock()
+	return d
+}
+
+// ready drops from corrs those held past now, and forgets the holds that
+// have ended.
+func (r *Relay) ready(corrs []string, now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c, until := range r.held {
+		if !now.Before(until) {
+			delete(r.held, c)
+		}
+	}
+	return slices.DeleteFunc(corrs, func(c string) bool { _, held := r.held[c]; return held })
 }
 
 // newBackoff returns the pause after a failure: MinBackoff, doubling up to

@@ -430,3 +430,68 @@ func TestRelayPrunesRelayedRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, contract.StateWaiting, ev.State)
 }
+
+// byType routes every event by its type, as if it named no endpoint: an
+// outbox row always names one (Enqueue requires endpoint_id), so the cap
+// on subscribers is reached only through a ledger that routes so.
+type byType struct{ *store.Store }
+
+func (l byType) Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error) {
+	e.EndpointID = ""
+	return l.Store.Route(ctx, e, maxSubscribers)
+}
+
+// An event more endpoints subscribe to than HOOKFLOW_MAX_SUBSCRIBERS is
+// held, not failed (issue 33 review, item 2): its sequence would never
+// arrive, and its correlation would be stuck behind the gap, though the
+// condition passes once an endpoint is unsubscribed. The row stays pending
+// with the reason noted, its correlation waits out the backoff (a round
+// within it does not try it), the other correlations go on, and once the
+// subscribers are back under the cap it is relayed, in order.
+func TestRelayHoldsTooManySubscribers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.st.EndpointInsert(ctx, "ep_2", "https://example.com/two", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0", []string{"order.*"})
+	require.NoError(t, err)
+	free := b.event("free-1", "free", 1)
+	free.Type = "invoice.paid" // one subscriber
+	b.enqueue(b.event("h-1", "held", 1), b.event("h-2", "held", 2), free)
+	newRelay := func(cfg relay.Config) *relay.Relay {
+		r, err := relay.New(cfg, relay.Deps{Outbox: b.src, Ledger: byType{b.st}, Starter: b.starter, Logger: testenv.Logger(t)})
+		require.NoError(t, err)
+		return r
+	}
+
+	r := newRelay(relay.Config{MaxSubscribers: 1, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	n, err := r.RelayOnce(ctx)
+	require.NoError(t, err, "a held row is no failure of the round")
+	require.Equal(t, 1, n, "the other correlation goes on")
+	state, failure, lastError, attempts := b.row("h-1")
+	require.Equal(t, "pending", state)
+	require.Nil(t, failure)
+	require.Contains(t, *lastError, "HOOKFLOW_MAX_SUBSCRIBERS")
+	require.Equal(t, 1, attempts)
+	n, err = r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, _, _, attempts = b.row("h-1")
+	require.Equal(t, 1, attempts, "not tried again within its backoff")
+	for _, id := range []string{"h-1", "h-2"} {
+		_, err := b.st.EventGet(ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound, id)
+		state, _, _, _ := b.row(id)
+		require.Equal(t, "pending", state, id)
+	}
+
+	// Back under the cap: a relay past the backoff relays both, in order.
+	require.NoError(t, b.st.EndpointDelete(ctx, "ep_2", "test"))
+	r = newRelay(relay.Config{MaxSubscribers: 1})
+	n, err = r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	_, order, _ := b.starter.snapshot()
+	require.Equal(t, []int64{1, 2}, order["held"])
+	state, _, _, _ = b.row("h-2")
+	require.Equal(t, "relayed", state)
+}

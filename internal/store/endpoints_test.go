@@ -173,20 +173,12 @@ func TestEndpointCreateCap(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t) // 4 endpoints
 	const max = 6
-	errs := make(chan error, 10)
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := st.EndpointCreate(ctx, store.Endpoint{ID: fmt.Sprintf("race_%d", i), URL: "https://example.com/r", Secret: "whsec_x"}, max)
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
+	errs := createRace(10, func(i int) error {
+		_, err := st.EndpointCreate(ctx, store.Endpoint{ID: fmt.Sprintf("race_%d", i), URL: "https://example.com/r", Secret: "whsec_x"}, store.Caps{Endpoints: max})
+		return err
+	})
 	created := 0
-	for err := range errs {
+	for _, err := range errs {
 		if err == nil {
 			created++
 			continue
@@ -195,7 +187,7 @@ func TestEndpointCreateCap(t *testing.T) {
 	}
 	require.Equal(t, 2, created)
 	require.NoError(t, st.EndpointDelete(ctx, "a", "test"))
-	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "after_delete", URL: "https://example.com/r", Secret: "whsec_x"}, max)
+	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "after_delete", URL: "https://example.com/r", Secret: "whsec_x"}, store.Caps{Endpoints: max})
 	require.NoError(t, err, "a deleted endpoint does not count")
 }
 
@@ -215,4 +207,56 @@ func TestRouteCap(t *testing.T) {
 	_, eps, err = st.Route(ctx, ev, 1)
 	require.NoError(t, err, "an addressed event has one lane")
 	require.Equal(t, []string{"a"}, eps)
+}
+
+// TestEndpointSubscriberCap: creations racing for the last places on a
+// type pass the cap together never, and a change of event_types is judged
+// as a creation is (its own endpoint not counted). Endpoints that share no
+// type are not added up.
+func TestEndpointSubscriberCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t) // 4 endpoints of every type
+	caps := store.Caps{Subscribers: 6}
+	errs := createRace(10, func(i int) error {
+		_, err := st.EndpointCreate(ctx, store.Endpoint{ID: fmt.Sprintf("sub_%d", i), URL: "https://example.com/r", Secret: "whsec_x", EventTypes: []string{"order.*"}}, caps)
+		return err
+	})
+	created := 0
+	for _, err := range errs {
+		if err == nil {
+			created++
+			continue
+		}
+		var se *store.SubscribersError
+		require.ErrorAs(t, err, &se)
+		require.ErrorIs(t, err, store.ErrTooManySubscribers)
+		require.Equal(t, store.SubscribersError{Others: 6, Max: 6}, *se)
+	}
+	require.Equal(t, 2, created)
+	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "inv", URL: "https://example.com/i", Secret: "whsec_x", EventTypes: []string{"invoice.paid"}}, caps)
+	require.NoError(t, err, "invoice.paid has 4 subscribers besides")
+	_, err = st.EndpointCreate(ctx, store.Endpoint{ID: "inv2", URL: "https://example.com/i", Secret: "whsec_x", EventTypes: []string{"invoice.*"}}, caps)
+	require.NoError(t, err, "invoice.paid has 5 subscribers besides")
+	_, err = st.EndpointUpdate(ctx, "inv", store.EndpointChange{EventTypes: &[]string{"order.created"}, MaxSubscribers: 6})
+	require.ErrorIs(t, err, store.ErrTooManySubscribers)
+	_, err = st.EndpointUpdate(ctx, "inv", store.EndpointChange{EventTypes: &[]string{"invoice.*"}, MaxSubscribers: 6})
+	require.NoError(t, err, "its own subscription is not counted against it")
+	_, err = st.EndpointUpdate(ctx, "inv", store.EndpointChange{EventTypes: &[]string{"order.created"}})
+	require.NoError(t, err, "no cap given, none checked")
+}
+
+// createRace runs n creates at once and returns their errors.
+func createRace(n int, create func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = create(i)
+		}()
+	}
+	wg.Wait()
+	return errs
 }

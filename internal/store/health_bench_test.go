@@ -41,7 +41,7 @@ func BenchmarkEndpointHealth(b *testing.B) {
 		})
 		b.Run(name+"/every", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				hs, err := st.EndpointsHealth(ctx, time.Hour)
+				hs, err := st.EndpointsHealth(ctx, time.Hour, "", 100)
 				require.NoError(b, err)
 				require.Len(b, hs, 4)
 			}

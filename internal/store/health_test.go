@@ -79,8 +79,8 @@ func TestEndpointHealth(t *testing.T) {
 
 // TestEndpointHealthSample: an endpoint whose window holds more attempts
 // than HealthSample is told from its last HealthSample, and says so;
-// EndpointsHealth reads every endpoint's health, in id order, each as
-// EndpointHealth reads it.
+// EndpointsHealth reads a page of the endpoints' health, in id order, each
+// as EndpointHealth reads it.
 func TestEndpointHealthSample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -103,13 +103,20 @@ func TestEndpointHealthSample(t *testing.T) {
 	require.False(t, b.Sampled)
 	require.Equal(t, store.AttemptCounts{Total: 1, Retry: 1}, b.Attempts)
 
-	all, err := st.EndpointsHealth(ctx, time.Hour)
+	all, err := st.EndpointsHealth(ctx, time.Hour, "", 10)
 	require.NoError(t, err)
-	var ids []string
-	for _, h := range all {
-		ids = append(ids, h.EndpointID)
+	ids := func(hs []store.Health) []string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.EndpointID)
+		}
+		return out
 	}
-	require.Equal(t, []string{"a", "b", "c", "ep"}, ids)
+	require.Equal(t, []string{"a", "b", "c", "ep"}, ids(all))
+	page2, err := st.EndpointsHealth(ctx, time.Hour, "a", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "c"}, ids(page2), "a page: after the cursor, at most the limit")
+	require.Equal(t, b.Attempts, page2[0].Attempts)
 	require.Equal(t, a.Attempts, all[0].Attempts)
 	require.Equal(t, b.Attempts, all[1].Attempts)
 	require.Equal(t, b.Oldest.EventID, all[1].Oldest.EventID)

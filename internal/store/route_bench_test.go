@@ -33,7 +33,7 @@ func BenchmarkRouting(b *testing.B) {
 	headers := map[string]string{"X-Bench": strings.Repeat("h", 8<<10)}
 	add := func(id, pattern string) {
 		_, err := st.EndpointCreate(ctx, store.Endpoint{ID: id, URL: "https://example.com/" + id, Secret: "whsec_x",
-			EventTypes: []string{pattern}, Settings: store.Settings{Headers: headers}}, 0)
+			EventTypes: []string{pattern}, Settings: store.Settings{Headers: headers}}, store.Caps{})
 		require.NoError(b, err)
 	}
 	for i := range 1000 {

@@ -23,7 +23,7 @@ func TestDeliveriesKeepTheSettingsOfTheirRouting(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "set", URL: "https://example.com/s", Secret: "whsec_x",
-		Settings: store.Settings{RecoveryWindow: 90 * time.Second, Timeout: 2500 * time.Millisecond, RateLimit: 2, Headers: map[string]string{"X-K": "v"}}}, 0)
+		Settings: store.Settings{RecoveryWindow: 90 * time.Second, Timeout: 2500 * time.Millisecond, RateLimit: 2, Headers: map[string]string{"X-K": "v"}}}, store.Caps{})
 	require.NoError(t, err)
 	route := func(id string, seq int64) store.Event {
 		ev, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-settings", Sequence: seq, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}},
@@ -203,7 +203,7 @@ func TestEndpointLeasesCapAttemptsInFlight(t *testing.T) {
 	require.True(t, l.Taken, "each endpoint has its own places")
 
 	// A crashed worker's lease: never given back, it expires.
-	_, err = st.EndpointCreate(ctx, store.Endpoint{ID: "tarpit", URL: "https://example.com/t", Secret: "whsec_x", Settings: store.Settings{MaxInFlight: 1}}, 0)
+	_, err = st.EndpointCreate(ctx, store.Endpoint{ID: "tarpit", URL: "https://example.com/t", Secret: "whsec_x", Settings: store.Settings{MaxInFlight: 1}}, store.Caps{})
 	require.NoError(t, err)
 	l, err = st.EndpointLeaseAcquire(ctx, "tarpit", "crashed", 1, 300*time.Millisecond)
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestMaxInFlightIsStoredAndChanged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	ep, err := st.EndpointCreate(ctx, store.Endpoint{ID: "capped", URL: "https://example.com/c", Secret: "whsec_x", Settings: store.Settings{MaxInFlight: 7}}, 0)
+	ep, err := st.EndpointCreate(ctx, store.Endpoint{ID: "capped", URL: "https://example.com/c", Secret: "whsec_x", Settings: store.Settings{MaxInFlight: 7}}, store.Caps{})
 	require.NoError(t, err)
 	require.Equal(t, 7, ep.Settings.InFlightCap())
 	zero := 0

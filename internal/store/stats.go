@@ -184,22 +184,23 @@ type OldestDelivery struct {
 // window (at most the last HealthSample). It does not look the endpoint up:
 // an unknown one reads as idle, so callers check that it exists.
 func (s *Store) EndpointHealth(ctx context.Context, endpointID string, window time.Duration) (Health, error) {
-	hs, err := s.health(ctx, &endpointID, window)
+	hs, err := s.health(ctx, &endpointID, window, "", 1)
 	if err != nil {
 		return Health{}, err
 	}
 	return hs[0], nil
 }
 
-// EndpointsHealth reads the health of every endpoint not deleted, in id
-// order, in one query: the cost is each endpoint's sample and one pass over
-// the backlog.
-func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration) ([]Health, error) {
-	return s.health(ctx, nil, window)
+// EndpointsHealth reads the health of a page of the endpoints not deleted:
+// the first limit with an id after after ("" from the start), in id order,
+// in one query: the cost is each endpoint's sample and one pass over the
+// page's backlog.
+func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration, after string, limit int) ([]Health, error) {
+	return s.health(ctx, nil, window, after, limit)
 }
 
-func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration) ([]Health, error) {
-	rows, err := s.pool.Query(ctx, s.q.EndpointHealth, endpointID, window.Seconds(), HealthSample)
+func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration, after string, limit int) ([]Health, error) {
+	rows, err := s.pool.Query(ctx, s.q.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read endpoint health: %w", err)
 	}

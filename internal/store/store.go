@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/schema"
@@ -31,8 +32,30 @@ var ErrNotFound = errors.New("not found")
 var ErrEndpointLimit = errors.New("endpoint limit reached")
 
 // ErrTooManySubscribers is returned by Route when more endpoints are
-// subscribed to the event's type than the cap (HOOKFLOW_MAX_SUBSCRIBERS).
+// subscribed to the event's type than the cap (HOOKFLOW_MAX_SUBSCRIBERS),
+// and by EndpointCreate and EndpointUpdate when the endpoint's event_types
+// would make some type's subscribers more than it: a *SubscribersError.
 var ErrTooManySubscribers = errors.New("too many subscribers")
+
+// SubscribersError refuses an endpoint's event_types: Others endpoints
+// share the busiest type they match already, and the cap is Max.
+type SubscribersError struct {
+	Others, Max int
+}
+
+func (e *SubscribersError) Error() string {
+	return fmt.Sprintf("%d other endpoints share a type these event_types match, and the cap is %d", e.Others, e.Max)
+}
+
+// Unwrap makes it ErrTooManySubscribers to errors.Is.
+func (e *SubscribersError) Unwrap() error { return ErrTooManySubscribers }
+
+// Caps bounds EndpointCreate: Endpoints the endpoints not deleted
+// (HOOKFLOW_MAX_ENDPOINTS), Subscribers the endpoints one type may be
+// routed to (HOOKFLOW_MAX_SUBSCRIBERS). Zero is no cap.
+type Caps struct {
+	Endpoints, Subscribers int
+}
 
 // ErrEventFinished is returned when a dead letter is to be written for an
 // event the ledger has as delivered or skipped.
@@ -48,6 +71,7 @@ type queries struct {
 	EndpointInsert              string
 	EndpointCreateLock          string
 	EndpointsCount              string
+	EndpointsPatterns           string
 	EndpointsOperationalCount   string
 	EndpointGet                 string
 	EndpointUpdate              string
@@ -391,28 +415,35 @@ func translate(err error) error {
 // every type; the caller has checked them with eventtypes.Normalize), with
 // the server's delivery settings, and no cap on the endpoints.
 func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string, eventTypes []string) (Endpoint, error) {
-	return s.EndpointCreate(ctx, Endpoint{ID: id, URL: url, Secret: secret, EventTypes: eventTypes}, 0)
+	return s.EndpointCreate(ctx, Endpoint{ID: id, URL: url, Secret: secret, EventTypes: eventTypes}, Caps{})
 }
 
 // EndpointCreate stores e (its ID, URL, Secret, EventTypes and Settings,
-// which the caller has checked) as a new endpoint, unless max endpoints
-// (not deleted) exist already: ErrEndpointLimit, wrapped. max 0 is no cap.
-// Creations are serialized (EndpointCreateLock), so concurrent ones never
-// pass the cap together.
-func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, max int) (Endpoint, error) {
+// which the caller has checked) as a new endpoint, unless caps.Endpoints
+// endpoints (not deleted) exist already (ErrEndpointLimit, wrapped), or
+// its EventTypes would route some type to more than caps.Subscribers
+// endpoints (a *SubscribersError, wrapped). Creations, and changes of
+// event_types, are serialized (EndpointCreateLock), so concurrent ones
+// never pass a cap together.
+func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endpoint, error) {
 	args := append([]any{e.ID, e.URL, e.Secret, e.EventTypes}, settingsArgs(e.Settings)...)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if max > 0 {
+		if caps.Endpoints > 0 || caps.Subscribers > 0 {
 			if _, err := tx.Exec(ctx, s.q.EndpointCreateLock); err != nil {
 				return err
 			}
+		}
+		if caps.Endpoints > 0 {
 			var n int
 			if err := tx.QueryRow(ctx, s.q.EndpointsCount).Scan(&n); err != nil {
 				return err
 			}
-			if n >= max {
+			if n >= caps.Endpoints {
 				return ErrEndpointLimit
 			}
+		}
+		if err := s.checkSubscribers(ctx, tx, "", e.EventTypes, caps.Subscribers); err != nil {
+			return err
 		}
 		var err error
 		e, err = scanEndpoint(tx.QueryRow(ctx, s.q.EndpointInsert, args...))
@@ -467,6 +498,10 @@ type EndpointChange struct {
 	// By is who makes the change: a change of URL is recorded with it
 	// (EndpointURLChanges).
 	By Actor
+	// MaxSubscribers, when positive, refuses EventTypes that would route
+	// some type to more endpoints (HOOKFLOW_MAX_SUBSCRIBERS), as
+	// EndpointCreate does.
+	MaxSubscribers int
 }
 
 // Actor names who changed something: an API key's id and name (the
@@ -494,10 +529,19 @@ var ErrHeadersOrigin = errors.New("a change of URL to another origin must send h
 func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
 	var e Endpoint
 	var err error
-	if ch.URL == nil && ch.RateLimit == nil {
+	capped := ch.EventTypes != nil && ch.MaxSubscribers > 0
+	if ch.URL == nil && ch.RateLimit == nil && !capped {
 		e, err = scanEndpoint(s.pool.QueryRow(ctx, s.q.EndpointUpdate, endpointUpdateArgs(id, ch)...))
 	} else {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if capped {
+				if _, err := tx.Exec(ctx, s.q.EndpointCreateLock); err != nil {
+					return err
+				}
+				if err := s.checkSubscribers(ctx, tx, id, *ch.EventTypes, ch.MaxSubscribers); err != nil {
+					return err
+				}
+			}
 			record := func() error { return nil }
 			if ch.URL != nil {
 				if record, err = s.endpointURLChange(ctx, tx, id, &ch); err != nil {
@@ -521,6 +565,31 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 		return e, fmt.Errorf("update endpoint: %w", err)
 	}
 	return e, nil
+}
+
+// checkSubscribers refuses patterns (nil: every type) for endpoint id ("" for
+// a new one) when some type they match is matched by max endpoints other
+// than id already: a *SubscribersError. The count is exact
+// (eventtypes.MostShared), of producers' types only (hookflow's operational
+// types have their own cap, EndpointsOperationalCount), read in the caller's transaction, which holds
+// EndpointCreateLock so that no other create or change of event_types
+// counts at the same time. max 0 is no cap.
+func (s *Store) checkSubscribers(ctx context.Context, tx pgx.Tx, id string, patterns []string, max int) error {
+	if max <= 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, s.q.EndpointsPatterns, id)
+	if err != nil {
+		return err
+	}
+	others, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	if err != nil {
+		return err
+	}
+	if n := eventtypes.MostShared(patterns, others, contract.OperationalPrefix); n >= max {
+		return &SubscribersError{Others: n, Max: max}
+	}
+	return nil
 }
 
 func endpointUpdateArgs(id string, ch EndpointChange) []any {

@@ -40,7 +40,7 @@ func TestEndpointUpdateKeepsHeadersWithTheirOrigin(t *testing.T) {
 	ctx := context.Background()
 	h := map[string]string{"X-Api-Key": "rcv_live_1"}
 	_, err := st.EndpointCreate(ctx, store.Endpoint{ID: "hdr", URL: "https://a.example/hook", Secret: "whsec_x",
-		Settings: store.Settings{Headers: h, URLPathPublic: true}}, 0)
+		Settings: store.Settings{Headers: h, URLPathPublic: true}}, store.Caps{})
 	require.NoError(t, err)
 	by := store.Actor{ID: "key_w", Name: "writer"}
 

@@ -379,6 +379,29 @@ func TestEndpointListAllFollowsTheCursor(t *testing.T) {
 	require.Equal(t, "cursor=c1&limit=1", s.last().query)
 }
 
+func TestStatsEndpointsAllFollowsTheCursor(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"GET /v1/stats/endpoints": func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("cursor") == "" {
+				reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_a","attempts":3}],"next_cursor":"c1"}`)(w, r)
+				return
+			}
+			reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_b"}]}`)(w, r)
+		},
+	})
+	page, err := c.StatsEndpoints(context.Background(), client.StatsEndpointsOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, "c1", page.NextCursor)
+	require.Equal(t, "limit=1", s.last().query)
+	all, err := c.StatsEndpointsAll(context.Background(), client.StatsEndpointsOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.EqualValues(t, 3, all[0].Attempts)
+	require.Equal(t, "ep_b", all[1].EndpointID)
+	require.Equal(t, "cursor=c1&limit=1", s.last().query)
+}
+
 func TestStatsTop(t *testing.T) {
 	t.Parallel()
 	s, c := newStub(t, map[string]http.HandlerFunc{

@@ -366,12 +366,28 @@ func (c *Client) Stats(ctx context.Context, p StatsParams) (Stats, error) {
 	return get[Stats](ctx, c, "/v1/stats", q)
 }
 
-// StatsEndpoints is GET /v1/stats/endpoints: every endpoint's health, as
-// EndpointStats has it, in id order, in one request (and one query on the
-// server). Scope events:read.
-func (c *Client) StatsEndpoints(ctx context.Context) ([]EndpointHealth, error) {
-	out, err := get[EndpointsHealth](ctx, c, "/v1/stats/endpoints", nil)
-	return out.Endpoints, err
+// StatsEndpoints is GET /v1/stats/endpoints: a page of the endpoints'
+// health, as EndpointStats has it, in id order (one query on the server
+// a page). Scope events:read.
+func (c *Client) StatsEndpoints(ctx context.Context, o StatsEndpointsOptions) (EndpointsHealth, error) {
+	q := url.Values{}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return get[EndpointsHealth](ctx, c, "/v1/stats/endpoints", q)
+}
+
+// StatsEndpointsAll is StatsEndpoints page after page, from o.Cursor on:
+// every endpoint's health.
+func (c *Client) StatsEndpointsAll(ctx context.Context, o StatsEndpointsOptions) ([]EndpointHealth, error) {
+	return listAll(o.Cursor, func(cursor string) ([]EndpointHealth, string, error) {
+		o.Cursor = cursor
+		page, err := c.StatsEndpoints(ctx, o)
+		return page.Endpoints, page.NextCursor, err
+	})
 }
 
 // APIKeyCreate is POST /v1/api-keys: makes an API key, answered with the

@@ -89,7 +89,7 @@ func (s spec) operationIDs(t *testing.T) []string {
 }
 
 // helpers are the exported methods of *Client that are no operation.
-var helpers = []string{"BaseURL", "DeadLetterListAll", "EndpointListAll", "EventAttemptsAll"}
+var helpers = []string{"BaseURL", "DeadLetterListAll", "EndpointListAll", "EventAttemptsAll", "StatsEndpointsAll"}
 
 // TestEveryOperationHasAMethod: every operationId has a method of *Client
 // of the same name but for letter case (eventCreate → EventCreate,

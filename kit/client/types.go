@@ -634,9 +634,20 @@ type EndpointStats struct {
 	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
 }
 
-// EndpointsHealth is every endpoint's health (StatsEndpoints).
+// EndpointsHealth is a page of the endpoints' health (StatsEndpoints).
 type EndpointsHealth struct {
 	Endpoints []EndpointHealth `json:"endpoints"`
+	// NextCursor asks for the next page (StatsEndpointsOptions.Cursor);
+	// empty on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// StatsEndpointsOptions page the endpoints' health (Client.StatsEndpoints).
+type StatsEndpointsOptions struct {
+	// Limit is the page size, 1 to 500 (the API's default, 100, when 0).
+	Limit int
+	// Cursor is the NextCursor of the page before; empty for the first.
+	Cursor string
 }
 
 // EndpointHealth is one endpoint's health (EndpointStats).

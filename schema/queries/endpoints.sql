@@ -9,14 +9,21 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
 -- name: EndpointCreateLock
--- Serializes endpoint creation (a lock for the transaction), so that the
--- count below, in a statement of its own, sees every endpoint created
--- before: two creates at the cap cannot both pass it.
+-- Serializes endpoint creation and changes of event_types (a lock for the
+-- transaction), so that the counts below, in statements of their own, see
+-- every endpoint created or changed before: two creates at a cap
+-- (HOOKFLOW_MAX_ENDPOINTS, HOOKFLOW_MAX_SUBSCRIBERS) cannot both pass it.
 SELECT pg_advisory_xact_lock(3303, 1);
 
 -- name: EndpointsCount
 -- The endpoints not deleted: what HOOKFLOW_MAX_ENDPOINTS caps.
 SELECT count(*) FROM endpoints WHERE deleted_at IS NULL;
+
+-- name: EndpointsPatterns
+-- The event_types of the endpoints other than $1, not deleted (disabled
+-- ones too: Route counts them): what a new list of patterns is judged
+-- against for HOOKFLOW_MAX_SUBSCRIBERS. Bounded by HOOKFLOW_MAX_ENDPOINTS.
+SELECT event_types FROM endpoints WHERE deleted_at IS NULL AND id <> $1;
 
 -- name: EndpointGet
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,

@@ -82,9 +82,10 @@ ORDER BY since, correlation_id, endpoint_id
 LIMIT $1;
 
 -- name: EndpointHealth
--- The health of endpoint $1, or of every endpoint not deleted when $1 is
--- NULL, one row each in id order (an $1 that names no endpoint reads as
--- idle, with its threshold NULL).
+-- The health of endpoint $1, or when $1 is NULL of a page of the endpoints
+-- not deleted: the first $5 with an id after $4 (''  from the start), one
+-- row each in id order (an $1 that names no endpoint reads as idle, with
+-- its threshold NULL).
 --
 -- Its attempts are those of the last $2 seconds, at most the last $3 of
 -- them: a bounded sample read backwards from the end of its range of
@@ -107,7 +108,9 @@ LIMIT $1;
 -- (endpoint_rate_slots, migration 012; 0 when it never had one); and its
 -- circuit (closed with no failure when it has no row).
 WITH eps AS (
-    SELECT id, circuit_failure_threshold FROM endpoints WHERE $1::text IS NULL AND deleted_at IS NULL
+    (SELECT id, circuit_failure_threshold FROM endpoints
+     WHERE $1::text IS NULL AND deleted_at IS NULL AND id > $4::text
+     ORDER BY id LIMIT $5)
     UNION ALL
     SELECT $1::text, (SELECT circuit_failure_threshold FROM endpoints WHERE id = $1::text) WHERE $1::text IS NOT NULL
 ), pending AS (
