@@ -228,6 +228,14 @@ func (r *run) waitQuiet(ctx context.Context) error {
 			break
 		}
 		if time.Since(lastMove) > stall {
+			if probe := r.nextProbe(ctx); probe.After(lastMove) {
+				// A circuit that backed off (up to five minutes for a flapper)
+				// holds its lanes until its probe: that is the wait it was
+				// built for, so the probe, not the stall, is the last move.
+				lastMove = probe
+				r.progress.printf("nothing moved for %s, but a circuit probes at %s; waiting for it", stall, probe.Format(time.TimeOnly))
+				continue
+			}
 			r.progress.printf("nothing moved for %s; checking what there is", stall)
 			break
 		}
@@ -240,6 +248,22 @@ func (r *run) waitQuiet(ctx context.Context) error {
 	// Requests the proxy still holds may yet reach the receiver.
 	r.stack.proxy.Wait(r.cfg.DeliveryTimeout + 15*time.Second)
 	return nil
+}
+
+// nextProbe is the latest next probe of the endpoints' open circuits, as
+// the API shows them; zero when none is open or it cannot tell.
+func (r *run) nextProbe(ctx context.Context) time.Time {
+	var latest time.Time
+	for _, ep := range r.operator.st.endpoints.ids {
+		h, err := r.operator.st.client.EndpointStats(ctx, ep)
+		if err != nil || h.Circuit.State == "closed" {
+			continue
+		}
+		if h.Circuit.NextProbeAt.After(latest) {
+			latest = h.Circuit.NextProbeAt
+		}
+	}
+	return latest
 }
 
 // The API's repair sweep, as the stack runs it (starter.Config defaults):
