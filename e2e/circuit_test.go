@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,15 +287,7 @@ func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 			t.Parallel()
 			b := setup(t, options{window: 5 * time.Minute})
 			ctx := context.Background()
-			ops := b.subscribe("hookflow.*")
-			var opsMu sync.Mutex
-			var opTypes []string
-			ops.rcv.fault = func(ev contract.Envelope, _ int) string {
-				opsMu.Lock()
-				defer opsMu.Unlock()
-				opTypes = append(opTypes, ev.Type)
-				return ""
-			}
+			ops := b.subscribeOps()
 			rcv := newLedgerReceiver(t)
 			var o outage
 			o.down.Store(true)
@@ -323,13 +314,10 @@ func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 			require.Contains(t, *view.DisabledReason, "disable_after")
 			require.GreaterOrEqual(t, disabledAfter, time.Minute, "not before it has failed for disable_after")
 			waitFor(t, time.Minute, "the operators are told", func() bool {
-				opsMu.Lock()
-				defer opsMu.Unlock()
-				return slices.Contains(opTypes, contract.OpEndpointDisabled)
+				return slices.Contains(ops.seen(), contract.OpEndpointDisabled)
 			})
-			opsMu.Lock()
+			opTypes := ops.seen()
 			require.Less(t, slices.Index(opTypes, contract.OpCircuitOpened), slices.Index(opTypes, contract.OpEndpointDisabled), "opened, then disabled: %v", opTypes)
-			opsMu.Unlock()
 			for _, c := range corrs {
 				require.Empty(t, rcv.appliedTo(c), "nothing reached the dead receiver")
 			}

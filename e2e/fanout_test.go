@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,6 +78,33 @@ func (b *bundle) subscribe(eventTypes ...string) subscriber {
 	require.Equal(b.t, http.StatusCreated, b.call(http.MethodPost, "/v1/endpoints", body, &ep))
 	rcv.secret = ep.Secret
 	return subscriber{endpoint: ep, rcv: rcv}
+}
+
+// opsLog is a receiver subscribed to hookflow's operational events, which
+// records their types in the order they arrive.
+type opsLog struct {
+	subscriber
+	mu    sync.Mutex
+	types []string
+}
+
+// subscribeOps subscribes an opsLog to every operational event type.
+func (b *bundle) subscribeOps() *opsLog {
+	l := &opsLog{subscriber: b.subscribe("hookflow.*")}
+	l.rcv.fault = func(ev contract.Envelope, _ int) string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.types = append(l.types, ev.Type)
+		return ""
+	}
+	return l
+}
+
+// seen is a copy of the types received so far.
+func (l *opsLog) seen() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.types)
 }
 
 // publish posts an event without endpoint_id: it goes to every subscriber

@@ -45,15 +45,7 @@ func TestCircuitDisablesAFlappingReceiver(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
 	ctx := context.Background()
-	ops := b.subscribe("hookflow.*")
-	var opsMu sync.Mutex
-	var opTypes []string
-	ops.rcv.fault = func(ev contract.Envelope, _ int) string {
-		opsMu.Lock()
-		defer opsMu.Unlock()
-		opTypes = append(opTypes, ev.Type)
-		return ""
-	}
+	ops := b.subscribeOps()
 	rcv := newLedgerReceiver(t)
 	f := &flapper{every: 6 * time.Second}
 	rcv.fault = f.fault
@@ -75,17 +67,14 @@ func TestCircuitDisablesAFlappingReceiver(t *testing.T) {
 	require.NotNil(t, view.DisabledReason)
 	require.Contains(t, *view.DisabledReason, "disable_after")
 	waitFor(t, time.Minute, "the operators are told", func() bool {
-		opsMu.Lock()
-		defer opsMu.Unlock()
-		return slices.Contains(opTypes, contract.OpEndpointDisabled)
+		return slices.Contains(ops.seen(), contract.OpEndpointDisabled)
 	})
 	c, err := b.store.CircuitGet(ctx, ep.ID)
 	require.NoError(t, err)
 	require.NotEqual(t, store.CircuitClosed, c.State, "a flapper's circuit never closed for good")
 	var attempts int
 	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE endpoint_id = $1`, ep.ID).Scan(&attempts))
-	opsMu.Lock()
-	defer opsMu.Unlock()
+	opTypes := ops.seen()
 	transitions := 0
 	for _, typ := range opTypes {
 		if typ == contract.OpCircuitOpened || typ == contract.OpCircuitClosed {

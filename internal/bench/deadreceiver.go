@@ -146,11 +146,8 @@ func DeadReceiver(ctx context.Context, cfg Config, cases []DeadReceiverCase, log
 		// events about the dead receiver's endpoint (one per dead letter and
 		// per auto-replay, all in that endpoint's one lane) would go to
 		// them too: work on the same two cores that no case measures.
-		only := []string{fanOutEventType}
-		for _, f := range r.s.fanOut {
-			if _, err := api.EndpointUpdate(ctx, f.endpointID, hfclient.EndpointUpdateRequest{EventTypes: &only}); err != nil {
-				return fmt.Errorf("narrow a fan-out endpoint's event types: %w", err)
-			}
+		if err := r.narrowFanOut(ctx, api); err != nil {
+			return err
 		}
 		runs := make([]*deadRun, len(cases))
 		for i, c := range cases {
@@ -496,4 +493,17 @@ func (d *deadReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		d.t.last = now
 		_, _ = io.WriteString(w, `{"status":"applied"}`)
 	}
+}
+
+// narrowFanOut subscribes the fan-out endpoints to the fan-out scenario's
+// type alone: they subscribe to every type, so hookflow's own events about
+// a scenario's endpoint would otherwise go to them too.
+func (r *runner) narrowFanOut(ctx context.Context, api *hfclient.Client) error {
+	only := []string{fanOutEventType}
+	for _, f := range r.s.fanOut {
+		if _, err := api.EndpointUpdate(ctx, f.endpointID, hfclient.EndpointUpdateRequest{EventTypes: &only}); err != nil {
+			return fmt.Errorf("narrow a fan-out endpoint's event types: %w", err)
+		}
+	}
+	return nil
 }

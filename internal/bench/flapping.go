@@ -105,11 +105,8 @@ func (r *runner) flapping(ctx context.Context, rep *FlappingReport, c FlappingCa
 	}
 	// The fan-out endpoints subscribe to every type; hookflow's own events
 	// about the flapping endpoint are counted in the ledger, not sent.
-	only := []string{fanOutEventType}
-	for _, f := range r.s.fanOut {
-		if _, err := api.EndpointUpdate(ctx, f.endpointID, hfclient.EndpointUpdateRequest{EventTypes: &only}); err != nil {
-			return fmt.Errorf("narrow a fan-out endpoint's event types: %w", err)
-		}
+	if err := r.narrowFanOut(ctx, api); err != nil {
+		return err
 	}
 	ep, err := api.EndpointCreate(ctx, hfclient.EndpointCreateRequest{
 		URL: url, EventTypes: []string{benchEventType}, AutoReplay: true, DisableAfter: hfclient.DurationOf(c.DisableAfter),
