@@ -428,7 +428,12 @@ func checkSituations(w *Workload, o Observed, s SituationsObserved, v *Verdict) 
 //   - the attempts the receiver got while down are at most half of what an
 //     unbroken retry schedule would have sent (BreakerObserved.Unbroken);
 //   - no dead letter that an outage wrote between its first failure and its
-//     close was left open for the operator: auto_replay replays those;
+//     close was left open for the operator after that close: auto_replay
+//     replays those. One the operator replayed before the close was written
+//     while the circuit was closed between two opens that the breaker
+//     counts as one outage (a reopen within store.FlapReopenMultiple
+//     backoffs keeps failing_since): that close's auto-replay would have
+//     taken it, and the operator only came first;
 //   - once quiet, its circuit is closed.
 func checkBreaker(b BreakerObserved, v *Verdict) {
 	v.BreakerOpens, v.BreakerCloses = b.Opens, len(b.Spells)
@@ -443,7 +448,7 @@ func checkBreaker(b BreakerObserved, v *Verdict) {
 	}
 	for _, d := range b.LeftOpen {
 		for _, s := range b.Spells {
-			if !d.DeadLetteredAt.Before(s.FailingSince) && !d.DeadLetteredAt.After(s.ClosedAt) {
+			if !d.DeadLetteredAt.Before(s.FailingSince) && !d.DeadLetteredAt.After(s.ClosedAt) && d.ReplayedAt.After(s.ClosedAt) {
 				v.Breaker++
 				v.note("breaker: auto-replay left open %s's dead letter (generation %d, %q, written %s), written during the outage that closed at %s",
 					d.EventID, d.Generation, d.Reason, d.DeadLetteredAt.Format(time.TimeOnly), s.ClosedAt.Format(time.TimeOnly))

@@ -342,7 +342,8 @@ func TestCheckBreaker(t *testing.T) {
 		"attempts not far below": func(b *BreakerObserved) { b.AttemptsWhileDown = 61 },
 		"open once quiet":        func(b *BreakerObserved) { b.FinalState = "open" },
 		"auto-replay left one open": func(b *BreakerObserved) {
-			b.LeftOpen = []LeftOpen{{EventID: "ev-x", Generation: 1, Reason: "endpoint circuit open", DeadLetteredAt: b.Outages[1].From.Add(8 * time.Second)}}
+			b.LeftOpen = []LeftOpen{{EventID: "ev-x", Generation: 1, Reason: "endpoint circuit open", DeadLetteredAt: b.Outages[1].From.Add(8 * time.Second),
+				ReplayedAt: b.Spells[1].ClosedAt.Add(autoReplayGrace + time.Second)}}
 		},
 	} {
 		bad := flappedBreaker()
@@ -362,10 +363,24 @@ func TestCheckBreaker(t *testing.T) {
 	// A dead letter written after its outage's close is not auto-replay's:
 	// the operator's replay of it is no violation.
 	late := flappedBreaker()
-	late.LeftOpen = []LeftOpen{{EventID: "ev-y", Generation: 1, Reason: "recovery window spent; last attempt: no answer", DeadLetteredAt: late.Spells[0].ClosedAt.Add(time.Second)}}
+	late.LeftOpen = []LeftOpen{{EventID: "ev-y", Generation: 1, Reason: "recovery window spent; last attempt: no answer", DeadLetteredAt: late.Spells[0].ClosedAt.Add(time.Second),
+		ReplayedAt: late.Spells[0].ClosedAt.Add(autoReplayGrace + time.Second)}}
 	o.Breaker = &late
 	if v := Check(w, o); !v.OK() {
 		t.Errorf("a dead letter written after the close: verdict %+v, want OK", v)
+	}
+	// The chaos long run on 30e0bf8: a dead letter written while the
+	// circuit was closed between a close and a reopen that the breaker took
+	// for the same outage (failing_since kept), which the operator replayed
+	// before the outage's last close, whose auto-replay would have taken it.
+	flap := flappedBreaker()
+	flap.Spells[1].FailingSince = flap.Spells[0].FailingSince
+	between := flap.Spells[0].ClosedAt.Add(5 * time.Second)
+	flap.LeftOpen = []LeftOpen{{EventID: "ev-z", Generation: 1, Reason: "recovery window spent; last attempt: 503", DeadLetteredAt: between,
+		ReplayedAt: between.Add(autoReplayGrace + time.Second)}}
+	o.Breaker = &flap
+	if v := Check(w, o); !v.OK() {
+		t.Errorf("a dead letter the operator replayed before its outage's close: verdict %+v, want OK", v)
 	}
 }
 

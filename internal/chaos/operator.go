@@ -69,12 +69,13 @@ type operator struct {
 
 // LeftOpen is a dead letter of the flapping endpoint's outages that its
 // auto-replay left open for longer than autoReplayGrace with its circuit
-// closed, so that the operator replayed it.
+// closed, so that the operator replayed it at ReplayedAt.
 type LeftOpen struct {
 	EventID        string
 	Generation     int
 	Reason         string
 	DeadLetteredAt time.Time
+	ReplayedAt     time.Time
 }
 
 func newOperator(st *stack, wl *Workload, logger *slog.Logger, out *progress) *operator {
@@ -539,7 +540,7 @@ func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]str
 			return contract.OutageCaused(d.Reason), waiting || time.Since(d.DeadLetteredAt) < autoReplayGrace
 		},
 		func(d hfclient.DeadLetter) {
-			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: d.Generation, Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt})
+			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: d.Generation, Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt, ReplayedAt: time.Now()})
 		})
 }
 
