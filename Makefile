@@ -20,7 +20,7 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporald
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate check-generated
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate check-generated node ts-client lint-openapi
 
 all: build
 
@@ -48,8 +48,12 @@ lint: $(STATICCHECK)
 # Generated code is checked in (issue 34): `make generate` writes it from its
 # one source each, and check-generated (in make test) fails when what is
 # checked in differs from what it would write.
-GENERATED :=
-generate:
+GENERATED := clients/typescript/src/schema.ts
+generate: generate-ts
+
+# The TypeScript client's types and operations, from api/openapi.json.
+generate-ts: node
+	cd clients/typescript && npx --no-install openapi-typescript ../../api/openapi.json --output src/schema.ts --silent
 
 check-generated: generate
 	@if [ -n "$(GENERATED)" ] && ! git diff --quiet -- $(GENERATED); then \
@@ -58,6 +62,19 @@ check-generated: generate
 	@if [ -n "$(GENERATED)" ] && [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
 		git ls-files --others --exclude-standard -- $(GENERATED); \
 		echo "make generate wrote files that are not checked in"; exit 1; fi
+
+# Node.js and the TypeScript client's packages (scripts/node.sh).
+node:
+	@scripts/node.sh
+
+# The TypeScript client built (dist/), which its end-to-end tests run.
+ts-client: node
+	cd clients/typescript && npm run --silent build
+
+# The OpenAPI document against Redocly's recommended rules
+# (api/redocly.yaml): no error and no warning.
+lint-openapi: node
+	cd clients/typescript && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config ../../api/redocly.yaml --max-problems 50 ../../api/openapi.json
 
 test-unit:
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)' $(UNIT_PKGS)
@@ -72,7 +89,7 @@ test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./internal/egress/
 	$(GO) test -run '^$$' -fuzz '^FuzzForbidden$$' -fuzztime $(FUZZTIME) ./internal/egress/
 
-test-integration: build
+test-integration: build ts-client
 	$(GO) test -race -count=1 -timeout 40m ./e2e/...
 	$(GO) test -count=1 -timeout 40m ./cmd/...
 
@@ -82,7 +99,7 @@ test-stack: build
 	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
 	$(GO) test -count=1 -timeout 30m -run TestBenchDeadReceiverShortRun ./internal/bench/
 
-test: deps lint check-generated test-unit test-fuzz test-integration test-stack
+test: deps lint lint-openapi check-generated test-unit test-fuzz test-integration test-stack
 
 bench: build
 	./$(BIN) bench

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Makes sure this machine has what the TypeScript client and the OpenAPI
+# linter need: Node.js (at least 20.19, what @redocly/cli asks) and npm, and
+# the packages clients/typescript/package-lock.json pins, installed with
+# npm ci when the lock file changed since the last install. Installs Node.js
+# with apt when it is missing and we may; otherwise says the exact command
+# and fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+node_ok() {
+  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 &&
+    node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'
+}
+
+if ! node_ok; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1 && ! command -v node >/dev/null 2>&1; then
+    echo "installing Node.js (apt-get install -y nodejs npm)..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  if ! node_ok; then
+    echo "hookflow's TypeScript client and OpenAPI linter need Node.js 20.19 or later with npm (found: $(node --version 2>/dev/null || echo none)): sudo apt-get install -y nodejs npm, or Node.js from nodejs.org" >&2
+    exit 1
+  fi
+fi
+
+cd clients/typescript
+stamp=node_modules/.package-lock.sha256
+sum=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [[ $(cat "$stamp" 2>/dev/null) != "$sum" ]]; then
+  echo "installing the TypeScript client's packages (npm ci)..." >&2
+  # No telemetry and no update notices from the tools (no outbound traffic
+  # but the registry's).
+  npm ci --no-audit --no-fund --loglevel=error >/dev/null
+  echo "$sum" >"$stamp"
+fi
