@@ -163,6 +163,9 @@ var schemaTypes = map[string]reflect.Type{
 	"APIKeyCreate":       reflect.TypeFor[APIKeyCreateRequest](),
 	"APIKey":             reflect.TypeFor[APIKey](),
 	"APIKeyCreated":      reflect.TypeFor[APIKeyCreated](),
+	"State":              reflect.TypeFor[State](),
+	"Scope":              reflect.TypeFor[Scope](),
+	"DeadLetterStatus":   reflect.TypeFor[string](), // the DeadLetter* constants
 }
 
 // leftOut are properties of the document the client does not send, and

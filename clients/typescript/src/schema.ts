@@ -666,11 +666,8 @@ export interface components {
             correlation_id: string;
             sequence: number;
             type: string;
-            /**
-             * @description how its deliveries stand together: dead_lettered if one is, else delivering, else waiting, else delivered (also with no deliveries: see unrouted), else skipped
-             * @enum {string}
-             */
-            state: "queued" | "waiting" | "delivering" | "delivered" | "dead_lettered" | "skipped";
+            /** @description how its deliveries stand together: dead_lettered if one is, else delivering, else waiting, else delivered (also with no deliveries: see unrouted), else skipped */
+            state: components["schemas"]["State"];
             /** Format: date-time */
             accepted_at: string;
             /** @description true when no endpoint took the event: it named none, and none was subscribed to its type when it was accepted. Its state then says delivered (there is nothing to deliver, and it takes its place in its correlation) and deliveries is empty */
@@ -720,8 +717,7 @@ export interface components {
             dead_lettered_at: string;
             /** @description how many times this delivery was dead-lettered; a replay or skip is for this one */
             generation: number;
-            /** @enum {string} */
-            status: "open" | "replayed" | "skipped";
+            status: components["schemas"]["DeadLetterStatus"];
             /** Format: date-time */
             replayed_at?: string;
             replayed_by?: string;
@@ -799,12 +795,12 @@ export interface components {
         APIKeyCreate: {
             /** @description who or what uses the key; the by of its replays and skips */
             name: string;
-            scopes: ("events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "admin")[];
+            scopes: components["schemas"]["Scope"][];
         };
         APIKey: {
             id: string;
             name: string;
-            scopes: ("events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "admin")[];
+            scopes: components["schemas"]["Scope"][];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -813,7 +809,7 @@ export interface components {
         APIKeyCreated: {
             id: string;
             name: string;
-            scopes: ("events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "admin")[];
+            scopes: components["schemas"]["Scope"][];
             /** @description hfk_…: shown this once */
             key: string;
             /** Format: date-time */
@@ -842,8 +838,7 @@ export interface components {
         };
         Delivery: {
             endpoint_id: string;
-            /** @enum {string} */
-            state: "queued" | "waiting" | "delivering" | "delivered" | "dead_lettered" | "skipped";
+            state: components["schemas"]["State"];
             /** Format: date-time */
             released_at?: string;
             /** Format: date-time */
@@ -854,8 +849,7 @@ export interface components {
             attempt_count: number;
             dead_letter?: {
                 generation: number;
-                /** @enum {string} */
-                status: "open" | "replayed" | "skipped";
+                status: components["schemas"]["DeadLetterStatus"];
             };
         };
         EndpointStats: {
@@ -982,6 +976,21 @@ export interface components {
             /** @description asks for the next page (cursor); absent on the last page */
             next_cursor?: string;
         };
+        /**
+         * @description How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
+         * @enum {string}
+         */
+        State: "queued" | "waiting" | "delivering" | "delivered" | "dead_lettered" | "skipped";
+        /**
+         * @description A dead letter: open (waiting for a replay or a skip), replayed, or skipped.
+         * @enum {string}
+         */
+        DeadLetterStatus: "open" | "replayed" | "skipped";
+        /**
+         * @description What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), admin (everything, keys included).
+         * @enum {string}
+         */
+        Scope: "events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "admin";
     };
     responses: never;
     parameters: never;
