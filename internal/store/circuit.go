@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 )
 
 // The circuit breaker per endpoint (issue 24 item 2, migrations 013 and
@@ -146,7 +147,7 @@ func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c 
 		ms := c.OutageBackoff.Milliseconds()
 		outageBackoffMS = &ms
 	}
-	_, err := tx.Exec(ctx, s.q.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
+	_, err := tx.Exec(ctx, dbsqlc.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
 		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt,
 		int32(c.ProbeSuccesses), c.OutageFailingSince, outageBackoffMS, c.EventState, c.EventAt, int32(c.EventsCoalesced), c.OutageOpenedAt)
 	return err
@@ -155,7 +156,7 @@ func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c 
 // CircuitGet returns the endpoint's circuit: closed with no failure, and
 // Now zero, when it has no row.
 func (s *Store) CircuitGet(ctx context.Context, endpointID string) (Circuit, error) {
-	c, err := scanCircuit(s.pool.QueryRow(ctx, s.q.CircuitGet, endpointID))
+	c, err := scanCircuit(s.pool.QueryRow(ctx, dbsqlc.CircuitGet, endpointID))
 	if errors.Is(err, ErrNotFound) {
 		return Circuit{State: CircuitClosed, ProbeBackoff: ProbeBackoffInitial}, nil
 	}
@@ -184,7 +185,7 @@ func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string,
 	var p ProbeClaim
 	var state string
 	var wait float64
-	err := translate(s.pool.QueryRow(ctx, s.q.CircuitProbeClaim, endpointID, owner, lease.Seconds(), now).Scan(&p.Claimed, &state, &wait))
+	err := translate(s.pool.QueryRow(ctx, dbsqlc.CircuitProbeClaim, endpointID, owner, lease.Seconds(), now).Scan(&p.Claimed, &state, &wait))
 	if errors.Is(err, ErrNotFound) {
 		return ProbeClaim{}, nil
 	}
@@ -328,10 +329,10 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 	disableAfter := st.DisableAfterOrDefault()
 	var t CircuitTransition
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.CircuitEnsure, endpointID); err != nil {
+		if _, err := tx.Exec(ctx, dbsqlc.CircuitEnsure, endpointID); err != nil {
 			return err
 		}
-		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
+		c, err := scanCircuit(tx.QueryRow(ctx, dbsqlc.CircuitForUpdate, endpointID))
 		if err != nil {
 			return err
 		}
@@ -420,7 +421,7 @@ func (s *Store) circuitTrigger(ctx context.Context, tx pgx.Tx, endpointID string
 	if c.ClosedAt != nil && c.ClosedAt.After(w.Since) {
 		w.Since = *c.ClosedAt
 	}
-	if err := tx.QueryRow(ctx, s.q.CircuitWindowAttempts, endpointID, w.Since).Scan(&w.Attempts, &w.Failures); err != nil {
+	if err := tx.QueryRow(ctx, dbsqlc.CircuitWindowAttempts, endpointID, w.Since).Scan(&w.Attempts, &w.Failures); err != nil {
 		return "", nil, fmt.Errorf("count window: %w", err)
 	}
 	if w.Attempts >= st.MinAttempts() && 100*w.Failures >= st.FailureRate()*w.Attempts {
@@ -462,7 +463,7 @@ func circuitOpen(c *Circuit, backoff time.Duration) {
 // was) and why; CircuitFailed publishes endpoint disabled for it.
 func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, disableAfter time.Duration) (bool, string, error) {
 	reason := fmt.Sprintf("failing since %s, longer than disable_after (%s): disabled by hookflow", c.FailingSince.UTC().Format(time.RFC3339), disableAfter)
-	tag, err := tx.Exec(ctx, s.q.EndpointDisableIfEnabled, endpointID, reason)
+	tag, err := tx.Exec(ctx, dbsqlc.EndpointDisableIfEnabled, endpointID, reason)
 	if err != nil || tag.RowsAffected() == 0 {
 		return false, "", err
 	}
@@ -474,7 +475,7 @@ func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string
 // endpoint has none (it never failed).
 func (s *Store) lockedCircuit(ctx context.Context, endpointID string, fn func(pgx.Tx, Circuit) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
+		c, err := scanCircuit(tx.QueryRow(ctx, dbsqlc.CircuitForUpdate, endpointID))
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
@@ -498,7 +499,7 @@ func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay 
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, s.q.CircuitReset, endpointID)
+		_, err := tx.Exec(ctx, dbsqlc.CircuitReset, endpointID)
 		return err
 	})
 	if err != nil {
@@ -520,7 +521,7 @@ type AutoReplayPending struct {
 // CircuitsAutoReplayPending returns up to limit pending auto-replays,
 // oldest first.
 func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]AutoReplayPending, error) {
-	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsAutoReplayPending, limit))
+	out, err := collectPending(s.pool.Query(ctx, dbsqlc.CircuitsAutoReplayPending, limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending auto-replays: %w", err)
 	}
@@ -531,7 +532,7 @@ func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]Aut
 // the others: a pass replayed its share of the endpoint's dead letters and
 // left the rest to a later one.
 func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayTurn, endpointID); err != nil {
+	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitAutoReplayTurn, endpointID); err != nil {
 		return fmt.Errorf("turn pending auto-replay: %w", err)
 	}
 	return nil
@@ -541,7 +542,7 @@ func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) er
 // or a late dead letter asked for it again since p was read (its pass may
 // have read the dead letters before they were written).
 func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayDone, p.EndpointID, p.Requested); err != nil {
+	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitAutoReplayDone, p.EndpointID, p.Requested); err != nil {
 		return fmt.Errorf("clear pending auto-replay: %w", err)
 	}
 	return nil
@@ -565,7 +566,7 @@ type CircuitWake struct {
 // rate_limit changed, whose lanes delivering to the endpoint are still to
 // be told, oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
-	rows, err := s.pool.Query(ctx, s.q.CircuitsWakePending, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.CircuitsWakePending, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list circuits to wake: %w", err)
 	}
@@ -579,7 +580,7 @@ func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWa
 // CircuitWakeDone clears w, unless the circuit closed again since w was
 // read (a lane that waited on the later opening may not have been told).
 func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitWakeDone, w.EndpointID, w.Requested); err != nil {
+	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitWakeDone, w.EndpointID, w.Requested); err != nil {
 		return fmt.Errorf("clear circuit wake: %w", err)
 	}
 	return nil
@@ -590,7 +591,7 @@ func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
 // other endpoints had their turn. Nothing is recorded when the circuit
 // closed again since w was read (the wake then starts over).
 func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after string) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitWakeProgress, w.EndpointID, w.Requested, after); err != nil {
+	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitWakeProgress, w.EndpointID, w.Requested, after); err != nil {
 		return fmt.Errorf("record circuit wake progress: %w", err)
 	}
 	return nil
@@ -606,7 +607,7 @@ func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after st
 // that fails does not hold up the ones after it: the pass goes on, and
 // answers their errors joined, each naming its endpoint.
 func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, s.q.CircuitsEventCatchUp, CircuitEventEvery.Seconds(), limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.CircuitsEventCatchUp, CircuitEventEvery.Seconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
 	}
@@ -667,7 +668,7 @@ func (s *Store) circuitEventCatchUp(ctx context.Context, id string) (bool, error
 // endpoint (released and not finished: the heads of its lanes), after
 // event after, in ID order.
 func (s *Store) DeliveringAt(ctx context.Context, endpointID, after string, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeliveringAt, endpointID, after, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.DeliveringAt, endpointID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries in flight: %w", err)
 	}
@@ -732,13 +733,13 @@ func (s *Store) endpointDisabledEvent(ctx context.Context, tx pgx.Tx, endpointID
 func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by string) (bool, error) {
 	var ok bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, d.Generation, by, d.EndpointID)
+		tag, err := tx.Exec(ctx, dbsqlc.DeadLetterMarkReplayed, d.EventID, d.Generation, by, d.EndpointID)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
 		ok = true
 		var typ string
-		if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+		if err := tx.QueryRow(ctx, dbsqlc.EventTypeGet, d.EventID).Scan(&typ); err != nil {
 			return fmt.Errorf("read event type: %w", err)
 		}
 		if contract.Operational(typ) {
@@ -767,7 +768,7 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 // attempt to probe, so the caller replays one of the outage's dead letters
 // of each (Since is the outage's first failure), whose attempt probes.
 func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
-	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsProbeReplayClaim, limit, every.Seconds()))
+	out, err := collectPending(s.pool.Query(ctx, dbsqlc.CircuitsProbeReplayClaim, limit, every.Seconds()))
 	if err != nil {
 		return nil, fmt.Errorf("claim probe replays: %w", err)
 	}

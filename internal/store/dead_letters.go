@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 )
 
 // Dead letter statuses.
@@ -101,11 +102,11 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 	}
 	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.EventLock, d.EventID); err != nil {
+		if _, err := tx.Exec(ctx, dbsqlc.EventLock, d.EventID); err != nil {
 			return err
 		}
 		var state contract.State
-		if err := translate(tx.QueryRow(ctx, s.q.DeliveryStateForUpdate, d.EventID, d.EndpointID).Scan(&state)); err != nil {
+		if err := translate(tx.QueryRow(ctx, dbsqlc.DeliveryStateForUpdate, d.EventID, d.EndpointID).Scan(&state)); err != nil {
 			return err
 		}
 		if state.Final() {
@@ -115,21 +116,21 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		if d.LastAttemptID > 0 {
 			last = &d.LastAttemptID
 		}
-		err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, last, window).Scan(&gen, &d.DeadLetteredAt)
+		err := tx.QueryRow(ctx, dbsqlc.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, last, window).Scan(&gen, &d.DeadLetteredAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Written for this window already: a retry.
-			return tx.QueryRow(ctx, s.q.DeadLetterGeneration, d.EventID, d.EndpointID).Scan(&gen)
+			return tx.QueryRow(ctx, dbsqlc.DeadLetterGeneration, d.EventID, d.EndpointID).Scan(&gen)
 		}
 		if err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
-		b.Queue(s.q.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
-		b.Queue(s.q.EventAggregate, d.EventID)
+		b.Queue(dbsqlc.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
+		b.Queue(dbsqlc.EventAggregate, d.EventID)
 		if contract.OutageCaused(d.Reason) && !d.WindowStart.IsZero() {
 			// Written after its outage's circuit closed, maybe past that
 			// close's auto-replay pass: the pass runs again for it.
-			b.Queue(s.q.CircuitLateOutageDeadLetter, d.EndpointID, d.WindowStart)
+			b.Queue(dbsqlc.CircuitLateOutageDeadLetter, d.EndpointID, d.WindowStart)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
@@ -160,14 +161,14 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 // it (starter.resendLostClaim).
 func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
 	var disabled bool
-	err := tx.QueryRow(ctx, s.q.EndpointDisabledForShare, d.EndpointID).Scan(&disabled)
+	err := tx.QueryRow(ctx, dbsqlc.EndpointDisabledForShare, d.EndpointID).Scan(&disabled)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && disabled) {
 		return nil // gone, or still disabled: enabling it replays this one
 	}
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, gen, contract.EndpointEnabledBy, d.EndpointID)
+	_, err = tx.Exec(ctx, dbsqlc.DeadLetterMarkReplayed, d.EventID, gen, contract.EndpointEnabledBy, d.EndpointID)
 	return err
 }
 
@@ -182,7 +183,7 @@ func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, ge
 // settings or secrets is in it.
 func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
 	var typ string
-	if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+	if err := tx.QueryRow(ctx, dbsqlc.EventTypeGet, d.EventID).Scan(&typ); err != nil {
 		return fmt.Errorf("read event type: %w", err)
 	}
 	if contract.Operational(typ) {
@@ -205,7 +206,7 @@ func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, 
 // DeadLetterGet returns the dead letter of the delivery (eventID,
 // endpointID), or ErrNotFound.
 func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
-	d, err := scanDeadLetter(s.pool.QueryRow(ctx, s.q.DeadLetterGet, eventID, endpointID))
+	d, err := scanDeadLetter(s.pool.QueryRow(ctx, dbsqlc.DeadLetterGet, eventID, endpointID))
 	if err != nil {
 		return d, fmt.Errorf("get dead letter: %w", err)
 	}
@@ -216,7 +217,7 @@ func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (
 // status, with its envelope and attempts, by endpoint; none when it has
 // none.
 func (s *Store) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeadLettersOfEvent, eventID)
+	rows, err := s.pool.Query(ctx, dbsqlc.DeadLettersOfEvent, eventID)
 	return collectDeadLetters(rows, err, "list the event's dead letters")
 }
 
@@ -249,7 +250,7 @@ func nullable(s string) *string {
 // DeadLetterList returns one page of dead letters, oldest first (ties by
 // event, then endpoint).
 func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeadLetterList, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, nullable(f.Status), f.AfterTime, f.AfterID, f.Limit,
+	rows, err := s.pool.Query(ctx, dbsqlc.DeadLetterList, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, nullable(f.Status), f.AfterTime, f.AfterID, f.Limit,
 		f.WithEnvelope, f.WithAttempts, nullable(f.EventID), f.AfterEndpointID)
 	return collectDeadLetters(rows, err, "list dead letters")
 }
@@ -276,7 +277,7 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 	if after != nil {
 		corr, endpoint, seq, id = &after.CorrelationID, after.EndpointID, after.Sequence, after.EventID
 	}
-	rows, err := s.pool.Query(ctx, s.q.DeadLetterReplayPage, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, corr, seq, id, f.Limit,
+	rows, err := s.pool.Query(ctx, dbsqlc.DeadLetterReplayPage, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, corr, seq, id, f.Limit,
 		nullable(f.EventID), endpoint)
 	return collectDeadLetters(rows, err, "page dead letters to replay")
 }
@@ -297,7 +298,7 @@ func collectDeadLetters(rows pgx.Rows, err error, what string) ([]DeadLetter, er
 // generation is not open (someone replayed or skipped it already, or it was
 // reopened as a later one).
 func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID string, gen int32, by string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkReplayed, eventID, gen, by, endpointID)
+	tag, err := s.pool.Exec(ctx, dbsqlc.DeadLetterMarkReplayed, eventID, gen, by, endpointID)
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter replayed: %w", err)
 	}
@@ -307,7 +308,7 @@ func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID 
 // DeadLetterMarkSkipped claims the skip of generation gen, recording who and
 // why; false as DeadLetterMarkReplayed.
 func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID string, gen int32, by, note string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkSkipped, eventID, gen, by, nullable(note), endpointID)
+	tag, err := s.pool.Exec(ctx, dbsqlc.DeadLetterMarkSkipped, eventID, gen, by, nullable(note), endpointID)
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter skipped: %w", err)
 	}
@@ -319,7 +320,7 @@ func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID s
 // who deleted the endpoint: the replay never delivered it. A row open or
 // skipped already, or none, is left as it is.
 func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, by string) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterEndDeleted, eventID, endpointID, by, contract.EndpointDeletedNote); err != nil {
+	if _, err := s.pool.Exec(ctx, dbsqlc.DeadLetterEndDeleted, eventID, endpointID, by, contract.EndpointDeletedNote); err != nil {
 		return fmt.Errorf("end a deleted endpoint's replayed dead letter: %w", err)
 	}
 	return nil
@@ -328,7 +329,7 @@ func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, b
 // DeadLetterReopen undoes a replay or skip claimed for generation gen whose
 // signal never reached the workflow, so an operator can act again.
 func (s *Store) DeadLetterReopen(ctx context.Context, eventID, endpointID string, gen int32) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterReopen, eventID, gen, endpointID); err != nil {
+	if _, err := s.pool.Exec(ctx, dbsqlc.DeadLetterReopen, eventID, gen, endpointID); err != nil {
 		return fmt.Errorf("reopen dead letter: %w", err)
 	}
 	return nil

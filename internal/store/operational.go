@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
@@ -74,10 +75,10 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 	correlation := contract.OperationalCorrelation(subject)
 	insert := func(tx pgx.Tx) error {
 		var seq int64
-		if err := tx.QueryRow(ctx, s.q.OperationalSequenceNext, subject, correlation).Scan(&seq); err != nil {
+		if err := tx.QueryRow(ctx, dbsqlc.OperationalSequenceNext, subject, correlation).Scan(&seq); err != nil {
 			return fmt.Errorf("next sequence: %w", err)
 		}
-		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject, contract.MaxSubscribersCeiling)
+		rows, err := tx.Query(ctx, dbsqlc.OperationalSubscribers, eventType, subject, contract.MaxSubscribersCeiling)
 		if err != nil {
 			return fmt.Errorf("route: %w", err)
 		}
@@ -92,7 +93,7 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, "", ev.Type, ev.Data)
 		var got Event
 		var deliveries []byte
-		err = tx.QueryRow(ctx, s.q.EventInsertRouted, ev.ID, ev.CorrelationID, ev.Sequence, ev.Type, ev.Data, ev.PayloadHash, endpoints).
+		err = tx.QueryRow(ctx, dbsqlc.EventInsertRouted, ev.ID, ev.CorrelationID, ev.Sequence, ev.Type, ev.Data, ev.PayloadHash, endpoints).
 			Scan(eventColumns(&got, &deliveries)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errOperationalRefused
@@ -127,7 +128,7 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 // a producer's event's.
 func (s *Store) EndpointsOperationalCount(ctx context.Context, except string) (int, error) {
 	var n int
-	if err := s.pool.QueryRow(ctx, s.q.EndpointsOperationalCount, except).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, dbsqlc.EndpointsOperationalCount, except).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count operational subscribers: %w", err)
 	}
 	return n, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 )
 
 // Summary is the ledger at a glance, counted in deliveries.
@@ -46,7 +47,7 @@ type EndpointSummary struct {
 // StatsSummary reads the ledger's summary: the totals are the sums of the
 // endpoints' (the lag, their greatest).
 func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
-	rows, err := s.pool.Query(ctx, s.q.StatsSummary)
+	rows, err := s.pool.Query(ctx, dbsqlc.StatsSummary)
 	if err != nil {
 		return Summary{}, fmt.Errorf("read ledger summary: %w", err)
 	}
@@ -93,7 +94,7 @@ type BlockedCorrelation struct {
 // StatsBlockedCorrelations returns the limit longest-blocked lanes and how
 // many are blocked in all.
 func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]BlockedCorrelation, int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.StatsBlockedCorrelations, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.StatsBlockedCorrelations, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list blocked lanes: %w", err)
 	}
@@ -200,7 +201,7 @@ func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration, after
 }
 
 func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration, after string, limit int) ([]Health, error) {
-	rows, err := s.pool.Query(ctx, s.q.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read endpoint health: %w", err)
 	}
