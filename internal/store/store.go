@@ -221,16 +221,40 @@ func (c *settingsColumns) settings() Settings {
 	return st
 }
 
-// settingsArgs are the columns' values of st: NULL for each zero.
-func settingsArgs(st Settings) []any {
-	var headers any
-	if st.Headers != nil {
-		headers = st.Headers
+// settingsParams are the settings columns' values of st, as the endpoint
+// queries take them: NULL (nil) for each zero.
+type settingsParams struct {
+	headers                             []byte
+	window, timeout, disableAfter, cwin *int64
+	rateLimit                           *float64
+	threshold, failureRate, minAttempts *int32
+	maxInFlight                         *int32
+}
+
+func settingsParamsOf(st Settings) (settingsParams, error) {
+	p := settingsParams{
+		window: nullIfZero(st.RecoveryWindow.Milliseconds()), timeout: nullIfZero(st.Timeout.Milliseconds()),
+		rateLimit: nullIfZero(st.RateLimit), threshold: nullIfZero(int32(st.CircuitFailureThreshold)),
+		disableAfter: nullIfZero(st.DisableAfter.Milliseconds()), failureRate: nullIfZero(int32(st.CircuitFailureRate)),
+		cwin: nullIfZero(st.CircuitWindow.Milliseconds()), minAttempts: nullIfZero(int32(st.CircuitMinAttempts)),
+		maxInFlight: nullIfZero(int32(st.MaxInFlight)),
 	}
-	return []any{headers, orNull(st.RecoveryWindow.Milliseconds()), orNull(st.Timeout.Milliseconds()), orNull(st.RateLimit),
-		orNull(int32(st.CircuitFailureThreshold)), st.AutoReplay, orNull(st.DisableAfter.Milliseconds()),
-		orNull(int32(st.CircuitFailureRate)), orNull(st.CircuitWindow.Milliseconds()), orNull(int32(st.CircuitMinAttempts)),
-		orNull(int32(st.MaxInFlight)), st.URLPathPublic}
+	if st.Headers != nil {
+		var err error
+		if p.headers, err = json.Marshal(st.Headers); err != nil {
+			return p, fmt.Errorf("encode headers: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// nullIfZero is v as a nullable column's value, nil (NULL) for zero.
+func nullIfZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
 }
 
 // orZero is a nullable column's value, zero for NULL.
@@ -245,15 +269,6 @@ func orZero[T any](v *T) T {
 // millis is a nullable column of milliseconds as a duration, zero for
 // NULL.
 func millis(v *int64) time.Duration { return time.Duration(orZero(v)) * time.Millisecond }
-
-// orNull is v as a column's value, NULL for zero.
-func orNull[T comparable](v T) any {
-	var zero T
-	if v == zero {
-		return nil
-	}
-	return v
-}
 
 // PreviousSecret is a secret a rotation replaced, and when it stops signing.
 type PreviousSecret struct {
@@ -286,19 +301,25 @@ func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
 	return last
 }
 
-func scanEndpoint(row pgx.Row) (Endpoint, error) {
-	var e Endpoint
-	var sc settingsColumns
-	err := row.Scan(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt, &e.EventTypes}, sc.dest()...)...)
-	e.Settings = sc.settings()
-	return e, translate(err)
-}
-
-func collectEndpoints(rows pgx.Rows, err error) ([]Endpoint, error) {
-	if err != nil {
-		return nil, err
+// endpointOf is an endpoint as the endpoint queries return it (each its own
+// generated row type, all of one shape: convert to EndpointGetRow).
+func endpointOf(r dbsqlc.EndpointGetRow) (Endpoint, error) {
+	e := Endpoint{ID: r.ID, URL: r.Url, Secret: r.Secret, Disabled: r.Disabled, DisabledReason: r.DisabledReason,
+		EventTypes: r.EventTypes, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if err := json.Unmarshal(r.PreviousSecrets, &e.Previous); err != nil {
+		return e, fmt.Errorf("decode previous secrets: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(r) })
+	sc := settingsColumns{window: r.RecoveryWindowMs, timeout: r.TimeoutMs, rateLimit: r.RateLimit,
+		threshold: r.CircuitFailureThreshold, autoReplay: r.AutoReplay, disableAfter: r.DisableAfterMs,
+		failureRate: r.CircuitFailureRate, circuitWindow: r.CircuitWindowMs, minAttempts: r.CircuitMinAttempts,
+		maxInFlight: r.MaxInFlight, urlPathPublic: r.UrlPathPublic}
+	if r.Headers != nil {
+		if err := json.Unmarshal(r.Headers, &sc.headers); err != nil {
+			return e, fmt.Errorf("decode headers: %w", err)
+		}
+	}
+	e.Settings = sc.settings()
+	return e, nil
 }
 
 func translate(err error) error {
@@ -323,27 +344,39 @@ func (s *Store) EndpointInsert(ctx context.Context, id, url, secret string, even
 // event_types, are serialized (EndpointCreateLock), so concurrent ones
 // never pass a cap together.
 func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endpoint, error) {
-	args := append([]any{e.ID, e.URL, e.Secret, e.EventTypes}, settingsArgs(e.Settings)...)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	sp, err := settingsParamsOf(e.Settings)
+	if err != nil {
+		return e, fmt.Errorf("insert endpoint: %w", err)
+	}
+	args := dbsqlc.EndpointInsertParams{ID: e.ID, Url: e.URL, Secret: e.Secret, EventTypes: e.EventTypes,
+		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
+		CircuitFailureThreshold: sp.threshold, Column10: e.Settings.AutoReplay, DisableAfterMs: sp.disableAfter,
+		CircuitFailureRate: sp.failureRate, CircuitWindowMs: sp.cwin, CircuitMinAttempts: sp.minAttempts,
+		MaxInFlight: sp.maxInFlight, Column16: e.Settings.URLPathPublic}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
 		if caps.Endpoints > 0 || caps.Subscribers > 0 {
-			if _, err := tx.Exec(ctx, dbsqlc.EndpointCreateLock); err != nil {
+			if err := q.EndpointCreateLock(ctx); err != nil {
 				return err
 			}
 		}
 		if caps.Endpoints > 0 {
-			var n int
-			if err := tx.QueryRow(ctx, dbsqlc.EndpointsCount).Scan(&n); err != nil {
+			n, err := q.EndpointsCount(ctx)
+			if err != nil {
 				return err
 			}
-			if n >= caps.Endpoints {
+			if n >= int64(caps.Endpoints) {
 				return ErrEndpointLimit
 			}
 		}
 		if err := s.checkSubscribers(ctx, tx, "", e.EventTypes, caps.Subscribers); err != nil {
 			return err
 		}
-		var err error
-		e, err = scanEndpoint(tx.QueryRow(ctx, dbsqlc.EndpointInsert, args...))
+		r, err := q.EndpointInsert(ctx, args)
+		if err != nil {
+			return err
+		}
+		e, err = endpointOf(dbsqlc.EndpointGetRow(r))
 		return err
 	})
 	if err != nil {
@@ -354,7 +387,11 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 
 // EndpointGet returns the endpoint, or ErrNotFound.
 func (s *Store) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, dbsqlc.EndpointGet, id))
+	r, err := s.q.EndpointGet(ctx, id)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("get endpoint: %w", translate(err))
+	}
+	e, err := endpointOf(r)
 	if err != nil {
 		return e, fmt.Errorf("get endpoint: %w", err)
 	}
@@ -425,14 +462,27 @@ var ErrHeadersOrigin = errors.New("a change of URL to another origin must send h
 // transaction.
 func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
 	var e Endpoint
+	update := func(q *dbsqlc.Queries) error {
+		args, err := endpointUpdateParams(id, ch)
+		if err != nil {
+			return err
+		}
+		r, err := q.EndpointUpdate(ctx, args)
+		if err != nil {
+			return translate(err)
+		}
+		e, err = endpointOf(dbsqlc.EndpointGetRow(r))
+		return err
+	}
 	var err error
 	capped := ch.EventTypes != nil && ch.MaxSubscribers > 0
 	if ch.URL == nil && ch.RateLimit == nil && !capped {
-		e, err = scanEndpoint(s.pool.QueryRow(ctx, dbsqlc.EndpointUpdate, endpointUpdateArgs(id, ch)...))
+		err = update(s.q)
 	} else {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			q := s.q.WithTx(tx)
 			if capped {
-				if _, err := tx.Exec(ctx, dbsqlc.EndpointCreateLock); err != nil {
+				if err := q.EndpointCreateLock(ctx); err != nil {
 					return err
 				}
 				if err := s.checkSubscribers(ctx, tx, id, *ch.EventTypes, ch.MaxSubscribers); err != nil {
@@ -448,11 +498,11 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 			// A new rate holds at once for the heads already waiting their
 			// turn (EndpointRateSlotsReset), committed with the rate itself.
 			if ch.RateLimit != nil {
-				if _, err := tx.Exec(ctx, dbsqlc.EndpointRateSlotsReset, id, orNull(*ch.RateLimit)); err != nil {
+				if err := q.EndpointRateSlotsReset(ctx, dbsqlc.EndpointRateSlotsResetParams{ID: id, RateLimit: nullIfZero(*ch.RateLimit)}); err != nil {
 					return err
 				}
 			}
-			if e, err = scanEndpoint(tx.QueryRow(ctx, dbsqlc.EndpointUpdate, endpointUpdateArgs(id, ch)...)); err != nil {
+			if err := update(q); err != nil {
 				return err
 			}
 			return record()
@@ -475,11 +525,7 @@ func (s *Store) checkSubscribers(ctx context.Context, tx pgx.Tx, id string, patt
 	if max <= 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, dbsqlc.EndpointsPatterns, id)
-	if err != nil {
-		return err
-	}
-	others, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	others, err := s.q.WithTx(tx).EndpointsPatterns(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -489,13 +535,19 @@ func (s *Store) checkSubscribers(ctx context.Context, tx pgx.Tx, id string, patt
 	return nil
 }
 
-func endpointUpdateArgs(id string, ch EndpointChange) []any {
+func endpointUpdateParams(id string, ch EndpointChange) (dbsqlc.EndpointUpdateParams, error) {
 	var eventTypes []string
 	if ch.EventTypes != nil {
 		eventTypes = *ch.EventTypes
 	}
 	st, set := ch.replaced()
-	return append([]any{id, ch.URL, ch.Disabled, ch.DisabledReason, ch.EventTypes != nil, eventTypes, set}, settingsArgs(st)...)
+	sp, err := settingsParamsOf(st)
+	return dbsqlc.EndpointUpdateParams{ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
+		SetEventTypes: ch.EventTypes != nil, EventTypes: eventTypes, Settings: set,
+		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
+		CircuitFailureThreshold: sp.threshold, AutoReplay: &st.AutoReplay, DisableAfterMs: sp.disableAfter,
+		CircuitFailureRate: sp.failureRate, CircuitWindowMs: sp.cwin, CircuitMinAttempts: sp.minAttempts,
+		MaxInFlight: sp.maxInFlight, UrlPathPublic: &st.URLPathPublic}, err
 }
 
 // endpointURLChange locks the endpoint's row and judges the change of URL
@@ -503,11 +555,17 @@ func endpointUpdateArgs(id string, ch EndpointChange) []any {
 // to false when the URL changes and ch leaves it out. It returns what
 // records the change, to run once the update is made.
 func (s *Store) endpointURLChange(ctx context.Context, tx pgx.Tx, id string, ch *EndpointChange) (func() error, error) {
-	var old string
-	var headers map[string]string
-	var oldPublic bool
-	if err := tx.QueryRow(ctx, dbsqlc.EndpointLockURL, id).Scan(&old, &headers, &oldPublic); err != nil {
+	q := s.q.WithTx(tx)
+	row, err := q.EndpointLockURL(ctx, id)
+	if err != nil {
 		return nil, translate(err)
+	}
+	old, oldPublic := row.Url, row.UrlPathPublic
+	var headers map[string]string
+	if row.Headers != nil {
+		if err := json.Unmarshal(row.Headers, &headers); err != nil {
+			return nil, fmt.Errorf("decode headers: %w", err)
+		}
 	}
 	if *ch.URL == old {
 		return func() error { return nil }, nil
@@ -520,9 +578,8 @@ func (s *Store) endpointURLChange(ctx context.Context, tx pgx.Tx, id string, ch 
 	}
 	by, to, public := ch.By, *ch.URL, *ch.URLPathPublic
 	return func() error {
-		_, err := tx.Exec(ctx, dbsqlc.EndpointURLChangeInsert, id, by.ID, by.Name,
-			redact.RawURL(old, oldPublic), redact.RawURL(to, public), ch.Headers != nil)
-		return err
+		return q.EndpointURLChangeInsert(ctx, dbsqlc.EndpointURLChangeInsertParams{EndpointID: id, ChangedByID: by.ID, ChangedBy: by.Name,
+			OldUrl: redact.RawURL(old, oldPublic), NewUrl: redact.RawURL(to, public), HeadersReplaced: ch.Headers != nil})
 	}, nil
 }
 
@@ -560,17 +617,14 @@ type URLChange struct {
 // EndpointURLChanges returns up to limit of the endpoint's URL changes,
 // newest first; none is no error.
 func (s *Store) EndpointURLChanges(ctx context.Context, endpointID string, limit int) ([]URLChange, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.EndpointURLChangesList, endpointID, limit)
+	rows, err := s.q.EndpointURLChangesList(ctx, dbsqlc.EndpointURLChangesListParams{EndpointID: endpointID, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoint url changes: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (URLChange, error) {
-		var c URLChange
-		err := r.Scan(&c.ID, &c.At, &c.By.ID, &c.By.Name, &c.OldURL, &c.NewURL, &c.HeadersReplaced)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list endpoint url changes: %w", err)
+	out := make([]URLChange, len(rows))
+	for i, r := range rows {
+		out[i] = URLChange{ID: r.ID, At: r.ChangedAt, By: Actor{ID: r.ChangedByID, Name: r.ChangedBy},
+			OldURL: r.OldUrl, NewURL: r.NewUrl, HeadersReplaced: r.HeadersReplaced}
 	}
 	return out, nil
 }
@@ -608,7 +662,11 @@ func replace[T any](dst, v *T, bit int32) int32 {
 // EndpointRotateSecret makes secret the current one; the one it replaces
 // keeps signing for grace, beside any earlier one still in its grace.
 func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, grace time.Duration) (Endpoint, error) {
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, dbsqlc.EndpointRotateSecret, id, secret, grace.Seconds()))
+	r, err := s.q.EndpointRotateSecret(ctx, dbsqlc.EndpointRotateSecretParams{ID: id, Secret: secret, Secs: grace.Seconds()})
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("rotate endpoint secret: %w", translate(err))
+	}
+	e, err := endpointOf(dbsqlc.EndpointGetRow(r))
 	if err != nil {
 		return e, fmt.Errorf("rotate endpoint secret: %w", err)
 	}
@@ -618,9 +676,15 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, gra
 // EndpointsList returns up to limit endpoints in id order, from the first
 // whose id sorts after after ("" for the first page).
 func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]Endpoint, error) {
-	out, err := collectEndpoints(s.pool.Query(ctx, dbsqlc.EndpointsList, after, limit))
+	rows, err := s.q.EndpointsList(ctx, dbsqlc.EndpointsListParams{ID: after, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	out := make([]Endpoint, len(rows))
+	for i, r := range rows {
+		if out[i], err = endpointOf(dbsqlc.EndpointGetRow(r)); err != nil {
+			return nil, fmt.Errorf("list endpoints: %w", err)
+		}
 	}
 	return out, nil
 }
@@ -630,11 +694,7 @@ func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]E
 // disabled endpoint is paused: its events wait in its lanes), in id order,
 // at most limit of them; none is no error.
 func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.EndpointsSubscribed, eventType, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := s.q.EndpointsSubscribed(ctx, dbsqlc.EndpointsSubscribedParams{EventType: eventType, MaxEndpoints: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
 	}
@@ -668,9 +728,8 @@ func (s *Store) Route(ctx context.Context, e intake.Event, maxSubscribers int) (
 // is stamped and disabled, and no longer found, listed or routed to.
 // ErrNotFound when there is no such endpoint, or it is deleted already.
 func (s *Store) EndpointDelete(ctx context.Context, id, by string) error {
-	var got string
-	if err := translate(s.pool.QueryRow(ctx, dbsqlc.EndpointDelete, id, by).Scan(&got)); err != nil {
-		return fmt.Errorf("delete endpoint: %w", err)
+	if _, err := s.q.EndpointDelete(ctx, dbsqlc.EndpointDeleteParams{ID: id, DeletedBy: &by}); err != nil {
+		return fmt.Errorf("delete endpoint: %w", translate(err))
 	}
 	return nil
 }
@@ -684,23 +743,21 @@ type DeletedEndpoint struct {
 // EndpointsDeletedOpen returns up to limit deleted endpoints that still
 // have open dead letters, in id order.
 func (s *Store) EndpointsDeletedOpen(ctx context.Context, limit int) ([]DeletedEndpoint, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.EndpointsDeletedOpen, limit)
+	rows, err := s.q.EndpointsDeletedOpen(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list deleted endpoints: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeletedEndpoint, error) {
-		var d DeletedEndpoint
-		return d, r.Scan(&d.ID, &d.DeletedBy)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list deleted endpoints: %w", err)
+	out := make([]DeletedEndpoint, len(rows))
+	for i, r := range rows {
+		// deleted_by is set with deleted_at, which the query requires.
+		out[i] = DeletedEndpoint{ID: r.ID, DeletedBy: orZero(r.DeletedBy)}
 	}
 	return out, nil
 }
 
 // EndpointDisable disables the endpoint, recording why.
 func (s *Store) EndpointDisable(ctx context.Context, id, reason string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.EndpointDisable, id, reason); err != nil {
+	if err := s.q.EndpointDisable(ctx, dbsqlc.EndpointDisableParams{ID: id, DisabledReason: &reason}); err != nil {
 		return fmt.Errorf("disable endpoint: %w", err)
 	}
 	return nil

@@ -33,34 +33,34 @@ FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate :one
 -- NULL leaves a field as it is, but for event_types, where NULL is every
--- type: $5 says whether $6 replaces them; and for the delivery settings,
--- where NULL is the server's: $7 is a bit set of those that $8..$11
--- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
--- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14;
--- 128 circuit_failure_rate, 256 circuit_window_ms, 512 circuit_min_attempts:
--- $15..$17; 1024 max_in_flight: $18; 2048 url_path_public: $19).
+-- type: set_event_types says whether event_types replaces them; and for the
+-- delivery settings, where NULL is the server's: settings is a bit set of
+-- those replaced (1 headers, 2 recovery_window_ms, 4 timeout_ms,
+-- 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
+-- 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
+-- 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
 -- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
-    url             = COALESCE($2, url),
-    event_types     = CASE WHEN $5::boolean THEN $6::text[] ELSE event_types END,
-    headers            = CASE WHEN $7::int & 1 <> 0 THEN $8::jsonb ELSE headers END,
-    recovery_window_ms = CASE WHEN $7::int & 2 <> 0 THEN $9::bigint ELSE recovery_window_ms END,
-    timeout_ms         = CASE WHEN $7::int & 4 <> 0 THEN $10::bigint ELSE timeout_ms END,
-    rate_limit         = CASE WHEN $7::int & 8 <> 0 THEN $11::double precision ELSE rate_limit END,
-    circuit_failure_threshold = CASE WHEN $7::int & 16 <> 0 THEN $12::integer ELSE circuit_failure_threshold END,
-    auto_replay               = CASE WHEN $7::int & 32 <> 0 THEN COALESCE($13::boolean, false) ELSE auto_replay END,
-    disable_after_ms          = CASE WHEN $7::int & 64 <> 0 THEN $14::bigint ELSE disable_after_ms END,
-    circuit_failure_rate      = CASE WHEN $7::int & 128 <> 0 THEN $15::integer ELSE circuit_failure_rate END,
-    circuit_window_ms         = CASE WHEN $7::int & 256 <> 0 THEN $16::bigint ELSE circuit_window_ms END,
-    circuit_min_attempts      = CASE WHEN $7::int & 512 <> 0 THEN $17::integer ELSE circuit_min_attempts END,
-    max_in_flight             = CASE WHEN $7::int & 1024 <> 0 THEN $18::integer ELSE max_in_flight END,
-    url_path_public           = CASE WHEN $7::int & 2048 <> 0 THEN COALESCE($19::boolean, false) ELSE url_path_public END,
-    disabled        = COALESCE($3, disabled),
-    disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
-                           WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
+    url             = COALESCE(sqlc.narg(url)::text, url),
+    event_types     = CASE WHEN sqlc.arg(set_event_types)::boolean THEN sqlc.narg(event_types)::text[] ELSE event_types END,
+    headers            = CASE WHEN sqlc.arg(settings)::int & 1 <> 0 THEN sqlc.narg(headers)::jsonb ELSE headers END,
+    recovery_window_ms = CASE WHEN sqlc.arg(settings)::int & 2 <> 0 THEN sqlc.narg(recovery_window_ms)::bigint ELSE recovery_window_ms END,
+    timeout_ms         = CASE WHEN sqlc.arg(settings)::int & 4 <> 0 THEN sqlc.narg(timeout_ms)::bigint ELSE timeout_ms END,
+    rate_limit         = CASE WHEN sqlc.arg(settings)::int & 8 <> 0 THEN sqlc.narg(rate_limit)::double precision ELSE rate_limit END,
+    circuit_failure_threshold = CASE WHEN sqlc.arg(settings)::int & 16 <> 0 THEN sqlc.narg(circuit_failure_threshold)::integer ELSE circuit_failure_threshold END,
+    auto_replay               = CASE WHEN sqlc.arg(settings)::int & 32 <> 0 THEN COALESCE(sqlc.narg(auto_replay)::boolean, false) ELSE auto_replay END,
+    disable_after_ms          = CASE WHEN sqlc.arg(settings)::int & 64 <> 0 THEN sqlc.narg(disable_after_ms)::bigint ELSE disable_after_ms END,
+    circuit_failure_rate      = CASE WHEN sqlc.arg(settings)::int & 128 <> 0 THEN sqlc.narg(circuit_failure_rate)::integer ELSE circuit_failure_rate END,
+    circuit_window_ms         = CASE WHEN sqlc.arg(settings)::int & 256 <> 0 THEN sqlc.narg(circuit_window_ms)::bigint ELSE circuit_window_ms END,
+    circuit_min_attempts      = CASE WHEN sqlc.arg(settings)::int & 512 <> 0 THEN sqlc.narg(circuit_min_attempts)::integer ELSE circuit_min_attempts END,
+    max_in_flight             = CASE WHEN sqlc.arg(settings)::int & 1024 <> 0 THEN sqlc.narg(max_in_flight)::integer ELSE max_in_flight END,
+    url_path_public           = CASE WHEN sqlc.arg(settings)::int & 2048 <> 0 THEN COALESCE(sqlc.narg(url_path_public)::boolean, false) ELSE url_path_public END,
+    disabled        = COALESCE(sqlc.narg(disabled)::boolean, disabled),
+    disabled_reason = CASE WHEN sqlc.narg(disabled)::boolean IS NULL THEN disabled_reason
+                           WHEN sqlc.narg(disabled)::boolean THEN COALESCE(sqlc.narg(disabled_reason)::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE id = $1 AND deleted_at IS NULL
+WHERE id = sqlc.arg(id) AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
@@ -123,11 +123,11 @@ SELECT id
 FROM endpoints
 WHERE deleted_at IS NULL
   AND (event_types IS NULL
-       OR $1 = ANY (event_types)
+       OR sqlc.arg(event_type)::text = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
-                  WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($1, left(p, -1)))))
+                  WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with(sqlc.arg(event_type), left(p, -1)))))
 ORDER BY id
-LIMIT $2;
+LIMIT sqlc.arg(max_endpoints);
 
 -- name: EndpointRateReserve :one
 -- Reserves the endpoint's next send slot for a rate limit of one per $2
@@ -159,7 +159,7 @@ RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
 -- two PATCHes of the rate each see the other's.
 WITH changed AS (
     SELECT id FROM endpoints
-    WHERE id = $1 AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM $2::double precision
+    WHERE id = sqlc.arg(id) AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM sqlc.narg(rate_limit)::double precision
     FOR UPDATE
 ), slots AS (
     UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())

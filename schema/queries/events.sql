@@ -18,7 +18,7 @@ WITH ins AS (
     -- routing (NULL: the server's), as the routing itself is kept.
     INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
     SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
-    FROM ins, (SELECT DISTINCT unnest($7::text[]) AS endpoint_id) r
+    FROM ins, (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
 ), high AS (
@@ -29,7 +29,7 @@ WITH ins AS (
 SELECT ins.*,
        COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at,
                                                    'recovery_window_ms', recovery_window_ms, 'timeout_ms', timeout_ms) ORDER BY endpoint_id)
-                 FROM routed), '[]')
+                 FROM routed), '[]')::json AS deliveries
 FROM ins;
 
 -- name: EventGet :one

@@ -411,8 +411,8 @@ ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), u
 `
 
 type EndpointRateSlotsResetParams struct {
-	ID      string
-	Column2 float64
+	ID        string
+	RateLimit *float64
 }
 
 // Endpoint $1's rate_limit is about to become $2 (NULL: none): when that is
@@ -425,7 +425,7 @@ type EndpointRateSlotsResetParams struct {
 // (EndpointUpdate), the endpoint's row locked, so a crash loses neither and
 // two PATCHes of the rate each see the other's.
 func (q *Queries) EndpointRateSlotsReset(ctx context.Context, arg EndpointRateSlotsResetParams) error {
-	_, err := q.db.Exec(ctx, EndpointRateSlotsReset, arg.ID, arg.Column2)
+	_, err := q.db.Exec(ctx, EndpointRateSlotsReset, arg.ID, arg.RateLimit)
 	return err
 }
 
@@ -582,51 +582,51 @@ func (q *Queries) EndpointURLChangesList(ctx context.Context, arg EndpointURLCha
 
 const EndpointUpdate = `-- name: EndpointUpdate :one
 UPDATE endpoints SET
-    url             = COALESCE($2, url),
-    event_types     = CASE WHEN $5::boolean THEN $6::text[] ELSE event_types END,
-    headers            = CASE WHEN $7::int & 1 <> 0 THEN $8::jsonb ELSE headers END,
-    recovery_window_ms = CASE WHEN $7::int & 2 <> 0 THEN $9::bigint ELSE recovery_window_ms END,
-    timeout_ms         = CASE WHEN $7::int & 4 <> 0 THEN $10::bigint ELSE timeout_ms END,
-    rate_limit         = CASE WHEN $7::int & 8 <> 0 THEN $11::double precision ELSE rate_limit END,
-    circuit_failure_threshold = CASE WHEN $7::int & 16 <> 0 THEN $12::integer ELSE circuit_failure_threshold END,
-    auto_replay               = CASE WHEN $7::int & 32 <> 0 THEN COALESCE($13::boolean, false) ELSE auto_replay END,
-    disable_after_ms          = CASE WHEN $7::int & 64 <> 0 THEN $14::bigint ELSE disable_after_ms END,
-    circuit_failure_rate      = CASE WHEN $7::int & 128 <> 0 THEN $15::integer ELSE circuit_failure_rate END,
-    circuit_window_ms         = CASE WHEN $7::int & 256 <> 0 THEN $16::bigint ELSE circuit_window_ms END,
-    circuit_min_attempts      = CASE WHEN $7::int & 512 <> 0 THEN $17::integer ELSE circuit_min_attempts END,
-    max_in_flight             = CASE WHEN $7::int & 1024 <> 0 THEN $18::integer ELSE max_in_flight END,
-    url_path_public           = CASE WHEN $7::int & 2048 <> 0 THEN COALESCE($19::boolean, false) ELSE url_path_public END,
-    disabled        = COALESCE($3, disabled),
-    disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
-                           WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
+    url             = COALESCE($1::text, url),
+    event_types     = CASE WHEN $2::boolean THEN $3::text[] ELSE event_types END,
+    headers            = CASE WHEN $4::int & 1 <> 0 THEN $5::jsonb ELSE headers END,
+    recovery_window_ms = CASE WHEN $4::int & 2 <> 0 THEN $6::bigint ELSE recovery_window_ms END,
+    timeout_ms         = CASE WHEN $4::int & 4 <> 0 THEN $7::bigint ELSE timeout_ms END,
+    rate_limit         = CASE WHEN $4::int & 8 <> 0 THEN $8::double precision ELSE rate_limit END,
+    circuit_failure_threshold = CASE WHEN $4::int & 16 <> 0 THEN $9::integer ELSE circuit_failure_threshold END,
+    auto_replay               = CASE WHEN $4::int & 32 <> 0 THEN COALESCE($10::boolean, false) ELSE auto_replay END,
+    disable_after_ms          = CASE WHEN $4::int & 64 <> 0 THEN $11::bigint ELSE disable_after_ms END,
+    circuit_failure_rate      = CASE WHEN $4::int & 128 <> 0 THEN $12::integer ELSE circuit_failure_rate END,
+    circuit_window_ms         = CASE WHEN $4::int & 256 <> 0 THEN $13::bigint ELSE circuit_window_ms END,
+    circuit_min_attempts      = CASE WHEN $4::int & 512 <> 0 THEN $14::integer ELSE circuit_min_attempts END,
+    max_in_flight             = CASE WHEN $4::int & 1024 <> 0 THEN $15::integer ELSE max_in_flight END,
+    url_path_public           = CASE WHEN $4::int & 2048 <> 0 THEN COALESCE($16::boolean, false) ELSE url_path_public END,
+    disabled        = COALESCE($17::boolean, disabled),
+    disabled_reason = CASE WHEN $17::boolean IS NULL THEN disabled_reason
+                           WHEN $17::boolean THEN COALESCE($18::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE id = $1 AND deleted_at IS NULL
+WHERE id = $19 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
 `
 
 type EndpointUpdateParams struct {
-	ID             string
-	Url            string
-	Disabled       bool
-	DisabledReason *string
-	Column5        bool
-	Column6        []string
-	Column7        int32
-	Column8        []byte
-	Column9        int64
-	Column10       int64
-	Column11       float64
-	Column12       int32
-	Column13       bool
-	Column14       int64
-	Column15       int32
-	Column16       int64
-	Column17       int32
-	Column18       int32
-	Column19       bool
+	Url                     *string
+	SetEventTypes           bool
+	EventTypes              []string
+	Settings                int32
+	Headers                 []byte
+	RecoveryWindowMs        *int64
+	TimeoutMs               *int64
+	RateLimit               *float64
+	CircuitFailureThreshold *int32
+	AutoReplay              *bool
+	DisableAfterMs          *int64
+	CircuitFailureRate      *int32
+	CircuitWindowMs         *int64
+	CircuitMinAttempts      *int32
+	MaxInFlight             *int32
+	UrlPathPublic           *bool
+	Disabled                *bool
+	DisabledReason          *string
+	ID                      string
 }
 
 type EndpointUpdateRow struct {
@@ -654,34 +654,34 @@ type EndpointUpdateRow struct {
 }
 
 // NULL leaves a field as it is, but for event_types, where NULL is every
-// type: $5 says whether $6 replaces them; and for the delivery settings,
-// where NULL is the server's: $7 is a bit set of those that $8..$11
-// replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
-// 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14;
-// 128 circuit_failure_rate, 256 circuit_window_ms, 512 circuit_min_attempts:
-// $15..$17; 1024 max_in_flight: $18; 2048 url_path_public: $19).
+// type: set_event_types says whether event_types replaces them; and for the
+// delivery settings, where NULL is the server's: settings is a bit set of
+// those replaced (1 headers, 2 recovery_window_ms, 4 timeout_ms,
+// 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
+// 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
+// 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
 // Re-enabling clears the reason it was disabled.
 func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) (EndpointUpdateRow, error) {
 	row := q.db.QueryRow(ctx, EndpointUpdate,
-		arg.ID,
 		arg.Url,
+		arg.SetEventTypes,
+		arg.EventTypes,
+		arg.Settings,
+		arg.Headers,
+		arg.RecoveryWindowMs,
+		arg.TimeoutMs,
+		arg.RateLimit,
+		arg.CircuitFailureThreshold,
+		arg.AutoReplay,
+		arg.DisableAfterMs,
+		arg.CircuitFailureRate,
+		arg.CircuitWindowMs,
+		arg.CircuitMinAttempts,
+		arg.MaxInFlight,
+		arg.UrlPathPublic,
 		arg.Disabled,
 		arg.DisabledReason,
-		arg.Column5,
-		arg.Column6,
-		arg.Column7,
-		arg.Column8,
-		arg.Column9,
-		arg.Column10,
-		arg.Column11,
-		arg.Column12,
-		arg.Column13,
-		arg.Column14,
-		arg.Column15,
-		arg.Column16,
-		arg.Column17,
-		arg.Column18,
-		arg.Column19,
+		arg.ID,
 	)
 	var i EndpointUpdateRow
 	err := row.Scan(
@@ -869,7 +869,7 @@ SELECT id
 FROM endpoints
 WHERE deleted_at IS NULL
   AND (event_types IS NULL
-       OR $1 = ANY (event_types)
+       OR $1::text = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
                   WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($1, left(p, -1)))))
 ORDER BY id
@@ -877,8 +877,8 @@ LIMIT $2
 `
 
 type EndpointsSubscribedParams struct {
-	EventTypes []string
-	Limit      int32
+	EventType    string
+	MaxEndpoints int32
 }
 
 // The ids of the endpoints whose event_types match type $1, in id order,
@@ -893,7 +893,7 @@ type EndpointsSubscribedParams struct {
 // starting with "prefix." (compared as text, not LIKE, so % and _ in a
 // prefix are themselves), anything else that exact type.
 func (q *Queries) EndpointsSubscribed(ctx context.Context, arg EndpointsSubscribedParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, EndpointsSubscribed, arg.EventTypes, arg.Limit)
+	rows, err := q.db.Query(ctx, EndpointsSubscribed, arg.EventType, arg.MaxEndpoints)
 	if err != nil {
 		return nil, err
 	}

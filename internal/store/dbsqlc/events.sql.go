@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -646,7 +647,7 @@ WITH ins AS (
 SELECT ins.id, ins.correlation_id, ins.sequence, ins.type, ins.data, ins.payload_hash, ins.state, ins.accepted_at, ins.released_at, ins.delivered_at, ins.updated_at, ins.run_id, ins.restarts, ins.restarted_at, ins.restart_reason,
        COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at,
                                                    'recovery_window_ms', recovery_window_ms, 'timeout_ms', timeout_ms) ORDER BY endpoint_id)
-                 FROM routed), '[]')
+                 FROM routed), '[]')::json AS deliveries
 FROM ins
 `
 
@@ -657,7 +658,7 @@ type EventInsertRoutedParams struct {
 	Type          string
 	Data          []byte
 	PayloadHash   []byte
-	Column7       []string
+	Endpoints     []string
 }
 
 type EventInsertRoutedRow struct {
@@ -676,7 +677,7 @@ type EventInsertRoutedRow struct {
 	Restarts      int32
 	RestartedAt   *time.Time
 	RestartReason *string
-	Coalesce      interface{}
+	Deliveries    []byte
 }
 
 // Stores the event and its deliveries (one per endpoint of $7, which may be
@@ -695,7 +696,7 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 		arg.Type,
 		arg.Data,
 		arg.PayloadHash,
-		arg.Column7,
+		arg.Endpoints,
 	)
 	var i EventInsertRoutedRow
 	err := row.Scan(
@@ -714,7 +715,7 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 		&i.Restarts,
 		&i.RestartedAt,
 		&i.RestartReason,
-		&i.Coalesce,
+		&i.Deliveries,
 	)
 	return i, err
 }
@@ -1082,7 +1083,7 @@ type LanesStuckHeadsClaimRow struct {
 	Restarts      int32
 	RestartedAt   *time.Time
 	RestartReason *string
-	Deliveries    interface{}
+	Deliveries    json.RawMessage
 	EndpointID    string
 	State_2       string
 }

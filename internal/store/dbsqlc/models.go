@@ -5,6 +5,7 @@
 package dbsqlc
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -24,5 +25,5 @@ type EventsRouted struct {
 	Restarts      int32
 	RestartedAt   *time.Time
 	RestartReason *string
-	Deliveries    interface{}
+	Deliveries    json.RawMessage
 }
