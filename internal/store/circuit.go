@@ -125,20 +125,14 @@ type Circuit struct {
 // Open says whether attempts find the circuit open: open or half-open.
 func (c Circuit) Open() bool { return c.State != CircuitClosed }
 
-func scanCircuit(row pgx.Row) (Circuit, error) {
-	var c Circuit
-	var backoffMS int64
-	var outageBackoffMS *int64
-	var failures, successes, coalesced int32
-	err := row.Scan(&c.State, &failures, &c.FailingSince, &c.OpenedAt, &c.NextProbeAt, &backoffMS,
-		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.ClosedAt, &c.RateCountedAt,
-		&successes, &c.OutageFailingSince, &outageBackoffMS, &c.EventState, &c.EventAt, &coalesced, &c.OutageOpenedAt, &c.Now)
-	c.ConsecutiveFailures, c.ProbeSuccesses, c.EventsCoalesced = int(failures), int(successes), int(coalesced)
-	c.ProbeBackoff = time.Duration(backoffMS) * time.Millisecond
-	if outageBackoffMS != nil {
-		c.OutageBackoff = time.Duration(*outageBackoffMS) * time.Millisecond
-	}
-	return c, translate(err)
+// circuitOf is a circuit as CircuitGet and CircuitForUpdate return it.
+func circuitOf(r dbsqlc.CircuitGetRow) Circuit {
+	return Circuit{State: r.State, ConsecutiveFailures: int(r.ConsecutiveFailures), FailingSince: r.FailingSince,
+		OpenedAt: r.OpenedAt, NextProbeAt: r.NextProbeAt, ProbeBackoff: millis(&r.ProbeBackoffMs),
+		ProbeOwner: r.ProbeOwner, ProbeLease: r.ProbeLeaseUntil, AutoReplayPendingSince: r.AutoReplayPendingSince,
+		ClosedAt: r.ClosedAt, RateCountedAt: r.RateCountedAt, ProbeSuccesses: int(r.ProbeSuccesses),
+		OutageFailingSince: r.OutageFailingSince, OutageBackoff: millis(r.OutageBackoffMs), OutageOpenedAt: r.OutageOpenedAt,
+		EventState: r.EventState, EventAt: r.EventAt, EventsCoalesced: int(r.EventsCoalesced), Now: r.Now}
 }
 
 func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit) error {
@@ -147,23 +141,26 @@ func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c 
 		ms := c.OutageBackoff.Milliseconds()
 		outageBackoffMS = &ms
 	}
-	_, err := tx.Exec(ctx, dbsqlc.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
-		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt,
-		int32(c.ProbeSuccesses), c.OutageFailingSince, outageBackoffMS, c.EventState, c.EventAt, int32(c.EventsCoalesced), c.OutageOpenedAt)
-	return err
+	return s.q.WithTx(tx).CircuitSet(ctx, dbsqlc.CircuitSetParams{EndpointID: endpointID, State: c.State,
+		ConsecutiveFailures: int32(c.ConsecutiveFailures), FailingSince: c.FailingSince, OpenedAt: c.OpenedAt,
+		NextProbeAt: c.NextProbeAt, ProbeBackoffMs: c.ProbeBackoff.Milliseconds(), ProbeOwner: c.ProbeOwner,
+		ProbeLeaseUntil: c.ProbeLease, AutoReplayPendingSince: c.AutoReplayPendingSince, ClosedAt: c.ClosedAt,
+		RateCountedAt: c.RateCountedAt, ProbeSuccesses: int32(c.ProbeSuccesses), OutageFailingSince: c.OutageFailingSince,
+		OutageBackoffMs: outageBackoffMS, EventState: c.EventState, EventAt: c.EventAt,
+		EventsCoalesced: int32(c.EventsCoalesced), OutageOpenedAt: c.OutageOpenedAt})
 }
 
 // CircuitGet returns the endpoint's circuit: closed with no failure, and
 // Now zero, when it has no row.
 func (s *Store) CircuitGet(ctx context.Context, endpointID string) (Circuit, error) {
-	c, err := scanCircuit(s.pool.QueryRow(ctx, dbsqlc.CircuitGet, endpointID))
-	if errors.Is(err, ErrNotFound) {
+	r, err := s.q.CircuitGet(ctx, endpointID)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Circuit{State: CircuitClosed, ProbeBackoff: ProbeBackoffInitial}, nil
 	}
 	if err != nil {
-		return c, fmt.Errorf("get circuit: %w", err)
+		return Circuit{}, fmt.Errorf("get circuit: %w", err)
 	}
-	return c, nil
+	return circuitOf(r), nil
 }
 
 // ProbeClaim is the answer of CircuitProbeClaim: Claimed when this attempt
@@ -329,13 +326,15 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 	disableAfter := st.DisableAfterOrDefault()
 	var t CircuitTransition
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, dbsqlc.CircuitEnsure, endpointID); err != nil {
+		q := s.q.WithTx(tx)
+		if err := q.CircuitEnsure(ctx, endpointID); err != nil {
 			return err
 		}
-		c, err := scanCircuit(tx.QueryRow(ctx, dbsqlc.CircuitForUpdate, endpointID))
+		r, err := q.CircuitForUpdate(ctx, endpointID)
 		if err != nil {
-			return err
+			return translate(err)
 		}
+		c := circuitOf(dbsqlc.CircuitGetRow(r))
 		c.ConsecutiveFailures++
 		if c.FailingSince == nil {
 			now := c.Now
@@ -463,8 +462,8 @@ func circuitOpen(c *Circuit, backoff time.Duration) {
 // was) and why; CircuitFailed publishes endpoint disabled for it.
 func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, disableAfter time.Duration) (bool, string, error) {
 	reason := fmt.Sprintf("failing since %s, longer than disable_after (%s): disabled by hookflow", c.FailingSince.UTC().Format(time.RFC3339), disableAfter)
-	tag, err := tx.Exec(ctx, dbsqlc.EndpointDisableIfEnabled, endpointID, reason)
-	if err != nil || tag.RowsAffected() == 0 {
+	n, err := s.q.WithTx(tx).EndpointDisableIfEnabled(ctx, dbsqlc.EndpointDisableIfEnabledParams{ID: endpointID, DisabledReason: &reason})
+	if err != nil || n == 0 {
 		return false, "", err
 	}
 	return true, reason, nil
@@ -475,14 +474,14 @@ func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string
 // endpoint has none (it never failed).
 func (s *Store) lockedCircuit(ctx context.Context, endpointID string, fn func(pgx.Tx, Circuit) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		c, err := scanCircuit(tx.QueryRow(ctx, dbsqlc.CircuitForUpdate, endpointID))
-		if errors.Is(err, ErrNotFound) {
+		r, err := s.q.WithTx(tx).CircuitForUpdate(ctx, endpointID)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		return fn(tx, c)
+		return fn(tx, circuitOf(dbsqlc.CircuitGetRow(r)))
 	})
 }
 
@@ -499,8 +498,7 @@ func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay 
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, dbsqlc.CircuitReset, endpointID)
-		return err
+		return s.q.WithTx(tx).CircuitReset(ctx, endpointID)
 	})
 	if err != nil {
 		return fmt.Errorf("reset circuit: %w", err)
@@ -521,9 +519,14 @@ type AutoReplayPending struct {
 // CircuitsAutoReplayPending returns up to limit pending auto-replays,
 // oldest first.
 func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]AutoReplayPending, error) {
-	out, err := collectPending(s.pool.Query(ctx, dbsqlc.CircuitsAutoReplayPending, limit))
+	rows, err := s.q.CircuitsAutoReplayPending(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending auto-replays: %w", err)
+	}
+	out := make([]AutoReplayPending, len(rows))
+	for i, r := range rows {
+		// The query reads only rows with a pending since.
+		out[i] = AutoReplayPending{EndpointID: r.EndpointID, Since: orZero(r.AutoReplayPendingSince), Requested: r.AutoReplayRequestedAt}
 	}
 	return out, nil
 }
@@ -532,7 +535,7 @@ func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]Aut
 // the others: a pass replayed its share of the endpoint's dead letters and
 // left the rest to a later one.
 func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitAutoReplayTurn, endpointID); err != nil {
+	if err := s.q.CircuitAutoReplayTurn(ctx, endpointID); err != nil {
 		return fmt.Errorf("turn pending auto-replay: %w", err)
 	}
 	return nil
@@ -542,7 +545,7 @@ func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) er
 // or a late dead letter asked for it again since p was read (its pass may
 // have read the dead letters before they were written).
 func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitAutoReplayDone, p.EndpointID, p.Requested); err != nil {
+	if err := s.q.CircuitAutoReplayDone(ctx, dbsqlc.CircuitAutoReplayDoneParams{EndpointID: p.EndpointID, AutoReplayRequestedAt: p.Requested}); err != nil {
 		return fmt.Errorf("clear pending auto-replay: %w", err)
 	}
 	return nil
@@ -566,13 +569,14 @@ type CircuitWake struct {
 // rate_limit changed, whose lanes delivering to the endpoint are still to
 // be told, oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.CircuitsWakePending, limit)
+	rows, err := s.q.CircuitsWakePending(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list circuits to wake: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CircuitWake])
-	if err != nil {
-		return nil, fmt.Errorf("list circuits to wake: %w", err)
+	out := make([]CircuitWake, len(rows))
+	for i, r := range rows {
+		// The query reads only rows with a wake requested.
+		out[i] = CircuitWake{EndpointID: r.EndpointID, Requested: orZero(r.WakeRequestedAt), After: r.After}
 	}
 	return out, nil
 }
@@ -580,7 +584,7 @@ func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWa
 // CircuitWakeDone clears w, unless the circuit closed again since w was
 // read (a lane that waited on the later opening may not have been told).
 func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitWakeDone, w.EndpointID, w.Requested); err != nil {
+	if err := s.q.CircuitWakeDone(ctx, dbsqlc.CircuitWakeDoneParams{EndpointID: w.EndpointID, WakeRequestedAt: &w.Requested}); err != nil {
 		return fmt.Errorf("clear circuit wake: %w", err)
 	}
 	return nil
@@ -591,7 +595,7 @@ func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
 // other endpoints had their turn. Nothing is recorded when the circuit
 // closed again since w was read (the wake then starts over).
 func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.CircuitWakeProgress, w.EndpointID, w.Requested, after); err != nil {
+	if err := s.q.CircuitWakeProgress(ctx, dbsqlc.CircuitWakeProgressParams{EndpointID: w.EndpointID, WakeAfterStamp: &w.Requested, WakeAfter: &after}); err != nil {
 		return fmt.Errorf("record circuit wake progress: %w", err)
 	}
 	return nil
@@ -607,11 +611,7 @@ func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after st
 // that fails does not hold up the ones after it: the pass goes on, and
 // answers their errors joined, each naming its endpoint.
 func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.CircuitsEventCatchUp, CircuitEventEvery.Seconds(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := s.q.CircuitsEventCatchUp(ctx, dbsqlc.CircuitsEventCatchUpParams{Secs: CircuitEventEvery.Seconds(), Limit: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
 	}
@@ -668,11 +668,7 @@ func (s *Store) circuitEventCatchUp(ctx context.Context, id string) (bool, error
 // endpoint (released and not finished: the heads of its lanes), after
 // event after, in ID order.
 func (s *Store) DeliveringAt(ctx context.Context, endpointID, after string, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.DeliveringAt, endpointID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries in flight: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := s.q.DeliveringAt(ctx, dbsqlc.DeliveringAtParams{EndpointID: endpointID, EventID: after, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries in flight: %w", err)
 	}
@@ -733,13 +729,15 @@ func (s *Store) endpointDisabledEvent(ctx context.Context, tx pgx.Tx, endpointID
 func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by string) (bool, error) {
 	var ok bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, dbsqlc.DeadLetterMarkReplayed, d.EventID, d.Generation, by, d.EndpointID)
-		if err != nil || tag.RowsAffected() == 0 {
+		q := s.q.WithTx(tx)
+		n, err := q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: d.EventID, Generation: d.Generation,
+			ReplayedBy: &by, EndpointID: d.EndpointID})
+		if err != nil || n == 0 {
 			return err
 		}
 		ok = true
-		var typ string
-		if err := tx.QueryRow(ctx, dbsqlc.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+		typ, err := q.EventTypeGet(ctx, d.EventID)
+		if err != nil {
 			return fmt.Errorf("read event type: %w", err)
 		}
 		if contract.Operational(typ) {
@@ -768,16 +766,14 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 // attempt to probe, so the caller replays one of the outage's dead letters
 // of each (Since is the outage's first failure), whose attempt probes.
 func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
-	out, err := collectPending(s.pool.Query(ctx, dbsqlc.CircuitsProbeReplayClaim, limit, every.Seconds()))
+	rows, err := s.q.CircuitsProbeReplayClaim(ctx, dbsqlc.CircuitsProbeReplayClaimParams{Limit: int32(limit), Secs: every.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("claim probe replays: %w", err)
 	}
-	return out, nil
-}
-
-func collectPending(rows pgx.Rows, err error) ([]AutoReplayPending, error) {
-	if err != nil {
-		return nil, err
+	out := make([]AutoReplayPending, len(rows))
+	for i, r := range rows {
+		// The query answers COALESCE(failing_since, opened_at, now()): never NULL.
+		out[i] = AutoReplayPending{EndpointID: r.EndpointID, Since: orZero(r.FailingSince), Requested: r.AutoReplayRequestedAt}
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
+	return out, nil
 }

@@ -252,7 +252,7 @@ func (s *Store) EndpointLeaseAcquire(ctx context.Context, endpointID, owner stri
 // EndpointLeaseRelease gives the attempt's place back; releasing one not
 // held is harmless.
 func (s *Store) EndpointLeaseRelease(ctx context.Context, endpointID, owner string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.EndpointLeaseRelease, endpointID, owner); err != nil {
+	if err := s.q.EndpointLeaseRelease(ctx, dbsqlc.EndpointLeaseReleaseParams{EndpointID: endpointID, Owner: owner}); err != nil {
 		return fmt.Errorf("release endpoint lease: %w", err)
 	}
 	return nil
@@ -318,8 +318,11 @@ func (s *Store) finish(ctx context.Context, eventID, endpointID, correlationID s
 // has none (nothing finished in it yet).
 func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (Lane, error) {
 	l := Lane{EndpointID: endpointID}
-	err := translate(s.pool.QueryRow(ctx, dbsqlc.LaneGet, correlationID, endpointID).Scan(&l.EndpointID, &l.LastFinished, &l.Previous, &l.Skipped))
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	r, err := s.q.LaneGet(ctx, dbsqlc.LaneGetParams{CorrelationID: correlationID, EndpointID: endpointID})
+	switch err = translate(err); {
+	case err == nil:
+		l = Lane{EndpointID: r.EndpointID, LastFinished: r.LastFinished, Previous: r.Previous, Skipped: r.SkippedTail}
+	case !errors.Is(err, ErrNotFound):
 		return l, fmt.Errorf("get lane: %w", err)
 	}
 	if len(l.Skipped) == 0 {
@@ -415,25 +418,23 @@ type Attempt struct {
 // (0 when there is none): what the next generation holds
 // (DeadLetter.LastAttemptID).
 func (s *Store) AttemptsSinceDeadLetter(ctx context.Context, eventID, endpointID string) ([]Attempt, int64, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsSinceDeadLetter, eventID, endpointID)
+	rows, err := s.q.AttemptsSinceDeadLetter(ctx, dbsqlc.AttemptsSinceDeadLetterParams{EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
 	}
 	var last int64
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := row.Scan(&last, &a.Attempt, &a.StartedAt, &a.LatencyMS, &a.StatusCode, &a.Error, &a.Outcome)
-		return a, err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		last = r.ID
+		out[i] = attemptOf(dbsqlc.AttemptsListRow{Attempt: r.Attempt, StartedAt: r.StartedAt, LatencyMs: r.LatencyMs,
+			StatusCode: r.StatusCode, Error: r.Error, Outcome: r.Outcome})
 	}
 	return out, last, nil
 }
 
 // AttemptInsert records an attempt of the delivery (eventID, endpointID).
 func (s *Store) AttemptInsert(ctx context.Context, eventID, endpointID string, a Attempt) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome); err != nil {
+	if err := s.q.AttemptInsert(ctx, attemptInsertParams(eventID, endpointID, a)); err != nil {
 		return fmt.Errorf("insert delivery attempt: %w", err)
 	}
 	return nil
@@ -523,13 +524,24 @@ func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, af
 
 // AttemptsList returns the delivery's attempts in order.
 func (s *Store) AttemptsList(ctx context.Context, eventID, endpointID string) ([]Attempt, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsList, eventID, endpointID)
+	rows, err := s.q.AttemptsList(ctx, dbsqlc.AttemptsListParams{EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
-	if err != nil {
-		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		out[i] = attemptOf(r)
 	}
 	return out, nil
+}
+
+// attemptOf is an attempt as the attempt queries return it.
+func attemptOf(r dbsqlc.AttemptsListRow) Attempt {
+	return Attempt{Attempt: r.Attempt, StartedAt: r.StartedAt, LatencyMS: r.LatencyMs, StatusCode: r.StatusCode, Error: r.Error, Outcome: r.Outcome}
+}
+
+// attemptInsertParams record a of the delivery (eventID, endpointID).
+func attemptInsertParams(eventID, endpointID string, a Attempt) dbsqlc.AttemptInsertParams {
+	return dbsqlc.AttemptInsertParams{EventID: eventID, EndpointID: endpointID, Attempt: a.Attempt, StartedAt: a.StartedAt,
+		LatencyMs: a.LatencyMS, StatusCode: a.StatusCode, Error: a.Error, Outcome: a.Outcome}
 }

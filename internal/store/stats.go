@@ -47,26 +47,20 @@ type EndpointSummary struct {
 // StatsSummary reads the ledger's summary: the totals are the sums of the
 // endpoints' (the lag, their greatest).
 func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.StatsSummary)
+	rows, err := s.q.StatsSummary(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("read ledger summary: %w", err)
 	}
-	var (
-		sm     Summary
-		queued int64
-		es     EndpointSummary
-	)
-	_, err = pgx.ForEachRow(rows, []any{&es.EndpointID, &queued, &es.Waiting, &es.Delivering, &es.DeliveredRecently, &es.DeadLettersOpen, &es.LagSeconds}, func() error {
-		sm.Queued += queued
-		sm.InFlight += es.Waiting - queued + es.Delivering
+	var sm Summary
+	for _, r := range rows {
+		es := EndpointSummary{EndpointID: r.EndpointID, Waiting: r.Waiting, Delivering: r.Delivering,
+			DeliveredRecently: r.Delivered, DeadLettersOpen: r.Open, LagSeconds: r.LagSeconds}
+		sm.Queued += r.Queued
+		sm.InFlight += es.Waiting - r.Queued + es.Delivering
 		sm.DeliveredLast5m += es.DeliveredRecently
 		sm.DeadLettersOpen += es.DeadLettersOpen
 		sm.OldestLagSeconds = max(sm.OldestLagSeconds, es.LagSeconds)
 		sm.ByEndpoint = append(sm.ByEndpoint, es)
-		return nil
-	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("read ledger summary: %w", err)
 	}
 	return sm, nil
 }

@@ -816,20 +816,25 @@ func (e *Event) decodeDeliveries(raw []byte) error {
 	return nil
 }
 
-func scanEvent(row pgx.Row) (Event, error) {
-	var e Event
-	var raw []byte
-	if err := row.Scan(eventColumns(&e, &raw)...); err != nil {
-		return e, translate(err)
-	}
-	return e, e.decodeDeliveries(raw)
+// eventOf is an event as the event queries return it (events_routed's
+// columns: convert other rows of that shape to EventsRouted).
+func eventOf(r dbsqlc.EventsRouted) (Event, error) {
+	e := Event{Event: intake.Event{ID: r.ID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, Type: r.Type,
+		Data: r.Data, PayloadHash: r.PayloadHash},
+		State: contract.State(r.State), AcceptedAt: r.AcceptedAt, ReleasedAt: r.ReleasedAt, DeliveredAt: r.DeliveredAt,
+		UpdatedAt: r.UpdatedAt, RunID: r.RunID, Restarts: r.Restarts, RestartedAt: r.RestartedAt, RestartReason: r.RestartReason}
+	return e, e.decodeDeliveries(r.Deliveries)
 }
 
-func collectEvents(rows pgx.Rows, err error) ([]Event, error) {
-	if err != nil {
-		return nil, err
+func eventsOf(rows []dbsqlc.EventsRouted) ([]Event, error) {
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		var err error
+		if out[i], err = eventOf(r); err != nil {
+			return nil, err
+		}
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+	return out, nil
 }
 
 // EventInsertRouted stores e as queued with one delivery per endpoint
@@ -843,10 +848,15 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 	if endpoints == nil {
 		endpoints = []string{} // a NULL array would route to nothing just the same, but say so
 	}
-	got, err := scanEvent(s.pool.QueryRow(ctx, dbsqlc.EventInsertRouted, e.ID, e.CorrelationID, e.Sequence, e.Type, e.Data, e.PayloadHash, endpoints))
-	if errors.Is(err, ErrNotFound) {
+	r, err := s.q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{ID: e.ID, CorrelationID: e.CorrelationID,
+		Sequence: e.Sequence, Type: e.Type, Data: e.Data, PayloadHash: e.PayloadHash, Endpoints: endpoints})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, false, nil
 	}
+	if err != nil {
+		return Event{}, false, fmt.Errorf("insert event: %w", err)
+	}
+	got, err := eventOf(dbsqlc.EventsRouted(r))
 	if err != nil {
 		return Event{}, false, fmt.Errorf("insert event: %w", err)
 	}
@@ -856,7 +866,11 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 // EventGet returns the event with its deliveries (sorted by endpoint), or
 // ErrNotFound.
 func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
-	e, err := scanEvent(s.pool.QueryRow(ctx, dbsqlc.EventGet, id))
+	r, err := s.q.EventGet(ctx, id)
+	if err != nil {
+		return Event{}, fmt.Errorf("get event: %w", translate(err))
+	}
+	e, err := eventOf(r)
 	if err != nil {
 		return e, fmt.Errorf("get event: %w", err)
 	}
@@ -870,13 +884,10 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 // delivery's finish. It changes nothing for an event past queued, or one
 // that does not exist.
 func (s *Store) EventMarkStarted(ctx context.Context, id, runID string) error {
-	var (
-		corr   string
-		state  contract.State
-		routed bool
-	)
-	err := translate(s.pool.QueryRow(ctx, dbsqlc.EventMarkStarted, id, runID).Scan(&corr, &state, &routed))
-	if errors.Is(err, ErrNotFound) || err == nil && (routed || state != contract.StateQueued) {
+	r, err := s.q.EventMarkStarted(ctx, dbsqlc.EventMarkStartedParams{EventID: id, Column2: runID})
+	err = translate(err)
+	corr := r.CorrelationID
+	if errors.Is(err, ErrNotFound) || err == nil && (r.Routed || contract.State(r.State) != contract.StateQueued) {
 		return nil
 	}
 	if err != nil {
@@ -901,7 +912,11 @@ func (s *Store) EventMarkStarted(ctx context.Context, id, runID string) error {
 // deliveries. The claim is committed when it returns: the caller starts
 // their workflows with no transaction open.
 func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Duration) ([]Event, error) {
-	out, err := collectEvents(s.pool.Query(ctx, dbsqlc.EventsQueuedClaim, limit, lease.Seconds()))
+	rows, err := s.q.EventsQueuedClaim(ctx, dbsqlc.EventsQueuedClaimParams{Limit: int32(limit), Secs: lease.Seconds()})
+	if err != nil {
+		return nil, fmt.Errorf("claim queued events: %w", err)
+	}
+	out, err := eventsOf(rows)
 	if err != nil {
 		return nil, fmt.Errorf("claim queued events: %w", err)
 	}
@@ -911,7 +926,7 @@ func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Dur
 // EventSweepDeferred puts a queued event that the sweep could not start at
 // the back of EventsQueuedClaim's line.
 func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.EventSweepDeferred, id); err != nil {
+	if err := s.q.EventSweepDeferred(ctx, id); err != nil {
 		return fmt.Errorf("defer queued event: %w", err)
 	}
 	return nil
@@ -920,7 +935,7 @@ func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
 // CorrelationSweepDeferred puts a correlation whose heads the sweep could
 // not look at at the back of LanesStuckHeadsClaim's line.
 func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.CorrelationSweepDeferred, correlationID); err != nil {
+	if err := s.q.CorrelationSweepDeferred(ctx, correlationID); err != nil {
 		return fmt.Errorf("defer correlation: %w", err)
 	}
 	return nil
@@ -929,7 +944,7 @@ func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID stri
 // EventRestarted records that the event's workflow had to be started again
 // (as run runID), and why.
 func (s *Store) EventRestarted(ctx context.Context, id, reason, runID string) error {
-	if _, err := s.pool.Exec(ctx, dbsqlc.EventRestarted, id, reason, runID); err != nil {
+	if err := s.q.EventRestarted(ctx, dbsqlc.EventRestartedParams{ID: id, RestartReason: &reason, RunID: &runID}); err != nil {
 		return fmt.Errorf("record restart: %w", err)
 	}
 	return nil
@@ -937,8 +952,8 @@ func (s *Store) EventRestarted(ctx context.Context, id, reason, runID string) er
 
 // CorrelationHighWater is the highest sequence accepted for the correlation.
 func (s *Store) CorrelationHighWater(ctx context.Context, correlationID string) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, dbsqlc.CorrelationHighWater, correlationID).Scan(&n); err != nil {
+	n, err := s.q.CorrelationHighWater(ctx, correlationID)
+	if err != nil {
 		return 0, fmt.Errorf("get correlation high-water mark: %w", err)
 	}
 	return n, nil

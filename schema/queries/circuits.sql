@@ -26,7 +26,7 @@ INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id
 -- The circuit's row, locked for a transition, with the database's clock.
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()::timestamptz AS now
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
 -- name: CircuitSet :exec
@@ -78,7 +78,7 @@ WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled';
 -- name: CircuitGet :one
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()::timestamptz AS now
 FROM endpoint_circuits WHERE endpoint_id = $1;
 
 -- name: CircuitReset :exec
@@ -142,7 +142,7 @@ RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_r
 -- (wake_turn_at) behind the others: the endpoints take turns. With each,
 -- the last event a pass signalled for this stamp ('' for none yet).
 SELECT endpoint_id, wake_requested_at,
-       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END
+       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after
 FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
 ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id

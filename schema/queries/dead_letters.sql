@@ -52,40 +52,45 @@ ORDER BY endpoint_id;
 -- now that an event has a dead letter per delivery (dead_letters_open_idx
 -- for the open ones); empty filters match all.
 -- The envelope (up to the API's body limit) and the attempts are read only
--- when $9 and $10 ask for them: a CASE that is false never detoasts them.
+-- when with_envelope and with_attempts ask for them: a CASE that is false
+-- never detoasts them.
 SELECT event_id, correlation_id, sequence, endpoint_id,
-       CASE WHEN $9::bool THEN envelope END, CASE WHEN $10::bool THEN attempts END, jsonb_array_length(attempts),
+       (CASE WHEN sqlc.arg(with_envelope)::bool THEN envelope END)::jsonb AS envelope,
+       (CASE WHEN sqlc.arg(with_attempts)::bool THEN attempts END)::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
-WHERE ($1::text IS NULL OR correlation_id = $1)
-  AND ($2::text IS NULL OR endpoint_id = $2)
-  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
-  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($5::text IS NULL OR status = $5)
-  AND ($11::text IS NULL OR event_id = $11)
-  AND ($6::timestamptz IS NULL OR (dead_lettered_at, event_id, endpoint_id) > ($6, $7::text, $12::text))
+WHERE (sqlc.narg(correlation_id)::text IS NULL OR correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(endpoint_id)::text IS NULL OR endpoint_id = sqlc.narg(endpoint_id))
+  AND (sqlc.narg(since)::timestamptz IS NULL OR dead_lettered_at >= sqlc.narg(since))
+  AND (sqlc.narg(until)::timestamptz IS NULL OR dead_lettered_at < sqlc.narg(until))
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(event_id)::text IS NULL OR event_id = sqlc.narg(event_id))
+  AND (sqlc.narg(after_time)::timestamptz IS NULL
+       OR (dead_lettered_at, event_id, endpoint_id) > (sqlc.narg(after_time), sqlc.arg(after_event_id)::text, sqlc.arg(after_endpoint_id)::text))
 ORDER BY dead_lettered_at, event_id, endpoint_id
-LIMIT $8;
+LIMIT sqlc.arg(max_rows);
 
 -- name: DeadLetterReplayPage :many
 -- One page of a batch replay: open dead letters in the order they are
 -- replayed, each lane (correlation, endpoint) in sequence order
 -- (dead_letters_lane_idx), keyset on (correlation_id, endpoint_id,
 -- sequence, event_id), without envelopes or attempts.
-SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb, NULL::jsonb, jsonb_array_length(attempts),
+SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb AS envelope, NULL::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
 WHERE status = 'open'
-  AND ($1::text IS NULL OR correlation_id = $1)
-  AND ($2::text IS NULL OR endpoint_id = $2)
-  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
-  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($9::text IS NULL OR event_id = $9)
-  AND ($5::text IS NULL OR (correlation_id, endpoint_id, sequence, event_id) > ($5, $10::text, $6::bigint, $7::text))
+  AND (sqlc.narg(correlation_id)::text IS NULL OR correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(endpoint_id)::text IS NULL OR endpoint_id = sqlc.narg(endpoint_id))
+  AND (sqlc.narg(since)::timestamptz IS NULL OR dead_lettered_at >= sqlc.narg(since))
+  AND (sqlc.narg(until)::timestamptz IS NULL OR dead_lettered_at < sqlc.narg(until))
+  AND (sqlc.narg(event_id)::text IS NULL OR event_id = sqlc.narg(event_id))
+  AND (sqlc.narg(after_correlation_id)::text IS NULL
+       OR (correlation_id, endpoint_id, sequence, event_id)
+          > (sqlc.narg(after_correlation_id), sqlc.arg(after_endpoint_id)::text, sqlc.arg(after_sequence)::bigint, sqlc.arg(after_event_id)::text))
 ORDER BY correlation_id, endpoint_id, sequence, event_id
-LIMIT $8;
+LIMIT sqlc.arg(max_rows);
 
 -- name: DeadLetterMarkReplayed :execrows
 -- Claims the replay of generation $2 of the delivery ($1, $4): only one caller (the API, or the

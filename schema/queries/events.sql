@@ -47,7 +47,7 @@ WITH e AS (
     SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1) AS routed
     FROM events WHERE id = $1
 ), started AS (
-    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
+    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2::text, ''), run_id), updated_at = now()
     FROM e
     WHERE events.id = e.id AND e.routed AND events.state = 'queued'
 )
@@ -283,7 +283,7 @@ WHERE c.correlation_id = $1 AND n.s > c.next_sequence;
 
 -- name: CorrelationHighWater :one
 -- Highest sequence accepted for the correlation, 0 when none.
-SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
+SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE correlation_id = $1;
 
 -- name: LaneGet :one
 SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE correlation_id = $1 AND endpoint_id = $2;

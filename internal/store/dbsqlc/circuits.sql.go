@@ -51,7 +51,7 @@ func (q *Queries) CircuitEnsure(ctx context.Context, endpointID string) error {
 const CircuitForUpdate = `-- name: CircuitForUpdate :one
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()::timestamptz AS now
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE
 `
 
@@ -74,7 +74,7 @@ type CircuitForUpdateRow struct {
 	EventAt                *time.Time
 	EventsCoalesced        int32
 	OutageOpenedAt         *time.Time
-	Now                    interface{}
+	Now                    time.Time
 }
 
 // The circuit's row, locked for a transition, with the database's clock.
@@ -108,7 +108,7 @@ func (q *Queries) CircuitForUpdate(ctx context.Context, endpointID string) (Circ
 const CircuitGet = `-- name: CircuitGet :one
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()::timestamptz AS now
 FROM endpoint_circuits WHERE endpoint_id = $1
 `
 
@@ -131,7 +131,7 @@ type CircuitGetRow struct {
 	EventAt                *time.Time
 	EventsCoalesced        int32
 	OutageOpenedAt         *time.Time
-	Now                    interface{}
+	Now                    time.Time
 }
 
 func (q *Queries) CircuitGet(ctx context.Context, endpointID string) (CircuitGetRow, error) {
@@ -513,7 +513,7 @@ func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProb
 
 const CircuitsWakePending = `-- name: CircuitsWakePending :many
 SELECT endpoint_id, wake_requested_at,
-       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END
+       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after
 FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
 ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id
@@ -523,7 +523,7 @@ LIMIT $1
 type CircuitsWakePendingRow struct {
 	EndpointID      string
 	WakeRequestedAt *time.Time
-	Column3         string
+	After           string
 }
 
 // Circuits that closed or had an answer while half-open (CircuitSet), or
@@ -541,7 +541,7 @@ func (q *Queries) CircuitsWakePending(ctx context.Context, limit int32) ([]Circu
 	items := []CircuitsWakePendingRow{}
 	for rows.Next() {
 		var i CircuitsWakePendingRow
-		if err := rows.Scan(&i.EndpointID, &i.WakeRequestedAt, &i.Column3); err != nil {
+		if err := rows.Scan(&i.EndpointID, &i.WakeRequestedAt, &i.After); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -165,34 +165,36 @@ func (q *Queries) DeadLetterGet(ctx context.Context, arg DeadLetterGetParams) (D
 
 const DeadLetterList = `-- name: DeadLetterList :many
 SELECT event_id, correlation_id, sequence, endpoint_id,
-       CASE WHEN $9::bool THEN envelope END, CASE WHEN $10::bool THEN attempts END, jsonb_array_length(attempts),
+       (CASE WHEN $1::bool THEN envelope END)::jsonb AS envelope,
+       (CASE WHEN $2::bool THEN attempts END)::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
-WHERE ($1::text IS NULL OR correlation_id = $1)
-  AND ($2::text IS NULL OR endpoint_id = $2)
-  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
-  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($5::text IS NULL OR status = $5)
-  AND ($11::text IS NULL OR event_id = $11)
-  AND ($6::timestamptz IS NULL OR (dead_lettered_at, event_id, endpoint_id) > ($6, $7::text, $12::text))
+WHERE ($3::text IS NULL OR correlation_id = $3)
+  AND ($4::text IS NULL OR endpoint_id = $4)
+  AND ($5::timestamptz IS NULL OR dead_lettered_at >= $5)
+  AND ($6::timestamptz IS NULL OR dead_lettered_at < $6)
+  AND ($7::text IS NULL OR status = $7)
+  AND ($8::text IS NULL OR event_id = $8)
+  AND ($9::timestamptz IS NULL
+       OR (dead_lettered_at, event_id, endpoint_id) > ($9, $10::text, $11::text))
 ORDER BY dead_lettered_at, event_id, endpoint_id
-LIMIT $8
+LIMIT $12
 `
 
 type DeadLetterListParams struct {
-	Column1  string
-	Column2  string
-	Column3  time.Time
-	Column4  time.Time
-	Column5  string
-	Column6  time.Time
-	Column7  string
-	Limit    int32
-	Column9  bool
-	Column10 bool
-	Column11 string
-	Column12 string
+	WithEnvelope    bool
+	WithAttempts    bool
+	CorrelationID   *string
+	EndpointID      *string
+	Since           *time.Time
+	Until           *time.Time
+	Status          *string
+	EventID         *string
+	AfterTime       *time.Time
+	AfterEventID    string
+	AfterEndpointID string
+	MaxRows         int32
 }
 
 type DeadLetterListRow struct {
@@ -200,8 +202,8 @@ type DeadLetterListRow struct {
 	CorrelationID    string
 	Sequence         int64
 	EndpointID       string
-	Column5          interface{}
-	Column6          interface{}
+	Envelope         []byte
+	Attempts         []byte
 	JsonbArrayLength int32
 	Reason           string
 	FirstFailureAt   *time.Time
@@ -220,21 +222,22 @@ type DeadLetterListRow struct {
 // now that an event has a dead letter per delivery (dead_letters_open_idx
 // for the open ones); empty filters match all.
 // The envelope (up to the API's body limit) and the attempts are read only
-// when $9 and $10 ask for them: a CASE that is false never detoasts them.
+// when with_envelope and with_attempts ask for them: a CASE that is false
+// never detoasts them.
 func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) ([]DeadLetterListRow, error) {
 	rows, err := q.db.Query(ctx, DeadLetterList,
-		arg.Column1,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
-		arg.Column5,
-		arg.Column6,
-		arg.Column7,
-		arg.Limit,
-		arg.Column9,
-		arg.Column10,
-		arg.Column11,
-		arg.Column12,
+		arg.WithEnvelope,
+		arg.WithAttempts,
+		arg.CorrelationID,
+		arg.EndpointID,
+		arg.Since,
+		arg.Until,
+		arg.Status,
+		arg.EventID,
+		arg.AfterTime,
+		arg.AfterEventID,
+		arg.AfterEndpointID,
+		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err
@@ -248,8 +251,8 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 			&i.CorrelationID,
 			&i.Sequence,
 			&i.EndpointID,
-			&i.Column5,
-			&i.Column6,
+			&i.Envelope,
+			&i.Attempts,
 			&i.JsonbArrayLength,
 			&i.Reason,
 			&i.FirstFailureAt,
@@ -348,7 +351,7 @@ func (q *Queries) DeadLetterReopen(ctx context.Context, arg DeadLetterReopenPara
 }
 
 const DeadLetterReplayPage = `-- name: DeadLetterReplayPage :many
-SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb, NULL::jsonb, jsonb_array_length(attempts),
+SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb AS envelope, NULL::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
@@ -357,23 +360,25 @@ WHERE status = 'open'
   AND ($2::text IS NULL OR endpoint_id = $2)
   AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
   AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($9::text IS NULL OR event_id = $9)
-  AND ($5::text IS NULL OR (correlation_id, endpoint_id, sequence, event_id) > ($5, $10::text, $6::bigint, $7::text))
+  AND ($5::text IS NULL OR event_id = $5)
+  AND ($6::text IS NULL
+       OR (correlation_id, endpoint_id, sequence, event_id)
+          > ($6, $7::text, $8::bigint, $9::text))
 ORDER BY correlation_id, endpoint_id, sequence, event_id
-LIMIT $8
+LIMIT $10
 `
 
 type DeadLetterReplayPageParams struct {
-	Column1  string
-	Column2  string
-	Column3  time.Time
-	Column4  time.Time
-	Column5  string
-	Column6  int64
-	Column7  string
-	Limit    int32
-	Column9  string
-	Column10 string
+	CorrelationID      *string
+	EndpointID         *string
+	Since              *time.Time
+	Until              *time.Time
+	EventID            *string
+	AfterCorrelationID *string
+	AfterEndpointID    string
+	AfterSequence      int64
+	AfterEventID       string
+	MaxRows            int32
 }
 
 type DeadLetterReplayPageRow struct {
@@ -381,8 +386,8 @@ type DeadLetterReplayPageRow struct {
 	CorrelationID    string
 	Sequence         int64
 	EndpointID       string
-	Column5          []byte
-	Column6          []byte
+	Envelope         []byte
+	Attempts         []byte
 	JsonbArrayLength int32
 	Reason           string
 	FirstFailureAt   *time.Time
@@ -403,16 +408,16 @@ type DeadLetterReplayPageRow struct {
 // sequence, event_id), without envelopes or attempts.
 func (q *Queries) DeadLetterReplayPage(ctx context.Context, arg DeadLetterReplayPageParams) ([]DeadLetterReplayPageRow, error) {
 	rows, err := q.db.Query(ctx, DeadLetterReplayPage,
-		arg.Column1,
-		arg.Column2,
-		arg.Column3,
-		arg.Column4,
-		arg.Column5,
-		arg.Column6,
-		arg.Column7,
-		arg.Limit,
-		arg.Column9,
-		arg.Column10,
+		arg.CorrelationID,
+		arg.EndpointID,
+		arg.Since,
+		arg.Until,
+		arg.EventID,
+		arg.AfterCorrelationID,
+		arg.AfterEndpointID,
+		arg.AfterSequence,
+		arg.AfterEventID,
+		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err
@@ -426,8 +431,8 @@ func (q *Queries) DeadLetterReplayPage(ctx context.Context, arg DeadLetterReplay
 			&i.CorrelationID,
 			&i.Sequence,
 			&i.EndpointID,
-			&i.Column5,
-			&i.Column6,
+			&i.Envelope,
+			&i.Attempts,
 			&i.JsonbArrayLength,
 			&i.Reason,
 			&i.FirstFailureAt,

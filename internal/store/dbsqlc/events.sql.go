@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 )
 
@@ -243,15 +242,15 @@ func (q *Queries) CorrelationAdvance(ctx context.Context, correlationID string) 
 }
 
 const CorrelationHighWater = `-- name: CorrelationHighWater :one
-SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1
+SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE correlation_id = $1
 `
 
 // Highest sequence accepted for the correlation, 0 when none.
-func (q *Queries) CorrelationHighWater(ctx context.Context, correlationID string) (interface{}, error) {
+func (q *Queries) CorrelationHighWater(ctx context.Context, correlationID string) (int64, error) {
 	row := q.db.QueryRow(ctx, CorrelationHighWater, correlationID)
-	var coalesce interface{}
-	err := row.Scan(&coalesce)
-	return coalesce, err
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const CorrelationLoad = `-- name: CorrelationLoad :one
@@ -738,7 +737,7 @@ WITH e AS (
     SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1) AS routed
     FROM events WHERE id = $1
 ), started AS (
-    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
+    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2::text, ''), run_id), updated_at = now()
     FROM e
     WHERE events.id = e.id AND e.routed AND events.state = 'queued'
 )
@@ -747,7 +746,7 @@ SELECT correlation_id, state, routed FROM e
 
 type EventMarkStartedParams struct {
 	EventID string
-	Column2 interface{}
+	Column2 string
 }
 
 type EventMarkStartedRow struct {
@@ -1083,7 +1082,7 @@ type LanesStuckHeadsClaimRow struct {
 	Restarts      int32
 	RestartedAt   *time.Time
 	RestartReason *string
-	Deliveries    json.RawMessage
+	Deliveries    []byte
 	EndpointID    string
 	State_2       string
 }

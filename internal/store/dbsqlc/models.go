@@ -5,7 +5,6 @@
 package dbsqlc
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -25,5 +24,5 @@ type EventsRouted struct {
 	Restarts      int32
 	RestartedAt   *time.Time
 	RestartReason *string
-	Deliveries    json.RawMessage
+	Deliveries    []byte
 }

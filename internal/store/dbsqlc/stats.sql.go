@@ -296,7 +296,7 @@ WITH pending AS (
 )
 SELECT COALESCE(p.endpoint_id, r.endpoint_id, o.endpoint_id)::text AS endpoint_id,
        COALESCE(p.queued, 0), COALESCE(p.waiting, 0), COALESCE(p.delivering, 0), COALESCE(r.delivered, 0),
-       COALESCE(o.open, 0), COALESCE(EXTRACT(EPOCH FROM now() - p.oldest), 0)::float8
+       COALESCE(o.open, 0), COALESCE(EXTRACT(EPOCH FROM now() - p.oldest), 0)::float8 AS lag_seconds
 FROM pending p
 FULL JOIN recent r ON r.endpoint_id = p.endpoint_id
 FULL JOIN open o ON o.endpoint_id = COALESCE(p.endpoint_id, r.endpoint_id)
@@ -310,7 +310,7 @@ type StatsSummaryRow struct {
 	Delivering int64
 	Delivered  int64
 	Open       int64
-	Column7    float64
+	LagSeconds float64
 }
 
 // The operator's summary and the scrape-time gauges, per endpoint (the
@@ -341,7 +341,7 @@ func (q *Queries) StatsSummary(ctx context.Context) ([]StatsSummaryRow, error) {
 			&i.Delivering,
 			&i.Delivered,
 			&i.Open,
-			&i.Column7,
+			&i.LagSeconds,
 		); err != nil {
 			return nil, err
 		}
