@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-
 	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 )
 

@@ -179,19 +179,16 @@ type ProbeClaim struct {
 // attempt was throttled after the claim). A circuit found closed (a probe
 // closed it meanwhile) answers Open false: the attempt sends.
 func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string, lease time.Duration, now bool) (ProbeClaim, error) {
-	var p ProbeClaim
-	var state string
-	var wait float64
-	err := translate(s.pool.QueryRow(ctx, dbsqlc.CircuitProbeClaim, endpointID, owner, lease.Seconds(), now).Scan(&p.Claimed, &state, &wait))
-	if errors.Is(err, ErrNotFound) {
+	r, err := s.q.CircuitProbeClaim(ctx, dbsqlc.CircuitProbeClaimParams{EndpointID: endpointID, ProbeOwner: &owner, Secs: lease.Seconds(), Column4: now})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return ProbeClaim{}, nil
 	}
 	if err != nil {
-		return p, fmt.Errorf("claim circuit probe: %w", err)
+		return ProbeClaim{}, fmt.Errorf("claim circuit probe: %w", err)
 	}
-	p.Open = !p.Claimed && state != CircuitClosed
+	p := ProbeClaim{Claimed: r.Claimed, Open: !r.Claimed && r.State != CircuitClosed}
 	if p.Open {
-		p.Wait = max(time.Duration(wait*float64(time.Second)), 0)
+		p.Wait = max(time.Duration(r.WaitSecs*float64(time.Second)), 0)
 	}
 	return p, nil
 }
@@ -420,9 +417,11 @@ func (s *Store) circuitTrigger(ctx context.Context, tx pgx.Tx, endpointID string
 	if c.ClosedAt != nil && c.ClosedAt.After(w.Since) {
 		w.Since = *c.ClosedAt
 	}
-	if err := tx.QueryRow(ctx, dbsqlc.CircuitWindowAttempts, endpointID, w.Since).Scan(&w.Attempts, &w.Failures); err != nil {
+	r, err := s.q.WithTx(tx).CircuitWindowAttempts(ctx, dbsqlc.CircuitWindowAttemptsParams{EndpointID: endpointID, StartedAt: w.Since})
+	if err != nil {
 		return "", nil, fmt.Errorf("count window: %w", err)
 	}
+	w.Attempts, w.Failures = int(r.Attempts), int(r.Failures)
 	if w.Attempts >= st.MinAttempts() && 100*w.Failures >= st.FailureRate()*w.Attempts {
 		return TriggerFailureRate, &w, nil
 	}

@@ -101,10 +101,11 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 	}
 	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, dbsqlc.EventLock, d.EventID); err != nil {
+		q := s.q.WithTx(tx)
+		if err := q.EventLock(ctx, d.EventID); err != nil {
 			return err
 		}
-		st, err := s.q.WithTx(tx).DeliveryStateForUpdate(ctx, dbsqlc.DeliveryStateForUpdateParams{EventID: d.EventID, EndpointID: d.EndpointID})
+		st, err := q.DeliveryStateForUpdate(ctx, dbsqlc.DeliveryStateForUpdateParams{EventID: d.EventID, EndpointID: d.EndpointID})
 		if err != nil {
 			return translate(err)
 		}
@@ -116,15 +117,18 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		if d.LastAttemptID > 0 {
 			last = &d.LastAttemptID
 		}
-		err = tx.QueryRow(ctx, dbsqlc.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, last, window).Scan(&gen, &d.DeadLetteredAt)
+		up, err := q.DeadLetterUpsert(ctx, dbsqlc.DeadLetterUpsertParams{EventID: d.EventID, CorrelationID: d.CorrelationID,
+			Sequence: d.Sequence, EndpointID: d.EndpointID, Envelope: d.Envelope, Attempts: attempts, Reason: d.Reason,
+			FirstFailureAt: d.FirstFailureAt, LastAttemptID: last, WindowKey: &window})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Written for this window already: a retry.
-			gen, err = s.q.WithTx(tx).DeadLetterGeneration(ctx, dbsqlc.DeadLetterGenerationParams{EventID: d.EventID, EndpointID: d.EndpointID})
+			gen, err = q.DeadLetterGeneration(ctx, dbsqlc.DeadLetterGenerationParams{EventID: d.EventID, EndpointID: d.EndpointID})
 			return err
 		}
 		if err != nil {
 			return err
 		}
+		gen, d.DeadLetteredAt = up.Generation, up.DeadLetteredAt
 		b := &pgx.Batch{}
 		b.Queue(dbsqlc.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
 		b.Queue(dbsqlc.EventAggregate, d.EventID)
@@ -227,11 +231,11 @@ func (s *Store) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadL
 	if err != nil {
 		return nil, fmt.Errorf("list the event's dead letters: %w", err)
 	}
-	out := make([]DeadLetter, len(rows))
-	for i, r := range rows {
-		if out[i], err = deadLetterOf(dbsqlc.DeadLetterGetRow(r)); err != nil {
-			return nil, fmt.Errorf("list the event's dead letters: %w", err)
-		}
+	out, err := rowsOf(rows, func(r dbsqlc.DeadLettersOfEventRow) (DeadLetter, error) {
+		return deadLetterOf(dbsqlc.DeadLetterGetRow(r))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the event's dead letters: %w", err)
 	}
 	return out, nil
 }
@@ -265,11 +269,9 @@ func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadL
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
-	out := make([]DeadLetter, len(rows))
-	for i, r := range rows {
-		if out[i], err = deadLetterOf(dbsqlc.DeadLetterGetRow(r)); err != nil {
-			return nil, fmt.Errorf("list dead letters: %w", err)
-		}
+	out, err := rowsOf(rows, func(r dbsqlc.DeadLetterListRow) (DeadLetter, error) { return deadLetterOf(dbsqlc.DeadLetterGetRow(r)) })
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	return out, nil
 }
@@ -303,11 +305,11 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 	if err != nil {
 		return nil, fmt.Errorf("page dead letters to replay: %w", err)
 	}
-	out := make([]DeadLetter, len(rows))
-	for i, r := range rows {
-		if out[i], err = deadLetterOf(dbsqlc.DeadLetterGetRow(r)); err != nil {
-			return nil, fmt.Errorf("page dead letters to replay: %w", err)
-		}
+	out, err := rowsOf(rows, func(r dbsqlc.DeadLetterReplayPageRow) (DeadLetter, error) {
+		return deadLetterOf(dbsqlc.DeadLetterGetRow(r))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("page dead letters to replay: %w", err)
 	}
 	return out, nil
 }

@@ -262,13 +262,11 @@ func (s *Store) EndpointLeaseRelease(ctx context.Context, endpointID, owner stri
 // limit of perSecond deliveries a second (> 0), shared by every worker
 // through the endpoint_rate_slots row.
 func (s *Store) EndpointRateReserve(ctx context.Context, endpointID string, perSecond float64) (RateSlot, error) {
-	var slot RateSlot
-	var now time.Time
-	if err := s.pool.QueryRow(ctx, dbsqlc.EndpointRateReserve, endpointID, 1/perSecond).Scan(&slot.At, &now); err != nil {
-		return slot, fmt.Errorf("reserve rate slot: %w", err)
+	r, err := s.q.EndpointRateReserve(ctx, dbsqlc.EndpointRateReserveParams{EndpointID: endpointID, Secs: 1 / perSecond})
+	if err != nil {
+		return RateSlot{}, fmt.Errorf("reserve rate slot: %w", err)
 	}
-	slot.Wait = max(slot.At.Sub(now), 0)
-	return slot, nil
+	return RateSlot{At: r.Slot, Wait: max(r.Slot.Sub(r.Now), 0)}, nil
 }
 
 // DeliveryDelivered records the delivering attempt, marks the delivery

@@ -680,11 +680,9 @@ func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]E
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	out := make([]Endpoint, len(rows))
-	for i, r := range rows {
-		if out[i], err = endpointOf(dbsqlc.EndpointGetRow(r)); err != nil {
-			return nil, fmt.Errorf("list endpoints: %w", err)
-		}
+	out, err := rowsOf(rows, func(r dbsqlc.EndpointsListRow) (Endpoint, error) { return endpointOf(dbsqlc.EndpointGetRow(r)) })
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
 	return out, nil
 }
@@ -826,11 +824,13 @@ func eventOf(r dbsqlc.EventsRouted) (Event, error) {
 	return e, e.decodeDeliveries(r.Deliveries)
 }
 
-func eventsOf(rows []dbsqlc.EventsRouted) ([]Event, error) {
-	out := make([]Event, len(rows))
+// rowsOf converts every generated row with of: an empty slice for none,
+// as the generated lists are.
+func rowsOf[R, T any](rows []R, of func(R) (T, error)) ([]T, error) {
+	out := make([]T, len(rows))
 	for i, r := range rows {
 		var err error
-		if out[i], err = eventOf(r); err != nil {
+		if out[i], err = of(r); err != nil {
 			return nil, err
 		}
 	}
@@ -916,7 +916,7 @@ func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Dur
 	if err != nil {
 		return nil, fmt.Errorf("claim queued events: %w", err)
 	}
-	out, err := eventsOf(rows)
+	out, err := rowsOf(rows, eventOf)
 	if err != nil {
 		return nil, fmt.Errorf("claim queued events: %w", err)
 	}

@@ -15,8 +15,8 @@ WITH claimed AS (
       AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp() OR probe_owner = $2)
     RETURNING endpoint_id
 )
-SELECT EXISTS (SELECT 1 FROM claimed), c.state,
-       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, c.state,
+       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8 AS wait_secs
 FROM endpoint_circuits c WHERE c.endpoint_id = $1;
 
 -- name: CircuitEnsure :exec
@@ -71,7 +71,7 @@ WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.di
 -- delivery_attempts_endpoint_started_idx; the status code is read from the
 -- rows, which for attempts this recent (pages not vacuumed yet) even an
 -- index-only scan would visit.
-SELECT count(*)::int, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int
+SELECT count(*)::int AS attempts, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int AS failures
 FROM delivery_attempts
 WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled';
 

@@ -145,7 +145,7 @@ SELECT $1, clock.now + make_interval(secs => $2) FROM clock
 ON CONFLICT (endpoint_id) DO UPDATE
     SET next_slot = GREATEST(s.next_slot, (SELECT now FROM clock)) + make_interval(secs => $2),
         throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
-RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
+RETURNING (next_slot - make_interval(secs => $2))::timestamptz AS slot, (SELECT now FROM clock)::timestamptz AS now;
 
 -- name: EndpointRateSlotsReset :exec
 -- Endpoint $1's rate_limit is about to become $2 (NULL: none): when that is

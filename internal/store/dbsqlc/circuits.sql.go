@@ -194,8 +194,8 @@ WITH claimed AS (
       AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp() OR probe_owner = $2)
     RETURNING endpoint_id
 )
-SELECT EXISTS (SELECT 1 FROM claimed), c.state,
-       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, c.state,
+       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8 AS wait_secs
 FROM endpoint_circuits c WHERE c.endpoint_id = $1
 `
 
@@ -207,9 +207,9 @@ type CircuitProbeClaimParams struct {
 }
 
 type CircuitProbeClaimRow struct {
-	Exists  bool
-	State   string
-	Column3 float64
+	Claimed  bool
+	State    string
+	WaitSecs float64
 }
 
 // Claims the probe of the endpoint $1's open circuit for owner $2, for $3
@@ -229,7 +229,7 @@ func (q *Queries) CircuitProbeClaim(ctx context.Context, arg CircuitProbeClaimPa
 		arg.Column4,
 	)
 	var i CircuitProbeClaimRow
-	err := row.Scan(&i.Exists, &i.State, &i.Column3)
+	err := row.Scan(&i.Claimed, &i.State, &i.WaitSecs)
 	return i, err
 }
 
@@ -355,7 +355,7 @@ func (q *Queries) CircuitWakeProgress(ctx context.Context, arg CircuitWakeProgre
 }
 
 const CircuitWindowAttempts = `-- name: CircuitWindowAttempts :one
-SELECT count(*)::int, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int
+SELECT count(*)::int AS attempts, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int AS failures
 FROM delivery_attempts
 WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled'
 `
@@ -366,8 +366,8 @@ type CircuitWindowAttemptsParams struct {
 }
 
 type CircuitWindowAttemptsRow struct {
-	Column1 int32
-	Column2 int32
+	Attempts int32
+	Failures int32
 }
 
 // The failure rate's count (migration 015): the endpoint $1's attempts
@@ -381,7 +381,7 @@ type CircuitWindowAttemptsRow struct {
 func (q *Queries) CircuitWindowAttempts(ctx context.Context, arg CircuitWindowAttemptsParams) (CircuitWindowAttemptsRow, error) {
 	row := q.db.QueryRow(ctx, CircuitWindowAttempts, arg.EndpointID, arg.StartedAt)
 	var i CircuitWindowAttemptsRow
-	err := row.Scan(&i.Column1, &i.Column2)
+	err := row.Scan(&i.Attempts, &i.Failures)
 	return i, err
 }
 

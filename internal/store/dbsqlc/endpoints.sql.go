@@ -367,7 +367,7 @@ SELECT $1, clock.now + make_interval(secs => $2) FROM clock
 ON CONFLICT (endpoint_id) DO UPDATE
     SET next_slot = GREATEST(s.next_slot, (SELECT now FROM clock)) + make_interval(secs => $2),
         throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
-RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock)
+RETURNING (next_slot - make_interval(secs => $2))::timestamptz AS slot, (SELECT now FROM clock)::timestamptz AS now
 `
 
 type EndpointRateReserveParams struct {
@@ -376,8 +376,8 @@ type EndpointRateReserveParams struct {
 }
 
 type EndpointRateReserveRow struct {
-	Column1 int32
-	Now     interface{}
+	Slot time.Time
+	Now  time.Time
 }
 
 // Reserves the endpoint's next send slot for a rate limit of one per $2
@@ -392,7 +392,7 @@ type EndpointRateReserveRow struct {
 func (q *Queries) EndpointRateReserve(ctx context.Context, arg EndpointRateReserveParams) (EndpointRateReserveRow, error) {
 	row := q.db.QueryRow(ctx, EndpointRateReserve, arg.EndpointID, arg.Secs)
 	var i EndpointRateReserveRow
-	err := row.Scan(&i.Column1, &i.Now)
+	err := row.Scan(&i.Slot, &i.Now)
 	return i, err
 }
 
