@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 	"github.com/hookflow/hookflow/kit/migrate"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 //go:embed migrations/*.sql

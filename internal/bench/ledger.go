@@ -20,7 +20,7 @@ import (
 	"github.com/hookflow/hookflow/internal/bench/internal/dbsqlc"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/store"
-	hookflowdb "github.com/hookflow/hookflow/internal/store/dbsqlc"
+	hookflowdb "github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // Settings of the ledger bench.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // APIKey is a scoped key of the REST API (its secret is never kept).

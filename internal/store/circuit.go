@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // The circuit breaker per endpoint (issue 24 item 2, migrations 013 and

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // CleanerLock takes the cleaner's lock for one run, on a connection of its

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // Dead letter statuses.

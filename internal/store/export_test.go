@@ -1,6 +1,6 @@
 package store
 
-import "github.com/hookflow/hookflow/internal/store/dbsqlc"
+import "github.com/hookflow/hookflow/schema/dbsqlc"
 
 // StuckHeadsClaimQuery is the stuck-heads claim's SQL, for EXPLAIN in tests.
 func StuckHeadsClaimQuery(*Store) string { return dbsqlc.LanesStuckHeadsClaim }

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // errOperationalRefused: the ledger refused an operational event

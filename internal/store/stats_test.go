@@ -9,8 +9,8 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

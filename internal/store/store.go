@@ -21,8 +21,8 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
-	"github.com/hookflow/hookflow/internal/store/dbsqlc"
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // ErrNotFound is returned when the row asked for does not exist.
