@@ -374,7 +374,7 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 		}
 		r, err := q.EndpointInsert(ctx, args)
 		if err != nil {
-			return err
+			return translate(err)
 		}
 		e, err = endpointOf(dbsqlc.EndpointGetRow(r))
 		return err

@@ -332,8 +332,9 @@ func (rc *Receiver) Correlation(ctx context.Context, endpointID, correlationID s
 	if err != nil {
 		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
 	}
-	for _, p := range parked {
-		st.Parked = append(st.Parked, ParkedEvent(p))
+	st.Parked = make([]ParkedEvent, len(parked))
+	for i, p := range parked {
+		st.Parked[i] = ParkedEvent(p)
 	}
 	return st, nil
 }
