@@ -19,8 +19,12 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporald
 # The linter, built once from the module proxy at this version into bin/.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
+# sqlc writes the Go of every query file (sqlc.yaml), likewise built once,
+# without cgo: its analysis needs no database.
+SQLC_VERSION := v1.31.1
+SQLC := bin/sqlc-$(SQLC_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate check-generated node ts-client lint-openapi
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts check-generated node ts-client lint-openapi
 
 all: build
 
@@ -37,6 +41,10 @@ $(STATICCHECK):
 	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv bin/.staticcheck/staticcheck $@
 
+$(SQLC):
+	CGO_ENABLED=0 GOBIN=$(CURDIR)/bin/.sqlc $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+	mv bin/.sqlc/sqlc $@
+
 # gofmt, go vet and staticcheck (staticcheck.conf) over both modules.
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
@@ -48,8 +56,14 @@ lint: $(STATICCHECK)
 # Generated code is checked in (issue 34): `make generate` writes it from its
 # one source each, and check-generated (in make test) fails when what is
 # checked in differs from what it would write.
-GENERATED := clients/typescript/src/schema.ts
-generate: generate-ts
+GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \
+	internal/refreceiver/internal/dbsqlc internal/bench/internal/dbsqlc \
+	clients/typescript/src/schema.ts
+generate: generate-sql generate-ts
+
+# The queries' Go, from schema/queries and each package's queries/ (sqlc.yaml).
+generate-sql: $(SQLC)
+	$(SQLC) generate
 
 # The TypeScript client's types and operations, from api/openapi.json.
 generate-ts: node

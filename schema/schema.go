@@ -1,6 +1,6 @@
 // Package schema holds hookflow's SQL: numbered migrations applied by
-// `hookflow migrate`, and the named queries the rest of the code runs. Both
-// are embedded in the binary.
+// `hookflow migrate` (embedded in the binary), and the named queries the rest
+// of the code runs, which sqlc turns into package dbsqlc (make generate-sql).
 package schema
 
 import (
@@ -12,71 +12,55 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookflow/hookflow/kit/sqlfile"
+	"github.com/hookflow/hookflow/kit/migrate"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-//go:embed queries/*.sql
-var queryFiles embed.FS
+// migrationsTable creates the table the applied migrations are recorded in.
+//
+//go:embed migrations_table.sql
+var migrationsTable string
 
 // ErrPending is returned by CheckCurrent while migrations wait to be applied.
 var ErrPending = errors.New("database schema is not current: run `hookflow migrate` first")
 
 // Migration is one numbered up-migration.
-type Migration = sqlfile.Migration
+type Migration = migrate.Migration
 
 // Migrations returns the embedded up-migrations in version order.
 func Migrations() ([]Migration, error) {
-	return sqlfile.Migrations(migrationFiles, "migrations")
+	return migrate.Migrations(migrationFiles, "migrations")
 }
 
 // ledger records applied migrations in schema_migrations.
-func ledger() (sqlfile.Ledger, error) {
-	var q struct {
-		MigrationsTableCreate string
-		MigrationsLock        string
-		MigrationsApplied     string
-		MigrationsRecord      string
-		MigrationsTableExists string
+func ledger() migrate.Ledger {
+	return migrate.Ledger{
+		Lock: dbsqlc.MigrationsLock, CreateTable: migrationsTable, TableExists: dbsqlc.MigrationsTableExists,
+		Applied: dbsqlc.MigrationsApplied, Record: dbsqlc.MigrationsRecord,
 	}
-	if err := Load(&q); err != nil {
-		return sqlfile.Ledger{}, err
-	}
-	return sqlfile.Ledger{
-		Lock: q.MigrationsLock, CreateTable: q.MigrationsTableCreate, TableExists: q.MigrationsTableExists,
-		Applied: q.MigrationsApplied, Record: q.MigrationsRecord,
-	}, nil
 }
 
 // Migrate applies every pending migration in one transaction, under an
 // advisory lock, so concurrent `hookflow migrate` runs are safe and idempotent.
 // It returns the names it applied; none when the schema is current.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	l, ms, err := ledgerAndMigrations()
+	ms, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
-	return l.Apply(ctx, pool, ms)
+	return ledger().Apply(ctx, pool, ms)
 }
 
 // Pending returns the names of migrations not applied yet.
 func Pending(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	l, ms, err := ledgerAndMigrations()
+	ms, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
-	return l.Pending(ctx, pool, ms)
-}
-
-func ledgerAndMigrations() (sqlfile.Ledger, []Migration, error) {
-	l, err := ledger()
-	if err != nil {
-		return sqlfile.Ledger{}, nil, err
-	}
-	ms, err := Migrations()
-	return l, ms, err
+	return ledger().Pending(ctx, pool, ms)
 }
 
 // CheckCurrent returns ErrPending (wrapped, naming them) while any migration
@@ -88,21 +72,6 @@ func CheckCurrent(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if len(pending) > 0 {
 		return fmt.Errorf("%w (pending: %s)", ErrPending, strings.Join(pending, ", "))
-	}
-	return nil
-}
-
-// Load fills every string field of the struct dst points to with the
-// embedded query of the same name ("-- name: EventInsert" blocks in
-// queries/*.sql). A field without a query is an error, so a typo fails at
-// start-up rather than at the first call.
-func Load(dst any) error {
-	book, err := sqlfile.Parse(queryFiles, "queries")
-	if err != nil {
-		return fmt.Errorf("schema: %w", err)
-	}
-	if err := sqlfile.Fill(dst, book); err != nil {
-		return fmt.Errorf("schema: %w", err)
 	}
 	return nil
 }

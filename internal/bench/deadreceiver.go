@@ -16,10 +16,9 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
+	hfclient "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/webhook"
 	"github.com/hookflow/hookflow/workflows"
-
-	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
 // The dead-receiver measurement's shape (issue 24, "Measured"): one

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
-
 	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/sha256"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +17,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/bench/internal/dbsqlc"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/kit/sqlfile"
-	"github.com/hookflow/hookflow/schema"
+	hookflowdb "github.com/hookflow/hookflow/schema/dbsqlc"
 )
-
-//go:embed queries/*.sql
-var queryFiles embed.FS
 
 // Settings of the ledger bench.
 const (
@@ -97,6 +93,28 @@ type hookflowQueries struct {
 	EventsPrunePayloads      string
 	AttemptsPrune            string
 	EventsPruneKeys          string
+}
+
+// newLedgerQueries are the bench's statements, as sqlc generates them.
+func newLedgerQueries() ledgerQueries {
+	return ledgerQueries{
+		LedgerTruncate: dbsqlc.LedgerTruncate, LedgerReplicaRole: dbsqlc.LedgerReplicaRole,
+		LedgerEventsInsert: dbsqlc.LedgerEventsInsert, LedgerAttemptsInsert: dbsqlc.LedgerAttemptsInsert,
+		LedgerCorrelationsInsert: dbsqlc.LedgerCorrelationsInsert, LedgerVacuumAnalyze: dbsqlc.LedgerVacuumAnalyze,
+		LedgerVacuumFull: dbsqlc.LedgerVacuumFull, LedgerCheckpoint: dbsqlc.LedgerCheckpoint,
+		LedgerSizes: dbsqlc.LedgerSizes, LedgerCounts: dbsqlc.LedgerCounts,
+	}
+}
+
+// newHookflowQueries are hookflow's statements the bench times, as sqlc
+// generates them for the store.
+func newHookflowQueries() hookflowQueries {
+	return hookflowQueries{
+		EventInsertRouted: hookflowdb.EventInsertRouted, StatsSummary: hookflowdb.StatsSummary,
+		StatsBlockedCorrelations: hookflowdb.StatsBlockedCorrelations, EventsQueuedClaim: hookflowdb.EventsQueuedClaim,
+		LanesStuckHeadsClaim: hookflowdb.LanesStuckHeadsClaim, EventsPrunePayloads: hookflowdb.EventsPrunePayloads,
+		AttemptsPrune: hookflowdb.AttemptsPrune, EventsPruneKeys: hookflowdb.EventsPruneKeys,
+	}
 }
 
 // retentions are hookflow's default retentions, which the API child runs
@@ -211,18 +229,10 @@ type ledgerBench struct {
 }
 
 func newLedgerBench(ctx context.Context, r *runner, ret retentions, conns int, span time.Duration) (*ledgerBench, error) {
-	lb := &ledgerBench{cfg: r.cfg, s: r.s, p: r.p, ret: ret, conns: conns, span: span, hc: r.hc}
-	book, err := sqlfile.Parse(queryFiles, "queries")
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if err := sqlfile.Fill(&lb.q, book); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if err := schema.Load(&lb.hq); err != nil {
-		return nil, err
-	}
+	lb := &ledgerBench{cfg: r.cfg, s: r.s, p: r.p, ret: ret, conns: conns, span: span, hc: r.hc,
+		q: newLedgerQueries(), hq: newHookflowQueries()}
 	// Room for every synthesising connection and the watcher's reads.
+	var err error
 	lb.pool, err = app.ConnectPostgres(ctx, r.s.pg.AdminURL("hookflow")+fmt.Sprintf("&pool_max_conns=%d", conns+2))
 	if err != nil {
 		return nil, err

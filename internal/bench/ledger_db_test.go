@@ -13,8 +13,6 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/kit/sqlfile"
-	"github.com/hookflow/hookflow/schema"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -36,10 +34,7 @@ func TestLedgerSynthOnSchema(t *testing.T) {
 	require.NoError(t, err)
 
 	lb := &ledgerBench{pool: pool, conns: 2, s: &stack{endpointID: ep.ID}, p: &progress{w: io.Discard, began: time.Now()}}
-	book, err := sqlfile.Parse(queryFiles, "queries")
-	require.NoError(t, err)
-	require.NoError(t, sqlfile.Fill(&lb.q, book))
-	require.NoError(t, schema.Load(&lb.hq))
+	lb.q, lb.hq = newLedgerQueries(), newHookflowQueries()
 	lb.ret, err = defaultRetentions()
 	require.NoError(t, err)
 

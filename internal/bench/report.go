@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookflow/hookflow/kit/sqlfile"
+	"github.com/hookflow/hookflow/internal/bench/internal/dbsqlc"
 	"github.com/hookflow/hookflow/workflows"
 )
 
@@ -322,10 +322,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 	rep.History.SequencerPerEvent = otypes
 	rep.History.FanOutSequencerPerEvent = ftypes
 	rep.History.SingleKeySequencerPerEvent = stypes
-	lq, lqErr := loadQueryBook()
-	if lqErr != nil {
-		warn("lane check", lqErr)
-	}
+	lq := dbsqlc.New(r.s.hookflowDB)
 	for _, x := range []struct {
 		res   *ScenarioResult
 		sc    *scenario
@@ -347,13 +344,11 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		} else {
 			x.res.InOrder = &inOrder
 		}
-		if lqErr == nil {
-			var lc LaneCheck
-			if err := r.s.hookflowDB.QueryRow(ctx, lq.LanesDeliveredCheck, x.corrs).Scan(&lc.Deliveries, &lc.NotDelivered, &lc.OutOfOrder, &lc.DeliveredTwice); err != nil {
-				warn(x.sc.name+" lane check", err)
-			} else {
-				x.res.Lanes = &lc
-			}
+		if row, err := lq.LanesDeliveredCheck(ctx, x.corrs); err != nil {
+			warn(x.sc.name+" lane check", err)
+		} else {
+			lc := LaneCheck(row)
+			x.res.Lanes = &lc
 		}
 	}
 
@@ -599,24 +594,6 @@ func (r *runner) inOrder(ctx context.Context, sc *scenario, corrs []string) (boo
 		}
 	}
 	return ok, nil
-}
-
-// loadQueries are the bench's reads of hookflow's ledger after the rounds
-// (queries/load.sql).
-type loadQueries struct {
-	LanesDeliveredCheck string
-}
-
-func loadQueryBook() (loadQueries, error) {
-	var q loadQueries
-	book, err := sqlfile.Parse(queryFiles, "queries")
-	if err != nil {
-		return q, fmt.Errorf("bench: %w", err)
-	}
-	if err := sqlfile.Fill(&q, book); err != nil {
-		return q, fmt.Errorf("bench: %w", err)
-	}
-	return q, nil
 }
 
 // Issue 15's targets.

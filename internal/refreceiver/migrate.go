@@ -9,8 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookflow/hookflow/internal/refreceiver/internal/dbsqlc"
+	"github.com/hookflow/hookflow/kit/migrate"
 	"github.com/hookflow/hookflow/kit/receiver"
-	"github.com/hookflow/hookflow/kit/sqlfile"
 )
 
 // migrationFiles holds the ledger's schema as numbered NNN_name.up.sql and
@@ -18,6 +19,11 @@ import (
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
+
+// migrationsTable creates the table the applied migrations are recorded in.
+//
+//go:embed migrations_table.sql
+var migrationsTable string
 
 // ErrMigrationsPending is returned by CheckMigrations when the database lacks
 // some of the ledger's migrations.
@@ -36,18 +42,14 @@ func Migrations() fs.FS {
 
 // ledger is where the migrations are recorded, and the lock that serialises
 // migrators.
-func ledger() (sqlfile.Ledger, []sqlfile.Migration, error) {
-	q, err := loadQueries()
+func ledger() (migrate.Ledger, []migrate.Migration, error) {
+	ms, err := migrate.Migrations(Migrations(), ".")
 	if err != nil {
-		return sqlfile.Ledger{}, nil, err
+		return migrate.Ledger{}, nil, err
 	}
-	ms, err := sqlfile.Migrations(Migrations(), ".")
-	if err != nil {
-		return sqlfile.Ledger{}, nil, err
-	}
-	return sqlfile.Ledger{
-		Lock: q[qMigrationLock], CreateTable: q[qMigrationTableCreate], TableExists: q[qMigrationTableExists],
-		Applied: q[qMigrationList], Record: q[qMigrationInsert],
+	return migrate.Ledger{
+		Lock: dbsqlc.MigrationLock, CreateTable: migrationsTable, TableExists: dbsqlc.MigrationTableExists,
+		Applied: dbsqlc.MigrationList, Record: dbsqlc.MigrationInsert,
 	}, ms, nil
 }
 

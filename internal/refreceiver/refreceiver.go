@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookflow/hookflow/internal/refreceiver/internal/dbsqlc"
 	"github.com/hookflow/hookflow/kit/receiver"
 )
 
@@ -84,7 +85,6 @@ type Server struct {
 	pool          *pgxpool.Pool
 	logger        *slog.Logger
 	kit           *receiver.Receiver
-	q             queryBook
 	retention     time.Duration
 	pruneInterval time.Duration
 }
@@ -99,14 +99,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	case deps.Pool == nil:
 		return nil, errors.New("refreceiver deps: pool is required")
 	}
-	q, err := loadQueries()
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		pool: deps.Pool, logger: cmp.Or(deps.Logger, slog.Default()), q: q,
+		pool: deps.Pool, logger: cmp.Or(deps.Logger, slog.Default()),
 		retention: cfg.Retention, pruneInterval: cfg.PruneInterval,
 	}
+	var err error
 	s.kit, err = receiver.New(receiver.Config{
 		Secrets:       cfg.Secrets,
 		Tolerance:     cfg.Tolerance,
@@ -206,17 +203,20 @@ func (s *Server) apply(ctx context.Context, tx pgx.Tx, ev receiver.Event) error 
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, s.q[qLedgerEntryInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence, amount); err != nil {
+	q := dbsqlc.New(tx)
+	if err := q.LedgerEntryInsert(ctx, dbsqlc.LedgerEntryInsertParams{EndpointID: ev.EndpointID, EventID: ev.ID,
+		CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Amount: amount}); err != nil {
 		return fmt.Errorf("insert ledger entry: %w", err)
 	}
-	if _, err := tx.Exec(ctx, s.q[qLedgerBalanceEnsure], ev.EndpointID, ev.CorrelationID); err != nil {
+	if err := q.LedgerBalanceEnsure(ctx, dbsqlc.LedgerBalanceEnsureParams{EndpointID: ev.EndpointID, CorrelationID: ev.CorrelationID}); err != nil {
 		return fmt.Errorf("create ledger balance: %w", err)
 	}
-	tag, err := tx.Exec(ctx, s.q[qLedgerBalanceAdd], ev.EndpointID, ev.CorrelationID, ev.Sequence, amount)
+	n, err := q.LedgerBalanceAdd(ctx, dbsqlc.LedgerBalanceAddParams{EndpointID: ev.EndpointID, CorrelationID: ev.CorrelationID,
+		Sequence: ev.Sequence, Amount: amount})
 	if err != nil {
 		return fmt.Errorf("update ledger balance: %w", err)
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		return fmt.Errorf("update ledger balance: sequence %d does not follow the ledger's last sequence", ev.Sequence)
 	}
 	return nil
@@ -303,21 +303,18 @@ func (s *Server) correlation(ctx context.Context, endpoint, id string) (Correlat
 		return Correlation{}, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var balance string
-	err = tx.QueryRow(ctx, s.q[qLedgerBalanceGet], endpoint, id).Scan(&balance, &view.LastSequence)
+	q := dbsqlc.New(tx)
+	lane := dbsqlc.LedgerBalanceGetParams{EndpointID: endpoint, CorrelationID: id}
+	b, err := q.LedgerBalanceGet(ctx, lane)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Only parked events so far.
 	case err != nil:
 		return Correlation{}, fmt.Errorf("get ledger balance: %w", err)
 	default:
-		view.Balance = json.Number(balance)
+		view.Balance, view.LastSequence = json.Number(b.Balance), b.LastSequence
 	}
-	rows, err := tx.Query(ctx, s.q[qLedgerEntryListByLane], endpoint, id)
-	if err != nil {
-		return Correlation{}, fmt.Errorf("list ledger entries: %w", err)
-	}
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	applied, err := q.LedgerEntryListByLane(ctx, dbsqlc.LedgerEntryListByLaneParams(lane))
 	if err != nil {
 		return Correlation{}, fmt.Errorf("list ledger entries: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // The circuit breaker per endpoint (issue 24 item 2, migrations 013 and
@@ -124,20 +125,14 @@ type Circuit struct {
 // Open says whether attempts find the circuit open: open or half-open.
 func (c Circuit) Open() bool { return c.State != CircuitClosed }
 
-func scanCircuit(row pgx.Row) (Circuit, error) {
-	var c Circuit
-	var backoffMS int64
-	var outageBackoffMS *int64
-	var failures, successes, coalesced int32
-	err := row.Scan(&c.State, &failures, &c.FailingSince, &c.OpenedAt, &c.NextProbeAt, &backoffMS,
-		&c.ProbeOwner, &c.ProbeLease, &c.AutoReplayPendingSince, &c.ClosedAt, &c.RateCountedAt,
-		&successes, &c.OutageFailingSince, &outageBackoffMS, &c.EventState, &c.EventAt, &coalesced, &c.OutageOpenedAt, &c.Now)
-	c.ConsecutiveFailures, c.ProbeSuccesses, c.EventsCoalesced = int(failures), int(successes), int(coalesced)
-	c.ProbeBackoff = time.Duration(backoffMS) * time.Millisecond
-	if outageBackoffMS != nil {
-		c.OutageBackoff = time.Duration(*outageBackoffMS) * time.Millisecond
-	}
-	return c, translate(err)
+// circuitOf is a circuit as CircuitGet and CircuitForUpdate return it.
+func circuitOf(r dbsqlc.CircuitGetRow) Circuit {
+	return Circuit{State: r.State, ConsecutiveFailures: int(r.ConsecutiveFailures), FailingSince: r.FailingSince,
+		OpenedAt: r.OpenedAt, NextProbeAt: r.NextProbeAt, ProbeBackoff: millis(&r.ProbeBackoffMs),
+		ProbeOwner: r.ProbeOwner, ProbeLease: r.ProbeLeaseUntil, AutoReplayPendingSince: r.AutoReplayPendingSince,
+		ClosedAt: r.ClosedAt, RateCountedAt: r.RateCountedAt, ProbeSuccesses: int(r.ProbeSuccesses),
+		OutageFailingSince: r.OutageFailingSince, OutageBackoff: millis(r.OutageBackoffMs), OutageOpenedAt: r.OutageOpenedAt,
+		EventState: r.EventState, EventAt: r.EventAt, EventsCoalesced: int(r.EventsCoalesced), Now: r.Now}
 }
 
 func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit) error {
@@ -146,23 +141,26 @@ func (s *Store) setCircuit(ctx context.Context, tx pgx.Tx, endpointID string, c 
 		ms := c.OutageBackoff.Milliseconds()
 		outageBackoffMS = &ms
 	}
-	_, err := tx.Exec(ctx, s.q.CircuitSet, endpointID, c.State, int32(c.ConsecutiveFailures), c.FailingSince, c.OpenedAt,
-		c.NextProbeAt, c.ProbeBackoff.Milliseconds(), c.ProbeOwner, c.ProbeLease, c.AutoReplayPendingSince, c.ClosedAt, c.RateCountedAt,
-		int32(c.ProbeSuccesses), c.OutageFailingSince, outageBackoffMS, c.EventState, c.EventAt, int32(c.EventsCoalesced), c.OutageOpenedAt)
-	return err
+	return s.q.WithTx(tx).CircuitSet(ctx, dbsqlc.CircuitSetParams{EndpointID: endpointID, State: c.State,
+		ConsecutiveFailures: int32(c.ConsecutiveFailures), FailingSince: c.FailingSince, OpenedAt: c.OpenedAt,
+		NextProbeAt: c.NextProbeAt, ProbeBackoffMs: c.ProbeBackoff.Milliseconds(), ProbeOwner: c.ProbeOwner,
+		ProbeLeaseUntil: c.ProbeLease, AutoReplayPendingSince: c.AutoReplayPendingSince, ClosedAt: c.ClosedAt,
+		RateCountedAt: c.RateCountedAt, ProbeSuccesses: int32(c.ProbeSuccesses), OutageFailingSince: c.OutageFailingSince,
+		OutageBackoffMs: outageBackoffMS, EventState: c.EventState, EventAt: c.EventAt,
+		EventsCoalesced: int32(c.EventsCoalesced), OutageOpenedAt: c.OutageOpenedAt})
 }
 
 // CircuitGet returns the endpoint's circuit: closed with no failure, and
 // Now zero, when it has no row.
 func (s *Store) CircuitGet(ctx context.Context, endpointID string) (Circuit, error) {
-	c, err := scanCircuit(s.pool.QueryRow(ctx, s.q.CircuitGet, endpointID))
-	if errors.Is(err, ErrNotFound) {
+	r, err := s.q.CircuitGet(ctx, endpointID)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Circuit{State: CircuitClosed, ProbeBackoff: ProbeBackoffInitial}, nil
 	}
 	if err != nil {
-		return c, fmt.Errorf("get circuit: %w", err)
+		return Circuit{}, fmt.Errorf("get circuit: %w", err)
 	}
-	return c, nil
+	return circuitOf(r), nil
 }
 
 // ProbeClaim is the answer of CircuitProbeClaim: Claimed when this attempt
@@ -181,19 +179,16 @@ type ProbeClaim struct {
 // attempt was throttled after the claim). A circuit found closed (a probe
 // closed it meanwhile) answers Open false: the attempt sends.
 func (s *Store) CircuitProbeClaim(ctx context.Context, endpointID, owner string, lease time.Duration, now bool) (ProbeClaim, error) {
-	var p ProbeClaim
-	var state string
-	var wait float64
-	err := translate(s.pool.QueryRow(ctx, s.q.CircuitProbeClaim, endpointID, owner, lease.Seconds(), now).Scan(&p.Claimed, &state, &wait))
-	if errors.Is(err, ErrNotFound) {
+	r, err := s.q.CircuitProbeClaim(ctx, dbsqlc.CircuitProbeClaimParams{EndpointID: endpointID, ProbeOwner: &owner, Secs: lease.Seconds(), Column4: now})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return ProbeClaim{}, nil
 	}
 	if err != nil {
-		return p, fmt.Errorf("claim circuit probe: %w", err)
+		return ProbeClaim{}, fmt.Errorf("claim circuit probe: %w", err)
 	}
-	p.Open = !p.Claimed && state != CircuitClosed
+	p := ProbeClaim{Claimed: r.Claimed, Open: !r.Claimed && r.State != CircuitClosed}
 	if p.Open {
-		p.Wait = max(time.Duration(wait*float64(time.Second)), 0)
+		p.Wait = max(time.Duration(r.WaitSecs*float64(time.Second)), 0)
 	}
 	return p, nil
 }
@@ -328,13 +323,15 @@ func (s *Store) CircuitFailed(ctx context.Context, endpointID, owner string, st 
 	disableAfter := st.DisableAfterOrDefault()
 	var t CircuitTransition
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.CircuitEnsure, endpointID); err != nil {
+		q := s.q.WithTx(tx)
+		if err := q.CircuitEnsure(ctx, endpointID); err != nil {
 			return err
 		}
-		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
+		r, err := q.CircuitForUpdate(ctx, endpointID)
 		if err != nil {
-			return err
+			return translate(err)
 		}
+		c := circuitOf(dbsqlc.CircuitGetRow(r))
 		c.ConsecutiveFailures++
 		if c.FailingSince == nil {
 			now := c.Now
@@ -420,9 +417,11 @@ func (s *Store) circuitTrigger(ctx context.Context, tx pgx.Tx, endpointID string
 	if c.ClosedAt != nil && c.ClosedAt.After(w.Since) {
 		w.Since = *c.ClosedAt
 	}
-	if err := tx.QueryRow(ctx, s.q.CircuitWindowAttempts, endpointID, w.Since).Scan(&w.Attempts, &w.Failures); err != nil {
+	r, err := s.q.WithTx(tx).CircuitWindowAttempts(ctx, dbsqlc.CircuitWindowAttemptsParams{EndpointID: endpointID, StartedAt: w.Since})
+	if err != nil {
 		return "", nil, fmt.Errorf("count window: %w", err)
 	}
+	w.Attempts, w.Failures = int(r.Attempts), int(r.Failures)
 	if w.Attempts >= st.MinAttempts() && 100*w.Failures >= st.FailureRate()*w.Attempts {
 		return TriggerFailureRate, &w, nil
 	}
@@ -462,8 +461,8 @@ func circuitOpen(c *Circuit, backoff time.Duration) {
 // was) and why; CircuitFailed publishes endpoint disabled for it.
 func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, disableAfter time.Duration) (bool, string, error) {
 	reason := fmt.Sprintf("failing since %s, longer than disable_after (%s): disabled by hookflow", c.FailingSince.UTC().Format(time.RFC3339), disableAfter)
-	tag, err := tx.Exec(ctx, s.q.EndpointDisableIfEnabled, endpointID, reason)
-	if err != nil || tag.RowsAffected() == 0 {
+	n, err := s.q.WithTx(tx).EndpointDisableIfEnabled(ctx, dbsqlc.EndpointDisableIfEnabledParams{ID: endpointID, DisabledReason: &reason})
+	if err != nil || n == 0 {
 		return false, "", err
 	}
 	return true, reason, nil
@@ -474,14 +473,14 @@ func (s *Store) circuitDisable(ctx context.Context, tx pgx.Tx, endpointID string
 // endpoint has none (it never failed).
 func (s *Store) lockedCircuit(ctx context.Context, endpointID string, fn func(pgx.Tx, Circuit) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		c, err := scanCircuit(tx.QueryRow(ctx, s.q.CircuitForUpdate, endpointID))
-		if errors.Is(err, ErrNotFound) {
+		r, err := s.q.WithTx(tx).CircuitForUpdate(ctx, endpointID)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		return fn(tx, c)
+		return fn(tx, circuitOf(dbsqlc.CircuitGetRow(r)))
 	})
 }
 
@@ -498,8 +497,7 @@ func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay 
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, s.q.CircuitReset, endpointID)
-		return err
+		return s.q.WithTx(tx).CircuitReset(ctx, endpointID)
 	})
 	if err != nil {
 		return fmt.Errorf("reset circuit: %w", err)
@@ -520,9 +518,14 @@ type AutoReplayPending struct {
 // CircuitsAutoReplayPending returns up to limit pending auto-replays,
 // oldest first.
 func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]AutoReplayPending, error) {
-	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsAutoReplayPending, limit))
+	rows, err := s.q.CircuitsAutoReplayPending(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending auto-replays: %w", err)
+	}
+	out := make([]AutoReplayPending, len(rows))
+	for i, r := range rows {
+		// The query reads only rows with a pending since.
+		out[i] = AutoReplayPending{EndpointID: r.EndpointID, Since: orZero(r.AutoReplayPendingSince), Requested: r.AutoReplayRequestedAt}
 	}
 	return out, nil
 }
@@ -531,7 +534,7 @@ func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]Aut
 // the others: a pass replayed its share of the endpoint's dead letters and
 // left the rest to a later one.
 func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayTurn, endpointID); err != nil {
+	if err := s.q.CircuitAutoReplayTurn(ctx, endpointID); err != nil {
 		return fmt.Errorf("turn pending auto-replay: %w", err)
 	}
 	return nil
@@ -541,7 +544,7 @@ func (s *Store) CircuitAutoReplayTurn(ctx context.Context, endpointID string) er
 // or a late dead letter asked for it again since p was read (its pass may
 // have read the dead letters before they were written).
 func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitAutoReplayDone, p.EndpointID, p.Requested); err != nil {
+	if err := s.q.CircuitAutoReplayDone(ctx, dbsqlc.CircuitAutoReplayDoneParams{EndpointID: p.EndpointID, AutoReplayRequestedAt: p.Requested}); err != nil {
 		return fmt.Errorf("clear pending auto-replay: %w", err)
 	}
 	return nil
@@ -565,13 +568,14 @@ type CircuitWake struct {
 // rate_limit changed, whose lanes delivering to the endpoint are still to
 // be told, oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
-	rows, err := s.pool.Query(ctx, s.q.CircuitsWakePending, limit)
+	rows, err := s.q.CircuitsWakePending(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list circuits to wake: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CircuitWake])
-	if err != nil {
-		return nil, fmt.Errorf("list circuits to wake: %w", err)
+	out := make([]CircuitWake, len(rows))
+	for i, r := range rows {
+		// The query reads only rows with a wake requested.
+		out[i] = CircuitWake{EndpointID: r.EndpointID, Requested: orZero(r.WakeRequestedAt), After: r.After}
 	}
 	return out, nil
 }
@@ -579,7 +583,7 @@ func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWa
 // CircuitWakeDone clears w, unless the circuit closed again since w was
 // read (a lane that waited on the later opening may not have been told).
 func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitWakeDone, w.EndpointID, w.Requested); err != nil {
+	if err := s.q.CircuitWakeDone(ctx, dbsqlc.CircuitWakeDoneParams{EndpointID: w.EndpointID, WakeRequestedAt: &w.Requested}); err != nil {
 		return fmt.Errorf("clear circuit wake: %w", err)
 	}
 	return nil
@@ -590,7 +594,7 @@ func (s *Store) CircuitWakeDone(ctx context.Context, w CircuitWake) error {
 // other endpoints had their turn. Nothing is recorded when the circuit
 // closed again since w was read (the wake then starts over).
 func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after string) error {
-	if _, err := s.pool.Exec(ctx, s.q.CircuitWakeProgress, w.EndpointID, w.Requested, after); err != nil {
+	if err := s.q.CircuitWakeProgress(ctx, dbsqlc.CircuitWakeProgressParams{EndpointID: w.EndpointID, WakeAfterStamp: &w.Requested, WakeAfter: &after}); err != nil {
 		return fmt.Errorf("record circuit wake progress: %w", err)
 	}
 	return nil
@@ -606,11 +610,7 @@ func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after st
 // that fails does not hold up the ones after it: the pass goes on, and
 // answers their errors joined, each naming its endpoint.
 func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, s.q.CircuitsEventCatchUp, CircuitEventEvery.Seconds(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := s.q.CircuitsEventCatchUp(ctx, dbsqlc.CircuitsEventCatchUpParams{Secs: CircuitEventEvery.Seconds(), Limit: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
 	}
@@ -667,11 +667,7 @@ func (s *Store) circuitEventCatchUp(ctx context.Context, id string) (bool, error
 // endpoint (released and not finished: the heads of its lanes), after
 // event after, in ID order.
 func (s *Store) DeliveringAt(ctx context.Context, endpointID, after string, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeliveringAt, endpointID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries in flight: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := s.q.DeliveringAt(ctx, dbsqlc.DeliveringAtParams{EndpointID: endpointID, EventID: after, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries in flight: %w", err)
 	}
@@ -732,13 +728,15 @@ func (s *Store) endpointDisabledEvent(ctx context.Context, tx pgx.Tx, endpointID
 func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by string) (bool, error) {
 	var ok bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, d.Generation, by, d.EndpointID)
-		if err != nil || tag.RowsAffected() == 0 {
+		q := s.q.WithTx(tx)
+		n, err := q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: d.EventID, Generation: d.Generation,
+			ReplayedBy: &by, EndpointID: d.EndpointID})
+		if err != nil || n == 0 {
 			return err
 		}
 		ok = true
-		var typ string
-		if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+		typ, err := q.EventTypeGet(ctx, d.EventID)
+		if err != nil {
 			return fmt.Errorf("read event type: %w", err)
 		}
 		if contract.Operational(typ) {
@@ -767,16 +765,14 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 // attempt to probe, so the caller replays one of the outage's dead letters
 // of each (Since is the outage's first failure), whose attempt probes.
 func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
-	out, err := collectPending(s.pool.Query(ctx, s.q.CircuitsProbeReplayClaim, limit, every.Seconds()))
+	rows, err := s.q.CircuitsProbeReplayClaim(ctx, dbsqlc.CircuitsProbeReplayClaimParams{Limit: int32(limit), Secs: every.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("claim probe replays: %w", err)
 	}
-	return out, nil
-}
-
-func collectPending(rows pgx.Rows, err error) ([]AutoReplayPending, error) {
-	if err != nil {
-		return nil, err
+	out := make([]AutoReplayPending, len(rows))
+	for i, r := range rows {
+		// The query answers COALESCE(failing_since, opened_at, now()): never NULL.
+		out[i] = AutoReplayPending{EndpointID: r.EndpointID, Since: orZero(r.FailingSince), Requested: r.AutoReplayRequestedAt}
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[AutoReplayPending])
+	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // CleanerLock takes the cleaner's lock for one run, on a connection of its
@@ -14,7 +16,8 @@ func (s *Store) CleanerLock(ctx context.Context) (release func(), ok bool, err e
 	if err != nil {
 		return nil, false, fmt.Errorf("cleaner lock: %w", err)
 	}
-	if err := conn.QueryRow(ctx, s.q.CleanerLock).Scan(&ok); err != nil || !ok {
+	q := dbsqlc.New(conn)
+	if ok, err = q.CleanerLock(ctx); err != nil || !ok {
 		conn.Release()
 		if err != nil {
 			return nil, false, fmt.Errorf("cleaner lock: %w", err)
@@ -24,7 +27,7 @@ func (s *Store) CleanerLock(ctx context.Context) (release func(), ok bool, err e
 	return func() {
 		// A lock left behind would stop every cleaner; closing the session
 		// lets it go when the unlock cannot.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), s.q.CleanerUnlock); err != nil {
+		if err := q.CleanerUnlock(context.WithoutCancel(ctx)); err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 		conn.Release()
@@ -34,21 +37,21 @@ func (s *Store) CleanerLock(ctx context.Context) (release func(), ok bool, err e
 // EventsPrunePayloads empties the payload of up to limit events delivered or
 // skipped more than age ago, and returns how many.
 func (s *Store) EventsPrunePayloads(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.q.EventsPrunePayloads, age.Seconds(), limit)
+	n, err := s.q.EventsPrunePayloads(ctx, dbsqlc.EventsPrunePayloadsParams{Secs: age.Seconds(), Limit: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("prune payloads: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // AttemptsPrune deletes up to limit attempts older than age of finished
 // events, and returns how many.
 func (s *Store) AttemptsPrune(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.q.AttemptsPrune, age.Seconds(), limit)
+	n, err := s.q.AttemptsPrune(ctx, dbsqlc.AttemptsPruneParams{Secs: age.Seconds(), Limit: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("prune attempts: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // EventsPruneKeys deletes up to limit events that finished more than age
@@ -56,10 +59,11 @@ func (s *Store) AttemptsPrune(ctx context.Context, age time.Duration, limit int)
 // their correlation's cursor, with their deliveries and the attempts they
 // still have, and returns how many events and attempts. Lanes rows stay.
 func (s *Store) EventsPruneKeys(ctx context.Context, age time.Duration, limit int) (keys, attempts int64, err error) {
-	if err := s.pool.QueryRow(ctx, s.q.EventsPruneKeys, age.Seconds(), limit).Scan(&keys, &attempts); err != nil {
+	r, err := s.q.EventsPruneKeys(ctx, dbsqlc.EventsPruneKeysParams{Secs: age.Seconds(), Limit: int32(limit)})
+	if err != nil {
 		return 0, 0, fmt.Errorf("prune keys: %w", err)
 	}
-	return keys, attempts, nil
+	return r.Keys, r.Attempts, nil
 }
 
 // CleanerRun is what a cleaner run did.
@@ -74,7 +78,7 @@ type CleanerRun struct {
 
 // CleanerRunRecord keeps run as the last one.
 func (s *Store) CleanerRunRecord(ctx context.Context, run CleanerRun) error {
-	if _, err := s.pool.Exec(ctx, s.q.CleanerRunRecord, run.StartedAt, run.FinishedAt, run.PayloadsPruned, run.AttemptsDeleted, run.KeysDeleted, run.Error); err != nil {
+	if err := s.q.CleanerRunRecord(ctx, dbsqlc.CleanerRunRecordParams(run)); err != nil {
 		return fmt.Errorf("record cleaner run: %w", err)
 	}
 	return nil
@@ -82,8 +86,8 @@ func (s *Store) CleanerRunRecord(ctx context.Context, run CleanerRun) error {
 
 // CleanerRunLast returns the last cleaner run, or ErrNotFound before the first.
 func (s *Store) CleanerRunLast(ctx context.Context) (CleanerRun, error) {
-	var r CleanerRun
-	err := translate(s.pool.QueryRow(ctx, s.q.CleanerRunLast).Scan(&r.StartedAt, &r.FinishedAt, &r.PayloadsPruned, &r.AttemptsDeleted, &r.KeysDeleted, &r.Error))
+	row, err := s.q.CleanerRunLast(ctx)
+	r, err := CleanerRun(row), translate(err)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return r, fmt.Errorf("read cleaner run: %w", err)
 	}

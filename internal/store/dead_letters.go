@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // Dead letter statuses.
@@ -59,18 +60,17 @@ type DeadLetter struct {
 	LastAttemptID int64 `json:"-"`
 }
 
-func scanDeadLetter(row pgx.Row) (DeadLetter, error) {
-	var d DeadLetter
-	var attempts []byte
-	err := row.Scan(&d.EventID, &d.CorrelationID, &d.Sequence, &d.EndpointID, &d.Envelope, &attempts, &d.AttemptCount, &d.Reason, &d.FirstFailureAt, &d.DeadLetteredAt,
-		&d.Generation, &d.Status, &d.ReplayedAt, &d.ReplayedBy, &d.ReplayCount, &d.SkippedBy, &d.SkippedAt, &d.SkipNote)
-	if err != nil {
-		return d, translate(err)
-	}
-	if attempts == nil { // not asked for
+// deadLetterOf is a dead letter as DeadLetterGet and DeadLettersOfEvent
+// return it.
+func deadLetterOf(r dbsqlc.DeadLetterGetRow) (DeadLetter, error) {
+	d := DeadLetter{EventID: r.EventID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, EndpointID: r.EndpointID,
+		Envelope: r.Envelope, AttemptCount: r.JsonbArrayLength, Reason: r.Reason, FirstFailureAt: r.FirstFailureAt,
+		DeadLetteredAt: r.DeadLetteredAt, Generation: r.Generation, Status: r.Status, ReplayedAt: r.ReplayedAt,
+		ReplayedBy: r.ReplayedBy, ReplayCount: r.ReplayCount, SkippedBy: r.SkippedBy, SkippedAt: r.SkippedAt, SkipNote: r.SkipNote}
+	if r.Attempts == nil { // not asked for
 		return d, nil
 	}
-	if err := json.Unmarshal(attempts, &d.Attempts); err != nil {
+	if err := json.Unmarshal(r.Attempts, &d.Attempts); err != nil {
 		return d, fmt.Errorf("decode attempts: %w", err)
 	}
 	return d, nil
@@ -101,13 +101,15 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 	}
 	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.EventLock, d.EventID); err != nil {
+		q := s.q.WithTx(tx)
+		if err := q.EventLock(ctx, d.EventID); err != nil {
 			return err
 		}
-		var state contract.State
-		if err := translate(tx.QueryRow(ctx, s.q.DeliveryStateForUpdate, d.EventID, d.EndpointID).Scan(&state)); err != nil {
-			return err
+		st, err := q.DeliveryStateForUpdate(ctx, dbsqlc.DeliveryStateForUpdateParams{EventID: d.EventID, EndpointID: d.EndpointID})
+		if err != nil {
+			return translate(err)
 		}
+		state := contract.State(st)
 		if state.Final() {
 			return fmt.Errorf("%w: %s", ErrEventFinished, state)
 		}
@@ -115,21 +117,25 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		if d.LastAttemptID > 0 {
 			last = &d.LastAttemptID
 		}
-		err := tx.QueryRow(ctx, s.q.DeadLetterUpsert, d.EventID, d.CorrelationID, d.Sequence, d.EndpointID, d.Envelope, attempts, d.Reason, d.FirstFailureAt, last, window).Scan(&gen, &d.DeadLetteredAt)
+		up, err := q.DeadLetterUpsert(ctx, dbsqlc.DeadLetterUpsertParams{EventID: d.EventID, CorrelationID: d.CorrelationID,
+			Sequence: d.Sequence, EndpointID: d.EndpointID, Envelope: d.Envelope, Attempts: attempts, Reason: d.Reason,
+			FirstFailureAt: d.FirstFailureAt, LastAttemptID: last, WindowKey: &window})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Written for this window already: a retry.
-			return tx.QueryRow(ctx, s.q.DeadLetterGeneration, d.EventID, d.EndpointID).Scan(&gen)
+			gen, err = q.DeadLetterGeneration(ctx, dbsqlc.DeadLetterGenerationParams{EventID: d.EventID, EndpointID: d.EndpointID})
+			return err
 		}
 		if err != nil {
 			return err
 		}
+		gen, d.DeadLetteredAt = up.Generation, up.DeadLetteredAt
 		b := &pgx.Batch{}
-		b.Queue(s.q.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
-		b.Queue(s.q.EventAggregate, d.EventID)
+		b.Queue(dbsqlc.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
+		b.Queue(dbsqlc.EventAggregate, d.EventID)
 		if contract.OutageCaused(d.Reason) && !d.WindowStart.IsZero() {
 			// Written after its outage's circuit closed, maybe past that
 			// close's auto-replay pass: the pass runs again for it.
-			b.Queue(s.q.CircuitLateOutageDeadLetter, d.EndpointID, d.WindowStart)
+			b.Queue(dbsqlc.CircuitLateOutageDeadLetter, d.EndpointID, d.WindowStart)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
@@ -159,15 +165,16 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 // out as any whose signal never reached its workflow: the heads sweep sends
 // it (starter.resendLostClaim).
 func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
-	var disabled bool
-	err := tx.QueryRow(ctx, s.q.EndpointDisabledForShare, d.EndpointID).Scan(&disabled)
+	q := s.q.WithTx(tx)
+	disabled, err := q.EndpointDisabledForShare(ctx, d.EndpointID)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && disabled) {
 		return nil // gone, or still disabled: enabling it replays this one
 	}
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, s.q.DeadLetterMarkReplayed, d.EventID, gen, contract.EndpointEnabledBy, d.EndpointID)
+	by := contract.EndpointEnabledBy
+	_, err = q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: d.EventID, Generation: gen, ReplayedBy: &by, EndpointID: d.EndpointID})
 	return err
 }
 
@@ -181,14 +188,14 @@ func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, ge
 // the endpoint's custom header values, and nothing else of the endpoint's
 // settings or secrets is in it.
 func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
-	var typ string
-	if err := tx.QueryRow(ctx, s.q.EventTypeGet, d.EventID).Scan(&typ); err != nil {
+	typ, err := s.q.WithTx(tx).EventTypeGet(ctx, d.EventID)
+	if err != nil {
 		return fmt.Errorf("read event type: %w", err)
 	}
 	if contract.Operational(typ) {
 		return nil
 	}
-	_, err := s.OperationalEventInsert(ctx, tx, d.EndpointID, contract.OpDeadLetterCreated, map[string]any{
+	_, err = s.OperationalEventInsert(ctx, tx, d.EndpointID, contract.OpDeadLetterCreated, map[string]any{
 		"endpoint_id":      d.EndpointID,
 		"event_id":         d.EventID,
 		"event_type":       typ,
@@ -205,7 +212,11 @@ func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, 
 // DeadLetterGet returns the dead letter of the delivery (eventID,
 // endpointID), or ErrNotFound.
 func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
-	d, err := scanDeadLetter(s.pool.QueryRow(ctx, s.q.DeadLetterGet, eventID, endpointID))
+	r, err := s.q.DeadLetterGet(ctx, dbsqlc.DeadLetterGetParams{EventID: eventID, EndpointID: endpointID})
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter: %w", translate(err))
+	}
+	d, err := deadLetterOf(r)
 	if err != nil {
 		return d, fmt.Errorf("get dead letter: %w", err)
 	}
@@ -216,8 +227,17 @@ func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (
 // status, with its envelope and attempts, by endpoint; none when it has
 // none.
 func (s *Store) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeadLettersOfEvent, eventID)
-	return collectDeadLetters(rows, err, "list the event's dead letters")
+	rows, err := s.q.DeadLettersOfEvent(ctx, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list the event's dead letters: %w", err)
+	}
+	out, err := rowsOf(rows, func(r dbsqlc.DeadLettersOfEventRow) (DeadLetter, error) {
+		return deadLetterOf(dbsqlc.DeadLetterGetRow(r))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the event's dead letters: %w", err)
+	}
+	return out, nil
 }
 
 // DeadLetterFilter narrows a listing; zero fields match everything.
@@ -239,19 +259,21 @@ type DeadLetterFilter struct {
 	WithEnvelope, WithAttempts bool
 }
 
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // DeadLetterList returns one page of dead letters, oldest first (ties by
 // event, then endpoint).
 func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, s.q.DeadLetterList, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, nullable(f.Status), f.AfterTime, f.AfterID, f.Limit,
-		f.WithEnvelope, f.WithAttempts, nullable(f.EventID), f.AfterEndpointID)
-	return collectDeadLetters(rows, err, "list dead letters")
+	rows, err := s.q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{WithEnvelope: f.WithEnvelope, WithAttempts: f.WithAttempts,
+		CorrelationID: nullIfZero(f.CorrelationID), EndpointID: nullIfZero(f.EndpointID), Since: f.Since, Until: f.Until,
+		Status: nullIfZero(f.Status), EventID: nullIfZero(f.EventID),
+		AfterTime: f.AfterTime, AfterEventID: f.AfterID, AfterEndpointID: f.AfterEndpointID, MaxRows: int32(f.Limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
+	}
+	out, err := rowsOf(rows, func(r dbsqlc.DeadLetterListRow) (DeadLetter, error) { return deadLetterOf(dbsqlc.DeadLetterGetRow(r)) })
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
+	}
+	return out, nil
 }
 
 // ReplayCursor is a place in a batch replay's order: after this lane's
@@ -276,18 +298,18 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 	if after != nil {
 		corr, endpoint, seq, id = &after.CorrelationID, after.EndpointID, after.Sequence, after.EventID
 	}
-	rows, err := s.pool.Query(ctx, s.q.DeadLetterReplayPage, nullable(f.CorrelationID), nullable(f.EndpointID), f.Since, f.Until, corr, seq, id, f.Limit,
-		nullable(f.EventID), endpoint)
-	return collectDeadLetters(rows, err, "page dead letters to replay")
-}
-
-func collectDeadLetters(rows pgx.Rows, err error, what string) ([]DeadLetter, error) {
+	rows, err := s.q.DeadLetterReplayPage(ctx, dbsqlc.DeadLetterReplayPageParams{
+		CorrelationID: nullIfZero(f.CorrelationID), EndpointID: nullIfZero(f.EndpointID), Since: f.Since, Until: f.Until,
+		EventID: nullIfZero(f.EventID), AfterCorrelationID: corr, AfterEndpointID: endpoint, AfterSequence: seq, AfterEventID: id,
+		MaxRows: int32(f.Limit)})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("page dead letters to replay: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) { return scanDeadLetter(r) })
+	out, err := rowsOf(rows, func(r dbsqlc.DeadLetterReplayPageRow) (DeadLetter, error) {
+		return deadLetterOf(dbsqlc.DeadLetterGetRow(r))
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("page dead letters to replay: %w", err)
 	}
 	return out, nil
 }
@@ -297,21 +319,22 @@ func collectDeadLetters(rows pgx.Rows, err error, what string) ([]DeadLetter, er
 // generation is not open (someone replayed or skipped it already, or it was
 // reopened as a later one).
 func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID string, gen int32, by string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkReplayed, eventID, gen, by, endpointID)
+	n, err := s.q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: eventID, Generation: gen, ReplayedBy: &by, EndpointID: endpointID})
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter replayed: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // DeadLetterMarkSkipped claims the skip of generation gen, recording who and
 // why; false as DeadLetterMarkReplayed.
 func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID string, gen int32, by, note string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.q.DeadLetterMarkSkipped, eventID, gen, by, nullable(note), endpointID)
+	n, err := s.q.DeadLetterMarkSkipped(ctx, dbsqlc.DeadLetterMarkSkippedParams{EventID: eventID, Generation: gen, SkippedBy: &by,
+		SkipNote: nullIfZero(note), EndpointID: endpointID})
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter skipped: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // DeadLetterEndDeleted records, on the dead letter of a delivery that its
@@ -319,7 +342,8 @@ func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID s
 // who deleted the endpoint: the replay never delivered it. A row open or
 // skipped already, or none, is left as it is.
 func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, by string) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterEndDeleted, eventID, endpointID, by, contract.EndpointDeletedNote); err != nil {
+	note := contract.EndpointDeletedNote
+	if err := s.q.DeadLetterEndDeleted(ctx, dbsqlc.DeadLetterEndDeletedParams{EventID: eventID, EndpointID: endpointID, SkippedBy: &by, SkipNote: &note}); err != nil {
 		return fmt.Errorf("end a deleted endpoint's replayed dead letter: %w", err)
 	}
 	return nil
@@ -328,7 +352,7 @@ func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, b
 // DeadLetterReopen undoes a replay or skip claimed for generation gen whose
 // signal never reached the workflow, so an operator can act again.
 func (s *Store) DeadLetterReopen(ctx context.Context, eventID, endpointID string, gen int32) error {
-	if _, err := s.pool.Exec(ctx, s.q.DeadLetterReopen, eventID, gen, endpointID); err != nil {
+	if err := s.q.DeadLetterReopen(ctx, dbsqlc.DeadLetterReopenParams{EventID: eventID, Generation: gen, EndpointID: endpointID}); err != nil {
 		return fmt.Errorf("reopen dead letter: %w", err)
 	}
 	return nil

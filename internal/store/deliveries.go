@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // The fan-out ledger (issue 23). An event is routed, at acceptance, to
@@ -133,8 +134,8 @@ func (s *Store) LanesStuckHeadsClaim(ctx context.Context, limit int, lease time.
 		// The claim's plan costs past jit_above_cost (the planner's guess at
 		// the lanes walk) though it runs in under a millisecond; compiling it
 		// would take ~80 ms at every call of every API process.
-		b.Queue(s.q.JITOff)
-		b.Queue(s.q.LanesStuckHeadsClaim, lease.Seconds(), limit).Query(func(rows pgx.Rows) error {
+		b.Queue(dbsqlc.JITOff)
+		b.Queue(dbsqlc.LanesStuckHeadsClaim, lease.Seconds(), limit).Query(func(rows pgx.Rows) error {
 			var err error
 			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StuckHead, error) {
 				var h StuckHead
@@ -187,8 +188,8 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 	e := &a.Endpoint
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(s.q.EventLock, eventID)
-		b.Queue(s.q.DeliveryStartAttempt, eventID, endpointID).QueryRow(func(row pgx.Row) error {
+		b.Queue(dbsqlc.EventLock, eventID)
+		b.Queue(dbsqlc.DeliveryStartAttempt, eventID, endpointID).QueryRow(func(row pgx.Row) error {
 			var sc settingsColumns
 			var circuit string
 			var failures int32
@@ -200,7 +201,7 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 		})
 		// A no-op when the delivery did not move: the aggregate is a function
 		// of the deliveries' states.
-		b.Queue(s.q.EventAggregate, eventID)
+		b.Queue(dbsqlc.EventAggregate, eventID)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -238,8 +239,8 @@ type Lease struct {
 func (s *Store) EndpointLeaseAcquire(ctx context.Context, endpointID, owner string, capMax int, ttl time.Duration) (Lease, error) {
 	var l Lease
 	b := &pgx.Batch{}
-	b.Queue(s.q.EndpointLeaseLock, endpointID)
-	b.Queue(s.q.EndpointLeaseTake, endpointID, owner, capMax, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
+	b.Queue(dbsqlc.EndpointLeaseLock, endpointID)
+	b.Queue(dbsqlc.EndpointLeaseTake, endpointID, owner, capMax, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&l.Taken, &l.Held)
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -251,7 +252,7 @@ func (s *Store) EndpointLeaseAcquire(ctx context.Context, endpointID, owner stri
 // EndpointLeaseRelease gives the attempt's place back; releasing one not
 // held is harmless.
 func (s *Store) EndpointLeaseRelease(ctx context.Context, endpointID, owner string) error {
-	if _, err := s.pool.Exec(ctx, s.q.EndpointLeaseRelease, endpointID, owner); err != nil {
+	if err := s.q.EndpointLeaseRelease(ctx, dbsqlc.EndpointLeaseReleaseParams{EndpointID: endpointID, Owner: owner}); err != nil {
 		return fmt.Errorf("release endpoint lease: %w", err)
 	}
 	return nil
@@ -261,13 +262,11 @@ func (s *Store) EndpointLeaseRelease(ctx context.Context, endpointID, owner stri
 // limit of perSecond deliveries a second (> 0), shared by every worker
 // through the endpoint_rate_slots row.
 func (s *Store) EndpointRateReserve(ctx context.Context, endpointID string, perSecond float64) (RateSlot, error) {
-	var slot RateSlot
-	var now time.Time
-	if err := s.pool.QueryRow(ctx, s.q.EndpointRateReserve, endpointID, 1/perSecond).Scan(&slot.At, &now); err != nil {
-		return slot, fmt.Errorf("reserve rate slot: %w", err)
+	r, err := s.q.EndpointRateReserve(ctx, dbsqlc.EndpointRateReserveParams{EndpointID: endpointID, Secs: 1 / perSecond})
+	if err != nil {
+		return RateSlot{}, fmt.Errorf("reserve rate slot: %w", err)
 	}
-	slot.Wait = max(slot.At.Sub(now), 0)
-	return slot, nil
+	return RateSlot{At: r.Slot, Wait: max(r.Slot.Sub(r.Now), 0)}, nil
 }
 
 // DeliveryDelivered records the delivering attempt, marks the delivery
@@ -300,15 +299,15 @@ func (s *Store) DeliverySkipped(ctx context.Context, eventID, endpointID, correl
 func (s *Store) finish(ctx context.Context, eventID, endpointID, correlationID string, sequence int64, state contract.State, deliveredAt *time.Time, a *Attempt) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(s.q.CorrelationLock, correlationID)
-		b.Queue(s.q.EventLock, eventID)
+		b.Queue(dbsqlc.CorrelationLock, correlationID)
+		b.Queue(dbsqlc.EventLock, eventID)
 		if a != nil {
-			b.Queue(s.q.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
+			b.Queue(dbsqlc.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
 		}
-		b.Queue(s.q.DeliveryMarkFinal, eventID, endpointID, state, deliveredAt)
-		b.Queue(s.q.LaneAdvance, correlationID, endpointID, sequence, eventID, state)
-		b.Queue(s.q.EventAggregate, eventID)
-		b.Queue(s.q.CorrelationAdvance, correlationID)
+		b.Queue(dbsqlc.DeliveryMarkFinal, eventID, endpointID, state, deliveredAt)
+		b.Queue(dbsqlc.LaneAdvance, correlationID, endpointID, sequence, eventID, state)
+		b.Queue(dbsqlc.EventAggregate, eventID)
+		b.Queue(dbsqlc.CorrelationAdvance, correlationID)
 		return tx.SendBatch(ctx, b).Close()
 	})
 }
@@ -317,8 +316,11 @@ func (s *Store) finish(ctx context.Context, eventID, endpointID, correlationID s
 // has none (nothing finished in it yet).
 func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (Lane, error) {
 	l := Lane{EndpointID: endpointID}
-	err := translate(s.pool.QueryRow(ctx, s.q.LaneGet, correlationID, endpointID).Scan(&l.EndpointID, &l.LastFinished, &l.Previous, &l.Skipped))
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	r, err := s.q.LaneGet(ctx, dbsqlc.LaneGetParams{CorrelationID: correlationID, EndpointID: endpointID})
+	switch err = translate(err); {
+	case err == nil:
+		l = Lane{EndpointID: r.EndpointID, LastFinished: r.LastFinished, Previous: r.Previous, Skipped: r.SkippedTail}
+	case !errors.Is(err, ErrNotFound):
 		return l, fmt.Errorf("get lane: %w", err)
 	}
 	if len(l.Skipped) == 0 {
@@ -336,7 +338,7 @@ func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, per
 		l           CorrelationLoad
 		runs, lanes []byte
 	)
-	if err := s.pool.QueryRow(ctx, s.q.CorrelationLoad, correlationID, perLane).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
+	if err := s.pool.QueryRow(ctx, dbsqlc.CorrelationLoad, correlationID, perLane).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
 		return l, fmt.Errorf("load correlation: %w", err)
 	}
 	var rs [][2]int64
@@ -367,7 +369,7 @@ func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, per
 // LanesLoad returns lanes of the correlation, each with its position and at
 // most perLane of its open deliveries after the sequence given for it.
 func (s *Store) LanesLoad(ctx context.Context, correlationID string, endpoints []string, after []int64, perLane int) ([]LaneLoad, error) {
-	rows, err := s.pool.Query(ctx, s.q.LanesLoad, correlationID, endpoints, after, perLane)
+	rows, err := s.pool.Query(ctx, dbsqlc.LanesLoad, correlationID, endpoints, after, perLane)
 	if err != nil {
 		return nil, fmt.Errorf("load lanes: %w", err)
 	}
@@ -414,25 +416,23 @@ type Attempt struct {
 // (0 when there is none): what the next generation holds
 // (DeadLetter.LastAttemptID).
 func (s *Store) AttemptsSinceDeadLetter(ctx context.Context, eventID, endpointID string) ([]Attempt, int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.AttemptsSinceDeadLetter, eventID, endpointID)
+	rows, err := s.q.AttemptsSinceDeadLetter(ctx, dbsqlc.AttemptsSinceDeadLetterParams{EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
 	}
 	var last int64
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := row.Scan(&last, &a.Attempt, &a.StartedAt, &a.LatencyMS, &a.StatusCode, &a.Error, &a.Outcome)
-		return a, err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		last = r.ID
+		out[i] = attemptOf(dbsqlc.AttemptsListRow{Attempt: r.Attempt, StartedAt: r.StartedAt, LatencyMs: r.LatencyMs,
+			StatusCode: r.StatusCode, Error: r.Error, Outcome: r.Outcome})
 	}
 	return out, last, nil
 }
 
 // AttemptInsert records an attempt of the delivery (eventID, endpointID).
 func (s *Store) AttemptInsert(ctx context.Context, eventID, endpointID string, a Attempt) error {
-	if _, err := s.pool.Exec(ctx, s.q.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome); err != nil {
+	if err := s.q.AttemptInsert(ctx, attemptInsertParams(eventID, endpointID, a)); err != nil {
 		return fmt.Errorf("insert delivery attempt: %w", err)
 	}
 	return nil
@@ -467,7 +467,7 @@ func (r *attemptRow) take() (Attempt, int64, bool) {
 // deliveries, oldest first, by endpoint (a delivery with none is absent);
 // the event's Delivery.Attempts counts them all.
 func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) (map[string][]Attempt, error) {
-	rows, err := s.pool.Query(ctx, s.q.AttemptsLastByEvent, eventID, n)
+	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsLastByEvent, eventID, n)
 	if err != nil {
 		return nil, fmt.Errorf("list last delivery attempts: %w", err)
 	}
@@ -493,7 +493,7 @@ func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) 
 // IDs (a cursor for the next page). ErrNotFound when the event has no
 // delivery to the endpoint.
 func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, after int64, limit int) ([]Attempt, []int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.AttemptsPage, eventID, endpointID, after, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsPage, eventID, endpointID, after, limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("page delivery attempts: %w", err)
 	}
@@ -522,13 +522,24 @@ func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, af
 
 // AttemptsList returns the delivery's attempts in order.
 func (s *Store) AttemptsList(ctx context.Context, eventID, endpointID string) ([]Attempt, error) {
-	rows, err := s.pool.Query(ctx, s.q.AttemptsList, eventID, endpointID)
+	rows, err := s.q.AttemptsList(ctx, dbsqlc.AttemptsListParams{EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
-	if err != nil {
-		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		out[i] = attemptOf(r)
 	}
 	return out, nil
+}
+
+// attemptOf is an attempt as the attempt queries return it.
+func attemptOf(r dbsqlc.AttemptsListRow) Attempt {
+	return Attempt{Attempt: r.Attempt, StartedAt: r.StartedAt, LatencyMS: r.LatencyMs, StatusCode: r.StatusCode, Error: r.Error, Outcome: r.Outcome}
+}
+
+// attemptInsertParams record a of the delivery (eventID, endpointID).
+func attemptInsertParams(eventID, endpointID string, a Attempt) dbsqlc.AttemptInsertParams {
+	return dbsqlc.AttemptInsertParams{EventID: eventID, EndpointID: endpointID, Attempt: a.Attempt, StartedAt: a.StartedAt,
+		LatencyMs: a.LatencyMS, StatusCode: a.StatusCode, Error: a.Error, Outcome: a.Outcome}
 }

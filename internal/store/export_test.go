@@ -1,7 +1,9 @@
 package store
 
+import "github.com/hookflow/hookflow/schema/dbsqlc"
+
 // StuckHeadsClaimQuery is the stuck-heads claim's SQL, for EXPLAIN in tests.
-func StuckHeadsClaimQuery(s *Store) string { return s.q.LanesStuckHeadsClaim }
+func StuckHeadsClaimQuery(*Store) string { return dbsqlc.LanesStuckHeadsClaim }
 
 // EndpointHealthQuery is the health query's SQL, for EXPLAIN in tests.
-func EndpointHealthQuery(s *Store) string { return s.q.EndpointHealth }
+func EndpointHealthQuery(*Store) string { return dbsqlc.EndpointHealth }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // errOperationalRefused: the ledger refused an operational event
@@ -73,27 +74,20 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 	}
 	correlation := contract.OperationalCorrelation(subject)
 	insert := func(tx pgx.Tx) error {
-		var seq int64
-		if err := tx.QueryRow(ctx, s.q.OperationalSequenceNext, subject, correlation).Scan(&seq); err != nil {
+		q := s.q.WithTx(tx)
+		seq, err := q.OperationalSequenceNext(ctx, dbsqlc.OperationalSequenceNextParams{EndpointID: subject, CorrelationID: correlation})
+		if err != nil {
 			return fmt.Errorf("next sequence: %w", err)
 		}
-		rows, err := tx.Query(ctx, s.q.OperationalSubscribers, eventType, subject, contract.MaxSubscribersCeiling)
+		endpoints, err := q.OperationalSubscribers(ctx, dbsqlc.OperationalSubscribersParams{
+			Column1: eventType, ID: subject, Limit: contract.MaxSubscribersCeiling})
 		if err != nil {
 			return fmt.Errorf("route: %w", err)
-		}
-		endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("route: %w", err)
-		}
-		if endpoints == nil {
-			endpoints = []string{}
 		}
 		ev := intake.Event{ID: OperationalEventID(subject, seq), CorrelationID: correlation, Sequence: seq, Type: eventType, Data: raw}
 		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, "", ev.Type, ev.Data)
-		var got Event
-		var deliveries []byte
-		err = tx.QueryRow(ctx, s.q.EventInsertRouted, ev.ID, ev.CorrelationID, ev.Sequence, ev.Type, ev.Data, ev.PayloadHash, endpoints).
-			Scan(eventColumns(&got, &deliveries)...)
+		_, err = q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{ID: ev.ID, CorrelationID: ev.CorrelationID,
+			Sequence: ev.Sequence, Type: ev.Type, Data: ev.Data, PayloadHash: ev.PayloadHash, Endpoints: endpoints})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errOperationalRefused
 		}
@@ -126,9 +120,9 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 // subscribers an operational event may have, which the API caps as it caps
 // a producer's event's.
 func (s *Store) EndpointsOperationalCount(ctx context.Context, except string) (int, error) {
-	var n int
-	if err := s.pool.QueryRow(ctx, s.q.EndpointsOperationalCount, except).Scan(&n); err != nil {
+	n, err := s.q.EndpointsOperationalCount(ctx, except)
+	if err != nil {
 		return 0, fmt.Errorf("count operational subscribers: %w", err)
 	}
-	return n, nil
+	return int(n), nil
 }

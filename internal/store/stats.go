@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // Summary is the ledger at a glance, counted in deliveries.
@@ -46,26 +47,20 @@ type EndpointSummary struct {
 // StatsSummary reads the ledger's summary: the totals are the sums of the
 // endpoints' (the lag, their greatest).
 func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
-	rows, err := s.pool.Query(ctx, s.q.StatsSummary)
+	rows, err := s.q.StatsSummary(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("read ledger summary: %w", err)
 	}
-	var (
-		sm     Summary
-		queued int64
-		es     EndpointSummary
-	)
-	_, err = pgx.ForEachRow(rows, []any{&es.EndpointID, &queued, &es.Waiting, &es.Delivering, &es.DeliveredRecently, &es.DeadLettersOpen, &es.LagSeconds}, func() error {
-		sm.Queued += queued
-		sm.InFlight += es.Waiting - queued + es.Delivering
+	var sm Summary
+	for _, r := range rows {
+		es := EndpointSummary{EndpointID: r.EndpointID, Waiting: r.Waiting, Delivering: r.Delivering,
+			DeliveredRecently: r.Delivered, DeadLettersOpen: r.Open, LagSeconds: r.LagSeconds}
+		sm.Queued += r.Queued
+		sm.InFlight += es.Waiting - r.Queued + es.Delivering
 		sm.DeliveredLast5m += es.DeliveredRecently
 		sm.DeadLettersOpen += es.DeadLettersOpen
 		sm.OldestLagSeconds = max(sm.OldestLagSeconds, es.LagSeconds)
 		sm.ByEndpoint = append(sm.ByEndpoint, es)
-		return nil
-	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("read ledger summary: %w", err)
 	}
 	return sm, nil
 }
@@ -93,7 +88,7 @@ type BlockedCorrelation struct {
 // StatsBlockedCorrelations returns the limit longest-blocked lanes and how
 // many are blocked in all.
 func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]BlockedCorrelation, int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.StatsBlockedCorrelations, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.StatsBlockedCorrelations, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list blocked lanes: %w", err)
 	}
@@ -200,7 +195,7 @@ func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration, after
 }
 
 func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration, after string, limit int) ([]Health, error) {
-	rows, err := s.pool.Query(ctx, s.q.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read endpoint health: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -149,11 +149,10 @@ ANALYZE deliveries;
 ANALYZE correlations;`)
 	require.NoError(t, err)
 
-	var q struct {
+	q := struct {
 		StatsSummary             string
 		StatsBlockedCorrelations string
-	}
-	require.NoError(t, schema.Load(&q))
+	}{dbsqlc.StatsSummary, dbsqlc.StatsBlockedCorrelations}
 	plan := func(sql string, args ...any) string {
 		t.Helper()
 		var out string

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
 // Void is what voiding sequences of a correlation did: the sequences whose
@@ -37,7 +38,7 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 	var v Void
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		v = Void{}
-		if err := tx.QueryRow(ctx, s.q.CorrelationVoidCheck, correlationID, sequences).Scan(&v.Arrived, &v.Already); err != nil {
+		if err := tx.QueryRow(ctx, dbsqlc.CorrelationVoidCheck, correlationID, sequences).Scan(&v.Arrived, &v.Already); err != nil {
 			return err
 		}
 		if len(v.Arrived) > 0 {
@@ -58,8 +59,8 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 			return err
 		}
 		b := &pgx.Batch{}
-		b.Queue(s.q.CorrelationVoidInsert, correlationID, v.Voided, ids, string(data))
-		b.Queue(s.q.CorrelationAdvance, correlationID)
+		b.Queue(dbsqlc.CorrelationVoidInsert, correlationID, v.Voided, ids, string(data))
+		b.Queue(dbsqlc.CorrelationAdvance, correlationID)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {

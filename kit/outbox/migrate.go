@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookflow/hookflow/kit/sqlfile"
+	"github.com/hookflow/hookflow/kit/migrate"
+	"github.com/hookflow/hookflow/kit/outbox/internal/dbsqlc"
 )
 
 // migrationFiles holds the outbox schema as numbered NNN_name.up.sql and
@@ -17,6 +18,11 @@ import (
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
+
+// migrationsTable creates the table the applied migrations are recorded in.
+//
+//go:embed migrations_table.sql
+var migrationsTable string
 
 // ErrMigrationsPending is returned by CheckMigrations when the database lacks
 // some of the outbox migrations.
@@ -37,18 +43,14 @@ func Migrations() fs.FS {
 
 // ledger is where the migrations are recorded, and the lock that serialises
 // migrators.
-func ledger() (sqlfile.Ledger, []sqlfile.Migration, error) {
-	q, err := loadQueries()
+func ledger() (migrate.Ledger, []migrate.Migration, error) {
+	ms, err := migrate.Migrations(Migrations(), ".")
 	if err != nil {
-		return sqlfile.Ledger{}, nil, err
+		return migrate.Ledger{}, nil, err
 	}
-	ms, err := sqlfile.Migrations(Migrations(), ".")
-	if err != nil {
-		return sqlfile.Ledger{}, nil, err
-	}
-	return sqlfile.Ledger{
-		Lock: q.MigrationLock, CreateTable: q.MigrationTableCreate, TableExists: q.MigrationTableExists,
-		Applied: q.MigrationList, Record: q.MigrationInsert,
+	return migrate.Ledger{
+		Lock: dbsqlc.MigrationLock, CreateTable: migrationsTable, TableExists: dbsqlc.MigrationTableExists,
+		Applied: dbsqlc.MigrationList, Record: dbsqlc.MigrationInsert,
 	}, ms, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/kit/outbox/internal/dbsqlc"
 )
 
 var (
@@ -62,25 +63,20 @@ func (e Event) Request() intake.Request {
 // them aborts tx. Any other error is the database's, and Postgres then has
 // aborted tx.
 func Enqueue(ctx context.Context, tx pgx.Tx, ev Event) error {
-	q, err := loadQueries()
-	if err != nil {
-		return err
-	}
 	valid, fe := intake.Validate(ev.Request())
 	if fe != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, fe)
 	}
-	var position int64
-	err = tx.QueryRow(ctx, q.OutboxInsert, valid.ID, valid.CorrelationID, valid.Sequence, valid.EndpointID,
-		valid.Type, valid.Data, valid.PayloadHash).Scan(&position)
+	q := dbsqlc.New(tx)
+	_, err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{ID: valid.ID, CorrelationID: valid.CorrelationID, Sequence: valid.Sequence,
+		EndpointID: valid.EndpointID, Type: valid.Type, Data: valid.Data, PayloadHash: valid.PayloadHash})
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("insert outbox event %s: %w", valid.ID, err)
 	}
-	var hash []byte
-	err = tx.QueryRow(ctx, q.OutboxHashGet, valid.ID).Scan(&hash)
+	hash, err := q.OutboxHashGet(ctx, valid.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("outbox event %s: %w (correlation %s, sequence %d)", valid.ID, ErrSequenceTaken, valid.CorrelationID, valid.Sequence)

@@ -10,13 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookflow/hookflow/kit/outbox/internal/dbsqlc"
 )
 
 // Source is the relay's access to an outbox table: which correlations wait,
 // claiming one at a time, marking rows, and the lag.
 type Source struct {
 	pool *pgxpool.Pool
-	q    *queries
+	q    *dbsqlc.Queries
 }
 
 // NewSource returns a Source on the producer's pool.
@@ -24,11 +26,7 @@ func NewSource(pool *pgxpool.Pool) (*Source, error) {
 	if pool == nil {
 		return nil, errors.New("outbox: pool is required")
 	}
-	q, err := loadQueries()
-	if err != nil {
-		return nil, err
-	}
-	return &Source{pool: pool, q: q}, nil
+	return &Source{pool: pool, q: dbsqlc.New(pool)}, nil
 }
 
 // Row is one pending outbox row.
@@ -43,11 +41,7 @@ type Row struct {
 // CorrelationsPending returns up to limit correlations that have pending
 // rows, the longest waiting first.
 func (s *Source) CorrelationsPending(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, s.q.OutboxCorrelationsPending, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list pending outbox correlations: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := s.q.OutboxCorrelationsPending(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending outbox correlations: %w", err)
 	}
@@ -57,14 +51,13 @@ func (s *Source) CorrelationsPending(ctx context.Context, limit int) ([]string, 
 // Claim is one correlation held by one relay: its pending rows, at most the
 // limit asked for, in sequence order, and the transaction that marks them.
 type Claim struct {
-	tx   pgx.Tx
-	q    *queries
+	q    *dbsqlc.Queries
 	Rows []Row
 }
 
 // MarkRelayed records that the row is in hookflow with its workflow started.
 func (c *Claim) MarkRelayed(ctx context.Context, r Row) error {
-	if _, err := c.tx.Exec(ctx, c.q.OutboxMarkRelayed, r.Position); err != nil {
+	if err := c.q.OutboxMarkRelayed(ctx, r.Position); err != nil {
 		return fmt.Errorf("mark outbox event %s relayed: %w", r.Event.ID, err)
 	}
 	return nil
@@ -73,7 +66,7 @@ func (c *Claim) MarkRelayed(ctx context.Context, r Row) error {
 // MarkFailed records that hookflow refused the row, and why. The row is not
 // tried again unless an operator sets it back to pending.
 func (c *Claim) MarkFailed(ctx context.Context, r Row, reason string) error {
-	if _, err := c.tx.Exec(ctx, c.q.OutboxMarkFailed, r.Position, reason); err != nil {
+	if err := c.q.OutboxMarkFailed(ctx, dbsqlc.OutboxMarkFailedParams{Position: r.Position, Failure: &reason}); err != nil {
 		return fmt.Errorf("mark outbox event %s failed: %w", r.Event.ID, err)
 	}
 	return nil
@@ -81,7 +74,7 @@ func (c *Claim) MarkFailed(ctx context.Context, r Row, reason string) error {
 
 // NoteError records a transient error on a row that stays pending.
 func (c *Claim) NoteError(ctx context.Context, r Row, msg string) error {
-	if _, err := c.tx.Exec(ctx, c.q.OutboxNoteError, r.Position, msg); err != nil {
+	if err := c.q.OutboxNoteError(ctx, dbsqlc.OutboxNoteErrorParams{Position: r.Position, LastError: &msg}); err != nil {
 		return fmt.Errorf("note error on outbox event %s: %w", r.Event.ID, err)
 	}
 	return nil
@@ -102,32 +95,28 @@ func (s *Source) Claim(ctx context.Context, correlationID string, limit int, fn 
 		// A no-op after a commit.
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 	}()
-	var locked bool
-	if err := tx.QueryRow(ctx, s.q.OutboxCorrelationLock, correlationID).Scan(&locked); err != nil {
+	q := s.q.WithTx(tx)
+	locked, err := q.OutboxCorrelationLock(ctx, correlationID)
+	if err != nil {
 		return false, fmt.Errorf("lock outbox correlation %s: %w", correlationID, err)
 	}
 	if !locked {
 		return false, nil
 	}
-	rows, err := tx.Query(ctx, s.q.OutboxPendingList, correlationID, limit)
+	rows, err := q.OutboxPendingList(ctx, dbsqlc.OutboxPendingListParams{CorrelationID: correlationID, Limit: int32(limit)})
 	if err != nil {
 		return false, fmt.Errorf("list pending outbox events: %w", err)
 	}
-	pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var row Row
-		var data []byte
-		err := r.Scan(&row.Position, &row.Event.ID, &row.Event.CorrelationID, &row.Event.Sequence, &row.Event.EndpointID,
-			&row.Event.Type, &data, &row.PayloadHash, &row.CreatedAt, &row.Attempts)
-		row.Event.Data = json.RawMessage(data)
-		return row, err
-	})
-	if err != nil {
-		return false, fmt.Errorf("list pending outbox events: %w", err)
+	pending := make([]Row, len(rows))
+	for i, r := range rows {
+		pending[i] = Row{Position: r.Position, PayloadHash: r.PayloadHash, CreatedAt: r.CreatedAt, Attempts: r.Attempts,
+			Event: Event{ID: r.ID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, EndpointID: r.EndpointID, Type: r.Type,
+				Data: json.RawMessage(r.Data)}}
 	}
 	if len(pending) == 0 {
 		return false, nil
 	}
-	fnErr := fn(ctx, &Claim{tx: tx, q: s.q, Rows: pending})
+	fnErr := fn(ctx, &Claim{q: q, Rows: pending})
 	// Commit even when ctx is done: what was marked did happen.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -140,20 +129,20 @@ func (s *Source) Claim(ctx context.Context, correlationID string, limit int, fn 
 // Lag returns how many rows are not relayed yet and how long the oldest of
 // them has waited.
 func (s *Source) Lag(ctx context.Context) (count int, oldest time.Duration, err error) {
-	var secs float64
-	if err := s.pool.QueryRow(ctx, s.q.OutboxLag).Scan(&count, &secs); err != nil {
+	lag, err := s.q.OutboxLag(ctx)
+	if err != nil {
 		return 0, 0, fmt.Errorf("read outbox lag: %w", err)
 	}
-	return count, time.Duration(math.Round(secs * float64(time.Second))), nil
+	return int(lag.Pending), time.Duration(math.Round(lag.OldestSecs * float64(time.Second))), nil
 }
 
 // FailedCount returns how many rows hookflow refused.
 func (s *Source) FailedCount(ctx context.Context) (int, error) {
-	var n int
-	if err := s.pool.QueryRow(ctx, s.q.OutboxFailedCount).Scan(&n); err != nil {
+	n, err := s.q.OutboxFailedCount(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("count failed outbox events: %w", err)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // PruneRelayed deletes up to limit rows relayed more than olderThan ago and
@@ -161,11 +150,11 @@ func (s *Source) FailedCount(ctx context.Context) (int, error) {
 // Pruning is safe: an id enqueued again after its row is gone is relayed
 // again and found already in hookflow's ledger, which is the dedup of record.
 func (s *Source) PruneRelayed(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.q.OutboxPruneRelayed, olderThan.Seconds(), limit)
+	n, err := s.q.OutboxPruneRelayed(ctx, dbsqlc.OutboxPruneRelayedParams{Secs: olderThan.Seconds(), Limit: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("prune relayed outbox events: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // Listener receives the notification every committed Enqueue sends. It holds
@@ -180,7 +169,7 @@ func (s *Source) Listen(ctx context.Context) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect outbox listener: %w", err)
 	}
-	if _, err := conn.Exec(ctx, s.q.OutboxListen); err != nil {
+	if err := dbsqlc.New(conn).OutboxListen(ctx); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("listen for outbox events: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookflow/hookflow/kit/receiver/internal/dbsqlc"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
@@ -49,16 +50,19 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 
 	// A concurrent copy of this event blocks here until the first one commits
 	// (then this one is a duplicate) or rolls back (then this one proceeds).
-	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence)
+	q := dbsqlc.New(tx)
+	inserted, err := q.ProcessedEventInsert(ctx, processedEventInsert(ev))
 	if err != nil {
 		return 0, fmt.Errorf("insert processed event: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		var exists bool
-		if err := tx.QueryRow(ctx, rc.q[qProcessedEventExists], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence).Scan(&exists); err != nil {
+	if inserted == 0 {
+		exists, err := q.ProcessedEventExists(ctx, dbsqlc.ProcessedEventExistsParams{
+			EndpointID: ev.EndpointID, EventID: ev.ID, CorrelationID: ev.CorrelationID, PrunedThrough: ev.Sequence})
+		if err != nil {
 			return 0, fmt.Errorf("look up processed event: %w", err)
 		}
-		if exists {
+		// Two EXISTS are never NULL.
+		if exists != nil && *exists {
 			return outcomeAlreadyProcessed, nil
 		}
 		return outcomeSequenceConflict, nil
@@ -128,13 +132,15 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 // rest of tx and returns the last applied sequence and the pruned watermark
 // (see Prune).
 func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, endpointID, correlationID string) (last, prunedThrough int64, err error) {
-	if _, err := tx.Exec(ctx, rc.q[qCorrelationCursorEnsure], endpointID, correlationID); err != nil {
+	q := dbsqlc.New(tx)
+	if err := q.CorrelationCursorEnsure(ctx, dbsqlc.CorrelationCursorEnsureParams{EndpointID: endpointID, CorrelationID: correlationID}); err != nil {
 		return 0, 0, fmt.Errorf("create correlation cursor: %w", err)
 	}
-	if err := tx.QueryRow(ctx, rc.q[qCorrelationCursorLock], endpointID, correlationID).Scan(&last, &prunedThrough); err != nil {
+	c, err := q.CorrelationCursorLock(ctx, dbsqlc.CorrelationCursorLockParams{EndpointID: endpointID, CorrelationID: correlationID})
+	if err != nil {
 		return 0, 0, fmt.Errorf("lock correlation cursor: %w", err)
 	}
-	return last, prunedThrough, nil
+	return c.LastSequence, c.PrunedThrough, nil
 }
 
 // park stores an event that arrived ahead of its previous_sequence. It runs
@@ -144,7 +150,8 @@ func (rc *Receiver) lockCursor(ctx context.Context, tx pgx.Tx, endpointID, corre
 func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, header http.Header) (outcome, error) {
 	// Deleting this transaction's own insert keeps the cursor lock; rolling
 	// back to a savepoint taken before the insert would release it.
-	if _, err := tx.Exec(ctx, rc.q[qProcessedEventDelete], ev.EndpointID, ev.ID); err != nil {
+	q := dbsqlc.New(tx)
+	if err := q.ProcessedEventDelete(ctx, dbsqlc.ProcessedEventDeleteParams{EndpointID: ev.EndpointID, EventID: ev.ID}); err != nil {
 		return 0, fmt.Errorf("delete processed event: %w", err)
 	}
 	headers, err := json.Marshal(map[string]string{
@@ -155,15 +162,16 @@ func (rc *Receiver) park(ctx context.Context, tx pgx.Tx, ev Event, body []byte, 
 	if err != nil {
 		return 0, fmt.Errorf("encode parked headers: %w", err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qParkedEventInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence, ev.PreviousSequence, body, headers)
+	parked, err := q.ParkedEventInsert(ctx, dbsqlc.ParkedEventInsertParams{EndpointID: ev.EndpointID, EventID: ev.ID,
+		CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, PreviousSequence: ev.PreviousSequence, Body: body, Headers: headers})
 	if err != nil {
 		return 0, fmt.Errorf("insert parked event: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
+	if parked == 1 {
 		return outcomeParked, nil
 	}
-	var exists bool
-	if err := tx.QueryRow(ctx, rc.q[qParkedEventExists], ev.EndpointID, ev.ID).Scan(&exists); err != nil {
+	exists, err := q.ParkedEventExists(ctx, dbsqlc.ParkedEventExistsParams{EndpointID: ev.EndpointID, EventID: ev.ID})
+	if err != nil {
 		return 0, fmt.Errorf("look up parked event: %w", err)
 	}
 	if exists {
@@ -182,29 +190,24 @@ func (rc *Receiver) applyLocked(ctx context.Context, tx pgx.Tx, ev Event, from i
 	if err := rc.apply(ctx, tx, ev); err != nil {
 		return fmt.Errorf("apply event: %w", err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qCorrelationCursorAdvance], ev.EndpointID, ev.CorrelationID, ev.Sequence, from)
+	q := dbsqlc.New(tx)
+	moved, err := q.CorrelationCursorAdvance(ctx, dbsqlc.CorrelationCursorAdvanceParams{
+		EndpointID: ev.EndpointID, CorrelationID: ev.CorrelationID, LastSequence: ev.Sequence, LastSequence_2: from})
 	if err != nil {
 		return fmt.Errorf("advance correlation cursor: %w", err)
 	}
-	if tag.RowsAffected() != 1 {
+	if moved != 1 {
 		return errCursorMoved
 	}
-	rows, err := tx.Query(ctx, rc.q[qParkedEventDeleteSuperseded], ev.EndpointID, ev.CorrelationID, ev.Sequence, ev.PreviousSequence)
-	if err != nil {
-		return fmt.Errorf("delete parked event: %w", err)
-	}
-	type superseded struct {
-		ID       string
-		Sequence int64
-	}
-	gone, err := pgx.CollectRows(rows, pgx.RowToStructByPos[superseded])
+	gone, err := q.ParkedEventDeleteSuperseded(ctx, dbsqlc.ParkedEventDeleteSupersededParams{
+		EndpointID: ev.EndpointID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, PreviousSequence: ev.PreviousSequence})
 	if err != nil {
 		return fmt.Errorf("delete parked event: %w", err)
 	}
 	for _, p := range gone {
-		if p.ID != ev.ID {
+		if p.EventID != ev.ID {
 			rc.logger.Warn("discarded parked event that can no longer apply: its sequence or its previous sequence was applied under another id",
-				"event_id", p.ID, "parked_sequence", p.Sequence, "applied_event_id", ev.ID, "endpoint_id", ev.EndpointID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
+				"event_id", p.EventID, "parked_sequence", p.Sequence, "applied_event_id", ev.ID, "endpoint_id", ev.EndpointID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
 		}
 	}
 	return nil
@@ -243,11 +246,9 @@ func (rc *Receiver) drainOne(ctx context.Context, endpointID, correlationID stri
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	var (
-		id   string
-		body []byte
-	)
-	err = tx.QueryRow(ctx, rc.q[qParkedEventGetByPrevious], endpointID, correlationID, cursor).Scan(&id, &body)
+	q := dbsqlc.New(tx)
+	parked, err := q.ParkedEventGetByPrevious(ctx, dbsqlc.ParkedEventGetByPreviousParams{
+		EndpointID: endpointID, CorrelationID: correlationID, PreviousSequence: cursor})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -256,15 +257,15 @@ func (rc *Receiver) drainOne(ctx context.Context, endpointID, correlationID stri
 	}
 	// The body was verified when it was parked; its timestamp has aged since,
 	// so it is not verified again.
-	ev, err := decodeEvent(body)
+	ev, err := decodeEvent(parked.Body)
 	if err != nil {
-		return 0, fmt.Errorf("decode parked event %s: %w", id, err)
+		return 0, fmt.Errorf("decode parked event %s: %w", parked.EventID, err)
 	}
-	tag, err := tx.Exec(ctx, rc.q[qProcessedEventInsert], ev.EndpointID, ev.ID, ev.CorrelationID, ev.Sequence)
+	inserted, err := q.ProcessedEventInsert(ctx, processedEventInsert(ev))
 	if err != nil {
 		return 0, fmt.Errorf("insert processed event: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if inserted == 0 {
 		return 0, nil
 	}
 	last, _, err := rc.lockCursor(ctx, tx, endpointID, correlationID)
@@ -317,25 +318,23 @@ func (rc *Receiver) Correlation(ctx context.Context, endpointID, correlationID s
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	st := CorrelationState{EndpointID: endpointID, CorrelationID: correlationID}
-	err = tx.QueryRow(ctx, rc.q[qCorrelationCursorGet], endpointID, correlationID).Scan(&st.LastSequence, &st.PrunedThrough, &st.UpdatedAt)
+	q := dbsqlc.New(tx)
+	c, err := q.CorrelationCursorGet(ctx, dbsqlc.CorrelationCursorGetParams{EndpointID: endpointID, CorrelationID: correlationID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CorrelationState{}, ErrNotFound
 	}
 	if err != nil {
 		return CorrelationState{}, fmt.Errorf("get correlation cursor: %w", err)
 	}
-	rows, err := tx.Query(ctx, rc.q[qParkedEventListByLane], endpointID, correlationID)
+	st := CorrelationState{EndpointID: endpointID, CorrelationID: correlationID,
+		LastSequence: c.LastSequence, PrunedThrough: c.PrunedThrough, UpdatedAt: c.UpdatedAt}
+	parked, err := q.ParkedEventListByLane(ctx, dbsqlc.ParkedEventListByLaneParams{EndpointID: endpointID, CorrelationID: correlationID})
 	if err != nil {
 		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
 	}
-	st.Parked, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ParkedEvent, error) {
-		var p ParkedEvent
-		err := row.Scan(&p.EventID, &p.Sequence, &p.PreviousSequence, &p.ParkedAt)
-		return p, err
-	})
-	if err != nil {
-		return CorrelationState{}, fmt.Errorf("list parked events: %w", err)
+	st.Parked = make([]ParkedEvent, len(parked))
+	for i, p := range parked {
+		st.Parked[i] = ParkedEvent(p)
 	}
 	return st, nil
 }
@@ -343,13 +342,14 @@ func (rc *Receiver) Correlation(ctx context.Context, endpointID, correlationID s
 // Endpoints lists, in order, the endpoints with a lane of correlationID at
 // this receiver (none: an empty list).
 func (rc *Receiver) Endpoints(ctx context.Context, correlationID string) ([]string, error) {
-	rows, err := rc.pool.Query(ctx, rc.q[qCorrelationCursorListEndpoints], correlationID)
-	if err != nil {
-		return nil, fmt.Errorf("list correlation endpoints: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := dbsqlc.New(rc.pool).CorrelationCursorListEndpoints(ctx, correlationID)
 	if err != nil {
 		return nil, fmt.Errorf("list correlation endpoints: %w", err)
 	}
 	return ids, nil
+}
+
+// processedEventInsert is ev's row of processed_events.
+func processedEventInsert(ev Event) dbsqlc.ProcessedEventInsertParams {
+	return dbsqlc.ProcessedEventInsertParams{EndpointID: ev.EndpointID, EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
 }

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookflow/hookflow/kit/receiver/internal/dbsqlc"
 )
 
 // pruneBatchSize is how many processed_events rows one Prune statement
@@ -54,17 +55,13 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (in
 	if olderThan <= 0 {
 		return 0, errors.New("receiver prune: olderThan must be positive")
 	}
-	q, err := loadQueries()
-	if err != nil {
-		return 0, err
-	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("receiver prune: acquire connection: %w", err)
 	}
 	defer conn.Release()
-	var locked bool
-	if err := conn.QueryRow(ctx, q[qProcessedEventPruneLock]).Scan(&locked); err != nil {
+	locked, err := dbsqlc.New(conn).ProcessedEventPruneLock(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("receiver prune: lock: %w", err)
 	}
 	if !locked {
@@ -73,8 +70,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (in
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pruneUnlockTimeout)
 		defer cancel()
-		var released bool
-		if err := conn.QueryRow(uctx, q[qProcessedEventPruneUnlock]).Scan(&released); err != nil {
+		if err := dbsqlc.New(conn).ProcessedEventPruneUnlock(uctx); err != nil {
 			// The lock belongs to the session: closing the connection (the
 			// pool then drops it) lets it go.
 			_ = conn.Conn().Close(uctx)
@@ -83,21 +79,29 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (in
 
 	// Rows before from that stayed were at their cursor when the scan passed
 	// them; reading them again on every batch would make a run quadratic.
-	from := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	// from nil is from the first row.
+	var from *time.Time
 	var total int64
 	for {
-		var deleted int64
-		var newest pgtype.Timestamptz
+		var r dbsqlc.ProcessedEventPruneRow
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, q[qProcessedEventPrune], from, olderThan.Seconds(), pruneBatchSize).Scan(&deleted, &newest)
+			var err error
+			r, err = dbsqlc.New(tx).ProcessedEventPrune(ctx, dbsqlc.ProcessedEventPruneParams{
+				ProcessedFrom: from, OlderThanSecs: olderThan.Seconds(), BatchSize: pruneBatchSize})
+			return err
 		})
 		if err != nil {
 			return total, fmt.Errorf("receiver prune: delete processed events: %w", err)
 		}
-		total += deleted
-		if deleted < pruneBatchSize {
+		total += r.Deleted
+		if r.Deleted < pruneBatchSize {
 			return total, nil
 		}
-		from = newest
+		// A full batch deleted rows, so the newest of them is a time.
+		newest, ok := r.Newest.(time.Time)
+		if !ok {
+			return total, fmt.Errorf("receiver prune: newest row deleted is %T, not a time", r.Newest)
+		}
+		from = &newest
 	}
 }

@@ -231,7 +231,6 @@ type Receiver struct {
 	pool   *pgxpool.Pool
 	apply  func(ctx context.Context, tx pgx.Tx, ev Event) error
 	logger *slog.Logger
-	q      queryBook
 	tracer trace.Tracer
 	// propagator is nil when the global one is to be used: it is looked up
 	// per request, so one installed after New still applies.
@@ -260,10 +259,6 @@ func New(cfg Config, deps Deps) (*Receiver, error) {
 			return nil, fmt.Errorf("receiver config: secret %d: %w", i, err)
 		}
 	}
-	q, err := loadQueries()
-	if err != nil {
-		return nil, err
-	}
 	tp := deps.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -273,7 +268,6 @@ func New(cfg Config, deps Deps) (*Receiver, error) {
 		pool:       deps.Pool,
 		apply:      deps.Apply,
 		logger:     cmp.Or(deps.Logger, slog.Default()),
-		q:          q,
 		tracer:     tp.Tracer(tracerName),
 		propagator: deps.Propagator,
 	}, nil

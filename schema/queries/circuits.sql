@@ -1,4 +1,4 @@
--- name: CircuitProbeClaim
+-- name: CircuitProbeClaim :one
 -- Claims the probe of the endpoint $1's open circuit for owner $2, for $3
 -- seconds, when its next probe is due (or at once when $4, a replay's
 -- attempt) and no other probe holds the lease (the owner's own lease, held
@@ -15,21 +15,21 @@ WITH claimed AS (
       AND (probe_lease_until IS NULL OR probe_lease_until <= clock_timestamp() OR probe_owner = $2)
     RETURNING endpoint_id
 )
-SELECT EXISTS (SELECT 1 FROM claimed), c.state,
-       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, c.state,
+       EXTRACT(EPOCH FROM GREATEST(c.next_probe_at, COALESCE(c.probe_lease_until, c.next_probe_at)) - clock_timestamp())::float8 AS wait_secs
 FROM endpoint_circuits c WHERE c.endpoint_id = $1;
 
--- name: CircuitEnsure
+-- name: CircuitEnsure :exec
 INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id) DO NOTHING;
 
--- name: CircuitForUpdate
+-- name: CircuitForUpdate :one
 -- The circuit's row, locked for a transition, with the database's clock.
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()::timestamptz AS now
 FROM endpoint_circuits WHERE endpoint_id = $1 FOR UPDATE;
 
--- name: CircuitSet
+-- name: CircuitSet :exec
 -- auto_replay_requested_at is stamped when an open (or half-open) circuit
 -- closes with an auto-replay pending, and wake_requested_at at every close
 -- of one, and at every answer of a half-open one that does not yet close
@@ -48,7 +48,7 @@ UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_sinc
         WHEN $2 = 'half_open' AND $13 > probe_successes THEN clock_timestamp() ELSE wake_requested_at END
 WHERE endpoint_id = $1;
 
--- name: CircuitLateOutageDeadLetter
+-- name: CircuitLateOutageDeadLetter :exec
 -- A dead letter of endpoint $1 that its outage caused, whose delivery
 -- window began at $2, is written while the circuit is closed: when it
 -- closed after that (the outage that ended held or failed this delivery in
@@ -62,7 +62,7 @@ FROM endpoints e
 WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.disabled
   AND c.state = 'closed' AND c.closed_at >= $2;
 
--- name: CircuitWindowAttempts
+-- name: CircuitWindowAttempts :one
 -- The failure rate's count (migration 015): the endpoint $1's attempts
 -- started after $2, and the retryable failures among them as the breaker
 -- counts them: an outcome of retry (5xx, 408, 429, a timeout, a connection
@@ -71,17 +71,17 @@ WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.di
 -- delivery_attempts_endpoint_started_idx; the status code is read from the
 -- rows, which for attempts this recent (pages not vacuumed yet) even an
 -- index-only scan would visit.
-SELECT count(*)::int, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int
+SELECT count(*)::int AS attempts, (count(*) FILTER (WHERE outcome = 'retry' AND status_code IS DISTINCT FROM 202))::int AS failures
 FROM delivery_attempts
 WHERE endpoint_id = $1 AND started_at > $2 AND outcome <> 'disabled';
 
--- name: CircuitGet
+-- name: CircuitGet :one
 SELECT state, consecutive_failures, failing_since, opened_at, next_probe_at, probe_backoff_ms,
        probe_owner, probe_lease_until, auto_replay_pending_since, closed_at, rate_counted_at,
-       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()
+       probe_successes, outage_failing_since, outage_backoff_ms, event_state, event_at, events_coalesced, outage_opened_at, now()::timestamptz AS now
 FROM endpoint_circuits WHERE endpoint_id = $1;
 
--- name: CircuitReset
+-- name: CircuitReset :exec
 -- An operator enabled the endpoint again: its circuit starts closed with no
 -- failure counted (its old failing_since would disable it at the next
 -- failure), and its failure rate counts from now; nor is an opening soon
@@ -92,7 +92,7 @@ UPDATE endpoint_circuits SET state = 'closed', consecutive_failures = 0, failing
     probe_successes = 0, outage_failing_since = NULL, outage_backoff_ms = NULL, outage_opened_at = NULL, updated_at = now()
 WHERE endpoint_id = $1;
 
--- name: CircuitsAutoReplayPending
+-- name: CircuitsAutoReplayPending :many
 -- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx),
 -- those a pass served part way (auto_replay_turn_at) behind the others, in
 -- the order they were served: the endpoints take turns. One that opened
@@ -104,19 +104,19 @@ WHERE auto_replay_pending_since IS NOT NULL AND state = 'closed'
 ORDER BY auto_replay_turn_at NULLS FIRST, auto_replay_pending_since, endpoint_id
 LIMIT $1;
 
--- name: CircuitAutoReplayTurn
+-- name: CircuitAutoReplayTurn :exec
 -- A pass replayed its share of endpoint $1's dead letters and left the
 -- rest: the endpoint goes behind the others.
 UPDATE endpoint_circuits SET auto_replay_turn_at = clock_timestamp(), updated_at = now()
 WHERE endpoint_id = $1 AND auto_replay_pending_since IS NOT NULL;
 
--- name: CircuitAutoReplayDone
+-- name: CircuitAutoReplayDone :exec
 -- Clears the pending auto-replay of endpoint $1 that a pass read stamped
 -- $2, unless a close or a late dead letter asked for it again meanwhile.
 UPDATE endpoint_circuits SET auto_replay_pending_since = NULL, auto_replay_turn_at = NULL, updated_at = now()
 WHERE endpoint_id = $1 AND auto_replay_requested_at IS NOT DISTINCT FROM $2;
 
--- name: CircuitsProbeReplayClaim
+-- name: CircuitsProbeReplayClaim :many
 -- Open circuits of enabled endpoints with auto_replay whose probe is due,
 -- with no probe holding the lease and no probe replay within $2 seconds:
 -- up to $1 of them are stamped (probe_replayed_at) and returned with the
@@ -134,7 +134,7 @@ WHERE c.endpoint_id IN (
     FOR UPDATE OF c2 SKIP LOCKED)
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
 
--- name: CircuitsWakePending
+-- name: CircuitsWakePending :many
 -- Circuits that closed or had an answer while half-open (CircuitSet), or
 -- whose endpoint's rate_limit changed
 -- (EndpointRateSlotsReset), with their lanes not yet signalled
@@ -142,27 +142,27 @@ RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_r
 -- (wake_turn_at) behind the others: the endpoints take turns. With each,
 -- the last event a pass signalled for this stamp ('' for none yet).
 SELECT endpoint_id, wake_requested_at,
-       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END
+       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after
 FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
 ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id
 LIMIT $1;
 
--- name: CircuitWakeProgress
+-- name: CircuitWakeProgress :exec
 -- A pass signalled endpoint $1's lanes for stamp $2 up to event $3 and left
 -- the rest: the next goes on from there, once the other endpoints had a
 -- turn. A close meanwhile (a new stamp) makes the cursor stale.
 UPDATE endpoint_circuits SET wake_after = $3, wake_after_stamp = $2, wake_turn_at = clock_timestamp(), updated_at = now()
 WHERE endpoint_id = $1 AND wake_requested_at = $2;
 
--- name: CircuitWakeDone
+-- name: CircuitWakeDone :exec
 -- Clears the wake of endpoint $1 that a pass read stamped $2, unless the
 -- circuit closed again meanwhile.
 UPDATE endpoint_circuits SET wake_requested_at = NULL, wake_after = NULL, wake_after_stamp = NULL, wake_turn_at = NULL,
     updated_at = now()
 WHERE endpoint_id = $1 AND wake_requested_at = $2;
 
--- name: DeliveringAt
+-- name: DeliveringAt :many
 -- Up to $3 events delivering to endpoint $1 (released, not finished: each
 -- the head of its lane), after event $2, by event ID
 -- (deliveries_delivering_idx).
@@ -171,7 +171,7 @@ WHERE endpoint_id = $1 AND state = 'delivering' AND event_id > $2
 ORDER BY event_id
 LIMIT $3;
 
--- name: CircuitsEventCatchUp
+-- name: CircuitsEventCatchUp :many
 -- Circuits whose transitions published nothing within
 -- store.CircuitEventEvery of the last event (events_coalesced), that
 -- interval ($1 seconds) now over: the sweep tells their subscribers the

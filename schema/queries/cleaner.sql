@@ -1,12 +1,12 @@
--- name: CleanerLock
+-- name: CleanerLock :one
 -- One cleaner at a time across API processes: a session lock, held by the
 -- connection the run works on, let go when the run ends.
 SELECT pg_try_advisory_lock(hashtextextended('hookflow.cleaner', 0));
 
--- name: CleanerUnlock
+-- name: CleanerUnlock :exec
 SELECT pg_advisory_unlock(hashtextextended('hookflow.cleaner', 0));
 
--- name: EventsPrunePayloads
+-- name: EventsPrunePayloads :execrows
 -- Up to $2 finished events whose payload is older than $1 seconds lose it.
 UPDATE events e SET data = NULL
 FROM (
@@ -19,7 +19,7 @@ FROM (
 ) old
 WHERE e.id = old.id;
 
--- name: AttemptsPrune
+-- name: AttemptsPrune :execrows
 -- Up to $2 attempts older than $1 seconds of finished events. A dead letter
 -- keeps its own copy of its attempts.
 DELETE FROM delivery_attempts a
@@ -32,7 +32,7 @@ USING (
 ) old
 WHERE a.id = old.id;
 
--- name: EventsPruneKeys
+-- name: EventsPruneKeys :one
 -- Up to $2 finished events that finished more than $1 seconds ago, whose
 -- payload is gone, that have no dead letter (dead letters are never
 -- pruned) and that are behind their correlation's cursor, are deleted, with
@@ -63,14 +63,14 @@ WITH old AS (
     DELETE FROM events e USING old WHERE e.id = old.id
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM gone_attempts);
+SELECT (SELECT count(*) FROM gone) AS keys, (SELECT count(*) FROM gone_attempts) AS attempts;
 
--- name: CleanerRunRecord
+-- name: CleanerRunRecord :exec
 INSERT INTO cleaner_runs (id, started_at, finished_at, payloads_pruned, attempts_deleted, keys_deleted, error)
 VALUES (1, $1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
     payloads_pruned = EXCLUDED.payloads_pruned, attempts_deleted = EXCLUDED.attempts_deleted,
     keys_deleted = EXCLUDED.keys_deleted, error = EXCLUDED.error;
 
--- name: CleanerRunLast
+-- name: CleanerRunLast :one
 SELECT started_at, finished_at, payloads_pruned, attempts_deleted, keys_deleted, error FROM cleaner_runs WHERE id = 1;

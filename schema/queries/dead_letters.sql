@@ -1,4 +1,4 @@
--- name: DeadLetterUpsert
+-- name: DeadLetterUpsert :one
 -- One per delivery ($1 event, $4 endpoint). A replayed delivery that fails
 -- again is dead-lettered again: the row is
 -- reopened with the new attempts as the next generation, keeping its replay
@@ -21,7 +21,7 @@ ON CONFLICT (event_id, endpoint_id) DO UPDATE SET
 WHERE dead_letters.window_key IS DISTINCT FROM EXCLUDED.window_key
 RETURNING generation, dead_lettered_at;
 
--- name: AttemptsSinceDeadLetter
+-- name: AttemptsSinceDeadLetter :many
 -- The attempts of delivery ($1, $2) after those its dead letter's last
 -- generation holds (all of them before its first), with their row IDs:
 -- what the next generation stores.
@@ -31,15 +31,15 @@ WHERE a.event_id = $1 AND a.endpoint_id = $2
   AND a.id > COALESCE((SELECT d.last_attempt_id FROM dead_letters d WHERE d.event_id = $1 AND d.endpoint_id = $2), 0)
 ORDER BY a.id;
 
--- name: DeadLetterGeneration
+-- name: DeadLetterGeneration :one
 SELECT generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2;
 
--- name: DeadLetterGet
+-- name: DeadLetterGet :one
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2;
 
--- name: DeadLettersOfEvent
+-- name: DeadLettersOfEvent :many
 -- Every dead letter of the event, whatever its status, by endpoint (the
 -- primary key's range).
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
@@ -47,77 +47,82 @@ SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, json
 FROM dead_letters WHERE event_id = $1
 ORDER BY endpoint_id;
 
--- name: DeadLetterList
+-- name: DeadLetterList :many
 -- Keyset pagination on (dead_lettered_at, event_id, endpoint_id), unique
 -- now that an event has a dead letter per delivery (dead_letters_open_idx
 -- for the open ones); empty filters match all.
 -- The envelope (up to the API's body limit) and the attempts are read only
--- when $9 and $10 ask for them: a CASE that is false never detoasts them.
+-- when with_envelope and with_attempts ask for them: a CASE that is false
+-- never detoasts them.
 SELECT event_id, correlation_id, sequence, endpoint_id,
-       CASE WHEN $9::bool THEN envelope END, CASE WHEN $10::bool THEN attempts END, jsonb_array_length(attempts),
+       (CASE WHEN sqlc.arg(with_envelope)::bool THEN envelope END)::jsonb AS envelope,
+       (CASE WHEN sqlc.arg(with_attempts)::bool THEN attempts END)::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
-WHERE ($1::text IS NULL OR correlation_id = $1)
-  AND ($2::text IS NULL OR endpoint_id = $2)
-  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
-  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($5::text IS NULL OR status = $5)
-  AND ($11::text IS NULL OR event_id = $11)
-  AND ($6::timestamptz IS NULL OR (dead_lettered_at, event_id, endpoint_id) > ($6, $7::text, $12::text))
+WHERE (sqlc.narg(correlation_id)::text IS NULL OR correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(endpoint_id)::text IS NULL OR endpoint_id = sqlc.narg(endpoint_id))
+  AND (sqlc.narg(since)::timestamptz IS NULL OR dead_lettered_at >= sqlc.narg(since))
+  AND (sqlc.narg(until)::timestamptz IS NULL OR dead_lettered_at < sqlc.narg(until))
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(event_id)::text IS NULL OR event_id = sqlc.narg(event_id))
+  AND (sqlc.narg(after_time)::timestamptz IS NULL
+       OR (dead_lettered_at, event_id, endpoint_id) > (sqlc.narg(after_time), sqlc.arg(after_event_id)::text, sqlc.arg(after_endpoint_id)::text))
 ORDER BY dead_lettered_at, event_id, endpoint_id
-LIMIT $8;
+LIMIT sqlc.arg(max_rows);
 
--- name: DeadLetterReplayPage
+-- name: DeadLetterReplayPage :many
 -- One page of a batch replay: open dead letters in the order they are
 -- replayed, each lane (correlation, endpoint) in sequence order
 -- (dead_letters_lane_idx), keyset on (correlation_id, endpoint_id,
 -- sequence, event_id), without envelopes or attempts.
-SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb, NULL::jsonb, jsonb_array_length(attempts),
+SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb AS envelope, NULL::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
        generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
 FROM dead_letters
 WHERE status = 'open'
-  AND ($1::text IS NULL OR correlation_id = $1)
-  AND ($2::text IS NULL OR endpoint_id = $2)
-  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
-  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($9::text IS NULL OR event_id = $9)
-  AND ($5::text IS NULL OR (correlation_id, endpoint_id, sequence, event_id) > ($5, $10::text, $6::bigint, $7::text))
+  AND (sqlc.narg(correlation_id)::text IS NULL OR correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(endpoint_id)::text IS NULL OR endpoint_id = sqlc.narg(endpoint_id))
+  AND (sqlc.narg(since)::timestamptz IS NULL OR dead_lettered_at >= sqlc.narg(since))
+  AND (sqlc.narg(until)::timestamptz IS NULL OR dead_lettered_at < sqlc.narg(until))
+  AND (sqlc.narg(event_id)::text IS NULL OR event_id = sqlc.narg(event_id))
+  AND (sqlc.narg(after_correlation_id)::text IS NULL
+       OR (correlation_id, endpoint_id, sequence, event_id)
+          > (sqlc.narg(after_correlation_id), sqlc.arg(after_endpoint_id)::text, sqlc.arg(after_sequence)::bigint, sqlc.arg(after_event_id)::text))
 ORDER BY correlation_id, endpoint_id, sequence, event_id
-LIMIT $8;
+LIMIT sqlc.arg(max_rows);
 
--- name: DeadLetterMarkReplayed
+-- name: DeadLetterMarkReplayed :execrows
 -- Claims the replay of generation $2 of the delivery ($1, $4): only one caller (the API, or the
 -- workflow acting on a replay sent by hand) moves it from open.
 UPDATE dead_letters SET status = 'replayed', replayed_at = now(), replayed_by = $3, replay_count = replay_count + 1
 WHERE event_id = $1 AND endpoint_id = $4 AND generation = $2 AND status = 'open';
 
--- name: DeadLetterMarkSkipped
+-- name: DeadLetterMarkSkipped :execrows
 -- Claims the skip of generation $2, as DeadLetterMarkReplayed.
 UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
 WHERE event_id = $1 AND endpoint_id = $5 AND generation = $2 AND status = 'open';
 
--- name: DeadLetterEndDeleted
+-- name: DeadLetterEndDeleted :exec
 -- A replayed dead letter whose delivery then ended skipped because its
 -- endpoint was deleted (the replay's attempt sent nothing): the row says
 -- skipped, by who deleted the endpoint, as the delete's own skips do.
 UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
 WHERE event_id = $1 AND endpoint_id = $2 AND status = 'replayed';
 
--- name: DeadLetterReopen
+-- name: DeadLetterReopen :exec
 -- Undoes a claim of generation $2 whose signal never reached the workflow.
 UPDATE dead_letters SET
     replay_count = replay_count - CASE WHEN status = 'replayed' THEN 1 ELSE 0 END,
     status = 'open', replayed_at = NULL, replayed_by = NULL, skipped_by = NULL, skipped_at = NULL, skip_note = NULL
 WHERE event_id = $1 AND endpoint_id = $3 AND generation = $2 AND status <> 'open';
 
--- name: DeliveryStateForUpdate
+-- name: DeliveryStateForUpdate :one
 -- The delivery's state, its row locked until the transaction ends (after
 -- EventLock).
 SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2 FOR UPDATE;
 
--- name: DeliveryMarkDeadLettered
+-- name: DeliveryMarkDeadLettered :exec
 -- Marks the delivery, and its event as one that has a dead letter: such an
 -- event is never pruned (migration 003), since dead letters are kept.
 WITH d AS (

@@ -1,4 +1,4 @@
--- name: EndpointInsert
+-- name: EndpointInsert :one
 INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
                        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public)
@@ -8,80 +8,80 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
--- name: EndpointCreateLock
+-- name: EndpointCreateLock :exec
 -- Serializes endpoint creation and changes of event_types (a lock for the
 -- transaction), so that the counts below, in statements of their own, see
 -- every endpoint created or changed before: two creates at a cap
 -- (HOOKFLOW_MAX_ENDPOINTS, HOOKFLOW_MAX_SUBSCRIBERS) cannot both pass it.
 SELECT pg_advisory_xact_lock(3303, 1);
 
--- name: EndpointsCount
+-- name: EndpointsCount :one
 -- The endpoints not deleted: what HOOKFLOW_MAX_ENDPOINTS caps.
 SELECT count(*) FROM endpoints WHERE deleted_at IS NULL;
 
--- name: EndpointsPatterns
+-- name: EndpointsPatterns :many
 -- The event_types of the endpoints other than $1, not deleted (disabled
 -- ones too: Route counts them): what a new list of patterns is judged
 -- against for HOOKFLOW_MAX_SUBSCRIBERS. Bounded by HOOKFLOW_MAX_ENDPOINTS.
 SELECT event_types FROM endpoints WHERE deleted_at IS NULL AND id <> $1;
 
--- name: EndpointGet
+-- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
 FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
 
--- name: EndpointUpdate
+-- name: EndpointUpdate :one
 -- NULL leaves a field as it is, but for event_types, where NULL is every
--- type: $5 says whether $6 replaces them; and for the delivery settings,
--- where NULL is the server's: $7 is a bit set of those that $8..$11
--- replace (1 headers, 2 recovery_window_ms, 4 timeout_ms, 8 rate_limit,
--- 16 circuit_failure_threshold, 32 auto_replay, 64 disable_after_ms: $12..$14;
--- 128 circuit_failure_rate, 256 circuit_window_ms, 512 circuit_min_attempts:
--- $15..$17; 1024 max_in_flight: $18; 2048 url_path_public: $19).
+-- type: set_event_types says whether event_types replaces them; and for the
+-- delivery settings, where NULL is the server's: settings is a bit set of
+-- those replaced (1 headers, 2 recovery_window_ms, 4 timeout_ms,
+-- 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
+-- 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
+-- 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
 -- Re-enabling clears the reason it was disabled.
 UPDATE endpoints SET
-    url             = COALESCE($2, url),
-    event_types     = CASE WHEN $5::boolean THEN $6::text[] ELSE event_types END,
-    headers            = CASE WHEN $7::int & 1 <> 0 THEN $8::jsonb ELSE headers END,
-    recovery_window_ms = CASE WHEN $7::int & 2 <> 0 THEN $9::bigint ELSE recovery_window_ms END,
-    timeout_ms         = CASE WHEN $7::int & 4 <> 0 THEN $10::bigint ELSE timeout_ms END,
-    rate_limit         = CASE WHEN $7::int & 8 <> 0 THEN $11::double precision ELSE rate_limit END,
-    circuit_failure_threshold = CASE WHEN $7::int & 16 <> 0 THEN $12::integer ELSE circuit_failure_threshold END,
-    auto_replay               = CASE WHEN $7::int & 32 <> 0 THEN COALESCE($13::boolean, false) ELSE auto_replay END,
-    disable_after_ms          = CASE WHEN $7::int & 64 <> 0 THEN $14::bigint ELSE disable_after_ms END,
-    circuit_failure_rate      = CASE WHEN $7::int & 128 <> 0 THEN $15::integer ELSE circuit_failure_rate END,
-    circuit_window_ms         = CASE WHEN $7::int & 256 <> 0 THEN $16::bigint ELSE circuit_window_ms END,
-    circuit_min_attempts      = CASE WHEN $7::int & 512 <> 0 THEN $17::integer ELSE circuit_min_attempts END,
-    max_in_flight             = CASE WHEN $7::int & 1024 <> 0 THEN $18::integer ELSE max_in_flight END,
-    url_path_public           = CASE WHEN $7::int & 2048 <> 0 THEN COALESCE($19::boolean, false) ELSE url_path_public END,
-    disabled        = COALESCE($3, disabled),
-    disabled_reason = CASE WHEN $3::boolean IS NULL THEN disabled_reason
-                           WHEN $3::boolean THEN COALESCE($4, 'disabled by operator')
+    url             = COALESCE(sqlc.narg(url)::text, url),
+    event_types     = CASE WHEN sqlc.arg(set_event_types)::boolean THEN sqlc.narg(event_types)::text[] ELSE event_types END,
+    headers            = CASE WHEN sqlc.arg(settings)::int & 1 <> 0 THEN sqlc.narg(headers)::jsonb ELSE headers END,
+    recovery_window_ms = CASE WHEN sqlc.arg(settings)::int & 2 <> 0 THEN sqlc.narg(recovery_window_ms)::bigint ELSE recovery_window_ms END,
+    timeout_ms         = CASE WHEN sqlc.arg(settings)::int & 4 <> 0 THEN sqlc.narg(timeout_ms)::bigint ELSE timeout_ms END,
+    rate_limit         = CASE WHEN sqlc.arg(settings)::int & 8 <> 0 THEN sqlc.narg(rate_limit)::double precision ELSE rate_limit END,
+    circuit_failure_threshold = CASE WHEN sqlc.arg(settings)::int & 16 <> 0 THEN sqlc.narg(circuit_failure_threshold)::integer ELSE circuit_failure_threshold END,
+    auto_replay               = CASE WHEN sqlc.arg(settings)::int & 32 <> 0 THEN COALESCE(sqlc.narg(auto_replay)::boolean, false) ELSE auto_replay END,
+    disable_after_ms          = CASE WHEN sqlc.arg(settings)::int & 64 <> 0 THEN sqlc.narg(disable_after_ms)::bigint ELSE disable_after_ms END,
+    circuit_failure_rate      = CASE WHEN sqlc.arg(settings)::int & 128 <> 0 THEN sqlc.narg(circuit_failure_rate)::integer ELSE circuit_failure_rate END,
+    circuit_window_ms         = CASE WHEN sqlc.arg(settings)::int & 256 <> 0 THEN sqlc.narg(circuit_window_ms)::bigint ELSE circuit_window_ms END,
+    circuit_min_attempts      = CASE WHEN sqlc.arg(settings)::int & 512 <> 0 THEN sqlc.narg(circuit_min_attempts)::integer ELSE circuit_min_attempts END,
+    max_in_flight             = CASE WHEN sqlc.arg(settings)::int & 1024 <> 0 THEN sqlc.narg(max_in_flight)::integer ELSE max_in_flight END,
+    url_path_public           = CASE WHEN sqlc.arg(settings)::int & 2048 <> 0 THEN COALESCE(sqlc.narg(url_path_public)::boolean, false) ELSE url_path_public END,
+    disabled        = COALESCE(sqlc.narg(disabled)::boolean, disabled),
+    disabled_reason = CASE WHEN sqlc.narg(disabled)::boolean IS NULL THEN disabled_reason
+                           WHEN sqlc.narg(disabled)::boolean THEN COALESCE(sqlc.narg(disabled_reason)::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE id = $1 AND deleted_at IS NULL
+WHERE id = sqlc.arg(id) AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
--- name: EndpointLockURL
+-- name: EndpointLockURL :one
 -- The endpoint's URL, custom headers and url_path_public, its row locked
 -- for the rest of the transaction: a change of URL is judged (does it keep
 -- the origin the headers were set for?) against the row it replaces, not
 -- against a read another PATCH may have overtaken.
 SELECT url, headers, url_path_public FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
 
--- name: EndpointURLChangeInsert
+-- name: EndpointURLChangeInsert :exec
 INSERT INTO endpoint_url_changes (endpoint_id, changed_by_id, changed_by, old_url, new_url, headers_replaced)
 VALUES ($1, $2, $3, $4, $5, $6);
 
--- name: EndpointURLChangesList
+-- name: EndpointURLChangesList :many
 -- The endpoint's URL changes, newest first, up to $2.
 SELECT id, changed_at, changed_by_id, changed_by, old_url, new_url, headers_replaced
 FROM endpoint_url_changes WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2;
 
--- name: EndpointRotateSecret
+-- name: EndpointRotateSecret :one
 -- The current secret joins the previous ones, to sign for $3 seconds more;
 -- previous ones whose grace has ended are dropped.
 UPDATE endpoints SET
@@ -97,17 +97,17 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
--- name: EndpointDisable
+-- name: EndpointDisable :exec
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
 
--- name: EndpointsList
+-- name: EndpointsList :many
 -- A page in id order, after $1 ('' for the first).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
 FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 
--- name: EndpointsSubscribed
+-- name: EndpointsSubscribed :many
 -- The ids of the endpoints whose event_types match type $1, in id order,
 -- disabled ones included: a disabled endpoint is paused, and the events of
 -- its types wait in its lanes until it is enabled (its heads dead-lettered
@@ -123,13 +123,13 @@ SELECT id
 FROM endpoints
 WHERE deleted_at IS NULL
   AND (event_types IS NULL
-       OR $1 = ANY (event_types)
+       OR sqlc.arg(event_type)::text = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
-                  WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($1, left(p, -1)))))
+                  WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with(sqlc.arg(event_type), left(p, -1)))))
 ORDER BY id
-LIMIT $2;
+LIMIT sqlc.arg(max_endpoints);
 
--- name: EndpointRateReserve
+-- name: EndpointRateReserve :one
 -- Reserves the endpoint's next send slot for a rate limit of one per $2
 -- seconds, and answers it with the database's clock (the one clock every
 -- worker shares): the slot is max(next_slot, now), and next_slot moves one
@@ -145,9 +145,9 @@ SELECT $1, clock.now + make_interval(secs => $2) FROM clock
 ON CONFLICT (endpoint_id) DO UPDATE
     SET next_slot = GREATEST(s.next_slot, (SELECT now FROM clock)) + make_interval(secs => $2),
         throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
-RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
+RETURNING (next_slot - make_interval(secs => $2))::timestamptz AS slot, (SELECT now FROM clock)::timestamptz AS now;
 
--- name: EndpointRateSlotsReset
+-- name: EndpointRateSlotsReset :exec
 -- Endpoint $1's rate_limit is about to become $2 (NULL: none): when that is
 -- a change, the slots reserved under the old rate are given up (next_slot
 -- back to now: the next attempt reserves at the new rate, with no burst
@@ -159,7 +159,7 @@ RETURNING next_slot - make_interval(secs => $2), (SELECT now FROM clock);
 -- two PATCHes of the rate each see the other's.
 WITH changed AS (
     SELECT id FROM endpoints
-    WHERE id = $1 AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM $2::double precision
+    WHERE id = sqlc.arg(id) AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM sqlc.narg(rate_limit)::double precision
     FOR UPDATE
 ), slots AS (
     UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
@@ -169,18 +169,18 @@ INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
 SELECT id, clock_timestamp() FROM changed
 ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now();
 
--- name: EndpointDisableIfEnabled
+-- name: EndpointDisableIfEnabled :execrows
 -- Disables an endpoint that is enabled (the circuit breaker's auto-disable:
 -- an operator's own reason is not overwritten).
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1 AND NOT disabled;
 
--- name: EndpointDisabledForShare
+-- name: EndpointDisabledForShare :one
 -- Whether endpoint $1 is disabled, its row locked against a change until the
 -- transaction ends (DeadLetterUpsert: a PATCH that enables the endpoint waits
 -- for the dead letter to commit, or has committed before this reads it).
 SELECT disabled FROM endpoints WHERE id = $1 FOR SHARE;
 
--- name: EndpointDelete
+-- name: EndpointDelete :one
 -- Deletes endpoint $1 for good, as $2 (the key's name): stamped rather than
 -- removed (its deliveries, attempts and dead letters refer to it), and
 -- disabled with it, so that the breaker's passes, the auto-replay and the
@@ -200,7 +200,7 @@ WITH deleted AS (
 )
 SELECT id FROM deleted;
 
--- name: EndpointsDeletedOpen
+-- name: EndpointsDeletedOpen :many
 -- Deleted endpoints that still have dead letters open, with who deleted
 -- them: the sweep skips those (a dead letter written while the delete ran,
 -- or left by an API process that stopped half way).
@@ -210,7 +210,7 @@ WHERE e.deleted_at IS NOT NULL
 ORDER BY e.id
 LIMIT $1;
 
--- name: EndpointLeaseLock
+-- name: EndpointLeaseLock :exec
 -- Locks endpoint $1's row of endpoint_in_flight (made on its first use),
 -- first in the transaction of EndpointLeaseTake, so that the attempts of
 -- every worker count the leases one after another: each counts in a
@@ -219,7 +219,7 @@ LIMIT $1;
 INSERT INTO endpoint_in_flight AS f (endpoint_id) VALUES ($1)
 ON CONFLICT (endpoint_id) DO UPDATE SET endpoint_id = f.endpoint_id;
 
--- name: EndpointLeaseTake
+-- name: EndpointLeaseTake :one
 -- Takes one of endpoint $1's max_in_flight ($3) places for attempts in
 -- flight, as owner $2 (the attempt), until $4 seconds from now (a little
 -- past the attempt's HTTP timeout: a lease a crashed worker never gave
@@ -227,19 +227,19 @@ ON CONFLICT (endpoint_id) DO UPDATE SET endpoint_id = f.endpoint_id;
 -- owner taking it again (a retried try) renews its own. Answers whether
 -- it was taken, and how many leases others hold.
 WITH expired AS (
-    DELETE FROM endpoint_leases WHERE endpoint_id = $1 AND expires_at <= clock_timestamp()
-    RETURNING owner
+    DELETE FROM endpoint_leases x WHERE x.endpoint_id = $1 AND x.expires_at <= clock_timestamp()
+    RETURNING x.owner
 ), held AS (
-    SELECT count(*) AS n FROM endpoint_leases
-    WHERE endpoint_id = $1 AND owner <> $2 AND owner NOT IN (SELECT owner FROM expired)
+    SELECT count(*) AS n FROM endpoint_leases l
+    WHERE l.endpoint_id = $1 AND l.owner <> $2 AND l.owner NOT IN (SELECT owner FROM expired)
 ), taken AS (
     INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
-    SELECT $1, $2, clock_timestamp() + make_interval(secs => $4) FROM held WHERE held.n < $3
+    SELECT $1, $2, clock_timestamp() + make_interval(secs => $4) FROM held WHERE held.n < $3::bigint
     ON CONFLICT (endpoint_id, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
     RETURNING owner
 )
 SELECT EXISTS (SELECT 1 FROM taken), (SELECT n FROM held);
 
--- name: EndpointLeaseRelease
+-- name: EndpointLeaseRelease :exec
 -- The attempt is over: its place is free for the next.
 DELETE FROM endpoint_leases WHERE endpoint_id = $1 AND owner = $2;

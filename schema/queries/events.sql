@@ -1,4 +1,4 @@
--- name: EventInsertRouted
+-- name: EventInsertRouted :one
 -- Stores the event and its deliveries (one per endpoint of $7, which may be
 -- empty) in one statement, so no reader ever sees an event without its
 -- routing. DO NOTHING covers both unique keys: the caller tells a repeated
@@ -18,7 +18,7 @@ WITH ins AS (
     -- routing (NULL: the server's), as the routing itself is kept.
     INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
     SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
-    FROM ins, (SELECT DISTINCT unnest($7::text[]) AS endpoint_id) r
+    FROM ins, (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
 ), high AS (
@@ -29,14 +29,14 @@ WITH ins AS (
 SELECT ins.*,
        COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at,
                                                    'recovery_window_ms', recovery_window_ms, 'timeout_ms', timeout_ms) ORDER BY endpoint_id)
-                 FROM routed), '[]')
+                 FROM routed), '[]')::json AS deliveries
 FROM ins;
 
--- name: EventGet
+-- name: EventGet :one
 SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries
 FROM events_routed WHERE id = $1;
 
--- name: EventMarkStarted
+-- name: EventMarkStarted :one
 -- A queued event with deliveries moves to waiting; a later state is never
 -- rolled back, and one a delivery moved already is left alone. $2 is the
 -- run started, empty when the workflow existed already. Answers the event's
@@ -47,20 +47,20 @@ WITH e AS (
     SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1) AS routed
     FROM events WHERE id = $1
 ), started AS (
-    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
+    UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2::text, ''), run_id), updated_at = now()
     FROM e
     WHERE events.id = e.id AND e.routed AND events.state = 'queued'
 )
 SELECT correlation_id, state, routed FROM e;
 
--- name: EventMarkStartedUnrouted
+-- name: EventMarkStartedUnrouted :exec
 -- An event routed to no endpoint is delivered as soon as its workflow
 -- exists: there is nothing to send, and the correlation's cursor must not
 -- wait on it.
 UPDATE events SET state = 'delivered', delivered_at = now(), run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
 WHERE id = $1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1);
 
--- name: EventsQueuedClaim
+-- name: EventsQueuedClaim :many
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
 -- within as long, and stamps them, in one statement: the sweep then starts
 -- their workflows with no transaction open, and another API process's sweep
@@ -83,12 +83,12 @@ WITH claimed AS (
 SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries
 FROM claimed JOIN events_routed v ON v.id = claimed.id;
 
--- name: EventSweepDeferred
+-- name: EventSweepDeferred :exec
 -- The queued sweep could not start the event: it goes to the back of the
 -- line (EventsQueuedClaim's order), its lease counted from now.
 UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
 
--- name: LanesStuckHeadsClaim
+-- name: LanesStuckHeadsClaim :many
 -- The heads of the lanes (the lowest sequence not finished in each
 -- (correlation, endpoint)) of correlations whose cursor has not moved, and
 -- that no sweep took in hand, for $1 seconds, whose delivery has not changed
@@ -149,22 +149,22 @@ WHERE v.state <> 'queued'
        WHERE x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
 ORDER BY h.correlation_id, h.endpoint_id;
 
--- name: JITOff
+-- name: JITOff :exec
 -- For the rest of the transaction: see LanesStuckHeadsClaim.
 SET LOCAL jit = off;
 
--- name: CorrelationSweepDeferred
+-- name: CorrelationSweepDeferred :exec
 -- The heads sweep could not look at the correlation's heads: it goes to the
 -- back of the line (LanesStuckHeadsClaim's order), its lease counted from
 -- now.
 UPDATE correlations SET swept_at = now() WHERE correlation_id = $1;
 
--- name: EventRestarted
+-- name: EventRestarted :exec
 -- A sweep, a release or a replay started the event's workflow again (run
 -- $3): say when and why.
 UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE id = $1;
 
--- name: CorrelationLock
+-- name: CorrelationLock :exec
 -- Taken first by every transaction that finishes a delivery (or an event
 -- with none): lanes of one correlation finish concurrently on different
 -- workers, and each recomputes the correlation's cursor from the events'
@@ -173,14 +173,14 @@ UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason 
 -- correlation the second always sees the first.
 SELECT next_sequence FROM correlations WHERE correlation_id = $1 FOR UPDATE;
 
--- name: EventLock
+-- name: EventLock :exec
 -- Taken by every transaction that changes a delivery, before it does (after
 -- CorrelationLock when it takes that): the event's aggregate state is
 -- recomputed from all its deliveries, which must include the other lanes'
 -- committed changes.
 SELECT state FROM events WHERE id = $1 FOR UPDATE;
 
--- name: DeliveryStartAttempt
+-- name: DeliveryStartAttempt :one
 -- Marks the delivery delivering (when its endpoint is usable) and reads its
 -- endpoint, its state before this attempt and its dead letter's status and
 -- generation, in one round trip (the CTEs and the sub-selects see the same
@@ -199,7 +199,7 @@ WITH dl AS (
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
-       COALESCE((SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2), ''),
+       COALESCE((SELECT d.state FROM deliveries d WHERE d.event_id = $1 AND d.endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
        -- trip: a closed circuit with no failure counted (or no row) is the
@@ -215,13 +215,13 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        (SELECT data FROM events WHERE id = $1)
 FROM endpoints WHERE id = $2;
 
--- name: DeliveryMarkFinal
+-- name: DeliveryMarkFinal :exec
 -- delivered or skipped; $4 = delivered_at (NULL when skipped). A final
 -- state is never overwritten: a delivered delivery stays delivered.
 UPDATE deliveries SET state = $3, delivered_at = $4, updated_at = now()
 WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped');
 
--- name: LaneAdvance
+-- name: LaneAdvance :exec
 -- Moves the lane ($1, $2) to sequence $3 once the delivery ($4, $2) is in
 -- state $5 (delivered or skipped): delivered sets the previous sequence and
 -- empties the skipped tail (the receiver has moved its cursor past every
@@ -239,7 +239,7 @@ ON CONFLICT (correlation_id, endpoint_id) DO UPDATE SET
     updated_at = now()
 WHERE l.last_finished < EXCLUDED.last_finished;
 
--- name: EventAggregate
+-- name: EventAggregate :exec
 -- The event's state from its deliveries': dead_lettered if any is, else
 -- delivering if any is, else waiting if any is, else delivered if any is
 -- (or there are none), else skipped. A queued event stays queued while
@@ -263,7 +263,7 @@ WHERE e.id = $1
   AND NOT (e.state = 'queued' AND a.untouched)
   AND (e.state <> a.state OR e.released_at IS DISTINCT FROM COALESCE(e.released_at, a.released_at));
 
--- name: CorrelationAdvance
+-- name: CorrelationAdvance :exec
 -- Moves the correlation's cursor to the first sequence from it on that is
 -- missing or whose event is not finished (every delivery delivered or
 -- skipped, or none and started): a walk up the unique (correlation_id,
@@ -281,14 +281,14 @@ UPDATE correlations c SET next_sequence = n.s, updated_at = now()
 FROM (SELECT max(s) AS s FROM walk) n
 WHERE c.correlation_id = $1 AND n.s > c.next_sequence;
 
--- name: CorrelationHighWater
+-- name: CorrelationHighWater :one
 -- Highest sequence accepted for the correlation, 0 when none.
-SELECT COALESCE(max(sequence), 0) FROM events WHERE correlation_id = $1;
+SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE correlation_id = $1;
 
--- name: LaneGet
+-- name: LaneGet :one
 SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE correlation_id = $1 AND endpoint_id = $2;
 
--- name: CorrelationLoad
+-- name: CorrelationLoad :one
 -- What a sequencer loads (a fresh run, a resync) and GET /v1/correlations
 -- reads, in one statement, so one snapshot: the cursor; the runs of
 -- sequences that have arrived from it on (events from the cursor on are
@@ -341,7 +341,7 @@ SELECT c.next,
              ORDER BY v.sequence LIMIT 10000)
 FROM c;
 
--- name: LanesLoad
+-- name: LanesLoad :many
 -- The lanes $2 of correlation $1, each with its position and its first
 -- $4 + 1 open deliveries after sequence $3 (the same index of both
 -- arrays), in order: a sequencer's lane that ran out of the events it
@@ -353,19 +353,19 @@ SELECT q.ep, COALESCE(l.last_finished, 0), COALESCE(l.previous, 0), COALESCE(l.s
                  WHERE d.correlation_id = $1 AND d.endpoint_id = q.ep AND d.state NOT IN ('delivered', 'skipped')
                    AND d.sequence > q.after
                  ORDER BY d.sequence LIMIT $4::int + 1) o), '[]')
-FROM unnest($2::text[], $3::bigint[]) AS q(ep, after)
+FROM (SELECT unnest($2::text[]) AS ep, unnest($3::bigint[]) AS after) q
 LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = q.ep
 ORDER BY q.ep;
 
--- name: AttemptInsert
+-- name: AttemptInsert :exec
 INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 
--- name: AttemptsList
+-- name: AttemptsList :many
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
 FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id;
 
--- name: AttemptsLastByEvent
+-- name: AttemptsLastByEvent :many
 -- The last $2 attempts of each of event $1's deliveries, oldest first; a
 -- delivery with none has one row whose attempt columns are NULL. They come
 -- from delivery_attempts_delivery_idx (event_id, endpoint_id, id) read
@@ -383,7 +383,7 @@ LEFT JOIN LATERAL (
 WHERE d.event_id = $1
 ORDER BY d.endpoint_id, a.id;
 
--- name: AttemptsPage
+-- name: AttemptsPage :many
 -- Up to $4 attempts of the delivery (event $1, endpoint $2) after the one
 -- with row ID $3 (0 for the first), oldest first. No row: the delivery does
 -- not exist; one whose attempt columns are NULL: it has none past $3.
@@ -399,7 +399,7 @@ LEFT JOIN LATERAL (
 WHERE d.event_id = $1 AND d.endpoint_id = $2
 ORDER BY a.id;
 
--- name: CorrelationVoidCheck
+-- name: CorrelationVoidCheck :one
 -- Of sequences $2 of correlation $1, those that have arrived (stored as an
 -- event that is not a tombstone, or behind the cursor with no row: theirs
 -- was pruned) and those voided already, after locking the correlation's row,
@@ -423,7 +423,7 @@ SELECT
           WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
           ORDER BY a.sequence);
 
--- name: CorrelationVoidInsert
+-- name: CorrelationVoidInsert :exec
 -- Stores the tombstones of sequences $2 of correlation $1 (ids $3, in the
 -- same order), skipped from the start and routed to nobody, their data
 -- $4 (who, when, why), and raises the correlation's high-water mark. Run
@@ -432,7 +432,7 @@ SELECT
 WITH ins AS (
     INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state)
     SELECT v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
-    FROM unnest($2::bigint[], $3::text[]) AS v (sequence, id)
+    FROM (SELECT unnest($2::bigint[]) AS sequence, unnest($3::text[]) AS id) v
     ON CONFLICT DO NOTHING
     RETURNING sequence
 )

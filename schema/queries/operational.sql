@@ -1,4 +1,4 @@
--- name: OperationalSequenceNext
+-- name: OperationalSequenceNext :one
 -- The next sequence of endpoint $1's operational events, whose correlation
 -- is $2 (contract.OperationalCorrelation): 1 the first time. It is past
 -- every sequence the correlation's ledger holds (its high-water mark and
@@ -16,7 +16,7 @@ ON CONFLICT (endpoint_id) DO UPDATE
     SET last_sequence = GREATEST(o.last_sequence, COALESCE((SELECT n FROM taken), 0)) + 1, updated_at = now()
 RETURNING last_sequence;
 
--- name: OperationalSubscribers
+-- name: OperationalSubscribers :many
 -- The endpoints, other than $2 (the endpoint the event is about),
 -- subscribed to operational type $1 by a pattern of their own: the rule of
 -- EndpointsSubscribed (disabled ones included: paused, their events wait in
@@ -31,11 +31,11 @@ RETURNING last_sequence;
 SELECT id FROM endpoints
 WHERE id <> $2 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p
-              WHERE p = $1 OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
+              WHERE p = $1::text OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
 ORDER BY id
 LIMIT $3;
 
--- name: EndpointsOperationalCount
+-- name: EndpointsOperationalCount :one
 -- The endpoints other than $1, not deleted, subscribed to any of hookflow's
 -- operational types (a pattern starting with "hookflow.", as
 -- OperationalSubscribers has them): what HOOKFLOW_MAX_SUBSCRIBERS caps for
@@ -44,7 +44,7 @@ SELECT count(*) FROM endpoints
 WHERE id <> $1 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p WHERE starts_with(p, 'hookflow.'));
 
--- name: EventTypeGet
+-- name: EventTypeGet :one
 -- The event's type: a dead letter's operational event names it, and a dead
 -- letter of an operational event publishes none.
 SELECT type FROM events WHERE id = $1;

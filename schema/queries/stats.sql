@@ -1,4 +1,4 @@
--- name: StatsSummary
+-- name: StatsSummary :many
 -- The operator's summary and the scrape-time gauges, per endpoint (the
 -- totals are their sums): deliveries not finished, from
 -- deliveries_pending_idx, each with its event (a primary-key probe: OFFSET 0
@@ -28,14 +28,15 @@ WITH pending AS (
 ), open AS (
     SELECT endpoint_id, count(*) AS open FROM dead_letters WHERE status = 'open' GROUP BY endpoint_id
 )
-SELECT endpoint_id, COALESCE(p.queued, 0), COALESCE(p.waiting, 0), COALESCE(p.delivering, 0), COALESCE(r.delivered, 0),
-       COALESCE(o.open, 0), COALESCE(EXTRACT(EPOCH FROM now() - p.oldest), 0)::float8
+SELECT COALESCE(p.endpoint_id, r.endpoint_id, o.endpoint_id)::text AS endpoint_id,
+       COALESCE(p.queued, 0), COALESCE(p.waiting, 0), COALESCE(p.delivering, 0), COALESCE(r.delivered, 0),
+       COALESCE(o.open, 0), COALESCE(EXTRACT(EPOCH FROM now() - p.oldest), 0)::float8 AS lag_seconds
 FROM pending p
-FULL JOIN recent r USING (endpoint_id)
-FULL JOIN open o USING (endpoint_id)
-ORDER BY endpoint_id;
+FULL JOIN recent r ON r.endpoint_id = p.endpoint_id
+FULL JOIN open o ON o.endpoint_id = COALESCE(p.endpoint_id, r.endpoint_id)
+ORDER BY 1;
 
--- name: StatsBlockedCorrelations
+-- name: StatsBlockedCorrelations :many
 -- A lane (correlation, endpoint) is blocked when a delivery waits behind
 -- its head: the correlation's cursor when that sequence has not arrived
 -- (it holds every lane), else the lane's lowest delivery not finished
@@ -81,7 +82,7 @@ WHERE parked > 0
 ORDER BY since, correlation_id, endpoint_id
 LIMIT $1;
 
--- name: EndpointHealth
+-- name: EndpointHealth :many
 -- The health of endpoint $1, or when $1 is NULL of a page of the endpoints
 -- not deleted: the first $5 with an id after $4 (''  from the start), one
 -- row each in id order (an $1 that names no endpoint reads as idle, with
@@ -143,14 +144,14 @@ SELECT ep.id, ep.circuit_failure_threshold,
        cb.auto_replay_pending_since
 FROM eps ep
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE rn <= $3) AS total,
-           count(*) FILTER (WHERE rn <= $3 AND outcome = 'delivered') AS delivered,
-           count(*) FILTER (WHERE rn <= $3 AND outcome = 'retry') AS retry,
-           count(*) FILTER (WHERE rn <= $3 AND outcome = 'permanent') AS permanent,
-           count(*) FILTER (WHERE rn <= $3 AND outcome = 'gone') AS gone,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE rn <= $3) AS p50,
-           percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE rn <= $3) AS p99,
-           count(*) > $3 AS sampled
+    SELECT count(*) FILTER (WHERE rn <= $3::int) AS total,
+           count(*) FILTER (WHERE rn <= $3::int AND outcome = 'delivered') AS delivered,
+           count(*) FILTER (WHERE rn <= $3::int AND outcome = 'retry') AS retry,
+           count(*) FILTER (WHERE rn <= $3::int AND outcome = 'permanent') AS permanent,
+           count(*) FILTER (WHERE rn <= $3::int AND outcome = 'gone') AS gone,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE rn <= $3::int) AS p50,
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE rn <= $3::int) AS p99,
+           count(*) > $3::int AS sampled
     FROM (
         SELECT outcome, latency_ms, row_number() OVER (ORDER BY started_at DESC) AS rn
         FROM (
@@ -161,7 +162,7 @@ CROSS JOIN LATERAL (
             -- at the LIMIT rather than walk every endpoint's window by
             -- started_at alone.
             ORDER BY endpoint_id DESC, started_at DESC
-            LIMIT $3 + 1
+            LIMIT $3::int + 1
         ) newest
     ) numbered
 ) a

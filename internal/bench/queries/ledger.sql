@@ -10,14 +10,14 @@
 -- triggers (the rows are consistent by construction); every index and
 -- constraint stays and is maintained row by row.
 
--- name: LedgerTruncate
+-- name: LedgerTruncate :exec
 -- Every size starts from an empty ledger (the bench's endpoints stay).
 TRUNCATE delivery_attempts, dead_letters, deliveries, lanes, events, correlations, cleaner_runs;
 
--- name: LedgerReplicaRole
+-- name: LedgerReplicaRole :exec
 SET LOCAL session_replication_role = replica;
 
--- name: LedgerEventsInsert
+-- name: LedgerEventsInsert :exec
 -- Events $1 ≤ i < $2 of $3, over $4 correlations, each with its delivery to
 -- endpoint $5 (the same states and times: one endpoint, so the event's
 -- aggregate is its delivery's), the oldest accepted at $6, spread over $7
@@ -52,7 +52,7 @@ WITH ev AS (
 INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, state, released_at, delivered_at, updated_at)
 SELECT id, $5::text, correlation_id, sequence, state, released_at, delivered_at, updated_at FROM ev;
 
--- name: LedgerAttemptsInsert
+-- name: LedgerAttemptsInsert :exec
 -- The attempts of events $1 ≤ i < $2 of $3 to endpoint $6, the oldest
 -- accepted at $4, spread over $5 seconds: every tenth event was answered
 -- 503 once, then delivered a second later.
@@ -68,7 +68,7 @@ FROM generate_series($1::bigint, $2::bigint - 1) AS g(i)
 CROSS JOIN LATERAL (VALUES (1, g.i % 10 = 0), (2, g.i % 10 = 0)) AS a(n, retried)
 WHERE a.n = 1 OR a.retried;
 
--- name: LedgerCorrelationsInsert
+-- name: LedgerCorrelationsInsert :exec
 -- The cursors of correlations $1 ≤ c < $2 of $4, over $3 events, the
 -- oldest accepted at $5, spread over $6 seconds: each one's next sequence
 -- is past its last event, moved when that event was delivered, its
@@ -87,23 +87,23 @@ WITH c AS (
 INSERT INTO lanes (correlation_id, endpoint_id, last_finished, previous, updated_at)
 SELECT correlation_id, $7::text, high_water, high_water, updated_at FROM c;
 
--- name: LedgerVacuumAnalyze
+-- name: LedgerVacuumAnalyze :exec
 VACUUM (ANALYZE) events, deliveries, delivery_attempts, correlations, lanes;
 
--- name: LedgerVacuumFull
+-- name: LedgerVacuumFull :exec
 VACUUM (FULL, ANALYZE) events, deliveries, delivery_attempts, correlations, lanes;
 
--- name: LedgerCheckpoint
+-- name: LedgerCheckpoint :exec
 CHECKPOINT;
 
--- name: LedgerSizes
+-- name: LedgerSizes :one
 -- Bytes on disk: the events heap (TOAST, free space and visibility maps
 -- included), its indexes, and deliveries, attempts and cursors (the
 -- correlations' and the lanes') with theirs.
 SELECT pg_table_size('events'), pg_indexes_size('events'), pg_total_relation_size('deliveries'),
        pg_total_relation_size('delivery_attempts'), pg_total_relation_size('correlations') + pg_total_relation_size('lanes');
 
--- name: LedgerCounts
+-- name: LedgerCounts :one
 -- What is left of the synthetic history (ids evt_…): events, those whose
 -- payload the cleaner emptied, the mean stored size of a payload still
 -- there, and their attempts.

@@ -1,7 +1,7 @@
 -- The throughput scenarios' check of hookflow's own ledger, read once the
 -- rounds are over (never while one is measured).
 
--- name: LanesDeliveredCheck
+-- name: LanesDeliveredCheck :one
 -- How the deliveries of correlations $1 stand, lane by lane: all of them,
 -- those not delivered, those whose first attempt started before the
 -- sequence before them in their lane was delivered (a lane releases a
@@ -14,15 +14,15 @@
 WITH d AS (
     SELECT d.event_id, d.endpoint_id, d.state,
            lag(d.delivered_at) OVER (PARTITION BY d.correlation_id, d.endpoint_id ORDER BY d.sequence) AS before
-    FROM deliveries d WHERE d.correlation_id = ANY($1)
+    FROM deliveries d WHERE d.correlation_id = ANY($1::text[])
 ), a AS (
     SELECT a.event_id, a.endpoint_id, min(a.started_at) AS first,
            count(*) FILTER (WHERE a.outcome = 'delivered') AS delivered
     FROM delivery_attempts a JOIN d USING (event_id, endpoint_id)
     GROUP BY a.event_id, a.endpoint_id
 )
-SELECT count(*),
-       count(*) FILTER (WHERE d.state <> 'delivered'),
-       count(*) FILTER (WHERE a.first < d.before),
-       count(*) FILTER (WHERE a.delivered > 1)
+SELECT count(*) AS deliveries,
+       count(*) FILTER (WHERE d.state <> 'delivered') AS not_delivered,
+       count(*) FILTER (WHERE a.first < d.before) AS out_of_order,
+       count(*) FILTER (WHERE a.delivered > 1) AS delivered_twice
 FROM d LEFT JOIN a USING (event_id, endpoint_id);

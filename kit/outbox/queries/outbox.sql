@@ -2,7 +2,7 @@
 -- relay's side (claim, mark, lag). Parameters are numbered as at the Go call
 -- sites.
 
--- name: OutboxInsert
+-- name: OutboxInsert :one
 -- No conflict target: a repeated id and a sequence taken by another id both
 -- leave the table alone (and the caller's transaction usable);
 -- OutboxHashGet tells them apart.
@@ -11,13 +11,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING
 RETURNING position;
 
--- name: OutboxHashGet
+-- name: OutboxHashGet :one
 SELECT payload_hash FROM outbox WHERE id = $1;
 
--- name: OutboxListen
+-- name: OutboxListen :exec
 LISTEN hookflow_outbox;
 
--- name: OutboxCorrelationsPending
+-- name: OutboxCorrelationsPending :many
 -- Correlations with pending rows, the longest waiting first.
 SELECT correlation_id FROM outbox
 WHERE state = 'pending'
@@ -25,39 +25,39 @@ GROUP BY correlation_id
 ORDER BY min(created_at), correlation_id
 LIMIT $1;
 
--- name: OutboxCorrelationLock
+-- name: OutboxCorrelationLock :one
 -- One relay at a time per correlation, held to the end of the claiming
 -- transaction; a relay that dies releases it with its connection. The first
 -- key keeps these locks apart from any other user of advisory locks in the
 -- producer's database. Two correlations sharing a hash only wait for each
 -- other.
-SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext($1));
+SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext(sqlc.arg(correlation_id)));
 
--- name: OutboxPendingList
+-- name: OutboxPendingList :many
 SELECT position, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
 FROM outbox
 WHERE correlation_id = $1 AND state = 'pending'
 ORDER BY sequence
 LIMIT $2;
 
--- name: OutboxMarkRelayed
+-- name: OutboxMarkRelayed :exec
 UPDATE outbox SET state = 'relayed', relayed_at = now(), last_error = NULL
 WHERE position = $1 AND state = 'pending';
 
--- name: OutboxMarkFailed
+-- name: OutboxMarkFailed :exec
 UPDATE outbox SET state = 'failed', failure = $2
 WHERE position = $1 AND state = 'pending';
 
--- name: OutboxNoteError
+-- name: OutboxNoteError :exec
 UPDATE outbox SET attempts = attempts + 1, last_error = $2
 WHERE position = $1 AND state = 'pending';
 
--- name: OutboxLag
+-- name: OutboxLag :one
 -- Unrelayed rows and the age of the oldest, in seconds.
-SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+SELECT count(*) AS pending, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_secs
 FROM outbox WHERE state = 'pending';
 
--- name: OutboxPruneRelayed
+-- name: OutboxPruneRelayed :execrows
 -- In batches, so a large backlog never becomes one long delete.
 DELETE FROM outbox WHERE position IN (
     SELECT position FROM outbox
@@ -65,25 +65,18 @@ DELETE FROM outbox WHERE position IN (
     LIMIT $2
 );
 
--- name: OutboxFailedCount
+-- name: OutboxFailedCount :one
 SELECT count(*) FROM outbox WHERE state = 'failed';
 
--- name: MigrationLock
+-- name: MigrationLock :exec
 -- Any constant works; it only has to be the same for every outbox.Migrate.
 SELECT pg_advisory_xact_lock(7215346201934520813);
 
--- name: MigrationTableCreate
-CREATE TABLE IF NOT EXISTS outbox_schema_migrations (
-    version    bigint PRIMARY KEY,
-    name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);
-
--- name: MigrationTableExists
+-- name: MigrationTableExists :one
 SELECT to_regclass('outbox_schema_migrations') IS NOT NULL;
 
--- name: MigrationList
+-- name: MigrationList :many
 SELECT version FROM outbox_schema_migrations ORDER BY version;
 
--- name: MigrationInsert
+-- name: MigrationInsert :exec
 INSERT INTO outbox_schema_migrations (version, name) VALUES ($1, $2);
