@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -219,7 +220,8 @@ func TestNoAnswerIsTheTransportsErrorWrapped(t *testing.T) {
 	require.Error(t, err)
 	var e *client.Error
 	require.False(t, errors.As(err, &e))
-	require.Contains(t, err.Error(), "hookflow api:")
+	var ue *url.Error
+	require.ErrorAs(t, err, &ue, "the transport's error is wrapped")
 	require.NotContains(t, err.Error(), token)
 }
 
@@ -299,4 +301,107 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	c, err := client.New("http://x.example/api/", token)
 	require.NoError(t, err)
 	require.Equal(t, "http://x.example/api", c.BaseURL())
+}
+
+// TestRetryAfterIsRead: a 503's Retry-After (an HTTP date here) is read
+// too, and a 503 is not sent again.
+func TestRetryAfterIsRead(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"POST /v1/dead-letters/e/replay": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+			problem(w, http.StatusServiceUnavailable, `{"type":"https://hookflow.dev/problems/temporal-unavailable","title":"Service Unavailable","status":503}`)
+		},
+	})
+	_, err := c.DeadLetterReplayWithResponse(context.Background(), "e", client.Operator{})
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.InDelta(t, time.Hour, e.RetryAfter, float64(2*time.Second), "an HTTP date is read too")
+	require.Len(t, s.seen, 1)
+}
+
+func TestContextEndsTheCall(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	_, c := newStub(t, map[string]http.HandlerFunc{
+		"GET /v1/events/slow": func(_ http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.EventGetWithResponse(ctx, "slow")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestEndpointSettingsSent: a create sends only the settings set; an
+// update sends each one given, null where it puts the default back.
+func TestEndpointSettingsSent(t *testing.T) {
+	t.Parallel()
+	const ep = `{"id":"ep_1","url":"https://x.example/h","disabled":false,"headers":{"X-Key":"********"},"recovery_window":"10m","rate_limit":5,
+		"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","secret":"whsec_x"}`
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"POST /v1/endpoints":       reply(http.StatusCreated, ep),
+		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, ep),
+	})
+	ctx := context.Background()
+	r, err := c.EndpointCreateWithResponse(ctx, client.EndpointCreate{URL: "https://x.example/h",
+		Headers: nullable.NewNullableWithValue(map[string]string{"X-Key": "k"}), RecoveryWindow: nullable.NewNullableWithValue((10 * time.Minute).String()),
+		RateLimit: nullable.NewNullableWithValue(5.0)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"url":"https://x.example/h","headers":{"X-Key":"k"},"recovery_window":"10m0s","rate_limit":5}`, s.last().body)
+	require.Equal(t, map[string]string{"X-Key": "********"}, r.JSON201.Headers)
+	require.Equal(t, "10m", r.JSON201.RecoveryWindow)
+	require.Equal(t, 5.0, r.JSON201.RateLimit)
+	require.Equal(t, "whsec_x", r.JSON201.Secret)
+
+	_, err = c.EndpointUpdateWithResponse(ctx, "ep_1", client.EndpointUpdate{Headers: nullable.NewNullNullable[map[string]string](),
+		RecoveryWindow: nullable.NewNullNullable[string](), Timeout: nullable.NewNullableWithValue("2s"), RateLimit: nullable.NewNullNullable[float64](),
+		AutoReplay: nullable.NewNullableWithValue(false), CircuitFailureThreshold: nullable.NewNullNullable[int64]()})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"headers":null,"recovery_window":null,"timeout":"2s","rate_limit":null,"auto_replay":false,"circuit_failure_threshold":null}`, s.last().body)
+}
+
+func TestStatsTop(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"GET /v1/stats": reply(http.StatusOK, `{"queued":1,"in_flight":2,"delivered_last_5m":3,"dead_letters_open":4,"oldest_lag_seconds":5.5,
+			"blocked_correlations":{"count":0,"top":[]},"cleaner":{"started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z",
+			"payloads_pruned":7,"attempts_deleted":8,"keys_deleted":9}}`),
+	})
+	r, err := c.StatsWithResponse(context.Background(), &client.StatsParams{Top: new(int64(0))})
+	require.NoError(t, err)
+	require.Equal(t, "top=0", s.last().query, "a zero set is sent")
+	require.EqualValues(t, 4, r.JSON200.DeadLettersOpen)
+	require.NotNil(t, r.JSON200.Cleaner)
+	require.EqualValues(t, 9, r.JSON200.Cleaner.KeysDeleted)
+	_, err = c.StatsWithResponse(context.Background(), &client.StatsParams{})
+	require.NoError(t, err)
+	require.Empty(t, s.last().query)
+}
+
+func TestStatsEndpointsAllFollowsTheCursor(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"GET /v1/stats/endpoints": func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("cursor") == "" {
+				reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_a","attempts":3,"success_rate":0.5}],"next_cursor":"c1"}`)(w, r)
+				return
+			}
+			reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_b","success_rate":null}]}`)(w, r)
+		},
+	})
+	all, err := c.StatsEndpointsAll(context.Background(), client.StatsEndpointsParams{Limit: new(int64(1))})
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.EqualValues(t, 3, all[0].Attempts)
+	require.Equal(t, 0.5, all[0].SuccessRate.MustGet())
+	require.True(t, all[1].SuccessRate.IsNull(), "no attempts: no rate")
+	q, err := url.ParseQuery(s.last().query)
+	require.NoError(t, err)
+	require.Equal(t, url.Values{"cursor": {"c1"}, "limit": {"1"}}, q)
 }
