@@ -23,8 +23,11 @@ STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
 # without cgo: its analysis needs no database.
 SQLC_VERSION := v1.31.1
 SQLC := bin/sqlc-$(SQLC_VERSION)
+# The Go client's generator, built once the same way.
+OAPI_CODEGEN_VERSION := v2.8.2
+OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts check-generated node ts-client lint-openapi
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts generate-go-client check-generated node ts-client lint-openapi
 
 all: build
 
@@ -45,6 +48,10 @@ $(SQLC):
 	CGO_ENABLED=0 GOBIN=$(CURDIR)/bin/.sqlc $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
 	mv bin/.sqlc/sqlc $@
 
+$(OAPI_CODEGEN):
+	GOBIN=$(CURDIR)/bin/.oapi-codegen $(GO) install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION)
+	mv bin/.oapi-codegen/oapi-codegen $@
+
 # gofmt, go vet and staticcheck (staticcheck.conf) over both modules.
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
@@ -58,12 +65,18 @@ lint: $(STATICCHECK)
 # checked in differs from what it would write.
 GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \
 	internal/refreceiver/internal/dbsqlc internal/bench/internal/dbsqlc \
-	clients/typescript/src/schema.ts
-generate: generate-sql generate-ts
+	clients/typescript/src/schema.ts \
+	kit/client/client.gen.go
+generate: generate-sql generate-ts generate-go-client
 
 # The queries' Go, from schema/queries and each package's queries/ (sqlc.yaml).
 generate-sql: $(SQLC)
 	$(SQLC) generate
+
+# The Go client's types and operations (kit/client), from api/openapi.json,
+# with kit/client/oapi-codegen.yaml's options and overlay.yaml's Go names.
+generate-go-client: $(OAPI_CODEGEN)
+	cd kit/client && ../../$(OAPI_CODEGEN) -config oapi-codegen.yaml ../../api/openapi.json
 
 # The TypeScript client's types and operations, from api/openapi.json.
 generate-ts: node

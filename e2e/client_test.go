@@ -31,9 +31,9 @@ func waitEvent(t *testing.T, c *client.Client, id string, state client.State) cl
 	t.Helper()
 	var ev client.Event
 	waitFor(t, 30*time.Second, id+" "+string(state), func() bool {
-		var err error
-		ev, err = c.EventGet(context.Background(), id)
+		r, err := c.EventGetWithResponse(context.Background(), id)
 		require.NoError(t, err)
+		ev = *r.JSON200
 		return ev.State == state
 	})
 	return ev
@@ -81,34 +81,39 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	admin := b.newClient(b.cfg.APIToken)
 
 	newKey := func(name string, scopes ...client.Scope) *client.Client {
-		k, err := admin.APIKeyCreate(ctx, client.APIKeyCreateRequest{Name: name, Scopes: scopes})
+		r, err := admin.APIKeyCreateWithResponse(ctx, client.APIKeyCreate{Name: name, Scopes: scopes})
 		require.NoError(t, err)
+		k := r.JSON201
 		require.Equal(t, name, k.Name)
 		require.ElementsMatch(t, scopes, k.Scopes)
 		return b.newClient(k.Key)
 	}
 	producer := newKey("producer", client.ScopeEventsWrite, client.ScopeEventsRead)
 	operator := newKey("operator", client.ScopeDeadLettersWrite, client.ScopeEventsRead)
-	keys, err := admin.APIKeyList(ctx)
+	keys, err := admin.APIKeyListWithResponse(ctx)
 	require.NoError(t, err)
-	require.Len(t, keys, 2)
+	require.Len(t, keys.JSON200.Items, 2)
 
 	rcv := newLedgerReceiver(t)
-	ep, err := admin.EndpointCreate(ctx, client.EndpointCreateRequest{URL: rcv.URL()})
+	created, err := admin.EndpointCreateWithResponse(ctx, client.EndpointCreate{URL: rcv.URL()})
 	require.NoError(t, err)
+	ep := created.JSON201
 	require.NotEmpty(t, ep.Secret)
 	rcv.secret = ep.Secret
-	got, err := producer.EndpointGet(ctx, ep.ID)
+	got, err := producer.EndpointGetWithResponse(ctx, ep.ID)
 	require.NoError(t, err)
-	want := ep.Endpoint
+	var want client.Endpoint // the created endpoint, without its secret
+	b2, err := json.Marshal(ep)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b2, &want))
 	want.URL = rcv.srv.URL + "/[redacted]"
-	require.Equal(t, want, got, "read back by a read key as created, without the secret and with the path redacted")
+	require.Equal(t, want, *got.JSON200, "read back by a read key as created, without the secret and with the path redacted")
 
 	// Sent 2 before 1: applied 1, 2.
 	corr := b.id("client-order")
-	send := func(c *client.Client, seq int64, endpointID string) client.Accepted {
+	send := func(c *client.Client, seq int64, endpointID string) *client.EventCreateResponse {
 		t.Helper()
-		acc, err := c.EventCreate(ctx, client.EventCreateRequest{
+		acc, err := c.EventCreateWithResponse(ctx, client.EventCreate{
 			ID: fmt.Sprintf("%s-%d", corr, seq), CorrelationID: corr, Sequence: seq, EndpointID: endpointID,
 			Type: "order.updated", Data: map[string]any{"amount": seq},
 		})
@@ -117,71 +122,77 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	}
 	for _, seq := range []int64{2, 1} {
 		acc := send(producer, seq, ep.ID)
-		require.Equal(t, client.StateWaiting, acc.State)
-		require.Nil(t, acc.Existing, "accepted now: 202")
+		require.NotNil(t, acc.JSON202)
+		require.Equal(t, client.AcceptedStateWaiting, acc.JSON202.State)
+		require.Nil(t, acc.JSON200, "accepted now: 202")
 	}
 	for _, seq := range []int64{1, 2} {
 		ev := waitEvent(t, producer, fmt.Sprintf("%s-%d", corr, seq), client.StateDelivered)
 		d, ok := ev.Delivery(ep.ID)
 		require.True(t, ok)
 		require.NotEmpty(t, d.Attempts)
-		require.Equal(t, http.StatusOK, d.Attempts[len(d.Attempts)-1].StatusCode)
+		require.EqualValues(t, http.StatusOK, d.Attempts[len(d.Attempts)-1].StatusCode)
 		require.False(t, d.DeliveredAt.IsZero())
 	}
 	applied, violations := rcv.snapshot()
 	require.Empty(t, violations)
 	require.Equal(t, []int64{1, 2}, applied[corr])
 	again := send(producer, 1, ep.ID)
-	require.NotNil(t, again.Existing, "the same event again: 200 with the event")
-	require.Equal(t, client.StateDelivered, again.State)
+	require.NotNil(t, again.JSON200, "the same event again: 200 with the event")
+	require.Equal(t, client.StateDelivered, again.JSON200.State)
 
 	// A receiver that refuses for good: a dead letter, holding its
 	// successor, replayed through the client once the receiver is fixed.
 	flaky := newFlakyReceiver(t)
-	bad, err := admin.EndpointCreate(ctx, client.EndpointCreateRequest{URL: flaky.srv.URL + "/hook"})
+	badr, err := admin.EndpointCreateWithResponse(ctx, client.EndpointCreate{URL: flaky.srv.URL + "/hook"})
 	require.NoError(t, err)
+	bad := badr.JSON201
 	corr = b.id("client-dlq")
 	send(producer, 1, bad.ID)
 	send(producer, 2, bad.ID)
 	head, next := corr+"-1", corr+"-2"
 	waitEvent(t, producer, head, client.StateDeadLettered)
 
-	page, err := producer.DeadLetterList(ctx, client.DeadLetterFilter{CorrelationID: corr})
+	pager, err := producer.DeadLetterListWithResponse(ctx, &client.DeadLetterListParams{CorrelationID: &corr})
 	require.NoError(t, err)
+	page := pager.JSON200
 	require.Len(t, page.Items, 1)
-	dl, err := producer.DeadLetterGet(ctx, head, "")
+	dlr, err := producer.DeadLetterGetWithResponse(ctx, head, nil)
 	require.NoError(t, err)
+	dl := dlr.JSON200
 	require.Equal(t, page.Items[0].EventID, dl.EventID)
-	require.Equal(t, client.DeadLetterOpen, dl.Status)
+	require.Equal(t, client.DeadLetterStatusOpen, dl.Status)
 	require.Equal(t, bad.ID, dl.EndpointID)
 	require.Contains(t, dl.Reason, "400")
 	require.Contains(t, string(dl.Envelope), `"sequence":1`)
-	c, err := producer.CorrelationGet(ctx, corr)
+	cr, err := producer.CorrelationGetWithResponse(ctx, corr)
 	require.NoError(t, err)
+	c := cr.JSON200
 	require.EqualValues(t, 1, c.NextSequence)
 	lane, ok := c.Lane(bad.ID)
 	require.True(t, ok)
 	require.Equal(t, []int64{2}, lane.Parked)
 	require.NotNil(t, lane.BlockedBy)
 	require.Equal(t, string(client.StateDeadLettered), lane.BlockedBy.State)
-	st, err := producer.Stats(ctx, client.StatsParams{Top: new(5)})
+	st, err := producer.StatsWithResponse(ctx, &client.StatsParams{Top: new(int64(5))})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, st.DeadLettersOpen)
+	require.EqualValues(t, 1, st.JSON200.DeadLettersOpen)
 
 	flaky.healed.Store(true)
-	act, err := operator.DeadLetterReplay(ctx, head, client.OperatorRequest{})
+	act, err := operator.DeadLetterReplayWithResponse(ctx, head, client.Operator{})
 	require.NoError(t, err)
-	require.Equal(t, client.OperatorAction{EventID: head, EndpointID: bad.ID, Status: "replaying"}, act)
+	require.Equal(t, client.OperatorAction{EventID: head, EndpointID: bad.ID, Status: "replaying"}, *act.JSON202)
 	waitEvent(t, producer, head, client.StateDelivered)
 	waitEvent(t, producer, next, client.StateDelivered)
 	require.Equal(t, []string{head, next}, flaky.acceptedIDs(), "replayed, then its successor, in order")
-	dl, err = producer.DeadLetterGet(ctx, head, "")
+	dlr, err = producer.DeadLetterGetWithResponse(ctx, head, nil)
 	require.NoError(t, err)
-	require.Equal(t, client.DeadLetterReplayed, dl.Status)
+	dl = dlr.JSON200
+	require.Equal(t, client.DeadLetterStatusReplayed, dl.Status)
 	require.Equal(t, "operator", dl.ReplayedBy, "recorded under the name of the key that replayed")
 
 	// A second click is refused: the dead letter is not open any more.
-	_, err = operator.DeadLetterReplay(ctx, head, client.OperatorRequest{})
+	_, err = operator.DeadLetterReplayWithResponse(ctx, head, client.Operator{})
 	var apiErr *client.Error
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, http.StatusConflict, apiErr.Status)
@@ -196,12 +207,13 @@ func TestClientProblems(t *testing.T) {
 	ctx := context.Background()
 	admin := b.newClient(b.cfg.APIToken)
 	rcv := newLedgerReceiver(t)
-	ep, err := admin.EndpointCreate(ctx, client.EndpointCreateRequest{URL: rcv.URL()})
+	created, err := admin.EndpointCreateWithResponse(ctx, client.EndpointCreate{URL: rcv.URL()})
 	require.NoError(t, err)
+	ep := created.JSON201
 	rcv.secret = ep.Secret
 	corr := b.id("client-problems")
-	event := func(seq int64) client.EventCreateRequest {
-		return client.EventCreateRequest{ID: fmt.Sprintf("%s-%d", corr, seq), CorrelationID: corr, Sequence: seq,
+	event := func(seq int64) client.EventCreate {
+		return client.EventCreate{ID: fmt.Sprintf("%s-%d", corr, seq), CorrelationID: corr, Sequence: seq,
 			EndpointID: ep.ID, Type: "order.updated", Data: map[string]any{"amount": seq}}
 	}
 	problem := func(err error, status int) *client.Error {
@@ -213,52 +225,53 @@ func TestClientProblems(t *testing.T) {
 	}
 
 	bad := event(0)
-	_, err = admin.EventCreate(ctx, bad)
+	_, err = admin.EventCreateWithResponse(ctx, bad)
 	e := problem(err, http.StatusBadRequest)
 	require.Equal(t, "sequence", e.Field)
 	require.Equal(t, "https://hookflow.dev/problems/invalid-field", e.Type)
 	require.Equal(t, "/v1/events", e.Instance)
 	require.NotEmpty(t, e.Detail)
 
-	reader, err := admin.APIKeyCreate(ctx, client.APIKeyCreateRequest{Name: "reader", Scopes: []client.Scope{client.ScopeEventsRead}})
+	readerr, err := admin.APIKeyCreateWithResponse(ctx, client.APIKeyCreate{Name: "reader", Scopes: []client.Scope{client.ScopeEventsRead}})
 	require.NoError(t, err)
+	reader := readerr.JSON201
 	readOnly := b.newClient(reader.Key)
-	_, err = readOnly.EventCreate(ctx, event(1))
+	_, err = readOnly.EventCreateWithResponse(ctx, event(1))
 	e = problem(err, http.StatusForbidden)
 	require.Equal(t, "https://hookflow.dev/problems/missing-scope", e.Type)
 	var scope client.Scope
 	require.NoError(t, json.Unmarshal(e.Extensions["scope"], &scope))
 	require.Equal(t, client.ScopeEventsWrite, scope)
 	require.NotContains(t, err.Error(), reader.Key)
-	_, err = readOnly.APIKeyList(ctx)
+	_, err = readOnly.APIKeyListWithResponse(ctx)
 	problem(err, http.StatusForbidden)
 
-	_, err = admin.EventCreate(ctx, event(1))
+	_, err = admin.EventCreateWithResponse(ctx, event(1))
 	require.NoError(t, err)
 	other := event(1)
 	other.ID = corr + "-other"
-	_, err = admin.EventCreate(ctx, other)
+	_, err = admin.EventCreateWithResponse(ctx, other)
 	e = problem(err, http.StatusConflict)
 	require.Equal(t, "sequence", e.Field)
 	require.JSONEq(t, `1`, string(e.Extensions["high_water_mark"]))
 
-	revoked, err := admin.APIKeyRevoke(ctx, reader.ID)
+	revoked, err := admin.APIKeyRevokeWithResponse(ctx, reader.ID)
 	require.NoError(t, err)
-	require.False(t, revoked.RevokedAt.IsZero())
-	_, err = readOnly.EventGet(ctx, corr+"-1")
+	require.False(t, revoked.JSON200.RevokedAt.IsZero())
+	_, err = readOnly.EventGetWithResponse(ctx, corr+"-1")
 	problem(err, http.StatusUnauthorized)
 	require.NotContains(t, err.Error(), reader.Key)
 
-	_, err = admin.EventGet(ctx, b.id("never-sent"))
+	_, err = admin.EventGetWithResponse(ctx, b.id("never-sent"))
 	problem(err, http.StatusNotFound)
 
-	h, err := admin.Healthz(ctx)
+	h, err := admin.HealthzWithResponse(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "ok", h.Status)
-	r, err := admin.Readyz(ctx)
+	require.Equal(t, "ok", h.JSON200.Status)
+	r, err := admin.ReadyzWithResponse(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "ready", r.Status)
-	doc, err := admin.OpenAPI(ctx)
+	require.Equal(t, client.ReadinessStatusReady, r.JSON200.Status)
+	doc, err := admin.OpenapiWithResponse(ctx)
 	require.NoError(t, err)
-	require.Contains(t, string(doc), `"operationId": "eventCreate"`)
+	require.Contains(t, string(doc.Body), `"operationId": "eventCreate"`)
 }

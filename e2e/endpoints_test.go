@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"github.com/oapi-codegen/nullable"
 	"net/http"
 	"slices"
 	"testing"
@@ -28,24 +29,37 @@ func TestEndpointEventTypes(t *testing.T) {
 	}
 	sorted := func(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }
 
-	orders, err := c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://example.com/orders",
-		EventTypes: []string{"order.*", "user.deleted", "order.*"}})
-	require.NoError(t, err)
+	create := func(ep client.EndpointCreate) *client.EndpointWithSecret {
+		t.Helper()
+		r, err := c.EndpointCreateWithResponse(ctx, ep)
+		require.NoError(t, err)
+		return r.JSON201
+	}
+	list := func(p client.EndpointListParams) *client.EndpointPage {
+		t.Helper()
+		r, err := c.EndpointListWithResponse(ctx, &p)
+		require.NoError(t, err)
+		return r.JSON200
+	}
+	update := func(id string, u client.EndpointUpdate) (*client.Endpoint, error) {
+		r, err := c.EndpointUpdateWithResponse(ctx, id, u)
+		if err != nil {
+			return nil, err
+		}
+		return r.JSON200, nil
+	}
+	orders := create(client.EndpointCreate{URL: "https://example.com/orders",
+		EventTypes: nullable.NewNullableWithValue([]string{"order.*", "user.deleted", "order.*"})})
 	require.Equal(t, []string{"order.*", "user.deleted"}, orders.EventTypes, "repeats dropped")
-	every, err := c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://example.com/every"})
-	require.NoError(t, err)
+	every := create(client.EndpointCreate{URL: "https://example.com/every"})
 	require.Nil(t, every.EventTypes)
-	star, err := c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://example.com/star", EventTypes: []string{"*"}})
-	require.NoError(t, err)
-	invoices, err := c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://example.com/invoices", EventTypes: []string{"invoice.paid"}})
-	require.NoError(t, err)
+	star := create(client.EndpointCreate{URL: "https://example.com/star", EventTypes: nullable.NewNullableWithValue([]string{"*"})})
+	invoices := create(client.EndpointCreate{URL: "https://example.com/invoices", EventTypes: nullable.NewNullableWithValue([]string{"invoice.paid"})})
 
-	first, err := c.EndpointList(ctx, client.EndpointListOptions{Limit: 3})
-	require.NoError(t, err)
+	first := list(client.EndpointListParams{Limit: new(int64(3))})
 	require.Len(t, first.Items, 3)
 	require.NotEmpty(t, first.NextCursor)
-	rest, err := c.EndpointList(ctx, client.EndpointListOptions{Limit: 3, Cursor: first.NextCursor})
-	require.NoError(t, err)
+	rest := list(client.EndpointListParams{Limit: new(int64(3)), Cursor: &first.NextCursor})
 	require.Len(t, rest.Items, 1)
 	require.Empty(t, rest.NextCursor, "the last page has no cursor")
 	listed := map[string][]string{}
@@ -61,32 +75,32 @@ func TestEndpointEventTypes(t *testing.T) {
 	require.Equal(t, sorted(every.ID, star.ID), subscribers("order"), `"order.*" is below "order.", not "order" itself`)
 	require.Equal(t, sorted(every.ID, star.ID, invoices.ID), subscribers("invoice.paid"))
 
-	changed, err := c.EndpointUpdate(ctx, orders.ID, client.EndpointUpdateRequest{EventTypes: &[]string{"invoice.*"}})
+	changed, err := update(orders.ID, client.EndpointUpdate{EventTypes: nullable.NewNullableWithValue([]string{"invoice.*"})})
 	require.NoError(t, err)
 	require.Equal(t, []string{"invoice.*"}, changed.EventTypes)
 	require.Equal(t, sorted(every.ID, star.ID), subscribers("order.created"))
 	require.Equal(t, sorted(orders.ID, every.ID, star.ID, invoices.ID), subscribers("invoice.paid"))
 
-	_, err = c.EndpointUpdate(ctx, orders.ID, client.EndpointUpdateRequest{Disabled: new(true), EventTypes: &[]string{"invoice.paid", "*.paid"}})
+	_, err = update(orders.ID, client.EndpointUpdate{Disabled: new(true), EventTypes: nullable.NewNullableWithValue([]string{"invoice.paid", "*.paid"})})
 	var pe *client.Error
 	require.True(t, errors.As(err, &pe), "want *client.Error, got %v", err)
 	require.Equal(t, http.StatusUnprocessableEntity, pe.Status)
 	require.Equal(t, "event_types[1]", pe.Field)
-	got, err := c.EndpointGet(ctx, orders.ID)
+	r, err := c.EndpointGetWithResponse(ctx, orders.ID)
 	require.NoError(t, err)
+	got := r.JSON200
 	require.Equal(t, []string{"invoice.*"}, got.EventTypes, "the refused change changed nothing")
 	require.False(t, got.Disabled)
 
-	var all []string
-	back, err := c.EndpointUpdate(ctx, orders.ID, client.EndpointUpdateRequest{EventTypes: &all})
+	back, err := update(orders.ID, client.EndpointUpdate{EventTypes: nullable.NewNullNullable[[]string]()})
 	require.NoError(t, err)
 	require.Nil(t, back.EventTypes, "null: every type again")
 	require.Equal(t, sorted(orders.ID, every.ID, star.ID), subscribers("order.created"))
 
-	_, err = c.EndpointUpdate(ctx, star.ID, client.EndpointUpdateRequest{Disabled: new(true)})
+	_, err = update(star.ID, client.EndpointUpdate{Disabled: new(true)})
 	require.NoError(t, err)
 	require.Equal(t, sorted(orders.ID, every.ID, star.ID), subscribers("order.created"), "a disabled endpoint is still a subscriber: paused, its events wait in its lanes")
-	everyOne, err := c.EndpointListAll(ctx, client.EndpointListOptions{Limit: 1})
+	everyOne, err := c.EndpointListAll(ctx, client.EndpointListParams{Limit: new(int64(1))})
 	require.NoError(t, err)
 	require.Len(t, everyOne, 4, "the list keeps disabled endpoints")
 }

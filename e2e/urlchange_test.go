@@ -110,8 +110,9 @@ func TestHeadersFollowTheirURL(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, b.callAs(b.createKey("not-admin-"+strings.ReplaceAll(scope, ":", "-"), scope), http.MethodGet, path, nil, nil), scope)
 	}
 	admin := b.createKey("auditor", "admin")
-	changes, err := b.newClient(admin).EndpointURLChanges(context.Background(), ep.ID, 0)
+	r, err := b.newClient(admin).EndpointURLChangesWithResponse(context.Background(), ep.ID, nil)
 	require.NoError(t, err)
+	changes := r.JSON200.Items
 	require.Len(t, changes, 2, "the refused change is not one")
 	last, before := changes[0], changes[1]
 	require.Equal(t, legit.URL+"/[redacted]", last.OldURL)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/oapi-codegen/nullable"
 	"io"
 	"net/http"
 	"net/url"
@@ -70,19 +71,21 @@ func (d demo) endpointLink(corr, endpointID string) string {
 }
 
 func (d demo) run(ctx context.Context) error {
-	ep, err := d.api.EndpointGet(ctx, devEndpointID)
+	r, err := d.api.EndpointGetWithResponse(ctx, devEndpointID)
 	if err != nil {
 		return fmt.Errorf("is `hookflow dev` running? %w", d.api.fail(err))
 	}
+	ep := r.JSON200
 	suffix := strings.ToLower(rand.Text()[:6])
 	fmt.Fprintf(d.out, "hookflow demo: API %s, receiver %s, dev endpoint %s → %s\n", d.api.BaseURL(), d.receiver, ep.ID, ep.URL)
 
 	// 1. Publish once; two subscribers; one of them fails.
 	d.step(1, "Subscribe a second endpoint to order.* — one the receiver refuses (it signs with a secret the receiver does not know: 401)")
-	bad, err := d.api.EndpointCreate(ctx, client.EndpointCreateRequest{URL: d.receiver + "/webhook", EventTypes: []string{"order.*"}})
+	created, err := d.api.EndpointCreateWithResponse(ctx, client.EndpointCreate{URL: d.receiver + "/webhook", EventTypes: nullable.NewNullableWithValue([]string{"order.*"})})
 	if err != nil {
 		return d.api.fail(err)
 	}
+	bad := created.JSON201
 	fmt.Fprintf(d.out, "   created endpoint %s → %s/webhook, event_types [order.*]; %s takes every type\n", bad.ID, d.receiver, devEndpointID)
 	corr := "demo-" + suffix
 	d.step(2, "Publish sequences 3, 1, 2 of correlation "+corr+" once each (out of order, no endpoint_id)")
@@ -120,10 +123,11 @@ func (d demo) run(ctx context.Context) error {
 	if err := d.waitDelivery(ctx, ids[1], bad.ID, client.StateDeadLettered); err != nil {
 		return err
 	}
-	dl, err := d.api.DeadLetterGet(ctx, ids[1], bad.ID)
+	got, err := d.api.DeadLetterGetWithResponse(ctx, ids[1], &client.DeadLetterGetParams{EndpointID: &bad.ID})
 	if err != nil {
 		return d.api.fail(err)
 	}
+	dl := got.JSON200
 	fmt.Fprintf(d.out, "   dead letter %s at %s: %s\n", dl.EventID, dl.EndpointID, truncate(dl.Reason, 100))
 	if err := d.lanes(ctx, corr); err != nil {
 		return err
@@ -135,7 +139,7 @@ func (d demo) run(ctx context.Context) error {
 	// demo skips: the lane's next delivery then carries skipped_sequences
 	// [1], and fails the same way; the healthy lane never waited.
 	d.step(3, "Skip the dead letter at "+bad.ID+" (recorded: who, when, why); that lane moves on to 2")
-	if _, err := d.api.DeadLetterSkip(ctx, ids[1], client.OperatorRequest{EndpointID: bad.ID, Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
+	if _, err := d.api.DeadLetterSkipWithResponse(ctx, ids[1], client.Operator{EndpointID: bad.ID, Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
 		return d.api.fail(err)
 	}
 	if err := d.waitDelivery(ctx, ids[1], bad.ID, client.StateSkipped); err != nil {
@@ -149,7 +153,7 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintln(d.out, "   When the receiver is the one at fault, fix it and `hookflow dlq replay <id> --endpoint-id <ep>` (or --all):")
 	fmt.Fprintln(d.out, "   a fresh recovery window, same identifiers, and the lane goes on in order.")
-	if _, err := d.api.EndpointUpdate(ctx, bad.ID, client.EndpointUpdateRequest{Disabled: new(true)}); err != nil {
+	if _, err := d.api.EndpointUpdateWithResponse(ctx, bad.ID, client.EndpointUpdate{Disabled: new(true)}); err != nil {
 		return d.api.fail(err)
 	}
 	fmt.Fprintf(d.out, "   cleaned up: endpoint %s disabled (its lane keeps what it holds; nothing new is routed to it)\n", bad.ID)
@@ -163,10 +167,11 @@ func (d demo) run(ctx context.Context) error {
 
 // lanes prints each lane of the correlation.
 func (d demo) lanes(ctx context.Context, corr string) error {
-	c, err := d.api.CorrelationGet(ctx, corr)
+	r, err := d.api.CorrelationGetWithResponse(ctx, corr)
 	if err != nil {
 		return d.api.fail(err)
 	}
+	c := r.JSON200
 	for _, l := range c.Lanes {
 		line := fmt.Sprintf("   lane %s: last delivered %d, parked %v", l.EndpointID, l.PreviousSequence, l.Parked)
 		if l.BlockedBy != nil {
@@ -178,7 +183,7 @@ func (d demo) lanes(ctx context.Context, corr string) error {
 }
 
 func (d demo) publish(ctx context.Context, id, corr string, seq int64, amount int64) (client.Accepted, error) {
-	acc, err := d.api.EventCreate(ctx, client.EventCreateRequest{
+	acc, err := d.api.Send(ctx, client.EventCreate{
 		ID: id, CorrelationID: corr, Sequence: seq, Type: "order.updated",
 		Data: map[string]any{"amount": amount},
 	})
@@ -192,11 +197,12 @@ func (d demo) waitDelivery(ctx context.Context, id, endpointID string, state cli
 	deadline := time.Now().Add(d.wait)
 	last := client.State("")
 	for {
-		ev, err := d.api.EventGet(ctx, id)
+		r, err := d.api.EventGetWithResponse(ctx, id)
 		if err != nil {
 			fmt.Fprintln(d.out)
 			return d.api.fail(err)
 		}
+		ev := r.JSON200
 		dv, _ := ev.Delivery(endpointID)
 		if dv.State == state {
 			fmt.Fprintf(d.out, " %s (%d attempt(s))\n", state, dv.AttemptCount)

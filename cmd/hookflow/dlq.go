@@ -67,17 +67,20 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	f := client.DeadLetterFilter{CorrelationID: corr, EndpointID: endpoint, Status: status}
+	// The flags left empty are not sent.
+	f := client.DeadLetterListParams{CorrelationID: orNil(corr), EndpointID: orNil(endpoint), Status: (*client.DeadLetterListParamsStatus)(orNil(status))}
 	for _, tf := range []struct {
 		flag, v string
-		dst     *time.Time
+		dst     **time.Time
 	}{{"since", since, &f.Since}, {"until", until, &f.Until}} {
 		if tf.v == "" {
 			continue
 		}
-		if *tf.dst, err = time.Parse(time.RFC3339Nano, tf.v); err != nil {
+		t, err := time.Parse(time.RFC3339Nano, tf.v)
+		if err != nil {
 			return &config.UsageError{Msg: "--" + tf.flag + " must be an RFC 3339 time such as 2026-11-29T18:00:00Z"}
 		}
+		*tf.dst = &t
 	}
 	one := func() (string, error) {
 		if len(rest) != 1 {
@@ -111,10 +114,11 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		d, err := cl.DeadLetterGet(ctx, id, endpoint)
+		r, err := cl.DeadLetterGetWithResponse(ctx, id, &client.DeadLetterGetParams{EndpointID: orNil(endpoint)})
 		if err != nil {
 			return cl.fail(err)
 		}
+		d := r.JSON200
 		if asJSON {
 			return printJSON(env.stdout, d)
 		}
@@ -142,10 +146,13 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 			if len(rest) != 0 {
 				return &config.UsageError{Msg: "dlq replay --all takes filters, not an event id"}
 			}
-			res, err := cl.DeadLetterReplayBatch(ctx, f)
+			r, err := cl.DeadLetterReplayBatchWithResponse(ctx, &client.DeadLetterReplayBatchParams{
+				CorrelationID: f.CorrelationID, EndpointID: f.EndpointID, Since: f.Since, Until: f.Until,
+			})
 			if err != nil {
 				return cl.fail(err)
 			}
+			res := r.JSON202
 			if asJSON {
 				return printJSON(env.stdout, res)
 			}
@@ -159,10 +166,11 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := cl.DeadLetterReplay(ctx, id, client.OperatorRequest{EndpointID: endpoint})
+		r, err := cl.DeadLetterReplayWithResponse(ctx, id, client.Operator{EndpointID: endpoint})
 		if err != nil {
 			return cl.fail(err)
 		}
+		res := *r.JSON202
 		fmt.Fprintf(env.stdout, "replaying %s to %s (a fresh recovery window)\n", id, res.EndpointID)
 		unconfirmed(env, res)
 		return nil
@@ -174,10 +182,11 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if strings.TrimSpace(note) == "" {
 			return &config.UsageError{Msg: "dlq skip needs --note saying why"}
 		}
-		res, err := cl.DeadLetterSkip(ctx, id, client.OperatorRequest{EndpointID: endpoint, Note: note})
+		r, err := cl.DeadLetterSkipWithResponse(ctx, id, client.Operator{EndpointID: endpoint, Note: note})
 		if err != nil {
 			return cl.fail(err)
 		}
+		res := *r.JSON202
 		fmt.Fprintf(env.stdout, "skipping %s at %s; its lane's successors will be delivered\n", id, res.EndpointID)
 		unconfirmed(env, res)
 		return nil
@@ -212,4 +221,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// orNil is a flag's value as a query parameter: nil, not sent, when empty.
+func orNil(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
 }

@@ -68,14 +68,15 @@ func runKeys(ctx context.Context, env *cliEnv, args []string) error {
 		if name == "" || len(scopes) == 0 || len(rest) > 0 {
 			return &config.UsageError{Msg: "keys create needs --name and at least one --scope, and nothing else"}
 		}
-		req := client.APIKeyCreateRequest{Name: name}
+		req := client.APIKeyCreate{Name: name}
 		for _, s := range scopes {
 			req.Scopes = append(req.Scopes, client.Scope(s))
 		}
-		k, err := cl.APIKeyCreate(ctx, req)
+		r, err := cl.APIKeyCreateWithResponse(ctx, req)
 		if err != nil {
 			return cl.fail(err)
 		}
+		k := r.JSON201
 		if asJSON {
 			return json.NewEncoder(env.stdout).Encode(k)
 		}
@@ -85,10 +86,11 @@ func runKeys(ctx context.Context, env *cliEnv, args []string) error {
 		if len(rest) > 0 {
 			return &config.UsageError{Msg: "keys list takes no arguments"}
 		}
-		keys, err := cl.APIKeyList(ctx)
+		r, err := cl.APIKeyListWithResponse(ctx)
 		if err != nil {
 			return cl.fail(err)
 		}
+		keys := r.JSON200.Items
 		if asJSON {
 			return json.NewEncoder(env.stdout).Encode(keys)
 		}
@@ -108,10 +110,11 @@ func runKeys(ctx context.Context, env *cliEnv, args []string) error {
 		if len(rest) != 1 {
 			return &config.UsageError{Msg: "keys revoke takes exactly one key id"}
 		}
-		k, err := cl.APIKeyRevoke(ctx, rest[0])
+		r, err := cl.APIKeyRevokeWithResponse(ctx, rest[0])
 		if err != nil {
 			return cl.fail(err)
 		}
+		k := r.JSON200
 		fmt.Fprintf(env.stdout, "revoked %s (%s)\n", k.ID, printable.String(k.Name))
 		return nil
 	}

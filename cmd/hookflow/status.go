@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/oapi-codegen/nullable"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -35,11 +36,12 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := cl.Stats(ctx, client.StatsParams{})
+	r, err := cl.StatsWithResponse(ctx, &client.StatsParams{})
 	if err != nil {
 		return cl.fail(err)
 	}
-	health, err := cl.StatsEndpointsAll(ctx, client.StatsEndpointsOptions{})
+	st := *r.JSON200
+	health, err := cl.StatsEndpointsAll(ctx, client.StatsEndpointsParams{})
 	if err != nil {
 		return cl.fail(err)
 	}
@@ -54,7 +56,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	}{
 		{"queued", fmt.Sprint(st.Queued)},
 		{"in flight (waiting + delivering)", fmt.Sprint(st.InFlight)},
-		{"delivered, last 5 min", fmt.Sprint(st.DeliveredLast5m)},
+		{"delivered, last 5 min", fmt.Sprint(st.DeliveredLast5M)},
 		{"dead letters open", fmt.Sprint(st.DeadLettersOpen)},
 		{"oldest undelivered", age(st.OldestLagSeconds)},
 		{"blocked lanes (correlation, endpoint)", fmt.Sprint(st.BlockedCorrelations.Count)},
@@ -70,7 +72,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ENDPOINT\tWAITING\tDELIVERING\tDELIVERED 5M\tDEAD LETTERS\tOLDEST")
 		for _, e := range st.Endpoints {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", e.EndpointID, e.Waiting, e.Delivering, e.DeliveredLast5m, e.DeadLettersOpen, age(e.OldestLagSeconds))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", e.EndpointID, e.Waiting, e.Delivering, e.DeliveredLast5M, e.DeadLettersOpen, age(e.OldestLagSeconds))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -160,14 +162,14 @@ func printWorst(env *cliEnv, worst []client.EndpointHealth, more int) error {
 	fmt.Fprintln(tw, "WORST ENDPOINTS\tCIRCUIT\tSUCCESS 1H\tATTEMPTS 1H\tP50\tP99\tDEAD LETTERS\tOLDEST UNDELIVERED")
 	for _, h := range worst {
 		rate, oldest := "-", "-"
-		if h.SuccessRate != nil {
-			rate = fmt.Sprintf("%.1f%%", 100**h.SuccessRate)
+		if r, err := h.SuccessRate.Get(); err == nil {
+			rate = fmt.Sprintf("%.1f%%", 100*r)
 		}
 		if o := h.OldestUndelivered; o != nil {
 			oldest = fmt.Sprintf("%s (%s, %s #%d, %s)", age(o.AgeSeconds), o.EventID, o.CorrelationID, o.Sequence, o.State)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.EndpointID, circuitLine(h.Circuit), rate, h.Attempts, millis(h.LatencyP50MS),
-			millis(h.LatencyP99MS), h.DeadLettersOpen, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", h.EndpointID, circuitLine(h.Circuit), rate, h.Attempts, millis(h.LatencyP50Ms),
+			millis(h.LatencyP99Ms), h.DeadLettersOpen, oldest)
 	}
 	if more > 0 {
 		fmt.Fprintf(tw, "… and %d more\n", more)
@@ -183,21 +185,22 @@ func circuitLine(c client.CircuitState) string {
 	case c.State == "open" && !c.NextProbeAt.IsZero():
 		return fmt.Sprintf("open (next probe in %s)", age(max(time.Until(c.NextProbeAt).Seconds(), 0)))
 	case c.State == "open", c.State == "half_open":
-		return c.State
+		return string(c.State)
 	case c.ConsecutiveFailures > 0:
 		return fmt.Sprintf("closed (%d/%d failures)", c.ConsecutiveFailures, c.FailureThreshold)
 	case c.State == "":
 		return "-"
 	}
-	return c.State
+	return string(c.State)
 }
 
 // successRate is the endpoint's, 1 when it had no attempts: nothing failed.
 func successRate(h client.EndpointHealth) float64 {
-	if h.SuccessRate == nil {
+	r, err := h.SuccessRate.Get()
+	if err != nil {
 		return 1
 	}
-	return *h.SuccessRate
+	return r
 }
 
 func oldestAge(h client.EndpointHealth) float64 {
@@ -208,11 +211,12 @@ func oldestAge(h client.EndpointHealth) float64 {
 }
 
 // millis prints a latency in milliseconds, "-" for none.
-func millis(ms *float64) string {
-	if ms == nil {
+func millis(ms nullable.Nullable[float64]) string {
+	v, err := ms.Get()
+	if err != nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.0fms", *ms)
+	return fmt.Sprintf("%.0fms", v)
 }
 
 // cleanerLine says what the cleaner's last run did, and when.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/oapi-codegen/nullable"
 	"io"
 	"log/slog"
 	"net"
@@ -186,12 +187,14 @@ type deadRun struct {
 // The events are made here, one case after another, because the runner's
 // sequence counters are not shared safely between the cases' goroutines.
 func (r *runner) newDeadRun(ctx context.Context, api *hfclient.Client, n int, c DeadReceiverCase, rcv *deadReceiver) (*deadRun, error) {
-	ep, err := api.EndpointCreate(ctx, hfclient.EndpointCreateRequest{
-		URL: rcv.url(), EventTypes: []string{benchEventType}, RecoveryWindow: hfclient.DurationOf(c.Window), AutoReplay: true,
+	r201, err := api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
+		URL: rcv.url(), EventTypes: nullable.NewNullableWithValue([]string{benchEventType}),
+		RecoveryWindow: nullable.NewNullableWithValue(c.Window.String()), AutoReplay: nullable.NewNullableWithValue(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the dead receiver's endpoint: %w", err)
 	}
+	ep := r201.JSON201
 	rcv.serve(ep.Secret)
 	short := fmt.Sprintf("dead%d", n)
 	d := &deadRun{r: r, api: api, name: fmt.Sprintf("case %d (%s)", n, c), c: c, rcv: rcv, endpointID: ep.ID,
@@ -234,18 +237,18 @@ func (d *deadRun) measure(ctx context.Context) (DeadReceiverResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Undelivered, res.Circuit = health.Waiting+health.Delivering, health.Circuit.State
-	dls, err := d.api.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: d.endpointID, Status: hfclient.DeadLetterAll, Limit: 500})
+	res.Undelivered, res.Circuit = health.Waiting+health.Delivering, string(health.Circuit.State)
+	dls, err := d.api.DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &d.endpointID, Status: new(hfclient.DeadLetterListParamsStatusAll), Limit: new(int64(500))})
 	if err != nil {
 		return res, fmt.Errorf("list the dead receiver's dead letters: %w", err)
 	}
 	for _, dl := range dls {
 		res.DeadLetters++
-		res.DeadLetterings += dl.Generation
+		res.DeadLetterings += int(dl.Generation)
 		switch {
-		case dl.Status == hfclient.DeadLetterOpen:
+		case dl.Status == hfclient.DeadLetterStatusOpen:
 			res.OpenDeadLetters++
-		case dl.Status == hfclient.DeadLetterReplayed && dl.ReplayedBy == starter.AutoReplayBy:
+		case dl.Status == hfclient.DeadLetterStatusReplayed && dl.ReplayedBy == starter.AutoReplayBy:
 			res.AutoReplayed++
 		}
 	}
@@ -271,10 +274,11 @@ func (d *deadRun) waitOutage(ctx context.Context, end time.Time) error {
 		if err := d.r.s.checkAlive(); err != nil {
 			return err
 		}
-		h, err := d.api.EndpointStats(ctx, d.endpointID)
+		r, err := d.api.EndpointStatsWithResponse(ctx, d.endpointID)
 		if err != nil {
 			return fmt.Errorf("read the dead receiver's endpoint stats: %w", err)
 		}
+		h := r.JSON200
 		d.r.p.logf("%s: %d attempts during the outage so far; circuit %s, %d dead letters open",
 			d.name, d.rcv.tally().downRequests, h.Circuit.State, h.DeadLettersOpen)
 	}
@@ -287,10 +291,11 @@ func (d *deadRun) waitOutage(ctx context.Context, end time.Time) error {
 func (d *deadRun) settle(ctx context.Context) (hfclient.EndpointHealth, error) {
 	deadline := time.Now().Add(deadSettle)
 	for {
-		h, err := d.api.EndpointStats(ctx, d.endpointID)
+		r, err := d.api.EndpointStatsWithResponse(ctx, d.endpointID)
 		if err != nil {
-			return h, fmt.Errorf("read the dead receiver's endpoint stats: %w", err)
+			return hfclient.EndpointHealth{}, fmt.Errorf("read the dead receiver's endpoint stats: %w", err)
 		}
+		h := *r.JSON200
 		if h.Waiting+h.Delivering+h.DeadLettersOpen == 0 || time.Now().After(deadline) {
 			return h, nil
 		}
@@ -498,9 +503,9 @@ func (d *deadReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // type alone: they subscribe to every type, so hookflow's own events about
 // a scenario's endpoint would otherwise go to them too.
 func (r *runner) narrowFanOut(ctx context.Context, api *hfclient.Client) error {
-	only := []string{fanOutEventType}
+	only := nullable.NewNullableWithValue([]string{fanOutEventType})
 	for _, f := range r.s.fanOut {
-		if _, err := api.EndpointUpdate(ctx, f.endpointID, hfclient.EndpointUpdateRequest{EventTypes: &only}); err != nil {
+		if _, err := api.EndpointUpdateWithResponse(ctx, f.endpointID, hfclient.EndpointUpdate{EventTypes: only}); err != nil {
 			return fmt.Errorf("narrow a fan-out endpoint's event types: %w", err)
 		}
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/oapi-codegen/nullable"
 	"io"
 	"log/slog"
 	"net"
@@ -107,12 +108,14 @@ func (r *runner) flapping(ctx context.Context, rep *FlappingReport, c FlappingCa
 	if err := r.narrowFanOut(ctx, api); err != nil {
 		return err
 	}
-	ep, err := api.EndpointCreate(ctx, hfclient.EndpointCreateRequest{
-		URL: url, EventTypes: []string{benchEventType}, AutoReplay: true, DisableAfter: hfclient.DurationOf(c.DisableAfter),
+	r201, err := api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
+		URL: url, EventTypes: nullable.NewNullableWithValue([]string{benchEventType}), AutoReplay: nullable.NewNullableWithValue(true),
+		DisableAfter: nullable.NewNullableWithValue(c.DisableAfter.String()),
 	})
 	if err != nil {
 		return fmt.Errorf("create the flapping receiver's endpoint: %w", err)
 	}
+	ep := r201.JSON201
 	sc := &scenario{name: "flapping", short: "flap", kind: kindHookflow, wfType: contract.EventWorkflow, evType: benchEventType, endpoint: ep.ID,
 		corr: func(i int) string { return fmt.Sprintf("%s-flap-%03d", r.tag, i%flapLanes) }}
 	specs := make([]eventSpec, flapLanes*flapLaneEvents)
@@ -141,10 +144,11 @@ func (r *runner) flapping(ctx context.Context, rep *FlappingReport, c FlappingCa
 			if !disabledAt.IsZero() {
 				continue
 			}
-			got, err := api.EndpointGet(ctx, ep.ID)
+			gr, err := api.EndpointGetWithResponse(ctx, ep.ID)
 			if err != nil {
 				return fmt.Errorf("read the flapping endpoint: %w", err)
 			}
+			got := gr.JSON200
 			if got.Disabled {
 				disabledAt, atDisabled = time.Now(), rcv.tally().requests
 				rep.Disabled, rep.DisabledReason = true, got.DisabledReason
@@ -201,16 +205,17 @@ func (r *runner) flapLedger(ctx context.Context, rep *FlappingReport, api *hfcli
 		FROM dead_letters WHERE endpoint_id = $1`, endpointID).Scan(&rep.DeadLetters, &rep.DeadLetterings, &rep.DeadLetterAttempts); err != nil {
 		return fmt.Errorf("count the flapping endpoint's dead letters: %w", err)
 	}
-	h, err := api.EndpointStats(ctx, endpointID)
+	sr, err := api.EndpointStatsWithResponse(ctx, endpointID)
 	if err != nil {
 		return fmt.Errorf("read the flapping endpoint's stats: %w", err)
 	}
-	rep.Circuit = h.Circuit.State
+	rep.Circuit = string(sr.JSON200.Circuit.State)
 	if !rep.Disabled {
-		got, err := api.EndpointGet(ctx, endpointID)
+		gr, err := api.EndpointGetWithResponse(ctx, endpointID)
 		if err != nil {
 			return fmt.Errorf("read the flapping endpoint: %w", err)
 		}
+		got := gr.JSON200
 		rep.Disabled, rep.DisabledReason = got.Disabled, got.DisabledReason
 	}
 	return nil

@@ -368,13 +368,13 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 // types, so a pause or a delete touches nothing of another scenario.
 func (x *modelExec) createEndpoints(ctx context.Context) error {
 	for i, sub := range x.sc.Subscribers() {
-		ep, err := x.st.client.EndpointCreate(ctx, hfclient.EndpointCreateRequest{
-			URL: x.st.endpoints.proxyBase + Path(i), EventTypes: sub.EventTypes, Secret: x.st.endpoints.secrets[i],
+		r, err := x.st.client.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
+			URL: x.st.endpoints.proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes), Secret: x.st.endpoints.secrets[i],
 		})
 		if err != nil {
 			return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)
 		}
-		x.endpoints = append(x.endpoints, ep.ID)
+		x.endpoints = append(x.endpoints, r.JSON201.ID)
 	}
 	return nil
 }
@@ -386,7 +386,7 @@ func (x *modelExec) deleteEndpoints(ctx context.Context) {
 		if x.deleted[ep] {
 			continue
 		}
-		if _, err := x.st.client.EndpointDelete(ctx, id); err != nil {
+		if _, err := x.st.client.EndpointDeleteWithResponse(ctx, id); err != nil {
 			x.logger.Warn("delete the scenario's endpoint", "endpoint_id", id, "error", err)
 		}
 	}
@@ -493,7 +493,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 // unanswered or 5xx.
 func (x *modelExec) setDisabled(ctx context.Context, ep int, disabled bool) string {
 	code, _, err := untilAnswered(http.StatusOK, func() error {
-		_, err := x.st.client.EndpointUpdate(ctx, x.endpoints[ep], hfclient.EndpointUpdateRequest{Disabled: &disabled})
+		_, err := x.st.client.EndpointUpdateWithResponse(ctx, x.endpoints[ep], hfclient.EndpointUpdate{Disabled: &disabled})
 		return err
 	})
 	if code == http.StatusOK {
@@ -530,7 +530,10 @@ func (x *modelExec) deleteEndpoint(ctx context.Context, ep int) string {
 	x.mu.Unlock()
 	var res hfclient.EndpointDeleted
 	code, tries, err := untilAnswered(http.StatusOK, func() (err error) {
-		res, err = x.st.client.EndpointDelete(ctx, x.endpoints[ep])
+		r, err := x.st.client.EndpointDeleteWithResponse(ctx, x.endpoints[ep])
+		if err == nil {
+			res = *r.JSON200
+		}
 		return err
 	})
 	deleted := code == http.StatusOK || code == http.StatusNotFound && tries > 1
@@ -570,7 +573,10 @@ func (x *modelExec) void(ctx context.Context, s Step) string {
 	x.mu.Unlock()
 	var res hfclient.CorrelationVoided
 	code, _, err := untilAnswered(http.StatusOK, func() (err error) {
-		res, err = x.st.client.CorrelationSkip(ctx, corr, hfclient.CorrelationSkipRequest{Sequences: s.Order, Note: "operator model: the producer lost it"})
+		r, err := x.st.client.CorrelationSkipWithResponse(ctx, corr, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
+		if err == nil {
+			res = *r.JSON200
+		}
 		return err
 	})
 	if code == 0 {
@@ -610,7 +616,7 @@ func (x *modelExec) void(ctx context.Context, s Step) string {
 // answer.
 func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 	id := x.sc.EventID(k, seq)
-	body := hfclient.EventCreateRequest{
+	body := hfclient.EventCreate{
 		ID: id, CorrelationID: x.sc.CorrelationID(k), Sequence: seq,
 		Type: x.sc.EventType(x.sc.Types[k][seq-1]), Data: map[string]any{"amount": seq},
 	}
@@ -619,7 +625,7 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 	voided := x.rec.Voided[id]
 	x.mu.Unlock()
 	code, _, err := untilAnswered(http.StatusAccepted, func() error {
-		_, err := x.st.client.EventCreate(ctx, body)
+		_, err := x.st.client.Send(ctx, body)
 		return err
 	})
 	p.Code = code
@@ -749,7 +755,7 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 	id, ep := d.EventID, x.endpoints[d.Endpoint]
 	if !p.UI {
 		var before []int
-		req := hfclient.OperatorRequest{Note: "operator model"}
+		req := hfclient.Operator{Note: "operator model"}
 		if p.Named {
 			req.EndpointID = ep
 		} else {
@@ -758,9 +764,15 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 		var err error
 		var act hfclient.OperatorAction
 		if p.Button == "skip" {
-			act, err = x.st.client.DeadLetterSkip(ctx, id, req)
+			var r *hfclient.DeadLetterSkipResponse
+			if r, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, req); err == nil {
+				act = *r.JSON202
+			}
 		} else {
-			act, err = x.st.client.DeadLetterReplay(ctx, id, req)
+			var r *hfclient.DeadLetterReplayResponse
+			if r, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, req); err == nil {
+				act = *r.JSON202
+			}
 		}
 		raw := err
 		code, err := answered(err, http.StatusAccepted)
@@ -786,11 +798,11 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 	fields := map[string]any{}
 	switch p.Input {
 	case InputGeneration, InputStale:
-		dl, err := x.st.client.DeadLetterGet(ctx, id, ep)
+		r, err := x.st.client.DeadLetterGetWithResponse(ctx, id, &hfclient.DeadLetterGetParams{EndpointID: &ep})
 		if err != nil {
 			return fmt.Sprintf("UI %s not sent: no dead letter to read the generation of (%v)", p.Button, err)
 		}
-		g := dl.Generation
+		g := r.JSON200.Generation
 		if p.Input == InputStale {
 			if g < 2 {
 				return fmt.Sprintf("UI %s not sent: dead letter generation %d has no earlier one", p.Button, g)
@@ -1071,11 +1083,11 @@ func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, ge
 		button = "replay"
 	}
 	var err error
-	req := hfclient.OperatorRequest{EndpointID: x.endpoints[ep], Note: "operator model: closing"}
+	req := hfclient.Operator{EndpointID: x.endpoints[ep], Note: "operator model: closing"}
 	if button == "skip" {
-		_, err = x.st.client.DeadLetterSkip(ctx, id, req)
+		_, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, req)
 	} else {
-		_, err = x.st.client.DeadLetterReplay(ctx, id, req)
+		_, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, req)
 	}
 	code, err := answered(err, http.StatusAccepted)
 	x.mu.Lock()

@@ -263,11 +263,11 @@ func (o *observer) readBreaker(ctx context.Context, endpointID string, outages [
 		}
 		b.HeadsAtOutage = append(b.HeadsAtOutage, n)
 	}
-	h, err := st.client.EndpointStats(ctx, endpointID)
+	r, err := st.client.EndpointStatsWithResponse(ctx, endpointID)
 	if err != nil {
 		return nil, fmt.Errorf("read the flapping endpoint's stats: %w", err)
 	}
-	b.FinalState = h.Circuit.State
+	b.FinalState = string(r.JSON200.Circuit.State)
 	return b, nil
 }
 

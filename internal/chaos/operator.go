@@ -340,7 +340,11 @@ func answer(code int, err error) string {
 func (o *operator) waitOpen(ctx context.Context, eventID, endpointID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		d, err := o.st.client.DeadLetterGet(ctx, eventID, endpointID)
+		var d hfclient.DeadLetter
+		r, err := o.st.client.DeadLetterGetWithResponse(ctx, eventID, &hfclient.DeadLetterGetParams{EndpointID: &endpointID})
+		if err == nil {
+			d = *r.JSON200
+		}
 		code, err := answered(err, http.StatusOK)
 		if err == nil && code == http.StatusOK && d.Status == "open" {
 			return nil
@@ -503,17 +507,17 @@ func workflowStatus(s enumspb.WorkflowExecutionStatus) string {
 
 // deadLetters lists the dead letters of an endpoint (every status).
 func (o *operator) deadLetters(ctx context.Context, endpointID string) ([]hfclient.DeadLetter, error) {
-	return o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterAll, Limit: 500})
+	return o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &endpointID, Status: new(hfclient.DeadLetterListParamsStatusAll), Limit: new(int64(500))})
 }
 
 // replay replays every open dead letter of an endpoint, the way an operator
 // would after fixing it, and returns the replayed event ids.
 func (o *operator) replay(ctx context.Context, endpointID string) ([]string, error) {
-	res, err := o.st.client.DeadLetterReplayBatch(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID})
+	r, err := o.st.client.DeadLetterReplayBatchWithResponse(ctx, &hfclient.DeadLetterReplayBatchParams{EndpointID: &endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead letters of %s: %w", endpointID, err)
 	}
-	return res.EventIDs, nil
+	return r.JSON202.EventIDs, nil
 }
 
 // autoReplayGrace is how long the operator leaves a dead letter of the
@@ -530,17 +534,18 @@ const autoReplayGrace = 20 * time.Second
 // pending. It keeps the latter for the checks. It returns the replayed
 // event ids.
 func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]string, error) {
-	h, err := o.st.client.EndpointStats(ctx, endpointID)
+	r, err := o.st.client.EndpointStatsWithResponse(ctx, endpointID)
 	if err != nil {
 		return nil, fmt.Errorf("read the circuit of %s: %w", endpointID, err)
 	}
+	h := r.JSON200
 	waiting := h.Circuit.State != "closed" || h.Circuit.AutoReplayPending
 	return o.replayLeftOver(ctx, endpointID,
 		func(d hfclient.DeadLetter) (bool, bool) {
 			return contract.OutageCaused(d.Reason), waiting || time.Since(d.DeadLetteredAt) < autoReplayGrace
 		},
 		func(d hfclient.DeadLetter) {
-			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: d.Generation, Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt, ReplayedAt: time.Now()})
+			o.leftOpen = append(o.leftOpen, LeftOpen{EventID: d.EventID, Generation: int(d.Generation), Reason: d.Reason, DeadLetteredAt: d.DeadLetteredAt, ReplayedAt: time.Now()})
 		})
 }
 
@@ -549,7 +554,7 @@ func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]str
 // one owed and replayed here was left open, and missed is told of it
 // (under o.mu) for the checks. It returns the replayed event ids.
 func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed func(hfclient.DeadLetter) (owed, wait bool), missed func(hfclient.DeadLetter)) ([]string, error) {
-	dls, err := o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterFilter{EndpointID: endpointID, Status: hfclient.DeadLetterOpen, Limit: 500})
+	dls, err := o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &endpointID, Status: new(hfclient.DeadLetterListParamsStatusOpen), Limit: new(int64(500))})
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters of %s: %w", endpointID, err)
 	}
@@ -561,7 +566,7 @@ func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed f
 		}
 		// A 409 says hookflow's own replay (or a double click) took it
 		// meanwhile.
-		_, err := o.st.client.DeadLetterReplay(ctx, d.EventID, hfclient.OperatorRequest{EndpointID: endpointID, Note: "chaos: operator's replay"})
+		_, err := o.st.client.DeadLetterReplayWithResponse(ctx, d.EventID, hfclient.Operator{EndpointID: endpointID, Note: "chaos: operator's replay"})
 		if code, err := answered(err, http.StatusAccepted); err != nil || code != http.StatusAccepted {
 			continue
 		}
@@ -580,12 +585,12 @@ func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed f
 // when it took it, 409 when the dead letter was replayed or skipped
 // already; the error when none came.
 func (o *operator) press(ctx context.Context, eventID, endpointID, button string) (int, error) {
-	note := hfclient.OperatorRequest{EndpointID: endpointID, Note: "chaos: " + button + " pressed twice at once"}
+	note := hfclient.Operator{EndpointID: endpointID, Note: "chaos: " + button + " pressed twice at once"}
 	var err error
 	if button == "skip" {
-		_, err = o.st.client.DeadLetterSkip(ctx, eventID, note)
+		_, err = o.st.client.DeadLetterSkipWithResponse(ctx, eventID, note)
 	} else {
-		_, err = o.st.client.DeadLetterReplay(ctx, eventID, note)
+		_, err = o.st.client.DeadLetterReplayWithResponse(ctx, eventID, note)
 	}
 	return answered(err, http.StatusAccepted)
 }

@@ -255,10 +255,11 @@ func (r *run) waitQuiet(ctx context.Context) error {
 func (r *run) nextProbe(ctx context.Context) time.Time {
 	var latest time.Time
 	for _, ep := range r.operator.st.endpoints.ids {
-		h, err := r.operator.st.client.EndpointStats(ctx, ep)
-		if err != nil || h.Circuit.State == "closed" {
+		sr, err := r.operator.st.client.EndpointStatsWithResponse(ctx, ep)
+		if err != nil || sr.JSON200.Circuit.State == "closed" {
 			continue
 		}
+		h := sr.JSON200
 		if h.Circuit.NextProbeAt.After(latest) {
 			latest = h.Circuit.NextProbeAt
 		}

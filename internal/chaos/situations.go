@@ -56,7 +56,7 @@ func (o *operator) pause(ctx context.Context, ep int, d time.Duration) {
 	o.pausing.Store(true)
 	disabled := true
 	code := o.untilAnswered(ctx, "disable "+id, 2*time.Minute, func(ctx context.Context) error {
-		_, err := o.st.client.EndpointUpdate(ctx, id, hfclient.EndpointUpdateRequest{Disabled: &disabled})
+		_, err := o.st.client.EndpointUpdateWithResponse(ctx, id, hfclient.EndpointUpdate{Disabled: &disabled})
 		return err
 	})
 	if code != http.StatusOK {
@@ -73,8 +73,10 @@ func (o *operator) pause(ctx context.Context, ep int, d time.Duration) {
 	// left disabled would strand its lanes, which is no finding of the run.
 	enabled, resumed := false, 0
 	code = o.untilAnswered(context.WithoutCancel(ctx), "enable "+id, 5*time.Minute, func(ctx context.Context) error {
-		e, err := o.st.client.EndpointUpdate(ctx, id, hfclient.EndpointUpdateRequest{Disabled: &enabled})
-		resumed += e.ResumedDeadLetters // a repeat finishes what a lost answer began
+		r, err := o.st.client.EndpointUpdateWithResponse(ctx, id, hfclient.EndpointUpdate{Disabled: &enabled})
+		if err == nil {
+			resumed += int(r.JSON200.ResumedDeadLetters) // a repeat finishes what a lost answer began
+		}
 		return err
 	})
 	o.mu.Lock()
@@ -122,8 +124,10 @@ func (o *operator) deleteEndpoint(ctx context.Context, ep int, routedBefore map[
 	tries := 0
 	code := o.untilAnswered(ctx, "delete "+id, 2*time.Minute, func(ctx context.Context) error {
 		tries++
-		out, err := o.st.client.EndpointDelete(ctx, id)
-		skippedDL += out.SkippedDeadLetters
+		r, err := o.st.client.EndpointDeleteWithResponse(ctx, id)
+		if err == nil {
+			skippedDL += int(r.JSON200.SkippedDeadLetters)
+		}
 		if c, _ := answered(err, http.StatusOK); c == http.StatusNotFound && tries > 1 {
 			return nil // a repeat of a delete whose answer was lost
 		}
@@ -132,7 +136,7 @@ func (o *operator) deleteEndpoint(ctx context.Context, ep int, routedBefore map[
 	at := time.Now()
 	sent := o.st.proxy.SeenOf(ep)
 	gone := o.untilAnswered(ctx, "get deleted "+id, time.Minute, func(ctx context.Context) error {
-		_, err := o.st.client.EndpointGet(ctx, id)
+		_, err := o.st.client.EndpointGetWithResponse(ctx, id)
 		return err
 	})
 	o.mu.Lock()
@@ -153,16 +157,16 @@ func (o *operator) deleteEndpoint(ctx context.Context, ep int, routedBefore map[
 // from the void says the sequencer was not told: it is sent again.
 func (o *operator) void(ctx context.Context, corr string, seq int64) {
 	code := o.untilAnswered(ctx, "void "+corr, 2*time.Minute, func(ctx context.Context) error {
-		_, err := o.st.client.CorrelationSkip(ctx, corr, hfclient.CorrelationSkipRequest{Sequences: []int64{seq}, Note: "chaos: the producer lost it"})
+		_, err := o.st.client.CorrelationSkipWithResponse(ctx, corr, hfclient.CorrelationSkip{Sequences: []int64{seq}, Note: "chaos: the producer lost it"})
 		return err
 	})
 	ev := o.wl.Events[slices.IndexFunc(o.wl.Events, func(ev Event) bool { return ev.CorrelationID == corr && ev.Sequence == seq })]
 	post := 0
 	if code == http.StatusOK {
-		body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
+		body := hfclient.EventCreate{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
 			Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
 		post = o.untilAnswered(ctx, "post voided "+ev.ID, 2*time.Minute, func(ctx context.Context) error {
-			_, err := o.st.client.EventCreate(ctx, body)
+			_, err := o.st.client.Send(ctx, body)
 			return err
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/oapi-codegen/nullable"
 	"log/slog"
 	"net"
 	"net/http"
@@ -241,7 +242,7 @@ func (s *stack) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	healthz := func(ctx context.Context) error { _, err := s.client.Healthz(ctx); return err }
+	healthz := func(ctx context.Context) error { _, err := s.client.HealthzWithResponse(ctx); return err }
 	if err := waitHealthy(ctx, apiBase+"/healthz", healthz, time.Minute, s.api.running); err != nil {
 		return fmt.Errorf("api: %w; log %s ends: %s", err, s.api.logPath, tail(s.api.logPath, 3))
 	}
@@ -273,17 +274,18 @@ func (s *stack) start(ctx context.Context) error {
 	s.endpoints.proxyBase = proxyBase
 
 	for i, sub := range cfg.Subscribers {
-		req := hfclient.EndpointCreateRequest{URL: proxyBase + Path(i), EventTypes: sub.EventTypes}
+		req := hfclient.EndpointCreate{URL: proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes)}
 		if i == cfg.Flapping {
-			req.CircuitFailureThreshold, req.AutoReplay = flapThreshold, true
+			req.CircuitFailureThreshold, req.AutoReplay = nullable.NewNullableWithValue[int64](flapThreshold), nullable.NewNullableWithValue(true)
 		}
 		if i == sit.Slow {
-			req.MaxInFlight = slowInFlight
+			req.MaxInFlight = nullable.NewNullableWithValue[int64](slowInFlight)
 		}
-		ep, err := s.client.EndpointCreate(ctx, req)
+		r, err := s.client.EndpointCreateWithResponse(ctx, req)
 		if err != nil {
 			return fmt.Errorf("create endpoint %s: %w", sub.Name, err)
 		}
+		ep := r.JSON201
 		s.endpoints.ids = append(s.endpoints.ids, ep.ID)
 		s.endpoints.secrets = append(s.endpoints.secrets, ep.Secret)
 		db := receiverDatabase(i)
@@ -577,4 +579,13 @@ func (h levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h levelFloor) WithGroup(name string) slog.Handler {
 	return levelFloor{h.Handler.WithGroup(name), h.min}
+}
+
+// eventTypes is a subscriber's event types as an endpoint is created with
+// them: left out (every type) when it has none.
+func eventTypes(types []string) nullable.Nullable[[]string] {
+	if types == nil {
+		return nullable.Nullable[[]string]{}
+	}
+	return nullable.NewNullableWithValue(types)
 }

@@ -336,7 +336,7 @@ func (p *producer) postAll(ctx context.Context, spread time.Duration, deadline t
 
 func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
 	// No endpoint_id: hookflow routes it to every endpoint subscribed to its type.
-	body := hfclient.EventCreateRequest{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
+	body := hfclient.EventCreate{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
 		Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
 	backoff := 200 * time.Millisecond
 	p.mu.Lock()
@@ -346,7 +346,7 @@ func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
 	p.mu.Unlock()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, answer := p.api.EventCreate(pctx, body)
+		_, answer := p.api.Send(pctx, body)
 		cancel()
 		code, err := answered(answer, http.StatusAccepted)
 		p.tries.Add(1)

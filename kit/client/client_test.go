@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oapi-codegen/nullable"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/kit/client"
@@ -78,17 +78,17 @@ func problem(w http.ResponseWriter, status int, body string) {
 	_, _ = io.WriteString(w, body)
 }
 
-func TestEventCreateSendsTheEventWithTheToken(t *testing.T) {
+func TestSendSendsTheEventWithTheToken(t *testing.T) {
 	t.Parallel()
 	s, c := newStub(t, map[string]http.HandlerFunc{
 		"POST /v1/events": reply(http.StatusAccepted, `{"id":"evt-1","state":"waiting"}`),
 	})
-	acc, err := c.EventCreate(context.Background(), client.EventCreateRequest{
+	acc, err := c.Send(context.Background(), client.EventCreate{
 		ID: "evt-1", CorrelationID: "order-42", Sequence: 3, EndpointID: "ep_1", Type: "order.updated",
 		Data: map[string]any{"amount": 10},
 	})
 	require.NoError(t, err)
-	require.Equal(t, client.Accepted{ID: "evt-1", State: client.StateWaiting}, acc)
+	require.Equal(t, client.Accepted{ID: "evt-1", State: client.AcceptedStateWaiting}, acc)
 
 	got := s.last()
 	require.Equal(t, "Bearer "+token, got.header.Get("Authorization"))
@@ -98,7 +98,7 @@ func TestEventCreateSendsTheEventWithTheToken(t *testing.T) {
 	require.JSONEq(t, `{"id":"evt-1","correlation_id":"order-42","sequence":3,"endpoint_id":"ep_1","type":"order.updated","data":{"amount":10}}`, got.body)
 }
 
-func TestEventCreateAgainAnswersTheExistingEvent(t *testing.T) {
+func TestSendAgainAnswersTheExistingEvent(t *testing.T) {
 	t.Parallel()
 	_, c := newStub(t, map[string]http.HandlerFunc{
 		"POST /v1/events": reply(http.StatusOK, `{"id":"evt-1","correlation_id":"order-42","sequence":1,
@@ -106,126 +106,163 @@ func TestEventCreateAgainAnswersTheExistingEvent(t *testing.T) {
 			"deliveries":[{"endpoint_id":"ep_1","state":"delivered","delivered_at":"2026-01-02T03:04:06Z",
 			"attempts":[{"attempt":1,"started_at":"2026-01-02T03:04:05Z","latency_ms":12,"status_code":200,"outcome":"delivered"}]}]}`),
 	})
-	acc, err := c.EventCreate(context.Background(), client.EventCreateRequest{ID: "evt-1", Data: json.RawMessage(`{}`)})
+	acc, err := c.Send(context.Background(), client.EventCreate{ID: "evt-1", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
-	require.Equal(t, client.StateDelivered, acc.State)
-	require.NotNil(t, acc.Existing, "a 200 is the same event again")
-	d, ok := acc.Existing.Delivery("ep_1")
+	require.Equal(t, client.Accepted{ID: "evt-1", State: client.AcceptedStateDelivered,
+		Deliveries: []client.AcceptedDelivery{{EndpointID: "ep_1", State: "delivered"}}}, acc)
+
+	r, err := c.EventCreateWithResponse(context.Background(), client.EventCreate{ID: "evt-1", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.NotNil(t, r.JSON200, "a 200 is the same event again")
+	d, ok := r.JSON200.Delivery("ep_1")
 	require.True(t, ok)
-	require.Len(t, d.Attempts, 1)
-	require.Equal(t, 200, d.Attempts[0].StatusCode)
+	require.EqualValues(t, 200, d.Attempts[0].StatusCode)
 	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), d.DeliveredAt)
 }
 
 func TestProblemIsAnError(t *testing.T) {
 	t.Parallel()
 	_, c := newStub(t, map[string]http.HandlerFunc{
-		"POST /v1/events": func(w http.ResponseWriter, r *http.Request) {
+		"POST /v1/events": func(w http.ResponseWriter, _ *http.Request) {
 			problem(w, http.StatusConflict, `{"type":"https://hookflow.dev/problems/sequence-taken","title":"Sequence already taken",
-				"status":409,"detail":"sequence 2 of correlation c is already taken by another event","instance":"/v1/events",
-				"field":"sequence","high_water_mark":7,"next_sequence":3,"correlation_id":"c"}`)
+				"status":409,"detail":"sequence 2 of order-42 is taken","instance":"/v1/events","field":"sequence","high_water_mark":3}`)
 		},
 	})
-	_, err := c.EventCreate(context.Background(), client.EventCreateRequest{ID: "e", Data: 1})
+	_, err := c.Send(context.Background(), client.EventCreate{ID: "evt-2"})
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, http.StatusConflict, e.Status)
 	require.Equal(t, "https://hookflow.dev/problems/sequence-taken", e.Type)
 	require.Equal(t, "sequence", e.Field)
 	require.Equal(t, "/v1/events", e.Instance)
-	require.JSONEq(t, `7`, string(e.Extensions["high_water_mark"]))
-	require.JSONEq(t, `3`, string(e.Extensions["next_sequence"]))
-	require.NotContains(t, e.Extensions, "field", "members with a field of their own are not extensions")
-	require.Equal(t, "409 Sequence already taken: sequence 2 of correlation c is already taken by another event", err.Error())
-	require.NotContains(t, fmt.Sprintf("%+v %#v", err, err), token)
+	require.JSONEq(t, `3`, string(e.Extensions["high_water_mark"]))
+	require.Equal(t, "409 Sequence already taken: sequence 2 of order-42 is taken", err.Error())
+	require.NotContains(t, err.Error(), token)
 }
 
-func TestTooManyRequestsCarriesRetryAfter(t *testing.T) {
+// TestTooManyRequestsIsRetried: a 429 is sent again after its Retry-After,
+// a bounded number of times, then returned with its RetryAfter.
+func TestTooManyRequestsIsRetried(t *testing.T) {
 	t.Parallel()
-	_, c := newStub(t, map[string]http.HandlerFunc{
+	var mu sync.Mutex
+	n := 0
+	s, c := newStub(t, map[string]http.HandlerFunc{
 		"POST /v1/events": func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Retry-After", "3")
-			problem(w, http.StatusTooManyRequests, `{"type":"https://hookflow.dev/problems/rate-limited","title":"Too Many Requests","status":429}`)
+			mu.Lock()
+			n++
+			first := n == 1
+			mu.Unlock()
+			if first {
+				w.Header().Set("Retry-After", "0")
+				problem(w, http.StatusTooManyRequests, `{"type":"https://hookflow.dev/problems/rate-limited","title":"Too Many Requests","status":429}`)
+				return
+			}
+			reply(http.StatusAccepted, `{"id":"evt-1","state":"waiting"}`)(w, r)
 		},
-		"POST /v1/dead-letters/e/replay": func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Retry-After", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
-			problem(w, http.StatusServiceUnavailable, `{"type":"https://hookflow.dev/problems/temporal-unavailable","title":"Service Unavailable","status":503}`)
+		"GET /v1/events/evt-1": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "0")
+			problem(w, http.StatusTooManyRequests, `{"title":"Too Many Requests","status":429}`)
+		},
+		"GET /v1/events/evt-2": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "120")
+			problem(w, http.StatusTooManyRequests, `{"title":"Too Many Requests","status":429}`)
 		},
 	})
-	_, err := c.EventCreate(context.Background(), client.EventCreateRequest{ID: "e", Data: 1})
+	acc, err := c.Send(context.Background(), client.EventCreate{ID: "evt-1", Data: 1})
+	require.NoError(t, err)
+	require.Equal(t, "evt-1", acc.ID)
+	require.Len(t, s.seen, 2)
+	require.Equal(t, s.seen[0].body, s.seen[1].body, "the body is sent again whole")
+
+	_, err = c.EventGetWithResponse(context.Background(), "evt-1")
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, http.StatusTooManyRequests, e.Status)
-	require.Equal(t, 3*time.Second, e.RetryAfter)
-	require.Equal(t, "429 Too Many Requests", err.Error())
+	require.Len(t, s.seen, 2+4, "one try and three retries")
 
-	_, err = c.DeadLetterReplay(context.Background(), "e", client.OperatorRequest{})
+	_, err = c.EventGetWithResponse(context.Background(), "evt-2")
 	require.ErrorAs(t, err, &e)
-	require.InDelta(t, time.Hour, e.RetryAfter, float64(2*time.Second), "an HTTP date is read too")
+	require.Equal(t, 2*time.Minute, e.RetryAfter, "a wait longer than the client's is the caller's to decide")
+	require.Len(t, s.seen, 2+4+1)
 }
 
 func TestAnswerThatIsNotAProblem(t *testing.T) {
 	t.Parallel()
 	_, c := newStub(t, map[string]http.HandlerFunc{
-		"GET /v1/stats": func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/html")
+		"GET /readyz": reply(http.StatusServiceUnavailable, `{"status":"not_ready","checks":{"postgres":"unavailable","temporal":"ok"}}`),
+		"GET /healthz": func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = io.WriteString(w, "<html>bad gateway</html>")
 		},
 	})
-	_, err := c.Stats(context.Background(), client.StatsParams{})
+	_, err := c.HealthzWithResponse(context.Background())
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
-	require.Equal(t, http.StatusBadGateway, e.Status)
-	require.Equal(t, "Bad Gateway", e.Title)
-	require.Empty(t, e.Type)
-	require.Equal(t, "502 Bad Gateway", err.Error())
+	require.Equal(t, "502 Bad Gateway", e.Error())
+
+	_, err = c.ReadyzWithResponse(context.Background())
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, http.StatusServiceUnavailable, e.Status)
+	var r client.Readiness
+	require.NoError(t, json.Unmarshal(e.Body, &r))
+	require.Equal(t, client.Readiness{Status: client.ReadinessStatusNotReady,
+		Checks: map[string]client.ReadinessChecks{"postgres": client.ReadinessChecksUnavailable, "temporal": client.ReadinessChecksOk}}, r)
 }
 
 func TestNoAnswerIsTheTransportsErrorWrapped(t *testing.T) {
 	t.Parallel()
 	hs := httptest.NewServer(http.NotFoundHandler())
 	base := hs.URL
-	hs.Close() // nothing listens there any more
+	hs.Close()
 	c, err := client.New(base, token)
 	require.NoError(t, err)
-	_, err = c.EventGet(context.Background(), "evt-1")
+	_, err = c.HealthzWithResponse(context.Background())
 	require.Error(t, err)
+	var e *client.Error
+	require.False(t, errors.As(err, &e))
 	var ue *url.Error
 	require.ErrorAs(t, err, &ue, "the transport's error is wrapped")
-	var e *client.Error
-	require.False(t, errors.As(err, &e), "no answer is not an API error")
 	require.NotContains(t, err.Error(), token)
 }
 
-func TestContextEndsTheCall(t *testing.T) {
+func TestEmptyIDSendsNothing(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	_, c := newStub(t, map[string]http.HandlerFunc{
-		"GET /v1/events/slow": func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err := c.EventGet(ctx, "slow")
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	s, c := newStub(t, map[string]http.HandlerFunc{})
+	_, err := c.EventGetWithResponse(context.Background(), "")
+	require.ErrorContains(t, err, "an id in the path is empty")
+	require.Empty(t, s.seen)
 }
 
-func TestReadyzNotReadyGivesItsChecks(t *testing.T) {
+func TestIDsAreOnePathSegment(t *testing.T) {
 	t.Parallel()
-	_, c := newStub(t, map[string]http.HandlerFunc{
-		"GET /readyz": reply(http.StatusServiceUnavailable, `{"status":"not_ready","checks":{"postgres":"unavailable","temporal":"ok"}}`),
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"POST /v1/dead-letters/a%2Fb%3Fc/skip": reply(http.StatusAccepted, `{"event_id":"a/b?c","status":"skipping"}`),
 	})
-	r, err := c.Readyz(context.Background())
-	var e *client.Error
-	require.ErrorAs(t, err, &e)
-	require.Equal(t, http.StatusServiceUnavailable, e.Status)
-	require.Equal(t, client.Readiness{Status: "not_ready", Checks: map[string]string{"postgres": "unavailable", "temporal": "ok"}}, r)
+	r, err := c.DeadLetterSkipWithResponse(context.Background(), "a/b?c", client.Operator{Note: "why"})
+	require.NoError(t, err)
+	require.Equal(t, client.OperatorAction{EventID: "a/b?c", Status: client.OperatorActionStatusSkipping}, *r.JSON202)
+	require.JSONEq(t, `{"note":"why"}`, s.last().body)
+}
+
+// TestEndpointUpdateSays: left out stays, a value sets, null puts the
+// default back; disabled: false is sent.
+func TestEndpointUpdateSays(t *testing.T) {
+	t.Parallel()
+	s, c := newStub(t, map[string]http.HandlerFunc{
+		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, `{"id":"ep_1","url":"https://x.example/h","disabled":true,
+			"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`),
+	})
+	r, err := c.EndpointUpdateWithResponse(context.Background(), "ep_1", client.EndpointUpdate{Disabled: new(false)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"disabled":false}`, s.last().body)
+	require.True(t, r.JSON200.Disabled)
+
+	_, err = c.EndpointUpdateWithResponse(context.Background(), "ep_1", client.EndpointUpdate{
+		RecoveryWindow: nullable.NewNullableWithValue("30s"), Timeout: nullable.NewNullNullable[string](),
+		EventTypes: nullable.NewNullNullable[[]string](), MaxInFlight: nullable.NewNullableWithValue[int64](5),
+	})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"recovery_window":"30s","timeout":null,"event_types":null,"max_in_flight":5}`, s.last().body)
 }
 
 func TestDeadLetterListAllFollowsTheCursor(t *testing.T) {
@@ -240,166 +277,93 @@ func TestDeadLetterListAllFollowsTheCursor(t *testing.T) {
 		},
 	})
 	since := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
-	all, err := c.DeadLetterListAll(context.Background(), client.DeadLetterFilter{
-		CorrelationID: "order-42", EndpointID: "ep_1", Since: since, Status: client.DeadLetterAll, Limit: 1,
+	all, err := c.DeadLetterListAll(context.Background(), client.DeadLetterListParams{
+		CorrelationID: new("order-42"), Since: &since, Status: new(client.DeadLetterListParamsStatusAll), Limit: new(int64(1)),
 	})
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 	require.Equal(t, "a", all[0].EventID)
-	require.Equal(t, 1, all[0].Generation)
 	require.Equal(t, "ops", all[1].SkippedBy)
-	q, err := url.ParseQuery(s.last().query)
-	require.NoError(t, err)
-	require.Equal(t, url.Values{"correlation_id": {"order-42"}, "endpoint_id": {"ep_1"}, "since": {"2026-11-29T18:00:00Z"},
-		"status": {"all"}, "limit": {"1"}, "cursor": {"c1"}}, q)
+	require.Len(t, s.seen, 2)
+	require.Contains(t, s.seen[0].query, "limit=1")
+	require.Contains(t, s.last().query, "cursor=c1")
+	require.NotContains(t, s.seen[0].query, "endpoint_id", "a nil parameter is not sent")
 }
 
-func TestReplayBatchSendsOnlyTheMatch(t *testing.T) {
+func TestNewRefusesWhatCannotWork(t *testing.T) {
 	t.Parallel()
-	s, c := newStub(t, map[string]http.HandlerFunc{
-		"POST /v1/dead-letters/replay": reply(http.StatusAccepted, `{"replayed":2,"event_ids":["a","b"]}`),
-	})
-	res, err := c.DeadLetterReplayBatch(context.Background(), client.DeadLetterFilter{EndpointID: "ep_1", Status: "skipped", Limit: 5, Cursor: "x"})
+	for _, base := range []string{"", "127.0.0.1:8080", "ftp://x.example", "http://", "http://x.example/?a=1"} {
+		_, err := client.New(base, token)
+		require.Error(t, err, base)
+	}
+	_, err := client.New("http://x.example", "")
+	require.Error(t, err)
+	c, err := client.New("http://x.example/api/", token)
 	require.NoError(t, err)
-	require.Equal(t, client.BatchReplay{Replayed: 2, EventIDs: []string{"a", "b"}}, res)
-	require.Equal(t, "endpoint_id=ep_1", s.last().query)
-	require.Empty(t, s.last().body)
-	require.Empty(t, s.last().header.Get("Content-Type"), "no body, no content type")
+	require.Equal(t, "http://x.example/api", c.BaseURL())
 }
 
-func TestIDsAreOnePathSegment(t *testing.T) {
+// TestRetryAfterIsRead: a 503's Retry-After (an HTTP date here) is read
+// too, and a 503 is not sent again.
+func TestRetryAfterIsRead(t *testing.T) {
 	t.Parallel()
 	s, c := newStub(t, map[string]http.HandlerFunc{
-		"POST /v1/dead-letters/a%2Fb%3Fc/skip": reply(http.StatusAccepted, `{"event_id":"a/b?c","status":"skipping"}`),
+		"POST /v1/dead-letters/e/replay": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+			problem(w, http.StatusServiceUnavailable, `{"type":"https://hookflow.dev/problems/temporal-unavailable","title":"Service Unavailable","status":503}`)
+		},
 	})
-	act, err := c.DeadLetterSkip(context.Background(), "a/b?c", client.OperatorRequest{Note: "why"})
-	require.NoError(t, err)
-	require.Equal(t, client.OperatorAction{EventID: "a/b?c", Status: "skipping"}, act)
-	require.JSONEq(t, `{"note":"why"}`, s.last().body)
-
-	n := len(s.seen)
-	_, err = c.EventGet(context.Background(), "")
-	require.EqualError(t, err, "event id is required")
-	require.Len(t, s.seen, n, "an empty id sends nothing")
+	_, err := c.DeadLetterReplayWithResponse(context.Background(), "e", client.Operator{})
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.InDelta(t, time.Hour, e.RetryAfter, float64(2*time.Second), "an HTTP date is read too")
+	require.Len(t, s.seen, 1)
 }
 
-func TestEndpointUpdateSendsOnlyWhatChanges(t *testing.T) {
+func TestContextEndsTheCall(t *testing.T) {
 	t.Parallel()
-	s, c := newStub(t, map[string]http.HandlerFunc{
-		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, `{"id":"ep_1","url":"https://x.example/h","disabled":true,
-			"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`),
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	_, c := newStub(t, map[string]http.HandlerFunc{
+		"GET /v1/events/slow": func(_ http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		},
 	})
-	ep, err := c.EndpointUpdate(context.Background(), "ep_1", client.EndpointUpdateRequest{Disabled: new(false)})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"disabled":false}`, s.last().body)
-	require.True(t, ep.Disabled)
-}
-
-// TestEndpointUpdateEventTypes: left out, the event types are not sent; a
-// pointer to nil sends null (every type); a list is sent as it is.
-func TestEndpointUpdateEventTypes(t *testing.T) {
-	t.Parallel()
-	s, c := newStub(t, map[string]http.HandlerFunc{
-		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, `{"id":"ep_1","url":"https://x.example/h","disabled":false,"event_types":["order.*"],
-			"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`),
-	})
-	ctx := context.Background()
-	u := "https://x.example/h"
-	_, err := c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{URL: &u})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"url":"https://x.example/h"}`, s.last().body)
-	var every []string
-	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{EventTypes: &every})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"event_types":null}`, s.last().body)
-	ep, err := c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{EventTypes: &[]string{"order.*"}})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"event_types":["order.*"]}`, s.last().body)
-	require.Equal(t, []string{"order.*"}, ep.EventTypes)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.EventGetWithResponse(ctx, "slow")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 // TestEndpointSettingsSent: a create sends only the settings set; an
-// update sends each one given, and a pointer to the empty value sends null
-// (the server's, no headers, no limit).
+// update sends each one given, null where it puts the default back.
 func TestEndpointSettingsSent(t *testing.T) {
 	t.Parallel()
 	const ep = `{"id":"ep_1","url":"https://x.example/h","disabled":false,"headers":{"X-Key":"********"},"recovery_window":"10m","rate_limit":5,
-		"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`
+		"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","secret":"whsec_x"}`
 	s, c := newStub(t, map[string]http.HandlerFunc{
 		"POST /v1/endpoints":       reply(http.StatusCreated, ep),
 		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, ep),
 	})
 	ctx := context.Background()
-	created, err := c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://x.example/h",
-		Headers: map[string]string{"X-Key": "k"}, RecoveryWindow: client.DurationOf(10 * time.Minute), RateLimit: 5})
+	r, err := c.EndpointCreateWithResponse(ctx, client.EndpointCreate{URL: "https://x.example/h",
+		Headers: nullable.NewNullableWithValue(map[string]string{"X-Key": "k"}), RecoveryWindow: nullable.NewNullableWithValue((10 * time.Minute).String()),
+		RateLimit: nullable.NewNullableWithValue(5.0)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"url":"https://x.example/h","headers":{"X-Key":"k"},"recovery_window":"10m0s","rate_limit":5}`, s.last().body)
-	require.Equal(t, map[string]string{"X-Key": "********"}, created.Headers)
-	require.Equal(t, "10m", created.RecoveryWindow)
-	require.Equal(t, 5.0, created.RateLimit)
+	require.Equal(t, map[string]string{"X-Key": "********"}, r.JSON201.Headers)
+	require.Equal(t, "10m", r.JSON201.RecoveryWindow)
+	require.Equal(t, 5.0, r.JSON201.RateLimit)
+	require.Equal(t, "whsec_x", r.JSON201.Secret)
 
-	var none map[string]string
-	server, unlimited, timeout := client.Duration(""), client.Rate(0), client.Duration("2s")
-	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{Headers: &none, RecoveryWindow: &server, Timeout: &timeout, RateLimit: &unlimited})
+	_, err = c.EndpointUpdateWithResponse(ctx, "ep_1", client.EndpointUpdate{Headers: nullable.NewNullNullable[map[string]string](),
+		RecoveryWindow: nullable.NewNullNullable[string](), Timeout: nullable.NewNullableWithValue("2s"), RateLimit: nullable.NewNullNullable[float64](),
+		AutoReplay: nullable.NewNullableWithValue(false), CircuitFailureThreshold: nullable.NewNullNullable[int64]()})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"headers":null,"recovery_window":null,"timeout":"2s","rate_limit":null}`, s.last().body)
-
-	_, err = c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://x.example/h", CircuitFailureThreshold: 3, AutoReplay: true, DisableAfter: "48h"})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"url":"https://x.example/h","circuit_failure_threshold":3,"auto_replay":true,"disable_after":"48h"}`, s.last().body)
-	def, off, after := client.Threshold(0), false, client.Duration("")
-	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{CircuitFailureThreshold: &def, AutoReplay: &off, DisableAfter: &after})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"circuit_failure_threshold":null,"auto_replay":false,"disable_after":null}`, s.last().body)
-
-	_, err = c.EndpointCreate(ctx, client.EndpointCreateRequest{URL: "https://x.example/h", CircuitFailureRate: 25, CircuitWindow: "2m", CircuitMinAttempts: 40})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"url":"https://x.example/h","circuit_failure_rate":25,"circuit_window":"2m","circuit_min_attempts":40}`, s.last().body)
-	_, err = c.EndpointUpdate(ctx, "ep_1", client.EndpointUpdateRequest{CircuitFailureRate: &def, CircuitWindow: &after, CircuitMinAttempts: &def})
-	require.NoError(t, err)
-	require.JSONEq(t, `{"circuit_failure_rate":null,"circuit_window":null,"circuit_min_attempts":null}`, s.last().body)
-}
-
-func TestEndpointListAllFollowsTheCursor(t *testing.T) {
-	t.Parallel()
-	s, c := newStub(t, map[string]http.HandlerFunc{
-		"GET /v1/endpoints": func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("cursor") == "" {
-				reply(http.StatusOK, `{"items":[{"id":"ep_a","url":"https://a.example/","event_types":["order.*"]}],"next_cursor":"c1"}`)(w, r)
-				return
-			}
-			reply(http.StatusOK, `{"items":[{"id":"ep_b","url":"https://b.example/"}]}`)(w, r)
-		},
-	})
-	all, err := c.EndpointListAll(context.Background(), client.EndpointListOptions{Limit: 1})
-	require.NoError(t, err)
-	require.Len(t, all, 2)
-	require.Equal(t, []string{"order.*"}, all[0].EventTypes)
-	require.Nil(t, all[1].EventTypes, "every type")
-	require.Equal(t, "cursor=c1&limit=1", s.last().query)
-}
-
-func TestStatsEndpointsAllFollowsTheCursor(t *testing.T) {
-	t.Parallel()
-	s, c := newStub(t, map[string]http.HandlerFunc{
-		"GET /v1/stats/endpoints": func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("cursor") == "" {
-				reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_a","attempts":3}],"next_cursor":"c1"}`)(w, r)
-				return
-			}
-			reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_b"}]}`)(w, r)
-		},
-	})
-	page, err := c.StatsEndpoints(context.Background(), client.StatsEndpointsOptions{Limit: 1})
-	require.NoError(t, err)
-	require.Equal(t, "c1", page.NextCursor)
-	require.Equal(t, "limit=1", s.last().query)
-	all, err := c.StatsEndpointsAll(context.Background(), client.StatsEndpointsOptions{Limit: 1})
-	require.NoError(t, err)
-	require.Len(t, all, 2)
-	require.EqualValues(t, 3, all[0].Attempts)
-	require.Equal(t, "ep_b", all[1].EndpointID)
-	require.Equal(t, "cursor=c1&limit=1", s.last().query)
+	require.JSONEq(t, `{"headers":null,"recovery_window":null,"timeout":"2s","rate_limit":null,"auto_replay":false,"circuit_failure_threshold":null}`, s.last().body)
 }
 
 func TestStatsTop(t *testing.T) {
@@ -409,43 +373,35 @@ func TestStatsTop(t *testing.T) {
 			"blocked_correlations":{"count":0,"top":[]},"cleaner":{"started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z",
 			"payloads_pruned":7,"attempts_deleted":8,"keys_deleted":9}}`),
 	})
-	st, err := c.Stats(context.Background(), client.StatsParams{Top: new(0)})
+	r, err := c.StatsWithResponse(context.Background(), &client.StatsParams{Top: new(int64(0))})
 	require.NoError(t, err)
-	require.Equal(t, "top=0", s.last().query)
-	require.EqualValues(t, 4, st.DeadLettersOpen)
-	require.NotNil(t, st.Cleaner)
-	require.EqualValues(t, 9, st.Cleaner.KeysDeleted)
-	_, err = c.Stats(context.Background(), client.StatsParams{})
+	require.Equal(t, "top=0", s.last().query, "a zero set is sent")
+	require.EqualValues(t, 4, r.JSON200.DeadLettersOpen)
+	require.NotNil(t, r.JSON200.Cleaner)
+	require.EqualValues(t, 9, r.JSON200.Cleaner.KeysDeleted)
+	_, err = c.StatsWithResponse(context.Background(), &client.StatsParams{})
 	require.NoError(t, err)
 	require.Empty(t, s.last().query)
 }
 
-func TestAPIKeys(t *testing.T) {
+func TestStatsEndpointsAllFollowsTheCursor(t *testing.T) {
 	t.Parallel()
 	s, c := newStub(t, map[string]http.HandlerFunc{
-		"POST /v1/api-keys": reply(http.StatusCreated, `{"id":"key_1","name":"billing","scopes":["events:write"],"key":"hfk_x","created_at":"2026-01-02T03:04:05Z"}`),
-		"GET /v1/api-keys":  reply(http.StatusOK, `{"items":[{"id":"key_1","name":"billing","scopes":["events:write"],"created_at":"2026-01-02T03:04:05Z","revoked_at":"2026-01-03T03:04:05Z"}]}`),
+		"GET /v1/stats/endpoints": func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("cursor") == "" {
+				reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_a","attempts":3,"success_rate":0.5}],"next_cursor":"c1"}`)(w, r)
+				return
+			}
+			reply(http.StatusOK, `{"endpoints":[{"endpoint_id":"ep_b","success_rate":null}]}`)(w, r)
+		},
 	})
-	k, err := c.APIKeyCreate(context.Background(), client.APIKeyCreateRequest{Name: "billing", Scopes: []client.Scope{client.ScopeEventsWrite}})
+	all, err := c.StatsEndpointsAll(context.Background(), client.StatsEndpointsParams{Limit: new(int64(1))})
 	require.NoError(t, err)
-	require.Equal(t, "hfk_x", k.Key)
-	require.JSONEq(t, `{"name":"billing","scopes":["events:write"]}`, s.last().body)
-	keys, err := c.APIKeyList(context.Background())
+	require.Len(t, all, 2)
+	require.EqualValues(t, 3, all[0].Attempts)
+	require.Equal(t, 0.5, all[0].SuccessRate.MustGet())
+	require.True(t, all[1].SuccessRate.IsNull(), "no attempts: no rate")
+	q, err := url.ParseQuery(s.last().query)
 	require.NoError(t, err)
-	require.Len(t, keys, 1)
-	require.False(t, keys[0].RevokedAt.IsZero())
-}
-
-func TestNewRefusesWhatCannotWork(t *testing.T) {
-	t.Parallel()
-	for _, base := range []string{"", "127.0.0.1:8080", "ftp://h", "http://", "http://h/?x=1", "://bad"} {
-		_, err := client.New(base, token)
-		require.Error(t, err, base)
-		require.NotContains(t, err.Error(), token)
-	}
-	_, err := client.New("http://127.0.0.1:8080", "")
-	require.Error(t, err)
-	c, err := client.New("https://hooks.example.com/hookflow/", token)
-	require.NoError(t, err)
-	require.Equal(t, "https://hooks.example.com/hookflow", c.BaseURL())
+	require.Equal(t, url.Values{"cursor": {"c1"}, "limit": {"1"}}, q)
 }
