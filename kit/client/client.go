@@ -30,14 +30,16 @@
 //   - Send, the three-line send, and the …All helpers (helpers.go) that
 //     follow a list's cursor to its end.
 //
-//     c, err := client.New("http://127.0.0.1:8080", os.Getenv("HOOKFLOW_API_KEY"))
-//     …
-//     acc, err := c.Send(ctx, client.EventCreate{
-//     ID: "evt-1", CorrelationID: "order-42", Sequence: 1,
-//     EndpointID: "ep_…", Type: "order.updated", Data: map[string]any{"amount": 10},
-//     })
-//     var apiErr *client.Error
-//     if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict { … }
+// For example:
+//
+//	c, err := client.New("http://127.0.0.1:8080", os.Getenv("HOOKFLOW_API_KEY"))
+//	…
+//	acc, err := c.Send(ctx, client.EventCreate{
+//		ID: "evt-1", CorrelationID: "order-42", Sequence: 1,
+//		EndpointID: "ep_…", Type: "order.updated", Data: map[string]any{"amount": 10},
+//	})
+//	var apiErr *client.Error
+//	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict { … }
 package client
 
 import (
