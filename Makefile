@@ -27,7 +27,7 @@ SQLC := bin/sqlc-$(SQLC_VERSION)
 OAPI_CODEGEN_VERSION := v2.8.2
 OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts generate-go-client check-generated node ts-client lint-openapi
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts generate-go-client generate-server check-generated node ts-client lint-openapi
 
 all: build
 
@@ -66,8 +66,8 @@ lint: $(STATICCHECK)
 GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \
 	internal/refreceiver/internal/dbsqlc internal/bench/internal/dbsqlc \
 	clients/typescript/src/schema.ts \
-	kit/client/client.gen.go
-generate: generate-sql generate-ts generate-go-client
+	kit/client/client.gen.go api/apigen/server.gen.go
+generate: generate-sql generate-ts generate-go-client generate-server
 
 # The queries' Go, from schema/queries and each package's queries/ (sqlc.yaml).
 generate-sql: $(SQLC)
@@ -77,6 +77,12 @@ generate-sql: $(SQLC)
 # with kit/client/oapi-codegen.yaml's options and overlay.yaml's Go names.
 generate-go-client: $(OAPI_CODEGEN)
 	cd kit/client && ../../$(OAPI_CODEGEN) -config oapi-codegen.yaml ../../api/openapi.json
+
+# The API's server interface, routes and types (api/apigen), from the same
+# document with api/apigen/oapi-codegen.yaml's options and the client's
+# overlay.
+generate-server: $(OAPI_CODEGEN)
+	cd api/apigen && ../../$(OAPI_CODEGEN) -config oapi-codegen.yaml ../openapi.json
 
 # The TypeScript client's types and operations, from api/openapi.json.
 generate-ts: node

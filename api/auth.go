@@ -19,24 +19,26 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-// Scope is what an API key may do.
-type Scope string
+// Scope is what an API key may do: the document's Scope, and each
+// operation names the one it needs (x-hookflow-scope, operations.go).
+type Scope = wire.Scope
 
 // The scopes of API keys.
 const (
 	// ScopeEventsWrite: POST /v1/events.
-	ScopeEventsWrite Scope = "events:write"
+	ScopeEventsWrite = wire.ScopeEventsWrite
 	// ScopeEventsRead: GET on events, correlations, endpoints, dead letters
 	// and stats.
-	ScopeEventsRead Scope = "events:read"
+	ScopeEventsRead = wire.ScopeEventsRead
 	// ScopeEndpointsWrite: create, patch and rotate endpoints.
-	ScopeEndpointsWrite Scope = "endpoints:write"
+	ScopeEndpointsWrite = wire.ScopeEndpointsWrite
 	// ScopeDeadLettersWrite: replay and skip, single and batch.
-	ScopeDeadLettersWrite Scope = "dead-letters:write"
+	ScopeDeadLettersWrite = wire.ScopeDeadLettersWrite
 	// ScopeAdmin: everything, API keys included.
-	ScopeAdmin Scope = "admin"
+	ScopeAdmin = wire.ScopeAdmin
 )
 
 // Scopes lists every scope.

@@ -7,27 +7,11 @@ import (
 	"slices"
 
 	"github.com/labstack/echo/v4"
+
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-// maxVoided bounds the sequences one void names.
-const maxVoided = 100
-
-// voidRequest voids sequences of a correlation that its producer lost.
-type voidRequest struct {
-	Sequences []int64 `json:"sequences"`
-	Note      string  `json:"note"`
-}
-
-// voidResponse says what a void did: the sequences it voided now, those
-// voided before (a repeat changes nothing of them), and who voided them.
-type voidResponse struct {
-	CorrelationID string  `json:"correlation_id"`
-	Voided        []int64 `json:"voided"`
-	AlreadyVoided []int64 `json:"already_voided"`
-	VoidedBy      string  `json:"voided_by"`
-}
-
-// correlationSkip voids sequences that the producer lost (they never
+// CorrelationSkip voids sequences that the producer lost (they never
 // arrived, and never will): each is stored as a tombstone in its place,
 // recorded with the key's name, when and the note, so that every lane of the
 // correlation moves past it (receivers find it in the skipped_sequences of
@@ -37,30 +21,13 @@ type voidResponse struct {
 // is stored. The sequencer learns of them by a resync (which loads the
 // ledger) before the answer; when that fails the answer is 503, and a repeat
 // of the request, which finds them voided, tells it again.
-func (s *Server) correlationSkip(c echo.Context) error {
-	id := c.Param("id")
-	if p := validKey("id", id); p != nil {
-		return p
-	}
-	var req voidRequest
+func (s *Server) CorrelationSkip(c echo.Context, id wire.Key) error {
+	var req wire.CorrelationSkip
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if len(req.Sequences) == 0 || len(req.Sequences) > maxVoided {
-		p := fieldProblem("sequences", fmt.Sprintf("sequences must list 1 to %d sequence numbers", maxVoided))
-		p.Status = http.StatusUnprocessableEntity
-		return p
-	}
-	for _, seq := range req.Sequences {
-		if seq < 1 {
-			p := fieldProblem("sequences", fmt.Sprintf("sequence %d is not a sequence number (1 or more)", seq))
-			p.Status = http.StatusUnprocessableEntity
-			return p
-		}
-	}
-	if len(req.Note) > 2000 {
-		return fieldProblem("note", "note must be at most 2000 characters")
-	}
+	// The document bounds sequences (1 to 100 of them, each 1 or more):
+	// what stays here is what the ledger knows.
 	ctx := c.Request().Context()
 	by := principalOf(c).name
 	v, err := s.deps.Store.CorrelationVoid(ctx, id, req.Sequences, by, req.Note)
@@ -83,7 +50,9 @@ func (s *Server) correlationSkip(c echo.Context) error {
 		return problem(http.StatusServiceUnavailable, "temporal-unavailable", "Service Unavailable",
 			"the sequences are voided, and the correlation's sequencer could not be told: send the same request again")
 	}
-	resp := voidResponse{CorrelationID: id, Voided: nonNil(v.Voided), AlreadyVoided: nonNil(v.Already), VoidedBy: by}
+	// What the void did: the sequences it voided now, those voided before
+	// (a repeat changes nothing of them), and who voided them.
+	resp := wire.CorrelationVoided{CorrelationID: id, Voided: nonNil(v.Voided), AlreadyVoided: nonNil(v.Already), VoidedBy: by}
 	return c.JSON(http.StatusOK, resp)
 }
 

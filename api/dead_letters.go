@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/signalerr"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
 type deadLetterPage struct {
@@ -35,17 +35,20 @@ const (
 	deadLetterPageMaxIncluded = 20
 )
 
-// deadLetterFilter reads correlation_id, endpoint_id, event_id, since, until (RFC
-// 3339), status (default open; "all" for every row), include (envelope,
-// attempts: comma separated), limit and cursor.
-func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
+// deadLetterFilter is a listing's filter from its parameters, which the
+// document has checked (operations.go): identifiers, status, since and
+// until, limit's bounds. What stays here is what it cannot say: include's
+// list, limit's lower bound when include asks for envelopes or attempts,
+// and a cursor this API returned.
+func deadLetterFilter(q wire.DeadLetterListParams) (store.DeadLetterFilter, *Problem) {
 	f := store.DeadLetterFilter{
-		CorrelationID: c.QueryParam("correlation_id"),
-		EndpointID:    c.QueryParam("endpoint_id"),
-		EventID:       c.QueryParam("event_id"),
-		Status:        c.QueryParam("status"),
+		CorrelationID: deref(q.CorrelationID),
+		EndpointID:    deref(q.EndpointID),
+		EventID:       deref(q.EventID),
+		Since:         q.Since,
+		Until:         q.Until,
 	}
-	if v := c.QueryParam("include"); v != "" {
+	if v := deref(q.Include); v != "" {
 		for _, part := range strings.Split(v, ",") {
 			switch strings.TrimSpace(part) {
 			case "envelope":
@@ -57,55 +60,24 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 			}
 		}
 	}
+	switch status := deref(q.Status); status {
+	case "":
+		f.Status = store.DeadLetterOpen
+	case wire.DeadLetterListParamsStatusAll:
+		f.Status = ""
+	default:
+		f.Status = string(status)
+	}
 	maxLimit := deadLetterPageMax
 	if f.WithEnvelope || f.WithAttempts {
 		maxLimit = deadLetterPageMaxIncluded
 	}
-	f.Limit = min(deadLetterPageDefault, maxLimit)
-	if f.CorrelationID != "" {
-		if p := validKey("correlation_id", f.CorrelationID); p != nil {
-			return f, p
-		}
-	}
-	if f.EndpointID != "" {
-		if p := validKey("endpoint_id", f.EndpointID); p != nil {
-			return f, p
-		}
-	}
-	if f.EventID != "" {
-		if p := validKey("event_id", f.EventID); p != nil {
-			return f, p
-		}
-	}
-	switch f.Status {
-	case "":
-		f.Status = store.DeadLetterOpen
-	case "all":
-		f.Status = ""
-	case store.DeadLetterOpen, store.DeadLetterReplayed, store.DeadLetterSkipped:
-	default:
-		return f, fieldProblem("status", "status must be open, replayed, skipped or all")
-	}
-	for _, tf := range []struct {
-		name string
-		dst  **time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := c.QueryParam(tf.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return f, fieldProblem(tf.name, tf.name+" must be an RFC 3339 time such as 2026-11-29T18:00:00Z")
-			}
-			*tf.dst = &t
-		}
-	}
 	var p *Problem
-	if f.Limit, p = queryLimit(c, f.Limit, maxLimit); p != nil {
-		if maxLimit == deadLetterPageMaxIncluded {
-			p.Detail += " when include asks for envelopes or attempts"
-		}
+	if f.Limit, p = queryLimit(q.Limit, min(deadLetterPageDefault, maxLimit), maxLimit); p != nil {
+		p.Detail += " when include asks for envelopes or attempts"
 		return f, p
 	}
-	if v := c.QueryParam("cursor"); v != "" {
+	if v := deref(q.Cursor); v != "" {
 		t, id, ep, ok := decodeCursor(v)
 		if !ok {
 			return f, fieldProblem("cursor", "cursor is not one this API returned")
@@ -115,18 +87,26 @@ func deadLetterFilter(c echo.Context) (store.DeadLetterFilter, *Problem) {
 	return f, nil
 }
 
-// queryLimit reads a list's limit: def when there is none, else a whole
-// number from 1 to max.
-func queryLimit(c echo.Context, def, max int) (int, *Problem) {
-	v := c.QueryParam("limit")
-	if v == "" {
+// queryLimit is a list's limit: def when there is none. Its bounds in the
+// document are checked already; max is a lower one that depends on the
+// other parameters.
+func queryLimit(limit *int64, def, max int) (int, *Problem) {
+	if limit == nil {
 		return def, nil
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
+	if *limit > int64(max) {
 		return 0, fieldProblem("limit", fmt.Sprintf("limit must be a whole number from 1 to %d", max))
 	}
-	return n, nil
+	return int(*limit), nil
+}
+
+// deref is a parameter's value, or its zero value when it was not sent.
+func deref[T any](v *T) T {
+	var zero T
+	if v == nil {
+		return zero
+	}
+	return *v
 }
 
 func encodeCursor(d store.DeadLetter) string {
@@ -146,8 +126,9 @@ func decodeCursor(v string) (time.Time, string, string, bool) {
 	return t, parts[1], parts[2], err == nil
 }
 
-func (s *Server) deadLetterList(c echo.Context) error {
-	f, p := deadLetterFilter(c)
+// DeadLetterList answers a page of dead letters.
+func (s *Server) DeadLetterList(c echo.Context, q wire.DeadLetterListParams) error {
+	f, p := deadLetterFilter(q)
 	if p != nil {
 		return p
 	}
@@ -169,16 +150,9 @@ func (s *Server) deadLetterList(c echo.Context) error {
 // with none named, the event's one dead letter, or its one open dead letter
 // for an operator's action (open). An event with several, none named, is a
 // 422 that names them.
-func (s *Server) deadLetter(c echo.Context, endpointID string, open bool) (store.DeadLetter, error) {
-	id := c.Param("id")
-	if p := validKey("id", id); p != nil {
-		return store.DeadLetter{}, p
-	}
+func (s *Server) deadLetter(c echo.Context, id, endpointID string, open bool) (store.DeadLetter, error) {
 	ctx := c.Request().Context()
 	if endpointID != "" {
-		if p := validKey("endpoint_id", endpointID); p != nil {
-			return store.DeadLetter{}, p
-		}
 		d, err := s.deps.Store.DeadLetterGet(ctx, id, endpointID)
 		if errors.Is(err, store.ErrNotFound) {
 			return d, problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no dead letter for endpoint "+endpointID)
@@ -220,21 +194,13 @@ func (s *Server) deadLetter(c echo.Context, endpointID string, open bool) (store
 	return store.DeadLetter{}, p
 }
 
-func (s *Server) deadLetterGet(c echo.Context) error {
-	d, err := s.deadLetter(c, c.QueryParam("endpoint_id"), false)
+// DeadLetterGet answers a dead letter, envelope and attempts included.
+func (s *Server) DeadLetterGet(c echo.Context, id wire.Key, q wire.DeadLetterGetParams) error {
+	d, err := s.deadLetter(c, id, deref(q.EndpointID), false)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
-}
-
-// operatorRequest is a replay's or skip's body: the delivery it is for
-// (endpoint_id, which may be left out when the event has one open dead
-// letter) and a skip's note. Who did it is the API key's name, not
-// something the caller says.
-type operatorRequest struct {
-	EndpointID string `json:"endpoint_id"`
-	Note       string `json:"note"`
 }
 
 func notOpen(d store.DeadLetter) *Problem {
@@ -248,18 +214,12 @@ func claimed(d store.DeadLetter) *Problem {
 		fmt.Sprintf("dead letter %d of event %s's delivery to %s was replayed or skipped already", d.Generation, d.EventID, d.EndpointID))
 }
 
-// operatorAction answers a replay or a skip.
-type operatorAction struct {
-	EventID    string `json:"event_id"`
-	EndpointID string `json:"endpoint_id"`
-	Status     string `json:"status"`
-	// SignalUnconfirmed says the signal to the event's workflow failed in a
-	// way that leaves open whether it arrived (a timeout, Temporal
-	// unavailable): the claim stands, and the repair sweep sends it again
-	// if the workflow did not take it. Detail says what failed.
-	SignalUnconfirmed bool   `json:"signal_unconfirmed,omitempty"`
-	Detail            string `json:"detail,omitempty"`
-}
+// operatorAction answers a replay or a skip. Its SignalUnconfirmed says
+// the signal to the event's workflow failed in a way that leaves open
+// whether it arrived (a timeout, Temporal unavailable): the claim stands,
+// and the repair sweep sends it again if the workflow did not take it.
+// Detail says what failed.
+type operatorAction = wire.OperatorAction
 
 // operate claims an operator's action on the dead letter d in the ledger
 // (claim: a compare-and-swap on its generation, so of two concurrent
@@ -275,7 +235,7 @@ type operatorAction struct {
 // out; the action is answered accepted with SignalUnconfirmed, and the
 // repair sweep sends the claimed action again if the workflow still waits
 // on the dead letter (starter.resendLostClaim).
-func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool, error), signal string, arg any, status string) (operatorAction, error) {
+func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool, error), signal string, arg any, status wire.OperatorActionStatus) (operatorAction, error) {
 	ctx := c.Request().Context()
 	act := operatorAction{EventID: d.EventID, EndpointID: d.EndpointID, Status: status}
 	if d.Status != store.DeadLetterOpen {
@@ -326,17 +286,17 @@ func temporalUnavailable(err error) bool {
 func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) (operatorAction, error) {
 	return s.operate(c, d, func() (bool, error) {
 		return s.deps.Store.DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by)
-	}, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: by}, "replaying")
+	}, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: by}, wire.OperatorActionStatusReplaying)
 }
 
-// The body is judged before the dead letter is looked up: bad input is a
+// DeadLetterReplay replays a dead letter. The body is judged before the dead letter is looked up: bad input is a
 // 400 whatever the id names.
-func (s *Server) deadLetterReplay(c echo.Context) error {
-	var req operatorRequest
+func (s *Server) DeadLetterReplay(c echo.Context, id wire.Key) error {
+	var req wire.Operator
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
 	}
-	d, err := s.deadLetter(c, req.EndpointID, true)
+	d, err := s.deadLetter(c, id, req.EndpointID, true)
 	if err != nil {
 		return err
 	}
@@ -347,22 +307,20 @@ func (s *Server) deadLetterReplay(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, act)
 }
 
-func (s *Server) deadLetterSkip(c echo.Context) error {
-	var req operatorRequest
+// DeadLetterSkip gives a dead letter's event up.
+func (s *Server) DeadLetterSkip(c echo.Context, id wire.Key) error {
+	var req wire.Operator
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
 	}
-	if len(req.Note) > 2000 {
-		return fieldProblem("note", "note must be at most 2000 characters")
-	}
-	d, err := s.deadLetter(c, req.EndpointID, true)
+	d, err := s.deadLetter(c, id, req.EndpointID, true)
 	if err != nil {
 		return err
 	}
 	by := principalOf(c).name
 	act, err := s.operate(c, d, func() (bool, error) {
 		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by, req.Note)
-	}, contract.SignalSkip, contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: req.Note}, "skipping")
+	}, contract.SignalSkip, contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: req.Note}, wire.OperatorActionStatusSkipping)
 	if err != nil {
 		return err
 	}
@@ -373,11 +331,11 @@ func (s *Server) deadLetterSkip(c echo.Context) error {
 // the count is always whole.
 const batchReplayListed = 1000
 
-// deadLetterReplayBatch replays every open dead letter matching the filters,
+// DeadLetterReplayBatch replays every open dead letter matching the filters,
 // each lane (correlation, endpoint) in sequence order, a page
 // (RouterConfig.ReplayPageSize) at a time (replayEach).
-func (s *Server) deadLetterReplayBatch(c echo.Context) error {
-	f, p := deadLetterFilter(c)
+func (s *Server) DeadLetterReplayBatch(c echo.Context, q wire.DeadLetterReplayBatchParams) error {
+	f, p := deadLetterFilter(wire.DeadLetterListParams{CorrelationID: q.CorrelationID, EndpointID: q.EndpointID, Since: q.Since, Until: q.Until})
 	if p != nil {
 		return p
 	}
@@ -392,7 +350,7 @@ func (s *Server) deadLetterReplayBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, batchReplay{Replayed: replayed, EventIDs: ids, Truncated: replayed > len(ids)})
+	return c.JSON(http.StatusAccepted, wire.BatchReplay{Replayed: int64(replayed), EventIDs: ids, EventIDsTruncated: replayed > len(ids)})
 }
 
 // replayEach replays, as by, the open dead letters matching f that take
@@ -441,12 +399,4 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 		last := page[len(page)-1]
 		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
 	}
-}
-
-// batchReplay is the answer of a batch replay.
-type batchReplay struct {
-	Replayed int      `json:"replayed"`
-	EventIDs []string `json:"event_ids"`
-	// Truncated says EventIDs lists only the first batchReplayListed.
-	Truncated bool `json:"event_ids_truncated,omitempty"`
 }

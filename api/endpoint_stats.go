@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
 // healthWindow is the span of attempts GET /v1/endpoints/{id}/stats reads.
@@ -106,10 +107,10 @@ const (
 	healthPageMax     = 500
 )
 
-// endpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
+// EndpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
 // that does not exist.
-func (s *Server) endpointStats(c echo.Context) error {
-	ep, err := s.endpoint(c)
+func (s *Server) EndpointStats(c echo.Context, id wire.Key) error {
+	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
 	}
@@ -120,16 +121,16 @@ func (s *Server) endpointStats(c echo.Context) error {
 	return c.JSON(http.StatusOK, healthView(h))
 }
 
-// endpointsStats answers GET /v1/stats/endpoints: a page of the endpoints'
+// StatsEndpoints answers GET /v1/stats/endpoints: a page of the endpoints'
 // health in one query (what `hookflow status` ranks, page after page),
 // each bounded by its sample, with one pass over the page's backlog. Its
 // cursor is opaque, as a page of endpoints' is.
-func (s *Server) endpointsStats(c echo.Context) error {
-	limit, p := queryLimit(c, healthPageDefault, healthPageMax)
+func (s *Server) StatsEndpoints(c echo.Context, q wire.StatsEndpointsParams) error {
+	limit, p := queryLimit(q.Limit, healthPageDefault, healthPageMax)
 	if p != nil {
 		return p
 	}
-	after, p := endpointCursor(c)
+	after, p := endpointCursor(q.Cursor)
 	if p != nil {
 		return p
 	}

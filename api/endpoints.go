@@ -16,6 +16,7 @@ import (
 	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
@@ -110,15 +111,13 @@ func (s *Server) checkURL(u string) *Problem {
 	return nil
 }
 
-func (s *Server) endpointCreate(c echo.Context) error {
+// EndpointCreate registers a receiver URL; the answer carries its secret.
+func (s *Server) EndpointCreate(c echo.Context) error {
 	var req endpointRequest
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if req.URL == nil {
-		return fieldProblem("url", "url is required")
-	}
-	if p := s.checkURL(*req.URL); p != nil {
+	if p := s.checkURL(*req.URL); p != nil { // required by the document
 		return p
 	}
 	if req.Disabled != nil {
@@ -217,11 +216,7 @@ func createSecret(brought *string) (string, error) {
 	return *brought, nil
 }
 
-func (s *Server) endpoint(c echo.Context) (store.Endpoint, error) {
-	id := c.Param("id")
-	if p := validKey("id", id); p != nil {
-		return store.Endpoint{}, p
-	}
+func (s *Server) endpoint(c echo.Context, id string) (store.Endpoint, error) {
 	ep, err := s.deps.Store.EndpointGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return ep, problem(http.StatusNotFound, "not-found", "Not Found", "no endpoint "+id)
@@ -229,25 +224,23 @@ func (s *Server) endpoint(c echo.Context) (store.Endpoint, error) {
 	return ep, err
 }
 
-func (s *Server) endpointGet(c echo.Context) error {
-	ep, err := s.endpoint(c)
+// EndpointGet answers an endpoint, without its secret.
+func (s *Server) EndpointGet(c echo.Context, id wire.Key) error {
+	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, endpointView(c, ep, false))
 }
 
-func (s *Server) endpointUpdate(c echo.Context) error {
-	ep, err := s.endpoint(c)
+func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
+	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
 	}
 	var req endpointRequest
 	if err := s.decode(c, &req); err != nil {
 		return err
-	}
-	if req.Secret != nil {
-		return fieldProblem("secret", "secret is set at creation only: POST /v1/endpoints/{id}/rotate-secret for a new one")
 	}
 	types, typesSet, typesErr := req.eventTypes()
 	if req.URL == nil && req.Disabled == nil && req.URLPathPublic == nil && !typesSet && !req.endpointSettings.any() {
@@ -333,15 +326,15 @@ type urlChangeView struct {
 	HeadersReplaced bool      `json:"headers_replaced"`
 }
 
-// endpointURLChanges lists the endpoint's URL changes, newest first
+// EndpointURLChanges lists the endpoint's URL changes, newest first
 // (admin): the audit of who pointed it where. Bounded as a page of
 // endpoints is.
-func (s *Server) endpointURLChanges(c echo.Context) error {
-	limit, p := queryLimit(c, endpointPageDefault, endpointPageMax)
+func (s *Server) EndpointURLChanges(c echo.Context, id wire.Key, q wire.EndpointURLChangesParams) error {
+	limit, p := queryLimit(q.Limit, endpointPageDefault, endpointPageMax)
 	if p != nil {
 		return p
 	}
-	ep, err := s.endpoint(c)
+	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
 	}
@@ -370,8 +363,10 @@ func (s *Server) resumeEndpoint(c echo.Context, endpointID string) (int, error) 
 	return s.replayEach(c, f, contract.EndpointEnabledBy, func(d store.DeadLetter) bool { return contract.DisablingCaused(d.Reason) })
 }
 
-func (s *Server) endpointRotate(c echo.Context) error {
-	ep, err := s.endpoint(c)
+// EndpointRotateSecret gives the endpoint a new signing secret; the old one
+// keeps signing for RouterConfig.SecretGrace.
+func (s *Server) EndpointRotateSecret(c echo.Context, id wire.Key) error {
+	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
 	}
@@ -386,25 +381,15 @@ func (s *Server) endpointRotate(c echo.Context) error {
 	return c.JSON(http.StatusOK, endpointView(c, ep, true))
 }
 
-// deletedResponse answers a delete: the endpoint, when and by whom, and how
-// many of its open dead letters it skipped (the sweep skips any it could
-// not, and any written while it ran).
-type deletedResponse struct {
-	ID                 string `json:"id"`
-	Deleted            bool   `json:"deleted"`
-	DeletedBy          string `json:"deleted_by"`
-	SkippedDeadLetters int    `json:"skipped_dead_letters"`
-}
-
-// endpointDelete deletes an endpoint for good (endpoints:write): routing to
+// EndpointDelete deletes an endpoint for good (endpoints:write): routing to
 // it stops at once, and it answers 404 from then on, to every route. Its
 // deliveries still open end skipped, recorded with who deleted it: its open
 // dead letters here (a skip of each, as an operator's, noted "endpoint
 // deleted"), the rest as each comes to its attempt, which sends nothing.
 // The dead letter rows stay, skipped, for the audit. Its lanes then hold
 // nothing back at the other endpoints (they never did) nor in its own.
-func (s *Server) endpointDelete(c echo.Context) error {
-	ep, err := s.endpoint(c)
+func (s *Server) EndpointDelete(c echo.Context, id wire.Key) error {
+	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
 	}
@@ -420,7 +405,10 @@ func (s *Server) endpointDelete(c echo.Context) error {
 		// Deleted all the same: the sweep skips what is left.
 		s.deps.Logger.Warn("skip a deleted endpoint's dead letters; the sweep finishes", "endpoint_id", ep.ID, "skipped", n, "error", err)
 	}
-	return c.JSON(http.StatusOK, deletedResponse{ID: ep.ID, Deleted: true, DeletedBy: by, SkippedDeadLetters: n})
+	// The endpoint, by whom, and how many of its open dead letters it
+	// skipped (the sweep skips any it could not, and any written while it
+	// ran).
+	return c.JSON(http.StatusOK, wire.EndpointDeleted{ID: ep.ID, Deleted: true, DeletedBy: by, SkippedDeadLetters: int64(n)})
 }
 
 type endpointPage struct {
@@ -435,8 +423,8 @@ const (
 
 // endpointCursor is the endpoint id a page in id order starts after: the
 // cursor query parameter decoded ("" without one).
-func endpointCursor(c echo.Context) (string, *Problem) {
-	v := c.QueryParam("cursor")
+func endpointCursor(cursor *string) (string, *Problem) {
+	v := deref(cursor)
 	if v == "" {
 		return "", nil
 	}
@@ -447,15 +435,15 @@ func endpointCursor(c echo.Context) (string, *Problem) {
 	return string(b), nil
 }
 
-// endpointList is a page of endpoints in id order. Its cursor is opaque
+// EndpointList is a page of endpoints in id order. Its cursor is opaque
 // (the last id of the page, encoded), so the order may change later
 // without breaking a client's loop.
-func (s *Server) endpointList(c echo.Context) error {
-	limit, p := queryLimit(c, endpointPageDefault, endpointPageMax)
+func (s *Server) EndpointList(c echo.Context, q wire.EndpointListParams) error {
+	limit, p := queryLimit(q.Limit, endpointPageDefault, endpointPageMax)
 	if p != nil {
 		return p
 	}
-	after, p := endpointCursor(c)
+	after, p := endpointCursor(q.Cursor)
 	if p != nil {
 		return p
 	}

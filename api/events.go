@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
@@ -87,7 +88,7 @@ type restarts struct {
 	Reason string    `json:"reason"`
 }
 
-// eventCreate accepts an event and routes it: to the endpoint it names, or
+// EventCreate accepts an event and routes it: to the endpoint it names, or
 // else to every endpoint subscribed to its type (event_types) now, disabled
 // ones included (paused: the event waits in their lanes);
 // the routing is stored with the event, so a later change of subscription
@@ -96,7 +97,7 @@ type restarts struct {
 // (202, state "queued") and the starter's sweep starts it later. An event
 // nobody subscribes to is accepted all the same (deliveries: [], unrouted:
 // true): it still takes its place in its correlation's order.
-func (s *Server) eventCreate(c echo.Context) error {
+func (s *Server) EventCreate(c echo.Context) error {
 	var req intake.Request
 	if err := s.decode(c, &req); err != nil {
 		return err
@@ -266,11 +267,8 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	return c.JSON(status, resp)
 }
 
-func (s *Server) eventGet(c echo.Context) error {
-	id := c.Param("id")
-	if p := validKey("id", id); p != nil {
-		return p
-	}
+// EventGet answers an event: its state, and each delivery's.
+func (s *Server) EventGet(c echo.Context, id wire.Key) error {
 	ev, err := s.deps.Store.EventGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no event "+id)
@@ -297,24 +295,17 @@ type attemptPage struct {
 	NextCursor string          `json:"next_cursor,omitempty"`
 }
 
-// eventAttempts answers GET /v1/events/{id}/deliveries/{endpoint_id}/attempts:
+// EventAttempts answers GET /v1/events/{id}/deliveries/{endpoint_id}/attempts:
 // a page of the delivery's attempts, oldest first, limit and cursor as the
 // other lists take them; 404 when the event has no delivery to the
 // endpoint. Its cursor is opaque (the last attempt's row ID).
-func (s *Server) eventAttempts(c echo.Context) error {
-	id, endpointID := c.Param("id"), c.Param("endpoint_id")
-	if p := validKey("id", id); p != nil {
-		return p
-	}
-	if p := validKey("endpoint_id", endpointID); p != nil {
-		return p
-	}
-	limit, p := queryLimit(c, attemptPageDefault, attemptPageMax)
+func (s *Server) EventAttempts(c echo.Context, id, endpointID wire.Key, q wire.EventAttemptsParams) error {
+	limit, p := queryLimit(q.Limit, attemptPageDefault, attemptPageMax)
 	if p != nil {
 		return p
 	}
 	var after int64
-	if v := c.QueryParam("cursor"); v != "" {
+	if v := deref(q.Cursor); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
 		n, perr := strconv.ParseInt(string(b), 10, 64)
 		if err != nil || perr != nil || n < 1 {
@@ -389,17 +380,13 @@ const sequencerQueryTimeout = 2 * time.Second
 // lane; parked_more says when more wait.
 const maxLaneParked = 100
 
-// correlationGet reports where a correlation stands, lane by lane, as its
+// CorrelationGet reports where a correlation stands, lane by lane, as its
 // sequencer sees it (or the ledger, when none answers): for each endpoint
 // the sequence it delivers next, the one released, what is parked behind
 // it (the ledger's open deliveries), and what holds it (the released
 // delivery's state, or "missing" when an earlier sequence has not
 // arrived).
-func (s *Server) correlationGet(c echo.Context) error {
-	id := c.Param("id")
-	if p := validKey("id", id); p != nil {
-		return p
-	}
+func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
 	ctx := c.Request().Context()
 	load, err := s.deps.Store.CorrelationLoadOf(ctx, id, maxLaneParked)
 	if err != nil {

@@ -8,38 +8,24 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-type keyCreateRequest struct {
-	Name   *string  `json:"name"`
-	Scopes []string `json:"scopes"`
-}
-
-// keyCreated is the one answer that shows a key.
-type keyCreated struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Scopes    []string  `json:"scopes"`
-	Key       string    `json:"key"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// keyCreate makes an API key and shows it once; only its hash is kept.
-func (s *Server) keyCreate(c echo.Context) error {
-	var req keyCreateRequest
+// APIKeyCreate makes an API key and shows it once; only its hash is kept.
+func (s *Server) APIKeyCreate(c echo.Context) error {
+	var req wire.APIKeyCreate
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
 		return fieldProblem("name", "name is required: who or what uses the key (it is the by of its replays and skips)")
 	}
-	name := strings.TrimSpace(*req.Name)
 	// The name is the by of the key's replays and skips, read in terminals
 	// and logs: no control or format characters.
 	if len(name) > 100 || printable.String(name) != name {
@@ -51,16 +37,11 @@ func (s *Server) keyCreate(c echo.Context) error {
 		p.Field = "name"
 		return p
 	}
-	if len(req.Scopes) == 0 {
-		return fieldProblem("scopes", "scopes must name at least one of "+scopeList())
-	}
+	// The document requires one scope or more, each one it lists.
 	var scopes []string
 	for _, sc := range req.Scopes {
-		if !slices.Contains(Scopes(), Scope(sc)) {
-			return fieldProblem("scopes", "unknown scope "+sc+"; scopes are "+scopeList())
-		}
-		if !slices.Contains(scopes, sc) {
-			scopes = append(scopes, sc)
+		if !slices.Contains(scopes, string(sc)) {
+			scopes = append(scopes, string(sc))
 		}
 	}
 	key, id, err := newKey()
@@ -72,7 +53,12 @@ func (s *Server) keyCreate(c echo.Context) error {
 		return err
 	}
 	s.deps.Logger.Info("api key created", "key_id", k.ID, "name", k.Name, "scopes", k.Scopes, "by", principalOf(c).name)
-	return c.JSON(http.StatusCreated, keyCreated{ID: k.ID, Name: k.Name, Scopes: k.Scopes, Key: key, CreatedAt: k.CreatedAt})
+	// The one answer that shows a key.
+	created := wire.APIKeyCreated{ID: k.ID, Name: k.Name, Key: key, CreatedAt: k.CreatedAt}
+	for _, sc := range k.Scopes {
+		created.Scopes = append(created.Scopes, Scope(sc))
+	}
+	return c.JSON(http.StatusCreated, created)
 }
 
 // reservedPrefix starts the names hookflow acts under itself (its
@@ -84,14 +70,6 @@ const reservedPrefix = "hookflow"
 func reservedName(name string) bool {
 	n := strings.ToLower(name)
 	return n == bootstrapName || strings.HasPrefix(n, reservedPrefix)
-}
-
-func scopeList() string {
-	var s []string
-	for _, sc := range Scopes() {
-		s = append(s, string(sc))
-	}
-	return strings.Join(s, ", ")
 }
 
 // keyBytes is a key's randomness, keyTextLen its length in base64url.
@@ -109,7 +87,8 @@ func newKey() (key, id string, err error) {
 	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:keyBytes]), "key_" + strings.ToLower(base64.RawURLEncoding.EncodeToString(b[keyBytes:])), nil
 }
 
-func (s *Server) keyList(c echo.Context) error {
+// APIKeyList answers every API key, revoked ones included.
+func (s *Server) APIKeyList(c echo.Context) error {
 	keys, err := s.deps.Store.APIKeyList(c.Request().Context())
 	if err != nil {
 		return err
@@ -120,13 +99,9 @@ func (s *Server) keyList(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"items": keys})
 }
 
-// keyRevoke revokes a key; from the next request on, every API process
+// APIKeyRevoke revokes a key; from the next request on, every API process
 // refuses it.
-func (s *Server) keyRevoke(c echo.Context) error {
-	id := c.Param("id")
-	if p := validKey("id", id); p != nil {
-		return p
-	}
+func (s *Server) APIKeyRevoke(c echo.Context, id wire.Key) error {
 	k, err := s.deps.Store.APIKeyRevoke(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no API key "+id)

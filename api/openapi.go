@@ -11,11 +11,12 @@ import (
 //go:embed openapi.json
 var openAPIDoc []byte
 
-// OpenAPIDocument returns the OpenAPI 3.1 description of this API. A test
-// walks the router and the handlers' statuses against it, so it stays true.
+// OpenAPIDocument returns the OpenAPI 3.1 description of this API: the
+// source its routes, parameters, types and checks are generated or read
+// from (apigen, operations.go).
 func OpenAPIDocument() []byte { return bytes.Clone(openAPIDoc) }
 
-// openAPI serves the document; no token needed, it holds no secrets.
-func (s *Server) openAPI(c echo.Context) error {
+// Openapi serves the document; no token needed, it holds no secrets.
+func (s *Server) Openapi(c echo.Context) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openAPIDoc)
 }

@@ -50,6 +50,10 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		switch {
 		case errors.As(err, &p):
 		case errors.As(err, &he):
+			if pp, ok := parameterProblem(he); ok {
+				p = pp
+				break
+			}
 			p = problem(he.Code, "http-"+fmt.Sprint(he.Code), http.StatusText(he.Code), fmt.Sprint(he.Message))
 			switch he.Code {
 			case http.StatusRequestEntityTooLarge:

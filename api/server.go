@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/hookflow/hookflow/api/apigen"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
@@ -171,46 +172,20 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits("post events", cfg.EventsPerSecond, cfg.EventsBurst),
 		reads: newRateLimits("read", cfg.ReadsPerSecond, cfg.ReadsBurst), failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst)}
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/openapi.json", s.openAPI)
-
-	// Auth wraps every request, not the /v1 group: group middleware and
-	// RouteNotFound register catch-all routes that make Echo answer 404
-	// where 405 is due; Echo's own 404 and 405 go through the error handler.
-	// Tracing wraps auth so a refused request shows in the trace too.
+	// Auth wraps every request, before routing's middleware: group
+	// middleware and RouteNotFound register catch-all routes that make Echo
+	// answer 404 where 405 is due; Echo's own 404 and 405 go through the
+	// error handler. Tracing wraps auth so a refused request shows in the
+	// trace too.
 	e.Use(traceRequests)
 	e.Use(s.auth)
-	// Every route names the scope it needs (README, "Security"); every GET
-	// is rate-limited per key after its scope is checked (read, and the
-	// admin's listing of keys).
-	v1 := e.Group("/v1")
-	read := func(h echo.HandlerFunc) echo.HandlerFunc { return require(ScopeEventsRead)(s.reads.limit(h)) }
-	endpoints, deadLetters := require(ScopeEndpointsWrite), require(ScopeDeadLettersWrite)
-	v1.POST("/endpoints", s.endpointCreate, endpoints)
-	v1.GET("/endpoints", s.endpointList, read)
-	v1.GET("/endpoints/:id", s.endpointGet, read)
-	v1.GET("/endpoints/:id/stats", s.endpointStats, read)
-	v1.PATCH("/endpoints/:id", s.endpointUpdate, endpoints)
-	v1.POST("/endpoints/:id/rotate-secret", s.endpointRotate, endpoints)
-	v1.DELETE("/endpoints/:id", s.endpointDelete, endpoints)
-	v1.POST("/events", s.eventCreate, require(ScopeEventsWrite), s.limits.limit)
-	v1.GET("/events/:id", s.eventGet, read)
-	v1.GET("/events/:id/deliveries/:endpoint_id/attempts", s.eventAttempts, read)
-	v1.GET("/correlations/:id", s.correlationGet, read)
-	v1.POST("/correlations/:id/skip", s.correlationSkip, deadLetters)
-	v1.GET("/dead-letters", s.deadLetterList, read)
-	v1.POST("/dead-letters/replay", s.deadLetterReplayBatch, deadLetters)
-	v1.GET("/dead-letters/:id", s.deadLetterGet, read)
-	v1.POST("/dead-letters/:id/replay", s.deadLetterReplay, deadLetters)
-	v1.POST("/dead-letters/:id/skip", s.deadLetterSkip, deadLetters)
-	v1.GET("/stats", s.stats, read)
-	v1.GET("/stats/endpoints", s.endpointsStats, read)
-	admin := require(ScopeAdmin)
-	v1.POST("/api-keys", s.keyCreate, admin)
-	v1.GET("/api-keys", s.keyList, admin, s.reads.limit)
-	v1.DELETE("/api-keys/:id", s.keyRevoke, admin)
-	v1.GET("/endpoints/:id/url-changes", s.endpointURLChanges, admin, s.reads.limit)
+	// The routes are the document's (apigen), each behind the scope the
+	// document names for it and its parameters' checks (operations.go).
+	ops, err := loadOperations(openAPIDoc)
+	if err != nil {
+		return nil, err
+	}
+	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.operationMiddlewares(ops)})
 	return s, nil
 }
 
@@ -248,7 +223,7 @@ func (s *Server) decode(c echo.Context, dst any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "unexpected data after the JSON value")
 	}
-	return nil
+	return checkBody(c, body)
 }
 
 // decodeOptional is decode for bodies that may be empty: an empty body
@@ -315,15 +290,16 @@ func encodeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func (s *Server) healthz(c echo.Context) error {
+// Healthz is 200 while the process serves.
+func (s *Server) Healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 200 when Postgres answers. Temporal being down is reported as
+// Readyz is 200 when Postgres answers. Temporal being down is reported as
 // "degraded" but still 200: the API keeps accepting events (they wait as
 // queued and start when Temporal is back), so it must stay in rotation.
 // Postgres down is 503: nothing can be accepted without the ledger.
-func (s *Server) readyz(c echo.Context) error {
+func (s *Server) Readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{"postgres": "ok", "temporal": "ok"}

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/apicheck"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 )
@@ -147,7 +148,9 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 		logs: &syncBuffer{}, token: testToken(),
 	}
 	b.server = b.newServer(t, cfg)
-	hs := httptest.NewServer(b.server.Handler())
+	ch, err := answers()
+	require.NoError(t, err)
+	hs := httptest.NewServer(ch.Handler(t, b.server.Handler()))
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 
@@ -251,3 +254,7 @@ func requireProblem(t *testing.T, resp *http.Response, body string, status int, 
 	}
 	return p
 }
+
+// answers reads openapi.json once for the test servers, which hold every
+// answer they give to it (apicheck).
+var answers = sync.OnceValues(func() (*apicheck.Checker, error) { return apicheck.New(api.OpenAPIDocument()) })

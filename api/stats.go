@@ -3,71 +3,22 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
 // statsTopBlocked bounds the blocked correlations GET /v1/stats lists.
 const statsTopBlocked = 10
 
-// StatsResponse is the body of GET /v1/stats: the ledger at a glance.
-type StatsResponse struct {
-	Queued              int64          `json:"queued"`
-	InFlight            int64          `json:"in_flight"`
-	DeliveredLast5m     int64          `json:"delivered_last_5m"`
-	DeadLettersOpen     int64          `json:"dead_letters_open"`
-	OldestLagSeconds    float64        `json:"oldest_lag_seconds"`
-	BlockedCorrelations BlockedSummary `json:"blocked_correlations"`
-	// Endpoints are the same figures per endpoint (endpoints are few;
-	// correlations never become labels or rows here).
-	Endpoints []EndpointStats `json:"endpoints"`
-	// Cleaner is the cleaner's last run (by any API process); absent
-	// before the first.
-	Cleaner *store.CleanerRun `json:"cleaner,omitempty"`
-}
-
-// EndpointStats are one endpoint's deliveries at a glance.
-type EndpointStats struct {
-	EndpointID       string  `json:"endpoint_id"`
-	Waiting          int64   `json:"waiting"`
-	Delivering       int64   `json:"delivering"`
-	DeliveredLast5m  int64   `json:"delivered_last_5m"`
-	DeadLettersOpen  int64   `json:"dead_letters_open"`
-	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
-}
-
-// BlockedSummary counts the blocked correlations and lists the longest
-// blocked ones.
-type BlockedSummary struct {
-	Count int64                `json:"count"`
-	Top   []BlockedCorrelation `json:"top"`
-}
-
-// BlockedCorrelation is a lane (correlation, endpoint) whose next delivery
-// holds others back.
-type BlockedCorrelation struct {
-	CorrelationID   string  `json:"correlation_id"`
-	EndpointID      string  `json:"endpoint_id"`
-	NextSequence    int64   `json:"next_sequence"`
-	BlockedBy       string  `json:"blocked_by"`
-	BlockingEventID string  `json:"blocking_event_id,omitempty"`
-	Parked          int64   `json:"parked"`
-	AgeSeconds      float64 `json:"age_seconds"`
-}
-
-// stats answers GET /v1/stats. Lag per correlation is here, bounded to the
+// Stats answers GET /v1/stats. Lag per correlation is here, bounded to the
 // top few, rather than a metric label (correlation IDs are unbounded).
-func (s *Server) stats(c echo.Context) error {
+func (s *Server) Stats(c echo.Context, q wire.StatsParams) error {
 	limit := statsTopBlocked
-	if v := c.QueryParam("top"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 100 {
-			return fieldProblem("top", "top must be a whole number from 0 to 100")
-		}
-		limit = n
+	if q.Top != nil {
+		limit = int(*q.Top)
 	}
 	ctx := c.Request().Context()
 	sm, err := s.deps.Store.StatsSummary(ctx)
@@ -78,18 +29,21 @@ func (s *Server) stats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := StatsResponse{
-		Queued: sm.Queued, InFlight: sm.InFlight, DeliveredLast5m: sm.DeliveredLast5m,
+	// The endpoints' figures are per endpoint (endpoints are few;
+	// correlations never become labels or rows here).
+	resp := wire.Stats{
+		Queued: sm.Queued, InFlight: sm.InFlight, DeliveredLast5M: sm.DeliveredLast5m,
 		DeadLettersOpen: sm.DeadLettersOpen, OldestLagSeconds: sm.OldestLagSeconds,
-		BlockedCorrelations: BlockedSummary{Count: total, Top: []BlockedCorrelation{}},
-		Endpoints:           []EndpointStats{},
+		BlockedCorrelations: wire.BlockedSummary{Count: total, Top: []wire.BlockedCorrelation{}},
+		Endpoints:           []wire.EndpointStats{},
 	}
 	for _, e := range sm.ByEndpoint {
-		resp.Endpoints = append(resp.Endpoints, EndpointStats{EndpointID: e.EndpointID, Waiting: e.Waiting, Delivering: e.Delivering,
-			DeliveredLast5m: e.DeliveredRecently, DeadLettersOpen: e.DeadLettersOpen, OldestLagSeconds: e.LagSeconds})
+		resp.Endpoints = append(resp.Endpoints, wire.EndpointStats{EndpointID: e.EndpointID, Waiting: e.Waiting, Delivering: e.Delivering,
+			DeliveredLast5M: e.DeliveredRecently, DeadLettersOpen: e.DeadLettersOpen, OldestLagSeconds: e.LagSeconds})
 	}
 	if run, err := s.deps.Store.CleanerRunLast(ctx); err == nil {
-		resp.Cleaner = &run
+		resp.Cleaner = &wire.CleanerRun{StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, PayloadsPruned: run.PayloadsPruned,
+			AttemptsDeleted: run.AttemptsDeleted, KeysDeleted: run.KeysDeleted, Error: deref(run.Error)}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -97,8 +51,8 @@ func (s *Server) stats(c echo.Context) error {
 		if i >= limit {
 			break
 		}
-		bc := BlockedCorrelation{
-			CorrelationID: b.CorrelationID, EndpointID: b.EndpointID, NextSequence: b.NextSequence, BlockedBy: b.BlockedBy,
+		bc := wire.BlockedCorrelation{
+			CorrelationID: b.CorrelationID, EndpointID: b.EndpointID, NextSequence: b.NextSequence, BlockedBy: wire.BlockedCorrelationBlockedBy(b.BlockedBy),
 			Parked: b.Parked, AgeSeconds: b.AgeSeconds,
 		}
 		if b.BlockingEventID != nil {

@@ -148,7 +148,7 @@ func TestSubscriptionCap(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+b.cfg.APIToken)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := b.checked().Do(req)
 		if err != nil {
 			return answer{err: err}
 		}

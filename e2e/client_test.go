@@ -20,7 +20,7 @@ import (
 // newClient is the kit's client of b's API, authenticated with token.
 func (b *bundle) newClient(token string) *client.Client {
 	b.t.Helper()
-	c, err := client.New(b.apiURL, token)
+	c, err := client.New(b.apiURL, token, client.WithHTTPClient(b.checked()))
 	require.NoError(b.t, err)
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/apicheck"
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
@@ -155,6 +158,18 @@ func (b *bundle) startWorker() sdkworker.Worker {
 // id makes an identifier unique to this test (sequencers are namespace-wide).
 func (b *bundle) id(s string) string { return b.prefix + "-" + s }
 
+// checked is an HTTP client of the API that holds every answer it gets to
+// openapi.json (apicheck): a status the operation does not document, or a
+// body that is not its schema, fails the test.
+func (b *bundle) checked() *http.Client {
+	ch, err := answers()
+	require.NoError(b.t, err)
+	return &http.Client{Transport: ch.Transport(b.t, nil), Timeout: time.Minute}
+}
+
+// answers reads openapi.json for checked, once.
+var answers = sync.OnceValues(func() (*apicheck.Checker, error) { return apicheck.New(api.OpenAPIDocument()) })
+
 // call sends a JSON request to the API with the bootstrap token and decodes
 // the JSON answer into out (when not nil); it returns the status code.
 func (b *bundle) call(method, path string, body any, out any) int {
@@ -177,7 +192,7 @@ func (b *bundle) callAs(token, method, path string, body any, out any) int {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.checked().Do(req)
 	require.NoError(b.t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)

@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
+	"github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/schema"
 )
 
@@ -162,11 +162,11 @@ func TestOpsMetricsAndStats(t *testing.T) {
 	b.waitState(dlCorr+"-1", contract.StateDeadLettered, 30*time.Second)
 	b.waitState(dlCorr+"-2", contract.StateWaiting, 30*time.Second)
 
-	var st api.StatsResponse
+	var st client.Stats
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/stats", nil, &st))
 	require.EqualValues(t, 0, st.Queued)
 	require.EqualValues(t, 1, st.InFlight, "%+v", st)
-	require.EqualValues(t, 1, st.DeliveredLast5m)
+	require.EqualValues(t, 1, st.DeliveredLast5M)
 	require.EqualValues(t, 1, st.DeadLettersOpen)
 	require.Greater(t, st.OldestLagSeconds, 0.0)
 	require.EqualValues(t, 1, st.BlockedCorrelations.Count)
@@ -174,7 +174,7 @@ func TestOpsMetricsAndStats(t *testing.T) {
 	top := st.BlockedCorrelations.Top[0]
 	require.Equal(t, dlCorr, top.CorrelationID)
 	require.EqualValues(t, 1, top.NextSequence)
-	require.Equal(t, string(contract.StateDeadLettered), top.BlockedBy)
+	require.Equal(t, string(contract.StateDeadLettered), string(top.BlockedBy))
 	require.Equal(t, dlCorr+"-1", top.BlockingEventID)
 	require.EqualValues(t, 1, top.Parked)
 	require.Greater(t, top.AgeSeconds, 0.0)

@@ -37,7 +37,7 @@ func TestReadsRateLimitedPerKey(t *testing.T) {
 		req, err := http.NewRequest(http.MethodGet, b.apiURL+path, nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := b.checked().Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)

@@ -87,7 +87,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+b.cfg.APIToken)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+producerTrace+"-"+producerSpan+"-01")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.checked().Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)

@@ -1013,12 +1013,12 @@ type BlockedSummary struct {
 
 // CleanerRun the cleaner's last run, by any API process; absent before the first
 type CleanerRun struct {
-	AttemptsDeleted int64     `json:"attempts_deleted,omitempty,omitzero"`
+	AttemptsDeleted int64     `json:"attempts_deleted"`
 	Error           string    `json:"error,omitempty,omitzero"`
-	FinishedAt      time.Time `json:"finished_at,omitempty,omitzero"`
-	KeysDeleted     int64     `json:"keys_deleted,omitempty,omitzero"`
-	PayloadsPruned  int64     `json:"payloads_pruned,omitempty,omitzero"`
-	StartedAt       time.Time `json:"started_at,omitempty,omitzero"`
+	FinishedAt      time.Time `json:"finished_at"`
+	KeysDeleted     int64     `json:"keys_deleted"`
+	PayloadsPruned  int64     `json:"payloads_pruned"`
+	StartedAt       time.Time `json:"started_at"`
 }
 
 // URLChange defines model for URLChange.

@@ -771,12 +771,12 @@ export interface components {
             /** @description the cleaner's last run, by any API process; absent before the first */
             cleaner?: {
                 /** Format: date-time */
-                started_at?: string;
+                started_at: string;
                 /** Format: date-time */
-                finished_at?: string;
-                payloads_pruned?: number;
-                attempts_deleted?: number;
-                keys_deleted?: number;
+                finished_at: string;
+                payloads_pruned: number;
+                attempts_deleted: number;
+                keys_deleted: number;
                 error?: string;
             };
             /** @description the same figures per endpoint */
