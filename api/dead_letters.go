@@ -18,11 +18,6 @@ import (
 	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-type deadLetterPage struct {
-	Items      []store.DeadLetter `json:"items"`
-	NextCursor string             `json:"next_cursor,omitempty"`
-}
-
 // A page of dead letters has a response budget: each row's envelope may be
 // as large as the API's body limit (1 MiB by default), so a page carries
 // envelopes and attempts only when include asks for them, and is then
@@ -136,9 +131,9 @@ func (s *Server) DeadLetterList(c echo.Context, q wire.DeadLetterListParams) err
 	if err != nil {
 		return err
 	}
-	page := deadLetterPage{Items: items}
-	if page.Items == nil {
-		page.Items = []store.DeadLetter{}
+	page := wire.DeadLetterPage{Items: make([]wire.DeadLetter, 0, len(items))}
+	for _, d := range items {
+		page.Items = append(page.Items, deadLetterView(d))
 	}
 	if len(items) == f.Limit {
 		page.NextCursor = encodeCursor(items[len(items)-1])
@@ -200,7 +195,7 @@ func (s *Server) DeadLetterGet(c echo.Context, id wire.Key, q wire.DeadLetterGet
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, deadLetterView(d))
 }
 
 func notOpen(d store.DeadLetter) *Problem {
@@ -399,4 +394,18 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 		last := page[len(page)-1]
 		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
 	}
+}
+
+// deadLetterView is a dead letter as the API shows it: its envelope and
+// attempts when they were read (a page leaves them out unless include asks).
+func deadLetterView(d store.DeadLetter) wire.DeadLetter {
+	v := wire.DeadLetter{EventID: d.EventID, CorrelationID: d.CorrelationID, Sequence: d.Sequence, EndpointID: d.EndpointID,
+		Envelope: d.Envelope, AttemptCount: int64(d.AttemptCount), Reason: d.Reason, FirstFailureAt: deref(d.FirstFailureAt),
+		DeadLetteredAt: d.DeadLetteredAt, Generation: int64(d.Generation), Status: wire.DeadLetterStatus(d.Status),
+		ReplayedAt: deref(d.ReplayedAt), ReplayedBy: deref(d.ReplayedBy), ReplayCount: int64(d.ReplayCount),
+		SkippedBy: deref(d.SkippedBy), SkippedAt: deref(d.SkippedAt), SkipNote: deref(d.SkipNote)}
+	if d.Attempts != nil {
+		v.Attempts = attemptsView(d.Attempts)
+	}
+	return v
 }

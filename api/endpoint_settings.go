@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
 // An endpoint's delivery settings (issue 24), as POST and PATCH
@@ -377,30 +378,13 @@ func FormatDuration(d time.Duration) string {
 	return s
 }
 
-// settingsView is what the API shows of an endpoint's settings: the header
-// names with their values redacted, and the settings that are set (one left
-// out is the server's).
-type settingsView struct {
-	Headers        map[string]string `json:"headers,omitempty"`
-	RecoveryWindow string            `json:"recovery_window,omitempty"`
-	Timeout        string            `json:"timeout,omitempty"`
-	RateLimit      float64           `json:"rate_limit,omitempty"`
-	// CircuitFailureThreshold, DisableAfter and the failure rate's
-	// settings are left out when they are the defaults; AutoReplay is
-	// always shown.
-	CircuitFailureThreshold int    `json:"circuit_failure_threshold,omitempty"`
-	AutoReplay              bool   `json:"auto_replay"`
-	DisableAfter            string `json:"disable_after,omitempty"`
-	CircuitFailureRate      int    `json:"circuit_failure_rate,omitempty"`
-	CircuitWindow           string `json:"circuit_window,omitempty"`
-	CircuitMinAttempts      int    `json:"circuit_min_attempts,omitempty"`
-	// MaxInFlight is always shown, as the cap in force (the default when
-	// none is set): a slow receiver's operator looks for it.
-	MaxInFlight int `json:"max_in_flight"`
-}
-
-func viewSettings(st store.Settings) settingsView {
-	var v settingsView
+// viewSettings shows an endpoint's settings in v: the header names with
+// their values redacted, and the settings that are set (one left out is
+// the server's). CircuitFailureThreshold, DisableAfter and the failure
+// rate's settings are left out when they are the defaults; AutoReplay is
+// always shown, and MaxInFlight too, as the cap in force (the default when
+// none is set): a slow receiver's operator looks for it.
+func viewSettings(v *wire.Endpoint, st store.Settings) {
 	if len(st.Headers) > 0 {
 		v.Headers = make(map[string]string, len(st.Headers))
 		for name := range st.Headers {
@@ -414,14 +398,13 @@ func viewSettings(st store.Settings) settingsView {
 		v.Timeout = FormatDuration(st.Timeout)
 	}
 	v.RateLimit = st.RateLimit
-	v.CircuitFailureThreshold, v.AutoReplay = st.CircuitFailureThreshold, st.AutoReplay
+	v.CircuitFailureThreshold, v.AutoReplay = int64(st.CircuitFailureThreshold), st.AutoReplay
 	if st.DisableAfter > 0 {
 		v.DisableAfter = FormatDuration(st.DisableAfter)
 	}
-	v.CircuitFailureRate, v.CircuitMinAttempts = st.CircuitFailureRate, st.CircuitMinAttempts
-	v.MaxInFlight = st.InFlightCap()
+	v.CircuitFailureRate, v.CircuitMinAttempts = int64(st.CircuitFailureRate), int64(st.CircuitMinAttempts)
+	v.MaxInFlight = int64(st.InFlightCap())
 	if st.CircuitWindow > 0 {
 		v.CircuitWindow = FormatDuration(st.CircuitWindow)
 	}
-	return v
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/client"
 )
 
 // TestEndpointStats: GET /v1/endpoints/{id}/stats answers the endpoint's
@@ -46,20 +47,20 @@ func TestEndpointStats(t *testing.T) {
 	}
 	resp, body = get(b.endpointID, b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	var got api.EndpointHealthResponse
+	var got client.EndpointHealth
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	require.EqualValues(t, 3, got.Attempts)
-	require.Equal(t, api.AttemptOutcomes{Delivered: 1, Retry: 2}, got.Outcomes)
-	require.InDelta(t, 1.0/3, *got.SuccessRate, 1e-9)
-	require.InDelta(t, 15, *got.LatencyP50MS, 1e-9)
-	require.InDelta(t, 98.3, *got.LatencyP99MS, 1e-9)
+	require.Equal(t, client.AttemptOutcomes{Delivered: 1, Retry: 2}, got.Outcomes)
+	require.InDelta(t, 1.0/3, got.SuccessRate.MustGet(), 1e-9)
+	require.InDelta(t, 15, got.LatencyP50Ms.MustGet(), 1e-9)
+	require.InDelta(t, 98.3, got.LatencyP99Ms.MustGet(), 1e-9)
 	require.EqualValues(t, 1, got.Waiting)
 	require.NotNil(t, got.OldestUndelivered, body)
 	require.Equal(t, "evt_1", got.OldestUndelivered.EventID)
 	require.Equal(t, "order-1", got.OldestUndelivered.CorrelationID)
 	require.EqualValues(t, 1, got.OldestUndelivered.Sequence)
 	require.EqualValues(t, "waiting", got.OldestUndelivered.State)
-	require.Equal(t, api.CircuitView{State: "closed", FailureThreshold: 5}, got.Circuit)
+	require.Equal(t, client.CircuitState{State: client.CircuitStateStateClosed, FailureThreshold: 5}, got.Circuit)
 	require.Zero(t, got.Throttled, "no rate limit: never throttled")
 
 	// Three reservations under a rate limit of 1/s: the first sends at
@@ -75,14 +76,14 @@ func TestEndpointStats(t *testing.T) {
 	}
 	resp, body = get(b.endpointID, b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	got = api.EndpointHealthResponse{}
+	got = client.EndpointHealth{}
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	require.EqualValues(t, 2, got.Throttled, body)
-	require.Equal(t, "open", got.Circuit.State)
-	require.Equal(t, 5, got.Circuit.ConsecutiveFailures)
-	require.NotNil(t, got.Circuit.FailingSince)
-	require.NotNil(t, got.Circuit.OpenedAt)
-	require.NotNil(t, got.Circuit.NextProbeAt)
+	require.Equal(t, client.CircuitStateStateOpen, got.Circuit.State)
+	require.EqualValues(t, 5, got.Circuit.ConsecutiveFailures)
+	require.NotZero(t, got.Circuit.FailingSince)
+	require.NotZero(t, got.Circuit.OpenedAt)
+	require.NotZero(t, got.Circuit.NextProbeAt)
 
 	resp, body = get("nosuch_1", b.bearer())
 	p := requireProblem(t, resp, body, http.StatusNotFound, "")

@@ -67,41 +67,38 @@ func (r endpointRequest) eventTypes() (list []string, set bool, err error) {
 	return list, true, err
 }
 
-type endpointResponse struct {
-	ID                string     `json:"id"`
-	URL               string     `json:"url"`
-	URLPathPublic     bool       `json:"url_path_public"`
-	Secret            string     `json:"secret,omitempty"`
-	Disabled          bool       `json:"disabled"`
-	DisabledReason    *string    `json:"disabled_reason,omitempty"`
-	EventTypes        []string   `json:"event_types,omitempty"`
-	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
-	settingsView
-	// Resumed counts the dead letters a PATCH that enabled the endpoint
-	// replayed: those its being disabled caused.
-	Resumed   int       `json:"resumed_dead_letters,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
 // endpointView is what the API shows of an endpoint. Its URL may carry a
 // token in its query string (for receivers that cannot check signatures)
 // or in its path (Slack- and Discord-style URLs): only the endpoint's
 // management (endpoints:write, admin) sees it whole, anyone else
 // (events:read) sees it without query, fragment and userinfo, and without
 // its path unless the endpoint says its path is public.
-func endpointView(c echo.Context, e store.Endpoint, withSecret bool) endpointResponse {
+func endpointView(c echo.Context, e store.Endpoint) wire.Endpoint {
 	u := e.URL
 	if !principalOf(c).can(ScopeEndpointsWrite) {
 		u = redact.RawURL(u, e.Settings.URLPathPublic)
 	}
-	r := endpointResponse{ID: e.ID, URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: e.DisabledReason, EventTypes: e.EventTypes,
-		settingsView: viewSettings(e.Settings), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
-	if withSecret {
-		r.Secret = e.Secret
+	v := wire.Endpoint{ID: e.ID, URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: deref(e.DisabledReason),
+		EventTypes: e.EventTypes, PreviousSecretExpiresAt: deref(e.PreviousExpiresAt(time.Now())), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	viewSettings(&v, e.Settings)
+	return v
+}
+
+// endpointWithSecret is the view that shows the signing secret: the answer
+// of a create and of a rotation. The document makes it the view and the
+// secret (allOf), which it is here too: the view's JSON, read back with
+// the secret beside it.
+func endpointWithSecret(c echo.Context, e store.Endpoint) (wire.EndpointWithSecret, error) {
+	var v wire.EndpointWithSecret
+	raw, err := json.Marshal(endpointView(c, e))
+	if err != nil {
+		return v, err
 	}
-	r.PreviousExpiresAt = e.PreviousExpiresAt(time.Now())
-	return r
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, err
+	}
+	v.Secret = e.Secret
+	return v, nil
 }
 
 func (s *Server) checkURL(u string) *Problem {
@@ -154,7 +151,11 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, endpointView(c, ep, true))
+	view, err := endpointWithSecret(c, ep)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, view)
 }
 
 // checkOperationalSubscribers refuses event types that subscribe endpoint
@@ -230,7 +231,7 @@ func (s *Server) EndpointGet(c echo.Context, id wire.Key) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(c, ep, false))
+	return c.JSON(http.StatusOK, endpointView(c, ep))
 }
 
 func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
@@ -280,7 +281,7 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 	if err != nil {
 		return err
 	}
-	view := endpointView(c, ep, false)
+	view := endpointView(c, ep)
 	if req.Disabled != nil && !*req.Disabled {
 		// Its old failures would disable it again at the next one (and
 		// keep its circuit open): it starts afresh, and an open circuit's
@@ -293,9 +294,11 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 		if err := s.deps.Store.CircuitReset(c.Request().Context(), ep.ID, ep.Settings.AutoReplay); err != nil {
 			return err
 		}
-		if view.Resumed, err = s.resumeEndpoint(c, ep.ID); err != nil {
+		resumed, err := s.resumeEndpoint(c, ep.ID)
+		if err != nil {
 			return err
 		}
+		view.ResumedDeadLetters = int64(resumed)
 	}
 	return c.JSON(http.StatusOK, view)
 }
@@ -314,18 +317,6 @@ func headersOriginProblem() *Problem {
 	return p
 }
 
-// urlChangeView is a change of an endpoint's URL as the API shows it (to
-// admin keys): who and when, and the URLs before and after, redacted as a
-// read-only key is shown them.
-type urlChangeView struct {
-	ChangedAt       time.Time `json:"changed_at"`
-	ChangedBy       string    `json:"changed_by"`
-	ChangedByKeyID  string    `json:"changed_by_key_id"`
-	OldURL          string    `json:"old_url"`
-	NewURL          string    `json:"new_url"`
-	HeadersReplaced bool      `json:"headers_replaced"`
-}
-
 // EndpointURLChanges lists the endpoint's URL changes, newest first
 // (admin): the audit of who pointed it where. Bounded as a page of
 // endpoints is.
@@ -342,11 +333,11 @@ func (s *Server) EndpointURLChanges(c echo.Context, id wire.Key, q wire.Endpoint
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Items []urlChangeView `json:"items"`
-	}{Items: make([]urlChangeView, 0, len(changes))}
+	// Who and when, and the URLs before and after, redacted as a read-only
+	// key is shown them.
+	out := wire.URLChangePage{Items: make([]wire.URLChange, 0, len(changes))}
 	for _, ch := range changes {
-		out.Items = append(out.Items, urlChangeView{ChangedAt: ch.At, ChangedBy: ch.By.Name, ChangedByKeyID: ch.By.ID,
+		out.Items = append(out.Items, wire.URLChange{ChangedAt: ch.At, ChangedBy: ch.By.Name, ChangedByKeyID: ch.By.ID,
 			OldURL: ch.OldURL, NewURL: ch.NewURL, HeadersReplaced: ch.HeadersReplaced})
 	}
 	return c.JSON(http.StatusOK, out)
@@ -378,7 +369,11 @@ func (s *Server) EndpointRotateSecret(c echo.Context, id wire.Key) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointView(c, ep, true))
+	view, err := endpointWithSecret(c, ep)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, view)
 }
 
 // EndpointDelete deletes an endpoint for good (endpoints:write): routing to
@@ -409,11 +404,6 @@ func (s *Server) EndpointDelete(c echo.Context, id wire.Key) error {
 	// skipped (the sweep skips any it could not, and any written while it
 	// ran).
 	return c.JSON(http.StatusOK, wire.EndpointDeleted{ID: ep.ID, Deleted: true, DeletedBy: by, SkippedDeadLetters: int64(n)})
-}
-
-type endpointPage struct {
-	Items      []endpointResponse `json:"items"`
-	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
 const (
@@ -453,13 +443,13 @@ func (s *Server) EndpointList(c echo.Context, q wire.EndpointListParams) error {
 	if err != nil {
 		return err
 	}
-	page := endpointPage{Items: make([]endpointResponse, 0, min(len(eps), limit))}
+	page := wire.EndpointPage{Items: make([]wire.Endpoint, 0, min(len(eps), limit))}
 	if len(eps) > limit {
 		eps = eps[:limit]
 		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(eps[limit-1].ID))
 	}
 	for _, e := range eps {
-		page.Items = append(page.Items, endpointView(c, e, false))
+		page.Items = append(page.Items, endpointView(c, e))
 	}
 	return c.JSON(http.StatusOK, page)
 }

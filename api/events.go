@@ -22,51 +22,13 @@ import (
 // startTimeout bounds the workflow start inside a POST /v1/events.
 const startTimeout = 3 * time.Second
 
-type eventResponse struct {
-	ID            string `json:"id"`
-	CorrelationID string `json:"correlation_id"`
-	Sequence      int64  `json:"sequence"`
-	Type          string `json:"type"`
-	// State is how the deliveries stand together (contract.Aggregate).
-	State      contract.State `json:"state"`
-	AcceptedAt time.Time      `json:"accepted_at"`
-	// Unrouted says that no endpoint took the event (routedNowhere).
-	Unrouted   bool               `json:"unrouted"`
-	Deliveries []deliveryResponse `json:"deliveries"`
-	// Restarts says how often a sweep or a replay had to start the event's
-	// workflow again (an operator terminated it in the Web UI, say), when
-	// last and why.
-	Restarts *restarts `json:"restarts,omitempty"`
-}
-
-// deliveryResponse is one endpoint the event was routed to at acceptance.
-type deliveryResponse struct {
-	EndpointID  string         `json:"endpoint_id"`
-	State       contract.State `json:"state"`
-	ReleasedAt  *time.Time     `json:"released_at,omitempty"`
-	DeliveredAt *time.Time     `json:"delivered_at,omitempty"`
-	// Attempts are its last eventAttemptsListed attempts, oldest first;
-	// AttemptCount counts them all, and GET
-	// /v1/events/{id}/deliveries/{endpoint_id}/attempts pages through them.
-	Attempts     []store.Attempt `json:"attempts"`
-	AttemptCount int64           `json:"attempt_count"`
-	// DeadLetter is the delivery's dead letter, when it has one.
-	DeadLetter *deadLetterRef `json:"dead_letter,omitempty"`
-}
-
-type deadLetterRef struct {
-	Generation int32  `json:"generation"`
-	Status     string `json:"status"`
-}
-
-// acceptedResponse answers a new event: its state and where it was routed.
-type acceptedResponse struct {
-	ID    string         `json:"id"`
-	State contract.State `json:"state"`
-	// Unrouted says that no endpoint took the event (routedNowhere).
-	Unrouted   bool               `json:"unrouted"`
-	Deliveries []acceptedDelivery `json:"deliveries"`
-}
+// An event's answer (wire.Event) has its State, how its deliveries stand
+// together (contract.Aggregate); Unrouted when no endpoint took it
+// (routedNowhere); each delivery's last eventAttemptsListed attempts,
+// oldest first, with AttemptCount counting them all (GET
+// /v1/events/{id}/deliveries/{endpoint_id}/attempts pages through them);
+// and Restarts: how often a sweep or a replay had to start its workflow
+// again (an operator terminated it in the Web UI, say), when last and why.
 
 // routedNowhere reports an event that no endpoint took: it names none, and
 // none subscribed to its type when it was accepted. Its state says
@@ -76,17 +38,6 @@ type acceptedResponse struct {
 // it (EventsPruneKeys), so none means none were routed; the ledger reads
 // "routed" the same way (EventMarkStarted).
 func routedNowhere(deliveries int) bool { return deliveries == 0 }
-
-type acceptedDelivery struct {
-	EndpointID string         `json:"endpoint_id"`
-	State      contract.State `json:"state"`
-}
-
-type restarts struct {
-	Count  int32     `json:"count"`
-	LastAt time.Time `json:"last_at"`
-	Reason string    `json:"reason"`
-}
 
 // EventCreate accepts an event and routes it: to the endpoint it names, or
 // else to every endpoint subscribed to its type (event_types) now, disabled
@@ -148,12 +99,13 @@ func (s *Server) EventCreate(c echo.Context) error {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
 		state = contract.StateQueued
 	}
-	resp := acceptedResponse{ID: stored.ID, State: state, Unrouted: routedNowhere(len(stored.Endpoints)), Deliveries: []acceptedDelivery{}}
+	// A new event's answer: its state and where it was routed.
+	resp := wire.Accepted{ID: stored.ID, State: wire.AcceptedState(state), Unrouted: routedNowhere(len(stored.Endpoints)), Deliveries: []wire.AcceptedDelivery{}}
 	for _, ep := range stored.Endpoints {
-		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{EndpointID: ep, State: state})
+		resp.Deliveries = append(resp.Deliveries, wire.AcceptedDelivery{EndpointID: ep, State: string(state)})
 	}
 	if len(stored.Endpoints) == 0 && state == contract.StateWaiting {
-		resp.State = contract.StateDelivered // nothing to deliver, and its place taken
+		resp.State = wire.AcceptedState(contract.StateDelivered) // nothing to deliver, and its place taken
 	}
 	return c.JSON(http.StatusAccepted, resp)
 }
@@ -236,9 +188,9 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 }
 
 func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
-	resp := eventResponse{
+	resp := wire.Event{
 		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
-		State: ev.State, AcceptedAt: ev.AcceptedAt, Unrouted: routedNowhere(len(ev.Deliveries)), Deliveries: []deliveryResponse{},
+		State: wire.State(ev.State), AcceptedAt: ev.AcceptedAt, Unrouted: routedNowhere(len(ev.Deliveries)), Deliveries: []wire.Delivery{},
 	}
 	// One query for every delivery's last attempts, however many endpoints
 	// the event went to and however often each was tried.
@@ -247,22 +199,18 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 		return err
 	}
 	for _, d := range ev.Deliveries {
-		attempts := last[d.EndpointID]
-		if attempts == nil {
-			attempts = []store.Attempt{}
-		}
-		dr := deliveryResponse{EndpointID: d.EndpointID, State: d.State, ReleasedAt: d.ReleasedAt, DeliveredAt: d.DeliveredAt,
-			Attempts: attempts, AttemptCount: int64(d.Attempts)}
+		dr := wire.Delivery{EndpointID: d.EndpointID, State: wire.State(d.State), ReleasedAt: deref(d.ReleasedAt), DeliveredAt: deref(d.DeliveredAt),
+			Attempts: attemptsView(last[d.EndpointID]), AttemptCount: int64(d.Attempts)}
 		if ev.State == contract.StateQueued {
-			dr.State = contract.StateQueued
+			dr.State = wire.State(contract.StateQueued)
 		}
 		if d.DeadLetterGeneration > 0 {
-			dr.DeadLetter = &deadLetterRef{Generation: d.DeadLetterGeneration, Status: d.DeadLetterStatus}
+			dr.DeadLetter = &wire.DeadLetterRef{Generation: int64(d.DeadLetterGeneration), Status: wire.DeadLetterStatus(d.DeadLetterStatus)}
 		}
 		resp.Deliveries = append(resp.Deliveries, dr)
 	}
 	if ev.Restarts > 0 && ev.RestartedAt != nil && ev.RestartReason != nil {
-		resp.Restarts = &restarts{Count: ev.Restarts, LastAt: *ev.RestartedAt, Reason: *ev.RestartReason}
+		resp.Restarts = &wire.Restarts{Count: int64(ev.Restarts), LastAt: *ev.RestartedAt, Reason: *ev.RestartReason}
 	}
 	return c.JSON(status, resp)
 }
@@ -290,11 +238,6 @@ const (
 	attemptPageMax     = 500
 )
 
-type attemptPage struct {
-	Items      []store.Attempt `json:"items"`
-	NextCursor string          `json:"next_cursor,omitempty"`
-}
-
 // EventAttempts answers GET /v1/events/{id}/deliveries/{endpoint_id}/attempts:
 // a page of the delivery's attempts, oldest first, limit and cursor as the
 // other lists take them; 404 when the event has no delivery to the
@@ -320,57 +263,27 @@ func (s *Server) EventAttempts(c echo.Context, id, endpointID wire.Key, q wire.E
 	} else if err != nil {
 		return err
 	}
-	page := attemptPage{Items: attempts}
-	if page.Items == nil {
-		page.Items = []store.Attempt{}
-	}
+	var page wire.AttemptPage
 	if len(attempts) > limit {
-		page.Items = attempts[:limit]
+		attempts = attempts[:limit]
 		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ids[limit-1], 10)))
 	}
+	page.Items = attemptsView(attempts)
 	return c.JSON(http.StatusOK, page)
 }
 
-type blocker struct {
-	Sequence int64          `json:"sequence"`
-	EventID  string         `json:"event_id,omitempty"`
-	State    contract.State `json:"state"`
-}
-
-type correlationResponse struct {
-	CorrelationID string `json:"correlation_id"`
-	// NextSequence is the correlation's cursor: every sequence below it is
-	// finished in every lane.
-	NextSequence int64 `json:"next_sequence"`
-	// Missing is the first sequence from the cursor on that has not
-	// arrived, when a later one has: it holds every lane.
-	Missing *int64         `json:"missing,omitempty"`
-	Lanes   []laneResponse `json:"lanes"`
-	// Voided are the sequences an operator voided (POST
-	// /v1/correlations/{id}/skip): they will never arrive, and every lane
-	// moves past them.
-	Voided []int64 `json:"voided"`
-	// Source says where the order came from: "sequencer" (its state query),
-	// or "ledger" when no sequencer answered (none runs, or Temporal is
-	// unavailable).
-	Source string `json:"source"`
-}
-
-// laneResponse is one endpoint's lane of a correlation: the sequence it
-// delivers next, the one released (in flight or dead-lettered), those
-// parked behind it, the sequence last delivered (the next envelope's
-// previous_sequence) and the skips since, and what holds it.
-type laneResponse struct {
-	EndpointID string  `json:"endpoint_id"`
-	Next       *int64  `json:"next,omitempty"`
-	Released   *int64  `json:"released,omitempty"`
-	Parked     []int64 `json:"parked"`
-	// ParkedMore: more wait past those Parked lists (maxLaneParked).
-	ParkedMore bool     `json:"parked_more,omitempty"`
-	Previous   int64    `json:"previous_sequence"`
-	Skipped    []int64  `json:"skipped"`
-	BlockedBy  *blocker `json:"blocked_by,omitempty"`
-}
+// A correlation's answer (wire.Correlation) has its cursor (NextSequence:
+// every sequence below it is finished in every lane); Missing, the first
+// sequence from the cursor on that has not arrived when a later one has (it
+// holds every lane); the sequences an operator voided (POST
+// /v1/correlations/{id}/skip), which every lane moves past; and Source,
+// where the order came from: "sequencer" (its state query), or "ledger"
+// when no sequencer answered (none runs, or Temporal is unavailable). Each
+// lane is one endpoint's: the sequence it delivers next, the one released
+// (in flight or dead-lettered), those parked behind it (parked_more when
+// more wait than maxLaneParked), the sequence last delivered (the next
+// envelope's previous_sequence) and the skips since, and what holds it. A
+// sequence is 1 or more: 0 is none.
 
 // sequencerQueryTimeout bounds the sequencer's state query; past it the
 // ledger answers.
@@ -393,9 +306,9 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
 		return err
 	}
 	st, ok := s.sequencerState(ctx, id)
-	resp := correlationResponse{CorrelationID: id, Source: "sequencer", Lanes: []laneResponse{}}
+	resp := wire.Correlation{CorrelationID: id, Source: wire.CorrelationSourceSequencer, Lanes: []wire.Lane{}}
 	if !ok {
-		resp.Source, st = "ledger", ledgerState(load)
+		resp.Source, st = wire.CorrelationSourceLedger, ledgerState(load)
 	}
 	if len(st.Lanes) == 0 && len(load.Lanes) == 0 {
 		hw, err := s.deps.Store.CorrelationHighWater(ctx, id)
@@ -409,36 +322,31 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
 	resp.NextSequence = st.Next
 	resp.Voided = nonNil(load.Voided)
 	if len(st.Arrived) > 0 {
-		m := st.Frontier
-		resp.Missing = &m
+		resp.Missing = st.Frontier
 	}
 	ledger := map[string]store.LaneLoad{}
 	for _, ln := range load.Lanes {
 		ledger[ln.EndpointID] = ln
 	}
 	for _, l := range st.Lanes {
-		lr := laneResponse{EndpointID: l.Endpoint, Parked: []int64{}, Previous: l.Previous, Skipped: append([]int64{}, l.Skipped...)}
+		lr := wire.Lane{EndpointID: l.Endpoint, Parked: []int64{}, PreviousSequence: l.Previous, Skipped: append([]int64{}, l.Skipped...)}
 		ln := ledger[l.Endpoint]
 		lr.ParkedMore = ln.More
-		if l.InFlight != 0 {
-			seq := l.InFlight
-			lr.Released = &seq
-		}
+		lr.Released = l.InFlight
 		for _, q := range ln.Open {
 			if q.Sequence == l.InFlight {
 				continue
 			}
-			if lr.Next == nil && lr.Released == nil {
-				seq := q.Sequence
-				lr.Next = &seq
+			if lr.Next == 0 && lr.Released == 0 {
+				lr.Next = q.Sequence
 			}
 			lr.Parked = append(lr.Parked, q.Sequence)
 		}
 		switch {
-		case lr.Released != nil:
-			lr.BlockedBy = &blocker{Sequence: l.InFlight, EventID: l.InFlightEvent, State: s.deliveryState(ctx, ln, l)}
-		case resp.Missing != nil && len(lr.Parked) > 0 && lr.Parked[0] > *resp.Missing:
-			lr.BlockedBy = &blocker{Sequence: *resp.Missing, State: "missing"}
+		case lr.Released != 0:
+			lr.BlockedBy = &wire.BlockedBy{Sequence: l.InFlight, EventID: l.InFlightEvent, State: string(s.deliveryState(ctx, ln, l))}
+		case resp.Missing != 0 && len(lr.Parked) > 0 && lr.Parked[0] > resp.Missing:
+			lr.BlockedBy = &wire.BlockedBy{Sequence: resp.Missing, State: "missing"}
 		}
 		resp.Lanes = append(resp.Lanes, lr)
 	}
@@ -490,4 +398,14 @@ func (s *Server) sequencerState(ctx context.Context, correlationID string) (cont
 		err = v.Get(&st)
 	}
 	return st, err == nil
+}
+
+// attemptsView is attempts as the API shows them, [] for none.
+func attemptsView(attempts []store.Attempt) []wire.Attempt {
+	out := make([]wire.Attempt, 0, len(attempts))
+	for _, a := range attempts {
+		out = append(out, wire.Attempt{Attempt: int64(a.Attempt), StartedAt: a.StartedAt, LatencyMS: int64(a.LatencyMS),
+			StatusCode: int64(deref(a.StatusCode)), Error: deref(a.Error), Outcome: wire.AttemptOutcome(a.Outcome)})
+	}
+	return out
 }

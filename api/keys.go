@@ -54,11 +54,8 @@ func (s *Server) APIKeyCreate(c echo.Context) error {
 	}
 	s.deps.Logger.Info("api key created", "key_id", k.ID, "name", k.Name, "scopes", k.Scopes, "by", principalOf(c).name)
 	// The one answer that shows a key.
-	created := wire.APIKeyCreated{ID: k.ID, Name: k.Name, Key: key, CreatedAt: k.CreatedAt}
-	for _, sc := range k.Scopes {
-		created.Scopes = append(created.Scopes, Scope(sc))
-	}
-	return c.JSON(http.StatusCreated, created)
+	view := apiKeyView(k)
+	return c.JSON(http.StatusCreated, wire.APIKeyCreated{ID: view.ID, Name: view.Name, Scopes: view.Scopes, Key: key, CreatedAt: view.CreatedAt})
 }
 
 // reservedPrefix starts the names hookflow acts under itself (its
@@ -93,10 +90,11 @@ func (s *Server) APIKeyList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if keys == nil {
-		keys = []store.APIKey{}
+	page := wire.APIKeyPage{Items: make([]wire.APIKey, 0, len(keys))}
+	for _, k := range keys {
+		page.Items = append(page.Items, apiKeyView(k))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"items": keys})
+	return c.JSON(http.StatusOK, page)
 }
 
 // APIKeyRevoke revokes a key; from the next request on, every API process
@@ -110,5 +108,15 @@ func (s *Server) APIKeyRevoke(c echo.Context, id wire.Key) error {
 		return err
 	}
 	s.deps.Logger.Info("api key revoked", "key_id", k.ID, "name", k.Name, "by", principalOf(c).name)
-	return c.JSON(http.StatusOK, k)
+	return c.JSON(http.StatusOK, apiKeyView(k))
+}
+
+// apiKeyView is a key as the API shows it: never the key itself, which is
+// kept only as its hash.
+func apiKeyView(k store.APIKey) wire.APIKey {
+	v := wire.APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: deref(k.RevokedAt), Scopes: make([]Scope, 0, len(k.Scopes))}
+	for _, sc := range k.Scopes {
+		v.Scopes = append(v.Scopes, Scope(sc))
+	}
+	return v
 }

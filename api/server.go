@@ -27,6 +27,7 @@ import (
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 )
 
 // RouterConfig are the API's settings.
@@ -292,7 +293,7 @@ func encodeJSON(w io.Writer, v any) error {
 
 // Healthz is 200 while the process serves.
 func (s *Server) Healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }
 
 // Readyz is 200 when Postgres answers. Temporal being down is reported as
@@ -302,15 +303,15 @@ func (s *Server) Healthz(c echo.Context) error {
 func (s *Server) Readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	checks := map[string]string{"postgres": "ok", "temporal": "ok"}
-	status, state := http.StatusOK, "ready"
+	r := wire.Readiness{Status: wire.ReadinessStatusReady, Checks: map[string]wire.ReadinessChecks{"postgres": wire.ReadinessChecksOk, "temporal": wire.ReadinessChecksOk}}
+	status := http.StatusOK
 	if _, err := s.deps.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		checks["temporal"] = "unavailable"
-		state = "degraded"
+		r.Checks["temporal"] = wire.ReadinessChecksUnavailable
+		r.Status = wire.ReadinessStatusDegraded
 	}
 	if err := s.deps.Pool.Ping(ctx); err != nil {
-		checks["postgres"] = "unavailable"
-		status, state = http.StatusServiceUnavailable, "not_ready"
+		r.Checks["postgres"] = wire.ReadinessChecksUnavailable
+		status, r.Status = http.StatusServiceUnavailable, wire.ReadinessStatusNotReady
 	}
-	return c.JSON(status, map[string]any{"status": state, "checks": checks})
+	return c.JSON(status, r)
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/kit/client"
 )
 
 // TestEndpointStatsCountFailures: one endpoint's receiver answers 503 once
@@ -50,14 +50,14 @@ func TestEndpointStatsCountFailures(t *testing.T) {
 	b.waitState(y+"-1", contract.StateDelivered, 30*time.Second)
 	b.waitState(b.id("w-1"), contract.StateDelivered, 30*time.Second)
 
-	var h api.EndpointHealthResponse
+	var h client.EndpointHealth
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+epFlaky.ID+"/stats", nil, &h))
 	require.Equal(t, epFlaky.ID, h.EndpointID)
 	require.EqualValues(t, 4, h.Attempts, "x-1 twice, x-2 once, y-1 once; x-3 never")
-	require.Equal(t, api.AttemptOutcomes{Delivered: 2, Retry: 1, Permanent: 1}, h.Outcomes)
-	require.Equal(t, 0.5, *h.SuccessRate)
-	require.Greater(t, *h.LatencyP50MS, 0.0)
-	require.GreaterOrEqual(t, *h.LatencyP99MS, *h.LatencyP50MS)
+	require.Equal(t, client.AttemptOutcomes{Delivered: 2, Retry: 1, Permanent: 1}, h.Outcomes)
+	require.Equal(t, 0.5, h.SuccessRate.MustGet())
+	require.Greater(t, h.LatencyP50Ms.MustGet(), 0.0)
+	require.GreaterOrEqual(t, h.LatencyP99Ms.MustGet(), h.LatencyP50Ms.MustGet())
 	require.EqualValues(t, 1, h.DeadLettersOpen)
 	require.EqualValues(t, 1, h.Waiting, "x-3 waits behind the dead letter")
 	require.Zero(t, h.Delivering)
@@ -65,15 +65,15 @@ func TestEndpointStatsCountFailures(t *testing.T) {
 	require.Equal(t, x+"-2", h.OldestUndelivered.EventID)
 	require.Equal(t, x, h.OldestUndelivered.CorrelationID)
 	require.EqualValues(t, 2, h.OldestUndelivered.Sequence)
-	require.Equal(t, contract.StateDeadLettered, h.OldestUndelivered.State)
+	require.Equal(t, contract.StateDeadLettered, contract.State(h.OldestUndelivered.State))
 	require.Zero(t, flaky.requestsFor(x+"-3"))
 
-	var w api.EndpointHealthResponse
+	var w client.EndpointHealth
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/endpoints/"+epWell.ID+"/stats", nil, &w))
 	require.EqualValues(t, 1, w.Attempts)
-	require.Equal(t, api.AttemptOutcomes{Delivered: 1}, w.Outcomes)
-	require.Equal(t, 1.0, *w.SuccessRate)
-	require.Greater(t, *w.LatencyP50MS, 0.0)
+	require.Equal(t, client.AttemptOutcomes{Delivered: 1}, w.Outcomes)
+	require.Equal(t, 1.0, w.SuccessRate.MustGet())
+	require.Greater(t, w.LatencyP50Ms.MustGet(), 0.0)
 	require.Zero(t, w.DeadLettersOpen)
 	require.Zero(t, w.Waiting+w.Delivering)
 	require.Nil(t, w.OldestUndelivered)

@@ -542,7 +542,7 @@ type DeadLetterRef struct {
 // Endpoint defines model for Endpoint.
 type Endpoint struct {
 	// AutoReplay whether the dead letters of an outage are replayed by hookflow when its circuit closes
-	AutoReplay bool `json:"auto_replay,omitempty,omitzero"`
+	AutoReplay bool `json:"auto_replay"`
 
 	// CircuitFailureRate the percentage of retryable failures among its attempts of the window that opens its circuit; absent when it has the default (50)
 	CircuitFailureRate int64 `json:"circuit_failure_rate,omitempty,omitzero"`
@@ -570,7 +570,7 @@ type Endpoint struct {
 	ID      string            `json:"id"`
 
 	// MaxInFlight the cap on its attempts in flight at once, across all workers: the one set, or the default (100)
-	MaxInFlight             int64     `json:"max_in_flight,omitempty,omitzero"`
+	MaxInFlight             int64     `json:"max_in_flight"`
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitempty,omitzero"`
 
 	// RateLimit deliveries per second across all its lanes; absent when unlimited
@@ -780,7 +780,7 @@ type EndpointUpdate struct {
 // EndpointWithSecret defines model for EndpointWithSecret.
 type EndpointWithSecret struct {
 	// AutoReplay whether the dead letters of an outage are replayed by hookflow when its circuit closes
-	AutoReplay bool `json:"auto_replay,omitempty,omitzero"`
+	AutoReplay bool `json:"auto_replay"`
 
 	// CircuitFailureRate the percentage of retryable failures among its attempts of the window that opens its circuit; absent when it has the default (50)
 	CircuitFailureRate int64 `json:"circuit_failure_rate,omitempty,omitzero"`
@@ -808,7 +808,7 @@ type EndpointWithSecret struct {
 	ID      string            `json:"id"`
 
 	// MaxInFlight the cap on its attempts in flight at once, across all workers: the one set, or the default (100)
-	MaxInFlight             int64     `json:"max_in_flight,omitempty,omitzero"`
+	MaxInFlight             int64     `json:"max_in_flight"`
 	PreviousSecretExpiresAt time.Time `json:"previous_secret_expires_at,omitempty,omitzero"`
 
 	// RateLimit deliveries per second across all its lanes; absent when unlimited
@@ -969,8 +969,8 @@ type Problem struct {
 
 // Readiness defines model for Readiness.
 type Readiness struct {
-	Checks map[string]ReadinessChecks `json:"checks,omitempty,omitzero"`
-	Status ReadinessStatus            `json:"status,omitempty,omitzero"`
+	Checks map[string]ReadinessChecks `json:"checks"`
+	Status ReadinessStatus            `json:"status"`
 }
 
 // ReadinessChecks defines model for Readiness.Checks.
@@ -1043,7 +1043,7 @@ type URLChange struct {
 
 // Health defines parameters for Healthz.
 type Health struct {
-	Status string `json:"status,omitempty,omitzero"`
+	Status string `json:"status"`
 }
 
 // APIKeyPage defines parameters for APIKeyList.

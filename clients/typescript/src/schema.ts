@@ -422,8 +422,8 @@ export interface components {
         };
         Readiness: {
             /** @enum {string} */
-            status?: "ready" | "degraded" | "not_ready";
-            checks?: {
+            status: "ready" | "degraded" | "not_ready";
+            checks: {
                 [key: string]: "ok" | "unavailable";
             };
         };
@@ -603,7 +603,7 @@ export interface components {
             /** @description consecutive retryable failures that open its circuit; absent when it has the default (5) */
             circuit_failure_threshold?: number;
             /** @description whether the dead letters of an outage are replayed by hookflow when its circuit closes */
-            auto_replay?: boolean;
+            auto_replay: boolean;
             /** @description how long it may fail before hookflow disables it (Go duration); absent when it has the default (120h) */
             disable_after?: string;
             /** @description the percentage of retryable failures among its attempts of the window that opens its circuit; absent when it has the default (50) */
@@ -613,7 +613,7 @@ export interface components {
             /** @description the attempts the window must hold before its failure rate counts; absent when it has the default (20) */
             circuit_min_attempts?: number;
             /** @description the cap on its attempts in flight at once, across all workers: the one set, or the default (100) */
-            max_in_flight?: number;
+            max_in_flight: number;
             /** @description whether the URL's path is said to hold no secret, and so is shown to read-only keys and in errors */
             url_path_public: boolean;
         };
@@ -1021,7 +1021,7 @@ export interface operations {
                      *     }
                      */
                     "application/json": {
-                        status?: string;
+                        status: string;
                     };
                 };
             };
