@@ -67,56 +67,6 @@ type LedgerConfig struct {
 	Span time.Duration
 }
 
-// ledgerQueries are the bench's own statements (queries/ledger.sql).
-type ledgerQueries struct {
-	LedgerTruncate           string
-	LedgerReplicaRole        string
-	LedgerEventsInsert       string
-	LedgerAttemptsInsert     string
-	LedgerCorrelationsInsert string
-	LedgerVacuumAnalyze      string
-	LedgerVacuumFull         string
-	LedgerCheckpoint         string
-	LedgerSizes              string
-	LedgerCounts             string
-}
-
-// hookflowQueries are hookflow's statements that the bench times after
-// each size: the accept path, what GET /v1/stats runs, the sweeps and the
-// cleaner.
-type hookflowQueries struct {
-	EventInsertRouted        string
-	StatsSummary             string
-	StatsBlockedCorrelations string
-	EventsQueuedClaim        string
-	LanesStuckHeadsClaim     string
-	EventsPrunePayloads      string
-	AttemptsPrune            string
-	EventsPruneKeys          string
-}
-
-// newLedgerQueries are the bench's statements, as sqlc generates them.
-func newLedgerQueries() ledgerQueries {
-	return ledgerQueries{
-		LedgerTruncate: dbsqlc.LedgerTruncate, LedgerReplicaRole: dbsqlc.LedgerReplicaRole,
-		LedgerEventsInsert: dbsqlc.LedgerEventsInsert, LedgerAttemptsInsert: dbsqlc.LedgerAttemptsInsert,
-		LedgerCorrelationsInsert: dbsqlc.LedgerCorrelationsInsert, LedgerVacuumAnalyze: dbsqlc.LedgerVacuumAnalyze,
-		LedgerVacuumFull: dbsqlc.LedgerVacuumFull, LedgerCheckpoint: dbsqlc.LedgerCheckpoint,
-		LedgerSizes: dbsqlc.LedgerSizes, LedgerCounts: dbsqlc.LedgerCounts,
-	}
-}
-
-// newHookflowQueries are hookflow's statements the bench times, as sqlc
-// generates them for the store.
-func newHookflowQueries() hookflowQueries {
-	return hookflowQueries{
-		EventInsertRouted: hookflowdb.EventInsertRouted, StatsSummary: hookflowdb.StatsSummary,
-		StatsBlockedCorrelations: hookflowdb.StatsBlockedCorrelations, EventsQueuedClaim: hookflowdb.EventsQueuedClaim,
-		LanesStuckHeadsClaim: hookflowdb.LanesStuckHeadsClaim, EventsPrunePayloads: hookflowdb.EventsPrunePayloads,
-		AttemptsPrune: hookflowdb.AttemptsPrune, EventsPruneKeys: hookflowdb.EventsPruneKeys,
-	}
-}
-
 // retentions are hookflow's default retentions, which the API child runs
 // with (the bench passes it none).
 type retentions struct {
@@ -220,8 +170,6 @@ type ledgerBench struct {
 	s     *stack
 	p     *progress
 	pool  *pgxpool.Pool // hookflow's database, as its owner
-	q     ledgerQueries
-	hq    hookflowQueries
 	ret   retentions
 	conns int
 	span  time.Duration // of the history
@@ -229,8 +177,7 @@ type ledgerBench struct {
 }
 
 func newLedgerBench(ctx context.Context, r *runner, ret retentions, conns int, span time.Duration) (*ledgerBench, error) {
-	lb := &ledgerBench{cfg: r.cfg, s: r.s, p: r.p, ret: ret, conns: conns, span: span, hc: r.hc,
-		q: newLedgerQueries(), hq: newHookflowQueries()}
+	lb := &ledgerBench{cfg: r.cfg, s: r.s, p: r.p, ret: ret, conns: conns, span: span, hc: r.hc}
 	// Room for every synthesising connection and the watcher's reads.
 	var err error
 	lb.pool, err = app.ConnectPostgres(ctx, r.s.pg.AdminURL("hookflow")+fmt.Sprintf("&pool_max_conns=%d", conns+2))
@@ -254,7 +201,7 @@ func (lb *ledgerBench) measure(ctx context.Context, n int64, i, of int) (LedgerS
 	lb.p.logf("ledger size %d/%d: %s events of history", i, of, thousands(n))
 	plan := newSynthPlan(n, ledgerEventsPerCorrelation, synthBatch)
 	size := LedgerSize{Rows: n, Attempts: plan.attempts(), Correlations: plan.correlations}
-	if err := lb.exec(ctx, "empty the ledger", lb.q.LedgerTruncate); err != nil {
+	if err := lb.exec(ctx, "empty the ledger", dbsqlc.LedgerTruncate); err != nil {
 		return size, err
 	}
 	began := time.Now()
@@ -298,7 +245,7 @@ func (lb *ledgerBench) measure(ctx context.Context, n int64, i, of int) (LedgerS
 	}
 	size.IdleAccept = percentiles(idleAccepts)
 	size.Statements = lb.explain(ctx, r.tag)
-	if err := lb.pool.QueryRow(ctx, lb.q.LedgerCounts).Scan(&size.Left.Events, &size.Left.PayloadsPruned, &size.PayloadBytes, &size.Left.Attempts); err != nil {
+	if err := lb.pool.QueryRow(ctx, dbsqlc.LedgerCounts).Scan(&size.Left.Events, &size.Left.PayloadsPruned, &size.PayloadBytes, &size.Left.Attempts); err != nil {
 		return size, fmt.Errorf("count the history left: %w", err)
 	}
 	c := size.Cleaner
@@ -311,10 +258,10 @@ func (lb *ledgerBench) measure(ctx context.Context, n int64, i, of int) (LedgerS
 // settle is what a long-lived ledger has had time for: vacuumed and
 // analysed, its pages written out, so that neither lands on the traffic.
 func (lb *ledgerBench) settle(ctx context.Context) error {
-	if err := lb.exec(ctx, "vacuum the ledger", lb.q.LedgerVacuumAnalyze); err != nil {
+	if err := lb.exec(ctx, "vacuum the ledger", dbsqlc.LedgerVacuumAnalyze); err != nil {
 		return err
 	}
-	return lb.exec(ctx, "checkpoint", lb.q.LedgerCheckpoint)
+	return lb.exec(ctx, "checkpoint", dbsqlc.LedgerCheckpoint)
 }
 
 // traffic is the measured load on one size: warm-up, the ordered scenario
@@ -362,7 +309,7 @@ func (s ledgerSizes) total() int64 {
 
 func (lb *ledgerBench) sizes(ctx context.Context) (ledgerSizes, error) {
 	var s ledgerSizes
-	if err := lb.pool.QueryRow(ctx, lb.q.LedgerSizes).Scan(&s.eventsHeap, &s.eventsIndexes, &s.deliveries, &s.attempts, &s.correlations); err != nil {
+	if err := lb.pool.QueryRow(ctx, dbsqlc.LedgerSizes).Scan(&s.eventsHeap, &s.eventsIndexes, &s.deliveries, &s.attempts, &s.correlations); err != nil {
 		return s, fmt.Errorf("read the ledger's size: %w", err)
 	}
 	return s, nil
@@ -497,14 +444,14 @@ func (lb *ledgerBench) explain(ctx context.Context, tag string) []StatementTimin
 		sql  string
 		args []any
 	}{
-		{"EventInsertRouted (accept)", lb.hq.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], []string{lb.s.endpointID}}},
-		{"StatsSummary (GET /v1/stats)", lb.hq.StatsSummary, nil},
-		{"StatsBlockedCorrelations (GET /v1/stats)", lb.hq.StatsBlockedCorrelations, []any{10}},
-		{"EventsQueuedClaim (sweep)", lb.hq.EventsQueuedClaim, []any{100, lease}},
-		{"LanesStuckHeadsClaim (sweep)", lb.hq.LanesStuckHeadsClaim, []any{lease, 100}},
-		{"EventsPrunePayloads (cleaner)", lb.hq.EventsPrunePayloads, []any{lb.ret.payload.Seconds(), 1000}},
-		{"AttemptsPrune (cleaner)", lb.hq.AttemptsPrune, []any{lb.ret.attempt.Seconds(), 1000}},
-		{"EventsPruneKeys (cleaner)", lb.hq.EventsPruneKeys, []any{lb.ret.key.Seconds(), 1000}},
+		{"EventInsertRouted (accept)", hookflowdb.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], []string{lb.s.endpointID}}},
+		{"StatsSummary (GET /v1/stats)", hookflowdb.StatsSummary, nil},
+		{"StatsBlockedCorrelations (GET /v1/stats)", hookflowdb.StatsBlockedCorrelations, []any{10}},
+		{"EventsQueuedClaim (sweep)", hookflowdb.EventsQueuedClaim, []any{100, lease}},
+		{"LanesStuckHeadsClaim (sweep)", hookflowdb.LanesStuckHeadsClaim, []any{lease, 100}},
+		{"EventsPrunePayloads (cleaner)", hookflowdb.EventsPrunePayloads, []any{lb.ret.payload.Seconds(), 1000}},
+		{"AttemptsPrune (cleaner)", hookflowdb.AttemptsPrune, []any{lb.ret.attempt.Seconds(), 1000}},
+		{"EventsPruneKeys (cleaner)", hookflowdb.EventsPruneKeys, []any{lb.ret.key.Seconds(), 1000}},
 	}
 	out := make([]StatementTiming, 0, len(stmts))
 	for _, st := range stmts {

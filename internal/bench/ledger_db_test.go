@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookflow/hookflow/internal/bench/internal/dbsqlc"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
@@ -34,12 +35,11 @@ func TestLedgerSynthOnSchema(t *testing.T) {
 	require.NoError(t, err)
 
 	lb := &ledgerBench{pool: pool, conns: 2, s: &stack{endpointID: ep.ID}, p: &progress{w: io.Discard, began: time.Now()}}
-	lb.q, lb.hq = newLedgerQueries(), newHookflowQueries()
 	lb.ret, err = defaultRetentions()
 	require.NoError(t, err)
 
 	plan := newSynthPlan(1050, 100, 400)
-	require.NoError(t, lb.exec(ctx, "empty the ledger", lb.q.LedgerTruncate))
+	require.NoError(t, lb.exec(ctx, "empty the ledger", dbsqlc.LedgerTruncate))
 	require.NoError(t, lb.synth(ctx, plan, time.Now().Add(-ledgerNewest-bytesSpan), bytesSpan))
 	require.NoError(t, lb.settle(ctx))
 
@@ -102,6 +102,6 @@ func TestLedgerSynthOnSchema(t *testing.T) {
 	require.Equal(t, plan.correlations, count("SELECT count(*) FROM correlations"))
 	var left LedgerLeft
 	var payload float64
-	require.NoError(t, pool.QueryRow(ctx, lb.q.LedgerCounts).Scan(&left.Events, &left.PayloadsPruned, &payload, &left.Attempts))
+	require.NoError(t, pool.QueryRow(ctx, dbsqlc.LedgerCounts).Scan(&left.Events, &left.PayloadsPruned, &payload, &left.Attempts))
 	require.Zero(t, left.Events)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/bench/internal/dbsqlc"
 	"github.com/hookflow/hookflow/internal/cleaner"
 	"github.com/hookflow/hookflow/internal/store"
 )
@@ -109,12 +110,12 @@ feed:
 		return fmt.Errorf("synthesise cursors: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, lb.q.LedgerReplicaRole); err != nil {
+	if _, err := tx.Exec(ctx, dbsqlc.LedgerReplicaRole); err != nil {
 		return fmt.Errorf("synthesise cursors: %w", err)
 	}
 	for lo := int64(0); lo < plan.correlations; lo += synthBatch {
 		hi := min(lo+synthBatch, plan.correlations)
-		if _, err := tx.Exec(ctx, lb.q.LedgerCorrelationsInsert, lo, hi, plan.rows, plan.correlations, oldest, span.Seconds(), lb.s.endpointID); err != nil {
+		if _, err := tx.Exec(ctx, dbsqlc.LedgerCorrelationsInsert, lo, hi, plan.rows, plan.correlations, oldest, span.Seconds(), lb.s.endpointID); err != nil {
 			return fmt.Errorf("synthesise cursors: %w", err)
 		}
 	}
@@ -131,14 +132,14 @@ func (lb *ledgerBench) synthWorker(ctx context.Context, plan synthPlan, jobs <-c
 		return fmt.Errorf("synthesise history: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, lb.q.LedgerReplicaRole); err != nil {
+	if _, err := tx.Exec(ctx, dbsqlc.LedgerReplicaRole); err != nil {
 		return fmt.Errorf("synthesise history: %w", err)
 	}
 	for b := range jobs {
-		if _, err := tx.Exec(ctx, lb.q.LedgerEventsInsert, b.lo, b.hi, plan.rows, plan.correlations, lb.s.endpointID, oldest, span.Seconds()); err != nil {
+		if _, err := tx.Exec(ctx, dbsqlc.LedgerEventsInsert, b.lo, b.hi, plan.rows, plan.correlations, lb.s.endpointID, oldest, span.Seconds()); err != nil {
 			return fmt.Errorf("synthesise events %d to %d: %w", b.lo, b.hi, err)
 		}
-		if _, err := tx.Exec(ctx, lb.q.LedgerAttemptsInsert, b.lo, b.hi, plan.rows, oldest, span.Seconds(), lb.s.endpointID); err != nil {
+		if _, err := tx.Exec(ctx, dbsqlc.LedgerAttemptsInsert, b.lo, b.hi, plan.rows, oldest, span.Seconds(), lb.s.endpointID); err != nil {
 			return fmt.Errorf("synthesise attempts of events %d to %d: %w", b.lo, b.hi, err)
 		}
 		wrote(b.hi - b.lo)
@@ -165,7 +166,7 @@ var bytesStages = []struct {
 // cleaner's own code and reads it again after each.
 func (lb *ledgerBench) bytes(ctx context.Context, n int64) (*LedgerBytes, error) {
 	lb.p.logf("bytes per event: a ledger of %s delivered events, read before and after pruning", thousands(n))
-	if err := lb.exec(ctx, "empty the ledger", lb.q.LedgerTruncate); err != nil {
+	if err := lb.exec(ctx, "empty the ledger", dbsqlc.LedgerTruncate); err != nil {
 		return nil, err
 	}
 	plan := newSynthPlan(n, ledgerEventsPerCorrelation, synthBatch)
@@ -174,7 +175,7 @@ func (lb *ledgerBench) bytes(ctx context.Context, n int64) (*LedgerBytes, error)
 	}
 	b := &LedgerBytes{Events: n}
 	read := func(st BytesStage) error {
-		if err := lb.exec(ctx, "vacuum full", lb.q.LedgerVacuumFull); err != nil {
+		if err := lb.exec(ctx, "vacuum full", dbsqlc.LedgerVacuumFull); err != nil {
 			return err
 		}
 		sz, err := lb.sizes(ctx)
