@@ -1,12 +1,13 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/oapi-codegen/nullable"
 
 	"github.com/hookflow/hookflow/internal/store"
 	wire "github.com/hookflow/hookflow/kit/client"
@@ -18,7 +19,10 @@ import (
 // custom headers, no rate limit) or a value. A value that cannot be used is
 // a 422 naming the field, and nothing is changed.
 
-// Bounds of the settings.
+// Bounds of the settings that the document cannot say: durations are
+// text, and a header's name is checked here. The numbers' bounds
+// (rate_limit, the circuit breaker's counts, max_in_flight) are the
+// document's minimum and maximum, checked before a handler runs.
 const (
 	// MinRecoveryWindow and MaxRecoveryWindow bound recovery_window: the
 	// design card's 5 minutes by default, anywhere up to 72 hours. Below a
@@ -30,40 +34,17 @@ const (
 	// a worker's slot for nothing, and one under a second is a mistake.
 	MinTimeout = time.Second
 	MaxTimeout = time.Minute
-	// MinRateLimit and MaxRateLimit bound rate_limit (deliveries per
-	// second). Below one delivery in about 17 minutes a limit means nothing
-	// a receiver would ask for, and an interval of days would park a lane's
-	// head behind one slot: disable the endpoint instead. The maximum is
-	// far above what one endpoint is sent, and low enough that the interval
-	// between slots is a fair number of microseconds.
-	MinRateLimit = 0.001
-	MaxRateLimit = 10000
 	// MaxHeaders, MaxHeaderName and MaxHeaderValue bound headers: a few
 	// credentials and routing hints, not a request's worth.
 	MaxHeaders     = 20
 	MaxHeaderName  = 256
 	MaxHeaderValue = 4096
-	// MaxCircuitFailureThreshold bounds circuit_failure_threshold, the
-	// consecutive retryable failures that open the endpoint's circuit
-	// (default store.DefaultCircuitFailureThreshold).
-	MaxCircuitFailureThreshold = 1000
-	// MaxCircuitFailureRate bounds circuit_failure_rate, the percentage of
-	// retryable failures among the window's attempts that opens the
-	// circuit (default store.DefaultCircuitFailureRate).
-	MaxCircuitFailureRate = 100
 	// MinCircuitWindow and MaxCircuitWindow bound circuit_window (default
 	// store.DefaultCircuitWindow, a minute): under 10 s, the window holds
 	// no more than a few retries of one delivery; past an hour, a failure
 	// counts more attempts than a rate of now needs.
 	MinCircuitWindow = 10 * time.Second
 	MaxCircuitWindow = time.Hour
-	// MaxCircuitMinAttempts bounds circuit_min_attempts, how many attempts
-	// the window must hold before its rate counts (default
-	// store.DefaultCircuitMinAttempts).
-	MaxCircuitMinAttempts = 10000
-	// MaxMaxInFlight bounds max_in_flight, the endpoint's attempts in
-	// flight at once across all workers (default store.DefaultMaxInFlight).
-	MaxMaxInFlight = 10000
 	// MinDisableAfter and MaxDisableAfter bound disable_after (default
 	// store.DefaultDisableAfter, 5 days): under a minute, one slow
 	// deploy of the receiver would disable it; past 90 days, an endpoint
@@ -149,155 +130,107 @@ func settingsProblem(field, detail string) *Problem {
 	return p
 }
 
-// endpointSettings are the settings of a request, each raw so that left
-// out, null and a value are told apart.
-type endpointSettings struct {
-	Headers        json.RawMessage `json:"headers"`
-	RecoveryWindow json.RawMessage `json:"recovery_window"`
-	Timeout        json.RawMessage `json:"timeout"`
-	RateLimit      json.RawMessage `json:"rate_limit"`
+// requestSettings are the settings a create or a PATCH sends (the
+// document's EndpointCreate and EndpointUpdate have the same), each left
+// out, null or a value.
+type requestSettings struct {
+	Headers                 nullable.Nullable[map[string]string]
+	RecoveryWindow, Timeout nullable.Nullable[string]
+	RateLimit               nullable.Nullable[float64]
 	// The circuit breaker's (issue 24 items 2-4).
-	CircuitFailureThreshold json.RawMessage `json:"circuit_failure_threshold"`
-	AutoReplay              json.RawMessage `json:"auto_replay"`
-	DisableAfter            json.RawMessage `json:"disable_after"`
-	CircuitFailureRate      json.RawMessage `json:"circuit_failure_rate"`
-	CircuitWindow           json.RawMessage `json:"circuit_window"`
-	CircuitMinAttempts      json.RawMessage `json:"circuit_min_attempts"`
+	CircuitFailureThreshold, CircuitFailureRate, CircuitMinAttempts nullable.Nullable[int64]
+	AutoReplay                                                      nullable.Nullable[bool]
+	DisableAfter, CircuitWindow                                     nullable.Nullable[string]
 	// The cap on attempts in flight (issue 32 item 2).
-	MaxInFlight json.RawMessage `json:"max_in_flight"`
+	MaxInFlight nullable.Nullable[int64]
 }
 
-// any says whether the request sends any setting.
-func (r endpointSettings) any() bool {
-	return r.Headers != nil || r.RecoveryWindow != nil || r.Timeout != nil || r.RateLimit != nil ||
-		r.CircuitFailureThreshold != nil || r.AutoReplay != nil || r.DisableAfter != nil ||
-		r.CircuitFailureRate != nil || r.CircuitWindow != nil || r.CircuitMinAttempts != nil || r.MaxInFlight != nil
+func createSettings(r wire.EndpointCreate) requestSettings {
+	return requestSettings{Headers: r.Headers, RecoveryWindow: r.RecoveryWindow, Timeout: r.Timeout, RateLimit: r.RateLimit,
+		CircuitFailureThreshold: r.CircuitFailureThreshold, CircuitFailureRate: r.CircuitFailureRate, CircuitMinAttempts: r.CircuitMinAttempts,
+		AutoReplay: r.AutoReplay, DisableAfter: r.DisableAfter, CircuitWindow: r.CircuitWindow, MaxInFlight: r.MaxInFlight}
+}
+
+func updateSettings(r wire.EndpointUpdate) requestSettings {
+	return requestSettings{Headers: r.Headers, RecoveryWindow: r.RecoveryWindow, Timeout: r.Timeout, RateLimit: r.RateLimit,
+		CircuitFailureThreshold: r.CircuitFailureThreshold, CircuitFailureRate: r.CircuitFailureRate, CircuitMinAttempts: r.CircuitMinAttempts,
+		AutoReplay: r.AutoReplay, DisableAfter: r.DisableAfter, CircuitWindow: r.CircuitWindow, MaxInFlight: r.MaxInFlight}
+}
+
+// orNil is a value sent, or nil when it was left out or null (whose
+// meaning, the server's default, the store gives a setting of 0).
+func orNil[T any](v nullable.Nullable[T]) *T {
+	if !v.IsSpecified() || v.IsNull() {
+		return nil
+	}
+	x := v.MustGet()
+	return &x
 }
 
 // change reads and checks the settings sent, as a change of those sent; its
-// error is a *Problem naming the field at fault.
-func (r endpointSettings) change() (store.EndpointChange, error) {
+// error is a 422 naming the field at fault. The document has checked the
+// kinds and the numbers' bounds; what stays here is what it cannot say: a
+// duration's text and bounds, and the headers' names and values.
+func (r requestSettings) change() (store.EndpointChange, error) {
 	var ch store.EndpointChange
-	if r.Headers != nil {
-		h, err := parseHeaders(r.Headers)
+	if r.Headers.IsSpecified() {
+		h, err := parseHeaders(orNil(r.Headers))
 		if err != nil {
 			return ch, err
 		}
 		ch.Headers = &h
 	}
-	if r.RecoveryWindow != nil {
-		d, err := parseDuration("recovery_window", r.RecoveryWindow, MinRecoveryWindow, MaxRecoveryWindow)
+	for _, d := range []struct {
+		field  string
+		sent   nullable.Nullable[string]
+		lo, hi time.Duration
+		dst    **time.Duration
+	}{
+		{"recovery_window", r.RecoveryWindow, MinRecoveryWindow, MaxRecoveryWindow, &ch.RecoveryWindow},
+		{"timeout", r.Timeout, MinTimeout, MaxTimeout, &ch.Timeout},
+		{"disable_after", r.DisableAfter, MinDisableAfter, MaxDisableAfter, &ch.DisableAfter},
+		{"circuit_window", r.CircuitWindow, MinCircuitWindow, MaxCircuitWindow, &ch.CircuitWindow},
+	} {
+		if !d.sent.IsSpecified() {
+			continue
+		}
+		v, err := parseDuration(d.field, orNil(d.sent), d.lo, d.hi)
 		if err != nil {
 			return ch, err
 		}
-		ch.RecoveryWindow = &d
+		*d.dst = &v
 	}
-	if r.Timeout != nil {
-		d, err := parseDuration("timeout", r.Timeout, MinTimeout, MaxTimeout)
-		if err != nil {
-			return ch, err
-		}
-		ch.Timeout = &d
-	}
-	if r.RateLimit != nil {
-		v, err := parseRateLimit(r.RateLimit)
-		if err != nil {
-			return ch, err
-		}
+	if r.RateLimit.IsSpecified() {
+		v := deref(orNil(r.RateLimit)) // 0: unlimited
 		ch.RateLimit = &v
 	}
-	if r.CircuitFailureThreshold != nil {
-		v, err := parseWhole("circuit_failure_threshold", "consecutive failures", r.CircuitFailureThreshold, MaxCircuitFailureThreshold, store.DefaultCircuitFailureThreshold)
-		if err != nil {
-			return ch, err
+	for _, w := range []struct {
+		sent nullable.Nullable[int64]
+		dst  **int
+	}{
+		{r.CircuitFailureThreshold, &ch.CircuitFailureThreshold}, {r.CircuitFailureRate, &ch.CircuitFailureRate},
+		{r.CircuitMinAttempts, &ch.CircuitMinAttempts}, {r.MaxInFlight, &ch.MaxInFlight},
+	} {
+		if w.sent.IsSpecified() {
+			v := int(deref(orNil(w.sent))) // 0: the default
+			*w.dst = &v
 		}
-		ch.CircuitFailureThreshold = &v
 	}
-	if r.AutoReplay != nil {
-		var v bool
-		if !isNull(r.AutoReplay) && json.Unmarshal(r.AutoReplay, &v) != nil {
-			return ch, settingsProblem("auto_replay", "auto_replay must be true, false, or null for false")
-		}
+	if r.AutoReplay.IsSpecified() {
+		v := deref(orNil(r.AutoReplay)) // null: false
 		ch.AutoReplay = &v
-	}
-	if r.DisableAfter != nil {
-		d, err := parseDuration("disable_after", r.DisableAfter, MinDisableAfter, MaxDisableAfter)
-		if err != nil {
-			return ch, err
-		}
-		ch.DisableAfter = &d
-	}
-	if r.CircuitFailureRate != nil {
-		v, err := parseWhole("circuit_failure_rate", "percent of the window's attempts", r.CircuitFailureRate, MaxCircuitFailureRate, store.DefaultCircuitFailureRate)
-		if err != nil {
-			return ch, err
-		}
-		ch.CircuitFailureRate = &v
-	}
-	if r.CircuitWindow != nil {
-		d, err := parseDuration("circuit_window", r.CircuitWindow, MinCircuitWindow, MaxCircuitWindow)
-		if err != nil {
-			return ch, err
-		}
-		ch.CircuitWindow = &d
-	}
-	if r.CircuitMinAttempts != nil {
-		v, err := parseWhole("circuit_min_attempts", "attempts", r.CircuitMinAttempts, MaxCircuitMinAttempts, store.DefaultCircuitMinAttempts)
-		if err != nil {
-			return ch, err
-		}
-		ch.CircuitMinAttempts = &v
-	}
-	if r.MaxInFlight != nil {
-		v, err := parseWhole("max_in_flight", "attempts in flight at once", r.MaxInFlight, MaxMaxInFlight, store.DefaultMaxInFlight)
-		if err != nil {
-			return ch, err
-		}
-		ch.MaxInFlight = &v
 	}
 	return ch, nil
 }
 
-// parseWhole reads one of the whole-number settings (the circuit
-// breaker's, max_in_flight), a
-// count of unit: from 1 to hi, or null (0: the default, def).
-func parseWhole(field, unit string, raw json.RawMessage, hi, def int) (int, error) {
-	if isNull(raw) {
-		return 0, nil
-	}
-	var v int
-	if json.Unmarshal(raw, &v) != nil || v < 1 || v > hi {
-		return 0, settingsProblem(field, fmt.Sprintf("%s must be a whole number of %s from 1 to %d, or null for the default (%d)", field, unit, hi, def))
-	}
-	return v, nil
-}
-
-// settings is change applied to an endpoint's server defaults, for a new
-// endpoint.
-func (r endpointSettings) settings() (store.Settings, error) {
-	ch, err := r.change()
-	return ch.Settings(), err
-}
-
-func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
-
 // parseHeaders reads headers: an object of header name → value, or null for
 // none. Names are kept as sent (HTTP sends them canonical); two that differ
 // only in case are one header and refused.
-func parseHeaders(raw json.RawMessage) (map[string]string, error) {
-	if isNull(raw) {
+func parseHeaders(sent *map[string]string) (map[string]string, error) {
+	if sent == nil || len(*sent) == 0 {
 		return nil, nil
 	}
-	var m map[string]string
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		return nil, settingsProblem("headers", "headers must be an object of header name to string value, or null for none")
-	}
-	if len(m) == 0 {
-		return nil, nil
-	}
-	if len(m) > MaxHeaders {
-		return nil, settingsProblem("headers", fmt.Sprintf("at most %d custom headers", MaxHeaders))
-	}
+	m := *sent
 	names := make([]string, 0, len(m))
 	for k := range m {
 		names = append(names, k)
@@ -332,16 +265,12 @@ func parseHeaders(raw json.RawMessage) (map[string]string, error) {
 // parseDuration reads a duration setting: a Go duration string ("30s",
 // "5m", "72h"; as HOOKFLOW_RECOVERY_WINDOW takes it) within [lo, hi] in
 // whole milliseconds, or null (0: the server's).
-func parseDuration(field string, raw json.RawMessage, lo, hi time.Duration) (time.Duration, error) {
-	if isNull(raw) {
+func parseDuration(field string, sent *string, lo, hi time.Duration) (time.Duration, error) {
+	if sent == nil {
 		return 0, nil
 	}
 	bounds := fmt.Sprintf("%s must be a duration string from %s to %s, like \"30s\" or \"5m\", or null for the server's", field, FormatDuration(lo), FormatDuration(hi))
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return 0, settingsProblem(field, bounds)
-	}
-	d, err := time.ParseDuration(s)
+	d, err := time.ParseDuration(*sent)
 	if err != nil || d < lo || d > hi {
 		return 0, settingsProblem(field, bounds)
 	}
@@ -349,20 +278,6 @@ func parseDuration(field string, raw json.RawMessage, lo, hi time.Duration) (tim
 		return 0, settingsProblem(field, field+" must be whole milliseconds")
 	}
 	return d, nil
-}
-
-// parseRateLimit reads rate_limit: deliveries per second, from
-// MinRateLimit to MaxRateLimit (fractions allowed: 0.5 is one every 2 s),
-// or null (0: unlimited).
-func parseRateLimit(raw json.RawMessage) (float64, error) {
-	if isNull(raw) {
-		return 0, nil
-	}
-	var v float64
-	if json.Unmarshal(raw, &v) != nil || !(v >= MinRateLimit) || v > MaxRateLimit {
-		return 0, settingsProblem("rate_limit", fmt.Sprintf("rate_limit must be a number of deliveries per second from %g to %d, or null for no limit", MinRateLimit, MaxRateLimit))
-	}
-	return v, nil
 }
 
 // FormatDuration writes d as a Go duration without its zero units

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/oapi-codegen/nullable"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/eventtypes"
@@ -21,41 +22,19 @@ import (
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
-type endpointRequest struct {
-	URL      *string `json:"url"`
-	Disabled *bool   `json:"disabled"`
-	// URLPathPublic says the URL's path holds no secret, so that read
-	// keys, errors and histories show it; left out (or null) on create it
-	// is false, and a PATCH that changes the URL and leaves it out sets it
-	// back to false: it is said of one URL.
-	URLPathPublic *bool `json:"url_path_public"`
-	// Secret, on create only, is a signing secret the caller brings (a
-	// receiver that already verifies with it, an endpoint moved from
-	// another sender); left out, hookflow makes one.
-	Secret *string `json:"secret"`
-	// EventTypes stays raw so that a PATCH tells a list left out (no
-	// change) from null (every type again).
-	EventTypes json.RawMessage `json:"event_types"`
-	// The delivery settings (headers, recovery_window, timeout,
-	// rate_limit), each raw for the same reason.
-	endpointSettings
-}
-
-// eventTypes reads the request's event_types: set is false when it left
-// them out, and a nil list (null) is every type. A list is checked and
-// rid of repeats (eventtypes.Normalize); an empty one is refused. Its
-// error is a *Problem naming the field at fault.
-func (r endpointRequest) eventTypes() (list []string, set bool, err error) {
-	if r.EventTypes == nil {
+// eventTypes reads a request's event_types: set is false when it left
+// them out, and a nil list (null) is every type. A list is checked and rid
+// of repeats (eventtypes.Normalize). Its error is a 422 naming the pattern
+// at fault; the document has refused the rest (not a list of strings, an
+// empty list, too many).
+func eventTypes(sent nullable.Nullable[[]string]) (list []string, set bool, err error) {
+	if !sent.IsSpecified() {
 		return nil, false, nil
 	}
-	if string(r.EventTypes) == "null" {
+	if sent.IsNull() {
 		return nil, true, nil
 	}
-	if json.Unmarshal(r.EventTypes, &list) != nil {
-		return nil, true, fieldProblem(eventtypes.Field, eventtypes.Field+" must be an array of strings, or null for every type")
-	}
-	list, err = eventtypes.Normalize(list)
+	list, err = eventtypes.Normalize(sent.MustGet())
 	var fe *intake.FieldError
 	if errors.As(err, &fe) {
 		// Well-formed JSON whose patterns cannot be subscribed with: 422,
@@ -110,34 +89,35 @@ func (s *Server) checkURL(u string) *Problem {
 
 // EndpointCreate registers a receiver URL; the answer carries its secret.
 func (s *Server) EndpointCreate(c echo.Context) error {
-	var req endpointRequest
+	var req wire.EndpointCreate
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	if p := s.checkURL(*req.URL); p != nil { // required by the document
+	if p := s.checkURL(req.URL); p != nil {
 		return p
 	}
 	if req.Disabled != nil {
 		return fieldProblem("disabled", "an endpoint is created enabled; PATCH it to disable")
 	}
-	types, _, err := req.eventTypes()
+	types, _, err := eventTypes(req.EventTypes)
 	if err != nil {
 		return err
 	}
 	if err := s.checkOperationalSubscribers(c, "", types); err != nil {
 		return err
 	}
-	settings, err := req.settings()
+	ch, err := createSettings(req).change()
 	if err != nil {
 		return err
 	}
-	settings.URLPathPublic = req.URLPathPublic != nil && *req.URLPathPublic
+	settings := ch.Settings()
+	settings.URLPathPublic = orNil(req.URLPathPublic) != nil && *orNil(req.URLPathPublic)
 	secret, err := createSecret(req.Secret)
 	if err != nil {
 		return err
 	}
 	ep, err := s.deps.Store.EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), URL: *req.URL, Secret: secret, EventTypes: types, Settings: settings},
+		ID: newID("ep_"), URL: req.URL, Secret: secret, EventTypes: types, Settings: settings},
 		store.Caps{Endpoints: s.cfg.MaxEndpoints, Subscribers: s.cfg.MaxSubscribers})
 	if p := subscribersProblem(err); p != nil {
 		return p
@@ -239,14 +219,13 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 	if err != nil {
 		return err
 	}
-	var req endpointRequest
+	// The document refuses an empty PATCH (minProperties) and a secret
+	// (set at creation only).
+	var req wire.EndpointUpdate
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
-	types, typesSet, typesErr := req.eventTypes()
-	if req.URL == nil && req.Disabled == nil && req.URLPathPublic == nil && !typesSet && !req.endpointSettings.any() {
-		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send url, url_path_public, disabled, event_types, headers, recovery_window, timeout, rate_limit, circuit_failure_threshold, circuit_failure_rate, circuit_window, circuit_min_attempts, max_in_flight, auto_replay and/or disable_after")
-	}
+	types, typesSet, typesErr := eventTypes(req.EventTypes)
 	if req.URL != nil {
 		if p := s.checkURL(*req.URL); p != nil {
 			return p
@@ -260,11 +239,11 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 			return err
 		}
 	}
-	ch, err := req.change()
+	ch, err := updateSettings(req).change()
 	if err != nil {
 		return err
 	}
-	ch.URL, ch.Disabled, ch.URLPathPublic = req.URL, req.Disabled, req.URLPathPublic
+	ch.URL, ch.Disabled, ch.URLPathPublic = req.URL, req.Disabled, orNil(req.URLPathPublic)
 	if typesSet {
 		ch.EventTypes = &types
 	}

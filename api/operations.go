@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -243,6 +245,10 @@ func bodyProblem(root *openapi3.Schema, err error) *Problem {
 		p.Type = problemTypeBase + "unknown-field"
 	case se.SchemaField == "required":
 		p = fieldProblem(field, field+" is required")
+	case field == "" && se.SchemaField == "minProperties":
+		return problem(http.StatusBadRequest, "empty-update", "Nothing to update", "send at least one of "+strings.Join(slices.Sorted(maps.Keys(sch.Properties)), ", "))
+	case field == "" && kind:
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body must be a JSON object")
 	case field == "":
 		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body "+se.Reason)
 	default:
@@ -285,10 +291,40 @@ func extension(sch *openapi3.Schema, name string) (any, bool) {
 	return v, ok
 }
 
+// kindOf names the JSON kinds a schema takes, as the decoder's refusals
+// name them ("a string", "an integer or null").
+func kindOf(sch *openapi3.Schema) string {
+	var kinds []string
+	for _, t := range sch.Type.Slice() {
+		switch t {
+		case openapi3.TypeString:
+			kinds = append(kinds, "a string")
+		case openapi3.TypeInteger:
+			kinds = append(kinds, "an integer")
+		case openapi3.TypeNumber:
+			kinds = append(kinds, "a number")
+		case openapi3.TypeBoolean:
+			kinds = append(kinds, "true or false")
+		case openapi3.TypeArray:
+			kinds = append(kinds, "an array")
+		case openapi3.TypeObject:
+			kinds = append(kinds, "an object")
+		case openapi3.TypeNull:
+			kinds = append(kinds, "null")
+		}
+	}
+	if len(kinds) == 0 {
+		return "of another JSON type"
+	}
+	return strings.Join(kinds, " or ")
+}
+
 // refusalDetail says what the schema asks of the value, after its name.
 func refusalDetail(se *openapi3.SchemaError) string {
 	sch := se.Schema
 	switch se.SchemaField {
+	case "type", "nullable":
+		return "must be " + kindOf(sch)
 	case "minItems":
 		if sch.MinItems == 1 {
 			return "must list at least one"

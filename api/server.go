@@ -197,7 +197,10 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
 // decode reads a JSON body strictly: JSON content type, within the size
-// limit, no unknown fields, nothing after the value.
+// limit, as the operation's schema in the document has it (checkBody: the
+// members it names and no other, their kinds, lengths, patterns and
+// bounds), then into dst, the document's type, with nothing after the
+// value.
 func (s *Server) decode(c echo.Context, dst any) error {
 	req := c.Request()
 	mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
@@ -215,6 +218,9 @@ func (s *Server) decode(c echo.Context, dst any) error {
 		}
 		return problem(http.StatusBadRequest, "unreadable-body", "Bad Request", "could not read the request body")
 	}
+	if err := checkBody(c, body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -224,7 +230,7 @@ func (s *Server) decode(c echo.Context, dst any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "unexpected data after the JSON value")
 	}
-	return checkBody(c, body)
+	return nil
 }
 
 // decodeOptional is decode for bodies that may be empty: an empty body

@@ -369,7 +369,7 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 func (x *modelExec) createEndpoints(ctx context.Context) error {
 	for i, sub := range x.sc.Subscribers() {
 		r, err := x.st.client.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
-			URL: x.st.endpoints.proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes), Secret: x.st.endpoints.secrets[i],
+			URL: x.st.endpoints.proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[i]),
 		})
 		if err != nil {
 			return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)

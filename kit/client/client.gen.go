@@ -612,7 +612,7 @@ type EndpointCreate struct {
 
 	// DisableAfter How long the endpoint may keep failing (from the first failure of a run of failures with no answer between) before hookflow disables it, a Go duration from 1m to 2160h (90 days). Its deliveries then wait in their lanes, nothing lost, and PATCH {"disabled":false} enables it again and resumes them. null or left out: 120h (5 days); out of bounds is a 422.
 	DisableAfter nullable.Nullable[string] `json:"disable_after,omitempty,omitzero"`
-	Disabled     bool                      `json:"disabled,omitempty,omitzero"`
+	Disabled     *bool                     `json:"disabled,omitempty"`
 
 	// EventTypes The event types the endpoint is sent (default: every type). At least one pattern, at most 100; repeats are dropped. null, like leaving it out, is every type. A bad pattern is a 422 whose field names it (event_types[2]).
 	EventTypes nullable.Nullable[[]string] `json:"event_types,omitempty,omitzero"`
@@ -630,7 +630,7 @@ type EndpointCreate struct {
 	RecoveryWindow nullable.Nullable[string] `json:"recovery_window,omitempty,omitzero"`
 
 	// Secret A signing secret you bring (a receiver that already verifies with it, an endpoint moved from another sender): whsec_ followed by the standard base64 of 24 to 64 random bytes. Stored and shown like one hookflow makes: in this answer and on rotation only, never logged. Left out, hookflow makes one of 32 bytes. Anything else is a 422 (field secret). Set at creation only: a PATCH with secret is a 400; rotate with POST /v1/endpoints/{id}/rotate-secret.
-	Secret string `json:"secret,omitempty,omitzero"`
+	Secret *string `json:"secret,omitempty"`
 
 	// Timeout The HTTP timeout of one delivery attempt: a Go duration from 1s to 60s, whole milliseconds. Fixed for each event when it is routed, like recovery_window. null or left out: the server's (HOOKFLOW_DELIVERY_TIMEOUT, 15s by default).
 	Timeout nullable.Nullable[string] `json:"timeout,omitempty,omitzero"`
@@ -771,7 +771,7 @@ type EndpointUpdate struct {
 	Timeout nullable.Nullable[string] `json:"timeout,omitempty,omitzero"`
 
 	// URL The new URL. Checked as at creation. To another origin (scheme, host or port) while the endpoint has custom headers, the same request must send headers again (the values for the new receiver, or null for none), or it is refused with a 422 naming headers: the values are secrets meant for the old origin. Every change is recorded with the key that made it (GET /v1/endpoints/{id}/url-changes, admin).
-	URL string `json:"url,omitempty,omitzero"`
+	URL *string `json:"url,omitempty"`
 
 	// URLPathPublic Replaces whether the URL's path holds no secret (see EndpointCreate). Said of one URL: a PATCH that changes url and leaves this out sets it back to false. Left out (or null) otherwise, it stays as it is.
 	URLPathPublic nullable.Nullable[bool] `json:"url_path_public,omitempty,omitzero"`
