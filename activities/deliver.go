@@ -19,19 +19,22 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
-// Attempt outcomes recorded in delivery_attempts.
+// Attempt outcomes recorded in delivery_attempts: the document's (an
+// attempt's outcome in api/openapi.json), so that an outcome the API would
+// show and the document not name cannot be written.
 const (
-	OutcomeDelivered = "delivered"
-	OutcomeRetry     = "retry"
-	OutcomePermanent = "permanent"
-	OutcomeGone      = "gone"
-	OutcomeDisabled  = "disabled"
+	OutcomeDelivered = string(wire.AttemptOutcomeDelivered)
+	OutcomeRetry     = string(wire.AttemptOutcomeRetry)
+	OutcomePermanent = string(wire.AttemptOutcomePermanent)
+	OutcomeGone      = string(wire.AttemptOutcomeGone)
+	OutcomeDisabled  = string(wire.AttemptOutcomeDisabled)
 	// OutcomeDeleted: the endpoint was deleted; nothing was sent, and the
 	// delivery ended skipped.
-	OutcomeDeleted = "deleted"
+	OutcomeDeleted = string(wire.AttemptOutcomeDeleted)
 )
 
 // maxRecordedBody bounds how much of a receiver's answer is kept.

@@ -40,6 +40,7 @@ func (e AcceptedState) Valid() bool {
 
 // Defines values for AttemptOutcome.
 const (
+	AttemptOutcomeDeleted   AttemptOutcome = "deleted"
 	AttemptOutcomeDelivered AttemptOutcome = "delivered"
 	AttemptOutcomeDisabled  AttemptOutcome = "disabled"
 	AttemptOutcomeGone      AttemptOutcome = "gone"
@@ -50,6 +51,8 @@ const (
 // Valid indicates whether the value is a known member of the AttemptOutcome enum.
 func (e AttemptOutcome) Valid() bool {
 	switch e {
+	case AttemptOutcomeDeleted:
+		return true
 	case AttemptOutcomeDelivered:
 		return true
 	case AttemptOutcomeDisabled:
@@ -362,15 +365,17 @@ type AcceptedState string
 
 // Attempt defines model for Attempt.
 type Attempt struct {
-	Attempt    int64          `json:"attempt"`
-	Error      string         `json:"error,omitempty,omitzero"`
-	LatencyMS  int64          `json:"latency_ms"`
+	Attempt   int64  `json:"attempt"`
+	Error     string `json:"error,omitempty,omitzero"`
+	LatencyMS int64  `json:"latency_ms"`
+
+	// Outcome delivered (2xx but 202), retry (202, 408, 429, 5xx, a timeout or a connection error), permanent (other 4xx), gone (410: the endpoint is disabled), disabled (nothing sent: the endpoint is disabled), deleted (nothing sent: the endpoint was deleted, and the delivery ended skipped)
 	Outcome    AttemptOutcome `json:"outcome"`
 	StartedAt  time.Time      `json:"started_at"`
 	StatusCode int64          `json:"status_code,omitempty,omitzero"`
 }
 
-// AttemptOutcome defines model for Attempt.Outcome.
+// AttemptOutcome delivered (2xx but 202), retry (202, 408, 429, 5xx, a timeout or a connection error), permanent (other 4xx), gone (410: the endpoint is disabled), disabled (nothing sent: the endpoint is disabled), deleted (nothing sent: the endpoint was deleted, and the delivery ended skipped)
 type AttemptOutcome string
 
 // AttemptPage defines model for AttemptPage.

@@ -658,8 +658,11 @@ export interface components {
             latency_ms: number;
             status_code?: number;
             error?: string;
-            /** @enum {string} */
-            outcome: "delivered" | "retry" | "permanent" | "gone" | "disabled";
+            /**
+             * @description delivered (2xx but 202), retry (202, 408, 429, 5xx, a timeout or a connection error), permanent (other 4xx), gone (410: the endpoint is disabled), disabled (nothing sent: the endpoint is disabled), deleted (nothing sent: the endpoint was deleted, and the delivery ended skipped)
+             * @enum {string}
+             */
+            outcome: "delivered" | "retry" | "permanent" | "gone" | "disabled" | "deleted";
         };
         Event: {
             id: string;
