@@ -291,26 +291,20 @@ func extension(sch *openapi3.Schema, name string) (any, bool) {
 	return v, ok
 }
 
-// kindOf names the JSON kinds a schema takes, as the decoder's refusals
-// name them ("a string", "an integer or null").
+// kindNames are the JSON kinds as the decoder's refusals name them.
+var kindNames = map[string]string{
+	openapi3.TypeString: "a string", openapi3.TypeInteger: "an integer", openapi3.TypeNumber: "a number",
+	openapi3.TypeBoolean: "true or false", openapi3.TypeArray: "an array", openapi3.TypeObject: "an object",
+	openapi3.TypeNull: "null",
+}
+
+// kindOf names the JSON kinds a schema takes ("a string", "an integer or
+// null").
 func kindOf(sch *openapi3.Schema) string {
 	var kinds []string
 	for _, t := range sch.Type.Slice() {
-		switch t {
-		case openapi3.TypeString:
-			kinds = append(kinds, "a string")
-		case openapi3.TypeInteger:
-			kinds = append(kinds, "an integer")
-		case openapi3.TypeNumber:
-			kinds = append(kinds, "a number")
-		case openapi3.TypeBoolean:
-			kinds = append(kinds, "true or false")
-		case openapi3.TypeArray:
-			kinds = append(kinds, "an array")
-		case openapi3.TypeObject:
-			kinds = append(kinds, "an object")
-		case openapi3.TypeNull:
-			kinds = append(kinds, "null")
+		if k, ok := kindNames[t]; ok {
+			kinds = append(kinds, k)
 		}
 	}
 	if len(kinds) == 0 {
