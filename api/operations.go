@@ -43,8 +43,10 @@ type operation struct {
 const operationKey = "hookflow.operation"
 
 // loadOperations reads the document's operations by operationId. Every
-// operation under /v1 must name the scope it needs: the document is where
-// a route's scope is said, so a route without one is refused at start.
+// operation under /v1 must name the scope it needs, one of Scopes: the
+// document is where a route's scope is said, so a route without one, or
+// with a misspelt one (which only an admin key would pass), is refused at
+// start.
 func loadOperations(raw []byte) (map[string]*operation, error) {
 	doc, err := openapi3.NewLoader().LoadFromData(raw)
 	if err != nil {
@@ -63,8 +65,11 @@ func loadOperations(raw []byte) (map[string]*operation, error) {
 			}
 			scope, _ := o.Extensions["x-hookflow-scope"].(string)
 			op.scope = Scope(scope)
-			if strings.HasPrefix(path, "/v1/") && op.scope == "" {
+			switch {
+			case strings.HasPrefix(path, "/v1/") && op.scope == "":
 				return nil, fmt.Errorf("api: openapi.json: %s %s names no x-hookflow-scope", method, path)
+			case op.scope != "" && !slices.Contains(Scopes(), op.scope):
+				return nil, fmt.Errorf("api: openapi.json: %s %s names the scope %q, which is none of %v", method, path, op.scope, Scopes())
 			}
 			ops[op.id] = op
 		}
