@@ -33,7 +33,7 @@ type Activities struct {
 // (starter.Starter): it reports Done, and releases the event the sequencer
 // names next with the release signal.
 type Sequencer interface {
-	Finished(ctx context.Context, correlationID string, d contract.Done) error
+	HandOver(ctx context.Context, tenant, correlationID string, d contract.Done) error
 }
 
 // Deps are what the activities need; all are required but Metrics.
@@ -72,7 +72,7 @@ func New(d Deps) (*Activities, error) {
 // (Temporal was unavailable). Repeating it is harmless: the sequencer
 // changes nothing for a repeated Done, and a lane ignores a second release.
 func (a *Activities) Finish(ctx context.Context, in contract.FinishInput) error {
-	return a.sequencer.Finished(ctx, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Lanes: in.Lanes})
+	return a.sequencer.HandOver(ctx, in.Tenant, in.CorrelationID, contract.Done{Sequence: in.Sequence, EventID: in.EventID, Lanes: in.Lanes})
 }
 
 // HandOverPause waits d, or until the workflow gives up on it. An event
@@ -95,8 +95,8 @@ func (a *Activities) HandOverPause(ctx context.Context, d time.Duration) error {
 // ledger: its cursor, which sequences have arrived from it on, and each
 // lane's position with its first open deliveries
 // (contract.MaxQueuedPerLane).
-func (a *Activities) LoadSequencer(ctx context.Context, correlationID string) (contract.SequencerLoad, error) {
-	l, err := a.store.CorrelationLoadOf(ctx, correlationID, contract.MaxQueuedPerLane)
+func (a *Activities) LoadSequencer(ctx context.Context, tenant, correlationID string) (contract.SequencerLoad, error) {
+	l, err := a.store.Tenant(tenant).CorrelationLoadOf(ctx, correlationID, contract.MaxQueuedPerLane)
 	if err != nil {
 		return contract.SequencerLoad{}, err
 	}
@@ -115,7 +115,7 @@ func (a *Activities) LoadLanes(ctx context.Context, in contract.LoadLanesInput) 
 	for i, la := range in.Lanes {
 		eps[i], after[i] = la.Endpoint, la.After
 	}
-	ls, err := a.store.LanesLoad(ctx, in.CorrelationID, eps, after, contract.MaxQueuedPerLane)
+	ls, err := a.store.Tenant(in.Tenant).LanesLoad(ctx, in.CorrelationID, eps, after, contract.MaxQueuedPerLane)
 	if err != nil {
 		return nil, err
 	}
@@ -145,19 +145,20 @@ func laneState(ln store.LaneLoad) contract.LaneState {
 // harmless.
 func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.OperatorResult, error) {
 	in.By = byOrRawSignal(in.By)
-	ok, err := a.store.DeadLetterMarkSkipped(ctx, in.EventID, in.EndpointID, in.Generation, in.By, in.Note)
+	st := a.store.Tenant(in.Tenant)
+	ok, err := st.DeadLetterMarkSkipped(ctx, in.EventID, in.EndpointID, in.Generation, in.By, in.Note)
 	if err != nil {
 		return contract.OperatorResult{}, err
 	}
 	if !ok {
-		if res, err := a.claimedOtherwise(ctx, in.EventID, in.EndpointID, in.Generation, store.DeadLetterSkipped); err != nil || res.Lost != "" {
+		if res, err := a.claimedOtherwise(ctx, st, in.EventID, in.EndpointID, in.Generation, store.DeadLetterSkipped); err != nil || res.Lost != "" {
 			return res, err
 		}
 	}
-	if err := a.store.DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, a.now()); err != nil {
+	if err := st.DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, a.now()); err != nil {
 		return contract.OperatorResult{}, err
 	}
-	return contract.OperatorResult{}, a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
+	return contract.OperatorResult{}, a.Finish(ctx, contract.FinishInput{Tenant: in.Tenant, CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
 		Lanes: []contract.LaneDone{{Endpoint: in.EndpointID, Skipped: true}}})
 }
 
@@ -167,8 +168,8 @@ func (a *Activities) Skip(ctx context.Context, in contract.SkipInput) (contract.
 // else the status that won, or the generation the row is at when it is
 // another (a run that a Reset discarded dead-lettered it again), which the
 // workflow then waits on.
-func (a *Activities) claimedOtherwise(ctx context.Context, eventID, endpointID string, gen int32, action string) (contract.OperatorResult, error) {
-	d, err := a.store.DeadLetterGet(ctx, eventID, endpointID)
+func (a *Activities) claimedOtherwise(ctx context.Context, st *store.Store, eventID, endpointID string, gen int32, action string) (contract.OperatorResult, error) {
+	d, err := st.DeadLetterGet(ctx, eventID, endpointID)
 	if err != nil {
 		return contract.OperatorResult{}, err
 	}
@@ -189,14 +190,15 @@ func (a *Activities) claimedOtherwise(ctx context.Context, eventID, endpointID s
 func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetterInput) (contract.DeadLetterResult, error) {
 	// The generation's own attempts: each generation of a replayed
 	// delivery holds those of its window, not a copy of every one so far.
-	attempts, lastAttempt, err := a.store.AttemptsSinceDeadLetter(ctx, in.Event.EventID, in.Event.EndpointID)
+	st := a.store.Tenant(in.Event.Tenant)
+	attempts, lastAttempt, err := st.AttemptsSinceDeadLetter(ctx, in.Event.EventID, in.Event.EndpointID)
 	if err != nil {
 		return contract.DeadLetterResult{}, err
 	}
 	if len(in.Event.Data) == 0 {
 		// The workflow carries no payload: the envelope kept in the dead
 		// letter takes the ledger's (an unfinished event keeps it).
-		ev, err := a.store.EventGet(ctx, in.Event.EventID)
+		ev, err := st.EventGet(ctx, in.Event.EventID)
 		if err != nil {
 			return contract.DeadLetterResult{}, err
 		}
@@ -214,13 +216,13 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 			break
 		}
 	}
-	gen, err := a.store.DeadLetterUpsert(ctx, store.DeadLetter{
+	gen, err := st.DeadLetterUpsert(ctx, store.DeadLetter{
 		EventID: in.Event.EventID, CorrelationID: in.Event.CorrelationID, Sequence: in.Event.Sequence,
 		EndpointID: in.Event.EndpointID, Envelope: env, Attempts: attempts, Reason: in.Reason,
 		FirstFailureAt: first, WindowStart: in.WindowStart, LastAttemptID: lastAttempt,
 	}, in.Window)
 	if errors.Is(err, store.ErrEventFinished) {
-		ev, err := a.store.EventGet(ctx, in.Event.EventID)
+		ev, err := st.EventGet(ctx, in.Event.EventID)
 		if err != nil {
 			return contract.DeadLetterResult{}, err
 		}
@@ -249,11 +251,12 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 // one never touches a later generation.
 func (a *Activities) Replayed(ctx context.Context, in contract.ReplayedInput) (contract.OperatorResult, error) {
 	in.By = byOrRawSignal(in.By)
-	ok, err := a.store.DeadLetterMarkReplayed(ctx, in.EventID, in.EndpointID, in.Generation, in.By)
+	st := a.store.Tenant(in.Tenant)
+	ok, err := st.DeadLetterMarkReplayed(ctx, in.EventID, in.EndpointID, in.Generation, in.By)
 	if err != nil || ok {
 		return contract.OperatorResult{}, err
 	}
-	return a.claimedOtherwise(ctx, in.EventID, in.EndpointID, in.Generation, store.DeadLetterReplayed)
+	return a.claimedOtherwise(ctx, st, in.EventID, in.EndpointID, in.Generation, store.DeadLetterReplayed)
 }
 
 // RawSignalBy is who the dead letter row says acted when a replay or skip

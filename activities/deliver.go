@@ -51,7 +51,8 @@ const maxRecordedBody = 2048
 // dead-lettered one before a replay of its dead letter is claimed.
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
-	start, err := a.store.DeliveryStartAttempt(ctx, in.EventID, in.EndpointID)
+	st := a.store.Tenant(in.Tenant)
+	start, err := st.DeliveryStartAttempt(ctx, in.EventID, in.EndpointID)
 	ep := start.Endpoint
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -92,7 +93,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	}
 	// The circuit before the rate limit: an attempt that will not send
 	// reserves no send slot.
-	cb := circuitAttempt{start: start, owner: fmt.Sprintf("%s/%s/%d", in.EventID, in.EndpointID, attempt)}
+	cb := circuitAttempt{st: st, start: start, owner: fmt.Sprintf("%s/%s/%d", in.EventID, in.EndpointID, attempt)}
 	if start.CircuitOpen {
 		p, err := a.store.CircuitProbeClaim(ctx, ep.ID, cb.owner, timeout+10*time.Second, in.Probe)
 		if err != nil {
@@ -202,7 +203,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	case c >= 200 && c < 300 && c != http.StatusAccepted:
 		rec.Outcome = OutcomeDelivered
 		a.observe(in.EndpointID, rec, latency)
-		if err := a.store.DeliveryDelivered(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
+		if err := st.DeliveryDelivered(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
 			// The receiver has it; a retry re-sends and gets "already processed".
 			return contract.DeliverResult{}, err
 		}
@@ -211,7 +212,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
-		if err := a.store.EndpointDisable(ctx, ep.ID, "receiver answered 410 Gone for event "+in.EventID); err != nil {
+		if err := st.EndpointDisable(ctx, ep.ID, "receiver answered 410 Gone for event "+in.EventID); err != nil {
 			return contract.DeliverResult{}, err
 		}
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(what, contract.ErrTypeEndpointGone, nil)
@@ -247,6 +248,9 @@ const minCircuitWait = time.Second
 // circuitAttempt is what an attempt knows of its endpoint's circuit: the
 // start's read, its name as a prober, and whether it claimed the probe.
 type circuitAttempt struct {
+	// st is the event's tenant's ledger, where the circuit's
+	// operational events go.
+	st    *store.Store
 	start store.AttemptStart
 	owner string
 	probe bool
@@ -267,7 +271,7 @@ func (a *Activities) circuitAnswered(ctx context.Context, ep store.Endpoint, cb 
 	if !cb.start.CircuitOpen && cb.start.CircuitFailures == 0 && !cb.probe {
 		return
 	}
-	t, err := a.store.CircuitSucceeded(ctx, ep.ID, ep.Settings.AutoReplay, a.closeSuccesses)
+	t, err := cb.st.CircuitSucceeded(ctx, ep.ID, ep.Settings.AutoReplay, a.closeSuccesses)
 	if err != nil {
 		a.logger.Error("record circuit success", "endpoint_id", ep.ID, "error", err)
 		return
@@ -282,7 +286,7 @@ func (a *Activities) circuitAnswered(ctx context.Context, ep store.Endpoint, cb 
 // the failure rate of its attempts of the window) or, when it has failed
 // for longer than its disable_after, disable it.
 func (a *Activities) circuitFailed(ctx context.Context, ep store.Endpoint, cb circuitAttempt) {
-	t, err := a.store.CircuitFailed(ctx, ep.ID, cb.owner, ep.Settings)
+	t, err := cb.st.CircuitFailed(ctx, ep.ID, cb.owner, ep.Settings)
 	if err != nil {
 		a.logger.Error("record circuit failure", "endpoint_id", ep.ID, "error", err)
 		return
@@ -388,7 +392,7 @@ func (a *Activities) handOver(ctx context.Context, in contract.DeliverInput, res
 		res.HandOffPending = true // the workflow hands the event's finished lanes over together
 		return res
 	}
-	if err := a.Finish(ctx, contract.FinishInput{CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
+	if err := a.Finish(ctx, contract.FinishInput{Tenant: in.Tenant, CorrelationID: in.CorrelationID, Sequence: in.Sequence, EventID: in.EventID,
 		Lanes: []contract.LaneDone{{Endpoint: in.EndpointID}}}); err != nil {
 		a.logger.Warn("hand delivered event over to its sequencer", "event_id", in.EventID, "error", err)
 		res.HandOffPending = true
@@ -404,11 +408,11 @@ func (a *Activities) handOver(ctx context.Context, in contract.DeliverInput, res
 // empty in order and hold nothing back.
 func (a *Activities) skipDeleted(ctx context.Context, in contract.DeliverInput, attempt int32, at time.Time, by string) (contract.DeliverResult, error) {
 	a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: at, Outcome: OutcomeDeleted, Error: ptr("endpoint deleted by " + by)})
-	if err := a.store.DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, at); err != nil {
+	if err := a.store.Tenant(in.Tenant).DeliverySkipped(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, at); err != nil {
 		return contract.DeliverResult{}, err
 	}
 	// A replay brought it here: its dead letter says skipped, not replayed.
-	if err := a.store.DeadLetterEndDeleted(ctx, in.EventID, in.EndpointID, by); err != nil {
+	if err := a.store.Tenant(in.Tenant).DeadLetterEndDeleted(ctx, in.EventID, in.EndpointID, by); err != nil {
 		return contract.DeliverResult{}, err
 	}
 	return contract.DeliverResult{Skipped: true, Attempt: attempt}, nil
@@ -425,7 +429,7 @@ func (a *Activities) observe(endpointID string, rec store.Attempt, latency time.
 // record stores an attempt. A failure to record is logged, not returned: the
 // attempt happened either way, and failing the activity would re-send.
 func (a *Activities) record(ctx context.Context, in contract.DeliverInput, at store.Attempt) {
-	if err := a.store.AttemptInsert(ctx, in.EventID, in.EndpointID, at); err != nil {
+	if err := a.store.Tenant(in.Tenant).AttemptInsert(ctx, in.EventID, in.EndpointID, at); err != nil {
 		a.logger.Error("record delivery attempt", "event_id", in.EventID, "endpoint_id", in.EndpointID, "attempt", at.Attempt, "error", err)
 	}
 }

@@ -41,7 +41,7 @@ type sequencerSpy struct {
 	calls []finished
 }
 
-func (s *sequencerSpy) Finished(_ context.Context, correlationID string, d contract.Done) error {
+func (s *sequencerSpy) HandOver(_ context.Context, _, correlationID string, d contract.Done) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, finished{CorrelationID: correlationID, Done: d})
@@ -73,6 +73,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	ctx := context.Background()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	secret, err := webhook.NewSecret()
 	require.NoError(t, err)
 	ep, err := st.EndpointInsert(ctx, "ep_1", url, secret, nil)

@@ -70,9 +70,9 @@ func (s *capturingStarter) SignalDeadLetter(context.Context, store.DeadLetter, s
 	return false, nil
 }
 
-func (s *capturingStarter) Resync(context.Context, string) error { return nil }
+func (s *capturingStarter) Resync(context.Context, string, string) error { return nil }
 
-func (s *capturingStarter) SkipDeletedDeadLetters(context.Context, string, string) (int, error) {
+func (s *capturingStarter) SkipDeletedDeadLetters(context.Context, string, string, string) (int, error) {
 	return 0, nil
 }
 
@@ -82,7 +82,7 @@ type handOvers struct {
 	dones []contract.Done
 }
 
-func (h *handOvers) Finished(_ context.Context, _ string, d contract.Done) error {
+func (h *handOvers) HandOver(_ context.Context, _, _ string, d contract.Done) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dones = append(h.dones, d)
@@ -110,6 +110,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 
 	// The receiver verifies with whatever secrets the test has learnt, and
 	// answers what the test tells it to.

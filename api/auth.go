@@ -58,6 +58,9 @@ type principal struct {
 	id     string
 	name   string
 	scopes []Scope
+	// tenant is the tenant the request acts on: a tenant key's own; for
+	// an operator key (and the bootstrap token), store.DefaultTenant.
+	tenant string
 }
 
 func (p principal) can(s Scope) bool {
@@ -70,6 +73,13 @@ const principalKey = "hookflow.principal"
 func principalOf(c echo.Context) principal {
 	p, _ := c.Get(principalKey).(principal)
 	return p
+}
+
+// ledger is the request's tenant's ledger: every handler reads and writes
+// through it (store.Store.Tenant), so an ID of another tenant's is one
+// that does not exist, and answers 404 as an unknown one does.
+func (s *Server) ledger(c echo.Context) *store.Store {
+	return s.deps.Store.Tenant(principalOf(c).tenant)
 }
 
 // hashKey is what the ledger keeps of a key.
@@ -102,7 +112,7 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 			return s.failures.refuse(addr)
 		}
 		if subtle.ConstantTimeCompare([]byte(token), bootstrap) == 1 {
-			c.Set(principalKey, principal{id: bootstrapName, name: bootstrapName, scopes: []Scope{ScopeAdmin}})
+			c.Set(principalKey, principal{id: bootstrapName, name: bootstrapName, scopes: []Scope{ScopeAdmin}, tenant: store.DefaultTenant})
 			return next(c)
 		}
 		if !wellFormedKey(token) {
@@ -115,7 +125,10 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		p := principal{id: k.ID, name: k.Name}
+		p := principal{id: k.ID, name: k.Name, tenant: store.DefaultTenant}
+		if k.TenantID != nil {
+			p.tenant = *k.TenantID
+		}
 		for _, sc := range k.Scopes {
 			p.scopes = append(p.scopes, Scope(sc))
 		}

@@ -30,7 +30,7 @@ func (s *Server) CorrelationSkip(c echo.Context, id wire.Key) error {
 	// what stays here is what the ledger knows.
 	ctx := c.Request().Context()
 	by := principalOf(c).name
-	v, err := s.deps.Store.CorrelationVoid(ctx, id, req.Sequences, by, req.Note)
+	v, err := s.ledger(c).CorrelationVoid(ctx, id, req.Sequences, by, req.Note)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) CorrelationSkip(c echo.Context, id wire.Key) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if err := s.deps.Starter.Resync(sctx, id); err != nil {
+	if err := s.deps.Starter.Resync(sctx, principalOf(c).tenant, id); err != nil {
 		if !temporalUnavailable(err) {
 			return fmt.Errorf("resync sequencer of %s: %w", id, err)
 		}

@@ -127,7 +127,7 @@ func (s *Server) DeadLetterList(c echo.Context, q wire.DeadLetterListParams) err
 	if p != nil {
 		return p
 	}
-	items, err := s.deps.Store.DeadLetterList(c.Request().Context(), f)
+	items, err := s.ledger(c).DeadLetterList(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
@@ -148,13 +148,13 @@ func (s *Server) DeadLetterList(c echo.Context, q wire.DeadLetterListParams) err
 func (s *Server) deadLetter(c echo.Context, id, endpointID string, open bool) (store.DeadLetter, error) {
 	ctx := c.Request().Context()
 	if endpointID != "" {
-		d, err := s.deps.Store.DeadLetterGet(ctx, id, endpointID)
+		d, err := s.ledger(c).DeadLetterGet(ctx, id, endpointID)
 		if errors.Is(err, store.ErrNotFound) {
 			return d, problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no dead letter for endpoint "+endpointID)
 		}
 		return d, err
 	}
-	all, err := s.deps.Store.DeadLettersOfEvent(ctx, id)
+	all, err := s.ledger(c).DeadLettersOfEvent(ctx, id)
 	if err != nil {
 		return store.DeadLetter{}, err
 	}
@@ -257,7 +257,7 @@ func (s *Server) operate(c echo.Context, d store.DeadLetter, claim func() (bool,
 		act.Detail = "the signal to the event's workflow may not have arrived (" + err.Error() + "); the action stands, and the repair sweep sends it again if the workflow did not take it"
 		return act, nil
 	}
-	if rerr := s.deps.Store.DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
+	if rerr := s.ledger(c).DeadLetterReopen(context.WithoutCancel(ctx), d.EventID, d.EndpointID, d.Generation); rerr != nil {
 		// The sweep sends the claimed action again once it sees the
 		// workflow still waiting: the claim is carried out, not lost.
 		s.deps.Logger.Warn("undo dead letter claim", "event_id", d.EventID, "error", rerr)
@@ -280,7 +280,7 @@ func temporalUnavailable(err error) bool {
 
 func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) (operatorAction, error) {
 	return s.operate(c, d, func() (bool, error) {
-		return s.deps.Store.DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by)
+		return s.ledger(c).DeadLetterMarkReplayed(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by)
 	}, contract.SignalReplay, contract.Replay{EndpointID: d.EndpointID, Generation: d.Generation, By: by}, wire.OperatorActionStatusReplaying)
 }
 
@@ -314,7 +314,7 @@ func (s *Server) DeadLetterSkip(c echo.Context, id wire.Key) error {
 	}
 	by := principalOf(c).name
 	act, err := s.operate(c, d, func() (bool, error) {
-		return s.deps.Store.DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by, req.Note)
+		return s.ledger(c).DeadLetterMarkSkipped(c.Request().Context(), d.EventID, d.EndpointID, d.Generation, by, req.Note)
 	}, contract.SignalSkip, contract.Skip{EndpointID: d.EndpointID, Generation: d.Generation, By: by, Note: req.Note}, wire.OperatorActionStatusSkipping)
 	if err != nil {
 		return err
@@ -361,7 +361,7 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 	n := 0
 	var after *store.ReplayCursor
 	for {
-		page, err := s.deps.Store.DeadLetterReplayPage(c.Request().Context(), f, after)
+		page, err := s.ledger(c).DeadLetterReplayPage(c.Request().Context(), f, after)
 		if err != nil {
 			return n, err
 		}

@@ -40,7 +40,7 @@ func (s *Server) EndpointStats(c echo.Context, id wire.Key) error {
 	if err != nil {
 		return err
 	}
-	h, err := s.deps.Store.EndpointHealth(c.Request().Context(), ep.ID, healthWindow)
+	h, err := s.ledger(c).EndpointHealth(c.Request().Context(), ep.ID, healthWindow)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *Server) StatsEndpoints(c echo.Context, q wire.StatsEndpointsParams) err
 		return p
 	}
 	// One more than the page says whether another follows.
-	hs, err := s.deps.Store.EndpointsHealth(c.Request().Context(), healthWindow, after, limit+1)
+	hs, err := s.ledger(c).EndpointsHealth(c.Request().Context(), healthWindow, after, limit+1)
 	if err != nil {
 		return err
 	}

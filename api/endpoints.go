@@ -116,7 +116,7 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ep, err := s.deps.Store.EndpointCreate(c.Request().Context(), store.Endpoint{
+	ep, err := s.ledger(c).EndpointCreate(c.Request().Context(), store.Endpoint{
 		ID: newID("ep_"), URL: req.URL, Secret: secret, EventTypes: types, Settings: settings},
 		store.Caps{Endpoints: s.cfg.MaxEndpoints, Subscribers: s.cfg.MaxSubscribers})
 	if p := subscribersProblem(err); p != nil {
@@ -148,7 +148,7 @@ func (s *Server) checkOperationalSubscribers(c echo.Context, id string, types []
 	if !slices.ContainsFunc(types, func(p string) bool { return strings.HasPrefix(p, contract.OperationalPrefix) }) {
 		return nil
 	}
-	n, err := s.deps.Store.EndpointsOperationalCount(c.Request().Context(), id)
+	n, err := s.ledger(c).EndpointsOperationalCount(c.Request().Context(), id)
 	if err != nil || n < s.cfg.MaxSubscribers {
 		return err
 	}
@@ -198,7 +198,7 @@ func createSecret(brought *string) (string, error) {
 }
 
 func (s *Server) endpoint(c echo.Context, id string) (store.Endpoint, error) {
-	ep, err := s.deps.Store.EndpointGet(c.Request().Context(), id)
+	ep, err := s.ledger(c).EndpointGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return ep, problem(http.StatusNotFound, "not-found", "Not Found", "no endpoint "+id)
 	}
@@ -250,7 +250,7 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 	who := principalOf(c)
 	ch.By = store.Actor{ID: who.id, Name: who.name}
 	ch.MaxSubscribers = s.cfg.MaxSubscribers
-	ep, err = s.deps.Store.EndpointUpdate(c.Request().Context(), ep.ID, ch)
+	ep, err = s.ledger(c).EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if errors.Is(err, store.ErrHeadersOrigin) {
 		return headersOriginProblem()
 	}
@@ -270,7 +270,7 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 		// after enabling it must finish what that one began. On an
 		// endpoint that was enabled it closes an open circuit and replays
 		// nothing but a straggler of an earlier disabling.
-		if err := s.deps.Store.CircuitReset(c.Request().Context(), ep.ID, ep.Settings.AutoReplay); err != nil {
+		if err := s.ledger(c).CircuitReset(c.Request().Context(), ep.ID, ep.Settings.AutoReplay); err != nil {
 			return err
 		}
 		resumed, err := s.resumeEndpoint(c, ep.ID)
@@ -308,7 +308,7 @@ func (s *Server) EndpointURLChanges(c echo.Context, id wire.Key, q wire.Endpoint
 	if err != nil {
 		return err
 	}
-	changes, err := s.deps.Store.EndpointURLChanges(c.Request().Context(), ep.ID, limit)
+	changes, err := s.ledger(c).EndpointURLChanges(c.Request().Context(), ep.ID, limit)
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (s *Server) EndpointRotateSecret(c echo.Context, id wire.Key) error {
 	if err != nil {
 		return err
 	}
-	ep, err = s.deps.Store.EndpointRotateSecret(c.Request().Context(), ep.ID, secret, s.cfg.SecretGrace)
+	ep, err = s.ledger(c).EndpointRotateSecret(c.Request().Context(), ep.ID, secret, s.cfg.SecretGrace)
 	if err != nil {
 		return err
 	}
@@ -369,12 +369,12 @@ func (s *Server) EndpointDelete(c echo.Context, id wire.Key) error {
 	}
 	ctx := c.Request().Context()
 	by := principalOf(c).name
-	if err := s.deps.Store.EndpointDelete(ctx, ep.ID, by); errors.Is(err, store.ErrNotFound) {
+	if err := s.ledger(c).EndpointDelete(ctx, ep.ID, by); errors.Is(err, store.ErrNotFound) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no endpoint "+ep.ID)
 	} else if err != nil {
 		return err
 	}
-	n, err := s.deps.Starter.SkipDeletedDeadLetters(ctx, ep.ID, by)
+	n, err := s.deps.Starter.SkipDeletedDeadLetters(ctx, principalOf(c).tenant, ep.ID, by)
 	if err != nil {
 		// Deleted all the same: the sweep skips what is left.
 		s.deps.Logger.Warn("skip a deleted endpoint's dead letters; the sweep finishes", "endpoint_id", ep.ID, "skipped", n, "error", err)
@@ -418,7 +418,7 @@ func (s *Server) EndpointList(c echo.Context, q wire.EndpointListParams) error {
 	}
 	// One more than the page says whether another follows, so the last
 	// page has no cursor and no client asks for an empty one.
-	eps, err := s.deps.Store.EndpointsList(c.Request().Context(), after, limit+1)
+	eps, err := s.ledger(c).EndpointsList(c.Request().Context(), after, limit+1)
 	if err != nil {
 		return err
 	}

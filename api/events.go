@@ -65,7 +65,7 @@ func (s *Server) EventCreate(c echo.Context) error {
 	}
 	traceEvent(c, ev)
 	ctx := c.Request().Context()
-	addressed, endpoints, err := s.deps.Store.Route(ctx, ev, s.cfg.MaxSubscribers)
+	addressed, endpoints, err := s.ledger(c).Route(ctx, ev, s.cfg.MaxSubscribers)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
@@ -80,7 +80,7 @@ func (s *Server) EventCreate(c echo.Context) error {
 		return s.eventForDisabled(c, ev)
 	}
 
-	stored, inserted, err := s.deps.Store.EventInsertRouted(ctx, ev, endpoints)
+	stored, inserted, err := s.ledger(c).EventInsertRouted(ctx, ev, endpoints)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func tooManySubscribers(eventType string, max int) *Problem {
 // the same event again, accepted before the endpoint was disabled, is
 // answered as any repost is.
 func (s *Server) eventForDisabled(c echo.Context, ev intake.Event) error {
-	_, err := s.deps.Store.EventGet(c.Request().Context(), ev.ID)
+	_, err := s.ledger(c).EventGet(c.Request().Context(), ev.ID)
 	if err == nil {
 		return s.eventConflict(c, ev)
 	}
@@ -144,7 +144,7 @@ func (s *Server) eventForDisabled(c echo.Context, ev intake.Event) error {
 // sequence under another id → 409.
 func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	ctx := c.Request().Context()
-	existing, err := s.deps.Store.EventGet(ctx, ev.ID)
+	existing, err := s.ledger(c).EventGet(ctx, ev.ID)
 	if err == nil {
 		if !bytes.Equal(existing.PayloadHash, ev.PayloadHash) {
 			p := problem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
@@ -165,11 +165,11 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	hw, err := s.deps.Store.CorrelationHighWater(ctx, ev.CorrelationID)
+	hw, err := s.ledger(c).CorrelationHighWater(ctx, ev.CorrelationID)
 	if err != nil {
 		return err
 	}
-	load, err := s.deps.Store.CorrelationLoadOf(ctx, ev.CorrelationID, 0)
+	load, err := s.ledger(c).CorrelationLoadOf(ctx, ev.CorrelationID, 0)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	}
 	// One query for every delivery's last attempts, however many endpoints
 	// the event went to and however often each was tried.
-	last, err := s.deps.Store.AttemptsLastByEvent(c.Request().Context(), ev.ID, eventAttemptsListed)
+	last, err := s.ledger(c).AttemptsLastByEvent(c.Request().Context(), ev.ID, eventAttemptsListed)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 
 // EventGet answers an event: its state, and each delivery's.
 func (s *Server) EventGet(c echo.Context, id wire.Key) error {
-	ev, err := s.deps.Store.EventGet(c.Request().Context(), id)
+	ev, err := s.ledger(c).EventGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no event "+id)
 	} else if err != nil {
@@ -257,7 +257,7 @@ func (s *Server) EventAttempts(c echo.Context, id, endpointID wire.Key, q wire.E
 		after = n
 	}
 	// One more than the page, to tell whether a next one is due.
-	attempts, ids, err := s.deps.Store.AttemptsPage(c.Request().Context(), id, endpointID, after, limit+1)
+	attempts, ids, err := s.ledger(c).AttemptsPage(c.Request().Context(), id, endpointID, after, limit+1)
 	if errors.Is(err, store.ErrNotFound) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no delivery to endpoint "+endpointID)
 	} else if err != nil {
@@ -301,17 +301,17 @@ const maxLaneParked = 100
 // arrived).
 func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
 	ctx := c.Request().Context()
-	load, err := s.deps.Store.CorrelationLoadOf(ctx, id, maxLaneParked)
+	load, err := s.ledger(c).CorrelationLoadOf(ctx, id, maxLaneParked)
 	if err != nil {
 		return err
 	}
-	st, ok := s.sequencerState(ctx, id)
+	st, ok := s.sequencerState(ctx, principalOf(c).tenant, id)
 	resp := wire.Correlation{CorrelationID: id, Source: wire.CorrelationSourceSequencer, Lanes: []wire.Lane{}}
 	if !ok {
 		resp.Source, st = wire.CorrelationSourceLedger, ledgerState(load)
 	}
 	if len(st.Lanes) == 0 && len(load.Lanes) == 0 {
-		hw, err := s.deps.Store.CorrelationHighWater(ctx, id)
+		hw, err := s.ledger(c).CorrelationHighWater(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -344,7 +344,7 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
 		}
 		switch {
 		case lr.Released != 0:
-			lr.BlockedBy = &wire.BlockedBy{Sequence: l.InFlight, EventID: l.InFlightEvent, State: string(s.deliveryState(ctx, ln, l))}
+			lr.BlockedBy = &wire.BlockedBy{Sequence: l.InFlight, EventID: l.InFlightEvent, State: string(s.deliveryState(ctx, s.ledger(c), ln, l))}
 		case resp.Missing != 0 && len(lr.Parked) > 0 && lr.Parked[0] > resp.Missing:
 			lr.BlockedBy = &wire.BlockedBy{Sequence: resp.Missing, State: "missing"}
 		}
@@ -356,13 +356,13 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
 // deliveryState is the ledger's state of the lane's delivery in flight:
 // from the lane's load when it lists it, else from its event (the ledger
 // has it finished, and the sequencer has not heard yet).
-func (s *Server) deliveryState(ctx context.Context, ln store.LaneLoad, l contract.LaneState) contract.State {
+func (s *Server) deliveryState(ctx context.Context, st *store.Store, ln store.LaneLoad, l contract.LaneState) contract.State {
 	for _, q := range ln.Open {
 		if q.Sequence == l.InFlight {
 			return q.State
 		}
 	}
-	if e, err := s.deps.Store.EventGet(ctx, l.InFlightEvent); err == nil {
+	if e, err := st.EventGet(ctx, l.InFlightEvent); err == nil {
 		for _, d := range e.Deliveries {
 			if d.EndpointID == l.Endpoint {
 				return d.State
@@ -389,11 +389,11 @@ func ledgerState(l store.CorrelationLoad) contract.SequencerState {
 
 // sequencerState asks the correlation's sequencer for its state; ok is
 // false when none answers in time.
-func (s *Server) sequencerState(ctx context.Context, correlationID string) (contract.SequencerState, bool) {
+func (s *Server) sequencerState(ctx context.Context, tenant, correlationID string) (contract.SequencerState, bool) {
 	qctx, cancel := context.WithTimeout(ctx, sequencerQueryTimeout)
 	defer cancel()
 	var st contract.SequencerState
-	v, err := s.deps.Temporal.QueryWorkflow(qctx, contract.SequencerID(correlationID), "", contract.QueryState)
+	v, err := s.deps.Temporal.QueryWorkflow(qctx, contract.SequencerID(tenant, correlationID), "", contract.QueryState)
 	if err == nil {
 		err = v.Get(&st)
 	}

@@ -225,6 +225,7 @@ func TestMalformedKeyIsRefusedWithoutAQuery(t *testing.T) {
 	t.Cleanup(pool.Close)
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	srv, err := api.New(api.RouterConfig{Token: testToken()}, api.RouterDeps{
 		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: slog.New(slog.DiscardHandler),
 	})
@@ -258,6 +259,7 @@ func TestNewRefusesShortBootstrapToken(t *testing.T) {
 	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	deps := api.RouterDeps{Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: slog.New(slog.DiscardHandler)}
 	_, err = api.New(api.RouterConfig{Token: strings.Repeat("t", 31)}, deps)
 	require.ErrorIs(t, err, api.ErrWeakToken)

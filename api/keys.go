@@ -48,7 +48,7 @@ func (s *Server) APIKeyCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	k, err := s.deps.Store.APIKeyInsert(c.Request().Context(), id, name, scopes, hashKey(key))
+	k, err := s.deps.Store.APIKeyInsert(c.Request().Context(), id, name, scopes, hashKey(key), nil)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ func fullServer(t *testing.T) *api.Server {
 	t.Cleanup(pool.Close)
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := metrics.New(prometheus.NewRegistry(), logger)
 	require.NoError(t, err)

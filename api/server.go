@@ -93,6 +93,7 @@ func CheckToken(token string, allowWeak bool) error {
 
 // Starter makes an accepted event a workflow, and carries an operator's
 // replay or skip to a dead letter's workflow (starter.Starter).
+// Each acts as the tenant its event, dead letter or argument names.
 type Starter interface {
 	Start(ctx context.Context, ev store.Event) error
 	// SignalDeadLetter reports ended when the event's workflow completed:
@@ -100,10 +101,10 @@ type Starter interface {
 	SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error)
 	// Resync makes the correlation's sequencer load the ledger (a voided
 	// sequence's tombstone) and passes its releases on.
-	Resync(ctx context.Context, correlationID string) error
+	Resync(ctx context.Context, tenant, correlationID string) error
 	// SkipDeletedDeadLetters skips the open dead letters of a deleted
 	// endpoint as by, and answers how many.
-	SkipDeletedDeadLetters(ctx context.Context, endpointID, by string) (int, error)
+	SkipDeletedDeadLetters(ctx context.Context, tenant, endpointID, by string) (int, error)
 }
 
 // Temporal is the part of the Temporal client the API uses.

@@ -60,9 +60,9 @@ func (s *recordingStarter) SignalDeadLetter(_ context.Context, d store.DeadLette
 	return false, nil
 }
 
-func (s *recordingStarter) Resync(context.Context, string) error { return nil }
+func (s *recordingStarter) Resync(context.Context, string, string) error { return nil }
 
-func (s *recordingStarter) SkipDeletedDeadLetters(context.Context, string, string) (int, error) {
+func (s *recordingStarter) SkipDeletedDeadLetters(context.Context, string, string, string) (int, error) {
 	return 0, nil
 }
 
@@ -142,6 +142,7 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 
 	b := &bundle{
 		pool: pool, store: st, starter: &recordingStarter{},

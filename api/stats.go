@@ -21,11 +21,11 @@ func (s *Server) Stats(c echo.Context, q wire.StatsParams) error {
 		limit = int(*q.Top)
 	}
 	ctx := c.Request().Context()
-	sm, err := s.deps.Store.StatsSummary(ctx)
+	sm, err := s.ledger(c).StatsSummary(ctx)
 	if err != nil {
 		return err
 	}
-	blocked, total, err := s.deps.Store.StatsBlockedCorrelations(ctx, max(limit, 1))
+	blocked, total, err := s.ledger(c).StatsBlockedCorrelations(ctx, max(limit, 1))
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Server) Stats(c echo.Context, q wire.StatsParams) error {
 		resp.Endpoints = append(resp.Endpoints, wire.EndpointStats{EndpointID: e.EndpointID, Waiting: e.Waiting, Delivering: e.Delivering,
 			DeliveredLast5M: e.DeliveredRecently, DeadLettersOpen: e.DeadLettersOpen, OldestLagSeconds: e.LagSeconds})
 	}
-	if run, err := s.deps.Store.CleanerRunLast(ctx); err == nil {
+	if run, err := s.ledger(c).CleanerRunLast(ctx); err == nil {
 		resp.Cleaner = &wire.CleanerRun{StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, PayloadsPruned: run.PayloadsPruned,
 			AttemptsDeleted: run.AttemptsDeleted, KeysDeleted: run.KeysDeleted, Error: deref(run.Error)}
 	} else if !errors.Is(err, store.ErrNotFound) {

@@ -366,7 +366,7 @@ func (b *bundle) recordRunHistory(workflowID, runID, name string) {
 		return
 	}
 	var h historypb.History
-	it := b.client.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := b.client.GetWorkflowHistory(context.Background(), wf(workflowID), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(b.t, err)

@@ -68,7 +68,7 @@ func (b *bundle) deadLetteredHead(name, endpointID string, last int64) (corr, id
 func (b *bundle) waitCompleted(id string) {
 	b.t.Helper()
 	waitFor(b.t, 30*time.Second, id+" completes", func() bool {
-		d, err := b.client.DescribeWorkflowExecution(context.Background(), id, "")
+		d, err := b.client.DescribeWorkflowExecution(context.Background(), wf(id), "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 }
@@ -78,7 +78,7 @@ func (b *bundle) waitCompleted(id string) {
 func (b *bundle) waitWorkflowOnDeadLetter(id string, gen int32, what string) {
 	b.t.Helper()
 	waitFor(b.t, 30*time.Second, what, func() bool {
-		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
+		v, err := b.client.QueryWorkflow(context.Background(), wf(id), "", contract.QueryState)
 		if err != nil {
 			return false
 		}
@@ -125,7 +125,7 @@ func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 
 	st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow, DeliveryTimeout: b.cfg.DeliveryTimeout}, b.store, b.client, b.logger)
 	require.NoError(t, err)
-	require.NoError(t, st.Resync(context.Background(), corr))
+	require.NoError(t, st.Resync(context.Background(), store.DefaultTenant, corr))
 	b.waitWorkflowOnDeadLetter(id, 1, "the released workflow runs, waiting on its dead letter")
 	time.Sleep(2 * time.Second)
 	require.Equal(t, 1, rcv.requestsFor(id), "nothing is sent before the operator replays")
@@ -227,7 +227,7 @@ func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
 		go func() { answered <- b.call(http.MethodPost, "/v1/dead-letters/"+id+"/"+c.api, nil, nil) }()
 		waitFor(t, 10*time.Second, "the API claims the dead letter", func() bool { return b.deadLetter(id).Status == c.row })
 		// The Web UI's signal goes through an unslowed name.
-		require.NoError(t, b.client.SignalWorkflow(context.Background(), id, "", c.ui, map[string]any{}))
+		require.NoError(t, b.client.SignalWorkflow(context.Background(), wf(id), "", c.ui, map[string]any{}))
 		require.Equal(t, http.StatusAccepted, <-answered, c.name)
 		slow.name.Store("")
 
@@ -343,7 +343,7 @@ func TestAClaimWhoseWorkflowEndedIsCarriedOut(t *testing.T) {
 			if path == "release" {
 				st, err := starter.New(starter.Config{TaskQueue: b.cfg.TaskQueue, RecoveryWindow: b.cfg.RecoveryWindow, DeliveryTimeout: b.cfg.DeliveryTimeout}, b.store, b.client, b.logger)
 				require.NoError(t, err)
-				require.NoError(t, st.Resync(context.Background(), corr))
+				require.NoError(t, st.Resync(context.Background(), store.DefaultTenant, corr))
 			}
 
 			b.waitState(corr+"-2", contract.StateDelivered, 60*time.Second)
@@ -432,7 +432,7 @@ func TestAResetToBeforeAReleaseIsReleasedIntoItsDeadLetter(t *testing.T) {
 
 	b.resetToTask(id, 1, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
 	waitFor(t, 30*time.Second, "the reset run's lane waits for its release", func() bool {
-		v, err := b.client.QueryWorkflow(context.Background(), id, "", contract.QueryState)
+		v, err := b.client.QueryWorkflow(context.Background(), wf(id), "", contract.QueryState)
 		if err != nil {
 			return false
 		}

@@ -237,7 +237,7 @@ func TestFanOutAFailingEndpointHoldsOnlyItsLane(t *testing.T) {
 	// The receiver heals; the operator replays from the Web UI with a raw
 	// signal naming the endpoint.
 	healed.Store(true)
-	require.NoError(t, b.client.SignalWorkflow(context.Background(), id(1), "", contract.SignalReplay, map[string]any{"endpoint_id": shipping.ID}))
+	require.NoError(t, b.client.SignalWorkflow(context.Background(), wf(id(1)), "", contract.SignalReplay, map[string]any{"endpoint_id": shipping.ID}))
 	for seq := int64(1); seq <= 3; seq++ {
 		b.waitDelivery(id(seq), shipping.ID, contract.StateDelivered, 30*time.Second)
 	}
@@ -373,7 +373,7 @@ func TestFanOutToAHundredSubscribers(t *testing.T) {
 	mu.Unlock()
 	b.waitCompleted(corr + "-1")
 	n := 0
-	it := b.client.GetWorkflowHistory(context.Background(), corr+"-1", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := b.client.GetWorkflowHistory(context.Background(), wf(corr+"-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		_, err := it.Next()
 		require.NoError(t, err)

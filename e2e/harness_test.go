@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func setup(t *testing.T, opts options) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	b := &bundle{t: t, cfg: cfg, store: st, client: c, prefix: randHex(4), logger: logger}
+	b := &bundle{t: t, cfg: cfg, store: st.Tenant(store.DefaultTenant), client: c, prefix: randHex(4), logger: logger}
 	for i := 0; i < opts.workers; i++ {
 		b.startWorker()
 	}
@@ -157,6 +158,17 @@ func (b *bundle) startWorker() sdkworker.Worker {
 
 // id makes an identifier unique to this test (sequencers are namespace-wide).
 func (b *bundle) id(s string) string { return b.prefix + "-" + s }
+
+// wf is the workflow ID of the default tenant's event id: what an operator
+// finds in the Web UI and presses Terminate, Reset or Signal on. An event's
+// key has no "/", so an id with one is a workflow ID already (a
+// sequencer's, contract.SequencerID), and is itself.
+func wf(id string) string {
+	if strings.Contains(id, "/") {
+		return id
+	}
+	return contract.EventWorkflowID(store.DefaultTenant, id)
+}
 
 // checked is an HTTP client of the API that holds every answer it gets to
 // openapi.json (apicheck): a status the operation does not document, or a

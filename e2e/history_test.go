@@ -40,17 +40,17 @@ func TestEventContinuesAsNewWhileDeadLettered(t *testing.T) {
 	ctx := context.Background()
 	var first, latest string
 	waitFor(t, 30*time.Second, "the workflow continued as new", func() bool {
-		desc, err := b.client.DescribeWorkflowExecution(ctx, id, "")
+		desc, err := b.client.DescribeWorkflowExecution(ctx, wf(id), "")
 		require.NoError(t, err)
 		info := desc.GetWorkflowExecutionInfo()
 		first, latest = info.GetFirstRunId(), info.GetExecution().GetRunId()
 		return first != latest
 	})
-	desc, err := b.client.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := b.client.DescribeWorkflowExecution(ctx, wf(id), "")
 	require.NoError(t, err)
 	require.Contains(t, desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields(), contract.DeadLetteredEndpointIDsKey.GetName(),
 		"the search attributes carried over name the dead-lettered endpoint")
-	v, err := b.client.QueryWorkflow(ctx, id, "", contract.QueryState)
+	v, err := b.client.QueryWorkflow(ctx, wf(id), "", contract.QueryState)
 	require.NoError(t, err)
 	var st contract.EventStatus
 	require.NoError(t, v.Get(&st))

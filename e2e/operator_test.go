@@ -108,7 +108,7 @@ type workflowserviceExecution struct {
 // UI's Queries tab does.
 func (b *bundle) sequencerState(corr string) contract.SequencerState {
 	b.t.Helper()
-	v, err := b.client.QueryWorkflow(context.Background(), contract.SequencerID(corr), "", contract.QueryState)
+	v, err := b.client.QueryWorkflow(context.Background(), contract.SequencerID(store.DefaultTenant, corr), "", contract.QueryState)
 	require.NoError(b.t, err)
 	var st contract.SequencerState
 	require.NoError(b.t, v.Get(&st))
@@ -117,7 +117,7 @@ func (b *bundle) sequencerState(corr string) contract.SequencerState {
 
 func (b *bundle) terminate(id string) {
 	b.t.Helper()
-	require.NoError(b.t, b.client.TerminateWorkflow(context.Background(), id, "", "pressed Terminate in the Web UI"))
+	require.NoError(b.t, b.client.TerminateWorkflow(context.Background(), wf(id), "", "pressed Terminate in the Web UI"))
 }
 
 // resetToFirstTask presses Reset on the workflow's latest run, back to its
@@ -136,7 +136,7 @@ func (b *bundle) resetToTask(id string, n int, exclude ...enumspb.ResetReapplyEx
 	var point int64
 	waitFor(b.t, 30*time.Second, fmt.Sprintf("completed workflow task %d of %s", n, id), func() bool {
 		seen := 0
-		it := b.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		it := b.client.GetWorkflowHistory(ctx, wf(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() && point == 0 {
 			ev, err := it.Next()
 			require.NoError(b.t, err)
@@ -149,7 +149,7 @@ func (b *bundle) resetToTask(id string, n int, exclude ...enumspb.ResetReapplyEx
 		return point != 0
 	})
 	_, err := b.client.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace: b.cfg.TemporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
+		Namespace: b.cfg.TemporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: wf(id)},
 		Reason: "pressed Reset in the Web UI", WorkflowTaskFinishEventId: point, RequestId: uuid.NewString(),
 		ResetReapplyExcludeTypes: exclude,
 	})
@@ -287,8 +287,8 @@ func TestReplayByARawSignalFromTheWebUI(t *testing.T) {
 	}
 	healed.Store(true)
 	ctx := context.Background()
-	require.NoError(t, b.client.SignalWorkflow(ctx, none+"-1", "", contract.SignalReplay, nil))
-	require.NoError(t, b.client.SignalWorkflow(ctx, empty+"-1", "", contract.SignalReplay, map[string]any{}))
+	require.NoError(t, b.client.SignalWorkflow(ctx, wf(none+"-1"), "", contract.SignalReplay, nil))
+	require.NoError(t, b.client.SignalWorkflow(ctx, wf(empty+"-1"), "", contract.SignalReplay, map[string]any{}))
 	for _, corr := range []string{none, empty} {
 		b.waitState(corr+"-1", contract.StateDelivered, 30*time.Second)
 		waitFor(t, 10*time.Second, "the dead letter row follows", func() bool {
@@ -453,8 +453,8 @@ func TestTerminateAndResetDoNotStrandACorrelation(t *testing.T) {
 	}
 	b.terminate(delivering + "-1")         // the released event
 	b.terminate(held + "-2")               // a held one
-	b.terminate(contract.SequencerID(seq)) // a sequencer with parked events
-	b.resetToFirstTask(contract.SequencerID(reset))
+	b.terminate(contract.SequencerID(store.DefaultTenant, seq)) // a sequencer with parked events
+	b.resetToFirstTask(contract.SequencerID(store.DefaultTenant, reset))
 	released.Store(true)
 
 	for _, corr := range corrs {
@@ -475,7 +475,7 @@ func TestTerminateAndResetDoNotStrandACorrelation(t *testing.T) {
 	before := rcv.requestsFor(delivering + "-3")
 	b.resetToFirstTask(delivering + "-3")
 	waitFor(t, 30*time.Second, "the reset run completes", func() bool {
-		d, err := b.client.DescribeWorkflowExecution(context.Background(), delivering+"-3", "")
+		d, err := b.client.DescribeWorkflowExecution(context.Background(), wf(delivering+"-3"), "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 	require.Equal(t, before, rcv.requestsFor(delivering+"-3"))

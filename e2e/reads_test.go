@@ -170,8 +170,8 @@ func TestEndpointsHealthAtOnce(t *testing.T) {
 	// is the oldest.
 	_, err := b.store.Pool().Exec(context.Background(), `UPDATE delivery_attempts SET started_at = now() - interval '30 minutes' WHERE event_id = $1`, id)
 	require.NoError(t, err)
-	_, err = b.store.Pool().Exec(context.Background(), `INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, outcome)
-		SELECT $1, $2, i + 1, now() - interval '1 second' * (1010 - i) / 100, 7, 200, 'delivered' FROM generate_series(1, 1010) i`, id, busy.ID)
+	_, err = b.store.Pool().Exec(context.Background(), `INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, status_code, outcome)
+		SELECT 'default', $1, $2, i + 1, now() - interval '1 second' * (1010 - i) / 100, 7, 200, 'delivered' FROM generate_series(1, 1010) i`, id, busy.ID)
 	require.NoError(t, err)
 
 	type health struct {

@@ -110,9 +110,9 @@ func TestRedaction(t *testing.T) {
 		"logs":                   logs.String(),
 		"spans":                  spansText(spans.Ended()),
 		"event history":          b.historyText(id),
-		"sequencer history":      b.historyText(contract.SequencerID(corr)),
+		"sequencer history":      b.historyText(contract.SequencerID(contract.DefaultTenant, corr)),
 		"echoed event history":   b.historyText(echoID),
-		"echoed event sequencer": b.historyText(contract.SequencerID(echoCorr)),
+		"echoed event sequencer": b.historyText(contract.SequencerID(contract.DefaultTenant, echoCorr)),
 	}
 	for _, name := range slices.Sorted(maps.Keys(where)) {
 		// bytea columns and byte payloads would show it as hex.
@@ -273,7 +273,7 @@ func (b *bundle) apiText(eventID string) string {
 // inputs and results, which protojson shows in base64) is read too.
 func (b *bundle) historyText(workflowID string) string {
 	b.t.Helper()
-	it := b.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := b.client.GetWorkflowHistory(context.Background(), wf(workflowID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var sb strings.Builder
 	n := 0
 	for it.HasNext() {

@@ -60,7 +60,7 @@ func TestSweepReleasesAHeadThatLostItsRelease(t *testing.T) {
 	// Back to its second task (the first ran the ledger's load and released
 	// 1): left out of the new run, the updates since (arrive 2, finished 1)
 	// are lost, and it has 1 released again and nothing parked.
-	b.resetToTask(contract.SequencerID(seqReset), 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
+	b.resetToTask(contract.SequencerID(contract.DefaultTenant, seqReset), 2, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
 	waitFor(t, 30*time.Second, "the reset sequencer is back after its first task", func() bool {
 		st := b.sequencerState(seqReset)
 		return st.Next == 1 && released(st) == 1 && parked(st) == 0
@@ -81,7 +81,7 @@ func TestSweepReleasesAHeadThatLostItsRelease(t *testing.T) {
 	_, err = b.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: second, TaskQueue: b.cfg.TaskQueue}, contract.EventWorkflow, strt.Input(ev))
 	require.NoError(t, err)
 	waitFor(t, 30*time.Second, second+" waits in its first task", func() bool {
-		v, err := b.client.QueryWorkflow(ctx, second, "", contract.QueryState)
+		v, err := b.client.QueryWorkflow(ctx, wf(second), "", contract.QueryState)
 		var st contract.EventStatus
 		return err == nil && v.Get(&st) == nil && st.State == contract.StateWaiting
 	})

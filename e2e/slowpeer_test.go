@@ -151,7 +151,7 @@ func TestThreeLanesDeliveredTogetherAreHandedOverTogether(t *testing.T) {
 func (b *bundle) localActivities(workflowID string) []string {
 	b.t.Helper()
 	var out []string
-	it := b.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := b.client.GetWorkflowHistory(context.Background(), wf(workflowID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(b.t, err)

@@ -220,13 +220,13 @@ func (w *logWriter) Write(p []byte) (int, error) {
 func (b *bundle) breakSequencer(corr, taskQueue string) {
 	b.t.Helper()
 	ctx := context.Background()
-	id := contract.SequencerID(corr)
-	if _, err := b.client.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+	id := contract.SequencerID(contract.DefaultTenant, corr)
+	if _, err := b.client.DescribeWorkflowExecution(ctx, wf(id), ""); err == nil {
 		b.terminate(id)
 	}
 	_, err := b.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, "BrokenSequencer")
 	require.NoError(b.t, err)
-	b.t.Cleanup(func() { _ = b.client.TerminateWorkflow(context.Background(), id, "", "test over") })
+	b.t.Cleanup(func() { _ = b.client.TerminateWorkflow(context.Background(), wf(id), "", "test over") })
 }
 
 // TestSweepsGoOnPastASequencerThatNeverAnswers: two correlations' sequencers

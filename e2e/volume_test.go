@@ -65,7 +65,7 @@ func TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, load.Next, "the cursor waits behind E's dead letter")
 
-	b.terminate(contract.SequencerID(corr))
+	b.terminate(contract.SequencerID(store.DefaultTenant, corr))
 	b.publish(id(last+1), corr, last+1, "y.updated")
 	b.waitDelivery(id(last+1), healthy.ID, contract.StateDelivered, 30*time.Second)
 	require.Equal(t, last+1, healthy.rcv.appliedTo(corr)[len(healthy.rcv.appliedTo(corr))-1])

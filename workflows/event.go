@@ -532,7 +532,7 @@ func (w *eventRun) handOverTogether(ctx workflow.Context) error {
 		lanes := w.handOvers
 		w.handOvers = nil
 		ev := w.in.Event
-		in := contract.FinishInput{CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EventID: ev.EventID, Lanes: lanes}
+		in := contract.FinishInput{Tenant: ev.Tenant, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EventID: ev.EventID, Lanes: lanes}
 		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
 			return fmt.Errorf("hand over to the sequencer: %w", err)
 		}
@@ -816,7 +816,7 @@ func (l *laneRun) run(ctx workflow.Context) error {
 		// the lane waits for the one that won (the API signals it).
 		var claim contract.OperatorResult
 		if skip != nil {
-			in := contract.SkipInput{EventID: l.ev.EventID, EndpointID: l.endpoint, CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
+			in := contract.SkipInput{Tenant: l.ev.Tenant, EventID: l.ev.EventID, EndpointID: l.endpoint, CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, Generation: gen, By: skip.By, Note: skip.Note}
 			if err := workflow.ExecuteActivity(ledger, contract.ActivitySkip, in).Get(ctx, &claim); err != nil {
 				return fmt.Errorf("record skip: %w", err)
 			}
@@ -835,7 +835,7 @@ func (l *laneRun) run(ctx workflow.Context) error {
 			l.setState(ctx, contract.StateSkipped, true)
 			return nil
 		}
-		rin := contract.ReplayedInput{EventID: l.ev.EventID, EndpointID: l.endpoint, Generation: gen, By: replay.By}
+		rin := contract.ReplayedInput{Tenant: l.ev.Tenant, EventID: l.ev.EventID, EndpointID: l.endpoint, Generation: gen, By: replay.By}
 		if err := workflow.ExecuteActivity(ledger, contract.ActivityReplayed, rin).Get(ctx, &claim); err != nil {
 			return fmt.Errorf("record replay: %w", err)
 		}
@@ -881,7 +881,7 @@ func (l *laneRun) foundFinished(ctx workflow.Context, state contract.State) erro
 // handOver tells the sequencer that the delivery is finished (Finish),
 // until it succeeds.
 func (l *laneRun) handOver(ctx workflow.Context, skipped bool) error {
-	in := contract.FinishInput{CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, EventID: l.ev.EventID,
+	in := contract.FinishInput{Tenant: l.ev.Tenant, CorrelationID: l.ev.CorrelationID, Sequence: l.ev.Sequence, EventID: l.ev.EventID,
 		Lanes: []contract.LaneDone{{Endpoint: l.endpoint, Skipped: skipped}}}
 	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localOptions()), contract.ActivityFinish, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("hand over to the sequencer: %w", err)

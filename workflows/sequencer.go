@@ -28,6 +28,8 @@ const (
 
 // SequencerInput starts (or continues) a correlation's sequencer.
 type SequencerInput struct {
+	// Tenant and CorrelationID are the correlation: order is per tenant.
+	Tenant        string `json:"tenant_id"`
 	CorrelationID string `json:"correlation_id"`
 	// State is carried across continue-as-new; nil on a fresh start, which
 	// loads the correlation from the ledger.
@@ -87,7 +89,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	resync := func(ctx workflow.Context) error {
 		began := s.beginMerge()
 		var l contract.SequencerLoad
-		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.CorrelationID).Get(ctx, &l); err != nil {
+		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.Tenant, in.CorrelationID).Get(ctx, &l); err != nil {
 			for _, ep := range sortedKeys(began) {
 				s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
 			}
@@ -107,7 +109,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 				return nil
 			}
 			var lanes []contract.LaneState
-			if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadLanes, contract.LoadLanesInput{CorrelationID: in.CorrelationID, Lanes: eps}).Get(ctx, &lanes); err != nil {
+			if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadLanes, contract.LoadLanesInput{Tenant: in.Tenant, CorrelationID: in.CorrelationID, Lanes: eps}).Get(ctx, &lanes); err != nil {
 				s.abortLoad(eps)
 				return err
 			}
@@ -212,7 +214,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			}
 			st := s.snapshot()
 			return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
-				CorrelationID: in.CorrelationID, State: &st, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
+				Tenant: in.Tenant, CorrelationID: in.CorrelationID, State: &st, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
 			})
 		}
 		// One timer per idle period, not one per update: each would cost

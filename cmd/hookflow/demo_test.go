@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/testenv"
@@ -54,6 +55,7 @@ func TestDemoAgainstDevStack(t *testing.T) {
 	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
+	st = st.Tenant(store.DefaultTenant)
 	require.NoError(t, ensureDevEndpoint(ctx, st, rhs.URL+"/webhook", secret))
 	c, err := app.TemporalClient(ctx, cfg, logger)
 	require.NoError(t, err)

@@ -165,7 +165,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	receiverURL := "http://" + cfg.ReceiverAddr + "/webhook"
-	if err := ensureDevEndpoint(ctx, st, receiverURL, secret); err != nil {
+	if err := ensureDevEndpoint(ctx, st.Tenant(store.DefaultTenant), receiverURL, secret); err != nil {
 		return err
 	}
 	rctx, stopReceiver := context.WithCancel(ctx)

@@ -28,6 +28,7 @@ func TestEnsureDevEndpointMovesWithItsHeaders(t *testing.T) {
 	st, err := app.ConnectStore(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
+	st = st.Tenant(store.DefaultTenant)
 
 	require.NoError(t, ensureDevEndpoint(ctx, st, "http://127.0.0.1:8091/webhook", "whsec_dev"))
 	h := map[string]string{"X-Tenant": "dev-tenant"}

@@ -11,6 +11,7 @@ import (
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/relay"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/outbox"
 )
@@ -87,7 +88,7 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := relay.New(relay.Config{MaxSubscribers: cfg.MaxSubscribers}, relay.Deps{Outbox: src, Ledger: st, Starter: strt, Logger: logger})
+	r, err := relay.New(relay.Config{MaxSubscribers: cfg.MaxSubscribers}, relay.Deps{Outbox: src, Ledger: st.Tenant(store.DefaultTenant), Starter: strt, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ type sequencerHistory struct {
 // visibility lists, the latest, and any run the continue-as-new chain of
 // those leads to.
 func loadSequencer(ctx context.Context, c client.Client, corr string, keepUpdates bool) (sequencerHistory, error) {
-	id := contract.SequencerID(corr)
+	id := contract.SequencerID(contract.DefaultTenant, corr)
 	sh := sequencerHistory{byType: map[string]int{}}
 	listed, err := runsOf(ctx, c, id)
 	if err != nil {
@@ -152,7 +152,7 @@ type closedRun struct {
 // sequencerRunLengths reads runLengths; closed caches the closed runs
 // between calls.
 func sequencerRunLengths(ctx context.Context, c client.Client, corr string, closed map[string]closedRun) (runLengths, error) {
-	id := contract.SequencerID(corr)
+	id := contract.SequencerID(contract.DefaultTenant, corr)
 	var rl runLengths
 	listed, err := runsOf(ctx, c, id)
 	if err != nil {
@@ -208,7 +208,7 @@ type workflowTotals struct {
 func readWorkflows(ctx context.Context, c client.Client, ids []string) (workflowTotals, error) {
 	var t workflowTotals
 	for i, id := range ids {
-		evs, err := history(ctx, c, id, "")
+		evs, err := history(ctx, c, contract.EventWorkflowID(contract.DefaultTenant, id), "")
 		if err != nil {
 			return t, err
 		}
@@ -272,7 +272,7 @@ func timeline(ctx context.Context, c client.Client, name string, samples []idleS
 		}
 	}
 	for _, s := range samples {
-		evs, err := history(ctx, c, s.id, "")
+		evs, err := history(ctx, c, contract.EventWorkflowID(contract.DefaultTenant, s.id), "")
 		if err != nil {
 			return Timeline{}, err
 		}

@@ -31,6 +31,7 @@ func TestLedgerSynthOnSchema(t *testing.T) {
 	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	ep, err := st.EndpointInsert(ctx, "ep_bench", "https://receiver.example/webhook", "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0", nil)
 	require.NoError(t, err)
 

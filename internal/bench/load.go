@@ -562,7 +562,7 @@ func (r *runner) idleOne(ctx context.Context, sc *scenario) error {
 		}
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		d, err := r.s.temporal.DescribeWorkflowExecution(ctx, e.id, "")
+		d, err := r.s.temporal.DescribeWorkflowExecution(ctx, contract.EventWorkflowID(contract.DefaultTenant, e.id), "")
 		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			break
 		}

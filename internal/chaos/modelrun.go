@@ -417,18 +417,24 @@ func (x *modelExec) report(vs []ModelViolation, took time.Duration) string {
 	return b.String()
 }
 
+// workflowID is the Temporal workflow s acts on: its event's, or its
+// correlation's sequencer's when it names no sequence.
 func (x *modelExec) workflowID(s Step) string {
 	if s.Seq == 0 {
-		return contract.SequencerID(x.sc.CorrelationID(s.Corr))
+		return contract.SequencerID(contract.DefaultTenant, x.sc.CorrelationID(s.Corr))
 	}
-	return x.sc.EventID(s.Corr, s.Seq)
+	return x.wf(x.sc.EventID(s.Corr, s.Seq))
 }
+
+// wf is the workflow ID of event id.
+func (x *modelExec) wf(id string) string { return contract.EventWorkflowID(contract.DefaultTenant, id) }
 
 // step carries out one action and says what became of it.
 func (x *modelExec) step(ctx context.Context, s Step) string {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	id := x.workflowID(s)
+	ev := x.sc.EventID(s.Corr, s.Seq)
 	switch s.Kind {
 	case StepMode:
 		x.st.proxy.SetMode(x.sc.CorrelationID(s.Corr), s.Endpoint, s.Mode)
@@ -440,9 +446,9 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 		}
 		return strings.Join(answers, ", ")
 	case StepAwait:
-		return x.await(ctx, Delivery{id, s.Endpoint}, s.State, x.cfg.RecoveryWindow+6*time.Second)
+		return x.await(ctx, Delivery{ev, s.Endpoint}, s.State, x.cfg.RecoveryWindow+6*time.Second)
 	case StepPress:
-		return x.press(ctx, Delivery{id, s.Endpoint}, s.Press)
+		return x.press(ctx, Delivery{ev, s.Endpoint}, s.Press)
 	case StepDouble:
 		var answers [2]string
 		var wg sync.WaitGroup
@@ -452,7 +458,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 			go func() {
 				defer wg.Done()
 				<-start
-				answers[i] = x.press(ctx, Delivery{id, s.Endpoint}, p)
+				answers[i] = x.press(ctx, Delivery{ev, s.Endpoint}, p)
 			}()
 		}
 		close(start)
@@ -820,7 +826,7 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 		data = string(b)
 	}
 	req := &workflowservice.SignalWorkflowExecutionRequest{
-		Namespace: temporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
+		Namespace: temporalNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: x.wf(id)},
 		SignalName: p.Button, Identity: "operator-model@webui", RequestId: randomHex(16),
 	}
 	if data != "" {
@@ -1107,7 +1113,7 @@ func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, ge
 func (x *modelExec) running(ctx context.Context, id string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	desc, err := x.st.tc.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := x.st.tc.DescribeWorkflowExecution(ctx, x.wf(id), "")
 	return err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
@@ -1167,7 +1173,7 @@ func (x *modelExec) observe(parent context.Context) (ModelObserved, error) {
 				}
 				h := Head{Next: q, Generation: rows[Delivery{id, ep}].Generation}
 				ob := &observer{st: x.st}
-				h.Workflow, h.Status, h.QueryErr = ob.headWorkflow(ctx, id)
+				h.Workflow, h.Status, h.QueryErr = ob.headWorkflow(ctx, x.wf(id))
 				obs.Heads[lane] = h
 				break
 			}

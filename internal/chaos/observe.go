@@ -327,7 +327,7 @@ func (o *observer) heads(ctx context.Context, deliveries map[Delivery]DeliveryRo
 					continue
 				}
 				h := Head{Next: ev.Sequence, Generation: row.Generation}
-				h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, ev.ID)
+				h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, contract.EventWorkflowID(contract.DefaultTenant, ev.ID))
 				heads[Lane{corr, ep}] = h
 				break
 			}

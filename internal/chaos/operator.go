@@ -387,7 +387,7 @@ func (o *operator) pickEvent(ctx context.Context, pick uint64) (string, error) {
 	if len(ids) == 0 {
 		return "", errors.New("no unfinished event")
 	}
-	return ids[(pick>>1)%uint64(len(ids))], nil
+	return contract.EventWorkflowID(contract.DefaultTenant, ids[(pick>>1)%uint64(len(ids))]), nil
 }
 
 // pickSequencer picks the sequencer of a correlation with unfinished events.
@@ -400,7 +400,7 @@ func (o *operator) pickSequencer(ctx context.Context, pick uint64) (string, erro
 	if len(corrs) == 0 {
 		return "", errors.New("no correlation has unfinished events")
 	}
-	return contract.SequencerID(corrs[pick%uint64(len(corrs))]), nil
+	return contract.SequencerID(contract.DefaultTenant, corrs[pick%uint64(len(corrs))]), nil
 }
 
 // candidates reads one column of ids from hookflow's ledger.

@@ -30,6 +30,7 @@ func newLedger(t *testing.T) *ledger {
 	var err error
 	l.st, err = store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
+	l.st = l.st.Tenant(store.DefaultTenant)
 	_, err = l.st.EndpointInsert(l.ctx, "ep", "https://example.com/hook", "whsec_x", nil)
 	require.NoError(t, err)
 	return l

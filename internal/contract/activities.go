@@ -119,6 +119,7 @@ func jsonLen(s string) int {
 
 // FinishInput names finished deliveries of an event.
 type FinishInput struct {
+	Tenant        string     `json:"tenant_id"`
 	CorrelationID string     `json:"correlation_id"`
 	Sequence      int64      `json:"sequence"`
 	EventID       string     `json:"event_id"`
@@ -144,6 +145,7 @@ type SequencerLoad struct {
 // LoadLanesInput asks the ledger for the next open deliveries of lanes of
 // a correlation, each after a sequence (the lane's last finished one).
 type LoadLanesInput struct {
+	Tenant        string      `json:"tenant_id"`
 	CorrelationID string      `json:"correlation_id"`
 	Lanes         []LaneAfter `json:"lanes"`
 }
@@ -156,6 +158,7 @@ type LaneAfter struct {
 
 // SkipInput names the dead letter of a delivery an operator skipped.
 type SkipInput struct {
+	Tenant        string `json:"tenant_id"`
 	EventID       string `json:"event_id"`
 	EndpointID    string `json:"endpoint_id"`
 	CorrelationID string `json:"correlation_id"`
@@ -206,6 +209,7 @@ type OperatorResult struct {
 
 // ReplayedInput names the dead letter a replay is for.
 type ReplayedInput struct {
+	Tenant     string `json:"tenant_id"`
 	EventID    string `json:"event_id"`
 	EndpointID string `json:"endpoint_id"`
 	Generation int32  `json:"generation"`
@@ -217,6 +221,9 @@ type ReplayedInput struct {
 // carried. Every attempt sends the same envelope; only webhook-timestamp and
 // the signature change.
 type DeliverInput struct {
+	// Tenant is the tenant the event belongs to: every activity of the
+	// event reads and writes its ledger as the tenant's.
+	Tenant        string    `json:"tenant_id"`
 	EventID       string    `json:"event_id"`
 	CorrelationID string    `json:"correlation_id"`
 	Sequence      int64     `json:"sequence"`

@@ -14,10 +14,10 @@ import (
 // Workflow types.
 const (
 	// EventWorkflow is one accepted event; its workflow ID is the event's
-	// idempotency key.
+	// idempotency key within its tenant, EventWorkflowID(tenant, key).
 	EventWorkflow = "EventWorkflow"
 	// SequencerWorkflow is one correlation's sequencer; its workflow ID is
-	// SequencerID(correlation).
+	// SequencerID(tenant, correlation).
 	SequencerWorkflow = "SequencerWorkflow"
 )
 
@@ -53,16 +53,42 @@ const (
 	QueryState = "state"
 )
 
-// SequencerPrefix starts every sequencer's workflow ID. An event's key can
-// never contain "/", so the two never collide.
-const SequencerPrefix = "sequencer/"
+// Workflow IDs are per tenant: an event's is "<tenant>/<event id>", its
+// correlation's sequencer's "<tenant>/sequencer/<correlation id>". A
+// tenant's ID and an event's key can never contain "/", so an event's ID
+// has one and a sequencer's two, and no two tenants' IDs collide. The
+// tenant leads, so the Web UI lists a tenant's workflows by the prefix
+// (WorkflowId STARTS_WITH "acme/") as well as by TenantId.
+const sequencerInfix = "/sequencer/"
 
-// SequencerID is the workflow ID of a correlation's sequencer.
-func SequencerID(correlationID string) string { return SequencerPrefix + correlationID }
+// DefaultTenant owns every row that was there before tenants (migration
+// 025), and is the tenant an operator key acts on when it names none.
+const DefaultTenant = "default"
 
-// CorrelationOf returns the correlation of a sequencer's workflow ID.
-func CorrelationOf(sequencerID string) (string, bool) {
-	return strings.CutPrefix(sequencerID, SequencerPrefix)
+// EventWorkflowID is the workflow ID of tenant's event eventID.
+func EventWorkflowID(tenant, eventID string) string { return tenant + "/" + eventID }
+
+// SequencerID is the workflow ID of the sequencer of tenant's correlation.
+func SequencerID(tenant, correlationID string) string { return tenant + sequencerInfix + correlationID }
+
+// TenantOf returns the tenant of an event's or a sequencer's workflow ID
+// (what an activity learns its tenant from: its workflow's ID).
+func TenantOf(workflowID string) (string, bool) {
+	t, _, ok := strings.Cut(workflowID, "/")
+	return t, ok && t != ""
+}
+
+// EventOf returns the tenant and event of an event's workflow ID.
+func EventOf(workflowID string) (tenant, eventID string, ok bool) {
+	tenant, eventID, ok = strings.Cut(workflowID, "/")
+	return tenant, eventID, ok && tenant != "" && eventID != "" && !strings.Contains(eventID, "/")
+}
+
+// CorrelationOf returns the tenant and correlation of a sequencer's
+// workflow ID.
+func CorrelationOf(sequencerID string) (tenant, correlationID string, ok bool) {
+	tenant, correlationID, ok = strings.Cut(sequencerID, sequencerInfix)
+	return tenant, correlationID, ok && tenant != "" && !strings.Contains(tenant, "/")
 }
 
 // SequencerTaskQueue is the task queue of the sequencers of events on
@@ -349,13 +375,15 @@ func FitKeywordList(ids []string) (kept []string, dropped int) {
 }
 
 // Search attributes hookflow's workflows carry; the dev server and the test
-// server register them. An event's workflow has all five, a sequencer
-// CorrelationId, so the Web UI lists a correlation's sequencer beside its
-// events. EndpointIds lists the endpoints the event was routed to, and
+// server register them. An event's workflow has all six, a sequencer
+// TenantId and CorrelationId, so the Web UI lists a correlation's sequencer
+// beside its events, and an operator filters by tenant (TenantId =
+// 'acme'). EndpointIds lists the endpoints the event was routed to, and
 // DeadLetteredEndpointIds those whose delivery waits on a dead letter, so
 // an operator finds every dead-lettered delivery of one endpoint with
 // DeadLetteredEndpointIds = 'ep_…'.
 var (
+	TenantIDKey                = temporal.NewSearchAttributeKeyKeyword("TenantId")
 	CorrelationIDKey           = temporal.NewSearchAttributeKeyKeyword("CorrelationId")
 	SequenceKey                = temporal.NewSearchAttributeKeyInt64("Sequence")
 	DeliveryStateKey           = temporal.NewSearchAttributeKeyKeyword("DeliveryState")

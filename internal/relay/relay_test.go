@@ -97,6 +97,7 @@ func setup(t *testing.T) *bundle {
 	ledger := testenv.MigratedPool(t)
 	st, err := store.New(ledger)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	ep, err := st.EndpointInsert(ctx, "ep_1", "https://example.com/hook", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0", nil)
 	require.NoError(t, err)
 	return &bundle{t: t, producer: producer, src: src, st: st, endpoint: ep.ID,

@@ -43,7 +43,8 @@ func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
 	}
 	for _, p := range probes {
 		res.Claimed++
-		if _, err := s.autoReplay(ctx, p, 1); err != nil {
+		// An endpoint's dead letters are its tenant's.
+		if _, err := s.Tenant(p.TenantID).autoReplay(ctx, p, 1); err != nil {
 			res.Failed++
 			s.logger.Warn("replay a dead letter to probe an open circuit", "endpoint_id", p.EndpointID, "error", err)
 			continue
@@ -56,7 +57,7 @@ func (s *Starter) SweepAutoReplay(ctx context.Context) (SweepResult, error) {
 	}
 	for _, p := range pending {
 		res.Claimed++
-		n, err := s.autoReplay(ctx, p, autoReplayPerPass)
+		n, err := s.Tenant(p.TenantID).autoReplay(ctx, p, autoReplayPerPass)
 		more := n >= autoReplayPerPass
 		switch {
 		case err != nil:

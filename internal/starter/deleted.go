@@ -17,7 +17,8 @@ import (
 // so does SweepDeletedEndpoints, for a dead letter written while the delete
 // ran (its attempt found the endpoint before the delete) or one an API
 // process left when it stopped half way.
-func (s *Starter) SkipDeletedDeadLetters(ctx context.Context, endpointID, by string) (int, error) {
+func (s *Starter) SkipDeletedDeadLetters(ctx context.Context, tenant, endpointID, by string) (int, error) {
+	s = s.Tenant(tenant)
 	f := store.DeadLetterFilter{EndpointID: endpointID, Status: store.DeadLetterOpen, Limit: autoReplayPage}
 	n := 0
 	err := s.eachDeadLetter(ctx, f, func(d store.DeadLetter) (bool, error) {
@@ -48,7 +49,8 @@ func (s *Starter) SweepDeletedEndpoints(ctx context.Context) (SweepResult, error
 	}
 	for _, ep := range eps {
 		res.Claimed++
-		n, err := s.SkipDeletedDeadLetters(ctx, ep.ID, ep.DeletedBy)
+		// An endpoint's dead letters are its tenant's.
+		n, err := s.SkipDeletedDeadLetters(ctx, ep.TenantID, ep.ID, ep.DeletedBy)
 		if err != nil {
 			res.Failed++
 			s.logger.Warn("skip a deleted endpoint's dead letters", "endpoint_id", ep.ID, "skipped", n, "error", err)

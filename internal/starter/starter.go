@@ -84,12 +84,28 @@ func New(cfg Config, st *store.Store, c client.Client, logger *slog.Logger) (*St
 	return &Starter{cfg: cfg, store: st, temporal: c, logger: logger, sequencers: newGate(SequencerUpdatesInFlight)}, nil
 }
 
+// Tenant is the starter bound to tenant id: its ledger is the tenant's
+// (store.Store.Tenant), and the workflows it starts and signals are the
+// tenant's (contract.EventWorkflowID, contract.SequencerID). The sweeps
+// bind one per row they take; the API and the activities one per call.
+func (s *Starter) Tenant(id string) *Starter {
+	c := *s
+	c.store = s.store.Tenant(id)
+	return &c
+}
+
+// tenant is the tenant the starter is bound to.
+func (s *Starter) tenant() string { return s.store.TenantID() }
+
+// workflowID is the workflow ID of the bound tenant's event id.
+func (s *Starter) workflowID(id string) string { return contract.EventWorkflowID(s.tenant(), id) }
+
 // Input builds the workflow input of a stored event, each of its lanes
 // waiting for its release.
 func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	in := workflows.EventInput{
 		Event: contract.DeliverInput{
-			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
+			Tenant: s.tenant(), EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
 			// No Data: the ledger has it, and Deliver reads it there, so
 			// neither the workflow's input nor its activities' copy it.
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: s.cfg.DeliveryTimeout,
@@ -191,6 +207,7 @@ const HeldStartDelay = 5 * time.Minute
 // repeated arrival as it did the first, and the workflow ID is the event's
 // key.
 func (s *Starter) Start(ctx context.Context, ev store.Event) error {
+	s = s.Tenant(ev.TenantID) // the event's own
 	runID, err := s.start(ctx, ev)
 	if err != nil {
 		return err
@@ -234,6 +251,12 @@ func (s *Starter) arrive(ctx context.Context, ev store.Event) (contract.Announce
 	return ann, err
 }
 
+// HandOver is Finished of the tenant's correlation: the activities'
+// hand-over (activities.Sequencer), which names its tenant.
+func (s *Starter) HandOver(ctx context.Context, tenant, correlationID string, d contract.Done) error {
+	return s.Tenant(tenant).Finished(ctx, correlationID, d)
+}
+
 // Finished tells the correlation's sequencer that deliveries of its event
 // are finished and releases what it names next in their lanes
 // (activities.Sequencer). A sequencer that is not running (it was
@@ -249,7 +272,11 @@ func (s *Starter) Finished(ctx context.Context, correlationID string, d contract
 
 // Resync makes the correlation's sequencer merge the ledger into its state
 // and passes on the releases it answers: every lane's in flight.
-func (s *Starter) Resync(ctx context.Context, correlationID string) error {
+func (s *Starter) Resync(ctx context.Context, tenant, correlationID string) error {
+	return s.Tenant(tenant).resync(ctx, correlationID)
+}
+
+func (s *Starter) resync(ctx context.Context, correlationID string) error {
 	var h contract.Handoffs
 	if err := s.updateSequencer(ctx, correlationID, contract.UpdateResync, nil, &h); err != nil {
 		return err
@@ -272,17 +299,19 @@ func (s *Starter) releaseAll(ctx context.Context, hs []contract.Handoff) error {
 // updateSequencer sends an update to the correlation's sequencer, starting
 // it when it is not running, and decodes the answer into out.
 func (s *Starter) updateSequencer(ctx context.Context, correlationID, update string, args []any, out any) error {
-	done, err := s.sequencers.enter(ctx, correlationID)
+	id := contract.SequencerID(s.tenant(), correlationID)
+	done, err := s.sequencers.enter(ctx, id)
 	if err != nil {
 		return fmt.Errorf("%s update to sequencer of %s: %w", update, correlationID, err)
 	}
 	defer done()
 	start := s.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       contract.SequencerID(correlationID),
+		ID:                       id,
 		TaskQueue:                contract.SequencerTaskQueue(s.cfg.TaskQueue),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.CorrelationIDKey.ValueSet(correlationID)),
-	}, contract.SequencerWorkflow, workflows.SequencerInput{CorrelationID: correlationID})
+		TypedSearchAttributes: temporal.NewSearchAttributes(contract.TenantIDKey.ValueSet(s.tenant()),
+			contract.CorrelationIDKey.ValueSet(correlationID)),
+	}, contract.SequencerWorkflow, workflows.SequencerInput{Tenant: s.tenant(), CorrelationID: correlationID})
 	h, err := s.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -321,7 +350,7 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
-	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, contract.SignalRelease, h.Release,
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, s.workflowID(ev.ID), contract.SignalRelease, h.Release,
 		s.signalStartOptions(ev, in), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return nil // its last run completed
@@ -329,7 +358,7 @@ func (s *Starter) release(ctx context.Context, h contract.Handoff) error {
 	if err != nil {
 		return fmt.Errorf("release %s: %w", h.EventID, err)
 	}
-	if ev.RunID == nil || *ev.RunID == run.GetRunID() || s.continuedFrom(ctx, ev.ID, run.GetRunID(), *ev.RunID) {
+	if ev.RunID == nil || *ev.RunID == run.GetRunID() || s.continuedFrom(ctx, s.workflowID(ev.ID), run.GetRunID(), *ev.RunID) {
 		return nil
 	}
 	return s.store.EventRestarted(ctx, ev.ID, "its workflow had ended before its release; started again, "+startedAs(in), run.GetRunID())
@@ -398,6 +427,7 @@ func stateOf(in workflows.EventInput) (contract.State, []string) {
 func (s *Starter) startOptions(ev store.Event, in workflows.EventInput) client.StartWorkflowOptions {
 	state, dead := stateOf(in)
 	attrs := []temporal.SearchAttributeUpdate{
+		contract.TenantIDKey.ValueSet(s.tenant()),
 		contract.CorrelationIDKey.ValueSet(ev.CorrelationID),
 		contract.SequenceKey.ValueSet(ev.Sequence),
 		contract.DeliveryStateKey.ValueSet(string(state)),
@@ -413,7 +443,7 @@ func (s *Starter) startOptions(ev store.Event, in workflows.EventInput) client.S
 		attrs = append(attrs, contract.DeadLetteredEndpointIDsKey.ValueSet(ids))
 	}
 	opts := client.StartWorkflowOptions{
-		ID:                       ev.ID,
+		ID:                       s.workflowID(ev.ID),
 		TaskQueue:                s.cfg.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -462,10 +492,11 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 // error for which signalerr.NotSent is false may come after the signal
 // arrived.
 func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error) {
+	s = s.Tenant(d.TenantID) // the dead letter's own
 	if err := ctx.Err(); err != nil {
 		return false, signalerr.BeforeSend(err)
 	}
-	err = s.temporal.SignalWorkflow(ctx, d.EventID, "", signal, arg)
+	err = s.temporal.SignalWorkflow(ctx, s.workflowID(d.EventID), "", signal, arg)
 	if !isNotFound(err) {
 		return false, err
 	}
@@ -488,7 +519,7 @@ func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, sign
 			in.Lanes[i].DeadLetter = &workflows.DeadLetter{Generation: d.Generation, Reason: d.Reason}
 		}
 	}
-	run, err := s.temporal.SignalWithStartWorkflow(ctx, ev.ID, signal, arg, s.signalStartOptions(ev, in), contract.EventWorkflow, in)
+	run, err := s.temporal.SignalWithStartWorkflow(ctx, s.workflowID(ev.ID), signal, arg, s.signalStartOptions(ev, in), contract.EventWorkflow, in)
 	if isAlreadyStarted(err) {
 		return true, nil
 	}

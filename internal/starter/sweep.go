@@ -108,9 +108,12 @@ func (s *Starter) SweepQueued(ctx context.Context) (SweepResult, error) {
 	if err != nil {
 		return SweepResult{}, err
 	}
-	start := func(ctx context.Context, ev store.Event) (bool, error) { return true, s.Start(ctx, ev) }
+	// The claim spans tenants: each event is started as its tenant's.
+	start := func(ctx context.Context, ev store.Event) (bool, error) {
+		return true, s.Tenant(ev.TenantID).Start(ctx, ev)
+	}
 	return eachRow(ctx, s, "start queued event", events, func(ev store.Event) store.Event { return ev }, start, func(ctx context.Context, ev store.Event) error {
-		return s.store.EventSweepDeferred(ctx, ev.ID)
+		return s.store.Tenant(ev.TenantID).EventSweepDeferred(ctx, ev.ID)
 	}), nil
 }
 
@@ -135,17 +138,19 @@ func (s *Starter) SweepHeads(ctx context.Context) (SweepResult, error) {
 	// An event that heads several lanes is started again once.
 	restarted := map[string]bool{}
 	repair := func(ctx context.Context, h store.StuckHead) (bool, error) {
-		if restarted[h.Event.ID] {
+		id := contract.EventWorkflowID(h.Event.TenantID, h.Event.ID)
+		if restarted[id] {
 			return false, nil
 		}
-		done, restart, err := s.repairHead(ctx, h)
+		// The claim spans tenants: each head is repaired as its tenant's.
+		done, restart, err := s.Tenant(h.Event.TenantID).repairHead(ctx, h)
 		if restart {
-			restarted[h.Event.ID] = true
+			restarted[id] = true
 		}
 		return done, err
 	}
 	return eachRow(ctx, s, "repair stuck lane", heads, func(h store.StuckHead) store.Event { return h.Event }, repair, func(ctx context.Context, h store.StuckHead) error {
-		return s.store.CorrelationSweepDeferred(ctx, h.Event.CorrelationID)
+		return s.store.Tenant(h.Event.TenantID).CorrelationSweepDeferred(ctx, h.Event.CorrelationID)
 	}), nil
 }
 
@@ -164,8 +169,9 @@ func eachRow[T any](ctx context.Context, s *Starter, what string, rows []T, even
 			break
 		}
 		ev := eventOf(row)
+		corr := contract.SequencerID(ev.TenantID, ev.CorrelationID)
 		var err error
-		if !failed[ev.CorrelationID] {
+		if !failed[corr] {
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
 			var done bool
 			done, err = do(rctx, row)
@@ -179,13 +185,13 @@ func eachRow[T any](ctx context.Context, s *Starter, what string, rows []T, even
 			if ctx.Err() != nil {
 				break
 			}
-			failed[ev.CorrelationID] = true
-			s.logger.Warn(what+" failed; it goes to the back of the line", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
+			failed[corr] = true
+			s.logger.Warn(what+" failed; it goes to the back of the line", "tenant_id", ev.TenantID, "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
 		}
 		res.Failed++
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
 		if err := deferRow(dctx, row); err != nil {
-			s.logger.Warn(what+": could not put it at the back of the line", "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
+			s.logger.Warn(what+": could not put it at the back of the line", "tenant_id", ev.TenantID, "event_id", ev.ID, "correlation_id", ev.CorrelationID, "error", err)
 		}
 		cancel()
 	}
@@ -196,7 +202,7 @@ func eachRow[T any](ctx context.Context, s *Starter, what string, rows []T, even
 // whether it started the event's workflow again.
 func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, restarted bool, err error) {
 	ev := h.Event
-	desc, err := s.temporal.DescribeWorkflowExecution(ctx, ev.ID, "")
+	desc, err := s.temporal.DescribeWorkflowExecution(ctx, s.workflowID(ev.ID), "")
 	if err != nil && !isNotFound(err) {
 		return false, false, err
 	}
@@ -242,7 +248,7 @@ func (s *Starter) repairHead(ctx context.Context, h store.StuckHead) (done, rest
 	// release) is released into its dead letter: its delivery finds it in
 	// the ledger and waits on it, or carries out the replay claimed on it.
 	s.logger.Warn("head of a lane waits for a release it will not get; resyncing its sequencer", "event_id", ev.ID, "endpoint_id", h.EndpointID, "correlation_id", ev.CorrelationID, "ledger_state", h.State)
-	return true, false, s.Resync(ctx, ev.CorrelationID)
+	return true, false, s.resync(ctx, ev.CorrelationID)
 }
 
 // namesDeadLetter reports whether the running workflow desc describes
@@ -291,7 +297,7 @@ func (s *Starter) headLane(ctx context.Context, h store.StuckHead) (contract.Sta
 // eventStatus asks the event's workflow for its state.
 func (s *Starter) eventStatus(ctx context.Context, id string) (contract.EventStatus, error) {
 	var st contract.EventStatus
-	v, err := s.temporal.QueryWorkflow(ctx, id, "", contract.QueryState)
+	v, err := s.temporal.QueryWorkflow(ctx, s.workflowID(id), "", contract.QueryState)
 	if err != nil {
 		return st, err
 	}
@@ -330,7 +336,7 @@ func (s *Starter) restart(ctx context.Context, ev store.Event, why string) error
 		return err
 	}
 	// Lanes the ledger has waiting get their release from the sequencer.
-	return s.Resync(ctx, ev.CorrelationID)
+	return s.resync(ctx, ev.CorrelationID)
 }
 
 // resendLostClaim sends again the replay or skip that an operator was
@@ -368,7 +374,7 @@ func (s *Starter) resendLostClaim(ctx context.Context, h store.StuckHead) (bool,
 	s.logger.Warn("sending again a replay or skip that never reached its workflow", "event_id", h.Event.ID, "endpoint_id", h.EndpointID, "generation", d.Generation, "action", d.Status)
 	dl := claimedDeadLetter(d)
 	if dl.Replay != nil {
-		return true, s.temporal.SignalWorkflow(ctx, d.EventID, "", contract.SignalReplay, *dl.Replay)
+		return true, s.temporal.SignalWorkflow(ctx, s.workflowID(d.EventID), "", contract.SignalReplay, *dl.Replay)
 	}
-	return true, s.temporal.SignalWorkflow(ctx, d.EventID, "", contract.SignalSkip, *dl.Skip)
+	return true, s.temporal.SignalWorkflow(ctx, s.workflowID(d.EventID), "", contract.SignalSkip, *dl.Skip)
 }

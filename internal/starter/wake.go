@@ -36,7 +36,8 @@ func (s *Starter) SweepCircuitWake(ctx context.Context) (SweepResult, error) {
 	}
 	for _, w := range wakes {
 		res.Claimed++
-		n, after, err := s.wake(ctx, w, wakePerPass)
+		// An endpoint's lanes are its tenant's.
+		n, after, err := s.Tenant(w.TenantID).wake(ctx, w, wakePerPass)
 		switch {
 		case err != nil:
 		case after != "":
@@ -85,7 +86,7 @@ func (s *Starter) wake(ctx context.Context, w store.CircuitWake, limit int) (int
 	var failed error
 	for _, id := range ids {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RowTimeout)
-		err := s.temporal.SignalWorkflow(rctx, id, "", contract.SignalCircuitClosed, arg)
+		err := s.temporal.SignalWorkflow(rctx, s.workflowID(id), "", contract.SignalCircuitClosed, arg)
 		cancel()
 		switch {
 		case err == nil:

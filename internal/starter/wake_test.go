@@ -43,6 +43,7 @@ func TestTheWakeServesTheEndpointsInTurn(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	lanes := map[string]int{"big": wakePerPass + 50, "small": 3}
 	for _, ep := range []string{"big", "small"} {
 		_, err := st.EndpointInsert(ctx, ep, "https://example.com/"+ep, "whsec_x", nil)
@@ -94,6 +95,7 @@ func TestEachAnswerOfAHalfOpenCircuitWakesItsLanes(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/ep", "whsec_x", nil)
 	require.NoError(t, err)
 	for _, id := range []string{"e1", "e2"} {

@@ -15,11 +15,15 @@ type APIKey struct {
 	Scopes    []string   `json:"scopes"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// TenantID is the tenant a tenant's key is confined to; nil for an
+	// operator key.
+	TenantID *string `json:"tenant_id,omitempty"`
 }
 
-// APIKeyInsert stores a key by the hash of its secret.
-func (s *Store) APIKeyInsert(ctx context.Context, id, name string, scopes []string, hash []byte) (APIKey, error) {
-	k, err := s.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{ID: id, Name: name, Scopes: scopes, KeyHash: hash})
+// APIKeyInsert stores a key by the hash of its secret: an operator key
+// when tenant is nil, else one confined to that tenant.
+func (s *Store) APIKeyInsert(ctx context.Context, id, name string, scopes []string, hash []byte, tenant *string) (APIKey, error) {
+	k, err := s.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{ID: id, Name: name, Scopes: scopes, KeyHash: hash, TenantID: tenant})
 	if err != nil {
 		return APIKey(k), fmt.Errorf("insert api key: %w", translate(err))
 	}
@@ -27,13 +31,16 @@ func (s *Store) APIKeyInsert(ctx context.Context, id, name string, scopes []stri
 }
 
 // APIKeyByHash returns the key whose secret hashes to hash, or ErrNotFound
-// when there is none or it is revoked.
+// when there is none, it is revoked, or its tenant is disabled.
 func (s *Store) APIKeyByHash(ctx context.Context, hash []byte) (APIKey, error) {
 	k, err := s.q.APIKeyByHash(ctx, hash)
 	if err != nil {
-		return APIKey(k), fmt.Errorf("look up api key: %w", translate(err))
+		return APIKey{}, fmt.Errorf("look up api key: %w", translate(err))
 	}
-	return APIKey(k), nil
+	if k.TenantDisabled {
+		return APIKey{}, fmt.Errorf("look up api key: tenant %s is disabled: %w", orZero(k.TenantID), ErrNotFound)
+	}
+	return APIKey{ID: k.ID, Name: k.Name, Scopes: k.Scopes, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, TenantID: k.TenantID}, nil
 }
 
 // APIKeyList returns every key, revoked ones included, oldest first.

@@ -508,6 +508,7 @@ func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay 
 // AutoReplayPending is a closed circuit's auto-replay not yet done: the
 // endpoint's open dead letters written since Since are the outage's.
 type AutoReplayPending struct {
+	TenantID   string
 	EndpointID string
 	Since      time.Time
 	// Requested is the stamp of the close (or late dead letter) that asked
@@ -525,7 +526,7 @@ func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]Aut
 	out := make([]AutoReplayPending, len(rows))
 	for i, r := range rows {
 		// The query reads only rows with a pending since.
-		out[i] = AutoReplayPending{EndpointID: r.EndpointID, Since: orZero(r.AutoReplayPendingSince), Requested: r.AutoReplayRequestedAt}
+		out[i] = AutoReplayPending{TenantID: r.TenantID, EndpointID: r.EndpointID, Since: orZero(r.AutoReplayPendingSince), Requested: r.AutoReplayRequestedAt}
 	}
 	return out, nil
 }
@@ -555,6 +556,7 @@ func (s *Store) CircuitAutoReplayDone(ctx context.Context, p AutoReplayPending) 
 // (EndpointRateSlotsReset): Requested is the stamp of the close or the
 // change, which CircuitWakeDone clears.
 type CircuitWake struct {
+	TenantID   string
 	EndpointID string
 	Requested  time.Time
 	// After is the last event a pass signalled for Requested ("" for
@@ -575,7 +577,7 @@ func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWa
 	out := make([]CircuitWake, len(rows))
 	for i, r := range rows {
 		// The query reads only rows with a wake requested.
-		out[i] = CircuitWake{EndpointID: r.EndpointID, Requested: orZero(r.WakeRequestedAt), After: r.After}
+		out[i] = CircuitWake{TenantID: r.TenantID, EndpointID: r.EndpointID, Requested: orZero(r.WakeRequestedAt), After: r.After}
 	}
 	return out, nil
 }
@@ -610,16 +612,17 @@ func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after st
 // that fails does not hold up the ones after it: the pass goes on, and
 // answers their errors joined, each naming its endpoint.
 func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
-	ids, err := s.q.CircuitsEventCatchUp(ctx, dbsqlc.CircuitsEventCatchUpParams{Secs: CircuitEventEvery.Seconds(), Limit: int32(limit)})
+	rows, err := s.q.CircuitsEventCatchUp(ctx, dbsqlc.CircuitsEventCatchUpParams{Secs: CircuitEventEvery.Seconds(), Limit: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("list circuit events to catch up: %w", err)
 	}
 	n := 0
 	var errs []error
-	for _, id := range ids {
-		published, err := s.circuitEventCatchUp(ctx, id)
+	for _, r := range rows {
+		// The endpoint's operational events are its tenant's.
+		published, err := s.Tenant(r.TenantID).circuitEventCatchUp(ctx, r.EndpointID)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("catch up circuit events of %s: %w", id, err))
+			errs = append(errs, fmt.Errorf("catch up circuit events of %s: %w", r.EndpointID, err))
 			continue
 		}
 		if published {
@@ -729,13 +732,13 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 	var ok bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
-		n, err := q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: d.EventID, Generation: d.Generation,
+		n, err := q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{TenantID: s.tenant, EventID: d.EventID, Generation: d.Generation,
 			ReplayedBy: &by, EndpointID: d.EndpointID})
 		if err != nil || n == 0 {
 			return err
 		}
 		ok = true
-		typ, err := q.EventTypeGet(ctx, d.EventID)
+		typ, err := q.EventTypeGet(ctx, dbsqlc.EventTypeGetParams{TenantID: s.tenant, ID: d.EventID})
 		if err != nil {
 			return fmt.Errorf("read event type: %w", err)
 		}
@@ -772,7 +775,7 @@ func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every t
 	out := make([]AutoReplayPending, len(rows))
 	for i, r := range rows {
 		// The query answers COALESCE(failing_since, opened_at, now()): never NULL.
-		out[i] = AutoReplayPending{EndpointID: r.EndpointID, Since: orZero(r.FailingSince), Requested: r.AutoReplayRequestedAt}
+		out[i] = AutoReplayPending{TenantID: r.TenantID, EndpointID: r.EndpointID, Since: orZero(r.FailingSince), Requested: r.AutoReplayRequestedAt}
 	}
 	return out, nil
 }

@@ -56,21 +56,21 @@ func seedBacklog(b *testing.B, st *store.Store, pending, corrs int) {
 		q    string
 		args []any
 	}{
-		{`INSERT INTO correlations (correlation_id, next_sequence, high_water, updated_at)
-		  SELECT 'p' || c, 1, $2::int / $1::int, now() - interval '1 hour' FROM generate_series(0, $1::int - 1) c`, []any{corrs, pending}},
-		{`INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at)
-		  SELECT 'p' || (i % $2) || '-' || (i / $2 + 1), 'p' || (i % $2), i / $2 + 1, 't', '{}', '\x01', 'waiting',
+		{`INSERT INTO correlations (tenant_id, correlation_id, next_sequence, high_water, updated_at)
+		  SELECT 'default', 'p' || c, 1, $2::int / $1::int, now() - interval '1 hour' FROM generate_series(0, $1::int - 1) c`, []any{corrs, pending}},
+		{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at)
+		  SELECT 'default', 'p' || (i % $2) || '-' || (i / $2 + 1), 'p' || (i % $2), i / $2 + 1, 't', '{}', '\x01', 'waiting',
 		         now() - interval '1 hour', now() - interval '1 hour'
 		  FROM generate_series(0, $1::int - 1) i`, []any{pending, corrs}},
-		{`INSERT INTO correlations (correlation_id, next_sequence, high_water, updated_at)
-		  SELECT 'd' || c, 11, 10, now() - interval '1 day' FROM generate_series(0, 9999) c`, nil},
-		{`INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
-		  SELECT 'd' || (i % 10000) || '-' || (i / 10000 + 1), 'd' || (i % 10000), i / 10000 + 1, 't', '{}', '\x01', 'delivered',
+		{`INSERT INTO correlations (tenant_id, correlation_id, next_sequence, high_water, updated_at)
+		  SELECT 'default', 'd' || c, 11, 10, now() - interval '1 day' FROM generate_series(0, 9999) c`, nil},
+		{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
+		  SELECT 'default', 'd' || (i % 10000) || '-' || (i / 10000 + 1), 'd' || (i % 10000), i / 10000 + 1, 't', '{}', '\x01', 'delivered',
 		         now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
 		  FROM generate_series(0, 99999) i`, nil},
 		// One delivery each, to "ep", as the API routes them.
-		{`INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, state, updated_at, delivered_at)
-		  SELECT id, 'ep', correlation_id, sequence, state, updated_at, delivered_at FROM events`, nil},
+		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, updated_at, delivered_at)
+		  SELECT 'default', id, 'ep', correlation_id, sequence, state, updated_at, delivered_at FROM events`, nil},
 		{`ANALYZE`, nil},
 	} {
 		_, err := st.Pool().Exec(ctx, s.q, s.args...)

@@ -26,6 +26,8 @@ const (
 // before: GET /v1/events/{id} lists them all), why it stopped. Two endpoints of one event have a dead letter each, with their
 // own generations, and are replayed or skipped independently.
 type DeadLetter struct {
+	// TenantID is the tenant of the event and endpoint.
+	TenantID      string `json:"-"`
 	EventID       string `json:"event_id"`
 	CorrelationID string `json:"correlation_id"`
 	Sequence      int64  `json:"sequence"`
@@ -66,7 +68,8 @@ func deadLetterOf(r dbsqlc.DeadLetterGetRow) (DeadLetter, error) {
 	d := DeadLetter{EventID: r.EventID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, EndpointID: r.EndpointID,
 		Envelope: r.Envelope, AttemptCount: r.JsonbArrayLength, Reason: r.Reason, FirstFailureAt: r.FirstFailureAt,
 		DeadLetteredAt: r.DeadLetteredAt, Generation: r.Generation, Status: r.Status, ReplayedAt: r.ReplayedAt,
-		ReplayedBy: r.ReplayedBy, ReplayCount: r.ReplayCount, SkippedBy: r.SkippedBy, SkippedAt: r.SkippedAt, SkipNote: r.SkipNote}
+		ReplayedBy: r.ReplayedBy, ReplayCount: r.ReplayCount, SkippedBy: r.SkippedBy, SkippedAt: r.SkippedAt, SkipNote: r.SkipNote,
+		TenantID: r.TenantID}
 	if r.Attempts == nil { // not asked for
 		return d, nil
 	}
@@ -102,10 +105,10 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 	var gen int32
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
-		if err := q.EventLock(ctx, d.EventID); err != nil {
+		if err := q.EventLock(ctx, dbsqlc.EventLockParams{TenantID: s.tenant, ID: d.EventID}); err != nil {
 			return err
 		}
-		st, err := q.DeliveryStateForUpdate(ctx, dbsqlc.DeliveryStateForUpdateParams{EventID: d.EventID, EndpointID: d.EndpointID})
+		st, err := q.DeliveryStateForUpdate(ctx, dbsqlc.DeliveryStateForUpdateParams{TenantID: s.tenant, EventID: d.EventID, EndpointID: d.EndpointID})
 		if err != nil {
 			return translate(err)
 		}
@@ -117,12 +120,12 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		if d.LastAttemptID > 0 {
 			last = &d.LastAttemptID
 		}
-		up, err := q.DeadLetterUpsert(ctx, dbsqlc.DeadLetterUpsertParams{EventID: d.EventID, CorrelationID: d.CorrelationID,
+		up, err := q.DeadLetterUpsert(ctx, dbsqlc.DeadLetterUpsertParams{TenantID: s.tenant, EventID: d.EventID, CorrelationID: d.CorrelationID,
 			Sequence: d.Sequence, EndpointID: d.EndpointID, Envelope: d.Envelope, Attempts: attempts, Reason: d.Reason,
 			FirstFailureAt: d.FirstFailureAt, LastAttemptID: last, WindowKey: &window})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Written for this window already: a retry.
-			gen, err = q.DeadLetterGeneration(ctx, dbsqlc.DeadLetterGenerationParams{EventID: d.EventID, EndpointID: d.EndpointID})
+			gen, err = q.DeadLetterGeneration(ctx, dbsqlc.DeadLetterGenerationParams{TenantID: s.tenant, EventID: d.EventID, EndpointID: d.EndpointID})
 			return err
 		}
 		if err != nil {
@@ -130,8 +133,8 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		}
 		gen, d.DeadLetteredAt = up.Generation, up.DeadLetteredAt
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.DeliveryMarkDeadLettered, d.EventID, d.EndpointID)
-		b.Queue(dbsqlc.EventAggregate, d.EventID)
+		b.Queue(dbsqlc.DeliveryMarkDeadLettered, d.EventID, d.EndpointID, s.tenant)
+		b.Queue(dbsqlc.EventAggregate, d.EventID, s.tenant)
 		if contract.OutageCaused(d.Reason) && !d.WindowStart.IsZero() {
 			// Written after its outage's circuit closed, maybe past that
 			// close's auto-replay pass: the pass runs again for it.
@@ -174,7 +177,7 @@ func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, ge
 		return err
 	}
 	by := contract.EndpointEnabledBy
-	_, err = q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: d.EventID, Generation: gen, ReplayedBy: &by, EndpointID: d.EndpointID})
+	_, err = q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{TenantID: s.tenant, EventID: d.EventID, Generation: gen, ReplayedBy: &by, EndpointID: d.EndpointID})
 	return err
 }
 
@@ -188,7 +191,7 @@ func (s *Store) resumeIfEnabled(ctx context.Context, tx pgx.Tx, d DeadLetter, ge
 // the endpoint's custom header values, and nothing else of the endpoint's
 // settings or secrets is in it.
 func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, gen int32) error {
-	typ, err := s.q.WithTx(tx).EventTypeGet(ctx, d.EventID)
+	typ, err := s.q.WithTx(tx).EventTypeGet(ctx, dbsqlc.EventTypeGetParams{TenantID: s.tenant, ID: d.EventID})
 	if err != nil {
 		return fmt.Errorf("read event type: %w", err)
 	}
@@ -212,7 +215,7 @@ func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, 
 // DeadLetterGet returns the dead letter of the delivery (eventID,
 // endpointID), or ErrNotFound.
 func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
-	r, err := s.q.DeadLetterGet(ctx, dbsqlc.DeadLetterGetParams{EventID: eventID, EndpointID: endpointID})
+	r, err := s.q.DeadLetterGet(ctx, dbsqlc.DeadLetterGetParams{TenantID: s.tenant, EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("get dead letter: %w", translate(err))
 	}
@@ -227,7 +230,7 @@ func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (
 // status, with its envelope and attempts, by endpoint; none when it has
 // none.
 func (s *Store) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadLetter, error) {
-	rows, err := s.q.DeadLettersOfEvent(ctx, eventID)
+	rows, err := s.q.DeadLettersOfEvent(ctx, dbsqlc.DeadLettersOfEventParams{TenantID: s.tenant, EventID: eventID})
 	if err != nil {
 		return nil, fmt.Errorf("list the event's dead letters: %w", err)
 	}
@@ -262,7 +265,7 @@ type DeadLetterFilter struct {
 // DeadLetterList returns one page of dead letters, oldest first (ties by
 // event, then endpoint).
 func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	rows, err := s.q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{WithEnvelope: f.WithEnvelope, WithAttempts: f.WithAttempts,
+	rows, err := s.q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{TenantID: s.tenant, WithEnvelope: f.WithEnvelope, WithAttempts: f.WithAttempts,
 		CorrelationID: nullIfZero(f.CorrelationID), EndpointID: nullIfZero(f.EndpointID), Since: f.Since, Until: f.Until,
 		Status: nullIfZero(f.Status), EventID: nullIfZero(f.EventID),
 		AfterTime: f.AfterTime, AfterEventID: f.AfterID, AfterEndpointID: f.AfterEndpointID, MaxRows: int32(f.Limit)})
@@ -298,7 +301,7 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 	if after != nil {
 		corr, endpoint, seq, id = &after.CorrelationID, after.EndpointID, after.Sequence, after.EventID
 	}
-	rows, err := s.q.DeadLetterReplayPage(ctx, dbsqlc.DeadLetterReplayPageParams{
+	rows, err := s.q.DeadLetterReplayPage(ctx, dbsqlc.DeadLetterReplayPageParams{TenantID: s.tenant,
 		CorrelationID: nullIfZero(f.CorrelationID), EndpointID: nullIfZero(f.EndpointID), Since: f.Since, Until: f.Until,
 		EventID: nullIfZero(f.EventID), AfterCorrelationID: corr, AfterEndpointID: endpoint, AfterSequence: seq, AfterEventID: id,
 		MaxRows: int32(f.Limit)})
@@ -319,7 +322,7 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 // generation is not open (someone replayed or skipped it already, or it was
 // reopened as a later one).
 func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID string, gen int32, by string) (bool, error) {
-	n, err := s.q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{EventID: eventID, Generation: gen, ReplayedBy: &by, EndpointID: endpointID})
+	n, err := s.q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{TenantID: s.tenant, EventID: eventID, Generation: gen, ReplayedBy: &by, EndpointID: endpointID})
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter replayed: %w", err)
 	}
@@ -329,7 +332,7 @@ func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID 
 // DeadLetterMarkSkipped claims the skip of generation gen, recording who and
 // why; false as DeadLetterMarkReplayed.
 func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID string, gen int32, by, note string) (bool, error) {
-	n, err := s.q.DeadLetterMarkSkipped(ctx, dbsqlc.DeadLetterMarkSkippedParams{EventID: eventID, Generation: gen, SkippedBy: &by,
+	n, err := s.q.DeadLetterMarkSkipped(ctx, dbsqlc.DeadLetterMarkSkippedParams{TenantID: s.tenant, EventID: eventID, Generation: gen, SkippedBy: &by,
 		SkipNote: nullIfZero(note), EndpointID: endpointID})
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter skipped: %w", err)
@@ -343,7 +346,7 @@ func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID s
 // skipped already, or none, is left as it is.
 func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, by string) error {
 	note := contract.EndpointDeletedNote
-	if err := s.q.DeadLetterEndDeleted(ctx, dbsqlc.DeadLetterEndDeletedParams{EventID: eventID, EndpointID: endpointID, SkippedBy: &by, SkipNote: &note}); err != nil {
+	if err := s.q.DeadLetterEndDeleted(ctx, dbsqlc.DeadLetterEndDeletedParams{TenantID: s.tenant, EventID: eventID, EndpointID: endpointID, SkippedBy: &by, SkipNote: &note}); err != nil {
 		return fmt.Errorf("end a deleted endpoint's replayed dead letter: %w", err)
 	}
 	return nil
@@ -352,7 +355,7 @@ func (s *Store) DeadLetterEndDeleted(ctx context.Context, eventID, endpointID, b
 // DeadLetterReopen undoes a replay or skip claimed for generation gen whose
 // signal never reached the workflow, so an operator can act again.
 func (s *Store) DeadLetterReopen(ctx context.Context, eventID, endpointID string, gen int32) error {
-	if err := s.q.DeadLetterReopen(ctx, dbsqlc.DeadLetterReopenParams{EventID: eventID, Generation: gen, EndpointID: endpointID}); err != nil {
+	if err := s.q.DeadLetterReopen(ctx, dbsqlc.DeadLetterReopenParams{TenantID: s.tenant, EventID: eventID, Generation: gen, EndpointID: endpointID}); err != nil {
 		return fmt.Errorf("reopen dead letter: %w", err)
 	}
 	return nil

@@ -188,8 +188,8 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 	e := &a.Endpoint
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.EventLock, eventID)
-		b.Queue(dbsqlc.DeliveryStartAttempt, eventID, endpointID).QueryRow(func(row pgx.Row) error {
+		b.Queue(dbsqlc.EventLock, eventID, s.tenant)
+		b.Queue(dbsqlc.DeliveryStartAttempt, eventID, endpointID, s.tenant).QueryRow(func(row pgx.Row) error {
 			var sc settingsColumns
 			var circuit string
 			var failures int32
@@ -201,7 +201,7 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 		})
 		// A no-op when the delivery did not move: the aggregate is a function
 		// of the deliveries' states.
-		b.Queue(dbsqlc.EventAggregate, eventID)
+		b.Queue(dbsqlc.EventAggregate, eventID, s.tenant)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -299,15 +299,15 @@ func (s *Store) DeliverySkipped(ctx context.Context, eventID, endpointID, correl
 func (s *Store) finish(ctx context.Context, eventID, endpointID, correlationID string, sequence int64, state contract.State, deliveredAt *time.Time, a *Attempt) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.CorrelationLock, correlationID)
-		b.Queue(dbsqlc.EventLock, eventID)
+		b.Queue(dbsqlc.CorrelationLock, correlationID, s.tenant)
+		b.Queue(dbsqlc.EventLock, eventID, s.tenant)
 		if a != nil {
-			b.Queue(dbsqlc.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome)
+			b.Queue(dbsqlc.AttemptInsert, eventID, endpointID, a.Attempt, a.StartedAt, a.LatencyMS, a.StatusCode, a.Error, a.Outcome, s.tenant)
 		}
-		b.Queue(dbsqlc.DeliveryMarkFinal, eventID, endpointID, state, deliveredAt)
-		b.Queue(dbsqlc.LaneAdvance, correlationID, endpointID, sequence, eventID, state)
-		b.Queue(dbsqlc.EventAggregate, eventID)
-		b.Queue(dbsqlc.CorrelationAdvance, correlationID)
+		b.Queue(dbsqlc.DeliveryMarkFinal, eventID, endpointID, state, deliveredAt, s.tenant)
+		b.Queue(dbsqlc.LaneAdvance, correlationID, endpointID, sequence, eventID, state, s.tenant)
+		b.Queue(dbsqlc.EventAggregate, eventID, s.tenant)
+		b.Queue(dbsqlc.CorrelationAdvance, correlationID, s.tenant)
 		return tx.SendBatch(ctx, b).Close()
 	})
 }
@@ -316,7 +316,7 @@ func (s *Store) finish(ctx context.Context, eventID, endpointID, correlationID s
 // has none (nothing finished in it yet).
 func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (Lane, error) {
 	l := Lane{EndpointID: endpointID}
-	r, err := s.q.LaneGet(ctx, dbsqlc.LaneGetParams{CorrelationID: correlationID, EndpointID: endpointID})
+	r, err := s.q.LaneGet(ctx, dbsqlc.LaneGetParams{TenantID: s.tenant, CorrelationID: correlationID, EndpointID: endpointID})
 	switch err = translate(err); {
 	case err == nil:
 		l = Lane{EndpointID: r.EndpointID, LastFinished: r.LastFinished, Previous: r.Previous, Skipped: r.SkippedTail}
@@ -338,7 +338,7 @@ func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, per
 		l           CorrelationLoad
 		runs, lanes []byte
 	)
-	if err := s.pool.QueryRow(ctx, dbsqlc.CorrelationLoad, correlationID, perLane).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
+	if err := s.pool.QueryRow(ctx, dbsqlc.CorrelationLoad, correlationID, perLane, s.tenant).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
 		return l, fmt.Errorf("load correlation: %w", err)
 	}
 	var rs [][2]int64
@@ -369,7 +369,7 @@ func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, per
 // LanesLoad returns lanes of the correlation, each with its position and at
 // most perLane of its open deliveries after the sequence given for it.
 func (s *Store) LanesLoad(ctx context.Context, correlationID string, endpoints []string, after []int64, perLane int) ([]LaneLoad, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.LanesLoad, correlationID, endpoints, after, perLane)
+	rows, err := s.pool.Query(ctx, dbsqlc.LanesLoad, correlationID, endpoints, after, perLane, s.tenant)
 	if err != nil {
 		return nil, fmt.Errorf("load lanes: %w", err)
 	}
@@ -416,7 +416,7 @@ type Attempt struct {
 // (0 when there is none): what the next generation holds
 // (DeadLetter.LastAttemptID).
 func (s *Store) AttemptsSinceDeadLetter(ctx context.Context, eventID, endpointID string) ([]Attempt, int64, error) {
-	rows, err := s.q.AttemptsSinceDeadLetter(ctx, dbsqlc.AttemptsSinceDeadLetterParams{EventID: eventID, EndpointID: endpointID})
+	rows, err := s.q.AttemptsSinceDeadLetter(ctx, dbsqlc.AttemptsSinceDeadLetterParams{TenantID: s.tenant, EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list delivery attempts since the dead letter: %w", err)
 	}
@@ -432,7 +432,7 @@ func (s *Store) AttemptsSinceDeadLetter(ctx context.Context, eventID, endpointID
 
 // AttemptInsert records an attempt of the delivery (eventID, endpointID).
 func (s *Store) AttemptInsert(ctx context.Context, eventID, endpointID string, a Attempt) error {
-	if err := s.q.AttemptInsert(ctx, attemptInsertParams(eventID, endpointID, a)); err != nil {
+	if err := s.q.AttemptInsert(ctx, s.attemptInsertParams(eventID, endpointID, a)); err != nil {
 		return fmt.Errorf("insert delivery attempt: %w", err)
 	}
 	return nil
@@ -467,7 +467,7 @@ func (r *attemptRow) take() (Attempt, int64, bool) {
 // deliveries, oldest first, by endpoint (a delivery with none is absent);
 // the event's Delivery.Attempts counts them all.
 func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) (map[string][]Attempt, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsLastByEvent, eventID, n)
+	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsLastByEvent, eventID, n, s.tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list last delivery attempts: %w", err)
 	}
@@ -493,7 +493,7 @@ func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) 
 // IDs (a cursor for the next page). ErrNotFound when the event has no
 // delivery to the endpoint.
 func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, after int64, limit int) ([]Attempt, []int64, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsPage, eventID, endpointID, after, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsPage, eventID, endpointID, after, limit, s.tenant)
 	if err != nil {
 		return nil, nil, fmt.Errorf("page delivery attempts: %w", err)
 	}
@@ -522,7 +522,7 @@ func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, af
 
 // AttemptsList returns the delivery's attempts in order.
 func (s *Store) AttemptsList(ctx context.Context, eventID, endpointID string) ([]Attempt, error) {
-	rows, err := s.q.AttemptsList(ctx, dbsqlc.AttemptsListParams{EventID: eventID, EndpointID: endpointID})
+	rows, err := s.q.AttemptsList(ctx, dbsqlc.AttemptsListParams{TenantID: s.tenant, EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
@@ -539,7 +539,7 @@ func attemptOf(r dbsqlc.AttemptsListRow) Attempt {
 }
 
 // attemptInsertParams record a of the delivery (eventID, endpointID).
-func attemptInsertParams(eventID, endpointID string, a Attempt) dbsqlc.AttemptInsertParams {
-	return dbsqlc.AttemptInsertParams{EventID: eventID, EndpointID: endpointID, Attempt: a.Attempt, StartedAt: a.StartedAt,
+func (s *Store) attemptInsertParams(eventID, endpointID string, a Attempt) dbsqlc.AttemptInsertParams {
+	return dbsqlc.AttemptInsertParams{TenantID: s.tenant, EventID: eventID, EndpointID: endpointID, Attempt: a.Attempt, StartedAt: a.StartedAt,
 		LatencyMs: a.LatencyMS, StatusCode: a.StatusCode, Error: a.Error, Outcome: a.Outcome}
 }

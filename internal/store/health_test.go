@@ -87,8 +87,8 @@ func TestEndpointHealthSample(t *testing.T) {
 	st := newStore(t)
 	insertRouted(t, st, "s-1", "s", 1, "a", "b")
 	// The oldest five failed; the last HealthSample delivered.
-	_, err := st.Pool().Exec(ctx, `INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, outcome)
-		SELECT 's-1', 'a', i, now() - interval '1 second' * ($1 + 5 - i), 10, CASE WHEN i <= 5 THEN 'retry' ELSE 'delivered' END
+	_, err := st.Pool().Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, outcome)
+		SELECT 'default', 's-1', 'a', i, now() - interval '1 second' * ($1 + 5 - i), 10, CASE WHEN i <= 5 THEN 'retry' ELSE 'delivered' END
 		FROM generate_series(1, $1 + 5) i`, store.HealthSample)
 	require.NoError(t, err)
 	attempt := store.Attempt{Attempt: 1, StartedAt: time.Now(), LatencyMS: 3, Outcome: "retry"}

@@ -20,6 +20,7 @@ func newStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.New(testenv.MigratedPool(t))
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	for _, id := range []string{"ep", "a", "b", "c"} {
 		_, err = st.EndpointInsert(context.Background(), id, "https://example.com/"+id, "whsec_x", nil)
 		require.NoError(t, err)

@@ -47,6 +47,32 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) string {
 	return ""
 }
 
+// migrateRest applies the embedded up-migrations after version, in order:
+// today's store reads every one of them.
+func migrateRest(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	ms, err := schema.Migrations()
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Version > version {
+			require.NoError(t, execInTx(context.Background(), pool, m.SQL), m.Name)
+		}
+	}
+}
+
+// undoRest applies the down-migrations of every migration after version,
+// newest first.
+func undoRest(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	ms, err := schema.Migrations()
+	require.NoError(t, err)
+	for i := len(ms) - 1; i >= 0 && ms[i].Version > version; i-- {
+		sql, err := os.ReadFile("../../schema/migrations/" + ms[i].Name + ".down.sql")
+		require.NoError(t, err)
+		require.NoError(t, execInTx(context.Background(), pool, string(sql)), ms[i].Name)
+	}
+}
+
 func execInTx(ctx context.Context, pool *pgxpool.Pool, sql string) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, sql)
@@ -94,9 +120,11 @@ INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envel
 	require.NoError(t, err)
 
 	require.NoError(t, execInTx(ctx, pool, up))
+	migrateRest(t, pool, 9)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	for id, want := range map[string][2]contract.State{
 		"s-2": {contract.StateSkipped, contract.StateSkipped},
 		"s-3": {contract.StateDelivered, contract.StateDelivered},
@@ -150,9 +178,7 @@ INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envel
 
 	// Still one delivery per event: the down migration takes it back, with
 	// the correlations' tails.
-	down, err := os.ReadFile("../../schema/migrations/009_fanout.down.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(down)))
+	undoRest(t, pool, 8)
 	var endpoint string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT endpoint_id FROM events WHERE id = 'm-2'`).Scan(&endpoint))
 	require.Equal(t, "b", endpoint)
@@ -199,16 +225,11 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	// Today's store reads the later migrations' columns too, which add
-	// nothing of 010's.
-	for _, later := range []string{"011_endpoint_health", "013_circuit_breaker", "015_circuit_failure_rate", "016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping", "024_circuit_outage_opened"} {
-		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(sql)))
-	}
+	migrateRest(t, pool, 10)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	ep, err := st.EndpointGet(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, store.Settings{}, ep.Settings, "the server's, as before")
@@ -228,9 +249,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO endpoint_rate_slots (endpoint_id, next_slot) VALUES ('a', now())`)
 	require.NoError(t, err)
 
-	down, err := os.ReadFile("../../schema/migrations/010_endpoint_settings.down.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(down)))
+	undoRest(t, pool, 9)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE table_name IN ('endpoints', 'deliveries') AND column_name IN ('headers', 'recovery_window_ms', 'timeout_ms', 'rate_limit')`).Scan(&n))
@@ -251,9 +270,11 @@ func TestMigration012CountsFromZeroAndGoesBack(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO endpoint_rate_slots (endpoint_id, next_slot) VALUES ('a', now() + interval '1 hour')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
+	migrateRest(t, pool, 12)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	// Read from the row: the health query reads later migrations' columns.
 	throttled := func() int64 {
 		var n int64
@@ -266,9 +287,7 @@ func TestMigration012CountsFromZeroAndGoesBack(t *testing.T) {
 	require.Greater(t, slot.Wait, 59*time.Minute, "the slot of before is kept")
 	require.Equal(t, int64(1), throttled())
 
-	down, err := os.ReadFile("../../schema/migrations/012_endpoint_throttled.down.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(down)))
+	undoRest(t, pool, 11)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM endpoint_rate_slots WHERE endpoint_id = 'a'`).Scan(&n))
 	require.Equal(t, 1, n, "the limiter's row is kept")
@@ -287,16 +306,11 @@ func TestMigration015KeepsCircuitsAndGoesBack(t *testing.T) {
 INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since) VALUES ('a', 2, now())`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	// Today's store reads 016's and 017's columns too, which add nothing of
-	// 015's.
-	for _, later := range []string{"016_circuit_wake", "017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping", "024_circuit_outage_opened"} {
-		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(sql)))
-	}
+	migrateRest(t, pool, 15)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	ep, err := st.EndpointGet(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, store.Settings{CircuitFailureThreshold: 3}, ep.Settings, "the defaults, as before")
@@ -316,11 +330,7 @@ INSERT INTO endpoint_circuits (endpoint_id, consecutive_failures, failing_since)
 	_, err = pool.Exec(ctx, `UPDATE endpoints SET circuit_failure_rate = 100, circuit_window_ms = 10000, circuit_min_attempts = 1 WHERE id = 'a'`)
 	require.NoError(t, err)
 
-	for _, down := range []string{"024_circuit_outage_opened", "021_circuit_flapping", "020_endpoint_url_changes", "019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake", "015_circuit_failure_rate"} {
-		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(sql)))
-	}
+	undoRest(t, pool, 14)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE (table_name = 'endpoints' AND column_name IN ('circuit_failure_rate', 'circuit_window_ms', 'circuit_min_attempts'))
@@ -344,16 +354,11 @@ INSERT INTO endpoint_circuits (endpoint_id, state, consecutive_failures, failing
 VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	// Today's store reads 017's and 019's columns too, which add nothing
-	// of 016's.
-	for _, later := range []string{"017_endpoint_delete", "019_endpoint_max_in_flight", "020_endpoint_url_changes", "021_circuit_flapping", "024_circuit_outage_opened"} {
-		sql, err := os.ReadFile("../../schema/migrations/" + later + ".up.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(sql)))
-	}
+	migrateRest(t, pool, 16)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	tr, err := st.CircuitSucceeded(ctx, "a", false, 1)
 	require.NoError(t, err)
 	require.True(t, tr.Closed)
@@ -362,11 +367,7 @@ VALUES ('a', 'open', 5, now(), now(), now() + interval '5 minutes')`)
 	require.Len(t, wakes, 1)
 	require.Equal(t, "a", wakes[0].EndpointID)
 
-	for _, name := range []string{"020_endpoint_url_changes", "019_endpoint_max_in_flight", "017_endpoint_delete", "016_circuit_wake"} {
-		down, err := os.ReadFile("../../schema/migrations/" + name + ".down.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(down)))
-	}
+	undoRest(t, pool, 15)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE table_name = 'endpoint_circuits' AND column_name = 'wake_requested_at'`).Scan(&n))
@@ -389,13 +390,11 @@ func TestMigration019CapsAttemptsInFlightAndGoesBack(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a', 'whsec_a')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	// Today's store reads 020's column too, which adds nothing of 019's.
-	later, err := os.ReadFile("../../schema/migrations/020_endpoint_url_changes.up.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(later)))
+	migrateRest(t, pool, 19)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	ep, err := st.EndpointGet(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, store.DefaultMaxInFlight, ep.Settings.InFlightCap(), "the default, as if uncapped before")
@@ -407,11 +406,7 @@ func TestMigration019CapsAttemptsInFlightAndGoesBack(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, l.Taken)
 
-	for _, name := range []string{"020_endpoint_url_changes", "019_endpoint_max_in_flight"} {
-		down, err := os.ReadFile("../../schema/migrations/" + name + ".down.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(down)))
-	}
+	undoRest(t, pool, 18)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE (table_name = 'endpoints' AND column_name = 'max_in_flight') OR table_name IN ('endpoint_leases', 'endpoint_in_flight')`).Scan(&n))
@@ -429,9 +424,11 @@ func TestMigration020KeepsEndpointsAndGoesBack(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO endpoints (id, url, secret) VALUES ('a', 'https://a.example/hook/t0ken-in-path', 'whsec_a')`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
+	migrateRest(t, pool, 20)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	ep, err := st.EndpointGet(ctx, "a")
 	require.NoError(t, err)
 	require.False(t, ep.Settings.URLPathPublic)
@@ -444,9 +441,7 @@ func TestMigration020KeepsEndpointsAndGoesBack(t *testing.T) {
 	require.Equal(t, "https://a.example/[redacted]", changes[0].OldURL)
 	require.Equal(t, store.Actor{ID: "key_x", Name: "ops"}, changes[0].By)
 
-	down, err := os.ReadFile("../../schema/migrations/020_endpoint_url_changes.down.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(down)))
+	undoRest(t, pool, 19)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE (table_name = 'endpoints' AND column_name = 'url_path_public') OR table_name = 'endpoint_url_changes'`).Scan(&n))
@@ -467,12 +462,11 @@ INSERT INTO endpoint_circuits (endpoint_id, state, consecutive_failures, failing
 VALUES ('a', 'open', 5, now(), now(), now()), ('b', 'open', 5, now(), now(), now())`)
 	require.NoError(t, err)
 	require.NoError(t, execInTx(ctx, pool, up))
-	later, err := os.ReadFile("../../schema/migrations/024_circuit_outage_opened.up.sql")
-	require.NoError(t, err)
-	require.NoError(t, execInTx(ctx, pool, string(later)))
+	migrateRest(t, pool, 21)
 
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	tr, err := st.CircuitSucceeded(ctx, "a", false, 2)
 	require.NoError(t, err)
 	require.Equal(t, store.CircuitHalfOpen, tr.Circuit.State)
@@ -483,11 +477,7 @@ VALUES ('a', 'open', 5, now(), now(), now()), ('b', 'open', 5, now(), now(), now
 	require.True(t, tr.Closed)
 	require.NotNil(t, tr.Circuit.OutageOpenedAt)
 
-	for _, down := range []string{"024_circuit_outage_opened", "021_circuit_flapping"} {
-		sql, err := os.ReadFile("../../schema/migrations/" + down + ".down.sql")
-		require.NoError(t, err)
-		require.NoError(t, execInTx(ctx, pool, string(sql)))
-	}
+	undoRest(t, pool, 20)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE (table_name = 'endpoint_circuits' AND column_name IN ('probe_successes', 'outage_failing_since', 'outage_backoff_ms',

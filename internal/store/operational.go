@@ -75,18 +75,18 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 	correlation := contract.OperationalCorrelation(subject)
 	insert := func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
-		seq, err := q.OperationalSequenceNext(ctx, dbsqlc.OperationalSequenceNextParams{EndpointID: subject, CorrelationID: correlation})
+		seq, err := q.OperationalSequenceNext(ctx, dbsqlc.OperationalSequenceNextParams{TenantID: s.tenant, EndpointID: subject, CorrelationID: correlation})
 		if err != nil {
 			return fmt.Errorf("next sequence: %w", err)
 		}
-		endpoints, err := q.OperationalSubscribers(ctx, dbsqlc.OperationalSubscribersParams{
+		endpoints, err := q.OperationalSubscribers(ctx, dbsqlc.OperationalSubscribersParams{TenantID: s.tenant,
 			Column1: eventType, ID: subject, Limit: contract.MaxSubscribersCeiling})
 		if err != nil {
 			return fmt.Errorf("route: %w", err)
 		}
 		ev := intake.Event{ID: OperationalEventID(subject, seq), CorrelationID: correlation, Sequence: seq, Type: eventType, Data: raw}
 		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, "", ev.Type, ev.Data)
-		_, err = q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{ID: ev.ID, CorrelationID: ev.CorrelationID,
+		_, err = q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: ev.ID, CorrelationID: ev.CorrelationID,
 			Sequence: ev.Sequence, Type: ev.Type, Data: ev.Data, PayloadHash: ev.PayloadHash, Endpoints: endpoints})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errOperationalRefused
@@ -120,7 +120,7 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 // subscribers an operational event may have, which the API caps as it caps
 // a producer's event's.
 func (s *Store) EndpointsOperationalCount(ctx context.Context, except string) (int, error) {
-	n, err := s.q.EndpointsOperationalCount(ctx, except)
+	n, err := s.q.EndpointsOperationalCount(ctx, dbsqlc.EndpointsOperationalCountParams{TenantID: s.tenant, ID: except})
 	if err != nil {
 		return 0, fmt.Errorf("count operational subscribers: %w", err)
 	}

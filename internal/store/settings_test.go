@@ -92,6 +92,8 @@ func TestEndpointRateReserveSpacesSlots(t *testing.T) {
 	h, err = st.EndpointHealth(ctx, "ep", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, int64(n), h.Throttled, "the idle endpoint's reservation was not a throttle, the next was")
+	_, err = st.EndpointInsert(ctx, "never-limited", "https://example.com/n", "whsec_x", nil)
+	require.NoError(t, err)
 	other, err := st.EndpointHealth(ctx, "never-limited", time.Hour)
 	require.NoError(t, err)
 	require.Zero(t, other.Throttled)

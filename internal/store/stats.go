@@ -47,7 +47,7 @@ type EndpointSummary struct {
 // StatsSummary reads the ledger's summary: the totals are the sums of the
 // endpoints' (the lag, their greatest).
 func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
-	rows, err := s.q.StatsSummary(ctx)
+	rows, err := s.q.StatsSummary(ctx, nullIfZero(s.tenant))
 	if err != nil {
 		return Summary{}, fmt.Errorf("read ledger summary: %w", err)
 	}
@@ -68,6 +68,9 @@ func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
 // BlockedCorrelation is a lane (correlation, endpoint) with deliveries
 // waiting behind its head.
 type BlockedCorrelation struct {
+	// TenantID is the lane's tenant (a listing of every tenant's names
+	// each lane's).
+	TenantID      string
 	CorrelationID string
 	EndpointID    string
 	// NextSequence is the sequence the lane waits on: its head's, or the
@@ -88,7 +91,7 @@ type BlockedCorrelation struct {
 // StatsBlockedCorrelations returns the limit longest-blocked lanes and how
 // many are blocked in all.
 func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]BlockedCorrelation, int64, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.StatsBlockedCorrelations, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.StatsBlockedCorrelations, limit, nullIfZero(s.tenant))
 	if err != nil {
 		return nil, 0, fmt.Errorf("list blocked lanes: %w", err)
 	}
@@ -97,7 +100,7 @@ func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]Bloc
 		total int64
 		b     BlockedCorrelation
 	)
-	_, err = pgx.ForEachRow(rows, []any{&b.CorrelationID, &b.EndpointID, &b.NextSequence, &b.BlockedBy, &b.BlockingEventID, &b.Parked, &b.AgeSeconds, &total}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&b.CorrelationID, &b.EndpointID, &b.NextSequence, &b.BlockedBy, &b.BlockingEventID, &b.Parked, &b.AgeSeconds, &total, &b.TenantID}, func() error {
 		out = append(out, b)
 		b.BlockingEventID = nil // scanned afresh, never shared between rows
 		return nil
@@ -176,12 +179,15 @@ type OldestDelivery struct {
 }
 
 // EndpointHealth reads endpointID's health, its attempts over the last
-// window (at most the last HealthSample). It does not look the endpoint up:
-// an unknown one reads as idle, so callers check that it exists.
+// window (at most the last HealthSample), or ErrNotFound when the tenant
+// has no such endpoint (a deleted one still reads).
 func (s *Store) EndpointHealth(ctx context.Context, endpointID string, window time.Duration) (Health, error) {
 	hs, err := s.health(ctx, &endpointID, window, "", 1)
 	if err != nil {
 		return Health{}, err
+	}
+	if len(hs) == 0 {
+		return Health{}, fmt.Errorf("endpoint health of %s: %w", endpointID, ErrNotFound)
 	}
 	return hs[0], nil
 }
@@ -195,7 +201,7 @@ func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration, after
 }
 
 func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration, after string, limit int) ([]Health, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit)
+	rows, err := s.pool.Query(ctx, dbsqlc.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit, s.tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read endpoint health: %w", err)
 	}

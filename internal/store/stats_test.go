@@ -126,24 +126,24 @@ func TestStatsReadOnlyThePendingRows(t *testing.T) {
 	// now, 500 skipped, and a backlog of 120 (queued, waiting, delivering,
 	// dead-lettered) across 30 correlations whose sequence 1 never came.
 	_, err := pool.Exec(ctx, `
-INSERT INTO endpoints (id, url, secret) VALUES ('ep', 'https://example.com/hook', 'whsec_x');
-INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, delivered_at)
-SELECT 'old-'||g, 'c'||(g % 2000), g / 2000 + 1, 't', '{}', '\x01', 'delivered', now() - interval '2 days', now() - interval '1 day'
+INSERT INTO endpoints (tenant_id, id, url, secret) VALUES ('default', 'ep', 'https://example.com/hook', 'whsec_x');
+INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, delivered_at)
+SELECT 'default', 'old-'||g, 'c'||(g % 2000), g / 2000 + 1, 't', '{}', '\x01', 'delivered', now() - interval '2 days', now() - interval '1 day'
 FROM generate_series(1, 20000) g;
-INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, delivered_at)
-SELECT 'new-'||g, 'n'||(g % 50), g / 50 + 1, 't', '{}', '\x01', 'delivered', now() - interval '2 minutes', now() - interval '1 minute'
+INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, delivered_at)
+SELECT 'default', 'new-'||g, 'n'||(g % 50), g / 50 + 1, 't', '{}', '\x01', 'delivered', now() - interval '2 minutes', now() - interval '1 minute'
 FROM generate_series(1, 200) g;
-INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at)
-SELECT 'skip-'||g, 's'||(g % 100), g / 100 + 1, 't', '{}', '\x01', 'skipped', now() - interval '1 day'
+INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at)
+SELECT 'default', 'skip-'||g, 's'||(g % 100), g / 100 + 1, 't', '{}', '\x01', 'skipped', now() - interval '1 day'
 FROM generate_series(1, 500) g;
-INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state, accepted_at)
-SELECT 'pend-'||g, 'p'||(g % 30), g / 30 + 2, 't', '{}', '\x01',
+INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at)
+SELECT 'default', 'pend-'||g, 'p'||(g % 30), g / 30 + 2, 't', '{}', '\x01',
        (ARRAY['queued', 'waiting', 'delivering', 'dead_lettered'])[g % 4 + 1], now() - g * interval '1 second'
 FROM generate_series(1, 120) g;
-INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, state, delivered_at)
-SELECT id, 'ep', correlation_id, sequence, CASE WHEN state = 'queued' THEN 'waiting' ELSE state END, delivered_at FROM events;
-INSERT INTO correlations (correlation_id, next_sequence)
-SELECT correlation_id, max(sequence) + 1 FROM events WHERE state IN ('delivered', 'skipped') GROUP BY correlation_id;
+INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, delivered_at)
+SELECT 'default', id, 'ep', correlation_id, sequence, CASE WHEN state = 'queued' THEN 'waiting' ELSE state END, delivered_at FROM events;
+INSERT INTO correlations (tenant_id, correlation_id, next_sequence)
+SELECT 'default', correlation_id, max(sequence) + 1 FROM events WHERE state IN ('delivered', 'skipped') GROUP BY correlation_id;
 ANALYZE events;
 ANALYZE deliveries;
 ANALYZE correlations;`)
@@ -159,18 +159,23 @@ ANALYZE correlations;`)
 		require.NoError(t, pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&out))
 		return out
 	}
-	summary := plan(q.StatsSummary)
-	require.Contains(t, summary, `"deliveries_pending_idx"`, summary)
-	require.Contains(t, summary, `"deliveries_delivered_at_idx"`, summary)
-	blocked := plan(q.StatsBlockedCorrelations, 10)
-	require.Contains(t, blocked, `"deliveries_pending_idx"`, blocked)
-	for name, p := range map[string]string{"summary": summary, "blocked": blocked} {
-		require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|deliveries|correlations)"`, p, "%s scans a whole table", name)
+	// Of one tenant (the API's) and of every tenant (the gauges', the
+	// status of every tenant).
+	for _, tenant := range []*string{ptr(store.DefaultTenant), nil} {
+		summary := plan(q.StatsSummary, tenant)
+		require.Contains(t, summary, `"deliveries_pending_idx"`, summary)
+		require.Contains(t, summary, `"deliveries_delivered_at_idx"`, summary)
+		blocked := plan(q.StatsBlockedCorrelations, 10, tenant)
+		require.Contains(t, blocked, `"deliveries_pending_idx"`, blocked)
+		for name, p := range map[string]string{"summary": summary, "blocked": blocked} {
+			require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|deliveries|correlations)"`, p, "%s scans a whole table", name)
+		}
 	}
 
 	// The rewritten queries still answer what they did.
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
 	sm, err := st.StatsSummary(ctx)
 	require.NoError(t, err)
 	sm.ByEndpoint = nil
@@ -193,3 +198,5 @@ ANALYZE correlations;`)
 		require.EqualValues(t, 4, b.Parked)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

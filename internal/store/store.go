@@ -62,16 +62,39 @@ type Caps struct {
 // event the ledger has as delivered or skipped.
 var ErrEventFinished = errors.New("event is finished")
 
-// Store runs hookflow's queries on a pool.
+// Store runs hookflow's queries on a pool, for one tenant or for all.
+//
+// The store New returns is unscoped: it is the workers', the sweeps' and
+// the cleaner's, whose queries span tenants (a claim of every tenant's
+// queued events answers each with its tenant). Tenant binds a copy to one
+// tenant, and every query of that copy binds its tenant_id: an ID of
+// another tenant's reads as one that does not exist. The API reaches the
+// ledger only through a tenant-bound store (api.Server.ledger), so
+// isolation is decided here and in the schema's composite keys, not route
+// by route.
 type Store struct {
-	pool *pgxpool.Pool
-	q    *dbsqlc.Queries
+	pool   *pgxpool.Pool
+	q      *dbsqlc.Queries
+	tenant string
 }
 
-// New returns a Store on pool.
+// New returns the unscoped Store on pool.
 func New(pool *pgxpool.Pool) (*Store, error) {
 	return &Store{pool: pool, q: dbsqlc.New(pool)}, nil
 }
+
+// DefaultTenant is contract.DefaultTenant.
+const DefaultTenant = contract.DefaultTenant
+
+// Tenant is the store bound to tenant id.
+func (s *Store) Tenant(id string) *Store {
+	c := *s
+	c.tenant = id
+	return &c
+}
+
+// TenantID is the tenant the store is bound to, "" when unscoped.
+func (s *Store) TenantID() string { return s.tenant }
 
 // Pool is the pool the store runs on.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -348,7 +371,7 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 	if err != nil {
 		return e, fmt.Errorf("insert endpoint: %w", err)
 	}
-	args := dbsqlc.EndpointInsertParams{ID: e.ID, Url: e.URL, Secret: e.Secret, EventTypes: e.EventTypes,
+	args := dbsqlc.EndpointInsertParams{TenantID: s.tenant, ID: e.ID, Url: e.URL, Secret: e.Secret, EventTypes: e.EventTypes,
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, Column10: e.Settings.AutoReplay, DisableAfterMs: sp.disableAfter,
 		CircuitFailureRate: sp.failureRate, CircuitWindowMs: sp.cwin, CircuitMinAttempts: sp.minAttempts,
@@ -356,12 +379,12 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if caps.Endpoints > 0 || caps.Subscribers > 0 {
-			if err := q.EndpointCreateLock(ctx); err != nil {
+			if err := q.EndpointCreateLock(ctx, s.tenant); err != nil {
 				return err
 			}
 		}
 		if caps.Endpoints > 0 {
-			n, err := q.EndpointsCount(ctx)
+			n, err := q.EndpointsCount(ctx, s.tenant)
 			if err != nil {
 				return err
 			}
@@ -387,7 +410,7 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 
 // EndpointGet returns the endpoint, or ErrNotFound.
 func (s *Store) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
-	r, err := s.q.EndpointGet(ctx, id)
+	r, err := s.q.EndpointGet(ctx, dbsqlc.EndpointGetParams{TenantID: s.tenant, ID: id})
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("get endpoint: %w", translate(err))
 	}
@@ -463,7 +486,7 @@ var ErrHeadersOrigin = errors.New("a change of URL to another origin must send h
 func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
 	var e Endpoint
 	update := func(q *dbsqlc.Queries) error {
-		args, err := endpointUpdateParams(id, ch)
+		args, err := s.endpointUpdateParams(id, ch)
 		if err != nil {
 			return err
 		}
@@ -482,7 +505,7 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			q := s.q.WithTx(tx)
 			if capped {
-				if err := q.EndpointCreateLock(ctx); err != nil {
+				if err := q.EndpointCreateLock(ctx, s.tenant); err != nil {
 					return err
 				}
 				if err := s.checkSubscribers(ctx, tx, id, *ch.EventTypes, ch.MaxSubscribers); err != nil {
@@ -498,7 +521,7 @@ func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange
 			// A new rate holds at once for the heads already waiting their
 			// turn (EndpointRateSlotsReset), committed with the rate itself.
 			if ch.RateLimit != nil {
-				if err := q.EndpointRateSlotsReset(ctx, dbsqlc.EndpointRateSlotsResetParams{ID: id, RateLimit: nullIfZero(*ch.RateLimit)}); err != nil {
+				if err := q.EndpointRateSlotsReset(ctx, dbsqlc.EndpointRateSlotsResetParams{TenantID: s.tenant, ID: id, RateLimit: nullIfZero(*ch.RateLimit)}); err != nil {
 					return err
 				}
 			}
@@ -525,7 +548,7 @@ func (s *Store) checkSubscribers(ctx context.Context, tx pgx.Tx, id string, patt
 	if max <= 0 {
 		return nil
 	}
-	others, err := s.q.WithTx(tx).EndpointsPatterns(ctx, id)
+	others, err := s.q.WithTx(tx).EndpointsPatterns(ctx, dbsqlc.EndpointsPatternsParams{TenantID: s.tenant, ID: id})
 	if err != nil {
 		return err
 	}
@@ -535,14 +558,14 @@ func (s *Store) checkSubscribers(ctx context.Context, tx pgx.Tx, id string, patt
 	return nil
 }
 
-func endpointUpdateParams(id string, ch EndpointChange) (dbsqlc.EndpointUpdateParams, error) {
+func (s *Store) endpointUpdateParams(id string, ch EndpointChange) (dbsqlc.EndpointUpdateParams, error) {
 	var eventTypes []string
 	if ch.EventTypes != nil {
 		eventTypes = *ch.EventTypes
 	}
 	st, set := ch.replaced()
 	sp, err := settingsParamsOf(st)
-	return dbsqlc.EndpointUpdateParams{ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
+	return dbsqlc.EndpointUpdateParams{TenantID: s.tenant, ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
 		SetEventTypes: ch.EventTypes != nil, EventTypes: eventTypes, Settings: set,
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, AutoReplay: &st.AutoReplay, DisableAfterMs: sp.disableAfter,
@@ -556,7 +579,7 @@ func endpointUpdateParams(id string, ch EndpointChange) (dbsqlc.EndpointUpdatePa
 // records the change, to run once the update is made.
 func (s *Store) endpointURLChange(ctx context.Context, tx pgx.Tx, id string, ch *EndpointChange) (func() error, error) {
 	q := s.q.WithTx(tx)
-	row, err := q.EndpointLockURL(ctx, id)
+	row, err := q.EndpointLockURL(ctx, dbsqlc.EndpointLockURLParams{TenantID: s.tenant, ID: id})
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -617,7 +640,7 @@ type URLChange struct {
 // EndpointURLChanges returns up to limit of the endpoint's URL changes,
 // newest first; none is no error.
 func (s *Store) EndpointURLChanges(ctx context.Context, endpointID string, limit int) ([]URLChange, error) {
-	rows, err := s.q.EndpointURLChangesList(ctx, dbsqlc.EndpointURLChangesListParams{EndpointID: endpointID, Limit: int32(limit)})
+	rows, err := s.q.EndpointURLChangesList(ctx, dbsqlc.EndpointURLChangesListParams{TenantID: s.tenant, EndpointID: endpointID, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoint url changes: %w", err)
 	}
@@ -662,7 +685,7 @@ func replace[T any](dst, v *T, bit int32) int32 {
 // EndpointRotateSecret makes secret the current one; the one it replaces
 // keeps signing for grace, beside any earlier one still in its grace.
 func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, grace time.Duration) (Endpoint, error) {
-	r, err := s.q.EndpointRotateSecret(ctx, dbsqlc.EndpointRotateSecretParams{ID: id, Secret: secret, Secs: grace.Seconds()})
+	r, err := s.q.EndpointRotateSecret(ctx, dbsqlc.EndpointRotateSecretParams{TenantID: s.tenant, ID: id, Secret: secret, Secs: grace.Seconds()})
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("rotate endpoint secret: %w", translate(err))
 	}
@@ -676,7 +699,7 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, gra
 // EndpointsList returns up to limit endpoints in id order, from the first
 // whose id sorts after after ("" for the first page).
 func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]Endpoint, error) {
-	rows, err := s.q.EndpointsList(ctx, dbsqlc.EndpointsListParams{ID: after, Limit: int32(limit)})
+	rows, err := s.q.EndpointsList(ctx, dbsqlc.EndpointsListParams{TenantID: s.tenant, ID: after, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
@@ -692,7 +715,7 @@ func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]E
 // disabled endpoint is paused: its events wait in its lanes), in id order,
 // at most limit of them; none is no error.
 func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string, limit int) ([]string, error) {
-	ids, err := s.q.EndpointsSubscribed(ctx, dbsqlc.EndpointsSubscribedParams{EventType: eventType, MaxEndpoints: int32(limit)})
+	ids, err := s.q.EndpointsSubscribed(ctx, dbsqlc.EndpointsSubscribedParams{TenantID: s.tenant, EventType: eventType, MaxEndpoints: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
 	}
@@ -726,7 +749,7 @@ func (s *Store) Route(ctx context.Context, e intake.Event, maxSubscribers int) (
 // is stamped and disabled, and no longer found, listed or routed to.
 // ErrNotFound when there is no such endpoint, or it is deleted already.
 func (s *Store) EndpointDelete(ctx context.Context, id, by string) error {
-	if _, err := s.q.EndpointDelete(ctx, dbsqlc.EndpointDeleteParams{ID: id, DeletedBy: &by}); err != nil {
+	if _, err := s.q.EndpointDelete(ctx, dbsqlc.EndpointDeleteParams{TenantID: s.tenant, ID: id, DeletedBy: &by}); err != nil {
 		return fmt.Errorf("delete endpoint: %w", translate(err))
 	}
 	return nil
@@ -734,6 +757,7 @@ func (s *Store) EndpointDelete(ctx context.Context, id, by string) error {
 
 // DeletedEndpoint is a deleted endpoint, and who deleted it.
 type DeletedEndpoint struct {
+	TenantID  string
 	ID        string
 	DeletedBy string
 }
@@ -748,7 +772,7 @@ func (s *Store) EndpointsDeletedOpen(ctx context.Context, limit int) ([]DeletedE
 	out := make([]DeletedEndpoint, len(rows))
 	for i, r := range rows {
 		// deleted_by is set with deleted_at, which the query requires.
-		out[i] = DeletedEndpoint{ID: r.ID, DeletedBy: orZero(r.DeletedBy)}
+		out[i] = DeletedEndpoint{TenantID: r.TenantID, ID: r.ID, DeletedBy: orZero(r.DeletedBy)}
 	}
 	return out, nil
 }
@@ -765,6 +789,9 @@ func (s *Store) EndpointDisable(ctx context.Context, id, reason string) error {
 // EndpointID is not stored: the event's routing is its deliveries.
 type Event struct {
 	intake.Event
+	// TenantID is the tenant the event belongs to: its ID, correlation and
+	// sequence are unique within it.
+	TenantID string
 	// Endpoints are the endpoints it was routed to at acceptance, sorted;
 	// Deliveries are its deliveries to them, in the same order.
 	Endpoints  []string
@@ -794,7 +821,8 @@ type Event struct {
 // the deliveries' JSON into e's Deliveries and Endpoints.
 func eventColumns(e *Event, deliveries *[]byte) []any {
 	return []any{&e.ID, &e.CorrelationID, &e.Sequence, &e.Type, &e.Data, &e.PayloadHash, &e.State, &e.AcceptedAt,
-		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.RunID, &e.Restarts, &e.RestartedAt, &e.RestartReason, deliveries}
+		&e.ReleasedAt, &e.DeliveredAt, &e.UpdatedAt, &e.RunID, &e.Restarts, &e.RestartedAt, &e.RestartReason, deliveries,
+		&e.TenantID}
 }
 
 func (e *Event) decodeDeliveries(raw []byte) error {
@@ -820,7 +848,8 @@ func eventOf(r dbsqlc.EventsRouted) (Event, error) {
 	e := Event{Event: intake.Event{ID: r.ID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, Type: r.Type,
 		Data: r.Data, PayloadHash: r.PayloadHash},
 		State: contract.State(r.State), AcceptedAt: r.AcceptedAt, ReleasedAt: r.ReleasedAt, DeliveredAt: r.DeliveredAt,
-		UpdatedAt: r.UpdatedAt, RunID: r.RunID, Restarts: r.Restarts, RestartedAt: r.RestartedAt, RestartReason: r.RestartReason}
+		UpdatedAt: r.UpdatedAt, RunID: r.RunID, Restarts: r.Restarts, RestartedAt: r.RestartedAt, RestartReason: r.RestartReason,
+		TenantID: r.TenantID}
 	return e, e.decodeDeliveries(r.Deliveries)
 }
 
@@ -848,7 +877,7 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 	if endpoints == nil {
 		endpoints = []string{} // a NULL array would route to nothing just the same, but say so
 	}
-	r, err := s.q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{ID: e.ID, CorrelationID: e.CorrelationID,
+	r, err := s.q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: e.ID, CorrelationID: e.CorrelationID,
 		Sequence: e.Sequence, Type: e.Type, Data: e.Data, PayloadHash: e.PayloadHash, Endpoints: endpoints})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, false, nil
@@ -866,7 +895,7 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 // EventGet returns the event with its deliveries (sorted by endpoint), or
 // ErrNotFound.
 func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
-	r, err := s.q.EventGet(ctx, id)
+	r, err := s.q.EventGet(ctx, dbsqlc.EventGetParams{TenantID: s.tenant, ID: id})
 	if err != nil {
 		return Event{}, fmt.Errorf("get event: %w", translate(err))
 	}
@@ -884,7 +913,7 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 // delivery's finish. It changes nothing for an event past queued, or one
 // that does not exist.
 func (s *Store) EventMarkStarted(ctx context.Context, id, runID string) error {
-	r, err := s.q.EventMarkStarted(ctx, dbsqlc.EventMarkStartedParams{EventID: id, Column2: runID})
+	r, err := s.q.EventMarkStarted(ctx, dbsqlc.EventMarkStartedParams{TenantID: s.tenant, EventID: id, Column2: runID})
 	err = translate(err)
 	corr := r.CorrelationID
 	if errors.Is(err, ErrNotFound) || err == nil && (r.Routed || contract.State(r.State) != contract.StateQueued) {
@@ -895,10 +924,10 @@ func (s *Store) EventMarkStarted(ctx context.Context, id, runID string) error {
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.CorrelationLock, corr)
-		b.Queue(dbsqlc.EventLock, id)
-		b.Queue(dbsqlc.EventMarkStartedUnrouted, id, runID)
-		b.Queue(dbsqlc.CorrelationAdvance, corr)
+		b.Queue(dbsqlc.CorrelationLock, corr, s.tenant)
+		b.Queue(dbsqlc.EventLock, id, s.tenant)
+		b.Queue(dbsqlc.EventMarkStartedUnrouted, id, runID, s.tenant)
+		b.Queue(dbsqlc.CorrelationAdvance, corr, s.tenant)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -926,7 +955,7 @@ func (s *Store) EventsQueuedClaim(ctx context.Context, limit int, lease time.Dur
 // EventSweepDeferred puts a queued event that the sweep could not start at
 // the back of EventsQueuedClaim's line.
 func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
-	if err := s.q.EventSweepDeferred(ctx, id); err != nil {
+	if err := s.q.EventSweepDeferred(ctx, dbsqlc.EventSweepDeferredParams{TenantID: s.tenant, ID: id}); err != nil {
 		return fmt.Errorf("defer queued event: %w", err)
 	}
 	return nil
@@ -935,7 +964,7 @@ func (s *Store) EventSweepDeferred(ctx context.Context, id string) error {
 // CorrelationSweepDeferred puts a correlation whose heads the sweep could
 // not look at at the back of LanesStuckHeadsClaim's line.
 func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID string) error {
-	if err := s.q.CorrelationSweepDeferred(ctx, correlationID); err != nil {
+	if err := s.q.CorrelationSweepDeferred(ctx, dbsqlc.CorrelationSweepDeferredParams{TenantID: s.tenant, CorrelationID: correlationID}); err != nil {
 		return fmt.Errorf("defer correlation: %w", err)
 	}
 	return nil
@@ -944,7 +973,7 @@ func (s *Store) CorrelationSweepDeferred(ctx context.Context, correlationID stri
 // EventRestarted records that the event's workflow had to be started again
 // (as run runID), and why.
 func (s *Store) EventRestarted(ctx context.Context, id, reason, runID string) error {
-	if err := s.q.EventRestarted(ctx, dbsqlc.EventRestartedParams{ID: id, RestartReason: &reason, RunID: &runID}); err != nil {
+	if err := s.q.EventRestarted(ctx, dbsqlc.EventRestartedParams{TenantID: s.tenant, ID: id, RestartReason: &reason, RunID: &runID}); err != nil {
 		return fmt.Errorf("record restart: %w", err)
 	}
 	return nil
@@ -952,7 +981,7 @@ func (s *Store) EventRestarted(ctx context.Context, id, reason, runID string) er
 
 // CorrelationHighWater is the highest sequence accepted for the correlation.
 func (s *Store) CorrelationHighWater(ctx context.Context, correlationID string) (int64, error) {
-	n, err := s.q.CorrelationHighWater(ctx, correlationID)
+	n, err := s.q.CorrelationHighWater(ctx, dbsqlc.CorrelationHighWaterParams{TenantID: s.tenant, CorrelationID: correlationID})
 	if err != nil {
 		return 0, fmt.Errorf("get correlation high-water mark: %w", err)
 	}

@@ -38,7 +38,7 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 	var v Void
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		v = Void{}
-		if err := tx.QueryRow(ctx, dbsqlc.CorrelationVoidCheck, correlationID, sequences).Scan(&v.Arrived, &v.Already); err != nil {
+		if err := tx.QueryRow(ctx, dbsqlc.CorrelationVoidCheck, correlationID, sequences, s.tenant).Scan(&v.Arrived, &v.Already); err != nil {
 			return err
 		}
 		if len(v.Arrived) > 0 {
@@ -59,8 +59,8 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 			return err
 		}
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.CorrelationVoidInsert, correlationID, v.Voided, ids, string(data))
-		b.Queue(dbsqlc.CorrelationAdvance, correlationID)
+		b.Queue(dbsqlc.CorrelationVoidInsert, correlationID, v.Voided, ids, string(data), s.tenant)
+		b.Queue(dbsqlc.CorrelationAdvance, correlationID, s.tenant)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {

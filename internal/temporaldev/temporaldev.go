@@ -44,7 +44,7 @@ import (
 // UI can filter by them.
 func searchAttributes() map[string]enumspb.IndexedValueType {
 	out := map[string]enumspb.IndexedValueType{}
-	for _, k := range []sdktemporal.SearchAttributeKey{contract.CorrelationIDKey, contract.SequenceKey, contract.DeliveryStateKey, contract.EndpointIDsKey, contract.DeadLetteredEndpointIDsKey} {
+	for _, k := range []sdktemporal.SearchAttributeKey{contract.TenantIDKey, contract.CorrelationIDKey, contract.SequenceKey, contract.DeliveryStateKey, contract.EndpointIDsKey, contract.DeadLetteredEndpointIDsKey} {
 		out[k.GetName()] = k.GetValueType()
 	}
 	return out

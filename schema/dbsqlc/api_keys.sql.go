@@ -11,18 +11,24 @@ import (
 )
 
 const APIKeyByHash = `-- name: APIKeyByHash :one
-SELECT id, name, scopes, created_at, revoked_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+SELECT k.id, k.name, k.scopes, k.created_at, k.revoked_at, k.tenant_id, COALESCE(t.disabled, false)::bool AS tenant_disabled
+FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id
+WHERE k.key_hash = $1 AND k.revoked_at IS NULL
 `
 
 type APIKeyByHashRow struct {
-	ID        string
-	Name      string
-	Scopes    []string
-	CreatedAt time.Time
-	RevokedAt *time.Time
+	ID             string
+	Name           string
+	Scopes         []string
+	CreatedAt      time.Time
+	RevokedAt      *time.Time
+	TenantID       *string
+	TenantDisabled bool
 }
 
-// The key a request presents, unless it is revoked (key_hash is unique).
+// The key a request presents, unless it is revoked (key_hash is unique),
+// with whether its tenant is disabled (a disabled tenant's keys are
+// refused).
 func (q *Queries) APIKeyByHash(ctx context.Context, keyHash []byte) (APIKeyByHashRow, error) {
 	row := q.db.QueryRow(ctx, APIKeyByHash, keyHash)
 	var i APIKeyByHashRow
@@ -32,20 +38,23 @@ func (q *Queries) APIKeyByHash(ctx context.Context, keyHash []byte) (APIKeyByHas
 		&i.Scopes,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.TenantID,
+		&i.TenantDisabled,
 	)
 	return i, err
 }
 
 const APIKeyInsert = `-- name: APIKeyInsert :one
-INSERT INTO api_keys (id, name, scopes, key_hash) VALUES ($1, $2, $3, $4)
-RETURNING id, name, scopes, created_at, revoked_at
+INSERT INTO api_keys (id, name, scopes, key_hash, tenant_id) VALUES ($1, $2, $3, $4, $5)
+RETURNING id, name, scopes, created_at, revoked_at, tenant_id
 `
 
 type APIKeyInsertParams struct {
-	ID      string
-	Name    string
-	Scopes  []string
-	KeyHash []byte
+	ID       string
+	Name     string
+	Scopes   []string
+	KeyHash  []byte
+	TenantID *string
 }
 
 type APIKeyInsertRow struct {
@@ -54,14 +63,17 @@ type APIKeyInsertRow struct {
 	Scopes    []string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	TenantID  *string
 }
 
+// tenant_id NULL is an operator key; a tenant's key reaches only it.
 func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) (APIKeyInsertRow, error) {
 	row := q.db.QueryRow(ctx, APIKeyInsert,
 		arg.ID,
 		arg.Name,
 		arg.Scopes,
 		arg.KeyHash,
+		arg.TenantID,
 	)
 	var i APIKeyInsertRow
 	err := row.Scan(
@@ -70,12 +82,13 @@ func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) (API
 		&i.Scopes,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.TenantID,
 	)
 	return i, err
 }
 
 const APIKeyList = `-- name: APIKeyList :many
-SELECT id, name, scopes, created_at, revoked_at FROM api_keys ORDER BY created_at, id
+SELECT id, name, scopes, created_at, revoked_at, tenant_id FROM api_keys ORDER BY created_at, id
 `
 
 type APIKeyListRow struct {
@@ -84,6 +97,7 @@ type APIKeyListRow struct {
 	Scopes    []string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	TenantID  *string
 }
 
 func (q *Queries) APIKeyList(ctx context.Context) ([]APIKeyListRow, error) {
@@ -101,6 +115,7 @@ func (q *Queries) APIKeyList(ctx context.Context) ([]APIKeyListRow, error) {
 			&i.Scopes,
 			&i.CreatedAt,
 			&i.RevokedAt,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -114,7 +129,7 @@ func (q *Queries) APIKeyList(ctx context.Context) ([]APIKeyListRow, error) {
 
 const APIKeyRevoke = `-- name: APIKeyRevoke :one
 UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
-RETURNING id, name, scopes, created_at, revoked_at
+RETURNING id, name, scopes, created_at, revoked_at, tenant_id
 `
 
 type APIKeyRevokeRow struct {
@@ -123,6 +138,7 @@ type APIKeyRevokeRow struct {
 	Scopes    []string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	TenantID  *string
 }
 
 // Revoking twice keeps the first time.
@@ -135,6 +151,7 @@ func (q *Queries) APIKeyRevoke(ctx context.Context, id string) (APIKeyRevokeRow,
 		&i.Scopes,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.TenantID,
 	)
 	return i, err
 }

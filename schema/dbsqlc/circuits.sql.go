@@ -386,7 +386,9 @@ func (q *Queries) CircuitWindowAttempts(ctx context.Context, arg CircuitWindowAt
 }
 
 const CircuitsAutoReplayPending = `-- name: CircuitsAutoReplayPending :many
-SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at FROM endpoint_circuits
+SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at,
+       (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
+FROM endpoint_circuits
 WHERE auto_replay_pending_since IS NOT NULL AND state = 'closed'
 ORDER BY auto_replay_turn_at NULLS FIRST, auto_replay_pending_since, endpoint_id
 LIMIT $1
@@ -396,6 +398,7 @@ type CircuitsAutoReplayPendingRow struct {
 	EndpointID             string
 	AutoReplayPendingSince *time.Time
 	AutoReplayRequestedAt  *time.Time
+	TenantID               string
 }
 
 // Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx),
@@ -413,7 +416,12 @@ func (q *Queries) CircuitsAutoReplayPending(ctx context.Context, limit int32) ([
 	items := []CircuitsAutoReplayPendingRow{}
 	for rows.Next() {
 		var i CircuitsAutoReplayPendingRow
-		if err := rows.Scan(&i.EndpointID, &i.AutoReplayPendingSince, &i.AutoReplayRequestedAt); err != nil {
+		if err := rows.Scan(
+			&i.EndpointID,
+			&i.AutoReplayPendingSince,
+			&i.AutoReplayRequestedAt,
+			&i.TenantID,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -425,7 +433,8 @@ func (q *Queries) CircuitsAutoReplayPending(ctx context.Context, limit int32) ([
 }
 
 const CircuitsEventCatchUp = `-- name: CircuitsEventCatchUp :many
-SELECT endpoint_id FROM endpoint_circuits
+SELECT endpoint_id, (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
+FROM endpoint_circuits
 WHERE events_coalesced > 0 AND event_at <= now() - make_interval(secs => $1)
 ORDER BY event_at
 LIMIT $2
@@ -436,24 +445,29 @@ type CircuitsEventCatchUpParams struct {
 	Limit int32
 }
 
+type CircuitsEventCatchUpRow struct {
+	EndpointID string
+	TenantID   string
+}
+
 // Circuits whose transitions published nothing within
 // store.CircuitEventEvery of the last event (events_coalesced), that
 // interval ($1 seconds) now over: the sweep tells their subscribers the
 // state in force if it is not the one last told
 // (endpoint_circuits_event_catch_up_idx).
-func (q *Queries) CircuitsEventCatchUp(ctx context.Context, arg CircuitsEventCatchUpParams) ([]string, error) {
+func (q *Queries) CircuitsEventCatchUp(ctx context.Context, arg CircuitsEventCatchUpParams) ([]CircuitsEventCatchUpRow, error) {
 	rows, err := q.db.Query(ctx, CircuitsEventCatchUp, arg.Secs, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []CircuitsEventCatchUpRow{}
 	for rows.Next() {
-		var endpoint_id string
-		if err := rows.Scan(&endpoint_id); err != nil {
+		var i CircuitsEventCatchUpRow
+		if err := rows.Scan(&i.EndpointID, &i.TenantID); err != nil {
 			return nil, err
 		}
-		items = append(items, endpoint_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -472,7 +486,8 @@ WHERE c.endpoint_id IN (
     ORDER BY c2.next_probe_at
     LIMIT $1
     FOR UPDATE OF c2 SKIP LOCKED)
-RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at
+RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at,
+    (SELECT e.tenant_id FROM endpoints e WHERE e.id = c.endpoint_id)::text AS tenant_id
 `
 
 type CircuitsProbeReplayClaimParams struct {
@@ -484,6 +499,7 @@ type CircuitsProbeReplayClaimRow struct {
 	EndpointID            string
 	FailingSince          *time.Time
 	AutoReplayRequestedAt *time.Time
+	TenantID              string
 }
 
 // Open circuits of enabled endpoints with auto_replay whose probe is due,
@@ -500,7 +516,12 @@ func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProb
 	items := []CircuitsProbeReplayClaimRow{}
 	for rows.Next() {
 		var i CircuitsProbeReplayClaimRow
-		if err := rows.Scan(&i.EndpointID, &i.FailingSince, &i.AutoReplayRequestedAt); err != nil {
+		if err := rows.Scan(
+			&i.EndpointID,
+			&i.FailingSince,
+			&i.AutoReplayRequestedAt,
+			&i.TenantID,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -513,7 +534,8 @@ func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProb
 
 const CircuitsWakePending = `-- name: CircuitsWakePending :many
 SELECT endpoint_id, wake_requested_at,
-       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after
+       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after,
+       (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
 FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
 ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id
@@ -524,6 +546,7 @@ type CircuitsWakePendingRow struct {
 	EndpointID      string
 	WakeRequestedAt *time.Time
 	After           string
+	TenantID        string
 }
 
 // Circuits that closed or had an answer while half-open (CircuitSet), or
@@ -541,7 +564,12 @@ func (q *Queries) CircuitsWakePending(ctx context.Context, limit int32) ([]Circu
 	items := []CircuitsWakePendingRow{}
 	for rows.Next() {
 		var i CircuitsWakePendingRow
-		if err := rows.Scan(&i.EndpointID, &i.WakeRequestedAt, &i.After); err != nil {
+		if err := rows.Scan(
+			&i.EndpointID,
+			&i.WakeRequestedAt,
+			&i.After,
+			&i.TenantID,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -13,14 +13,15 @@ import (
 const AttemptsSinceDeadLetter = `-- name: AttemptsSinceDeadLetter :many
 SELECT a.id, a.attempt, a.started_at, a.latency_ms, a.status_code, a.error, a.outcome
 FROM delivery_attempts a
-WHERE a.event_id = $1 AND a.endpoint_id = $2
-  AND a.id > COALESCE((SELECT d.last_attempt_id FROM dead_letters d WHERE d.event_id = $1 AND d.endpoint_id = $2), 0)
+WHERE a.tenant_id = $3 AND a.event_id = $1 AND a.endpoint_id = $2
+  AND a.id > COALESCE((SELECT d.last_attempt_id FROM dead_letters d WHERE d.tenant_id = $3 AND d.event_id = $1 AND d.endpoint_id = $2), 0)
 ORDER BY a.id
 `
 
 type AttemptsSinceDeadLetterParams struct {
 	EventID    string
 	EndpointID string
+	TenantID   string
 }
 
 type AttemptsSinceDeadLetterRow struct {
@@ -37,7 +38,7 @@ type AttemptsSinceDeadLetterRow struct {
 // generation holds (all of them before its first), with their row IDs:
 // what the next generation stores.
 func (q *Queries) AttemptsSinceDeadLetter(ctx context.Context, arg AttemptsSinceDeadLetterParams) ([]AttemptsSinceDeadLetterRow, error) {
-	rows, err := q.db.Query(ctx, AttemptsSinceDeadLetter, arg.EventID, arg.EndpointID)
+	rows, err := q.db.Query(ctx, AttemptsSinceDeadLetter, arg.EventID, arg.EndpointID, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func (q *Queries) AttemptsSinceDeadLetter(ctx context.Context, arg AttemptsSince
 
 const DeadLetterEndDeleted = `-- name: DeadLetterEndDeleted :exec
 UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
-WHERE event_id = $1 AND endpoint_id = $2 AND status = 'replayed'
+WHERE tenant_id = $5 AND event_id = $1 AND endpoint_id = $2 AND status = 'replayed'
 `
 
 type DeadLetterEndDeletedParams struct {
@@ -74,6 +75,7 @@ type DeadLetterEndDeletedParams struct {
 	EndpointID string
 	SkippedBy  *string
 	SkipNote   *string
+	TenantID   string
 }
 
 // A replayed dead letter whose delivery then ended skipped because its
@@ -85,21 +87,23 @@ func (q *Queries) DeadLetterEndDeleted(ctx context.Context, arg DeadLetterEndDel
 		arg.EndpointID,
 		arg.SkippedBy,
 		arg.SkipNote,
+		arg.TenantID,
 	)
 	return err
 }
 
 const DeadLetterGeneration = `-- name: DeadLetterGeneration :one
-SELECT generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2
+SELECT generation FROM dead_letters WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2
 `
 
 type DeadLetterGenerationParams struct {
 	EventID    string
 	EndpointID string
+	TenantID   string
 }
 
 func (q *Queries) DeadLetterGeneration(ctx context.Context, arg DeadLetterGenerationParams) (int32, error) {
-	row := q.db.QueryRow(ctx, DeadLetterGeneration, arg.EventID, arg.EndpointID)
+	row := q.db.QueryRow(ctx, DeadLetterGeneration, arg.EventID, arg.EndpointID, arg.TenantID)
 	var generation int32
 	err := row.Scan(&generation)
 	return generation, err
@@ -107,13 +111,14 @@ func (q *Queries) DeadLetterGeneration(ctx context.Context, arg DeadLetterGenera
 
 const DeadLetterGet = `-- name: DeadLetterGet :one
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
-       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
-FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note, tenant_id
+FROM dead_letters WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2
 `
 
 type DeadLetterGetParams struct {
 	EventID    string
 	EndpointID string
+	TenantID   string
 }
 
 type DeadLetterGetRow struct {
@@ -135,10 +140,11 @@ type DeadLetterGetRow struct {
 	SkippedBy        *string
 	SkippedAt        *time.Time
 	SkipNote         *string
+	TenantID         string
 }
 
 func (q *Queries) DeadLetterGet(ctx context.Context, arg DeadLetterGetParams) (DeadLetterGetRow, error) {
-	row := q.db.QueryRow(ctx, DeadLetterGet, arg.EventID, arg.EndpointID)
+	row := q.db.QueryRow(ctx, DeadLetterGet, arg.EventID, arg.EndpointID, arg.TenantID)
 	var i DeadLetterGetRow
 	err := row.Scan(
 		&i.EventID,
@@ -159,6 +165,7 @@ func (q *Queries) DeadLetterGet(ctx context.Context, arg DeadLetterGetParams) (D
 		&i.SkippedBy,
 		&i.SkippedAt,
 		&i.SkipNote,
+		&i.TenantID,
 	)
 	return i, err
 }
@@ -168,23 +175,25 @@ SELECT event_id, correlation_id, sequence, endpoint_id,
        (CASE WHEN $1::bool THEN envelope END)::jsonb AS envelope,
        (CASE WHEN $2::bool THEN attempts END)::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
-       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note, tenant_id
 FROM dead_letters
-WHERE ($3::text IS NULL OR correlation_id = $3)
-  AND ($4::text IS NULL OR endpoint_id = $4)
-  AND ($5::timestamptz IS NULL OR dead_lettered_at >= $5)
-  AND ($6::timestamptz IS NULL OR dead_lettered_at < $6)
-  AND ($7::text IS NULL OR status = $7)
-  AND ($8::text IS NULL OR event_id = $8)
-  AND ($9::timestamptz IS NULL
-       OR (dead_lettered_at, event_id, endpoint_id) > ($9, $10::text, $11::text))
+WHERE tenant_id = $3
+  AND ($4::text IS NULL OR correlation_id = $4)
+  AND ($5::text IS NULL OR endpoint_id = $5)
+  AND ($6::timestamptz IS NULL OR dead_lettered_at >= $6)
+  AND ($7::timestamptz IS NULL OR dead_lettered_at < $7)
+  AND ($8::text IS NULL OR status = $8)
+  AND ($9::text IS NULL OR event_id = $9)
+  AND ($10::timestamptz IS NULL
+       OR (dead_lettered_at, event_id, endpoint_id) > ($10, $11::text, $12::text))
 ORDER BY dead_lettered_at, event_id, endpoint_id
-LIMIT $12
+LIMIT $13
 `
 
 type DeadLetterListParams struct {
 	WithEnvelope    bool
 	WithAttempts    bool
+	TenantID        string
 	CorrelationID   *string
 	EndpointID      *string
 	Since           *time.Time
@@ -216,6 +225,7 @@ type DeadLetterListRow struct {
 	SkippedBy        *string
 	SkippedAt        *time.Time
 	SkipNote         *string
+	TenantID         string
 }
 
 // Keyset pagination on (dead_lettered_at, event_id, endpoint_id), unique
@@ -228,6 +238,7 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 	rows, err := q.db.Query(ctx, DeadLetterList,
 		arg.WithEnvelope,
 		arg.WithAttempts,
+		arg.TenantID,
 		arg.CorrelationID,
 		arg.EndpointID,
 		arg.Since,
@@ -265,6 +276,7 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 			&i.SkippedBy,
 			&i.SkippedAt,
 			&i.SkipNote,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -278,7 +290,7 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 
 const DeadLetterMarkReplayed = `-- name: DeadLetterMarkReplayed :execrows
 UPDATE dead_letters SET status = 'replayed', replayed_at = now(), replayed_by = $3, replay_count = replay_count + 1
-WHERE event_id = $1 AND endpoint_id = $4 AND generation = $2 AND status = 'open'
+WHERE tenant_id = $5 AND event_id = $1 AND endpoint_id = $4 AND generation = $2 AND status = 'open'
 `
 
 type DeadLetterMarkReplayedParams struct {
@@ -286,6 +298,7 @@ type DeadLetterMarkReplayedParams struct {
 	Generation int32
 	ReplayedBy *string
 	EndpointID string
+	TenantID   string
 }
 
 // Claims the replay of generation $2 of the delivery ($1, $4): only one caller (the API, or the
@@ -296,6 +309,7 @@ func (q *Queries) DeadLetterMarkReplayed(ctx context.Context, arg DeadLetterMark
 		arg.Generation,
 		arg.ReplayedBy,
 		arg.EndpointID,
+		arg.TenantID,
 	)
 	if err != nil {
 		return 0, err
@@ -305,7 +319,7 @@ func (q *Queries) DeadLetterMarkReplayed(ctx context.Context, arg DeadLetterMark
 
 const DeadLetterMarkSkipped = `-- name: DeadLetterMarkSkipped :execrows
 UPDATE dead_letters SET status = 'skipped', skipped_by = $3, skipped_at = now(), skip_note = $4
-WHERE event_id = $1 AND endpoint_id = $5 AND generation = $2 AND status = 'open'
+WHERE tenant_id = $6 AND event_id = $1 AND endpoint_id = $5 AND generation = $2 AND status = 'open'
 `
 
 type DeadLetterMarkSkippedParams struct {
@@ -314,6 +328,7 @@ type DeadLetterMarkSkippedParams struct {
 	SkippedBy  *string
 	SkipNote   *string
 	EndpointID string
+	TenantID   string
 }
 
 // Claims the skip of generation $2, as DeadLetterMarkReplayed.
@@ -324,6 +339,7 @@ func (q *Queries) DeadLetterMarkSkipped(ctx context.Context, arg DeadLetterMarkS
 		arg.SkippedBy,
 		arg.SkipNote,
 		arg.EndpointID,
+		arg.TenantID,
 	)
 	if err != nil {
 		return 0, err
@@ -335,40 +351,47 @@ const DeadLetterReopen = `-- name: DeadLetterReopen :exec
 UPDATE dead_letters SET
     replay_count = replay_count - CASE WHEN status = 'replayed' THEN 1 ELSE 0 END,
     status = 'open', replayed_at = NULL, replayed_by = NULL, skipped_by = NULL, skipped_at = NULL, skip_note = NULL
-WHERE event_id = $1 AND endpoint_id = $3 AND generation = $2 AND status <> 'open'
+WHERE tenant_id = $4 AND event_id = $1 AND endpoint_id = $3 AND generation = $2 AND status <> 'open'
 `
 
 type DeadLetterReopenParams struct {
 	EventID    string
 	Generation int32
 	EndpointID string
+	TenantID   string
 }
 
 // Undoes a claim of generation $2 whose signal never reached the workflow.
 func (q *Queries) DeadLetterReopen(ctx context.Context, arg DeadLetterReopenParams) error {
-	_, err := q.db.Exec(ctx, DeadLetterReopen, arg.EventID, arg.Generation, arg.EndpointID)
+	_, err := q.db.Exec(ctx, DeadLetterReopen,
+		arg.EventID,
+		arg.Generation,
+		arg.EndpointID,
+		arg.TenantID,
+	)
 	return err
 }
 
 const DeadLetterReplayPage = `-- name: DeadLetterReplayPage :many
 SELECT event_id, correlation_id, sequence, endpoint_id, NULL::jsonb AS envelope, NULL::jsonb AS attempts, jsonb_array_length(attempts),
        reason, first_failure_at, dead_lettered_at,
-       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note, tenant_id
 FROM dead_letters
-WHERE status = 'open'
-  AND ($1::text IS NULL OR correlation_id = $1)
-  AND ($2::text IS NULL OR endpoint_id = $2)
-  AND ($3::timestamptz IS NULL OR dead_lettered_at >= $3)
-  AND ($4::timestamptz IS NULL OR dead_lettered_at < $4)
-  AND ($5::text IS NULL OR event_id = $5)
-  AND ($6::text IS NULL
+WHERE tenant_id = $1 AND status = 'open'
+  AND ($2::text IS NULL OR correlation_id = $2)
+  AND ($3::text IS NULL OR endpoint_id = $3)
+  AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4)
+  AND ($5::timestamptz IS NULL OR dead_lettered_at < $5)
+  AND ($6::text IS NULL OR event_id = $6)
+  AND ($7::text IS NULL
        OR (correlation_id, endpoint_id, sequence, event_id)
-          > ($6, $7::text, $8::bigint, $9::text))
+          > ($7, $8::text, $9::bigint, $10::text))
 ORDER BY correlation_id, endpoint_id, sequence, event_id
-LIMIT $10
+LIMIT $11
 `
 
 type DeadLetterReplayPageParams struct {
+	TenantID           string
 	CorrelationID      *string
 	EndpointID         *string
 	Since              *time.Time
@@ -400,6 +423,7 @@ type DeadLetterReplayPageRow struct {
 	SkippedBy        *string
 	SkippedAt        *time.Time
 	SkipNote         *string
+	TenantID         string
 }
 
 // One page of a batch replay: open dead letters in the order they are
@@ -408,6 +432,7 @@ type DeadLetterReplayPageRow struct {
 // sequence, event_id), without envelopes or attempts.
 func (q *Queries) DeadLetterReplayPage(ctx context.Context, arg DeadLetterReplayPageParams) ([]DeadLetterReplayPageRow, error) {
 	rows, err := q.db.Query(ctx, DeadLetterReplayPage,
+		arg.TenantID,
 		arg.CorrelationID,
 		arg.EndpointID,
 		arg.Since,
@@ -445,6 +470,7 @@ func (q *Queries) DeadLetterReplayPage(ctx context.Context, arg DeadLetterReplay
 			&i.SkippedBy,
 			&i.SkippedAt,
 			&i.SkipNote,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -457,9 +483,9 @@ func (q *Queries) DeadLetterReplayPage(ctx context.Context, arg DeadLetterReplay
 }
 
 const DeadLetterUpsert = `-- name: DeadLetterUpsert :one
-INSERT INTO dead_letters (event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key, last_attempt_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $10, $9)
-ON CONFLICT (event_id, endpoint_id) DO UPDATE SET
+INSERT INTO dead_letters (tenant_id, event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key, last_attempt_id)
+VALUES ($11, $1, $2, $3, $4, $5, $6, $7, $8, now(), $10, $9)
+ON CONFLICT (tenant_id, event_id, endpoint_id) DO UPDATE SET
     envelope = EXCLUDED.envelope, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,
     first_failure_at = EXCLUDED.first_failure_at, dead_lettered_at = EXCLUDED.dead_lettered_at,
     generation = dead_letters.generation + 1, status = 'open', window_key = EXCLUDED.window_key,
@@ -479,6 +505,7 @@ type DeadLetterUpsertParams struct {
 	FirstFailureAt *time.Time
 	LastAttemptID  *int64
 	WindowKey      *string
+	TenantID       string
 }
 
 type DeadLetterUpsertRow struct {
@@ -510,6 +537,7 @@ func (q *Queries) DeadLetterUpsert(ctx context.Context, arg DeadLetterUpsertPara
 		arg.FirstFailureAt,
 		arg.LastAttemptID,
 		arg.WindowKey,
+		arg.TenantID,
 	)
 	var i DeadLetterUpsertRow
 	err := row.Scan(&i.Generation, &i.DeadLetteredAt)
@@ -518,10 +546,15 @@ func (q *Queries) DeadLetterUpsert(ctx context.Context, arg DeadLetterUpsertPara
 
 const DeadLettersOfEvent = `-- name: DeadLettersOfEvent :many
 SELECT event_id, correlation_id, sequence, endpoint_id, envelope, attempts, jsonb_array_length(attempts), reason, first_failure_at, dead_lettered_at,
-       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note
-FROM dead_letters WHERE event_id = $1
+       generation, status, replayed_at, replayed_by, replay_count, skipped_by, skipped_at, skip_note, tenant_id
+FROM dead_letters WHERE tenant_id = $2 AND event_id = $1
 ORDER BY endpoint_id
 `
+
+type DeadLettersOfEventParams struct {
+	EventID  string
+	TenantID string
+}
 
 type DeadLettersOfEventRow struct {
 	EventID          string
@@ -542,12 +575,13 @@ type DeadLettersOfEventRow struct {
 	SkippedBy        *string
 	SkippedAt        *time.Time
 	SkipNote         *string
+	TenantID         string
 }
 
 // Every dead letter of the event, whatever its status, by endpoint (the
 // primary key's range).
-func (q *Queries) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadLettersOfEventRow, error) {
-	rows, err := q.db.Query(ctx, DeadLettersOfEvent, eventID)
+func (q *Queries) DeadLettersOfEvent(ctx context.Context, arg DeadLettersOfEventParams) ([]DeadLettersOfEventRow, error) {
+	rows, err := q.db.Query(ctx, DeadLettersOfEvent, arg.EventID, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -574,6 +608,7 @@ func (q *Queries) DeadLettersOfEvent(ctx context.Context, eventID string) ([]Dea
 			&i.SkippedBy,
 			&i.SkippedAt,
 			&i.SkipNote,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -588,36 +623,38 @@ func (q *Queries) DeadLettersOfEvent(ctx context.Context, eventID string) ([]Dea
 const DeliveryMarkDeadLettered = `-- name: DeliveryMarkDeadLettered :exec
 WITH d AS (
     UPDATE deliveries SET state = 'dead_lettered', updated_at = now()
-    WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped')
+    WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped')
 )
-UPDATE events SET has_dead_letter = true WHERE id = $1 AND NOT has_dead_letter
+UPDATE events SET has_dead_letter = true WHERE events.tenant_id = $3 AND events.id = $1 AND NOT events.has_dead_letter
 `
 
 type DeliveryMarkDeadLetteredParams struct {
 	ID         string
 	EndpointID string
+	TenantID   string
 }
 
 // Marks the delivery, and its event as one that has a dead letter: such an
 // event is never pruned (migration 003), since dead letters are kept.
 func (q *Queries) DeliveryMarkDeadLettered(ctx context.Context, arg DeliveryMarkDeadLetteredParams) error {
-	_, err := q.db.Exec(ctx, DeliveryMarkDeadLettered, arg.ID, arg.EndpointID)
+	_, err := q.db.Exec(ctx, DeliveryMarkDeadLettered, arg.ID, arg.EndpointID, arg.TenantID)
 	return err
 }
 
 const DeliveryStateForUpdate = `-- name: DeliveryStateForUpdate :one
-SELECT state FROM deliveries WHERE event_id = $1 AND endpoint_id = $2 FOR UPDATE
+SELECT state FROM deliveries WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2 FOR UPDATE
 `
 
 type DeliveryStateForUpdateParams struct {
 	EventID    string
 	EndpointID string
+	TenantID   string
 }
 
 // The delivery's state, its row locked until the transaction ends (after
 // EventLock).
 func (q *Queries) DeliveryStateForUpdate(ctx context.Context, arg DeliveryStateForUpdateParams) (string, error) {
-	row := q.db.QueryRow(ctx, DeliveryStateForUpdate, arg.EventID, arg.EndpointID)
+	row := q.db.QueryRow(ctx, DeliveryStateForUpdate, arg.EventID, arg.EndpointID, arg.TenantID)
 	var state string
 	err := row.Scan(&state)
 	return state, err

@@ -11,15 +11,17 @@ import (
 )
 
 const EndpointCreateLock = `-- name: EndpointCreateLock :exec
-SELECT pg_advisory_xact_lock(3303, 1)
+SELECT pg_advisory_xact_lock(3303, hashtext($1::text))
 `
 
-// Serializes endpoint creation and changes of event_types (a lock for the
-// transaction), so that the counts below, in statements of their own, see
-// every endpoint created or changed before: two creates at a cap
-// (HOOKFLOW_MAX_ENDPOINTS, HOOKFLOW_MAX_SUBSCRIBERS) cannot both pass it.
-func (q *Queries) EndpointCreateLock(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, EndpointCreateLock)
+// Serializes endpoint creation and changes of event_types within the
+// tenant (a lock for the transaction), so that the counts below, in
+// statements of their own, see every endpoint of the tenant created or
+// changed before: two creates at a cap (max_endpoints,
+// HOOKFLOW_MAX_SUBSCRIBERS) cannot both pass it. Two tenants' creates may
+// share a lock (a hash), which only makes one wait.
+func (q *Queries) EndpointCreateLock(ctx context.Context, tenantID string) error {
+	_, err := q.db.Exec(ctx, EndpointCreateLock, tenantID)
 	return err
 }
 
@@ -27,7 +29,7 @@ const EndpointDelete = `-- name: EndpointDelete :one
 WITH deleted AS (
     UPDATE endpoints SET deleted_at = now(), deleted_by = $2, disabled = true,
         disabled_reason = 'deleted by ' || $2, updated_at = now()
-    WHERE id = $1 AND deleted_at IS NULL
+    WHERE tenant_id = $3 AND id = $1 AND deleted_at IS NULL
     RETURNING id
 ), woken AS (
     UPDATE endpoint_circuits SET wake_requested_at = clock_timestamp(), updated_at = now()
@@ -39,6 +41,7 @@ SELECT id FROM deleted
 type EndpointDeleteParams struct {
 	ID        string
 	DeletedBy *string
+	TenantID  string
 }
 
 // Deletes endpoint $1 for good, as $2 (the key's name): stamped rather than
@@ -50,7 +53,7 @@ type EndpointDeleteParams struct {
 // waiting on an open circuit looks now, finds it deleted and ends skipped.
 // No row when there is none such, or it is deleted already.
 func (q *Queries) EndpointDelete(ctx context.Context, arg EndpointDeleteParams) (string, error) {
-	row := q.db.QueryRow(ctx, EndpointDelete, arg.ID, arg.DeletedBy)
+	row := q.db.QueryRow(ctx, EndpointDelete, arg.ID, arg.DeletedBy, arg.TenantID)
 	var id string
 	err := row.Scan(&id)
 	return id, err
@@ -107,8 +110,13 @@ const EndpointGet = `-- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
-FROM endpoints WHERE id = $1 AND deleted_at IS NULL
+FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL
 `
+
+type EndpointGetParams struct {
+	ID       string
+	TenantID string
+}
 
 type EndpointGetRow struct {
 	ID                      string
@@ -134,8 +142,8 @@ type EndpointGetRow struct {
 	UrlPathPublic           bool
 }
 
-func (q *Queries) EndpointGet(ctx context.Context, id string) (EndpointGetRow, error) {
-	row := q.db.QueryRow(ctx, EndpointGet, id)
+func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (EndpointGetRow, error) {
+	row := q.db.QueryRow(ctx, EndpointGet, arg.ID, arg.TenantID)
 	var i EndpointGetRow
 	err := row.Scan(
 		&i.ID,
@@ -164,10 +172,10 @@ func (q *Queries) EndpointGet(ctx context.Context, id string) (EndpointGetRow, e
 }
 
 const EndpointInsert = `-- name: EndpointInsert :one
-INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
+INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
                        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
+VALUES ($17, $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
         COALESCE($16::boolean, false))
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
@@ -191,6 +199,7 @@ type EndpointInsertParams struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	Column16                bool
+	TenantID                string
 }
 
 type EndpointInsertRow struct {
@@ -235,6 +244,7 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		arg.CircuitMinAttempts,
 		arg.MaxInFlight,
 		arg.Column16,
+		arg.TenantID,
 	)
 	var i EndpointInsertRow
 	err := row.Scan(
@@ -340,8 +350,13 @@ func (q *Queries) EndpointLeaseTake(ctx context.Context, arg EndpointLeaseTakePa
 }
 
 const EndpointLockURL = `-- name: EndpointLockURL :one
-SELECT url, headers, url_path_public FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT url, headers, url_path_public FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL FOR UPDATE
 `
+
+type EndpointLockURLParams struct {
+	ID       string
+	TenantID string
+}
 
 type EndpointLockURLRow struct {
 	Url           string
@@ -353,8 +368,8 @@ type EndpointLockURLRow struct {
 // for the rest of the transaction: a change of URL is judged (does it keep
 // the origin the headers were set for?) against the row it replaces, not
 // against a read another PATCH may have overtaken.
-func (q *Queries) EndpointLockURL(ctx context.Context, id string) (EndpointLockURLRow, error) {
-	row := q.db.QueryRow(ctx, EndpointLockURL, id)
+func (q *Queries) EndpointLockURL(ctx context.Context, arg EndpointLockURLParams) (EndpointLockURLRow, error) {
+	row := q.db.QueryRow(ctx, EndpointLockURL, arg.ID, arg.TenantID)
 	var i EndpointLockURLRow
 	err := row.Scan(&i.Url, &i.Headers, &i.UrlPathPublic)
 	return i, err
@@ -399,7 +414,7 @@ func (q *Queries) EndpointRateReserve(ctx context.Context, arg EndpointRateReser
 const EndpointRateSlotsReset = `-- name: EndpointRateSlotsReset :exec
 WITH changed AS (
     SELECT id FROM endpoints
-    WHERE id = $1 AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM $2::double precision
+    WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM $3::double precision
     FOR UPDATE
 ), slots AS (
     UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
@@ -411,6 +426,7 @@ ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), u
 `
 
 type EndpointRateSlotsResetParams struct {
+	TenantID  string
 	ID        string
 	RateLimit *float64
 }
@@ -425,7 +441,7 @@ type EndpointRateSlotsResetParams struct {
 // (EndpointUpdate), the endpoint's row locked, so a crash loses neither and
 // two PATCHes of the rate each see the other's.
 func (q *Queries) EndpointRateSlotsReset(ctx context.Context, arg EndpointRateSlotsResetParams) error {
-	_, err := q.db.Exec(ctx, EndpointRateSlotsReset, arg.ID, arg.RateLimit)
+	_, err := q.db.Exec(ctx, EndpointRateSlotsReset, arg.TenantID, arg.ID, arg.RateLimit)
 	return err
 }
 
@@ -438,16 +454,17 @@ UPDATE endpoints SET
         || jsonb_build_array(jsonb_build_object('secret', secret, 'expires_at', now() + make_interval(secs => $3))),
     secret     = $2,
     updated_at = now()
-WHERE id = $1 AND deleted_at IS NULL
+WHERE tenant_id = $4 AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
 `
 
 type EndpointRotateSecretParams struct {
-	ID     string
-	Secret string
-	Secs   float64
+	ID       string
+	Secret   string
+	Secs     float64
+	TenantID string
 }
 
 type EndpointRotateSecretRow struct {
@@ -477,7 +494,12 @@ type EndpointRotateSecretRow struct {
 // The current secret joins the previous ones, to sign for $3 seconds more;
 // previous ones whose grace has ended are dropped.
 func (q *Queries) EndpointRotateSecret(ctx context.Context, arg EndpointRotateSecretParams) (EndpointRotateSecretRow, error) {
-	row := q.db.QueryRow(ctx, EndpointRotateSecret, arg.ID, arg.Secret, arg.Secs)
+	row := q.db.QueryRow(ctx, EndpointRotateSecret,
+		arg.ID,
+		arg.Secret,
+		arg.Secs,
+		arg.TenantID,
+	)
 	var i EndpointRotateSecretRow
 	err := row.Scan(
 		&i.ID,
@@ -532,13 +554,15 @@ func (q *Queries) EndpointURLChangeInsert(ctx context.Context, arg EndpointURLCh
 }
 
 const EndpointURLChangesList = `-- name: EndpointURLChangesList :many
-SELECT id, changed_at, changed_by_id, changed_by, old_url, new_url, headers_replaced
-FROM endpoint_url_changes WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2
+SELECT c.id, c.changed_at, c.changed_by_id, c.changed_by, c.old_url, c.new_url, c.headers_replaced
+FROM endpoint_url_changes c JOIN endpoints e ON e.id = c.endpoint_id
+WHERE e.tenant_id = $3 AND c.endpoint_id = $1 ORDER BY c.id DESC LIMIT $2
 `
 
 type EndpointURLChangesListParams struct {
 	EndpointID string
 	Limit      int32
+	TenantID   string
 }
 
 type EndpointURLChangesListRow struct {
@@ -551,9 +575,10 @@ type EndpointURLChangesListRow struct {
 	HeadersReplaced bool
 }
 
-// The endpoint's URL changes, newest first, up to $2.
+// The endpoint's URL changes, newest first, up to $2: none when the
+// endpoint is not the tenant's.
 func (q *Queries) EndpointURLChangesList(ctx context.Context, arg EndpointURLChangesListParams) ([]EndpointURLChangesListRow, error) {
-	rows, err := q.db.Query(ctx, EndpointURLChangesList, arg.EndpointID, arg.Limit)
+	rows, err := q.db.Query(ctx, EndpointURLChangesList, arg.EndpointID, arg.Limit, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -601,7 +626,7 @@ UPDATE endpoints SET
                            WHEN $17::boolean THEN COALESCE($18::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE id = $19 AND deleted_at IS NULL
+WHERE tenant_id = $19 AND id = $20 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
@@ -626,6 +651,7 @@ type EndpointUpdateParams struct {
 	UrlPathPublic           *bool
 	Disabled                *bool
 	DisabledReason          *string
+	TenantID                string
 	ID                      string
 }
 
@@ -681,6 +707,7 @@ func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) 
 		arg.UrlPathPublic,
 		arg.Disabled,
 		arg.DisabledReason,
+		arg.TenantID,
 		arg.ID,
 	)
 	var i EndpointUpdateRow
@@ -711,33 +738,34 @@ func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) 
 }
 
 const EndpointsCount = `-- name: EndpointsCount :one
-SELECT count(*) FROM endpoints WHERE deleted_at IS NULL
+SELECT count(*) FROM endpoints WHERE tenant_id = $1 AND deleted_at IS NULL
 `
 
-// The endpoints not deleted: what HOOKFLOW_MAX_ENDPOINTS caps.
-func (q *Queries) EndpointsCount(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, EndpointsCount)
+// The tenant's endpoints not deleted: what max_endpoints caps.
+func (q *Queries) EndpointsCount(ctx context.Context, tenantID string) (int64, error) {
+	row := q.db.QueryRow(ctx, EndpointsCount, tenantID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
 }
 
 const EndpointsDeletedOpen = `-- name: EndpointsDeletedOpen :many
-SELECT e.id, e.deleted_by FROM endpoints e
+SELECT e.tenant_id, e.id, e.deleted_by FROM endpoints e
 WHERE e.deleted_at IS NOT NULL
-  AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.endpoint_id = e.id AND d.status = 'open')
+  AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = e.tenant_id AND d.endpoint_id = e.id AND d.status = 'open')
 ORDER BY e.id
 LIMIT $1
 `
 
 type EndpointsDeletedOpenRow struct {
+	TenantID  string
 	ID        string
 	DeletedBy *string
 }
 
 // Deleted endpoints that still have dead letters open, with who deleted
 // them: the sweep skips those (a dead letter written while the delete ran,
-// or left by an API process that stopped half way).
+// or left by an API process that stopped half way), of every tenant.
 func (q *Queries) EndpointsDeletedOpen(ctx context.Context, limit int32) ([]EndpointsDeletedOpenRow, error) {
 	rows, err := q.db.Query(ctx, EndpointsDeletedOpen, limit)
 	if err != nil {
@@ -747,7 +775,7 @@ func (q *Queries) EndpointsDeletedOpen(ctx context.Context, limit int32) ([]Endp
 	items := []EndpointsDeletedOpenRow{}
 	for rows.Next() {
 		var i EndpointsDeletedOpenRow
-		if err := rows.Scan(&i.ID, &i.DeletedBy); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.DeletedBy); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -762,12 +790,13 @@ const EndpointsList = `-- name: EndpointsList :many
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
-FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2
+FROM endpoints WHERE tenant_id = $3 AND id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2
 `
 
 type EndpointsListParams struct {
-	ID    string
-	Limit int32
+	ID       string
+	Limit    int32
+	TenantID string
 }
 
 type EndpointsListRow struct {
@@ -794,9 +823,9 @@ type EndpointsListRow struct {
 	UrlPathPublic           bool
 }
 
-// A page in id order, after $1 (” for the first).
+// A page of the tenant's, in id order, after $1 (” for the first).
 func (q *Queries) EndpointsList(ctx context.Context, arg EndpointsListParams) ([]EndpointsListRow, error) {
-	rows, err := q.db.Query(ctx, EndpointsList, arg.ID, arg.Limit)
+	rows, err := q.db.Query(ctx, EndpointsList, arg.ID, arg.Limit, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -838,14 +867,19 @@ func (q *Queries) EndpointsList(ctx context.Context, arg EndpointsListParams) ([
 }
 
 const EndpointsPatterns = `-- name: EndpointsPatterns :many
-SELECT event_types FROM endpoints WHERE deleted_at IS NULL AND id <> $1
+SELECT event_types FROM endpoints WHERE tenant_id = $2 AND deleted_at IS NULL AND id <> $1
 `
 
-// The event_types of the endpoints other than $1, not deleted (disabled
-// ones too: Route counts them): what a new list of patterns is judged
-// against for HOOKFLOW_MAX_SUBSCRIBERS. Bounded by HOOKFLOW_MAX_ENDPOINTS.
-func (q *Queries) EndpointsPatterns(ctx context.Context, id string) ([][]string, error) {
-	rows, err := q.db.Query(ctx, EndpointsPatterns, id)
+type EndpointsPatternsParams struct {
+	ID       string
+	TenantID string
+}
+
+// The event_types of the tenant's endpoints other than $1, not deleted
+// (disabled ones too: Route counts them): what a new list of patterns is
+// judged against for HOOKFLOW_MAX_SUBSCRIBERS. Bounded by max_endpoints.
+func (q *Queries) EndpointsPatterns(ctx context.Context, arg EndpointsPatternsParams) ([][]string, error) {
+	rows, err := q.db.Query(ctx, EndpointsPatterns, arg.ID, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -867,21 +901,22 @@ func (q *Queries) EndpointsPatterns(ctx context.Context, id string) ([][]string,
 const EndpointsSubscribed = `-- name: EndpointsSubscribed :many
 SELECT id
 FROM endpoints
-WHERE deleted_at IS NULL
+WHERE tenant_id = $1 AND deleted_at IS NULL
   AND (event_types IS NULL
-       OR $1::text = ANY (event_types)
+       OR $2::text = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
-                  WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($1, left(p, -1)))))
+                  WHERE p = '*' OR (right(p, 2) = '.*' AND starts_with($2, left(p, -1)))))
 ORDER BY id
-LIMIT $2
+LIMIT $3
 `
 
 type EndpointsSubscribedParams struct {
+	TenantID     string
 	EventType    string
 	MaxEndpoints int32
 }
 
-// The ids of the endpoints whose event_types match type $1, in id order,
+// The ids of the tenant's endpoints whose event_types match type $1, in id order,
 // disabled ones included: a disabled endpoint is paused, and the events of
 // its types wait in its lanes until it is enabled (its heads dead-lettered
 // 'endpoint disabled', which enabling replays), so that none is lost and the
@@ -893,7 +928,7 @@ type EndpointsSubscribedParams struct {
 // starting with "prefix." (compared as text, not LIKE, so % and _ in a
 // prefix are themselves), anything else that exact type.
 func (q *Queries) EndpointsSubscribed(ctx context.Context, arg EndpointsSubscribedParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, EndpointsSubscribed, arg.EventType, arg.MaxEndpoints)
+	rows, err := q.db.Query(ctx, EndpointsSubscribed, arg.TenantID, arg.EventType, arg.MaxEndpoints)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,8 @@ import (
 )
 
 const AttemptInsert = `-- name: AttemptInsert :exec
-INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
+VALUES ($9, $1, $2, $3, $4, $5, $6, $7, $8)
 `
 
 type AttemptInsertParams struct {
@@ -24,6 +24,7 @@ type AttemptInsertParams struct {
 	StatusCode *int32
 	Error      *string
 	Outcome    string
+	TenantID   string
 }
 
 func (q *Queries) AttemptInsert(ctx context.Context, arg AttemptInsertParams) error {
@@ -36,6 +37,7 @@ func (q *Queries) AttemptInsert(ctx context.Context, arg AttemptInsertParams) er
 		arg.StatusCode,
 		arg.Error,
 		arg.Outcome,
+		arg.TenantID,
 	)
 	return err
 }
@@ -46,17 +48,18 @@ FROM deliveries d
 LEFT JOIN LATERAL (
     SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
     FROM delivery_attempts x
-    WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id
+    WHERE x.tenant_id = d.tenant_id AND x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id
     ORDER BY x.id DESC
     LIMIT $2
 ) a ON true
-WHERE d.event_id = $1
+WHERE d.tenant_id = $3 AND d.event_id = $1
 ORDER BY d.endpoint_id, a.id
 `
 
 type AttemptsLastByEventParams struct {
-	EventID string
-	Limit   int32
+	EventID  string
+	Limit    int32
+	TenantID string
 }
 
 type AttemptsLastByEventRow struct {
@@ -76,7 +79,7 @@ type AttemptsLastByEventRow struct {
 // backwards, so the rows read follow $2 per delivery, not its history.
 // (events_routed counts each delivery's attempts.)
 func (q *Queries) AttemptsLastByEvent(ctx context.Context, arg AttemptsLastByEventParams) ([]AttemptsLastByEventRow, error) {
-	rows, err := q.db.Query(ctx, AttemptsLastByEvent, arg.EventID, arg.Limit)
+	rows, err := q.db.Query(ctx, AttemptsLastByEvent, arg.EventID, arg.Limit, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +109,13 @@ func (q *Queries) AttemptsLastByEvent(ctx context.Context, arg AttemptsLastByEve
 
 const AttemptsList = `-- name: AttemptsList :many
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
-FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id
+FROM delivery_attempts WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2 ORDER BY id
 `
 
 type AttemptsListParams struct {
 	EventID    string
 	EndpointID string
+	TenantID   string
 }
 
 type AttemptsListRow struct {
@@ -124,7 +128,7 @@ type AttemptsListRow struct {
 }
 
 func (q *Queries) AttemptsList(ctx context.Context, arg AttemptsListParams) ([]AttemptsListRow, error) {
-	rows, err := q.db.Query(ctx, AttemptsList, arg.EventID, arg.EndpointID)
+	rows, err := q.db.Query(ctx, AttemptsList, arg.EventID, arg.EndpointID, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -156,11 +160,11 @@ FROM deliveries d
 LEFT JOIN LATERAL (
     SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
     FROM delivery_attempts x
-    WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id AND x.id > $3
+    WHERE x.tenant_id = d.tenant_id AND x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id AND x.id > $3
     ORDER BY x.id
     LIMIT $4
 ) a ON true
-WHERE d.event_id = $1 AND d.endpoint_id = $2
+WHERE d.tenant_id = $5 AND d.event_id = $1 AND d.endpoint_id = $2
 ORDER BY a.id
 `
 
@@ -169,6 +173,7 @@ type AttemptsPageParams struct {
 	EndpointID string
 	ID         int64
 	Limit      int32
+	TenantID   string
 }
 
 type AttemptsPageRow struct {
@@ -190,6 +195,7 @@ func (q *Queries) AttemptsPage(ctx context.Context, arg AttemptsPageParams) ([]A
 		arg.EndpointID,
 		arg.ID,
 		arg.Limit,
+		arg.TenantID,
 	)
 	if err != nil {
 		return nil, err
@@ -219,16 +225,21 @@ func (q *Queries) AttemptsPage(ctx context.Context, arg AttemptsPageParams) ([]A
 
 const CorrelationAdvance = `-- name: CorrelationAdvance :exec
 WITH RECURSIVE walk(s) AS (
-    SELECT next_sequence FROM correlations WHERE correlation_id = $1
+    SELECT next_sequence FROM correlations WHERE tenant_id = $2 AND correlation_id = $1
     UNION ALL
     SELECT w.s + 1 FROM walk w
     WHERE EXISTS (SELECT 1 FROM events e
-                  WHERE e.correlation_id = $1 AND e.sequence = w.s AND e.state IN ('delivered', 'skipped'))
+                  WHERE e.tenant_id = $2 AND e.correlation_id = $1 AND e.sequence = w.s AND e.state IN ('delivered', 'skipped'))
 )
 UPDATE correlations c SET next_sequence = n.s, updated_at = now()
 FROM (SELECT max(s) AS s FROM walk) n
-WHERE c.correlation_id = $1 AND n.s > c.next_sequence
+WHERE c.tenant_id = $2 AND c.correlation_id = $1 AND n.s > c.next_sequence
 `
+
+type CorrelationAdvanceParams struct {
+	CorrelationID string
+	TenantID      string
+}
 
 // Moves the correlation's cursor to the first sequence from it on that is
 // missing or whose event is not finished (every delivery delivered or
@@ -236,18 +247,23 @@ WHERE c.correlation_id = $1 AND n.s > c.next_sequence
 // sequence) index that stops at the first such, so it reads the run of
 // finished events at the cursor and not the backlog behind it. Run after
 // CorrelationLock; a repeat finds the cursor where it left it.
-func (q *Queries) CorrelationAdvance(ctx context.Context, correlationID string) error {
-	_, err := q.db.Exec(ctx, CorrelationAdvance, correlationID)
+func (q *Queries) CorrelationAdvance(ctx context.Context, arg CorrelationAdvanceParams) error {
+	_, err := q.db.Exec(ctx, CorrelationAdvance, arg.CorrelationID, arg.TenantID)
 	return err
 }
 
 const CorrelationHighWater = `-- name: CorrelationHighWater :one
-SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE correlation_id = $1
+SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE tenant_id = $2 AND correlation_id = $1
 `
 
+type CorrelationHighWaterParams struct {
+	CorrelationID string
+	TenantID      string
+}
+
 // Highest sequence accepted for the correlation, 0 when none.
-func (q *Queries) CorrelationHighWater(ctx context.Context, correlationID string) (int64, error) {
-	row := q.db.QueryRow(ctx, CorrelationHighWater, correlationID)
+func (q *Queries) CorrelationHighWater(ctx context.Context, arg CorrelationHighWaterParams) (int64, error) {
+	row := q.db.QueryRow(ctx, CorrelationHighWater, arg.CorrelationID, arg.TenantID)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
@@ -255,24 +271,24 @@ func (q *Queries) CorrelationHighWater(ctx context.Context, correlationID string
 
 const CorrelationLoad = `-- name: CorrelationLoad :one
 WITH RECURSIVE c AS (
-    SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1) AS next
+    SELECT COALESCE((SELECT next_sequence FROM correlations WHERE tenant_id = $3 AND correlation_id = $1), 1) AS next
 ), runs AS (
     SELECT min(t.sequence) AS lo, max(t.sequence) AS hi
     FROM (SELECT e.sequence, e.sequence - row_number() OVER (ORDER BY e.sequence) AS g
-          FROM events e WHERE e.correlation_id = $1 AND e.sequence >= (SELECT next FROM c)) t
+          FROM events e WHERE e.tenant_id = $3 AND e.correlation_id = $1 AND e.sequence >= (SELECT next FROM c)) t
     GROUP BY t.g ORDER BY lo LIMIT 1001
 ), open_eps(ep) AS (
     (SELECT d.endpoint_id FROM deliveries d
-     WHERE d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id LIMIT 1)
+     WHERE d.tenant_id = $3 AND d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id LIMIT 1)
     UNION ALL
     SELECT (SELECT d.endpoint_id FROM deliveries d
-            WHERE d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id > o.ep
+            WHERE d.tenant_id = $3 AND d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id > o.ep
             ORDER BY d.endpoint_id LIMIT 1)
     FROM open_eps o WHERE o.ep IS NOT NULL
 ), eps AS (
     SELECT ep FROM open_eps WHERE ep IS NOT NULL
     UNION
-    SELECT endpoint_id FROM lanes WHERE correlation_id = $1
+    SELECT endpoint_id FROM lanes WHERE tenant_id = $3 AND correlation_id = $1
 )
 SELECT c.next,
        COALESCE((SELECT json_agg(json_build_array(r.lo, r.hi) ORDER BY r.lo) FROM runs r), '[]'),
@@ -283,14 +299,14 @@ SELECT c.next,
                       'open', COALESCE((
                           SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
                           FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
-                                WHERE d.correlation_id = $1 AND d.endpoint_id = eps.ep AND d.state NOT IN ('delivered', 'skipped')
+                                WHERE d.tenant_id = $3 AND d.correlation_id = $1 AND d.endpoint_id = eps.ep AND d.state NOT IN ('delivered', 'skipped')
                                 ORDER BY d.sequence LIMIT $2::int + 1) o), '[]'))
                   ORDER BY eps.ep)
-           FROM eps LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = eps.ep), '[]'),
+           FROM eps LEFT JOIN lanes l ON l.tenant_id = $3 AND l.correlation_id = $1 AND l.endpoint_id = eps.ep), '[]'),
        -- The voided sequences (their tombstones, migration 018's index):
        -- operators make them, a few at a time.
        ARRAY(SELECT v.sequence FROM events v
-             WHERE v.correlation_id = $1 AND v.type = 'hookflow.voided'
+             WHERE v.tenant_id = $3 AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
              ORDER BY v.sequence LIMIT 10000)
 FROM c
 `
@@ -298,6 +314,7 @@ FROM c
 type CorrelationLoadParams struct {
 	CorrelationID string
 	Column2       int32
+	TenantID      string
 }
 
 type CorrelationLoadRow struct {
@@ -320,7 +337,7 @@ type CorrelationLoadRow struct {
 // deliveries_pending_idx, one probe per lane, and each lane's deliveries
 // are a range of it.
 func (q *Queries) CorrelationLoad(ctx context.Context, arg CorrelationLoadParams) (CorrelationLoadRow, error) {
-	row := q.db.QueryRow(ctx, CorrelationLoad, arg.CorrelationID, arg.Column2)
+	row := q.db.QueryRow(ctx, CorrelationLoad, arg.CorrelationID, arg.Column2, arg.TenantID)
 	var i CorrelationLoadRow
 	err := row.Scan(
 		&i.Next,
@@ -332,8 +349,13 @@ func (q *Queries) CorrelationLoad(ctx context.Context, arg CorrelationLoadParams
 }
 
 const CorrelationLock = `-- name: CorrelationLock :exec
-SELECT next_sequence FROM correlations WHERE correlation_id = $1 FOR UPDATE
+SELECT next_sequence FROM correlations WHERE tenant_id = $2 AND correlation_id = $1 FOR UPDATE
 `
+
+type CorrelationLockParams struct {
+	CorrelationID string
+	TenantID      string
+}
 
 // Taken first by every transaction that finishes a delivery (or an event
 // with none): lanes of one correlation finish concurrently on different
@@ -341,45 +363,51 @@ SELECT next_sequence FROM correlations WHERE correlation_id = $1 FOR UPDATE
 // states. Under READ COMMITTED each statement after this lock sees the
 // finishes committed before it was granted, so of two finishes of one
 // correlation the second always sees the first.
-func (q *Queries) CorrelationLock(ctx context.Context, correlationID string) error {
-	_, err := q.db.Exec(ctx, CorrelationLock, correlationID)
+func (q *Queries) CorrelationLock(ctx context.Context, arg CorrelationLockParams) error {
+	_, err := q.db.Exec(ctx, CorrelationLock, arg.CorrelationID, arg.TenantID)
 	return err
 }
 
 const CorrelationSweepDeferred = `-- name: CorrelationSweepDeferred :exec
-UPDATE correlations SET swept_at = now() WHERE correlation_id = $1
+UPDATE correlations SET swept_at = now() WHERE tenant_id = $2 AND correlation_id = $1
 `
+
+type CorrelationSweepDeferredParams struct {
+	CorrelationID string
+	TenantID      string
+}
 
 // The heads sweep could not look at the correlation's heads: it goes to the
 // back of the line (LanesStuckHeadsClaim's order), its lease counted from
 // now.
-func (q *Queries) CorrelationSweepDeferred(ctx context.Context, correlationID string) error {
-	_, err := q.db.Exec(ctx, CorrelationSweepDeferred, correlationID)
+func (q *Queries) CorrelationSweepDeferred(ctx context.Context, arg CorrelationSweepDeferredParams) error {
+	_, err := q.db.Exec(ctx, CorrelationSweepDeferred, arg.CorrelationID, arg.TenantID)
 	return err
 }
 
 const CorrelationVoidCheck = `-- name: CorrelationVoidCheck :one
 WITH c AS (
-    INSERT INTO correlations AS c (correlation_id) VALUES ($1)
-    ON CONFLICT (correlation_id) DO UPDATE SET updated_at = c.updated_at
+    INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES ($3, $1)
+    ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET updated_at = c.updated_at
     RETURNING next_sequence
 ), asked AS (
     SELECT DISTINCT unnest($2::bigint[]) AS sequence
 )
 SELECT
     ARRAY(SELECT a.sequence FROM asked a
-          WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type <> 'hookflow.voided')
+          WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = $3 AND e.correlation_id = $1 AND e.sequence = a.sequence AND e.type <> 'hookflow.voided')
              OR (a.sequence < (SELECT next_sequence FROM c)
-                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence))
+                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = $3 AND e.correlation_id = $1 AND e.sequence = a.sequence))
           ORDER BY a.sequence),
     ARRAY(SELECT a.sequence FROM asked a
-          WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
+          WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = $3 AND e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
           ORDER BY a.sequence)
 `
 
 type CorrelationVoidCheckParams struct {
 	CorrelationID string
 	Column2       []int64
+	TenantID      string
 }
 
 type CorrelationVoidCheckRow struct {
@@ -394,7 +422,7 @@ type CorrelationVoidCheckRow struct {
 // wait for each other here, and the unique (correlation_id, sequence)
 // decides between them.
 func (q *Queries) CorrelationVoidCheck(ctx context.Context, arg CorrelationVoidCheckParams) (CorrelationVoidCheckRow, error) {
-	row := q.db.QueryRow(ctx, CorrelationVoidCheck, arg.CorrelationID, arg.Column2)
+	row := q.db.QueryRow(ctx, CorrelationVoidCheck, arg.CorrelationID, arg.Column2, arg.TenantID)
 	var i CorrelationVoidCheckRow
 	err := row.Scan(&i.Exists, &i.Exists_2)
 	return i, err
@@ -402,14 +430,14 @@ func (q *Queries) CorrelationVoidCheck(ctx context.Context, arg CorrelationVoidC
 
 const CorrelationVoidInsert = `-- name: CorrelationVoidInsert :exec
 WITH ins AS (
-    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state)
-    SELECT v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state)
+    SELECT $5, v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
     FROM (SELECT unnest($2::bigint[]) AS sequence, unnest($3::text[]) AS id) v
     ON CONFLICT DO NOTHING
     RETURNING sequence
 )
 UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
-WHERE c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins)
+WHERE c.tenant_id = $5 AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins)
 `
 
 type CorrelationVoidInsertParams struct {
@@ -417,6 +445,7 @@ type CorrelationVoidInsertParams struct {
 	Column2       []int64
 	Column3       []string
 	Column4       []byte
+	TenantID      string
 }
 
 // Stores the tombstones of sequences $2 of correlation $1 (ids $3, in the
@@ -430,13 +459,14 @@ func (q *Queries) CorrelationVoidInsert(ctx context.Context, arg CorrelationVoid
 		arg.Column2,
 		arg.Column3,
 		arg.Column4,
+		arg.TenantID,
 	)
 	return err
 }
 
 const DeliveryMarkFinal = `-- name: DeliveryMarkFinal :exec
 UPDATE deliveries SET state = $3, delivered_at = $4, updated_at = now()
-WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped')
+WHERE tenant_id = $5 AND event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped')
 `
 
 type DeliveryMarkFinalParams struct {
@@ -444,6 +474,7 @@ type DeliveryMarkFinalParams struct {
 	EndpointID  string
 	State       string
 	DeliveredAt *time.Time
+	TenantID    string
 }
 
 // delivered or skipped; $4 = delivered_at (NULL when skipped). A final
@@ -454,23 +485,24 @@ func (q *Queries) DeliveryMarkFinal(ctx context.Context, arg DeliveryMarkFinalPa
 		arg.EndpointID,
 		arg.State,
 		arg.DeliveredAt,
+		arg.TenantID,
 	)
 	return err
 }
 
 const DeliveryStartAttempt = `-- name: DeliveryStartAttempt :one
 WITH dl AS (
-    SELECT status, generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2
+    SELECT status, generation FROM dead_letters WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2
 ), marked AS (
     UPDATE deliveries SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
-    WHERE event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
+    WHERE tenant_id = $3 AND event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
       AND (state <> 'dead_lettered' OR EXISTS (SELECT 1 FROM dl WHERE status = 'replayed'))
-      AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
+      AND EXISTS (SELECT 1 FROM endpoints WHERE tenant_id = $3 AND id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
-       COALESCE((SELECT d.state FROM deliveries d WHERE d.event_id = $1 AND d.endpoint_id = $2), ''),
+       COALESCE((SELECT d.state FROM deliveries d WHERE d.tenant_id = $3 AND d.event_id = $1 AND d.endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
        -- trip: a closed circuit with no failure counted (or no row) is the
@@ -483,13 +515,14 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        -- The event's payload: the workflow does not carry it in every
        -- activity input (each would copy up to 1 MiB into the history).
        -- The cleaner prunes it only once every delivery is finished.
-       (SELECT data FROM events WHERE id = $1)
-FROM endpoints WHERE id = $2
+       (SELECT data FROM events WHERE tenant_id = $3 AND id = $1)
+FROM endpoints WHERE tenant_id = $3 AND id = $2
 `
 
 type DeliveryStartAttemptParams struct {
 	EventID    string
 	EndpointID string
+	TenantID   string
 }
 
 type DeliveryStartAttemptRow struct {
@@ -530,7 +563,7 @@ type DeliveryStartAttemptRow struct {
 // to before the dead letter must not deliver it behind its operator, who
 // may be skipping it.
 func (q *Queries) DeliveryStartAttempt(ctx context.Context, arg DeliveryStartAttemptParams) (DeliveryStartAttemptRow, error) {
-	row := q.db.QueryRow(ctx, DeliveryStartAttempt, arg.EventID, arg.EndpointID)
+	row := q.db.QueryRow(ctx, DeliveryStartAttempt, arg.EventID, arg.EndpointID, arg.TenantID)
 	var i DeliveryStartAttemptRow
 	err := row.Scan(
 		&i.ID,
@@ -577,30 +610,40 @@ FROM (
                 ELSE 'skipped' END AS state,
            bool_and(state = 'waiting') AS untouched,
            min(released_at) AS released_at, max(delivered_at) AS delivered_at
-    FROM deliveries WHERE event_id = $1
+    FROM deliveries WHERE tenant_id = $2 AND event_id = $1
 ) a
-WHERE e.id = $1
+WHERE e.tenant_id = $2 AND e.id = $1
   AND NOT (e.state = 'queued' AND a.untouched)
   AND (e.state <> a.state OR e.released_at IS DISTINCT FROM COALESCE(e.released_at, a.released_at))
 `
+
+type EventAggregateParams struct {
+	ID       string
+	TenantID string
+}
 
 // The event's state from its deliveries': dead_lettered if any is, else
 // delivering if any is, else waiting if any is, else delivered if any is
 // (or there are none), else skipped. A queued event stays queued while
 // every delivery still waits (its workflow is not known to exist); once one
 // moved, its workflow runs. Run under EventLock, after the delivery changed.
-func (q *Queries) EventAggregate(ctx context.Context, id string) error {
-	_, err := q.db.Exec(ctx, EventAggregate, id)
+func (q *Queries) EventAggregate(ctx context.Context, arg EventAggregateParams) error {
+	_, err := q.db.Exec(ctx, EventAggregate, arg.ID, arg.TenantID)
 	return err
 }
 
 const EventGet = `-- name: EventGet :one
-SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries
-FROM events_routed WHERE id = $1
+SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries, tenant_id
+FROM events_routed WHERE tenant_id = $2 AND id = $1
 `
 
-func (q *Queries) EventGet(ctx context.Context, id string) (EventsRouted, error) {
-	row := q.db.QueryRow(ctx, EventGet, id)
+type EventGetParams struct {
+	ID       string
+	TenantID string
+}
+
+func (q *Queries) EventGet(ctx context.Context, arg EventGetParams) (EventsRouted, error) {
+	row := q.db.QueryRow(ctx, EventGet, arg.ID, arg.TenantID)
 	var i EventsRouted
 	err := row.Scan(
 		&i.ID,
@@ -619,34 +662,36 @@ func (q *Queries) EventGet(ctx context.Context, id string) (EventsRouted, error)
 		&i.RestartedAt,
 		&i.RestartReason,
 		&i.Deliveries,
+		&i.TenantID,
 	)
 	return i, err
 }
 
 const EventInsertRouted = `-- name: EventInsertRouted :one
 WITH ins AS (
-    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash)
-    SELECT $1, $2, $3, $4, $5, $6
-    WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash)
+    SELECT $7, $1, $2, $3, $4, $5, $6
+    WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE tenant_id = $7 AND correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
-    RETURNING id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
+    RETURNING tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
-    SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
-    FROM ins, (SELECT DISTINCT unnest($7::text[]) AS endpoint_id) r
-    LEFT JOIN endpoints ep ON ep.id = r.endpoint_id
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
+    FROM ins CROSS JOIN (SELECT DISTINCT unnest($8::text[]) AS endpoint_id) r
+    LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
 ), high AS (
-    INSERT INTO correlations AS c (correlation_id, high_water)
-    SELECT correlation_id, sequence FROM ins
-    ON CONFLICT (correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
+    INSERT INTO correlations AS c (tenant_id, correlation_id, high_water)
+    SELECT tenant_id, correlation_id, sequence FROM ins
+    ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
 )
 SELECT ins.id, ins.correlation_id, ins.sequence, ins.type, ins.data, ins.payload_hash, ins.state, ins.accepted_at, ins.released_at, ins.delivered_at, ins.updated_at, ins.run_id, ins.restarts, ins.restarted_at, ins.restart_reason,
        COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at,
                                                    'recovery_window_ms', recovery_window_ms, 'timeout_ms', timeout_ms) ORDER BY endpoint_id)
-                 FROM routed), '[]')::json AS deliveries
+                 FROM routed), '[]')::json AS deliveries,
+       ins.tenant_id
 FROM ins
 `
 
@@ -657,6 +702,7 @@ type EventInsertRoutedParams struct {
 	Type          string
 	Data          []byte
 	PayloadHash   []byte
+	TenantID      string
 	Endpoints     []string
 }
 
@@ -677,6 +723,7 @@ type EventInsertRoutedRow struct {
 	RestartedAt   *time.Time
 	RestartReason *string
 	Deliveries    []byte
+	TenantID      string
 }
 
 // Stores the event and its deliveries (one per endpoint of $7, which may be
@@ -695,6 +742,7 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 		arg.Type,
 		arg.Data,
 		arg.PayloadHash,
+		arg.TenantID,
 		arg.Endpoints,
 	)
 	var i EventInsertRoutedRow
@@ -715,38 +763,45 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 		&i.RestartedAt,
 		&i.RestartReason,
 		&i.Deliveries,
+		&i.TenantID,
 	)
 	return i, err
 }
 
 const EventLock = `-- name: EventLock :exec
-SELECT state FROM events WHERE id = $1 FOR UPDATE
+SELECT state FROM events WHERE tenant_id = $2 AND id = $1 FOR UPDATE
 `
+
+type EventLockParams struct {
+	ID       string
+	TenantID string
+}
 
 // Taken by every transaction that changes a delivery, before it does (after
 // CorrelationLock when it takes that): the event's aggregate state is
 // recomputed from all its deliveries, which must include the other lanes'
 // committed changes.
-func (q *Queries) EventLock(ctx context.Context, id string) error {
-	_, err := q.db.Exec(ctx, EventLock, id)
+func (q *Queries) EventLock(ctx context.Context, arg EventLockParams) error {
+	_, err := q.db.Exec(ctx, EventLock, arg.ID, arg.TenantID)
 	return err
 }
 
 const EventMarkStarted = `-- name: EventMarkStarted :one
 WITH e AS (
-    SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1) AS routed
-    FROM events WHERE id = $1
+    SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $3 AND d.event_id = $1) AS routed
+    FROM events WHERE tenant_id = $3 AND id = $1
 ), started AS (
     UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2::text, ''), run_id), updated_at = now()
     FROM e
-    WHERE events.id = e.id AND e.routed AND events.state = 'queued'
+    WHERE events.tenant_id = $3 AND events.id = e.id AND e.routed AND events.state = 'queued'
 )
 SELECT correlation_id, state, routed FROM e
 `
 
 type EventMarkStartedParams struct {
-	EventID string
-	Column2 string
+	EventID  string
+	Column2  string
+	TenantID string
 }
 
 type EventMarkStartedRow struct {
@@ -762,7 +817,7 @@ type EventMarkStartedRow struct {
 // without any is finished once started, which is a finish
 // (EventMarkStartedUnrouted, under the correlation's lock).
 func (q *Queries) EventMarkStarted(ctx context.Context, arg EventMarkStartedParams) (EventMarkStartedRow, error) {
-	row := q.db.QueryRow(ctx, EventMarkStarted, arg.EventID, arg.Column2)
+	row := q.db.QueryRow(ctx, EventMarkStarted, arg.EventID, arg.Column2, arg.TenantID)
 	var i EventMarkStartedRow
 	err := row.Scan(&i.CorrelationID, &i.State, &i.Routed)
 	return i, err
@@ -770,47 +825,60 @@ func (q *Queries) EventMarkStarted(ctx context.Context, arg EventMarkStartedPara
 
 const EventMarkStartedUnrouted = `-- name: EventMarkStartedUnrouted :exec
 UPDATE events SET state = 'delivered', delivered_at = now(), run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
-WHERE id = $1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1)
+WHERE events.tenant_id = $3 AND events.id = $1 AND events.state = 'queued'
+  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $3 AND d.event_id = $1)
 `
 
 type EventMarkStartedUnroutedParams struct {
-	ID      string
-	Column2 interface{}
+	ID       string
+	Column2  interface{}
+	TenantID string
 }
 
 // An event routed to no endpoint is delivered as soon as its workflow
 // exists: there is nothing to send, and the correlation's cursor must not
 // wait on it.
 func (q *Queries) EventMarkStartedUnrouted(ctx context.Context, arg EventMarkStartedUnroutedParams) error {
-	_, err := q.db.Exec(ctx, EventMarkStartedUnrouted, arg.ID, arg.Column2)
+	_, err := q.db.Exec(ctx, EventMarkStartedUnrouted, arg.ID, arg.Column2, arg.TenantID)
 	return err
 }
 
 const EventRestarted = `-- name: EventRestarted :exec
-UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE id = $1
+UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE tenant_id = $4 AND id = $1
 `
 
 type EventRestartedParams struct {
 	ID            string
 	RestartReason *string
 	RunID         *string
+	TenantID      string
 }
 
 // A sweep, a release or a replay started the event's workflow again (run
 // $3): say when and why.
 func (q *Queries) EventRestarted(ctx context.Context, arg EventRestartedParams) error {
-	_, err := q.db.Exec(ctx, EventRestarted, arg.ID, arg.RestartReason, arg.RunID)
+	_, err := q.db.Exec(ctx, EventRestarted,
+		arg.ID,
+		arg.RestartReason,
+		arg.RunID,
+		arg.TenantID,
+	)
 	return err
 }
 
 const EventSweepDeferred = `-- name: EventSweepDeferred :exec
-UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued'
+UPDATE events SET swept_at = now() WHERE tenant_id = $2 AND id = $1 AND state = 'queued'
 `
+
+type EventSweepDeferredParams struct {
+	ID       string
+	TenantID string
+}
 
 // The queued sweep could not start the event: it goes to the back of the
 // line (EventsQueuedClaim's order), its lease counted from now.
-func (q *Queries) EventSweepDeferred(ctx context.Context, id string) error {
-	_, err := q.db.Exec(ctx, EventSweepDeferred, id)
+func (q *Queries) EventSweepDeferred(ctx context.Context, arg EventSweepDeferredParams) error {
+	_, err := q.db.Exec(ctx, EventSweepDeferred, arg.ID, arg.TenantID)
 	return err
 }
 
@@ -818,17 +886,17 @@ const EventsQueuedClaim = `-- name: EventsQueuedClaim :many
 WITH claimed AS (
     UPDATE events e SET swept_at = now()
     FROM (
-        SELECT id FROM events
+        SELECT tenant_id, id FROM events
         WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
         ORDER BY GREATEST(accepted_at, swept_at)
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ) q
-    WHERE e.id = q.id
-    RETURNING e.id
+    WHERE e.tenant_id = q.tenant_id AND e.id = q.id
+    RETURNING e.tenant_id, e.id
 )
-SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries
-FROM claimed JOIN events_routed v ON v.id = claimed.id
+SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries, v.tenant_id
+FROM claimed JOIN events_routed v ON v.tenant_id = claimed.tenant_id AND v.id = claimed.id
 `
 
 type EventsQueuedClaimParams struct {
@@ -842,7 +910,8 @@ type EventsQueuedClaimParams struct {
 // leaves them alone for $2 seconds. They are taken in the order they became
 // due (accepted, or last taken in hand), so one the sweep could not start
 // goes to the back of the line rather than taking the front of every batch.
-// Each comes with its deliveries (events_routed).
+// Each comes with its deliveries (events_routed) and its tenant: the sweep
+// takes every tenant's.
 func (q *Queries) EventsQueuedClaim(ctx context.Context, arg EventsQueuedClaimParams) ([]EventsRouted, error) {
 	rows, err := q.db.Query(ctx, EventsQueuedClaim, arg.Limit, arg.Secs)
 	if err != nil {
@@ -869,6 +938,7 @@ func (q *Queries) EventsQueuedClaim(ctx context.Context, arg EventsQueuedClaimPa
 			&i.RestartedAt,
 			&i.RestartReason,
 			&i.Deliveries,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -891,12 +961,12 @@ func (q *Queries) JITOff(ctx context.Context) error {
 }
 
 const LaneAdvance = `-- name: LaneAdvance :exec
-INSERT INTO lanes AS l (correlation_id, endpoint_id, last_finished, previous, skipped_tail)
-SELECT $1, $2, $3::bigint,
+INSERT INTO lanes AS l (tenant_id, correlation_id, endpoint_id, last_finished, previous, skipped_tail)
+SELECT $6, $1, $2, $3::bigint,
        CASE WHEN $5::text = 'delivered' THEN $3::bigint ELSE 0 END,
        CASE WHEN $5::text = 'delivered' THEN '{}' ELSE ARRAY[$3::bigint] END
-WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $4 AND d.endpoint_id = $2 AND d.state = $5)
-ON CONFLICT (correlation_id, endpoint_id) DO UPDATE SET
+WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $6 AND d.event_id = $4 AND d.endpoint_id = $2 AND d.state = $5)
+ON CONFLICT (tenant_id, correlation_id, endpoint_id) DO UPDATE SET
     last_finished = EXCLUDED.last_finished,
     previous = CASE WHEN $5::text = 'delivered' THEN EXCLUDED.previous ELSE l.previous END,
     skipped_tail = CASE WHEN $5::text = 'delivered' THEN '{}' ELSE l.skipped_tail || $3::bigint END,
@@ -910,6 +980,7 @@ type LaneAdvanceParams struct {
 	Column3       int64
 	EventID       string
 	Column5       string
+	TenantID      string
 }
 
 // Moves the lane ($1, $2) to sequence $3 once the delivery ($4, $2) is in
@@ -924,17 +995,19 @@ func (q *Queries) LaneAdvance(ctx context.Context, arg LaneAdvanceParams) error 
 		arg.Column3,
 		arg.EventID,
 		arg.Column5,
+		arg.TenantID,
 	)
 	return err
 }
 
 const LaneGet = `-- name: LaneGet :one
-SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE correlation_id = $1 AND endpoint_id = $2
+SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE tenant_id = $3 AND correlation_id = $1 AND endpoint_id = $2
 `
 
 type LaneGetParams struct {
 	CorrelationID string
 	EndpointID    string
+	TenantID      string
 }
 
 type LaneGetRow struct {
@@ -945,7 +1018,7 @@ type LaneGetRow struct {
 }
 
 func (q *Queries) LaneGet(ctx context.Context, arg LaneGetParams) (LaneGetRow, error) {
-	row := q.db.QueryRow(ctx, LaneGet, arg.CorrelationID, arg.EndpointID)
+	row := q.db.QueryRow(ctx, LaneGet, arg.CorrelationID, arg.EndpointID, arg.TenantID)
 	var i LaneGetRow
 	err := row.Scan(
 		&i.EndpointID,
@@ -961,11 +1034,11 @@ SELECT q.ep, COALESCE(l.last_finished, 0), COALESCE(l.previous, 0), COALESCE(l.s
        COALESCE((
            SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
            FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
-                 WHERE d.correlation_id = $1 AND d.endpoint_id = q.ep AND d.state NOT IN ('delivered', 'skipped')
+                 WHERE d.tenant_id = $5 AND d.correlation_id = $1 AND d.endpoint_id = q.ep AND d.state NOT IN ('delivered', 'skipped')
                    AND d.sequence > q.after
                  ORDER BY d.sequence LIMIT $4::int + 1) o), '[]')
 FROM (SELECT unnest($2::text[]) AS ep, unnest($3::bigint[]) AS after) q
-LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = q.ep
+LEFT JOIN lanes l ON l.tenant_id = $5 AND l.correlation_id = $1 AND l.endpoint_id = q.ep
 ORDER BY q.ep
 `
 
@@ -974,6 +1047,7 @@ type LanesLoadParams struct {
 	Column2       []string
 	Column3       []int64
 	Column4       int32
+	TenantID      string
 }
 
 type LanesLoadRow struct {
@@ -994,6 +1068,7 @@ func (q *Queries) LanesLoad(ctx context.Context, arg LanesLoadParams) ([]LanesLo
 		arg.Column2,
 		arg.Column3,
 		arg.Column4,
+		arg.TenantID,
 	)
 	if err != nil {
 		return nil, err
@@ -1023,42 +1098,42 @@ const LanesStuckHeadsClaim = `-- name: LanesStuckHeadsClaim :many
 WITH RECURSIVE due AS (
     UPDATE correlations c SET swept_at = now()
     FROM (
-        SELECT correlation_id FROM correlations
+        SELECT tenant_id, correlation_id FROM correlations
         WHERE high_water >= next_sequence
           AND GREATEST(updated_at, swept_at) < now() - make_interval(secs => $1)
         ORDER BY GREATEST(updated_at, swept_at)
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     ) d
-    WHERE c.correlation_id = d.correlation_id
-    RETURNING c.correlation_id, c.next_sequence
+    WHERE c.tenant_id = d.tenant_id AND c.correlation_id = d.correlation_id
+    RETURNING c.tenant_id, c.correlation_id, c.next_sequence
 ), heads AS (
-    SELECT due.correlation_id, due.next_sequence, f.endpoint_id, f.sequence, f.event_id, f.state, f.updated_at
+    SELECT due.tenant_id, due.correlation_id, due.next_sequence, f.endpoint_id, f.sequence, f.event_id, f.state, f.updated_at
     FROM due CROSS JOIN LATERAL (
         SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
-        WHERE d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+        WHERE d.tenant_id = due.tenant_id AND d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
         ORDER BY d.endpoint_id, d.sequence LIMIT 1
     ) f
     UNION ALL
-    SELECT h.correlation_id, h.next_sequence, n.endpoint_id, n.sequence, n.event_id, n.state, n.updated_at
+    SELECT h.tenant_id, h.correlation_id, h.next_sequence, n.endpoint_id, n.sequence, n.event_id, n.state, n.updated_at
     FROM heads h CROSS JOIN LATERAL (
         SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
-        WHERE d.correlation_id = h.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+        WHERE d.tenant_id = h.tenant_id AND d.correlation_id = h.correlation_id AND d.state NOT IN ('delivered', 'skipped')
           AND d.endpoint_id > h.endpoint_id
         ORDER BY d.endpoint_id, d.sequence LIMIT 1
     ) n
 )
-SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries,
+SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries, v.tenant_id,
        h.endpoint_id, h.state
-FROM heads h JOIN events_routed v ON v.id = h.event_id
+FROM heads h JOIN events_routed v ON v.tenant_id = h.tenant_id AND v.id = h.event_id
 WHERE v.state <> 'queued'
   AND h.updated_at < now() - make_interval(secs => $1)
   -- Every sequence from the cursor to the head has arrived (the cursor's
   -- own included): a range of the unique index, empty when the head is on
   -- the cursor.
   AND (SELECT count(*) FROM events x
-       WHERE x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
-ORDER BY h.correlation_id, h.endpoint_id
+       WHERE x.tenant_id = h.tenant_id AND x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
+ORDER BY h.tenant_id, h.correlation_id, h.endpoint_id
 `
 
 type LanesStuckHeadsClaimParams struct {
@@ -1083,6 +1158,7 @@ type LanesStuckHeadsClaimRow struct {
 	RestartedAt   *time.Time
 	RestartReason *string
 	Deliveries    []byte
+	TenantID      string
 	EndpointID    string
 	State_2       string
 }
@@ -1133,6 +1209,7 @@ func (q *Queries) LanesStuckHeadsClaim(ctx context.Context, arg LanesStuckHeadsC
 			&i.RestartedAt,
 			&i.RestartReason,
 			&i.Deliveries,
+			&i.TenantID,
 			&i.EndpointID,
 			&i.State_2,
 		); err != nil {

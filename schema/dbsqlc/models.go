@@ -25,4 +25,5 @@ type EventsRouted struct {
 	RestartedAt   *time.Time
 	RestartReason *string
 	Deliveries    []byte
+	TenantID      string
 }

@@ -11,29 +11,39 @@ import (
 
 const EndpointsOperationalCount = `-- name: EndpointsOperationalCount :one
 SELECT count(*) FROM endpoints
-WHERE id <> $1 AND deleted_at IS NULL
+WHERE tenant_id = $2 AND id <> $1 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p WHERE starts_with(p, 'hookflow.'))
 `
 
-// The endpoints other than $1, not deleted, subscribed to any of hookflow's
+type EndpointsOperationalCountParams struct {
+	ID       string
+	TenantID string
+}
+
+// The tenant's endpoints other than $1, not deleted, subscribed to any of hookflow's
 // operational types (a pattern starting with "hookflow.", as
 // OperationalSubscribers has them): what HOOKFLOW_MAX_SUBSCRIBERS caps for
 // operational events, which cannot be refused at accept.
-func (q *Queries) EndpointsOperationalCount(ctx context.Context, id string) (int64, error) {
-	row := q.db.QueryRow(ctx, EndpointsOperationalCount, id)
+func (q *Queries) EndpointsOperationalCount(ctx context.Context, arg EndpointsOperationalCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, EndpointsOperationalCount, arg.ID, arg.TenantID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
 }
 
 const EventTypeGet = `-- name: EventTypeGet :one
-SELECT type FROM events WHERE id = $1
+SELECT type FROM events WHERE tenant_id = $2 AND id = $1
 `
+
+type EventTypeGetParams struct {
+	ID       string
+	TenantID string
+}
 
 // The event's type: a dead letter's operational event names it, and a dead
 // letter of an operational event publishes none.
-func (q *Queries) EventTypeGet(ctx context.Context, id string) (string, error) {
-	row := q.db.QueryRow(ctx, EventTypeGet, id)
+func (q *Queries) EventTypeGet(ctx context.Context, arg EventTypeGetParams) (string, error) {
+	row := q.db.QueryRow(ctx, EventTypeGet, arg.ID, arg.TenantID)
 	var type_ string
 	err := row.Scan(&type_)
 	return type_, err
@@ -41,7 +51,7 @@ func (q *Queries) EventTypeGet(ctx context.Context, id string) (string, error) {
 
 const OperationalSequenceNext = `-- name: OperationalSequenceNext :one
 WITH taken AS (
-    SELECT GREATEST(high_water, next_sequence - 1) AS n FROM correlations WHERE correlation_id = $2
+    SELECT GREATEST(high_water, next_sequence - 1) AS n FROM correlations WHERE tenant_id = $3 AND correlation_id = $2
 )
 INSERT INTO operational_sequences AS o (endpoint_id, last_sequence)
 VALUES ($1, COALESCE((SELECT n FROM taken), 0) + 1)
@@ -53,6 +63,7 @@ RETURNING last_sequence
 type OperationalSequenceNextParams struct {
 	EndpointID    string
 	CorrelationID string
+	TenantID      string
 }
 
 // The next sequence of endpoint $1's operational events, whose correlation
@@ -64,7 +75,7 @@ type OperationalSequenceNextParams struct {
 // about the same endpoint waits and reads the number after this one, or
 // this one again if the caller rolled back.
 func (q *Queries) OperationalSequenceNext(ctx context.Context, arg OperationalSequenceNextParams) (int64, error) {
-	row := q.db.QueryRow(ctx, OperationalSequenceNext, arg.EndpointID, arg.CorrelationID)
+	row := q.db.QueryRow(ctx, OperationalSequenceNext, arg.EndpointID, arg.CorrelationID, arg.TenantID)
 	var last_sequence int64
 	err := row.Scan(&last_sequence)
 	return last_sequence, err
@@ -72,7 +83,7 @@ func (q *Queries) OperationalSequenceNext(ctx context.Context, arg OperationalSe
 
 const OperationalSubscribers = `-- name: OperationalSubscribers :many
 SELECT id FROM endpoints
-WHERE id <> $2 AND deleted_at IS NULL
+WHERE tenant_id = $4 AND id <> $2 AND deleted_at IS NULL
   AND EXISTS (SELECT 1 FROM unnest(event_types) p
               WHERE p = $1::text OR (p <> '*' AND right(p, 2) = '.*' AND starts_with($1, left(p, -1))))
 ORDER BY id
@@ -80,12 +91,13 @@ LIMIT $3
 `
 
 type OperationalSubscribersParams struct {
-	Column1 string
-	ID      string
-	Limit   int32
+	Column1  string
+	ID       string
+	Limit    int32
+	TenantID string
 }
 
-// The endpoints, other than $2 (the endpoint the event is about),
+// The tenant's endpoints, other than $2 (the endpoint the event is about),
 // subscribed to operational type $1 by a pattern of their own: the rule of
 // EndpointsSubscribed (disabled ones included: paused, their events wait in
 // their lanes), except that every type (NULL or "*") does not take
@@ -97,7 +109,12 @@ type OperationalSubscribersParams struct {
 // (EndpointsOperationalCount), and this holds the event's lanes to what its
 // workflow is sized for should two PATCHes race past that check.
 func (q *Queries) OperationalSubscribers(ctx context.Context, arg OperationalSubscribersParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, OperationalSubscribers, arg.Column1, arg.ID, arg.Limit)
+	rows, err := q.db.Query(ctx, OperationalSubscribers,
+		arg.Column1,
+		arg.ID,
+		arg.Limit,
+		arg.TenantID,
+	)
 	if err != nil {
 		return nil, err
 	}

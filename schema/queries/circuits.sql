@@ -99,7 +99,9 @@ WHERE endpoint_id = $1;
 -- again before its passes were done waits, its auto-replay kept, for its
 -- next close (which stamps auto_replay_requested_at again): a replay into
 -- the open circuit would only be dead-lettered again, and picked again.
-SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at FROM endpoint_circuits
+SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at,
+       (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
+FROM endpoint_circuits
 WHERE auto_replay_pending_since IS NOT NULL AND state = 'closed'
 ORDER BY auto_replay_turn_at NULLS FIRST, auto_replay_pending_since, endpoint_id
 LIMIT $1;
@@ -132,7 +134,8 @@ WHERE c.endpoint_id IN (
     ORDER BY c2.next_probe_at
     LIMIT $1
     FOR UPDATE OF c2 SKIP LOCKED)
-RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at;
+RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at,
+    (SELECT e.tenant_id FROM endpoints e WHERE e.id = c.endpoint_id)::text AS tenant_id;
 
 -- name: CircuitsWakePending :many
 -- Circuits that closed or had an answer while half-open (CircuitSet), or
@@ -142,7 +145,8 @@ RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_r
 -- (wake_turn_at) behind the others: the endpoints take turns. With each,
 -- the last event a pass signalled for this stamp ('' for none yet).
 SELECT endpoint_id, wake_requested_at,
-       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after
+       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after,
+       (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
 FROM endpoint_circuits
 WHERE wake_requested_at IS NOT NULL
 ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id
@@ -177,7 +181,8 @@ LIMIT $3;
 -- interval ($1 seconds) now over: the sweep tells their subscribers the
 -- state in force if it is not the one last told
 -- (endpoint_circuits_event_catch_up_idx).
-SELECT endpoint_id FROM endpoint_circuits
+SELECT endpoint_id, (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
+FROM endpoint_circuits
 WHERE events_coalesced > 0 AND event_at <= now() - make_interval(secs => $1)
 ORDER BY event_at
 LIMIT $2;

@@ -10,14 +10,14 @@ SELECT pg_advisory_unlock(hashtextextended('hookflow.cleaner', 0));
 -- Up to $2 finished events whose payload is older than $1 seconds lose it.
 UPDATE events e SET data = NULL
 FROM (
-    SELECT id FROM events
+    SELECT tenant_id, id FROM events
     WHERE state IN ('delivered', 'skipped') AND data IS NOT NULL
       AND updated_at < now() - make_interval(secs => $1)
     ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ) old
-WHERE e.id = old.id;
+WHERE e.tenant_id = old.tenant_id AND e.id = old.id;
 
 -- name: AttemptsPrune :execrows
 -- Up to $2 attempts older than $1 seconds of finished events. A dead letter
@@ -25,7 +25,7 @@ WHERE e.id = old.id;
 DELETE FROM delivery_attempts a
 USING (
     SELECT a.id FROM delivery_attempts a
-    JOIN events e ON e.id = a.event_id AND e.state IN ('delivered', 'skipped')
+    JOIN events e ON e.tenant_id = a.tenant_id AND e.id = a.event_id AND e.state IN ('delivered', 'skipped')
     WHERE a.started_at < now() - make_interval(secs => $1)
     ORDER BY a.started_at
     LIMIT $2
@@ -47,20 +47,20 @@ WHERE a.id = old.id;
 -- arrived. Their lanes rows stay, like the correlations'. Answers the events
 -- and the attempts deleted.
 WITH old AS (
-    SELECT id FROM events e
+    SELECT tenant_id, id FROM events e
     WHERE state IN ('delivered', 'skipped') AND data IS NULL AND NOT has_dead_letter
       AND updated_at < now() - make_interval(secs => $1)
-      AND sequence < (SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = e.correlation_id)
+      AND sequence < (SELECT c.next_sequence FROM correlations c WHERE c.tenant_id = e.tenant_id AND c.correlation_id = e.correlation_id)
     ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), gone_attempts AS (
-    DELETE FROM delivery_attempts a USING old WHERE a.event_id = old.id
+    DELETE FROM delivery_attempts a USING old WHERE a.tenant_id = old.tenant_id AND a.event_id = old.id
     RETURNING 1
 ), gone_deliveries AS (
-    DELETE FROM deliveries d USING old WHERE d.event_id = old.id
+    DELETE FROM deliveries d USING old WHERE d.tenant_id = old.tenant_id AND d.event_id = old.id
 ), gone AS (
-    DELETE FROM events e USING old WHERE e.id = old.id
+    DELETE FROM events e USING old WHERE e.tenant_id = old.tenant_id AND e.id = old.id
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS keys, (SELECT count(*) FROM gone_attempts) AS attempts;

@@ -1,35 +1,37 @@
 -- name: EndpointInsert :one
-INSERT INTO endpoints (id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
+INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
                        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
+VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
         COALESCE($16::boolean, false))
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
 
 -- name: EndpointCreateLock :exec
--- Serializes endpoint creation and changes of event_types (a lock for the
--- transaction), so that the counts below, in statements of their own, see
--- every endpoint created or changed before: two creates at a cap
--- (HOOKFLOW_MAX_ENDPOINTS, HOOKFLOW_MAX_SUBSCRIBERS) cannot both pass it.
-SELECT pg_advisory_xact_lock(3303, 1);
+-- Serializes endpoint creation and changes of event_types within the
+-- tenant (a lock for the transaction), so that the counts below, in
+-- statements of their own, see every endpoint of the tenant created or
+-- changed before: two creates at a cap (max_endpoints,
+-- HOOKFLOW_MAX_SUBSCRIBERS) cannot both pass it. Two tenants' creates may
+-- share a lock (a hash), which only makes one wait.
+SELECT pg_advisory_xact_lock(3303, hashtext(sqlc.arg(tenant_id)::text));
 
 -- name: EndpointsCount :one
--- The endpoints not deleted: what HOOKFLOW_MAX_ENDPOINTS caps.
-SELECT count(*) FROM endpoints WHERE deleted_at IS NULL;
+-- The tenant's endpoints not deleted: what max_endpoints caps.
+SELECT count(*) FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND deleted_at IS NULL;
 
 -- name: EndpointsPatterns :many
--- The event_types of the endpoints other than $1, not deleted (disabled
--- ones too: Route counts them): what a new list of patterns is judged
--- against for HOOKFLOW_MAX_SUBSCRIBERS. Bounded by HOOKFLOW_MAX_ENDPOINTS.
-SELECT event_types FROM endpoints WHERE deleted_at IS NULL AND id <> $1;
+-- The event_types of the tenant's endpoints other than $1, not deleted
+-- (disabled ones too: Route counts them): what a new list of patterns is
+-- judged against for HOOKFLOW_MAX_SUBSCRIBERS. Bounded by max_endpoints.
+SELECT event_types FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND deleted_at IS NULL AND id <> $1;
 
 -- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
-FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
+FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate :one
 -- NULL leaves a field as it is, but for event_types, where NULL is every
@@ -60,7 +62,7 @@ UPDATE endpoints SET
                            WHEN sqlc.narg(disabled)::boolean THEN COALESCE(sqlc.narg(disabled_reason)::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE id = sqlc.arg(id) AND deleted_at IS NULL
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
@@ -70,16 +72,18 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
 -- for the rest of the transaction: a change of URL is judged (does it keep
 -- the origin the headers were set for?) against the row it replaces, not
 -- against a read another PATCH may have overtaken.
-SELECT url, headers, url_path_public FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
+SELECT url, headers, url_path_public FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL FOR UPDATE;
 
 -- name: EndpointURLChangeInsert :exec
 INSERT INTO endpoint_url_changes (endpoint_id, changed_by_id, changed_by, old_url, new_url, headers_replaced)
 VALUES ($1, $2, $3, $4, $5, $6);
 
 -- name: EndpointURLChangesList :many
--- The endpoint's URL changes, newest first, up to $2.
-SELECT id, changed_at, changed_by_id, changed_by, old_url, new_url, headers_replaced
-FROM endpoint_url_changes WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2;
+-- The endpoint's URL changes, newest first, up to $2: none when the
+-- endpoint is not the tenant's.
+SELECT c.id, c.changed_at, c.changed_by_id, c.changed_by, c.old_url, c.new_url, c.headers_replaced
+FROM endpoint_url_changes c JOIN endpoints e ON e.id = c.endpoint_id
+WHERE e.tenant_id = sqlc.arg(tenant_id) AND c.endpoint_id = $1 ORDER BY c.id DESC LIMIT $2;
 
 -- name: EndpointRotateSecret :one
 -- The current secret joins the previous ones, to sign for $3 seconds more;
@@ -92,7 +96,7 @@ UPDATE endpoints SET
         || jsonb_build_array(jsonb_build_object('secret', secret, 'expires_at', now() + make_interval(secs => $3))),
     secret     = $2,
     updated_at = now()
-WHERE id = $1 AND deleted_at IS NULL
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
@@ -101,14 +105,14 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
 
 -- name: EndpointsList :many
--- A page in id order, after $1 ('' for the first).
+-- A page of the tenant's, in id order, after $1 ('' for the first).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
-FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
+FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed :many
--- The ids of the endpoints whose event_types match type $1, in id order,
+-- The ids of the tenant's endpoints whose event_types match type $1, in id order,
 -- disabled ones included: a disabled endpoint is paused, and the events of
 -- its types wait in its lanes until it is enabled (its heads dead-lettered
 -- 'endpoint disabled', which enabling replays), so that none is lost and the
@@ -121,7 +125,7 @@ FROM endpoints WHERE id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
 -- prefix are themselves), anything else that exact type.
 SELECT id
 FROM endpoints
-WHERE deleted_at IS NULL
+WHERE tenant_id = sqlc.arg(tenant_id) AND deleted_at IS NULL
   AND (event_types IS NULL
        OR sqlc.arg(event_type)::text = ANY (event_types)
        OR EXISTS (SELECT 1 FROM unnest(event_types) p
@@ -159,7 +163,7 @@ RETURNING (next_slot - make_interval(secs => $2))::timestamptz AS slot, (SELECT 
 -- two PATCHes of the rate each see the other's.
 WITH changed AS (
     SELECT id FROM endpoints
-    WHERE id = sqlc.arg(id) AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM sqlc.narg(rate_limit)::double precision
+    WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND deleted_at IS NULL AND rate_limit IS DISTINCT FROM sqlc.narg(rate_limit)::double precision
     FOR UPDATE
 ), slots AS (
     UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
@@ -192,7 +196,7 @@ SELECT disabled FROM endpoints WHERE id = $1 FOR SHARE;
 WITH deleted AS (
     UPDATE endpoints SET deleted_at = now(), deleted_by = $2, disabled = true,
         disabled_reason = 'deleted by ' || $2, updated_at = now()
-    WHERE id = $1 AND deleted_at IS NULL
+    WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
     RETURNING id
 ), woken AS (
     UPDATE endpoint_circuits SET wake_requested_at = clock_timestamp(), updated_at = now()
@@ -203,10 +207,10 @@ SELECT id FROM deleted;
 -- name: EndpointsDeletedOpen :many
 -- Deleted endpoints that still have dead letters open, with who deleted
 -- them: the sweep skips those (a dead letter written while the delete ran,
--- or left by an API process that stopped half way).
-SELECT e.id, e.deleted_by FROM endpoints e
+-- or left by an API process that stopped half way), of every tenant.
+SELECT e.tenant_id, e.id, e.deleted_by FROM endpoints e
 WHERE e.deleted_at IS NOT NULL
-  AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.endpoint_id = e.id AND d.status = 'open')
+  AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = e.tenant_id AND d.endpoint_id = e.id AND d.status = 'open')
 ORDER BY e.id
 LIMIT $1;
 

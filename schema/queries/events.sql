@@ -8,33 +8,34 @@
 -- stored event raises its correlation's high-water mark (creating the row of
 -- a new correlation), which puts the correlation in the heads sweep's index.
 WITH ins AS (
-    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash)
-    SELECT $1, $2, $3, $4, $5, $6
-    WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE correlation_id = $2 AND next_sequence > $3)
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash)
+    SELECT sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6
+    WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
-    RETURNING id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
+    RETURNING tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
-    SELECT ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
-    FROM ins, (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
-    LEFT JOIN endpoints ep ON ep.id = r.endpoint_id
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
+    FROM ins CROSS JOIN (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
+    LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
 ), high AS (
-    INSERT INTO correlations AS c (correlation_id, high_water)
-    SELECT correlation_id, sequence FROM ins
-    ON CONFLICT (correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
+    INSERT INTO correlations AS c (tenant_id, correlation_id, high_water)
+    SELECT tenant_id, correlation_id, sequence FROM ins
+    ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = GREATEST(c.high_water, EXCLUDED.high_water)
 )
-SELECT ins.*,
+SELECT ins.id, ins.correlation_id, ins.sequence, ins.type, ins.data, ins.payload_hash, ins.state, ins.accepted_at, ins.released_at, ins.delivered_at, ins.updated_at, ins.run_id, ins.restarts, ins.restarted_at, ins.restart_reason,
        COALESCE((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'state', state, 'updated_at', updated_at,
                                                    'recovery_window_ms', recovery_window_ms, 'timeout_ms', timeout_ms) ORDER BY endpoint_id)
-                 FROM routed), '[]')::json AS deliveries
+                 FROM routed), '[]')::json AS deliveries,
+       ins.tenant_id
 FROM ins;
 
 -- name: EventGet :one
-SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries
-FROM events_routed WHERE id = $1;
+SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries, tenant_id
+FROM events_routed WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1;
 
 -- name: EventMarkStarted :one
 -- A queued event with deliveries moves to waiting; a later state is never
@@ -44,12 +45,12 @@ FROM events_routed WHERE id = $1;
 -- without any is finished once started, which is a finish
 -- (EventMarkStartedUnrouted, under the correlation's lock).
 WITH e AS (
-    SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1) AS routed
-    FROM events WHERE id = $1
+    SELECT id, correlation_id, state, EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $1) AS routed
+    FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1
 ), started AS (
     UPDATE events SET state = 'waiting', run_id = COALESCE(NULLIF($2::text, ''), run_id), updated_at = now()
     FROM e
-    WHERE events.id = e.id AND e.routed AND events.state = 'queued'
+    WHERE events.tenant_id = sqlc.arg(tenant_id) AND events.id = e.id AND e.routed AND events.state = 'queued'
 )
 SELECT correlation_id, state, routed FROM e;
 
@@ -58,7 +59,8 @@ SELECT correlation_id, state, routed FROM e;
 -- exists: there is nothing to send, and the correlation's cursor must not
 -- wait on it.
 UPDATE events SET state = 'delivered', delivered_at = now(), run_id = COALESCE(NULLIF($2, ''), run_id), updated_at = now()
-WHERE id = $1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $1);
+WHERE events.tenant_id = sqlc.arg(tenant_id) AND events.id = $1 AND events.state = 'queued'
+  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $1);
 
 -- name: EventsQueuedClaim :many
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
@@ -67,26 +69,27 @@ WHERE id = $1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM deliveries d WH
 -- leaves them alone for $2 seconds. They are taken in the order they became
 -- due (accepted, or last taken in hand), so one the sweep could not start
 -- goes to the back of the line rather than taking the front of every batch.
--- Each comes with its deliveries (events_routed).
+-- Each comes with its deliveries (events_routed) and its tenant: the sweep
+-- takes every tenant's.
 WITH claimed AS (
     UPDATE events e SET swept_at = now()
     FROM (
-        SELECT id FROM events
+        SELECT tenant_id, id FROM events
         WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
         ORDER BY GREATEST(accepted_at, swept_at)
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ) q
-    WHERE e.id = q.id
-    RETURNING e.id
+    WHERE e.tenant_id = q.tenant_id AND e.id = q.id
+    RETURNING e.tenant_id, e.id
 )
-SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries
-FROM claimed JOIN events_routed v ON v.id = claimed.id;
+SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries, v.tenant_id
+FROM claimed JOIN events_routed v ON v.tenant_id = claimed.tenant_id AND v.id = claimed.id;
 
 -- name: EventSweepDeferred :exec
 -- The queued sweep could not start the event: it goes to the back of the
 -- line (EventsQueuedClaim's order), its lease counted from now.
-UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
+UPDATE events SET swept_at = now() WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND state = 'queued';
 
 -- name: LanesStuckHeadsClaim :many
 -- The heads of the lanes (the lowest sequence not finished in each
@@ -112,42 +115,42 @@ UPDATE events SET swept_at = now() WHERE id = $1 AND state = 'queued';
 WITH RECURSIVE due AS (
     UPDATE correlations c SET swept_at = now()
     FROM (
-        SELECT correlation_id FROM correlations
+        SELECT tenant_id, correlation_id FROM correlations
         WHERE high_water >= next_sequence
           AND GREATEST(updated_at, swept_at) < now() - make_interval(secs => $1)
         ORDER BY GREATEST(updated_at, swept_at)
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     ) d
-    WHERE c.correlation_id = d.correlation_id
-    RETURNING c.correlation_id, c.next_sequence
+    WHERE c.tenant_id = d.tenant_id AND c.correlation_id = d.correlation_id
+    RETURNING c.tenant_id, c.correlation_id, c.next_sequence
 ), heads AS (
-    SELECT due.correlation_id, due.next_sequence, f.*
+    SELECT due.tenant_id, due.correlation_id, due.next_sequence, f.*
     FROM due CROSS JOIN LATERAL (
         SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
-        WHERE d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+        WHERE d.tenant_id = due.tenant_id AND d.correlation_id = due.correlation_id AND d.state NOT IN ('delivered', 'skipped')
         ORDER BY d.endpoint_id, d.sequence LIMIT 1
     ) f
     UNION ALL
-    SELECT h.correlation_id, h.next_sequence, n.*
+    SELECT h.tenant_id, h.correlation_id, h.next_sequence, n.*
     FROM heads h CROSS JOIN LATERAL (
         SELECT d.endpoint_id, d.sequence, d.event_id, d.state, d.updated_at FROM deliveries d
-        WHERE d.correlation_id = h.correlation_id AND d.state NOT IN ('delivered', 'skipped')
+        WHERE d.tenant_id = h.tenant_id AND d.correlation_id = h.correlation_id AND d.state NOT IN ('delivered', 'skipped')
           AND d.endpoint_id > h.endpoint_id
         ORDER BY d.endpoint_id, d.sequence LIMIT 1
     ) n
 )
-SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries,
+SELECT v.id, v.correlation_id, v.sequence, v.type, v.data, v.payload_hash, v.state, v.accepted_at, v.released_at, v.delivered_at, v.updated_at, v.run_id, v.restarts, v.restarted_at, v.restart_reason, v.deliveries, v.tenant_id,
        h.endpoint_id, h.state
-FROM heads h JOIN events_routed v ON v.id = h.event_id
+FROM heads h JOIN events_routed v ON v.tenant_id = h.tenant_id AND v.id = h.event_id
 WHERE v.state <> 'queued'
   AND h.updated_at < now() - make_interval(secs => $1)
   -- Every sequence from the cursor to the head has arrived (the cursor's
   -- own included): a range of the unique index, empty when the head is on
   -- the cursor.
   AND (SELECT count(*) FROM events x
-       WHERE x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
-ORDER BY h.correlation_id, h.endpoint_id;
+       WHERE x.tenant_id = h.tenant_id AND x.correlation_id = h.correlation_id AND x.sequence >= h.next_sequence AND x.sequence < h.sequence) = h.sequence - h.next_sequence
+ORDER BY h.tenant_id, h.correlation_id, h.endpoint_id;
 
 -- name: JITOff :exec
 -- For the rest of the transaction: see LanesStuckHeadsClaim.
@@ -157,12 +160,12 @@ SET LOCAL jit = off;
 -- The heads sweep could not look at the correlation's heads: it goes to the
 -- back of the line (LanesStuckHeadsClaim's order), its lease counted from
 -- now.
-UPDATE correlations SET swept_at = now() WHERE correlation_id = $1;
+UPDATE correlations SET swept_at = now() WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1;
 
 -- name: EventRestarted :exec
 -- A sweep, a release or a replay started the event's workflow again (run
 -- $3): say when and why.
-UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE id = $1;
+UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason = $2, run_id = $3 WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1;
 
 -- name: CorrelationLock :exec
 -- Taken first by every transaction that finishes a delivery (or an event
@@ -171,14 +174,14 @@ UPDATE events SET restarts = restarts + 1, restarted_at = now(), restart_reason 
 -- states. Under READ COMMITTED each statement after this lock sees the
 -- finishes committed before it was granted, so of two finishes of one
 -- correlation the second always sees the first.
-SELECT next_sequence FROM correlations WHERE correlation_id = $1 FOR UPDATE;
+SELECT next_sequence FROM correlations WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1 FOR UPDATE;
 
 -- name: EventLock :exec
 -- Taken by every transaction that changes a delivery, before it does (after
 -- CorrelationLock when it takes that): the event's aggregate state is
 -- recomputed from all its deliveries, which must include the other lanes'
 -- committed changes.
-SELECT state FROM events WHERE id = $1 FOR UPDATE;
+SELECT state FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 FOR UPDATE;
 
 -- name: DeliveryStartAttempt :one
 -- Marks the delivery delivering (when its endpoint is usable) and reads its
@@ -189,17 +192,17 @@ SELECT state FROM events WHERE id = $1 FOR UPDATE;
 -- to before the dead letter must not deliver it behind its operator, who
 -- may be skipping it.
 WITH dl AS (
-    SELECT status, generation FROM dead_letters WHERE event_id = $1 AND endpoint_id = $2
+    SELECT status, generation FROM dead_letters WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2
 ), marked AS (
     UPDATE deliveries SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
-    WHERE event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
+    WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
       AND (state <> 'dead_lettered' OR EXISTS (SELECT 1 FROM dl WHERE status = 'replayed'))
-      AND EXISTS (SELECT 1 FROM endpoints WHERE id = $2 AND NOT disabled)
+      AND EXISTS (SELECT 1 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $2 AND NOT disabled)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
-       COALESCE((SELECT d.state FROM deliveries d WHERE d.event_id = $1 AND d.endpoint_id = $2), ''),
+       COALESCE((SELECT d.state FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $1 AND d.endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
        -- trip: a closed circuit with no failure counted (or no row) is the
@@ -212,14 +215,14 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        -- The event's payload: the workflow does not carry it in every
        -- activity input (each would copy up to 1 MiB into the history).
        -- The cleaner prunes it only once every delivery is finished.
-       (SELECT data FROM events WHERE id = $1)
-FROM endpoints WHERE id = $2;
+       (SELECT data FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1)
+FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $2;
 
 -- name: DeliveryMarkFinal :exec
 -- delivered or skipped; $4 = delivered_at (NULL when skipped). A final
 -- state is never overwritten: a delivered delivery stays delivered.
 UPDATE deliveries SET state = $3, delivered_at = $4, updated_at = now()
-WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped');
+WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped');
 
 -- name: LaneAdvance :exec
 -- Moves the lane ($1, $2) to sequence $3 once the delivery ($4, $2) is in
@@ -227,12 +230,12 @@ WHERE event_id = $1 AND endpoint_id = $2 AND state NOT IN ('delivered', 'skipped
 -- empties the skipped tail (the receiver has moved its cursor past every
 -- skip before it); skipped adds $3 to the tail. Only forward: a repeat, or
 -- a call for a delivery that is not so, changes nothing.
-INSERT INTO lanes AS l (correlation_id, endpoint_id, last_finished, previous, skipped_tail)
-SELECT $1, $2, $3::bigint,
+INSERT INTO lanes AS l (tenant_id, correlation_id, endpoint_id, last_finished, previous, skipped_tail)
+SELECT sqlc.arg(tenant_id), $1, $2, $3::bigint,
        CASE WHEN $5::text = 'delivered' THEN $3::bigint ELSE 0 END,
        CASE WHEN $5::text = 'delivered' THEN '{}' ELSE ARRAY[$3::bigint] END
-WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = $4 AND d.endpoint_id = $2 AND d.state = $5)
-ON CONFLICT (correlation_id, endpoint_id) DO UPDATE SET
+WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $4 AND d.endpoint_id = $2 AND d.state = $5)
+ON CONFLICT (tenant_id, correlation_id, endpoint_id) DO UPDATE SET
     last_finished = EXCLUDED.last_finished,
     previous = CASE WHEN $5::text = 'delivered' THEN EXCLUDED.previous ELSE l.previous END,
     skipped_tail = CASE WHEN $5::text = 'delivered' THEN '{}' ELSE l.skipped_tail || $3::bigint END,
@@ -257,9 +260,9 @@ FROM (
                 ELSE 'skipped' END AS state,
            bool_and(state = 'waiting') AS untouched,
            min(released_at) AS released_at, max(delivered_at) AS delivered_at
-    FROM deliveries WHERE event_id = $1
+    FROM deliveries WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1
 ) a
-WHERE e.id = $1
+WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.id = $1
   AND NOT (e.state = 'queued' AND a.untouched)
   AND (e.state <> a.state OR e.released_at IS DISTINCT FROM COALESCE(e.released_at, a.released_at));
 
@@ -271,22 +274,22 @@ WHERE e.id = $1
 -- finished events at the cursor and not the backlog behind it. Run after
 -- CorrelationLock; a repeat finds the cursor where it left it.
 WITH RECURSIVE walk(s) AS (
-    SELECT next_sequence FROM correlations WHERE correlation_id = $1
+    SELECT next_sequence FROM correlations WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1
     UNION ALL
     SELECT w.s + 1 FROM walk w
     WHERE EXISTS (SELECT 1 FROM events e
-                  WHERE e.correlation_id = $1 AND e.sequence = w.s AND e.state IN ('delivered', 'skipped'))
+                  WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.correlation_id = $1 AND e.sequence = w.s AND e.state IN ('delivered', 'skipped'))
 )
 UPDATE correlations c SET next_sequence = n.s, updated_at = now()
 FROM (SELECT max(s) AS s FROM walk) n
-WHERE c.correlation_id = $1 AND n.s > c.next_sequence;
+WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND n.s > c.next_sequence;
 
 -- name: CorrelationHighWater :one
 -- Highest sequence accepted for the correlation, 0 when none.
-SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE correlation_id = $1;
+SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1;
 
 -- name: LaneGet :one
-SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE correlation_id = $1 AND endpoint_id = $2;
+SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1 AND endpoint_id = $2;
 
 -- name: CorrelationLoad :one
 -- What a sequencer loads (a fresh run, a resync) and GET /v1/correlations
@@ -302,24 +305,24 @@ SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE corre
 -- deliveries_pending_idx, one probe per lane, and each lane's deliveries
 -- are a range of it.
 WITH RECURSIVE c AS (
-    SELECT COALESCE((SELECT next_sequence FROM correlations WHERE correlation_id = $1), 1) AS next
+    SELECT COALESCE((SELECT next_sequence FROM correlations WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1), 1) AS next
 ), runs AS (
     SELECT min(t.sequence) AS lo, max(t.sequence) AS hi
     FROM (SELECT e.sequence, e.sequence - row_number() OVER (ORDER BY e.sequence) AS g
-          FROM events e WHERE e.correlation_id = $1 AND e.sequence >= (SELECT next FROM c)) t
+          FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.correlation_id = $1 AND e.sequence >= (SELECT next FROM c)) t
     GROUP BY t.g ORDER BY lo LIMIT 1001
 ), open_eps(ep) AS (
     (SELECT d.endpoint_id FROM deliveries d
-     WHERE d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id LIMIT 1)
+     WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') ORDER BY d.endpoint_id LIMIT 1)
     UNION ALL
     SELECT (SELECT d.endpoint_id FROM deliveries d
-            WHERE d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id > o.ep
+            WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.correlation_id = $1 AND d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id > o.ep
             ORDER BY d.endpoint_id LIMIT 1)
     FROM open_eps o WHERE o.ep IS NOT NULL
 ), eps AS (
     SELECT ep FROM open_eps WHERE ep IS NOT NULL
     UNION
-    SELECT endpoint_id FROM lanes WHERE correlation_id = $1
+    SELECT endpoint_id FROM lanes WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1
 )
 SELECT c.next,
        COALESCE((SELECT json_agg(json_build_array(r.lo, r.hi) ORDER BY r.lo) FROM runs r), '[]'),
@@ -330,14 +333,14 @@ SELECT c.next,
                       'open', COALESCE((
                           SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
                           FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
-                                WHERE d.correlation_id = $1 AND d.endpoint_id = eps.ep AND d.state NOT IN ('delivered', 'skipped')
+                                WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.correlation_id = $1 AND d.endpoint_id = eps.ep AND d.state NOT IN ('delivered', 'skipped')
                                 ORDER BY d.sequence LIMIT $2::int + 1) o), '[]'))
                   ORDER BY eps.ep)
-           FROM eps LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = eps.ep), '[]'),
+           FROM eps LEFT JOIN lanes l ON l.tenant_id = sqlc.arg(tenant_id) AND l.correlation_id = $1 AND l.endpoint_id = eps.ep), '[]'),
        -- The voided sequences (their tombstones, migration 018's index):
        -- operators make them, a few at a time.
        ARRAY(SELECT v.sequence FROM events v
-             WHERE v.correlation_id = $1 AND v.type = 'hookflow.voided'
+             WHERE v.tenant_id = sqlc.arg(tenant_id) AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
              ORDER BY v.sequence LIMIT 10000)
 FROM c;
 
@@ -350,20 +353,20 @@ SELECT q.ep, COALESCE(l.last_finished, 0), COALESCE(l.previous, 0), COALESCE(l.s
        COALESCE((
            SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
            FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
-                 WHERE d.correlation_id = $1 AND d.endpoint_id = q.ep AND d.state NOT IN ('delivered', 'skipped')
+                 WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.correlation_id = $1 AND d.endpoint_id = q.ep AND d.state NOT IN ('delivered', 'skipped')
                    AND d.sequence > q.after
                  ORDER BY d.sequence LIMIT $4::int + 1) o), '[]')
 FROM (SELECT unnest($2::text[]) AS ep, unnest($3::bigint[]) AS after) q
-LEFT JOIN lanes l ON l.correlation_id = $1 AND l.endpoint_id = q.ep
+LEFT JOIN lanes l ON l.tenant_id = sqlc.arg(tenant_id) AND l.correlation_id = $1 AND l.endpoint_id = q.ep
 ORDER BY q.ep;
 
 -- name: AttemptInsert :exec
-INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
+VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8);
 
 -- name: AttemptsList :many
 SELECT attempt, started_at, latency_ms, status_code, error, outcome
-FROM delivery_attempts WHERE event_id = $1 AND endpoint_id = $2 ORDER BY id;
+FROM delivery_attempts WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2 ORDER BY id;
 
 -- name: AttemptsLastByEvent :many
 -- The last $2 attempts of each of event $1's deliveries, oldest first; a
@@ -376,11 +379,11 @@ FROM deliveries d
 LEFT JOIN LATERAL (
     SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
     FROM delivery_attempts x
-    WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id
+    WHERE x.tenant_id = d.tenant_id AND x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id
     ORDER BY x.id DESC
     LIMIT $2
 ) a ON true
-WHERE d.event_id = $1
+WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $1
 ORDER BY d.endpoint_id, a.id;
 
 -- name: AttemptsPage :many
@@ -392,11 +395,11 @@ FROM deliveries d
 LEFT JOIN LATERAL (
     SELECT x.id, x.attempt, x.started_at, x.latency_ms, x.status_code, x.error, x.outcome
     FROM delivery_attempts x
-    WHERE x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id AND x.id > $3
+    WHERE x.tenant_id = d.tenant_id AND x.event_id = d.event_id AND x.endpoint_id = d.endpoint_id AND x.id > $3
     ORDER BY x.id
     LIMIT $4
 ) a ON true
-WHERE d.event_id = $1 AND d.endpoint_id = $2
+WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $1 AND d.endpoint_id = $2
 ORDER BY a.id;
 
 -- name: CorrelationVoidCheck :one
@@ -407,20 +410,20 @@ ORDER BY a.id;
 -- wait for each other here, and the unique (correlation_id, sequence)
 -- decides between them.
 WITH c AS (
-    INSERT INTO correlations AS c (correlation_id) VALUES ($1)
-    ON CONFLICT (correlation_id) DO UPDATE SET updated_at = c.updated_at
+    INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES (sqlc.arg(tenant_id), $1)
+    ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET updated_at = c.updated_at
     RETURNING next_sequence
 ), asked AS (
     SELECT DISTINCT unnest($2::bigint[]) AS sequence
 )
 SELECT
     ARRAY(SELECT a.sequence FROM asked a
-          WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type <> 'hookflow.voided')
+          WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.correlation_id = $1 AND e.sequence = a.sequence AND e.type <> 'hookflow.voided')
              OR (a.sequence < (SELECT next_sequence FROM c)
-                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence))
+                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.correlation_id = $1 AND e.sequence = a.sequence))
           ORDER BY a.sequence),
     ARRAY(SELECT a.sequence FROM asked a
-          WHERE EXISTS (SELECT 1 FROM events e WHERE e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
+          WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
           ORDER BY a.sequence);
 
 -- name: CorrelationVoidInsert :exec
@@ -430,11 +433,11 @@ SELECT
 -- after CorrelationVoidCheck in its transaction; the caller then moves the
 -- cursor (CorrelationAdvance).
 WITH ins AS (
-    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state)
-    SELECT v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state)
+    SELECT sqlc.arg(tenant_id), v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
     FROM (SELECT unnest($2::bigint[]) AS sequence, unnest($3::text[]) AS id) v
     ON CONFLICT DO NOTHING
     RETURNING sequence
 )
 UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
-WHERE c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins);
+WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins);

@@ -1,6 +1,6 @@
 -- name: StatsSummary :many
--- The operator's summary and the scrape-time gauges, per endpoint (the
--- totals are their sums): deliveries not finished, from
+-- The operator's summary of a tenant, or (tenant_id NULL) of every tenant
+-- for the scrape-time gauges, per endpoint (the totals are their sums): deliveries not finished, from
 -- deliveries_pending_idx, each with its event (a primary-key probe: OFFSET 0
 -- keeps the planner from turning the probes into a scan of events, whose
 -- history is far larger than the backlog), those delivered in the last five
@@ -18,15 +18,15 @@ WITH pending AS (
            count(*) FILTER (WHERE d.state = 'delivering') AS delivering,
            min(e.accepted_at) AS oldest
     FROM deliveries d
-    CROSS JOIN LATERAL (SELECT state, accepted_at FROM events WHERE id = d.event_id OFFSET 0) e
-    WHERE d.state NOT IN ('delivered', 'skipped')
+    CROSS JOIN LATERAL (SELECT state, accepted_at FROM events WHERE tenant_id = d.tenant_id AND id = d.event_id OFFSET 0) e
+    WHERE d.state NOT IN ('delivered', 'skipped') AND (sqlc.narg(tenant_id)::text IS NULL OR d.tenant_id = sqlc.narg(tenant_id))
     GROUP BY d.endpoint_id
 ), recent AS (
     SELECT endpoint_id, count(*) AS delivered FROM deliveries
-    WHERE state = 'delivered' AND delivered_at > now() - interval '5 minutes'
+    WHERE state = 'delivered' AND delivered_at > now() - interval '5 minutes' AND (sqlc.narg(tenant_id)::text IS NULL OR tenant_id = sqlc.narg(tenant_id))
     GROUP BY endpoint_id
 ), open AS (
-    SELECT endpoint_id, count(*) AS open FROM dead_letters WHERE status = 'open' GROUP BY endpoint_id
+    SELECT endpoint_id, count(*) AS open FROM dead_letters WHERE status = 'open' AND (sqlc.narg(tenant_id)::text IS NULL OR tenant_id = sqlc.narg(tenant_id)) GROUP BY endpoint_id
 )
 SELECT COALESCE(p.endpoint_id, r.endpoint_id, o.endpoint_id)::text AS endpoint_id,
        COALESCE(p.queued, 0), COALESCE(p.waiting, 0), COALESCE(p.delivering, 0), COALESCE(r.delivered, 0),
@@ -41,33 +41,33 @@ ORDER BY 1;
 -- its head: the correlation's cursor when that sequence has not arrived
 -- (it holds every lane), else the lane's lowest delivery not finished
 -- (waiting, delivering or dead-lettered). Oldest first; $1 bounds the list,
--- the last column counts them all.
+-- a column counts them all. Of one tenant, or (tenant_id NULL) of all.
 -- The unfinished deliveries come from deliveries_pending_idx, each with its
 -- event's acceptance time (a primary-key probe, fenced by OFFSET 0 as in
 -- StatsSummary); each lane's cursor is a primary-key lookup, because
 -- correlations keeps a row for every correlation ever seen and a join was
 -- planned as a scan of it.
 WITH open AS (
-    SELECT d.correlation_id, d.endpoint_id, d.sequence, d.event_id, d.state, a.accepted_at,
-           row_number() OVER (PARTITION BY d.correlation_id, d.endpoint_id ORDER BY d.sequence) AS rn
+    SELECT d.tenant_id, d.correlation_id, d.endpoint_id, d.sequence, d.event_id, d.state, a.accepted_at,
+           row_number() OVER (PARTITION BY d.tenant_id, d.correlation_id, d.endpoint_id ORDER BY d.sequence) AS rn
     FROM deliveries d
-    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE id = d.event_id OFFSET 0) a
-    WHERE d.state NOT IN ('delivered', 'skipped')
+    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE tenant_id = d.tenant_id AND id = d.event_id OFFSET 0) a
+    WHERE d.state NOT IN ('delivered', 'skipped') AND (sqlc.narg(tenant_id)::text IS NULL OR d.tenant_id = sqlc.narg(tenant_id))
 ), lanes AS (
-    SELECT correlation_id, endpoint_id, count(*) AS open,
+    SELECT tenant_id, correlation_id, endpoint_id, count(*) AS open,
            min(sequence) AS low, min(event_id) FILTER (WHERE rn = 1) AS low_id, min(state) FILTER (WHERE rn = 1) AS low_state,
            min(accepted_at) AS since_all, min(accepted_at) FILTER (WHERE rn > 1) AS since_behind
     FROM open
-    GROUP BY correlation_id, endpoint_id
+    GROUP BY tenant_id, correlation_id, endpoint_id
 ), placed AS (
     SELECT l.*, n.next_sequence,
-           NOT EXISTS (SELECT 1 FROM events h WHERE h.correlation_id = l.correlation_id AND h.sequence = n.next_sequence) AS missing
+           NOT EXISTS (SELECT 1 FROM events h WHERE h.tenant_id = l.tenant_id AND h.correlation_id = l.correlation_id AND h.sequence = n.next_sequence) AS missing
     FROM lanes l
     CROSS JOIN LATERAL (
-        SELECT COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.correlation_id = l.correlation_id), 1) AS next_sequence
+        SELECT COALESCE((SELECT c.next_sequence FROM correlations c WHERE c.tenant_id = l.tenant_id AND c.correlation_id = l.correlation_id), 1) AS next_sequence
     ) n
 ), blocked AS (
-    SELECT correlation_id, endpoint_id,
+    SELECT tenant_id, correlation_id, endpoint_id,
            CASE WHEN missing THEN next_sequence ELSE low END AS head,
            CASE WHEN missing THEN 'missing' ELSE low_state END AS blocked_by,
            CASE WHEN missing THEN NULL ELSE low_id END AS head_id,
@@ -76,17 +76,18 @@ WITH open AS (
     FROM placed
 )
 SELECT correlation_id, endpoint_id, head, blocked_by, head_id, parked,
-       EXTRACT(EPOCH FROM now() - since)::float8, count(*) OVER ()
+       EXTRACT(EPOCH FROM now() - since)::float8, count(*) OVER (), tenant_id
 FROM blocked
 WHERE parked > 0
-ORDER BY since, correlation_id, endpoint_id
+ORDER BY since, tenant_id, correlation_id, endpoint_id
 LIMIT $1;
 
 -- name: EndpointHealth :many
 -- The health of endpoint $1, or when $1 is NULL of a page of the endpoints
 -- not deleted: the first $5 with an id after $4 (''  from the start), one
 -- row each in id order (an $1 that names no endpoint reads as idle, with
--- its threshold NULL).
+-- its threshold NULL), of the tenant's endpoints: one of another tenant's
+-- has no row.
 --
 -- Its attempts are those of the last $2 seconds, at most the last $3 of
 -- them: a bounded sample read backwards from the end of its range of
@@ -109,16 +110,17 @@ LIMIT $1;
 -- (endpoint_rate_slots, migration 012; 0 when it never had one); and its
 -- circuit (closed with no failure when it has no row).
 WITH eps AS (
-    (SELECT id, circuit_failure_threshold FROM endpoints
-     WHERE $1::text IS NULL AND deleted_at IS NULL AND id > $4::text
-     ORDER BY id LIMIT $5)
+    (SELECT x.id, x.circuit_failure_threshold FROM endpoints x
+     WHERE $1::text IS NULL AND x.tenant_id = sqlc.arg(tenant_id) AND x.deleted_at IS NULL AND x.id > $4::text
+     ORDER BY x.id LIMIT $5)
     UNION ALL
-    SELECT $1::text, (SELECT circuit_failure_threshold FROM endpoints WHERE id = $1::text) WHERE $1::text IS NOT NULL
+    SELECT y.id, y.circuit_failure_threshold FROM endpoints y
+    WHERE $1::text IS NOT NULL AND y.tenant_id = sqlc.arg(tenant_id) AND y.id = $1::text
 ), pending AS (
     SELECT d.endpoint_id, d.event_id, d.correlation_id, d.sequence, d.state, e.accepted_at
     FROM deliveries d
-    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE id = d.event_id OFFSET 0) e
-    WHERE d.state NOT IN ('delivered', 'skipped') AND d.endpoint_id IN (SELECT id FROM eps)
+    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE tenant_id = d.tenant_id AND id = d.event_id OFFSET 0) e
+    WHERE d.state NOT IN ('delivered', 'skipped') AND d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id IN (SELECT id FROM eps)
 ), counts AS (
     SELECT endpoint_id,
            count(*) FILTER (WHERE state = 'waiting') AS waiting,
@@ -132,7 +134,7 @@ WITH eps AS (
     ORDER BY endpoint_id, accepted_at, event_id
 ), open AS (
     SELECT endpoint_id, count(*) AS open FROM dead_letters
-    WHERE status = 'open' AND endpoint_id IN (SELECT id FROM eps)
+    WHERE status = 'open' AND tenant_id = sqlc.arg(tenant_id) AND endpoint_id IN (SELECT id FROM eps)
     GROUP BY endpoint_id
 )
 SELECT ep.id, ep.circuit_failure_threshold,

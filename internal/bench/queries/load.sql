@@ -12,17 +12,17 @@
 -- invisible in its ledger). Attempt and delivery times are the worker's
 -- clock, one machine's.
 WITH d AS (
-    SELECT d.event_id, d.endpoint_id, d.state,
-           lag(d.delivered_at) OVER (PARTITION BY d.correlation_id, d.endpoint_id ORDER BY d.sequence) AS before
+    SELECT d.tenant_id, d.event_id, d.endpoint_id, d.state,
+           lag(d.delivered_at) OVER (PARTITION BY d.tenant_id, d.correlation_id, d.endpoint_id ORDER BY d.sequence) AS before
     FROM deliveries d WHERE d.correlation_id = ANY($1::text[])
 ), a AS (
-    SELECT a.event_id, a.endpoint_id, min(a.started_at) AS first,
+    SELECT a.tenant_id, a.event_id, a.endpoint_id, min(a.started_at) AS first,
            count(*) FILTER (WHERE a.outcome = 'delivered') AS delivered
-    FROM delivery_attempts a JOIN d USING (event_id, endpoint_id)
-    GROUP BY a.event_id, a.endpoint_id
+    FROM delivery_attempts a JOIN d USING (tenant_id, event_id, endpoint_id)
+    GROUP BY a.tenant_id, a.event_id, a.endpoint_id
 )
 SELECT count(*) AS deliveries,
        count(*) FILTER (WHERE d.state <> 'delivered') AS not_delivered,
        count(*) FILTER (WHERE a.first < d.before) AS out_of_order,
        count(*) FILTER (WHERE a.delivered > 1) AS delivered_twice
-FROM d LEFT JOIN a USING (event_id, endpoint_id);
+FROM d LEFT JOIN a USING (tenant_id, event_id, endpoint_id);

@@ -11,8 +11,8 @@ import (
 )
 
 const LedgerAttemptsInsert = `-- name: LedgerAttemptsInsert :exec
-INSERT INTO delivery_attempts (event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
-SELECT 'evt_' || lpad(g.i::text, 20, '0'), $6::text, a.n,
+INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, status_code, error, outcome)
+SELECT 'default', 'evt_' || lpad(g.i::text, 20, '0'), $6::text, a.n,
        $4::timestamptz + make_interval(secs => (g.i::float8 + 0.5) * $5::float8 / $3::float8)
            + CASE WHEN a.n = 1 THEN interval '8 milliseconds' ELSE interval '1008 milliseconds' END,
        CASE WHEN a.retried AND a.n = 1 THEN 15 ELSE 18 END,
@@ -59,17 +59,17 @@ func (q *Queries) LedgerCheckpoint(ctx context.Context) error {
 
 const LedgerCorrelationsInsert = `-- name: LedgerCorrelationsInsert :exec
 WITH c AS (
-    INSERT INTO correlations (correlation_id, next_sequence, high_water, updated_at)
-    SELECT 'acct_' || lpad(c.c::text, 12, '0'), l.k + 2, l.k + 1,
+    INSERT INTO correlations (tenant_id, correlation_id, next_sequence, high_water, updated_at)
+    SELECT 'default', 'acct_' || lpad(c.c::text, 12, '0'), l.k + 2, l.k + 1,
            $5::timestamptz + make_interval(secs => (l.last_i::float8 + 0.5) * $6::float8 / $3::float8)
                + CASE WHEN l.last_i % 10 = 0 THEN interval '1030 milliseconds' ELSE interval '30 milliseconds' END
     FROM generate_series($1::bigint, $2::bigint - 1) AS c(c)
     CROSS JOIN LATERAL (SELECT ($3::bigint - 1 - c.c) / $4::bigint AS k) q
     CROSS JOIN LATERAL (SELECT q.k, c.c + q.k * $4::bigint AS last_i) l
-    RETURNING correlation_id, high_water, updated_at
+    RETURNING tenant_id, correlation_id, high_water, updated_at
 )
-INSERT INTO lanes (correlation_id, endpoint_id, last_finished, previous, updated_at)
-SELECT correlation_id, $7::text, high_water, high_water, updated_at FROM c
+INSERT INTO lanes (tenant_id, correlation_id, endpoint_id, last_finished, previous, updated_at)
+SELECT tenant_id, correlation_id, $7::text, high_water, high_water, updated_at FROM c
 `
 
 type LedgerCorrelationsInsertParams struct {
@@ -130,9 +130,9 @@ func (q *Queries) LedgerCounts(ctx context.Context) (LedgerCountsRow, error) {
 
 const LedgerEventsInsert = `-- name: LedgerEventsInsert :exec
 WITH ev AS (
-    INSERT INTO events (id, correlation_id, sequence, type, data, payload_hash, state,
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state,
                         accepted_at, released_at, delivered_at, updated_at, run_id)
-    SELECT k.id, k.corr, k.seq, 'bench.event', p.data, sha256(convert_to(p.data::text, 'UTF8')), 'delivered',
+    SELECT 'default', k.id, k.corr, k.seq, 'bench.event', p.data, sha256(convert_to(p.data::text, 'UTF8')), 'delivered',
            t.at, t.at + interval '4 milliseconds', t.done, t.done, md5(k.id)::uuid::text
     FROM generate_series($1::bigint, $2::bigint - 1) AS g(i)
     CROSS JOIN LATERAL (SELECT
@@ -152,10 +152,10 @@ WITH ev AS (
         'customer', 'cus_' || left(md5(k.corr), 20),
         'description', 'invoice ' || left(md5((g.i * 7)::text), 16) || ' paid in full by bank transfer, thank you',
         'metadata', jsonb_build_object('source', 'hookflow-bench', 'batch', g.i / 1000, 'region', 'eu-west-1')) AS data) p
-    RETURNING id, correlation_id, sequence, state, released_at, delivered_at, updated_at
+    RETURNING tenant_id, id, correlation_id, sequence, state, released_at, delivered_at, updated_at
 )
-INSERT INTO deliveries (event_id, endpoint_id, correlation_id, sequence, state, released_at, delivered_at, updated_at)
-SELECT id, $5::text, correlation_id, sequence, state, released_at, delivered_at, updated_at FROM ev
+INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, released_at, delivered_at, updated_at)
+SELECT tenant_id, id, $5::text, correlation_id, sequence, state, released_at, delivered_at, updated_at FROM ev
 `
 
 type LedgerEventsInsertParams struct {
@@ -173,7 +173,8 @@ type LedgerEventsInsertParams struct {
 // aggregate is its delivery's), the oldest accepted at $6, spread over $7
 // seconds. The payload is about 330 bytes of JSON, like a small business
 // event. One statement, so a batch's events never stand without their
-// routing, as EventInsertRouted writes them.
+// routing, as EventInsertRouted writes them. All of it is the default
+// tenant's, where the bench's endpoint is.
 func (q *Queries) LedgerEventsInsert(ctx context.Context, arg LedgerEventsInsertParams) error {
 	_, err := q.db.Exec(ctx, LedgerEventsInsert,
 		arg.Column1,
