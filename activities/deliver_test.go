@@ -97,6 +97,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	return &deliverBundle{
 		st: st, acts: acts, env: env, seq: seq, secret: secret,
 		in: contract.DeliverInput{
+			Tenant:  store.DefaultTenant,
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ep.ID,
 			// No Data, as the workflow sends it: Deliver reads the payload
 			// from the ledger (TestDeliverSignsAndHandsOver sees it sent).

@@ -53,7 +53,7 @@ func TestOperatorActionsClaimOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the API claims the replay")
 
-	skip := contract.SkipInput{EventID: b.in.EventID, EndpointID: b.in.EndpointID, CorrelationID: b.in.CorrelationID, Sequence: b.in.Sequence, Generation: 1, By: "web-ui"}
+	skip := contract.SkipInput{Tenant: b.in.Tenant, EventID: b.in.EventID, EndpointID: b.in.EndpointID, CorrelationID: b.in.CorrelationID, Sequence: b.in.Sequence, Generation: 1, By: "web-ui"}
 	val, err = b.env.ExecuteActivity(b.acts.Skip, skip)
 	require.NoError(t, err)
 	var res contract.OperatorResult
@@ -62,7 +62,7 @@ func TestOperatorActionsClaimOnce(t *testing.T) {
 	require.Equal(t, contract.StateDeadLettered, b.event(t).State, "and skipped nothing")
 	require.Empty(t, b.seq.handedOver())
 
-	val, err = b.env.ExecuteActivity(b.acts.Replayed, contract.ReplayedInput{EventID: b.in.EventID, EndpointID: b.in.EndpointID, Generation: 1, By: "api-key"})
+	val, err = b.env.ExecuteActivity(b.acts.Replayed, contract.ReplayedInput{Tenant: b.in.Tenant, EventID: b.in.EventID, EndpointID: b.in.EndpointID, Generation: 1, By: "api-key"})
 	require.NoError(t, err)
 	var replayed contract.OperatorResult
 	require.NoError(t, val.Get(&replayed))

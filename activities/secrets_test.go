@@ -200,6 +200,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	env.RegisterActivity(acts)
 	input := func(ev store.Event) contract.DeliverInput {
 		return contract.DeliverInput{
+			Tenant:  store.DefaultTenant,
 			EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, EndpointID: ev.Endpoints[0],
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Data: ev.Data, Timeout: 10 * time.Second,
 		}

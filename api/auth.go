@@ -41,9 +41,25 @@ const (
 	ScopeAdmin = wire.ScopeAdmin
 )
 
+// ScopeTenantsWrite: the tenants' routes, and issuing tenants' keys.
+const ScopeTenantsWrite = wire.ScopeTenantsWrite
+
 // Scopes lists every scope.
 func Scopes() []Scope {
-	return []Scope{ScopeEventsWrite, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite, ScopeAdmin}
+	return []Scope{ScopeEventsWrite, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite, ScopeTenantsWrite, ScopeAdmin}
+}
+
+// tenantScopes are those a tenant's key may hold: never admin or
+// tenants:write, which reach beyond one tenant.
+var tenantScopes = []Scope{ScopeEventsWrite, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite}
+
+// joinScopes lists scopes for a problem's detail.
+func joinScopes(scopes []Scope) string {
+	s := make([]string, len(scopes))
+	for i, sc := range scopes {
+		s[i] = string(sc)
+	}
+	return strings.Join(s, ", ")
 }
 
 // KeyPrefix starts every API key, so a key is recognisable in a secret
@@ -59,8 +75,11 @@ type principal struct {
 	name   string
 	scopes []Scope
 	// tenant is the tenant the request acts on: a tenant key's own; for
-	// an operator key (and the bootstrap token), store.DefaultTenant.
+	// an operator key (and the bootstrap token), store.DefaultTenant or the
+	// one the request names (actOn).
 	tenant string
+	// confined: a tenant's key, which acts on its own tenant only.
+	confined bool
 }
 
 func (p principal) can(s Scope) bool {
@@ -127,7 +146,7 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		p := principal{id: k.ID, name: k.Name, tenant: store.DefaultTenant}
 		if k.TenantID != nil {
-			p.tenant = *k.TenantID
+			p.tenant, p.confined = *k.TenantID, true
 		}
 		for _, sc := range k.Scopes {
 			p.scopes = append(p.scopes, Scope(sc))
@@ -241,13 +260,18 @@ func require(scope Scope) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if !principalOf(c).can(scope) {
-				p := problem(http.StatusForbidden, "missing-scope", "Forbidden", fmt.Sprintf("this API key lacks the scope %s", scope))
-				p.Extensions = map[string]any{"scope": scope}
-				return p
+				return scopeProblem(scope, fmt.Sprintf("this API key lacks the scope %s", scope))
 			}
 			return next(c)
 		}
 	}
+}
+
+// scopeProblem is the 403 of a principal that lacks scope.
+func scopeProblem(scope Scope, detail string) *Problem {
+	p := problem(http.StatusForbidden, "missing-scope", "Forbidden", detail)
+	p.Extensions = map[string]any{"scope": scope}
+	return p
 }
 
 // bearerToken takes the token out of an Authorization header. The scheme

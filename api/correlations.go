@@ -21,7 +21,7 @@ import (
 // is stored. The sequencer learns of them by a resync (which loads the
 // ledger) before the answer; when that fails the answer is 503, and a repeat
 // of the request, which finds them voided, tells it again.
-func (s *Server) CorrelationSkip(c echo.Context, id wire.Key) error {
+func (s *Server) CorrelationSkip(c echo.Context, id wire.Key, _ wire.CorrelationSkipParams) error {
 	var req wire.CorrelationSkip
 	if err := s.decode(c, &req); err != nil {
 		return err

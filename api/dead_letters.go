@@ -286,7 +286,7 @@ func (s *Server) replay(c echo.Context, d store.DeadLetter, by string) (operator
 
 // DeadLetterReplay replays a dead letter. The body is judged before the dead letter is looked up: bad input is a
 // 400 whatever the id names.
-func (s *Server) DeadLetterReplay(c echo.Context, id wire.Key) error {
+func (s *Server) DeadLetterReplay(c echo.Context, id wire.Key, _ wire.DeadLetterReplayParams) error {
 	var req wire.Operator
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err
@@ -303,7 +303,7 @@ func (s *Server) DeadLetterReplay(c echo.Context, id wire.Key) error {
 }
 
 // DeadLetterSkip gives a dead letter's event up.
-func (s *Server) DeadLetterSkip(c echo.Context, id wire.Key) error {
+func (s *Server) DeadLetterSkip(c echo.Context, id wire.Key, _ wire.DeadLetterSkipParams) error {
 	var req wire.Operator
 	if err := s.decodeOptional(c, &req); err != nil {
 		return err

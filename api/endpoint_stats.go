@@ -35,7 +35,7 @@ const (
 
 // EndpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
 // that does not exist.
-func (s *Server) EndpointStats(c echo.Context, id wire.Key) error {
+func (s *Server) EndpointStats(c echo.Context, id wire.Key, _ wire.EndpointStatsParams) error {
 	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err

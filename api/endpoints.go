@@ -93,6 +93,13 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.actOn(c, req.TenantID); err != nil {
+		return err
+	}
+	tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
+	if err != nil {
+		return err
+	}
 	if p := s.checkURL(req.URL); p != nil {
 		return p
 	}
@@ -110,22 +117,34 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := tenantWindow(tenant, ch); err != nil {
+		return err
+	}
 	settings := ch.Settings()
 	settings.URLPathPublic = orNil(req.URLPathPublic) != nil && *orNil(req.URLPathPublic)
 	secret, err := createSecret(req.Secret)
 	if err != nil {
 		return err
 	}
+	caps := store.Caps{Endpoints: s.cfg.MaxEndpoints, Subscribers: s.cfg.MaxSubscribers}
+	if m := tenant.Limits.MaxEndpoints; m != nil {
+		caps.Endpoints = int(*m)
+	}
 	ep, err := s.ledger(c).EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), URL: req.URL, Secret: secret, EventTypes: types, Settings: settings},
-		store.Caps{Endpoints: s.cfg.MaxEndpoints, Subscribers: s.cfg.MaxSubscribers})
+		ID: newID("ep_"), URL: req.URL, Secret: secret, EventTypes: types, Settings: settings}, caps)
 	if p := subscribersProblem(err); p != nil {
 		return p
 	}
 	if errors.Is(err, store.ErrEndpointLimit) {
+		if tenant.Limits.MaxEndpoints != nil {
+			p := problem(http.StatusUnprocessableEntity, "endpoint-limit", "Endpoint limit reached",
+				fmt.Sprintf("tenant %s holds %d endpoints, its max_endpoints: delete one, or raise the tenant's limit", tenant.ID, caps.Endpoints))
+			p.Extensions = map[string]any{"tenant_limit": "max_endpoints", "tenant_id": tenant.ID, "limit": caps.Endpoints}
+			return p
+		}
 		p := problem(http.StatusUnprocessableEntity, "endpoint-limit", "Endpoint limit reached",
-			fmt.Sprintf("this deployment holds %d endpoints, its cap (HOOKFLOW_MAX_ENDPOINTS): delete one, or raise the setting", s.cfg.MaxEndpoints))
-		p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_ENDPOINTS", "limit": s.cfg.MaxEndpoints}
+			fmt.Sprintf("tenant %s holds %d endpoints, the cap (HOOKFLOW_MAX_ENDPOINTS): delete one, or raise the setting", tenant.ID, caps.Endpoints))
+		p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_ENDPOINTS", "limit": caps.Endpoints}
 		return p
 	}
 	if err != nil {
@@ -206,7 +225,7 @@ func (s *Server) endpoint(c echo.Context, id string) (store.Endpoint, error) {
 }
 
 // EndpointGet answers an endpoint, without its secret.
-func (s *Server) EndpointGet(c echo.Context, id wire.Key) error {
+func (s *Server) EndpointGet(c echo.Context, id wire.Key, _ wire.EndpointGetParams) error {
 	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
@@ -214,7 +233,7 @@ func (s *Server) EndpointGet(c echo.Context, id wire.Key) error {
 	return c.JSON(http.StatusOK, endpointView(c, ep))
 }
 
-func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
+func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpdateParams) error {
 	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
@@ -241,6 +260,13 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key) error {
 	}
 	ch, err := updateSettings(req).change()
 	if err != nil {
+		return err
+	}
+	tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
+	if err != nil {
+		return err
+	}
+	if err := tenantWindow(tenant, ch); err != nil {
 		return err
 	}
 	ch.URL, ch.Disabled, ch.URLPathPublic = req.URL, req.Disabled, orNil(req.URLPathPublic)
@@ -335,7 +361,7 @@ func (s *Server) resumeEndpoint(c echo.Context, endpointID string) (int, error) 
 
 // EndpointRotateSecret gives the endpoint a new signing secret; the old one
 // keeps signing for RouterConfig.SecretGrace.
-func (s *Server) EndpointRotateSecret(c echo.Context, id wire.Key) error {
+func (s *Server) EndpointRotateSecret(c echo.Context, id wire.Key, _ wire.EndpointRotateSecretParams) error {
 	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
@@ -362,7 +388,7 @@ func (s *Server) EndpointRotateSecret(c echo.Context, id wire.Key) error {
 // deleted"), the rest as each comes to its attempt, which sends nothing.
 // The dead letter rows stay, skipped, for the audit. Its lanes then hold
 // nothing back at the other endpoints (they never did) nor in its own.
-func (s *Server) EndpointDelete(c echo.Context, id wire.Key) error {
+func (s *Server) EndpointDelete(c echo.Context, id wire.Key, _ wire.EndpointDeleteParams) error {
 	ep, err := s.endpoint(c, id)
 	if err != nil {
 		return err
@@ -431,4 +457,17 @@ func (s *Server) EndpointList(c echo.Context, q wire.EndpointListParams) error {
 		page.Items = append(page.Items, endpointView(c, e))
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// tenantWindow refuses a recovery_window past the tenant's
+// max_recovery_window.
+func tenantWindow(t store.Tenant, ch store.EndpointChange) error {
+	max := t.Limits.MaxRecoveryWindow
+	if max == nil || ch.RecoveryWindow == nil || *ch.RecoveryWindow <= *max {
+		return nil
+	}
+	p := fieldProblem("recovery_window", fmt.Sprintf("tenant %s allows a recovery_window of at most %s (its max_recovery_window)", t.ID, *max))
+	p.Status = http.StatusUnprocessableEntity
+	p.Extensions = map[string]any{"tenant_limit": "max_recovery_window", "tenant_id": t.ID}
+	return p
 }

@@ -53,6 +53,12 @@ func (s *Server) EventCreate(c echo.Context) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.actOn(c, deref(req.TenantID)); err != nil {
+		return err
+	}
+	if err := s.limitTenantPosts(c); err != nil {
+		return err
+	}
 	ev, fe := intake.Validate(req)
 	if fe != nil && fe.Reserved {
 		// Well formed, but hookflow's own: its operational events.
@@ -216,7 +222,7 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 }
 
 // EventGet answers an event: its state, and each delivery's.
-func (s *Server) EventGet(c echo.Context, id wire.Key) error {
+func (s *Server) EventGet(c echo.Context, id wire.Key, _ wire.EventGetParams) error {
 	ev, err := s.ledger(c).EventGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no event "+id)
@@ -299,7 +305,7 @@ const maxLaneParked = 100
 // it (the ledger's open deliveries), and what holds it (the released
 // delivery's state, or "missing" when an earlier sequence has not
 // arrived).
-func (s *Server) CorrelationGet(c echo.Context, id wire.Key) error {
+func (s *Server) CorrelationGet(c echo.Context, id wire.Key, _ wire.CorrelationGetParams) error {
 	ctx := c.Request().Context()
 	load, err := s.ledger(c).CorrelationLoadOf(ctx, id, maxLaneParked)
 	if err != nil {

@@ -17,10 +17,30 @@ import (
 )
 
 // APIKeyCreate makes an API key and shows it once; only its hash is kept.
+// With tenant_id it is a tenant's key, which tenants:write may issue and
+// which holds only tenantScopes; without, an operator key, which takes
+// admin to issue.
 func (s *Server) APIKeyCreate(c echo.Context) error {
 	var req wire.APIKeyCreate
 	if err := s.decode(c, &req); err != nil {
 		return err
+	}
+	var tenant *string
+	if req.TenantID != "" {
+		if _, err := s.tenants.get(c.Request().Context(), req.TenantID); err != nil {
+			return err
+		}
+		for _, sc := range req.Scopes {
+			if !slices.Contains(tenantScopes, sc) {
+				p := problem(http.StatusUnprocessableEntity, "invalid-field", "Invalid request field",
+					fmt.Sprintf("a tenant's key may hold only %s, not %s", joinScopes(tenantScopes), sc))
+				p.Field = "scopes"
+				return p
+			}
+		}
+		tenant = &req.TenantID
+	} else if !principalOf(c).can(ScopeAdmin) {
+		return scopeProblem(ScopeAdmin, "an operator key (no tenant_id) takes admin to issue; tenants:write issues tenants' keys")
 	}
 	name := strings.TrimSpace(req.Name)
 	if name == "" {
@@ -48,14 +68,15 @@ func (s *Server) APIKeyCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	k, err := s.deps.Store.APIKeyInsert(c.Request().Context(), id, name, scopes, hashKey(key), nil)
+	k, err := s.deps.Store.APIKeyInsert(c.Request().Context(), id, name, scopes, hashKey(key), tenant)
 	if err != nil {
 		return err
 	}
-	s.deps.Logger.Info("api key created", "key_id", k.ID, "name", k.Name, "scopes", k.Scopes, "by", principalOf(c).name)
+	s.deps.Logger.Info("api key created", "key_id", k.ID, "name", k.Name, "scopes", k.Scopes, "tenant_id", deref(k.TenantID), "by", principalOf(c).name)
 	// The one answer that shows a key.
 	view := apiKeyView(k)
-	return c.JSON(http.StatusCreated, wire.APIKeyCreated{ID: view.ID, Name: view.Name, Scopes: view.Scopes, Key: key, CreatedAt: view.CreatedAt})
+	return c.JSON(http.StatusCreated, wire.APIKeyCreated{ID: view.ID, Name: view.Name, Scopes: view.Scopes, Key: key, CreatedAt: view.CreatedAt,
+		TenantID: view.TenantID})
 }
 
 // reservedPrefix starts the names hookflow acts under itself (its
@@ -114,7 +135,8 @@ func (s *Server) APIKeyRevoke(c echo.Context, id wire.Key) error {
 // apiKeyView is a key as the API shows it: never the key itself, which is
 // kept only as its hash.
 func apiKeyView(k store.APIKey) wire.APIKey {
-	v := wire.APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: deref(k.RevokedAt), Scopes: make([]Scope, 0, len(k.Scopes))}
+	v := wire.APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: deref(k.RevokedAt), Scopes: make([]Scope, 0, len(k.Scopes)),
+		TenantID: deref(k.TenantID)}
 	for _, sc := range k.Scopes {
 		v.Scopes = append(v.Scopes, Scope(sc))
 	}

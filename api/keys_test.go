@@ -61,9 +61,13 @@ var routeScopes = map[string]api.Scope{
 	"GET /v1/stats":                                       api.ScopeEventsRead,
 	"GET /v1/stats/endpoints":                             api.ScopeEventsRead,
 	"GET /v1/events/:id/deliveries/:endpoint_id/attempts": api.ScopeEventsRead,
-	"POST /v1/api-keys":                                   api.ScopeAdmin,
+	"POST /v1/api-keys":                                   api.ScopeTenantsWrite,
 	"GET /v1/api-keys":                                    api.ScopeAdmin,
 	"DELETE /v1/api-keys/:id":                             api.ScopeAdmin,
+	"PUT /v1/tenants/:id":                                 api.ScopeTenantsWrite,
+	"GET /v1/tenants/:id":                                 api.ScopeTenantsWrite,
+	"PATCH /v1/tenants/:id":                               api.ScopeTenantsWrite,
+	"GET /v1/tenants":                                     api.ScopeTenantsWrite,
 }
 
 // TestScopeMatrix: every /v1 route with a key of every scope: allowed (the

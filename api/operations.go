@@ -36,6 +36,8 @@ type operation struct {
 	scope  Scope  // empty outside /v1
 	params openapi3.Parameters
 	body   *openapi3.Schema // nil when the operation takes no body
+	// namesTenant: the operation takes ?tenant_id= (TenantIdQuery).
+	namesTenant bool
 }
 
 // operationKey is where an operation's middleware leaves it in echo's
@@ -58,6 +60,7 @@ func loadOperations(raw []byte) (map[string]*operation, error) {
 			op := &operation{id: o.OperationID, method: method, path: path}
 			op.params = append(op.params, item.Parameters...)
 			op.params = append(op.params, o.Parameters...)
+			op.namesTenant = op.params.GetByInAndName(openapi3.ParameterInQuery, "tenant_id") != nil
 			if o.RequestBody != nil {
 				if mt := o.RequestBody.Value.Content.Get(echo.MIMEApplicationJSON); mt != nil && mt.Schema != nil {
 					op.body = mt.Schema.Value
@@ -79,8 +82,9 @@ func loadOperations(raw []byte) (map[string]*operation, error) {
 
 // operationMiddlewares is each operation's chain, outermost first: its
 // scope, the rate limits (reads on every GET under /v1, posts on
-// eventCreate), then its parameters' checks. Auth runs before all of them
-// (Server.auth, on every request).
+// eventCreate), then its parameters' checks, then the tenant its
+// ?tenant_id= names (actOn). Auth runs before all of them (Server.auth, on
+// every request).
 func (s *Server) operationMiddlewares(ops map[string]*operation) map[string][]echo.MiddlewareFunc {
 	chains := map[string][]echo.MiddlewareFunc{}
 	for id, op := range ops {
@@ -94,7 +98,11 @@ func (s *Server) operationMiddlewares(ops map[string]*operation) map[string][]ec
 		case id == "eventCreate":
 			chain = append(chain, s.limits.limit)
 		}
-		chains[id] = append(chain, op.checkParameters)
+		chain = append(chain, op.checkParameters)
+		if op.namesTenant {
+			chain = append(chain, s.actOnQuery)
+		}
+		chains[id] = chain
 	}
 	return chains
 }

@@ -133,6 +133,7 @@ type Server struct {
 	limits   *rateLimits
 	reads    *rateLimits
 	failures *authFailures
+	tenants  *tenantCache
 }
 
 // New builds the API and its routes.
@@ -172,7 +173,8 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	// kept per address.
 	e.IPExtractor = echo.ExtractIPDirect()
 	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits("post events", cfg.EventsPerSecond, cfg.EventsBurst),
-		reads: newRateLimits("read", cfg.ReadsPerSecond, cfg.ReadsBurst), failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst)}
+		reads: newRateLimits("read", cfg.ReadsPerSecond, cfg.ReadsBurst), failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst),
+		tenants: newTenantCache(deps.Store)}
 
 	// Auth wraps every request, before routing's middleware: group
 	// middleware and RouteNotFound register catch-all routes that make Echo

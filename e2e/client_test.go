@@ -31,7 +31,7 @@ func waitEvent(t *testing.T, c *client.Client, id string, state client.State) cl
 	t.Helper()
 	var ev client.Event
 	waitFor(t, 30*time.Second, id+" "+string(state), func() bool {
-		r, err := c.EventGetWithResponse(context.Background(), id)
+		r, err := c.EventGetWithResponse(context.Background(), id, nil)
 		require.NoError(t, err)
 		ev = *r.JSON200
 		return ev.State == state
@@ -100,7 +100,7 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	ep := created.JSON201
 	require.NotEmpty(t, ep.Secret)
 	rcv.secret = ep.Secret
-	got, err := producer.EndpointGetWithResponse(ctx, ep.ID)
+	got, err := producer.EndpointGetWithResponse(ctx, ep.ID, nil)
 	require.NoError(t, err)
 	var want client.Endpoint // the created endpoint, without its secret
 	b2, err := json.Marshal(ep)
@@ -165,7 +165,7 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	require.Equal(t, bad.ID, dl.EndpointID)
 	require.Contains(t, dl.Reason, "400")
 	require.Contains(t, string(dl.Envelope), `"sequence":1`)
-	cr, err := producer.CorrelationGetWithResponse(ctx, corr)
+	cr, err := producer.CorrelationGetWithResponse(ctx, corr, nil)
 	require.NoError(t, err)
 	c := cr.JSON200
 	require.EqualValues(t, 1, c.NextSequence)
@@ -179,7 +179,7 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	require.EqualValues(t, 1, st.JSON200.DeadLettersOpen)
 
 	flaky.healed.Store(true)
-	act, err := operator.DeadLetterReplayWithResponse(ctx, head, client.Operator{})
+	act, err := operator.DeadLetterReplayWithResponse(ctx, head, nil, client.Operator{})
 	require.NoError(t, err)
 	require.Equal(t, client.OperatorAction{EventID: head, EndpointID: bad.ID, Status: "replaying"}, *act.JSON202)
 	waitEvent(t, producer, head, client.StateDelivered)
@@ -192,7 +192,7 @@ func TestClientDeliversAndReplays(t *testing.T) {
 	require.Equal(t, "operator", dl.ReplayedBy, "recorded under the name of the key that replayed")
 
 	// A second click is refused: the dead letter is not open any more.
-	_, err = operator.DeadLetterReplayWithResponse(ctx, head, client.Operator{})
+	_, err = operator.DeadLetterReplayWithResponse(ctx, head, nil, client.Operator{})
 	var apiErr *client.Error
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, http.StatusConflict, apiErr.Status)
@@ -258,11 +258,11 @@ func TestClientProblems(t *testing.T) {
 	revoked, err := admin.APIKeyRevokeWithResponse(ctx, reader.ID)
 	require.NoError(t, err)
 	require.False(t, revoked.JSON200.RevokedAt.IsZero())
-	_, err = readOnly.EventGetWithResponse(ctx, corr+"-1")
+	_, err = readOnly.EventGetWithResponse(ctx, corr+"-1", nil)
 	problem(err, http.StatusUnauthorized)
 	require.NotContains(t, err.Error(), reader.Key)
 
-	_, err = admin.EventGetWithResponse(ctx, b.id("never-sent"))
+	_, err = admin.EventGetWithResponse(ctx, b.id("never-sent"), nil)
 	problem(err, http.StatusNotFound)
 
 	h, err := admin.HealthzWithResponse(ctx)

@@ -42,7 +42,7 @@ func TestEndpointEventTypes(t *testing.T) {
 		return r.JSON200
 	}
 	update := func(id string, u client.EndpointUpdate) (*client.Endpoint, error) {
-		r, err := c.EndpointUpdateWithResponse(ctx, id, u)
+		r, err := c.EndpointUpdateWithResponse(ctx, id, nil, u)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +86,7 @@ func TestEndpointEventTypes(t *testing.T) {
 	require.True(t, errors.As(err, &pe), "want *client.Error, got %v", err)
 	require.Equal(t, http.StatusUnprocessableEntity, pe.Status)
 	require.Equal(t, "event_types[1]", pe.Field)
-	r, err := c.EndpointGetWithResponse(ctx, orders.ID)
+	r, err := c.EndpointGetWithResponse(ctx, orders.ID, nil)
 	require.NoError(t, err)
 	got := r.JSON200
 	require.Equal(t, []string{"invoice.*"}, got.EventTypes, "the refused change changed nothing")

@@ -451,8 +451,8 @@ func TestTerminateAndResetDoNotStrandACorrelation(t *testing.T) {
 	for _, corr := range corrs {
 		b.waitState(corr+"-1", contract.StateDelivering, 30*time.Second)
 	}
-	b.terminate(delivering + "-1")         // the released event
-	b.terminate(held + "-2")               // a held one
+	b.terminate(delivering + "-1")                              // the released event
+	b.terminate(held + "-2")                                    // a held one
 	b.terminate(contract.SequencerID(store.DefaultTenant, seq)) // a sequencer with parked events
 	b.resetToFirstTask(contract.SequencerID(store.DefaultTenant, reset))
 	released.Store(true)

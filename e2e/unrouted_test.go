@@ -66,10 +66,10 @@ func TestAnEventNoEndpointTakesSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, again.JSON200, "the same event again: 200")
 	require.True(t, again.JSON200.Unrouted)
-	ev, err := c.EventGetWithResponse(context.Background(), corr+"-1")
+	ev, err := c.EventGetWithResponse(context.Background(), corr+"-1", nil)
 	require.NoError(t, err)
 	require.True(t, ev.JSON200.Unrouted)
-	ev, err = c.EventGetWithResponse(context.Background(), corr+"-2")
+	ev, err = c.EventGetWithResponse(context.Background(), corr+"-2", nil)
 	require.NoError(t, err)
 	require.False(t, ev.JSON200.Unrouted)
 }

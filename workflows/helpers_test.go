@@ -21,6 +21,9 @@ import (
 // correlation is the correlation ID every test event belongs to.
 const correlation = "order-42"
 
+// tenant is the correlation's tenant.
+const tenant = "acme"
+
 // act is only used to name activity methods in mocks, as the workflows do.
 var act *activities.Activities
 

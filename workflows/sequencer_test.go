@@ -89,7 +89,7 @@ func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 		dead: map[delivery]bool{}, skips: map[delivery]bool{}, answers: map[int64]contract.Announcement{},
 		ledgerEvents: map[int64]*ledgerEvent{}, ledgerLanes: map[string]contract.LaneState{}}
 	h.start = h.env.Now()
-	h.env.OnActivity(act.LoadSequencer, mock.Anything, correlation).Return(func(context.Context, string) (contract.SequencerLoad, error) {
+	h.env.OnActivity(act.LoadSequencer, mock.Anything, tenant, correlation).Return(func(context.Context, string, string) (contract.SequencerLoad, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.loads++
@@ -102,6 +102,9 @@ func newSeqHarness(t *testing.T, cursor int64) *seqHarness {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.laneLoads++
+		if in.Tenant != tenant {
+			h.violations = append(h.violations, fmt.Sprintf("LoadLanes read tenant %q's ledger, not the sequencer's %q", in.Tenant, tenant))
+		}
 		if err := h.failLoad(); err != nil {
 			return nil, err
 		}
@@ -403,7 +406,7 @@ func (h *seqHarness) state() contract.SequencerState {
 func (h *seqHarness) run(in workflows.SequencerInput) error {
 	h.t.Helper()
 	if in.CorrelationID == "" {
-		in.CorrelationID = correlation
+		in.Tenant, in.CorrelationID = tenant, correlation
 	}
 	h.env.ExecuteWorkflow(contract.SequencerWorkflow, in)
 	require.True(h.t, h.env.IsWorkflowCompleted())

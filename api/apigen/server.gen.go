@@ -33,10 +33,10 @@ type ServerInterface interface {
 	APIKeyRevoke(ctx echo.Context, id Key) error
 	// CorrelationGet Next expected sequence, parked sequences and what blocks the correlation
 	// (GET /v1/correlations/{id})
-	CorrelationGet(ctx echo.Context, id Key) error
+	CorrelationGet(ctx echo.Context, id Key, params CorrelationGetParams) error
 	// CorrelationSkip Void sequences the producer lost: every lane moves past them, receivers see them in skipped_sequences
 	// (POST /v1/correlations/{id}/skip)
-	CorrelationSkip(ctx echo.Context, id Key) error
+	CorrelationSkip(ctx echo.Context, id Key, params CorrelationSkipParams) error
 	// DeadLetterList List dead letters (keyset pagination; envelopes and attempts only with include)
 	// (GET /v1/dead-letters)
 	DeadLetterList(ctx echo.Context, params DeadLetterListParams) error
@@ -48,10 +48,10 @@ type ServerInterface interface {
 	DeadLetterGet(ctx echo.Context, id Key, params DeadLetterGetParams) error
 	// DeadLetterReplay Replay: a fresh recovery window, same identifiers
 	// (POST /v1/dead-letters/{id}/replay)
-	DeadLetterReplay(ctx echo.Context, id Key) error
+	DeadLetterReplay(ctx echo.Context, id Key, params DeadLetterReplayParams) error
 	// DeadLetterSkip Give the event up: its successors go on; who, when and why are recorded
 	// (POST /v1/dead-letters/{id}/skip)
-	DeadLetterSkip(ctx echo.Context, id Key) error
+	DeadLetterSkip(ctx echo.Context, id Key, params DeadLetterSkipParams) error
 	// EndpointList List endpoints, without their secrets, in id order (keyset pagination)
 	// (GET /v1/endpoints)
 	EndpointList(ctx echo.Context, params EndpointListParams) error
@@ -60,19 +60,19 @@ type ServerInterface interface {
 	EndpointCreate(ctx echo.Context) error
 	// EndpointDelete Delete the endpoint for good: routing stops, its open deliveries end skipped (recorded), then 404
 	// (DELETE /v1/endpoints/{id})
-	EndpointDelete(ctx echo.Context, id Key) error
+	EndpointDelete(ctx echo.Context, id Key, params EndpointDeleteParams) error
 	// EndpointGet An endpoint (without its secret)
 	// (GET /v1/endpoints/{id})
-	EndpointGet(ctx echo.Context, id Key) error
+	EndpointGet(ctx echo.Context, id Key, params EndpointGetParams) error
 	// EndpointUpdate Change the URL and/or enable or disable the endpoint
 	// (PATCH /v1/endpoints/{id})
-	EndpointUpdate(ctx echo.Context, id Key) error
+	EndpointUpdate(ctx echo.Context, id Key, params EndpointUpdateParams) error
 	// EndpointRotateSecret New signing secret; the old one keeps signing (second signature) for a grace period
 	// (POST /v1/endpoints/{id}/rotate-secret)
-	EndpointRotateSecret(ctx echo.Context, id Key) error
+	EndpointRotateSecret(ctx echo.Context, id Key, params EndpointRotateSecretParams) error
 	// EndpointStats An endpoint's health: its attempts' success rate and latency over the last hour, what waits for it, its open dead letters
 	// (GET /v1/endpoints/{id}/stats)
-	EndpointStats(ctx echo.Context, id Key) error
+	EndpointStats(ctx echo.Context, id Key, params EndpointStatsParams) error
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	// (GET /v1/endpoints/{id}/url-changes)
 	EndpointURLChanges(ctx echo.Context, id Key, params EndpointURLChangesParams) error
@@ -81,7 +81,7 @@ type ServerInterface interface {
 	EventCreate(ctx echo.Context) error
 	// EventGet An event's state and attempts
 	// (GET /v1/events/{id})
-	EventGet(ctx echo.Context, id Key) error
+	EventGet(ctx echo.Context, id Key, params EventGetParams) error
 	// EventAttempts A page of a delivery's attempts
 	// (GET /v1/events/{id}/deliveries/{endpoint_id}/attempts)
 	EventAttempts(ctx echo.Context, id Key, endpointID Key, params EventAttemptsParams) error
@@ -91,6 +91,18 @@ type ServerInterface interface {
 	// StatsEndpoints The endpoints' health a page at a time (what `hookflow status` ranks, following the pages), one query a page
 	// (GET /v1/stats/endpoints)
 	StatsEndpoints(ctx echo.Context, params StatsEndpointsParams) error
+	// TenantList Tenants, in id order
+	// (GET /v1/tenants)
+	TenantList(ctx echo.Context, params TenantListParams) error
+	// TenantGet A tenant
+	// (GET /v1/tenants/{id})
+	TenantGet(ctx echo.Context, id TenantID) error
+	// TenantUpdate Disable or enable a tenant
+	// (PATCH /v1/tenants/{id})
+	TenantUpdate(ctx echo.Context, id TenantID) error
+	// TenantPut Create or replace a tenant
+	// (PUT /v1/tenants/{id})
+	TenantPut(ctx echo.Context, id TenantID) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -170,8 +182,17 @@ func (w *ServerInterfaceWrapper) CorrelationGet(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CorrelationGetParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CorrelationGet(ctx, id)
+	err = w.Handler.CorrelationGet(ctx, id, params)
 	return err
 }
 
@@ -186,8 +207,17 @@ func (w *ServerInterfaceWrapper) CorrelationSkip(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CorrelationSkipParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CorrelationSkip(ctx, id)
+	err = w.Handler.CorrelationSkip(ctx, id, params)
 	return err
 }
 
@@ -260,6 +290,13 @@ func (w *ServerInterfaceWrapper) DeadLetterList(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
 	}
 
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.DeadLetterList(ctx, params)
 	return err
@@ -299,6 +336,13 @@ func (w *ServerInterfaceWrapper) DeadLetterReplayBatch(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
 	}
 
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.DeadLetterReplayBatch(ctx, params)
 	return err
@@ -324,6 +368,13 @@ func (w *ServerInterfaceWrapper) DeadLetterGet(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint_id: %s", err))
 	}
 
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.DeadLetterGet(ctx, id, params)
 	return err
@@ -340,8 +391,17 @@ func (w *ServerInterfaceWrapper) DeadLetterReplay(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeadLetterReplayParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.DeadLetterReplay(ctx, id)
+	err = w.Handler.DeadLetterReplay(ctx, id, params)
 	return err
 }
 
@@ -356,8 +416,17 @@ func (w *ServerInterfaceWrapper) DeadLetterSkip(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeadLetterSkipParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.DeadLetterSkip(ctx, id)
+	err = w.Handler.DeadLetterSkip(ctx, id, params)
 	return err
 }
 
@@ -379,6 +448,13 @@ func (w *ServerInterfaceWrapper) EndpointList(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
 	}
 
 	// Invoke the callback with all the unmarshaled arguments
@@ -406,8 +482,17 @@ func (w *ServerInterfaceWrapper) EndpointDelete(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointDeleteParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.EndpointDelete(ctx, id)
+	err = w.Handler.EndpointDelete(ctx, id, params)
 	return err
 }
 
@@ -422,8 +507,17 @@ func (w *ServerInterfaceWrapper) EndpointGet(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointGetParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.EndpointGet(ctx, id)
+	err = w.Handler.EndpointGet(ctx, id, params)
 	return err
 }
 
@@ -438,8 +532,17 @@ func (w *ServerInterfaceWrapper) EndpointUpdate(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointUpdateParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.EndpointUpdate(ctx, id)
+	err = w.Handler.EndpointUpdate(ctx, id, params)
 	return err
 }
 
@@ -454,8 +557,17 @@ func (w *ServerInterfaceWrapper) EndpointRotateSecret(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointRotateSecretParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.EndpointRotateSecret(ctx, id)
+	err = w.Handler.EndpointRotateSecret(ctx, id, params)
 	return err
 }
 
@@ -470,8 +582,17 @@ func (w *ServerInterfaceWrapper) EndpointStats(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointStatsParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.EndpointStats(ctx, id)
+	err = w.Handler.EndpointStats(ctx, id, params)
 	return err
 }
 
@@ -493,6 +614,13 @@ func (w *ServerInterfaceWrapper) EndpointURLChanges(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
 	}
 
 	// Invoke the callback with all the unmarshaled arguments
@@ -520,8 +648,17 @@ func (w *ServerInterfaceWrapper) EventGet(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventGetParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.EventGet(ctx, id)
+	err = w.Handler.EventGet(ctx, id, params)
 	return err
 }
 
@@ -560,6 +697,13 @@ func (w *ServerInterfaceWrapper) EventAttempts(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
 	}
 
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.EventAttempts(ctx, id, endpointID, params)
 	return err
@@ -576,6 +720,13 @@ func (w *ServerInterfaceWrapper) Stats(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "top", ctx.QueryParams(), &params.Top, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter top: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
 	}
 
 	// Invoke the callback with all the unmarshaled arguments
@@ -603,8 +754,88 @@ func (w *ServerInterfaceWrapper) StatsEndpoints(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
 	}
 
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.StatsEndpoints(ctx, params)
+	return err
+}
+
+// TenantList converts echo context to params.
+func (w *ServerInterfaceWrapper) TenantList(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params TenantListParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TenantList(ctx, params)
+	return err
+}
+
+// TenantGet converts echo context to params.
+func (w *ServerInterfaceWrapper) TenantGet(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TenantGet(ctx, id)
+	return err
+}
+
+// TenantUpdate converts echo context to params.
+func (w *ServerInterfaceWrapper) TenantUpdate(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TenantUpdate(ctx, id)
+	return err
+}
+
+// TenantPut converts echo context to params.
+func (w *ServerInterfaceWrapper) TenantPut(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TenantPut(ctx, id)
 	return err
 }
 
@@ -681,5 +912,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/events/:id/deliveries/:endpoint_id/attempts", wrapper.EventAttempts, options.OperationMiddlewares["eventAttempts"]...)
 	router.GET(options.BaseURL+"/v1/stats", wrapper.Stats, options.OperationMiddlewares["stats"]...)
 	router.GET(options.BaseURL+"/v1/stats/endpoints", wrapper.StatsEndpoints, options.OperationMiddlewares["statsEndpoints"]...)
+	router.GET(options.BaseURL+"/v1/tenants", wrapper.TenantList, options.OperationMiddlewares["tenantList"]...)
+	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.TenantGet, options.OperationMiddlewares["tenantGet"]...)
+	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.TenantUpdate, options.OperationMiddlewares["tenantUpdate"]...)
+	router.PUT(options.BaseURL+"/v1/tenants/:id", wrapper.TenantPut, options.OperationMiddlewares["tenantPut"]...)
 
 }

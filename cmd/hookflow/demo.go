@@ -71,7 +71,7 @@ func (d demo) endpointLink(corr, endpointID string) string {
 }
 
 func (d demo) run(ctx context.Context) error {
-	r, err := d.api.EndpointGetWithResponse(ctx, devEndpointID)
+	r, err := d.api.EndpointGetWithResponse(ctx, devEndpointID, nil)
 	if err != nil {
 		return fmt.Errorf("is `hookflow dev` running? %w", d.api.fail(err))
 	}
@@ -139,7 +139,7 @@ func (d demo) run(ctx context.Context) error {
 	// demo skips: the lane's next delivery then carries skipped_sequences
 	// [1], and fails the same way; the healthy lane never waited.
 	d.step(3, "Skip the dead letter at "+bad.ID+" (recorded: who, when, why); that lane moves on to 2")
-	if _, err := d.api.DeadLetterSkipWithResponse(ctx, ids[1], client.Operator{EndpointID: bad.ID, Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
+	if _, err := d.api.DeadLetterSkipWithResponse(ctx, ids[1], nil, client.Operator{EndpointID: bad.ID, Note: "demo: the receiver does not know this endpoint's secret"}); err != nil {
 		return d.api.fail(err)
 	}
 	if err := d.waitDelivery(ctx, ids[1], bad.ID, client.StateSkipped); err != nil {
@@ -153,7 +153,7 @@ func (d demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintln(d.out, "   When the receiver is the one at fault, fix it and `hookflow dlq replay <id> --endpoint-id <ep>` (or --all):")
 	fmt.Fprintln(d.out, "   a fresh recovery window, same identifiers, and the lane goes on in order.")
-	if _, err := d.api.EndpointUpdateWithResponse(ctx, bad.ID, client.EndpointUpdate{Disabled: new(true)}); err != nil {
+	if _, err := d.api.EndpointUpdateWithResponse(ctx, bad.ID, nil, client.EndpointUpdate{Disabled: new(true)}); err != nil {
 		return d.api.fail(err)
 	}
 	fmt.Fprintf(d.out, "   cleaned up: endpoint %s disabled (its lane keeps what it holds; nothing new is routed to it)\n", bad.ID)
@@ -167,7 +167,7 @@ func (d demo) run(ctx context.Context) error {
 
 // lanes prints each lane of the correlation.
 func (d demo) lanes(ctx context.Context, corr string) error {
-	r, err := d.api.CorrelationGetWithResponse(ctx, corr)
+	r, err := d.api.CorrelationGetWithResponse(ctx, corr, nil)
 	if err != nil {
 		return d.api.fail(err)
 	}
@@ -197,7 +197,7 @@ func (d demo) waitDelivery(ctx context.Context, id, endpointID string, state cli
 	deadline := time.Now().Add(d.wait)
 	last := client.State("")
 	for {
-		r, err := d.api.EventGetWithResponse(ctx, id)
+		r, err := d.api.EventGetWithResponse(ctx, id, nil)
 		if err != nil {
 			fmt.Fprintln(d.out)
 			return d.api.fail(err)

@@ -166,7 +166,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		r, err := cl.DeadLetterReplayWithResponse(ctx, id, client.Operator{EndpointID: endpoint})
+		r, err := cl.DeadLetterReplayWithResponse(ctx, id, nil, client.Operator{EndpointID: endpoint})
 		if err != nil {
 			return cl.fail(err)
 		}
@@ -182,7 +182,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if strings.TrimSpace(note) == "" {
 			return &config.UsageError{Msg: "dlq skip needs --note saying why"}
 		}
-		r, err := cl.DeadLetterSkipWithResponse(ctx, id, client.Operator{EndpointID: endpoint, Note: note})
+		r, err := cl.DeadLetterSkipWithResponse(ctx, id, nil, client.Operator{EndpointID: endpoint, Note: note})
 		if err != nil {
 			return cl.fail(err)
 		}

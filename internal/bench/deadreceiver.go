@@ -274,7 +274,7 @@ func (d *deadRun) waitOutage(ctx context.Context, end time.Time) error {
 		if err := d.r.s.checkAlive(); err != nil {
 			return err
 		}
-		r, err := d.api.EndpointStatsWithResponse(ctx, d.endpointID)
+		r, err := d.api.EndpointStatsWithResponse(ctx, d.endpointID, nil)
 		if err != nil {
 			return fmt.Errorf("read the dead receiver's endpoint stats: %w", err)
 		}
@@ -291,7 +291,7 @@ func (d *deadRun) waitOutage(ctx context.Context, end time.Time) error {
 func (d *deadRun) settle(ctx context.Context) (hfclient.EndpointHealth, error) {
 	deadline := time.Now().Add(deadSettle)
 	for {
-		r, err := d.api.EndpointStatsWithResponse(ctx, d.endpointID)
+		r, err := d.api.EndpointStatsWithResponse(ctx, d.endpointID, nil)
 		if err != nil {
 			return hfclient.EndpointHealth{}, fmt.Errorf("read the dead receiver's endpoint stats: %w", err)
 		}
@@ -505,7 +505,7 @@ func (d *deadReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *runner) narrowFanOut(ctx context.Context, api *hfclient.Client) error {
 	only := nullable.NewNullableWithValue([]string{fanOutEventType})
 	for _, f := range r.s.fanOut {
-		if _, err := api.EndpointUpdateWithResponse(ctx, f.endpointID, hfclient.EndpointUpdate{EventTypes: only}); err != nil {
+		if _, err := api.EndpointUpdateWithResponse(ctx, f.endpointID, nil, hfclient.EndpointUpdate{EventTypes: only}); err != nil {
 			return fmt.Errorf("narrow a fan-out endpoint's event types: %w", err)
 		}
 	}

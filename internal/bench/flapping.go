@@ -144,7 +144,7 @@ func (r *runner) flapping(ctx context.Context, rep *FlappingReport, c FlappingCa
 			if !disabledAt.IsZero() {
 				continue
 			}
-			gr, err := api.EndpointGetWithResponse(ctx, ep.ID)
+			gr, err := api.EndpointGetWithResponse(ctx, ep.ID, nil)
 			if err != nil {
 				return fmt.Errorf("read the flapping endpoint: %w", err)
 			}
@@ -205,13 +205,13 @@ func (r *runner) flapLedger(ctx context.Context, rep *FlappingReport, api *hfcli
 		FROM dead_letters WHERE endpoint_id = $1`, endpointID).Scan(&rep.DeadLetters, &rep.DeadLetterings, &rep.DeadLetterAttempts); err != nil {
 		return fmt.Errorf("count the flapping endpoint's dead letters: %w", err)
 	}
-	sr, err := api.EndpointStatsWithResponse(ctx, endpointID)
+	sr, err := api.EndpointStatsWithResponse(ctx, endpointID, nil)
 	if err != nil {
 		return fmt.Errorf("read the flapping endpoint's stats: %w", err)
 	}
 	rep.Circuit = string(sr.JSON200.Circuit.State)
 	if !rep.Disabled {
-		gr, err := api.EndpointGetWithResponse(ctx, endpointID)
+		gr, err := api.EndpointGetWithResponse(ctx, endpointID, nil)
 		if err != nil {
 			return fmt.Errorf("read the flapping endpoint: %w", err)
 		}

@@ -386,7 +386,7 @@ func (x *modelExec) deleteEndpoints(ctx context.Context) {
 		if x.deleted[ep] {
 			continue
 		}
-		if _, err := x.st.client.EndpointDeleteWithResponse(ctx, id); err != nil {
+		if _, err := x.st.client.EndpointDeleteWithResponse(ctx, id, nil); err != nil {
 			x.logger.Warn("delete the scenario's endpoint", "endpoint_id", id, "error", err)
 		}
 	}
@@ -499,7 +499,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 // unanswered or 5xx.
 func (x *modelExec) setDisabled(ctx context.Context, ep int, disabled bool) string {
 	code, _, err := untilAnswered(http.StatusOK, func() error {
-		_, err := x.st.client.EndpointUpdateWithResponse(ctx, x.endpoints[ep], hfclient.EndpointUpdate{Disabled: &disabled})
+		_, err := x.st.client.EndpointUpdateWithResponse(ctx, x.endpoints[ep], nil, hfclient.EndpointUpdate{Disabled: &disabled})
 		return err
 	})
 	if code == http.StatusOK {
@@ -536,7 +536,7 @@ func (x *modelExec) deleteEndpoint(ctx context.Context, ep int) string {
 	x.mu.Unlock()
 	var res hfclient.EndpointDeleted
 	code, tries, err := untilAnswered(http.StatusOK, func() (err error) {
-		r, err := x.st.client.EndpointDeleteWithResponse(ctx, x.endpoints[ep])
+		r, err := x.st.client.EndpointDeleteWithResponse(ctx, x.endpoints[ep], nil)
 		if err == nil {
 			res = *r.JSON200
 		}
@@ -579,7 +579,7 @@ func (x *modelExec) void(ctx context.Context, s Step) string {
 	x.mu.Unlock()
 	var res hfclient.CorrelationVoided
 	code, _, err := untilAnswered(http.StatusOK, func() (err error) {
-		r, err := x.st.client.CorrelationSkipWithResponse(ctx, corr, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
+		r, err := x.st.client.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
 		if err == nil {
 			res = *r.JSON200
 		}
@@ -771,12 +771,12 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 		var act hfclient.OperatorAction
 		if p.Button == "skip" {
 			var r *hfclient.DeadLetterSkipResponse
-			if r, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, req); err == nil {
+			if r, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, nil, req); err == nil {
 				act = *r.JSON202
 			}
 		} else {
 			var r *hfclient.DeadLetterReplayResponse
-			if r, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, req); err == nil {
+			if r, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, nil, req); err == nil {
 				act = *r.JSON202
 			}
 		}
@@ -1091,9 +1091,9 @@ func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, ge
 	var err error
 	req := hfclient.Operator{EndpointID: x.endpoints[ep], Note: "operator model: closing"}
 	if button == "skip" {
-		_, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, req)
+		_, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, nil, req)
 	} else {
-		_, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, req)
+		_, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, nil, req)
 	}
 	code, err := answered(err, http.StatusAccepted)
 	x.mu.Lock()

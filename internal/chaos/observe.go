@@ -263,7 +263,7 @@ func (o *observer) readBreaker(ctx context.Context, endpointID string, outages [
 		}
 		b.HeadsAtOutage = append(b.HeadsAtOutage, n)
 	}
-	r, err := st.client.EndpointStatsWithResponse(ctx, endpointID)
+	r, err := st.client.EndpointStatsWithResponse(ctx, endpointID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the flapping endpoint's stats: %w", err)
 	}

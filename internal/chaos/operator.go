@@ -534,7 +534,7 @@ const autoReplayGrace = 20 * time.Second
 // pending. It keeps the latter for the checks. It returns the replayed
 // event ids.
 func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]string, error) {
-	r, err := o.st.client.EndpointStatsWithResponse(ctx, endpointID)
+	r, err := o.st.client.EndpointStatsWithResponse(ctx, endpointID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the circuit of %s: %w", endpointID, err)
 	}
@@ -566,7 +566,7 @@ func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed f
 		}
 		// A 409 says hookflow's own replay (or a double click) took it
 		// meanwhile.
-		_, err := o.st.client.DeadLetterReplayWithResponse(ctx, d.EventID, hfclient.Operator{EndpointID: endpointID, Note: "chaos: operator's replay"})
+		_, err := o.st.client.DeadLetterReplayWithResponse(ctx, d.EventID, nil, hfclient.Operator{EndpointID: endpointID, Note: "chaos: operator's replay"})
 		if code, err := answered(err, http.StatusAccepted); err != nil || code != http.StatusAccepted {
 			continue
 		}
@@ -588,9 +588,9 @@ func (o *operator) press(ctx context.Context, eventID, endpointID, button string
 	note := hfclient.Operator{EndpointID: endpointID, Note: "chaos: " + button + " pressed twice at once"}
 	var err error
 	if button == "skip" {
-		_, err = o.st.client.DeadLetterSkipWithResponse(ctx, eventID, note)
+		_, err = o.st.client.DeadLetterSkipWithResponse(ctx, eventID, nil, note)
 	} else {
-		_, err = o.st.client.DeadLetterReplayWithResponse(ctx, eventID, note)
+		_, err = o.st.client.DeadLetterReplayWithResponse(ctx, eventID, nil, note)
 	}
 	return answered(err, http.StatusAccepted)
 }

@@ -255,7 +255,7 @@ func (r *run) waitQuiet(ctx context.Context) error {
 func (r *run) nextProbe(ctx context.Context) time.Time {
 	var latest time.Time
 	for _, ep := range r.operator.st.endpoints.ids {
-		sr, err := r.operator.st.client.EndpointStatsWithResponse(ctx, ep)
+		sr, err := r.operator.st.client.EndpointStatsWithResponse(ctx, ep, nil)
 		if err != nil || sr.JSON200.Circuit.State == "closed" {
 			continue
 		}

@@ -49,7 +49,7 @@ func TestInputStaysSmall(t *testing.T) {
 	s := &Starter{cfg: Config{RecoveryWindow: 5 * time.Minute, DeliveryTimeout: 15 * time.Second}}
 	long := strings.Repeat("k", 255)
 	window, timeout := int64(24*time.Hour/time.Millisecond), int64(time.Minute/time.Millisecond)
-	ev := store.Event{Event: intake.Event{ID: long, CorrelationID: long, Sequence: math.MaxInt64, Type: long,
+	ev := store.Event{TenantID: strings.Repeat("t", 200), Event: intake.Event{ID: long, CorrelationID: long, Sequence: math.MaxInt64, Type: long,
 		Data: json.RawMessage(`{"blob":"` + strings.Repeat("x", 1<<20) + `"}`)}}
 	for i := range contract.MaxSubscribersCeiling {
 		ep := fmt.Sprintf("%0255d", i)

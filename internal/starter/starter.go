@@ -105,7 +105,7 @@ func (s *Starter) workflowID(id string) string { return contract.EventWorkflowID
 func (s *Starter) Input(ev store.Event) workflows.EventInput {
 	in := workflows.EventInput{
 		Event: contract.DeliverInput{
-			Tenant: s.tenant(), EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
+			Tenant: ev.TenantID, EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
 			// No Data: the ledger has it, and Deliver reads it there, so
 			// neither the workflow's input nor its activities' copy it.
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: s.cfg.DeliveryTimeout,
@@ -492,10 +492,10 @@ func (s *Starter) execute(ctx context.Context, ev store.Event, in workflows.Even
 // error for which signalerr.NotSent is false may come after the signal
 // arrived.
 func (s *Starter) SignalDeadLetter(ctx context.Context, d store.DeadLetter, signal string, arg any) (ended bool, err error) {
-	s = s.Tenant(d.TenantID) // the dead letter's own
 	if err := ctx.Err(); err != nil {
 		return false, signalerr.BeforeSend(err)
 	}
+	s = s.Tenant(d.TenantID) // the dead letter's own
 	err = s.temporal.SignalWorkflow(ctx, s.workflowID(d.EventID), "", signal, arg)
 	if !isNotFound(err) {
 		return false, err

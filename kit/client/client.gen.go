@@ -194,6 +194,27 @@ func (e OperatorActionStatus) Valid() bool {
 	}
 }
 
+// Defines values for ProblemTenantLimit.
+const (
+	ProblemTenantLimitEventsPerSecond   ProblemTenantLimit = "events_per_second"
+	ProblemTenantLimitMaxEndpoints      ProblemTenantLimit = "max_endpoints"
+	ProblemTenantLimitMaxRecoveryWindow ProblemTenantLimit = "max_recovery_window"
+)
+
+// Valid indicates whether the value is a known member of the ProblemTenantLimit enum.
+func (e ProblemTenantLimit) Valid() bool {
+	switch e {
+	case ProblemTenantLimitEventsPerSecond:
+		return true
+	case ProblemTenantLimitMaxEndpoints:
+		return true
+	case ProblemTenantLimitMaxRecoveryWindow:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReadinessChecks.
 const (
 	ReadinessChecksOk          ReadinessChecks = "ok"
@@ -240,6 +261,7 @@ const (
 	ScopeEndpointsWrite   Scope = "endpoints:write"
 	ScopeEventsRead       Scope = "events:read"
 	ScopeEventsWrite      Scope = "events:write"
+	ScopeTenantsWrite     Scope = "tenants:write"
 )
 
 // Valid indicates whether the value is a known member of the Scope enum.
@@ -254,6 +276,8 @@ func (e Scope) Valid() bool {
 	case ScopeEventsRead:
 		return true
 	case ScopeEventsWrite:
+		return true
+	case ScopeTenantsWrite:
 		return true
 	default:
 		return false
@@ -321,6 +345,9 @@ type APIKey struct {
 	Name      string    `json:"name"`
 	RevokedAt time.Time `json:"revoked_at,omitempty,omitzero"`
 	Scopes    []Scope   `json:"scopes"`
+
+	// TenantID the tenant a tenant's key is confined to; absent for an operator key
+	TenantID string `json:"tenant_id,omitempty,omitzero"`
 }
 
 // APIKeyCreate defines model for APIKeyCreate.
@@ -328,6 +355,9 @@ type APIKeyCreate struct {
 	// Name who or what uses the key; the by of its replays and skips
 	Name   string  `json:"name"`
 	Scopes []Scope `json:"scopes"`
+
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id,omitempty,omitzero"`
 }
 
 // APIKeyCreated defines model for APIKeyCreated.
@@ -339,6 +369,9 @@ type APIKeyCreated struct {
 	Key    string  `json:"key"`
 	Name   string  `json:"name"`
 	Scopes []Scope `json:"scopes"`
+
+	// TenantID the tenant a tenant's key is confined to; absent for an operator key
+	TenantID string `json:"tenant_id,omitempty,omitzero"`
 }
 
 // Accepted defines model for Accepted.
@@ -637,6 +670,9 @@ type EndpointCreate struct {
 	// Secret A signing secret you bring (a receiver that already verifies with it, an endpoint moved from another sender): whsec_ followed by the standard base64 of 24 to 64 random bytes. Stored and shown like one hookflow makes: in this answer and on rotation only, never logged. Left out, hookflow makes one of 32 bytes. Anything else is a 422 (field secret). Set at creation only: a PATCH with secret is a 400; rotate with POST /v1/endpoints/{id}/rotate-secret.
 	Secret *string `json:"secret,omitempty"`
 
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id,omitempty,omitzero"`
+
 	// Timeout The HTTP timeout of one delivery attempt: a Go duration from 1s to 60s, whole milliseconds. Fixed for each event when it is routed, like recovery_window. null or left out: the server's (HOOKFLOW_DELIVERY_TIMEOUT, 15s by default).
 	Timeout nullable.Nullable[string] `json:"timeout,omitempty,omitzero"`
 	URL     string                    `json:"url"`
@@ -888,9 +924,12 @@ type EventCreate struct {
 	EndpointID Key `json:"endpoint_id,omitempty,omitzero"`
 
 	// ID Identifier: 1-255 of A-Z a-z 0-9 _ : -
-	ID       Key    `json:"id"`
-	Sequence int64  `json:"sequence"`
-	Type     string `json:"type"`
+	ID       Key   `json:"id"`
+	Sequence int64 `json:"sequence"`
+
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id,omitempty,omitzero"`
+	Type     string   `json:"type"`
 }
 
 // Key Identifier: 1-255 of A-Z a-z 0-9 _ : -
@@ -965,12 +1004,21 @@ type Problem struct {
 	Limit int64 `json:"limit,omitempty,omitzero"`
 
 	// Setting the setting whose cap refused the request (`HOOKFLOW_MAX_ENDPOINTS`, `HOOKFLOW_MAX_SUBSCRIBERS`)
-	Setting              string                 `json:"setting,omitempty,omitzero"`
-	Status               int64                  `json:"status"`
+	Setting string `json:"setting,omitempty,omitzero"`
+	Status  int64  `json:"status"`
+
+	// TenantID the tenant whose limit it is
+	TenantID string `json:"tenant_id,omitempty,omitzero"`
+
+	// TenantLimit the tenant's limit that refused the request (TenantLimits)
+	TenantLimit          ProblemTenantLimit     `json:"tenant_limit,omitempty,omitzero"`
 	Title                string                 `json:"title"`
 	Type                 string                 `json:"type"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
+
+// ProblemTenantLimit the tenant's limit that refused the request (TenantLimits)
+type ProblemTenantLimit string
 
 // Readiness defines model for Readiness.
 type Readiness struct {
@@ -984,7 +1032,7 @@ type ReadinessChecks string
 // ReadinessStatus defines model for Readiness.Status.
 type ReadinessStatus string
 
-// Scope What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), admin (everything, keys included).
+// Scope What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
 type Scope string
 
 // State How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
@@ -1026,6 +1074,62 @@ type CleanerRun struct {
 	StartedAt       time.Time `json:"started_at"`
 }
 
+// Tenant defines model for Tenant.
+type Tenant struct {
+	CreatedAt time.Time `json:"created_at"`
+	Disabled  bool      `json:"disabled"`
+
+	// ID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	ID TenantID `json:"id"`
+
+	// Limits The tenant's limits; a limit left out (or null) is the server's default.
+	Limits    TenantLimits      `json:"limits"`
+	Metadata  map[string]string `json:"metadata"`
+	Name      string            `json:"name"`
+	UpdatedAt time.Time         `json:"updated_at"`
+}
+
+// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+type TenantID = string
+
+// TenantLimits The tenant's limits; a limit left out (or null) is the server's default.
+type TenantLimits struct {
+	// EventsPerSecond Events the API accepts from the tenant per second, over all its keys and every operator key acting on it, in each API process (bursts of twice as many). Past it: 429 limit tenant-events-per-second. Default: none beyond each key's HOOKFLOW_POST_RATE_LIMIT.
+	EventsPerSecond nullable.Nullable[float64] `json:"events_per_second,omitempty,omitzero"`
+
+	// MaxEndpoints The tenant's endpoints not deleted; past it, POST /v1/endpoints answers 422 endpoint-limit. Default: HOOKFLOW_MAX_ENDPOINTS.
+	MaxEndpoints nullable.Nullable[int64] `json:"max_endpoints,omitempty,omitzero"`
+
+	// MaxRecoveryWindow The longest recovery_window an endpoint of the tenant may set (Go duration, 1s to 72h); longer: 422 invalid-field recovery_window. Default: 72h.
+	MaxRecoveryWindow nullable.Nullable[string] `json:"max_recovery_window,omitempty,omitzero"`
+}
+
+// TenantPage defines model for TenantPage.
+type TenantPage struct {
+	Items []Tenant `json:"items"`
+
+	// NextCursor asks for the next page (cursor); absent on the last page
+	NextCursor string `json:"next_cursor,omitempty,omitzero"`
+}
+
+// TenantPut A tenant as the SaaS has it: what a PUT leaves out goes back to its default (disabled stays as it is).
+type TenantPut struct {
+	// Limits The tenant's limits; a limit left out (or null) is the server's default.
+	Limits TenantLimits `json:"limits,omitempty,omitzero"`
+
+	// Metadata the SaaS's own labels, string to string; default {}
+	Metadata map[string]string `json:"metadata,omitempty,omitzero"`
+
+	// Name for the operator; default empty
+	Name string `json:"name,omitempty,omitzero"`
+}
+
+// TenantUpdate defines model for TenantUpdate.
+type TenantUpdate struct {
+	// Disabled true: every key of the tenant is refused (401) at its next request, in every API process; operator keys still act on it. false: its keys work again.
+	Disabled bool `json:"disabled"`
+}
+
 // URLChange defines model for URLChange.
 type URLChange struct {
 	ChangedAt time.Time `json:"changed_at"`
@@ -1046,6 +1150,9 @@ type URLChange struct {
 	OldURL string `json:"old_url"`
 }
 
+// TenantIDQuery A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+type TenantIDQuery = TenantID
+
 // Health defines parameters for Healthz.
 type Health struct {
 	Status string `json:"status"`
@@ -1054,6 +1161,18 @@ type Health struct {
 // APIKeyPage defines parameters for APIKeyList.
 type APIKeyPage struct {
 	Items []APIKey `json:"items"`
+}
+
+// CorrelationGetParams defines parameters for CorrelationGet.
+type CorrelationGetParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// CorrelationSkipParams defines parameters for CorrelationSkip.
+type CorrelationSkipParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // DeadLetterListParams defines parameters for DeadLetterList.
@@ -1079,6 +1198,9 @@ type DeadLetterListParams struct {
 
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // DeadLetterListParamsStatus defines parameters for DeadLetterList.
@@ -1094,12 +1216,30 @@ type DeadLetterReplayBatchParams struct {
 
 	// Until dead-lettered before (RFC 3339)
 	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // DeadLetterGetParams defines parameters for DeadLetterGet.
 type DeadLetterGetParams struct {
 	// EndpointID the delivery's endpoint; may be left out when the event has one dead letter (or one open), else 422 naming them
 	EndpointID *Key `form:"endpoint_id,omitempty" json:"endpoint_id,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// DeadLetterReplayParams defines parameters for DeadLetterReplay.
+type DeadLetterReplayParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// DeadLetterSkipParams defines parameters for DeadLetterSkip.
+type DeadLetterSkipParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // EndpointListParams defines parameters for EndpointList.
@@ -1109,17 +1249,59 @@ type EndpointListParams struct {
 
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// EndpointDeleteParams defines parameters for EndpointDelete.
+type EndpointDeleteParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// EndpointGetParams defines parameters for EndpointGet.
+type EndpointGetParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// EndpointUpdateParams defines parameters for EndpointUpdate.
+type EndpointUpdateParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// EndpointRotateSecretParams defines parameters for EndpointRotateSecret.
+type EndpointRotateSecretParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// EndpointStatsParams defines parameters for EndpointStats.
+type EndpointStatsParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // EndpointURLChangesParams defines parameters for EndpointURLChanges.
 type EndpointURLChangesParams struct {
 	// Limit how many, newest first
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // URLChangePage defines parameters for EndpointURLChanges.
 type URLChangePage struct {
 	Items []URLChange `json:"items"`
+}
+
+// EventGetParams defines parameters for EventGet.
+type EventGetParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // EventAttemptsParams defines parameters for EventAttempts.
@@ -1129,16 +1311,34 @@ type EventAttemptsParams struct {
 
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // StatsParams defines parameters for Stats.
 type StatsParams struct {
 	// Top how many blocked correlations to list
 	Top *int64 `form:"top,omitempty" json:"top,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
 }
 
 // StatsEndpointsParams defines parameters for StatsEndpoints.
 type StatsEndpointsParams struct {
+	// Limit page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+}
+
+// TenantListParams defines parameters for TenantList.
+type TenantListParams struct {
 	// Limit page size
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -1166,6 +1366,12 @@ type EndpointUpdateJSONRequestBody = EndpointUpdate
 
 // EventCreateJSONRequestBody defines body for EventCreate for application/json ContentType.
 type EventCreateJSONRequestBody = EventCreate
+
+// TenantUpdateJSONRequestBody defines body for TenantUpdate for application/json ContentType.
+type TenantUpdateJSONRequestBody = TenantUpdate
+
+// TenantPutJSONRequestBody defines body for TenantPut for application/json ContentType.
+type TenantPutJSONRequestBody = TenantPut
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -1240,6 +1446,22 @@ func (a *Problem) UnmarshalJSON(b []byte) error {
 		delete(object, "status")
 	}
 
+	if raw, found := object["tenant_id"]; found {
+		err = json.Unmarshal(raw, &a.TenantID)
+		if err != nil {
+			return fmt.Errorf("error reading 'tenant_id': %w", err)
+		}
+		delete(object, "tenant_id")
+	}
+
+	if raw, found := object["tenant_limit"]; found {
+		err = json.Unmarshal(raw, &a.TenantLimit)
+		if err != nil {
+			return fmt.Errorf("error reading 'tenant_limit': %w", err)
+		}
+		delete(object, "tenant_limit")
+	}
+
 	if raw, found := object["title"]; found {
 		err = json.Unmarshal(raw, &a.Title)
 		if err != nil {
@@ -1303,6 +1525,16 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	object["status"], err = json.Marshal(a.Status)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["tenant_id"], err = json.Marshal(a.TenantID)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'tenant_id': %w", err)
+	}
+
+	object["tenant_limit"], err = json.Marshal(a.TenantLimit)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'tenant_limit': %w", err)
 	}
 
 	object["title"], err = json.Marshal(a.Title)
@@ -1440,7 +1672,7 @@ type ClientInterface interface {
 	// CorrelationGet Next expected sequence, parked sequences and what blocks the correlation
 	//
 	// Corresponds with GET /v1/correlations/{id} (the `CorrelationGet` operationId).
-	CorrelationGet(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CorrelationGet(ctx context.Context, id Key, params *CorrelationGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CorrelationSkipWithBody Void sequences the producer lost: every lane moves past them, receivers see them in skipped_sequences
 	//
@@ -1449,7 +1681,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-	CorrelationSkipWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CorrelationSkipWithBody(ctx context.Context, id Key, params *CorrelationSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CorrelationSkip Void sequences the producer lost: every lane moves past them, receivers see them in skipped_sequences
 	//
@@ -1458,7 +1690,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-	CorrelationSkip(ctx context.Context, id Key, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CorrelationSkip(ctx context.Context, id Key, params *CorrelationSkipParams, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeadLetterList List dead letters (keyset pagination; envelopes and attempts only with include)
 	//
@@ -1480,28 +1712,28 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-	DeadLetterReplayWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeadLetterReplayWithBody(ctx context.Context, id Key, params *DeadLetterReplayParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeadLetterReplay Replay: a fresh recovery window, same identifiers
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-	DeadLetterReplay(ctx context.Context, id Key, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeadLetterReplay(ctx context.Context, id Key, params *DeadLetterReplayParams, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeadLetterSkipWithBody Give the event up: its successors go on; who, when and why are recorded
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-	DeadLetterSkipWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeadLetterSkipWithBody(ctx context.Context, id Key, params *DeadLetterSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeadLetterSkip Give the event up: its successors go on; who, when and why are recorded
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-	DeadLetterSkip(ctx context.Context, id Key, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeadLetterSkip(ctx context.Context, id Key, params *DeadLetterSkipParams, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointList List endpoints, without their secrets, in id order (keyset pagination)
 	//
@@ -1527,38 +1759,38 @@ type ClientInterface interface {
 	// For an endpoint no one will enable again. Routing to it stops at once and it answers 404 to every route from then on. Its open dead letters are skipped as the key's (note `endpoint deleted`; the rows stay, skipped), and the deliveries parked behind them end skipped at their turn, sending nothing, so its lanes hold nothing back.
 	//
 	// Corresponds with DELETE /v1/endpoints/{id} (the `EndpointDelete` operationId).
-	EndpointDelete(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EndpointDelete(ctx context.Context, id Key, params *EndpointDeleteParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointGet An endpoint (without its secret)
 	//
 	// Corresponds with GET /v1/endpoints/{id} (the `EndpointGet` operationId).
-	EndpointGet(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EndpointGet(ctx context.Context, id Key, params *EndpointGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointUpdateWithBody Change the URL and/or enable or disable the endpoint
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-	EndpointUpdateWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EndpointUpdateWithBody(ctx context.Context, id Key, params *EndpointUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointUpdate Change the URL and/or enable or disable the endpoint
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-	EndpointUpdate(ctx context.Context, id Key, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EndpointUpdate(ctx context.Context, id Key, params *EndpointUpdateParams, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointRotateSecret New signing secret; the old one keeps signing (second signature) for a grace period
 	//
 	// Corresponds with POST /v1/endpoints/{id}/rotate-secret (the `EndpointRotateSecret` operationId).
-	EndpointRotateSecret(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EndpointRotateSecret(ctx context.Context, id Key, params *EndpointRotateSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointStats An endpoint's health: its attempts' success rate and latency over the last hour, what waits for it, its open dead letters
 	//
 	// Attempts in the last hour (`window_seconds`), by outcome, with the share delivered (`success_rate`) and the latency's 50th and 99th percentiles; `null` when there were no attempts. Attempts are not made while the endpoint is disabled. `waiting` and `delivering` count its deliveries in those states, `dead_letters_open` its dead letters waiting for an operator, `oldest_undelivered` is its delivery not delivered or skipped whose event was accepted first (absent when none), and `throttled` counts the attempts its rate limit held back, since its first rate-limited attempt (a total, not the hour's).
 	//
 	// Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
-	EndpointStats(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EndpointStats(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	//
@@ -1582,7 +1814,7 @@ type ClientInterface interface {
 	// EventGet An event's state and attempts
 	//
 	// Corresponds with GET /v1/events/{id} (the `EventGet` operationId).
-	EventGet(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EventGet(ctx context.Context, id Key, params *EventGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EventAttempts A page of a delivery's attempts
 	//
@@ -1602,6 +1834,48 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/stats/endpoints (the `StatsEndpoints` operationId).
 	StatsEndpoints(ctx context.Context, params *StatsEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantList Tenants, in id order
+	//
+	// Corresponds with GET /v1/tenants (the `TenantList` operationId).
+	TenantList(ctx context.Context, params *TenantListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantGet A tenant
+	//
+	// Corresponds with GET /v1/tenants/{id} (the `TenantGet` operationId).
+	TenantGet(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantUpdateWithBody Disable or enable a tenant
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+	TenantUpdateWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantUpdate Disable or enable a tenant
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+	TenantUpdate(ctx context.Context, id TenantID, body TenantUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantPutWithBody Create or replace a tenant
+	//
+	// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+	TenantPutWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantPut Create or replace a tenant
+	//
+	// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+	TenantPut(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -1716,8 +1990,8 @@ func (c *RawClient) APIKeyRevoke(ctx context.Context, id Key, reqEditors ...Requ
 // CorrelationGet Next expected sequence, parked sequences and what blocks the correlation
 //
 // Corresponds with GET /v1/correlations/{id} (the `CorrelationGet` operationId).
-func (c *RawClient) CorrelationGet(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCorrelationGetRequest(c.Server, id)
+func (c *RawClient) CorrelationGet(ctx context.Context, id Key, params *CorrelationGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCorrelationGetRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1735,8 +2009,8 @@ func (c *RawClient) CorrelationGet(ctx context.Context, id Key, reqEditors ...Re
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-func (c *RawClient) CorrelationSkipWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCorrelationSkipRequestWithBody(c.Server, id, contentType, body)
+func (c *RawClient) CorrelationSkipWithBody(ctx context.Context, id Key, params *CorrelationSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCorrelationSkipRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1754,8 +2028,8 @@ func (c *RawClient) CorrelationSkipWithBody(ctx context.Context, id Key, content
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-func (c *RawClient) CorrelationSkip(ctx context.Context, id Key, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCorrelationSkipRequest(c.Server, id, body)
+func (c *RawClient) CorrelationSkip(ctx context.Context, id Key, params *CorrelationSkipParams, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCorrelationSkipRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1816,8 +2090,8 @@ func (c *RawClient) DeadLetterGet(ctx context.Context, id Key, params *DeadLette
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-func (c *RawClient) DeadLetterReplayWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeadLetterReplayRequestWithBody(c.Server, id, contentType, body)
+func (c *RawClient) DeadLetterReplayWithBody(ctx context.Context, id Key, params *DeadLetterReplayParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeadLetterReplayRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1833,8 +2107,8 @@ func (c *RawClient) DeadLetterReplayWithBody(ctx context.Context, id Key, conten
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-func (c *RawClient) DeadLetterReplay(ctx context.Context, id Key, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeadLetterReplayRequest(c.Server, id, body)
+func (c *RawClient) DeadLetterReplay(ctx context.Context, id Key, params *DeadLetterReplayParams, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeadLetterReplayRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1850,8 +2124,8 @@ func (c *RawClient) DeadLetterReplay(ctx context.Context, id Key, body DeadLette
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-func (c *RawClient) DeadLetterSkipWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeadLetterSkipRequestWithBody(c.Server, id, contentType, body)
+func (c *RawClient) DeadLetterSkipWithBody(ctx context.Context, id Key, params *DeadLetterSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeadLetterSkipRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1867,8 +2141,8 @@ func (c *RawClient) DeadLetterSkipWithBody(ctx context.Context, id Key, contentT
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-func (c *RawClient) DeadLetterSkip(ctx context.Context, id Key, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeadLetterSkipRequest(c.Server, id, body)
+func (c *RawClient) DeadLetterSkip(ctx context.Context, id Key, params *DeadLetterSkipParams, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeadLetterSkipRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1933,8 +2207,8 @@ func (c *RawClient) EndpointCreate(ctx context.Context, body EndpointCreateJSONR
 // For an endpoint no one will enable again. Routing to it stops at once and it answers 404 to every route from then on. Its open dead letters are skipped as the key's (note `endpoint deleted`; the rows stay, skipped), and the deliveries parked behind them end skipped at their turn, sending nothing, so its lanes hold nothing back.
 //
 // Corresponds with DELETE /v1/endpoints/{id} (the `EndpointDelete` operationId).
-func (c *RawClient) EndpointDelete(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEndpointDeleteRequest(c.Server, id)
+func (c *RawClient) EndpointDelete(ctx context.Context, id Key, params *EndpointDeleteParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointDeleteRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1948,8 +2222,8 @@ func (c *RawClient) EndpointDelete(ctx context.Context, id Key, reqEditors ...Re
 // EndpointGet An endpoint (without its secret)
 //
 // Corresponds with GET /v1/endpoints/{id} (the `EndpointGet` operationId).
-func (c *RawClient) EndpointGet(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEndpointGetRequest(c.Server, id)
+func (c *RawClient) EndpointGet(ctx context.Context, id Key, params *EndpointGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointGetRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1965,8 +2239,8 @@ func (c *RawClient) EndpointGet(ctx context.Context, id Key, reqEditors ...Reque
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-func (c *RawClient) EndpointUpdateWithBody(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEndpointUpdateRequestWithBody(c.Server, id, contentType, body)
+func (c *RawClient) EndpointUpdateWithBody(ctx context.Context, id Key, params *EndpointUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointUpdateRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1982,8 +2256,8 @@ func (c *RawClient) EndpointUpdateWithBody(ctx context.Context, id Key, contentT
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-func (c *RawClient) EndpointUpdate(ctx context.Context, id Key, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEndpointUpdateRequest(c.Server, id, body)
+func (c *RawClient) EndpointUpdate(ctx context.Context, id Key, params *EndpointUpdateParams, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointUpdateRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1997,8 +2271,8 @@ func (c *RawClient) EndpointUpdate(ctx context.Context, id Key, body EndpointUpd
 // EndpointRotateSecret New signing secret; the old one keeps signing (second signature) for a grace period
 //
 // Corresponds with POST /v1/endpoints/{id}/rotate-secret (the `EndpointRotateSecret` operationId).
-func (c *RawClient) EndpointRotateSecret(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEndpointRotateSecretRequest(c.Server, id)
+func (c *RawClient) EndpointRotateSecret(ctx context.Context, id Key, params *EndpointRotateSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointRotateSecretRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2014,8 +2288,8 @@ func (c *RawClient) EndpointRotateSecret(ctx context.Context, id Key, reqEditors
 // Attempts in the last hour (`window_seconds`), by outcome, with the share delivered (`success_rate`) and the latency's 50th and 99th percentiles; `null` when there were no attempts. Attempts are not made while the endpoint is disabled. `waiting` and `delivering` count its deliveries in those states, `dead_letters_open` its dead letters waiting for an operator, `oldest_undelivered` is its delivery not delivered or skipped whose event was accepted first (absent when none), and `throttled` counts the attempts its rate limit held back, since its first rate-limited attempt (a total, not the hour's).
 //
 // Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
-func (c *RawClient) EndpointStats(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEndpointStatsRequest(c.Server, id)
+func (c *RawClient) EndpointStats(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointStatsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2078,8 +2352,8 @@ func (c *RawClient) EventCreate(ctx context.Context, body EventCreateJSONRequest
 // EventGet An event's state and attempts
 //
 // Corresponds with GET /v1/events/{id} (the `EventGet` operationId).
-func (c *RawClient) EventGet(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEventGetRequest(c.Server, id)
+func (c *RawClient) EventGet(ctx context.Context, id Key, params *EventGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventGetRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2129,6 +2403,108 @@ func (c *RawClient) Stats(ctx context.Context, params *StatsParams, reqEditors .
 // Corresponds with GET /v1/stats/endpoints (the `StatsEndpoints` operationId).
 func (c *RawClient) StatsEndpoints(ctx context.Context, params *StatsEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStatsEndpointsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantList Tenants, in id order
+//
+// Corresponds with GET /v1/tenants (the `TenantList` operationId).
+func (c *RawClient) TenantList(ctx context.Context, params *TenantListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantListRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantGet A tenant
+//
+// Corresponds with GET /v1/tenants/{id} (the `TenantGet` operationId).
+func (c *RawClient) TenantGet(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantGetRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantUpdateWithBody Disable or enable a tenant
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+func (c *RawClient) TenantUpdateWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantUpdateRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantUpdate Disable or enable a tenant
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+func (c *RawClient) TenantUpdate(ctx context.Context, id TenantID, body TenantUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantUpdateRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantPutWithBody Create or replace a tenant
+//
+// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+func (c *RawClient) TenantPutWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantPutRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantPut Create or replace a tenant
+//
+// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+func (c *RawClient) TenantPut(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantPutRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2322,7 +2698,7 @@ func NewAPIKeyRevokeRequest(server string, id Key) (*http.Request, error) {
 }
 
 // NewCorrelationGetRequest constructs an http.Request for the CorrelationGet method
-func NewCorrelationGetRequest(server string, id Key) (*http.Request, error) {
+func NewCorrelationGetRequest(server string, id Key, params *CorrelationGetParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2347,6 +2723,29 @@ func NewCorrelationGetRequest(server string, id Key) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
@@ -2356,18 +2755,18 @@ func NewCorrelationGetRequest(server string, id Key) (*http.Request, error) {
 }
 
 // NewCorrelationSkipRequest calls the generic CorrelationSkip builder with application/json body
-func NewCorrelationSkipRequest(server string, id Key, body CorrelationSkipJSONRequestBody) (*http.Request, error) {
+func NewCorrelationSkipRequest(server string, id Key, params *CorrelationSkipParams, body CorrelationSkipJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCorrelationSkipRequestWithBody(server, id, "application/json", bodyReader)
+	return NewCorrelationSkipRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewCorrelationSkipRequestWithBody constructs an http.Request for the CorrelationSkip method, with any body, and a specified content type
-func NewCorrelationSkipRequestWithBody(server string, id Key, contentType string, body io.Reader) (*http.Request, error) {
+func NewCorrelationSkipRequestWithBody(server string, id Key, params *CorrelationSkipParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2390,6 +2789,29 @@ func NewCorrelationSkipRequestWithBody(server string, id Key, contentType string
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -2538,6 +2960,14 @@ func NewDeadLetterListRequest(server string, params *DeadLetterListParams) (*htt
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2628,6 +3058,14 @@ func NewDeadLetterReplayBatchRequest(server string, params *DeadLetterReplayBatc
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2689,6 +3127,14 @@ func NewDeadLetterGetRequest(server string, id Key, params *DeadLetterGetParams)
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2704,18 +3150,18 @@ func NewDeadLetterGetRequest(server string, id Key, params *DeadLetterGetParams)
 }
 
 // NewDeadLetterReplayRequest calls the generic DeadLetterReplay builder with application/json body
-func NewDeadLetterReplayRequest(server string, id Key, body DeadLetterReplayJSONRequestBody) (*http.Request, error) {
+func NewDeadLetterReplayRequest(server string, id Key, params *DeadLetterReplayParams, body DeadLetterReplayJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewDeadLetterReplayRequestWithBody(server, id, "application/json", bodyReader)
+	return NewDeadLetterReplayRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewDeadLetterReplayRequestWithBody constructs an http.Request for the DeadLetterReplay method, with any body, and a specified content type
-func NewDeadLetterReplayRequestWithBody(server string, id Key, contentType string, body io.Reader) (*http.Request, error) {
+func NewDeadLetterReplayRequestWithBody(server string, id Key, params *DeadLetterReplayParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2740,6 +3186,29 @@ func NewDeadLetterReplayRequestWithBody(server string, id Key, contentType strin
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
@@ -2751,18 +3220,18 @@ func NewDeadLetterReplayRequestWithBody(server string, id Key, contentType strin
 }
 
 // NewDeadLetterSkipRequest calls the generic DeadLetterSkip builder with application/json body
-func NewDeadLetterSkipRequest(server string, id Key, body DeadLetterSkipJSONRequestBody) (*http.Request, error) {
+func NewDeadLetterSkipRequest(server string, id Key, params *DeadLetterSkipParams, body DeadLetterSkipJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewDeadLetterSkipRequestWithBody(server, id, "application/json", bodyReader)
+	return NewDeadLetterSkipRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewDeadLetterSkipRequestWithBody constructs an http.Request for the DeadLetterSkip method, with any body, and a specified content type
-func NewDeadLetterSkipRequestWithBody(server string, id Key, contentType string, body io.Reader) (*http.Request, error) {
+func NewDeadLetterSkipRequestWithBody(server string, id Key, params *DeadLetterSkipParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2785,6 +3254,29 @@ func NewDeadLetterSkipRequestWithBody(server string, id Key, contentType string,
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -2849,6 +3341,14 @@ func NewEndpointListRequest(server string, params *EndpointListParams) (*http.Re
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2904,7 +3404,7 @@ func NewEndpointCreateRequestWithBody(server string, contentType string, body io
 }
 
 // NewEndpointDeleteRequest constructs an http.Request for the EndpointDelete method
-func NewEndpointDeleteRequest(server string, id Key) (*http.Request, error) {
+func NewEndpointDeleteRequest(server string, id Key, params *EndpointDeleteParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2927,6 +3427,29 @@ func NewEndpointDeleteRequest(server string, id Key) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -2938,7 +3461,7 @@ func NewEndpointDeleteRequest(server string, id Key) (*http.Request, error) {
 }
 
 // NewEndpointGetRequest constructs an http.Request for the EndpointGet method
-func NewEndpointGetRequest(server string, id Key) (*http.Request, error) {
+func NewEndpointGetRequest(server string, id Key, params *EndpointGetParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2961,6 +3484,29 @@ func NewEndpointGetRequest(server string, id Key) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2972,18 +3518,18 @@ func NewEndpointGetRequest(server string, id Key) (*http.Request, error) {
 }
 
 // NewEndpointUpdateRequest calls the generic EndpointUpdate builder with application/json body
-func NewEndpointUpdateRequest(server string, id Key, body EndpointUpdateJSONRequestBody) (*http.Request, error) {
+func NewEndpointUpdateRequest(server string, id Key, params *EndpointUpdateParams, body EndpointUpdateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewEndpointUpdateRequestWithBody(server, id, "application/json", bodyReader)
+	return NewEndpointUpdateRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewEndpointUpdateRequestWithBody constructs an http.Request for the EndpointUpdate method, with any body, and a specified content type
-func NewEndpointUpdateRequestWithBody(server string, id Key, contentType string, body io.Reader) (*http.Request, error) {
+func NewEndpointUpdateRequestWithBody(server string, id Key, params *EndpointUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3006,6 +3552,29 @@ func NewEndpointUpdateRequestWithBody(server string, id Key, contentType string,
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
@@ -3019,7 +3588,7 @@ func NewEndpointUpdateRequestWithBody(server string, id Key, contentType string,
 }
 
 // NewEndpointRotateSecretRequest constructs an http.Request for the EndpointRotateSecret method
-func NewEndpointRotateSecretRequest(server string, id Key) (*http.Request, error) {
+func NewEndpointRotateSecretRequest(server string, id Key, params *EndpointRotateSecretParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3044,6 +3613,29 @@ func NewEndpointRotateSecretRequest(server string, id Key) (*http.Request, error
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
@@ -3053,7 +3645,7 @@ func NewEndpointRotateSecretRequest(server string, id Key) (*http.Request, error
 }
 
 // NewEndpointStatsRequest constructs an http.Request for the EndpointStats method
-func NewEndpointStatsRequest(server string, id Key) (*http.Request, error) {
+func NewEndpointStatsRequest(server string, id Key, params *EndpointStatsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3076,6 +3668,29 @@ func NewEndpointStatsRequest(server string, id Key) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3133,6 +3748,14 @@ func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChan
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3188,7 +3811,7 @@ func NewEventCreateRequestWithBody(server string, contentType string, body io.Re
 }
 
 // NewEventGetRequest constructs an http.Request for the EventGet method
-func NewEventGetRequest(server string, id Key) (*http.Request, error) {
+func NewEventGetRequest(server string, id Key, params *EventGetParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3211,6 +3834,29 @@ func NewEventGetRequest(server string, id Key) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3287,6 +3933,14 @@ func NewEventAttemptsRequest(server string, id Key, endpointID Key, params *Even
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3339,6 +3993,14 @@ func NewStatsRequest(server string, params *StatsParams) (*http.Request, error) 
 				}
 			}
 
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3407,6 +4069,14 @@ func NewStatsEndpointsRequest(server string, params *StatsEndpointsParams) (*htt
 
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3417,6 +4087,200 @@ func NewStatsEndpointsRequest(server string, params *StatsEndpointsParams) (*htt
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewTenantListRequest constructs an http.Request for the TenantList method
+func NewTenantListRequest(server string, params *TenantListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTenantGetRequest constructs an http.Request for the TenantGet method
+func NewTenantGetRequest(server string, id TenantID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTenantUpdateRequest calls the generic TenantUpdate builder with application/json body
+func NewTenantUpdateRequest(server string, id TenantID, body TenantUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTenantUpdateRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewTenantUpdateRequestWithBody constructs an http.Request for the TenantUpdate method, with any body, and a specified content type
+func NewTenantUpdateRequestWithBody(server string, id TenantID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewTenantPutRequest calls the generic TenantPut builder with application/json body
+func NewTenantPutRequest(server string, id TenantID, body TenantPutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTenantPutRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewTenantPutRequestWithBody constructs an http.Request for the TenantPut method, with any body, and a specified content type
+func NewTenantPutRequestWithBody(server string, id TenantID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3519,7 +4383,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/correlations/{id} (the `CorrelationGet` operationId).
-	CorrelationGetWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*CorrelationGetResponse, error)
+	CorrelationGetWithResponse(ctx context.Context, id Key, params *CorrelationGetParams, reqEditors ...RequestEditorFn) (*CorrelationGetResponse, error)
 
 	// CorrelationSkipWithBodyWithResponse Void sequences the producer lost: every lane moves past them, receivers see them in skipped_sequences
 	//
@@ -3528,7 +4392,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-	CorrelationSkipWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error)
+	CorrelationSkipWithBodyWithResponse(ctx context.Context, id Key, params *CorrelationSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error)
 
 	// CorrelationSkipWithResponse Void sequences the producer lost: every lane moves past them, receivers see them in skipped_sequences
 	//
@@ -3537,7 +4401,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-	CorrelationSkipWithResponse(ctx context.Context, id Key, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error)
+	CorrelationSkipWithResponse(ctx context.Context, id Key, params *CorrelationSkipParams, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error)
 
 	// DeadLetterListWithResponse List dead letters (keyset pagination; envelopes and attempts only with include)
 	//
@@ -3565,28 +4429,28 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-	DeadLetterReplayWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error)
+	DeadLetterReplayWithBodyWithResponse(ctx context.Context, id Key, params *DeadLetterReplayParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error)
 
 	// DeadLetterReplayWithResponse Replay: a fresh recovery window, same identifiers
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-	DeadLetterReplayWithResponse(ctx context.Context, id Key, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error)
+	DeadLetterReplayWithResponse(ctx context.Context, id Key, params *DeadLetterReplayParams, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error)
 
 	// DeadLetterSkipWithBodyWithResponse Give the event up: its successors go on; who, when and why are recorded
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-	DeadLetterSkipWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error)
+	DeadLetterSkipWithBodyWithResponse(ctx context.Context, id Key, params *DeadLetterSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error)
 
 	// DeadLetterSkipWithResponse Give the event up: its successors go on; who, when and why are recorded
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-	DeadLetterSkipWithResponse(ctx context.Context, id Key, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error)
+	DeadLetterSkipWithResponse(ctx context.Context, id Key, params *DeadLetterSkipParams, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error)
 
 	// EndpointListWithResponse List endpoints, without their secrets, in id order (keyset pagination)
 	//
@@ -3616,35 +4480,35 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/endpoints/{id} (the `EndpointDelete` operationId).
-	EndpointDeleteWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointDeleteResponse, error)
+	EndpointDeleteWithResponse(ctx context.Context, id Key, params *EndpointDeleteParams, reqEditors ...RequestEditorFn) (*EndpointDeleteResponse, error)
 
 	// EndpointGetWithResponse An endpoint (without its secret)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/endpoints/{id} (the `EndpointGet` operationId).
-	EndpointGetWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointGetResponse, error)
+	EndpointGetWithResponse(ctx context.Context, id Key, params *EndpointGetParams, reqEditors ...RequestEditorFn) (*EndpointGetResponse, error)
 
 	// EndpointUpdateWithBodyWithResponse Change the URL and/or enable or disable the endpoint
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-	EndpointUpdateWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error)
+	EndpointUpdateWithBodyWithResponse(ctx context.Context, id Key, params *EndpointUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error)
 
 	// EndpointUpdateWithResponse Change the URL and/or enable or disable the endpoint
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-	EndpointUpdateWithResponse(ctx context.Context, id Key, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error)
+	EndpointUpdateWithResponse(ctx context.Context, id Key, params *EndpointUpdateParams, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error)
 
 	// EndpointRotateSecretWithResponse New signing secret; the old one keeps signing (second signature) for a grace period
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/endpoints/{id}/rotate-secret (the `EndpointRotateSecret` operationId).
-	EndpointRotateSecretWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointRotateSecretResponse, error)
+	EndpointRotateSecretWithResponse(ctx context.Context, id Key, params *EndpointRotateSecretParams, reqEditors ...RequestEditorFn) (*EndpointRotateSecretResponse, error)
 
 	// EndpointStatsWithResponse An endpoint's health: its attempts' success rate and latency over the last hour, what waits for it, its open dead letters
 	//
@@ -3653,7 +4517,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
-	EndpointStatsWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointStatsResponse, error)
+	EndpointStatsWithResponse(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*EndpointStatsResponse, error)
 
 	// EndpointURLChangesWithResponse Who changed the endpoint's URL, when, from where to where (newest first)
 	//
@@ -3681,7 +4545,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/events/{id} (the `EventGet` operationId).
-	EventGetWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EventGetResponse, error)
+	EventGetWithResponse(ctx context.Context, id Key, params *EventGetParams, reqEditors ...RequestEditorFn) (*EventGetResponse, error)
 
 	// EventAttemptsWithResponse A page of a delivery's attempts
 	//
@@ -3707,6 +4571,52 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/stats/endpoints (the `StatsEndpoints` operationId).
 	StatsEndpointsWithResponse(ctx context.Context, params *StatsEndpointsParams, reqEditors ...RequestEditorFn) (*StatsEndpointsResponse, error)
+
+	// TenantListWithResponse Tenants, in id order
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tenants (the `TenantList` operationId).
+	TenantListWithResponse(ctx context.Context, params *TenantListParams, reqEditors ...RequestEditorFn) (*TenantListResponse, error)
+
+	// TenantGetWithResponse A tenant
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tenants/{id} (the `TenantGet` operationId).
+	TenantGetWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*TenantGetResponse, error)
+
+	// TenantUpdateWithBodyWithResponse Disable or enable a tenant
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+	TenantUpdateWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TenantUpdateResponse, error)
+
+	// TenantUpdateWithResponse Disable or enable a tenant
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+	TenantUpdateWithResponse(ctx context.Context, id TenantID, body TenantUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*TenantUpdateResponse, error)
+
+	// TenantPutWithBodyWithResponse Create or replace a tenant
+	//
+	// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+	TenantPutWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TenantPutResponse, error)
+
+	// TenantPutWithResponse Create or replace a tenant
+	//
+	// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+	TenantPutWithResponse(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*TenantPutResponse, error)
 }
 
 type HealthzResponse struct {
@@ -3931,6 +4841,8 @@ type APIKeyCreateResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *Problem
 	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -3963,6 +4875,11 @@ func (r APIKeyCreateResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r APIKeyCreateResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r APIKeyCreateResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4215,6 +5132,8 @@ type CorrelationSkipResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *Problem
 	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -4249,6 +5168,11 @@ func (r CorrelationSkipResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r CorrelationSkipResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CorrelationSkipResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4326,6 +5250,8 @@ type DeadLetterListResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -4352,6 +5278,11 @@ func (r DeadLetterListResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r DeadLetterListResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeadLetterListResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -4409,6 +5340,8 @@ type DeadLetterReplayBatchResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -4437,6 +5370,11 @@ func (r DeadLetterReplayBatchResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r DeadLetterReplayBatchResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeadLetterReplayBatchResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -4846,6 +5784,8 @@ type EndpointListResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -4872,6 +5812,11 @@ func (r EndpointListResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r EndpointListResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EndpointListResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -4929,6 +5874,8 @@ type EndpointCreateResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *Problem
 	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -4961,6 +5908,11 @@ func (r EndpointCreateResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r EndpointCreateResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EndpointCreateResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -5899,6 +6851,8 @@ type StatsResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5925,6 +6879,11 @@ func (r StatsResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r StatsResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StatsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5982,6 +6941,8 @@ type StatsEndpointsResponse struct {
 	ApplicationProblemJSON401 *Problem
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6008,6 +6969,11 @@ func (r StatsEndpointsResponse) GetApplicationProblemJSON401() *Problem {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r StatsEndpointsResponse) GetApplicationProblemJSON403() *Problem {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StatsEndpointsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6043,6 +7009,380 @@ func (r StatsEndpointsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r StatsEndpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TenantListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantPage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TenantListResponse) GetJSON200() *TenantPage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TenantListResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TenantListResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TenantListResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TenantListResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TenantListResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TenantListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TenantListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TenantListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TenantListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TenantGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TenantGetResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TenantGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TenantGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TenantGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TenantGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TenantUpdateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TenantUpdateResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TenantUpdateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TenantUpdateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TenantUpdateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TenantUpdateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TenantPutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TenantPutResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r TenantPutResponse) GetJSON201() *Tenant {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TenantPutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TenantPutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TenantPutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TenantPutResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6145,8 +7485,8 @@ func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, id K
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/correlations/{id} (the `CorrelationGet` operationId).
-func (c *ClientWithResponses) CorrelationGetWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*CorrelationGetResponse, error) {
-	rsp, err := c.CorrelationGet(ctx, id, reqEditors...)
+func (c *ClientWithResponses) CorrelationGetWithResponse(ctx context.Context, id Key, params *CorrelationGetParams, reqEditors ...RequestEditorFn) (*CorrelationGetResponse, error) {
+	rsp, err := c.CorrelationGet(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6160,8 +7500,8 @@ func (c *ClientWithResponses) CorrelationGetWithResponse(ctx context.Context, id
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-func (c *ClientWithResponses) CorrelationSkipWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error) {
-	rsp, err := c.CorrelationSkipWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CorrelationSkipWithBodyWithResponse(ctx context.Context, id Key, params *CorrelationSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error) {
+	rsp, err := c.CorrelationSkipWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6175,8 +7515,8 @@ func (c *ClientWithResponses) CorrelationSkipWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/correlations/{id}/skip (the `CorrelationSkip` operationId).
-func (c *ClientWithResponses) CorrelationSkipWithResponse(ctx context.Context, id Key, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error) {
-	rsp, err := c.CorrelationSkip(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) CorrelationSkipWithResponse(ctx context.Context, id Key, params *CorrelationSkipParams, body CorrelationSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*CorrelationSkipResponse, error) {
+	rsp, err := c.CorrelationSkip(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6227,8 +7567,8 @@ func (c *ClientWithResponses) DeadLetterGetWithResponse(ctx context.Context, id 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-func (c *ClientWithResponses) DeadLetterReplayWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error) {
-	rsp, err := c.DeadLetterReplayWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) DeadLetterReplayWithBodyWithResponse(ctx context.Context, id Key, params *DeadLetterReplayParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error) {
+	rsp, err := c.DeadLetterReplayWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6240,8 +7580,8 @@ func (c *ClientWithResponses) DeadLetterReplayWithBodyWithResponse(ctx context.C
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/dead-letters/{id}/replay (the `DeadLetterReplay` operationId).
-func (c *ClientWithResponses) DeadLetterReplayWithResponse(ctx context.Context, id Key, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error) {
-	rsp, err := c.DeadLetterReplay(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) DeadLetterReplayWithResponse(ctx context.Context, id Key, params *DeadLetterReplayParams, body DeadLetterReplayJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterReplayResponse, error) {
+	rsp, err := c.DeadLetterReplay(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6253,8 +7593,8 @@ func (c *ClientWithResponses) DeadLetterReplayWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-func (c *ClientWithResponses) DeadLetterSkipWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error) {
-	rsp, err := c.DeadLetterSkipWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) DeadLetterSkipWithBodyWithResponse(ctx context.Context, id Key, params *DeadLetterSkipParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error) {
+	rsp, err := c.DeadLetterSkipWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6266,8 +7606,8 @@ func (c *ClientWithResponses) DeadLetterSkipWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/dead-letters/{id}/skip (the `DeadLetterSkip` operationId).
-func (c *ClientWithResponses) DeadLetterSkipWithResponse(ctx context.Context, id Key, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error) {
-	rsp, err := c.DeadLetterSkip(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) DeadLetterSkipWithResponse(ctx context.Context, id Key, params *DeadLetterSkipParams, body DeadLetterSkipJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterSkipResponse, error) {
+	rsp, err := c.DeadLetterSkip(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6320,8 +7660,8 @@ func (c *ClientWithResponses) EndpointCreateWithResponse(ctx context.Context, bo
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/endpoints/{id} (the `EndpointDelete` operationId).
-func (c *ClientWithResponses) EndpointDeleteWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointDeleteResponse, error) {
-	rsp, err := c.EndpointDelete(ctx, id, reqEditors...)
+func (c *ClientWithResponses) EndpointDeleteWithResponse(ctx context.Context, id Key, params *EndpointDeleteParams, reqEditors ...RequestEditorFn) (*EndpointDeleteResponse, error) {
+	rsp, err := c.EndpointDelete(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6333,8 +7673,8 @@ func (c *ClientWithResponses) EndpointDeleteWithResponse(ctx context.Context, id
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/endpoints/{id} (the `EndpointGet` operationId).
-func (c *ClientWithResponses) EndpointGetWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointGetResponse, error) {
-	rsp, err := c.EndpointGet(ctx, id, reqEditors...)
+func (c *ClientWithResponses) EndpointGetWithResponse(ctx context.Context, id Key, params *EndpointGetParams, reqEditors ...RequestEditorFn) (*EndpointGetResponse, error) {
+	rsp, err := c.EndpointGet(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6346,8 +7686,8 @@ func (c *ClientWithResponses) EndpointGetWithResponse(ctx context.Context, id Ke
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-func (c *ClientWithResponses) EndpointUpdateWithBodyWithResponse(ctx context.Context, id Key, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error) {
-	rsp, err := c.EndpointUpdateWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) EndpointUpdateWithBodyWithResponse(ctx context.Context, id Key, params *EndpointUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error) {
+	rsp, err := c.EndpointUpdateWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6359,8 +7699,8 @@ func (c *ClientWithResponses) EndpointUpdateWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/endpoints/{id} (the `EndpointUpdate` operationId).
-func (c *ClientWithResponses) EndpointUpdateWithResponse(ctx context.Context, id Key, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error) {
-	rsp, err := c.EndpointUpdate(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) EndpointUpdateWithResponse(ctx context.Context, id Key, params *EndpointUpdateParams, body EndpointUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*EndpointUpdateResponse, error) {
+	rsp, err := c.EndpointUpdate(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6372,8 +7712,8 @@ func (c *ClientWithResponses) EndpointUpdateWithResponse(ctx context.Context, id
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/endpoints/{id}/rotate-secret (the `EndpointRotateSecret` operationId).
-func (c *ClientWithResponses) EndpointRotateSecretWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointRotateSecretResponse, error) {
-	rsp, err := c.EndpointRotateSecret(ctx, id, reqEditors...)
+func (c *ClientWithResponses) EndpointRotateSecretWithResponse(ctx context.Context, id Key, params *EndpointRotateSecretParams, reqEditors ...RequestEditorFn) (*EndpointRotateSecretResponse, error) {
+	rsp, err := c.EndpointRotateSecret(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6387,8 +7727,8 @@ func (c *ClientWithResponses) EndpointRotateSecretWithResponse(ctx context.Conte
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
-func (c *ClientWithResponses) EndpointStatsWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EndpointStatsResponse, error) {
-	rsp, err := c.EndpointStats(ctx, id, reqEditors...)
+func (c *ClientWithResponses) EndpointStatsWithResponse(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*EndpointStatsResponse, error) {
+	rsp, err := c.EndpointStats(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6439,8 +7779,8 @@ func (c *ClientWithResponses) EventCreateWithResponse(ctx context.Context, body 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/events/{id} (the `EventGet` operationId).
-func (c *ClientWithResponses) EventGetWithResponse(ctx context.Context, id Key, reqEditors ...RequestEditorFn) (*EventGetResponse, error) {
-	rsp, err := c.EventGet(ctx, id, reqEditors...)
+func (c *ClientWithResponses) EventGetWithResponse(ctx context.Context, id Key, params *EventGetParams, reqEditors ...RequestEditorFn) (*EventGetResponse, error) {
+	rsp, err := c.EventGet(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6488,6 +7828,88 @@ func (c *ClientWithResponses) StatsEndpointsWithResponse(ctx context.Context, pa
 		return nil, err
 	}
 	return ParseStatsEndpointsResponse(rsp)
+}
+
+// TenantListWithResponse Tenants, in id order
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tenants (the `TenantList` operationId).
+func (c *ClientWithResponses) TenantListWithResponse(ctx context.Context, params *TenantListParams, reqEditors ...RequestEditorFn) (*TenantListResponse, error) {
+	rsp, err := c.TenantList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantListResponse(rsp)
+}
+
+// TenantGetWithResponse A tenant
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tenants/{id} (the `TenantGet` operationId).
+func (c *ClientWithResponses) TenantGetWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*TenantGetResponse, error) {
+	rsp, err := c.TenantGet(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantGetResponse(rsp)
+}
+
+// TenantUpdateWithBodyWithResponse Disable or enable a tenant
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+func (c *ClientWithResponses) TenantUpdateWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TenantUpdateResponse, error) {
+	rsp, err := c.TenantUpdateWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantUpdateResponse(rsp)
+}
+
+// TenantUpdateWithResponse Disable or enable a tenant
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/tenants/{id} (the `TenantUpdate` operationId).
+func (c *ClientWithResponses) TenantUpdateWithResponse(ctx context.Context, id TenantID, body TenantUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*TenantUpdateResponse, error) {
+	rsp, err := c.TenantUpdate(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantUpdateResponse(rsp)
+}
+
+// TenantPutWithBodyWithResponse Create or replace a tenant
+//
+// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+func (c *ClientWithResponses) TenantPutWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TenantPutResponse, error) {
+	rsp, err := c.TenantPutWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantPutResponse(rsp)
+}
+
+// TenantPutWithResponse Create or replace a tenant
+//
+// Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
+func (c *ClientWithResponses) TenantPutWithResponse(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*TenantPutResponse, error) {
+	rsp, err := c.TenantPut(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantPutResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -6683,6 +8105,13 @@ func ParseAPIKeyCreateResponse(rsp *http.Response) (*APIKeyCreateResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
@@ -6941,6 +8370,13 @@ func ParseCorrelationSkipResponse(rsp *http.Response) (*CorrelationSkipResponse,
 		}
 		response.ApplicationProblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7043,6 +8479,13 @@ func ParseDeadLetterListResponse(rsp *http.Response) (*DeadLetterListResponse, e
 		}
 		response.ApplicationProblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7116,6 +8559,13 @@ func ParseDeadLetterReplayBatchResponse(rsp *http.Response) (*DeadLetterReplayBa
 			return nil, err
 		}
 		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
@@ -7518,6 +8968,13 @@ func ParseEndpointListResponse(rsp *http.Response) (*EndpointListResponse, error
 		}
 		response.ApplicationProblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7591,6 +9048,13 @@ func ParseEndpointCreateResponse(rsp *http.Response) (*EndpointCreateResponse, e
 			return nil, err
 		}
 		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
@@ -8472,6 +9936,13 @@ func ParseStatsResponse(rsp *http.Response) (*StatsResponse, error) {
 		}
 		response.ApplicationProblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8546,6 +10017,13 @@ func ParseStatsEndpointsResponse(rsp *http.Response) (*StatsEndpointsResponse, e
 		}
 		response.ApplicationProblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8573,6 +10051,320 @@ func ParseStatsEndpointsResponse(rsp *http.Response) (*StatsEndpointsResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTenantListResponse parses an HTTP response from a TenantListWithResponse call
+func ParseTenantListResponse(rsp *http.Response) (*TenantListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TenantListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTenantGetResponse parses an HTTP response from a TenantGetWithResponse call
+func ParseTenantGetResponse(rsp *http.Response) (*TenantGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TenantGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTenantUpdateResponse parses an HTTP response from a TenantUpdateWithResponse call
+func ParseTenantUpdateResponse(rsp *http.Response) (*TenantUpdateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TenantUpdateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTenantPutResponse parses an HTTP response from a TenantPutWithResponse call
+func ParseTenantPutResponse(rsp *http.Response) (*TenantPutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TenantPutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
 	}
 
 	return response, nil

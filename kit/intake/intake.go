@@ -48,6 +48,9 @@ type Request struct {
 	EndpointID    *string         `json:"endpoint_id"`
 	Type          *string         `json:"type"`
 	Data          json.RawMessage `json:"data"`
+	// TenantID is the tenant an operator key posts for (hookflow's API;
+	// Validate does not read it): left out, the key's own or default.
+	TenantID *string `json:"tenant_id,omitempty"`
 }
 
 // ValidKey checks an idempotency key, correlation ID or endpoint ID:

@@ -27,3 +27,15 @@ type EventsRouted struct {
 	Deliveries    []byte
 	TenantID      string
 }
+
+type Tenant struct {
+	ID                  string
+	Name                string
+	Metadata            []byte
+	Disabled            bool
+	EventsPerSecond     *float64
+	MaxEndpoints        *int32
+	MaxRecoveryWindowMs *int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}

@@ -11,16 +11,14 @@
 DROP VIEW events_routed;
 
 CREATE TABLE tenants (
-    id          text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9._:-]{1,200}$'),
+    id          text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9_:-]{1,200}$'),
     name        text NOT NULL DEFAULT '',
     metadata    jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
     disabled    boolean NOT NULL DEFAULT false,
     -- Limits; NULL is the server's default for each.
-    events_per_second      double precision CHECK (events_per_second > 0),
-    deliveries_per_second  double precision CHECK (deliveries_per_second > 0),
-    max_endpoints          integer CHECK (max_endpoints >= 0),
-    max_recovery_window_ms bigint CHECK (max_recovery_window_ms >= 1000),
-    allow_private_targets  boolean NOT NULL DEFAULT false,
+    events_per_second      double precision CHECK (events_per_second > 0 AND events_per_second <= 100000),
+    max_endpoints          integer CHECK (max_endpoints >= 0 AND max_endpoints <= 100000),
+    max_recovery_window_ms bigint CHECK (max_recovery_window_ms >= 1000 AND max_recovery_window_ms <= 259200000),
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now()
 );

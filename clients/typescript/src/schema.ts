@@ -397,6 +397,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Tenants, in id order */
+        get: operations["tenantList"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A tenant */
+        get: operations["tenantGet"];
+        /**
+         * Create or replace a tenant
+         * @description Creates the tenant with the ID the caller chose, or replaces its name, metadata and limits (201 when created, 200 when it existed). Its keys are issued by POST /v1/api-keys with tenant_id; its endpoints, events and dead letters are reached by its keys, or by operator keys naming it (tenant_id).
+         */
+        put: operations["tenantPut"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Disable or enable a tenant */
+        patch: operations["tenantUpdate"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -417,6 +456,13 @@ export interface components {
             setting?: string;
             /** @description that setting's value */
             limit?: number;
+            /**
+             * @description the tenant's limit that refused the request (TenantLimits)
+             * @enum {string}
+             */
+            tenant_limit?: "events_per_second" | "max_endpoints" | "max_recovery_window";
+            /** @description the tenant whose limit it is */
+            tenant_id?: string;
         } & {
             [key: string]: unknown;
         };
@@ -499,6 +545,8 @@ export interface components {
             max_in_flight?: number | null;
             /** @description The URL's path holds no secret, so that read-only keys and every error, dead letter and Temporal history show it. Default false: the path is shown as /[redacted] to events:read keys and in errors, since Slack- and Discord-style URLs carry their token in it. null is false. */
             url_path_public?: boolean | null;
+            /** @description Operator keys: the tenant to act on (default: `default`). A tenant's key acts on its own tenant; naming another answers 404. */
+            tenant_id?: components["schemas"]["TenantId"];
         };
         EndpointUpdate: {
             /**
@@ -635,6 +683,8 @@ export interface components {
             type: string;
             /** @description any JSON value */
             data: unknown;
+            /** @description Operator keys: the tenant to act on (default: `default`). A tenant's key acts on its own tenant; naming another answers 404. */
+            tenant_id?: components["schemas"]["TenantId"];
         };
         Accepted: {
             id: string;
@@ -799,6 +849,8 @@ export interface components {
             /** @description who or what uses the key; the by of its replays and skips */
             name: string;
             scopes: components["schemas"]["Scope"][];
+            /** @description Issues a key confined to this tenant (tenants:write suffices); its scopes may not include admin or tenants:write. Left out: an operator key, which needs admin. */
+            tenant_id?: components["schemas"]["TenantId"];
         };
         APIKey: {
             id: string;
@@ -808,6 +860,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             revoked_at?: string;
+            /** @description the tenant a tenant's key is confined to; absent for an operator key */
+            tenant_id?: string;
         };
         APIKeyCreated: {
             id: string;
@@ -817,6 +871,8 @@ export interface components {
             key: string;
             /** Format: date-time */
             created_at: string;
+            /** @description the tenant a tenant's key is confined to; absent for an operator key */
+            tenant_id?: string;
         };
         Lane: {
             endpoint_id: string;
@@ -990,13 +1046,59 @@ export interface components {
          */
         DeadLetterStatus: "open" | "replayed" | "skipped";
         /**
-         * @description What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), admin (everything, keys included).
+         * @description What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
          * @enum {string}
          */
-        Scope: "events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "admin";
+        Scope: "events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "tenants:write" | "admin";
+        /** @description A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none. */
+        TenantId: string;
+        /** @description The tenant's limits; a limit left out (or null) is the server's default. */
+        TenantLimits: {
+            /** @description Events the API accepts from the tenant per second, over all its keys and every operator key acting on it, in each API process (bursts of twice as many). Past it: 429 limit tenant-events-per-second. Default: none beyond each key's HOOKFLOW_POST_RATE_LIMIT. */
+            events_per_second?: number | null;
+            /** @description The tenant's endpoints not deleted; past it, POST /v1/endpoints answers 422 endpoint-limit. Default: HOOKFLOW_MAX_ENDPOINTS. */
+            max_endpoints?: number | null;
+            /** @description The longest recovery_window an endpoint of the tenant may set (Go duration, 1s to 72h); longer: 422 invalid-field recovery_window. Default: 72h. */
+            max_recovery_window?: string | null;
+        };
+        /** @description A tenant as the SaaS has it: what a PUT leaves out goes back to its default (disabled stays as it is). */
+        TenantPut: {
+            /** @description for the operator; default empty */
+            name?: string;
+            /** @description the SaaS's own labels, string to string; default {} */
+            metadata?: {
+                [key: string]: string;
+            };
+            limits?: components["schemas"]["TenantLimits"];
+        };
+        TenantUpdate: {
+            /** @description true: every key of the tenant is refused (401) at its next request, in every API process; operator keys still act on it. false: its keys work again. */
+            disabled: boolean;
+        };
+        Tenant: {
+            id: components["schemas"]["TenantId"];
+            name: string;
+            metadata: {
+                [key: string]: string;
+            };
+            limits: components["schemas"]["TenantLimits"];
+            disabled: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        TenantPage: {
+            items: components["schemas"]["Tenant"][];
+            /** @description asks for the next page (cursor); absent on the last page */
+            next_cursor?: string;
+        };
     };
     responses: never;
-    parameters: never;
+    parameters: {
+        /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+        TenantIdQuery: components["schemas"]["TenantId"];
+    };
     requestBodies: never;
     headers: never;
     pathItems: never;
@@ -1105,6 +1207,8 @@ export interface operations {
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path?: never;
@@ -1172,6 +1276,15 @@ export interface operations {
             };
             /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1290,6 +1403,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Request body exceeds the limit. */
             413: {
                 headers: {
@@ -1341,7 +1463,10 @@ export interface operations {
     };
     endpointGet: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description endpoint id */
@@ -1446,7 +1571,10 @@ export interface operations {
     };
     endpointDelete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description endpoint id */
@@ -1533,7 +1661,10 @@ export interface operations {
     };
     endpointUpdate: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description endpoint id */
@@ -1675,7 +1806,10 @@ export interface operations {
     };
     endpointStats: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description endpoint id */
@@ -1784,6 +1918,8 @@ export interface operations {
             query?: {
                 /** @description how many, newest first */
                 limit?: number;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path: {
@@ -1879,7 +2015,10 @@ export interface operations {
     };
     endpointRotateSecret: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description endpoint id */
@@ -2165,7 +2304,10 @@ export interface operations {
     };
     eventGet: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description event id (idempotency key) */
@@ -2278,6 +2420,8 @@ export interface operations {
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path: {
@@ -2380,7 +2524,10 @@ export interface operations {
     };
     correlationGet: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description correlation id */
@@ -2483,7 +2630,10 @@ export interface operations {
     };
     correlationSkip: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description correlation id */
@@ -2544,6 +2694,15 @@ export interface operations {
             };
             /** @description The API key lacks the scope this operation needs (`dead-letters:write`); the problem's `scope` names it. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2627,6 +2786,8 @@ export interface operations {
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path?: never;
@@ -2689,6 +2850,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
             429: {
                 headers: {
@@ -2720,6 +2890,8 @@ export interface operations {
                 since?: string;
                 /** @description dead-lettered before (RFC 3339) */
                 until?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path?: never;
@@ -2772,6 +2944,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Too many failed authentications from this client address in this API process: refused before the token is looked at, even a good one. Retry after the `Retry-After` header's seconds. */
             429: {
                 headers: {
@@ -2808,6 +2989,8 @@ export interface operations {
             query?: {
                 /** @description the delivery's endpoint; may be left out when the event has one dead letter (or one open), else 422 naming them */
                 endpoint_id?: components["schemas"]["Key"];
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path: {
@@ -2932,7 +3115,10 @@ export interface operations {
     };
     deadLetterReplay: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description event id */
@@ -3072,7 +3258,10 @@ export interface operations {
     };
     deadLetterSkip: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
             header?: never;
             path: {
                 /** @description event id */
@@ -3216,6 +3405,8 @@ export interface operations {
             query?: {
                 /** @description how many blocked correlations to list */
                 top?: number;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path?: never;
@@ -3292,6 +3483,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
             429: {
                 headers: {
@@ -3321,6 +3521,8 @@ export interface operations {
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
             };
             header?: never;
             path?: never;
@@ -3388,6 +3590,15 @@ export interface operations {
             };
             /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3563,8 +3774,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key lacks the scope `admin`. */
+            /** @description The API key lacks tenants:write, or it asks for an operator key (no tenant_id) without admin; the problem's `scope` names what it lacks. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: the tenant_id names no tenant. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3702,6 +3922,479 @@ export interface operations {
                 };
             };
             /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    tenantList: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of tenants. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "acme",
+                     *           "name": "Acme Corp",
+                     *           "metadata": {
+                     *             "plan": "pro"
+                     *           },
+                     *           "limits": {
+                     *             "events_per_second": 100,
+                     *             "max_endpoints": 20
+                     *           },
+                     *           "disabled": false,
+                     *           "created_at": "2026-12-04T09:30:00Z",
+                     *           "updated_at": "2026-12-04T09:30:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TenantPage"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key, or one of a disabled tenant (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`tenants:write`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    tenantGet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "acme",
+                     *       "name": "Acme Corp",
+                     *       "metadata": {
+                     *         "plan": "pro"
+                     *       },
+                     *       "limits": {
+                     *         "events_per_second": 100,
+                     *         "max_endpoints": 20
+                     *       },
+                     *       "disabled": false,
+                     *       "created_at": "2026-12-04T09:30:00Z",
+                     *       "updated_at": "2026-12-04T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key, or one of a disabled tenant (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`tenants:write`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    tenantPut: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Acme Corp",
+                 *       "metadata": {
+                 *         "plan": "pro"
+                 *       },
+                 *       "limits": {
+                 *         "events_per_second": 100,
+                 *         "max_endpoints": 20
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TenantPut"];
+            };
+        };
+        responses: {
+            /** @description The tenant, replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "acme",
+                     *       "name": "Acme Corp",
+                     *       "metadata": {
+                     *         "plan": "pro"
+                     *       },
+                     *       "limits": {
+                     *         "events_per_second": 100,
+                     *         "max_endpoints": 20
+                     *       },
+                     *       "disabled": false,
+                     *       "created_at": "2026-12-04T09:30:00Z",
+                     *       "updated_at": "2026-12-04T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            /** @description The tenant, created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "acme",
+                     *       "name": "Acme Corp",
+                     *       "metadata": {
+                     *         "plan": "pro"
+                     *       },
+                     *       "limits": {
+                     *         "events_per_second": 100,
+                     *         "max_endpoints": 20
+                     *       },
+                     *       "disabled": false,
+                     *       "created_at": "2026-12-04T09:30:00Z",
+                     *       "updated_at": "2026-12-04T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key, or one of a disabled tenant (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`tenants:write`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the API takes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is refused (named in `field`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    tenantUpdate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "disabled": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["TenantUpdate"];
+            };
+        };
+        responses: {
+            /** @description The tenant. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "acme",
+                     *       "name": "Acme Corp",
+                     *       "metadata": {
+                     *         "plan": "pro"
+                     *       },
+                     *       "limits": {
+                     *         "events_per_second": 100,
+                     *         "max_endpoints": 20
+                     *       },
+                     *       "disabled": true,
+                     *       "created_at": "2026-12-04T09:30:00Z",
+                     *       "updated_at": "2026-12-04T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key, or one of a disabled tenant (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`tenants:write`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the API takes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is refused (named in `field`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
             500: {
                 headers: {
                     [name: string]: unknown;
