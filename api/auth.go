@@ -37,12 +37,11 @@ const (
 	ScopeEndpointsWrite = wire.ScopeEndpointsWrite
 	// ScopeDeadLettersWrite: replay and skip, single and batch.
 	ScopeDeadLettersWrite = wire.ScopeDeadLettersWrite
+	// ScopeTenantsWrite: the tenants' routes, and issuing tenants' keys.
+	ScopeTenantsWrite = wire.ScopeTenantsWrite
 	// ScopeAdmin: everything, API keys included.
 	ScopeAdmin = wire.ScopeAdmin
 )
-
-// ScopeTenantsWrite: the tenants' routes, and issuing tenants' keys.
-const ScopeTenantsWrite = wire.ScopeTenantsWrite
 
 // Scopes lists every scope.
 func Scopes() []Scope {

@@ -217,6 +217,12 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 			len(b.visible("TenantId = 'globex' AND WorkflowType = 'SequencerWorkflow' AND CorrelationId = 'order-42'")) == 1
 	})
 
+	// A tenant's recorded histories (workflows/testdata): its event's
+	// input names the tenant, and so does its sequencer's, whose load
+	// reads the tenant's ledger.
+	b.recordHistory(contract.EventWorkflowID("acme", "evt-1"), "event_tenant_released_at_start_history.json")
+	b.recordHistory(contract.SequencerID("globex", "order-7"), "sequencer_tenant_two_in_order_history.json")
+
 	before := bb.snapshot(b, "evt-1", "evt-bad", "only-b-1")
 	asA := func(method, path string, body any) (int, string) {
 		var v any

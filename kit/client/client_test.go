@@ -174,13 +174,13 @@ func TestTooManyRequestsIsRetried(t *testing.T) {
 	require.Len(t, s.seen, 2)
 	require.Equal(t, s.seen[0].body, s.seen[1].body, "the body is sent again whole")
 
-	_, err = c.EventGetWithResponse(context.Background(), "evt-1")
+	_, err = c.EventGetWithResponse(context.Background(), "evt-1", nil)
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, http.StatusTooManyRequests, e.Status)
 	require.Len(t, s.seen, 2+4, "one try and three retries")
 
-	_, err = c.EventGetWithResponse(context.Background(), "evt-2")
+	_, err = c.EventGetWithResponse(context.Background(), "evt-2", nil)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, 2*time.Minute, e.RetryAfter, "a wait longer than the client's is the caller's to decide")
 	require.Len(t, s.seen, 2+4+1)
@@ -228,7 +228,7 @@ func TestNoAnswerIsTheTransportsErrorWrapped(t *testing.T) {
 func TestEmptyIDSendsNothing(t *testing.T) {
 	t.Parallel()
 	s, c := newStub(t, map[string]http.HandlerFunc{})
-	_, err := c.EventGetWithResponse(context.Background(), "")
+	_, err := c.EventGetWithResponse(context.Background(), "", nil)
 	require.ErrorContains(t, err, "an id in the path is empty")
 	require.Empty(t, s.seen)
 }
@@ -238,7 +238,7 @@ func TestIDsAreOnePathSegment(t *testing.T) {
 	s, c := newStub(t, map[string]http.HandlerFunc{
 		"POST /v1/dead-letters/a%2Fb%3Fc/skip": reply(http.StatusAccepted, `{"event_id":"a/b?c","status":"skipping"}`),
 	})
-	r, err := c.DeadLetterSkipWithResponse(context.Background(), "a/b?c", client.Operator{Note: "why"})
+	r, err := c.DeadLetterSkipWithResponse(context.Background(), "a/b?c", nil, client.Operator{Note: "why"})
 	require.NoError(t, err)
 	require.Equal(t, client.OperatorAction{EventID: "a/b?c", Status: client.OperatorActionStatusSkipping}, *r.JSON202)
 	require.JSONEq(t, `{"note":"why"}`, s.last().body)
@@ -252,12 +252,12 @@ func TestEndpointUpdateSays(t *testing.T) {
 		"PATCH /v1/endpoints/ep_1": reply(http.StatusOK, `{"id":"ep_1","url":"https://x.example/h","disabled":true,
 			"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`),
 	})
-	r, err := c.EndpointUpdateWithResponse(context.Background(), "ep_1", client.EndpointUpdate{Disabled: new(false)})
+	r, err := c.EndpointUpdateWithResponse(context.Background(), "ep_1", nil, client.EndpointUpdate{Disabled: new(false)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"disabled":false}`, s.last().body)
 	require.True(t, r.JSON200.Disabled)
 
-	_, err = c.EndpointUpdateWithResponse(context.Background(), "ep_1", client.EndpointUpdate{
+	_, err = c.EndpointUpdateWithResponse(context.Background(), "ep_1", nil, client.EndpointUpdate{
 		RecoveryWindow: nullable.NewNullableWithValue("30s"), Timeout: nullable.NewNullNullable[string](),
 		EventTypes: nullable.NewNullNullable[[]string](), MaxInFlight: nullable.NewNullableWithValue[int64](5),
 	})
@@ -313,7 +313,7 @@ func TestRetryAfterIsRead(t *testing.T) {
 			problem(w, http.StatusServiceUnavailable, `{"type":"https://hookflow.dev/problems/temporal-unavailable","title":"Service Unavailable","status":503}`)
 		},
 	})
-	_, err := c.DeadLetterReplayWithResponse(context.Background(), "e", client.Operator{})
+	_, err := c.DeadLetterReplayWithResponse(context.Background(), "e", nil, client.Operator{})
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
 	require.InDelta(t, time.Hour, e.RetryAfter, float64(2*time.Second), "an HTTP date is read too")
@@ -334,7 +334,7 @@ func TestContextEndsTheCall(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := c.EventGetWithResponse(ctx, "slow")
+	_, err := c.EventGetWithResponse(ctx, "slow", nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -359,7 +359,7 @@ func TestEndpointSettingsSent(t *testing.T) {
 	require.Equal(t, 5.0, r.JSON201.RateLimit)
 	require.Equal(t, "whsec_x", r.JSON201.Secret)
 
-	_, err = c.EndpointUpdateWithResponse(ctx, "ep_1", client.EndpointUpdate{Headers: nullable.NewNullNullable[map[string]string](),
+	_, err = c.EndpointUpdateWithResponse(ctx, "ep_1", nil, client.EndpointUpdate{Headers: nullable.NewNullNullable[map[string]string](),
 		RecoveryWindow: nullable.NewNullNullable[string](), Timeout: nullable.NewNullableWithValue("2s"), RateLimit: nullable.NewNullNullable[float64](),
 		AutoReplay: nullable.NewNullableWithValue(false), CircuitFailureThreshold: nullable.NewNullNullable[int64]()})
 	require.NoError(t, err)
