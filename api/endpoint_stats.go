@@ -56,7 +56,7 @@ func (s *Server) StatsEndpoints(c echo.Context, q wire.StatsEndpointsParams) err
 	if p != nil {
 		return p
 	}
-	after, p := endpointCursor(q.Cursor)
+	after, p := idCursor(q.Cursor)
 	if p != nil {
 		return p
 	}

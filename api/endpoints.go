@@ -416,9 +416,9 @@ const (
 	endpointPageMax     = 500
 )
 
-// endpointCursor is the endpoint id a page in id order starts after: the
+// idCursor is the id (an endpoint's, a tenant's) a page in id order starts after: the
 // cursor query parameter decoded ("" without one).
-func endpointCursor(cursor *string) (string, *Problem) {
+func idCursor(cursor *string) (string, *Problem) {
 	v := deref(cursor)
 	if v == "" {
 		return "", nil
@@ -438,7 +438,7 @@ func (s *Server) EndpointList(c echo.Context, q wire.EndpointListParams) error {
 	if p != nil {
 		return p
 	}
-	after, p := endpointCursor(q.Cursor)
+	after, p := idCursor(q.Cursor)
 	if p != nil {
 		return p
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/internal/store"
 	wire "github.com/hookflow/hookflow/kit/client"
-	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // Tenants: every request acts on one tenant, its principal's (a tenant's
@@ -269,13 +268,9 @@ func (s *Server) TenantList(c echo.Context, q wire.TenantListParams) error {
 	if p != nil {
 		return p
 	}
-	after := ""
-	if v := deref(q.Cursor); v != "" {
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || intake.ValidKey("cursor", string(b)) != nil {
-			return fieldProblem("cursor", "cursor must be a next_cursor this API returned")
-		}
-		after = string(b)
+	after, p := idCursor(q.Cursor)
+	if p != nil {
+		return p
 	}
 	ts, err := s.deps.Store.TenantsList(c.Request().Context(), after, limit+1)
 	if err != nil {

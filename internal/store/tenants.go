@@ -48,7 +48,8 @@ func tenantOf(r dbsqlc.Tenant) Tenant {
 func (s *Store) TenantPut(ctx context.Context, t Tenant) (Tenant, bool, error) {
 	var window *int64
 	if t.Limits.MaxRecoveryWindow != nil {
-		window = ptrTo(t.Limits.MaxRecoveryWindow.Milliseconds())
+		ms := t.Limits.MaxRecoveryWindow.Milliseconds()
+		window = &ms
 	}
 	meta := t.Metadata
 	if len(meta) == 0 {
@@ -94,5 +95,3 @@ func (s *Store) TenantSetDisabled(ctx context.Context, id string, disabled bool)
 	}
 	return tenantOf(r), nil
 }
-
-func ptrTo[T any](v T) *T { return &v }
