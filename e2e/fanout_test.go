@@ -225,7 +225,7 @@ func TestFanOutAFailingEndpointHoldsOnlyItsLane(t *testing.T) {
 	require.Empty(t, b.visible(fmt.Sprintf("CorrelationId = '%s' AND EndpointIds = '%s'", corr, invoices.ID)))
 	waitFor(t, 10*time.Second, "the dead-lettered delivery visible by endpoint", func() bool {
 		got := b.visible(fmt.Sprintf("DeadLetteredEndpointIds = '%s'", shipping.ID))
-		return len(got) == 1 && got[0].ID == id(1)
+		return len(got) == 1 && got[0].ID == wf(id(1))
 	})
 	var page deadLetterPage
 	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/dead-letters?endpoint_id="+shipping.ID, nil, &page))

@@ -254,7 +254,7 @@ func TestReadmeExample(t *testing.T) {
 	require.Len(t, b.visible(q+fmt.Sprintf(" AND EndpointIds = '%s'", failing.ID)), 3)
 	waitFor(t, 10*time.Second, "the Web UI finds the dead-lettered delivery by endpoint", func() bool {
 		got := b.visible(fmt.Sprintf("DeadLetteredEndpointIds = '%s'", failing.ID))
-		return len(got) == 1 && got[0].ID == id(1)
+		return len(got) == 1 && got[0].ID == wf(id(1))
 	})
 
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id(1)+"/skip",

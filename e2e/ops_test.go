@@ -49,7 +49,7 @@ func setupObserved(t *testing.T, window time.Duration) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	b := &bundle{t: t, cfg: cfg, store: st, client: c, prefix: randHex(4)}
+	b := &bundle{t: t, cfg: cfg, store: st.Tenant(contract.DefaultTenant), client: c, prefix: randHex(4)}
 	w, err := app.StartWorker(cfg, st, c, logger, app.WithMetrics(m))
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)

@@ -418,7 +418,7 @@ func setupOn(t *testing.T, temporalAddress string) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(apiClient.Close)
 
-	b := &bundle{t: t, cfg: cfg, store: st, client: workerClient, prefix: randHex(4), logger: logger}
+	b := &bundle{t: t, cfg: cfg, store: st.Tenant(store.DefaultTenant), client: workerClient, prefix: randHex(4), logger: logger}
 	b.startWorker()
 	t.Cleanup(func() {
 		for _, w := range b.workers {

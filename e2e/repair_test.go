@@ -78,7 +78,7 @@ func TestSweepReleasesAHeadThatLostItsRelease(t *testing.T) {
 	ev, err := b.store.EventGet(ctx, second)
 	require.NoError(t, err)
 	b.terminate(second)
-	_, err = b.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: second, TaskQueue: b.cfg.TaskQueue}, contract.EventWorkflow, strt.Input(ev))
+	_, err = b.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wf(second), TaskQueue: b.cfg.TaskQueue}, contract.EventWorkflow, strt.Input(ev))
 	require.NoError(t, err)
 	waitFor(t, 30*time.Second, second+" waits in its first task", func() bool {
 		v, err := b.client.QueryWorkflow(ctx, wf(second), "", contract.QueryState)

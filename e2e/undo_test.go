@@ -70,7 +70,7 @@ func TestAnOperatorsActionWhoseSignalTimedOutStands(t *testing.T) {
 				ev, err := b.store.EventGet(context.Background(), id)
 				return err == nil && ev.State == contract.StateDelivered
 			}
-			probe.workflowID.Store(id)
+			probe.workflowID.Store(wf(id))
 
 			var raw json.RawMessage
 			code := b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", map[string]any{"endpoint_id": ep.ID}, &raw)

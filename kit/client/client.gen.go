@@ -1166,13 +1166,13 @@ type APIKeyPage struct {
 // CorrelationGetParams defines parameters for CorrelationGet.
 type CorrelationGetParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // CorrelationSkipParams defines parameters for CorrelationSkip.
 type CorrelationSkipParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // DeadLetterListParams defines parameters for DeadLetterList.
@@ -1200,7 +1200,7 @@ type DeadLetterListParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // DeadLetterListParamsStatus defines parameters for DeadLetterList.
@@ -1218,7 +1218,7 @@ type DeadLetterReplayBatchParams struct {
 	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // DeadLetterGetParams defines parameters for DeadLetterGet.
@@ -1227,19 +1227,19 @@ type DeadLetterGetParams struct {
 	EndpointID *Key `form:"endpoint_id,omitempty" json:"endpoint_id,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // DeadLetterReplayParams defines parameters for DeadLetterReplay.
 type DeadLetterReplayParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // DeadLetterSkipParams defines parameters for DeadLetterSkip.
 type DeadLetterSkipParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointListParams defines parameters for EndpointList.
@@ -1251,37 +1251,37 @@ type EndpointListParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointDeleteParams defines parameters for EndpointDelete.
 type EndpointDeleteParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointGetParams defines parameters for EndpointGet.
 type EndpointGetParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointUpdateParams defines parameters for EndpointUpdate.
 type EndpointUpdateParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointRotateSecretParams defines parameters for EndpointRotateSecret.
 type EndpointRotateSecretParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointStatsParams defines parameters for EndpointStats.
 type EndpointStatsParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EndpointURLChangesParams defines parameters for EndpointURLChanges.
@@ -1290,7 +1290,7 @@ type EndpointURLChangesParams struct {
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // URLChangePage defines parameters for EndpointURLChanges.
@@ -1301,7 +1301,7 @@ type URLChangePage struct {
 // EventGetParams defines parameters for EventGet.
 type EventGetParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EventAttemptsParams defines parameters for EventAttempts.
@@ -1313,7 +1313,7 @@ type EventAttemptsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // StatsParams defines parameters for Stats.
@@ -1322,7 +1322,7 @@ type StatsParams struct {
 	Top *int64 `form:"top,omitempty" json:"top,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // StatsEndpointsParams defines parameters for StatsEndpoints.
@@ -1334,7 +1334,7 @@ type StatsEndpointsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
-	TenantID TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty,omitzero"`
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // TenantListParams defines parameters for TenantList.
@@ -2732,12 +2732,16 @@ func NewCorrelationGetRequest(server string, id Key, params *CorrelationGetParam
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -2800,12 +2804,16 @@ func NewCorrelationSkipRequestWithBody(server string, id Key, params *Correlatio
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -2960,12 +2968,16 @@ func NewDeadLetterListRequest(server string, params *DeadLetterListParams) (*htt
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3058,12 +3070,16 @@ func NewDeadLetterReplayBatchRequest(server string, params *DeadLetterReplayBatc
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3127,12 +3143,16 @@ func NewDeadLetterGetRequest(server string, id Key, params *DeadLetterGetParams)
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3195,12 +3215,16 @@ func NewDeadLetterReplayRequestWithBody(server string, id Key, params *DeadLette
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3265,12 +3289,16 @@ func NewDeadLetterSkipRequestWithBody(server string, id Key, params *DeadLetterS
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3341,12 +3369,16 @@ func NewEndpointListRequest(server string, params *EndpointListParams) (*http.Re
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3438,12 +3470,16 @@ func NewEndpointDeleteRequest(server string, id Key, params *EndpointDeleteParam
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3495,12 +3531,16 @@ func NewEndpointGetRequest(server string, id Key, params *EndpointGetParams) (*h
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3563,12 +3603,16 @@ func NewEndpointUpdateRequestWithBody(server string, id Key, params *EndpointUpd
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3622,12 +3666,16 @@ func NewEndpointRotateSecretRequest(server string, id Key, params *EndpointRotat
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3679,12 +3727,16 @@ func NewEndpointStatsRequest(server string, id Key, params *EndpointStatsParams)
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3748,12 +3800,16 @@ func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChan
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3845,12 +3901,16 @@ func NewEventGetRequest(server string, id Key, params *EventGetParams) (*http.Re
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3933,12 +3993,16 @@ func NewEventAttemptsRequest(server string, id Key, endpointID Key, params *Even
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -3995,12 +4059,16 @@ func NewStatsRequest(server string, params *StatsParams) (*http.Request, error) 
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -4069,12 +4137,16 @@ func NewStatsEndpointsRequest(server string, params *StatsEndpointsParams) (*htt
 
 		}
 
-		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-			return nil, err
-		} else {
-			for _, qp := range strings.Split(queryFrag, "&") {
-				rawQueryFragments = append(rawQueryFragments, qp)
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
 			}
+
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
