@@ -444,9 +444,11 @@ func (lb *ledgerBench) explain(ctx context.Context, tag string) []StatementTimin
 		sql  string
 		args []any
 	}{
-		{"EventInsertRouted (accept)", hookflowdb.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], []string{lb.s.endpointID}}},
-		{"StatsSummary (GET /v1/stats)", hookflowdb.StatsSummary, nil},
-		{"StatsBlockedCorrelations (GET /v1/stats)", hookflowdb.StatsBlockedCorrelations, []any{10}},
+		// As the API runs them, for the synthetic history's tenant (the
+		// default; the tenant is each statement's last parameter).
+		{"EventInsertRouted (accept)", hookflowdb.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], store.DefaultTenant, []string{lb.s.endpointID}}},
+		{"StatsSummary (GET /v1/stats)", hookflowdb.StatsSummary, []any{store.DefaultTenant}},
+		{"StatsBlockedCorrelations (GET /v1/stats)", hookflowdb.StatsBlockedCorrelations, []any{10, store.DefaultTenant}},
 		{"EventsQueuedClaim (sweep)", hookflowdb.EventsQueuedClaim, []any{100, lease}},
 		{"LanesStuckHeadsClaim (sweep)", hookflowdb.LanesStuckHeadsClaim, []any{lease, 100}},
 		{"EventsPrunePayloads (cleaner)", hookflowdb.EventsPrunePayloads, []any{lb.ret.payload.Seconds(), 1000}},
