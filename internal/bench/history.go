@@ -204,11 +204,11 @@ type workflowTotals struct {
 	mid map[string]int
 }
 
-// readWorkflows reads the history of every workflow of ids.
+// readWorkflows reads the history of every workflow of ids (workflow IDs).
 func readWorkflows(ctx context.Context, c client.Client, ids []string) (workflowTotals, error) {
 	var t workflowTotals
 	for i, id := range ids {
-		evs, err := history(ctx, c, contract.EventWorkflowID(contract.DefaultTenant, id), "")
+		evs, err := history(ctx, c, id, "")
 		if err != nil {
 			return t, err
 		}
@@ -264,7 +264,7 @@ var baselineFastSteps = []string{stepAccepted, stepStarted, stepFirstTask, stepL
 // timeline is the median time, from the moment the producer sent the event,
 // at which each step happened, over the idle samples. Every clock is this
 // machine's: the bench's, Temporal's event times and Postgres' now().
-func timeline(ctx context.Context, c client.Client, name string, samples []idleSample, seq *sequencerHistory, steps []string) (Timeline, error) {
+func timeline(ctx context.Context, c client.Client, name string, samples []idleSample, wf func(string) string, seq *sequencerHistory, steps []string) (Timeline, error) {
 	offsets := map[string][]float64{}
 	add := func(step string, base, at time.Time) {
 		if !at.IsZero() {
@@ -272,7 +272,7 @@ func timeline(ctx context.Context, c client.Client, name string, samples []idleS
 		}
 	}
 	for _, s := range samples {
-		evs, err := history(ctx, c, contract.EventWorkflowID(contract.DefaultTenant, s.id), "")
+		evs, err := history(ctx, c, wf(s.id), "")
 		if err != nil {
 			return Timeline{}, err
 		}

@@ -201,6 +201,28 @@ func (r *runner) spec(sc *scenario, part string) eventSpec {
 	return eventSpec{id: id, corr: corr, seq: r.seq[corr]}
 }
 
+// workflowID is the workflow of the scenario's event id: the baselines'
+// own workflows are named by the event, hookflow's by its tenant's ID
+// (every bench event is the default tenant's).
+func (sc *scenario) workflowID(id string) string {
+	if sc.kind == kindBaseline || sc.kind == kindBaselineFast {
+		return id
+	}
+	return eventWorkflowID(id)
+}
+
+// eventWorkflowID is the workflow of hookflow's event id.
+func eventWorkflowID(id string) string { return contract.EventWorkflowID(contract.DefaultTenant, id) }
+
+// workflowIDs are the workflows of the scenario's events.
+func workflowIDs(sc *scenario) []string {
+	out := ids(sc)
+	for i, id := range out {
+		out[i] = sc.workflowID(id)
+	}
+	return out
+}
+
 func (r *runner) send(ctx context.Context, sc *scenario, e eventSpec) error {
 	switch sc.kind {
 	case kindBaseline:
@@ -562,7 +584,7 @@ func (r *runner) idleOne(ctx context.Context, sc *scenario) error {
 		}
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		d, err := r.s.temporal.DescribeWorkflowExecution(ctx, contract.EventWorkflowID(contract.DefaultTenant, e.id), "")
+		d, err := r.s.temporal.DescribeWorkflowExecution(ctx, sc.workflowID(e.id), "")
 		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			break
 		}

@@ -263,7 +263,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		sc    *scenario
 		types *map[string]int
 	}{{&base, r.base, &rep.History.BaselineWorkflow}, {&fast, r.fast, &rep.History.BaselineFastWorkflow}} {
-		own, err := readWorkflows(ctx, tc, ids(b.sc))
+		own, err := readWorkflows(ctx, tc, workflowIDs(b.sc))
 		if err != nil {
 			warn(b.sc.name+" history", err)
 			continue
@@ -331,7 +331,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		types *map[string]int
 	}{{&ordered, r.ordered, ost, orderedCorrs, &rep.History.EventWorkflow}, {&fan, r.fan, fst, fanCorrs, &rep.History.FanOutEventWorkflow},
 		{&single, r.single, sst, singleCorrs, nil}} {
-		if own, err := readWorkflows(ctx, tc, ids(x.sc)); err != nil {
+		if own, err := readWorkflows(ctx, tc, workflowIDs(x.sc)); err != nil {
 			warn("event workflow history", err)
 		} else {
 			x.res.perDelivery(workload{own: own, seqEventsPerEvent: x.st.PerEvent, seqActionsPerEvent: x.st.ActionsPerEvent})
@@ -357,18 +357,19 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 	singleIdle := idleResult(ScenarioSingleKeyIdle, "hookflow single key, one event at a time on a quiet system", r.single.idle)
 	for _, t := range []struct {
 		name    string
+		sc      *scenario
 		samples []idleSample
 		seq     *sequencerHistory
 		steps   []string
 	}{
-		{ScenarioBaselineIdle, r.base.idle, nil, baselineSteps},
-		{ScenarioBaselineFastIdle, r.fast.idle, nil, baselineFastSteps},
-		{ScenarioSingleKeyIdle, r.single.idle, singleSeq, hookflowSteps},
+		{ScenarioBaselineIdle, r.base, r.base.idle, nil, baselineSteps},
+		{ScenarioBaselineFastIdle, r.fast, r.fast.idle, nil, baselineFastSteps},
+		{ScenarioSingleKeyIdle, r.single, r.single.idle, singleSeq, hookflowSteps},
 	} {
 		if len(t.samples) == 0 {
 			continue
 		}
-		if tl, err := timeline(ctx, tc, t.name, t.samples, t.seq, t.steps); err != nil {
+		if tl, err := timeline(ctx, tc, t.name, t.samples, t.sc.workflowID, t.seq, t.steps); err != nil {
 			warn(t.name+" timeline", err)
 		} else {
 			rep.Timelines = append(rep.Timelines, tl)

@@ -86,7 +86,11 @@ func (r *runner) soak(ctx context.Context, rep *SoakReport) error {
 		last = res
 	}
 	rep.WorkerRSS = r.rss
-	if h, _, err := meanHistory(ctx, r.s.temporal, last.ids); err == nil {
+	wfs := make([]string, len(last.ids))
+	for i, id := range last.ids {
+		wfs[i] = r.single.workflowID(id)
+	}
+	if h, _, err := meanHistory(ctx, r.s.temporal, wfs); err == nil {
 		rep.HistoryPerEvent = h
 	} else {
 		r.p.logf("history: %v", err)
