@@ -13,18 +13,21 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
 )
 
 // Activities carries the activities' dependencies; workers register one.
 type Activities struct {
-	store     *store.Store
-	http      *http.Client
-	logger    *slog.Logger
-	metrics   *metrics.Metrics
-	sequencer Sequencer
-	now       func() time.Time
+	store *store.Store
+	// http sends the attempts of tenants granted the private-target
+	// allowlist, confined those of the others (egress.Policy.ForTenant).
+	http, confined *http.Client
+	logger         *slog.Logger
+	metrics        *metrics.Metrics
+	sequencer      Sequencer
+	now            func() time.Time
 	// closeSuccesses is how many answers in a row close an open circuit.
 	closeSuccesses int
 }
@@ -38,8 +41,9 @@ type Sequencer interface {
 
 // Deps are what the activities need; all are required but Metrics.
 type Deps struct {
-	Store     *store.Store
-	HTTP      *http.Client
+	Store *store.Store
+	// Targets is which private targets deliveries may reach.
+	Targets   egress.Policy
 	Logger    *slog.Logger
 	Sequencer Sequencer
 	// Metrics is optional: nil records nothing.
@@ -55,14 +59,12 @@ func New(d Deps) (*Activities, error) {
 	switch {
 	case d.Store == nil:
 		return nil, errors.New("activities: store is required")
-	case d.HTTP == nil:
-		return nil, errors.New("activities: http client is required")
 	case d.Logger == nil:
 		return nil, errors.New("activities: logger is required")
 	case d.Sequencer == nil:
 		return nil, errors.New("activities: sequencer is required")
 	}
-	return &Activities{store: d.Store, http: d.HTTP, logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now,
+	return &Activities{store: d.Store, http: d.Targets.ForTenant(true).NewClient(), confined: d.Targets.ForTenant(false).NewClient(), logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now,
 		closeSuccesses: d.CircuitCloseSuccesses}, nil
 }
 

@@ -87,6 +87,13 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		a.record(ctx, in, store.Attempt{Attempt: attempt, StartedAt: started, Outcome: OutcomeDisabled, Error: ptr("endpoint is disabled")})
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("endpoint "+ep.ID+" is disabled", contract.ErrTypeEndpointDisabled, nil)
 	}
+	if start.Tenant.Disabled {
+		// Its tenant is disabled: the head waits, sending nothing and
+		// reserving nothing, and looks again in a while or when the
+		// tenant is enabled (which wakes its lanes). The wait is a
+		// throttle's: it spends no recovery window.
+		return contract.DeliverResult{Throttled: tenantDisabledWait, InFlightFull: true, Attempt: attempt}, nil
+	}
 	timeout := in.Timeout
 	if timeout <= 0 {
 		timeout = 15 * time.Second
@@ -112,7 +119,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		return contract.DeliverResult{Throttled: wait, InFlightFull: wait > 0, Attempt: attempt}, err
 	}
 	defer a.releaseInFlight(ctx, ep.ID, cb.owner)
-	if wait, err := a.awaitSlot(ctx, in, ep); err != nil || wait > 0 {
+	if wait, err := a.awaitSlot(ctx, in, ep, start.Tenant.DeliveriesPerSecond); err != nil || wait > 0 {
 		return contract.DeliverResult{Throttled: wait, Attempt: attempt}, err
 	}
 	started = a.now()
@@ -153,7 +160,11 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(webhook.HeaderSignature, sig)
 
-	resp, err := a.send(ctx, in, attempt, req)
+	client := a.confined
+	if start.Tenant.AllowPrivateTargets {
+		client = a.http
+	}
+	resp, err := a.send(ctx, in, attempt, req, client)
 	latency := a.now().Sub(started)
 	rec := store.Attempt{Attempt: attempt, StartedAt: started, LatencyMS: int32(latency.Milliseconds())}
 	if err != nil {
@@ -309,27 +320,44 @@ func (a *Activities) circuitFailed(ctx context.Context, ep store.Endpoint, cb ci
 // round trip would cost more than the wait.
 const maxInlineThrottle = 500 * time.Millisecond
 
-// awaitSlot holds the attempt to its endpoint's rate limit, shared by every
-// lane on every worker: it reserves the attempt's send slot in the ledger
-// (EndpointRateReserve; a slot the workflow waited for already is used as
-// is) and waits for it when it is close, or returns how long until it is
-// far. Nothing is recorded of a throttled attempt: nothing was sent.
-func (a *Activities) awaitSlot(ctx context.Context, in contract.DeliverInput, ep store.Endpoint) (time.Duration, error) {
-	if ep.Settings.RateLimit <= 0 || in.SlotReserved && activity.GetInfo(ctx).Attempt == 1 {
+// tenantDisabledWait is how long the head of a disabled tenant's lane
+// waits before it looks again; enabling the tenant wakes it before.
+const tenantDisabledWait = time.Minute
+
+// awaitSlot holds the attempt to its endpoint's rate limit and its
+// tenant's deliveries_per_second (tenantRate, nil: none), each shared by
+// every lane on every worker: it reserves the attempt's send slot under
+// each in the ledger (EndpointRateReserve, TenantRateReserve; slots the
+// workflow waited for already are used as they are) and waits for the
+// later when it is close, or returns how long until it is far. Nothing is
+// recorded of a throttled attempt: nothing was sent.
+func (a *Activities) awaitSlot(ctx context.Context, in contract.DeliverInput, ep store.Endpoint, tenantRate *float64) (time.Duration, error) {
+	if ep.Settings.RateLimit <= 0 && tenantRate == nil || in.SlotReserved && activity.GetInfo(ctx).Attempt == 1 {
 		return 0, nil
 	}
-	slot, err := a.store.EndpointRateReserve(ctx, ep.ID, ep.Settings.RateLimit)
-	if err != nil {
-		return 0, err
+	var wait time.Duration
+	if tenantRate != nil {
+		slot, err := a.store.Tenant(in.Tenant).TenantRateReserve(ctx, *tenantRate)
+		if err != nil {
+			return 0, err
+		}
+		wait = slot.Wait
 	}
-	if slot.Wait > 0 {
+	if ep.Settings.RateLimit > 0 {
+		slot, err := a.store.EndpointRateReserve(ctx, ep.ID, ep.Settings.RateLimit)
+		if err != nil {
+			return 0, err
+		}
+		wait = max(wait, slot.Wait)
+	}
+	if wait > 0 {
 		a.metrics.Throttled(ep.ID)
 	}
-	if slot.Wait > maxInlineThrottle {
-		return slot.Wait, nil
+	if wait > maxInlineThrottle {
+		return wait, nil
 	}
-	if slot.Wait > 0 {
-		t := time.NewTimer(slot.Wait)
+	if wait > 0 {
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():

@@ -88,7 +88,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 
 	logger := testenv.Logger(t)
 	seq := &sequencerSpy{}
-	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, HTTP: egress.Policy{AllowPrivate: true}.NewClient(), Logger: logger})
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Targets: egress.Policy{AllowPrivate: true}, Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))

@@ -28,7 +28,7 @@ const tracerName = "github.com/hookflow/hookflow/activities"
 // its query or path); only its host and port are, and an error's message
 // is scrubbed of the URL's credentials, its path always among them. With tracing off the span is a
 // no-op one and no traceparent is sent.
-func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt int32, req *http.Request) (*http.Response, error) {
+func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt int32, req *http.Request, client *http.Client) (*http.Response, error) {
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(req.Method),
 		semconv.ServerAddress(req.URL.Hostname()),
@@ -47,7 +47,7 @@ func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt
 	// since a receiver is another party.
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 
-	resp, err := a.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		// A *url.Error repeats the URL; record only what went wrong, with
 		// anything of the URL's credentials a cause may quote taken out.

@@ -80,11 +80,22 @@ func endpointWithSecret(c echo.Context, e store.Endpoint) (wire.EndpointWithSecr
 	return v, nil
 }
 
-func (s *Server) checkURL(u string) *Problem {
-	if err := s.cfg.Targets.CheckURL(u); err != nil {
-		return fieldProblem("url", "url refused: "+err.Error())
+// checkURL checks an endpoint URL of tenant t against the targets policy
+// as it applies to t (egress.Policy.ForTenant): a target only the
+// allowlist lets through, for a tenant not granted it, is refused naming
+// the limit, as the attempts would refuse it at dial.
+func (s *Server) checkURL(t store.Tenant, u string) *Problem {
+	err := s.cfg.Targets.ForTenant(t.Limits.PrivateTargets(t.ID)).CheckURL(u)
+	if err == nil {
+		return nil
 	}
-	return nil
+	p := fieldProblem("url", "url refused: "+err.Error())
+	if s.cfg.Targets.CheckURL(u) == nil {
+		p.Status = http.StatusUnprocessableEntity
+		p.Detail = fmt.Sprintf("url refused: tenant %s may not use the private-target allowlist (its allow_private_targets)", t.ID)
+		p.Extensions = map[string]any{"tenant_limit": "allow_private_targets", "tenant_id": t.ID}
+	}
+	return p
 }
 
 // EndpointCreate registers a receiver URL; the answer carries its secret.
@@ -100,7 +111,7 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if p := s.checkURL(req.URL); p != nil {
+	if p := s.checkURL(tenant, req.URL); p != nil {
 		return p
 	}
 	if req.Disabled != nil {
@@ -246,7 +257,11 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 	}
 	types, typesSet, typesErr := eventTypes(req.EventTypes)
 	if req.URL != nil {
-		if p := s.checkURL(*req.URL); p != nil {
+		tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
+		if err != nil {
+			return err
+		}
+		if p := s.checkURL(tenant, *req.URL); p != nil {
 			return p
 		}
 	}

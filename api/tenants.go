@@ -206,6 +206,12 @@ func tenantLimits(l wire.TenantLimits) (store.TenantLimits, error) {
 		n := int32(v)
 		out.MaxEndpoints = &n
 	}
+	if v, err := l.DeliveriesPerSecond.Get(); err == nil {
+		out.DeliveriesPerSecond = &v
+	}
+	if v, err := l.AllowPrivateTargets.Get(); err == nil {
+		out.AllowPrivateTargets = &v
+	}
 	if v, err := l.MaxRecoveryWindow.Get(); err == nil {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < MinRecoveryWindow || d > MaxRecoveryWindow {
@@ -299,6 +305,12 @@ func tenantView(t store.Tenant) wire.Tenant {
 	}
 	if l := t.Limits.MaxRecoveryWindow; l != nil {
 		v.Limits.MaxRecoveryWindow.Set(l.String())
+	}
+	if l := t.Limits.DeliveriesPerSecond; l != nil {
+		v.Limits.DeliveriesPerSecond.Set(*l)
+	}
+	if l := t.Limits.AllowPrivateTargets; l != nil {
+		v.Limits.AllowPrivateTargets.Set(*l)
 	}
 	return v
 }

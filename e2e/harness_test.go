@@ -84,6 +84,10 @@ type options struct {
 	// readsPerSecond is HOOKFLOW_READS_RATE_LIMIT (default: high enough
 	// that the tests' polling is never refused).
 	readsPerSecond float64
+	// allowlist, when set, is HOOKFLOW_PRIVATE_TARGET_ALLOWLIST, and
+	// private targets are refused but for it (default: every target is
+	// allowed, as in hookflow dev).
+	allowlist []string
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -108,11 +112,12 @@ func setup(t *testing.T, opts options) *bundle {
 	cfg := config.Config{
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
-		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10, AllowPrivate: true,
+		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10,
 		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
-		ReadsRateLimit:   cmp.Or(opts.readsPerSecond, 1e6),
+		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6), PrivateAllowlist: opts.allowlist,
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
+	cfg.AllowPrivate = opts.allowlist == nil
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	require.NoError(t, err)
 	_, err = schema.Migrate(ctx, pool)

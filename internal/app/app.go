@@ -289,7 +289,7 @@ func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	acts, err := activities.New(activities.Deps{Store: st, HTTP: Targets(cfg).NewClient(), Logger: logger, Metrics: m, Sequencer: strt,
+	acts, err := activities.New(activities.Deps{Store: st, Targets: Targets(cfg), Logger: logger, Metrics: m, Sequencer: strt,
 		CircuitCloseSuccesses: cfg.CircuitCloseSuccesses})
 	if err != nil {
 		return nil, err

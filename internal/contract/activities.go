@@ -252,8 +252,9 @@ type DeliverInput struct {
 	// recorded: the regular activity that follows a first attempt made as a
 	// local activity counts on from it.
 	AttemptOffset int32 `json:"attempt_offset,omitempty"`
-	// SlotReserved: the send slot of this attempt under its endpoint's rate
-	// limit was reserved by the attempt that answered Throttled, and the
+	// SlotReserved: the send slots of this attempt under its endpoint's
+	// rate limit and its tenant's deliveries_per_second were reserved by
+	// the attempt that answered Throttled, and the
 	// workflow has waited for it: the activity's first try sends in it
 	// without reserving another (a retry reserves its own).
 	SlotReserved bool `json:"slot_reserved,omitempty"`
@@ -319,14 +320,15 @@ type DeliverResult struct {
 	// waiting on this generation of its dead letter, with no replay claimed
 	// (a Reset ran its delivery again): the workflow waits on it.
 	DeadLettered int32 `json:"dead_lettered,omitempty"`
-	// Throttled: nothing was sent, because the endpoint's rate limit gave
-	// this attempt a send slot that far ahead: the workflow waits it out on
-	// a timer, which does not spend its recovery window, and makes the
-	// attempt (number Attempt) again with SlotReserved.
+	// Throttled: nothing was sent, because the endpoint's rate limit (or
+	// its tenant's deliveries_per_second) gave this attempt a send slot
+	// that far ahead: the workflow waits it out on a timer, which does not
+	// spend its recovery window, and makes the attempt (number Attempt)
+	// again with SlotReserved.
 	Throttled time.Duration `json:"throttled,omitempty"`
 	// InFlightFull: the throttle was the endpoint's cap on attempts in
-	// flight (max_in_flight), not its rate limit: no send slot was
-	// reserved, so the attempt made again reserves its own.
+	// flight (max_in_flight), or its tenant is disabled, not a rate: no
+	// send slot was reserved, so the attempt made again reserves its own.
 	InFlightFull bool `json:"in_flight_full,omitempty"`
 	// CircuitOpen: nothing was sent, because the endpoint's circuit breaker
 	// is open and this attempt is not its probe: the workflow waits this

@@ -103,6 +103,20 @@ type Policy struct {
 	Allowlist []string
 }
 
+// ForTenant is the policy for a tenant's endpoints: the allowlist applies
+// only to a tenant granted it (its allow_private_targets), so that a
+// customer cannot aim at an internal address the operator allowlisted for
+// itself. AllowPrivate, hookflow dev's, applies to every tenant. The
+// attempts of tenants granted it and of the others go through two
+// clients (NewClient of each): a connection one kept alive to an
+// allowlisted target is never the other's.
+func (p Policy) ForTenant(granted bool) Policy {
+	if !granted {
+		p.Allowlist = nil
+	}
+	return p
+}
+
 // allows reports whether hostPort (as dialled: host:port, port explicit)
 // may be private.
 func (p Policy) allows(hostPort string) bool {

@@ -264,3 +264,28 @@ func TestAllowlistLetsOnlyTheNamedTargetsThrough(t *testing.T) {
 	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
 	require.EqualValues(t, 1, hits.Load())
 }
+
+// TestAllowlistIsATenantsOnlyWhenGranted: the allowlist lets a target
+// through for a tenant granted it and for no other, at registration and
+// at dial; hookflow dev's AllowPrivate is every tenant's.
+func TestAllowlistIsATenantsOnlyWhenGranted(t *testing.T) {
+	t.Parallel()
+	srv, hits := target(t, nil)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	hook := "http://localhost:" + u.Port() + "/hook"
+	p := egress.Policy{Allowlist: []string{"localhost:" + u.Port()}}
+	require.NoError(t, p.ForTenant(true).CheckURL(hook))
+	require.Error(t, p.ForTenant(false).CheckURL(hook))
+	require.NoError(t, egress.Policy{AllowPrivate: true}.ForTenant(false).CheckURL(hook))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := get(ctx, p.ForTenant(true).NewClient(), hook)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.EqualValues(t, 1, hits.Load())
+	_, err = get(ctx, p.ForTenant(false).NewClient(), hook)
+	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
+	require.EqualValues(t, 1, hits.Load(), "nothing reached the target for the tenant not granted it")
+}

@@ -176,6 +176,17 @@ type AttemptStart struct {
 	// Data is the event's payload (nil once the cleaner pruned it, which
 	// it does only to an event whose every delivery is finished).
 	Data json.RawMessage
+	// Tenant is what the attempt answers to of the event's tenant.
+	Tenant TenantHold
+}
+
+// TenantHold is what of its tenant holds an attempt back: the tenant is
+// disabled (its heads wait), its deliveries_per_second (nil: none), and
+// whether the private-target allowlist applies to its endpoints.
+type TenantHold struct {
+	Disabled            bool
+	DeliveriesPerSecond *float64
+	AllowPrivateTargets bool
 }
 
 // DeliveryStartAttempt marks the delivery delivering (released_at set once)
@@ -194,7 +205,8 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			var circuit string
 			var failures int32
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
-				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data)...)
+				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data,
+				&a.Tenant.Disabled, &a.Tenant.DeliveriesPerSecond, &a.Tenant.AllowPrivateTargets)...)
 			e.Settings = sc.settings()
 			a.CircuitOpen, a.CircuitFailures = circuit != CircuitClosed, int(failures)
 			return translate(err)
@@ -208,6 +220,17 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 		return a, fmt.Errorf("start attempt: %w", err)
 	}
 	return a, nil
+}
+
+// TenantRateReserve reserves the tenant's next send slot under its
+// deliveries_per_second (perSecond > 0), shared by every worker through
+// the tenant_rate_slots row, as EndpointRateReserve does an endpoint's.
+func (s *Store) TenantRateReserve(ctx context.Context, perSecond float64) (RateSlot, error) {
+	r, err := s.q.TenantRateReserve(ctx, dbsqlc.TenantRateReserveParams{TenantID: s.tenant, Secs: 1 / perSecond})
+	if err != nil {
+		return RateSlot{}, fmt.Errorf("reserve tenant rate slot: %w", err)
+	}
+	return RateSlot{At: r.Slot, Wait: max(r.Slot.Sub(r.Now), 0)}, nil
 }
 
 // RateSlot is a send slot reserved under an endpoint's rate limit: when it

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
@@ -31,11 +33,28 @@ type TenantLimits struct {
 	MaxEndpoints *int32
 	// MaxRecoveryWindow bounds the recovery_window its endpoints may set.
 	MaxRecoveryWindow *time.Duration
+	// DeliveriesPerSecond bounds the attempts sent to its endpoints, over
+	// all of them and every worker.
+	DeliveriesPerSecond *float64
+	// AllowPrivateTargets says whether HOOKFLOW_PRIVATE_TARGET_ALLOWLIST
+	// applies to its endpoints (nil: only the default tenant's).
+	AllowPrivateTargets *bool
+}
+
+// PrivateTargets reports whether the private-target allowlist applies to
+// tenant's endpoints: as its limit says, or, by default, only to the
+// default tenant, the operator's own (as DeliveryStartAttempt reads it).
+func (l TenantLimits) PrivateTargets(tenant string) bool {
+	if l.AllowPrivateTargets != nil {
+		return *l.AllowPrivateTargets
+	}
+	return tenant == DefaultTenant
 }
 
 func tenantOf(r dbsqlc.Tenant) Tenant {
 	t := Tenant{ID: r.ID, Name: r.Name, Metadata: r.Metadata, Disabled: r.Disabled, Created: r.CreatedAt, Updated: r.UpdatedAt,
-		Limits: TenantLimits{EventsPerSecond: r.EventsPerSecond, MaxEndpoints: r.MaxEndpoints}}
+		Limits: TenantLimits{EventsPerSecond: r.EventsPerSecond, MaxEndpoints: r.MaxEndpoints,
+			DeliveriesPerSecond: r.DeliveriesPerSecond, AllowPrivateTargets: r.AllowPrivateTargets}}
 	if r.MaxRecoveryWindowMs != nil {
 		d := time.Duration(*r.MaxRecoveryWindowMs) * time.Millisecond
 		t.Limits.MaxRecoveryWindow = &d
@@ -44,7 +63,9 @@ func tenantOf(r dbsqlc.Tenant) Tenant {
 }
 
 // TenantPut creates tenant t.ID, or replaces its name, metadata and limits
-// (its disabled flag stays), and reports which.
+// (its disabled flag stays), and reports which. A change of its
+// deliveries_per_second gives up the slots reserved under the old rate and
+// wakes its lanes (TenantRateSlotsReset), in the same transaction.
 func (s *Store) TenantPut(ctx context.Context, t Tenant) (Tenant, bool, error) {
 	var window *int64
 	if t.Limits.MaxRecoveryWindow != nil {
@@ -55,13 +76,24 @@ func (s *Store) TenantPut(ctx context.Context, t Tenant) (Tenant, bool, error) {
 	if len(meta) == 0 {
 		meta = json.RawMessage(`{}`)
 	}
-	r, err := s.q.TenantPut(ctx, dbsqlc.TenantPutParams{ID: t.ID, Name: t.Name, Metadata: meta,
-		EventsPerSecond: t.Limits.EventsPerSecond, MaxEndpoints: t.Limits.MaxEndpoints, MaxRecoveryWindowMs: window})
+	var r dbsqlc.TenantPutRow
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		if err := q.TenantRateSlotsReset(ctx, dbsqlc.TenantRateSlotsResetParams{ID: t.ID, DeliveriesPerSecond: t.Limits.DeliveriesPerSecond}); err != nil {
+			return err
+		}
+		var err error
+		r, err = q.TenantPut(ctx, dbsqlc.TenantPutParams{ID: t.ID, Name: t.Name, Metadata: meta,
+			EventsPerSecond: t.Limits.EventsPerSecond, MaxEndpoints: t.Limits.MaxEndpoints, MaxRecoveryWindowMs: window,
+			DeliveriesPerSecond: t.Limits.DeliveriesPerSecond, AllowPrivateTargets: t.Limits.AllowPrivateTargets})
+		return err
+	})
 	if err != nil {
 		return Tenant{}, false, fmt.Errorf("put tenant: %w", translate(err))
 	}
 	return tenantOf(dbsqlc.Tenant{ID: r.ID, Name: r.Name, Metadata: r.Metadata, Disabled: r.Disabled, EventsPerSecond: r.EventsPerSecond,
-		MaxEndpoints: r.MaxEndpoints, MaxRecoveryWindowMs: r.MaxRecoveryWindowMs, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}), r.Created, nil
+		MaxEndpoints: r.MaxEndpoints, MaxRecoveryWindowMs: r.MaxRecoveryWindowMs, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		DeliveriesPerSecond: r.DeliveriesPerSecond, AllowPrivateTargets: r.AllowPrivateTargets}), r.Created, nil
 }
 
 // TenantGet returns tenant id, or ErrNotFound.
@@ -88,8 +120,18 @@ func (s *Store) TenantsList(ctx context.Context, after string, limit int) ([]Ten
 }
 
 // TenantSetDisabled disables or enables tenant id, or returns ErrNotFound.
+// Enabling it asks every lane of its endpoints to wake, in the same
+// transaction: the heads its disabling held send now.
 func (s *Store) TenantSetDisabled(ctx context.Context, id string, disabled bool) (Tenant, error) {
-	r, err := s.q.TenantSetDisabled(ctx, dbsqlc.TenantSetDisabledParams{ID: id, Disabled: disabled})
+	var r dbsqlc.Tenant
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		var err error
+		if r, err = q.TenantSetDisabled(ctx, dbsqlc.TenantSetDisabledParams{ID: id, Disabled: disabled}); err != nil || disabled {
+			return err
+		}
+		return q.TenantWakeLanes(ctx, id)
+	})
 	if err != nil {
 		return Tenant{}, fmt.Errorf("disable tenant: %w", translate(err))
 	}

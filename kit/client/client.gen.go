@@ -196,14 +196,17 @@ func (e OperatorActionStatus) Valid() bool {
 
 // Defines values for ProblemTenantLimit.
 const (
-	ProblemTenantLimitEventsPerSecond   ProblemTenantLimit = "events_per_second"
-	ProblemTenantLimitMaxEndpoints      ProblemTenantLimit = "max_endpoints"
-	ProblemTenantLimitMaxRecoveryWindow ProblemTenantLimit = "max_recovery_window"
+	ProblemTenantLimitAllowPrivateTargets ProblemTenantLimit = "allow_private_targets"
+	ProblemTenantLimitEventsPerSecond     ProblemTenantLimit = "events_per_second"
+	ProblemTenantLimitMaxEndpoints        ProblemTenantLimit = "max_endpoints"
+	ProblemTenantLimitMaxRecoveryWindow   ProblemTenantLimit = "max_recovery_window"
 )
 
 // Valid indicates whether the value is a known member of the ProblemTenantLimit enum.
 func (e ProblemTenantLimit) Valid() bool {
 	switch e {
+	case ProblemTenantLimitAllowPrivateTargets:
+		return true
 	case ProblemTenantLimitEventsPerSecond:
 		return true
 	case ProblemTenantLimitMaxEndpoints:
@@ -1094,6 +1097,12 @@ type TenantID = string
 
 // TenantLimits The tenant's limits; a limit left out (or null) is the server's default.
 type TenantLimits struct {
+	// AllowPrivateTargets Whether HOOKFLOW_PRIVATE_TARGET_ALLOWLIST applies to the tenant's endpoints: without it, an allowlisted private or plain-http target is refused (422 invalid-field url, tenant_limit allow_private_targets) and never dialled. Default: true for the default tenant (the operator's own), false for every other.
+	AllowPrivateTargets nullable.Nullable[bool] `json:"allow_private_targets,omitempty,omitzero"`
+
+	// DeliveriesPerSecond Attempts sent per second across all the tenant's endpoints, shared by every worker. A head past it waits its turn on a timer, as under an endpoint's rate_limit: nothing behind it is released meanwhile, so order holds, and the wait spends no recovery window. Default: none beyond each endpoint's rate_limit.
+	DeliveriesPerSecond nullable.Nullable[float64] `json:"deliveries_per_second,omitempty,omitzero"`
+
 	// EventsPerSecond Events the API accepts from the tenant per second, over all its keys and every operator key acting on it, in each API process (bursts of twice as many). Past it: 429 limit tenant-events-per-second. Default: none beyond each key's HOOKFLOW_POST_RATE_LIMIT.
 	EventsPerSecond nullable.Nullable[float64] `json:"events_per_second,omitempty,omitzero"`
 
@@ -1126,7 +1135,7 @@ type TenantPut struct {
 
 // TenantUpdate defines model for TenantUpdate.
 type TenantUpdate struct {
-	// Disabled true: every key of the tenant is refused (401) at its next request, in every API process; operator keys still act on it. false: its keys work again.
+	// Disabled true: every key of the tenant is refused (401) at its next request, in every API process, and its deliveries wait (each lane's head on a timer, spending no recovery window: nothing is dead-lettered for it); operator keys still act on it. false: its keys work again and its lanes are woken at once.
 	Disabled bool `json:"disabled"`
 }
 

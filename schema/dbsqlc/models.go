@@ -38,4 +38,6 @@ type Tenant struct {
 	MaxRecoveryWindowMs *int64
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
+	DeliveriesPerSecond *float64
+	AllowPrivateTargets *bool
 }

@@ -11,7 +11,8 @@ import (
 )
 
 const TenantGet = `-- name: TenantGet :one
-SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at
+SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
+    deliveries_per_second, allow_private_targets
 FROM tenants WHERE id = $1
 `
 
@@ -28,17 +29,22 @@ func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
 		&i.MaxRecoveryWindowMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DeliveriesPerSecond,
+		&i.AllowPrivateTargets,
 	)
 	return i, err
 }
 
 const TenantPut = `-- name: TenantPut :one
-INSERT INTO tenants AS t (id, name, metadata, events_per_second, max_endpoints, max_recovery_window_ms)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO tenants AS t (id, name, metadata, events_per_second, max_endpoints, max_recovery_window_ms, deliveries_per_second, allow_private_targets)
+VALUES ($1, $2, $3, $4, $5, $6,
+    $7, $8)
 ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, metadata = EXCLUDED.metadata,
     events_per_second = EXCLUDED.events_per_second, max_endpoints = EXCLUDED.max_endpoints,
-    max_recovery_window_ms = EXCLUDED.max_recovery_window_ms, updated_at = now()
+    max_recovery_window_ms = EXCLUDED.max_recovery_window_ms, deliveries_per_second = EXCLUDED.deliveries_per_second,
+    allow_private_targets = EXCLUDED.allow_private_targets, updated_at = now()
 RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
+    deliveries_per_second, allow_private_targets,
     (xmax = 0)::bool AS created
 `
 
@@ -49,6 +55,8 @@ type TenantPutParams struct {
 	EventsPerSecond     *float64
 	MaxEndpoints        *int32
 	MaxRecoveryWindowMs *int64
+	DeliveriesPerSecond *float64
+	AllowPrivateTargets *bool
 }
 
 type TenantPutRow struct {
@@ -61,6 +69,8 @@ type TenantPutRow struct {
 	MaxRecoveryWindowMs *int64
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
+	DeliveriesPerSecond *float64
+	AllowPrivateTargets *bool
 	Created             bool
 }
 
@@ -75,6 +85,8 @@ func (q *Queries) TenantPut(ctx context.Context, arg TenantPutParams) (TenantPut
 		arg.EventsPerSecond,
 		arg.MaxEndpoints,
 		arg.MaxRecoveryWindowMs,
+		arg.DeliveriesPerSecond,
+		arg.AllowPrivateTargets,
 	)
 	var i TenantPutRow
 	err := row.Scan(
@@ -87,14 +99,77 @@ func (q *Queries) TenantPut(ctx context.Context, arg TenantPutParams) (TenantPut
 		&i.MaxRecoveryWindowMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DeliveriesPerSecond,
+		&i.AllowPrivateTargets,
 		&i.Created,
 	)
 	return i, err
 }
 
+const TenantRateReserve = `-- name: TenantRateReserve :one
+WITH clock AS (SELECT clock_timestamp() AS now)
+INSERT INTO tenant_rate_slots AS s (tenant_id, next_slot)
+SELECT $1, clock.now + make_interval(secs => $2) FROM clock
+ON CONFLICT (tenant_id) DO UPDATE
+    SET next_slot = GREATEST(s.next_slot, (SELECT now FROM clock)) + make_interval(secs => $2),
+        throttled = s.throttled + (s.next_slot > (SELECT now FROM clock))::int
+RETURNING (next_slot - make_interval(secs => $2))::timestamptz AS slot, (SELECT now FROM clock)::timestamptz AS now
+`
+
+type TenantRateReserveParams struct {
+	TenantID string
+	Secs     float64
+}
+
+type TenantRateReserveRow struct {
+	Slot time.Time
+	Now  time.Time
+}
+
+// Reserves tenant $1's next send slot under a rate of one per $2 seconds
+// (its deliveries_per_second), on the database's clock, as
+// EndpointRateReserve does an endpoint's.
+func (q *Queries) TenantRateReserve(ctx context.Context, arg TenantRateReserveParams) (TenantRateReserveRow, error) {
+	row := q.db.QueryRow(ctx, TenantRateReserve, arg.TenantID, arg.Secs)
+	var i TenantRateReserveRow
+	err := row.Scan(&i.Slot, &i.Now)
+	return i, err
+}
+
+const TenantRateSlotsReset = `-- name: TenantRateSlotsReset :exec
+WITH changed AS (
+    SELECT t.id AS tenant_id FROM tenants t
+    WHERE t.id = $1 AND t.deliveries_per_second IS DISTINCT FROM $2::double precision
+    FOR UPDATE
+), slots AS (
+    UPDATE tenant_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
+    WHERE tenant_id IN (SELECT tenant_id FROM changed)
+)
+INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
+SELECT e.id, clock_timestamp() FROM endpoints e
+WHERE e.tenant_id IN (SELECT tenant_id FROM changed) AND e.deleted_at IS NULL
+ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now()
+`
+
+type TenantRateSlotsResetParams struct {
+	ID                  string
+	DeliveriesPerSecond *float64
+}
+
+// Tenant $1's deliveries_per_second is about to become $2 (NULL: none):
+// when that is a change, the slots reserved under the old rate are given
+// up and every lane of its endpoints is asked to wake, as
+// EndpointRateSlotsReset does for an endpoint's rate_limit. Run in the
+// PUT's transaction, the tenant's row locked.
+func (q *Queries) TenantRateSlotsReset(ctx context.Context, arg TenantRateSlotsResetParams) error {
+	_, err := q.db.Exec(ctx, TenantRateSlotsReset, arg.ID, arg.DeliveriesPerSecond)
+	return err
+}
+
 const TenantSetDisabled = `-- name: TenantSetDisabled :one
 UPDATE tenants SET disabled = $2, updated_at = now() WHERE id = $1
-RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at
+RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
+    deliveries_per_second, allow_private_targets
 `
 
 type TenantSetDisabledParams struct {
@@ -103,7 +178,10 @@ type TenantSetDisabledParams struct {
 }
 
 // Disables or enables tenant $1: a disabled tenant's keys are refused
-// (APIKeyByHash).
+// (APIKeyByHash), and its deliveries wait (DeliveryStartAttempt). Enabling
+// it asks every lane of its endpoints to wake (migration 016's stamp, which
+// the wake sweep signals), so that the heads held while it was disabled
+// send now rather than when their timers say.
 func (q *Queries) TenantSetDisabled(ctx context.Context, arg TenantSetDisabledParams) (Tenant, error) {
 	row := q.db.QueryRow(ctx, TenantSetDisabled, arg.ID, arg.Disabled)
 	var i Tenant
@@ -117,12 +195,28 @@ func (q *Queries) TenantSetDisabled(ctx context.Context, arg TenantSetDisabledPa
 		&i.MaxRecoveryWindowMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DeliveriesPerSecond,
+		&i.AllowPrivateTargets,
 	)
 	return i, err
 }
 
+const TenantWakeLanes = `-- name: TenantWakeLanes :exec
+INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
+SELECT e.id, clock_timestamp() FROM endpoints e WHERE e.tenant_id = $1 AND e.deleted_at IS NULL
+ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now()
+`
+
+// Stamps a wake on every endpoint of tenant $1 not deleted (made closed,
+// as CircuitEnsure makes it, for an endpoint whose circuit never failed).
+func (q *Queries) TenantWakeLanes(ctx context.Context, tenantID string) error {
+	_, err := q.db.Exec(ctx, TenantWakeLanes, tenantID)
+	return err
+}
+
 const TenantsList = `-- name: TenantsList :many
-SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at
+SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
+    deliveries_per_second, allow_private_targets
 FROM tenants WHERE id > $1 ORDER BY id LIMIT $2
 `
 
@@ -151,6 +245,8 @@ func (q *Queries) TenantsList(ctx context.Context, arg TenantsListParams) ([]Ten
 			&i.MaxRecoveryWindowMs,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.DeliveriesPerSecond,
+			&i.AllowPrivateTargets,
 		); err != nil {
 			return nil, err
 		}

@@ -198,6 +198,9 @@ WITH dl AS (
     WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
       AND (state <> 'dead_lettered' OR EXISTS (SELECT 1 FROM dl WHERE status = 'replayed'))
       AND EXISTS (SELECT 1 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $2 AND NOT disabled)
+), tenant AS (
+    SELECT disabled, deliveries_per_second, COALESCE(allow_private_targets, id = 'default') AS allow_private_targets
+    FROM tenants WHERE id = sqlc.arg(tenant_id)
 )
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
@@ -215,7 +218,11 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        -- The event's payload: the workflow does not carry it in every
        -- activity input (each would copy up to 1 MiB into the history).
        -- The cleaner prunes it only once every delivery is finished.
-       (SELECT data FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1)
+       (SELECT data FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1),
+       -- The tenant's (migrations 025, 026): a disabled tenant's heads
+       -- wait, its deliveries_per_second paces them, and the allowlist
+       -- applies to its targets only when granted.
+       (SELECT disabled FROM tenant), (SELECT deliveries_per_second FROM tenant), (SELECT allow_private_targets FROM tenant)
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $2;
 
 -- name: DeliveryMarkFinal :exec

@@ -460,7 +460,7 @@ export interface components {
              * @description the tenant's limit that refused the request (TenantLimits)
              * @enum {string}
              */
-            tenant_limit?: "events_per_second" | "max_endpoints" | "max_recovery_window";
+            tenant_limit?: "events_per_second" | "max_endpoints" | "max_recovery_window" | "allow_private_targets";
             /** @description the tenant whose limit it is */
             tenant_id?: string;
         } & {
@@ -1060,6 +1060,10 @@ export interface components {
             max_endpoints?: number | null;
             /** @description The longest recovery_window an endpoint of the tenant may set (Go duration, 1s to 72h); longer: 422 invalid-field recovery_window. Default: 72h. */
             max_recovery_window?: string | null;
+            /** @description Attempts sent per second across all the tenant's endpoints, shared by every worker. A head past it waits its turn on a timer, as under an endpoint's rate_limit: nothing behind it is released meanwhile, so order holds, and the wait spends no recovery window. Default: none beyond each endpoint's rate_limit. */
+            deliveries_per_second?: number | null;
+            /** @description Whether HOOKFLOW_PRIVATE_TARGET_ALLOWLIST applies to the tenant's endpoints: without it, an allowlisted private or plain-http target is refused (422 invalid-field url, tenant_limit allow_private_targets) and never dialled. Default: true for the default tenant (the operator's own), false for every other. */
+            allow_private_targets?: boolean | null;
         };
         /** @description A tenant as the SaaS has it: what a PUT leaves out goes back to its default (disabled stays as it is). */
         TenantPut: {
@@ -1072,7 +1076,7 @@ export interface components {
             limits?: components["schemas"]["TenantLimits"];
         };
         TenantUpdate: {
-            /** @description true: every key of the tenant is refused (401) at its next request, in every API process; operator keys still act on it. false: its keys work again. */
+            /** @description true: every key of the tenant is refused (401) at its next request, in every API process, and its deliveries wait (each lane's head on a timer, spending no recovery window: nothing is dead-lettered for it); operator keys still act on it. false: its keys work again and its lanes are woken at once. */
             disabled: boolean;
         };
         Tenant: {
