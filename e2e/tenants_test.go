@@ -315,6 +315,10 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 		"tenantGet":        forbidden(http.MethodGet, "/v1/tenants/globex", nil),
 		"tenantPut":        forbidden(http.MethodPut, "/v1/tenants/globex", map[string]any{"name": "taken"}),
 		"tenantUpdate":     forbidden(http.MethodPatch, "/v1/tenants/globex", map[string]any{"disabled": true}),
+		// tenants:write's, the operator's: a tenant's key reads its own
+		// stats with GET /v1/stats, and no other tenant's figures at all.
+		"tenantStats":  forbidden(http.MethodGet, "/v1/tenants/globex/stats", nil),
+		"statsTenants": forbidden(http.MethodGet, "/v1/stats/tenants", nil),
 	}
 	// The document's operations under /v1, each of which needs a case.
 	raw, err := os.ReadFile("../api/openapi.json")

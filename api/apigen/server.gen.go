@@ -91,6 +91,9 @@ type ServerInterface interface {
 	// StatsEndpoints The endpoints' health a page at a time (what `hookflow status` ranks, following the pages), one query a page
 	// (GET /v1/stats/endpoints)
 	StatsEndpoints(ctx echo.Context, params StatsEndpointsParams) error
+	// StatsTenants The tenants ranked worst first (what `hookflow status` lists for an operator), one query a page
+	// (GET /v1/stats/tenants)
+	StatsTenants(ctx echo.Context, params StatsTenantsParams) error
 	// TenantList Tenants, in id order
 	// (GET /v1/tenants)
 	TenantList(ctx echo.Context, params TenantListParams) error
@@ -103,6 +106,9 @@ type ServerInterface interface {
 	// TenantPut Create or replace a tenant
 	// (PUT /v1/tenants/{id})
 	TenantPut(ctx echo.Context, id TenantID) error
+	// TenantStats A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
+	// (GET /v1/tenants/{id}/stats)
+	TenantStats(ctx echo.Context, id TenantID, params TenantStatsParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -766,6 +772,31 @@ func (w *ServerInterfaceWrapper) StatsEndpoints(ctx echo.Context) error {
 	return err
 }
 
+// StatsTenants converts echo context to params.
+func (w *ServerInterfaceWrapper) StatsTenants(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StatsTenantsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.StatsTenants(ctx, params)
+	return err
+}
+
 // TenantList converts echo context to params.
 func (w *ServerInterfaceWrapper) TenantList(ctx echo.Context) error {
 	var err error
@@ -836,6 +867,31 @@ func (w *ServerInterfaceWrapper) TenantPut(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.TenantPut(ctx, id)
+	return err
+}
+
+// TenantStats converts echo context to params.
+func (w *ServerInterfaceWrapper) TenantStats(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params TenantStatsParams
+	// ------------- Optional query parameter "top" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "top", ctx.QueryParams(), &params.Top, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter top: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TenantStats(ctx, id, params)
 	return err
 }
 
@@ -912,9 +968,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/events/:id/deliveries/:endpoint_id/attempts", wrapper.EventAttempts, options.OperationMiddlewares["eventAttempts"]...)
 	router.GET(options.BaseURL+"/v1/stats", wrapper.Stats, options.OperationMiddlewares["stats"]...)
 	router.GET(options.BaseURL+"/v1/stats/endpoints", wrapper.StatsEndpoints, options.OperationMiddlewares["statsEndpoints"]...)
+	router.GET(options.BaseURL+"/v1/stats/tenants", wrapper.StatsTenants, options.OperationMiddlewares["statsTenants"]...)
 	router.GET(options.BaseURL+"/v1/tenants", wrapper.TenantList, options.OperationMiddlewares["tenantList"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.TenantGet, options.OperationMiddlewares["tenantGet"]...)
 	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.TenantUpdate, options.OperationMiddlewares["tenantUpdate"]...)
 	router.PUT(options.BaseURL+"/v1/tenants/:id", wrapper.TenantPut, options.OperationMiddlewares["tenantPut"]...)
+	router.GET(options.BaseURL+"/v1/tenants/:id/stats", wrapper.TenantStats, options.OperationMiddlewares["tenantStats"]...)
 
 }

@@ -13,6 +13,12 @@ import (
 
 var apiClientSettings = []string{"HOOKFLOW_API_URL", "HOOKFLOW_API_TOKEN"}
 
+// tenantClientSettings are the settings of the API commands that act on a
+// tenant (status, dlq, keys): HOOKFLOW_TENANT (--tenant) names it. demo
+// takes none: it walks through hookflow dev's own endpoint, the default
+// tenant's.
+var tenantClientSettings = concat(apiClientSettings, []string{"HOOKFLOW_TENANT"})
+
 // apiClientDefaults makes the CLI's API commands talk to hookflow dev as it
 // is; set HOOKFLOW_API_TOKEN to an API key (or the bootstrap token) for any
 // other API.
@@ -26,6 +32,12 @@ const cliTimeout = 2 * time.Minute
 // into the CLI's lines.
 type apiClient struct {
 	*client.Client
+	// tenant is HOOKFLOW_TENANT: each call names it in its typed
+	// parameters, as the document has it (?tenant_id= on the operations
+	// that take TenantIdQuery, tenant_id in the body of apiKeyCreate), so
+	// the compiler holds every call to it rather than a request editor
+	// that cannot tell a query from a body.
+	tenant string
 }
 
 // newAPIClient is the client of the API at HOOKFLOW_API_URL with
@@ -38,8 +50,12 @@ func newAPIClient(cfg config.Config) (apiClient, error) {
 	if err != nil {
 		return apiClient{}, &config.UsageError{Msg: "invalid HOOKFLOW_API_URL: " + err.Error()}
 	}
-	return apiClient{c}, nil
+	return apiClient{Client: c, tenant: cfg.Tenant}, nil
 }
+
+// tenantID is the tenant as a query parameter: nil, not sent, when none
+// is named (the key's own).
+func (c apiClient) tenantID() *string { return orNil(c.tenant) }
 
 // fail says what went wrong with a call in one line: the API's problem
 // ("409 Not dead-lettered: …"), or that the API could not be reached.

@@ -6,19 +6,16 @@ import (
 	"context"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/app"
-	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
 	"github.com/hookflow/hookflow/kit/webhook"
-	"github.com/hookflow/hookflow/schema"
 )
 
 // TestDemoAgainstDevStack runs `hookflow demo` against what `hookflow dev`
@@ -28,7 +25,6 @@ func TestDemoAgainstDevStack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	logger := testenv.Logger(t)
-	tmp := temporaltest.Server(t)
 
 	// The reference receiver on its own database.
 	rpool, err := pgxpool.New(ctx, testenv.NewDatabase(t))
@@ -42,39 +38,12 @@ func TestDemoAgainstDevStack(t *testing.T) {
 	rhs := httptest.NewServer(rsrv.Handler())
 	t.Cleanup(rhs.Close)
 
-	cfg := config.Config{
-		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
-		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "demo-token-for-the-cli-test-0123456789",
-		RecoveryWindow: time.Minute, DeliveryTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20, AllowPrivate: true,
-	}
-	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
-	require.NoError(t, err)
-	_, err = schema.Migrate(ctx, pool)
-	require.NoError(t, err)
-	pool.Close()
-	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	apiURL, cfg, st, c := testAPI(t, ctx, "demo-token-for-the-cli-test-0123456789")
 	st = st.Tenant(store.DefaultTenant)
 	require.NoError(t, ensureDevEndpoint(ctx, st, rhs.URL+"/webhook", secret))
-	c, err := app.TemporalClient(ctx, cfg, logger)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
 	w, err := app.StartWorker(cfg, st, c, logger)
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- app.ServeAPI(ctx, cfg, st, c, logger, app.OnReady(func(a app.Addrs) { ready <- a.API }))
-	}()
-	var apiURL string
-	select {
-	case a := <-ready:
-		apiURL = "http://" + a
-	case err := <-done:
-		t.Fatalf("api did not start: %v", err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
 
 	code, out, stderr := runWith(map[string]string{"HOOKFLOW_API_URL": apiURL, "HOOKFLOW_API_TOKEN": cfg.APIToken},
 		"demo", "--receiver-url", rhs.URL, "--namespace", temporaltest.Namespace, "--wait", "60s")

@@ -28,7 +28,9 @@ const dlqUsage = `usage: hookflow dlq <list|show|replay|skip> [flags]
 A dead letter is one delivery (event, endpoint): --endpoint-id names it, and
 may be left out when the event has one open dead letter.
 
-Talks to the API at HOOKFLOW_API_URL with HOOKFLOW_API_TOKEN.`
+Talks to the API at HOOKFLOW_API_URL with HOOKFLOW_API_TOKEN, on the
+tenant --tenant (HOOKFLOW_TENANT) names (an operator key's; a tenant key
+acts on its own).`
 
 // runDLQ lists, shows, replays and skips dead letters through the API.
 func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
@@ -59,7 +61,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 	default:
 		return &config.UsageError{Msg: fmt.Sprintf("unknown dlq subcommand %q (list, show, replay, skip)", sub)}
 	}
-	cfg, rest, err := config.LoadWithFlags("dlq "+sub, dlqUsage, apiClientSettings, args[1:], env.getenv, apiClientDefaults(), env.stdout, flags)
+	cfg, rest, err := config.LoadWithFlags("dlq "+sub, dlqUsage, tenantClientSettings, args[1:], env.getenv, apiClientDefaults(), env.stdout, flags)
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	// The flags left empty are not sent.
-	f := client.DeadLetterListParams{CorrelationID: orNil(corr), EndpointID: orNil(endpoint), Status: (*client.DeadLetterListParamsStatus)(orNil(status))}
+	f := client.DeadLetterListParams{CorrelationID: orNil(corr), EndpointID: orNil(endpoint), Status: (*client.DeadLetterListParamsStatus)(orNil(status)), TenantID: cl.tenantID()}
 	for _, tf := range []struct {
 		flag, v string
 		dst     **time.Time
@@ -114,7 +116,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		r, err := cl.DeadLetterGetWithResponse(ctx, id, &client.DeadLetterGetParams{EndpointID: orNil(endpoint)})
+		r, err := cl.DeadLetterGetWithResponse(ctx, id, &client.DeadLetterGetParams{EndpointID: orNil(endpoint), TenantID: cl.tenantID()})
 		if err != nil {
 			return cl.fail(err)
 		}
@@ -147,7 +149,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 				return &config.UsageError{Msg: "dlq replay --all takes filters, not an event id"}
 			}
 			r, err := cl.DeadLetterReplayBatchWithResponse(ctx, &client.DeadLetterReplayBatchParams{
-				CorrelationID: f.CorrelationID, EndpointID: f.EndpointID, Since: f.Since, Until: f.Until,
+				CorrelationID: f.CorrelationID, EndpointID: f.EndpointID, Since: f.Since, Until: f.Until, TenantID: cl.tenantID(),
 			})
 			if err != nil {
 				return cl.fail(err)
@@ -166,7 +168,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		r, err := cl.DeadLetterReplayWithResponse(ctx, id, nil, client.Operator{EndpointID: endpoint})
+		r, err := cl.DeadLetterReplayWithResponse(ctx, id, &client.DeadLetterReplayParams{TenantID: cl.tenantID()}, client.Operator{EndpointID: endpoint})
 		if err != nil {
 			return cl.fail(err)
 		}
@@ -182,7 +184,7 @@ func runDLQ(ctx context.Context, env *cliEnv, args []string) error {
 		if strings.TrimSpace(note) == "" {
 			return &config.UsageError{Msg: "dlq skip needs --note saying why"}
 		}
-		r, err := cl.DeadLetterSkipWithResponse(ctx, id, nil, client.Operator{EndpointID: endpoint, Note: note})
+		r, err := cl.DeadLetterSkipWithResponse(ctx, id, &client.DeadLetterSkipParams{TenantID: cl.tenantID()}, client.Operator{EndpointID: endpoint, Note: note})
 		if err != nil {
 			return cl.fail(err)
 		}

@@ -3,27 +3,35 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"github.com/oapi-codegen/nullable"
+	"net/http"
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/oapi-codegen/nullable"
 
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/kit/client"
 )
 
-// runStatus prints GET /v1/stats: queue depth, in flight, recent
-// deliveries, open dead letters, lag and the longest-blocked correlations;
-// then the worst of the endpoints, ranked from GET /v1/stats/endpoints
-// (the endpoints' health page after page, one query on the server a page
-// of 100, so no answer grows with the deployment). --json prints the same: GET
-// /v1/stats' answer with worst_endpoints, their health, beside it.
+// runStatus prints GET /v1/stats of the tenant --tenant (HOOKFLOW_TENANT)
+// names, or the key's own: queue depth, in flight, recent deliveries, open
+// dead letters, lag and the longest-blocked correlations; then the worst
+// of its endpoints, ranked from GET /v1/stats/endpoints (the endpoints'
+// health page after page, one query on the server a page of 100, so no
+// answer grows with the deployment). With no tenant named, it also lists
+// the worst tenants: the first page of GET /v1/stats/tenants, which the
+// server ranks in one query (a key without tenants:write, a tenant's
+// among them, sees no other tenant and gets no such list). --json prints
+// the same: GET /v1/stats' answer with worst_endpoints and worst_tenants
+// beside it.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var asJSON bool
 	cfg, rest, err := config.LoadWithFlags("status", "Print the delivery pipeline's state (GET /v1/stats) from the API at HOOKFLOW_API_URL.",
-		apiClientSettings, args, env.getenv, apiClientDefaults(), env.stdout, func(fs *flag.FlagSet) {
+		tenantClientSettings, args, env.getenv, apiClientDefaults(), env.stdout, func(fs *flag.FlagSet) {
 			fs.BoolVar(&asJSON, "json", false, "print JSON")
 		})
 	if err != nil {
@@ -36,24 +44,35 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.StatsWithResponse(ctx, &client.StatsParams{})
+	r, err := cl.StatsWithResponse(ctx, &client.StatsParams{TenantID: cl.tenantID()})
 	if err != nil {
 		return cl.fail(err)
 	}
 	st := *r.JSON200
-	health, err := cl.StatsEndpointsAll(ctx, client.StatsEndpointsParams{})
+	health, err := cl.StatsEndpointsAll(ctx, client.StatsEndpointsParams{TenantID: cl.tenantID()})
 	if err != nil {
 		return cl.fail(err)
 	}
 	worst, more := worstEndpoints(health)
+	var tenants *client.TenantsHealth
+	if cl.tenant == "" {
+		if tenants, err = worstTenants(ctx, cl); err != nil {
+			return cl.fail(err)
+		}
+	}
 	if asJSON {
-		return printJSON(env.stdout, statusJSON{Stats: st, WorstEndpoints: worst, MoreUnwell: more})
+		return printJSON(env.stdout, statusJSON{Stats: st, Tenant: cl.tenant, WorstEndpoints: worst, MoreUnwell: more, WorstTenants: tenants})
+	}
+	tenant := cl.tenant
+	if tenant == "" {
+		tenant = "the key's own (default for an operator key)"
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	for _, row := range []struct {
 		name  string
 		value string
 	}{
+		{"tenant", tenant},
 		{"queued", fmt.Sprint(st.Queued)},
 		{"in flight (waiting + delivering)", fmt.Sprint(st.InFlight)},
 		{"delivered, last 5 min", fmt.Sprint(st.DeliveredLast5M)},
@@ -80,6 +99,9 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		if err := printWorst(env, worst, more); err != nil {
 			return err
 		}
+	}
+	if err := printWorstTenants(env, tenants); err != nil {
+		return err
 	}
 	if len(st.BlockedCorrelations.Top) == 0 {
 		return nil
@@ -109,8 +131,51 @@ const statusStale = time.Minute
 // how many more are unwell.
 type statusJSON struct {
 	client.Stats
+	// Tenant is the tenant named (--tenant); absent for the key's own.
+	Tenant         string                  `json:"tenant,omitempty"`
 	WorstEndpoints []client.EndpointHealth `json:"worst_endpoints"`
 	MoreUnwell     int                     `json:"more_unwell_endpoints"`
+	// WorstTenants is the first page of GET /v1/stats/tenants; absent
+	// when a tenant is named or the key may not see other tenants.
+	WorstTenants *client.TenantsHealth `json:"worst_tenants,omitempty"`
+}
+
+// worstTenants is the first page of the tenants' ranking, statusWorst of
+// them (the server ranks them: open dead letters, then failing endpoints,
+// then the oldest undelivered); nil when the key may not see it (403: it
+// lacks tenants:write, as a tenant's key does).
+func worstTenants(ctx context.Context, cl apiClient) (*client.TenantsHealth, error) {
+	r, err := cl.StatsTenantsWithResponse(ctx, &client.StatsTenantsParams{Limit: new(int64(statusWorst))})
+	var pe *client.Error
+	if errors.As(err, &pe) && pe.Status == http.StatusForbidden {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.JSON200, nil
+}
+
+// printWorstTenants prints the worst tenants, worst first, and how many
+// more the ranking holds; nothing when there is none to show.
+func printWorstTenants(env *cliEnv, page *client.TenantsHealth) error {
+	if page == nil || len(page.Tenants) == 0 {
+		return nil
+	}
+	fmt.Fprintln(env.stdout)
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORST TENANTS\tDEAD LETTERS\tFAILING ENDPOINTS\tWAITING\tDELIVERING\tOLDEST UNDELIVERED")
+	for _, t := range page.Tenants {
+		name := t.TenantID
+		if t.Disabled {
+			name += " (disabled)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", name, t.DeadLettersOpen, t.FailingEndpoints, t.Waiting, t.Delivering, age(t.OldestLagSeconds))
+	}
+	if more := page.Total - int64(len(page.Tenants)); more > 0 {
+		fmt.Fprintf(tw, "… and %d more (hookflow status --tenant ID shows one)\n", more)
+	}
+	return tw.Flush()
 }
 
 // worstEndpoints returns the unwell among endpoints, the worst first, at

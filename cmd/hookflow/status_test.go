@@ -38,7 +38,11 @@ func TestStatusPrintsStats(t *testing.T) {
 		// The endpoints' health in two pages: status follows the cursor.
 		body, ok := map[string]string{"/v1/stats": stats,
 			"/v1/stats/endpoints":                `{"endpoints":[` + healthBilling + `],"next_cursor":"cGFnZTI"}`,
-			"/v1/stats/endpoints?cursor=cGFnZTI": `{"endpoints":[` + healthShipping + `]}`}[r.URL.RequestURI()]
+			"/v1/stats/endpoints?cursor=cGFnZTI": `{"endpoints":[` + healthShipping + `]}`,
+			// The first page of the tenants' ranking, five of seven.
+			"/v1/stats/tenants?limit=5": `{"tenants":[{"tenant_id":"acme","disabled":false,"dead_letters_open":3,"failing_endpoints":1,` +
+				`"waiting":42,"delivering":0,"oldest_lag_seconds":612.4},{"tenant_id":"globex","disabled":true,"dead_letters_open":0,` +
+				`"failing_endpoints":0,"waiting":2,"delivering":1,"oldest_lag_seconds":0.7}],"total":7}`}[r.URL.RequestURI()]
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -53,7 +57,8 @@ func TestStatusPrintsStats(t *testing.T) {
 	code, out, stderr := runWith(env, "status")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "Bearer tok", gotAuth)
-	require.Equal(t, []string{"/v1/stats", "/v1/stats/endpoints", "/v1/stats/endpoints?cursor=cGFnZTI"}, paths, "a request a page of endpoints")
+	require.Equal(t, []string{"/v1/stats", "/v1/stats/endpoints", "/v1/stats/endpoints?cursor=cGFnZTI", "/v1/stats/tenants?limit=5"}, paths,
+		"a request a page of endpoints, and the first page of the tenants' ranking")
 	for _, want := range []string{"queued", "3", "in flight", "7", "42", "dead letters open", "1m5s", "blocked lanes",
 		"order-9", "dead_lettered", "evt_9_2", "30s", "ENDPOINT", "ep_billing", "ep_shipping"} {
 		require.Contains(t, out, want)
@@ -65,6 +70,14 @@ func TestStatusPrintsStats(t *testing.T) {
 		require.Contains(t, worst, want)
 	}
 	require.NotContains(t, worst, "ep_shipping", "every attempt delivered, nothing waits long: not listed")
+	_, tenants, ok := strings.Cut(out, "WORST TENANTS")
+	require.True(t, ok, out)
+	tenants, _, _ = strings.Cut(tenants, "\n\n")
+	lines := strings.Split(strings.TrimSpace(tenants), "\n")
+	require.Len(t, lines, 4, tenants)
+	require.Equal(t, []string{"acme", "3", "1", "42", "0", "10m12s"}, strings.Fields(lines[1]), "in the server's order")
+	require.Equal(t, []string{"globex", "(disabled)", "0", "0", "2", "1", "1s"}, strings.Fields(lines[2]))
+	require.Contains(t, lines[3], "… and 5 more")
 
 	code, out, stderr = runWith(env, "status", "--json")
 	require.Equal(t, 0, code, stderr)
@@ -76,6 +89,7 @@ func TestStatusPrintsStats(t *testing.T) {
 	require.True(t, ok, "--json carries the worst endpoints too: %s", out)
 	require.Len(t, worstJSON, 1)
 	require.Equal(t, "ep_billing", worstJSON[0].(map[string]any)["endpoint_id"])
+	require.EqualValues(t, 7, got["worst_tenants"].(map[string]any)["total"])
 
 	code, _, stderr = runWith(map[string]string{"HOOKFLOW_API_URL": hs.URL, "HOOKFLOW_API_TOKEN": "tok"}, "status", "extra")
 	require.Equal(t, 2, code, stderr)
@@ -105,6 +119,14 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"blocked_correlations":{"count":0,"top":[]},"endpoints":[{"endpoint_id":"a"},{"endpoint_id":"b"},` +
 				`{"endpoint_id":"c"},{"endpoint_id":"d"},{"endpoint_id":"e"},{"endpoint_id":"f"},{"endpoint_id":"g"}]}`))
+			return
+		}
+		if r.URL.Path == "/v1/stats/tenants" {
+			// A key without tenants:write: status lists no tenants, and
+			// says nothing of it.
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"type":"https://hookflow.dev/problems/forbidden","title":"Forbidden","status":403,"detail":"this key lacks tenants:write"}`))
 			return
 		}
 		if r.URL.Path != "/v1/stats/endpoints" || failing.Load() {
@@ -142,4 +164,5 @@ func TestStatusWorstOrderAndErrors(t *testing.T) {
 	require.Equal(t, []string{"g", "c", "a", "b", "e"}, order)
 	require.Contains(t, lines[1], "open")
 	require.Equal(t, "… and 1 more", strings.TrimSpace(lines[len(lines)-1]))
+	require.NotContains(t, out, "WORST TENANTS")
 }

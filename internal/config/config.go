@@ -65,6 +65,9 @@ type Config struct {
 	APIURL               string
 	OutboxDatabaseURL    string
 	MetricsAddr          string
+	// Tenant is the tenant the CLI's API commands act on (an operator
+	// key's ?tenant_id=); empty acts on the key's own.
+	Tenant string
 	// CircuitCloseSuccesses is how many answers in a row close an open
 	// circuit (the workers').
 	CircuitCloseSuccesses int
@@ -114,6 +117,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_RECEIVER_START", "receiver-start", "beginning", "reference receiver: where a lane (endpoint, correlation) it has never seen starts: beginning (its first event must have previous_sequence 0; a later one parks) or mid-stream (its first event applies whatever its previous_sequence: for a fresh receiver an endpoint with history was re-pointed at)", startPosition(func(c *Config) *receiver.StartPosition { return &c.ReceiverStart })},
 		{"HOOKFLOW_RECEIVER_DATABASE_URL", "receiver-database-url", "postgres://postgres@127.0.0.1:5433/hookflow_receiver?sslmode=disable", "reference receiver: its PostgreSQL DSN", str(func(c *Config) *string { return &c.ReceiverDatabase })},
 		{"HOOKFLOW_API_URL", "api-url", "http://127.0.0.1:8080", "CLI commands that call the API (dlq, status, keys, demo): its base URL", str(func(c *Config) *string { return &c.APIURL })},
+		{"HOOKFLOW_TENANT", "tenant", "", "CLI commands that call the API: the tenant they act on, sent as tenant_id with an operator key (empty: the key's own, default for an operator key); keys create issues a key confined to it", str(func(c *Config) *string { return &c.Tenant })},
 		{"HOOKFLOW_METRICS_ADDR", "metrics-addr", "", "api, worker: listen address of the process's own GET /metrics, apart from the API's (empty: off)", optionalHostPort(func(c *Config) *string { return &c.MetricsAddr })},
 		{"HOOKFLOW_OUTBOX_DATABASE_URL", "outbox-database-url", "", "relay: PostgreSQL DSN of the producer's database holding the outbox table (empty: HOOKFLOW_DATABASE_URL)", str(func(c *Config) *string { return &c.OutboxDatabaseURL })},
 	}

@@ -3,9 +3,11 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,11 +63,16 @@ func TestDeliveryInstruments(t *testing.T) {
 }
 
 type fakeStats struct {
-	s   store.Summary
-	err error
+	s       store.Summary
+	tenants []store.TenantSummary
+	err     error
 }
 
 func (f fakeStats) StatsSummary(context.Context) (store.Summary, error) { return f.s, f.err }
+
+func (f fakeStats) StatsTenants(_ context.Context, offset, limit int) ([]store.TenantSummary, int64, error) {
+	return f.tenants[min(offset, len(f.tenants)):min(offset+limit, len(f.tenants))], int64(len(f.tenants)), f.err
+}
 
 func TestStoreGaugesReadOnScrape(t *testing.T) {
 	t.Parallel()
@@ -81,11 +88,36 @@ func TestStoreGaugesReadOnScrape(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 
+	require.NotContains(t, out, "hookflow_tenant_oldest_undelivered_age_seconds{", "no tenant ranked, no tenant series")
+
 	down := newMetrics(t)
 	require.NoError(t, metrics.RegisterStore(down.Registry(), fakeStats{err: errors.New("db down")}, logger))
 	out = scrape(t, down)
 	require.Contains(t, out, "hookflow_store_up 0")
 	require.NotContains(t, out, "hookflow_dead_letters_open")
+}
+
+// TestTenantSeriesAreBounded: however many tenants there are, the worst
+// TenantSeries have series of their own and the rest are one OtherTenant
+// series holding the remainder of the totals.
+func TestTenantSeriesAreBounded(t *testing.T) {
+	t.Parallel()
+	src := fakeStats{s: store.Summary{DeadLettersOpen: 250, ByEndpoint: []store.EndpointSummary{{EndpointID: "ep_a", Waiting: 300, Delivering: 40}}}}
+	for i := range 25 {
+		// Ranked worst first, as the store answers.
+		src.tenants = append(src.tenants, store.TenantSummary{TenantID: fmt.Sprintf("t%02d", i), DeadLettersOpen: int64(25 - i),
+			Waiting: 10, Delivering: 1, OldestLagSeconds: float64(100 - i)})
+	}
+	m := newMetrics(t)
+	require.NoError(t, metrics.RegisterStore(m.Registry(), src, slog.New(slog.DiscardHandler)))
+	out := scrape(t, m)
+	require.Equal(t, metrics.TenantSeries+1, strings.Count(out, "hookflow_tenant_dead_letters_open{"), out)
+	require.Equal(t, metrics.TenantSeries, strings.Count(out, "hookflow_tenant_oldest_undelivered_age_seconds{"), out)
+	require.Contains(t, out, `hookflow_tenant_dead_letters_open{tenant_id="t00"} 25`)
+	require.Contains(t, out, `hookflow_tenant_oldest_undelivered_age_seconds{tenant_id="t09"} 91`)
+	require.NotContains(t, out, `tenant_id="t10"`, "the eleventh tenant is in (other)")
+	require.Contains(t, out, `hookflow_tenant_dead_letters_open{tenant_id="(other)"} 45`, "250 open, 25+24+…+16 = 205 of them the top's")
+	require.Contains(t, out, `hookflow_tenant_deliveries_pending{tenant_id="(other)"} 230`, "340 pending, 10×11 of them the top's")
 }
 
 // TestTemporalHandler feeds the handler as the SDK does (tags that vary per

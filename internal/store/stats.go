@@ -241,3 +241,44 @@ func (s *Store) health(ctx context.Context, endpointID *string, window time.Dura
 	}
 	return out, nil
 }
+
+// TenantSummary is one tenant's place in the ranking of StatsTenants.
+type TenantSummary struct {
+	TenantID string
+	// Disabled: its keys are refused and its deliveries wait.
+	Disabled bool
+	// DeadLettersOpen are its dead letters waiting for an operator.
+	DeadLettersOpen int64
+	// FailingEndpoints are its endpoints (not deleted) whose circuit is
+	// open or half open.
+	FailingEndpoints int64
+	// Waiting and Delivering count its deliveries in those states (a
+	// queued event's deliveries wait).
+	Waiting, Delivering int64
+	// OldestLagSeconds is the age of its oldest event with a delivery not
+	// delivered or skipped; 0 when there is none.
+	OldestLagSeconds float64
+}
+
+// StatsTenants ranks the tenants with anything to count worst first (open
+// dead letters, then failing endpoints, then the oldest undelivered event,
+// then the id) and returns limit of them from rank offset on, with how many
+// the ranking holds: one query over the backlog. It reads every tenant, so
+// only the unscoped store answers it; a tenant-bound one is refused.
+func (s *Store) StatsTenants(ctx context.Context, offset, limit int) ([]TenantSummary, int64, error) {
+	if s.tenant != "" {
+		return nil, 0, fmt.Errorf("rank tenants: the store is bound to tenant %s", s.tenant)
+	}
+	rows, err := s.q.StatsTenants(ctx, dbsqlc.StatsTenantsParams{PageOffset: int32(offset), PageLimit: int32(limit)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("rank tenants: %w", err)
+	}
+	var total int64
+	out := make([]TenantSummary, 0, len(rows))
+	for _, r := range rows {
+		total = r.Total
+		out = append(out, TenantSummary{TenantID: r.TenantID, Disabled: r.Disabled, DeadLettersOpen: r.DeadLettersOpen,
+			FailingEndpoints: r.FailingEndpoints, Waiting: r.Waiting, Delivering: r.Delivering, OldestLagSeconds: r.LagSeconds})
+	}
+	return out, total, nil
+}

@@ -171,10 +171,24 @@ ANALYZE correlations;`)
 			require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|deliveries|correlations)"`, p, "%s scans a whole table", name)
 		}
 	}
+	// The tenants' ranking reads the same backlog, once for every tenant.
+	ranked := plan(dbsqlc.StatsTenants, 0, 20) // offset, limit
+	require.Contains(t, ranked, `"deliveries_pending_idx"`, ranked)
+	require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|deliveries|correlations)"`, ranked, "the ranking scans a whole table")
 
 	// The rewritten queries still answer what they did.
 	st, err := store.New(pool)
 	require.NoError(t, err)
+	tenants, ranks, err := st.StatsTenants(ctx, 0, 20)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, ranks)
+	require.Len(t, tenants, 1)
+	require.Positive(t, tenants[0].OldestLagSeconds)
+	tenants[0].OldestLagSeconds = 0
+	require.Equal(t, store.TenantSummary{TenantID: store.DefaultTenant, Waiting: 60, Delivering: 30}, tenants[0],
+		"the queued and waiting deliveries wait; the dead-lettered ones (no dead letter row here) count nowhere")
+	_, _, err = st.Tenant(store.DefaultTenant).StatsTenants(ctx, 0, 20)
+	require.Error(t, err, "a tenant-bound store reads no other tenant")
 	st = st.Tenant(store.DefaultTenant)
 	sm, err := st.StatsSummary(ctx)
 	require.NoError(t, err)

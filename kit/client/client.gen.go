@@ -1092,6 +1092,30 @@ type Tenant struct {
 	UpdatedAt time.Time         `json:"updated_at"`
 }
 
+// TenantHealth One tenant's place in the ranking of GET /v1/stats/tenants.
+type TenantHealth struct {
+	// DeadLettersOpen its dead letters waiting for an operator
+	DeadLettersOpen int64 `json:"dead_letters_open"`
+
+	// Delivering its deliveries being delivered
+	Delivering int64 `json:"delivering"`
+
+	// Disabled the tenant is disabled: its keys are refused and its deliveries wait
+	Disabled bool `json:"disabled"`
+
+	// FailingEndpoints its endpoints (not deleted) whose circuit is open or half open
+	FailingEndpoints int64 `json:"failing_endpoints"`
+
+	// OldestLagSeconds age of its oldest event with a delivery not delivered or skipped; 0 when none
+	OldestLagSeconds float64 `json:"oldest_lag_seconds"`
+
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id"`
+
+	// Waiting its deliveries waiting (queued events' included)
+	Waiting int64 `json:"waiting"`
+}
+
 // TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
 type TenantID = string
 
@@ -1137,6 +1161,18 @@ type TenantPut struct {
 type TenantUpdate struct {
 	// Disabled true: every key of the tenant is refused (401) at its next request, in every API process, and its deliveries wait (each lane's head on a timer, spending no recovery window: nothing is dead-lettered for it); operator keys still act on it. false: its keys work again and its lanes are woken at once.
 	Disabled bool `json:"disabled"`
+}
+
+// TenantsHealth defines model for TenantsHealth.
+type TenantsHealth struct {
+	// NextCursor asks for the next page (cursor); absent on the last page
+	NextCursor string `json:"next_cursor,omitempty,omitzero"`
+
+	// Tenants a page of the ranking, worst first
+	Tenants []TenantHealth `json:"tenants"`
+
+	// Total how many tenants the ranking holds (every page's)
+	Total int64 `json:"total"`
 }
 
 // URLChange defines model for URLChange.
@@ -1346,6 +1382,15 @@ type StatsEndpointsParams struct {
 	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
+// StatsTenantsParams defines parameters for StatsTenants.
+type StatsTenantsParams struct {
+	// Limit page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // TenantListParams defines parameters for TenantList.
 type TenantListParams struct {
 	// Limit page size
@@ -1353,6 +1398,12 @@ type TenantListParams struct {
 
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// TenantStatsParams defines parameters for TenantStats.
+type TenantStatsParams struct {
+	// Top how many blocked correlations to list
+	Top *int64 `form:"top,omitempty" json:"top,omitempty"`
 }
 
 // APIKeyCreateJSONRequestBody defines body for APIKeyCreate for application/json ContentType.
@@ -1844,6 +1895,13 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/stats/endpoints (the `StatsEndpoints` operationId).
 	StatsEndpoints(ctx context.Context, params *StatsEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// StatsTenants The tenants ranked worst first (what `hookflow status` lists for an operator), one query a page
+	//
+	// Every tenant with something to count (a delivery not finished, an open dead letter or an endpoint whose circuit is not closed), the worst first: the most open dead letters (each holds its lane until an operator acts), then the most failing endpoints (circuit open or half open: nothing is sent to them), then the oldest undelivered event, then the tenant id. A tenant with nothing to count is not listed. Each page is one query over the backlog (deliveries not finished, open dead letters, open circuits), never over the history; a page holds at most 100 tenants. The ranking is taken afresh for each page, so a tenant whose figures change between two pages may move across them.
+	//
+	// Corresponds with GET /v1/stats/tenants (the `StatsTenants` operationId).
+	StatsTenants(ctx context.Context, params *StatsTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// TenantList Tenants, in id order
 	//
 	// Corresponds with GET /v1/tenants (the `TenantList` operationId).
@@ -1885,6 +1943,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
 	TenantPut(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TenantStats A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
+	//
+	// The same figures and the same queries as `GET /v1/stats?tenant_id={id}`, under the operator scope `tenants:write`: queue depth, in flight, recent deliveries, open dead letters, lag, blocked lanes and the tenant's endpoints. A tenant's key holds no `tenants:write`, so it is answered 403 here (it reads its own with `GET /v1/stats`).
+	//
+	// Corresponds with GET /v1/tenants/{id}/stats (the `TenantStats` operationId).
+	TenantStats(ctx context.Context, id TenantID, params *TenantStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -2422,6 +2487,23 @@ func (c *RawClient) StatsEndpoints(ctx context.Context, params *StatsEndpointsPa
 	return c.Client.Do(req)
 }
 
+// StatsTenants The tenants ranked worst first (what `hookflow status` lists for an operator), one query a page
+//
+// Every tenant with something to count (a delivery not finished, an open dead letter or an endpoint whose circuit is not closed), the worst first: the most open dead letters (each holds its lane until an operator acts), then the most failing endpoints (circuit open or half open: nothing is sent to them), then the oldest undelivered event, then the tenant id. A tenant with nothing to count is not listed. Each page is one query over the backlog (deliveries not finished, open dead letters, open circuits), never over the history; a page holds at most 100 tenants. The ranking is taken afresh for each page, so a tenant whose figures change between two pages may move across them.
+//
+// Corresponds with GET /v1/stats/tenants (the `StatsTenants` operationId).
+func (c *RawClient) StatsTenants(ctx context.Context, params *StatsTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatsTenantsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // TenantList Tenants, in id order
 //
 // Corresponds with GET /v1/tenants (the `TenantList` operationId).
@@ -2514,6 +2596,23 @@ func (c *RawClient) TenantPutWithBody(ctx context.Context, id TenantID, contentT
 // Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
 func (c *RawClient) TenantPut(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTenantPutRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TenantStats A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
+//
+// The same figures and the same queries as `GET /v1/stats?tenant_id={id}`, under the operator scope `tenants:write`: queue depth, in flight, recent deliveries, open dead letters, lag, blocked lanes and the tenant's endpoints. A tenant's key holds no `tenants:write`, so it is answered 403 here (it reads its own with `GET /v1/stats`).
+//
+// Corresponds with GET /v1/tenants/{id}/stats (the `TenantStats` operationId).
+func (c *RawClient) TenantStats(ctx context.Context, id TenantID, params *TenantStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTenantStatsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4172,6 +4271,72 @@ func NewStatsEndpointsRequest(server string, params *StatsEndpointsParams) (*htt
 	return req, nil
 }
 
+// NewStatsTenantsRequest constructs an http.Request for the StatsTenants method
+func NewStatsTenantsRequest(server string, params *StatsTenantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/stats/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewTenantListRequest constructs an http.Request for the TenantList method
 func NewTenantListRequest(server string, params *TenantListParams) (*http.Request, error) {
 	var err error
@@ -4362,6 +4527,67 @@ func NewTenantPutRequestWithBody(server string, id TenantID, contentType string,
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewTenantStatsRequest constructs an http.Request for the TenantStats method
+func NewTenantStatsRequest(server string, id TenantID, params *TenantStatsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s/stats", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Top != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "top", *params.Top, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4653,6 +4879,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/stats/endpoints (the `StatsEndpoints` operationId).
 	StatsEndpointsWithResponse(ctx context.Context, params *StatsEndpointsParams, reqEditors ...RequestEditorFn) (*StatsEndpointsResponse, error)
 
+	// StatsTenantsWithResponse The tenants ranked worst first (what `hookflow status` lists for an operator), one query a page
+	//
+	// Every tenant with something to count (a delivery not finished, an open dead letter or an endpoint whose circuit is not closed), the worst first: the most open dead letters (each holds its lane until an operator acts), then the most failing endpoints (circuit open or half open: nothing is sent to them), then the oldest undelivered event, then the tenant id. A tenant with nothing to count is not listed. Each page is one query over the backlog (deliveries not finished, open dead letters, open circuits), never over the history; a page holds at most 100 tenants. The ranking is taken afresh for each page, so a tenant whose figures change between two pages may move across them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/stats/tenants (the `StatsTenants` operationId).
+	StatsTenantsWithResponse(ctx context.Context, params *StatsTenantsParams, reqEditors ...RequestEditorFn) (*StatsTenantsResponse, error)
+
 	// TenantListWithResponse Tenants, in id order
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4698,6 +4933,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
 	TenantPutWithResponse(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*TenantPutResponse, error)
+
+	// TenantStatsWithResponse A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
+	//
+	// The same figures and the same queries as `GET /v1/stats?tenant_id={id}`, under the operator scope `tenants:write`: queue depth, in flight, recent deliveries, open dead letters, lag, blocked lanes and the tenant's endpoints. A tenant's key holds no `tenants:write`, so it is answered 403 here (it reads its own with `GET /v1/stats`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tenants/{id}/stats (the `TenantStats` operationId).
+	TenantStatsWithResponse(ctx context.Context, id TenantID, params *TenantStatsParams, reqEditors ...RequestEditorFn) (*TenantStatsResponse, error)
 }
 
 type HealthzResponse struct {
@@ -7096,6 +7340,89 @@ func (r StatsEndpointsResponse) ContentType() string {
 	return ""
 }
 
+// StatsTenantsResponse429Headers the declared response headers of an HTTP 429 response for StatsTenants
+type StatsTenantsResponse429Headers struct {
+	RetryAfter int64
+}
+
+type StatsTenantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantsHealth
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StatsTenantsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StatsTenantsResponse) GetJSON200() *TenantsHealth {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StatsTenantsResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StatsTenantsResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StatsTenantsResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StatsTenantsResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r StatsTenantsResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r StatsTenantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StatsTenantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StatsTenantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StatsTenantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type TenantListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7464,6 +7791,96 @@ func (r TenantPutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TenantPutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TenantStatsResponse429Headers the declared response headers of an HTTP 429 response for TenantStats
+type TenantStatsResponse429Headers struct {
+	RetryAfter int64
+}
+
+type TenantStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Stats
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TenantStatsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TenantStatsResponse) GetJSON200() *Stats {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TenantStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TenantStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TenantStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TenantStatsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7911,6 +8328,21 @@ func (c *ClientWithResponses) StatsEndpointsWithResponse(ctx context.Context, pa
 	return ParseStatsEndpointsResponse(rsp)
 }
 
+// StatsTenantsWithResponse The tenants ranked worst first (what `hookflow status` lists for an operator), one query a page
+//
+// Every tenant with something to count (a delivery not finished, an open dead letter or an endpoint whose circuit is not closed), the worst first: the most open dead letters (each holds its lane until an operator acts), then the most failing endpoints (circuit open or half open: nothing is sent to them), then the oldest undelivered event, then the tenant id. A tenant with nothing to count is not listed. Each page is one query over the backlog (deliveries not finished, open dead letters, open circuits), never over the history; a page holds at most 100 tenants. The ranking is taken afresh for each page, so a tenant whose figures change between two pages may move across them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/stats/tenants (the `StatsTenants` operationId).
+func (c *ClientWithResponses) StatsTenantsWithResponse(ctx context.Context, params *StatsTenantsParams, reqEditors ...RequestEditorFn) (*StatsTenantsResponse, error) {
+	rsp, err := c.StatsTenants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatsTenantsResponse(rsp)
+}
+
 // TenantListWithResponse Tenants, in id order
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7991,6 +8423,21 @@ func (c *ClientWithResponses) TenantPutWithResponse(ctx context.Context, id Tena
 		return nil, err
 	}
 	return ParseTenantPutResponse(rsp)
+}
+
+// TenantStatsWithResponse A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
+//
+// The same figures and the same queries as `GET /v1/stats?tenant_id={id}`, under the operator scope `tenants:write`: queue depth, in flight, recent deliveries, open dead letters, lag, blocked lanes and the tenant's endpoints. A tenant's key holds no `tenants:write`, so it is answered 403 here (it reads its own with `GET /v1/stats`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tenants/{id}/stats (the `TenantStats` operationId).
+func (c *ClientWithResponses) TenantStatsWithResponse(ctx context.Context, id TenantID, params *TenantStatsParams, reqEditors ...RequestEditorFn) (*TenantStatsResponse, error) {
+	rsp, err := c.TenantStats(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTenantStatsResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -10137,6 +10584,80 @@ func ParseStatsEndpointsResponse(rsp *http.Response) (*StatsEndpointsResponse, e
 	return response, nil
 }
 
+// ParseStatsTenantsResponse parses an HTTP response from a StatsTenantsWithResponse call
+func ParseStatsTenantsResponse(rsp *http.Response) (*StatsTenantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StatsTenantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantsHealth
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers StatsTenantsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseTenantListResponse parses an HTTP response from a TenantListWithResponse call
 func ParseTenantListResponse(rsp *http.Response) (*TenantListResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10446,6 +10967,87 @@ func ParseTenantPutResponse(rsp *http.Response) (*TenantPutResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseTenantStatsResponse parses an HTTP response from a TenantStatsWithResponse call
+func ParseTenantStatsResponse(rsp *http.Response) (*TenantStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TenantStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Stats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TenantStatsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

@@ -173,3 +173,51 @@ LEFT JOIN open dl ON dl.endpoint_id = ep.id
 LEFT JOIN oldest o ON o.endpoint_id = ep.id
 LEFT JOIN endpoint_circuits cb ON cb.endpoint_id = ep.id
 ORDER BY ep.id;
+
+-- name: StatsTenants :many
+-- The tenants ranked worst first, a page of them (GET /v1/stats/tenants,
+-- and the metrics' tenant series): every tenant with a delivery not
+-- finished, an open dead letter or an endpoint whose circuit is not closed,
+-- ordered by open dead letters (each holds its lane until an operator
+-- acts), then failing endpoints (nothing is sent to them), then the oldest
+-- undelivered event, then the id. The figures come from the backlog alone,
+-- as StatsSummary's across tenants do: deliveries_pending_idx with each
+-- event probed by primary key (fenced by OFFSET 0), dead_letters_open_idx,
+-- and the circuits (one row per endpoint that ever failed) with their
+-- endpoint's tenant. So a page costs the backlog's pass, never the
+-- history's, and the answer is at most page_limit rows; total counts the
+-- ranked tenants. The ranking is taken afresh for each page (page_offset
+-- rows into it).
+WITH pending AS (
+    SELECT d.tenant_id,
+           count(*) FILTER (WHERE d.state = 'waiting') AS waiting,
+           count(*) FILTER (WHERE d.state = 'delivering') AS delivering,
+           min(e.accepted_at) AS oldest
+    FROM deliveries d
+    CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE tenant_id = d.tenant_id AND id = d.event_id OFFSET 0) e
+    WHERE d.state NOT IN ('delivered', 'skipped')
+    GROUP BY d.tenant_id
+), open AS (
+    SELECT tenant_id, count(*) AS open FROM dead_letters WHERE status = 'open' GROUP BY tenant_id
+), failing AS (
+    SELECT ep.tenant_id, count(*) AS failing
+    FROM endpoint_circuits cb
+    JOIN endpoints ep ON ep.id = cb.endpoint_id
+    WHERE cb.state <> 'closed' AND ep.deleted_at IS NULL
+    GROUP BY ep.tenant_id
+), ranked AS (
+    SELECT COALESCE(p.tenant_id, o.tenant_id, f.tenant_id) AS tenant_id,
+           COALESCE(o.open, 0) AS open, COALESCE(f.failing, 0) AS failing,
+           COALESCE(p.waiting, 0) AS waiting, COALESCE(p.delivering, 0) AS delivering, p.oldest
+    FROM pending p
+    FULL JOIN open o ON o.tenant_id = p.tenant_id
+    FULL JOIN failing f ON f.tenant_id = COALESCE(p.tenant_id, o.tenant_id)
+)
+SELECT r.tenant_id::text AS tenant_id, t.disabled, r.open::bigint AS dead_letters_open, r.failing::bigint AS failing_endpoints,
+       r.waiting::bigint AS waiting, r.delivering::bigint AS delivering,
+       COALESCE(EXTRACT(EPOCH FROM now() - r.oldest), 0)::float8 AS lag_seconds,
+       count(*) OVER () AS total
+FROM ranked r
+JOIN tenants t ON t.id = r.tenant_id
+ORDER BY r.open DESC, r.failing DESC, r.oldest ASC NULLS LAST, r.tenant_id
+LIMIT sqlc.arg(page_limit) OFFSET sqlc.arg(page_offset);

@@ -362,6 +362,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stats/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenants ranked worst first (what `hookflow status` lists for an operator), one query a page
+         * @description Every tenant with something to count (a delivery not finished, an open dead letter or an endpoint whose circuit is not closed), the worst first: the most open dead letters (each holds its lane until an operator acts), then the most failing endpoints (circuit open or half open: nothing is sent to them), then the oldest undelivered event, then the tenant id. A tenant with nothing to count is not listed. Each page is one query over the backlog (deliveries not finished, open dead letters, open circuits), never over the history; a page holds at most 100 tenants. The ranking is taken afresh for each page, so a tenant whose figures change between two pages may move across them.
+         */
+        get: operations["statsTenants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api-keys": {
         parameters: {
             query?: never;
@@ -434,6 +454,26 @@ export interface paths {
         head?: never;
         /** Disable or enable a tenant */
         patch: operations["tenantUpdate"];
+        trace?: never;
+    };
+    "/v1/tenants/{id}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
+         * @description The same figures and the same queries as `GET /v1/stats?tenant_id={id}`, under the operator scope `tenants:write`: queue depth, in flight, recent deliveries, open dead letters, lag, blocked lanes and the tenant's endpoints. A tenant's key holds no `tenants:write`, so it is answered 403 here (it reads its own with `GET /v1/stats`).
+         */
+        get: operations["tenantStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
 }
@@ -1096,6 +1136,30 @@ export interface components {
             items: components["schemas"]["Tenant"][];
             /** @description asks for the next page (cursor); absent on the last page */
             next_cursor?: string;
+        };
+        TenantsHealth: {
+            /** @description a page of the ranking, worst first */
+            tenants: components["schemas"]["TenantHealth"][];
+            /** @description how many tenants the ranking holds (every page's) */
+            total: number;
+            /** @description asks for the next page (cursor); absent on the last page */
+            next_cursor?: string;
+        };
+        /** @description One tenant's place in the ranking of GET /v1/stats/tenants. */
+        TenantHealth: {
+            tenant_id: components["schemas"]["TenantId"];
+            /** @description the tenant is disabled: its keys are refused and its deliveries wait */
+            disabled: boolean;
+            /** @description its dead letters waiting for an operator */
+            dead_letters_open: number;
+            /** @description its endpoints (not deleted) whose circuit is open or half open */
+            failing_endpoints: number;
+            /** @description its deliveries waiting (queued events' included) */
+            waiting: number;
+            /** @description its deliveries being delivered */
+            delivering: number;
+            /** @description age of its oldest event with a delivery not delivered or skipped; 0 when none */
+            oldest_lag_seconds: number;
         };
     };
     responses: never;
@@ -3632,6 +3696,103 @@ export interface operations {
             };
         };
     };
+    statsTenants: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the ranking, worst first, with how many tenants it ranks in all and `next_cursor` when more follow. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tenants": [
+                     *         {
+                     *           "tenant_id": "acme",
+                     *           "disabled": false,
+                     *           "dead_letters_open": 3,
+                     *           "failing_endpoints": 1,
+                     *           "waiting": 42,
+                     *           "delivering": 0,
+                     *           "oldest_lag_seconds": 612.4
+                     *         },
+                     *         {
+                     *           "tenant_id": "globex",
+                     *           "disabled": false,
+                     *           "dead_letters_open": 0,
+                     *           "failing_endpoints": 0,
+                     *           "waiting": 2,
+                     *           "delivering": 1,
+                     *           "oldest_lag_seconds": 0.7
+                     *         }
+                     *       ],
+                     *       "total": 2
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TenantsHealth"];
+                };
+            };
+            /** @description Invalid request: a bad limit or cursor (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key, or one of a disabled tenant (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`tenants:write`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     apiKeyList: {
         parameters: {
             query?: never;
@@ -4399,6 +4560,121 @@ export interface operations {
                 };
             };
             /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    tenantStats: {
+        parameters: {
+            query?: {
+                /** @description how many blocked correlations to list */
+                top?: number;
+            };
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's stats. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "queued": 0,
+                     *       "in_flight": 4,
+                     *       "delivered_last_5m": 1180,
+                     *       "dead_letters_open": 1,
+                     *       "oldest_lag_seconds": 0.8,
+                     *       "blocked_correlations": {
+                     *         "count": 1,
+                     *         "top": [
+                     *           {
+                     *             "correlation_id": "order-42",
+                     *             "next_sequence": 2,
+                     *             "blocked_by": "dead_lettered",
+                     *             "blocking_event_id": "order-42-paid",
+                     *             "parked": 1,
+                     *             "age_seconds": 312.5,
+                     *             "endpoint_id": "ep_4qz7k2m9xw3t"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "endpoints": [
+                     *         {
+                     *           "endpoint_id": "ep_4qz7k2m9xw3t",
+                     *           "waiting": 3,
+                     *           "delivering": 1,
+                     *           "delivered_last_5m": 1180,
+                     *           "dead_letters_open": 1,
+                     *           "oldest_lag_seconds": 0.8
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Stats"];
+                };
+            };
+            /** @description Invalid request: an invalid tenant id or `top` (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key, or one of a disabled tenant (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`tenants:write`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: no tenant has this id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
                     [name: string]: unknown;
