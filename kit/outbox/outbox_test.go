@@ -29,14 +29,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// emptyDB is a fresh database with no outbox schema yet.
+func emptyDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pg.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // producerDB is a fresh database with the outbox schema, as a producer has it.
 func producerDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	require.NoError(t, outbox.Migrate(ctx, pool))
+	pool := emptyDB(t)
+	require.NoError(t, outbox.Migrate(context.Background(), pool))
 	return pool
 }
 
@@ -56,11 +62,9 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, ev outbox.Event) error {
 func TestMigrateIsIdempotentAndChecked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := emptyDB(t)
 
-	err = outbox.CheckMigrations(ctx, pool)
+	err := outbox.CheckMigrations(ctx, pool)
 	require.ErrorIs(t, err, outbox.ErrMigrationsPending)
 	require.ErrorContains(t, err, "001_outbox")
 
@@ -284,15 +288,8 @@ func TestEnqueueKeepsTheTenant(t *testing.T) {
 		VALUES ('evt-9', 'order-9', 1, 'ep_1', 't', '{}', '\x00')`)
 	require.ErrorContains(t, err, "tenant_id", "a row without its tenant")
 
-	rows, err := pool.Query(ctx, `SELECT tenant_id, data::text FROM outbox WHERE id = 'evt-1' ORDER BY tenant_id`)
-	require.NoError(t, err)
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var tenant, data string
-		err := r.Scan(&tenant, &data)
-		return tenant + " " + data, err
-	})
-	require.NoError(t, err)
-	require.Equal(t, []string{`acme {"t":"acme"}`, `default {"t":"default"}`, `globex {"t":"globex"}`}, got)
+	require.Equal(t, []string{`acme {"t":"acme"}`, `default {"t":"default"}`, `globex {"t":"globex"}`},
+		texts(t, pool, `SELECT tenant_id || ' ' || data::text FROM outbox WHERE id = 'evt-1' ORDER BY tenant_id`))
 
 	corrs, err := src.CorrelationsPending(ctx, 10)
 	require.NoError(t, err)
@@ -315,18 +312,24 @@ func TestEnqueueKeepsTheTenant(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.True(t, claimed)
-	var states []string
-	rows, err = pool.Query(ctx, `SELECT tenant_id || ' ' || state FROM outbox WHERE id = 'evt-1' ORDER BY tenant_id`)
+	require.Equal(t, []string{"acme relayed", "default pending", "globex pending"},
+		texts(t, pool, `SELECT tenant_id || ' ' || state FROM outbox WHERE id = 'evt-1' ORDER BY tenant_id`))
+}
+
+// texts runs a query of one text column and returns its rows.
+func texts(t *testing.T, pool *pgxpool.Pool, sql string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql)
 	require.NoError(t, err)
-	states, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"acme relayed", "default pending", "globex pending"}, states)
+	return out
 }
 
 // schemaOf describes the outbox table: its columns, constraints and indexes.
 func schemaOf(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
+	return texts(t, pool, `
 		SELECT 'column ' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || COALESCE(column_default, '')
 		FROM information_schema.columns WHERE table_name = 'outbox'
 		UNION ALL
@@ -334,10 +337,6 @@ func schemaOf(t *testing.T, pool *pgxpool.Pool) []string {
 		UNION ALL
 		SELECT 'index ' || indexdef FROM pg_indexes WHERE tablename = 'outbox'
 		ORDER BY 1`)
-	require.NoError(t, err)
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return out
 }
 
 // The tenant migration's down migration restores 001's schema exactly, with
@@ -346,9 +345,7 @@ func schemaOf(t *testing.T, pool *pgxpool.Pool) []string {
 func TestTenantMigrationGoesBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := emptyDB(t)
 	exec := func(name string) error {
 		sql, err := fs.ReadFile(outbox.Migrations(), name)
 		require.NoError(t, err)
@@ -357,7 +354,7 @@ func TestTenantMigrationGoesBack(t *testing.T) {
 	}
 	require.NoError(t, exec("001_outbox.up.sql"))
 	before := schemaOf(t, pool)
-	_, err = pool.Exec(ctx, `INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+	_, err := pool.Exec(ctx, `INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
 		VALUES ('evt-old', 'order-1', 1, 'ep_1', 't', '{}', '\x00')`)
 	require.NoError(t, err)
 	require.NoError(t, exec("002_tenant.up.sql"))
