@@ -84,7 +84,8 @@ func (b *bundle) startRelay(producer *pgxpool.Pool, c client.Client, cfg relay.C
 	require.NoError(b.t, err)
 	src, err := outbox.NewSource(producer)
 	require.NoError(b.t, err)
-	r, err := relay.New(cfg, relay.Deps{Outbox: src, Ledger: b.store, Starter: strt, Logger: logger})
+	// Each row into its own tenant's ledger, as hookflow relay does.
+	r, err := relay.New(cfg, relay.Deps{Outbox: src, Ledgers: relay.StoreLedgers(b.store), Starter: strt, Logger: logger})
 	require.NoError(b.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -180,6 +181,72 @@ func TestOutboxDeliversCommittedOnly(t *testing.T) {
 	require.NoError(t, producer.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'relayed'`).Scan(&rows))
 	require.Equal(t, 1, orders)
 	require.Equal(t, 1, rows)
+}
+
+// TestOutboxKeepsTheTenant (issue 35): tenants acme and globex write outbox
+// rows with the same event IDs in the same correlation, in one producer
+// transaction, out of order; the relay puts each into its own tenant's
+// ledger and each tenant's receiver gets its own events, in order. A row of
+// a tenant that does not exist, naming acme's endpoint, reaches no tenant:
+// it stays pending in the outbox with the reason noted.
+func TestOutboxKeepsTheTenant(t *testing.T) {
+	b := setup(t, options{})
+	acme, globex := b.newTenantSide("acme"), b.newTenantSide("globex")
+	ctx := context.Background()
+	producer := producerDB(t)
+	r := b.startRelay(ownPool(t, producer), b.client, relay.Config{})
+
+	ev := func(tenant, endpointID string, seq int64) outbox.Event {
+		return outbox.Event{TenantID: tenant, ID: fmt.Sprintf("evt-%d", seq), CorrelationID: "order-42", Sequence: seq,
+			EndpointID: endpointID, Type: "order.updated", Data: json.RawMessage(fmt.Sprintf(`{"tenant":%q,"seq":%d}`, tenant, seq))}
+	}
+	err := pgx.BeginFunc(ctx, producer, func(tx pgx.Tx) error {
+		for _, e := range []outbox.Event{
+			ev("acme", acme.endpoint, 3), ev("globex", globex.endpoint, 2), ev("initech", acme.endpoint, 1),
+			ev("globex", globex.endpoint, 3), ev("acme", acme.endpoint, 1), ev("globex", globex.endpoint, 1), ev("acme", acme.endpoint, 2),
+		} {
+			if err := outbox.Enqueue(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+
+	want := []string{"order-42/1/evt-1", "order-42/2/evt-2", "order-42/3/evt-3"}
+	for _, s := range []*tenantSide{acme, globex} {
+		waitFor(t, 2*time.Minute, s.id+"'s deliveries", func() bool { return len(s.rcv.delivered()) >= len(want) })
+	}
+	time.Sleep(2 * time.Second) // anything extra would show by now
+	for _, s := range []*tenantSide{acme, globex} {
+		require.Equal(t, want, s.rcv.delivered(), "%s's own, in order", s.id)
+		for i, data := range s.rcv.data() {
+			require.JSONEq(t, fmt.Sprintf(`{"tenant":%q,"seq":%d}`, s.id, i+1), data, "%s's receiver got another tenant's event", s.id)
+		}
+		for seq := int64(1); seq <= 3; seq++ {
+			got, err := b.store.Tenant(s.id).EventGet(ctx, fmt.Sprintf("evt-%d", seq))
+			require.NoError(t, err)
+			require.Equal(t, contract.StateDelivered, got.State)
+			require.JSONEq(t, fmt.Sprintf(`{"tenant":%q,"seq":%d}`, s.id, seq), string(got.Data), "%s's ledger holds its own event", s.id)
+		}
+	}
+
+	// The unknown tenant's row: in no ledger, still in the outbox, noted.
+	var state string
+	var lastError *string
+	require.NoError(t, producer.QueryRow(ctx, `SELECT state, last_error FROM outbox WHERE tenant_id = 'initech'`).Scan(&state, &lastError))
+	require.Equal(t, "pending", state)
+	require.NotNil(t, lastError)
+	require.Contains(t, *lastError, "unknown tenant initech")
+	_, err = b.store.EventGet(ctx, "evt-1")
+	require.ErrorIs(t, err, store.ErrNotFound, "the unknown tenant's row landed in default")
+	var ledgered int
+	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE data->>'tenant' = 'initech'`).Scan(&ledgered))
+	require.Zero(t, ledgered, "the unknown tenant's row landed in a ledger")
+	pending, _, err := r.Lag(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, pending)
+	t.Logf("FIGURE outbox tenants: 6 rows of 2 tenants relayed and delivered in order; 1 row of an unknown tenant pending, %d correlation held", r.Held())
 }
 
 // TestOutboxRelaysRace: three relays race over 1,000 outbox rows in 20

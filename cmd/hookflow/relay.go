@@ -11,7 +11,6 @@ import (
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/relay"
-	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/outbox"
 )
@@ -88,7 +87,8 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := relay.New(relay.Config{MaxSubscribers: cfg.MaxSubscribers}, relay.Deps{Outbox: src, Ledger: st.Tenant(store.DefaultTenant), Starter: strt, Logger: logger})
+	// The unscoped store: each outbox row goes into its own tenant's ledger.
+	r, err := relay.New(relay.Config{MaxSubscribers: cfg.MaxSubscribers}, relay.Deps{Outbox: src, Ledgers: relay.StoreLedgers(st), Starter: strt, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,16 @@
 // correlation is worked on by one of them at a time, and its rows go in
 // sequence order. While Temporal (or hookflow's database) is unavailable the
 // row stays pending and the relay backs off; it catches up by itself.
+//
+// Every row carries its tenant, and goes into that tenant's ledger, routed
+// to that tenant's endpoints: the relay holds the unscoped store and binds
+// it per claim (a claim is one tenant's correlation). The relay acts as an
+// operator key naming the row's tenant does in the API: a disabled tenant's
+// rows are accepted, and their deliveries wait until it is enabled. A row
+// naming a tenant that does not exist (yet: the producer may write it
+// before the SaaS's backend creates the tenant) is held, never put anywhere
+// else: it stays pending with the reason noted, its correlation is tried
+// again with backoff, and the other correlations go on.
 package relay
 
 import (
@@ -31,11 +41,21 @@ import (
 	"github.com/hookflow/hookflow/kit/outbox"
 )
 
-// Ledger is the part of hookflow's store the relay writes to.
+// Ledger is the part of hookflow's store the relay writes to, bound to one
+// tenant (store.Store.Tenant).
 type Ledger interface {
 	Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error)
 	EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (store.Event, bool, error)
 	EventGet(ctx context.Context, id string) (store.Event, error)
+	// TenantGet tells a tenant that exists from one that does not
+	// (store.ErrNotFound).
+	TenantGet(ctx context.Context, id string) (store.Tenant, error)
+}
+
+// StoreLedgers binds the unscoped store to each row's tenant: what
+// Deps.Ledgers is outside tests.
+func StoreLedgers(st *store.Store) func(tenantID string) Ledger {
+	return func(tenantID string) Ledger { return st.Tenant(tenantID) }
 }
 
 // Starter starts an event's workflow and marks the event waiting
@@ -82,8 +102,12 @@ type Config struct {
 
 // Deps are the relay's collaborators; all are required.
 type Deps struct {
-	Outbox  *outbox.Source
-	Ledger  Ledger
+	Outbox *outbox.Source
+	// Ledgers returns the ledger of a tenant (StoreLedgers): each row is
+	// written to its own tenant's, never to a fixed one.
+	Ledgers func(tenantID string) Ledger
+	// Starter starts a stored event's workflow; it binds the event's own
+	// tenant (store.Event.TenantID) itself.
 	Starter Starter
 	Logger  *slog.Logger
 }
@@ -98,15 +122,19 @@ type Relay struct {
 	// correlations go on meanwhile. Lost with the process, which only
 	// makes the next try come sooner.
 	mu   sync.Mutex
-	held map[string]time.Time
+	held map[outbox.Correlation]time.Time
 }
 
 // heldError is a refusal that may pass without the row changing: more
 // endpoints subscribed to its type than HOOKFLOW_MAX_SUBSCRIBERS (an
-// operator narrows them, or raises the cap). Failing the row for good
-// would leave its sequence missing, and its correlation stuck behind the
-// gap; it is tried again, with backoff, instead.
-type heldError struct{ reason string }
+// operator narrows them, or raises the cap), or a tenant that does not
+// exist (it is created). Failing the row for good would leave its sequence
+// missing, and its correlation stuck behind the gap; it is tried again,
+// with backoff, instead.
+type heldError struct {
+	// what is the log's message; reason is noted on the row.
+	what, reason string
+}
 
 func (e *heldError) Error() string { return e.reason }
 
@@ -122,14 +150,14 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	cfg.LagLogInterval = cmp.Or(cfg.LagLogInterval, 30*time.Second)
 	cfg.Retention = cmp.Or(cfg.Retention, 7*24*time.Hour)
 	cfg.MaxSubscribers = cmp.Or(cfg.MaxSubscribers, contract.DefaultMaxSubscribers)
-	if deps.Outbox == nil || deps.Ledger == nil || deps.Starter == nil || deps.Logger == nil {
-		return nil, errors.New("relay: outbox, ledger, starter and logger are required")
+	if deps.Outbox == nil || deps.Ledgers == nil || deps.Starter == nil || deps.Logger == nil {
+		return nil, errors.New("relay: outbox, ledgers, starter and logger are required")
 	}
 	if cfg.PollInterval < 0 || cfg.BatchSize < 1 || cfg.ClaimBudget < 0 || cfg.Concurrency < 1 || cfg.StartTimeout < 0 ||
 		cfg.MinBackoff < 0 || cfg.MaxBackoff < cfg.MinBackoff || cfg.LagLogInterval < 0 || cfg.Retention < 0 {
 		return nil, errors.New("relay: invalid config")
 	}
-	return &Relay{cfg: cfg, deps: deps, held: map[string]time.Time{}}, nil
+	return &Relay{cfg: cfg, deps: deps, held: map[outbox.Correlation]time.Time{}}, nil
 }
 
 // Lag returns how many outbox rows are not relayed yet and how long the
@@ -207,7 +235,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		errs  []error
 		wg    sync.WaitGroup
 	)
-	jobs := make(chan string)
+	jobs := make(chan outbox.Correlation)
 	for range min(r.cfg.Concurrency, len(corrs)) {
 		wg.Add(1)
 		go func() {
@@ -240,30 +268,29 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	return total, errors.Join(errs...)
 }
 
-// relayCorrelation relays one claim's rows of the correlation in sequence
-// order, stopping at the first transient error or when the claim's budget is
-// spent (the next round goes on from there).
-func (r *Relay) relayCorrelation(ctx context.Context, correlationID string) (int, error) {
+// relayCorrelation relays one claim's rows of the tenant's correlation in
+// sequence order, into the tenant's ledger, stopping at the first transient
+// error or when the claim's budget is spent (the next round goes on from
+// there).
+func (r *Relay) relayCorrelation(ctx context.Context, corr outbox.Correlation) (int, error) {
 	n := 0
-	_, err := r.deps.Outbox.Claim(ctx, correlationID, r.cfg.BatchSize, func(ctx context.Context, c *outbox.Claim) error {
+	ledger := r.deps.Ledgers(corr.TenantID)
+	_, err := r.deps.Outbox.Claim(ctx, corr, r.cfg.BatchSize, func(ctx context.Context, c *outbox.Claim) error {
+		// Once per claim: every row of it is the tenant's.
+		if _, err := ledger.TenantGet(ctx, corr.TenantID); errors.Is(err, store.ErrNotFound) {
+			return r.holdRow(ctx, c, corr, c.Rows[0], &heldError{what: "outbox event held: unknown tenant",
+				reason: fmt.Sprintf("unknown tenant %s: held until it is created (PUT /v1/tenants/%s)", corr.TenantID, corr.TenantID)})
+		} else if err != nil {
+			return err
+		}
 		began := time.Now()
 		for _, row := range c.Rows {
 			if time.Since(began) > r.cfg.ClaimBudget {
 				break
 			}
-			reason, err := r.relayRow(ctx, row)
+			reason, err := r.relayRow(ctx, ledger, row)
 			if held := (*heldError)(nil); errors.As(err, &held) {
-				// Noted (attempts, last_error) and held back with the
-				// rest of its correlation, which must not overtake it; not
-				// a failure of the round, which goes on with the others.
-				if err := c.NoteError(ctx, row, held.reason); err != nil {
-					return err
-				}
-				d := r.hold(correlationID, row.Attempts+1, time.Now())
-				r.deps.Logger.Warn("outbox event held: too many subscribers", "event_id", row.Event.ID,
-					"correlation_id", row.Event.CorrelationID, "sequence", row.Event.Sequence, "type", row.Event.Type,
-					"attempts", row.Attempts+1, "retry_in", d.Round(time.Millisecond).String(), "reason", held.reason)
-				break
+				return r.holdRow(ctx, c, corr, row, held)
 			}
 			if err != nil {
 				return errors.Join(err, c.NoteError(ctx, row, err.Error()))
@@ -272,7 +299,7 @@ func (r *Relay) relayCorrelation(ctx context.Context, correlationID string) (int
 				if err := c.MarkFailed(ctx, row, reason); err != nil {
 					return err
 				}
-				r.deps.Logger.Warn("outbox event refused by hookflow", "event_id", row.Event.ID,
+				r.deps.Logger.Warn("outbox event refused by hookflow", "tenant_id", row.Event.TenantID, "event_id", row.Event.ID,
 					"correlation_id", row.Event.CorrelationID, "sequence", row.Event.Sequence, "reason", reason)
 				continue
 			}
@@ -292,11 +319,34 @@ func (r *Relay) relayCorrelation(ctx context.Context, correlationID string) (int
 	return n, nil
 }
 
-// relayRow puts one row into hookflow. It returns a non-empty reason when
-// hookflow refuses the event for good (as the API would with 4xx), a
-// *heldError when hookflow refuses it for now (too many subscribers), and
-// another error when the row should be tried again later.
-func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
+// holdRow notes why row is held (attempts, last_error) and holds its
+// correlation back with it, as the rest of the correlation must not
+// overtake it. It is no failure of the round, which goes on with the other
+// correlations. The first hold of a row is a warning; the next ones, the
+// backoff's, are logged at debug (the row's last_error and the lag report's
+// held count keep them visible), so a long hold does not flood the log.
+func (r *Relay) holdRow(ctx context.Context, c *outbox.Claim, corr outbox.Correlation, row outbox.Row, held *heldError) error {
+	if err := c.NoteError(ctx, row, held.reason); err != nil {
+		return err
+	}
+	attempts := row.Attempts + 1
+	d := r.hold(corr, attempts, time.Now())
+	level := slog.LevelDebug
+	if attempts == 1 {
+		level = slog.LevelWarn
+	}
+	r.deps.Logger.Log(ctx, level, held.what, "tenant_id", row.Event.TenantID, "event_id", row.Event.ID,
+		"correlation_id", row.Event.CorrelationID, "sequence", row.Event.Sequence, "type", row.Event.Type,
+		"attempts", attempts, "retry_in", d.Round(time.Millisecond).String(), "reason", held.reason)
+	return nil
+}
+
+// relayRow puts one row into hookflow, through its tenant's ledger. It
+// returns a non-empty reason when hookflow refuses the event for good (as
+// the API would with 4xx), a *heldError when hookflow refuses it for now
+// (too many subscribers), and another error when the row should be tried
+// again later.
+func (r *Relay) relayRow(ctx context.Context, ledger Ledger, row outbox.Row) (string, error) {
 	ev, fe := intake.Validate(row.Event.Request())
 	if fe != nil {
 		return fmt.Sprintf("invalid event: %s: %s", fe.Field, fe.Detail), nil
@@ -308,21 +358,21 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 	}
 	// Routed as the API routes it: to the endpoint it names, or to every
 	// subscriber of its type.
-	_, endpoints, err := r.deps.Ledger.Route(ctx, ev, r.cfg.MaxSubscribers)
+	_, endpoints, err := ledger.Route(ctx, ev, r.cfg.MaxSubscribers)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return "unknown endpoint " + ev.EndpointID, nil
 	case errors.Is(err, store.ErrTooManySubscribers):
-		return "", &heldError{fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS): held until fewer are, or the setting is raised", r.cfg.MaxSubscribers, ev.Type)}
+		return "", &heldError{what: "outbox event held: too many subscribers", reason: fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS): held until fewer are, or the setting is raised", r.cfg.MaxSubscribers, ev.Type)}
 	case err != nil:
 		return "", err
 	}
-	stored, inserted, err := r.deps.Ledger.EventInsertRouted(ctx, ev, endpoints)
+	stored, inserted, err := ledger.EventInsertRouted(ctx, ev, endpoints)
 	if err != nil {
 		return "", err
 	}
 	if !inserted {
-		existing, err := r.deps.Ledger.EventGet(ctx, ev.ID)
+		existing, err := ledger.EventGet(ctx, ev.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return fmt.Sprintf("sequence %d of correlation %s is already taken by another event", ev.Sequence, ev.CorrelationID), nil
@@ -351,7 +401,7 @@ func (r *Relay) relayRow(ctx context.Context, row outbox.Row) (string, error) {
 	// The API's sweep may have started the same event meanwhile and hold
 	// its row while it works through its batch, so that marking it here
 	// timed out: once the ledger says it left queued, the workflow exists.
-	if now, gerr := r.deps.Ledger.EventGet(ctx, stored.ID); gerr == nil && now.State != contract.StateQueued {
+	if now, gerr := ledger.EventGet(ctx, stored.ID); gerr == nil && now.State != contract.StateQueued {
 		return "", nil
 	}
 	return "", err
@@ -387,7 +437,8 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 }
 
 // housekeep logs the lag every LagLogInterval while rows wait (and once
-// when the outbox has caught up), and prunes relayed rows past Retention.
+// when the outbox has caught up), with the correlations held (an unknown
+// tenant, too many subscribers), and prunes relayed rows past Retention.
 func (r *Relay) housekeep(ctx context.Context) {
 	t := time.NewTicker(r.cfg.LagLogInterval)
 	defer t.Stop()
@@ -419,7 +470,7 @@ func (r *Relay) logLag(ctx context.Context, waiting *bool) error {
 		return err
 	}
 	if count > 0 || *waiting {
-		r.deps.Logger.Info("outbox lag", "pending", count, "oldest_seconds", oldest.Seconds(), "failed", failed)
+		r.deps.Logger.Info("outbox lag", "pending", count, "oldest_seconds", oldest.Seconds(), "failed", failed, "held_correlations", r.Held())
 	}
 	*waiting = count > 0
 	return nil
@@ -459,25 +510,39 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// Held returns how many correlations this relay holds back now (an unknown
+// tenant, too many subscribers), each until its backoff ends.
+func (r *Relay) Held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now, n := time.Now(), 0
+	for _, until := range r.held {
+		if now.Before(until) {
+			n++
+		}
+	}
+	return n
+}
+
 // hold holds the correlation back after its row was held for the
 // attempts-th time: MinBackoff, doubling with each attempt up to
 // MaxBackoff (the attempts are the row's, kept in the outbox, so a
 // restarted relay goes on from there). It returns the pause.
-func (r *Relay) hold(correlationID string, attempts int32, now time.Time) time.Duration {
+func (r *Relay) hold(corr outbox.Correlation, attempts int32, now time.Time) time.Duration {
 	d := r.cfg.MinBackoff
 	for i := int32(1); i < attempts && d < r.cfg.MaxBackoff; i++ {
 		d *= 2
 	}
 	d = min(d, r.cfg.MaxBackoff)
 	r.mu.Lock()
-	r.held[correlationID] = now.Add(d)
+	r.held[corr] = now.Add(d)
 	r.mu.Unlock()
 	return d
 }
 
 // ready drops from corrs those held past now, and forgets the holds that
 // have ended.
-func (r *Relay) ready(corrs []string, now time.Time) []string {
+func (r *Relay) ready(corrs []outbox.Correlation, now time.Time) []outbox.Correlation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for c, until := range r.held {
@@ -485,7 +550,7 @@ func (r *Relay) ready(corrs []string, now time.Time) []string {
 			delete(r.held, c)
 		}
 	}
-	return slices.DeleteFunc(corrs, func(c string) bool { _, held := r.held[c]; return held })
+	return slices.DeleteFunc(corrs, func(c outbox.Correlation) bool { _, held := r.held[c]; return held })
 }
 
 // newBackoff returns the pause after a failure: MinBackoff, doubling up to

@@ -25,17 +25,20 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
+const testSecret = "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0"
+
 // fakeStarter stands in for Temporal: it records each start and marks the
-// event waiting in the ledger, as starter.Start does, or fails while down.
+// event waiting in its tenant's ledger, as starter.Start does, or fails
+// while down.
 type fakeStarter struct {
-	st *store.Store
+	st *store.Store // unscoped
 
 	delay time.Duration
 
 	mu      sync.Mutex
 	down    error
 	started map[string]int
-	order   map[string][]int64 // correlation → sequences, in start order
+	order   map[string][]int64 // correlation (tenant/correlation but the default's) → sequences, in start order
 	calls   int
 }
 
@@ -45,14 +48,20 @@ func (f *fakeStarter) Start(ctx context.Context, ev store.Event) error {
 	f.calls++
 	down := f.down
 	if down == nil {
-		f.started[ev.ID]++
-		f.order[ev.CorrelationID] = append(f.order[ev.CorrelationID], ev.Sequence)
+		key := ev.CorrelationID
+		if ev.TenantID != store.DefaultTenant {
+			key = ev.TenantID + "/" + key
+			f.started[ev.TenantID+"/"+ev.ID]++
+		} else {
+			f.started[ev.ID]++
+		}
+		f.order[key] = append(f.order[key], ev.Sequence)
 	}
 	f.mu.Unlock()
 	if down != nil {
 		return fmt.Errorf("start workflow for event %s: %w", ev.ID, down)
 	}
-	return f.st.EventMarkStarted(ctx, ev.ID, "")
+	return f.st.Tenant(ev.TenantID).EventMarkStarted(ctx, ev.ID, "")
 }
 
 func (f *fakeStarter) setDown(err error) {
@@ -79,7 +88,8 @@ type bundle struct {
 	t        *testing.T
 	producer *pgxpool.Pool
 	src      *outbox.Source
-	st       *store.Store
+	all      *store.Store // unscoped, as the relay holds it
+	st       *store.Store // the default tenant's
 	starter  *fakeStarter
 	endpoint string
 }
@@ -95,18 +105,18 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 
 	ledger := testenv.MigratedPool(t)
-	st, err := store.New(ledger)
+	all, err := store.New(ledger)
 	require.NoError(t, err)
-	st = st.Tenant(store.DefaultTenant)
-	ep, err := st.EndpointInsert(ctx, "ep_1", "https://example.com/hook", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0", nil)
+	st := all.Tenant(store.DefaultTenant)
+	ep, err := st.EndpointInsert(ctx, "ep_1", "https://example.com/hook", testSecret, nil)
 	require.NoError(t, err)
-	return &bundle{t: t, producer: producer, src: src, st: st, endpoint: ep.ID,
-		starter: &fakeStarter{st: st, started: map[string]int{}, order: map[string][]int64{}}}
+	return &bundle{t: t, producer: producer, src: src, all: all, st: st, endpoint: ep.ID,
+		starter: &fakeStarter{st: all, started: map[string]int{}, order: map[string][]int64{}}}
 }
 
 func (b *bundle) relay(cfg relay.Config) *relay.Relay {
 	b.t.Helper()
-	r, err := relay.New(cfg, relay.Deps{Outbox: b.src, Ledger: b.st, Starter: b.starter, Logger: testenv.Logger(b.t)})
+	r, err := relay.New(cfg, relay.Deps{Outbox: b.src, Ledgers: relay.StoreLedgers(b.all), Starter: b.starter, Logger: testenv.Logger(b.t)})
 	require.NoError(b.t, err)
 	return r
 }
@@ -140,9 +150,15 @@ func (b *bundle) enqueue(evs ...outbox.Event) {
 	require.NoError(b.t, err)
 }
 
+// row is the default tenant's outbox row id.
 func (b *bundle) row(id string) (state string, failure, lastError *string, attempts int) {
 	b.t.Helper()
-	err := b.producer.QueryRow(context.Background(), "SELECT state, failure, last_error, attempts FROM outbox WHERE id = $1", id).
+	return b.rowOf(store.DefaultTenant, id)
+}
+
+func (b *bundle) rowOf(tenant, id string) (state string, failure, lastError *string, attempts int) {
+	b.t.Helper()
+	err := b.producer.QueryRow(context.Background(), "SELECT state, failure, last_error, attempts FROM outbox WHERE tenant_id = $1 AND id = $2", tenant, id).
 		Scan(&state, &failure, &lastError, &attempts)
 	require.NoError(b.t, err)
 	return state, failure, lastError, attempts
@@ -435,11 +451,11 @@ func TestRelayPrunesRelayedRows(t *testing.T) {
 // byType routes every event by its type, as if it named no endpoint: an
 // outbox row always names one (Enqueue requires endpoint_id), so the cap
 // on subscribers is reached only through a ledger that routes so.
-type byType struct{ *store.Store }
+type byType struct{ relay.Ledger }
 
 func (l byType) Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error) {
 	e.EndpointID = ""
-	return l.Store.Route(ctx, e, maxSubscribers)
+	return l.Ledger.Route(ctx, e, maxSubscribers)
 }
 
 // An event more endpoints subscribe to than HOOKFLOW_MAX_SUBSCRIBERS is
@@ -453,13 +469,14 @@ func TestRelayHoldsTooManySubscribers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	_, err := b.st.EndpointInsert(ctx, "ep_2", "https://example.com/two", "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0", []string{"order.*"})
+	_, err := b.st.EndpointInsert(ctx, "ep_2", "https://example.com/two", testSecret, []string{"order.*"})
 	require.NoError(t, err)
 	free := b.event("free-1", "free", 1)
 	free.Type = "invoice.paid" // one subscriber
 	b.enqueue(b.event("h-1", "held", 1), b.event("h-2", "held", 2), free)
 	newRelay := func(cfg relay.Config) *relay.Relay {
-		r, err := relay.New(cfg, relay.Deps{Outbox: b.src, Ledger: byType{b.st}, Starter: b.starter, Logger: testenv.Logger(t)})
+		ledgers := func(tenantID string) relay.Ledger { return byType{b.all.Tenant(tenantID)} }
+		r, err := relay.New(cfg, relay.Deps{Outbox: b.src, Ledgers: ledgers, Starter: b.starter, Logger: testenv.Logger(t)})
 		require.NoError(t, err)
 		return r
 	}
@@ -495,4 +512,123 @@ func TestRelayHoldsTooManySubscribers(t *testing.T) {
 	require.Equal(t, []int64{1, 2}, order["held"])
 	state, _, _, _ = b.row("h-2")
 	require.Equal(t, "relayed", state)
+}
+
+// Each outbox row goes into its own tenant's ledger (issue 35): tenants
+// acme and globex, and the default tenant, write the same event ID in the
+// same correlation, and each ledger holds its own event with its own data,
+// started in its own order. A row naming another tenant's endpoint is
+// refused as the API refuses it (unknown endpoint). A disabled tenant's row
+// is accepted, as an operator key's post for it is (its deliveries wait). A
+// row of a tenant that does not exist lands nowhere: it stays pending with
+// the reason noted, its correlation is held with backoff, the rest go on,
+// and once the tenant is created it is relayed into that tenant's ledger.
+func TestRelayKeepsTheTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	endpoints := map[string]string{store.DefaultTenant: b.endpoint}
+	for _, tenant := range []string{"acme", "globex", "frozen"} {
+		_, _, err := b.all.TenantPut(ctx, store.Tenant{ID: tenant})
+		require.NoError(t, err)
+		ep, err := b.all.Tenant(tenant).EndpointInsert(ctx, "ep_"+tenant, "https://example.com/"+tenant, testSecret, nil)
+		require.NoError(t, err)
+		endpoints[tenant] = ep.ID
+	}
+	_, err := b.all.TenantSetDisabled(ctx, "frozen", true)
+	require.NoError(t, err)
+	ev := func(tenant string, seq int64) outbox.Event {
+		return outbox.Event{TenantID: tenant, ID: fmt.Sprintf("evt-%d", seq), CorrelationID: "order-42", Sequence: seq,
+			EndpointID: endpoints[tenant], Type: "order.updated", Data: json.RawMessage(fmt.Sprintf(`{"tenant":%q,"seq":%d}`, tenant, seq))}
+	}
+	def := ev(store.DefaultTenant, 1)
+	def.TenantID = "" // a producer naming no tenant: the default's
+	ghost := ev("ghost", 1)
+	ghost.EndpointID = "ep_ghost"
+	foreign := ev("acme", 3) // globex's endpoint, named from acme
+	foreign.EndpointID = endpoints["globex"]
+	b.enqueue(ev("acme", 2), ev("globex", 1), def, ghost, ev("acme", 1), ev("globex", 2), ev("frozen", 1), foreign)
+
+	r := b.relay(relay.Config{MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	n, err := r.RelayOnce(ctx)
+	require.NoError(t, err, "an unknown tenant is no failure of the round")
+	require.Equal(t, 6, n, "acme's 2, globex's 2, the default's and the disabled tenant's")
+	require.Equal(t, 1, r.Held())
+
+	for tenant, seqs := range map[string]int64{"acme": 2, "globex": 2, store.DefaultTenant: 1, "frozen": 1} {
+		for seq := int64(1); seq <= seqs; seq++ {
+			got, err := b.all.Tenant(tenant).EventGet(ctx, fmt.Sprintf("evt-%d", seq))
+			require.NoError(t, err, "%s evt-%d", tenant, seq)
+			require.Equal(t, tenant, got.TenantID)
+			require.Equal(t, contract.StateWaiting, got.State)
+			require.JSONEq(t, fmt.Sprintf(`{"tenant":%q,"seq":%d}`, tenant, seq), string(got.Data), "%s's own event", tenant)
+			require.Equal(t, []string{endpoints[tenant]}, got.Endpoints)
+			state, _, _, _ := b.rowOf(tenant, fmt.Sprintf("evt-%d", seq))
+			require.Equal(t, "relayed", state)
+		}
+	}
+	_, order, _ := b.starter.snapshot()
+	require.Equal(t, []int64{1, 2}, order["acme/order-42"])
+	require.Equal(t, []int64{1, 2}, order["globex/order-42"])
+
+	state, failure, _, _ := b.rowOf("acme", "evt-3")
+	require.Equal(t, "failed", state)
+	require.Contains(t, *failure, "unknown endpoint "+endpoints["globex"])
+	_, err = b.all.Tenant("globex").EventGet(ctx, "evt-3")
+	require.ErrorIs(t, err, store.ErrNotFound, "acme's row reached globex")
+
+	// The unknown tenant's row: pending, noted, held, in no ledger.
+	state, failure, lastError, attempts := b.rowOf("ghost", "evt-1")
+	require.Equal(t, "pending", state)
+	require.Nil(t, failure)
+	require.Contains(t, *lastError, "unknown tenant ghost")
+	require.Equal(t, 1, attempts)
+	var ledgered int
+	require.NoError(t, b.all.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE data->>'tenant' = 'ghost'`).Scan(&ledgered))
+	require.Zero(t, ledgered, "the unknown tenant's event landed in a ledger")
+	n, err = r.RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, _, _, attempts = b.rowOf("ghost", "evt-1")
+	require.Equal(t, 1, attempts, "not tried again within its backoff")
+	count, _, err := r.Lag(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, count, "still pending: nothing lost")
+
+	// Created (with its endpoint): a relay past the backoff puts it in.
+	_, _, err = b.all.TenantPut(ctx, store.Tenant{ID: "ghost"})
+	require.NoError(t, err)
+	_, err = b.all.Tenant("ghost").EndpointInsert(ctx, "ep_ghost", "https://example.com/ghost", testSecret, nil)
+	require.NoError(t, err)
+	n, err = b.relay(relay.Config{}).RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got, err := b.all.Tenant("ghost").EventGet(ctx, "evt-1")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"tenant":"ghost","seq":1}`, string(got.Data))
+	state, _, _, _ = b.rowOf("ghost", "evt-1")
+	require.Equal(t, "relayed", state)
+}
+
+// The outbox judges a tenant ID by intake.TenantIDPattern; the API judges
+// it by api/openapi.json's TenantId schema and the ledger by its CHECK on
+// tenants.id. One rule: this holds the two copies that are not Go to it.
+func TestTenantIDRuleIsTheAPIs(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../api/openapi.json")
+	require.NoError(t, err)
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				TenantID struct {
+					Pattern string `json:"pattern"`
+				} `json:"TenantId"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Equal(t, intake.TenantIDPattern, doc.Components.Schemas.TenantID.Pattern)
+	ddl, err := os.ReadFile("../../schema/migrations/025_tenants.up.sql")
+	require.NoError(t, err)
+	require.Contains(t, string(ddl), "id ~ '"+intake.TenantIDPattern+"'")
 }

@@ -48,20 +48,42 @@ type Request struct {
 	EndpointID    *string         `json:"endpoint_id"`
 	Type          *string         `json:"type"`
 	Data          json.RawMessage `json:"data"`
-	// TenantID is the tenant an operator key posts for (hookflow's API;
-	// Validate does not read it): left out, the key's own or default.
+	// TenantID is the tenant an operator (an operator key, or the outbox
+	// of the SaaS's backend) posts for: left out, the key's own or
+	// DefaultTenant. Validate checks its form (ValidTenantID) when present;
+	// whether the tenant exists is the ledger's to say.
 	TenantID *string `json:"tenant_id,omitempty"`
+}
+
+// DefaultTenant owns what existed before tenants, and is the tenant of an
+// operator that names none.
+const DefaultTenant = "default"
+
+// TenantIDPattern is the form of a tenant ID, the SaaS's own customer ID:
+// 1 to 200 of [A-Za-z0-9_:-], so never a "/" (workflow IDs join the tenant
+// and the event's key with one). api/openapi.json's TenantId schema and the
+// ledger's CHECK on tenants.id say the same, and a test holds them to it.
+const TenantIDPattern = "^[A-Za-z0-9_:-]{1,200}$"
+
+// ValidTenantID checks a tenant ID against TenantIDPattern.
+func ValidTenantID(field, v string) *FieldError {
+	return validChars(field, v, 200)
 }
 
 // ValidKey checks an idempotency key, correlation ID or endpoint ID:
 // [A-Za-z0-9_:-], 1 to 255 characters. No "." (the signature scheme joins
 // with dots) and no "/" (sequencer workflow IDs use it).
 func ValidKey(field, v string) *FieldError {
+	return validChars(field, v, 255)
+}
+
+// validChars checks that v is 1 to maxLen of [A-Za-z0-9_:-].
+func validChars(field, v string, maxLen int) *FieldError {
 	if v == "" {
 		return fieldErr(field, "%s is required and must not be empty", field)
 	}
-	if len(v) > 255 {
-		return fieldErr(field, "%s must be at most 255 characters", field)
+	if len(v) > maxLen {
+		return fieldErr(field, "%s must be at most %d characters", field, maxLen)
 	}
 	for _, r := range v {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == ':' || r == '-') {
@@ -119,10 +141,16 @@ type Event struct {
 	PayloadHash []byte
 }
 
-// Validate checks a request and returns the event to accept.
+// Validate checks a request and returns the event to accept. The tenant
+// is not part of the event: it decides whose ledger the event goes to.
 func Validate(req Request) (Event, *FieldError) {
 	var ev Event
 	var fe *FieldError
+	if req.TenantID != nil {
+		if fe = ValidTenantID("tenant_id", *req.TenantID); fe != nil {
+			return ev, fe
+		}
+	}
 	if ev.ID, fe = required("id", req.ID); fe != nil {
 		return ev, fe
 	}

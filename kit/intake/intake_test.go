@@ -2,6 +2,7 @@ package intake_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -136,6 +137,28 @@ func TestValidKey(t *testing.T) {
 		require.NotNil(t, fe, "%q", c.v)
 		require.Equal(t, "correlation_id", fe.Field)
 		require.Contains(t, fe.Detail, "correlation_id")
+	}
+}
+
+// A tenant ID is judged by ValidTenantID exactly as TenantIDPattern (the
+// API's TenantId schema) says, and Validate judges a request's tenant_id by
+// it when the request names one.
+func TestValidTenantID(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(intake.TenantIDPattern)
+	for _, v := range []string{
+		"default", "acme", "cus_01HZX", "org:42", "A-Za-z0-9_:-", strings.Repeat("t", 200),
+		"", strings.Repeat("t", 201), "a/b", "a.b", "a b", "é", "acme\n", "ａ",
+	} {
+		fe := intake.ValidTenantID("tenant_id", v)
+		require.Equal(t, pattern.MatchString(v), fe == nil, "%q: %v", v, fe)
+		if fe != nil {
+			require.Equal(t, "tenant_id", fe.Field)
+		}
+		id := "evt-1"
+		req := intake.Request{ID: &id, CorrelationID: &id, Sequence: json.RawMessage("1"), Type: &id, Data: json.RawMessage(`{}`), TenantID: &v}
+		_, fe = intake.Validate(req)
+		require.Equal(t, pattern.MatchString(v), fe == nil, "Validate %q: %v", v, fe)
 	}
 }
 

@@ -27,7 +27,8 @@ func ExampleEnqueue() {
 			return err
 		}
 		return outbox.Enqueue(ctx, tx, outbox.Event{
-			ID: "evt-order-42-3", CorrelationID: "order-42", Sequence: 3,
+			TenantID: "acme", // the customer it is for; left out, the default tenant
+			ID:       "evt-order-42-3", CorrelationID: "order-42", Sequence: 3,
 			EndpointID: "ep_123", Type: "order.paid", Data: json.RawMessage(`{"amount":1200}`),
 		})
 	})

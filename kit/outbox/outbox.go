@@ -11,6 +11,7 @@ package outbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,11 @@ var (
 // Event is an event as a producer records it; the fields and rules are those
 // of POST /v1/events.
 type Event struct {
+	// TenantID is the tenant the event is for: the relay puts it into that
+	// tenant's ledger, routes it to that tenant's endpoints, and its ID,
+	// correlation and sequence are unique within it. "" is
+	// intake.DefaultTenant, as for an operator key that names no tenant.
+	TenantID      string
 	ID            string
 	CorrelationID string
 	Sequence      int64
@@ -50,13 +56,24 @@ type Event struct {
 func (e Event) Request() intake.Request {
 	return intake.Request{
 		ID: &e.ID, CorrelationID: &e.CorrelationID, Sequence: json.RawMessage(strconv.FormatInt(e.Sequence, 10)),
-		EndpointID: &e.EndpointID, Type: &e.Type, Data: e.Data,
+		EndpointID: &e.EndpointID, Type: &e.Type, Data: e.Data, TenantID: e.tenant(),
 	}
 }
 
+// tenant is the TenantID a request carries: none for "", which the API
+// reads as the default tenant.
+func (e Event) tenant() *string {
+	if e.TenantID == "" {
+		return nil
+	}
+	return &e.TenantID
+}
+
 // Enqueue records ev in the outbox within tx, the producer's transaction. It
-// validates ev exactly as the API does and stores its data in canonical form
-// with the payload hash. The same id with the same content again is a no-op.
+// validates ev exactly as the API does (its tenant ID's form too; whether
+// the tenant exists is for hookflow to say when the row is relayed) and
+// stores its data in canonical form with the payload hash, under its tenant.
+// The same id of the same tenant with the same content again is a no-op.
 //
 // Errors: ErrInvalid (wrapping *intake.FieldError), ErrConflict (the id holds
 // other content), ErrSequenceTaken (another id holds the sequence); none of
@@ -67,23 +84,26 @@ func Enqueue(ctx context.Context, tx pgx.Tx, ev Event) error {
 	if fe != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, fe)
 	}
+	// Bound here, never left to a column default: the row names the
+	// tenant the producer meant.
+	tenant := cmp.Or(ev.TenantID, intake.DefaultTenant)
 	q := dbsqlc.New(tx)
-	_, err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{ID: valid.ID, CorrelationID: valid.CorrelationID, Sequence: valid.Sequence,
-		EndpointID: valid.EndpointID, Type: valid.Type, Data: valid.Data, PayloadHash: valid.PayloadHash})
+	_, err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{TenantID: tenant, ID: valid.ID, CorrelationID: valid.CorrelationID,
+		Sequence: valid.Sequence, EndpointID: valid.EndpointID, Type: valid.Type, Data: valid.Data, PayloadHash: valid.PayloadHash})
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("insert outbox event %s: %w", valid.ID, err)
+		return fmt.Errorf("insert outbox event %s of tenant %s: %w", valid.ID, tenant, err)
 	}
-	hash, err := q.OutboxHashGet(ctx, valid.ID)
+	hash, err := q.OutboxHashGet(ctx, dbsqlc.OutboxHashGetParams{TenantID: tenant, ID: valid.ID})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("outbox event %s: %w (correlation %s, sequence %d)", valid.ID, ErrSequenceTaken, valid.CorrelationID, valid.Sequence)
+		return fmt.Errorf("outbox event %s of tenant %s: %w (correlation %s, sequence %d)", valid.ID, tenant, ErrSequenceTaken, valid.CorrelationID, valid.Sequence)
 	case err != nil:
-		return fmt.Errorf("read outbox event %s: %w", valid.ID, err)
+		return fmt.Errorf("read outbox event %s of tenant %s: %w", valid.ID, tenant, err)
 	case !bytes.Equal(hash, valid.PayloadHash):
-		return fmt.Errorf("outbox event %s: %w", valid.ID, ErrConflict)
+		return fmt.Errorf("outbox event %s of tenant %s: %w", valid.ID, tenant, ErrConflict)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,14 +29,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// emptyDB is a fresh database with no outbox schema yet.
+func emptyDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pg.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // producerDB is a fresh database with the outbox schema, as a producer has it.
 func producerDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	require.NoError(t, outbox.Migrate(ctx, pool))
+	pool := emptyDB(t)
+	require.NoError(t, outbox.Migrate(context.Background(), pool))
 	return pool
 }
 
@@ -55,11 +62,9 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, ev outbox.Event) error {
 func TestMigrateIsIdempotentAndChecked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pg.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := emptyDB(t)
 
-	err = outbox.CheckMigrations(ctx, pool)
+	err := outbox.CheckMigrations(ctx, pool)
 	require.ErrorIs(t, err, outbox.ErrMigrationsPending)
 	require.ErrorContains(t, err, "001_outbox")
 
@@ -82,12 +87,14 @@ func TestMigrateIsIdempotentAndChecked(t *testing.T) {
 	require.NoError(t, err)
 	downs, err := fs.Glob(outbox.Migrations(), "*.down.sql")
 	require.NoError(t, err)
-	require.Equal(t, []string{"001_outbox.up.sql"}, ups)
-	require.Equal(t, []string{"001_outbox.down.sql"}, downs)
-	down, err := fs.ReadFile(outbox.Migrations(), "001_outbox.down.sql")
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, string(down))
-	require.NoError(t, err)
+	require.Equal(t, []string{"001_outbox.up.sql", "002_tenant.up.sql"}, ups)
+	require.Equal(t, []string{"001_outbox.down.sql", "002_tenant.down.sql"}, downs)
+	for _, name := range []string{"002_tenant.down.sql", "001_outbox.down.sql"} {
+		down, err := fs.ReadFile(outbox.Migrations(), name)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, string(down))
+		require.NoError(t, err, name)
+	}
 	var exists bool
 	require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass('outbox') IS NOT NULL").Scan(&exists))
 	require.False(t, exists)
@@ -211,19 +218,20 @@ func TestClaimIsPerCorrelation(t *testing.T) {
 	}
 	corrs, err := src.CorrelationsPending(ctx, 10)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"a", "b"}, corrs)
+	a, b := outbox.Correlation{TenantID: "default", CorrelationID: "a"}, outbox.Correlation{TenantID: "default", CorrelationID: "b"}
+	require.ElementsMatch(t, []outbox.Correlation{a, b}, corrs)
 
-	claimed, err := src.Claim(ctx, "a", 2, func(ctx context.Context, c *outbox.Claim) error {
+	claimed, err := src.Claim(ctx, a, 2, func(ctx context.Context, c *outbox.Claim) error {
 		require.Len(t, c.Rows, 2)
 		require.Equal(t, []string{"a-1", "a-2"}, []string{c.Rows[0].Event.ID, c.Rows[1].Event.ID})
 		// Held: another relay skips the correlation but may take another.
-		other, err := src.Claim(ctx, "a", 10, func(context.Context, *outbox.Claim) error {
+		other, err := src.Claim(ctx, a, 10, func(context.Context, *outbox.Claim) error {
 			t.Error("a claimed twice")
 			return nil
 		})
 		require.NoError(t, err)
 		require.False(t, other)
-		otherB, err := src.Claim(ctx, "b", 10, func(ctx context.Context, c *outbox.Claim) error { return nil })
+		otherB, err := src.Claim(ctx, b, 10, func(ctx context.Context, c *outbox.Claim) error { return nil })
 		require.NoError(t, err)
 		require.True(t, otherB)
 
@@ -247,4 +255,124 @@ func TestClaimIsPerCorrelation(t *testing.T) {
 	failed, err := src.FailedCount(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, failed)
+}
+
+// An outbox row carries its tenant: two tenants may write the same id in the
+// same correlation and sequence, each its own row, and claimed apart; a
+// producer naming no tenant writes the default's. Within a tenant the id and
+// the sequence stay one event's. A tenant ID the API would refuse is refused
+// here, and a write that binds no tenant is refused by the table rather than
+// put under the default.
+func TestEnqueueKeepsTheTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := producerDB(t)
+	src, err := outbox.NewSource(pool)
+	require.NoError(t, err)
+	of := func(tenant string, ev outbox.Event) outbox.Event { ev.TenantID = tenant; return ev }
+	require.NoError(t, enqueue(t, pool, of("acme", event("evt-1", "order-42", 1, `{"t":"acme"}`))))
+	require.NoError(t, enqueue(t, pool, of("globex", event("evt-1", "order-42", 1, `{"t":"globex"}`))))
+	require.NoError(t, enqueue(t, pool, event("evt-1", "order-42", 1, `{"t":"default"}`)))
+	require.NoError(t, enqueue(t, pool, of("default", event("evt-1", "order-42", 1, `{"t":"default"}`))), "the same event again")
+
+	require.ErrorIs(t, enqueue(t, pool, of("acme", event("evt-1", "order-42", 1, `{"t":"other"}`))), outbox.ErrConflict)
+	require.ErrorIs(t, enqueue(t, pool, of("globex", event("evt-2", "order-42", 1, `{}`))), outbox.ErrSequenceTaken)
+	for _, bad := range []string{"a/b", "a.b", strings.Repeat("t", 201)} {
+		err := enqueue(t, pool, of(bad, event("evt-3", "order-42", 3, `{}`)))
+		require.ErrorIs(t, err, outbox.ErrInvalid, bad)
+		var fe *intake.FieldError
+		require.True(t, errors.As(err, &fe))
+		require.Equal(t, "tenant_id", fe.Field)
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+		VALUES ('evt-9', 'order-9', 1, 'ep_1', 't', '{}', '\x00')`)
+	require.ErrorContains(t, err, "tenant_id", "a row without its tenant")
+
+	require.Equal(t, []string{`acme {"t":"acme"}`, `default {"t":"default"}`, `globex {"t":"globex"}`},
+		texts(t, pool, `SELECT tenant_id || ' ' || data::text FROM outbox WHERE id = 'evt-1' ORDER BY tenant_id`))
+
+	corrs, err := src.CorrelationsPending(ctx, 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []outbox.Correlation{{TenantID: "acme", CorrelationID: "order-42"},
+		{TenantID: "default", CorrelationID: "order-42"}, {TenantID: "globex", CorrelationID: "order-42"}}, corrs)
+	acme := outbox.Correlation{TenantID: "acme", CorrelationID: "order-42"}
+	claimed, err := src.Claim(ctx, acme, 10, func(ctx context.Context, c *outbox.Claim) error {
+		require.Len(t, c.Rows, 1)
+		require.Equal(t, "acme", c.Rows[0].Event.TenantID)
+		require.JSONEq(t, `{"t":"acme"}`, string(c.Rows[0].Event.Data))
+		// Another tenant's correlation of the same ID is another claim.
+		other, err := src.Claim(ctx, outbox.Correlation{TenantID: "globex", CorrelationID: "order-42"}, 10,
+			func(ctx context.Context, c *outbox.Claim) error {
+				require.Equal(t, "globex", c.Rows[0].Event.TenantID)
+				return nil
+			})
+		require.NoError(t, err)
+		require.True(t, other)
+		return c.MarkRelayed(ctx, c.Rows[0])
+	})
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.Equal(t, []string{"acme relayed", "default pending", "globex pending"},
+		texts(t, pool, `SELECT tenant_id || ' ' || state FROM outbox WHERE id = 'evt-1' ORDER BY tenant_id`))
+}
+
+// texts runs a query of one text column and returns its rows.
+func texts(t *testing.T, pool *pgxpool.Pool, sql string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// schemaOf describes the outbox table: its columns, constraints and indexes.
+func schemaOf(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	return texts(t, pool, `
+		SELECT 'column ' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || COALESCE(column_default, '')
+		FROM information_schema.columns WHERE table_name = 'outbox'
+		UNION ALL
+		SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'outbox'::regclass
+		UNION ALL
+		SELECT 'index ' || indexdef FROM pg_indexes WHERE tablename = 'outbox'
+		ORDER BY 1`)
+}
+
+// The tenant migration's down migration restores 001's schema exactly, with
+// the default tenant's rows; it refuses while another tenant has rows,
+// which going down would put under the default.
+func TestTenantMigrationGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyDB(t)
+	exec := func(name string) error {
+		sql, err := fs.ReadFile(outbox.Migrations(), name)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, string(sql))
+		return err
+	}
+	require.NoError(t, exec("001_outbox.up.sql"))
+	before := schemaOf(t, pool)
+	_, err := pool.Exec(ctx, `INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+		VALUES ('evt-old', 'order-1', 1, 'ep_1', 't', '{}', '\x00')`)
+	require.NoError(t, err)
+	require.NoError(t, exec("002_tenant.up.sql"))
+	var tenant string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT tenant_id FROM outbox WHERE id = 'evt-old'`).Scan(&tenant))
+	require.Equal(t, "default", tenant, "the rows from before are the default tenant's")
+	require.NotEqual(t, before, schemaOf(t, pool))
+
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.Enqueue(ctx, tx, outbox.Event{TenantID: "acme", ID: "evt-new", CorrelationID: "order-1", Sequence: 1,
+			EndpointID: "ep_1", Type: "t", Data: json.RawMessage(`{}`)})
+	}))
+	require.ErrorContains(t, exec("002_tenant.down.sql"), "tenants other than default")
+	_, err = pool.Exec(ctx, `DELETE FROM outbox WHERE tenant_id = 'acme'`)
+	require.NoError(t, err)
+	require.NoError(t, exec("002_tenant.down.sql"))
+	require.Equal(t, before, schemaOf(t, pool))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id = 'evt-old'`).Scan(&n))
+	require.Equal(t, 1, n)
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // Source is the relay's access to an outbox table: which correlations wait,
-// claiming one at a time, marking rows, and the lag.
+// claiming one at a time, marking rows, and the lag. A correlation is a
+// tenant's (Correlation): the same correlation ID of two tenants is two.
 type Source struct {
 	pool *pgxpool.Pool
 	q    *dbsqlc.Queries
@@ -38,12 +39,27 @@ type Row struct {
 	Attempts    int32
 }
 
+// Correlation is one tenant's correlation: the unit a relay claims, and in
+// which rows go in sequence order.
+type Correlation struct {
+	TenantID      string
+	CorrelationID string
+}
+
+// String is how logs name it: tenant/correlation, as the sequencer's
+// workflow ID does (neither may contain a "/").
+func (c Correlation) String() string { return c.TenantID + "/" + c.CorrelationID }
+
 // CorrelationsPending returns up to limit correlations that have pending
 // rows, the longest waiting first.
-func (s *Source) CorrelationsPending(ctx context.Context, limit int) ([]string, error) {
-	out, err := s.q.OutboxCorrelationsPending(ctx, int32(limit))
+func (s *Source) CorrelationsPending(ctx context.Context, limit int) ([]Correlation, error) {
+	rows, err := s.q.OutboxCorrelationsPending(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending outbox correlations: %w", err)
+	}
+	out := make([]Correlation, len(rows))
+	for i, r := range rows {
+		out[i] = Correlation{TenantID: r.TenantID, CorrelationID: r.CorrelationID}
 	}
 	return out, nil
 }
@@ -80,13 +96,13 @@ func (c *Claim) NoteError(ctx context.Context, r Row, msg string) error {
 	return nil
 }
 
-// Claim takes the correlation if no other relay holds it and calls fn with
-// its pending rows (at most limit). The claim lasts until fn returns; then
+// Claim takes the tenant's correlation if no other relay holds it and calls
+// fn with its pending rows (at most limit), all of that tenant. The claim lasts until fn returns; then
 // the marks fn made are committed, also when fn returns an error (rows
 // marked relayed before it were relayed), and fn's error is returned. It
 // reports claimed=false, without calling fn, when another relay holds the
 // correlation or nothing is pending any more.
-func (s *Source) Claim(ctx context.Context, correlationID string, limit int, fn func(ctx context.Context, c *Claim) error) (claimed bool, err error) {
+func (s *Source) Claim(ctx context.Context, corr Correlation, limit int, fn func(ctx context.Context, c *Claim) error) (claimed bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("begin outbox claim: %w", err)
@@ -96,21 +112,21 @@ func (s *Source) Claim(ctx context.Context, correlationID string, limit int, fn 
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 	}()
 	q := s.q.WithTx(tx)
-	locked, err := q.OutboxCorrelationLock(ctx, correlationID)
+	locked, err := q.OutboxCorrelationLock(ctx, dbsqlc.OutboxCorrelationLockParams{TenantID: corr.TenantID, CorrelationID: corr.CorrelationID})
 	if err != nil {
-		return false, fmt.Errorf("lock outbox correlation %s: %w", correlationID, err)
+		return false, fmt.Errorf("lock outbox correlation %s: %w", corr, err)
 	}
 	if !locked {
 		return false, nil
 	}
-	rows, err := q.OutboxPendingList(ctx, dbsqlc.OutboxPendingListParams{CorrelationID: correlationID, Limit: int32(limit)})
+	rows, err := q.OutboxPendingList(ctx, dbsqlc.OutboxPendingListParams{TenantID: corr.TenantID, CorrelationID: corr.CorrelationID, Limit: int32(limit)})
 	if err != nil {
 		return false, fmt.Errorf("list pending outbox events: %w", err)
 	}
 	pending := make([]Row, len(rows))
 	for i, r := range rows {
 		pending[i] = Row{Position: r.Position, PayloadHash: r.PayloadHash, CreatedAt: r.CreatedAt, Attempts: r.Attempts,
-			Event: Event{ID: r.ID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, EndpointID: r.EndpointID, Type: r.Type,
+			Event: Event{TenantID: r.TenantID, ID: r.ID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, EndpointID: r.EndpointID, Type: r.Type,
 				Data: json.RawMessage(r.Data)}}
 	}
 	if len(pending) == 0 {

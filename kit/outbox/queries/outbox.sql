@@ -6,39 +6,40 @@
 -- No conflict target: a repeated id and a sequence taken by another id both
 -- leave the table alone (and the caller's transaction usable);
 -- OutboxHashGet tells them apart.
-INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING
 RETURNING position;
 
 -- name: OutboxHashGet :one
-SELECT payload_hash FROM outbox WHERE id = $1;
+SELECT payload_hash FROM outbox WHERE tenant_id = $1 AND id = $2;
 
 -- name: OutboxListen :exec
 LISTEN hookflow_outbox;
 
 -- name: OutboxCorrelationsPending :many
--- Correlations with pending rows, the longest waiting first.
-SELECT correlation_id FROM outbox
+-- (Tenant, correlation) pairs with pending rows, the longest waiting first.
+SELECT tenant_id, correlation_id FROM outbox
 WHERE state = 'pending'
-GROUP BY correlation_id
-ORDER BY min(created_at), correlation_id
+GROUP BY tenant_id, correlation_id
+ORDER BY min(created_at), tenant_id, correlation_id
 LIMIT $1;
 
 -- name: OutboxCorrelationLock :one
--- One relay at a time per correlation, held to the end of the claiming
--- transaction; a relay that dies releases it with its connection. The first
--- key keeps these locks apart from any other user of advisory locks in the
--- producer's database. Two correlations sharing a hash only wait for each
--- other.
-SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext(sqlc.arg(correlation_id)));
+-- One relay at a time per (tenant, correlation), held to the end of the
+-- claiming transaction; a relay that dies releases it with its connection.
+-- The first key keeps these locks apart from any other user of advisory
+-- locks in the producer's database; the second joins tenant and
+-- correlation with a "/", which neither may contain. Two correlations
+-- sharing a hash only wait for each other.
+SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext(sqlc.arg(tenant_id)::text || '/' || sqlc.arg(correlation_id)::text));
 
 -- name: OutboxPendingList :many
-SELECT position, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
+SELECT position, tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
 FROM outbox
-WHERE correlation_id = $1 AND state = 'pending'
+WHERE tenant_id = $1 AND correlation_id = $2 AND state = 'pending'
 ORDER BY sequence
-LIMIT $2;
+LIMIT $3;
 
 -- name: OutboxMarkRelayed :exec
 UPDATE outbox SET state = 'relayed', relayed_at = now(), last_error = NULL

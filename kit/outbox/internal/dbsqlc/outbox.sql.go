@@ -70,43 +70,54 @@ func (q *Queries) MigrationTableExists(ctx context.Context) (interface{}, error)
 }
 
 const OutboxCorrelationLock = `-- name: OutboxCorrelationLock :one
-SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext($1))
+SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext($1::text || '/' || $2::text))
 `
 
-// One relay at a time per correlation, held to the end of the claiming
-// transaction; a relay that dies releases it with its connection. The first
-// key keeps these locks apart from any other user of advisory locks in the
-// producer's database. Two correlations sharing a hash only wait for each
-// other.
-func (q *Queries) OutboxCorrelationLock(ctx context.Context, correlationID string) (bool, error) {
-	row := q.db.QueryRow(ctx, OutboxCorrelationLock, correlationID)
+type OutboxCorrelationLockParams struct {
+	TenantID      string
+	CorrelationID string
+}
+
+// One relay at a time per (tenant, correlation), held to the end of the
+// claiming transaction; a relay that dies releases it with its connection.
+// The first key keeps these locks apart from any other user of advisory
+// locks in the producer's database; the second joins tenant and
+// correlation with a "/", which neither may contain. Two correlations
+// sharing a hash only wait for each other.
+func (q *Queries) OutboxCorrelationLock(ctx context.Context, arg OutboxCorrelationLockParams) (bool, error) {
+	row := q.db.QueryRow(ctx, OutboxCorrelationLock, arg.TenantID, arg.CorrelationID)
 	var pg_try_advisory_xact_lock bool
 	err := row.Scan(&pg_try_advisory_xact_lock)
 	return pg_try_advisory_xact_lock, err
 }
 
 const OutboxCorrelationsPending = `-- name: OutboxCorrelationsPending :many
-SELECT correlation_id FROM outbox
+SELECT tenant_id, correlation_id FROM outbox
 WHERE state = 'pending'
-GROUP BY correlation_id
-ORDER BY min(created_at), correlation_id
+GROUP BY tenant_id, correlation_id
+ORDER BY min(created_at), tenant_id, correlation_id
 LIMIT $1
 `
 
-// Correlations with pending rows, the longest waiting first.
-func (q *Queries) OutboxCorrelationsPending(ctx context.Context, limit int32) ([]string, error) {
+type OutboxCorrelationsPendingRow struct {
+	TenantID      string
+	CorrelationID string
+}
+
+// (Tenant, correlation) pairs with pending rows, the longest waiting first.
+func (q *Queries) OutboxCorrelationsPending(ctx context.Context, limit int32) ([]OutboxCorrelationsPendingRow, error) {
 	rows, err := q.db.Query(ctx, OutboxCorrelationsPending, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []OutboxCorrelationsPendingRow{}
 	for rows.Next() {
-		var correlation_id string
-		if err := rows.Scan(&correlation_id); err != nil {
+		var i OutboxCorrelationsPendingRow
+		if err := rows.Scan(&i.TenantID, &i.CorrelationID); err != nil {
 			return nil, err
 		}
-		items = append(items, correlation_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -126,11 +137,16 @@ func (q *Queries) OutboxFailedCount(ctx context.Context) (int64, error) {
 }
 
 const OutboxHashGet = `-- name: OutboxHashGet :one
-SELECT payload_hash FROM outbox WHERE id = $1
+SELECT payload_hash FROM outbox WHERE tenant_id = $1 AND id = $2
 `
 
-func (q *Queries) OutboxHashGet(ctx context.Context, id string) ([]byte, error) {
-	row := q.db.QueryRow(ctx, OutboxHashGet, id)
+type OutboxHashGetParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) OutboxHashGet(ctx context.Context, arg OutboxHashGetParams) ([]byte, error) {
+	row := q.db.QueryRow(ctx, OutboxHashGet, arg.TenantID, arg.ID)
 	var payload_hash []byte
 	err := row.Scan(&payload_hash)
 	return payload_hash, err
@@ -138,13 +154,14 @@ func (q *Queries) OutboxHashGet(ctx context.Context, id string) ([]byte, error) 
 
 const OutboxInsert = `-- name: OutboxInsert :one
 
-INSERT INTO outbox (id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING
 RETURNING position
 `
 
 type OutboxInsertParams struct {
+	TenantID      string
 	ID            string
 	CorrelationID string
 	Sequence      int64
@@ -162,6 +179,7 @@ type OutboxInsertParams struct {
 // OutboxHashGet tells them apart.
 func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int64, error) {
 	row := q.db.QueryRow(ctx, OutboxInsert,
+		arg.TenantID,
 		arg.ID,
 		arg.CorrelationID,
 		arg.Sequence,
@@ -243,20 +261,22 @@ func (q *Queries) OutboxNoteError(ctx context.Context, arg OutboxNoteErrorParams
 }
 
 const OutboxPendingList = `-- name: OutboxPendingList :many
-SELECT position, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
+SELECT position, tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
 FROM outbox
-WHERE correlation_id = $1 AND state = 'pending'
+WHERE tenant_id = $1 AND correlation_id = $2 AND state = 'pending'
 ORDER BY sequence
-LIMIT $2
+LIMIT $3
 `
 
 type OutboxPendingListParams struct {
+	TenantID      string
 	CorrelationID string
 	Limit         int32
 }
 
 type OutboxPendingListRow struct {
 	Position      int64
+	TenantID      string
 	ID            string
 	CorrelationID string
 	Sequence      int64
@@ -269,7 +289,7 @@ type OutboxPendingListRow struct {
 }
 
 func (q *Queries) OutboxPendingList(ctx context.Context, arg OutboxPendingListParams) ([]OutboxPendingListRow, error) {
-	rows, err := q.db.Query(ctx, OutboxPendingList, arg.CorrelationID, arg.Limit)
+	rows, err := q.db.Query(ctx, OutboxPendingList, arg.TenantID, arg.CorrelationID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +299,7 @@ func (q *Queries) OutboxPendingList(ctx context.Context, arg OutboxPendingListPa
 		var i OutboxPendingListRow
 		if err := rows.Scan(
 			&i.Position,
+			&i.TenantID,
 			&i.ID,
 			&i.CorrelationID,
 			&i.Sequence,
