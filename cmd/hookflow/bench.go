@@ -21,8 +21,10 @@ reference receiver (and three more for fan-out) and the two baselines' processes
 bench so its CPU is read apart. Scenarios: baseline (one workflow per event, one HTTP activity),
 baseline-fast (the same POST as a local activity on an eagerly started workflow: the floor),
 hookflow-ordered (POST /v1/events to one endpoint over --correlations keys), hookflow-fanout (the same,
-each event posted once without an endpoint and routed to three), hookflow-single-key, then idle latency
-for both baselines and a single key. Per webhook delivered it reports history events and Temporal Cloud
+each event posted once without an endpoint and routed to three), their twins hookflow-ordered-tenants and
+hookflow-fanout-tenants (the same workload with the correlations spread over --tenants tenants, each
+with endpoints of its own; each run beside its twin in every round, and their ratio printed: issue 35),
+hookflow-single-key, then idle latency for both baselines and a single key. Per webhook delivered it reports history events and Temporal Cloud
 actions (counted from every workflow's history by Cloud's published billing rules; docs/performance.md),
 beside the bare baseline's, and issue 23's fan-out figures against their targets.
 Prints a table; --json writes every figure. Short run: hookflow bench --events 300.
@@ -81,6 +83,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.IntVar(&cfg.Events, "events", bench.DefaultEvents, "measured events per throughput scenario")
 		fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "producers submitting at once")
 		fs.IntVar(&cfg.Correlations, "correlations", bench.DefaultCorrelations, "correlation IDs of the ordered and fan-out scenarios; with --dead-receiver, its lanes (500 unless given)")
+		fs.IntVar(&cfg.Tenants, "tenants", bench.DefaultTenants, "tenants the tenant-spread twins of the ordered and fan-out scenarios spread their correlations over (at most --correlations; 0 runs neither)")
 		fs.IntVar(&cfg.Rounds, "rounds", bench.DefaultRounds, "interleaved rounds each scenario's events are split into")
 		fs.IntVar(&cfg.IdleEvents, "idle-events", bench.DefaultIdleEvents, "events sent one at a time for idle latency, per system")
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")
@@ -105,8 +108,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	if len(rest) > 0 {
 		return &config.UsageError{Msg: fmt.Sprintf("bench takes no arguments (got %q)", rest[0])}
 	}
-	if cfg.Events <= 0 || cfg.Concurrency <= 0 || cfg.Correlations <= 0 || cfg.Rounds <= 0 || cfg.IdleEvents < 0 {
-		return &config.UsageError{Msg: "--events, --concurrency, --correlations and --rounds must be positive, --idle-events not negative"}
+	if cfg.Events <= 0 || cfg.Concurrency <= 0 || cfg.Correlations <= 0 || cfg.Rounds <= 0 || cfg.IdleEvents < 0 || cfg.Tenants < 0 {
+		return &config.UsageError{Msg: "--events, --concurrency, --correlations and --rounds must be positive, --idle-events and --tenants not negative"}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -127,6 +130,15 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if runs > 1 {
 		return &config.UsageError{Msg: "--rate-limit, --dead-receiver, --slow-receiver, --flapping, --soak and --ledger-rows are different runs: give one"}
+	}
+	// The tenant-spread scenarios are the throughput run's alone.
+	if runs > 0 {
+		if given["tenants"] {
+			return &config.UsageError{Msg: "--tenants goes with the throughput run, not with --rate-limit, --dead-receiver, --slow-receiver, --flapping, --soak or --ledger-rows"}
+		}
+		cfg.Tenants = 0
+	} else if cfg.Tenants > cfg.Correlations {
+		return &config.UsageError{Msg: fmt.Sprintf("--tenants %d is more than --correlations %d: each tenant needs a correlation of its own", cfg.Tenants, cfg.Correlations)}
 	}
 	if (given["flap-duration"] || given["flap-disable-after"]) && !flapping {
 		return &config.UsageError{Msg: "--flap-duration and --flap-disable-after go with --flapping"}

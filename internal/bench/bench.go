@@ -34,8 +34,13 @@ type Config struct {
 	// Concurrency is how many producers submit at once.
 	Concurrency int
 	// Correlations is the number of correlation IDs of the ordered and the
-	// fan-out scenarios.
+	// fan-out scenarios, and of their tenant-spread twins.
 	Correlations int
+	// Tenants is how many tenants the tenant-spread twins of the ordered and
+	// the fan-out scenarios spread their correlations over; zero runs
+	// neither. At most Correlations: each tenant needs a correlation of its
+	// own, or the twins would not run the one-tenant scenarios' workload.
+	Tenants int
 	// Rounds splits each scenario's events into interleaved rounds.
 	Rounds int
 	// IdleEvents are sent one at a time on a quiet system to measure latency.
@@ -57,11 +62,17 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultEvents       = 2000
-	DefaultConcurrency  = 16
-	DefaultCorrelations = 50
-	DefaultRounds       = 4
-	DefaultIdleEvents   = 30
+	DefaultEvents      = 2000
+	DefaultConcurrency = 16
+	// DefaultCorrelations is DefaultTenants, so that the default run's
+	// tenant-spread scenarios give every tenant a correlation while running
+	// the one-tenant scenarios' lanes.
+	DefaultCorrelations = 100
+	// DefaultTenants is issue 35's: the one-tenant figures must hold with
+	// events spread over 100 tenants.
+	DefaultTenants    = 100
+	DefaultRounds     = 4
+	DefaultIdleEvents = 30
 )
 
 // Scenario names, as the table and the JSON show them.
@@ -71,17 +82,31 @@ const (
 	ScenarioOrdered      = "hookflow-ordered"
 	// ScenarioFanOut is the ordered scenario's shape with every event posted
 	// once, without an endpoint, and routed to fanOutEndpoints endpoints.
-	ScenarioFanOut           = "hookflow-fanout"
-	ScenarioSingleKey        = "hookflow-single-key"
+	ScenarioFanOut    = "hookflow-fanout"
+	ScenarioSingleKey = "hookflow-single-key"
+	// ScenarioOrderedTenants and ScenarioFanOutTenants are the ordered and
+	// the fan-out scenarios with their correlations spread over
+	// Config.Tenants tenants, each with endpoints of its own at the same
+	// receivers: run beside the one-tenant scenarios, round by round, so
+	// that their ratio shows what tenancy costs.
+	ScenarioOrderedTenants   = "hookflow-ordered-tenants"
+	ScenarioFanOutTenants    = "hookflow-fanout-tenants"
 	ScenarioBaselineIdle     = "baseline-idle"
 	ScenarioBaselineFastIdle = "baseline-fast-idle"
 	ScenarioSingleKeyIdle    = "single-key-idle"
 )
 
-// ScenarioNames lists every scenario a run reports, in table order.
+// ScenarioNames lists every scenario a run reports, in table order, but
+// the tenant-spread ones (TenantScenarioNames), which run only with
+// Config.Tenants.
 func ScenarioNames() []string {
 	return []string{ScenarioBaseline, ScenarioBaselineFast, ScenarioOrdered, ScenarioFanOut, ScenarioSingleKey,
 		ScenarioBaselineIdle, ScenarioBaselineFastIdle, ScenarioSingleKeyIdle}
+}
+
+// TenantScenarioNames lists the scenarios a run with Config.Tenants adds.
+func TenantScenarioNames() []string {
+	return []string{ScenarioOrderedTenants, ScenarioFanOutTenants}
 }
 
 func (c *Config) defaults() error {
@@ -96,6 +121,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Correlations <= 0 {
 		c.Correlations = DefaultCorrelations
+	}
+	if c.Tenants < 0 || c.Tenants > c.Correlations {
+		return fmt.Errorf("bench: %d tenants over %d correlations: each tenant needs a correlation of its own", c.Tenants, c.Correlations)
 	}
 	if c.Rounds <= 0 {
 		c.Rounds = DefaultRounds
@@ -165,7 +193,7 @@ func onStack(ctx context.Context, cfg Config, logger *slog.Logger, fn func(r *ru
 
 func settingsOf(cfg Config) Settings {
 	return Settings{
-		Events: cfg.Events, Concurrency: cfg.Concurrency, Correlations: cfg.Correlations, Rounds: cfg.Rounds,
+		Events: cfg.Events, Concurrency: cfg.Concurrency, Correlations: cfg.Correlations, Tenants: cfg.Tenants, Rounds: cfg.Rounds,
 		IdleEvents: cfg.IdleEvents, PostgresFsync: !cfg.PostgresFast,
 	}
 }

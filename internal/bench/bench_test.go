@@ -26,14 +26,18 @@ func TestBenchShortRun(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--events", "300", "--idle-events", "10", "--json", jsonPath)
+	// Without the tenant-spread twins, which would add two scenarios to
+	// every round and a hundred tenants' set-up to make test's budget;
+	// TestTenancySpreadsCorrelations covers their spreading, the full
+	// bench their figures.
+	cmd := exec.CommandContext(ctx, bin, "bench", "--events", "300", "--correlations", "50", "--tenants", "0", "--idle-events", "10", "--json", jsonPath)
 	// On timeout, interrupt: the bench then stops its stack (Postgres too).
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 2 * time.Minute
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	t.Logf("hookflow bench --events 300:\n%s", stdout.String())
+	t.Logf("hookflow bench --events 300 --correlations 50 --tenants 0:\n%s", stdout.String())
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
 
 	table := stdout.String()

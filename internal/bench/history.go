@@ -78,11 +78,11 @@ type sequencerHistory struct {
 	missed int
 }
 
-// loadSequencer reads every run of a correlation's sequencer: those that
-// visibility lists, the latest, and any run the continue-as-new chain of
-// those leads to.
-func loadSequencer(ctx context.Context, c client.Client, corr string, keepUpdates bool) (sequencerHistory, error) {
-	id := contract.SequencerID(contract.DefaultTenant, corr)
+// loadSequencer reads every run of the sequencer of a tenant's
+// correlation: those that visibility lists, the latest, and any run the
+// continue-as-new chain of those leads to.
+func loadSequencer(ctx context.Context, c client.Client, tenant, corr string, keepUpdates bool) (sequencerHistory, error) {
+	id := contract.SequencerID(tenant, corr)
 	sh := sequencerHistory{byType: map[string]int{}}
 	listed, err := runsOf(ctx, c, id)
 	if err != nil {
@@ -149,10 +149,10 @@ type closedRun struct {
 	continuedAsNew bool
 }
 
-// sequencerRunLengths reads runLengths; closed caches the closed runs
-// between calls.
-func sequencerRunLengths(ctx context.Context, c client.Client, corr string, closed map[string]closedRun) (runLengths, error) {
-	id := contract.SequencerID(contract.DefaultTenant, corr)
+// sequencerRunLengths reads runLengths of the sequencer of a tenant's
+// correlation; closed caches the closed runs between calls.
+func sequencerRunLengths(ctx context.Context, c client.Client, tenant, corr string, closed map[string]closedRun) (runLengths, error) {
+	id := contract.SequencerID(tenant, corr)
 	var rl runLengths
 	listed, err := runsOf(ctx, c, id)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type eventSpec struct {
 	id   string
 	corr string
 	seq  int64
+	// tenant is the event's tenant, named to the API; empty: the default
+	// tenant, named by nothing.
+	tenant string
 }
 
 // RoundResult is one burst of one scenario: its events/s and, unexported,
@@ -85,6 +89,12 @@ type scenario struct {
 	wfType string
 	// corr gives the correlation of the n-th event; nil: its own ID.
 	corr func(n int) string
+	// key gives the index of the n-th event's correlation, which tenancy
+	// maps to its tenant (tenant-spread scenarios only).
+	key func(n int) int
+	// tenancy spreads the correlations over tenants; nil: every event is
+	// the default tenant's.
+	tenancy *tenancy
 	// evType is the events' type; routed posts them without an endpoint,
 	// so that hookflow routes each to every endpoint subscribed to it,
 	// rather than to the reference receiver's endpoint by name.
@@ -116,9 +126,14 @@ type runner struct {
 	began time.Time
 
 	base, fast, ordered, single, fan *scenario
-	rss                              []RSSPoint
-	background                       Background
-	lastRSS                          time.Time
+	// orderedTenants and fanTenants are the tenant-spread twins of ordered
+	// and fan; nil unless Config.Tenants.
+	orderedTenants, fanTenants *scenario
+	// tenantEndpoint is each tenant's endpoint at the reference receiver.
+	tenantEndpoint map[string]string
+	rss            []RSSPoint
+	background     Background
+	lastRSS        time.Time
 	// ownQueries counts the bench's own transactions on the receiver's
 	// database, taken out of its per-event figures.
 	ownQueries atomic.Int64
@@ -139,17 +154,53 @@ func newRunner(cfg Config, s *stack, p *progress) *runner {
 		corr: func(int) string { return single }}
 	r.fan = &scenario{name: ScenarioFanOut, short: "fan", kind: kindHookflow, wfType: contract.EventWorkflow, evType: fanOutEventType, routed: true,
 		sinks: s.fanDBs(), corr: func(n int) string { return fmt.Sprintf("%s-fan-%03d", r.tag, n%cfg.Correlations) }}
+	if cfg.Tenants > 0 {
+		// Both twins share the tenants; their correlations' names are
+		// their own, as the one-tenant scenarios', so that the receivers'
+		// ledgers (one per correlation) tell every lane apart.
+		t := newTenancy(tenantIDs(r.tag, cfg.Tenants))
+		key := func(n int) int { return n % cfg.Correlations }
+		r.orderedTenants = &scenario{name: ScenarioOrderedTenants, short: "ordt", kind: kindHookflow, wfType: contract.EventWorkflow, evType: benchEventType,
+			sinks: one, key: key, tenancy: t, corr: func(n int) string { return fmt.Sprintf("%s-ordt-%03d", r.tag, key(n)) }}
+		r.fanTenants = &scenario{name: ScenarioFanOutTenants, short: "fant", kind: kindHookflow, wfType: contract.EventWorkflow, evType: fanOutEventType, routed: true,
+			sinks: s.fanDBs(), key: key, tenancy: t, corr: func(n int) string { return fmt.Sprintf("%s-fant-%03d", r.tag, key(n)) }}
+	}
 	return r
+}
+
+// throughput lists the throughput scenarios in the order of an odd round;
+// an even round runs them backwards. Each tenant-spread twin runs right
+// after its one-tenant scenario (before it, in an even round), so that the
+// two meet the same load from the rest of the machine.
+func (r *runner) throughput() []*scenario {
+	out := []*scenario{r.base, r.fast, r.ordered}
+	if r.orderedTenants != nil {
+		out = append(out, r.orderedTenants)
+	}
+	out = append(out, r.fan)
+	if r.fanTenants != nil {
+		out = append(out, r.fanTenants)
+	}
+	return append(out, r.single)
 }
 
 // run is the whole measurement: warm-up, interleaved rounds, idle latency.
 func (r *runner) run(ctx context.Context) error {
+	if r.orderedTenants != nil {
+		if err := r.setUpTenants(ctx, r.orderedTenants.tenancy.ids); err != nil {
+			return err
+		}
+	}
 	r.p.logf("warm-up: starts every sequencer and every connection pool")
-	for _, w := range []struct {
-		sc *scenario
-		n  int
-	}{{r.base, 10}, {r.fast, 10}, {r.ordered, r.cfg.Correlations}, {r.fan, r.cfg.Correlations}, {r.single, 5}} {
-		if _, err := r.burst(ctx, w.sc, "w", w.n); err != nil {
+	for _, sc := range r.throughput() {
+		n := r.cfg.Correlations
+		switch sc {
+		case r.base, r.fast:
+			n = 10
+		case r.single:
+			n = 5
+		}
+		if _, err := r.burst(ctx, sc, "w", n); err != nil {
 			return err
 		}
 	}
@@ -158,9 +209,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	for round := 1; round <= r.cfg.Rounds; round++ {
 		n := roundSize(r.cfg.Events, r.cfg.Rounds, round)
-		order := []*scenario{r.base, r.fast, r.ordered, r.fan, r.single}
+		order := r.throughput()
 		if round%2 == 0 {
-			order = []*scenario{r.single, r.fan, r.ordered, r.fast, r.base}
+			slices.Reverse(order)
 		}
 		for _, sc := range order {
 			res, err := r.burst(ctx, sc, fmt.Sprintf("r%d", round), n)
@@ -198,21 +249,22 @@ func (r *runner) spec(sc *scenario, part string) eventSpec {
 	}
 	corr := sc.corr(n)
 	r.seq[corr]++
-	return eventSpec{id: id, corr: corr, seq: r.seq[corr]}
+	e := eventSpec{id: id, corr: corr, seq: r.seq[corr]}
+	if sc.tenancy != nil {
+		e.tenant = sc.tenancy.ofKey(sc.key(n))
+		sc.tenancy.record(e)
+	}
+	return e
 }
 
 // workflowID is the workflow of the scenario's event id: the baselines'
-// own workflows are named by the event, hookflow's by its tenant's ID
-// (every bench event is the default tenant's).
+// own workflows are named by the event, hookflow's by its tenant and ID.
 func (sc *scenario) workflowID(id string) string {
 	if sc.kind == kindBaseline || sc.kind == kindBaselineFast {
 		return id
 	}
-	return eventWorkflowID(id)
+	return contract.EventWorkflowID(sc.eventTenant(id), id)
 }
-
-// eventWorkflowID is the workflow of hookflow's event id.
-func eventWorkflowID(id string) string { return contract.EventWorkflowID(contract.DefaultTenant, id) }
 
 // workflowIDs are the workflows of the scenario's events.
 func workflowIDs(sc *scenario) []string {
@@ -243,7 +295,10 @@ func (r *runner) post(ctx context.Context, sc *scenario, e eventSpec) error {
 		"type": sc.evType, "data": map[string]int{"amount": 1},
 	}
 	if !sc.routed {
-		in["endpoint_id"] = cmp.Or(sc.endpoint, r.s.endpointID)
+		in["endpoint_id"] = cmp.Or(sc.endpoint, r.tenantEndpoint[e.tenant], r.s.endpointID)
+	}
+	if e.tenant != "" {
+		in["tenant_id"] = e.tenant
 	}
 	body, _ := json.Marshal(in)
 	var last error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -57,9 +58,12 @@ type Machine struct {
 
 // Settings are the run's parameters.
 type Settings struct {
-	Events        int  `json:"events"`
-	Concurrency   int  `json:"concurrency"`
-	Correlations  int  `json:"correlations"`
+	Events       int `json:"events"`
+	Concurrency  int `json:"concurrency"`
+	Correlations int `json:"correlations"`
+	// Tenants is what the tenant-spread scenarios spread the correlations
+	// over (0: they did not run).
+	Tenants       int  `json:"tenants,omitempty"`
 	Rounds        int  `json:"rounds"`
 	IdleEvents    int  `json:"idle_events"`
 	PostgresFsync bool `json:"postgres_fsync"`
@@ -189,6 +193,14 @@ type Ratios struct {
 	SingleKeyPerRound       []float64 `json:"single_key_per_round"`
 	OrderedPerRoundVsFast   []float64 `json:"ordered_per_round_vs_fast"`
 	SingleKeyPerRoundVsFast []float64 `json:"single_key_per_round_vs_fast"`
+	// OrderedTenantsVsOne is the tenant-spread ordered scenario's events/s
+	// over the one-tenant ordered scenario's (issue 35: within noise of
+	// 1), overall and per round; FanOutTenantsVsOne is the same for
+	// fan-out, in deliveries/s. Absent when the run had no tenants.
+	OrderedTenantsVsOne         float64   `json:"ordered_tenants_vs_one,omitempty"`
+	OrderedTenantsPerRoundVsOne []float64 `json:"ordered_tenants_per_round_vs_one,omitempty"`
+	FanOutTenantsVsOne          float64   `json:"fan_out_tenants_vs_one,omitempty"`
+	FanOutTenantsPerRoundVsOne  []float64 `json:"fan_out_tenants_per_round_vs_one,omitempty"`
 }
 
 // Target is one of issue 15's (or 23's) goals and where the run stands.
@@ -255,6 +267,12 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 	ordered := r.burstResult(r.ordered, fmt.Sprintf("POST /v1/events, %d correlations", r.cfg.Correlations))
 	single := r.burstResult(r.single, "POST /v1/events, one correlation (strictly serial)")
 	fan := r.burstResult(r.fan, fmt.Sprintf("POST /v1/events without endpoint_id, routed to %d endpoints, %d correlations", len(r.fan.sinks), r.cfg.Correlations))
+	// The tenant-spread twins' rows; zero (and left out) without tenants.
+	var orderedTen, fanTen ScenarioResult
+	if r.orderedTenants != nil {
+		orderedTen = r.burstResult(r.orderedTenants, fmt.Sprintf("hookflow-ordered's workload, its %d correlations spread over %d tenants, each with its own endpoint", r.cfg.Correlations, r.cfg.Tenants))
+		fanTen = r.burstResult(r.fanTenants, fmt.Sprintf("hookflow-fanout's workload, its %d correlations spread over %d tenants, each with its own %d endpoints", r.cfg.Correlations, r.cfg.Tenants, len(r.fanTenants.sinks)))
+	}
 
 	tc := r.s.temporal
 	warn := func(what string, err error) { r.p.logf("%s: %v", what, err) }
@@ -277,7 +295,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		types := map[string]float64{}
 		var last sequencerHistory
 		for _, c := range corrs {
-			sh, err := loadSequencer(ctx, tc, c, keepUpdates)
+			sh, err := loadSequencer(ctx, tc, sc.corrTenant(c), c, keepUpdates)
 			if err != nil {
 				warn("sequencer history", err)
 				continue
@@ -322,15 +340,28 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 	rep.History.SequencerPerEvent = otypes
 	rep.History.FanOutSequencerPerEvent = ftypes
 	rep.History.SingleKeySequencerPerEvent = stypes
-	lq := dbsqlc.New(r.s.hookflowDB)
-	for _, x := range []struct {
+	type hookflowRow struct {
 		res   *ScenarioResult
 		sc    *scenario
 		st    SequencerStat
 		corrs []string
 		types *map[string]int
-	}{{&ordered, r.ordered, ost, orderedCorrs, &rep.History.EventWorkflow}, {&fan, r.fan, fst, fanCorrs, &rep.History.FanOutEventWorkflow},
-		{&single, r.single, sst, singleCorrs, nil}} {
+	}
+	rows := []hookflowRow{{&ordered, r.ordered, ost, orderedCorrs, &rep.History.EventWorkflow}, {&fan, r.fan, fst, fanCorrs, &rep.History.FanOutEventWorkflow},
+		{&single, r.single, sst, singleCorrs, nil}}
+	if r.orderedTenants != nil {
+		var otCorrs, ftCorrs []string
+		for i := 0; i < r.cfg.Correlations; i++ {
+			otCorrs = append(otCorrs, r.orderedTenants.corr(i))
+			ftCorrs = append(ftCorrs, r.fanTenants.corr(i))
+		}
+		otst, _, _ := seqStat(r.orderedTenants, otCorrs, false)
+		ftst, _, _ := seqStat(r.fanTenants, ftCorrs, false)
+		rep.Sequencers = append(rep.Sequencers, otst, ftst)
+		rows = append(rows, hookflowRow{&orderedTen, r.orderedTenants, otst, otCorrs, nil}, hookflowRow{&fanTen, r.fanTenants, ftst, ftCorrs, nil})
+	}
+	lq := dbsqlc.New(r.s.hookflowDB)
+	for _, x := range rows {
 		if own, err := readWorkflows(ctx, tc, workflowIDs(x.sc)); err != nil {
 			warn("event workflow history", err)
 		} else {
@@ -381,7 +412,7 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		rep.EagerStarts = &st
 	}
 
-	relate(&base, &fast, &base, &fast, &ordered, &fan, &single)
+	relate(&base, &fast, &base, &fast, &ordered, &fan, &single, &orderedTen, &fanTen)
 	relate(&baseIdle, &fastIdle, &baseIdle, &fastIdle, &singleIdle)
 	rep.Ratios = Ratios{
 		OrderedVsBaseline: ordered.VsBaseline, SingleKeyVsBaseline: single.VsBaseline,
@@ -397,6 +428,15 @@ func (r *runner) fill(ctx context.Context, rep *Report) {
 		FanOutPerRoundVsOrdered: perRound(fan.Rounds, ordered.Rounds),
 	}
 	rep.Scenarios = []ScenarioResult{base, fast, ordered, fan, single, baseIdle, fastIdle, singleIdle}
+	if r.orderedTenants != nil {
+		rep.Ratios.OrderedTenantsVsOne = ratio(orderedTen.EventsPerSec, ordered.EventsPerSec)
+		rep.Ratios.OrderedTenantsPerRoundVsOne = perRound(orderedTen.Rounds, ordered.Rounds)
+		rep.Ratios.FanOutTenantsVsOne = ratio(fanTen.DeliveriesPerSec, fan.DeliveriesPerSec)
+		rep.Ratios.FanOutTenantsPerRoundVsOne = perRound(fanTen.Rounds, fan.Rounds)
+		// Each beside its one-tenant twin.
+		rep.Scenarios = slices.Insert(rep.Scenarios, 4, fanTen)
+		rep.Scenarios = slices.Insert(rep.Scenarios, 3, orderedTen)
+	}
 	rep.WorkerRSS = r.rss
 	rep.Background = r.background
 	rep.Targets = targets(rep)
@@ -766,8 +806,8 @@ func writeJSON(path, what string, v any) error {
 // targets, the idle timelines and the history profile.
 func (rep *Report) WriteTable(w io.Writer) error {
 	m, st := rep.Machine, rep.Settings
-	fmt.Fprintf(w, "hookflow bench: %d events per scenario, concurrency %d, %d correlations, %d rounds, %d idle events, Postgres fsync %s\n",
-		st.Events, st.Concurrency, st.Correlations, st.Rounds, st.IdleEvents, onOff(st.PostgresFsync))
+	fmt.Fprintf(w, "hookflow bench: %d events per scenario, concurrency %d, %d correlations, %d tenants for the tenant-spread scenarios, %d rounds, %d idle events, Postgres fsync %s\n",
+		st.Events, st.Concurrency, st.Correlations, st.Tenants, st.Rounds, st.IdleEvents, onOff(st.PostgresFsync))
 	fmt.Fprintf(w, "machine: %d CPUs (%s), %.1f GiB, Linux %s, %s, PostgreSQL %s, load average %s at start, %s at end; %.0f s\n\n",
 		m.CPUs, m.CPUModel, m.MemoryGiB, m.Kernel, m.GoVersion, m.Postgres, m.LoadAvgStart, m.LoadAvgEnd, rep.Seconds)
 
@@ -835,7 +875,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, s := range burst {
 		fmt.Fprintf(tw, "%s\t", s.Name)
 	}
-	fmt.Fprintln(tw, "ordered/baseline\tsingle/baseline\tordered/fast\tsingle/fast\tfan-out/ordered\t")
+	fmt.Fprintln(tw, "ordered/baseline\tsingle/baseline\tordered/fast\tsingle/fast\tfan-out/ordered\tordered tenants/one\tfan-out tenants/one\t")
 	for i := 0; i < rounds; i++ {
 		fmt.Fprintf(tw, "%d\t", i+1)
 		for _, s := range burst {
@@ -846,12 +886,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 		}
 		r := rep.Ratios
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", at(r.OrderedPerRound, i), at(r.SingleKeyPerRound, i), at(r.OrderedPerRoundVsFast, i), at(r.SingleKeyPerRoundVsFast, i),
-			at(r.FanOutPerRoundVsOrdered, i))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", at(r.OrderedPerRound, i), at(r.SingleKeyPerRound, i), at(r.OrderedPerRoundVsFast, i), at(r.SingleKeyPerRoundVsFast, i),
+			at(r.FanOutPerRoundVsOrdered, i), at(r.OrderedTenantsPerRoundVsOne, i), at(r.FanOutTenantsPerRoundVsOne, i))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+
+	rep.writeTenants(w)
 
 	fmt.Fprintln(w, "\ntargets (issue 15):")
 	for _, t := range rep.Targets {
@@ -950,6 +992,49 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeTenants sets each tenant-spread scenario beside its one-tenant twin
+// (issue 35: within noise of it): the rate and its ratio, overall and per
+// round, what Temporal and the ledger did per delivery, and the exactly-once
+// and order checks of both. Figures only, never asserted.
+func (rep *Report) writeTenants(w io.Writer) {
+	if rep.Settings.Tenants == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ntenants (issue 35; %d correlations spread over %d tenants vs one tenant, run back to back in every round):\n", rep.Settings.Correlations, rep.Settings.Tenants)
+	for _, c := range []struct {
+		spread, one, unit string
+		all               float64
+		rounds            []float64
+	}{
+		{ScenarioOrderedTenants, ScenarioOrdered, "events/s", rep.Ratios.OrderedTenantsVsOne, rep.Ratios.OrderedTenantsPerRoundVsOne},
+		{ScenarioFanOutTenants, ScenarioFanOut, "deliveries/s", rep.Ratios.FanOutTenantsVsOne, rep.Ratios.FanOutTenantsPerRoundVsOne},
+	} {
+		s, o := rep.scenario(c.spread), rep.scenario(c.one)
+		rate := func(x ScenarioResult) float64 {
+			if c.unit == "events/s" {
+				return x.EventsPerSec
+			}
+			return x.DeliveriesPerSec
+		}
+		fmt.Fprintf(w, "  %s vs %s: %.1f vs %.1f %s = %s (per round %s); history/delivery %.2f vs %.2f, actions/delivery %.2f vs %.2f\n",
+			c.spread, c.one, rate(s), rate(o), c.unit, times(c.all), joinRatios(c.rounds),
+			s.HistoryPerDelivery, o.HistoryPerDelivery, s.ActionsPerDelivery, o.ActionsPerDelivery)
+		fmt.Fprintf(w, "    %s: %s; %s: %s\n", c.spread, laneSummary(s), c.one, laneSummary(o))
+	}
+}
+
+// laneSummary is a row's exactly-once and order checks in a few words.
+func laneSummary(s ScenarioResult) string {
+	out := fmt.Sprintf("%d/%d events delivered", s.Delivered, s.Events)
+	if s.InOrder != nil {
+		out += fmt.Sprintf(", every receiver in order %v", *s.InOrder)
+	}
+	if l := s.Lanes; l != nil {
+		out += fmt.Sprintf(", %d delivered twice, %d out of order, %d not delivered (of %d in hookflow's ledger)", l.DeliveredTwice, l.OutOfOrder, l.NotDelivered, l.Deliveries)
+	}
+	return out
 }
 
 // times formats a ratio; 0 (no figure to compare with) is "-".

@@ -75,7 +75,7 @@ func (r *runner) soak(ctx context.Context, rep *SoakReport) error {
 		rep.Delivered += res.Delivered
 		sr := SoakRound{Round: round, Events: n, Delivered: res.Delivered, UpTo: done, EventsPerSec: res.EventsPerSec,
 			P50ms: percentiles(res.latencies).P50, RSSEndMB: res.rssEnd, RSSMaxMB: res.rssMax}
-		if rl, err := sequencerRunLengths(ctx, r.s.temporal, rep.Correlation, closed); err != nil {
+		if rl, err := sequencerRunLengths(ctx, r.s.temporal, r.single.corrTenant(rep.Correlation), rep.Correlation, closed); err != nil {
 			r.p.logf("soak round %d: sequencer runs: %v", round, err)
 		} else {
 			sr.SequencerRuns, sr.SequencerLongestRun = rl.runs, rl.longest
@@ -98,7 +98,7 @@ func (r *runner) soak(ctx context.Context, rep *SoakReport) error {
 	// Every run read in full: the exact lengths, and the continue-as-new
 	// chain checked against what visibility lists.
 	st := SequencerStat{Scenario: "soak", Correlations: 1, Events: r.seq[rep.Correlation]}
-	if sh, err := loadSequencer(ctx, r.s.temporal, rep.Correlation, false); err != nil {
+	if sh, err := loadSequencer(ctx, r.s.temporal, r.single.corrTenant(rep.Correlation), rep.Correlation, false); err != nil {
 		r.p.logf("sequencer history: %v", err)
 	} else {
 		st.Runs, st.ContinuedAsNew, st.NotInVisibility = sh.runs, sh.continuedAsNew, sh.missed

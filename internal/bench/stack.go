@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -300,11 +301,11 @@ func startStack(ctx context.Context, cfg Config, p *progress, logger *slog.Logge
 	if err := waitPollers(ctx, s.temporal, hookflowTaskQueue, wc); err != nil {
 		return s, err
 	}
-	if s.endpointID, s.secret, err = createEndpoint(ctx, s.apiURL, s.receiverURL, []string{benchEventType}); err != nil {
+	if s.endpointID, s.secret, err = createEndpoint(ctx, s.apiURL, "", s.receiverURL, "", []string{benchEventType}); err != nil {
 		return s, err
 	}
 	for _, f := range s.fanOut {
-		if f.endpointID, f.secret, err = createEndpoint(ctx, s.apiURL, "http://"+f.addr+"/webhook", nil); err != nil {
+		if f.endpointID, f.secret, err = createEndpoint(ctx, s.apiURL, "", "http://"+f.addr+"/webhook", "", nil); err != nil {
 			return s, err
 		}
 	}
@@ -546,13 +547,21 @@ func waitPollers(ctx context.Context, tc client.Client, queue string, c *child) 
 	}
 }
 
-// createEndpoint registers a receiver through the API, subscribed to
-// eventTypes (nil: every type), and returns the endpoint's id and signing
-// secret.
-func createEndpoint(ctx context.Context, apiURL, receiverURL string, eventTypes []string) (string, string, error) {
+// createEndpoint registers a receiver through the API as the tenant's
+// ("": the default tenant's), subscribed to eventTypes (nil: every type),
+// signing with secret ("": one hookflow makes; a receiver process verifies
+// one secret, so every tenant's endpoint at it brings that one), and returns
+// the endpoint's id and signing secret.
+func createEndpoint(ctx context.Context, apiURL, tenant, receiverURL, secret string, eventTypes []string) (string, string, error) {
 	in := map[string]any{"url": receiverURL}
 	if eventTypes != nil {
 		in["event_types"] = eventTypes
+	}
+	if secret != "" {
+		in["secret"] = secret
+	}
+	if tenant != "" {
+		in["tenant_id"] = tenant
 	}
 	body, _ := json.Marshal(in)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/v1/endpoints", bytes.NewReader(body))
@@ -568,7 +577,8 @@ func createEndpoint(ctx context.Context, apiURL, receiverURL string, eventTypes 
 		Secret string `json:"secret"`
 	}
 	if resp.StatusCode != http.StatusCreated {
-		return "", "", fmt.Errorf("create endpoint: status %d", resp.StatusCode)
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return "", "", fmt.Errorf("create endpoint: status %d: %s", resp.StatusCode, msg)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&ep); err != nil || ep.ID == "" || ep.Secret == "" {
 		return "", "", errors.Join(errors.New("create endpoint: bad answer"), err)
