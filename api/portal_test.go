@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	must "github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/store"
 )
@@ -26,16 +26,16 @@ func TestCapabilityScopes(t *testing.T) {
 		{[]Capability{CapEndpointsManage, CapDeadLettersWrite, CapEndpointsSecret, CapView},
 			[]Scope{ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite}},
 	} {
-		require.Equal(t, c.want, scopesOf(c.caps), "%v", c.caps)
+		must.Equal(t, c.want, scopesOf(c.caps), "%v", c.caps)
 	}
 	for cap, scopes := range capabilityScopes {
-		require.Contains(t, scopes, ScopeEventsRead, "%s views", cap)
+		must.Contains(t, scopes, ScopeEventsRead, "%s views", cap)
 		for _, sc := range scopes {
-			require.Contains(t, tenantScopes, sc, "%s grants only what a tenant's key may hold", cap)
-			require.NotEqual(t, ScopeEventsWrite, sc, "%s does not publish into the tenant's correlations", cap)
+			must.Contains(t, tenantScopes, sc, "%s grants only what a tenant's key may hold", cap)
+			must.NotEqual(t, ScopeEventsWrite, sc, "%s does not publish into the tenant's correlations", cap)
 		}
 	}
-	require.Len(t, capabilityScopes, 5, "every capability of the document has its row")
+	must.Len(t, capabilityScopes, 5, "every capability of the document has its row")
 }
 
 // TestPortalSecretGate: a portal session needs endpoints:secret for the
@@ -49,53 +49,53 @@ func TestPortalSecretGate(t *testing.T) {
 		return p
 	}
 	manage := portal(false, CapView, CapEndpointsManage)
-	require.Nil(t, manage.permits(update, ScopeEndpointsWrite))
+	must.Nil(t, manage.permits(update, ScopeEndpointsWrite))
 	for _, op := range []*operation{create, rotate} {
 		p := manage.permits(op, ScopeEndpointsWrite)
-		require.NotNil(t, p, op.id)
-		require.Equal(t, http.StatusForbidden, p.Status)
-		require.Equal(t, problemTypeBase+"missing-capability", p.Type)
-		require.Nil(t, portal(false, CapEndpointsManage, CapEndpointsSecret).permits(op, ScopeEndpointsWrite), op.id)
-		require.NotNil(t, portal(false, CapEndpointsSecret).permits(op, ScopeEndpointsWrite), "%s: the secret alone manages nothing", op.id)
+		must.NotNil(t, p, op.id)
+		must.Equal(t, http.StatusForbidden, p.Status)
+		must.Equal(t, problemTypeBase+"missing-capability", p.Type)
+		must.Nil(t, portal(false, CapEndpointsManage, CapEndpointsSecret).permits(op, ScopeEndpointsWrite), op.id)
+		must.NotNil(t, portal(false, CapEndpointsSecret).permits(op, ScopeEndpointsWrite), "%s: the secret alone manages nothing", op.id)
 	}
 	key := principal{scopes: []Scope{ScopeEndpointsWrite}}
-	require.Nil(t, key.permits(create, ScopeEndpointsWrite), "a key's scope is all it needs")
+	must.Nil(t, key.permits(create, ScopeEndpointsWrite), "a key's scope is all it needs")
 	limited := portal(true, CapEndpointsManage, CapEndpointsSecret)
-	require.Equal(t, problemTypeBase+"endpoints-limited", limited.permits(create, ScopeEndpointsWrite).Type)
-	require.Nil(t, limited.permits(rotate, ScopeEndpointsWrite))
+	must.Equal(t, problemTypeBase+"endpoints-limited", limited.permits(create, ScopeEndpointsWrite).Type)
+	must.Nil(t, limited.permits(rotate, ScopeEndpointsWrite))
 	view := portal(false, CapView)
-	require.Equal(t, problemTypeBase+"missing-scope", view.permits(update, ScopeEndpointsWrite).Type)
+	must.Equal(t, problemTypeBase+"missing-scope", view.permits(update, ScopeEndpointsWrite).Type)
 }
 
 // TestPortalTTL: 1h by default, 5m to 24h, anything else a 422 naming ttl.
 func TestPortalTTL(t *testing.T) {
 	for raw, want := range map[string]time.Duration{"": time.Hour, "5m": 5 * time.Minute, "24h": 24 * time.Hour, "90m": 90 * time.Minute} {
 		got, err := portalTTL(raw)
-		require.NoError(t, err, raw)
-		require.Equal(t, want, got, raw)
+		must.NoError(t, err, raw)
+		must.Equal(t, want, got, raw)
 	}
 	for _, raw := range []string{"4m59s", "24h0m1s", "0", "-1h", "1d", "soon", "1"} {
 		_, err := portalTTL(raw)
 		var p *Problem
-		require.ErrorAs(t, err, &p, raw)
-		require.Equal(t, http.StatusUnprocessableEntity, p.Status, raw)
-		require.Equal(t, "ttl", p.Field, raw)
+		must.ErrorAs(t, err, &p, raw)
+		must.Equal(t, http.StatusUnprocessableEntity, p.Status, raw)
+		must.Equal(t, "ttl", p.Field, raw)
 	}
 }
 
 // TestPortalOrigins: scheme://host[:port] and nothing more, each once.
 func TestPortalOrigins(t *testing.T) {
 	got, err := portalOrigins([]string{"https://App.Acme.example", "http://127.0.0.1:8080", "https://app.acme.example"})
-	require.NoError(t, err)
-	require.Equal(t, []string{"https://app.acme.example", "http://127.0.0.1:8080"}, got)
+	must.NoError(t, err)
+	must.Equal(t, []string{"https://app.acme.example", "http://127.0.0.1:8080"}, got)
 	for i, bad := range []string{"https://acme.example/", "https://acme.example/portal", "acme.example", "ftp://acme.example",
 		"https://acme.example?x=1", "https://acme.example#f", "https://u@acme.example", "https://*.acme.example", "https://acme.example:0",
 		"https://acme.example:99999", "https://acme.example:", "https://a.example https://b.example", "https://acme.example;"} {
 		_, err := portalOrigins([]string{"https://ok.example", bad})
 		var p *Problem
-		require.ErrorAs(t, err, &p, "%d %s", i, bad)
-		require.Equal(t, "portal_origins[1]", p.Field, bad)
-		require.Equal(t, http.StatusUnprocessableEntity, p.Status, bad)
+		must.ErrorAs(t, err, &p, "%d %s", i, bad)
+		must.Equal(t, "portal_origins[1]", p.Field, bad)
+		must.Equal(t, http.StatusUnprocessableEntity, p.Status, bad)
 	}
 }
 

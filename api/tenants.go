@@ -300,9 +300,6 @@ func (s *Server) TenantList(c echo.Context, q wire.TenantListParams) error {
 func tenantView(t store.Tenant) wire.Tenant {
 	v := wire.Tenant{ID: t.ID, Name: t.Name, Disabled: t.Disabled, CreatedAt: t.Created, UpdatedAt: t.Updated, Metadata: map[string]string{},
 		PortalOrigins: t.PortalOrigins}
-	if v.PortalOrigins == nil {
-		v.PortalOrigins = []string{}
-	}
 	_ = json.Unmarshal(t.Metadata, &v.Metadata) // the API wrote it, string to string
 	if l := t.Limits.EventsPerSecond; l != nil {
 		v.Limits.EventsPerSecond.Set(*l)

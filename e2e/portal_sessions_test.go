@@ -217,6 +217,7 @@ func TestPortalSessions(t *testing.T) {
 		require.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"))
 
 		// An API key asks too.
+		who.Kind, who.Name, who.TenantID, who.Capabilities = "", "", "", nil
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/session", nil, &who))
 		require.Equal(t, "key", who.Kind)
 		require.Equal(t, "acme", who.TenantID)

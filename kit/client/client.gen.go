@@ -1259,8 +1259,8 @@ type Tenant struct {
 	Metadata map[string]string `json:"metadata"`
 	Name     string            `json:"name"`
 
-	// PortalOrigins the origins that may frame the tenant's portal page
-	PortalOrigins []string  `json:"portal_origins"`
+	// PortalOrigins the origins that may frame the tenant's portal page; absent: none
+	PortalOrigins []string  `json:"portal_origins,omitempty,omitzero"`
 	UpdatedAt     time.Time `json:"updated_at"`
 }
 

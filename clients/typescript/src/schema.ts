@@ -1177,8 +1177,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
-            /** @description the origins that may frame the tenant's portal page */
-            portal_origins: string[];
+            /** @description the origins that may frame the tenant's portal page; absent: none */
+            portal_origins?: string[];
         };
         TenantPage: {
             items: components["schemas"]["Tenant"][];
