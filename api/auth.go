@@ -68,7 +68,8 @@ const KeyPrefix = "hfk_"
 // bootstrapName is the name the bootstrap admin token acts under.
 const bootstrapName = "bootstrap"
 
-// principal is who a request comes from: the bootstrap token or an API key.
+// principal is who a request comes from: the bootstrap token, an API key
+// or a portal session.
 type principal struct {
 	id     string
 	name   string
@@ -77,12 +78,46 @@ type principal struct {
 	// an operator key (and the bootstrap token), store.DefaultTenant or the
 	// one the request names (actOn).
 	tenant string
-	// confined: a tenant's key, which acts on its own tenant only.
+	// confined: a tenant's key or a portal session, which acts on its own
+	// tenant only.
 	confined bool
+	// portal is the session of a portal token (nil for a key): its scopes
+	// are its capabilities' (capabilityScopes), its name portal:<actor>,
+	// and it reaches only its endpoints when it is limited to some.
+	portal *store.PortalSession
 }
 
 func (p principal) can(s Scope) bool {
 	return slices.Contains(p.scopes, ScopeAdmin) || slices.Contains(p.scopes, s)
+}
+
+// permits reports whether the principal may run operation op (nil: no
+// operation), which needs scope: a portal session also needs
+// endpoints:secret where the answer shows a signing secret, and one
+// limited to endpoints creates none (it could not reach it). It answers
+// the 403 when not.
+func (p principal) permits(op *operation, scope Scope) *Problem {
+	if !p.can(scope) {
+		what := "this API key"
+		if p.portal != nil {
+			what = "this portal session"
+		}
+		return scopeProblem(scope, fmt.Sprintf("%s lacks the scope %s", what, scope))
+	}
+	if p.portal == nil || op == nil {
+		return nil
+	}
+	if slices.Contains(secretOperations, op.id) && !slices.Contains(p.portal.Capabilities, string(CapEndpointsSecret)) {
+		pr := problem(http.StatusForbidden, "missing-capability", "Forbidden",
+			fmt.Sprintf("this portal session lacks the capability %s: the answer shows a signing secret", CapEndpointsSecret))
+		pr.Extensions = map[string]any{"capability": CapEndpointsSecret}
+		return pr
+	}
+	if op.id == "endpointCreate" && p.portal.EndpointsLimited {
+		return problem(http.StatusForbidden, "endpoints-limited", "Forbidden",
+			"this portal session is limited to some endpoints: it cannot create one")
+	}
+	return nil
 }
 
 // principalKey is where auth leaves the principal in echo's context.
@@ -95,9 +130,17 @@ func principalOf(c echo.Context) principal {
 
 // ledger is the request's tenant's ledger: every handler reads and writes
 // through it (store.Store.Tenant), so an ID of another tenant's is one
-// that does not exist, and answers 404 as an unknown one does.
+// that does not exist, and answers 404 as an unknown one does. A portal
+// session limited to endpoints gets the ledger limited to them
+// (store.Store.OnlyEndpoints): another endpoint of its own tenant's reads
+// as one that does not exist, too.
 func (s *Server) ledger(c echo.Context) *store.Store {
-	return s.deps.Store.Tenant(principalOf(c).tenant)
+	p := principalOf(c)
+	st := s.deps.Store.Tenant(p.tenant)
+	if p.portal != nil && p.portal.EndpointsLimited {
+		st = st.OnlyEndpoints(p.portal.EndpointIDs)
+	}
+	return st
 }
 
 // hashKey is what the ledger keeps of a key.
@@ -106,10 +149,13 @@ func hashKey(key string) []byte {
 	return h[:]
 }
 
-// auth requires "Authorization: Bearer <token>" on /v1: the bootstrap admin
-// token (compared in constant time) or an API key that exists and is not
-// revoked (looked up by its hash on every request, so a revocation holds at
-// once in every API process). It leaves the principal for require.
+// auth requires "Authorization: Bearer <token>" on /v1, but on the
+// document's public operations (the portal's code exchange): the bootstrap
+// admin token (compared in constant time), an API key that exists and is
+// not revoked, or a portal session's token that is neither expired nor
+// revoked (each looked up by its hash on every request, so a revocation
+// holds at once in every API process). It leaves the principal for
+// require.
 //
 // Failing costs: each failure spends the client address's bucket, and an
 // address whose bucket is empty is answered 429 before its token is looked
@@ -118,7 +164,7 @@ func hashKey(key string) []byte {
 func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	bootstrap := []byte(s.cfg.Token)
 	return func(c echo.Context) error {
-		if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+		if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") || s.public[c.Request().Method+" "+p] {
 			return next(c)
 		}
 		addr := clientAddr(c.RealIP())
@@ -133,7 +179,10 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Set(principalKey, principal{id: bootstrapName, name: bootstrapName, scopes: []Scope{ScopeAdmin}, tenant: store.DefaultTenant})
 			return next(c)
 		}
-		if !wellFormedKey(token) {
+		if strings.HasPrefix(token, PortalTokenPrefix) {
+			return s.portalAuth(c, next, addr, token)
+		}
+		if !wellFormed(token, KeyPrefix) {
 			return s.failures.refuse(addr)
 		}
 		k, err := s.deps.Store.APIKeyByHash(c.Request().Context(), hashKey(token))
@@ -155,10 +204,33 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// wellFormedKey reports whether token could be a key newKey made:
-// KeyPrefix and the unpadded base64url of 32 bytes.
-func wellFormedKey(token string) bool {
-	rest, ok := strings.CutPrefix(token, KeyPrefix)
+// portalAuth authenticates a portal session's token: the principal is its
+// tenant (confined), named portal:<actor> (the by of its replays and
+// skips), with its capabilities' scopes. An expired or a revoked session
+// is refused with a problem type of its own, for the page's screens.
+func (s *Server) portalAuth(c echo.Context, next echo.HandlerFunc, addr, token string) error {
+	if !wellFormed(token, PortalTokenPrefix) {
+		return s.failures.refuse(addr)
+	}
+	sess, err := s.deps.Store.PortalSessionByToken(c.Request().Context(), hashKey(token))
+	if p := portalProblem(err); p != nil {
+		return s.failures.refuseWith(addr, p)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return s.failures.refuse(addr)
+	}
+	if err != nil {
+		return err
+	}
+	c.Set(principalKey, principal{id: sess.ID, name: "portal:" + sess.Actor, tenant: sess.TenantID, confined: true,
+		scopes: scopesOf(capabilitiesOf(sess)), portal: &sess})
+	return next(c)
+}
+
+// wellFormed reports whether token could be a key or a token newKey or
+// newSecret made: prefix and the unpadded base64url of 32 bytes.
+func wellFormed(token, prefix string) bool {
+	rest, ok := strings.CutPrefix(token, prefix)
 	if !ok || len(rest) != keyTextLen {
 		return false
 	}
@@ -238,8 +310,13 @@ func (f *authFailures) throttled(addr string) (time.Duration, bool) {
 
 // refuse spends one of addr's failures and answers 401.
 func (f *authFailures) refuse(addr string) *Problem {
+	return f.refuseWith(addr, unauthorized())
+}
+
+// refuseWith spends one of addr's failures and answers p.
+func (f *authFailures) refuseWith(addr string, p *Problem) *Problem {
 	f.bucket(addr, true).Allow()
-	return unauthorized()
+	return p
 }
 
 // tooMany is the 429 of a throttled address, with Retry-After.
@@ -250,16 +327,18 @@ func (f *authFailures) tooMany(c echo.Context, wait time.Duration) *Problem {
 }
 
 func unauthorized() *Problem {
-	return problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required: an API key, or the bootstrap token")
+	return problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid bearer token is required: an API key, a portal session's token, or the bootstrap token")
 }
 
-// require lets a request through only when its principal has scope (or is
-// an admin); otherwise 403 naming the scope.
+// require lets a request through only when its principal may run the
+// operation (principal.permits: its scope, or admin; for a portal session
+// its capabilities too); otherwise 403 naming what it lacks.
 func require(scope Scope) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if !principalOf(c).can(scope) {
-				return scopeProblem(scope, fmt.Sprintf("this API key lacks the scope %s", scope))
+			op, _ := c.Get(operationKey).(*operation)
+			if p := principalOf(c).permits(op, scope); p != nil {
+				return p
 			}
 			return next(c)
 		}

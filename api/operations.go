@@ -38,6 +38,12 @@ type operation struct {
 	body   *openapi3.Schema // nil when the operation takes no body
 	// namesTenant: the operation takes ?tenant_id= (TenantIdQuery).
 	namesTenant bool
+	// public: the operation takes no credential (security: [] and
+	// x-hookflow-public, the portal's code exchange); auth lets it by.
+	public bool
+	// anyPrincipal: every credential may run it (x-hookflow-any-principal,
+	// GET /v1/session); it names no scope.
+	anyPrincipal bool
 }
 
 // operationKey is where an operation's middleware leaves it in echo's
@@ -68,8 +74,14 @@ func loadOperations(raw []byte) (map[string]*operation, error) {
 			}
 			scope, _ := o.Extensions["x-hookflow-scope"].(string)
 			op.scope = Scope(scope)
+			op.public, _ = o.Extensions["x-hookflow-public"].(bool)
+			op.anyPrincipal, _ = o.Extensions["x-hookflow-any-principal"].(bool)
 			switch {
-			case strings.HasPrefix(path, "/v1/") && op.scope == "":
+			case op.public && (o.Security == nil || len(*o.Security) != 0 || op.scope != "" || strings.Contains(path, "{")):
+				return nil, fmt.Errorf("api: openapi.json: %s %s is x-hookflow-public: it must say security: [], name no scope and take no path parameter", method, path)
+			case op.anyPrincipal && op.scope != "":
+				return nil, fmt.Errorf("api: openapi.json: %s %s is x-hookflow-any-principal and names a scope", method, path)
+			case strings.HasPrefix(path, "/v1/") && op.scope == "" && !op.public && !op.anyPrincipal:
 				return nil, fmt.Errorf("api: openapi.json: %s %s names no x-hookflow-scope", method, path)
 			case op.scope != "" && !slices.Contains(Scopes(), op.scope):
 				return nil, fmt.Errorf("api: openapi.json: %s %s names the scope %q, which is none of %v", method, path, op.scope, Scopes())

@@ -71,6 +71,11 @@ type RouterConfig struct {
 	// contract.MaxSubscribersCeiling).
 	MaxEndpoints   int
 	MaxSubscribers int
+	// PortalBaseURL is where the portal page is served, without a trailing
+	// slash: a portal session's link is <PortalBaseURL>/portal/#code=…
+	// (HOOKFLOW_PORTAL_BASE_URL, or the API's own address: app.ServeAPI
+	// sets it); empty, links are paths on whatever serves the API.
+	PortalBaseURL string
 }
 
 // MinTokenLength is the shortest bootstrap token the API accepts outside
@@ -134,10 +139,14 @@ type Server struct {
 	reads    *rateLimits
 	failures *authFailures
 	tenants  *tenantCache
+	// public are the operations auth lets by without a credential, as
+	// "METHOD /path" (operation.public).
+	public map[string]bool
 }
 
 // New builds the API and its routes.
 func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
+	cfg.PortalBaseURL = strings.TrimRight(cfg.PortalBaseURL, "/")
 	switch {
 	case deps.Store == nil, deps.Pool == nil, deps.Starter == nil, deps.Temporal == nil, deps.Logger == nil:
 		return nil, errors.New("api: store, pool, starter, temporal and logger are required")
@@ -182,12 +191,19 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	// error handler. Tracing wraps auth so a refused request shows in the
 	// trace too.
 	e.Use(traceRequests)
+	e.Use(secureHeaders)
 	e.Use(s.auth)
 	// The routes are the document's (apigen), each behind the scope the
 	// document names for it and its parameters' checks (operations.go).
 	ops, err := loadOperations(openAPIDoc)
 	if err != nil {
 		return nil, err
+	}
+	s.public = map[string]bool{}
+	for _, op := range ops {
+		if op.public {
+			s.public[op.method+" "+op.path] = true
+		}
 	}
 	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.operationMiddlewares(ops)})
 	return s, nil

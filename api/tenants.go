@@ -183,6 +183,9 @@ func (s *Server) TenantPut(c echo.Context, id wire.TenantID) error {
 		return err
 	}
 	t.Limits = limits
+	if t.PortalOrigins, err = portalOrigins(req.PortalOrigins); err != nil {
+		return err
+	}
 	saved, created, err := s.deps.Store.TenantPut(c.Request().Context(), t)
 	if err != nil {
 		return err
@@ -295,7 +298,8 @@ func (s *Server) TenantList(c echo.Context, q wire.TenantListParams) error {
 
 // tenantView is a tenant as the API shows it.
 func tenantView(t store.Tenant) wire.Tenant {
-	v := wire.Tenant{ID: t.ID, Name: t.Name, Disabled: t.Disabled, CreatedAt: t.Created, UpdatedAt: t.Updated, Metadata: map[string]string{}}
+	v := wire.Tenant{ID: t.ID, Name: t.Name, Disabled: t.Disabled, CreatedAt: t.Created, UpdatedAt: t.Updated, Metadata: map[string]string{},
+		PortalOrigins: t.PortalOrigins}
 	_ = json.Unmarshal(t.Metadata, &v.Metadata) // the API wrote it, string to string
 	if l := t.Limits.EventsPerSecond; l != nil {
 		v.Limits.EventsPerSecond.Set(*l)

@@ -320,6 +320,28 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 		"tenantStats":  forbidden(http.MethodGet, "/v1/tenants/globex/stats", nil),
 		"statsTenants": forbidden(http.MethodGet, "/v1/stats/tenants", nil),
 	}
+	// Portal sessions (issue 36). Opening and revoking them is the
+	// operator's (tenants:write): a tenant's key is refused. The code
+	// exchange takes no credential, the code being one: A's key with a
+	// code that is none of B's gets nothing. GET /v1/session answers A's
+	// own.
+	for id, c := range map[string]func(t *testing.T){
+		"portalSessionCreate":       forbidden(http.MethodPost, "/v1/tenants/globex/portal-sessions", map[string]any{"actor": "mallory"}),
+		"portalSessionRevoke":       forbidden(http.MethodDelete, "/v1/tenants/globex/portal-sessions/ps_x", nil),
+		"portalSessionsRevokeActor": forbidden(http.MethodDelete, "/v1/tenants/globex/portal-sessions?actor=alice", nil),
+		"portalSessionExchange": func(t *testing.T) {
+			code, raw := asA(http.MethodPost, "/v1/portal/session", map[string]any{"code": "pc_" + strings.Repeat("A", 43)})
+			require.Equal(t, http.StatusUnauthorized, code, raw)
+		},
+		"sessionGet": func(t *testing.T) {
+			code, raw := asA(http.MethodGet, "/v1/session", nil)
+			require.Equal(t, http.StatusOK, code, raw)
+			require.Contains(t, raw, `"tenant_id":"acme"`)
+			require.NotContains(t, raw, "globex")
+		},
+	} {
+		cases[id] = c
+	}
 	// The document's operations under /v1, each of which needs a case.
 	raw, err := os.ReadFile("../api/openapi.json")
 	require.NoError(t, err)

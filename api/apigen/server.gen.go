@@ -85,6 +85,12 @@ type ServerInterface interface {
 	// EventAttempts A page of a delivery's attempts
 	// (GET /v1/events/{id}/deliveries/{endpoint_id}/attempts)
 	EventAttempts(ctx echo.Context, id Key, endpointID Key, params EventAttemptsParams) error
+	// PortalSessionExchange Exchange a portal link's code for a session token
+	// (POST /v1/portal/session)
+	PortalSessionExchange(ctx echo.Context) error
+	// SessionGet Who the caller is
+	// (GET /v1/session)
+	SessionGet(ctx echo.Context) error
 	// Stats The ledger at a glance: queue depth, in flight, recent deliveries, open dead letters, lag, blocked correlations
 	// (GET /v1/stats)
 	Stats(ctx echo.Context, params StatsParams) error
@@ -106,6 +112,15 @@ type ServerInterface interface {
 	// TenantPut Create or replace a tenant
 	// (PUT /v1/tenants/{id})
 	TenantPut(ctx echo.Context, id TenantID) error
+	// PortalSessionsRevokeActor Revoke every session of one of the tenant's people
+	// (DELETE /v1/tenants/{id}/portal-sessions)
+	PortalSessionsRevokeActor(ctx echo.Context, id TenantID, params PortalSessionsRevokeActorParams) error
+	// PortalSessionCreate Open a portal session for one of the tenant's people
+	// (POST /v1/tenants/{id}/portal-sessions)
+	PortalSessionCreate(ctx echo.Context, id TenantID) error
+	// PortalSessionRevoke Revoke one portal session
+	// (DELETE /v1/tenants/{id}/portal-sessions/{sid})
+	PortalSessionRevoke(ctx echo.Context, id TenantID, sid string) error
 	// TenantStats A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
 	// (GET /v1/tenants/{id}/stats)
 	TenantStats(ctx echo.Context, id TenantID, params TenantStatsParams) error
@@ -715,6 +730,24 @@ func (w *ServerInterfaceWrapper) EventAttempts(ctx echo.Context) error {
 	return err
 }
 
+// PortalSessionExchange converts echo context to params.
+func (w *ServerInterfaceWrapper) PortalSessionExchange(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PortalSessionExchange(ctx)
+	return err
+}
+
+// SessionGet converts echo context to params.
+func (w *ServerInterfaceWrapper) SessionGet(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SessionGet(ctx)
+	return err
+}
+
 // Stats converts echo context to params.
 func (w *ServerInterfaceWrapper) Stats(ctx echo.Context) error {
 	var err error
@@ -870,6 +903,71 @@ func (w *ServerInterfaceWrapper) TenantPut(ctx echo.Context) error {
 	return err
 }
 
+// PortalSessionsRevokeActor converts echo context to params.
+func (w *ServerInterfaceWrapper) PortalSessionsRevokeActor(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PortalSessionsRevokeActorParams
+	// ------------- Required query parameter "actor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "actor", ctx.QueryParams(), &params.Actor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter actor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PortalSessionsRevokeActor(ctx, id, params)
+	return err
+}
+
+// PortalSessionCreate converts echo context to params.
+func (w *ServerInterfaceWrapper) PortalSessionCreate(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PortalSessionCreate(ctx, id)
+	return err
+}
+
+// PortalSessionRevoke converts echo context to params.
+func (w *ServerInterfaceWrapper) PortalSessionRevoke(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "sid" -------------
+	var sid string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sid", ctx.Param("sid"), &sid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter sid: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PortalSessionRevoke(ctx, id, sid)
+	return err
+}
+
 // TenantStats converts echo context to params.
 func (w *ServerInterfaceWrapper) TenantStats(ctx echo.Context) error {
 	var err error
@@ -966,6 +1064,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/events", wrapper.EventCreate, options.OperationMiddlewares["eventCreate"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.EventGet, options.OperationMiddlewares["eventGet"]...)
 	router.GET(options.BaseURL+"/v1/events/:id/deliveries/:endpoint_id/attempts", wrapper.EventAttempts, options.OperationMiddlewares["eventAttempts"]...)
+	router.POST(options.BaseURL+"/v1/portal/session", wrapper.PortalSessionExchange, options.OperationMiddlewares["portalSessionExchange"]...)
+	router.GET(options.BaseURL+"/v1/session", wrapper.SessionGet, options.OperationMiddlewares["sessionGet"]...)
 	router.GET(options.BaseURL+"/v1/stats", wrapper.Stats, options.OperationMiddlewares["stats"]...)
 	router.GET(options.BaseURL+"/v1/stats/endpoints", wrapper.StatsEndpoints, options.OperationMiddlewares["statsEndpoints"]...)
 	router.GET(options.BaseURL+"/v1/stats/tenants", wrapper.StatsTenants, options.OperationMiddlewares["statsTenants"]...)
@@ -973,6 +1073,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/tenants/:id", wrapper.TenantGet, options.OperationMiddlewares["tenantGet"]...)
 	router.PATCH(options.BaseURL+"/v1/tenants/:id", wrapper.TenantUpdate, options.OperationMiddlewares["tenantUpdate"]...)
 	router.PUT(options.BaseURL+"/v1/tenants/:id", wrapper.TenantPut, options.OperationMiddlewares["tenantPut"]...)
+	router.DELETE(options.BaseURL+"/v1/tenants/:id/portal-sessions", wrapper.PortalSessionsRevokeActor, options.OperationMiddlewares["portalSessionsRevokeActor"]...)
+	router.POST(options.BaseURL+"/v1/tenants/:id/portal-sessions", wrapper.PortalSessionCreate, options.OperationMiddlewares["portalSessionCreate"]...)
+	router.DELETE(options.BaseURL+"/v1/tenants/:id/portal-sessions/:sid", wrapper.PortalSessionRevoke, options.OperationMiddlewares["portalSessionRevoke"]...)
 	router.GET(options.BaseURL+"/v1/tenants/:id/stats", wrapper.TenantStats, options.OperationMiddlewares["tenantStats"]...)
 
 }

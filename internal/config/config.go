@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ type Config struct {
 	// Tenant is the tenant the CLI's API commands act on (an operator
 	// key's ?tenant_id=); empty acts on the key's own.
 	Tenant string
+	// PortalBaseURL is where portal links point (HOOKFLOW_PORTAL_BASE_URL);
+	// empty, the API's own address (PortalBase).
+	PortalBaseURL string
 	// CircuitCloseSuccesses is how many answers in a row close an open
 	// circuit (the workers').
 	CircuitCloseSuccesses int
@@ -91,6 +95,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_TASK_QUEUE", "task-queue", "hookflow", "Temporal task queue shared by all workers (they also poll {queue}-sequencers, where the correlations' sequencers run)", nonEmpty(func(c *Config) *string { return &c.TaskQueue })},
 		{"HOOKFLOW_API_ADDR", "api-addr", "127.0.0.1:8080", "listen address of the REST API", hostPort(func(c *Config) *string { return &c.APIAddr })},
 		{"HOOKFLOW_API_TOKEN", "api-token", "", "api: the bootstrap admin token, a bearer token with every scope to create API keys (required, at least 32 characters; hookflow dev uses dev-token); CLI commands that call the API: the token they send", required(func(c *Config) *string { return &c.APIToken })},
+		{"HOOKFLOW_PORTAL_BASE_URL", "portal-base-url", "", "api: the public base URL of the portal page, what a portal session's link starts with (<base>/portal/#code=…), e.g. https://hooks.example.com; never taken from a request's Host (empty: http:// and the address the API listens on, 127.0.0.1 for an unspecified host)", baseURL(func(c *Config) *string { return &c.PortalBaseURL })},
 		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
 		{"HOOKFLOW_MAX_ENDPOINTS", "max-endpoints", strconv.Itoa(contract.DefaultMaxEndpoints), "api: the most endpoints (not deleted) the deployment holds; past it POST /v1/endpoints is answered 422 endpoint-limit", intRange(1, math.MaxInt32, func(c *Config) *int { return &c.MaxEndpoints })},
 		{"HOOKFLOW_MAX_SUBSCRIBERS", "max-subscribers", strconv.Itoa(contract.DefaultMaxSubscribers), fmt.Sprintf("api, relay: the most endpoints one event may be routed to (at most %d, which keeps an event's workflow input far under Temporal's payload limit); an endpoint whose event_types would make a type's subscribers more is refused, 422 too-many-subscribers; an event subscribed to by more all the same (the setting lowered) is refused at accept and never stored (the relay holds the outbox row and tries again)", contract.MaxSubscribersCeiling), intRange(1, contract.MaxSubscribersCeiling, func(c *Config) *int { return &c.MaxSubscribers })},
@@ -212,6 +217,41 @@ func quoteEmpty(s string) string {
 		return `""`
 	}
 	return s
+}
+
+// baseURL takes an absolute http(s) URL with no query or fragment (a path
+// prefix is kept), without its trailing slash; empty is left empty.
+func baseURL(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if v == "" {
+			*f(c) = ""
+			return nil
+		}
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return errors.New("want an absolute http or https URL with no query or fragment, like https://hooks.example.com")
+		}
+		*f(c) = strings.TrimRight(v, "/")
+		return nil
+	}
+}
+
+// PortalBase is the base of portal links: the setting, or else http://
+// and the address the API is bound to (listen), its unspecified host
+// (0.0.0.0, ::) made 127.0.0.1, which a browser on the same machine
+// reaches.
+func PortalBase(setting, listen string) string {
+	if setting != "" {
+		return setting
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 func str(f func(*Config) *string) func(*Config, string) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -215,6 +216,9 @@ func (s *Store) deadLetterPublish(ctx context.Context, tx pgx.Tx, d DeadLetter, 
 // DeadLetterGet returns the dead letter of the delivery (eventID,
 // endpointID), or ErrNotFound.
 func (s *Store) DeadLetterGet(ctx context.Context, eventID, endpointID string) (DeadLetter, error) {
+	if !s.reaches(endpointID) {
+		return DeadLetter{}, fmt.Errorf("get dead letter: %w", ErrNotFound)
+	}
 	r, err := s.q.DeadLetterGet(ctx, dbsqlc.DeadLetterGetParams{TenantID: s.tenant, EventID: eventID, EndpointID: endpointID})
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("get dead letter: %w", translate(err))
@@ -240,7 +244,7 @@ func (s *Store) DeadLettersOfEvent(ctx context.Context, eventID string) ([]DeadL
 	if err != nil {
 		return nil, fmt.Errorf("list the event's dead letters: %w", err)
 	}
-	return out, nil
+	return slices.DeleteFunc(out, func(d DeadLetter) bool { return !s.reaches(d.EndpointID) }), nil
 }
 
 // DeadLetterFilter narrows a listing; zero fields match everything.
@@ -268,7 +272,7 @@ func (s *Store) DeadLetterList(ctx context.Context, f DeadLetterFilter) ([]DeadL
 	rows, err := s.q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{TenantID: s.tenant, WithEnvelope: f.WithEnvelope, WithAttempts: f.WithAttempts,
 		CorrelationID: nullIfZero(f.CorrelationID), EndpointID: nullIfZero(f.EndpointID), Since: f.Since, Until: f.Until,
 		Status: nullIfZero(f.Status), EventID: nullIfZero(f.EventID),
-		AfterTime: f.AfterTime, AfterEventID: f.AfterID, AfterEndpointID: f.AfterEndpointID, MaxRows: int32(f.Limit)})
+		AfterTime: f.AfterTime, AfterEventID: f.AfterID, AfterEndpointID: f.AfterEndpointID, MaxRows: int32(f.Limit), OnlyEndpoints: s.onlyEndpoints()})
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
@@ -304,7 +308,7 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 	rows, err := s.q.DeadLetterReplayPage(ctx, dbsqlc.DeadLetterReplayPageParams{TenantID: s.tenant,
 		CorrelationID: nullIfZero(f.CorrelationID), EndpointID: nullIfZero(f.EndpointID), Since: f.Since, Until: f.Until,
 		EventID: nullIfZero(f.EventID), AfterCorrelationID: corr, AfterEndpointID: endpoint, AfterSequence: seq, AfterEventID: id,
-		MaxRows: int32(f.Limit)})
+		MaxRows: int32(f.Limit), OnlyEndpoints: s.onlyEndpoints()})
 	if err != nil {
 		return nil, fmt.Errorf("page dead letters to replay: %w", err)
 	}
@@ -322,6 +326,9 @@ func (s *Store) DeadLetterReplayPage(ctx context.Context, f DeadLetterFilter, af
 // generation is not open (someone replayed or skipped it already, or it was
 // reopened as a later one).
 func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID string, gen int32, by string) (bool, error) {
+	if !s.reaches(endpointID) {
+		return false, nil
+	}
 	n, err := s.q.DeadLetterMarkReplayed(ctx, dbsqlc.DeadLetterMarkReplayedParams{TenantID: s.tenant, EventID: eventID, Generation: gen, ReplayedBy: &by, EndpointID: endpointID})
 	if err != nil {
 		return false, fmt.Errorf("mark dead letter replayed: %w", err)
@@ -332,6 +339,9 @@ func (s *Store) DeadLetterMarkReplayed(ctx context.Context, eventID, endpointID 
 // DeadLetterMarkSkipped claims the skip of generation gen, recording who and
 // why; false as DeadLetterMarkReplayed.
 func (s *Store) DeadLetterMarkSkipped(ctx context.Context, eventID, endpointID string, gen int32, by, note string) (bool, error) {
+	if !s.reaches(endpointID) {
+		return false, nil
+	}
 	n, err := s.q.DeadLetterMarkSkipped(ctx, dbsqlc.DeadLetterMarkSkippedParams{TenantID: s.tenant, EventID: eventID, Generation: gen, SkippedBy: &by,
 		SkipNote: nullIfZero(note), EndpointID: endpointID})
 	if err != nil {

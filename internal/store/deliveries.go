@@ -516,6 +516,9 @@ func (s *Store) AttemptsLastByEvent(ctx context.Context, eventID string, n int) 
 // IDs (a cursor for the next page). ErrNotFound when the event has no
 // delivery to the endpoint.
 func (s *Store) AttemptsPage(ctx context.Context, eventID, endpointID string, after int64, limit int) ([]Attempt, []int64, error) {
+	if !s.reaches(endpointID) {
+		return nil, nil, nil
+	}
 	rows, err := s.pool.Query(ctx, dbsqlc.AttemptsPage, eventID, endpointID, after, limit, s.tenant)
 	if err != nil {
 		return nil, nil, fmt.Errorf("page delivery attempts: %w", err)

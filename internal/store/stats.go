@@ -182,6 +182,9 @@ type OldestDelivery struct {
 // window (at most the last HealthSample), or ErrNotFound when the tenant
 // has no such endpoint (a deleted one still reads).
 func (s *Store) EndpointHealth(ctx context.Context, endpointID string, window time.Duration) (Health, error) {
+	if !s.reaches(endpointID) {
+		return Health{}, fmt.Errorf("endpoint health: %w", ErrNotFound)
+	}
 	hs, err := s.health(ctx, &endpointID, window, "", 1)
 	if err != nil {
 		return Health{}, err

@@ -76,6 +76,10 @@ type Store struct {
 	pool   *pgxpool.Pool
 	q      *dbsqlc.Queries
 	tenant string
+	// limited: the store reaches only the endpoints in only, and their
+	// dead letters (OnlyEndpoints: a portal session limited to some).
+	limited bool
+	only    []string
 }
 
 // New returns the unscoped Store on pool.
@@ -410,6 +414,9 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 
 // EndpointGet returns the endpoint, or ErrNotFound.
 func (s *Store) EndpointGet(ctx context.Context, id string) (Endpoint, error) {
+	if !s.reaches(id) {
+		return Endpoint{}, fmt.Errorf("get endpoint: %w", ErrNotFound)
+	}
 	r, err := s.q.EndpointGet(ctx, dbsqlc.EndpointGetParams{TenantID: s.tenant, ID: id})
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("get endpoint: %w", translate(err))
@@ -484,6 +491,9 @@ var ErrHeadersOrigin = errors.New("a change of URL to another origin must send h
 // it sets it; and it is recorded (EndpointURLChanges), in the same
 // transaction.
 func (s *Store) EndpointUpdate(ctx context.Context, id string, ch EndpointChange) (Endpoint, error) {
+	if !s.reaches(id) {
+		return Endpoint{}, fmt.Errorf("update endpoint: %w", ErrNotFound)
+	}
 	var e Endpoint
 	update := func(q *dbsqlc.Queries) error {
 		args, err := s.endpointUpdateParams(id, ch)
@@ -640,6 +650,9 @@ type URLChange struct {
 // EndpointURLChanges returns up to limit of the endpoint's URL changes,
 // newest first; none is no error.
 func (s *Store) EndpointURLChanges(ctx context.Context, endpointID string, limit int) ([]URLChange, error) {
+	if !s.reaches(endpointID) {
+		return nil, nil
+	}
 	rows, err := s.q.EndpointURLChangesList(ctx, dbsqlc.EndpointURLChangesListParams{TenantID: s.tenant, EndpointID: endpointID, Limit: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoint url changes: %w", err)
@@ -685,6 +698,9 @@ func replace[T any](dst, v *T, bit int32) int32 {
 // EndpointRotateSecret makes secret the current one; the one it replaces
 // keeps signing for grace, beside any earlier one still in its grace.
 func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, grace time.Duration) (Endpoint, error) {
+	if !s.reaches(id) {
+		return Endpoint{}, fmt.Errorf("rotate endpoint secret: %w", ErrNotFound)
+	}
 	r, err := s.q.EndpointRotateSecret(ctx, dbsqlc.EndpointRotateSecretParams{TenantID: s.tenant, ID: id, Secret: secret, Secs: grace.Seconds()})
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("rotate endpoint secret: %w", translate(err))
@@ -699,7 +715,7 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id, secret string, gra
 // EndpointsList returns up to limit endpoints in id order, from the first
 // whose id sorts after after ("" for the first page).
 func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]Endpoint, error) {
-	rows, err := s.q.EndpointsList(ctx, dbsqlc.EndpointsListParams{TenantID: s.tenant, ID: after, Limit: int32(limit)})
+	rows, err := s.q.EndpointsList(ctx, dbsqlc.EndpointsListParams{TenantID: s.tenant, ID: after, Limit: int32(limit), OnlyEndpoints: s.onlyEndpoints()})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
@@ -749,6 +765,9 @@ func (s *Store) Route(ctx context.Context, e intake.Event, maxSubscribers int) (
 // is stamped and disabled, and no longer found, listed or routed to.
 // ErrNotFound when there is no such endpoint, or it is deleted already.
 func (s *Store) EndpointDelete(ctx context.Context, id, by string) error {
+	if !s.reaches(id) {
+		return fmt.Errorf("delete endpoint: %w", ErrNotFound)
+	}
 	if _, err := s.q.EndpointDelete(ctx, dbsqlc.EndpointDeleteParams{TenantID: s.tenant, ID: id, DeletedBy: &by}); err != nil {
 		return fmt.Errorf("delete endpoint: %w", translate(err))
 	}

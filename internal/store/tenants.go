@@ -19,8 +19,11 @@ type Tenant struct {
 	Metadata json.RawMessage
 	Disabled bool
 	Limits   TenantLimits
-	Created  time.Time
-	Updated  time.Time
+	// PortalOrigins are the origins that may frame its portal page (the
+	// page's CSP frame-ancestors); none by default.
+	PortalOrigins []string
+	Created       time.Time
+	Updated       time.Time
 }
 
 // TenantLimits are a tenant's limits; nil is the server's default.
@@ -54,7 +57,7 @@ func (l TenantLimits) PrivateTargets(tenant string) bool {
 func tenantOf(r dbsqlc.Tenant) Tenant {
 	t := Tenant{ID: r.ID, Name: r.Name, Metadata: r.Metadata, Disabled: r.Disabled, Created: r.CreatedAt, Updated: r.UpdatedAt,
 		Limits: TenantLimits{EventsPerSecond: r.EventsPerSecond, MaxEndpoints: r.MaxEndpoints,
-			DeliveriesPerSecond: r.DeliveriesPerSecond, AllowPrivateTargets: r.AllowPrivateTargets}}
+			DeliveriesPerSecond: r.DeliveriesPerSecond, AllowPrivateTargets: r.AllowPrivateTargets}, PortalOrigins: r.PortalOrigins}
 	if r.MaxRecoveryWindowMs != nil {
 		d := time.Duration(*r.MaxRecoveryWindowMs) * time.Millisecond
 		t.Limits.MaxRecoveryWindow = &d
@@ -76,6 +79,10 @@ func (s *Store) TenantPut(ctx context.Context, t Tenant) (Tenant, bool, error) {
 	if len(meta) == 0 {
 		meta = json.RawMessage(`{}`)
 	}
+	origins := t.PortalOrigins
+	if origins == nil {
+		origins = []string{}
+	}
 	var r dbsqlc.TenantPutRow
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
@@ -85,7 +92,7 @@ func (s *Store) TenantPut(ctx context.Context, t Tenant) (Tenant, bool, error) {
 		var err error
 		r, err = q.TenantPut(ctx, dbsqlc.TenantPutParams{ID: t.ID, Name: t.Name, Metadata: meta,
 			EventsPerSecond: t.Limits.EventsPerSecond, MaxEndpoints: t.Limits.MaxEndpoints, MaxRecoveryWindowMs: window,
-			DeliveriesPerSecond: t.Limits.DeliveriesPerSecond, AllowPrivateTargets: t.Limits.AllowPrivateTargets})
+			DeliveriesPerSecond: t.Limits.DeliveriesPerSecond, AllowPrivateTargets: t.Limits.AllowPrivateTargets, PortalOrigins: origins})
 		return err
 	})
 	if err != nil {
@@ -93,7 +100,7 @@ func (s *Store) TenantPut(ctx context.Context, t Tenant) (Tenant, bool, error) {
 	}
 	return tenantOf(dbsqlc.Tenant{ID: r.ID, Name: r.Name, Metadata: r.Metadata, Disabled: r.Disabled, EventsPerSecond: r.EventsPerSecond,
 		MaxEndpoints: r.MaxEndpoints, MaxRecoveryWindowMs: r.MaxRecoveryWindowMs, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		DeliveriesPerSecond: r.DeliveriesPerSecond, AllowPrivateTargets: r.AllowPrivateTargets}), r.Created, nil
+		DeliveriesPerSecond: r.DeliveriesPerSecond, AllowPrivateTargets: r.AllowPrivateTargets, PortalOrigins: r.PortalOrigins}), r.Created, nil
 }
 
 // TenantGet returns tenant id, or ErrNotFound.

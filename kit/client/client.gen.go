@@ -194,6 +194,33 @@ func (e OperatorActionStatus) Valid() bool {
 	}
 }
 
+// Defines values for PortalCapability.
+const (
+	PortalCapabilityDeadLettersWrite PortalCapability = "dead-letters:write"
+	PortalCapabilityEndpointsManage  PortalCapability = "endpoints:manage"
+	PortalCapabilityEndpointsSecret  PortalCapability = "endpoints:secret"
+	PortalCapabilityEventsTest       PortalCapability = "events:test"
+	PortalCapabilityView             PortalCapability = "view"
+)
+
+// Valid indicates whether the value is a known member of the PortalCapability enum.
+func (e PortalCapability) Valid() bool {
+	switch e {
+	case PortalCapabilityDeadLettersWrite:
+		return true
+	case PortalCapabilityEndpointsManage:
+		return true
+	case PortalCapabilityEndpointsSecret:
+		return true
+	case PortalCapabilityEventsTest:
+		return true
+	case PortalCapabilityView:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemTenantLimit.
 const (
 	ProblemTenantLimitAllowPrivateTargets ProblemTenantLimit = "allow_private_targets"
@@ -281,6 +308,24 @@ func (e Scope) Valid() bool {
 	case ScopeEventsWrite:
 		return true
 	case ScopeTenantsWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionKind.
+const (
+	SessionKindKey    SessionKind = "key"
+	SessionKindPortal SessionKind = "portal"
+)
+
+// Valid indicates whether the value is a known member of the SessionKind enum.
+func (e SessionKind) Valid() bool {
+	switch e {
+	case SessionKindKey:
+		return true
+	case SessionKindPortal:
 		return true
 	default:
 		return false
@@ -995,6 +1040,96 @@ type OperatorAction struct {
 // OperatorActionStatus defines model for OperatorAction.Status.
 type OperatorActionStatus string
 
+// PortalCapability What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (the portal's test event; grants no scope of the API's today). Every session may view.
+type PortalCapability string
+
+// PortalCodeExchange defines model for PortalCodeExchange.
+type PortalCodeExchange struct {
+	// Code the code from the link's fragment
+	Code string `json:"code"`
+}
+
+// PortalSession defines model for PortalSession.
+type PortalSession struct {
+	Actor        string             `json:"actor"`
+	Capabilities []PortalCapability `json:"capabilities"`
+	CreatedAt    time.Time          `json:"created_at"`
+
+	// CreatedBy the credential that opened it
+	CreatedBy string `json:"created_by"`
+
+	// EndpointIDs the endpoints it is limited to; absent: all of the tenant's
+	EndpointIDs []string `json:"endpoint_ids,omitempty,omitzero"`
+
+	// ExchangedAt when its code was exchanged
+	ExchangedAt time.Time `json:"exchanged_at,omitempty,omitzero"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	ID          string    `json:"id"`
+	ReturnURL   string    `json:"return_url"`
+	RevokedAt   time.Time `json:"revoked_at,omitempty,omitzero"`
+
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id"`
+}
+
+// PortalSessionCreate A portal session for one person of the tenant.
+type PortalSessionCreate struct {
+	// Actor who the link is for (an email, a user ID): the by of the session's replays and skips is portal:<actor>, and revoking by actor ends all of theirs
+	Actor string `json:"actor"`
+
+	// Capabilities default ["view"]
+	Capabilities []PortalCapability `json:"capabilities,omitempty,omitzero"`
+
+	// EndpointIDs limits the session to these endpoints of the tenant's: it sees and acts on no other endpoint, nor their dead letters; left out, all of the tenant's
+	EndpointIDs []string `json:"endpoint_ids,omitempty,omitzero"`
+
+	// ReturnURL an http(s) URL the page links back to when the session has ended
+	ReturnURL string `json:"return_url,omitempty,omitzero"`
+
+	// TTL how long the session lasts from its creation, a Go duration from 5m to 24h; default 1h
+	TTL string `json:"ttl,omitempty,omitzero"`
+}
+
+// PortalSessionCreated defines model for PortalSessionCreated.
+type PortalSessionCreated struct {
+	// CodeExpiresAt when the link's code can no longer be exchanged (60 s)
+	CodeExpiresAt time.Time `json:"code_expires_at"`
+
+	// ExpiresAt when the session ends
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// ID the session's id, to revoke it
+	ID string `json:"id"`
+
+	// URL the link to hand out: <HOOKFLOW_PORTAL_BASE_URL>/portal/#code=…, good once
+	URL string `json:"url"`
+}
+
+// PortalSessionsRevoked defines model for PortalSessionsRevoked.
+type PortalSessionsRevoked struct {
+	IDs []string `json:"ids"`
+
+	// Revoked how many sessions were revoked
+	Revoked int64 `json:"revoked"`
+}
+
+// PortalToken defines model for PortalToken.
+type PortalToken struct {
+	Actor        string             `json:"actor"`
+	Capabilities []PortalCapability `json:"capabilities"`
+
+	// EndpointIDs the endpoints it is limited to; absent: all of the tenant's
+	EndpointIDs []string  `json:"endpoint_ids,omitempty,omitzero"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	ReturnURL   string    `json:"return_url"`
+
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id"`
+
+	// Token hfp_…: send it as Authorization: Bearer; keep it in memory only
+	Token string `json:"token"`
+}
+
 // Problem RFC 9457 problem details
 type Problem struct {
 	Detail string `json:"detail,omitempty,omitzero"`
@@ -1037,6 +1172,40 @@ type ReadinessStatus string
 
 // Scope What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
 type Scope string
+
+// Session defines model for Session.
+type Session struct {
+	// Capabilities a portal session's
+	Capabilities []PortalCapability `json:"capabilities,omitempty,omitzero"`
+
+	// Confined true for a tenant's key and a portal session, which act on their own tenant only
+	Confined bool `json:"confined,omitempty,omitzero"`
+
+	// EndpointIDs the endpoints a portal session is limited to
+	EndpointIDs []string `json:"endpoint_ids,omitempty,omitzero"`
+
+	// ExpiresAt a portal session's end
+	ExpiresAt time.Time `json:"expires_at,omitempty,omitzero"`
+
+	// ID the key's or the session's id (bootstrap for the bootstrap token)
+	ID string `json:"id"`
+
+	// Kind key: an API key or the bootstrap token; portal: a portal session's token
+	Kind SessionKind `json:"kind"`
+
+	// Name who acts: the by of its replays and skips
+	Name string `json:"name"`
+
+	// ReturnURL a portal session's
+	ReturnURL string  `json:"return_url,omitempty,omitzero"`
+	Scopes    []Scope `json:"scopes"`
+
+	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
+	TenantID TenantID `json:"tenant_id"`
+}
+
+// SessionKind key: an API key or the bootstrap token; portal: a portal session's token
+type SessionKind string
 
 // State How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
 type State string
@@ -1086,10 +1255,13 @@ type Tenant struct {
 	ID TenantID `json:"id"`
 
 	// Limits The tenant's limits; a limit left out (or null) is the server's default.
-	Limits    TenantLimits      `json:"limits"`
-	Metadata  map[string]string `json:"metadata"`
-	Name      string            `json:"name"`
-	UpdatedAt time.Time         `json:"updated_at"`
+	Limits   TenantLimits      `json:"limits"`
+	Metadata map[string]string `json:"metadata"`
+	Name     string            `json:"name"`
+
+	// PortalOrigins the origins that may frame the tenant's portal page; absent: none
+	PortalOrigins []string  `json:"portal_origins,omitempty,omitzero"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // TenantHealth One tenant's place in the ranking of GET /v1/stats/tenants.
@@ -1155,6 +1327,9 @@ type TenantPut struct {
 
 	// Name for the operator; default empty
 	Name string `json:"name,omitempty,omitzero"`
+
+	// PortalOrigins the origins (scheme://host[:port], no path) that may frame the tenant's portal page (its Content-Security-Policy frame-ancestors); default none
+	PortalOrigins []string `json:"portal_origins,omitempty,omitzero"`
 }
 
 // TenantUpdate defines model for TenantUpdate.
@@ -1400,6 +1575,12 @@ type TenantListParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// PortalSessionsRevokeActorParams defines parameters for PortalSessionsRevokeActor.
+type PortalSessionsRevokeActorParams struct {
+	// Actor the actor whose sessions end
+	Actor string `form:"actor" json:"actor"`
+}
+
 // TenantStatsParams defines parameters for TenantStats.
 type TenantStatsParams struct {
 	// Top how many blocked correlations to list
@@ -1427,11 +1608,17 @@ type EndpointUpdateJSONRequestBody = EndpointUpdate
 // EventCreateJSONRequestBody defines body for EventCreate for application/json ContentType.
 type EventCreateJSONRequestBody = EventCreate
 
+// PortalSessionExchangeJSONRequestBody defines body for PortalSessionExchange for application/json ContentType.
+type PortalSessionExchangeJSONRequestBody = PortalCodeExchange
+
 // TenantUpdateJSONRequestBody defines body for TenantUpdate for application/json ContentType.
 type TenantUpdateJSONRequestBody = TenantUpdate
 
 // TenantPutJSONRequestBody defines body for TenantPut for application/json ContentType.
 type TenantPutJSONRequestBody = TenantPut
+
+// PortalSessionCreateJSONRequestBody defines body for PortalSessionCreate for application/json ContentType.
+type PortalSessionCreateJSONRequestBody = PortalSessionCreate
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -1883,6 +2070,31 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/events/{id}/deliveries/{endpoint_id}/attempts (the `EventAttempts` operationId).
 	EventAttempts(ctx context.Context, id Key, endpointID Key, params *EventAttemptsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PortalSessionExchangeWithBody Exchange a portal link's code for a session token
+	//
+	// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+	PortalSessionExchangeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PortalSessionExchange Exchange a portal link's code for a session token
+	//
+	// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+	PortalSessionExchange(ctx context.Context, body PortalSessionExchangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionGet Who the caller is
+	//
+	// The credential's kind (an API key, the bootstrap token, or a portal session), the tenant it acts on, its scopes, and for a portal session its capabilities, actor, endpoints and expiry. Any valid credential may ask.
+	//
+	// Corresponds with GET /v1/session (the `SessionGet` operationId).
+	SessionGet(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Stats The ledger at a glance: queue depth, in flight, recent deliveries, open dead letters, lag, blocked correlations
 	//
 	// Corresponds with GET /v1/stats (the `Stats` operationId).
@@ -1943,6 +2155,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
 	TenantPut(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PortalSessionsRevokeActor Revoke every session of one of the tenant's people
+	//
+	// Revokes every standing session of actor, exchanged or not: each token is refused from its next request on, in every API process.
+	//
+	// Corresponds with DELETE /v1/tenants/{id}/portal-sessions (the `PortalSessionsRevokeActor` operationId).
+	PortalSessionsRevokeActor(ctx context.Context, id TenantID, params *PortalSessionsRevokeActorParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PortalSessionCreateWithBody Open a portal session for one of the tenant's people
+	//
+	// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+	PortalSessionCreateWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PortalSessionCreate Open a portal session for one of the tenant's people
+	//
+	// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+	PortalSessionCreate(ctx context.Context, id TenantID, body PortalSessionCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PortalSessionRevoke Revoke one portal session
+	//
+	// Its token is refused from its next request on, in every API process, with the problem type portal-session-revoked; a code not yet exchanged can no longer be.
+	//
+	// Corresponds with DELETE /v1/tenants/{id}/portal-sessions/{sid} (the `PortalSessionRevoke` operationId).
+	PortalSessionRevoke(ctx context.Context, id TenantID, sid string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TenantStats A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
 	//
@@ -2455,6 +2699,61 @@ func (c *RawClient) EventAttempts(ctx context.Context, id Key, endpointID Key, p
 	return c.Client.Do(req)
 }
 
+// PortalSessionExchangeWithBody Exchange a portal link's code for a session token
+//
+// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+func (c *RawClient) PortalSessionExchangeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPortalSessionExchangeRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PortalSessionExchange Exchange a portal link's code for a session token
+//
+// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+func (c *RawClient) PortalSessionExchange(ctx context.Context, body PortalSessionExchangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPortalSessionExchangeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionGet Who the caller is
+//
+// The credential's kind (an API key, the bootstrap token, or a portal session), the tenant it acts on, its scopes, and for a portal session its capabilities, actor, endpoints and expiry. Any valid credential may ask.
+//
+// Corresponds with GET /v1/session (the `SessionGet` operationId).
+func (c *RawClient) SessionGet(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionGetRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Stats The ledger at a glance: queue depth, in flight, recent deliveries, open dead letters, lag, blocked correlations
 //
 // Corresponds with GET /v1/stats (the `Stats` operationId).
@@ -2596,6 +2895,78 @@ func (c *RawClient) TenantPutWithBody(ctx context.Context, id TenantID, contentT
 // Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
 func (c *RawClient) TenantPut(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTenantPutRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PortalSessionsRevokeActor Revoke every session of one of the tenant's people
+//
+// Revokes every standing session of actor, exchanged or not: each token is refused from its next request on, in every API process.
+//
+// Corresponds with DELETE /v1/tenants/{id}/portal-sessions (the `PortalSessionsRevokeActor` operationId).
+func (c *RawClient) PortalSessionsRevokeActor(ctx context.Context, id TenantID, params *PortalSessionsRevokeActorParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPortalSessionsRevokeActorRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PortalSessionCreateWithBody Open a portal session for one of the tenant's people
+//
+// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+func (c *RawClient) PortalSessionCreateWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPortalSessionCreateRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PortalSessionCreate Open a portal session for one of the tenant's people
+//
+// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+func (c *RawClient) PortalSessionCreate(ctx context.Context, id TenantID, body PortalSessionCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPortalSessionCreateRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PortalSessionRevoke Revoke one portal session
+//
+// Its token is refused from its next request on, in every API process, with the problem type portal-session-revoked; a code not yet exchanged can no longer be.
+//
+// Corresponds with DELETE /v1/tenants/{id}/portal-sessions/{sid} (the `PortalSessionRevoke` operationId).
+func (c *RawClient) PortalSessionRevoke(ctx context.Context, id TenantID, sid string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPortalSessionRevokeRequest(c.Server, id, sid)
 	if err != nil {
 		return nil, err
 	}
@@ -4127,6 +4498,73 @@ func NewEventAttemptsRequest(server string, id Key, endpointID Key, params *Even
 	return req, nil
 }
 
+// NewPortalSessionExchangeRequest calls the generic PortalSessionExchange builder with application/json body
+func NewPortalSessionExchangeRequest(server string, body PortalSessionExchangeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPortalSessionExchangeRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPortalSessionExchangeRequestWithBody constructs an http.Request for the PortalSessionExchange method, with any body, and a specified content type
+func NewPortalSessionExchangeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSessionGetRequest constructs an http.Request for the SessionGet method
+func NewSessionGetRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewStatsRequest constructs an http.Request for the Stats method
 func NewStatsRequest(server string, params *StatsParams) (*http.Request, error) {
 	var err error
@@ -4531,6 +4969,151 @@ func NewTenantPutRequestWithBody(server string, id TenantID, contentType string,
 	return req, nil
 }
 
+// NewPortalSessionsRevokeActorRequest constructs an http.Request for the PortalSessionsRevokeActor method
+func NewPortalSessionsRevokeActorRequest(server string, id TenantID, params *PortalSessionsRevokeActorParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s/portal-sessions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPortalSessionCreateRequest calls the generic PortalSessionCreate builder with application/json body
+func NewPortalSessionCreateRequest(server string, id TenantID, body PortalSessionCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPortalSessionCreateRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewPortalSessionCreateRequestWithBody constructs an http.Request for the PortalSessionCreate method, with any body, and a specified content type
+func NewPortalSessionCreateRequestWithBody(server string, id TenantID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s/portal-sessions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPortalSessionRevokeRequest constructs an http.Request for the PortalSessionRevoke method
+func NewPortalSessionRevokeRequest(server string, id TenantID, sid string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sid", sid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tenants/%s/portal-sessions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewTenantStatsRequest constructs an http.Request for the TenantStats method
 func NewTenantStatsRequest(server string, id TenantID, params *TenantStatsParams) (*http.Request, error) {
 	var err error
@@ -4863,6 +5446,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events/{id}/deliveries/{endpoint_id}/attempts (the `EventAttempts` operationId).
 	EventAttemptsWithResponse(ctx context.Context, id Key, endpointID Key, params *EventAttemptsParams, reqEditors ...RequestEditorFn) (*EventAttemptsResponse, error)
 
+	// PortalSessionExchangeWithBodyWithResponse Exchange a portal link's code for a session token
+	//
+	// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+	PortalSessionExchangeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PortalSessionExchangeResponse, error)
+
+	// PortalSessionExchangeWithResponse Exchange a portal link's code for a session token
+	//
+	// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+	PortalSessionExchangeWithResponse(ctx context.Context, body PortalSessionExchangeJSONRequestBody, reqEditors ...RequestEditorFn) (*PortalSessionExchangeResponse, error)
+
+	// SessionGetWithResponse Who the caller is
+	//
+	// The credential's kind (an API key, the bootstrap token, or a portal session), the tenant it acts on, its scopes, and for a portal session its capabilities, actor, endpoints and expiry. Any valid credential may ask.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/session (the `SessionGet` operationId).
+	SessionGetWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SessionGetResponse, error)
+
 	// StatsWithResponse The ledger at a glance: queue depth, in flight, recent deliveries, open dead letters, lag, blocked correlations
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4933,6 +5543,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/tenants/{id} (the `TenantPut` operationId).
 	TenantPutWithResponse(ctx context.Context, id TenantID, body TenantPutJSONRequestBody, reqEditors ...RequestEditorFn) (*TenantPutResponse, error)
+
+	// PortalSessionsRevokeActorWithResponse Revoke every session of one of the tenant's people
+	//
+	// Revokes every standing session of actor, exchanged or not: each token is refused from its next request on, in every API process.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/tenants/{id}/portal-sessions (the `PortalSessionsRevokeActor` operationId).
+	PortalSessionsRevokeActorWithResponse(ctx context.Context, id TenantID, params *PortalSessionsRevokeActorParams, reqEditors ...RequestEditorFn) (*PortalSessionsRevokeActorResponse, error)
+
+	// PortalSessionCreateWithBodyWithResponse Open a portal session for one of the tenant's people
+	//
+	// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+	PortalSessionCreateWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PortalSessionCreateResponse, error)
+
+	// PortalSessionCreateWithResponse Open a portal session for one of the tenant's people
+	//
+	// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+	PortalSessionCreateWithResponse(ctx context.Context, id TenantID, body PortalSessionCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*PortalSessionCreateResponse, error)
+
+	// PortalSessionRevokeWithResponse Revoke one portal session
+	//
+	// Its token is refused from its next request on, in every API process, with the problem type portal-session-revoked; a code not yet exchanged can no longer be.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/tenants/{id}/portal-sessions/{sid} (the `PortalSessionRevoke` operationId).
+	PortalSessionRevokeWithResponse(ctx context.Context, id TenantID, sid string, reqEditors ...RequestEditorFn) (*PortalSessionRevokeResponse, error)
 
 	// TenantStatsWithResponse A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
 	//
@@ -7160,6 +7806,151 @@ func (r EventAttemptsResponse) ContentType() string {
 	return ""
 }
 
+type PortalSessionExchangeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalToken
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PortalSessionExchangeResponse) GetJSON200() *PortalToken {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PortalSessionExchangeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PortalSessionExchangeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PortalSessionExchangeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PortalSessionExchangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SessionGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SessionGetResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SessionGetResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SessionGetResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SessionGetResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // StatsResponse429Headers the declared response headers of an HTTP 429 response for Stats
 type StatsResponse429Headers struct {
 	RetryAfter int64
@@ -7797,6 +8588,276 @@ func (r TenantPutResponse) ContentType() string {
 	return ""
 }
 
+type PortalSessionsRevokeActorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalSessionsRevoked
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PortalSessionsRevokeActorResponse) GetJSON200() *PortalSessionsRevoked {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PortalSessionsRevokeActorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PortalSessionsRevokeActorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PortalSessionsRevokeActorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PortalSessionsRevokeActorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PortalSessionCreateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PortalSessionCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PortalSessionCreateResponse) GetJSON201() *PortalSessionCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PortalSessionCreateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PortalSessionCreateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PortalSessionCreateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PortalSessionCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PortalSessionRevokeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalSession
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PortalSessionRevokeResponse) GetJSON200() *PortalSession {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PortalSessionRevokeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PortalSessionRevokeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PortalSessionRevokeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PortalSessionRevokeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TenantStatsResponse429Headers the declared response headers of an HTTP 429 response for TenantStats
 type TenantStatsResponse429Headers struct {
 	RetryAfter int64
@@ -8300,6 +9361,51 @@ func (c *ClientWithResponses) EventAttemptsWithResponse(ctx context.Context, id 
 	return ParseEventAttemptsResponse(rsp)
 }
 
+// PortalSessionExchangeWithBodyWithResponse Exchange a portal link's code for a session token
+//
+// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+func (c *ClientWithResponses) PortalSessionExchangeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PortalSessionExchangeResponse, error) {
+	rsp, err := c.PortalSessionExchangeWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePortalSessionExchangeResponse(rsp)
+}
+
+// PortalSessionExchangeWithResponse Exchange a portal link's code for a session token
+//
+// Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal/session (the `PortalSessionExchange` operationId).
+func (c *ClientWithResponses) PortalSessionExchangeWithResponse(ctx context.Context, body PortalSessionExchangeJSONRequestBody, reqEditors ...RequestEditorFn) (*PortalSessionExchangeResponse, error) {
+	rsp, err := c.PortalSessionExchange(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePortalSessionExchangeResponse(rsp)
+}
+
+// SessionGetWithResponse Who the caller is
+//
+// The credential's kind (an API key, the bootstrap token, or a portal session), the tenant it acts on, its scopes, and for a portal session its capabilities, actor, endpoints and expiry. Any valid credential may ask.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/session (the `SessionGet` operationId).
+func (c *ClientWithResponses) SessionGetWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SessionGetResponse, error) {
+	rsp, err := c.SessionGet(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionGetResponse(rsp)
+}
+
 // StatsWithResponse The ledger at a glance: queue depth, in flight, recent deliveries, open dead letters, lag, blocked correlations
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8423,6 +9529,66 @@ func (c *ClientWithResponses) TenantPutWithResponse(ctx context.Context, id Tena
 		return nil, err
 	}
 	return ParseTenantPutResponse(rsp)
+}
+
+// PortalSessionsRevokeActorWithResponse Revoke every session of one of the tenant's people
+//
+// Revokes every standing session of actor, exchanged or not: each token is refused from its next request on, in every API process.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/tenants/{id}/portal-sessions (the `PortalSessionsRevokeActor` operationId).
+func (c *ClientWithResponses) PortalSessionsRevokeActorWithResponse(ctx context.Context, id TenantID, params *PortalSessionsRevokeActorParams, reqEditors ...RequestEditorFn) (*PortalSessionsRevokeActorResponse, error) {
+	rsp, err := c.PortalSessionsRevokeActor(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePortalSessionsRevokeActorResponse(rsp)
+}
+
+// PortalSessionCreateWithBodyWithResponse Open a portal session for one of the tenant's people
+//
+// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+func (c *ClientWithResponses) PortalSessionCreateWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PortalSessionCreateResponse, error) {
+	rsp, err := c.PortalSessionCreateWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePortalSessionCreateResponse(rsp)
+}
+
+// PortalSessionCreateWithResponse Open a portal session for one of the tenant's people
+//
+// Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tenants/{id}/portal-sessions (the `PortalSessionCreate` operationId).
+func (c *ClientWithResponses) PortalSessionCreateWithResponse(ctx context.Context, id TenantID, body PortalSessionCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*PortalSessionCreateResponse, error) {
+	rsp, err := c.PortalSessionCreate(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePortalSessionCreateResponse(rsp)
+}
+
+// PortalSessionRevokeWithResponse Revoke one portal session
+//
+// Its token is refused from its next request on, in every API process, with the problem type portal-session-revoked; a code not yet exchanged can no longer be.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/tenants/{id}/portal-sessions/{sid} (the `PortalSessionRevoke` operationId).
+func (c *ClientWithResponses) PortalSessionRevokeWithResponse(ctx context.Context, id TenantID, sid string, reqEditors ...RequestEditorFn) (*PortalSessionRevokeResponse, error) {
+	rsp, err := c.PortalSessionRevoke(ctx, id, sid, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePortalSessionRevokeResponse(rsp)
 }
 
 // TenantStatsWithResponse A tenant's stats, as GET /v1/stats answers its own: for an operator watching one customer
@@ -10422,6 +11588,121 @@ func ParseEventAttemptsResponse(rsp *http.Response) (*EventAttemptsResponse, err
 	return response, nil
 }
 
+// ParsePortalSessionExchangeResponse parses an HTTP response from a PortalSessionExchangeWithResponse call
+func ParsePortalSessionExchangeResponse(rsp *http.Response) (*PortalSessionExchangeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PortalSessionExchangeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSessionGetResponse parses an HTTP response from a SessionGetWithResponse call
+func ParseSessionGetResponse(rsp *http.Response) (*SessionGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseStatsResponse parses an HTTP response from a StatsWithResponse call
 func ParseStatsResponse(rsp *http.Response) (*StatsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10952,6 +12233,231 @@ func ParseTenantPutResponse(rsp *http.Response) (*TenantPutResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePortalSessionsRevokeActorResponse parses an HTTP response from a PortalSessionsRevokeActorWithResponse call
+func ParsePortalSessionsRevokeActorResponse(rsp *http.Response) (*PortalSessionsRevokeActorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PortalSessionsRevokeActorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalSessionsRevoked
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePortalSessionCreateResponse parses an HTTP response from a PortalSessionCreateWithResponse call
+func ParsePortalSessionCreateResponse(rsp *http.Response) (*PortalSessionCreateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PortalSessionCreateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PortalSessionCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePortalSessionRevokeResponse parses an HTTP response from a PortalSessionRevokeWithResponse call
+func ParsePortalSessionRevokeResponse(rsp *http.Response) (*PortalSessionRevokeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PortalSessionRevokeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem

@@ -184,10 +184,11 @@ WHERE tenant_id = $3
   AND ($7::timestamptz IS NULL OR dead_lettered_at < $7)
   AND ($8::text IS NULL OR status = $8)
   AND ($9::text IS NULL OR event_id = $9)
-  AND ($10::timestamptz IS NULL
-       OR (dead_lettered_at, event_id, endpoint_id) > ($10, $11::text, $12::text))
+  AND ($10::text[] IS NULL OR endpoint_id = ANY($10::text[]))
+  AND ($11::timestamptz IS NULL
+       OR (dead_lettered_at, event_id, endpoint_id) > ($11, $12::text, $13::text))
 ORDER BY dead_lettered_at, event_id, endpoint_id
-LIMIT $13
+LIMIT $14
 `
 
 type DeadLetterListParams struct {
@@ -200,6 +201,7 @@ type DeadLetterListParams struct {
 	Until           *time.Time
 	Status          *string
 	EventID         *string
+	OnlyEndpoints   []string
 	AfterTime       *time.Time
 	AfterEventID    string
 	AfterEndpointID string
@@ -245,6 +247,7 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 		arg.Until,
 		arg.Status,
 		arg.EventID,
+		arg.OnlyEndpoints,
 		arg.AfterTime,
 		arg.AfterEventID,
 		arg.AfterEndpointID,
@@ -383,11 +386,12 @@ WHERE tenant_id = $1 AND status = 'open'
   AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4)
   AND ($5::timestamptz IS NULL OR dead_lettered_at < $5)
   AND ($6::text IS NULL OR event_id = $6)
-  AND ($7::text IS NULL
+  AND ($7::text[] IS NULL OR endpoint_id = ANY($7::text[]))
+  AND ($8::text IS NULL
        OR (correlation_id, endpoint_id, sequence, event_id)
-          > ($7, $8::text, $9::bigint, $10::text))
+          > ($8, $9::text, $10::bigint, $11::text))
 ORDER BY correlation_id, endpoint_id, sequence, event_id
-LIMIT $11
+LIMIT $12
 `
 
 type DeadLetterReplayPageParams struct {
@@ -397,6 +401,7 @@ type DeadLetterReplayPageParams struct {
 	Since              *time.Time
 	Until              *time.Time
 	EventID            *string
+	OnlyEndpoints      []string
 	AfterCorrelationID *string
 	AfterEndpointID    string
 	AfterSequence      int64
@@ -438,6 +443,7 @@ func (q *Queries) DeadLetterReplayPage(ctx context.Context, arg DeadLetterReplay
 		arg.Since,
 		arg.Until,
 		arg.EventID,
+		arg.OnlyEndpoints,
 		arg.AfterCorrelationID,
 		arg.AfterEndpointID,
 		arg.AfterSequence,

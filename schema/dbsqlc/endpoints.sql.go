@@ -790,13 +790,16 @@ const EndpointsList = `-- name: EndpointsList :many
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
-FROM endpoints WHERE tenant_id = $3 AND id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2
+FROM endpoints WHERE tenant_id = $3 AND id > $1 AND deleted_at IS NULL
+  AND ($4::text[] IS NULL OR id = ANY($4::text[]))
+ORDER BY id LIMIT $2
 `
 
 type EndpointsListParams struct {
-	ID       string
-	Limit    int32
-	TenantID string
+	ID            string
+	Limit         int32
+	TenantID      string
+	OnlyEndpoints []string
 }
 
 type EndpointsListRow struct {
@@ -823,9 +826,16 @@ type EndpointsListRow struct {
 	UrlPathPublic           bool
 }
 
-// A page of the tenant's, in id order, after $1 (” for the first).
+// A page of the tenant's, in id order, after $1 (” for the first); only
+// those of only_endpoints when it is not NULL (a portal session limited to
+// them).
 func (q *Queries) EndpointsList(ctx context.Context, arg EndpointsListParams) ([]EndpointsListRow, error) {
-	rows, err := q.db.Query(ctx, EndpointsList, arg.ID, arg.Limit, arg.TenantID)
+	rows, err := q.db.Query(ctx, EndpointsList,
+		arg.ID,
+		arg.Limit,
+		arg.TenantID,
+		arg.OnlyEndpoints,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -40,4 +40,5 @@ type Tenant struct {
 	UpdatedAt           time.Time
 	DeliveriesPerSecond *float64
 	AllowPrivateTargets *bool
+	PortalOrigins       []string
 }

@@ -12,7 +12,7 @@ import (
 
 const TenantGet = `-- name: TenantGet :one
 SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets
+    deliveries_per_second, allow_private_targets, portal_origins
 FROM tenants WHERE id = $1
 `
 
@@ -31,20 +31,22 @@ func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
 		&i.UpdatedAt,
 		&i.DeliveriesPerSecond,
 		&i.AllowPrivateTargets,
+		&i.PortalOrigins,
 	)
 	return i, err
 }
 
 const TenantPut = `-- name: TenantPut :one
-INSERT INTO tenants AS t (id, name, metadata, events_per_second, max_endpoints, max_recovery_window_ms, deliveries_per_second, allow_private_targets)
+INSERT INTO tenants AS t (id, name, metadata, events_per_second, max_endpoints, max_recovery_window_ms, deliveries_per_second, allow_private_targets,
+    portal_origins)
 VALUES ($1, $2, $3, $4, $5, $6,
-    $7, $8)
+    $7, $8, $9)
 ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, metadata = EXCLUDED.metadata,
     events_per_second = EXCLUDED.events_per_second, max_endpoints = EXCLUDED.max_endpoints,
     max_recovery_window_ms = EXCLUDED.max_recovery_window_ms, deliveries_per_second = EXCLUDED.deliveries_per_second,
-    allow_private_targets = EXCLUDED.allow_private_targets, updated_at = now()
+    allow_private_targets = EXCLUDED.allow_private_targets, portal_origins = EXCLUDED.portal_origins, updated_at = now()
 RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets,
+    deliveries_per_second, allow_private_targets, portal_origins,
     (xmax = 0)::bool AS created
 `
 
@@ -57,6 +59,7 @@ type TenantPutParams struct {
 	MaxRecoveryWindowMs *int64
 	DeliveriesPerSecond *float64
 	AllowPrivateTargets *bool
+	PortalOrigins       []string
 }
 
 type TenantPutRow struct {
@@ -71,6 +74,7 @@ type TenantPutRow struct {
 	UpdatedAt           time.Time
 	DeliveriesPerSecond *float64
 	AllowPrivateTargets *bool
+	PortalOrigins       []string
 	Created             bool
 }
 
@@ -87,6 +91,7 @@ func (q *Queries) TenantPut(ctx context.Context, arg TenantPutParams) (TenantPut
 		arg.MaxRecoveryWindowMs,
 		arg.DeliveriesPerSecond,
 		arg.AllowPrivateTargets,
+		arg.PortalOrigins,
 	)
 	var i TenantPutRow
 	err := row.Scan(
@@ -101,6 +106,7 @@ func (q *Queries) TenantPut(ctx context.Context, arg TenantPutParams) (TenantPut
 		&i.UpdatedAt,
 		&i.DeliveriesPerSecond,
 		&i.AllowPrivateTargets,
+		&i.PortalOrigins,
 		&i.Created,
 	)
 	return i, err
@@ -169,7 +175,7 @@ func (q *Queries) TenantRateSlotsReset(ctx context.Context, arg TenantRateSlotsR
 const TenantSetDisabled = `-- name: TenantSetDisabled :one
 UPDATE tenants SET disabled = $2, updated_at = now() WHERE id = $1
 RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets
+    deliveries_per_second, allow_private_targets, portal_origins
 `
 
 type TenantSetDisabledParams struct {
@@ -197,6 +203,7 @@ func (q *Queries) TenantSetDisabled(ctx context.Context, arg TenantSetDisabledPa
 		&i.UpdatedAt,
 		&i.DeliveriesPerSecond,
 		&i.AllowPrivateTargets,
+		&i.PortalOrigins,
 	)
 	return i, err
 }
@@ -216,7 +223,7 @@ func (q *Queries) TenantWakeLanes(ctx context.Context, tenantID string) error {
 
 const TenantsList = `-- name: TenantsList :many
 SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets
+    deliveries_per_second, allow_private_targets, portal_origins
 FROM tenants WHERE id > $1 ORDER BY id LIMIT $2
 `
 
@@ -247,6 +254,7 @@ func (q *Queries) TenantsList(ctx context.Context, arg TenantsListParams) ([]Ten
 			&i.UpdatedAt,
 			&i.DeliveriesPerSecond,
 			&i.AllowPrivateTargets,
+			&i.PortalOrigins,
 		); err != nil {
 			return nil, err
 		}

@@ -67,6 +67,7 @@ WHERE tenant_id = sqlc.arg(tenant_id)
   AND (sqlc.narg(until)::timestamptz IS NULL OR dead_lettered_at < sqlc.narg(until))
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(event_id)::text IS NULL OR event_id = sqlc.narg(event_id))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR endpoint_id = ANY(sqlc.narg(only_endpoints)::text[]))
   AND (sqlc.narg(after_time)::timestamptz IS NULL
        OR (dead_lettered_at, event_id, endpoint_id) > (sqlc.narg(after_time), sqlc.arg(after_event_id)::text, sqlc.arg(after_endpoint_id)::text))
 ORDER BY dead_lettered_at, event_id, endpoint_id
@@ -87,6 +88,7 @@ WHERE tenant_id = sqlc.arg(tenant_id) AND status = 'open'
   AND (sqlc.narg(since)::timestamptz IS NULL OR dead_lettered_at >= sqlc.narg(since))
   AND (sqlc.narg(until)::timestamptz IS NULL OR dead_lettered_at < sqlc.narg(until))
   AND (sqlc.narg(event_id)::text IS NULL OR event_id = sqlc.narg(event_id))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR endpoint_id = ANY(sqlc.narg(only_endpoints)::text[]))
   AND (sqlc.narg(after_correlation_id)::text IS NULL
        OR (correlation_id, endpoint_id, sequence, event_id)
           > (sqlc.narg(after_correlation_id), sqlc.arg(after_endpoint_id)::text, sqlc.arg(after_sequence)::bigint, sqlc.arg(after_event_id)::text))

@@ -105,11 +105,15 @@ RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
 
 -- name: EndpointsList :many
--- A page of the tenant's, in id order, after $1 ('' for the first).
+-- A page of the tenant's, in id order, after $1 ('' for the first); only
+-- those of only_endpoints when it is not NULL (a portal session limited to
+-- them).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
-FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id > $1 AND deleted_at IS NULL ORDER BY id LIMIT $2;
+FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id > $1 AND deleted_at IS NULL
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR id = ANY(sqlc.narg(only_endpoints)::text[]))
+ORDER BY id LIMIT $2;
 
 -- name: EndpointsSubscribed :many
 -- The ids of the tenant's endpoints whose event_types match type $1, in id order,

@@ -2,26 +2,27 @@
 -- Creates tenant $1, or replaces its name, metadata and limits (a PUT:
 -- what the body leaves out goes back to its default); its disabled flag
 -- and creation time stay. created says which.
-INSERT INTO tenants AS t (id, name, metadata, events_per_second, max_endpoints, max_recovery_window_ms, deliveries_per_second, allow_private_targets)
+INSERT INTO tenants AS t (id, name, metadata, events_per_second, max_endpoints, max_recovery_window_ms, deliveries_per_second, allow_private_targets,
+    portal_origins)
 VALUES ($1, $2, $3, sqlc.narg(events_per_second), sqlc.narg(max_endpoints), sqlc.narg(max_recovery_window_ms),
-    sqlc.narg(deliveries_per_second), sqlc.narg(allow_private_targets))
+    sqlc.narg(deliveries_per_second), sqlc.narg(allow_private_targets), sqlc.arg(portal_origins))
 ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, metadata = EXCLUDED.metadata,
     events_per_second = EXCLUDED.events_per_second, max_endpoints = EXCLUDED.max_endpoints,
     max_recovery_window_ms = EXCLUDED.max_recovery_window_ms, deliveries_per_second = EXCLUDED.deliveries_per_second,
-    allow_private_targets = EXCLUDED.allow_private_targets, updated_at = now()
+    allow_private_targets = EXCLUDED.allow_private_targets, portal_origins = EXCLUDED.portal_origins, updated_at = now()
 RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets,
+    deliveries_per_second, allow_private_targets, portal_origins,
     (xmax = 0)::bool AS created;
 
 -- name: TenantGet :one
 SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets
+    deliveries_per_second, allow_private_targets, portal_origins
 FROM tenants WHERE id = $1;
 
 -- name: TenantsList :many
 -- A page in id order, after $1 ('' for the first).
 SELECT id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets
+    deliveries_per_second, allow_private_targets, portal_origins
 FROM tenants WHERE id > $1 ORDER BY id LIMIT $2;
 
 -- name: TenantSetDisabled :one
@@ -32,7 +33,7 @@ FROM tenants WHERE id > $1 ORDER BY id LIMIT $2;
 -- send now rather than when their timers say.
 UPDATE tenants SET disabled = $2, updated_at = now() WHERE id = $1
 RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_recovery_window_ms, created_at, updated_at,
-    deliveries_per_second, allow_private_targets;
+    deliveries_per_second, allow_private_targets, portal_origins;
 
 -- name: TenantWakeLanes :exec
 -- Stamps a wake on every endpoint of tenant $1 not deleted (made closed,

@@ -476,6 +476,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenants/{id}/portal-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Open a portal session for one of the tenant's people
+         * @description Answers a link to hand to the person named in actor: `url` carries a one-time code in its fragment (never in a query string), good once within 60 seconds; the page exchanges it (POST /v1/portal/session) for a bearer token that acts on this tenant's /v1 routes with the capabilities asked for, until `expires_at` or revocation. The link's base is HOOKFLOW_PORTAL_BASE_URL, never the request's Host.
+         */
+        post: operations["portalSessionCreate"];
+        /**
+         * Revoke every session of one of the tenant's people
+         * @description Revokes every standing session of actor, exchanged or not: each token is refused from its next request on, in every API process.
+         */
+        delete: operations["portalSessionsRevokeActor"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{id}/portal-sessions/{sid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one portal session
+         * @description Its token is refused from its next request on, in every API process, with the problem type portal-session-revoked; a code not yet exchanged can no longer be.
+         */
+        delete: operations["portalSessionRevoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/portal/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange a portal link's code for a session token
+         * @description Needs no credential: the code is one. It is good once, within 60 seconds of the session's creation; the exchange is one statement, so of two racing requests one wins. A used code answers 401 portal-link-used, an expired one 401 portal-link-expired, a revoked session's 401 portal-session-revoked. The token acts on the session's tenant through the same /v1 routes as an API key, sent as Authorization: Bearer.
+         */
+        post: operations["portalSessionExchange"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the caller is
+         * @description The credential's kind (an API key, the bootstrap token, or a portal session), the tenant it acts on, its scopes, and for a portal session its capabilities, actor, endpoints and expiry. Any valid credential may ask.
+         */
+        get: operations["sessionGet"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1114,6 +1198,8 @@ export interface components {
                 [key: string]: string;
             };
             limits?: components["schemas"]["TenantLimits"];
+            /** @description the origins (scheme://host[:port], no path) that may frame the tenant's portal page (its Content-Security-Policy frame-ancestors); default none */
+            portal_origins?: string[];
         };
         TenantUpdate: {
             /** @description true: every key of the tenant is refused (401) at its next request, in every API process, and its deliveries wait (each lane's head on a timer, spending no recovery window: nothing is dead-lettered for it); operator keys still act on it. false: its keys work again and its lanes are woken at once. */
@@ -1131,6 +1217,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            /** @description the origins that may frame the tenant's portal page; absent: none */
+            portal_origins?: string[];
         };
         TenantPage: {
             items: components["schemas"]["Tenant"][];
@@ -1160,6 +1248,109 @@ export interface components {
             delivering: number;
             /** @description age of its oldest event with a delivery not delivered or skipped; 0 when none */
             oldest_lag_seconds: number;
+        };
+        /**
+         * @description What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (the portal's test event; grants no scope of the API's today). Every session may view.
+         * @enum {string}
+         */
+        PortalCapability: "view" | "endpoints:manage" | "endpoints:secret" | "dead-letters:write" | "events:test";
+        /** @description A portal session for one person of the tenant. */
+        PortalSessionCreate: {
+            /** @description default ["view"] */
+            capabilities?: components["schemas"]["PortalCapability"][];
+            /** @description how long the session lasts from its creation, a Go duration from 5m to 24h; default 1h */
+            ttl?: string;
+            /** @description who the link is for (an email, a user ID): the by of the session's replays and skips is portal:<actor>, and revoking by actor ends all of theirs */
+            actor: string;
+            /** @description an http(s) URL the page links back to when the session has ended */
+            return_url?: string;
+            /** @description limits the session to these endpoints of the tenant's: it sees and acts on no other endpoint, nor their dead letters; left out, all of the tenant's */
+            endpoint_ids?: string[];
+        };
+        PortalSessionCreated: {
+            /** @description the session's id, to revoke it */
+            id: string;
+            /** @description the link to hand out: <HOOKFLOW_PORTAL_BASE_URL>/portal/#code=…, good once */
+            url: string;
+            /**
+             * Format: date-time
+             * @description when the session ends
+             */
+            expires_at: string;
+            /**
+             * Format: date-time
+             * @description when the link's code can no longer be exchanged (60 s)
+             */
+            code_expires_at: string;
+        };
+        PortalSession: {
+            id: string;
+            tenant_id: components["schemas"]["TenantId"];
+            actor: string;
+            capabilities: components["schemas"]["PortalCapability"][];
+            /** @description the endpoints it is limited to; absent: all of the tenant's */
+            endpoint_ids?: string[];
+            return_url: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the credential that opened it */
+            created_by: string;
+            /**
+             * Format: date-time
+             * @description when its code was exchanged
+             */
+            exchanged_at?: string;
+            /** Format: date-time */
+            revoked_at?: string;
+        };
+        PortalSessionsRevoked: {
+            /** @description how many sessions were revoked */
+            revoked: number;
+            ids: string[];
+        };
+        PortalCodeExchange: {
+            /** @description the code from the link's fragment */
+            code: string;
+        };
+        PortalToken: {
+            /** @description hfp_…: send it as Authorization: Bearer; keep it in memory only */
+            token: string;
+            /** Format: date-time */
+            expires_at: string;
+            tenant_id: components["schemas"]["TenantId"];
+            capabilities: components["schemas"]["PortalCapability"][];
+            actor: string;
+            return_url: string;
+            /** @description the endpoints it is limited to; absent: all of the tenant's */
+            endpoint_ids?: string[];
+        };
+        Session: {
+            /**
+             * @description key: an API key or the bootstrap token; portal: a portal session's token
+             * @enum {string}
+             */
+            kind: "key" | "portal";
+            /** @description the key's or the session's id (bootstrap for the bootstrap token) */
+            id: string;
+            /** @description who acts: the by of its replays and skips */
+            name: string;
+            tenant_id: components["schemas"]["TenantId"];
+            /** @description true for a tenant's key and a portal session, which act on their own tenant only */
+            confined?: boolean;
+            scopes: components["schemas"]["Scope"][];
+            /** @description a portal session's */
+            capabilities?: components["schemas"]["PortalCapability"][];
+            /** @description the endpoints a portal session is limited to */
+            endpoint_ids?: string[];
+            /**
+             * Format: date-time
+             * @description a portal session's end
+             */
+            expires_at?: string;
+            /** @description a portal session's */
+            return_url?: string;
         };
     };
     responses: never;
@@ -4675,6 +4866,482 @@ export interface operations {
                 };
             };
             /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    portalSessionCreate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "capabilities": [
+                 *         "view",
+                 *         "dead-letters:write"
+                 *       ],
+                 *       "ttl": "1h",
+                 *       "actor": "alice@acme.example",
+                 *       "return_url": "https://app.acme.example/settings/webhooks"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PortalSessionCreate"];
+            };
+        };
+        responses: {
+            /** @description The session; its link is shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "ps_k3v9q2m7x1c4",
+                     *       "url": "http://127.0.0.1:8080/portal/#code=pc_Zq3…",
+                     *       "expires_at": "2026-12-05T11:00:00Z",
+                     *       "code_expires_at": "2026-12-05T10:01:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalSessionCreated"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked credential; an expired or revoked portal session (problem types portal-session-expired, portal-session-revoked); each failure counts against the client address (see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credential lacks the scope `tenants:write`; the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such tenant, or no such session of it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the API takes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A ttl out of 5m..24h, an unknown capability, or an endpoint that is not the tenant's (named in `field`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    portalSessionsRevokeActor: {
+        parameters: {
+            query: {
+                /** @description the actor whose sessions end */
+                actor: string;
+            };
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sessions revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "revoked": 2,
+                     *       "ids": [
+                     *         "ps_k3v9q2m7x1c4",
+                     *         "ps_w8e2r4t6y8u0"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalSessionsRevoked"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked credential; an expired or revoked portal session (problem types portal-session-expired, portal-session-revoked); each failure counts against the client address (see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credential lacks the scope `tenants:write`; the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such tenant, or no such session of it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    portalSessionRevoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description tenant id */
+                id: components["schemas"]["TenantId"];
+                /** @description session id */
+                sid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "ps_k3v9q2m7x1c4",
+                     *       "tenant_id": "acme",
+                     *       "actor": "alice@acme.example",
+                     *       "capabilities": [
+                     *         "view",
+                     *         "dead-letters:write"
+                     *       ],
+                     *       "endpoint_ids": [
+                     *         "ep_7d2k9f0q1w3e5r7t9y1u3i5o"
+                     *       ],
+                     *       "return_url": "https://app.acme.example/settings/webhooks",
+                     *       "expires_at": "2026-12-05T11:00:00Z",
+                     *       "created_at": "2026-12-05T10:00:00Z",
+                     *       "created_by": "acme-backend",
+                     *       "exchanged_at": "2026-12-05T10:00:20Z",
+                     *       "revoked_at": "2026-12-05T10:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalSession"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked credential; an expired or revoked portal session (problem types portal-session-expired, portal-session-revoked); each failure counts against the client address (see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credential lacks the scope `tenants:write`; the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such tenant, or no such session of it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    portalSessionExchange: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "code": "pc_Zq3…"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PortalCodeExchange"];
+            };
+        };
+        responses: {
+            /** @description The session's token, shown once. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "token": "hfp_…",
+                     *       "expires_at": "2026-12-05T11:00:00Z",
+                     *       "tenant_id": "acme",
+                     *       "capabilities": [
+                     *         "view",
+                     *         "dead-letters:write"
+                     *       ],
+                     *       "actor": "alice@acme.example",
+                     *       "return_url": "https://app.acme.example/settings/webhooks"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalToken"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked credential; an expired or revoked portal session (problem types portal-session-expired, portal-session-revoked); each failure counts against the client address (see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the API takes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    sessionGet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "kind": "portal",
+                     *       "id": "ps_k3v9q2m7x1c4",
+                     *       "name": "portal:alice@acme.example",
+                     *       "tenant_id": "acme",
+                     *       "scopes": [
+                     *         "events:read",
+                     *         "dead-letters:write"
+                     *       ],
+                     *       "capabilities": [
+                     *         "view",
+                     *         "dead-letters:write"
+                     *       ],
+                     *       "expires_at": "2026-12-05T11:00:00Z",
+                     *       "return_url": "https://app.acme.example/settings/webhooks"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description Missing, unknown or revoked credential; an expired or revoked portal session (problem types portal-session-expired, portal-session-revoked); each failure counts against the client address (see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error. */
             500: {
                 headers: {
                     [name: string]: unknown;
