@@ -198,6 +198,10 @@ func TestBadInputRefusedAndNothingStored(t *testing.T) {
 		{name: "endpoint: list limit too large", method: "GET", path: "/v1/endpoints?limit=501", status: 400, field: "limit"},
 		{name: "endpoint: list cursor made up", method: "GET", path: "/v1/endpoints?cursor=..", status: 400, field: "cursor"},
 		{name: "endpoint: list cursor not an id", method: "GET", path: "/v1/endpoints?cursor=YS5i", status: 400, field: "cursor"},
+		// A query parameter the operation does not take would be a silent
+		// no-op: the tenant of POST /v1/endpoints rides in its body.
+		{name: "endpoint: create with ?tenant_id=", path: "/v1/endpoints?tenant_id=acme", body: `{"url":"https://example.com/x"}`, status: 400, field: "tenant_id", detail: "unknown query parameter"},
+		{name: "endpoint: list with an unknown parameter", method: "GET", path: "/v1/endpoints?limt=5", status: 400, field: "limt"},
 		{name: "endpoint: rotate unknown endpoint", path: "/v1/endpoints/ep_nope/rotate-secret", status: 404},
 	}
 

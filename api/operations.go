@@ -128,9 +128,20 @@ func (op *operation) enter(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // checkParameters checks the path and query parameters a request sends
-// against their schemas; the generated wrapper then binds them.
+// against their schemas; the generated wrapper then binds them. A query
+// parameter the operation does not take is refused, as an unknown body
+// member is: left unread it would be a silent no-op (?tenant_id= on
+// POST /v1/endpoints, whose tenant rides in the body, would act on the
+// key's own tenant).
 func (op *operation) checkParameters(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		for _, name := range slices.Sorted(maps.Keys(c.QueryParams())) {
+			if op.params.GetByInAndName(openapi3.ParameterInQuery, name) == nil {
+				p := fieldProblem(name, fmt.Sprintf("unknown query parameter %s: %s %s takes none of that name", name, op.method, op.path))
+				p.Type = problemTypeBase + "unknown-field"
+				return p
+			}
+		}
 		for _, ref := range op.params {
 			p := ref.Value
 			var raw string
