@@ -191,7 +191,7 @@ func TestOutboxDeliversCommittedOnly(t *testing.T) {
 // it stays pending in the outbox with the reason noted.
 func TestOutboxKeepsTheTenant(t *testing.T) {
 	b := setup(t, options{})
-	acme, globex := b.newTenantSide("acme"), b.newTenantSide("globex")
+	acme, globex := b.newTenantSide("outbox-acme"), b.newTenantSide("outbox-globex")
 	ctx := context.Background()
 	producer := producerDB(t)
 	r := b.startRelay(ownPool(t, producer), b.client, relay.Config{})
@@ -202,8 +202,8 @@ func TestOutboxKeepsTheTenant(t *testing.T) {
 	}
 	err := pgx.BeginFunc(ctx, producer, func(tx pgx.Tx) error {
 		for _, e := range []outbox.Event{
-			ev("acme", acme.endpoint, 3), ev("globex", globex.endpoint, 2), ev("initech", acme.endpoint, 1),
-			ev("globex", globex.endpoint, 3), ev("acme", acme.endpoint, 1), ev("globex", globex.endpoint, 1), ev("acme", acme.endpoint, 2),
+			ev("outbox-acme", acme.endpoint, 3), ev("outbox-globex", globex.endpoint, 2), ev("initech", acme.endpoint, 1),
+			ev("outbox-globex", globex.endpoint, 3), ev("outbox-acme", acme.endpoint, 1), ev("outbox-globex", globex.endpoint, 1), ev("outbox-acme", acme.endpoint, 2),
 		} {
 			if err := outbox.Enqueue(ctx, tx, e); err != nil {
 				return err

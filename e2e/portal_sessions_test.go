@@ -80,8 +80,8 @@ func (b *bundle) portalToken(tenant string, body map[string]any) (portalLink, po
 func TestPortalSessions(t *testing.T) {
 	b := setup(t, options{})
 	ctx := context.Background()
-	a := b.newTenantSide("acme", "evt-bad")
-	g := b.newTenantSide("globex", "evt-bad")
+	a := b.newTenantSide("portal-acme", "evt-bad")
+	g := b.newTenantSide("portal-globex", "evt-bad")
 	for _, s := range []*tenantSide{a, g} {
 		require.Equal(t, http.StatusAccepted, s.post(b, "evt-bad", "order-1", 1))
 		waitFor(t, time.Minute, s.id+"'s dead letter", func() bool {
@@ -117,7 +117,7 @@ func TestPortalSessions(t *testing.T) {
 			{map[string]any{"actor": "x", "return_url": "javascript:alert(1)"}, "return_url"},
 		} {
 			var p problemBody
-			require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/tenants/acme/portal-sessions", c.body, &p), "%v", c.body)
+			require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/tenants/portal-acme/portal-sessions", c.body, &p), "%v", c.body)
 			require.Equal(t, c.field, p.Field, p.Detail)
 			if c.field == "endpoint_ids" {
 				require.Contains(t, p.Detail, g.endpoint, "names the endpoint that is not the tenant's")
@@ -126,7 +126,7 @@ func TestPortalSessions(t *testing.T) {
 		}
 		require.Equal(t, http.StatusNotFound, b.call(http.MethodPost, "/v1/tenants/nosuch/portal-sessions", map[string]any{"actor": "x"}, nil))
 		// A tenant's key opens no sessions: tenants:write is the operator's.
-		require.Equal(t, http.StatusForbidden, b.callAs(a.key, http.MethodPost, "/v1/tenants/acme/portal-sessions", map[string]any{"actor": "x"}, nil))
+		require.Equal(t, http.StatusForbidden, b.callAs(a.key, http.MethodPost, "/v1/tenants/portal-acme/portal-sessions", map[string]any{"actor": "x"}, nil))
 		// 5m and 24h are in bounds; 1h is the default.
 		for ttl, want := range map[string]time.Duration{"5m": 5 * time.Minute, "24h": 24 * time.Hour, "": time.Hour} {
 			body := map[string]any{"actor": "x"}
@@ -134,18 +134,18 @@ func TestPortalSessions(t *testing.T) {
 				body["ttl"] = ttl
 			}
 			before := time.Now()
-			l := b.openPortal("acme", body)
+			l := b.openPortal("portal-acme", body)
 			require.WithinRange(t, l.ExpiresAt, before.Add(want-5*time.Second), time.Now().Add(want+5*time.Second), ttl)
 		}
 	})
 
 	t.Run("view", func(t *testing.T) {
-		l := b.openPortal("acme", map[string]any{"actor": "alice@acme.example", "return_url": "https://app.acme.example/webhooks"})
+		l := b.openPortal("portal-acme", map[string]any{"actor": "alice@acme.example", "return_url": "https://app.acme.example/webhooks"})
 		require.True(t, strings.HasPrefix(l.URL, b.apiURL+"/portal/#code="), "the link is on the API's own address: %s", l.URL)
 		var tok portalToken
 		require.Equal(t, http.StatusOK, b.exchange(l.code(t), &tok))
 		require.True(t, strings.HasPrefix(tok.Token, "hfp_"), tok.Token)
-		require.Equal(t, "acme", tok.TenantID)
+		require.Equal(t, "portal-acme", tok.TenantID)
 		require.Equal(t, []string{"view"}, tok.Capabilities)
 		require.Equal(t, l.ExpiresAt.Unix(), tok.ExpiresAt.Unix())
 		// The link is good once.
@@ -169,7 +169,7 @@ func TestPortalSessions(t *testing.T) {
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/session", nil, &who))
 		require.Equal(t, "portal", who.Kind)
 		require.Equal(t, "portal:alice@acme.example", who.Name)
-		require.Equal(t, "acme", who.TenantID)
+		require.Equal(t, "portal-acme", who.TenantID)
 		require.True(t, who.Confined)
 		require.Equal(t, []string{"events:read"}, who.Scopes)
 		require.Equal(t, []string{"view"}, who.Capabilities)
@@ -186,7 +186,7 @@ func TestPortalSessions(t *testing.T) {
 			{http.MethodPatch, "/v1/endpoints/" + a.endpoint},
 			{http.MethodPost, "/v1/dead-letters/evt-bad/skip"},
 			{http.MethodPost, "/v1/events"},
-			{http.MethodGet, "/v1/tenants/acme"},
+			{http.MethodGet, "/v1/tenants/portal-acme"},
 		} {
 			var body any
 			switch w.method {
@@ -204,7 +204,7 @@ func TestPortalSessions(t *testing.T) {
 		// Another tenant's: 404, as an unknown ID, and it cannot name it.
 		require.Equal(t, http.StatusNotFound, b.callAs(tok.Token, http.MethodGet, "/v1/endpoints/"+g.endpoint, nil, nil))
 		require.Equal(t, http.StatusNotFound, b.callAs(tok.Token, http.MethodGet, "/v1/dead-letters/evt-bad?endpoint_id="+url.QueryEscape(g.endpoint), nil, nil))
-		require.Equal(t, http.StatusNotFound, b.callAs(tok.Token, http.MethodGet, "/v1/endpoints?tenant_id=globex", nil, nil))
+		require.Equal(t, http.StatusNotFound, b.callAs(tok.Token, http.MethodGet, "/v1/endpoints?tenant_id=portal-globex", nil, nil))
 
 		// No cache keeps an answer, and no page passes its address on.
 		req, err := http.NewRequest(http.MethodGet, b.apiURL+"/v1/session", nil)
@@ -220,13 +220,13 @@ func TestPortalSessions(t *testing.T) {
 		who.Kind, who.Name, who.TenantID, who.Capabilities = "", "", "", nil
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/session", nil, &who))
 		require.Equal(t, "key", who.Kind)
-		require.Equal(t, "acme", who.TenantID)
-		require.Equal(t, "acme-backend", who.Name)
+		require.Equal(t, "portal-acme", who.TenantID)
+		require.Equal(t, "portal-acme-backend", who.Name)
 		require.Empty(t, who.Capabilities)
 	})
 
 	t.Run("expired link", func(t *testing.T) {
-		l := b.openPortal("acme", map[string]any{"actor": "late@acme.example"})
+		l := b.openPortal("portal-acme", map[string]any{"actor": "late@acme.example"})
 		expire("code_expires_at", l.ID)
 		var p problemBody
 		require.Equal(t, http.StatusUnauthorized, b.exchange(l.code(t), &p))
@@ -234,7 +234,7 @@ func TestPortalSessions(t *testing.T) {
 	})
 
 	t.Run("skip as portal actor", func(t *testing.T) {
-		_, tok := b.portalToken("acme", map[string]any{"actor": "bob@acme.example", "capabilities": []string{"dead-letters:write"}})
+		_, tok := b.portalToken("portal-acme", map[string]any{"actor": "bob@acme.example", "capabilities": []string{"dead-letters:write"}})
 		require.Equal(t, []string{"view", "dead-letters:write"}, tok.Capabilities, "every session views")
 		require.Equal(t, http.StatusAccepted, b.callAs(tok.Token, http.MethodPost, "/v1/dead-letters/evt-bad/skip", map[string]any{"endpoint_id": a.endpoint, "note": "refunded"}, nil))
 		var dl struct {
@@ -251,21 +251,21 @@ func TestPortalSessions(t *testing.T) {
 	})
 
 	t.Run("secrets", func(t *testing.T) {
-		_, manage := b.portalToken("acme", map[string]any{"actor": "carol@acme.example", "capabilities": []string{"endpoints:manage"}})
+		_, manage := b.portalToken("portal-acme", map[string]any{"actor": "carol@acme.example", "capabilities": []string{"endpoints:manage"}})
 		require.Equal(t, http.StatusOK, b.callAs(manage.Token, http.MethodPatch, "/v1/endpoints/"+a.opsEP, map[string]any{"timeout": "10s"}, nil))
 		var p problemBody
 		require.Equal(t, http.StatusForbidden, b.callAs(manage.Token, http.MethodPost, "/v1/endpoints/"+a.opsEP+"/rotate-secret", nil, &p))
 		require.Equal(t, problemType("missing-capability"), p.Type)
 		require.Equal(t, http.StatusForbidden, b.callAs(manage.Token, http.MethodPost, "/v1/endpoints", map[string]any{"url": a.rcv.srv.URL}, &p))
 		require.Equal(t, problemType("missing-capability"), p.Type)
-		_, secret := b.portalToken("acme", map[string]any{"actor": "carol@acme.example", "capabilities": []string{"endpoints:manage", "endpoints:secret"}})
+		_, secret := b.portalToken("portal-acme", map[string]any{"actor": "carol@acme.example", "capabilities": []string{"endpoints:manage", "endpoints:secret"}})
 		var ep endpoint
 		require.Equal(t, http.StatusOK, b.callAs(secret.Token, http.MethodPost, "/v1/endpoints/"+a.opsEP+"/rotate-secret", nil, &ep))
 		require.True(t, strings.HasPrefix(ep.Secret, "whsec_"))
 	})
 
 	t.Run("limited to endpoints", func(t *testing.T) {
-		_, tok := b.portalToken("acme", map[string]any{"actor": "dave@acme.example", "endpoint_ids": []string{a.opsEP},
+		_, tok := b.portalToken("portal-acme", map[string]any{"actor": "dave@acme.example", "endpoint_ids": []string{a.opsEP},
 			"capabilities": []string{"endpoints:manage", "endpoints:secret", "dead-letters:write"}})
 		require.Equal(t, []string{a.opsEP}, tok.EndpointIDs)
 		var eps struct {
@@ -309,28 +309,28 @@ func TestPortalSessions(t *testing.T) {
 	})
 
 	t.Run("revoked and expired", func(t *testing.T) {
-		one, tok := b.portalToken("acme", map[string]any{"actor": "erin@acme.example"})
+		one, tok := b.portalToken("portal-acme", map[string]any{"actor": "erin@acme.example"})
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/endpoints", nil, nil))
 		var revoked struct {
 			ID        string    `json:"id"`
 			RevokedAt time.Time `json:"revoked_at"`
 		}
 		// Another tenant's session ID is not found under this one.
-		require.Equal(t, http.StatusNotFound, b.call(http.MethodDelete, "/v1/tenants/globex/portal-sessions/"+one.ID, nil, nil))
+		require.Equal(t, http.StatusNotFound, b.call(http.MethodDelete, "/v1/tenants/portal-globex/portal-sessions/"+one.ID, nil, nil))
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/endpoints", nil, nil))
-		require.Equal(t, http.StatusOK, b.call(http.MethodDelete, "/v1/tenants/acme/portal-sessions/"+one.ID, nil, &revoked))
+		require.Equal(t, http.StatusOK, b.call(http.MethodDelete, "/v1/tenants/portal-acme/portal-sessions/"+one.ID, nil, &revoked))
 		require.Equal(t, one.ID, revoked.ID)
 		refused(tok.Token, http.MethodGet, "/v1/endpoints", nil, "portal-session-revoked")
 
 		// All of one actor's: the exchanged and the one not yet opened.
-		_, t1 := b.portalToken("acme", map[string]any{"actor": "frank@acme.example"})
-		unopened := b.openPortal("acme", map[string]any{"actor": "frank@acme.example"})
-		_, other := b.portalToken("acme", map[string]any{"actor": "grace@acme.example"})
+		_, t1 := b.portalToken("portal-acme", map[string]any{"actor": "frank@acme.example"})
+		unopened := b.openPortal("portal-acme", map[string]any{"actor": "frank@acme.example"})
+		_, other := b.portalToken("portal-acme", map[string]any{"actor": "grace@acme.example"})
 		var many struct {
 			Revoked int      `json:"revoked"`
 			IDs     []string `json:"ids"`
 		}
-		require.Equal(t, http.StatusOK, b.call(http.MethodDelete, "/v1/tenants/acme/portal-sessions?actor="+url.QueryEscape("frank@acme.example"), nil, &many))
+		require.Equal(t, http.StatusOK, b.call(http.MethodDelete, "/v1/tenants/portal-acme/portal-sessions?actor="+url.QueryEscape("frank@acme.example"), nil, &many))
 		require.Equal(t, 2, many.Revoked)
 		require.Contains(t, many.IDs, unopened.ID)
 		refused(t1.Token, http.MethodGet, "/v1/session", nil, "portal-session-revoked")
@@ -340,16 +340,16 @@ func TestPortalSessions(t *testing.T) {
 		require.Equal(t, http.StatusOK, b.callAs(other.Token, http.MethodGet, "/v1/session", nil, nil), "another actor's session stands")
 
 		// A session past its end.
-		l, short := b.portalToken("acme", map[string]any{"actor": "heidi@acme.example", "ttl": "5m"})
+		l, short := b.portalToken("portal-acme", map[string]any{"actor": "heidi@acme.example", "ttl": "5m"})
 		require.Equal(t, http.StatusOK, b.callAs(short.Token, http.MethodGet, "/v1/session", nil, nil))
 		expire("expires_at", l.ID)
 		refused(short.Token, http.MethodGet, "/v1/session", nil, "portal-session-expired")
 
 		// A disabled tenant's sessions are refused as its keys are.
-		_, off := b.portalToken("acme", map[string]any{"actor": "ivan@acme.example"})
-		require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/tenants/acme", map[string]any{"disabled": true}, nil))
+		_, off := b.portalToken("portal-acme", map[string]any{"actor": "ivan@acme.example"})
+		require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/tenants/portal-acme", map[string]any{"disabled": true}, nil))
 		refused(off.Token, http.MethodGet, "/v1/session", nil, "unauthorized")
-		require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/tenants/acme", map[string]any{"disabled": false}, nil))
+		require.Equal(t, http.StatusOK, b.call(http.MethodPatch, "/v1/tenants/portal-acme", map[string]any{"disabled": false}, nil))
 		require.Equal(t, http.StatusOK, b.callAs(off.Token, http.MethodGet, "/v1/session", nil, nil))
 	})
 
@@ -357,13 +357,13 @@ func TestPortalSessions(t *testing.T) {
 		var tn struct {
 			PortalOrigins []string `json:"portal_origins"`
 		}
-		require.Equal(t, http.StatusOK, b.call(http.MethodPut, "/v1/tenants/acme", map[string]any{"name": "Tenant acme",
+		require.Equal(t, http.StatusOK, b.call(http.MethodPut, "/v1/tenants/portal-acme", map[string]any{"name": "Tenant portal-acme",
 			"portal_origins": []string{"https://App.Acme.example", "http://127.0.0.1:3000"}}, &tn))
 		require.Equal(t, []string{"https://app.acme.example", "http://127.0.0.1:3000"}, tn.PortalOrigins)
-		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/tenants/acme", nil, &tn))
+		require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/tenants/portal-acme", nil, &tn))
 		require.Equal(t, []string{"https://app.acme.example", "http://127.0.0.1:3000"}, tn.PortalOrigins)
 		var p problemBody
-		require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPut, "/v1/tenants/acme", map[string]any{"name": "Tenant acme",
+		require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPut, "/v1/tenants/portal-acme", map[string]any{"name": "Tenant portal-acme",
 			"portal_origins": []string{"https://app.acme.example/portal"}}, &p))
 		require.Equal(t, "portal_origins[0]", p.Field)
 	})

@@ -104,6 +104,11 @@ type tenantSide struct {
 // newTenantSide creates tenant id with a key of every scope a tenant's key
 // may hold, an endpoint for its events, and one subscribed to hookflow's
 // operational events.
+//
+// A tenant ID is one test's own: the package's tests share one Temporal
+// namespace, so two tests making tenant acme would share the workflow
+// acme/sequencer/order-42, left open on the first test's task queue, whose
+// worker is gone by the time the second posts.
 func (b *bundle) newTenantSide(id string, refuse ...string) *tenantSide {
 	b.t.Helper()
 	var tn map[string]any
