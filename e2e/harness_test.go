@@ -78,6 +78,9 @@ type options struct {
 	// eventMaxHistory is the history length past which event workflows
 	// continue as new (default: the workflow's).
 	eventMaxHistory int
+	// handOverBatch is how long a delivered lane waits for its peers'
+	// first attempts before its hand-over (default: the workflow's).
+	handOverBatch time.Duration
 	// maxEndpoints and maxSubscribers are HOOKFLOW_MAX_ENDPOINTS and
 	// HOOKFLOW_MAX_SUBSCRIBERS (default: the API's).
 	maxEndpoints, maxSubscribers int
@@ -113,7 +116,7 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10,
-		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
+		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, HandOverBatch: opts.handOverBatch, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
 		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6), PrivateAllowlist: opts.allowlist,
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}

@@ -80,6 +80,10 @@ func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
 	probe.mu.Unlock()
 
 	// Queued: stored as the API stores it, its start left to the sweep.
+	// The three become due together (swept_at stamped in one statement,
+	// within the sweep's 2 s grace of their insert): a sweep that took the
+	// first alone would start it, and its sequencer, loading the ledger,
+	// would release the others with no arrival of theirs for the probe.
 	ctx := context.Background()
 	corr := b.id("queued")
 	for s := int64(1); s <= 3; s++ {
@@ -90,6 +94,9 @@ func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
+	tag, err := b.store.Pool().Exec(ctx, "UPDATE events SET swept_at = now() WHERE correlation_id = $1 AND state = 'queued'", corr)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, tag.RowsAffected(), "no sweep took an event within its grace")
 	for s := 1; s <= 3; s++ {
 		b.waitState(fmt.Sprintf("%s-%d", corr, s), contract.StateDelivered, 30*time.Second)
 	}

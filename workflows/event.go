@@ -33,6 +33,11 @@ type EventInput struct {
 	// MaxHistory is the history length past which the workflow continues
 	// as new (0: DefaultEventMaxHistory).
 	MaxHistory int `json:"max_history,omitempty"`
+	// HandOverBatch is how long a delivered lane waits for its peers'
+	// first attempts before it is handed over without them (0:
+	// HandOverBatch, the constant); the tests that count hand-overs set it
+	// long, so that a loaded machine's slow answers still fall in one batch.
+	HandOverBatch time.Duration `json:"hand_over_batch,omitempty"`
 	// Published is what the run before a continue-as-new last set in the
 	// search attributes (which carry over); nil: what the starter set at
 	// start, the lanes' aggregate.
@@ -488,8 +493,8 @@ func (w *eventRun) deadLetteredEndpoints() []string {
 	return dead
 }
 
-// HandOverBatch is how long a delivered lane of an event with several
-// lanes waits for its peers' first attempts before it is handed over to its
+// HandOverBatch is how long, unless EventInput.HandOverBatch says
+// otherwise, a delivered lane of an event with several lanes waits for its peers' first attempts before it is handed over to its
 // sequencer without them: the lanes released together that deliver within
 // it are handed over in one finished update (one Finish local activity),
 // whose answer releases their successors; a lane that answers later is
@@ -506,9 +511,10 @@ const HandOverBatch = 100 * time.Millisecond
 // timer would fire only after it. The lanes left in flight are handed
 // over in a batch of their own when they deliver.
 func (w *eventRun) handOverTogether(ctx workflow.Context) error {
+	batch := cmp.Or(w.in.HandOverBatch, HandOverBatch)
 	pauseOpts := workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: HandOverBatch + 10*time.Second,
-		StartToCloseTimeout:    HandOverBatch + 10*time.Second,
+		ScheduleToCloseTimeout: batch + 10*time.Second,
+		StartToCloseTimeout:    batch + 10*time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	}
 	for {
@@ -517,7 +523,7 @@ func (w *eventRun) handOverTogether(ctx workflow.Context) error {
 		}
 		w.handing = true
 		if w.firstAttempts > 0 {
-			pause := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, pauseOpts), contract.ActivityHandOverPause, HandOverBatch)
+			pause := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, pauseOpts), contract.ActivityHandOverPause, batch)
 			w.pauses++
 			workflow.Go(ctx, func(ctx workflow.Context) {
 				// Its end is awaited, not its result: a pause that failed has

@@ -181,7 +181,7 @@ func (h levelFloor) WithGroup(n string) slog.Handler {
 func NewStarter(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger) (*starter.Starter, error) {
 	return starter.New(starter.Config{
 		TaskQueue: cfg.TaskQueue, RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout,
-		StuckAfter: cfg.RepairAfter, EventMaxHistory: cfg.EventMaxHistory,
+		StuckAfter: cfg.RepairAfter, EventMaxHistory: cfg.EventMaxHistory, HandOverBatch: cfg.HandOverBatch,
 	}, st, c, logger)
 }
 

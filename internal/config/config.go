@@ -38,6 +38,11 @@ type Config struct {
 	// workflow continues as new (0: workflows.DefaultEventMaxHistory);
 	// the tests set it low to see it happen, no variable sets it.
 	EventMaxHistory int
+	// HandOverBatch is how long a delivered lane of an event waits for its
+	// peers' first attempts before it is handed over without them (0:
+	// workflows.HandOverBatch); the tests that count hand-overs set it
+	// long, no variable sets it.
+	HandOverBatch time.Duration
 	// Dev is set by hookflow dev, whose bootstrap token is the well-known
 	// dev-token, shorter than the API accepts elsewhere; no variable sets it.
 	Dev              bool

@@ -48,6 +48,9 @@ type Config struct {
 	// the history length past which it continues as new (0: the
 	// workflow's default).
 	EventMaxHistory int
+	// HandOverBatch goes in every event workflow's input likewise (0: the
+	// workflow's default).
+	HandOverBatch time.Duration
 }
 
 // Starter turns stored events into workflows and carries the sequencer's
@@ -112,6 +115,7 @@ func (s *Starter) Input(ev store.Event) workflows.EventInput {
 		},
 		RecoveryWindow: s.cfg.RecoveryWindow,
 		MaxHistory:     s.cfg.EventMaxHistory,
+		HandOverBatch:  s.cfg.HandOverBatch,
 	}
 	routed := map[string]store.Delivery{}
 	for _, d := range ev.Deliveries {
