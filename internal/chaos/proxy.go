@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // ProxyFaults are the odds of the per-request faults on healthy endpoints.
@@ -98,16 +100,37 @@ type Proxy struct {
 	// skippedSeen are the skipped_sequences the envelopes of each lane
 	// carried (sorted, unique), for the checks of voided sequences.
 	skippedSeen map[Lane][]int64
+	// tenants are the tenants of the endpoints, by path (SetTenants): the
+	// proxy names events and correlations by Key, as the run does.
+	tenants []string
 }
 
-// Delivery names one (event, endpoint) delivery: the endpoint by its index
-// in the run (its path on the proxy, its receiver).
+// SetTenants gives the tenant of each endpoint, by index; before it
+// serves. An endpoint it names none for is the default tenant's.
+func (p *Proxy) SetTenants(tenants []string) { p.tenants = slices.Clone(tenants) }
+
+// key names endpoint ep's tenant's event or correlation id as the run
+// does (Key); "" stays "".
+func (p *Proxy) key(ep int, id string) string {
+	if id == "" {
+		return ""
+	}
+	tenant := contract.DefaultTenant
+	if ep >= 0 && ep < len(p.tenants) {
+		tenant = p.tenants[ep]
+	}
+	return Key(tenant, id)
+}
+
+// Delivery names one (event, endpoint) delivery: the event by its Key, the
+// endpoint by its index in the run (its path on the proxy).
 type Delivery struct {
 	EventID  string
 	Endpoint int
 }
 
-// Lane names one (correlation, endpoint) lane, the endpoint by its index.
+// Lane names one (correlation, endpoint) lane: the correlation by its Key,
+// the endpoint by its index.
 type Lane struct {
 	Correlation string
 	Endpoint    int
@@ -176,7 +199,7 @@ func (p *Proxy) noteSkipped(ep int, body []byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := Lane{env.CorrelationID, ep}
+	l := Lane{p.key(ep, env.CorrelationID), ep}
 	for _, q := range env.SkippedSequences {
 		if i, found := slices.BinarySearch(p.skippedSeen[l], q); !found {
 			p.skippedSeen[l] = slices.Insert(p.skippedSeen[l], i, q)
@@ -354,7 +377,7 @@ func (p *Proxy) modeOf(d Delivery, body []byte) ReceiverMode {
 	if json.Unmarshal(body, &env) != nil {
 		return ModePass
 	}
-	m := p.modes[Lane{env.CorrelationID, d.Endpoint}]
+	m := p.modes[Lane{p.key(d.Endpoint, env.CorrelationID), d.Endpoint}]
 	if m == ModeLoseAck {
 		if p.ackLost[d] {
 			return ModePass
@@ -395,11 +418,12 @@ func (p *Proxy) firstSight(d Delivery, body []byte) (refuse bool) {
 	if json.Unmarshal(body, &env) != nil {
 		return false
 	}
-	ch, ok := p.refuse[env.CorrelationID]
+	corr := p.key(d.Endpoint, env.CorrelationID)
+	ch, ok := p.refuse[corr]
 	if !ok {
 		return false
 	}
-	delete(p.refuse, env.CorrelationID)
+	delete(p.refuse, corr)
 	ch <- d
 	return true
 }
@@ -478,7 +502,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such endpoint (chaos proxy)", http.StatusNotFound)
 		return
 	}
-	d := Delivery{EventID: r.Header.Get("webhook-id"), Endpoint: ep}
+	d := Delivery{EventID: p.key(ep, r.Header.Get("webhook-id")), Endpoint: ep}
 	if int64(ep+1) == p.down.Load() {
 		answerDown(w, p.downAnswers.Add(1))
 		return

@@ -40,11 +40,12 @@ func (c receiverClient) get(ctx context.Context, path string, out any) (int, err
 	return resp.StatusCode, nil
 }
 
-// correlation reads the receiver's ledger of one correlation; the code is
-// 404 when none of its events arrived.
-func (c receiverClient) correlation(ctx context.Context, id string) (refreceiver.Correlation, int, error) {
+// correlation reads the receiver's ledger of one correlation at one
+// endpoint (the receiver serves several tenants' endpoints); the code is
+// 404 when none of its events arrived there.
+func (c receiverClient) correlation(ctx context.Context, id, endpointID string) (refreceiver.Correlation, int, error) {
 	var rc refreceiver.Correlation
-	code, err := c.get(ctx, "/correlations/"+url.PathEscape(id), &rc)
+	code, err := c.get(ctx, "/correlations/"+url.PathEscape(id)+"?endpoint_id="+url.QueryEscape(endpointID), &rc)
 	if err != nil {
 		return rc, code, fmt.Errorf("receiver correlation %s: %w", id, err)
 	}
