@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -60,7 +61,11 @@ type Outage struct {
 // (SetFlapping) while it is down (SetFlapDown), which answer resets and
 // 503s instead.
 type Proxy struct {
-	upstreams    []string // receiver i's /webhook URL
+	// upstreams are endpoint i's receiver's /webhook URL, "" while that
+	// receiver has no incarnation listening (SetUpstream); upMu guards
+	// them.
+	upMu         sync.RWMutex
+	upstreams    []string
 	holdFor      time.Duration
 	faults       ProxyFaults
 	client       *http.Client
@@ -137,11 +142,11 @@ type Lane struct {
 }
 
 // NewProxy returns a proxy forwarding endpoint i's deliveries to
-// upstreams[i]. holdFor is how long a latency fault holds a request (past
-// the sender's timeout).
+// upstreams[i] ("" for one not known yet: SetUpstream). holdFor is how
+// long a latency fault holds a request (past the sender's timeout).
 func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults ProxyFaults) *Proxy {
 	p := &Proxy{
-		upstreams: upstreams, holdFor: holdFor, faults: faults,
+		upstreams: slices.Clone(upstreams), holdFor: holdFor, faults: faults,
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
 		applied: map[Delivery]int{}, seen: map[Delivery]bool{}, refuse: map[string]chan Delivery{},
@@ -150,6 +155,30 @@ func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults Pro
 	p.faultsOn.Store(true)
 	return p
 }
+
+// SetUpstream points endpoint ep at url, its receiver's current /webhook
+// URL, or at none ("") while that receiver has no incarnation listening:
+// the receivers listen on a port the kernel picks at each start, so a
+// restarted one is found where it is now, and a request is never
+// forwarded to a port its receiver no longer holds (which another
+// process may have bound since), but answered 502 as an unreachable
+// receiver is.
+func (p *Proxy) SetUpstream(ep int, url string) {
+	p.upMu.Lock()
+	defer p.upMu.Unlock()
+	p.upstreams[ep] = url
+}
+
+// upstream is endpoint ep's receiver's /webhook URL, or "".
+func (p *Proxy) upstream(ep int) string {
+	p.upMu.RLock()
+	defer p.upMu.RUnlock()
+	return p.upstreams[ep]
+}
+
+// errNoUpstream is a forward to a receiver that has no incarnation
+// listening.
+var errNoUpstream = errors.New("the receiver is not listening")
 
 // SetDown puts endpoint ep down (resets and 503s), or none when ep < 0.
 func (p *Proxy) SetDown(ep int) { p.down.Store(int64(max(ep, -1) + 1)) }
@@ -575,7 +604,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forward posts the request to the delivery's receiver and records its
 // verdict.
 func (p *Proxy) forward(ctx context.Context, r *http.Request, d Delivery, body []byte) (int, []byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, p.upstreams[d.Endpoint], bytes.NewReader(body))
+	url := p.upstream(d.Endpoint)
+	if url == "" {
+		p.upstreamErrs.Add(1)
+		return 0, nil, nil, errNoUpstream
+	}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -63,11 +63,12 @@ type stack struct {
 	tenants map[string]*hfclient.Client
 	// recv and rcv reach endpoint i's receiver: its API and its database,
 	// shared by the tenants' endpoints of its kind (rcvPools, one per
-	// receiver).
-	recv     []receiverClient
-	rcv      []*pgxpool.Pool
-	rcvPools []*pgxpool.Pool
-	hf       *pgxpool.Pool // hookflow's database
+	// receiver); recvAddrs are where each receiver listens now.
+	recv      []receiverClient
+	recvAddrs []*receiverAddr
+	rcv       []*pgxpool.Pool
+	rcvPools  []*pgxpool.Pool
+	hf        *pgxpool.Pool // hookflow's database
 	// tc is the operator's client of the Temporal server, for Terminate,
 	// Reset and the queries of the checks.
 	tc        client.Client
@@ -175,6 +176,10 @@ func KillStalePostgres(dataDir string) {
 // them.
 func (s *stack) start(ctx context.Context) error {
 	cfg := s.cfg
+	// The supervisors and the receivers' followers outlive start's ctx
+	// until stop.
+	superCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopSupervisors = stop
 	pgPort, err := localpg.FreePort()
 	if err != nil {
 		return err
@@ -256,30 +261,22 @@ func (s *stack) start(ctx context.Context) error {
 		return err
 	}
 
-	// The proxy serves now so the endpoints can point at it; it learns the
-	// receivers' addresses now and reaches them once deliveries start. Each
-	// kind of endpoint (Subscriber.Receiver) has a receiver of its own (its
-	// own database, its secret), since each applies its own subset of a
+	// The proxy serves now so the endpoints can point at it. Each kind of
+	// endpoint (Subscriber.Receiver) has a receiver of its own (its own
+	// database, its secret), since each applies its own subset of a
 	// correlation in order; the tenants' endpoints of one kind are created
 	// with its secret and share it, which keeps their lanes apart by the
 	// envelope's endpoint_id. Each endpoint has a path of its own on the
-	// proxy, so that the proxy knows whose delivery it forwards.
+	// proxy, so that the proxy knows whose delivery it forwards. The proxy
+	// learns where a receiver listens once it has bound its port, and
+	// again after each of its restarts (followReceiver).
 	nrecv := 0
+	var tenants []string
 	for _, sub := range cfg.Subscribers {
 		nrecv = max(nrecv, sub.Receiver+1)
-	}
-	recvPorts := make([]int, nrecv)
-	for r := range recvPorts {
-		if recvPorts[r], err = localpg.FreePort(); err != nil {
-			return err
-		}
-	}
-	var upstreams, tenants []string
-	for _, sub := range cfg.Subscribers {
-		upstreams = append(upstreams, fmt.Sprintf("http://127.0.0.1:%d/webhook", recvPorts[sub.Receiver]))
 		tenants = append(tenants, sub.tenant())
 	}
-	s.proxy = NewProxy(upstreams, cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
+	s.proxy = NewProxy(make([]string, len(cfg.Subscribers)), cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
 	s.proxy.SetTenants(tenants)
 	s.endpoints.down, s.endpoints.flapping = cfg.Down, cfg.Flapping
 	s.proxy.SetDown(cfg.Down)
@@ -293,7 +290,11 @@ func (s *stack) start(ctx context.Context) error {
 	s.endpoints.proxyBase = proxyBase
 
 	recvSecrets := make([]string, nrecv)
-	recvClients := make([]receiverClient, nrecv)
+	recvProcs := make([]*proc, nrecv)
+	s.recvAddrs = make([]*receiverAddr, nrecv)
+	for r := range s.recvAddrs {
+		s.recvAddrs[r] = &receiverAddr{}
+	}
 	for i, sub := range cfg.Subscribers {
 		req := hfclient.EndpointCreate{URL: proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes)}
 		if i == cfg.Flapping {
@@ -314,15 +315,17 @@ func (s *stack) start(ctx context.Context) error {
 		s.endpoints.secrets = append(s.endpoints.secrets, ep.Secret)
 		if recvSecrets[sub.Receiver] == "" {
 			recvSecrets[sub.Receiver] = ep.Secret
-			if recvClients[sub.Receiver], err = s.startReceiver(ctx, sub, recvPorts[sub.Receiver], ep.Secret); err != nil {
+			if recvProcs[sub.Receiver], err = s.startReceiver(ctx, sub, ep.Secret); err != nil {
 				return err
 			}
 		}
-		s.recv = append(s.recv, recvClients[sub.Receiver])
+		s.recv = append(s.recv, s.receiverClient(sub.Receiver))
 	}
-	for i, rp := range s.receivers {
-		rc := receiverClient{base: fmt.Sprintf("http://127.0.0.1:%d", recvPorts[i]), http: &http.Client{Timeout: 15 * time.Second}}
-		if err := waitHealthy(ctx, rc.base+"/healthz", rc.healthz, time.Minute, rp.running); err != nil {
+	for r, rp := range recvProcs {
+		go s.followReceiver(superCtx, r, rp)
+	}
+	for r, rp := range recvProcs {
+		if err := waitHealthy(ctx, rp.name+"'s /healthz", s.receiverClient(r).healthz, time.Minute, rp.running); err != nil {
 			return fmt.Errorf("%s: %w; log %s ends: %s", rp.name, err, rp.logPath, tail(rp.logPath, 3))
 		}
 	}
@@ -357,8 +360,6 @@ func (s *stack) start(ctx context.Context) error {
 	if s.tc, err = dialTemporal(ctx, common["HOOKFLOW_TEMPORAL_ADDRESS"], s.logger); err != nil {
 		return err
 	}
-	superCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopSupervisors = stop
 	for _, p := range s.procs {
 		go p.supervise(superCtx, s.onUnexpectedExit)
 	}
@@ -540,27 +541,82 @@ const slowInFlight = 3
 // place in flight that long.
 func slowHold(timeout time.Duration) time.Duration { return timeout * 6 / 10 }
 
-// startReceiver starts the receiver of sub's kind on port, verifying with
-// secret, in a database of its own, and returns its client.
-func (s *stack) startReceiver(ctx context.Context, sub Subscriber, port int, secret string) (receiverClient, error) {
+// startReceiver starts the receiver of sub's kind, verifying with secret,
+// in a database of its own, on a port the kernel picks at each of its
+// starts (followReceiver learns it). A port picked ahead and handed to
+// the receiver could be handed out again before the receiver binds it:
+// the kernel had two receivers share one in a run, the second never
+// started, and the proxy sent its deliveries to the first, which refused
+// their signatures.
+func (s *stack) startReceiver(ctx context.Context, sub Subscriber, secret string) (*proc, error) {
 	db := receiverDatabase(sub.Receiver)
 	if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
-		return receiverClient{}, err
+		return nil, err
 	}
 	recvEnv := map[string]string{
-		"HOOKFLOW_RECEIVER_ADDR":         net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		"HOOKFLOW_RECEIVER_ADDR":         "127.0.0.1:0",
 		"HOOKFLOW_RECEIVER_SECRET":       secret,
 		"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.get().AdminURL(db),
 	}
 	kind, _, _ := strings.Cut(sub.Name, "@")
 	name := "receiver-" + strings.ToLower(kind)
 	rp := newProc(name, s.cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(s.logs, name+".log"))
+	r := sub.Receiver
+	rp.onExit = func() { s.pointReceiver(r, "") }
 	if err := rp.start(); err != nil {
-		return receiverClient{}, err
+		return nil, err
 	}
 	s.receivers = append(s.receivers, rp)
 	s.procs = append(s.procs, rp)
-	return receiverClient{base: fmt.Sprintf("http://127.0.0.1:%d", port), http: &http.Client{Timeout: 15 * time.Second}}, nil
+	return rp, nil
+}
+
+// receiverClient is the run's client of receiver r.
+func (s *stack) receiverClient(r int) receiverClient {
+	return receiverClient{addr: s.recvAddrs[r], http: &http.Client{Timeout: 15 * time.Second}}
+}
+
+// followReceiver keeps the proxy's endpoints of receiver r, and the run's
+// client of it, pointed at where rp's current incarnation listens, which
+// it says in its log once its listener is bound; an incarnation's exit
+// unpoints them (rp.onExit) until the next one listens. It returns when
+// ctx ends.
+func (s *stack) followReceiver(ctx context.Context, r int, rp *proc) {
+	for ctx.Err() == nil {
+		seen := rp.startCount()
+		addr, n, err := rp.waitLine(ctx, listeningAddr, 24*time.Hour)
+		if err == nil {
+			seen = n
+			if rp.ifCurrent(n, func() { s.pointReceiver(r, addr) }) {
+				s.logger.Info("receiver listening", "process", rp.name, "addr", addr, "start", n)
+				if n > 1 {
+					s.progress.printf("%s listens on %s after its restart", rp.name, addr)
+				}
+			}
+		}
+		for rp.startCount() <= seen {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// pointReceiver points the proxy's endpoints of receiver r, and the run's
+// client of it, at addr (host:port), or at none ("").
+func (s *stack) pointReceiver(r int, addr string) {
+	s.recvAddrs[r].set(addr)
+	url := ""
+	if addr != "" {
+		url = "http://" + addr + "/webhook"
+	}
+	for i, sub := range s.cfg.Subscribers {
+		if sub.Receiver == r {
+			s.proxy.SetUpstream(i, url)
+		}
+	}
 }
 
 // createTenants creates the run's tenants (Config.Tenants and the
