@@ -1,5 +1,5 @@
 // Package chaos runs hookflow as real processes — Postgres, the Temporal
-// server, the API, several workers and a reference receiver per endpoint —
+// server, the API, several workers and a reference receiver per kind of endpoint —
 // under injected faults, then checks hookflow's promises against the
 // receivers' ledgers. Events are published once each and fanned out by
 // type to five endpoints with different subscriptions, so each endpoint

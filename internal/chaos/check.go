@@ -74,6 +74,11 @@ type Observed struct {
 	// PostgresRestartFailures counts the Postgres restarts of the schedule
 	// after which Postgres did not come back.
 	PostgresRestartFailures int
+	// Unverified are the deliveries the receivers refused to verify
+	// (signature, timestamp or headers), per receiver process: the run
+	// injects none, so each is a delivery that reached a receiver with
+	// another's secret, or was signed wrong.
+	Unverified map[string]int
 	// Breaker is what the flapping endpoint's outages did to its circuit
 	// breaker; nil when no endpoint flapped (a calm run).
 	Breaker *BreakerObserved
@@ -238,6 +243,9 @@ type Verdict struct {
 	// PostgresRestartFailures counts the Postgres restarts that did not
 	// come back: the run's faults did not go as planned.
 	PostgresRestartFailures int
+	// Unverified counts the deliveries the receivers refused to verify
+	// (Observed.Unverified).
+	Unverified int
 	// Breaker counts what the flapping endpoint's circuit breaker did not
 	// do (checkBreaker); BreakerOpens, BreakerCloses, AttemptsWhileDown and
 	// Unbroken are its figures.
@@ -286,7 +294,7 @@ func (v *Verdict) laneFaults() int {
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
-		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Breaker == 0 && v.Situations == 0 && v.CrossTenant == 0
+		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Unverified == 0 && v.Breaker == 0 && v.Situations == 0 && v.CrossTenant == 0
 }
 
 func (v *Verdict) note(format string, args ...any) {
@@ -390,6 +398,13 @@ func Check(w *Workload, o Observed) Verdict {
 	}
 	if v.PostgresRestartFailures = o.PostgresRestartFailures; v.PostgresRestartFailures > 0 {
 		v.note("postgres did not come back after %d of its restarts; the run did not go as planned", v.PostgresRestartFailures)
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Unverified)) {
+		if o.Unverified[name] == 0 {
+			continue
+		}
+		v.Unverified += o.Unverified[name]
+		v.note("unverified: %s refused to verify %d deliveries (its log says why); the run signs every one with the secret of the receiver its endpoint points at", name, o.Unverified[name])
 	}
 	if o.Breaker != nil {
 		checkBreaker(*o.Breaker, &v)

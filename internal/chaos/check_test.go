@@ -231,6 +231,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"postgres did not come back", func(w *Workload, o *Observed) {
 			o.PostgresRestartFailures = 1
 		}, func(v Verdict) bool { return v.PostgresRestartFailures == 1 }, "postgres did not come back"},
+		{"a receiver refused signatures", func(w *Workload, o *Observed) {
+			o.Unverified = map[string]int{"receiver-a": 3, "receiver-b": 0}
+		}, func(v Verdict) bool { return v.Unverified == 3 }, "receiver-a refused to verify 3 deliveries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -429,14 +429,14 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 	}
 }
 
-// The summary line counts sequences, actions by kind and violations by
-// check.
+// The summary line counts sequences, actions by kind, violations by
+// check, and the deliveries a receiver refused to verify.
 func TestModelSummary(t *testing.T) {
 	t.Parallel()
 	r := ModelResult{Sequences: 3, Failed: []uint64{5}, Actions: map[string]int{"skip_api": 2, "reset_event": 1},
-		Violations: map[string]int{CheckDeadLetter: 1}, Wall: time.Minute}
+		Violations: map[string]int{CheckDeadLetter: 1}, Unverified: 2, Wall: time.Minute}
 	s := modelSummary(r, []uint64{4, 5, 6})
-	for _, want := range []string{"sequences=3 ", "failed=1 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0", "failed_seeds=5 ", "seeds=4..6 "} {
+	for _, want := range []string{"sequences=3 ", "failed=1 ", "unverified=2 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0", "failed_seeds=5 ", "seeds=4..6 "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q: %s", want, s)
 		}

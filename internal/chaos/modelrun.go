@@ -97,12 +97,17 @@ type ModelResult struct {
 	// Tenants counts the scenarios run in each tenant, and Passed those
 	// that passed every check.
 	Tenants, Passed map[string]int
-	Summary         string
-	Wall            time.Duration
+	// Unverified counts the deliveries the receivers refused to verify
+	// (Observed.Unverified): the scenarios refuse deliveries at the proxy,
+	// never by a signature, so each is a fault of the run's wiring.
+	Unverified int
+	Summary    string
+	Wall       time.Duration
 }
 
-// OK reports whether every scenario passed every check.
-func (r ModelResult) OK() bool { return len(r.Failed) == 0 }
+// OK reports whether every scenario passed every check and every delivery
+// that reached a receiver was verified.
+func (r ModelResult) OK() bool { return len(r.Failed) == 0 && r.Unverified == 0 }
 
 // RunOperatorModel starts the stack once, runs every scenario on it,
 // checks each once quiet, and prints each failure (its seed, its
@@ -216,6 +221,12 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 		return ModelResult{}, ctx.Err()
 	}
 	tearDown()
+	for name, n := range st.unverified() {
+		res.Unverified += n
+		if n > 0 {
+			out.printf("operator model: %s refused to verify %d deliveries (its log says why)", name, n)
+		}
+	}
 	res.Wall = time.Since(out.began).Round(time.Second)
 	slices.Sort(res.Failed)
 	res.Summary = modelSummary(res, seeds)
@@ -307,8 +318,8 @@ func modelSummary(r ModelResult, seeds []uint64) string {
 	for _, t := range slices.Sorted(maps.Keys(r.Tenants)) {
 		tenants = append(tenants, fmt.Sprintf("%s:%d/%d", t, r.Passed[t], r.Tenants[t]))
 	}
-	return fmt.Sprintf("operator_model sequences=%d failed=%d tenants=%d passed_per_tenant=%s actions=%d (%s) violations (sequences failing each check): %s failed_seeds=%s seeds=%s wall=%s",
-		r.Sequences, len(r.Failed), len(r.Tenants), strings.Join(tenants, ","), total, strings.Join(acts, " "), strings.Join(viol, " "), failed, seedList(seeds), r.Wall)
+	return fmt.Sprintf("operator_model sequences=%d failed=%d unverified=%d tenants=%d passed_per_tenant=%s actions=%d (%s) violations (sequences failing each check): %s failed_seeds=%s seeds=%s wall=%s",
+		r.Sequences, len(r.Failed), r.Unverified, len(r.Tenants), strings.Join(tenants, ","), total, strings.Join(acts, " "), strings.Join(viol, " "), failed, seedList(seeds), r.Wall)
 }
 
 // modelExec carries out one scenario on the stack and keeps what the

@@ -321,7 +321,7 @@ func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int
 // that did not come back) with what the observer reads once quiet, and
 // holds it all against the invariants.
 func (r *run) check(ctx context.Context) (Verdict, error) {
-	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed)}
+	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed), Unverified: r.stack.unverified()}
 	o.Accepted, o.Rejected = r.producer.results()
 	var leftOpen []LeftOpen
 	o.Skipped, o.DoubleClaims, leftOpen = r.operator.results()
@@ -398,11 +398,11 @@ func (r *run) result(v Verdict) Result {
 	wall := time.Since(r.progress.began).Round(time.Second)
 	tenants, passed := tenantLine(v.Tenants)
 	summary := fmt.Sprintf("tenants=%d correlations_passed=%d/%d cross_tenant=%d events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
-		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d"+
+		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d unverified=%d"+
 		" situations=%d paused=%s pauses=%d pause_dead_letters=%d pause_resumed=%d voids=%d void_409s=%d deleted=%s deletes=%d deleted_delivered=%d deleted_skipped=%d deleted_unrouted=%d slow=%s slow_held=%d"+
 		" seed=%d wall=%s",
 		len(v.Tenants), passed, len(r.wl.Correlations), v.CrossTenant, v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
-		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures,
+		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, v.Unverified,
 		v.Situations, names(sit.Paused), v.Pauses, v.PauseDeadLetters, v.PauseResumed, v.Voids, v.Void409s, names(sit.Deleted), v.Deletes, v.DeletedDelivered, v.DeletedSkipped, v.DeletedUnrouted,
 		names(sit.Slow), v.SlowHeld, r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Tenants: tenants, Summary: summary, Wall: wall}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -493,6 +494,20 @@ func (s *stack) cpuLine(events int) string {
 	}
 	return fmt.Sprintf("cpu seconds: %s, total %.0fs (%.0f ms per event)", strings.Join(parts, " "), total.Seconds(),
 		float64(total.Milliseconds())/float64(max(1, events)))
+}
+
+// unverified counts, per receiver, the deliveries it refused to verify:
+// the lines its log has of them, over all its incarnations.
+func (s *stack) unverified() map[string]int {
+	out := map[string]int{}
+	for _, rp := range s.receivers {
+		b, err := os.ReadFile(rp.logPath)
+		if err != nil {
+			continue
+		}
+		out[rp.name] = bytes.Count(b, []byte(`"msg":"webhook rejected"`))
+	}
+	return out
 }
 
 // logLinesAbout returns the last n lines of the API's and the workers' logs
