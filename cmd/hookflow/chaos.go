@@ -26,6 +26,7 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 		short, calm         bool
 		seed                uint64
 		events, corrs, wrks int
+		tenants             int
 		phase, quiet        time.Duration
 		model               bool
 		sequences, parallel int
@@ -34,15 +35,18 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	cfg, rest, err := config.LoadWithFlags("chaos",
 		"Run Postgres, the Temporal server, migrate, the API, worker processes and a reference receiver per endpoint as\n"+
-			"real processes; publish events of several types once each, fanned out to five endpoints by their\n"+
-			"subscriptions (A *, B order.*, C order.paid and invoice.*, S customer.updated, D order.shipped); inject faults on a seeded schedule (worker\n"+
+			"real processes; create --tenants tenants (PUT /v1/tenants, a key each), deal the correlations out to them (their\n"+
+			"correlation and event IDs the same in every tenant) and publish events of several types once each, fanned out\n"+
+			"to each tenant's five endpoints by their subscriptions (A *, B order.*, C order.paid and invoice.*, S\n"+
+			"customer.updated, D order.shipped; the tenants' endpoints of a kind share a receiver); inject faults on a seeded schedule (worker\n"+
 			"SIGKILLs, a Postgres and a Temporal crash-restart, held requests, lost acks, 5xx bursts, endpoint C down past\n"+
 			"the recovery window, then replayed, endpoint B flapping down and up so that its circuit breaker opens and\n"+
 			"closes and auto_replay replays its outages) and press the operator's buttons (double clicks on a dead letter's\n"+
 			"replay or skip, Terminate and Reset of event workflows and sequencers); meanwhile pause endpoint A for a few\n"+
 			"seconds, keep endpoint S (customer.updated) slow under max_in_flight 3, delete endpoint D (order.shipped)\n"+
-			"mid-run, and void a few sequences the producer lost, then post each again; wait for quiet and check, per\n"+
-			"(correlation, endpoint) lane, every delivery applied exactly once, in order, or dead-lettered or skipped, no\n"+
+			"mid-run (the first tenant's A, B, C, S and D), and void a few sequences the producer lost, then post each again;\n"+
+			"wait for quiet and check, per (tenant, correlation, endpoint) lane, nothing of another tenant in it and every\n"+
+			"delivery applied exactly once, in order, or dead-lettered or skipped, no\n"+
 			"lane stranded, and B's breaker opened, closed and sent far fewer attempts while B was down than unbroken\n"+
 			"retries would. Prints one summary line; exits 1 on any violation.\n"+
 			"  hookflow chaos --short     1,000 events (about 2,000 deliveries) over 50 correlations, 90s of faults, window 15s (about 3 minutes on 2 cores)\n"+
@@ -51,7 +55,8 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			"                             the model-based operator test: seeded sequences of operator actions (replay, skip,\n"+
 			"                             raw Web UI signals, double clicks, Terminate, Reset to any workflow task) while the\n"+
 			"                             receivers fail, heal or lose acks; two endpoints, each event routed to one or both, a\n"+
-			"                             press naming the delivery or not; each on fresh correlations, checked per lane once quiet.\n"+
+			"                             press naming the delivery or not; each on fresh correlations, checked per lane once quiet,\n"+
+			"                             the scenarios dealt out to --tenants tenants, neighbouring seeds sharing IDs.\n"+
 			"                             Sequence i has seed N+i; a failure prints its seed and actions (window 2s, repair after 2s)",
 		[]string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_RECOVERY_WINDOW", "HOOKFLOW_DELIVERY_TIMEOUT", "HOOKFLOW_REPAIR_AFTER"},
 		args, env.getenv,
@@ -68,6 +73,7 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			f.IntVar(&events, "events", long.Events, "events to post (1000 with --short)")
 			f.IntVar(&corrs, "correlations", long.Correlations, "correlation IDs to spread them over (50 with --short)")
 			f.IntVar(&wrks, "workers", long.Workers, "worker processes")
+			f.IntVar(&tenants, "tenants", long.Tenants, "tenants to create and spread the correlations (or, with --operator-model, the scenarios) over, reusing each other's IDs")
 			f.DurationVar(&phase, "duration", long.FaultPhase, "how long faults are injected; events are posted over its first 70% (90s with --short)")
 			f.DurationVar(&quiet, "quiet-timeout", long.QuietTimeout, "at most how long to wait for every event to settle once posted (20m with --short); the wait also ends after 3 minutes without progress")
 			f.BoolVar(&model, "operator-model", false, "run the model-based operator test instead: --sequences scenarios from --seed on")
@@ -94,7 +100,7 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			}
 			seeds = append(seeds, n)
 		}
-		return runOperatorModel(ctx, env, cfg, pick, short, seeds, seed, sequences, parallel, wrks, settle)
+		return runOperatorModel(ctx, env, cfg, pick, short, seeds, seed, sequences, parallel, wrks, tenants, settle)
 	}
 	c := long
 	if short {
@@ -111,6 +117,9 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if pick("workers", "") {
 		c.Workers = wrks
+	}
+	if pick("tenants", "") {
+		c.Tenants = tenants
 	}
 	if pick("duration", "") {
 		c.FaultPhase = phase
@@ -132,6 +141,8 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 		return &config.UsageError{Msg: "chaos needs at least 2 correlations and at least one event per correlation"}
 	case c.Workers < 1:
 		return &config.UsageError{Msg: "chaos needs at least one worker"}
+	case c.Tenants < 1 || c.Tenants > c.Correlations:
+		return &config.UsageError{Msg: "chaos --tenants must be between 1 and --correlations"}
 	case c.FaultPhase < 10*time.Second:
 		return &config.UsageError{Msg: "chaos --duration must be at least 10s"}
 	}
@@ -157,7 +168,7 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 // operator test on the stack as real processes. Its own short recovery
 // window and repair delay apply unless set.
 func runOperatorModel(ctx context.Context, env *cliEnv, cfg config.Config, pick func(flag, env string) bool,
-	short bool, seeds []uint64, seed uint64, sequences, parallel, workers int, settle time.Duration) error {
+	short bool, seeds []uint64, seed uint64, sequences, parallel, workers, tenants int, settle time.Duration) error {
 	m := chaos.ModelLong()
 	if short {
 		m = chaos.ModelShort()
@@ -177,6 +188,9 @@ func runOperatorModel(ctx context.Context, env *cliEnv, cfg config.Config, pick 
 	if pick("workers", "") {
 		m.Workers = workers
 	}
+	if pick("tenants", "") {
+		m.Tenants = tenants
+	}
 	if pick("recovery-window", "HOOKFLOW_RECOVERY_WINDOW") {
 		m.RecoveryWindow = cfg.RecoveryWindow
 	}
@@ -193,6 +207,8 @@ func runOperatorModel(ctx context.Context, env *cliEnv, cfg config.Config, pick 
 		return &config.UsageError{Msg: "chaos --parallel must be at least 1"}
 	case m.Workers < 1:
 		return &config.UsageError{Msg: "chaos needs at least one worker"}
+	case m.Tenants < 1:
+		return &config.UsageError{Msg: "chaos --tenants must be at least 1"}
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package chaos runs hookflow as real processes — Postgres, the Temporal
-// server, the API, several workers and a reference receiver per endpoint —
+// server, the API, several workers and a reference receiver per kind of endpoint —
 // under injected faults, then checks hookflow's promises against the
 // receivers' ledgers. Events are published once each and fanned out by
 // type to five endpoints with different subscriptions, so each endpoint
@@ -34,6 +34,12 @@
 // and then posts once more, to be refused. The checks hold each of them
 // to what hookflow promises of it (checkSituations, checkDeleted).
 //
+// The run serves several tenants at once (Config.Tenants), each with its
+// own key and its own endpoints of each kind, its correlations dealt out
+// to them with the same IDs in every tenant; every check holds per
+// (tenant, correlation, endpoint) lane, and one more holds that nothing of
+// one tenant reached another's endpoint (Verdict.CrossTenant).
+//
 // A run is a small composition of parts, each a type of its own with its
 // own state, one file each: the stack (stack.go) starts, supervises and
 // stops the processes and holds the clients of them; the producer
@@ -50,6 +56,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // Config is one chaos run.
@@ -66,6 +74,10 @@ type Config struct {
 	DuplicateRate        float64
 	// Workers is the number of hookflow worker processes.
 	Workers int
+	// Tenants is how many tenants the run creates (ChaosTenants) and deals
+	// its correlations out to, each with an endpoint of each kind (0: the
+	// default tenant alone).
+	Tenants int
 	// Subscribers are the endpoints the stack creates, each with a receiver
 	// of its own; Down is the index of the one that is down from the start
 	// until its lanes' heads have dead-lettered (-1: none). Run sets them
@@ -120,6 +132,14 @@ type Situations struct {
 	Paused, Slow, Deleted int
 }
 
+// tenantList names cfg's tenants.
+func (cfg Config) tenantList() []string {
+	if cfg.Tenants < 1 {
+		return []string{contract.DefaultTenant}
+	}
+	return ChaosTenants(cfg.Tenants)
+}
+
 // situations returns cfg's, or none.
 func (cfg Config) situations() Situations {
 	if cfg.Situations == nil {
@@ -133,7 +153,7 @@ func (cfg Config) situations() Situations {
 // a 2-core machine of its own.
 func Short() Config {
 	return Config{
-		Seed: 1, Events: 1000, Correlations: 50, DuplicateRate: 0.10, Workers: 3,
+		Seed: 1, Events: 1000, Correlations: 50, DuplicateRate: 0.10, Workers: 3, Tenants: 3,
 		FaultPhase: 90 * time.Second, RecoveryWindow: 15 * time.Second, DeliveryTimeout: 2 * time.Second,
 		KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second, OperatorEvery: 6 * time.Second,
 		Latency: 0.03, LostAck: 0.05, QuietTimeout: 20 * time.Minute, Posters: 8,
@@ -143,7 +163,7 @@ func Short() Config {
 // Long is the default run: 10,000 events over 200 correlations.
 func Long() Config {
 	return Config{
-		Seed: 1, Events: 10000, Correlations: 200, DuplicateRate: 0.10, Workers: 3,
+		Seed: 1, Events: 10000, Correlations: 200, DuplicateRate: 0.10, Workers: 3, Tenants: 3,
 		FaultPhase: 10 * time.Minute, RecoveryWindow: 30 * time.Second, DeliveryTimeout: 2 * time.Second,
 		KillEvery: 10 * time.Second, BurstEvery: 20 * time.Second, OperatorEvery: 20 * time.Second,
 		Latency: 0.03, LostAck: 0.05, QuietTimeout: time.Hour, Posters: 8,
@@ -153,9 +173,10 @@ func Long() Config {
 // Result is what a run found.
 type Result struct {
 	Verdict Verdict
-	// Faults is the breakdown line; Summary the one-line verdict.
-	Faults, Summary string
-	Wall            time.Duration
+	// Faults is the breakdown line; Tenants the tenants' line (what
+	// passed of each); Summary the one-line verdict.
+	Faults, Tenants, Summary string
+	Wall                     time.Duration
 }
 
 // marker names the file that says a folder holds a chaos run.

@@ -15,7 +15,7 @@ import (
 
 // TestChaosShort builds hookflow and runs `hookflow chaos --short`: the
 // whole stack as real processes (Postgres, the Temporal server, the API,
-// three workers, a reference receiver per endpoint) under the fault
+// three workers, a reference receiver per kind of endpoint) under the fault
 // schedule and the operator's buttons, events fanned out to three
 // endpoints, and asserts that the run found, in every (correlation,
 // endpoint) lane, nothing lost, nothing applied twice, no sequence out of
@@ -37,16 +37,19 @@ func TestChaosShort(t *testing.T) {
 		quiet = min(quiet, max(2*time.Minute, time.Until(dl)-5*time.Minute))
 	}
 	stdout, wall, err := runChaosCommand(ctx, t, "--short", "--quiet-timeout", quiet.Round(time.Second).String())
-	var summary, faults string
+	var summary, faults, tenants string
 	for _, line := range strings.Split(stdout, "\n") {
 		switch {
-		case strings.HasPrefix(line, "events="):
+		case strings.HasPrefix(line, "tenants="):
 			summary = line
 		case strings.HasPrefix(line, "faults:"):
 			faults = line
+		case strings.HasPrefix(line, "per tenant:"):
+			tenants = line
 		}
 	}
 	t.Log(faults)
+	t.Log(tenants)
 	t.Logf("summary (%s): %s", wall, summary)
 	if err != nil {
 		t.Fatalf("hookflow chaos --short: %v (ctx: %v)", err, ctx.Err())
@@ -54,7 +57,7 @@ func TestChaosShort(t *testing.T) {
 	if summary == "" {
 		t.Fatalf("no summary line in the output:\n%s", stdout)
 	}
-	for _, want := range []string{" lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " breaker=0 ", " situations=0 ", " pauses=1 ", " deletes=1 "} {
+	for _, want := range []string{"tenants=3 ", " correlations_passed=50/50 ", " cross_tenant=0 ", " lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " unverified=0 ", " breaker=0 ", " situations=0 ", " pauses=1 ", " deletes=1 "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q", strings.TrimSpace(want))
 		}

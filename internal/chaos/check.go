@@ -20,12 +20,14 @@ const (
 	stateSkipped      = "skipped"
 )
 
-// LedgerEntry is one row of a receiver's ledger (or of its
-// processed_events), in the order the receiver applied them.
+// LedgerEntry is one row of an endpoint's ledger at its receiver (or of
+// its processed_events, which keep no amount), in the order the receiver
+// applied them, named by the endpoint's tenant's keys (Key).
 type LedgerEntry struct {
 	EventID       string
 	CorrelationID string
 	Sequence      int64
+	Amount        int64
 }
 
 // DeliveryRow is a delivery as hookflow's ledger has it: its state and its
@@ -72,6 +74,11 @@ type Observed struct {
 	// PostgresRestartFailures counts the Postgres restarts of the schedule
 	// after which Postgres did not come back.
 	PostgresRestartFailures int
+	// Unverified are the deliveries the receivers refused to verify
+	// (signature, timestamp or headers), per receiver process: the run
+	// injects none, so each is a delivery that reached a receiver with
+	// another's secret, or was signed wrong.
+	Unverified map[string]int
 	// Breaker is what the flapping endpoint's outages did to its circuit
 	// breaker; nil when no endpoint flapped (a calm run).
 	Breaker *BreakerObserved
@@ -236,6 +243,9 @@ type Verdict struct {
 	// PostgresRestartFailures counts the Postgres restarts that did not
 	// come back: the run's faults did not go as planned.
 	PostgresRestartFailures int
+	// Unverified counts the deliveries the receivers refused to verify
+	// (Observed.Unverified).
+	Unverified int
 	// Breaker counts what the flapping endpoint's circuit breaker did not
 	// do (checkBreaker); BreakerOpens, BreakerCloses, AttemptsWhileDown and
 	// Unbroken are its figures.
@@ -253,13 +263,38 @@ type Verdict struct {
 	Deletes, DeletedDelivered, DeletedSkipped int
 	DeletedUnrouted                           int
 	SlowHeld, SlowMost                        int64
-	Details                                   []string
+	// CrossTenant counts what one tenant's endpoint got of another
+	// tenant: a delivery in hookflow's ledger, an entry in its receiver's
+	// ledger with the other tenant's amount.
+	CrossTenant int
+	// Tenants is each tenant's share of the lanes, in Workload.Tenants
+	// order.
+	Tenants []TenantVerdict
+	Details []string
+	// failed are the lanes a violation was found in.
+	failed map[Lane]bool
+}
+
+// TenantVerdict is one tenant's lanes: its correlations and those whose
+// every lane passed every lane check (no loss, duplicate, order
+// violation, mismatch, stuck or stranded delivery), its lanes and those
+// that passed, and the deliveries its receivers' lanes applied.
+type TenantVerdict struct {
+	Tenant               string
+	Correlations, Passed int
+	Lanes, LanesPassed   int
+	Applied              int
+}
+
+// laneFaults sums the counts a lane's checks add to.
+func (v *Verdict) laneFaults() int {
+	return v.Lost + v.Duplicates + v.OrderViolations + v.Stuck + v.Mismatches + v.Situations + v.CrossTenant
 }
 
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
-		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Breaker == 0 && v.Situations == 0
+		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Unverified == 0 && v.Breaker == 0 && v.Situations == 0 && v.CrossTenant == 0
 }
 
 func (v *Verdict) note(format string, args ...any) {
@@ -293,9 +328,17 @@ func (v *Verdict) note(format string, args ...any) {
 //     (else: stranded);
 //   - no two concurrent clicks on one dead letter were both taken, and
 //     every Postgres restart came back;
-//   - the flapping endpoint's breaker did its part (checkBreaker).
+//   - the flapping endpoint's breaker did its part (checkBreaker);
+//   - nothing of one tenant reached another's endpoint: hookflow routed
+//     each event to its own tenant's endpoints only, and each receiver
+//     lane holds its endpoint's tenant's events only, told apart by
+//     amount (tenantAmounts), since the tenants share event IDs (else:
+//     cross-tenant).
+//
+// Every lane check holds per tenant: a lane is one tenant's (correlation,
+// endpoint), and Verdict.Tenants says how many of each tenant's passed.
 func Check(w *Workload, o Observed) Verdict {
-	var v Verdict
+	v := Verdict{failed: map[Lane]bool{}}
 	byID := make(map[string]Event, len(w.Events))
 	for _, ev := range w.Events {
 		byID[ev.ID] = ev
@@ -323,7 +366,12 @@ func Check(w *Workload, o Observed) Verdict {
 			v.Mismatches++
 			v.note("misrouted: %s has a delivery to an endpoint of no subscriber", d.EventID)
 			continue
-		case !w.Subscribers[d.Endpoint].Wants(ev.Type):
+		case w.Subscribers[d.Endpoint].tenant() != ev.Tenant:
+			v.CrossTenant++
+			_, corr := Split(ev.CorrelationID) // the lane of that name there took it
+			v.failed[Lane{Key(w.Subscribers[d.Endpoint].tenant(), corr), d.Endpoint}] = true
+			v.note("cross-tenant: %s, of tenant %s, was routed to %s, of tenant %s", d.EventID, ev.Tenant, name(d.Endpoint), w.Subscribers[d.Endpoint].tenant())
+		case !w.Routes(ev, d.Endpoint):
 			v.Mismatches++
 			v.note("misrouted: %s (%s) was routed to %s, which does not subscribe to it", d.EventID, ev.Type, name(d.Endpoint))
 		case w.IsVoided(ev):
@@ -351,13 +399,66 @@ func Check(w *Workload, o Observed) Verdict {
 	if v.PostgresRestartFailures = o.PostgresRestartFailures; v.PostgresRestartFailures > 0 {
 		v.note("postgres did not come back after %d of its restarts; the run did not go as planned", v.PostgresRestartFailures)
 	}
+	for _, name := range slices.Sorted(maps.Keys(o.Unverified)) {
+		if o.Unverified[name] == 0 {
+			continue
+		}
+		v.Unverified += o.Unverified[name]
+		v.note("unverified: %s refused to verify %d deliveries (its log says why); the run signs every one with the secret of the receiver its endpoint points at", name, o.Unverified[name])
+	}
 	if o.Breaker != nil {
 		checkBreaker(*o.Breaker, &v)
 	}
 	if o.Situations != nil {
 		checkSituations(w, o, *o.Situations, &v)
 	}
+	v.Tenants = tenantVerdicts(w, o, v.failed)
 	return v
+}
+
+// tenantVerdicts tallies each tenant's lanes and correlations, and those
+// with no violation.
+func tenantVerdicts(w *Workload, o Observed, failed map[Lane]bool) []TenantVerdict {
+	out := make([]TenantVerdict, len(w.Tenants))
+	for i, t := range w.Tenants {
+		out[i].Tenant = t
+	}
+	of := func(tenant string) *TenantVerdict {
+		i := slices.Index(w.Tenants, tenant)
+		if i < 0 {
+			return nil
+		}
+		return &out[i]
+	}
+	for _, corr := range w.Correlations {
+		tenant, _ := Split(corr)
+		tv := of(tenant)
+		if tv == nil {
+			continue
+		}
+		tv.Correlations++
+		passed := true
+		for ep := range w.Subscribers {
+			if len(w.Lane(corr, ep)) == 0 {
+				continue
+			}
+			tv.Lanes++
+			if failed[Lane{corr, ep}] {
+				passed = false
+			} else {
+				tv.LanesPassed++
+			}
+		}
+		if passed {
+			tv.Passed++
+		}
+	}
+	for ep, s := range w.Subscribers {
+		if tv := of(s.tenant()); tv != nil {
+			tv.Applied += len(at(o.Ledger, ep))
+		}
+	}
+	return out
 }
 
 // checkSituations holds what the situations must have done, besides what
@@ -486,7 +587,6 @@ func at[T any](s []T, i int) T {
 // ep against its lanes.
 func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Verdict) {
 	name := w.Subscribers[ep].Name
-	sit := o.situations()
 	v.Applied += len(at(o.Ledger, ep))
 	// applied per event id and per (correlation, sequence); the order in
 	// which the receiver applied each lane.
@@ -514,11 +614,23 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 			v.Mismatches++
 			v.note("%s applied %s, which the workload never sent", name, e.EventID)
 			continue
+		case e.Amount != ev.Amount:
+			// The tenants share event IDs: an entry with another tenant's
+			// amount is that tenant's event, applied in this one's lane.
+			v.failed[Lane{e.CorrelationID, ep}] = true
+			if other, ok := crossedFrom(w, e, byID); ok {
+				v.CrossTenant++
+				v.note("cross-tenant: %s (tenant %s) applied %s of tenant %s", name, ev.Tenant, e.EventID, other)
+			} else {
+				v.Mismatches++
+				v.note("%s applied %s with amount %d, sent with %d", name, e.EventID, e.Amount, ev.Amount)
+			}
+			continue
 		case ev.CorrelationID != e.CorrelationID || ev.Sequence != e.Sequence:
 			v.Mismatches++
 			v.note("%s applied %s as %s/%d, sent as %s/%d", name, e.EventID, e.CorrelationID, e.Sequence, ev.CorrelationID, ev.Sequence)
 			continue
-		case !w.Subscribers[ep].Wants(ev.Type):
+		case !w.Routes(ev, ep):
 			v.Mismatches++
 			v.note("misrouted: %s applied %s (%s), which it does not subscribe to", name, e.EventID, ev.Type)
 		case w.IsVoided(ev):
@@ -535,116 +647,10 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 			continue
 		}
 		v.Lanes++
-		// want: the lane's sequences the receiver must apply, in order (all
-		// but the skipped deliveries); delivered: hookflow's say.
-		var want []int64
-		finished := true
-		for _, ev := range lane {
-			if !o.Accepted[ev.ID] {
-				continue
-			}
-			d := Delivery{ev.ID, ep}
-			row, known := o.Deliveries[d]
-			applied := appliedID[ev.ID] > 0
-			if ep == sit.Deleted {
-				// The deleted endpoint's own rules; what it applied is held
-				// to the lane order below like any endpoint's.
-				switch checkDeleted(ev, row, known, applied, name, sit, v) {
-				case deletedOwed:
-					want = append(want, ev.Sequence)
-				case deletedUnfinished:
-					finished = false
-				}
-				continue
-			}
-			v.Deliveries++
-			switch {
-			case !known:
-				v.Lost++
-				v.note("lost: %s was accepted but has no delivery to %s in hookflow's ledger", ev.ID, name)
-				finished = false
-			case row.State == stateDelivered && !applied:
-				v.Lost++
-				v.note("lost: %s is delivered to %s in hookflow but not applied there", ev.ID, name)
-			case row.State == stateDelivered:
-				if row.DeadLetter == dlOpen {
-					v.Mismatches++
-					v.note("mismatch: %s is delivered to %s, yet its dead letter is open for an operator to replay or skip", ev.ID, name)
-				}
-			case row.State == stateSkipped && !o.Skipped[d]:
-				v.Lost++
-				v.note("lost: %s's delivery to %s is skipped, but no operator skipped it", ev.ID, name)
-			case row.State == stateDeadLettered || row.State == stateSkipped:
-				if row.State == stateSkipped {
-					v.Skipped++
-				} else {
-					finished = false
-				}
-				if row.DeadLetter == "" {
-					v.Lost++
-					v.note("lost: %s's delivery to %s is %s without a dead letter row", ev.ID, name, row.State)
-				}
-				if applied && row.State == stateSkipped {
-					v.Mismatches++
-					v.note("mismatch: %s's delivery to %s is skipped in hookflow but applied there", ev.ID, name)
-				}
-			default:
-				finished = false
-				v.Stuck++
-				v.note("stuck: %s's delivery to %s is still %s", ev.ID, name, row.State)
-				if applied {
-					v.Mismatches++
-					v.note("mismatch: %s's delivery to %s is %s in hookflow but applied there", ev.ID, name, row.State)
-				}
-			}
-			if row.State != stateSkipped {
-				want = append(want, ev.Sequence)
-			}
-		}
-		// The receiver applied a prefix of want, in order; all of it when
-		// every delivery is finished. hookflow's delivered set is that
-		// same prefix.
-		got := order[corr]
-		ok := len(got) <= len(want)
-		for i := 0; ok && i < len(got); i++ {
-			ok = got[i].Sequence == want[i]
-		}
-		if !ok || (finished && len(got) != len(want)) {
-			v.OrderViolations++
-			seqs := make([]int64, len(got))
-			for i, e := range got {
-				seqs[i] = e.Sequence
-			}
-			v.note("order: %s applied %s's sequences %v; its lane there is %v (skips left out)", name, corr, seqs, want)
-		}
-		for i, seq := range want {
-			id := w.EventID(corr, seq)
-			if o.Deliveries[Delivery{id, ep}].State == stateDelivered && i >= len(got) {
-				v.OrderViolations++
-				v.note("order: hookflow delivered %s/%d to %s, past what the receiver applied in that lane", corr, seq, name)
-			}
-		}
-
-		rc, ok := at(o.Receiver, ep)[corr]
-		if !ok {
-			if len(got) > 0 {
-				v.Mismatches++
-				v.note("%s's receiver API does not know %s", name, corr)
-			}
-			continue
-		}
-		var last int64
-		if len(got) > 0 {
-			last = got[len(got)-1].Sequence
-		}
-		if len(rc.Applied) != len(appliedSeq[corr]) || rc.LastSequence != last {
-			v.Mismatches++
-			v.note("%s's receiver API %s: %d applied, last %d; its ledger: %d, last %d", name, corr, len(rc.Applied), rc.LastSequence, len(appliedSeq[corr]), last)
-		}
-		bal, err := strconv.ParseFloat(rc.Balance.String(), 64)
-		if err != nil || int64(bal) != amounts[corr] {
-			v.Mismatches++
-			v.note("balance %s at %s: the receiver says %s, applied amounts sum to %d", corr, name, rc.Balance, amounts[corr])
+		faults := v.laneFaults()
+		checkLane(w, o, ep, corr, lane, appliedID, appliedSeq, order[corr], amounts[corr], v)
+		if v.laneFaults() != faults {
+			v.failed[Lane{corr, ep}] = true
 		}
 	}
 
@@ -656,6 +662,142 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 	if n := at(o.Parked, ep); n > 0 {
 		v.OrderViolations++
 		v.note("%s's receiver: %d events left parked (sent ahead of their previous_sequence)", name, n)
+	}
+}
+
+// crossedFrom reports whether ledger entry e, which does not carry the
+// amount of its tenant's event, carries that of another tenant's event of
+// the same ID, and which tenant's.
+func crossedFrom(w *Workload, e LedgerEntry, byID map[string]Event) (string, bool) {
+	i := int((e.Amount - 1) / tenantAmounts)
+	if e.Amount < 1 || i >= len(w.Tenants) {
+		return "", false
+	}
+	tenant, own := Split(e.EventID)
+	other := w.Tenants[i]
+	if other == tenant {
+		return "", false
+	}
+	ev, ok := byID[Key(other, own)]
+	return other, ok && ev.Amount == e.Amount
+}
+
+// checkLane holds one lane of endpoint ep (correlation corr's events
+// meant for it, in order) against hookflow's deliveries and what ep's
+// receiver applied: got is the lane's entries in application order,
+// amount their sum.
+func checkLane(w *Workload, o Observed, ep int, corr string, lane []Event, appliedID map[string]int, appliedSeq map[string]map[int64]int, got []LedgerEntry, amount int64, v *Verdict) {
+	name := w.Subscribers[ep].Name
+	sit := o.situations()
+	// want: the lane's sequences the receiver must apply, in order (all
+	// but the skipped deliveries); delivered: hookflow's say.
+	var want []int64
+	finished := true
+	for _, ev := range lane {
+		if !o.Accepted[ev.ID] {
+			continue
+		}
+		d := Delivery{ev.ID, ep}
+		row, known := o.Deliveries[d]
+		applied := appliedID[ev.ID] > 0
+		if ep == sit.Deleted {
+			// The deleted endpoint's own rules; what it applied is held
+			// to the lane order below like any endpoint's.
+			switch checkDeleted(ev, row, known, applied, name, sit, v) {
+			case deletedOwed:
+				want = append(want, ev.Sequence)
+			case deletedUnfinished:
+				finished = false
+			}
+			continue
+		}
+		v.Deliveries++
+		switch {
+		case !known:
+			v.Lost++
+			v.note("lost: %s was accepted but has no delivery to %s in hookflow's ledger", ev.ID, name)
+			finished = false
+		case row.State == stateDelivered && !applied:
+			v.Lost++
+			v.note("lost: %s is delivered to %s in hookflow but not applied there", ev.ID, name)
+		case row.State == stateDelivered:
+			if row.DeadLetter == dlOpen {
+				v.Mismatches++
+				v.note("mismatch: %s is delivered to %s, yet its dead letter is open for an operator to replay or skip", ev.ID, name)
+			}
+		case row.State == stateSkipped && !o.Skipped[d]:
+			v.Lost++
+			v.note("lost: %s's delivery to %s is skipped, but no operator skipped it", ev.ID, name)
+		case row.State == stateDeadLettered || row.State == stateSkipped:
+			if row.State == stateSkipped {
+				v.Skipped++
+			} else {
+				finished = false
+			}
+			if row.DeadLetter == "" {
+				v.Lost++
+				v.note("lost: %s's delivery to %s is %s without a dead letter row", ev.ID, name, row.State)
+			}
+			if applied && row.State == stateSkipped {
+				v.Mismatches++
+				v.note("mismatch: %s's delivery to %s is skipped in hookflow but applied there", ev.ID, name)
+			}
+		default:
+			finished = false
+			v.Stuck++
+			v.note("stuck: %s's delivery to %s is still %s", ev.ID, name, row.State)
+			if applied {
+				v.Mismatches++
+				v.note("mismatch: %s's delivery to %s is %s in hookflow but applied there", ev.ID, name, row.State)
+			}
+		}
+		if row.State != stateSkipped {
+			want = append(want, ev.Sequence)
+		}
+	}
+	// The receiver applied a prefix of want, in order; all of it when
+	// every delivery is finished. hookflow's delivered set is that
+	// same prefix.
+	ok := len(got) <= len(want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = got[i].Sequence == want[i]
+	}
+	if !ok || (finished && len(got) != len(want)) {
+		v.OrderViolations++
+		seqs := make([]int64, len(got))
+		for i, e := range got {
+			seqs[i] = e.Sequence
+		}
+		v.note("order: %s applied %s's sequences %v; its lane there is %v (skips left out)", name, corr, seqs, want)
+	}
+	for i, seq := range want {
+		id := w.EventID(corr, seq)
+		if o.Deliveries[Delivery{id, ep}].State == stateDelivered && i >= len(got) {
+			v.OrderViolations++
+			v.note("order: hookflow delivered %s/%d to %s, past what the receiver applied in that lane", corr, seq, name)
+		}
+	}
+
+	rc, ok := at(o.Receiver, ep)[corr]
+	if !ok {
+		if len(got) > 0 {
+			v.Mismatches++
+			v.note("%s's receiver API does not know %s", name, corr)
+		}
+		return
+	}
+	var last int64
+	if len(got) > 0 {
+		last = got[len(got)-1].Sequence
+	}
+	if len(rc.Applied) != len(appliedSeq[corr]) || rc.LastSequence != last {
+		v.Mismatches++
+		v.note("%s's receiver API %s: %d applied, last %d; its ledger: %d, last %d", name, corr, len(rc.Applied), rc.LastSequence, len(appliedSeq[corr]), last)
+	}
+	bal, err := strconv.ParseFloat(rc.Balance.String(), 64)
+	if err != nil || int64(bal) != amount {
+		v.Mismatches++
+		v.note("balance %s at %s: the receiver says %s, applied amounts sum to %d", corr, name, rc.Balance, amount)
 	}
 }
 
@@ -753,11 +895,13 @@ func stranded(w *Workload, o Observed, v *Verdict) int {
 				// No operator can act on a deleted endpoint's dead letter
 				// (it answers 404): its lanes must have ended by themselves.
 				n++
+				v.failed[Lane{corr, ep}] = true
 				v.note("stranded: %s at %s: its endpoint is deleted, yet a delivery of the lane is not delivered or skipped", corr, w.Subscribers[ep].Name)
 				continue
 			}
 			if why := strandedWhy(w, o, Lane{corr, ep}); why != "" {
 				n++
+				v.failed[Lane{corr, ep}] = true
 				v.note("stranded: %s at %s: %s", corr, w.Subscribers[ep].Name, why)
 			}
 		}

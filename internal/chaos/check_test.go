@@ -19,7 +19,13 @@ var testEndpoints = []string{"ep_a", "ep_b", "ep_c"}
 // its lane's order, as the observations of a perfect run.
 func cleanRun(t *testing.T) (*Workload, Observed) {
 	t.Helper()
-	w, err := NewWorkload(WorkloadConfig{Seed: 1, Events: 30, Correlations: 3, DuplicateRate: 0.1, Reorder: 3})
+	return cleanRunOf(t, WorkloadConfig{Seed: 1, Events: 30, Correlations: 3, DuplicateRate: 0.1, Reorder: 3})
+}
+
+// cleanRunOf is cleanRun of the workload cfg makes.
+func cleanRunOf(t *testing.T, cfg WorkloadConfig) (*Workload, Observed) {
+	t.Helper()
+	w, err := NewWorkload(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +40,7 @@ func cleanRun(t *testing.T) (*Workload, Observed) {
 		o.Accepted[ev.ID] = true
 		o.States[ev.ID] = stateDelivered
 		for ep := range w.Subscribers {
-			if w.Subscribers[ep].Wants(ev.Type) {
+			if w.Routes(ev, ep) {
 				apply(o, ep, ev)
 			}
 		}
@@ -45,7 +51,7 @@ func cleanRun(t *testing.T) (*Workload, Observed) {
 // apply records ev delivered to ep and applied by its receiver.
 func apply(o Observed, ep int, ev Event) {
 	o.Deliveries[Delivery{ev.ID, ep}] = DeliveryRow{State: stateDelivered}
-	e := LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence}
+	e := LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Amount: ev.Amount}
 	o.Ledger[ep] = append(o.Ledger[ep], e)
 	o.Processed[ep] = append(o.Processed[ep], e)
 	o.AppliedAnswers[Delivery{ev.ID, ep}] = 1
@@ -147,7 +153,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"applied by a receiver that does not subscribe", func(w *Workload, o *Observed) {
 			for _, ev := range w.Events {
 				if !w.Subscribers[epB].Wants(ev.Type) {
-					o.Ledger[epB] = append(o.Ledger[epB], LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence})
+					o.Ledger[epB] = append(o.Ledger[epB], LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Amount: ev.Amount})
 					return
 				}
 			}
@@ -185,7 +191,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			unapply(t, o, epB, ev)
 			o.Deliveries[Delivery{ev.ID, epB}] = DeliveryRow{State: "waiting"}
 			o.Heads[Lane{ev.CorrelationID, epB}] = Head{Next: ev.Sequence, Workflow: "running", Status: contract.EventStatus{State: contract.StateWaiting}}
-		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck == 1 }, "stranded: corr-0000 at B: its head"},
+		}, func(v Verdict) bool { return v.Stranded == 1 && v.Stuck == 1 }, "stranded: default/corr-0000 at B: its head"},
 		{"head dead-lettered, its replay claimed but never carried out", func(w *Workload, o *Observed) {
 			ev := lastOf(w, epB)
 			unapply(t, o, epB, ev)
@@ -225,6 +231,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"postgres did not come back", func(w *Workload, o *Observed) {
 			o.PostgresRestartFailures = 1
 		}, func(v Verdict) bool { return v.PostgresRestartFailures == 1 }, "postgres did not come back"},
+		{"a receiver refused signatures", func(w *Workload, o *Observed) {
+			o.Unverified = map[string]int{"receiver-a": 3, "receiver-b": 0}
+		}, func(v Verdict) bool { return v.Unverified == 3 }, "receiver-a refused to verify 3 deliveries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -594,6 +603,85 @@ func TestCheckSituationsFindViolations(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(v.Details, "\n"), tc.about) {
 				t.Fatalf("details %q do not mention %q", v.Details, tc.about)
+			}
+		})
+	}
+}
+
+// TestCheckTenants: three tenants share correlation and event IDs; a clean
+// run passes every tenant's correlations, and one tenant's event that
+// reaches another tenant's endpoint (routed there by hookflow, or applied
+// in that endpoint's lane at the receiver they share) is a cross-tenant
+// violation that fails that tenant's lane, not the others'.
+func TestCheckTenants(t *testing.T) {
+	t.Parallel()
+	cfg := WorkloadConfig{Seed: 1, Events: 60, Correlations: 6, DuplicateRate: 0.1, Reorder: 3, Tenants: ChaosTenants(3)}
+	w, o := cleanRunOf(t, cfg)
+	if len(w.Subscribers) != 9 {
+		t.Fatalf("%d endpoints, want 3 per tenant", len(w.Subscribers))
+	}
+	// The tenants reuse each other's IDs: the first two correlations are
+	// corr-0000 of tenant-1 and of tenant-2.
+	_, a := Split(w.Correlations[0])
+	_, b := Split(w.Correlations[1])
+	if a != b || w.Correlations[0] == w.Correlations[1] {
+		t.Fatalf("correlations %v do not share IDs across tenants", w.Correlations[:2])
+	}
+	v := Check(w, o)
+	if !v.OK() || len(v.Tenants) != 3 {
+		t.Fatalf("clean run: %+v", v)
+	}
+	for _, tv := range v.Tenants {
+		if tv.Correlations != 2 || tv.Passed != 2 || tv.LanesPassed != tv.Lanes || tv.Lanes == 0 || tv.Applied == 0 {
+			t.Errorf("clean run, %+v", tv)
+		}
+	}
+
+	// ep1 is tenant-1's endpoint B, ep2 tenant-2's (3 kinds per tenant).
+	const ep1, ep2 = 1, 4
+	var mine, theirs Event
+	for _, ev := range w.Lane(w.Correlations[0], ep1) {
+		_, own := Split(ev.ID)
+		i := slices.IndexFunc(w.Events, func(e Event) bool { return e.ID == Key("tenant-2", own) })
+		if i >= 0 && w.Routes(w.Events[i], ep2) {
+			mine, theirs = ev, w.Events[i]
+			break
+		}
+	}
+	if mine.ID == "" {
+		t.Fatal("no event of tenant-1's B lane has a namesake in tenant-2's B lane")
+	}
+	for name, mutate := range map[string]func(o *Observed){
+		// tenant-2's event, of the same ID, applied in tenant-1's lane in
+		// place of tenant-1's: only its amount tells it apart.
+		"applied in another tenant's lane": func(o *Observed) {
+			for i, e := range o.Ledger[ep1] {
+				if e.EventID == mine.ID {
+					o.Ledger[ep1][i].Amount = theirs.Amount
+				}
+			}
+		},
+		"routed to another tenant's endpoint": func(o *Observed) {
+			o.Deliveries[Delivery{theirs.ID, ep1}] = DeliveryRow{State: stateDelivered}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, o := cleanRunOf(t, cfg)
+			mutate(&o)
+			v := Check(w, o)
+			if v.OK() || v.CrossTenant != 1 {
+				t.Fatalf("cross_tenant=%d, details %q", v.CrossTenant, v.Details)
+			}
+			if !strings.Contains(strings.Join(v.Details, "\n"), "cross-tenant: ") {
+				t.Fatalf("details %q do not say cross-tenant", v.Details)
+			}
+			if tv := v.Tenants[0]; tv.Passed != 1 || tv.LanesPassed != tv.Lanes-1 {
+				t.Errorf("tenant-1: %+v, want one lane and one correlation failed", tv)
+			}
+			for _, tv := range v.Tenants[1:] {
+				if tv.Passed != tv.Correlations {
+					t.Errorf("%+v: another tenant's lane failed it", tv)
+				}
 			}
 		})
 	}

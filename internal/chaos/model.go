@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // The operator model: a seeded generator of operator action sequences
@@ -272,6 +274,11 @@ func (sc *Scenario) EventType(t string) string { return fmt.Sprintf("%s.s%d", t,
 // correlations.
 type Scenario struct {
 	Seed uint64
+	// Tenant is the tenant the scenario runs in, and Block numbers its
+	// IDs (CorrelationID): by default the default tenant and its seed;
+	// InTenant deals scenarios out to tenants so that several share IDs.
+	Tenant string
+	Block  uint64
 	// Events is how many events each correlation has (sequences 1..n), and
 	// Types their types, by correlation and sequence-1.
 	Events []int
@@ -288,8 +295,19 @@ type Scenario struct {
 	Closing [][][]string
 }
 
-// CorrelationID is correlation k's ID: fresh for every seed.
-func (sc *Scenario) CorrelationID(k int) string { return fmt.Sprintf("om-%d-c%d", sc.Seed, k) }
+// CorrelationID is correlation k's ID: fresh for every block of seeds
+// within a tenant.
+func (sc *Scenario) CorrelationID(k int) string { return fmt.Sprintf("om-%d-c%d", sc.Block, k) }
+
+// InTenant puts the scenario in tenants[Seed % n] and numbers its IDs
+// by Seed / n: seeds next to each other run in different tenants with the
+// same correlation and event IDs, so that anything of one tenant reaching
+// another (an answer, a delivery, a release, a ledger entry) breaks a
+// check of one of them. Each scenario's IDs stay fresh within its tenant.
+func (sc *Scenario) InTenant(tenants []string) {
+	n := uint64(len(tenants))
+	sc.Tenant, sc.Block = tenants[sc.Seed%n], sc.Seed/n
+}
 
 // EventID is the ID (idempotency key) of correlation k's event seq.
 func (sc *Scenario) EventID(k int, seq int64) string {
@@ -489,7 +507,7 @@ func modelTypes(rng *rand.Rand) string {
 // voided), and the closing operator's choices.
 func Generate(seed uint64) *Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6f706d6f64656c))
-	sc := &Scenario{Seed: seed}
+	sc := &Scenario{Seed: seed, Tenant: contract.DefaultTenant, Block: seed}
 	ncorr := 1
 	if rng.IntN(5) < 2 {
 		ncorr = 2

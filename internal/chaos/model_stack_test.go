@@ -30,6 +30,8 @@ func TestOperatorModelShort(t *testing.T) {
 		t.Fatalf("no summary line (%v, ctx: %v)", err, ctx.Err())
 	case !strings.Contains(summary, " failed=0 "):
 		t.Fatalf("the operator model found violations (see the scenarios above): %s", summary)
+	case !strings.Contains(summary, " unverified=0 "):
+		t.Fatalf("a receiver refused to verify deliveries (see the progress above): %s", summary)
 	case err != nil:
 		t.Fatalf("hookflow chaos --operator-model --short: %v (ctx: %v)", err, ctx.Err())
 	}

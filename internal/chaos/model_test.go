@@ -181,9 +181,9 @@ func TestProxyReceiverModes(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}
-	p.SetMode("a", 0, ModeReject)
-	p.SetMode("b", 0, ModeUnavailable)
-	p.SetMode("c", 0, ModeLoseAck)
+	p.SetMode(Key(contract.DefaultTenant, "a"), 0, ModeReject)
+	p.SetMode(Key(contract.DefaultTenant, "b"), 0, ModeUnavailable)
+	p.SetMode(Key(contract.DefaultTenant, "c"), 0, ModeLoseAck)
 	if code, err := send("a-1", "a"); err != nil || code != http.StatusBadRequest {
 		t.Errorf("reject: %d %v, want 400", code, err)
 	}
@@ -202,7 +202,7 @@ func TestProxyReceiverModes(t *testing.T) {
 	if got.Load() != 2 {
 		t.Errorf("the receiver got %d deliveries of the lost ack's event, want 2", got.Load())
 	}
-	p.SetMode("a", 0, ModePass)
+	p.SetMode(Key(contract.DefaultTenant, "a"), 0, ModePass)
 	if code, err := send("a-1", "a"); err != nil || code != http.StatusOK {
 		t.Errorf("healed: %d %v, want 200", code, err)
 	}
@@ -213,7 +213,7 @@ func TestProxyReceiverModes(t *testing.T) {
 // dead-lettered and skipped, 2 dead-lettered and replayed, 3 delivered; the
 // receiver applied 2 and 3. At e1: 1 and 2 delivered and applied.
 func modelFixture() (*Scenario, ModelRecord, ModelObserved) {
-	sc := &Scenario{Seed: 7, Events: []int{3}, Types: [][]string{{"model.shared", "model.shared", "model.first"}},
+	sc := &Scenario{Seed: 7, Block: 7, Tenant: contract.DefaultTenant, Events: []int{3}, Types: [][]string{{"model.shared", "model.shared", "model.first"}},
 		Closing: [][][]string{{{"replay", "replay", "replay"}, {"replay", "replay", "replay"}}}}
 	sc.Lost, sc.Late = []int64{0}, []int{0}
 	rec := newModelRecord()
@@ -429,14 +429,14 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 	}
 }
 
-// The summary line counts sequences, actions by kind and violations by
-// check.
+// The summary line counts sequences, actions by kind, violations by
+// check, and the deliveries a receiver refused to verify.
 func TestModelSummary(t *testing.T) {
 	t.Parallel()
 	r := ModelResult{Sequences: 3, Failed: []uint64{5}, Actions: map[string]int{"skip_api": 2, "reset_event": 1},
-		Violations: map[string]int{CheckDeadLetter: 1}, Wall: time.Minute}
+		Violations: map[string]int{CheckDeadLetter: 1}, Unverified: 2, Wall: time.Minute}
 	s := modelSummary(r, []uint64{4, 5, 6})
-	for _, want := range []string{"sequences=3 ", "failed=1 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0", "failed_seeds=5 ", "seeds=4..6 "} {
+	for _, want := range []string{"sequences=3 ", "failed=1 ", "unverified=2 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0", "failed_seeds=5 ", "seeds=4..6 "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q: %s", want, s)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -39,6 +40,9 @@ type ModelConfig struct {
 	// correlations).
 	Parallel int
 	Workers  int
+	// Tenants is how many tenants the scenarios are dealt out to
+	// (Scenario.InTenant), each with endpoints of its own.
+	Tenants int
 	// RecoveryWindow, DeliveryTimeout and RepairAfter go to the API and
 	// the workers: short, so dead letters come fast and the repair sweep
 	// acts within a scenario.
@@ -65,10 +69,11 @@ type ModelConfig struct {
 // actions on endpoints and producers that the others lack (a void refused
 // for a sequence that arrived, a voided sequence posted after all); with
 // them the set presses every button the generator has
-// (TestModelShortPressesEveryButton).
+// (TestModelShortPressesEveryButton). In three tenants (Scenario.InTenant),
+// 3 and 5, 6 and 7, 51 and 52 share their IDs.
 func ModelShort() ModelConfig {
 	return ModelConfig{
-		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7, 69, 1557, 38, 96}, Parallel: 2, Workers: 2,
+		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7, 69, 1557, 38, 96}, Parallel: 2, Workers: 2, Tenants: 3,
 		RecoveryWindow: 2 * time.Second, DeliveryTimeout: 2 * time.Second, RepairAfter: 2 * time.Second,
 		Settle: 20 * time.Second,
 	}
@@ -89,12 +94,20 @@ type ModelResult struct {
 	// Actions counts the scenarios' actions by kind; Violations the failed
 	// checks by check.
 	Actions, Violations map[string]int
-	Summary             string
-	Wall                time.Duration
+	// Tenants counts the scenarios run in each tenant, and Passed those
+	// that passed every check.
+	Tenants, Passed map[string]int
+	// Unverified counts the deliveries the receivers refused to verify
+	// (Observed.Unverified): the scenarios refuse deliveries at the proxy,
+	// never by a signature, so each is a fault of the run's wiring.
+	Unverified int
+	Summary    string
+	Wall       time.Duration
 }
 
-// OK reports whether every scenario passed every check.
-func (r ModelResult) OK() bool { return len(r.Failed) == 0 }
+// OK reports whether every scenario passed every check and every delivery
+// that reached a receiver was verified.
+func (r ModelResult) OK() bool { return len(r.Failed) == 0 && r.Unverified == 0 }
 
 // RunOperatorModel starts the stack once, runs every scenario on it,
 // checks each once quiet, and prints each failure (its seed, its
@@ -108,6 +121,8 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	cfg.DeliveryTimeout = cmp.Or(cfg.DeliveryTimeout, def.DeliveryTimeout)
 	cfg.RepairAfter = cmp.Or(cfg.RepairAfter, def.RepairAfter)
 	cfg.Settle = cmp.Or(cfg.Settle, def.Settle)
+	cfg.Tenants = cmp.Or(cfg.Tenants, def.Tenants)
+	tenants := ChaosTenants(cfg.Tenants)
 	if cfg.Stdout == nil {
 		cfg.Stdout = io.Discard
 	}
@@ -136,7 +151,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	st := newStack(Config{
 		Binary: cfg.Binary, Seed: seeds[0], Workers: cfg.Workers,
 		RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout, RepairAfter: cfg.RepairAfter,
-		Subscribers: ModelSubscribers(), Down: -1, Flapping: -1,
+		Subscribers: ForTenants(ModelSubscribers(), tenants), Down: -1, Flapping: -1,
 	}, dir, logs, logger, out)
 	var torn sync.Once
 	tearDown := func() { torn.Do(st.stop) }
@@ -148,7 +163,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	out.printf("operator model: stack up in %s (recovery window %s, repair after %s, %d workers); %d sequences, %d at once, seeds %s; logs in %s",
 		time.Since(out.began).Round(100*time.Millisecond), cfg.RecoveryWindow, cfg.RepairAfter, cfg.Workers, len(seeds), cfg.Parallel, seedList(seeds), logs)
 
-	res := ModelResult{Actions: map[string]int{}, Violations: map[string]int{}}
+	res := ModelResult{Actions: map[string]int{}, Violations: map[string]int{}, Tenants: map[string]int{}, Passed: map[string]int{}}
 	var mu sync.Mutex
 	work := make(chan uint64)
 	var wg sync.WaitGroup
@@ -158,12 +173,15 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 			defer wg.Done()
 			for seed := range work {
 				sc := Generate(seed)
-				x := &modelExec{st: st, sc: sc, cfg: cfg, logger: logger.With("seed", seed), rec: newModelRecord()}
+				sc.InTenant(tenants)
+				x := &modelExec{st: st, sc: sc, cfg: cfg, logger: logger.With("seed", seed, "tenant", sc.Tenant), rec: newModelRecord(),
+					api: st.tenantAPI(sc.Tenant), base: slices.Index(tenants, sc.Tenant) * len(ModelSubscribers())}
 				began := time.Now()
 				vs, err := x.run(ctx)
 				took := time.Since(began).Round(100 * time.Millisecond)
 				mu.Lock()
 				res.Sequences++
+				res.Tenants[sc.Tenant]++
 				for _, s := range sc.Steps {
 					res.Actions[actionLabel(s)]++
 				}
@@ -173,7 +191,8 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 					vs = append(vs, ModelViolation{"not_carried_out", err.Error()})
 				}
 				if len(vs) == 0 {
-					out.printf("operator model: seed %d ok (%d actions, %s) [%d/%d]", seed, len(sc.Steps), took, res.Sequences, len(seeds))
+					res.Passed[sc.Tenant]++
+					out.printf("operator model: seed %d ok (%s, %d actions, %s) [%d/%d]", seed, sc.Tenant, len(sc.Steps), took, res.Sequences, len(seeds))
 				} else {
 					res.Failed = append(res.Failed, seed)
 					seen := map[string]bool{}
@@ -183,7 +202,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 							seen[v.Check] = true
 						}
 					}
-					out.printf("operator model: seed %d FAILED (%d actions, %s) [%d/%d]", seed, len(sc.Steps), took, res.Sequences, len(seeds))
+					out.printf("operator model: seed %d FAILED (%s, %d actions, %s) [%d/%d]", seed, sc.Tenant, len(sc.Steps), took, res.Sequences, len(seeds))
 					fmt.Fprint(cfg.Stdout, x.report(vs, took))
 				}
 				mu.Unlock()
@@ -202,6 +221,12 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 		return ModelResult{}, ctx.Err()
 	}
 	tearDown()
+	for name, n := range st.unverified() {
+		res.Unverified += n
+		if n > 0 {
+			out.printf("operator model: %s refused to verify %d deliveries (its log says why)", name, n)
+		}
+	}
 	res.Wall = time.Since(out.began).Round(time.Second)
 	slices.Sort(res.Failed)
 	res.Summary = modelSummary(res, seeds)
@@ -289,8 +314,12 @@ func modelSummary(r ModelResult, seeds []uint64) string {
 	if len(r.Failed) > 0 {
 		failed = seedList(r.Failed)
 	}
-	return fmt.Sprintf("operator_model sequences=%d failed=%d actions=%d (%s) violations (sequences failing each check): %s failed_seeds=%s seeds=%s wall=%s",
-		r.Sequences, len(r.Failed), total, strings.Join(acts, " "), strings.Join(viol, " "), failed, seedList(seeds), r.Wall)
+	var tenants []string
+	for _, t := range slices.Sorted(maps.Keys(r.Tenants)) {
+		tenants = append(tenants, fmt.Sprintf("%s:%d/%d", t, r.Passed[t], r.Tenants[t]))
+	}
+	return fmt.Sprintf("operator_model sequences=%d failed=%d unverified=%d tenants=%d passed_per_tenant=%s actions=%d (%s) violations (sequences failing each check): %s failed_seeds=%s seeds=%s wall=%s",
+		r.Sequences, len(r.Failed), r.Unverified, len(r.Tenants), strings.Join(tenants, ","), total, strings.Join(acts, " "), strings.Join(viol, " "), failed, seedList(seeds), r.Wall)
 }
 
 // modelExec carries out one scenario on the stack and keeps what the
@@ -303,6 +332,12 @@ type modelExec struct {
 
 	mu  sync.Mutex
 	rec ModelRecord
+	// api is the client of the scenario's tenant's key; base is the index
+	// of its tenant's first endpoint of the stack: the scenario's endpoint
+	// ep points at the stack's endpoint base+ep's path (its receiver, its
+	// secret), where the proxy knows its tenant.
+	api  *hfclient.Client
+	base int
 	// endpoints are the scenario's own endpoints' ids, by index; deleted
 	// those it deleted, paused those it disabled and has not enabled.
 	endpoints       []string
@@ -368,8 +403,8 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 // types, so a pause or a delete touches nothing of another scenario.
 func (x *modelExec) createEndpoints(ctx context.Context) error {
 	for i, sub := range x.sc.Subscribers() {
-		r, err := x.st.client.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
-			URL: x.st.endpoints.proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[i]),
+		r, err := x.api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
+			URL: x.st.endpoints.proxyBase + Path(x.base+i), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[x.base+i]),
 		})
 		if err != nil {
 			return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)
@@ -386,7 +421,7 @@ func (x *modelExec) deleteEndpoints(ctx context.Context) {
 		if x.deleted[ep] {
 			continue
 		}
-		if _, err := x.st.client.EndpointDeleteWithResponse(ctx, id, nil); err != nil {
+		if _, err := x.api.EndpointDeleteWithResponse(ctx, id, nil); err != nil {
 			x.logger.Warn("delete the scenario's endpoint", "endpoint_id", id, "error", err)
 		}
 	}
@@ -396,7 +431,7 @@ func (x *modelExec) deleteEndpoints(ctx context.Context) {
 // the violations, then the actions with what became of each.
 func (x *modelExec) report(vs []ModelViolation, took time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "operator model: FAILED seed=%d (%s; again: hookflow chaos --operator-model --seed %d --sequences 1)\n", x.sc.Seed, took, x.sc.Seed)
+	fmt.Fprintf(&b, "operator model: FAILED seed=%d in %s (%s; again: hookflow chaos --operator-model --seed %d --sequences 1)\n", x.sc.Seed, x.sc.Tenant, took, x.sc.Seed)
 	for _, v := range vs {
 		fmt.Fprintf(&b, "  violation %s\n", v)
 	}
@@ -421,13 +456,19 @@ func (x *modelExec) report(vs []ModelViolation, took time.Duration) string {
 // correlation's sequencer's when it names no sequence.
 func (x *modelExec) workflowID(s Step) string {
 	if s.Seq == 0 {
-		return contract.SequencerID(contract.DefaultTenant, x.sc.CorrelationID(s.Corr))
+		return contract.SequencerID(x.sc.Tenant, x.sc.CorrelationID(s.Corr))
 	}
 	return x.wf(x.sc.EventID(s.Corr, s.Seq))
 }
 
-// wf is the workflow ID of event id.
-func (x *modelExec) wf(id string) string { return contract.EventWorkflowID(contract.DefaultTenant, id) }
+// wf is the workflow ID of the scenario's event id.
+func (x *modelExec) wf(id string) string { return contract.EventWorkflowID(x.sc.Tenant, id) }
+
+// path is the proxy's name of the scenario's delivery d (Delivery): the
+// event by its Key, the endpoint by its stack index.
+func (x *modelExec) path(d Delivery) Delivery {
+	return Delivery{Key(x.sc.Tenant, d.EventID), x.base + d.Endpoint}
+}
 
 // step carries out one action and says what became of it.
 func (x *modelExec) step(ctx context.Context, s Step) string {
@@ -437,7 +478,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 	ev := x.sc.EventID(s.Corr, s.Seq)
 	switch s.Kind {
 	case StepMode:
-		x.st.proxy.SetMode(x.sc.CorrelationID(s.Corr), s.Endpoint, s.Mode)
+		x.st.proxy.SetMode(Key(x.sc.Tenant, x.sc.CorrelationID(s.Corr)), x.base+s.Endpoint, s.Mode)
 		return "set"
 	case StepPost:
 		var answers []string
@@ -499,7 +540,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 // unanswered or 5xx.
 func (x *modelExec) setDisabled(ctx context.Context, ep int, disabled bool) string {
 	code, _, err := untilAnswered(http.StatusOK, func() error {
-		_, err := x.st.client.EndpointUpdateWithResponse(ctx, x.endpoints[ep], nil, hfclient.EndpointUpdate{Disabled: &disabled})
+		_, err := x.api.EndpointUpdateWithResponse(ctx, x.endpoints[ep], nil, hfclient.EndpointUpdate{Disabled: &disabled})
 		return err
 	})
 	if code == http.StatusOK {
@@ -536,7 +577,7 @@ func (x *modelExec) deleteEndpoint(ctx context.Context, ep int) string {
 	x.mu.Unlock()
 	var res hfclient.EndpointDeleted
 	code, tries, err := untilAnswered(http.StatusOK, func() (err error) {
-		r, err := x.st.client.EndpointDeleteWithResponse(ctx, x.endpoints[ep], nil)
+		r, err := x.api.EndpointDeleteWithResponse(ctx, x.endpoints[ep], nil)
 		if err == nil {
 			res = *r.JSON200
 		}
@@ -544,11 +585,11 @@ func (x *modelExec) deleteEndpoint(ctx context.Context, ep int) string {
 	})
 	deleted := code == http.StatusOK || code == http.StatusNotFound && tries > 1
 	if deleted {
-		seen := x.st.proxy.SeenOf(ep)
+		seen := x.st.proxy.SeenOf(x.base + ep)
 		x.mu.Lock()
 		x.deleted[ep], x.paused[ep] = true, false
 		for _, d := range x.eventDeliveries(ep) {
-			if seen[d.EventID] {
+			if seen[x.path(d).EventID] {
 				x.rec.SentBeforeDelete[d] = true
 			}
 		}
@@ -579,7 +620,7 @@ func (x *modelExec) void(ctx context.Context, s Step) string {
 	x.mu.Unlock()
 	var res hfclient.CorrelationVoided
 	code, _, err := untilAnswered(http.StatusOK, func() (err error) {
-		r, err := x.st.client.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
+		r, err := x.api.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
 		if err == nil {
 			res = *r.JSON200
 		}
@@ -631,7 +672,7 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 	voided := x.rec.Voided[id]
 	x.mu.Unlock()
 	code, _, err := untilAnswered(http.StatusAccepted, func() error {
-		_, err := x.st.client.Send(ctx, body)
+		_, err := x.api.Send(ctx, body)
 		return err
 	})
 	p.Code = code
@@ -661,7 +702,7 @@ func (x *modelExec) rows(ctx context.Context) (map[Delivery]ledgerRow, error) {
 	defer cancel()
 	var corrs []string
 	for k := range x.sc.Events {
-		corrs = append(corrs, x.sc.CorrelationID(k))
+		corrs = append(corrs, Key(x.sc.Tenant, x.sc.CorrelationID(k)))
 	}
 	ds, err := readDeliveries(ctx, x.st.hf, corrs)
 	if err != nil {
@@ -669,7 +710,8 @@ func (x *modelExec) rows(ctx context.Context) (map[Delivery]ledgerRow, error) {
 	}
 	out := make(map[Delivery]ledgerRow, len(ds))
 	for _, d := range ds {
-		out[Delivery{d.EventID, slices.Index(x.endpoints, d.EndpointID)}] = ledgerRow{State: d.State, DeadLetter: d.DeadLetter, Generation: d.Generation}
+		_, id := Split(d.EventID)
+		out[Delivery{id, slices.Index(x.endpoints, d.EndpointID)}] = ledgerRow{State: d.State, DeadLetter: d.DeadLetter, Generation: d.Generation}
 	}
 	return out, nil
 }
@@ -771,12 +813,12 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 		var act hfclient.OperatorAction
 		if p.Button == "skip" {
 			var r *hfclient.DeadLetterSkipResponse
-			if r, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, nil, req); err == nil {
+			if r, err = x.api.DeadLetterSkipWithResponse(ctx, id, nil, req); err == nil {
 				act = *r.JSON202
 			}
 		} else {
 			var r *hfclient.DeadLetterReplayResponse
-			if r, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, nil, req); err == nil {
+			if r, err = x.api.DeadLetterReplayWithResponse(ctx, id, nil, req); err == nil {
 				act = *r.JSON202
 			}
 		}
@@ -804,7 +846,7 @@ func (x *modelExec) press(ctx context.Context, d Delivery, p Press) string {
 	fields := map[string]any{}
 	switch p.Input {
 	case InputGeneration, InputStale:
-		r, err := x.st.client.DeadLetterGetWithResponse(ctx, id, &hfclient.DeadLetterGetParams{EndpointID: &ep})
+		r, err := x.api.DeadLetterGetWithResponse(ctx, id, &hfclient.DeadLetterGetParams{EndpointID: &ep})
 		if err != nil {
 			return fmt.Sprintf("UI %s not sent: no dead letter to read the generation of (%v)", p.Button, err)
 		}
@@ -1012,7 +1054,7 @@ func taskHistory(ctx context.Context, tc client.Client, workflowID, runID, relea
 func (x *modelExec) closing(ctx context.Context) {
 	for k := range x.sc.Events {
 		for ep := range x.endpoints {
-			x.st.proxy.SetMode(x.sc.CorrelationID(k), ep, ModePass)
+			x.st.proxy.SetMode(Key(x.sc.Tenant, x.sc.CorrelationID(k)), x.base+ep, ModePass)
 		}
 	}
 	x.note("closing: every receiver heals")
@@ -1082,7 +1124,7 @@ func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, ge
 	id := x.sc.EventID(k, q)
 	d := Delivery{id, ep}
 	button := x.sc.Closing[k][ep][q-1]
-	if button == "skip" && x.st.proxy.AckLost(d) {
+	if button == "skip" && x.st.proxy.AckLost(x.path(d)) {
 		// The receiver applied it and its answer was lost: a skip would
 		// tell hookflow it never got it, which no operator who looked
 		// would do.
@@ -1091,9 +1133,9 @@ func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, ge
 	var err error
 	req := hfclient.Operator{EndpointID: x.endpoints[ep], Note: "operator model: closing"}
 	if button == "skip" {
-		_, err = x.st.client.DeadLetterSkipWithResponse(ctx, id, nil, req)
+		_, err = x.api.DeadLetterSkipWithResponse(ctx, id, nil, req)
 	} else {
-		_, err = x.st.client.DeadLetterReplayWithResponse(ctx, id, nil, req)
+		_, err = x.api.DeadLetterReplayWithResponse(ctx, id, nil, req)
 	}
 	code, err := answered(err, http.StatusAccepted)
 	x.mu.Lock()
@@ -1140,11 +1182,11 @@ func (x *modelExec) observe(parent context.Context) (ModelObserved, error) {
 			lane := Lane{corr, ep}
 			for q := int64(1); q <= int64(n); q++ {
 				d := Delivery{x.sc.EventID(k, q), ep}
-				if a := answers[d]; a > 0 {
+				if a := answers[x.path(d)]; a > 0 {
 					obs.AppliedAnswers[d] = a
 				}
 			}
-			rc, code, err := x.st.recv[ep].correlation(ctx, corr)
+			rc, code, err := x.st.recv[x.base+ep].correlation(ctx, corr, x.endpoints[ep])
 			if err != nil {
 				return obs, err
 			}
@@ -1153,7 +1195,10 @@ func (x *modelExec) observe(parent context.Context) (ModelObserved, error) {
 			}
 			// The receiver's API lists what it applied by sequence; the
 			// order it applied them in is its ledger's entry order.
-			erows, err := x.st.rcv[ep].Query(ctx, "SELECT sequence FROM ledger_entries WHERE correlation_id = $1 ORDER BY entry_no", corr)
+			// The receiver serves every tenant's scenarios, and another
+			// tenant's scenario may have this correlation's ID: the lane is
+			// this endpoint's.
+			erows, err := x.st.rcv[x.base+ep].Query(ctx, "SELECT sequence FROM ledger_entries WHERE endpoint_id = $1 AND correlation_id = $2 ORDER BY entry_no", x.endpoints[ep], corr)
 			if err != nil {
 				return obs, fmt.Errorf("read the receiver's ledger: %w", err)
 			}

@@ -98,9 +98,9 @@ func pending(states map[string]int) int {
 func (o *observer) noteStrayDeadLetters(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	rows, err := o.st.hf.Query(ctx, `SELECT d.event_id, d.generation, v.state, d.replay_count, e.restarts, COALESCE(e.restart_reason, '')
-		FROM dead_letters d JOIN deliveries v ON v.event_id = d.event_id AND v.endpoint_id = d.endpoint_id
-		JOIN events e ON e.id = d.event_id
+	rows, err := o.st.hf.Query(ctx, `SELECT d.tenant_id || '/' || d.event_id, d.generation, v.state, d.replay_count, e.restarts, COALESCE(e.restart_reason, '')
+		FROM dead_letters d JOIN deliveries v ON v.tenant_id = d.tenant_id AND v.event_id = d.event_id AND v.endpoint_id = d.endpoint_id
+		JOIN events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
 		WHERE d.status = 'open' AND v.state <> 'dead_lettered'`)
 	if err != nil {
 		return
@@ -129,7 +129,8 @@ func (o *observer) noteStrayDeadLetters(ctx context.Context) {
 			"state", d.State, "replay_count", d.Replays, "restarts", d.Restarts, "restart_reason", d.Reason)
 		o.progress.printf("note: the dead letter of %s (generation %d, replayed %d times) is open while the event is %s (restarts %d %q); what the logs say of it:",
 			d.ID, d.Generation, d.Replays, d.State, d.Restarts, d.Reason)
-		for _, l := range o.st.logLinesAbout(d.ID, 8) {
+		_, own := Split(d.ID)
+		for _, l := range o.st.logLinesAbout(own, 8) {
 			o.progress.printf("note:   %s", l)
 		}
 	}
@@ -146,7 +147,7 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 	obs.States, obs.Deliveries = map[string]string{}, map[Delivery]DeliveryRow{}
 	obs.EndpointIDs = st.endpoints.ids
 
-	rows, err := st.hf.Query(ctx, "SELECT id, state FROM events")
+	rows, err := st.hf.Query(ctx, "SELECT tenant_id || '/' || id, state FROM events")
 	if err != nil {
 		return fmt.Errorf("read hookflow events: %w", err)
 	}
@@ -173,30 +174,43 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 	o.downDL = downDL
 	o.mu.Unlock()
 
+	// Each endpoint's lanes at the receiver it shares with the other
+	// tenants' endpoints of its kind, by its endpoint_id; the entries are
+	// named by the endpoint's tenant's keys.
 	for ep, pool := range st.rcv {
+		endpointID, tenant := st.endpoints.ids[ep], o.wl.Subscribers[ep].tenant()
 		readLedger := func(q string) ([]LedgerEntry, error) {
-			rows, err := pool.Query(ctx, q)
+			rows, err := pool.Query(ctx, q, endpointID)
 			if err != nil {
 				return nil, err
 			}
-			return pgx.CollectRows(rows, pgx.RowToStructByPos[LedgerEntry])
+			entries, err := pgx.CollectRows(rows, pgx.RowToStructByPos[LedgerEntry])
+			for i := range entries {
+				entries[i].EventID, entries[i].CorrelationID = Key(tenant, entries[i].EventID), Key(tenant, entries[i].CorrelationID)
+			}
+			return entries, err
 		}
 		// entry_no is the order of application.
-		ledger, err := readLedger("SELECT event_id, correlation_id, sequence FROM ledger_entries ORDER BY entry_no")
+		ledger, err := readLedger("SELECT event_id, correlation_id, sequence, amount::bigint FROM ledger_entries WHERE endpoint_id = $1 ORDER BY entry_no")
 		if err != nil {
 			return fmt.Errorf("read receiver %d's ledger: %w", ep, err)
 		}
-		processed, err := readLedger("SELECT event_id, correlation_id, sequence FROM processed_events")
+		// processed_events keep no amount.
+		processed, err := readLedger("SELECT event_id, correlation_id, sequence, 0::bigint FROM processed_events WHERE endpoint_id = $1")
 		if err != nil {
 			return fmt.Errorf("read receiver %d's processed_events: %w", ep, err)
 		}
 		var parked int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM parked_events").Scan(&parked); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM parked_events WHERE endpoint_id = $1", endpointID).Scan(&parked); err != nil {
 			return fmt.Errorf("read receiver %d's parked_events: %w", ep, err)
 		}
 		known := map[string]refreceiver.Correlation{}
 		for _, corr := range o.wl.Correlations {
-			rc, code, err := st.recv[ep].correlation(ctx, corr)
+			t, own := Split(corr)
+			if t != tenant {
+				continue
+			}
+			rc, code, err := st.recv[ep].correlation(ctx, own, endpointID)
 			if err != nil {
 				return err
 			}
@@ -263,7 +277,7 @@ func (o *observer) readBreaker(ctx context.Context, endpointID string, outages [
 		}
 		b.HeadsAtOutage = append(b.HeadsAtOutage, n)
 	}
-	r, err := st.client.EndpointStatsWithResponse(ctx, endpointID, nil)
+	r, err := st.apiFor(endpointID).EndpointStatsWithResponse(ctx, endpointID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the flapping endpoint's stats: %w", err)
 	}
@@ -286,7 +300,8 @@ func (o *observer) pauseDeadLetters(ctx context.Context, endpointID string) (n, 
 	return n, resumed, nil
 }
 
-// deliveryRow is one row of hookflow's deliveries with its dead letter.
+// deliveryRow is one row of hookflow's deliveries with its dead letter,
+// the event and correlation named by their keys (Key).
 type deliveryRow struct {
 	EventID, EndpointID, CorrelationID string
 	Sequence                           int64
@@ -295,15 +310,15 @@ type deliveryRow struct {
 }
 
 // readDeliveries reads hookflow's deliveries, with their dead letters, of
-// the correlations given (all when nil), in lane order.
+// the correlations given by key (all when nil), in lane order.
 func readDeliveries(ctx context.Context, hf interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, correlations []string) ([]deliveryRow, error) {
-	rows, err := hf.Query(ctx, `SELECT v.event_id, v.endpoint_id, v.correlation_id, v.sequence, v.state,
+	rows, err := hf.Query(ctx, `SELECT v.tenant_id || '/' || v.event_id, v.endpoint_id, v.tenant_id || '/' || v.correlation_id, v.sequence, v.state,
 			COALESCE(d.status, ''), COALESCE(d.generation, 0)
-		FROM deliveries v LEFT JOIN dead_letters d ON d.event_id = v.event_id AND d.endpoint_id = v.endpoint_id
-		WHERE $1::text[] IS NULL OR v.correlation_id = ANY($1)
-		ORDER BY v.correlation_id, v.endpoint_id, v.sequence`, correlations)
+		FROM deliveries v LEFT JOIN dead_letters d ON d.tenant_id = v.tenant_id AND d.event_id = v.event_id AND d.endpoint_id = v.endpoint_id
+		WHERE $1::text[] IS NULL OR v.tenant_id || '/' || v.correlation_id = ANY($1)
+		ORDER BY v.tenant_id, v.correlation_id, v.endpoint_id, v.sequence`, correlations)
 	if err != nil {
 		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
@@ -327,7 +342,7 @@ func (o *observer) heads(ctx context.Context, deliveries map[Delivery]DeliveryRo
 					continue
 				}
 				h := Head{Next: ev.Sequence, Generation: row.Generation}
-				h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, contract.EventWorkflowID(contract.DefaultTenant, ev.ID))
+				h.Workflow, h.Status, h.QueryErr = o.headWorkflow(ctx, ev.ID) // a Key is its workflow ID
 				heads[Lane{corr, ep}] = h
 				break
 			}

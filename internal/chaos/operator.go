@@ -243,8 +243,8 @@ func (o *operator) doubleClick(ctx context.Context, a Action) (outcome, string) 
 	// about an endpoint (its breaker opening, a dead letter) are events
 	// with no delivery here, so a correlation of theirs never gets one to
 	// refuse.
-	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM deliveries
-		WHERE state IN ('waiting', 'delivering') ORDER BY correlation_id`)
+	corrs, err := o.candidates(ctx, `SELECT DISTINCT tenant_id || '/' || correlation_id FROM deliveries
+		WHERE state IN ('waiting', 'delivering') ORDER BY 1`)
 	if err != nil {
 		return skipped, err.Error()
 	}
@@ -336,12 +336,13 @@ func answer(code int, err error) string {
 }
 
 // waitOpen waits until the dead letter of the event's delivery to
-// endpointID is open.
+// endpointID is open (the event by its Key).
 func (o *operator) waitOpen(ctx context.Context, eventID, endpointID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	_, own := Split(eventID)
 	for {
 		var d hfclient.DeadLetter
-		r, err := o.st.client.DeadLetterGetWithResponse(ctx, eventID, &hfclient.DeadLetterGetParams{EndpointID: &endpointID})
+		r, err := o.st.apiFor(endpointID).DeadLetterGetWithResponse(ctx, own, &hfclient.DeadLetterGetParams{EndpointID: &endpointID})
 		if err == nil {
 			d = *r.JSON200
 		}
@@ -376,9 +377,9 @@ func (o *operator) downLanes() int {
 // terminate or reset: for an even pick among the released ones (delivering
 // or dead-lettered, where the repair has most to do), else among all.
 func (o *operator) pickEvent(ctx context.Context, pick uint64) (string, error) {
-	q := `SELECT id FROM events WHERE state IN ('waiting', 'delivering', 'dead_lettered') ORDER BY id`
+	q := `SELECT tenant_id || '/' || id FROM events WHERE state IN ('waiting', 'delivering', 'dead_lettered') ORDER BY 1`
 	if pick%2 == 0 {
-		q = `SELECT id FROM events WHERE state IN ('delivering', 'dead_lettered') ORDER BY id`
+		q = `SELECT tenant_id || '/' || id FROM events WHERE state IN ('delivering', 'dead_lettered') ORDER BY 1`
 	}
 	ids, err := o.candidates(ctx, q)
 	if err != nil {
@@ -387,20 +388,21 @@ func (o *operator) pickEvent(ctx context.Context, pick uint64) (string, error) {
 	if len(ids) == 0 {
 		return "", errors.New("no unfinished event")
 	}
-	return contract.EventWorkflowID(contract.DefaultTenant, ids[(pick>>1)%uint64(len(ids))]), nil
+	return ids[(pick>>1)%uint64(len(ids))], nil // a Key is its workflow ID, of any tenant
 }
 
-// pickSequencer picks the sequencer of a correlation with unfinished events.
+// pickSequencer picks the sequencer of a correlation with unfinished
+// events, of any tenant.
 func (o *operator) pickSequencer(ctx context.Context, pick uint64) (string, error) {
-	corrs, err := o.candidates(ctx, `SELECT DISTINCT correlation_id FROM events
-		WHERE state NOT IN ('delivered', 'skipped') ORDER BY correlation_id`)
+	corrs, err := o.candidates(ctx, `SELECT DISTINCT tenant_id || '/' || correlation_id FROM events
+		WHERE state NOT IN ('delivered', 'skipped') ORDER BY 1`)
 	if err != nil {
 		return "", err
 	}
 	if len(corrs) == 0 {
 		return "", errors.New("no correlation has unfinished events")
 	}
-	return contract.SequencerID(contract.DefaultTenant, corrs[pick%uint64(len(corrs))]), nil
+	return contract.SequencerID(Split(corrs[pick%uint64(len(corrs))])), nil
 }
 
 // candidates reads one column of ids from hookflow's ledger.
@@ -507,13 +509,13 @@ func workflowStatus(s enumspb.WorkflowExecutionStatus) string {
 
 // deadLetters lists the dead letters of an endpoint (every status).
 func (o *operator) deadLetters(ctx context.Context, endpointID string) ([]hfclient.DeadLetter, error) {
-	return o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &endpointID, Status: new(hfclient.DeadLetterListParamsStatusAll), Limit: new(int64(500))})
+	return o.st.apiFor(endpointID).DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &endpointID, Status: new(hfclient.DeadLetterListParamsStatusAll), Limit: new(int64(500))})
 }
 
 // replay replays every open dead letter of an endpoint, the way an operator
 // would after fixing it, and returns the replayed event ids.
 func (o *operator) replay(ctx context.Context, endpointID string) ([]string, error) {
-	r, err := o.st.client.DeadLetterReplayBatchWithResponse(ctx, &hfclient.DeadLetterReplayBatchParams{EndpointID: &endpointID})
+	r, err := o.st.apiFor(endpointID).DeadLetterReplayBatchWithResponse(ctx, &hfclient.DeadLetterReplayBatchParams{EndpointID: &endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead letters of %s: %w", endpointID, err)
 	}
@@ -534,7 +536,7 @@ const autoReplayGrace = 20 * time.Second
 // pending. It keeps the latter for the checks. It returns the replayed
 // event ids.
 func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]string, error) {
-	r, err := o.st.client.EndpointStatsWithResponse(ctx, endpointID, nil)
+	r, err := o.st.apiFor(endpointID).EndpointStatsWithResponse(ctx, endpointID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the circuit of %s: %w", endpointID, err)
 	}
@@ -554,7 +556,7 @@ func (o *operator) replayFlapping(ctx context.Context, endpointID string) ([]str
 // one owed and replayed here was left open, and missed is told of it
 // (under o.mu) for the checks. It returns the replayed event ids.
 func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed func(hfclient.DeadLetter) (owed, wait bool), missed func(hfclient.DeadLetter)) ([]string, error) {
-	dls, err := o.st.client.DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &endpointID, Status: new(hfclient.DeadLetterListParamsStatusOpen), Limit: new(int64(500))})
+	dls, err := o.st.apiFor(endpointID).DeadLetterListAll(ctx, hfclient.DeadLetterListParams{EndpointID: &endpointID, Status: new(hfclient.DeadLetterListParamsStatusOpen), Limit: new(int64(500))})
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters of %s: %w", endpointID, err)
 	}
@@ -566,7 +568,7 @@ func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed f
 		}
 		// A 409 says hookflow's own replay (or a double click) took it
 		// meanwhile.
-		_, err := o.st.client.DeadLetterReplayWithResponse(ctx, d.EventID, nil, hfclient.Operator{EndpointID: endpointID, Note: "chaos: operator's replay"})
+		_, err := o.st.apiFor(endpointID).DeadLetterReplayWithResponse(ctx, d.EventID, nil, hfclient.Operator{EndpointID: endpointID, Note: "chaos: operator's replay"})
 		if code, err := answered(err, http.StatusAccepted); err != nil || code != http.StatusAccepted {
 			continue
 		}
@@ -581,16 +583,19 @@ func (o *operator) replayLeftOver(ctx context.Context, endpointID string, owed f
 }
 
 // press presses an operator's button (replay or skip) on the dead letter
-// of an event's delivery to endpointID, and returns the API's answer: 202
+// of an event's delivery to endpointID (the event by its Key), and returns
+// the API's answer: 202
 // when it took it, 409 when the dead letter was replayed or skipped
 // already; the error when none came.
 func (o *operator) press(ctx context.Context, eventID, endpointID, button string) (int, error) {
 	note := hfclient.Operator{EndpointID: endpointID, Note: "chaos: " + button + " pressed twice at once"}
+	api := o.st.apiFor(endpointID)
+	_, own := Split(eventID)
 	var err error
 	if button == "skip" {
-		_, err = o.st.client.DeadLetterSkipWithResponse(ctx, eventID, nil, note)
+		_, err = api.DeadLetterSkipWithResponse(ctx, own, nil, note)
 	} else {
-		_, err = o.st.client.DeadLetterReplayWithResponse(ctx, eventID, nil, note)
+		_, err = api.DeadLetterReplayWithResponse(ctx, own, nil, note)
 	}
 	return answered(err, http.StatusAccepted)
 }

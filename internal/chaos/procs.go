@@ -31,8 +31,14 @@ type proc struct {
 	wanted    bool
 	killing   bool // the next exit is one the run caused
 	starts    int
+	exited    bool // the current incarnation has exited
 	lastExit  string
 	cpu       time.Duration // user+system time of every incarnation that has exited
+	// onExit, when set (before the first start), is called as each
+	// incarnation exits, under mu, before anyone waiting on it is told:
+	// what pointed at the incarnation stops pointing at it before a new
+	// one can start.
+	onExit func()
 }
 
 func newProc(name, bin string, args, env []string, logPath string) *proc {
@@ -66,6 +72,7 @@ func (p *proc) startLocked() error {
 	done := make(chan struct{})
 	p.cmd, p.done, p.logOffset = cmd, done, off
 	p.starts++
+	p.exited = false
 	p.wanted = true
 	go func() {
 		err := cmd.Wait()
@@ -78,6 +85,10 @@ func (p *proc) startLocked() error {
 		}
 		if st := cmd.ProcessState; st != nil {
 			p.cpu += st.UserTime() + st.SystemTime()
+		}
+		p.exited = true
+		if p.onExit != nil {
+			p.onExit()
 		}
 		p.mu.Unlock()
 		close(done)
@@ -206,26 +217,52 @@ func (p *proc) running() bool {
 // waitLog waits until the current incarnation writes want to its log, and
 // fails early when it exits first.
 func (p *proc) waitLog(ctx context.Context, want string, timeout time.Duration) error {
+	_, _, err := p.waitLine(ctx, func(line []byte) (string, bool) { return "", bytes.Contains(line, []byte(want)) }, timeout)
+	return err
+}
+
+// waitLine waits until the current incarnation writes a line to its log
+// that match accepts, and returns what match made of it and which
+// incarnation (the start count) wrote it. It fails early when that
+// incarnation exits first.
+func (p *proc) waitLine(ctx context.Context, match func(line []byte) (string, bool), timeout time.Duration) (string, int, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		p.mu.Lock()
-		off, done := p.logOffset, p.done
+		off, done, starts := p.logOffset, p.done, p.starts
 		p.mu.Unlock()
 		b, _ := os.ReadFile(p.logPath)
-		if int64(len(b)) > off && bytes.Contains(b[off:], []byte(want)) {
-			return nil
+		if int64(len(b)) > off {
+			for line := range bytes.SplitSeq(b[off:], []byte("\n")) {
+				if v, ok := match(line); ok {
+					return v, starts, nil
+				}
+			}
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited during start-up: %s; log %s ends: %s", p.name, p.lastExitText(), p.logPath, tail(p.logPath, 3))
+			return "", 0, fmt.Errorf("%s exited during start-up: %s; log %s ends: %s", p.name, p.lastExitText(), p.logPath, tail(p.logPath, 3))
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", 0, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s; log %s ends: %s", p.name, timeout, p.logPath, tail(p.logPath, 3))
+			return "", 0, fmt.Errorf("%s not ready within %s; log %s ends: %s", p.name, timeout, p.logPath, tail(p.logPath, 3))
 		}
 	}
+}
+
+// ifCurrent calls f, under mu, if incarnation starts (a start count) is
+// the current one and has not exited: what f points at it cannot outlive
+// it, since onExit runs under mu too.
+func (p *proc) ifCurrent(starts int, f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.starts != starts || p.exited || p.done == nil {
+		return false
+	}
+	f()
+	return true
 }
 
 // cpuTime is the CPU time of the incarnations that have exited.

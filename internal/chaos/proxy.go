@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookflow/hookflow/internal/contract"
 )
 
 // ProxyFaults are the odds of the per-request faults on healthy endpoints.
@@ -58,7 +61,11 @@ type Outage struct {
 // (SetFlapping) while it is down (SetFlapDown), which answer resets and
 // 503s instead.
 type Proxy struct {
-	upstreams    []string // receiver i's /webhook URL
+	// upstreams are endpoint i's receiver's /webhook URL, "" while that
+	// receiver has no incarnation listening (SetUpstream); upMu guards
+	// them.
+	upMu         sync.RWMutex
+	upstreams    []string
 	holdFor      time.Duration
 	faults       ProxyFaults
 	client       *http.Client
@@ -98,27 +105,48 @@ type Proxy struct {
 	// skippedSeen are the skipped_sequences the envelopes of each lane
 	// carried (sorted, unique), for the checks of voided sequences.
 	skippedSeen map[Lane][]int64
+	// tenants are the tenants of the endpoints, by path (SetTenants): the
+	// proxy names events and correlations by Key, as the run does.
+	tenants []string
 }
 
-// Delivery names one (event, endpoint) delivery: the endpoint by its index
-// in the run (its path on the proxy, its receiver).
+// SetTenants gives the tenant of each endpoint, by index; before it
+// serves. An endpoint it names none for is the default tenant's.
+func (p *Proxy) SetTenants(tenants []string) { p.tenants = slices.Clone(tenants) }
+
+// key names endpoint ep's tenant's event or correlation id as the run
+// does (Key); "" stays "".
+func (p *Proxy) key(ep int, id string) string {
+	if id == "" {
+		return ""
+	}
+	tenant := contract.DefaultTenant
+	if ep >= 0 && ep < len(p.tenants) {
+		tenant = p.tenants[ep]
+	}
+	return Key(tenant, id)
+}
+
+// Delivery names one (event, endpoint) delivery: the event by its Key, the
+// endpoint by its index in the run (its path on the proxy).
 type Delivery struct {
 	EventID  string
 	Endpoint int
 }
 
-// Lane names one (correlation, endpoint) lane, the endpoint by its index.
+// Lane names one (correlation, endpoint) lane: the correlation by its Key,
+// the endpoint by its index.
 type Lane struct {
 	Correlation string
 	Endpoint    int
 }
 
 // NewProxy returns a proxy forwarding endpoint i's deliveries to
-// upstreams[i]. holdFor is how long a latency fault holds a request (past
-// the sender's timeout).
+// upstreams[i] ("" for one not known yet: SetUpstream). holdFor is how
+// long a latency fault holds a request (past the sender's timeout).
 func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults ProxyFaults) *Proxy {
 	p := &Proxy{
-		upstreams: upstreams, holdFor: holdFor, faults: faults,
+		upstreams: slices.Clone(upstreams), holdFor: holdFor, faults: faults,
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
 		applied: map[Delivery]int{}, seen: map[Delivery]bool{}, refuse: map[string]chan Delivery{},
@@ -127,6 +155,30 @@ func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults Pro
 	p.faultsOn.Store(true)
 	return p
 }
+
+// SetUpstream points endpoint ep at url, its receiver's current /webhook
+// URL, or at none ("") while that receiver has no incarnation listening:
+// the receivers listen on a port the kernel picks at each start, so a
+// restarted one is found where it is now, and a request is never
+// forwarded to a port its receiver no longer holds (which another
+// process may have bound since), but answered 502 as an unreachable
+// receiver is.
+func (p *Proxy) SetUpstream(ep int, url string) {
+	p.upMu.Lock()
+	defer p.upMu.Unlock()
+	p.upstreams[ep] = url
+}
+
+// upstream is endpoint ep's receiver's /webhook URL, or "".
+func (p *Proxy) upstream(ep int) string {
+	p.upMu.RLock()
+	defer p.upMu.RUnlock()
+	return p.upstreams[ep]
+}
+
+// errNoUpstream is a forward to a receiver that has no incarnation
+// listening.
+var errNoUpstream = errors.New("the receiver is not listening")
 
 // SetDown puts endpoint ep down (resets and 503s), or none when ep < 0.
 func (p *Proxy) SetDown(ep int) { p.down.Store(int64(max(ep, -1) + 1)) }
@@ -176,7 +228,7 @@ func (p *Proxy) noteSkipped(ep int, body []byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := Lane{env.CorrelationID, ep}
+	l := Lane{p.key(ep, env.CorrelationID), ep}
 	for _, q := range env.SkippedSequences {
 		if i, found := slices.BinarySearch(p.skippedSeen[l], q); !found {
 			p.skippedSeen[l] = slices.Insert(p.skippedSeen[l], i, q)
@@ -354,7 +406,7 @@ func (p *Proxy) modeOf(d Delivery, body []byte) ReceiverMode {
 	if json.Unmarshal(body, &env) != nil {
 		return ModePass
 	}
-	m := p.modes[Lane{env.CorrelationID, d.Endpoint}]
+	m := p.modes[Lane{p.key(d.Endpoint, env.CorrelationID), d.Endpoint}]
 	if m == ModeLoseAck {
 		if p.ackLost[d] {
 			return ModePass
@@ -395,11 +447,12 @@ func (p *Proxy) firstSight(d Delivery, body []byte) (refuse bool) {
 	if json.Unmarshal(body, &env) != nil {
 		return false
 	}
-	ch, ok := p.refuse[env.CorrelationID]
+	corr := p.key(d.Endpoint, env.CorrelationID)
+	ch, ok := p.refuse[corr]
 	if !ok {
 		return false
 	}
-	delete(p.refuse, env.CorrelationID)
+	delete(p.refuse, corr)
 	ch <- d
 	return true
 }
@@ -478,7 +531,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such endpoint (chaos proxy)", http.StatusNotFound)
 		return
 	}
-	d := Delivery{EventID: r.Header.Get("webhook-id"), Endpoint: ep}
+	d := Delivery{EventID: p.key(ep, r.Header.Get("webhook-id")), Endpoint: ep}
 	if int64(ep+1) == p.down.Load() {
 		answerDown(w, p.downAnswers.Add(1))
 		return
@@ -551,7 +604,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forward posts the request to the delivery's receiver and records its
 // verdict.
 func (p *Proxy) forward(ctx context.Context, r *http.Request, d Delivery, body []byte) (int, []byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, p.upstreams[d.Endpoint], bytes.NewReader(body))
+	url := p.upstream(d.Endpoint)
+	if url == "" {
+		p.upstreamErrs.Add(1)
+		return 0, nil, nil, errNoUpstream
+	}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}

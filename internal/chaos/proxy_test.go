@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"github.com/hookflow/hookflow/internal/contract"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -51,7 +52,7 @@ func TestProxyPassesThrough(t *testing.T) {
 	if err != nil || code != http.StatusOK || !strings.Contains(body, "applied") {
 		t.Fatalf("got %d %q %v, want 200 applied", code, body, err)
 	}
-	if got.Load() != 1 || p.AppliedAnswers()[Delivery{"ev-1", 0}] != 1 {
+	if got.Load() != 1 || p.AppliedAnswers()[Delivery{Key(contract.DefaultTenant, "ev-1"), 0}] != 1 {
 		t.Fatalf("upstream saw %d, applied answers %v", got.Load(), p.AppliedAnswers())
 	}
 }
@@ -63,7 +64,7 @@ func TestProxyLostAck(t *testing.T) {
 	if _, _, err := deliver(t, url+Path(0), "ev-1", 5*time.Second); err == nil {
 		t.Fatal("the sender got an answer; want a reset connection")
 	}
-	if got.Load() != 1 || p.Stats().LostAcks != 1 || p.AppliedAnswers()[Delivery{"ev-1", 0}] != 1 {
+	if got.Load() != 1 || p.Stats().LostAcks != 1 || p.AppliedAnswers()[Delivery{Key(contract.DefaultTenant, "ev-1"), 0}] != 1 {
 		t.Fatalf("upstream saw %d, stats %+v", got.Load(), p.Stats())
 	}
 }
@@ -184,7 +185,7 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 	if code := post("ev-a-1", "a"); code != http.StatusOK {
 		t.Fatalf("before the refusal: %d", code)
 	}
-	refused := p.RefuseNext("a")
+	refused := p.RefuseNext(Key(contract.DefaultTenant, "a"))
 	for _, tc := range []struct {
 		id, corr string
 		want     int
@@ -201,7 +202,7 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 	}
 	select {
 	case d := <-refused:
-		if d != (Delivery{"ev-a-2", 0}) {
+		if d != (Delivery{Key(contract.DefaultTenant, "ev-a-2"), 0}) {
 			t.Errorf("refused %+v, want ev-a-2 at endpoint 0", d)
 		}
 	default:
@@ -211,8 +212,8 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 		t.Errorf("upstream saw %d, refused %d; want 5 and 1", got.Load(), p.Stats().Refused)
 	}
 
-	refused = p.RefuseNext("c")
-	p.Disarm("c")
+	refused = p.RefuseNext(Key(contract.DefaultTenant, "c"))
+	p.Disarm(Key(contract.DefaultTenant, "c"))
 	if code := post("ev-c-1", "c"); code != http.StatusOK {
 		t.Errorf("after Disarm: %d", code)
 	}

@@ -1,28 +1,77 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/hookflow/hookflow/internal/refreceiver"
 	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
+// receiverAddr is where one receiver's current incarnation listens
+// (host:port), or "" while none does. A receiver binds port 0 at every
+// start and says where in its log (listeningAddr), so no two receivers,
+// nor a receiver and another process, can ever be handed one port, and a
+// restarted receiver never needs its old one back.
+type receiverAddr struct {
+	mu   sync.Mutex
+	addr string
+}
+
+func (a *receiverAddr) get() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+func (a *receiverAddr) set(addr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addr = addr
+}
+
+// listeningAddr reads the address from the reference receiver's log line
+// that it writes once its listener is bound.
+func listeningAddr(line []byte) (string, bool) {
+	if !bytes.Contains(line, []byte(`"reference receiver listening"`)) {
+		return "", false
+	}
+	var l struct {
+		Msg  string `json:"msg"`
+		Addr string `json:"addr"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.Msg != "reference receiver listening" || l.Addr == "" {
+		return "", false
+	}
+	return l.Addr, true
+}
+
+// errNotListening is a call to a receiver that has no incarnation
+// listening.
+var errNotListening = errors.New("receiver not listening")
+
 // receiverClient reads the reference receiver's ledger over HTTP, the way
-// its operator would (hookflow's own API is read with kit/client).
+// its operator would (hookflow's own API is read with kit/client),
+// wherever its current incarnation listens.
 type receiverClient struct {
-	base string
+	addr *receiverAddr
 	http *http.Client
 }
 
 // get reads GET path; out is decoded from a 200. It returns the status.
 func (c receiverClient) get(ctx context.Context, path string, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	addr := c.addr.get()
+	if addr == "" {
+		return 0, errNotListening
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -40,11 +89,12 @@ func (c receiverClient) get(ctx context.Context, path string, out any) (int, err
 	return resp.StatusCode, nil
 }
 
-// correlation reads the receiver's ledger of one correlation; the code is
-// 404 when none of its events arrived.
-func (c receiverClient) correlation(ctx context.Context, id string) (refreceiver.Correlation, int, error) {
+// correlation reads the receiver's ledger of one correlation at one
+// endpoint (the receiver serves several tenants' endpoints); the code is
+// 404 when none of its events arrived there.
+func (c receiverClient) correlation(ctx context.Context, id, endpointID string) (refreceiver.Correlation, int, error) {
 	var rc refreceiver.Correlation
-	code, err := c.get(ctx, "/correlations/"+url.PathEscape(id), &rc)
+	code, err := c.get(ctx, "/correlations/"+url.PathEscape(id)+"?endpoint_id="+url.QueryEscape(endpointID), &rc)
 	if err != nil {
 		return rc, code, fmt.Errorf("receiver correlation %s: %w", id, err)
 	}

@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	wl, err := NewWorkload(WorkloadConfig{
 		Seed: cfg.Seed, Events: cfg.Events, Correlations: cfg.Correlations, DuplicateRate: cfg.DuplicateRate, Reorder: 5,
-		Voids: max(1, cfg.Correlations/16),
+		Voids: max(1, cfg.Correlations/16), Tenants: cfg.tenantList(),
 	})
 	if err != nil {
 		return Result{}, err
@@ -62,7 +62,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// paused for a while; S is slow and D deleted mid-run. The calm run
 	// keeps the situations: they are an operator's and a producer's doing,
 	// not faults, and its lanes need the voids.
-	wl.Subscribers = append(wl.Subscribers, SituationSubscribers()...)
+	// Each tenant has all five (ForTenants); the faults and situations act
+	// on the first tenant's, whose indexes are these, and the other
+	// tenants' lanes must go on beside them, their own order kept, sharing
+	// the receivers.
+	wl.Subscribers = ForTenants(append(ChaosSubscribers(), SituationSubscribers()...), wl.Tenants)
 	cfg.Subscribers, cfg.Down, cfg.Flapping = wl.Subscribers, 2, 1
 	cfg.Situations = &Situations{Paused: 0, Slow: 3, Deleted: 4}
 	if cfg.Calm {
@@ -76,8 +80,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := st.start(ctx); err != nil {
 		return Result{}, err
 	}
-	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d receivers (%s), fault proxy; logs in %s",
-		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, len(st.recv), subscriberLine(wl.Subscribers), logs)
+	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d tenants (%s), %d receivers, %d endpoints (%s), fault proxy; logs in %s",
+		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, len(wl.Tenants), strings.Join(wl.Tenants, ", "),
+		len(st.receivers), len(st.recv), subscriberLine(wl.Subscribers[:len(wl.Subscribers)/len(wl.Tenants)]), logs)
 
 	r := newRun(cfg, wl, st, logger, out)
 	if err := r.exercise(ctx); err != nil {
@@ -91,6 +96,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	tearDown()
 	out.printf("%s", st.cpuLine(len(wl.Events)))
 	fmt.Fprintln(cfg.Stdout, res.Faults)
+	fmt.Fprintln(cfg.Stdout, res.Tenants)
 	fmt.Fprintln(cfg.Stdout, res.Summary)
 	if !v.OK() {
 		for _, d := range v.Details {
@@ -106,7 +112,7 @@ func newRun(cfg Config, wl *Workload, st *stack, logger *slog.Logger, out *progr
 	op := newOperator(st, wl, logger, out)
 	return &run{
 		cfg: cfg, wl: wl, progress: out, stack: st,
-		producer: newProducer(st.client, wl, cfg.Posters, logger),
+		producer: newProducer(st.tenantAPI, wl, cfg.Posters, logger),
 		operator: op,
 		faults:   newInjector(st, op, logger, out),
 		observer: newObserver(st, wl, logger, out),
@@ -255,7 +261,7 @@ func (r *run) waitQuiet(ctx context.Context) error {
 func (r *run) nextProbe(ctx context.Context) time.Time {
 	var latest time.Time
 	for _, ep := range r.operator.st.endpoints.ids {
-		sr, err := r.operator.st.client.EndpointStatsWithResponse(ctx, ep, nil)
+		sr, err := r.operator.st.apiFor(ep).EndpointStatsWithResponse(ctx, ep, nil)
 		if err != nil || sr.JSON200.Circuit.State == "closed" {
 			continue
 		}
@@ -315,7 +321,7 @@ func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int
 // that did not come back) with what the observer reads once quiet, and
 // holds it all against the invariants.
 func (r *run) check(ctx context.Context) (Verdict, error) {
-	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed)}
+	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed), Unverified: r.stack.unverified()}
 	o.Accepted, o.Rejected = r.producer.results()
 	var leftOpen []LeftOpen
 	o.Skipped, o.DoubleClaims, leftOpen = r.operator.results()
@@ -390,15 +396,29 @@ func (r *run) result(v Verdict) Result {
 			v.Voids, v.Void409s)
 	}
 	wall := time.Since(r.progress.began).Round(time.Second)
-	summary := fmt.Sprintf("events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
-		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d"+
+	tenants, passed := tenantLine(v.Tenants)
+	summary := fmt.Sprintf("tenants=%d correlations_passed=%d/%d cross_tenant=%d events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
+		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d unverified=%d"+
 		" situations=%d paused=%s pauses=%d pause_dead_letters=%d pause_resumed=%d voids=%d void_409s=%d deleted=%s deletes=%d deleted_delivered=%d deleted_skipped=%d deleted_unrouted=%d slow=%s slow_held=%d"+
 		" seed=%d wall=%s",
-		v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
-		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures,
+		len(v.Tenants), passed, len(r.wl.Correlations), v.CrossTenant, v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
+		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, v.Unverified,
 		v.Situations, names(sit.Paused), v.Pauses, v.PauseDeadLetters, v.PauseResumed, v.Voids, v.Void409s, names(sit.Deleted), v.Deletes, v.DeletedDelivered, v.DeletedSkipped, v.DeletedUnrouted,
 		names(sit.Slow), v.SlowHeld, r.cfg.Seed, wall)
-	return Result{Verdict: v, Faults: breakdown, Summary: summary, Wall: wall}
+	return Result{Verdict: v, Faults: breakdown, Tenants: tenants, Summary: summary, Wall: wall}
+}
+
+// tenantLine says, per tenant, how many of its correlations (sequences
+// of events) and lanes passed every check, and how many deliveries its
+// receivers' lanes applied; and how many correlations passed in all.
+func tenantLine(tvs []TenantVerdict) (string, int) {
+	parts := make([]string, len(tvs))
+	passed := 0
+	for i, t := range tvs {
+		parts[i] = fmt.Sprintf("%s: correlations passed %d/%d, lanes passed %d/%d, applied %d", t.Tenant, t.Passed, t.Correlations, t.LanesPassed, t.Lanes, t.Applied)
+		passed += t.Passed
+	}
+	return "per tenant: " + strings.Join(parts, " | "), passed
 }
 
 // subscriberLine names the endpoints and what they subscribe to:

@@ -56,7 +56,7 @@ func (o *operator) pause(ctx context.Context, ep int, d time.Duration) {
 	o.pausing.Store(true)
 	disabled := true
 	code := o.untilAnswered(ctx, "disable "+id, 2*time.Minute, func(ctx context.Context) error {
-		_, err := o.st.client.EndpointUpdateWithResponse(ctx, id, nil, hfclient.EndpointUpdate{Disabled: &disabled})
+		_, err := o.st.apiOf(ep).EndpointUpdateWithResponse(ctx, id, nil, hfclient.EndpointUpdate{Disabled: &disabled})
 		return err
 	})
 	if code != http.StatusOK {
@@ -73,7 +73,7 @@ func (o *operator) pause(ctx context.Context, ep int, d time.Duration) {
 	// left disabled would strand its lanes, which is no finding of the run.
 	enabled, resumed := false, 0
 	code = o.untilAnswered(context.WithoutCancel(ctx), "enable "+id, 5*time.Minute, func(ctx context.Context) error {
-		r, err := o.st.client.EndpointUpdateWithResponse(ctx, id, nil, hfclient.EndpointUpdate{Disabled: &enabled})
+		r, err := o.st.apiOf(ep).EndpointUpdateWithResponse(ctx, id, nil, hfclient.EndpointUpdate{Disabled: &enabled})
 		if err == nil {
 			resumed += int(r.JSON200.ResumedDeadLetters) // a repeat finishes what a lost answer began
 		}
@@ -124,7 +124,7 @@ func (o *operator) deleteEndpoint(ctx context.Context, ep int, routedBefore map[
 	tries := 0
 	code := o.untilAnswered(ctx, "delete "+id, 2*time.Minute, func(ctx context.Context) error {
 		tries++
-		r, err := o.st.client.EndpointDeleteWithResponse(ctx, id, nil)
+		r, err := o.st.apiOf(ep).EndpointDeleteWithResponse(ctx, id, nil)
 		if err == nil {
 			skippedDL += int(r.JSON200.SkippedDeadLetters)
 		}
@@ -136,7 +136,7 @@ func (o *operator) deleteEndpoint(ctx context.Context, ep int, routedBefore map[
 	at := time.Now()
 	sent := o.st.proxy.SeenOf(ep)
 	gone := o.untilAnswered(ctx, "get deleted "+id, time.Minute, func(ctx context.Context) error {
-		_, err := o.st.client.EndpointGetWithResponse(ctx, id, nil)
+		_, err := o.st.apiOf(ep).EndpointGetWithResponse(ctx, id, nil)
 		return err
 	})
 	o.mu.Lock()
@@ -156,17 +156,17 @@ func (o *operator) deleteEndpoint(ctx context.Context, ep int, routedBefore map[
 // the post must be refused as taken (409) and delivered nowhere. A 503
 // from the void says the sequencer was not told: it is sent again.
 func (o *operator) void(ctx context.Context, corr string, seq int64) {
+	tenant, own := Split(corr)
 	code := o.untilAnswered(ctx, "void "+corr, 2*time.Minute, func(ctx context.Context) error {
-		_, err := o.st.client.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: []int64{seq}, Note: "chaos: the producer lost it"})
+		_, err := o.st.tenantAPI(tenant).CorrelationSkipWithResponse(ctx, own, nil, hfclient.CorrelationSkip{Sequences: []int64{seq}, Note: "chaos: the producer lost it"})
 		return err
 	})
 	ev := o.wl.Events[slices.IndexFunc(o.wl.Events, func(ev Event) bool { return ev.CorrelationID == corr && ev.Sequence == seq })]
 	post := 0
 	if code == http.StatusOK {
-		body := hfclient.EventCreate{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
-			Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
+		body := ev.create()
 		post = o.untilAnswered(ctx, "post voided "+ev.ID, 2*time.Minute, func(ctx context.Context) error {
-			_, err := o.st.client.Send(ctx, body)
+			_, err := o.st.tenantAPI(ev.Tenant).Send(ctx, body)
 			return err
 		})
 	}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	hfclient "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/localpg"
 )
@@ -44,7 +46,7 @@ type stack struct {
 	pg        *pgHolder
 	temporal  *proc
 	api       *proc
-	receivers []*proc // one per endpoint
+	receivers []*proc // one per kind of endpoint (Subscriber.Receiver)
 	workers   []*proc
 	procs     []*proc // all the above but Postgres: supervised, stopped at the end
 	// stopSupervisors ends the supervisors of procs, which restart them.
@@ -57,10 +59,17 @@ type stack struct {
 	// posts and the operator's buttons; tokenFile holds its bootstrap token.
 	client    *hfclient.Client
 	tokenFile string
-	// recv and rcv reach endpoint i's receiver: its API and its database.
-	recv []receiverClient
-	rcv  []*pgxpool.Pool
-	hf   *pgxpool.Pool // hookflow's database
+	apiHTTP   *http.Client // shared by every client of the API
+	// tenants are the clients of the tenants' own keys (createTenants).
+	tenants map[string]*hfclient.Client
+	// recv and rcv reach endpoint i's receiver: its API and its database,
+	// shared by the tenants' endpoints of its kind (rcvPools, one per
+	// receiver); recvAddrs are where each receiver listens now.
+	recv      []receiverClient
+	recvAddrs []*receiverAddr
+	rcv       []*pgxpool.Pool
+	rcvPools  []*pgxpool.Pool
+	hf        *pgxpool.Pool // hookflow's database
 	// tc is the operator's client of the Temporal server, for Terminate,
 	// Reset and the queries of the checks.
 	tc        client.Client
@@ -168,6 +177,10 @@ func KillStalePostgres(dataDir string) {
 // them.
 func (s *stack) start(ctx context.Context) error {
 	cfg := s.cfg
+	// The supervisors and the receivers' followers outlive start's ctx
+	// until stop.
+	superCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopSupervisors = stop
 	pgPort, err := localpg.FreePort()
 	if err != nil {
 		return err
@@ -235,10 +248,8 @@ func (s *stack) start(ctx context.Context) error {
 	}
 	s.procs = append(s.procs, s.api)
 	apiBase := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
-	s.client, err = hfclient.New(apiBase, token, hfclient.WithHTTPClient(&http.Client{
-		Timeout:   15 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 32},
-	}))
+	s.apiHTTP = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	s.client, err = hfclient.New(apiBase, token, hfclient.WithHTTPClient(s.apiHTTP))
 	if err != nil {
 		return err
 	}
@@ -247,21 +258,27 @@ func (s *stack) start(ctx context.Context) error {
 		return fmt.Errorf("api: %w; log %s ends: %s", err, s.api.logPath, tail(s.api.logPath, 3))
 	}
 
-	// The proxy serves now so the endpoints can point at it; it learns the
-	// receivers' addresses now and reaches them once deliveries start. Each
-	// endpoint has a receiver of its own (its own database, its secret),
-	// since each applies its own subset of a correlation in order.
-	var upstreams []string
-	var recvPorts []int
-	for range cfg.Subscribers {
-		port, err := localpg.FreePort()
-		if err != nil {
-			return err
-		}
-		recvPorts = append(recvPorts, port)
-		upstreams = append(upstreams, fmt.Sprintf("http://127.0.0.1:%d/webhook", port))
+	if err := s.createTenants(ctx, apiBase); err != nil {
+		return err
 	}
-	s.proxy = NewProxy(upstreams, cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
+
+	// The proxy serves now so the endpoints can point at it. Each kind of
+	// endpoint (Subscriber.Receiver) has a receiver of its own (its own
+	// database, its secret), since each applies its own subset of a
+	// correlation in order; the tenants' endpoints of one kind are created
+	// with its secret and share it, which keeps their lanes apart by the
+	// envelope's endpoint_id. Each endpoint has a path of its own on the
+	// proxy, so that the proxy knows whose delivery it forwards. The proxy
+	// learns where a receiver listens once it has bound its port, and
+	// again after each of its restarts (followReceiver).
+	nrecv := 0
+	var tenants []string
+	for _, sub := range cfg.Subscribers {
+		nrecv = max(nrecv, sub.Receiver+1)
+		tenants = append(tenants, sub.tenant())
+	}
+	s.proxy = NewProxy(make([]string, len(cfg.Subscribers)), cfg.Seed, cfg.DeliveryTimeout+500*time.Millisecond, ProxyFaults{Latency: cfg.Latency, LostAck: cfg.LostAck})
+	s.proxy.SetTenants(tenants)
 	s.endpoints.down, s.endpoints.flapping = cfg.Down, cfg.Flapping
 	s.proxy.SetDown(cfg.Down)
 	s.proxy.SetFlapping(cfg.Flapping)
@@ -273,6 +290,12 @@ func (s *stack) start(ctx context.Context) error {
 	proxyBase := "http://" + proxyLn.Addr().String()
 	s.endpoints.proxyBase = proxyBase
 
+	recvSecrets := make([]string, nrecv)
+	recvProcs := make([]*proc, nrecv)
+	s.recvAddrs = make([]*receiverAddr, nrecv)
+	for r := range s.recvAddrs {
+		s.recvAddrs[r] = &receiverAddr{}
+	}
 	for i, sub := range cfg.Subscribers {
 		req := hfclient.EndpointCreate{URL: proxyBase + Path(i), EventTypes: eventTypes(sub.EventTypes)}
 		if i == cfg.Flapping {
@@ -281,34 +304,29 @@ func (s *stack) start(ctx context.Context) error {
 		if i == sit.Slow {
 			req.MaxInFlight = nullable.NewNullableWithValue[int64](slowInFlight)
 		}
-		r, err := s.client.EndpointCreateWithResponse(ctx, req)
+		if secret := recvSecrets[sub.Receiver]; secret != "" {
+			req.Secret = &secret
+		}
+		r, err := s.apiOf(i).EndpointCreateWithResponse(ctx, req)
 		if err != nil {
 			return fmt.Errorf("create endpoint %s: %w", sub.Name, err)
 		}
 		ep := r.JSON201
 		s.endpoints.ids = append(s.endpoints.ids, ep.ID)
 		s.endpoints.secrets = append(s.endpoints.secrets, ep.Secret)
-		db := receiverDatabase(i)
-		if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
-			return err
+		if recvSecrets[sub.Receiver] == "" {
+			recvSecrets[sub.Receiver] = ep.Secret
+			if recvProcs[sub.Receiver], err = s.startReceiver(ctx, sub, ep.Secret); err != nil {
+				return err
+			}
 		}
-		recvEnv := map[string]string{
-			"HOOKFLOW_RECEIVER_ADDR":         net.JoinHostPort("127.0.0.1", strconv.Itoa(recvPorts[i])),
-			"HOOKFLOW_RECEIVER_SECRET":       ep.Secret,
-			"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.get().AdminURL(db),
-		}
-		name := "receiver-" + strings.ToLower(sub.Name)
-		rp := newProc(name, cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(s.logs, name+".log"))
-		if err := rp.start(); err != nil {
-			return err
-		}
-		s.receivers = append(s.receivers, rp)
-		s.procs = append(s.procs, rp)
-		rc := receiverClient{base: fmt.Sprintf("http://127.0.0.1:%d", recvPorts[i]), http: &http.Client{Timeout: 15 * time.Second}}
-		s.recv = append(s.recv, rc)
+		s.recv = append(s.recv, s.receiverClient(sub.Receiver))
 	}
-	for i, rp := range s.receivers {
-		if err := waitHealthy(ctx, s.recv[i].base+"/healthz", s.recv[i].healthz, time.Minute, rp.running); err != nil {
+	for r, rp := range recvProcs {
+		go s.followReceiver(superCtx, r, rp)
+	}
+	for r, rp := range recvProcs {
+		if err := waitHealthy(ctx, rp.name+"'s /healthz", s.receiverClient(r).healthz, time.Minute, rp.running); err != nil {
 			return fmt.Errorf("%s: %w; log %s ends: %s", rp.name, err, rp.logPath, tail(rp.logPath, 3))
 		}
 	}
@@ -330,18 +348,19 @@ func (s *stack) start(ctx context.Context) error {
 	if s.hf, err = pgxpool.New(ctx, hfURL); err != nil {
 		return fmt.Errorf("connect hookflow database: %w", err)
 	}
-	for i := range cfg.Subscribers {
-		pool, err := pgxpool.New(ctx, s.pg.get().AdminURL(receiverDatabase(i)))
+	for r := range nrecv {
+		pool, err := pgxpool.New(ctx, s.pg.get().AdminURL(receiverDatabase(r)))
 		if err != nil {
 			return fmt.Errorf("connect receiver database: %w", err)
 		}
-		s.rcv = append(s.rcv, pool)
+		s.rcvPools = append(s.rcvPools, pool)
+	}
+	for _, sub := range cfg.Subscribers {
+		s.rcv = append(s.rcv, s.rcvPools[sub.Receiver])
 	}
 	if s.tc, err = dialTemporal(ctx, common["HOOKFLOW_TEMPORAL_ADDRESS"], s.logger); err != nil {
 		return err
 	}
-	superCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopSupervisors = stop
 	for _, p := range s.procs {
 		go p.supervise(superCtx, s.onUnexpectedExit)
 	}
@@ -433,7 +452,7 @@ func (s *stack) stop() {
 	if s.hf != nil {
 		s.hf.Close()
 	}
-	for _, pool := range s.rcv {
+	for _, pool := range s.rcvPools {
 		pool.Close()
 	}
 	if s.pg != nil {
@@ -475,6 +494,20 @@ func (s *stack) cpuLine(events int) string {
 	}
 	return fmt.Sprintf("cpu seconds: %s, total %.0fs (%.0f ms per event)", strings.Join(parts, " "), total.Seconds(),
 		float64(total.Milliseconds())/float64(max(1, events)))
+}
+
+// unverified counts, per receiver, the deliveries it refused to verify:
+// the lines its log has of them, over all its incarnations.
+func (s *stack) unverified() map[string]int {
+	out := map[string]int{}
+	for _, rp := range s.receivers {
+		b, err := os.ReadFile(rp.logPath)
+		if err != nil {
+			continue
+		}
+		out[rp.name] = bytes.Count(b, []byte(`"msg":"webhook rejected"`))
+	}
+	return out
 }
 
 // logLinesAbout returns the last n lines of the API's and the workers' logs
@@ -523,8 +556,142 @@ const slowInFlight = 3
 // place in flight that long.
 func slowHold(timeout time.Duration) time.Duration { return timeout * 6 / 10 }
 
-// receiverDatabase is the database of endpoint i's receiver.
-func receiverDatabase(i int) string { return fmt.Sprintf("hookflow_receiver_%d", i) }
+// startReceiver starts the receiver of sub's kind, verifying with secret,
+// in a database of its own, on a port the kernel picks at each of its
+// starts (followReceiver learns it). A port picked ahead and handed to
+// the receiver could be handed out again before the receiver binds it:
+// the kernel had two receivers share one in a run, the second never
+// started, and the proxy sent its deliveries to the first, which refused
+// their signatures.
+func (s *stack) startReceiver(ctx context.Context, sub Subscriber, secret string) (*proc, error) {
+	db := receiverDatabase(sub.Receiver)
+	if err := s.pg.get().EnsureDatabase(ctx, db); err != nil {
+		return nil, err
+	}
+	recvEnv := map[string]string{
+		"HOOKFLOW_RECEIVER_ADDR":         "127.0.0.1:0",
+		"HOOKFLOW_RECEIVER_SECRET":       secret,
+		"HOOKFLOW_RECEIVER_DATABASE_URL": s.pg.get().AdminURL(db),
+	}
+	kind, _, _ := strings.Cut(sub.Name, "@")
+	name := "receiver-" + strings.ToLower(kind)
+	rp := newProc(name, s.cfg.Binary, []string{"receiver"}, childEnv(recvEnv), filepath.Join(s.logs, name+".log"))
+	r := sub.Receiver
+	rp.onExit = func() { s.pointReceiver(r, "") }
+	if err := rp.start(); err != nil {
+		return nil, err
+	}
+	s.receivers = append(s.receivers, rp)
+	s.procs = append(s.procs, rp)
+	return rp, nil
+}
+
+// receiverClient is the run's client of receiver r.
+func (s *stack) receiverClient(r int) receiverClient {
+	return receiverClient{addr: s.recvAddrs[r], http: &http.Client{Timeout: 15 * time.Second}}
+}
+
+// followReceiver keeps the proxy's endpoints of receiver r, and the run's
+// client of it, pointed at where rp's current incarnation listens, which
+// it says in its log once its listener is bound; an incarnation's exit
+// unpoints them (rp.onExit) until the next one listens. It returns when
+// ctx ends.
+func (s *stack) followReceiver(ctx context.Context, r int, rp *proc) {
+	for ctx.Err() == nil {
+		seen := rp.startCount()
+		addr, n, err := rp.waitLine(ctx, listeningAddr, 24*time.Hour)
+		if err == nil {
+			seen = n
+			if rp.ifCurrent(n, func() { s.pointReceiver(r, addr) }) {
+				s.logger.Info("receiver listening", "process", rp.name, "addr", addr, "start", n)
+				if n > 1 {
+					s.progress.printf("%s listens on %s after its restart", rp.name, addr)
+				}
+			}
+		}
+		for rp.startCount() <= seen {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// pointReceiver points the proxy's endpoints of receiver r, and the run's
+// client of it, at addr (host:port), or at none ("").
+func (s *stack) pointReceiver(r int, addr string) {
+	s.recvAddrs[r].set(addr)
+	url := ""
+	if addr != "" {
+		url = "http://" + addr + "/webhook"
+	}
+	for i, sub := range s.cfg.Subscribers {
+		if sub.Receiver == r {
+			s.proxy.SetUpstream(i, url)
+		}
+	}
+}
+
+// createTenants creates the run's tenants (Config.Tenants and the
+// endpoints'), as a SaaS's backend would with the operator's token: each
+// with PUT /v1/tenants/{id}, allowed the proxy's private address (a
+// tenant's endpoints may not aim at an allowlisted one unless granted),
+// and a key of its own, confined to it, with which every call of the run
+// on the tenant's endpoints, events and dead letters is made. The default
+// tenant needs neither: the operator's token acts on it.
+func (s *stack) createTenants(ctx context.Context, apiBase string) error {
+	s.tenants = map[string]*hfclient.Client{}
+	want := s.cfg.tenantList()
+	for _, sub := range s.cfg.Subscribers {
+		if !slices.Contains(want, sub.tenant()) {
+			want = append(want, sub.tenant())
+		}
+	}
+	for _, t := range want {
+		if t == contract.DefaultTenant {
+			continue
+		}
+		if _, err := s.client.TenantPutWithResponse(ctx, t, hfclient.TenantPut{Name: "chaos " + t,
+			Limits: hfclient.TenantLimits{AllowPrivateTargets: nullable.NewNullableWithValue(true)}}); err != nil {
+			return fmt.Errorf("create tenant %s: %w", t, err)
+		}
+		r, err := s.client.APIKeyCreateWithResponse(ctx, hfclient.APIKeyCreate{Name: "chaos-" + t, TenantID: t,
+			Scopes: []hfclient.Scope{hfclient.ScopeEventsWrite, hfclient.ScopeEventsRead, hfclient.ScopeEndpointsWrite, hfclient.ScopeDeadLettersWrite}})
+		if err != nil {
+			return fmt.Errorf("create tenant %s's key: %w", t, err)
+		}
+		if s.tenants[t], err = hfclient.New(apiBase, r.JSON201.Key, hfclient.WithHTTPClient(s.apiHTTP)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tenantAPI is the client of tenant's own key (the operator's for the default
+// tenant).
+func (s *stack) tenantAPI(tenant string) *hfclient.Client {
+	if c, ok := s.tenants[tenant]; ok {
+		return c
+	}
+	return s.client
+}
+
+// apiOf is the client of endpoint ep's tenant.
+func (s *stack) apiOf(ep int) *hfclient.Client { return s.tenantAPI(s.cfg.Subscribers[ep].tenant()) }
+
+// apiFor is the client of the tenant of the endpoint with hookflow id
+// endpointID.
+func (s *stack) apiFor(endpointID string) *hfclient.Client {
+	if ep := s.endpoints.index(endpointID); ep >= 0 {
+		return s.apiOf(ep)
+	}
+	return s.client
+}
+
+// receiverDatabase is the database of receiver r (Subscriber.Receiver).
+func receiverDatabase(r int) string { return fmt.Sprintf("hookflow_receiver_%d", r) }
 
 func with(base, extra map[string]string) map[string]string {
 	out := make(map[string]string, len(base)+len(extra))

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,11 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/contract"
 	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
-// Event is one event of the workload.
+// Event is one event of the workload. ID and CorrelationID are keys of the
+// run (Key): the tenant's own IDs prefixed with the tenant, because the
+// tenants reuse each other's event and correlation IDs on purpose; the API,
+// the receivers and Temporal see the tenant's own (Split).
 type Event struct {
+	Tenant        string
 	ID            string
 	CorrelationID string
 	Sequence      int64
@@ -29,11 +35,64 @@ type Event struct {
 
 // Subscriber is one endpoint of a run: a name for the summary and the
 // event type patterns it is created with (as POST /v1/endpoints takes
-// them: an exact type, "prefix.*", or "*").
+// them: an exact type, "prefix.*", or "*"), the tenant it belongs to ("":
+// the default tenant), and the receiver it points at (ForTenants): each
+// tenant has an endpoint of each kind, and the tenants' endpoints of one
+// kind share its receiver, which keeps their lanes apart by the envelope's
+// endpoint_id.
 type Subscriber struct {
 	Name       string
 	EventTypes []string
+	Tenant     string
+	Receiver   int
 }
+
+// tenant is s's tenant.
+func (s Subscriber) tenant() string { return cmp.Or(s.Tenant, contract.DefaultTenant) }
+
+// ForTenants gives each tenant an endpoint of each of subs, tenant by
+// tenant in order (so the first tenant's keep subs' indexes), each
+// pointing at the receiver of its kind. With one tenant the names stay
+// as they are; with more each says its tenant ("A@tenant-2").
+func ForTenants(subs []Subscriber, tenants []string) []Subscriber {
+	var out []Subscriber
+	for _, t := range tenants {
+		for i, s := range subs {
+			s.Tenant, s.Receiver = t, i
+			if len(tenants) > 1 {
+				s.Name += "@" + t
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ChaosTenants names n tenants of a run (at least one).
+func ChaosTenants(n int) []string {
+	out := make([]string, max(n, 1))
+	for i := range out {
+		out[i] = fmt.Sprintf("tenant-%d", i+1)
+	}
+	return out
+}
+
+// Key names a tenant's event or correlation inside the run: the form of
+// its workflow ID, contract.EventWorkflowID.
+func Key(tenant, id string) string { return contract.EventWorkflowID(tenant, id) }
+
+// Split is Key's inverse: the tenant and the tenant's own ID. Neither
+// tenant IDs nor event IDs hold a "/".
+func Split(key string) (tenant, id string) {
+	tenant, id, _ = strings.Cut(key, "/")
+	return tenant, id
+}
+
+// tenantAmounts spaces the tenants' amounts apart: tenant i's are
+// i*tenantAmounts+1 … i*tenantAmounts+1000, so an entry in one tenant's
+// receiver ledger with another's amount tells a crossed delivery from a
+// wrong one (checkReceiver).
+const tenantAmounts = 10000
 
 // Wants reports whether s subscribes to typ. It is the checks' own reading
 // of the patterns, written apart from hookflow's routing so that the checks
@@ -97,14 +156,26 @@ type Workload struct {
 	// Posts lists indexes into Events in posting order; an index appears
 	// twice for an event posted twice.
 	Posts []int
-	// Correlations in creation order.
+	// Correlations in creation order (keys: Key).
 	Correlations []string
-	Duplicates   int
+	// Tenants are the tenants the correlations are spread over, in order.
+	Tenants    []string
+	Duplicates int
 	// Voided maps the correlations whose producer lost one sequence to that
 	// sequence: its event is in Events (so that Lane and EventID know it)
 	// but never in Posts, and the run's operator voids it. Nil when
 	// WorkloadConfig.Voids is 0.
 	Voided map[string]int64
+}
+
+// create is ev's POST /v1/events body, with the tenant's own IDs (the
+// tenant comes from the key it is posted with). No endpoint_id: hookflow
+// routes it to every endpoint of the tenant subscribed to its type.
+func (ev Event) create() hfclient.EventCreate {
+	_, id := Split(ev.ID)
+	_, corr := Split(ev.CorrelationID)
+	return hfclient.EventCreate{ID: id, CorrelationID: corr, Sequence: ev.Sequence,
+		Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
 }
 
 // IsVoided reports whether ev is an event the producer lost, which the
@@ -127,13 +198,17 @@ type WorkloadConfig struct {
 	// one between the first and the last, so that it has predecessors and
 	// successors in most lanes.
 	Voids int
+	// Tenants the correlations are dealt out to, in turn; each tenant
+	// numbers its own from corr-0000, so the tenants share correlation and
+	// event IDs. None: the default tenant alone.
+	Tenants []string
 }
 
 // NewWorkload spreads cfg.Events over cfg.Correlations (as evenly as the
 // numbers allow, each correlation numbered 1..k), gives each event a type
 // (seeded, by chaosTypes' weights), shuffles the posting order (see
 // Reorder) and adds the duplicate posts at random places. Its endpoints are
-// ChaosSubscribers.
+// ChaosSubscribers, one of each per tenant (ForTenants).
 func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 	switch {
 	case cfg.Correlations < 1 || cfg.Events < cfg.Correlations:
@@ -142,9 +217,14 @@ func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 		return nil, fmt.Errorf("workload: duplicate rate must be between 0 and 1")
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x776b6c64))
-	w := &Workload{Subscribers: ChaosSubscribers()}
+	w := &Workload{Tenants: cfg.Tenants}
+	if len(w.Tenants) == 0 {
+		w.Tenants = []string{contract.DefaultTenant}
+	}
+	w.Subscribers = ForTenants(ChaosSubscribers(), w.Tenants)
+	nt := len(w.Tenants)
 	for c := 0; c < cfg.Correlations; c++ {
-		w.Correlations = append(w.Correlations, fmt.Sprintf("corr-%04d", c))
+		w.Correlations = append(w.Correlations, Key(w.Tenants[c%nt], fmt.Sprintf("corr-%04d", c/nt)))
 	}
 	types := chaosTypes()
 	total := 0
@@ -166,11 +246,12 @@ func NewWorkload(cfg WorkloadConfig) (*Workload, error) {
 		if c < cfg.Events%cfg.Correlations {
 			n++
 		}
+		tenant, own := Split(corr)
 		for s := 1; s <= n; s++ {
 			w.Events = append(w.Events, Event{
-				ID:            fmt.Sprintf("ev-%s-%d", corr, s),
+				Tenant: tenant, ID: Key(tenant, fmt.Sprintf("ev-%s-%d", own, s)),
 				CorrelationID: corr, Sequence: int64(s), Type: pickType(),
-				Amount: 1 + rng.Int64N(1000),
+				Amount: 1 + rng.Int64N(1000) + int64(c%nt)*tenantAmounts,
 			})
 		}
 	}
@@ -226,12 +307,19 @@ func (w *Workload) loseSequences(cfg WorkloadConfig) {
 	w.Duplicates = len(w.Posts) - (len(w.Events) - len(lost))
 }
 
+// Routes reports whether ev is meant for endpoint ep: an endpoint of its
+// tenant that subscribes to its type.
+func (w *Workload) Routes(ev Event, ep int) bool {
+	s := w.Subscribers[ep]
+	return s.tenant() == cmp.Or(ev.Tenant, contract.DefaultTenant) && s.Wants(ev.Type)
+}
+
 // Lane returns the events of correlation meant for endpoint ep, in
 // sequence order: what that endpoint's receiver must apply.
 func (w *Workload) Lane(correlation string, ep int) []Event {
 	var out []Event
 	for _, ev := range w.Events {
-		if ev.CorrelationID == correlation && w.Subscribers[ep].Wants(ev.Type) {
+		if ev.CorrelationID == correlation && w.Routes(ev, ep) {
 			out = append(out, ev)
 		}
 	}
@@ -242,8 +330,8 @@ func (w *Workload) Lane(correlation string, ep int) []Event {
 func (w *Workload) Deliveries() int {
 	n := 0
 	for _, ev := range w.Events {
-		for _, s := range w.Subscribers {
-			if s.Wants(ev.Type) {
+		for ep := range w.Subscribers {
+			if w.Routes(ev, ep) {
 				n++
 			}
 		}
@@ -276,7 +364,7 @@ func (w *Workload) PerCorrelation() map[string]int64 {
 // events it accepted (the ones hookflow then owes the receiver) and the
 // posts it refused for good.
 type producer struct {
-	api     *hfclient.Client
+	api     func(tenant string) *hfclient.Client // the tenant's own key
 	wl      *Workload
 	posters int // goroutines posting at once
 	logger  *slog.Logger
@@ -295,7 +383,7 @@ type producer struct {
 	firstTry map[string]time.Time
 }
 
-func newProducer(api *hfclient.Client, wl *Workload, posters int, logger *slog.Logger) *producer {
+func newProducer(api func(tenant string) *hfclient.Client, wl *Workload, posters int, logger *slog.Logger) *producer {
 	return &producer{api: api, wl: wl, posters: posters, logger: logger, accepted: map[string]bool{}, firstTry: map[string]time.Time{}}
 }
 
@@ -335,9 +423,7 @@ func (p *producer) postAll(ctx context.Context, spread time.Duration, deadline t
 }
 
 func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
-	// No endpoint_id: hookflow routes it to every endpoint subscribed to its type.
-	body := hfclient.EventCreate{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence,
-		Type: ev.Type, Data: map[string]any{"amount": ev.Amount}}
+	body := ev.create()
 	backoff := 200 * time.Millisecond
 	p.mu.Lock()
 	if _, ok := p.firstTry[ev.ID]; !ok {
@@ -346,7 +432,7 @@ func (p *producer) post(ctx context.Context, ev Event, deadline time.Time) {
 	p.mu.Unlock()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, answer := p.api.Send(pctx, body)
+		_, answer := p.api(ev.Tenant).Send(pctx, body)
 		cancel()
 		code, err := answered(answer, http.StatusAccepted)
 		p.tries.Add(1)
