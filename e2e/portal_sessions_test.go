@@ -141,7 +141,7 @@ func TestPortalSessions(t *testing.T) {
 
 	t.Run("view", func(t *testing.T) {
 		l := b.openPortal("portal-acme", map[string]any{"actor": "alice@acme.example", "return_url": "https://app.acme.example/webhooks"})
-		require.True(t, strings.HasPrefix(l.URL, b.apiURL+"/portal/#code="), "the link is on the API's own address: %s", l.URL)
+		require.True(t, strings.HasPrefix(l.URL, b.apiURL+"/portal/portal-acme/#code="), "the link is on the API's own address: %s", l.URL)
 		var tok portalToken
 		require.Equal(t, http.StatusOK, b.exchange(l.code(t), &tok))
 		require.True(t, strings.HasPrefix(tok.Token, "hfp_"), tok.Token)
