@@ -22,7 +22,6 @@ type BodyOf<K extends keyof operations> = operations[K] extends { requestBody?: 
 // template: `satisfies` holds every template to a path of the document.
 const routes = {
   portalSessionExchange: ["POST", "/v1/portal/session"],
-  sessionGet: ["GET", "/v1/session"],
   endpointList: ["GET", "/v1/endpoints"],
   endpointCreate: ["POST", "/v1/endpoints"],
   endpointGet: ["GET", "/v1/endpoints/{id}"],
