@@ -493,6 +493,14 @@ func TestPortalBrowser(t *testing.T) {
 		"Content-Type": "application/json"}, body: "{}"}).then(r => r.status)`, dlReplay+"-2", viewToken))
 	require.Equal(t, http.StatusForbidden, status)
 
+	// The full session replays that one as its endpoint's whole set.
+	rcv.setRefuse(dlReplay+"-2", false)
+	br.do(main, "the endpoint's dead letters", chromedp.Evaluate[chromedp.Void](`location.hash = "#/dead-letters"`),
+		chromedp.WaitVisible(chromedp.CSS(row(dlReplay+"-2"))),
+		chromedp.Click(chromedp.CSS(`[data-action=replay-endpoint][data-endpoint="`+epID+`"]`)), waitText("#done", epID+": 1 replaying"))
+	br.shot(main, "replayed-by-endpoint")
+	waitFor(t, time.Minute, "the endpoint's dead letter replayed", func() bool { return slices.Contains(rcv.of("dl-v-"+b.prefix), "1") })
+
 	// 7. A short session past its end, and a revoked one: "expired", with
 	// the way back. The shortest TTL is 5 minutes; its end is moved into
 	// the past in the database rather than waited for.

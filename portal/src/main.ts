@@ -35,6 +35,7 @@ const routes = {
   deadLetterList: ["GET", "/v1/dead-letters"],
   deadLetterReplay: ["POST", "/v1/dead-letters/{id}/replay"],
   deadLetterSkip: ["POST", "/v1/dead-letters/{id}/skip"],
+  deadLetterReplayBatch: ["POST", "/v1/dead-letters/replay"],
 } as const satisfies { [K in keyof operations]?: readonly [string, keyof paths] };
 type Op = keyof typeof routes;
 
@@ -502,19 +503,46 @@ async function deadLettersView(): Promise<void> {
       h("td", {}, d.attempt_count),
       h("td", {}, new Date(d.dead_lettered_at).toLocaleString()),
     ];
-    const row = h("tr", { "data-dead-letter": d.event_id }, ...cells);
+    const row = h("tr", { "data-dead-letter": d.event_id, "data-endpoint": d.endpoint_id }, ...cells);
     if (write) row.append(h("td", { class: "actions" }, ...dlButtons(d, msg)));
     return row;
   });
+  const endpoints = [...new Set(page.items.map((d) => d.endpoint_id))].sort();
   show(
     h("h1", {}, "Dead letters"),
     h("p", { class: "muted" }, "Each holds its lane until it is replayed or skipped; the lane then goes on in order."),
+    write && endpoints.length ? h("div", { class: "actions", id: "bulk" }, ...endpoints.map((ep) => bulkReplay(ep, page.items.filter((d) => d.endpoint_id === ep).length, msg))) : null,
     msg,
     h("table", { id: "dead-letters" },
       h("thead", {}, h("tr", {}, ...["Event", "Correlation", "Endpoint", "Reason", "Attempts", "Dead-lettered", write ? "" : null].filter((t) => t !== null).map((t) => h("th", {}, t)))),
       h("tbody", {}, ...rows)),
     page.items.length === 0 ? h("p", { class: "muted", id: "no-dead-letters" }, "No open dead letters.") : null,
   );
+}
+
+// bulkReplay replays every open dead letter of one endpoint, each lane in
+// sequence order (the API pages through them), once: the button stays
+// disabled after it is sent.
+function bulkReplay(endpointID: string, n: number, msg: HTMLElement): HTMLElement {
+  const b = h("button", { type: "button", class: "secondary", "data-action": "replay-endpoint", "data-endpoint": endpointID },
+    `Replay all ${n} of ${endpointID}, in order`) as HTMLButtonElement;
+  b.addEventListener("click", async () => {
+    if (b.disabled) return;
+    b.disabled = true;
+    try {
+      const r = await call("deadLetterReplayBatch", 202, { query: { endpoint_id: endpointID } });
+      for (const row of document.querySelectorAll<HTMLElement>("#dead-letters tr[data-dead-letter]")) {
+        if (row.dataset.endpoint !== endpointID || !r.event_ids.includes(row.dataset.deadLetter ?? "")) continue;
+        for (const btn of row.querySelectorAll("button")) btn.disabled = true;
+      }
+      msg.replaceChildren(h("p", { class: "badge ok", id: "done" }, `${endpointID}: ${r.replayed} replaying`));
+    } catch (err) {
+      if (err instanceof Ended) return;
+      b.disabled = false;
+      msg.replaceChildren(errorBox(err));
+    }
+  });
+  return b;
 }
 
 // dlButtons are a dead letter's replay and skip. A button is disabled
