@@ -352,6 +352,25 @@ func TestPortalBrowser(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.True(t, strings.HasSuffix(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'self'"), "no origins: only itself")
+	// A tenant that does not exist is served alike (the page tells no one
+	// which tenants exist); what is not the page is not found.
+	for path, want := range map[string]int{"/portal/pbrowse-nosuch/": http.StatusOK, "/portal/" + acme + "/main.js": http.StatusOK,
+		"/portal/" + acme + "/index.html": http.StatusNotFound, "/portal/" + acme + "/../../v1/session": http.StatusNotFound,
+		"/portal/a%20b/": http.StatusNotFound, "/portal/": http.StatusNotFound} {
+		resp, err := http.Get(b.apiURL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, path)
+		if want == http.StatusOK {
+			require.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'self'", path)
+		}
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noRedirect.Get(b.apiURL + "/portal/" + acme)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
+	require.Equal(t, "/portal/"+acme+"/", resp.Header.Get("Location"))
 
 	// 1. The link opens the portal; the code leaves the address bar.
 	main := br.tab()
