@@ -27,7 +27,7 @@ SQLC := bin/sqlc-$(SQLC_VERSION)
 OAPI_CODEGEN_VERSION := v2.8.2
 OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts generate-go-client generate-server check-generated node ts-client lint-openapi
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal check-generated node ts-client lint-openapi
 
 all: build
 
@@ -66,8 +66,8 @@ lint: $(STATICCHECK)
 GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \
 	internal/refreceiver/internal/dbsqlc internal/bench/internal/dbsqlc \
 	clients/typescript/src/schema.ts \
-	kit/client/client.gen.go api/apigen/server.gen.go
-generate: generate-sql generate-ts generate-go-client generate-server
+	kit/client/client.gen.go api/apigen/server.gen.go api/portal/main.js
+generate: generate-sql generate-ts generate-go-client generate-server generate-portal
 
 # The queries' Go, from schema/queries and each package's queries/ (sqlc.yaml).
 generate-sql: $(SQLC)
@@ -87,6 +87,17 @@ generate-server: $(OAPI_CODEGEN)
 # The TypeScript client's types and operations, from api/openapi.json.
 generate-ts: node
 	cd clients/typescript && npx --no-install openapi-typescript ../../api/openapi.json --output src/schema.ts --silent
+
+# The customer portal's script (api/portal/main.js, which the API embeds
+# beside the page's index.html and portal.css), compiled by the TypeScript
+# client's tsc from portal/src, whose calls are typed by the client's
+# schema.ts: a plain ES module, no bundler. It is checked in, so go build
+# and make run need no Node.js.
+generate-portal: generate-ts
+	rm -rf .portal-build
+	clients/typescript/node_modules/.bin/tsc -p portal/tsconfig.json
+	cp .portal-build/portal/src/main.js api/portal/main.js
+	rm -rf .portal-build
 
 check-generated: generate
 	@if [ -n "$(GENERATED)" ] && ! git diff --quiet -- $(GENERATED); then \

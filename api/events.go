@@ -304,10 +304,12 @@ const maxLaneParked = 100
 // the sequence it delivers next, the one released, what is parked behind
 // it (the ledger's open deliveries), and what holds it (the released
 // delivery's state, or "missing" when an earlier sequence has not
-// arrived).
+// arrived). A portal session limited to some endpoints sees their lanes
+// only, and a correlation with none of them as one that does not exist.
 func (s *Server) CorrelationGet(c echo.Context, id wire.Key, _ wire.CorrelationGetParams) error {
 	ctx := c.Request().Context()
-	load, err := s.ledger(c).CorrelationLoadOf(ctx, id, maxLaneParked)
+	ledger := s.ledger(c)
+	load, err := ledger.CorrelationLoadOf(ctx, id, maxLaneParked)
 	if err != nil {
 		return err
 	}
@@ -317,7 +319,7 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key, _ wire.CorrelationG
 		resp.Source, st = wire.CorrelationSourceLedger, ledgerState(load)
 	}
 	if len(st.Lanes) == 0 && len(load.Lanes) == 0 {
-		hw, err := s.ledger(c).CorrelationHighWater(ctx, id)
+		hw, err := ledger.CorrelationHighWater(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -330,13 +332,16 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key, _ wire.CorrelationG
 	if len(st.Arrived) > 0 {
 		resp.Missing = st.Frontier
 	}
-	ledger := map[string]store.LaneLoad{}
+	loads := map[string]store.LaneLoad{}
 	for _, ln := range load.Lanes {
-		ledger[ln.EndpointID] = ln
+		loads[ln.EndpointID] = ln
 	}
 	for _, l := range st.Lanes {
+		if !ledger.Reaches(l.Endpoint) {
+			continue
+		}
 		lr := wire.Lane{EndpointID: l.Endpoint, Parked: []int64{}, PreviousSequence: l.Previous, Skipped: append([]int64{}, l.Skipped...)}
-		ln := ledger[l.Endpoint]
+		ln := loads[l.Endpoint]
 		lr.ParkedMore = ln.More
 		lr.Released = l.InFlight
 		for _, q := range ln.Open {
@@ -350,11 +355,14 @@ func (s *Server) CorrelationGet(c echo.Context, id wire.Key, _ wire.CorrelationG
 		}
 		switch {
 		case lr.Released != 0:
-			lr.BlockedBy = &wire.BlockedBy{Sequence: l.InFlight, EventID: l.InFlightEvent, State: string(s.deliveryState(ctx, s.ledger(c), ln, l))}
+			lr.BlockedBy = &wire.BlockedBy{Sequence: l.InFlight, EventID: l.InFlightEvent, State: string(s.deliveryState(ctx, ledger, ln, l))}
 		case resp.Missing != 0 && len(lr.Parked) > 0 && lr.Parked[0] > resp.Missing:
 			lr.BlockedBy = &wire.BlockedBy{Sequence: resp.Missing, State: "missing"}
 		}
 		resp.Lanes = append(resp.Lanes, lr)
+	}
+	if p := principalOf(c).portal; p != nil && p.EndpointsLimited && len(resp.Lanes) == 0 {
+		return problem(http.StatusNotFound, "not-found", "Not Found", "no events for correlation "+id)
 	}
 	return c.JSON(http.StatusOK, resp)
 }

@@ -20,7 +20,7 @@ import (
 
 // Portal sessions (issue 36): the tenant's backend opens one for one of its
 // people (POST /v1/tenants/{id}/portal-sessions) and hands out its link;
-// the page at /portal/ exchanges the link's code (POST /v1/portal/session)
+// the page at /portal/<tenant>/ exchanges the link's code (POST /v1/portal/session)
 // for a bearer token, which then acts on the tenant's /v1 routes through
 // the same auth as an API key (Server.auth), with the scopes of its
 // capabilities (capabilityScopes).
@@ -189,7 +189,10 @@ func (s *Server) PortalSessionCreate(c echo.Context, id wire.TenantID) error {
 	}
 	s.deps.Logger.Info("portal session opened", "tenant_id", id, "session_id", sess.ID, "actor", sess.Actor,
 		"capabilities", sess.Capabilities, "endpoint_ids", sess.EndpointIDs, "expires_at", sess.ExpiresAt, "by", principalOf(c).name)
-	return c.JSON(http.StatusCreated, wire.PortalSessionCreated{ID: sess.ID, URL: s.cfg.PortalBaseURL + "/portal/#code=" + code,
+	// The tenant rides in the path, for the page's frame-ancestors
+	// (portal_page.go); the code in the fragment.
+	link := s.cfg.PortalBaseURL + "/portal/" + url.PathEscape(id) + "/#code=" + code
+	return c.JSON(http.StatusCreated, wire.PortalSessionCreated{ID: sess.ID, URL: link,
 		ExpiresAt: sess.ExpiresAt, CodeExpiresAt: sess.CodeExpiresAt})
 }
 

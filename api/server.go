@@ -72,7 +72,7 @@ type RouterConfig struct {
 	MaxEndpoints   int
 	MaxSubscribers int
 	// PortalBaseURL is where the portal page is served, without a trailing
-	// slash: a portal session's link is <PortalBaseURL>/portal/#code=…
+	// slash: a portal session's link is <PortalBaseURL>/portal/<tenant>/#code=…
 	// (HOOKFLOW_PORTAL_BASE_URL, or the API's own address: app.ServeAPI
 	// sets it); empty, links are paths on whatever serves the API.
 	PortalBaseURL string
@@ -206,6 +206,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 		}
 	}
 	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.operationMiddlewares(ops)})
+	s.registerPortal()
 	return s, nil
 }
 

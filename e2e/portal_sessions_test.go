@@ -141,7 +141,7 @@ func TestPortalSessions(t *testing.T) {
 
 	t.Run("view", func(t *testing.T) {
 		l := b.openPortal("portal-acme", map[string]any{"actor": "alice@acme.example", "return_url": "https://app.acme.example/webhooks"})
-		require.True(t, strings.HasPrefix(l.URL, b.apiURL+"/portal/#code="), "the link is on the API's own address: %s", l.URL)
+		require.True(t, strings.HasPrefix(l.URL, b.apiURL+"/portal/portal-acme/#code="), "the link is on the API's own address: %s", l.URL)
 		var tok portalToken
 		require.Equal(t, http.StatusOK, b.exchange(l.code(t), &tok))
 		require.True(t, strings.HasPrefix(tok.Token, "hfp_"), tok.Token)
@@ -287,6 +287,10 @@ func TestPortalSessions(t *testing.T) {
 			{http.MethodGet, "/v1/endpoints/" + a.endpoint + "/stats", nil},
 			{http.MethodGet, "/v1/dead-letters/evt-bad?endpoint_id=" + url.QueryEscape(a.endpoint), nil},
 			{http.MethodPost, "/v1/dead-letters/evt-bad/replay", map[string]any{"endpoint_id": a.endpoint}},
+			// An event sent only to the other endpoint, and its correlation,
+			// whose only lane is the other endpoint's.
+			{http.MethodGet, "/v1/events/evt-bad", nil},
+			{http.MethodGet, "/v1/correlations/order-1", nil},
 		} {
 			require.Equal(t, http.StatusNotFound, b.callAs(tok.Token, c.method, c.path, c.body, nil), "%s %s", c.method, c.path)
 		}
@@ -297,6 +301,8 @@ func TestPortalSessions(t *testing.T) {
 		require.Empty(t, dls.Items, "the other endpoint's dead letter is not listed")
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/dead-letters?status=skipped", nil, &dls))
 		require.Len(t, dls.Items, 1, "the key sees it")
+		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/events/evt-bad", nil, nil), "the key sees the event")
+		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/correlations/order-1", nil, nil), "and its correlation")
 		var p problemBody
 		require.Equal(t, http.StatusForbidden, b.callAs(tok.Token, http.MethodPost, "/v1/endpoints", map[string]any{"url": a.rcv.srv.URL}, &p))
 		require.Equal(t, problemType("endpoints-limited"), p.Type)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what hookflow's dev stack and tests need beyond
 # Go: the PostgreSQL server binaries (initdb, postgres) and a 'postgres' user
-# to run them as when we are root. Installs them with apt when they are
-# missing and we may; otherwise says the exact command and fails.
+# to run them as when we are root, and Debian's Chromium, which the customer
+# portal's browser tests drive headless (e2e/portal_browser_test.go). Installs
+# them with apt when they are missing and we may; otherwise says the exact
+# command and fails.
 set -euo pipefail
 
 have_pg() {
@@ -10,23 +12,31 @@ have_pg() {
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1
 }
 
+have_chromium() { command -v chromium >/dev/null 2>&1; }
+
 need_user() { [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; }
 
-if have_pg && ! need_user; then
+if have_pg && ! need_user && have_chromium; then
   exit 0
 fi
 if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "hookflow needs the PostgreSQL server binaries: sudo apt-get update && sudo apt-get install -y postgresql" >&2
+  echo "hookflow needs the PostgreSQL server binaries and Chromium: sudo apt-get update && sudo apt-get install -y postgresql chromium" >&2
   exit 1
 fi
-echo "installing PostgreSQL server binaries (apt-get install -y postgresql)..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
-apt-get install -y -qq postgresql >/dev/null
-# The package starts a system cluster on 5432; hookflow runs its own clusters.
-if command -v pg_ctlcluster >/dev/null 2>&1; then
-  for c in /etc/postgresql/*/main; do
-    [[ -d $c ]] && pg_ctlcluster "$(basename "$(dirname "$c")")" main stop >/dev/null 2>&1 || true
-  done
+if ! have_pg || need_user; then
+  echo "installing PostgreSQL server binaries (apt-get install -y postgresql)..." >&2
+  apt-get install -y -qq postgresql >/dev/null
+  # The package starts a system cluster on 5432; hookflow runs its own clusters.
+  if command -v pg_ctlcluster >/dev/null 2>&1; then
+    for c in /etc/postgresql/*/main; do
+      [[ -d $c ]] && pg_ctlcluster "$(basename "$(dirname "$c")")" main stop >/dev/null 2>&1 || true
+    done
+  fi
 fi
-have_pg
+if ! have_chromium; then
+  echo "installing Chromium for the portal's browser tests (apt-get install -y chromium)..." >&2
+  apt-get install -y -qq chromium >/dev/null
+fi
+have_pg && have_chromium

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/webhook"
 
 	sdkworker "go.temporal.io/sdk/worker"
@@ -178,6 +179,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 
 	return app.ServeAPI(ctx, cfg, st, c, logger, app.WithMetrics(m), app.OnReady(func(a app.Addrs) {
 		printBanner(env, cfg, a, tmp, pg, receiverURL, time.Since(began))
+		printPortalLink(ctx, env, cfg, a)
 	}))
 }
 
@@ -243,4 +245,39 @@ func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporald
 		fmt.Fprintf(w, "  Postgres data  %s   (the postgres user cannot reach the data folder)\n", pg.DataDir())
 	}
 	fmt.Fprintln(w)
+}
+
+// printPortalLink opens a customer portal session of the default tenant
+// through the API that just started, and prints its link, so a newcomer
+// sees the page in the first minute. The link is good once, within a
+// minute, as every portal link is; the line after it says how to get
+// another.
+func printPortalLink(ctx context.Context, env *cliEnv, cfg config.Config, addrs app.Addrs) {
+	w := env.stdout
+	api := "http://" + addrs.API
+	link, err := devPortalLink(ctx, api, cfg.APIToken)
+	if err != nil {
+		fmt.Fprintf(w, "  Portal         not opened: %v\n\n", err)
+		return
+	}
+	fmt.Fprintf(w, "  Portal         %s\n", link)
+	fmt.Fprintf(w, "                 (the default tenant's customer portal, every capability; open it within a minute, once. Another:\n")
+	fmt.Fprintf(w, "                 curl -s -XPOST %s/v1/tenants/default/portal-sessions -H 'Authorization: Bearer %s' \\\n", api, cfg.APIToken)
+	fmt.Fprintf(w, "                   -H 'Content-Type: application/json' -d '{\"actor\":\"you\",\"capabilities\":[\"endpoints:manage\",\"endpoints:secret\",\"dead-letters:write\"]}')\n\n")
+}
+
+// devPortalLink opens the default tenant's portal session, with every
+// capability, for the dev user.
+func devPortalLink(ctx context.Context, api, token string) (string, error) {
+	c, err := client.New(api, token, client.WithUserAgent("hookflow-dev"))
+	if err != nil {
+		return "", fmt.Errorf("api client: %w", err)
+	}
+	r, err := c.PortalSessionCreateWithResponse(ctx, store.DefaultTenant, client.PortalSessionCreate{Actor: "dev@localhost",
+		Capabilities: []client.PortalCapability{client.PortalCapabilityEndpointsManage, client.PortalCapabilityEndpointsSecret,
+			client.PortalCapabilityDeadLettersWrite}})
+	if err != nil {
+		return "", fmt.Errorf("open portal session: %w", err)
+	}
+	return r.JSON201.URL, nil
 }

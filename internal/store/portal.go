@@ -257,6 +257,11 @@ func (s *Store) reaches(id string) bool {
 	return !s.limited || slices.Contains(s.only, id)
 }
 
+// Reaches reports whether the store reaches endpoint id, for what the API
+// reads from elsewhere than the ledger (a sequencer's lanes): every
+// endpoint, unless OnlyEndpoints limited it.
+func (s *Store) Reaches(id string) bool { return s.reaches(id) }
+
 // onlyEndpoints is the endpoints a query is limited to: nil (NULL) for
 // all of them.
 func (s *Store) onlyEndpoints() []string {

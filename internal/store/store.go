@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -912,7 +913,8 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 }
 
 // EventGet returns the event with its deliveries (sorted by endpoint), or
-// ErrNotFound.
+// ErrNotFound. Limited to some endpoints (OnlyEndpoints), it returns only
+// the deliveries to them, and ErrNotFound for an event that has none.
 func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 	r, err := s.q.EventGet(ctx, dbsqlc.EventGetParams{TenantID: s.tenant, ID: id})
 	if err != nil {
@@ -921,6 +923,12 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 	e, err := eventOf(r)
 	if err != nil {
 		return e, fmt.Errorf("get event: %w", err)
+	}
+	if s.limited {
+		e.Deliveries = slices.DeleteFunc(e.Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
+		if len(e.Deliveries) == 0 {
+			return Event{}, fmt.Errorf("get event: %w", ErrNotFound)
+		}
 	}
 	return e, nil
 }

@@ -1101,7 +1101,7 @@ type PortalSessionCreated struct {
 	// ID the session's id, to revoke it
 	ID string `json:"id"`
 
-	// URL the link to hand out: <HOOKFLOW_PORTAL_BASE_URL>/portal/#code=…, good once
+	// URL the link to hand out: <HOOKFLOW_PORTAL_BASE_URL>/portal/<tenant id>/#code=…, good once: the page is served per tenant, so that its frame-ancestors are the tenant's portal_origins
 	URL string `json:"url"`
 }
 

@@ -1270,7 +1270,7 @@ export interface components {
         PortalSessionCreated: {
             /** @description the session's id, to revoke it */
             id: string;
-            /** @description the link to hand out: <HOOKFLOW_PORTAL_BASE_URL>/portal/#code=…, good once */
+            /** @description the link to hand out: <HOOKFLOW_PORTAL_BASE_URL>/portal/<tenant id>/#code=…, good once: the page is served per tenant, so that its frame-ancestors are the tenant's portal_origins */
             url: string;
             /**
              * Format: date-time
@@ -4912,7 +4912,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "ps_k3v9q2m7x1c4",
-                     *       "url": "http://127.0.0.1:8080/portal/#code=pc_Zq3…",
+                     *       "url": "http://127.0.0.1:8080/portal/acme/#code=pc_Zq3…",
                      *       "expires_at": "2026-12-05T11:00:00Z",
                      *       "code_expires_at": "2026-12-05T10:01:00Z"
                      *     }

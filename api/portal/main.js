@@ -1,0 +1,480 @@
+// routes names each operation the page calls with its method and path
+// template: `satisfies` holds every template to a path of the document.
+const routes = {
+    portalSessionExchange: ["POST", "/v1/portal/session"],
+    endpointList: ["GET", "/v1/endpoints"],
+    endpointCreate: ["POST", "/v1/endpoints"],
+    endpointGet: ["GET", "/v1/endpoints/{id}"],
+    endpointUpdate: ["PATCH", "/v1/endpoints/{id}"],
+    endpointDelete: ["DELETE", "/v1/endpoints/{id}"],
+    endpointRotateSecret: ["POST", "/v1/endpoints/{id}/rotate-secret"],
+    endpointStats: ["GET", "/v1/endpoints/{id}/stats"],
+    statsEndpoints: ["GET", "/v1/stats/endpoints"],
+    eventGet: ["GET", "/v1/events/{id}"],
+    correlationGet: ["GET", "/v1/correlations/{id}"],
+    deadLetterList: ["GET", "/v1/dead-letters"],
+    deadLetterReplay: ["POST", "/v1/dead-letters/{id}/replay"],
+    deadLetterSkip: ["POST", "/v1/dead-letters/{id}/skip"],
+    deadLetterReplayBatch: ["POST", "/v1/dead-letters/replay"],
+};
+// The session, in memory only.
+let token = null;
+let session = null;
+let expiryTimer;
+let refreshTimer;
+// tenantInPath is the tenant the page was served for: the server framed it
+// for that tenant's portal_origins, so a code of another tenant's is not
+// used under it.
+const tenantInPath = decodeURIComponent(location.pathname.split("/")[2] ?? "");
+const app = document.getElementById("app");
+// Ended is thrown once the session is over: its screen is shown already.
+class Ended extends Error {
+}
+// ApiError is an answer that is not a 2xx, with its problem.
+class ApiError extends Error {
+    status;
+    problem;
+    constructor(status, problem) {
+        super(problem.detail ?? problem.title ?? `HTTP ${status}`);
+        this.status = status;
+        this.problem = problem;
+    }
+}
+function kind(p) {
+    return (p.type ?? "").replace(/^.*\/problems\//, "");
+}
+// call runs operation op with the path's {id} filled, the query and body
+// given, as the session (the exchange, before there is one, as nobody).
+async function call(op, _ok, opts = {}) {
+    const [method, template] = routes[op];
+    let path = template.replace("{id}", encodeURIComponent(opts.id ?? ""));
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(opts.query ?? {}))
+        if (v)
+            q.set(k, v);
+    if ([...q].length)
+        path += "?" + q.toString();
+    const headers = { Accept: "application/json" };
+    if (token)
+        headers.Authorization = "Bearer " + token;
+    if (opts.body !== undefined)
+        headers["Content-Type"] = "application/json";
+    const resp = await fetch(path, {
+        method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        credentials: "omit", cache: "no-store", referrerPolicy: "no-referrer", redirect: "error",
+    });
+    const text = await resp.text();
+    const data = text ? JSON.parse(text) : {};
+    if (!resp.ok) {
+        const problem = data;
+        if (token && resp.status === 401 && op !== "portalSessionExchange") {
+            ended(kind(problem));
+            throw new Ended();
+        }
+        throw new ApiError(resp.status, problem);
+    }
+    return data;
+}
+function h(tag, attrs = {}, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+        if (typeof v === "function")
+            el.addEventListener(k, v);
+        else if (v === true)
+            el.setAttribute(k, "");
+        else if (v !== false)
+            el.setAttribute(k, v);
+    }
+    for (const c of children) {
+        if (c === null || c === undefined || c === false)
+            continue;
+        el.append(typeof c === "object" ? c : String(c));
+    }
+    return el;
+}
+function show(...nodes) {
+    app.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false).map((n) => (typeof n === "number" ? String(n) : n)));
+}
+function can(c) {
+    return session?.capabilities.includes(c) ?? false;
+}
+// screen is a whole-page message: the session's end, a used link.
+function screen(id, title, text, withReturn) {
+    document.getElementById("bar").hidden = true;
+    const ret = withReturn && session?.return_url ? h("p", {}, h("a", { href: session.return_url, id: "return" }, "Back to the application")) : null;
+    show(h("div", { class: "screen", id }, h("h1", {}, title), h("p", {}, text), ret));
+}
+// ended forgets the token and shows why the session is over.
+function ended(why) {
+    token = null;
+    clearTimeout(expiryTimer);
+    clearInterval(refreshTimer);
+    if (why === "portal-session-revoked") {
+        screen("expired", "Session expired", "This portal session was revoked. Open the portal again from the application.", true);
+    }
+    else {
+        screen("expired", "Session expired", "This portal session has expired. Open the portal again from the application.", true);
+    }
+}
+function errorBox(err) {
+    if (err instanceof ApiError)
+        return h("div", { class: "error", role: "alert" }, `${err.problem.title ?? "Error"}: ${err.message}`);
+    return h("div", { class: "error", role: "alert" }, String(err));
+}
+function notFound() {
+    show(h("div", { class: "screen", id: "not-found" }, h("h1", {}, "Not found"), h("p", {}, "There is nothing here that this session may see."), h("p", {}, h("a", { href: "#/endpoints" }, "Endpoints"))));
+}
+// guard renders a view, and a 404 as "not found" with nothing of what was
+// asked for.
+async function guard(view) {
+    try {
+        await view();
+    }
+    catch (err) {
+        if (err instanceof Ended)
+            return;
+        if (err instanceof ApiError && err.status === 404)
+            return notFound();
+        show(errorBox(err));
+    }
+}
+// ---- start: the link's code, exchanged once ----
+async function start() {
+    const code = new URLSearchParams(location.hash.slice(1)).get("code");
+    if (code === null) {
+        if (!token)
+            screen("no-session", "Open the portal from its link", "This page needs the link the application gave you.", false);
+        return;
+    }
+    // The code leaves the address bar (and the history entry) before
+    // anything else happens, so no reload, bookmark or screen share keeps it.
+    history.replaceState(null, "", location.pathname + "#/endpoints");
+    token = null;
+    session = null;
+    let got;
+    try {
+        got = await call("portalSessionExchange", 200, { body: { code } });
+    }
+    catch (err) {
+        const k = err instanceof ApiError ? kind(err.problem) : "";
+        if (k === "portal-link-used")
+            return screen("link-used", "Link used", "This link was opened already. Ask the application for a new one.", false);
+        if (k === "portal-link-expired")
+            return screen("link-expired", "Link expired", "This link was not opened within its minute. Ask the application for a new one.", false);
+        if (k === "portal-session-revoked" || k === "portal-session-expired")
+            return ended(k);
+        return screen("link-invalid", "Link not valid", "This link is not one this portal gave. Ask the application for a new one.", false);
+    }
+    if (got.tenant_id !== tenantInPath) {
+        return screen("link-invalid", "Link not valid", "This link belongs to another portal address. Ask the application for a new one.", false);
+    }
+    token = got.token;
+    session = got;
+    const left = new Date(got.expires_at).getTime() - Date.now();
+    expiryTimer = window.setTimeout(() => ended("portal-session-expired"), Math.max(0, Math.min(left, 2 ** 31 - 1)));
+    const bar = document.getElementById("bar");
+    bar.hidden = false;
+    document.getElementById("who").textContent =
+        `${got.actor} · ${got.tenant_id} · until ${new Date(got.expires_at).toLocaleTimeString()}`;
+    route();
+}
+// ---- routing: #/view/arg ----
+function route() {
+    clearInterval(refreshTimer);
+    if (!token)
+        return;
+    const [view, arg] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    for (const a of document.querySelectorAll("[data-nav]"))
+        a.classList.toggle("active", a.dataset.nav === view);
+    switch (view) {
+        case "endpoints":
+            void guard(() => (arg ? endpointView(arg) : endpointsView()));
+            return;
+        case "events":
+            void guard(() => eventsView(arg));
+            return;
+        case "correlations":
+            void guard(() => correlationView(arg ?? ""));
+            return;
+        case "dead-letters":
+            void guard(() => deadLettersView());
+            return;
+        default:
+            location.hash = "#/endpoints";
+    }
+}
+window.addEventListener("hashchange", () => {
+    if (location.hash.startsWith("#code="))
+        void start();
+    else
+        route();
+});
+// ---- endpoints ----
+function circuitBadge(hl) {
+    if (!hl)
+        return h("span", { class: "badge" }, "—");
+    const st = hl.circuit.state;
+    return h("span", { class: "badge " + (st === "closed" ? "ok" : st === "open" ? "bad" : "warn"), "data-circuit": st }, `circuit ${st.replace("_", " ")}`);
+}
+function healthText(hl) {
+    if (!hl || hl.success_rate === null || hl.success_rate === undefined)
+        return "no attempts in the last hour";
+    return `${Math.round(hl.success_rate * 100)} % of ${hl.attempts} attempts delivered in the last hour`;
+}
+// outcomesChart draws the last hour's attempts by outcome as bars.
+function outcomesChart(hl) {
+    const bars = h("div", { class: "bars", title: "delivered, retried, refused, gone (last hour)" });
+    if (!hl)
+        return bars;
+    const o = hl.outcomes;
+    const top = Math.max(1, o.delivered, o.retry, o.permanent, o.gone);
+    const colors = ["#37b24d", "#f59f00", "#e03131", "#862e9c"];
+    [o.delivered, o.retry, o.permanent, o.gone].forEach((n, i) => {
+        const bar = h("span", { title: String(n) });
+        bar.style.height = `${Math.max(2, Math.round((24 * n) / top))}px`;
+        bar.style.background = colors[i];
+        bars.append(bar);
+    });
+    return bars;
+}
+async function endpointsView() {
+    const [page, health] = await Promise.all([
+        call("endpointList", 200, { query: { limit: "100" } }),
+        call("statsEndpoints", 200, { query: { limit: "100" } }),
+    ]);
+    const byID = new Map(health.endpoints.map((e) => [e.endpoint_id, e]));
+    const rows = page.items.map((ep) => {
+        const hl = byID.get(ep.id);
+        return h("tr", { "data-endpoint": ep.id }, h("td", {}, h("a", { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, h("code", {}, ep.id))), h("td", { class: "mono" }, ep.url), h("td", {}, (ep.event_types ?? ["*"]).join(", ")), h("td", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled")), h("td", {}, circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("td", {}, outcomesChart(hl)), h("td", {}, hl ? String(hl.dead_letters_open) : "—"));
+    });
+    const created = h("div", { id: "created" });
+    show(h("h1", {}, "Endpoints"), h("table", { id: "endpoints" }, h("thead", {}, h("tr", {}, ...["Endpoint", "URL", "Event types", "State", "Health", "Outcomes", "Open dead letters"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)), page.items.length === 0 ? h("p", { class: "muted" }, "No endpoints yet.") : null, can("endpoints:manage") && can("endpoints:secret") && !session?.endpoint_ids ? createForm(created) : null, created);
+}
+function field(name, label, value = "", placeholder = "") {
+    return h("label", {}, label, h("input", { name, value, placeholder }));
+}
+function formValue(form, name) {
+    return (form.elements.namedItem(name)?.value ?? "").trim();
+}
+function types(raw) {
+    const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
+    return list.length ? list : undefined;
+}
+// createForm registers an endpoint and shows its secret once: the page
+// keeps it nowhere, and no answer shows it again.
+function createForm(out) {
+    const form = h("form", { class: "inline", id: "create-endpoint" }, field("url", "URL", "", "https://example.com/webhooks"), field("event_types", "Event types (comma-separated)", "", "order.*"), h("button", { type: "submit" }, "Create endpoint"));
+    form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const btn = form.querySelector("button");
+        btn.disabled = true;
+        try {
+            const ep = await call("endpointCreate", 201, { body: { url: formValue(form, "url"), event_types: types(formValue(form, "event_types")) } });
+            await endpointsView();
+            document.getElementById("created")?.replaceChildren(secretBox(ep.id, ep.secret, "created"));
+        }
+        catch (err) {
+            if (!(err instanceof Ended))
+                out.replaceChildren(errorBox(err));
+        }
+        finally {
+            btn.disabled = false;
+        }
+    });
+    return h("div", {}, h("h2", {}, "New endpoint"), form);
+}
+function secretBox(id, secret, what) {
+    return h("div", { class: "secret", id: "secret" }, h("p", {}, `Endpoint `, h("code", {}, id), ` ${what}. Its signing secret is shown this once: copy it to your receiver now.`), h("code", { id: "secret-value" }, secret));
+}
+async function endpointView(id) {
+    const [ep, hl] = await Promise.all([call("endpointGet", 200, { id }), call("endpointStats", 200, { id })]);
+    const msg = h("div", { id: "message" });
+    const manage = can("endpoints:manage");
+    const act = (label, cls, run) => {
+        const b = h("button", { class: cls, type: "button", "data-action": label.toLowerCase().replace(/ /g, "-") }, label);
+        b.addEventListener("click", async () => {
+            b.disabled = true;
+            try {
+                await run();
+            }
+            catch (err) {
+                if (!(err instanceof Ended))
+                    msg.replaceChildren(errorBox(err));
+            }
+            finally {
+                b.disabled = false;
+            }
+        });
+        return b;
+    };
+    const actions = h("div", { class: "actions" });
+    if (manage) {
+        actions.append(ep.disabled
+            ? act("Enable", "secondary", async () => { await call("endpointUpdate", 200, { id, body: { disabled: false } }); await endpointView(id); })
+            : act("Disable", "secondary", async () => { await call("endpointUpdate", 200, { id, body: { disabled: true } }); await endpointView(id); }));
+        if (can("endpoints:secret")) {
+            actions.append(act("Rotate secret", "secondary", async () => {
+                const r = await call("endpointRotateSecret", 200, { id });
+                await endpointView(id);
+                document.getElementById("message")?.replaceChildren(secretBox(r.id, r.secret, "has a new secret (the old one signs too until its grace ends)"));
+            }));
+        }
+        // Delete asks twice, in the page: a dialog would block the page.
+        const del = act("Delete", "danger", async () => {
+            if (del.dataset.armed !== "1") {
+                del.dataset.armed = "1";
+                del.textContent = "Delete for good?";
+                return;
+            }
+            await call("endpointDelete", 200, { id });
+            location.hash = "#/endpoints";
+        });
+        actions.append(del);
+    }
+    const edit = h("form", { class: "inline", id: "edit-endpoint" }, field("event_types", "Event types", (ep.event_types ?? []).join(", "), "* (all)"), field("recovery_window", "Recovery window", ep.recovery_window ?? "", "server default"), field("timeout", "Timeout", ep.timeout ?? "", "server default"), field("rate_limit", "Rate limit (/s)", ep.rate_limit == null ? "" : String(ep.rate_limit), "none"), h("button", { type: "submit" }, "Save"));
+    edit.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const rate = formValue(edit, "rate_limit");
+        try {
+            await call("endpointUpdate", 200, { id, body: {
+                    event_types: types(formValue(edit, "event_types")) ?? null,
+                    recovery_window: formValue(edit, "recovery_window") || null,
+                    timeout: formValue(edit, "timeout") || null,
+                    rate_limit: rate ? Number(rate) : null,
+                } });
+            await endpointView(id);
+            document.getElementById("message")?.replaceChildren(h("p", { class: "badge ok" }, "Saved"));
+        }
+        catch (err) {
+            if (!(err instanceof Ended))
+                msg.replaceChildren(errorBox(err));
+        }
+    });
+    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), outcomesChart(hl), h("table", {}, h("tbody", {}, h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit) : null);
+}
+// ---- events and correlations ----
+function stateBadge(state) {
+    const cls = state === "delivered" ? "ok" : state === "dead_lettered" ? "bad" : state === "skipped" ? "" : "warn";
+    return h("span", { class: "badge " + cls, "data-state": state }, state.replace("_", " "));
+}
+function searchForm() {
+    const form = h("form", { class: "inline", id: "search" }, field("q", "Event ID or correlation ID"), h("button", { type: "submit", name: "event" }, "Find event"), h("button", { type: "submit", name: "correlation", class: "secondary" }, "Find correlation"));
+    form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        const q = formValue(form, "q");
+        const which = e.submitter?.name ?? "event";
+        if (q)
+            location.hash = `#/${which === "correlation" ? "correlations" : "events"}/${encodeURIComponent(q)}`;
+    });
+    return form;
+}
+async function eventsView(id) {
+    if (!id) {
+        show(h("h1", {}, "Events"), searchForm(), h("p", { class: "muted" }, "Find an event by its ID, or a correlation's lanes by its ID."));
+        return;
+    }
+    const ev = await call("eventGet", 200, { id });
+    show(h("h1", {}, "Event ", h("code", {}, ev.id)), searchForm(), h("p", {}, stateBadge(ev.state), " ", ev.type, " · correlation ", h("a", { href: `#/correlations/${encodeURIComponent(ev.correlation_id)}` }, ev.correlation_id), ` · sequence ${ev.sequence}`, ` · accepted ${new Date(ev.accepted_at).toLocaleString()}`), ...ev.deliveries.map((d) => h("section", { "data-delivery": d.endpoint_id }, h("h2", {}, "To ", h("a", { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}` }, h("code", {}, d.endpoint_id)), " ", stateBadge(d.state), d.delivered_at ? h("span", { class: "muted" }, ` at ${new Date(d.delivered_at).toLocaleTimeString()}`) : null), h("table", {}, h("thead", {}, h("tr", {}, ...["#", "Started", "Outcome", "Status", "Latency", "Answer"].map((t) => h("th", {}, t)))), h("tbody", {}, ...d.attempts.map((a) => h("tr", {}, h("td", {}, a.attempt), h("td", {}, new Date(a.started_at).toLocaleTimeString()), h("td", {}, a.outcome), h("td", {}, a.status_code ?? "—"), h("td", {}, `${a.latency_ms} ms`), h("td", { class: "mono" }, a.error ?? ""))))))));
+}
+function laneBlock(l) {
+    if (!l.blocked_by)
+        return "not blocked";
+    return `blocked by ${l.blocked_by.sequence} (${l.blocked_by.state.replace("_", " ")})`;
+}
+async function correlationView(id) {
+    const c = await call("correlationGet", 200, { id });
+    show(h("h1", {}, "Correlation ", h("code", {}, c.correlation_id)), searchForm(), h("p", {}, `Next sequence ${c.next_sequence}`, c.missing ? ` · ${c.missing} has not arrived` : "", c.voided.length ? ` · voided ${c.voided.join(", ")}` : ""), h("table", { id: "lanes" }, h("thead", {}, h("tr", {}, ...["Lane (endpoint)", "Delivered through", "Next", "In flight", "Parked", "Blocked"].map((t) => h("th", {}, t)))), h("tbody", {}, ...c.lanes.map((l) => h("tr", { "data-lane": l.endpoint_id }, h("td", {}, h("a", { href: `#/endpoints/${encodeURIComponent(l.endpoint_id)}` }, h("code", {}, l.endpoint_id))), h("td", { "data-delivered-through": String(l.previous_sequence) }, l.previous_sequence || "—"), h("td", {}, l.next ?? "—"), h("td", {}, l.released ?? "—"), h("td", { "data-parked": l.parked.join(",") }, l.parked.length ? l.parked.join(", ") + (l.parked_more ? " …" : "") : "none"), h("td", { class: "blocked" }, laneBlock(l)))))), h("p", { class: "muted" }, "Refreshes every 2 seconds."));
+    // The lanes move as events arrive and are delivered: keep them current
+    // while this view is open (route clears it).
+    clearInterval(refreshTimer);
+    refreshTimer = window.setInterval(() => {
+        if (location.hash.startsWith("#/correlations/"))
+            void guard(() => correlationView(id));
+    }, 2000);
+}
+// ---- dead letters ----
+async function deadLettersView() {
+    const page = await call("deadLetterList", 200, { query: { status: "open", limit: "100" } });
+    const write = can("dead-letters:write");
+    const msg = h("div", { id: "message" });
+    const rows = page.items.map((d) => {
+        const cells = [
+            h("td", {}, h("a", { href: `#/events/${encodeURIComponent(d.event_id)}` }, h("code", {}, d.event_id))),
+            h("td", {}, h("a", { href: `#/correlations/${encodeURIComponent(d.correlation_id)}` }, d.correlation_id), ` #${d.sequence}`),
+            h("td", {}, h("code", {}, d.endpoint_id)),
+            h("td", {}, d.reason),
+            h("td", {}, d.attempt_count),
+            h("td", {}, new Date(d.dead_lettered_at).toLocaleString()),
+        ];
+        const row = h("tr", { "data-dead-letter": d.event_id, "data-endpoint": d.endpoint_id }, ...cells);
+        if (write)
+            row.append(h("td", { class: "actions" }, ...dlButtons(d, msg)));
+        return row;
+    });
+    const endpoints = [...new Set(page.items.map((d) => d.endpoint_id))].sort();
+    show(h("h1", {}, "Dead letters"), h("p", { class: "muted" }, "Each holds its lane until it is replayed or skipped; the lane then goes on in order."), write && endpoints.length ? h("div", { class: "actions", id: "bulk" }, ...endpoints.map((ep) => bulkReplay(ep, page.items.filter((d) => d.endpoint_id === ep).length, msg))) : null, msg, h("table", { id: "dead-letters" }, h("thead", {}, h("tr", {}, ...["Event", "Correlation", "Endpoint", "Reason", "Attempts", "Dead-lettered", write ? "" : null].filter((t) => t !== null).map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)), page.items.length === 0 ? h("p", { class: "muted", id: "no-dead-letters" }, "No open dead letters.") : null);
+}
+// bulkReplay replays every open dead letter of one endpoint, each lane in
+// sequence order (the API pages through them), once: the button stays
+// disabled after it is sent.
+function bulkReplay(endpointID, n, msg) {
+    const b = h("button", { type: "button", class: "secondary", "data-action": "replay-endpoint", "data-endpoint": endpointID }, `Replay all ${n} of ${endpointID}, in order`);
+    b.addEventListener("click", async () => {
+        if (b.disabled)
+            return;
+        b.disabled = true;
+        try {
+            const r = await call("deadLetterReplayBatch", 202, { query: { endpoint_id: endpointID } });
+            for (const row of document.querySelectorAll("#dead-letters tr[data-dead-letter]")) {
+                if (row.dataset.endpoint !== endpointID || !r.event_ids.includes(row.dataset.deadLetter ?? ""))
+                    continue;
+                for (const btn of row.querySelectorAll("button"))
+                    btn.disabled = true;
+            }
+            msg.replaceChildren(h("p", { class: "badge ok", id: "done" }, `${endpointID}: ${r.replayed} replaying`));
+        }
+        catch (err) {
+            if (err instanceof Ended)
+                return;
+            b.disabled = false;
+            msg.replaceChildren(errorBox(err));
+        }
+    });
+    return b;
+}
+// dlButtons are a dead letter's replay and skip. A button is disabled
+// while its request is in flight and stays so once it is sent, so a double
+// click sends one; the API's answer to a second one anyway (409, it is not
+// open) is taken as done.
+function dlButtons(d, msg) {
+    const note = h("input", { name: "note", placeholder: "skip note" });
+    const replay = h("button", { type: "button", "data-action": "replay" }, "Replay");
+    const skip = h("button", { type: "button", class: "secondary", "data-action": "skip" }, "Skip");
+    const run = async (op, done) => {
+        if (replay.disabled || skip.disabled)
+            return;
+        replay.disabled = skip.disabled = true;
+        try {
+            const body = { endpoint_id: d.endpoint_id };
+            if (op === "deadLetterSkip" && note.value.trim())
+                body.note = note.value.trim();
+            await call(op, 202, { id: d.event_id, body });
+            msg.replaceChildren(h("p", { class: "badge ok", id: "done" }, `${d.event_id}: ${done}`));
+        }
+        catch (err) {
+            if (err instanceof Ended)
+                return;
+            if (err instanceof ApiError && err.status === 409) {
+                msg.replaceChildren(h("p", { class: "badge", id: "done" }, `${d.event_id}: already replayed or skipped`));
+                return;
+            }
+            replay.disabled = skip.disabled = false;
+            msg.replaceChildren(errorBox(err));
+        }
+    };
+    replay.addEventListener("click", () => void run("deadLetterReplay", "replaying"));
+    skip.addEventListener("click", () => void run("deadLetterSkip", "skipped"));
+    return [replay, note, skip];
+}
+void start();
+export {};
