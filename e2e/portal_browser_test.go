@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // chromiumInstall is what to run when the browser is missing: the tests
@@ -224,19 +227,30 @@ type orderReceiver struct {
 	took   []string
 	sent   map[string]int
 	refuse map[string]bool
+	// signed is each event's last request, headers and body, for its
+	// signature to be checked.
+	signed map[string]signedRequest
+}
+
+// signedRequest is what a receiver verifies a delivery by.
+type signedRequest struct {
+	header http.Header
+	body   []byte
 }
 
 func newOrderReceiver(t *testing.T) *orderReceiver {
-	r := &orderReceiver{sent: map[string]int{}, refuse: map[string]bool{}}
+	r := &orderReceiver{sent: map[string]int{}, refuse: map[string]bool{}, signed: map[string]signedRequest{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
 		var env contract.Envelope
-		if err := json.NewDecoder(req.Body).Decode(&env); err != nil {
+		if err != nil || json.Unmarshal(body, &env) != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.sent[env.ID]++
+		r.signed[env.ID] = signedRequest{header: req.Header.Clone(), body: body}
 		if r.refuse[env.ID] {
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -265,6 +279,17 @@ func (r *orderReceiver) of(correlation string) []string {
 		}
 	}
 	return out
+}
+
+// verify checks the signature of the last request of event id with secret.
+func (r *orderReceiver) verify(id, secret string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sr, ok := r.signed[id]
+	if !ok {
+		return fmt.Errorf("no request of %s", id)
+	}
+	return webhook.VerifyHeader([]string{secret}, sr.header, sr.body, time.Now(), 5*time.Minute)
 }
 
 func (r *orderReceiver) requests(id string) int {
@@ -334,7 +359,7 @@ func TestPortalBrowser(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, b.callAs(producer, http.MethodPost, "/v1/events", map[string]any{
 			"id": id, "correlation_id": corr, "sequence": seq, "type": "order.updated", "data": map[string]any{"n": seq}}, nil))
 	}
-	everything := []string{"endpoints:manage", "endpoints:secret", "dead-letters:write"}
+	everything := []string{"endpoints:manage", "endpoints:secret", "dead-letters:write", "events:test"}
 
 	// The page's own headers: framed by the tenant's origins only, its
 	// own script only, no referrer.
@@ -426,6 +451,19 @@ func TestPortalBrowser(t *testing.T) {
 			waitText("main h1", corr+"-"+seq), chromedp.WaitVisible(chromedp.CSS(`section[data-delivery] [data-state=delivered]`)))
 	}
 	br.shot(main, "event-3-delivered")
+
+	// 3b. A test event: sent from the endpoint's page, to it alone, in a
+	// correlation of its own; the page follows it until delivered, and the
+	// receiver took it, signed with the endpoint's secret.
+	testCorr, testID := store.TestCorrelation(epID), store.TestEventID(epID, 1)
+	br.do(main, "send a test event", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.Click(chromedp.CSS(`[data-action=send-test-event]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-event[data-state=delivered]`)))
+	require.Equal(t, testID, eval[string](br, main, `document.querySelector("#test-event code").textContent`))
+	require.Equal(t, []string{"1"}, rcv.of(testCorr), "the receiver took the test event")
+	require.NoError(t, rcv.verify(testID, secret), "signed with the endpoint's secret")
+	require.Equal(t, []string{"1", "2", "3"}, rcv.of(corr), "the customer's own correlation is untouched")
+	br.shot(main, "test-event-delivered")
 
 	// 4. Dead letters: a double click on Replay is one replay; a skip is
 	// recorded as portal:<actor>.

@@ -73,6 +73,9 @@ type ServerInterface interface {
 	// EndpointStats An endpoint's health: its attempts' success rate and latency over the last hour, what waits for it, its open dead letters
 	// (GET /v1/endpoints/{id}/stats)
 	EndpointStats(ctx echo.Context, id Key, params EndpointStatsParams) error
+	// EndpointTest Send a hookflow.test event to this endpoint only, to see it arrive
+	// (POST /v1/endpoints/{id}/test)
+	EndpointTest(ctx echo.Context, id Key, params EndpointTestParams) error
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	// (GET /v1/endpoints/{id}/url-changes)
 	EndpointURLChanges(ctx echo.Context, id Key, params EndpointURLChangesParams) error
@@ -617,6 +620,31 @@ func (w *ServerInterfaceWrapper) EndpointStats(ctx echo.Context) error {
 	return err
 }
 
+// EndpointTest converts echo context to params.
+func (w *ServerInterfaceWrapper) EndpointTest(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id Key
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointTestParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EndpointTest(ctx, id, params)
+	return err
+}
+
 // EndpointURLChanges converts echo context to params.
 func (w *ServerInterfaceWrapper) EndpointURLChanges(ctx echo.Context) error {
 	var err error
@@ -1060,6 +1088,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/endpoints/:id", wrapper.EndpointUpdate, options.OperationMiddlewares["endpointUpdate"]...)
 	router.POST(options.BaseURL+"/v1/endpoints/:id/rotate-secret", wrapper.EndpointRotateSecret, options.OperationMiddlewares["endpointRotateSecret"]...)
 	router.GET(options.BaseURL+"/v1/endpoints/:id/stats", wrapper.EndpointStats, options.OperationMiddlewares["endpointStats"]...)
+	router.POST(options.BaseURL+"/v1/endpoints/:id/test", wrapper.EndpointTest, options.OperationMiddlewares["endpointTest"]...)
 	router.GET(options.BaseURL+"/v1/endpoints/:id/url-changes", wrapper.EndpointURLChanges, options.OperationMiddlewares["endpointURLChanges"]...)
 	router.POST(options.BaseURL+"/v1/events", wrapper.EventCreate, options.OperationMiddlewares["eventCreate"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.EventGet, options.OperationMiddlewares["eventGet"]...)

@@ -8,6 +8,7 @@ const routes = {
     endpointUpdate: ["PATCH", "/v1/endpoints/{id}"],
     endpointDelete: ["DELETE", "/v1/endpoints/{id}"],
     endpointRotateSecret: ["POST", "/v1/endpoints/{id}/rotate-secret"],
+    endpointTest: ["POST", "/v1/endpoints/{id}/test"],
     endpointStats: ["GET", "/v1/endpoints/{id}/stats"],
     statsEndpoints: ["GET", "/v1/stats/endpoints"],
     eventGet: ["GET", "/v1/events/{id}"],
@@ -331,6 +332,12 @@ async function endpointView(id) {
         });
         actions.append(del);
     }
+    if (can("events:test") && !ep.disabled) {
+        actions.append(act("Send test event", "secondary", async () => {
+            const sent = await call("endpointTest", 202, { id });
+            await followTest(sent.id, sent.state, msg);
+        }));
+    }
     const edit = h("form", { class: "inline", id: "edit-endpoint" }, field("event_types", "Event types", (ep.event_types ?? []).join(", "), "* (all)"), field("recovery_window", "Recovery window", ep.recovery_window ?? "", "server default"), field("timeout", "Timeout", ep.timeout ?? "", "server default"), field("rate_limit", "Rate limit (/s)", ep.rate_limit == null ? "" : String(ep.rate_limit), "none"), h("button", { type: "submit" }, "Save"));
     edit.addEventListener("submit", async (e) => {
         e.preventDefault();
@@ -351,6 +358,21 @@ async function endpointView(id) {
         }
     });
     show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), outcomesChart(hl), h("table", {}, h("tbody", {}, h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit) : null);
+}
+// followTest shows a test event arriving: its state, polled from GET
+// /v1/events/{id} once a second until it is delivered or dead-lettered,
+// or the page moved elsewhere, or a minute passed.
+async function followTest(eventID, first, msg) {
+    const here = location.hash;
+    const line = (state) => msg.replaceChildren(h("p", { id: "test-event", "data-state": state }, "Test event ", h("a", { href: `#/events/${encodeURIComponent(eventID)}` }, h("code", {}, eventID)), " ", stateBadge(state)));
+    line(first);
+    for (let i = 0; i < 60 && location.hash === here; i++) {
+        const ev = await call("eventGet", 200, { id: eventID });
+        line(ev.state);
+        if (ev.state === "delivered" || ev.state === "dead_lettered" || ev.state === "skipped")
+            return;
+        await new Promise((r) => setTimeout(r, 1000));
+    }
 }
 // ---- events and correlations ----
 function stateBadge(state) {

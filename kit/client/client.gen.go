@@ -290,6 +290,7 @@ const (
 	ScopeDeadLettersWrite Scope = "dead-letters:write"
 	ScopeEndpointsWrite   Scope = "endpoints:write"
 	ScopeEventsRead       Scope = "events:read"
+	ScopeEventsTest       Scope = "events:test"
 	ScopeEventsWrite      Scope = "events:write"
 	ScopeTenantsWrite     Scope = "tenants:write"
 )
@@ -304,6 +305,8 @@ func (e Scope) Valid() bool {
 	case ScopeEndpointsWrite:
 		return true
 	case ScopeEventsRead:
+		return true
+	case ScopeEventsTest:
 		return true
 	case ScopeEventsWrite:
 		return true
@@ -1040,7 +1043,7 @@ type OperatorAction struct {
 // OperatorActionStatus defines model for OperatorAction.Status.
 type OperatorActionStatus string
 
-// PortalCapability What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (the portal's test event; grants no scope of the API's today). Every session may view.
+// PortalCapability What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (send an endpoint a hookflow.test event: the scope events:test). Every session may view.
 type PortalCapability string
 
 // PortalCodeExchange defines model for PortalCodeExchange.
@@ -1170,7 +1173,7 @@ type ReadinessChecks string
 // ReadinessStatus defines model for Readiness.Status.
 type ReadinessStatus string
 
-// Scope What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
+// Scope What an API key may do: events:write (publish; includes events:test), events:test (send an endpoint a hookflow.test event, POST /v1/endpoints/{id}/test), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first five.
 type Scope string
 
 // Session defines model for Session.
@@ -1500,6 +1503,12 @@ type EndpointRotateSecretParams struct {
 
 // EndpointStatsParams defines parameters for EndpointStats.
 type EndpointStatsParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// EndpointTestParams defines parameters for EndpointTest.
+type EndpointTestParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
 	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
@@ -2038,6 +2047,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
 	EndpointStats(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EndpointTest Send a hookflow.test event to this endpoint only, to see it arrive
+	//
+	// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+	EndpointTest(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	//
@@ -2608,6 +2624,23 @@ func (c *RawClient) EndpointRotateSecret(ctx context.Context, id Key, params *En
 // Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
 func (c *RawClient) EndpointStats(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEndpointStatsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EndpointTest Send a hookflow.test event to this endpoint only, to see it arrive
+//
+// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+func (c *RawClient) EndpointTest(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointTestRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4232,6 +4265,67 @@ func NewEndpointStatsRequest(server string, id Key, params *EndpointStatsParams)
 	return req, nil
 }
 
+// NewEndpointTestRequest constructs an http.Request for the EndpointTest method
+func NewEndpointTestRequest(server string, id Key, params *EndpointTestParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/endpoints/%s/test", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewEndpointURLChangesRequest constructs an http.Request for the EndpointURLChanges method
 func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChangesParams) (*http.Request, error) {
 	var err error
@@ -5408,6 +5502,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
 	EndpointStatsWithResponse(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*EndpointStatsResponse, error)
+
+	// EndpointTestWithResponse Send a hookflow.test event to this endpoint only, to see it arrive
+	//
+	// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+	EndpointTestWithResponse(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*EndpointTestResponse, error)
 
 	// EndpointURLChangesWithResponse Who changed the endpoint's URL, when, from where to where (newest first)
 	//
@@ -7411,6 +7514,103 @@ func (r EndpointStatsResponse) ContentType() string {
 	return ""
 }
 
+// EndpointTestResponse429Headers the declared response headers of an HTTP 429 response for EndpointTest
+type EndpointTestResponse429Headers struct {
+	RetryAfter int64
+}
+
+type EndpointTestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Accepted
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EndpointTestResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r EndpointTestResponse) GetJSON202() *Accepted {
+	return r.JSON202
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EndpointTestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EndpointTestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EndpointTestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EndpointTestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // EndpointURLChangesResponse429Headers the declared response headers of an HTTP 429 response for EndpointURLChanges
 type EndpointURLChangesResponse429Headers struct {
 	RetryAfter int64
@@ -9292,6 +9492,21 @@ func (c *ClientWithResponses) EndpointStatsWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseEndpointStatsResponse(rsp)
+}
+
+// EndpointTestWithResponse Send a hookflow.test event to this endpoint only, to see it arrive
+//
+// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+func (c *ClientWithResponses) EndpointTestWithResponse(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*EndpointTestResponse, error) {
+	rsp, err := c.EndpointTest(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEndpointTestResponse(rsp)
 }
 
 // EndpointURLChangesWithResponse Who changed the endpoint's URL, when, from where to where (newest first)
@@ -11216,6 +11431,94 @@ func ParseEndpointStatsResponse(rsp *http.Response) (*EndpointStatsResponse, err
 	switch {
 	case rsp.StatusCode == 429:
 		var headers EndpointStatsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEndpointTestResponse parses an HTTP response from a EndpointTestWithResponse call
+func ParseEndpointTestResponse(rsp *http.Response) (*EndpointTestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EndpointTestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Accepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EndpointTestResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

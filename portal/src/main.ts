@@ -28,6 +28,7 @@ const routes = {
   endpointUpdate: ["PATCH", "/v1/endpoints/{id}"],
   endpointDelete: ["DELETE", "/v1/endpoints/{id}"],
   endpointRotateSecret: ["POST", "/v1/endpoints/{id}/rotate-secret"],
+  endpointTest: ["POST", "/v1/endpoints/{id}/test"],
   endpointStats: ["GET", "/v1/endpoints/{id}/stats"],
   statsEndpoints: ["GET", "/v1/stats/endpoints"],
   eventGet: ["GET", "/v1/events/{id}"],
@@ -371,6 +372,12 @@ async function endpointView(id: string): Promise<void> {
     });
     actions.append(del);
   }
+  if (can("events:test") && !ep.disabled) {
+    actions.append(act("Send test event", "secondary", async () => {
+      const sent = await call("endpointTest", 202, { id });
+      await followTest(sent.id, sent.state, msg);
+    }));
+  }
   const edit = h("form", { class: "inline", id: "edit-endpoint" },
     field("event_types", "Event types", (ep.event_types ?? []).join(", "), "* (all)"),
     field("recovery_window", "Recovery window", ep.recovery_window ?? "", "server default"),
@@ -410,6 +417,22 @@ async function endpointView(id: string): Promise<void> {
     msg,
     manage ? h("div", {}, h("h2", {}, "Settings"), edit) : null,
   );
+}
+
+// followTest shows a test event arriving: its state, polled from GET
+// /v1/events/{id} once a second until it is delivered or dead-lettered,
+// or the page moved elsewhere, or a minute passed.
+async function followTest(eventID: string, first: string, msg: HTMLElement): Promise<void> {
+  const here = location.hash;
+  const line = (state: string) => msg.replaceChildren(h("p", { id: "test-event", "data-state": state }, "Test event ",
+    h("a", { href: `#/events/${encodeURIComponent(eventID)}` }, h("code", {}, eventID)), " ", stateBadge(state)));
+  line(first);
+  for (let i = 0; i < 60 && location.hash === here; i++) {
+    const ev = await call("eventGet", 200, { id: eventID });
+    line(ev.state);
+    if (ev.state === "delivered" || ev.state === "dead_lettered" || ev.state === "skipped") return;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
 }
 
 // ---- events and correlations ----

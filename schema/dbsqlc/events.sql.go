@@ -1235,3 +1235,27 @@ func (q *Queries) LanesStuckHeadsClaim(ctx context.Context, arg LanesStuckHeadsC
 	}
 	return items, nil
 }
+
+const TestSequenceNext = `-- name: TestSequenceNext :one
+INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES ($2, $1)
+ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = c.high_water
+RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint
+`
+
+type TestSequenceNextParams struct {
+	CorrelationID string
+	TenantID      string
+}
+
+// The next sequence of an endpoint's test events' correlation $1
+// (store.TestCorrelation): past every sequence it holds (its high-water
+// mark and cursor), 1 the first time. The upsert creates the correlation's
+// row (high_water 0 until the event's insert raises it, in the same
+// transaction) or locks it: a concurrent test of the same endpoint waits
+// for this transaction and then reads the number after this one.
+func (q *Queries) TestSequenceNext(ctx context.Context, arg TestSequenceNextParams) (int64, error) {
+	row := q.db.QueryRow(ctx, TestSequenceNext, arg.CorrelationID, arg.TenantID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}

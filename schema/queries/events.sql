@@ -448,3 +448,14 @@ WITH ins AS (
 )
 UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
 WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins);
+
+-- name: TestSequenceNext :one
+-- The next sequence of an endpoint's test events' correlation $1
+-- (store.TestCorrelation): past every sequence it holds (its high-water
+-- mark and cursor), 1 the first time. The upsert creates the correlation's
+-- row (high_water 0 until the event's insert raises it, in the same
+-- transaction) or locks it: a concurrent test of the same endpoint waits
+-- for this transaction and then reads the number after this one.
+INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES (sqlc.arg(tenant_id), $1)
+ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = c.high_water
+RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;

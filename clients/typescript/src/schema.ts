@@ -149,6 +149,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a hookflow.test event to this endpoint only, to see it arrive
+         * @description Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+         */
+        post: operations["endpointTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -1170,10 +1190,10 @@ export interface components {
          */
         DeadLetterStatus: "open" | "replayed" | "skipped";
         /**
-         * @description What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
+         * @description What an API key may do: events:write (publish; includes events:test), events:test (send an endpoint a hookflow.test event, POST /v1/endpoints/{id}/test), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first five.
          * @enum {string}
          */
-        Scope: "events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "tenants:write" | "admin";
+        Scope: "events:write" | "events:test" | "events:read" | "endpoints:write" | "dead-letters:write" | "tenants:write" | "admin";
         /** @description A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none. */
         TenantId: string;
         /** @description The tenant's limits; a limit left out (or null) is the server's default. */
@@ -1250,7 +1270,7 @@ export interface components {
             oldest_lag_seconds: number;
         };
         /**
-         * @description What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (the portal's test event; grants no scope of the API's today). Every session may view.
+         * @description What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (send an endpoint a hookflow.test event: the scope events:test). Every session may view.
          * @enum {string}
          */
         PortalCapability: "view" | "endpoints:manage" | "endpoints:secret" | "dead-letters:write" | "events:test";
@@ -2361,6 +2381,110 @@ export interface operations {
                 };
             };
             /** @description Too many failed authentications from this client address in this API process: refused before the token is looked at, even a good one. Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    endpointTest: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description endpoint id */
+                id: components["schemas"]["Key"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the test event is stored and routed to the endpoint; its workflow started (state waiting) or deferred to the sweep (state queued). */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "hookflow-test-ep_4qz7k2m9xw3t-1",
+                     *       "state": "waiting",
+                     *       "unrouted": false,
+                     *       "deliveries": [
+                     *         {
+                     *           "endpoint_id": "ep_4qz7k2m9xw3t",
+                     *           "state": "waiting"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credential lacks the scope this operation needs (`events:test`, which `events:write` includes); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such endpoint (or another tenant's, or one outside a portal session's endpoints). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The endpoint is disabled (`endpoint-disabled`): nothing was stored. Enable it (PATCH it with disabled false) first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key posted more than HOOKFLOW_EVENTS_RATE_LIMIT events per second in this API process; nothing was stored. Retry after the `Retry-After` header's seconds. Also: too many failed authentications from this client address (refused before the token is looked at). */
             429: {
                 headers: {
                     /** @description seconds to wait */
