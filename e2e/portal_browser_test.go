@@ -465,6 +465,20 @@ func TestPortalBrowser(t *testing.T) {
 	require.Equal(t, []string{"1", "2", "3"}, rcv.of(corr), "the customer's own correlation is untouched")
 	br.shot(main, "test-event-delivered")
 
+	// 3c. The event log: a correlation's events, newest first; then a
+	// search by type from the form finds the test event alone.
+	rows := `Array.from(document.querySelectorAll("#event-log tr[data-event]")).map(r => r.dataset.event).join(",")`
+	br.do(main, "the event log by correlation", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events?correlation_id=`+corr+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+corr+`-3"]`)))
+	require.Equal(t, corr+"-1,"+corr+"-2,"+corr+"-3", eval[string](br, main, rows), "newest first: 1 was published last")
+	br.do(main, "search the log by type", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events"`),
+		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+corr+`-1"]`)),
+		chromedp.SetValue(chromedp.CSS(`#log-search input[name=type]`), store.TestEventType),
+		chromedp.Click(chromedp.CSS(`#log-search button`)),
+		chromedp.Poll[chromedp.Void](rows+` === "`+testID+`"`, chromedp.WithPollingTimeout(0)))
+	require.Contains(t, href(br, main), "#/events?type=hookflow.test", "the search is in the address")
+	br.shot(main, "event-log-search")
+
 	// 4. Dead letters: a double click on Replay is one replay; a skip is
 	// recorded as portal:<actor>.
 	dlReplay, dlSkip := "dl-"+b.prefix+"-r", "dl-"+b.prefix+"-s"

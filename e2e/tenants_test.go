@@ -301,6 +301,14 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 			require.Contains(t, raw, a.endpoint, "A's evt-1 is A's own")
 			require.NotContains(t, raw, bb.endpoint)
 		},
+		"eventList": func(t *testing.T) {
+			onlyA("/v1/events", "evt-1", "a7-2")(t)
+			for _, q := range []string{"endpoint_id=" + url.QueryEscape(bb.endpoint), "correlation_id=only-b"} {
+				code, raw := asA(http.MethodGet, "/v1/events?"+q, nil)
+				require.Equal(t, http.StatusOK, code, raw)
+				require.JSONEq(t, `{"items":[]}`, raw, "B's endpoint and correlation are none of A's")
+			}
+		},
 		"eventAttempts": notFound(http.MethodGet, "/v1/events/evt-1/deliveries/"+epB+"/attempts", nil),
 		"correlationGet": func(t *testing.T) {
 			code, raw := asA(http.MethodGet, "/v1/correlations/order-42", nil)

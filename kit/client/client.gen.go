@@ -628,6 +628,14 @@ type DeadLetterRef struct {
 	Status DeadLetterStatus `json:"status"`
 }
 
+// DeliverySummary a delivery as the event log lists it: its endpoint and state
+type DeliverySummary struct {
+	EndpointID string `json:"endpoint_id"`
+
+	// State How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
+	State State `json:"state"`
+}
+
 // Endpoint defines model for Endpoint.
 type Endpoint struct {
 	// AutoReplay whether the dead letters of an outage are replayed by hookflow when its circuit closes
@@ -981,6 +989,27 @@ type EventCreate struct {
 	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
 	TenantID TenantID `json:"tenant_id,omitempty,omitzero"`
 	Type     string   `json:"type"`
+}
+
+// EventPage defines model for EventPage.
+type EventPage struct {
+	Items      []EventSummary `json:"items"`
+	NextCursor string         `json:"next_cursor,omitempty,omitzero"`
+}
+
+// EventSummary An event as the log lists it: GET /v1/events/{id} has its attempts and restarts.
+type EventSummary struct {
+	AcceptedAt    time.Time `json:"accepted_at"`
+	CorrelationID string    `json:"correlation_id"`
+
+	// Deliveries one per endpoint it was routed to at acceptance (empty: unrouted)
+	Deliveries []DeliverySummary `json:"deliveries"`
+	ID         string            `json:"id"`
+	Sequence   int64             `json:"sequence"`
+
+	// State How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
+	State State  `json:"state"`
+	Type  string `json:"type"`
 }
 
 // Key Identifier: 1-255 of A-Z a-z 0-9 _ : -
@@ -1527,6 +1556,24 @@ type URLChangePage struct {
 	Items []URLChange `json:"items"`
 }
 
+// EventListParams defines parameters for EventList.
+type EventListParams struct {
+	CorrelationID *Key `form:"correlation_id,omitempty" json:"correlation_id,omitempty"`
+
+	// Type the event type, exactly (hookflow.test for test events)
+	Type       *string `form:"type,omitempty" json:"type,omitempty"`
+	EndpointID *Key    `form:"endpoint_id,omitempty" json:"endpoint_id,omitempty"`
+
+	// Limit page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
 // EventGetParams defines parameters for EventGet.
 type EventGetParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
@@ -2059,6 +2106,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+	//
+	// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+	//
+	// Corresponds with GET /v1/events (the `EventList` operationId).
+	EventList(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EventCreateWithBody Accept an event for ordered, exactly-once delivery
 	//
@@ -2656,6 +2710,23 @@ func (c *RawClient) EndpointTest(ctx context.Context, id Key, params *EndpointTe
 // Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 func (c *RawClient) EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEndpointURLChangesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+//
+// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+//
+// Corresponds with GET /v1/events (the `EventList` operationId).
+func (c *RawClient) EventList(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventListRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4399,6 +4470,120 @@ func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChan
 	return req, nil
 }
 
+// NewEventListRequest constructs an http.Request for the EventList method
+func NewEventListRequest(server string, params *EventListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CorrelationID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "correlation_id", *params.CorrelationID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndpointID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endpoint_id", *params.EndpointID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewEventCreateRequest calls the generic EventCreate builder with application/json body
 func NewEventCreateRequest(server string, body EventCreateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5518,6 +5703,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChangesWithResponse(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*EndpointURLChangesResponse, error)
+
+	// EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+	//
+	// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events (the `EventList` operationId).
+	EventListWithResponse(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*EventListResponse, error)
 
 	// EventCreateWithBodyWithResponse Accept an event for ordered, exactly-once delivery
 	//
@@ -7701,6 +7895,96 @@ func (r EndpointURLChangesResponse) ContentType() string {
 	return ""
 }
 
+// EventListResponse429Headers the declared response headers of an HTTP 429 response for EventList
+type EventListResponse429Headers struct {
+	RetryAfter int64
+}
+
+type EventListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventPage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventListResponse) GetJSON200() *EventPage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EventListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // EventCreateResponse429Headers the declared response headers of an HTTP 429 response for EventCreate
 type EventCreateResponse429Headers struct {
 	RetryAfter int64
@@ -9520,6 +9804,21 @@ func (c *ClientWithResponses) EndpointURLChangesWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseEndpointURLChangesResponse(rsp)
+}
+
+// EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+//
+// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events (the `EventList` operationId).
+func (c *ClientWithResponses) EventListWithResponse(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*EventListResponse, error) {
+	rsp, err := c.EventList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventListResponse(rsp)
 }
 
 // EventCreateWithBodyWithResponse Accept an event for ordered, exactly-once delivery
@@ -11600,6 +11899,87 @@ func ParseEndpointURLChangesResponse(rsp *http.Response) (*EndpointURLChangesRes
 	switch {
 	case rsp.StatusCode == 429:
 		var headers EndpointURLChangesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventListResponse parses an HTTP response from a EventListWithResponse call
+func ParseEventListResponse(rsp *http.Response) (*EventListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -31,6 +31,7 @@ const routes = {
   endpointTest: ["POST", "/v1/endpoints/{id}/test"],
   endpointStats: ["GET", "/v1/endpoints/{id}/stats"],
   statsEndpoints: ["GET", "/v1/stats/endpoints"],
+  eventList: ["GET", "/v1/events"],
   eventGet: ["GET", "/v1/events/{id}"],
   correlationGet: ["GET", "/v1/correlations/{id}"],
   deadLetterList: ["GET", "/v1/dead-letters"],
@@ -199,19 +200,20 @@ async function start(): Promise<void> {
   route();
 }
 
-// ---- routing: #/view/arg ----
+// ---- routing: #/view/arg, or #/view?query ----
 
 function route(): void {
   clearInterval(refreshTimer);
   if (!token) return;
-  const [view, arg] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const [where, query] = location.hash.replace(/^#\/?/, "").split("?");
+  const [view, arg] = where.split("/").map(decodeURIComponent);
   for (const a of document.querySelectorAll<HTMLAnchorElement>("[data-nav]")) a.classList.toggle("active", a.dataset.nav === view);
   switch (view) {
     case "endpoints":
       void guard(() => (arg ? endpointView(arg) : endpointsView()));
       return;
     case "events":
-      void guard(() => eventsView(arg));
+      void guard(() => eventsView(arg, new URLSearchParams(query ?? "")));
       return;
     case "correlations":
       void guard(() => correlationView(arg ?? ""));
@@ -456,11 +458,68 @@ function searchForm(): HTMLElement {
   return form;
 }
 
-async function eventsView(id: string | undefined): Promise<void> {
-  if (!id) {
-    show(h("h1", {}, "Events"), searchForm(), h("p", { class: "muted" }, "Find an event by its ID, or a correlation's lanes by its ID."));
-    return;
-  }
+// logForm filters the event log by correlation and type: its query rides
+// in the address (#/events?correlation_id=…&type=…), so a search can be
+// linked and reloaded.
+function logForm(q: URLSearchParams): HTMLElement {
+  const form = h("form", { class: "inline", id: "log-search" },
+    field("correlation_id", "Correlation", q.get("correlation_id") ?? ""),
+    field("type", "Type", q.get("type") ?? "", "order.updated"),
+    h("button", { type: "submit" }, "Search")) as HTMLFormElement;
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams();
+    for (const k of ["correlation_id", "type"]) if (formValue(form, k)) next.set(k, formValue(form, k));
+    location.hash = "#/events" + (next.size ? "?" + next.toString() : "");
+  });
+  return form;
+}
+
+function logRow(ev: S["EventSummary"]): HTMLElement {
+  return h("tr", { "data-event": ev.id },
+    h("td", {}, new Date(ev.accepted_at).toLocaleString()),
+    h("td", {}, h("a", { href: `#/events/${encodeURIComponent(ev.id)}` }, h("code", {}, ev.id))),
+    h("td", {}, ev.type),
+    h("td", {}, h("a", { href: `#/correlations/${encodeURIComponent(ev.correlation_id)}` }, ev.correlation_id)),
+    h("td", {}, ev.sequence),
+    h("td", {}, stateBadge(ev.state)),
+    h("td", { class: "mono" }, ev.deliveries.map((d) => d.endpoint_id).join(", ") || "—"));
+}
+
+// eventLog is the Events view without an ID: the log, newest first, by
+// correlation and type, a page at a time.
+async function eventLog(q: URLSearchParams): Promise<void> {
+  const query = { correlation_id: q.get("correlation_id") ?? undefined, type: q.get("type") ?? undefined, limit: "50" };
+  const page = await call("eventList", 200, { query });
+  const body = h("tbody", {}, ...page.items.map(logRow));
+  const more = h("div", {});
+  const next = (cursor: string | undefined) => {
+    more.replaceChildren();
+    if (!cursor) return;
+    const b = h("button", { type: "button", class: "secondary", id: "log-more" }, "More") as HTMLButtonElement;
+    b.addEventListener("click", async () => {
+      b.disabled = true;
+      try {
+        const p = await call("eventList", 200, { query: { ...query, cursor } });
+        body.append(...p.items.map(logRow));
+        next(p.next_cursor);
+      } catch (err) {
+        if (!(err instanceof Ended)) more.replaceChildren(errorBox(err));
+      }
+    });
+    more.append(b);
+  };
+  next(page.next_cursor);
+  show(h("h1", {}, "Events"), searchForm(), logForm(q),
+    page.items.length === 0 ? h("p", { class: "muted", id: "log-empty" }, "No events.") :
+      h("table", { id: "event-log" },
+        h("thead", {}, h("tr", {}, ...["Accepted", "Event", "Type", "Correlation", "Seq", "State", "Endpoints"].map((t) => h("th", {}, t)))),
+        body),
+    more);
+}
+
+async function eventsView(id: string | undefined, q: URLSearchParams): Promise<void> {
+  if (!id) return eventLog(q);
   const ev = await call("eventGet", 200, { id });
   show(
     h("h1", {}, "Event ", h("code", {}, ev.id)),

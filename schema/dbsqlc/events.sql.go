@@ -781,6 +781,107 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 	return i, err
 }
 
+const EventList = `-- name: EventList :many
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM events_routed e
+WHERE e.tenant_id = $1 AND e.type <> 'hookflow.voided'
+  AND ($2::text IS NULL OR e.correlation_id = $2)
+  AND ($3::text IS NULL OR e.type = $3)
+  AND ($4::text IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = $4))
+  AND ($5::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($5::text[])))
+  AND ($6::timestamptz IS NULL
+       OR (e.accepted_at, e.id) < ($6, $7::text))
+ORDER BY e.accepted_at DESC, e.id DESC
+LIMIT $8
+`
+
+type EventListParams struct {
+	TenantID      string
+	CorrelationID *string
+	Type          *string
+	EndpointID    *string
+	OnlyEndpoints []string
+	BeforeTime    *time.Time
+	BeforeID      string
+	MaxRows       int32
+}
+
+type EventListRow struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+	Type          string
+	Data          []byte
+	PayloadHash   []byte
+	State         string
+	AcceptedAt    time.Time
+	ReleasedAt    *time.Time
+	DeliveredAt   *time.Time
+	UpdatedAt     time.Time
+	RunID         *string
+	Restarts      int32
+	RestartedAt   *time.Time
+	RestartReason *string
+	Deliveries    []byte
+	TenantID      string
+}
+
+// A page of the tenant's event log, newest first, keyset-paged on
+// (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
+// by type). Empty filters match all; endpoint_id keeps the events routed to
+// it, only_endpoints (a portal session's) those routed to one of them.
+// Voided sequences' tombstones are no events. The payload is left out
+// (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventListRow, error) {
+	rows, err := q.db.Query(ctx, EventList,
+		arg.TenantID,
+		arg.CorrelationID,
+		arg.Type,
+		arg.EndpointID,
+		arg.OnlyEndpoints,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventListRow{}
+	for rows.Next() {
+		var i EventListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CorrelationID,
+			&i.Sequence,
+			&i.Type,
+			&i.Data,
+			&i.PayloadHash,
+			&i.State,
+			&i.AcceptedAt,
+			&i.ReleasedAt,
+			&i.DeliveredAt,
+			&i.UpdatedAt,
+			&i.RunID,
+			&i.Restarts,
+			&i.RestartedAt,
+			&i.RestartReason,
+			&i.Deliveries,
+			&i.TenantID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const EventLock = `-- name: EventLock :exec
 SELECT state FROM events WHERE tenant_id = $2 AND id = $1 FOR UPDATE
 `

@@ -459,3 +459,25 @@ WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND EXISTS (SE
 INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES (sqlc.arg(tenant_id), $1)
 ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = c.high_water
 RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;
+
+-- name: EventList :many
+-- A page of the tenant's event log, newest first, keyset-paged on
+-- (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
+-- by type). Empty filters match all; endpoint_id keeps the events routed to
+-- it, only_endpoints (a portal session's) those routed to one of them.
+-- Voided sequences' tombstones are no events. The payload is left out
+-- (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM events_routed e
+WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
+  AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
+  AND (sqlc.narg(endpoint_id)::text IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = sqlc.narg(endpoint_id)))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
+ORDER BY e.accepted_at DESC, e.id DESC
+LIMIT sqlc.arg(max_rows);

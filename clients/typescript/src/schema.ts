@@ -176,7 +176,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+         * @description Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+         */
+        get: operations["eventList"];
         put?: never;
         /** Accept an event for ordered, exactly-once delivery */
         post: operations["eventCreate"];
@@ -1372,6 +1376,28 @@ export interface components {
             /** @description a portal session's */
             return_url?: string;
         };
+        /** @description An event as the log lists it: GET /v1/events/{id} has its attempts and restarts. */
+        EventSummary: {
+            id: string;
+            correlation_id: string;
+            sequence: number;
+            type: string;
+            /** @description how its deliveries stand together, as GET /v1/events/{id} says it */
+            state: components["schemas"]["State"];
+            /** Format: date-time */
+            accepted_at: string;
+            /** @description one per endpoint it was routed to at acceptance (empty: unrouted) */
+            deliveries: components["schemas"]["DeliverySummary"][];
+        };
+        EventPage: {
+            items: components["schemas"]["EventSummary"][];
+            next_cursor?: string;
+        };
+        /** @description a delivery as the event log lists it: its endpoint and state */
+        DeliverySummary: {
+            endpoint_id: string;
+            state: components["schemas"]["State"];
+        };
     };
     responses: never;
     parameters: {
@@ -2485,6 +2511,114 @@ export interface operations {
                 };
             };
             /** @description This API key posted more than HOOKFLOW_EVENTS_RATE_LIMIT events per second in this API process; nothing was stored. Retry after the `Retry-After` header's seconds. Also: too many failed authentications from this client address (refused before the token is looked at). */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventList: {
+        parameters: {
+            query?: {
+                correlation_id?: components["schemas"]["Key"];
+                /** @description the event type, exactly (hookflow.test for test events) */
+                type?: string;
+                endpoint_id?: components["schemas"]["Key"];
+                /** @description page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events, newest first; next_cursor when there may be more. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "order-42-paid",
+                     *           "correlation_id": "order-42",
+                     *           "sequence": 2,
+                     *           "type": "order.paid",
+                     *           "state": "delivered",
+                     *           "accepted_at": "2026-12-03T14:05:09Z",
+                     *           "deliveries": [
+                     *             {
+                     *               "endpoint_id": "ep_4qz7k2m9xw3t",
+                     *               "state": "delivered"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "next_cursor": "MjAyNi0xMi0wM1QxNDowNTowOVp8b3JkZXItNDItcGFpZA"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant named by tenant_id does not exist (or is not the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
             429: {
                 headers: {
                     /** @description seconds to wait */
