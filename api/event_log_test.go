@@ -92,3 +92,47 @@ func TestEventLog(t *testing.T) {
 		requireProblem(t, resp, raw, http.StatusBadRequest, field)
 	}
 }
+
+// TestEventTypesSeen: GET /v1/event-types lists each type once, in name
+// order, with its latest event and that event's payload as a sample; a
+// payload over 8 KiB or pruned has none, and voided sequences are no type.
+func TestEventTypesSeen(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	post := func(with map[string]string) {
+		t.Helper()
+		b.call(t, http.MethodPost, "/v1/events", eventBody(b.endpointID, with), http.StatusAccepted)
+	}
+	post(map[string]string{"id": `"t1"`, "correlation_id": `"types"`, "type": `"order.paid"`, "data": `{"n":1}`})
+	post(map[string]string{"id": `"t2"`, "correlation_id": `"types"`, "sequence": "2", "type": `"order.paid"`, "data": `{"n":2}`})
+	post(map[string]string{"id": `"t3"`, "correlation_id": `"types"`, "sequence": "3", "type": `"user.big"`})
+	post(map[string]string{"id": `"t4"`, "correlation_id": `"types"`, "sequence": "4", "type": `"user.pruned"`})
+	b.call(t, http.MethodPost, "/v1/correlations/types/skip", `{"sequences":[5]}`, http.StatusOK)
+	_, err := b.pool.Exec(t.Context(), `UPDATE events SET data = jsonb_build_object('big', repeat('x', 9000)) WHERE id = 't3'`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `UPDATE events SET data = NULL WHERE id = 't4'`)
+	require.NoError(t, err)
+
+	var page struct {
+		Items []struct {
+			Type        string          `json:"type"`
+			LastEventID string          `json:"last_event_id"`
+			Sample      json.RawMessage `json:"sample"`
+			SampleBytes int             `json:"sample_bytes"`
+		} `json:"items"`
+		More bool `json:"more"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(b.call(t, http.MethodGet, "/v1/event-types", "", http.StatusOK)), &page))
+	require.False(t, page.More)
+	require.Len(t, page.Items, 3, "order.paid once; the voided 5 is no type")
+	paid, big, pruned := page.Items[0], page.Items[1], page.Items[2]
+	require.Equal(t, "order.paid", paid.Type)
+	require.Equal(t, "t2", paid.LastEventID, "the latest")
+	require.JSONEq(t, `{"n":2}`, string(paid.Sample))
+	require.Equal(t, "user.big", big.Type)
+	require.Nil(t, big.Sample, "over 8 KiB: no sample")
+	require.Greater(t, big.SampleBytes, 9000)
+	require.Equal(t, "user.pruned", pruned.Type)
+	require.Nil(t, pruned.Sample)
+	require.Zero(t, pruned.SampleBytes)
+}

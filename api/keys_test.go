@@ -53,6 +53,7 @@ var routeScopes = map[string]api.Scope{
 	"POST /v1/correlations/:id/skip":                      api.ScopeDeadLettersWrite,
 	"POST /v1/events":                                     api.ScopeEventsWrite,
 	"GET /v1/events":                                      api.ScopeEventsRead,
+	"GET /v1/event-types":                                 api.ScopeEventsRead,
 	"GET /v1/events/:id":                                  api.ScopeEventsRead,
 	"GET /v1/correlations/:id":                            api.ScopeEventsRead,
 	"GET /v1/dead-letters":                                api.ScopeEventsRead,

@@ -479,6 +479,15 @@ func TestPortalBrowser(t *testing.T) {
 	require.Contains(t, href(br, main), "#/events?type=hookflow.test", "the search is in the address")
 	br.shot(main, "event-log-search")
 
+	// 3d. The event types seen, each with its latest event's payload.
+	typeRow := func(typ string) string { return `#event-types tr[data-type="` + typ + `"]` }
+	br.do(main, "the event types", chromedp.Evaluate[chromedp.Void](`location.hash = "#/event-types"`),
+		chromedp.WaitVisible(chromedp.CSS(typeRow("order.updated"))), chromedp.WaitVisible(chromedp.CSS(typeRow(store.TestEventType))))
+	require.JSONEq(t, `{"n":1}`, eval[string](br, main, `document.querySelector('`+typeRow("order.updated")+` pre').textContent`),
+		"the latest order.updated (1 was published last)")
+	require.Contains(t, eval[string](br, main, `document.querySelector('`+typeRow(store.TestEventType)+` pre').textContent`), epID)
+	br.shot(main, "event-types-seen")
+
 	// 4. Dead letters: a double click on Replay is one replay; a skip is
 	// recorded as portal:<actor>.
 	dlReplay, dlSkip := "dl-"+b.prefix+"-r", "dl-"+b.prefix+"-s"

@@ -320,6 +320,17 @@ func TestPortalSessions(t *testing.T) {
 		}
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/events?endpoint_id="+url.QueryEscape(a.endpoint), nil, &log))
 		require.Empty(t, log.Items)
+		// The types seen are those of its endpoint's events only.
+		var types struct {
+			Items []struct {
+				Type string `json:"type"`
+			} `json:"items"`
+		}
+		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/event-types", nil, &types))
+		require.NotEmpty(t, types.Items)
+		for _, it := range types.Items {
+			require.True(t, strings.HasPrefix(it.Type, "hookflow."), "%s is not its endpoint's", it.Type)
+		}
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/dead-letters?status=skipped", nil, &dls))
 		require.Len(t, dls.Items, 1, "the key sees it")
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/events/evt-bad", nil, nil), "the key sees the event")

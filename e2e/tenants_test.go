@@ -309,6 +309,13 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 				require.JSONEq(t, `{"items":[]}`, raw, "B's endpoint and correlation are none of A's")
 			}
 		},
+		"eventTypeList": func(t *testing.T) {
+			// Both have order.updated: A's latest is its own, sampled
+			// from its own payload.
+			onlyA("/v1/event-types", "order.updated", `"tenant":"acme"`)(t)
+			_, raw := asA(http.MethodGet, "/v1/event-types", nil)
+			require.NotContains(t, raw, "globex")
+		},
 		"eventAttempts": notFound(http.MethodGet, "/v1/events/evt-1/deliveries/"+epB+"/attempts", nil),
 		"correlationGet": func(t *testing.T) {
 			code, raw := asA(http.MethodGet, "/v1/correlations/order-42", nil)

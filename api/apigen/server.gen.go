@@ -79,6 +79,9 @@ type ServerInterface interface {
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	// (GET /v1/endpoints/{id}/url-changes)
 	EndpointURLChanges(ctx echo.Context, id Key, params EndpointURLChangesParams) error
+	// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+	// (GET /v1/event-types)
+	EventTypeList(ctx echo.Context, params EventTypeListParams) error
 	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
 	// (GET /v1/events)
 	EventList(ctx echo.Context, params EventListParams) error
@@ -680,6 +683,24 @@ func (w *ServerInterfaceWrapper) EndpointURLChanges(ctx echo.Context) error {
 	return err
 }
 
+// EventTypeList converts echo context to params.
+func (w *ServerInterfaceWrapper) EventTypeList(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventTypeListParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventTypeList(ctx, params)
+	return err
+}
+
 // EventList converts echo context to params.
 func (w *ServerInterfaceWrapper) EventList(ctx echo.Context) error {
 	var err error
@@ -1146,6 +1167,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/endpoints/:id/stats", wrapper.EndpointStats, options.OperationMiddlewares["endpointStats"]...)
 	router.POST(options.BaseURL+"/v1/endpoints/:id/test", wrapper.EndpointTest, options.OperationMiddlewares["endpointTest"]...)
 	router.GET(options.BaseURL+"/v1/endpoints/:id/url-changes", wrapper.EndpointURLChanges, options.OperationMiddlewares["endpointURLChanges"]...)
+	router.GET(options.BaseURL+"/v1/event-types", wrapper.EventTypeList, options.OperationMiddlewares["eventTypeList"]...)
 	router.GET(options.BaseURL+"/v1/events", wrapper.EventList, options.OperationMiddlewares["eventList"]...)
 	router.POST(options.BaseURL+"/v1/events", wrapper.EventCreate, options.OperationMiddlewares["eventCreate"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.EventGet, options.OperationMiddlewares["eventGet"]...)

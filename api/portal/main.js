@@ -12,6 +12,7 @@ const routes = {
     endpointStats: ["GET", "/v1/endpoints/{id}/stats"],
     statsEndpoints: ["GET", "/v1/stats/endpoints"],
     eventList: ["GET", "/v1/events"],
+    eventTypeList: ["GET", "/v1/event-types"],
     eventGet: ["GET", "/v1/events/{id}"],
     correlationGet: ["GET", "/v1/correlations/{id}"],
     deadLetterList: ["GET", "/v1/dead-letters"],
@@ -195,6 +196,9 @@ function route() {
             return;
         case "events":
             void guard(() => eventsView(arg, new URLSearchParams(query ?? "")));
+            return;
+        case "event-types":
+            void guard(() => eventTypesView());
             return;
         case "correlations":
             void guard(() => correlationView(arg ?? ""));
@@ -439,6 +443,15 @@ async function eventLog(q) {
     next(page.next_cursor);
     show(h("h1", {}, "Events"), searchForm(), logForm(q), page.items.length === 0 ? h("p", { class: "muted", id: "log-empty" }, "No events.") :
         h("table", { id: "event-log" }, h("thead", {}, h("tr", {}, ...["Accepted", "Event", "Type", "Correlation", "Seq", "State", "Endpoints"].map((t) => h("th", {}, t)))), body), more);
+}
+// eventTypesView lists the types of the tenant's events, each with its
+// latest event and that event's payload as a sample: what a receiver is
+// written against.
+async function eventTypesView() {
+    const page = await call("eventTypeList", 200);
+    show(h("h1", {}, "Event types"), page.items.length === 0 ? h("p", { class: "muted", id: "types-empty" }, "No events yet.") :
+        h("table", { id: "event-types" }, h("thead", {}, h("tr", {}, ...["Type", "Last seen", "Sample payload"].map((t) => h("th", {}, t)))), h("tbody", {}, ...page.items.map((t) => h("tr", { "data-type": t.type }, h("td", {}, h("a", { href: `#/events?type=${encodeURIComponent(t.type)}` }, t.type)), h("td", {}, h("a", { href: `#/events/${encodeURIComponent(t.last_event_id)}` }, new Date(t.last_seen_at).toLocaleString())), h("td", {}, t.sample !== undefined ? h("pre", { class: "sample mono" }, JSON.stringify(t.sample, null, 2)) :
+            h("span", { class: "muted" }, t.sample_bytes ? `larger than a sample (${t.sample_bytes} bytes)` : "payload pruned")))))), page.more ? h("p", { class: "muted" }, "More types than these exist.") : null);
 }
 async function eventsView(id, q) {
     if (!id)

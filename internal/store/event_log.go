@@ -43,3 +43,32 @@ func (s *Store) EventList(ctx context.Context, f EventFilter) ([]Event, error) {
 	}
 	return out, nil
 }
+
+// EventType is a type of the tenant's events as the log has seen it: its
+// latest event, and that event's payload as a sample (nil when larger than
+// asked, or pruned by retention; SampleBytes is its size either way, 0
+// once pruned).
+type EventType struct {
+	Type        string
+	LastEventID string
+	LastSeenAt  time.Time
+	Sample      []byte
+	SampleBytes int
+}
+
+// EventTypeList returns up to limit of the tenant's event types, in name
+// order, each with its latest event and, when its payload is at most
+// sampleMax bytes, that payload. Limited to some endpoints
+// (OnlyEndpoints), only the events routed to one of them count.
+func (s *Store) EventTypeList(ctx context.Context, sampleMax, limit int) ([]EventType, error) {
+	rows, err := s.q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: s.tenant, SampleMax: int32(sampleMax),
+		OnlyEndpoints: s.onlyEndpoints(), MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list event types: %w", err)
+	}
+	out := make([]EventType, len(rows))
+	for i, r := range rows {
+		out[i] = EventType{Type: r.Type, LastEventID: r.LastEventID, LastSeenAt: r.LastSeenAt, Sample: r.Sample, SampleBytes: int(r.SampleBytes)}
+	}
+	return out, nil
+}

@@ -1012,6 +1012,30 @@ type EventSummary struct {
 	Type  string `json:"type"`
 }
 
+// EventTypePage defines model for EventTypePage.
+type EventTypePage struct {
+	Items []EventTypeSeen `json:"items"`
+
+	// More true when the tenant has more types than listed (200)
+	More bool `json:"more"`
+}
+
+// EventTypeSeen A type of the tenant's events, as the event log has seen it.
+type EventTypeSeen struct {
+	// LastEventID its latest event (GET /v1/events/{id})
+	LastEventID string `json:"last_event_id"`
+
+	// LastSeenAt when that event was accepted
+	LastSeenAt time.Time `json:"last_seen_at"`
+
+	// Sample that event's data, when at most 8 KiB of JSON and not pruned by retention
+	Sample interface{} `json:"sample,omitempty,omitzero"`
+
+	// SampleBytes the size of that event's data as JSON; 0 once pruned
+	SampleBytes int64  `json:"sample_bytes"`
+	Type        string `json:"type"`
+}
+
 // Key Identifier: 1-255 of A-Z a-z 0-9 _ : -
 type Key = string
 
@@ -1554,6 +1578,12 @@ type EndpointURLChangesParams struct {
 // URLChangePage defines parameters for EndpointURLChanges.
 type URLChangePage struct {
 	Items []URLChange `json:"items"`
+}
+
+// EventTypeListParams defines parameters for EventTypeList.
+type EventTypeListParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EventListParams defines parameters for EventList.
@@ -2106,6 +2136,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+	//
+	// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+	//
+	// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+	EventTypeList(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
 	//
@@ -2710,6 +2747,23 @@ func (c *RawClient) EndpointTest(ctx context.Context, id Key, params *EndpointTe
 // Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 func (c *RawClient) EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEndpointURLChangesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+//
+// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+//
+// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+func (c *RawClient) EventTypeList(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypeListRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4470,6 +4524,60 @@ func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChan
 	return req, nil
 }
 
+// NewEventTypeListRequest constructs an http.Request for the EventTypeList method
+func NewEventTypeListRequest(server string, params *EventTypeListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/event-types")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewEventListRequest constructs an http.Request for the EventList method
 func NewEventListRequest(server string, params *EventListParams) (*http.Request, error) {
 	var err error
@@ -5703,6 +5811,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChangesWithResponse(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*EndpointURLChangesResponse, error)
+
+	// EventTypeListWithResponse The event types seen: each type of the tenant's events with its latest event and a sample payload
+	//
+	// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+	EventTypeListWithResponse(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*EventTypeListResponse, error)
 
 	// EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
 	//
@@ -7895,6 +8012,96 @@ func (r EndpointURLChangesResponse) ContentType() string {
 	return ""
 }
 
+// EventTypeListResponse429Headers the declared response headers of an HTTP 429 response for EventTypeList
+type EventTypeListResponse429Headers struct {
+	RetryAfter int64
+}
+
+type EventTypeListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventTypePage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventTypeListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventTypeListResponse) GetJSON200() *EventTypePage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EventTypeListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventTypeListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventTypeListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventTypeListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // EventListResponse429Headers the declared response headers of an HTTP 429 response for EventList
 type EventListResponse429Headers struct {
 	RetryAfter int64
@@ -9804,6 +10011,21 @@ func (c *ClientWithResponses) EndpointURLChangesWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseEndpointURLChangesResponse(rsp)
+}
+
+// EventTypeListWithResponse The event types seen: each type of the tenant's events with its latest event and a sample payload
+//
+// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+func (c *ClientWithResponses) EventTypeListWithResponse(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*EventTypeListResponse, error) {
+	rsp, err := c.EventTypeList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypeListResponse(rsp)
 }
 
 // EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
@@ -11899,6 +12121,87 @@ func ParseEndpointURLChangesResponse(rsp *http.Response) (*EndpointURLChangesRes
 	switch {
 	case rsp.StatusCode == 429:
 		var headers EndpointURLChangesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventTypeListResponse parses an HTTP response from a EventTypeListWithResponse call
+func ParseEventTypeListResponse(rsp *http.Response) (*EventTypeListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventTypeListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventTypePage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventTypeListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -996,6 +996,83 @@ func (q *Queries) EventSweepDeferred(ctx context.Context, arg EventSweepDeferred
 	return err
 }
 
+const EventTypeList = `-- name: EventTypeList :many
+WITH RECURSIVE types AS (
+    (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type > t.type AND e.type <> 'hookflow.voided'
+            ORDER BY e.type LIMIT 1)
+    FROM types t WHERE t.type IS NOT NULL
+)
+SELECT t.type::text AS type, l.id AS last_event_id, l.accepted_at AS last_seen_at,
+       (CASE WHEN octet_length(l.data::text) <= $1::int THEN l.data END)::jsonb AS sample,
+       COALESCE(octet_length(l.data::text), 0)::int AS sample_bytes
+FROM types t CROSS JOIN LATERAL (
+    SELECT e.id, e.accepted_at, e.data FROM events e
+    WHERE e.tenant_id = $2 AND e.type = t.type
+      AND ($3::text[] IS NULL OR EXISTS (
+           SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($3::text[])))
+    ORDER BY e.accepted_at DESC, e.id DESC
+    LIMIT 1
+) l
+WHERE t.type IS NOT NULL
+ORDER BY t.type
+LIMIT $4
+`
+
+type EventTypeListParams struct {
+	SampleMax     int32
+	TenantID      string
+	OnlyEndpoints []string
+	MaxRows       int32
+}
+
+type EventTypeListRow struct {
+	Type        string
+	LastEventID string
+	LastSeenAt  time.Time
+	Sample      []byte
+	SampleBytes int32
+}
+
+// The types of the tenant's events, in name order, each with its latest
+// event (by accepted_at) and that event's payload as a sample when it is
+// at most sample_max bytes of JSON (NULL past it, or once retention pruned
+// it). The types are walked one index probe each (events_log_type_idx: a
+// loose index scan), so the cost is the number of types, not of events;
+// only_endpoints keeps the events routed to one of a portal session's
+// endpoints. Voided sequences' tombstones are no events.
+func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([]EventTypeListRow, error) {
+	rows, err := q.db.Query(ctx, EventTypeList,
+		arg.SampleMax,
+		arg.TenantID,
+		arg.OnlyEndpoints,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventTypeListRow{}
+	for rows.Next() {
+		var i EventTypeListRow
+		if err := rows.Scan(
+			&i.Type,
+			&i.LastEventID,
+			&i.LastSeenAt,
+			&i.Sample,
+			&i.SampleBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const EventsQueuedClaim = `-- name: EventsQueuedClaim :many
 WITH claimed AS (
     UPDATE events e SET swept_at = now()

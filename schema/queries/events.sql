@@ -481,3 +481,33 @@ WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
        OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
 ORDER BY e.accepted_at DESC, e.id DESC
 LIMIT sqlc.arg(max_rows);
+
+-- name: EventTypeList :many
+-- The types of the tenant's events, in name order, each with its latest
+-- event (by accepted_at) and that event's payload as a sample when it is
+-- at most sample_max bytes of JSON (NULL past it, or once retention pruned
+-- it). The types are walked one index probe each (events_log_type_idx: a
+-- loose index scan), so the cost is the number of types, not of events;
+-- only_endpoints keeps the events routed to one of a portal session's
+-- endpoints. Voided sequences' tombstones are no events.
+WITH RECURSIVE types AS (
+    (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type > t.type AND e.type <> 'hookflow.voided'
+            ORDER BY e.type LIMIT 1)
+    FROM types t WHERE t.type IS NOT NULL
+)
+SELECT t.type::text AS type, l.id AS last_event_id, l.accepted_at AS last_seen_at,
+       (CASE WHEN octet_length(l.data::text) <= sqlc.arg(sample_max)::int THEN l.data END)::jsonb AS sample,
+       COALESCE(octet_length(l.data::text), 0)::int AS sample_bytes
+FROM types t CROSS JOIN LATERAL (
+    SELECT e.id, e.accepted_at, e.data FROM events e
+    WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type = t.type
+      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+           SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+    ORDER BY e.accepted_at DESC, e.id DESC
+    LIMIT 1
+) l
+WHERE t.type IS NOT NULL
+ORDER BY t.type
+LIMIT sqlc.arg(max_rows);

@@ -227,6 +227,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event types seen: each type of the tenant's events with its latest event and a sample payload
+         * @description In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+         */
+        get: operations["eventTypeList"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/correlations/{id}": {
         parameters: {
             query?: never;
@@ -1397,6 +1417,26 @@ export interface components {
         DeliverySummary: {
             endpoint_id: string;
             state: components["schemas"]["State"];
+        };
+        /** @description A type of the tenant's events, as the event log has seen it. */
+        EventTypeSeen: {
+            type: string;
+            /** @description its latest event (GET /v1/events/{id}) */
+            last_event_id: string;
+            /**
+             * Format: date-time
+             * @description when that event was accepted
+             */
+            last_seen_at: string;
+            /** @description that event's data, when at most 8 KiB of JSON and not pruned by retention */
+            sample?: unknown;
+            /** @description the size of that event's data as JSON; 0 once pruned */
+            sample_bytes: number;
+        };
+        EventTypePage: {
+            items: components["schemas"]["EventTypeSeen"][];
+            /** @description true when the tenant has more types than listed (200) */
+            more: boolean;
         };
     };
     responses: never;
@@ -3009,6 +3049,102 @@ export interface operations {
                 };
             };
             /** @description The event has no delivery to that endpoint (or does not exist). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventTypeList: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event types seen. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "type": "order.paid",
+                     *           "last_event_id": "order-42-paid",
+                     *           "last_seen_at": "2026-12-03T14:05:09Z",
+                     *           "sample": {
+                     *             "order_id": "42",
+                     *             "total": 99.5
+                     *           },
+                     *           "sample_bytes": 31
+                     *         }
+                     *       ],
+                     *       "more": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypePage"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant named by tenant_id does not exist (or is not the key's). */
             404: {
                 headers: {
                     [name: string]: unknown;
