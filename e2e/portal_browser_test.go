@@ -464,6 +464,14 @@ func TestPortalBrowser(t *testing.T) {
 	require.NoError(t, rcv.verify(testID, secret), "signed with the endpoint's secret")
 	require.Equal(t, []string{"1", "2", "3"}, rcv.of(corr), "the customer's own correlation is untouched")
 	br.shot(main, "test-event-delivered")
+	// Its page again: the last 24 hours by the hour hold these four
+	// deliveries (1, 2, 3 and the test), in the last hour or two.
+	br.do(main, "the endpoint's day", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints"`),
+		chromedp.WaitVisible(chromedp.CSS("table#endpoints")),
+		chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`), chromedp.WaitVisible(chromedp.CSS(`#day-chart`)))
+	require.Equal(t, 24, eval[int](br, main, `document.querySelectorAll("#day-chart .hour").length`))
+	require.Equal(t, 4, eval[int](br, main, `Array.from(document.querySelectorAll("#day-chart .hour")).reduce((n, c) => n + Number(c.dataset.attempts), 0)`))
+	br.shot(main, "endpoint-last-24-hours")
 
 	// 3c. The event log: a correlation's events, newest first; then a
 	// search by type from the form finds the test event alone.

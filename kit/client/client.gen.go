@@ -763,6 +763,9 @@ type EndpointHealth struct {
 	Delivering      int64        `json:"delivering"`
 	EndpointID      string       `json:"endpoint_id"`
 
+	// Hourly GET /v1/endpoints/{id}/stats only: the attempts by outcome in each of the last 24 hours, oldest first, the current hour (so far) last; every attempt of those hours, not a sample
+	Hourly []HourOutcomes `json:"hourly,omitempty,omitzero"`
+
 	// LatencyP50Ms median attempt latency in milliseconds; null when there were no attempts
 	LatencyP50Ms nullable.Nullable[float64] `json:"latency_p50_ms"`
 
@@ -1034,6 +1037,17 @@ type EventTypeSeen struct {
 	// SampleBytes the size of that event's data as JSON; 0 once pruned
 	SampleBytes int64  `json:"sample_bytes"`
 	Type        string `json:"type"`
+}
+
+// HourOutcomes defines model for HourOutcomes.
+type HourOutcomes struct {
+	Delivered int64 `json:"delivered"`
+	Gone      int64 `json:"gone"`
+
+	// Hour the hour's start
+	Hour      time.Time `json:"hour"`
+	Permanent int64     `json:"permanent"`
+	Retry     int64     `json:"retry"`
 }
 
 // Key Identifier: 1-255 of A-Z a-z 0-9 _ : -

@@ -411,7 +411,8 @@ async function endpointView(id: string): Promise<void> {
     h("p", { class: "mono" }, ep.url),
     h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ",
       circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))),
-    outcomesChart(hl),
+    h("h2", {}, "Last 24 hours"),
+    dayChart(hl.hourly ?? []),
     h("table", {}, h("tbody", {},
       h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))),
       h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")),
@@ -439,6 +440,29 @@ async function followTest(eventID: string, first: string, msg: HTMLElement): Pro
     if (ev.state === "delivered" || ev.state === "dead_lettered" || ev.state === "skipped") return;
     await new Promise((r) => setTimeout(r, 1000));
   }
+}
+
+// dayChart draws the endpoint's last 24 hours by the hour: one column an
+// hour, stacked by outcome (delivered, retried, refused, gone), scaled to
+// the busiest hour; each column's title says its figures.
+function dayChart(hours: S["HourOutcomes"][]): HTMLElement {
+  const day = h("div", { class: "day", id: "day-chart", title: "the last 24 hours: delivered, retried, refused, gone" });
+  const top = Math.max(1, ...hours.map((x) => x.delivered + x.retry + x.permanent + x.gone));
+  const colors = ["#37b24d", "#f59f00", "#e03131", "#862e9c"];
+  for (const x of hours) {
+    const n = [x.delivered, x.retry, x.permanent, x.gone];
+    const col = h("div", { class: "hour", "data-attempts": String(n.reduce((a, b) => a + b, 0)),
+      title: `${new Date(x.hour).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}: ${n[0]} delivered, ${n[1]} retried, ${n[2]} refused, ${n[3]} gone` });
+    n.forEach((v, i) => {
+      if (!v) return;
+      const seg = h("span", {});
+      seg.style.height = `${Math.max(1, Math.round((48 * v) / top))}px`;
+      seg.style.background = colors[i];
+      col.append(seg);
+    });
+    day.append(col);
+  }
+  return day;
 }
 
 // ---- events and correlations ----

@@ -1126,6 +1126,8 @@ export interface components {
                 age_seconds: number;
             };
             circuit: components["schemas"]["CircuitState"];
+            /** @description GET /v1/endpoints/{id}/stats only: the attempts by outcome in each of the last 24 hours, oldest first, the current hour (so far) last; every attempt of those hours, not a sample */
+            hourly?: components["schemas"]["HourOutcomes"][];
         };
         /** @description The endpoint's circuit breaker, as every worker shares it (in Postgres). */
         CircuitState: {
@@ -1437,6 +1439,17 @@ export interface components {
             items: components["schemas"]["EventTypeSeen"][];
             /** @description true when the tenant has more types than listed (200) */
             more: boolean;
+        };
+        HourOutcomes: {
+            /**
+             * Format: date-time
+             * @description the hour's start
+             */
+            hour: string;
+            delivered: number;
+            retry: number;
+            permanent: number;
+            gone: number;
         };
     };
     responses: never;
