@@ -292,6 +292,13 @@ func (r *orderReceiver) verify(id, secret string) error {
 	return webhook.VerifyHeader([]string{secret}, sr.header, sr.body, time.Now(), 5*time.Minute)
 }
 
+// header is header name of the last request of event id.
+func (r *orderReceiver) header(id, name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.signed[id].header.Get(name)
+}
+
 func (r *orderReceiver) requests(id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -495,6 +502,23 @@ func TestPortalBrowser(t *testing.T) {
 		"the latest order.updated (1 was published last)")
 	require.Contains(t, eval[string](br, main, `document.querySelector('`+typeRow(store.TestEventType)+` pre').textContent`), epID)
 	br.shot(main, "event-types-seen")
+
+	// 3e. The headers editor: two custom headers replace none; the API
+	// shows their names with the values hidden, and the next test event
+	// carries them to the receiver.
+	br.do(main, "set custom headers", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`#edit-headers textarea`)),
+		chromedp.SetValue(chromedp.CSS(`#edit-headers textarea`), "X-Api-Key: k-"+b.prefix+"\nX-Customer: acme"),
+		chromedp.Click(chromedp.CSS(`#edit-headers button`)), chromedp.WaitVisible(chromedp.CSS(`#headers-saved`)))
+	ep = nil
+	require.Equal(t, http.StatusOK, b.callAs(producer, http.MethodGet, "/v1/endpoints/"+epID, nil, &ep))
+	require.Equal(t, map[string]any{"X-Api-Key": "********", "X-Customer": "********"}, ep["headers"])
+	require.NotContains(t, eval[string](br, main, `document.documentElement.outerHTML`), "k-"+b.prefix, "a value is not shown back")
+	br.shot(main, "headers-replaced")
+	br.do(main, "a test event with the headers", chromedp.Click(chromedp.CSS(`[data-action=send-test-event]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-event[data-state=delivered]`)))
+	require.Equal(t, "k-"+b.prefix, rcv.header(store.TestEventID(epID, 2), "X-Api-Key"))
+	require.Equal(t, "acme", rcv.header(store.TestEventID(epID, 2), "X-Customer"))
 
 	// 4. Dead letters: a double click on Replay is one replay; a skip is
 	// recorded as portal:<actor>.

@@ -263,6 +263,41 @@ function field(name, label, value = "", placeholder = "") {
 function formValue(form, name) {
     return (form.elements.namedItem(name)?.value ?? "").trim();
 }
+// parseHeaders reads the headers editor: one "Name: value" a line, blank
+// lines ignored; null for none (the API then removes them all). A line
+// without a colon is refused here, naming it; the API checks the rest.
+function parseHeaders(raw) {
+    const out = {};
+    for (const line of raw.split("\n").map((l) => l.trim()).filter(Boolean)) {
+        const at = line.indexOf(":");
+        if (at < 1)
+            throw new Error(`"${line}" is not a header: write Name: value`);
+        out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    }
+    return Object.keys(out).length ? out : null;
+}
+// headersForm replaces an endpoint's custom headers. Their values are
+// write-only (the API shows each as ********), so the editor starts empty
+// and lists the names set: what it sends replaces them all, and sending
+// nothing removes them.
+function headersForm(id, current, msg) {
+    const names = Object.keys(current ?? {});
+    const area = h("textarea", { name: "headers", rows: "3", cols: "48", placeholder: "X-Api-Key: value" });
+    const form = h("form", { id: "edit-headers" }, h("p", { class: "muted" }, names.length ? `Set now: ${names.join(", ")} (values hidden). ` : "No custom headers. ", "What you send replaces them all; send nothing to remove them."), area, " ", h("button", { type: "submit" }, "Replace headers"));
+    form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        try {
+            await call("endpointUpdate", 200, { id, body: { headers: parseHeaders(area.value) } });
+            await endpointView(id);
+            document.getElementById("message")?.replaceChildren(h("p", { class: "badge ok", id: "headers-saved" }, "Headers replaced"));
+        }
+        catch (err) {
+            if (!(err instanceof Ended))
+                msg.replaceChildren(errorBox(err));
+        }
+    });
+    return form;
+}
 function types(raw) {
     const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
     return list.length ? list : undefined;
@@ -363,7 +398,7 @@ async function endpointView(id) {
                 msg.replaceChildren(errorBox(err));
         }
     });
-    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("h2", {}, "Last 24 hours"), dayChart(hl.hourly ?? []), h("table", {}, h("tbody", {}, h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit) : null);
+    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("h2", {}, "Last 24 hours"), dayChart(hl.hourly ?? []), h("table", {}, h("tbody", {}, h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit, h("h2", {}, "Custom headers"), headersForm(id, ep.headers, msg)) : null);
 }
 // followTest shows a test event arriving: its state, polled from GET
 // /v1/events/{id} once a second until it is delivered or dead-lettered,

@@ -301,6 +301,43 @@ function formValue(form: HTMLFormElement, name: string): string {
   return ((form.elements.namedItem(name) as HTMLInputElement | null)?.value ?? "").trim();
 }
 
+// parseHeaders reads the headers editor: one "Name: value" a line, blank
+// lines ignored; null for none (the API then removes them all). A line
+// without a colon is refused here, naming it; the API checks the rest.
+function parseHeaders(raw: string): Record<string, string> | null {
+  const out: Record<string, string> = {};
+  for (const line of raw.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const at = line.indexOf(":");
+    if (at < 1) throw new Error(`"${line}" is not a header: write Name: value`);
+    out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return Object.keys(out).length ? out : null;
+}
+
+// headersForm replaces an endpoint's custom headers. Their values are
+// write-only (the API shows each as ********), so the editor starts empty
+// and lists the names set: what it sends replaces them all, and sending
+// nothing removes them.
+function headersForm(id: string, current: Record<string, string> | undefined, msg: HTMLElement): HTMLElement {
+  const names = Object.keys(current ?? {});
+  const area = h("textarea", { name: "headers", rows: "3", cols: "48", placeholder: "X-Api-Key: value" }) as HTMLTextAreaElement;
+  const form = h("form", { id: "edit-headers" },
+    h("p", { class: "muted" }, names.length ? `Set now: ${names.join(", ")} (values hidden). ` : "No custom headers. ",
+      "What you send replaces them all; send nothing to remove them."),
+    area, " ", h("button", { type: "submit" }, "Replace headers")) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await call("endpointUpdate", 200, { id, body: { headers: parseHeaders(area.value) } });
+      await endpointView(id);
+      document.getElementById("message")?.replaceChildren(h("p", { class: "badge ok", id: "headers-saved" }, "Headers replaced"));
+    } catch (err) {
+      if (!(err instanceof Ended)) msg.replaceChildren(errorBox(err));
+    }
+  });
+  return form;
+}
+
 function types(raw: string): string[] | undefined {
   const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
   return list.length ? list : undefined;
@@ -422,7 +459,7 @@ async function endpointView(id: string): Promise<void> {
       h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))),
     actions,
     msg,
-    manage ? h("div", {}, h("h2", {}, "Settings"), edit) : null,
+    manage ? h("div", {}, h("h2", {}, "Settings"), edit, h("h2", {}, "Custom headers"), headersForm(id, ep.headers, msg)) : null,
   );
 }
 
