@@ -28,8 +28,13 @@ type Scope = wire.Scope
 
 // The scopes of API keys.
 const (
-	// ScopeEventsWrite: POST /v1/events.
+	// ScopeEventsWrite: POST /v1/events, and what ScopeEventsTest allows.
 	ScopeEventsWrite = wire.ScopeEventsWrite
+	// ScopeEventsTest: POST /v1/endpoints/{id}/test, a hookflow.test event
+	// to one endpoint in a correlation of its own: what a portal session's
+	// events:test is, without the right to publish into the tenant's
+	// correlations.
+	ScopeEventsTest = wire.ScopeEventsTest
 	// ScopeEventsRead: GET on events, correlations, endpoints, dead letters
 	// and stats.
 	ScopeEventsRead = wire.ScopeEventsRead
@@ -45,12 +50,12 @@ const (
 
 // Scopes lists every scope.
 func Scopes() []Scope {
-	return []Scope{ScopeEventsWrite, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite, ScopeTenantsWrite, ScopeAdmin}
+	return []Scope{ScopeEventsWrite, ScopeEventsTest, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite, ScopeTenantsWrite, ScopeAdmin}
 }
 
 // tenantScopes are those a tenant's key may hold: never admin or
 // tenants:write, which reach beyond one tenant.
-var tenantScopes = []Scope{ScopeEventsWrite, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite}
+var tenantScopes = []Scope{ScopeEventsWrite, ScopeEventsTest, ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite}
 
 // joinScopes lists scopes for a problem's detail.
 func joinScopes(scopes []Scope) string {
@@ -87,8 +92,11 @@ type principal struct {
 	portal *store.PortalSession
 }
 
+// can reports whether the principal holds scope s: admin holds every
+// scope, and events:write events:test (whoever may publish may send a test).
 func (p principal) can(s Scope) bool {
-	return slices.Contains(p.scopes, ScopeAdmin) || slices.Contains(p.scopes, s)
+	return slices.Contains(p.scopes, ScopeAdmin) || slices.Contains(p.scopes, s) ||
+		s == ScopeEventsTest && slices.Contains(p.scopes, ScopeEventsWrite)
 }
 
 // permits reports whether the principal may run operation op (nil: no

@@ -34,7 +34,8 @@ const (
 )
 
 // EndpointStats answers GET /v1/endpoints/{id}/stats, 404 for an endpoint
-// that does not exist.
+// that does not exist: its health, and its last 24 hours' outcomes by the
+// hour.
 func (s *Server) EndpointStats(c echo.Context, id wire.Key, _ wire.EndpointStatsParams) error {
 	ep, err := s.endpoint(c, id)
 	if err != nil {
@@ -44,7 +45,19 @@ func (s *Server) EndpointStats(c echo.Context, id wire.Key, _ wire.EndpointStats
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, healthView(h))
+	// The day by the hour (the portal's 24-hour chart): one endpoint's
+	// answer only, so a page of GET /v1/stats/endpoints stays bounded by
+	// its samples.
+	hours, err := s.ledger(c).EndpointOutcomesHourly(c.Request().Context(), ep.ID)
+	if err != nil {
+		return err
+	}
+	view := healthView(h)
+	view.Hourly = make([]wire.HourOutcomes, 0, len(hours))
+	for _, hr := range hours {
+		view.Hourly = append(view.Hourly, wire.HourOutcomes{Hour: hr.Hour, Delivered: hr.Delivered, Retry: hr.Retry, Permanent: hr.Permanent, Gone: hr.Gone})
+	}
+	return c.JSON(http.StatusOK, view)
 }
 
 // StatsEndpoints answers GET /v1/stats/endpoints: a page of the endpoints'

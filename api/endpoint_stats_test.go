@@ -29,10 +29,17 @@ func TestEndpointStats(t *testing.T) {
 
 	resp, body := get(b.endpointID, b.bearer())
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var idle client.EndpointHealth
+	require.NoError(t, json.Unmarshal([]byte(body), &idle))
+	require.Len(t, idle.Hourly, 24, "the last 24 hours, empty ones too")
+	for _, hr := range idle.Hourly {
+		require.Equal(t, client.HourOutcomes{Hour: hr.Hour}, hr)
+	}
+	require.WithinDuration(t, time.Now(), idle.Hourly[23].Hour, time.Hour, "the current hour last")
 	require.JSONEq(t, `{"endpoint_id":"`+b.endpointID+`","window_seconds":3600,"sample_limit":1000,"sampled":false,"attempts":0,
 		"outcomes":{"delivered":0,"retry":0,"permanent":0,"gone":0},"success_rate":null,"latency_p50_ms":null,"latency_p99_ms":null,
 		"waiting":0,"delivering":0,"dead_letters_open":0,"throttled":0,
-		"circuit":{"state":"closed","consecutive_failures":0,"failure_threshold":5}}`, body)
+		"circuit":{"state":"closed","consecutive_failures":0,"failure_threshold":5}}`, withoutMember(t, body, "hourly"))
 
 	// One event accepted through the API, tried three times: one 5xx, one
 	// timeout and one 2xx that the worker has not recorded as delivered yet.
@@ -62,6 +69,26 @@ func TestEndpointStats(t *testing.T) {
 	require.EqualValues(t, "waiting", got.OldestUndelivered.State)
 	require.Equal(t, client.CircuitState{State: client.CircuitStateStateClosed, FailureThreshold: 5}, got.Circuit)
 	require.Zero(t, got.Throttled, "no rate limit: never throttled")
+	// The day by the hour: the three of this hour, one refused five hours
+	// ago (outside the hour's figures), none from before the 24 hours.
+	fiveAgo := time.Now().Add(-5 * time.Hour)
+	require.NoError(t, b.store.AttemptInsert(ctx, "evt_1", b.endpointID, store.Attempt{Attempt: 4, StartedAt: fiveAgo, LatencyMS: 1, Outcome: "permanent"}))
+	require.NoError(t, b.store.AttemptInsert(ctx, "evt_1", b.endpointID, store.Attempt{Attempt: 5, StartedAt: time.Now().Add(-30 * time.Hour), LatencyMS: 1, Outcome: "gone"}))
+	resp, body = get(b.endpointID, b.bearer())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	got = client.EndpointHealth{}
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.EqualValues(t, 3, got.Attempts, "the hour's figures leave the older ones out")
+	var byHour []client.HourOutcomes
+	for _, hr := range got.Hourly {
+		if hr != (client.HourOutcomes{Hour: hr.Hour}) {
+			byHour = append(byHour, hr)
+		}
+	}
+	require.Len(t, byHour, 2, body)
+	require.Equal(t, client.HourOutcomes{Hour: byHour[0].Hour, Permanent: 1}, byHour[0])
+	require.False(t, fiveAgo.Before(byHour[0].Hour) || !fiveAgo.Before(byHour[0].Hour.Add(time.Hour)), "in the hour from %s", byHour[0].Hour)
+	require.Equal(t, client.HourOutcomes{Hour: byHour[1].Hour, Delivered: 1, Retry: 2}, byHour[1])
 
 	// Three reservations under a rate limit of 1/s: the first sends at
 	// once, the next two wait their turn and are counted.
@@ -100,6 +127,17 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, string(api.ScopeEventsRead), p["scope"])
 	resp, body = get(b.endpointID, nil)
 	requireProblem(t, resp, body, http.StatusUnauthorized, "")
+}
+
+// withoutMember is the JSON object body less its member name.
+func withoutMember(t *testing.T, body, name string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &m))
+	delete(m, name)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // TestEndpointEnabledStartsItsCircuitAfresh: an endpoint hookflow disabled

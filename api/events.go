@@ -93,9 +93,16 @@ func (s *Server) EventCreate(c echo.Context) error {
 	if !inserted {
 		return s.eventConflict(c, ev)
 	}
+	return s.startAccepted(c, stored)
+}
+
+// startAccepted starts a newly stored event's workflow and answers 202
+// with its state and where it was routed: the tail of every publish
+// (EventCreate, EndpointTest).
+func (s *Server) startAccepted(c echo.Context, stored store.Event) error {
 	// A slow or absent Temporal must not hold the producer: past a few
 	// seconds the event stays queued and the sweep starts it later.
-	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	sctx, cancel := context.WithTimeout(c.Request().Context(), startTimeout)
 	defer cancel()
 	for _, ep := range stored.Endpoints {
 		s.deps.Metrics.EventAccepted(ep)

@@ -49,8 +49,11 @@ var routeScopes = map[string]api.Scope{
 	"PATCH /v1/endpoints/:id":                             api.ScopeEndpointsWrite,
 	"POST /v1/endpoints/:id/rotate-secret":                api.ScopeEndpointsWrite,
 	"DELETE /v1/endpoints/:id":                            api.ScopeEndpointsWrite,
+	"POST /v1/endpoints/:id/test":                         api.ScopeEventsTest,
 	"POST /v1/correlations/:id/skip":                      api.ScopeDeadLettersWrite,
 	"POST /v1/events":                                     api.ScopeEventsWrite,
+	"GET /v1/events":                                      api.ScopeEventsRead,
+	"GET /v1/event-types":                                 api.ScopeEventsRead,
 	"GET /v1/events/:id":                                  api.ScopeEventsRead,
 	"GET /v1/correlations/:id":                            api.ScopeEventsRead,
 	"GET /v1/dead-letters":                                api.ScopeEventsRead,
@@ -104,7 +107,8 @@ func TestScopeMatrix(t *testing.T) {
 		path = strings.ReplaceAll(path, ":id", "nosuch_1")
 		for _, sc := range api.Scopes() {
 			resp, body := b.do(t, method, path, "application/json", "{}", bearer(keys[sc]))
-			allowed := need == anyScope || sc == need || sc == api.ScopeAdmin
+			// events:write includes events:test: whoever may publish may test.
+			allowed := need == anyScope || sc == need || sc == api.ScopeAdmin || need == api.ScopeEventsTest && sc == api.ScopeEventsWrite
 			if allowed {
 				require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, resp.StatusCode,
 					"%s with %s: %s", route, sc, body)

@@ -94,7 +94,7 @@ func loadOperations(raw []byte) (map[string]*operation, error) {
 
 // operationMiddlewares is each operation's chain, outermost first: its
 // scope, the rate limits (reads on every GET under /v1, posts on
-// eventCreate), then its parameters' checks, then the tenant its
+// eventCreate and endpointTest), then its parameters' checks, then the tenant its
 // ?tenant_id= names (actOn). Auth runs before all of them (Server.auth, on
 // every request).
 func (s *Server) operationMiddlewares(ops map[string]*operation) map[string][]echo.MiddlewareFunc {

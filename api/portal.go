@@ -43,15 +43,15 @@ const (
 // then hold for a portal session as for a key, with no second set of
 // checks. Every session views. endpoints:secret adds no scope: it is the
 // permission require asks of a portal session on the operations whose
-// answers show a signing secret (secretOperations). events:test adds none
-// either: events:write would let the page publish into the tenant's own
-// correlations, and the portal's test event is a route of its own, to come.
+// answers show a signing secret (secretOperations). events:test is the
+// scope of the same name, not events:write, which would let the page
+// publish into the tenant's own correlations.
 var capabilityScopes = map[Capability][]Scope{
 	CapView:             {ScopeEventsRead},
 	CapEndpointsManage:  {ScopeEventsRead, ScopeEndpointsWrite},
 	CapEndpointsSecret:  {ScopeEventsRead},
 	CapDeadLettersWrite: {ScopeEventsRead, ScopeDeadLettersWrite},
-	CapEventsTest:       {ScopeEventsRead},
+	CapEventsTest:       {ScopeEventsRead, ScopeEventsTest},
 }
 
 // secretOperations answer an endpoint's signing secret: a portal session

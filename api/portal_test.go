@@ -22,7 +22,7 @@ func TestCapabilityScopes(t *testing.T) {
 		{[]Capability{CapView, CapEndpointsManage}, []Scope{ScopeEventsRead, ScopeEndpointsWrite}},
 		{[]Capability{CapView, CapEndpointsSecret}, []Scope{ScopeEventsRead}},
 		{[]Capability{CapDeadLettersWrite}, []Scope{ScopeEventsRead, ScopeDeadLettersWrite}},
-		{[]Capability{CapView, CapEventsTest}, []Scope{ScopeEventsRead}},
+		{[]Capability{CapView, CapEventsTest}, []Scope{ScopeEventsTest, ScopeEventsRead}},
 		{[]Capability{CapEndpointsManage, CapDeadLettersWrite, CapEndpointsSecret, CapView},
 			[]Scope{ScopeEventsRead, ScopeEndpointsWrite, ScopeDeadLettersWrite}},
 	} {

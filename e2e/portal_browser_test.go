@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // chromiumInstall is what to run when the browser is missing: the tests
@@ -224,19 +227,30 @@ type orderReceiver struct {
 	took   []string
 	sent   map[string]int
 	refuse map[string]bool
+	// signed is each event's last request, headers and body, for its
+	// signature to be checked.
+	signed map[string]signedRequest
+}
+
+// signedRequest is what a receiver verifies a delivery by.
+type signedRequest struct {
+	header http.Header
+	body   []byte
 }
 
 func newOrderReceiver(t *testing.T) *orderReceiver {
-	r := &orderReceiver{sent: map[string]int{}, refuse: map[string]bool{}}
+	r := &orderReceiver{sent: map[string]int{}, refuse: map[string]bool{}, signed: map[string]signedRequest{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
 		var env contract.Envelope
-		if err := json.NewDecoder(req.Body).Decode(&env); err != nil {
+		if err != nil || json.Unmarshal(body, &env) != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.sent[env.ID]++
+		r.signed[env.ID] = signedRequest{header: req.Header.Clone(), body: body}
 		if r.refuse[env.ID] {
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -265,6 +279,24 @@ func (r *orderReceiver) of(correlation string) []string {
 		}
 	}
 	return out
+}
+
+// verify checks the signature of the last request of event id with secret.
+func (r *orderReceiver) verify(id, secret string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sr, ok := r.signed[id]
+	if !ok {
+		return fmt.Errorf("no request of %s", id)
+	}
+	return webhook.VerifyHeader([]string{secret}, sr.header, sr.body, time.Now(), 5*time.Minute)
+}
+
+// header is header name of the last request of event id.
+func (r *orderReceiver) header(id, name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.signed[id].header.Get(name)
 }
 
 func (r *orderReceiver) requests(id string) int {
@@ -334,7 +366,7 @@ func TestPortalBrowser(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, b.callAs(producer, http.MethodPost, "/v1/events", map[string]any{
 			"id": id, "correlation_id": corr, "sequence": seq, "type": "order.updated", "data": map[string]any{"n": seq}}, nil))
 	}
-	everything := []string{"endpoints:manage", "endpoints:secret", "dead-letters:write"}
+	everything := []string{"endpoints:manage", "endpoints:secret", "dead-letters:write", "events:test"}
 
 	// The page's own headers: framed by the tenant's origins only, its
 	// own script only, no referrer.
@@ -426,6 +458,67 @@ func TestPortalBrowser(t *testing.T) {
 			waitText("main h1", corr+"-"+seq), chromedp.WaitVisible(chromedp.CSS(`section[data-delivery] [data-state=delivered]`)))
 	}
 	br.shot(main, "event-3-delivered")
+
+	// 3b. A test event: sent from the endpoint's page, to it alone, in a
+	// correlation of its own; the page follows it until delivered, and the
+	// receiver took it, signed with the endpoint's secret.
+	testCorr, testID := store.TestCorrelation(epID), store.TestEventID(epID, 1)
+	br.do(main, "send a test event", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.Click(chromedp.CSS(`[data-action=send-test-event]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-event[data-state=delivered]`)))
+	require.Equal(t, testID, eval[string](br, main, `document.querySelector("#test-event code").textContent`))
+	require.Equal(t, []string{"1"}, rcv.of(testCorr), "the receiver took the test event")
+	require.NoError(t, rcv.verify(testID, secret), "signed with the endpoint's secret")
+	require.Equal(t, []string{"1", "2", "3"}, rcv.of(corr), "the customer's own correlation is untouched")
+	br.shot(main, "test-event-delivered")
+	// Its page again: the last 24 hours by the hour hold these four
+	// deliveries (1, 2, 3 and the test), in the last hour or two.
+	br.do(main, "the endpoint's day", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints"`),
+		chromedp.WaitVisible(chromedp.CSS("table#endpoints")),
+		chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`), chromedp.WaitVisible(chromedp.CSS(`#day-chart`)))
+	require.Equal(t, 24, eval[int](br, main, `document.querySelectorAll("#day-chart .hour").length`))
+	require.Equal(t, 4, eval[int](br, main, `Array.from(document.querySelectorAll("#day-chart .hour")).reduce((n, c) => n + Number(c.dataset.attempts), 0)`))
+	br.shot(main, "endpoint-last-24-hours")
+
+	// 3c. The event log: a correlation's events, newest first; then a
+	// search by type from the form finds the test event alone.
+	rows := `Array.from(document.querySelectorAll("#event-log tr[data-event]")).map(r => r.dataset.event).join(",")`
+	br.do(main, "the event log by correlation", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events?correlation_id=`+corr+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+corr+`-3"]`)))
+	require.Equal(t, corr+"-1,"+corr+"-2,"+corr+"-3", eval[string](br, main, rows), "newest first: 1 was published last")
+	br.do(main, "search the log by type", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events"`),
+		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+corr+`-1"]`)),
+		chromedp.SetValue(chromedp.CSS(`#log-search input[name=type]`), store.TestEventType),
+		chromedp.Click(chromedp.CSS(`#log-search button`)),
+		chromedp.Poll[chromedp.Void](rows+` === "`+testID+`"`, chromedp.WithPollingTimeout(0)))
+	require.Contains(t, href(br, main), "#/events?type=hookflow.test", "the search is in the address")
+	br.shot(main, "event-log-search")
+
+	// 3d. The event types seen, each with its latest event's payload.
+	typeRow := func(typ string) string { return `#event-types tr[data-type="` + typ + `"]` }
+	br.do(main, "the event types", chromedp.Evaluate[chromedp.Void](`location.hash = "#/event-types"`),
+		chromedp.WaitVisible(chromedp.CSS(typeRow("order.updated"))), chromedp.WaitVisible(chromedp.CSS(typeRow(store.TestEventType))))
+	require.JSONEq(t, `{"n":1}`, eval[string](br, main, `document.querySelector('`+typeRow("order.updated")+` pre').textContent`),
+		"the latest order.updated (1 was published last)")
+	require.Contains(t, eval[string](br, main, `document.querySelector('`+typeRow(store.TestEventType)+` pre').textContent`), epID)
+	br.shot(main, "event-types-seen")
+
+	// 3e. The headers editor: two custom headers replace none; the API
+	// shows their names with the values hidden, and the next test event
+	// carries them to the receiver.
+	br.do(main, "set custom headers", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`#edit-headers textarea`)),
+		chromedp.SetValue(chromedp.CSS(`#edit-headers textarea`), "X-Api-Key: k-"+b.prefix+"\nX-Customer: acme"),
+		chromedp.Click(chromedp.CSS(`#edit-headers button`)), chromedp.WaitVisible(chromedp.CSS(`#headers-saved`)))
+	ep = nil
+	require.Equal(t, http.StatusOK, b.callAs(producer, http.MethodGet, "/v1/endpoints/"+epID, nil, &ep))
+	require.Equal(t, map[string]any{"X-Api-Key": "********", "X-Customer": "********"}, ep["headers"])
+	require.NotContains(t, eval[string](br, main, `document.documentElement.outerHTML`), "k-"+b.prefix, "a value is not shown back")
+	br.shot(main, "headers-replaced")
+	br.do(main, "a test event with the headers", chromedp.Click(chromedp.CSS(`[data-action=send-test-event]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-event[data-state=delivered]`)))
+	require.Equal(t, "k-"+b.prefix, rcv.header(store.TestEventID(epID, 2), "X-Api-Key"))
+	require.Equal(t, "acme", rcv.header(store.TestEventID(epID, 2), "X-Customer"))
 
 	// 4. Dead letters: a double click on Replay is one replay; a skip is
 	// recorded as portal:<actor>.

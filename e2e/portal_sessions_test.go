@@ -266,7 +266,7 @@ func TestPortalSessions(t *testing.T) {
 
 	t.Run("limited to endpoints", func(t *testing.T) {
 		_, tok := b.portalToken("portal-acme", map[string]any{"actor": "dave@acme.example", "endpoint_ids": []string{a.opsEP},
-			"capabilities": []string{"endpoints:manage", "endpoints:secret", "dead-letters:write"}})
+			"capabilities": []string{"endpoints:manage", "endpoints:secret", "dead-letters:write", "events:test"}})
 		require.Equal(t, []string{a.opsEP}, tok.EndpointIDs)
 		var eps struct {
 			Items []endpoint `json:"items"`
@@ -284,6 +284,7 @@ func TestPortalSessions(t *testing.T) {
 			{http.MethodPatch, "/v1/endpoints/" + a.endpoint, map[string]any{"disabled": true}},
 			{http.MethodPost, "/v1/endpoints/" + a.endpoint + "/rotate-secret", nil},
 			{http.MethodDelete, "/v1/endpoints/" + a.endpoint, nil},
+			{http.MethodPost, "/v1/endpoints/" + a.endpoint + "/test", nil},
 			{http.MethodGet, "/v1/endpoints/" + a.endpoint + "/stats", nil},
 			{http.MethodGet, "/v1/dead-letters/evt-bad?endpoint_id=" + url.QueryEscape(a.endpoint), nil},
 			{http.MethodPost, "/v1/dead-letters/evt-bad/replay", map[string]any{"endpoint_id": a.endpoint}},
@@ -299,6 +300,37 @@ func TestPortalSessions(t *testing.T) {
 		}
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/dead-letters?status=skipped", nil, &dls))
 		require.Empty(t, dls.Items, "the other endpoint's dead letter is not listed")
+		// The event log lists the events routed to its endpoint, with
+		// their deliveries there only: none of the other endpoint's.
+		var log struct {
+			Items []struct {
+				ID         string `json:"id"`
+				Deliveries []struct {
+					EndpointID string `json:"endpoint_id"`
+				} `json:"deliveries"`
+			} `json:"items"`
+		}
+		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/events", nil, &log))
+		require.NotEmpty(t, log.Items, "its endpoint's operational events")
+		for _, it := range log.Items {
+			require.NotEqual(t, "evt-bad", it.ID)
+			for _, d := range it.Deliveries {
+				require.Equal(t, a.opsEP, d.EndpointID, it.ID)
+			}
+		}
+		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/events?endpoint_id="+url.QueryEscape(a.endpoint), nil, &log))
+		require.Empty(t, log.Items)
+		// The types seen are those of its endpoint's events only.
+		var types struct {
+			Items []struct {
+				Type string `json:"type"`
+			} `json:"items"`
+		}
+		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/event-types", nil, &types))
+		require.NotEmpty(t, types.Items)
+		for _, it := range types.Items {
+			require.True(t, strings.HasPrefix(it.Type, "hookflow."), "%s is not its endpoint's", it.Type)
+		}
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/dead-letters?status=skipped", nil, &dls))
 		require.Len(t, dls.Items, 1, "the key sees it")
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/events/evt-bad", nil, nil), "the key sees the event")

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // tenantReceiver records what one tenant's receiver was sent, and answers
@@ -271,6 +272,18 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 		// admin's: a tenant's key never holds it.
 		"endpointURLChanges":   forbidden(http.MethodGet, "/v1/endpoints/"+epB+"/url-changes", nil),
 		"endpointRotateSecret": notFound(http.MethodPost, "/v1/endpoints/"+epB+"/rotate-secret", nil),
+		"endpointTest": func(t *testing.T) {
+			// B's endpoint is none of A's: nothing stored, nothing sent.
+			notFound(http.MethodPost, "/v1/endpoints/"+epB+"/test", nil)(t)
+			require.Equal(t, http.StatusNotFound, b.callAs(bb.key, http.MethodGet, "/v1/events/"+store.TestEventID(bb.endpoint, 1), nil, nil))
+			// A's own test reaches A's receiver, past A's dead letter in
+			// order-42 (a correlation of its own), and B's receiver hears
+			// nothing of it.
+			code, raw := asA(http.MethodPost, "/v1/endpoints/"+a.endpoint+"/test", nil)
+			require.Equal(t, http.StatusAccepted, code, raw)
+			waitFor(t, time.Minute, "A's test event", func() bool { return slices.Contains(a.rcv.types(), store.TestEventType) })
+			require.NotContains(t, bb.rcv.types(), store.TestEventType)
+		},
 		"eventCreate": func(t *testing.T) {
 			// Naming B's endpoint stores nothing; naming B's tenant is a 404.
 			code, raw := asA(http.MethodPost, "/v1/events", map[string]any{"id": "via-b", "correlation_id": "x", "sequence": 1,
@@ -287,6 +300,21 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 			require.Equal(t, http.StatusOK, code)
 			require.Contains(t, raw, a.endpoint, "A's evt-1 is A's own")
 			require.NotContains(t, raw, bb.endpoint)
+		},
+		"eventList": func(t *testing.T) {
+			onlyA("/v1/events", "evt-1", "a7-2")(t)
+			for _, q := range []string{"endpoint_id=" + url.QueryEscape(bb.endpoint), "correlation_id=only-b"} {
+				code, raw := asA(http.MethodGet, "/v1/events?"+q, nil)
+				require.Equal(t, http.StatusOK, code, raw)
+				require.JSONEq(t, `{"items":[]}`, raw, "B's endpoint and correlation are none of A's")
+			}
+		},
+		"eventTypeList": func(t *testing.T) {
+			// Both have order.updated: A's latest is its own, sampled
+			// from its own payload.
+			onlyA("/v1/event-types", "order.updated", `"tenant":"acme"`)(t)
+			_, raw := asA(http.MethodGet, "/v1/event-types", nil)
+			require.NotContains(t, raw, "globex")
 		},
 		"eventAttempts": notFound(http.MethodGet, "/v1/events/evt-1/deliveries/"+epB+"/attempts", nil),
 		"correlationGet": func(t *testing.T) {

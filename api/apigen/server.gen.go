@@ -73,9 +73,18 @@ type ServerInterface interface {
 	// EndpointStats An endpoint's health: its attempts' success rate and latency over the last hour, what waits for it, its open dead letters
 	// (GET /v1/endpoints/{id}/stats)
 	EndpointStats(ctx echo.Context, id Key, params EndpointStatsParams) error
+	// EndpointTest Send a hookflow.test event to this endpoint only, to see it arrive
+	// (POST /v1/endpoints/{id}/test)
+	EndpointTest(ctx echo.Context, id Key, params EndpointTestParams) error
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	// (GET /v1/endpoints/{id}/url-changes)
 	EndpointURLChanges(ctx echo.Context, id Key, params EndpointURLChangesParams) error
+	// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+	// (GET /v1/event-types)
+	EventTypeList(ctx echo.Context, params EventTypeListParams) error
+	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+	// (GET /v1/events)
+	EventList(ctx echo.Context, params EventListParams) error
 	// EventCreate Accept an event for ordered, exactly-once delivery
 	// (POST /v1/events)
 	EventCreate(ctx echo.Context) error
@@ -617,6 +626,31 @@ func (w *ServerInterfaceWrapper) EndpointStats(ctx echo.Context) error {
 	return err
 }
 
+// EndpointTest converts echo context to params.
+func (w *ServerInterfaceWrapper) EndpointTest(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id Key
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndpointTestParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EndpointTest(ctx, id, params)
+	return err
+}
+
 // EndpointURLChanges converts echo context to params.
 func (w *ServerInterfaceWrapper) EndpointURLChanges(ctx echo.Context) error {
 	var err error
@@ -646,6 +680,77 @@ func (w *ServerInterfaceWrapper) EndpointURLChanges(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.EndpointURLChanges(ctx, id, params)
+	return err
+}
+
+// EventTypeList converts echo context to params.
+func (w *ServerInterfaceWrapper) EventTypeList(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventTypeListParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventTypeList(ctx, params)
+	return err
+}
+
+// EventList converts echo context to params.
+func (w *ServerInterfaceWrapper) EventList(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventListParams
+	// ------------- Optional query parameter "correlation_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "correlation_id", ctx.QueryParams(), &params.CorrelationID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter correlation_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "type" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "type", ctx.QueryParams(), &params.Type, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter type: %s", err))
+	}
+
+	// ------------- Optional query parameter "endpoint_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "endpoint_id", ctx.QueryParams(), &params.EndpointID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventList(ctx, params)
 	return err
 }
 
@@ -1060,7 +1165,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/endpoints/:id", wrapper.EndpointUpdate, options.OperationMiddlewares["endpointUpdate"]...)
 	router.POST(options.BaseURL+"/v1/endpoints/:id/rotate-secret", wrapper.EndpointRotateSecret, options.OperationMiddlewares["endpointRotateSecret"]...)
 	router.GET(options.BaseURL+"/v1/endpoints/:id/stats", wrapper.EndpointStats, options.OperationMiddlewares["endpointStats"]...)
+	router.POST(options.BaseURL+"/v1/endpoints/:id/test", wrapper.EndpointTest, options.OperationMiddlewares["endpointTest"]...)
 	router.GET(options.BaseURL+"/v1/endpoints/:id/url-changes", wrapper.EndpointURLChanges, options.OperationMiddlewares["endpointURLChanges"]...)
+	router.GET(options.BaseURL+"/v1/event-types", wrapper.EventTypeList, options.OperationMiddlewares["eventTypeList"]...)
+	router.GET(options.BaseURL+"/v1/events", wrapper.EventList, options.OperationMiddlewares["eventList"]...)
 	router.POST(options.BaseURL+"/v1/events", wrapper.EventCreate, options.OperationMiddlewares["eventCreate"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.EventGet, options.OperationMiddlewares["eventGet"]...)
 	router.GET(options.BaseURL+"/v1/events/:id/deliveries/:endpoint_id/attempts", wrapper.EventAttempts, options.OperationMiddlewares["eventAttempts"]...)

@@ -8,8 +8,11 @@ const routes = {
     endpointUpdate: ["PATCH", "/v1/endpoints/{id}"],
     endpointDelete: ["DELETE", "/v1/endpoints/{id}"],
     endpointRotateSecret: ["POST", "/v1/endpoints/{id}/rotate-secret"],
+    endpointTest: ["POST", "/v1/endpoints/{id}/test"],
     endpointStats: ["GET", "/v1/endpoints/{id}/stats"],
     statsEndpoints: ["GET", "/v1/stats/endpoints"],
+    eventList: ["GET", "/v1/events"],
+    eventTypeList: ["GET", "/v1/event-types"],
     eventGet: ["GET", "/v1/events/{id}"],
     correlationGet: ["GET", "/v1/correlations/{id}"],
     deadLetterList: ["GET", "/v1/dead-letters"],
@@ -178,12 +181,13 @@ async function start() {
         `${got.actor} · ${got.tenant_id} · until ${new Date(got.expires_at).toLocaleTimeString()}`;
     route();
 }
-// ---- routing: #/view/arg ----
+// ---- routing: #/view/arg, or #/view?query ----
 function route() {
     clearInterval(refreshTimer);
     if (!token)
         return;
-    const [view, arg] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    const [where, query] = location.hash.replace(/^#\/?/, "").split("?");
+    const [view, arg] = where.split("/").map(decodeURIComponent);
     for (const a of document.querySelectorAll("[data-nav]"))
         a.classList.toggle("active", a.dataset.nav === view);
     switch (view) {
@@ -191,7 +195,10 @@ function route() {
             void guard(() => (arg ? endpointView(arg) : endpointsView()));
             return;
         case "events":
-            void guard(() => eventsView(arg));
+            void guard(() => eventsView(arg, new URLSearchParams(query ?? "")));
+            return;
+        case "event-types":
+            void guard(() => eventTypesView());
             return;
         case "correlations":
             void guard(() => correlationView(arg ?? ""));
@@ -255,6 +262,41 @@ function field(name, label, value = "", placeholder = "") {
 }
 function formValue(form, name) {
     return (form.elements.namedItem(name)?.value ?? "").trim();
+}
+// parseHeaders reads the headers editor: one "Name: value" a line, blank
+// lines ignored; null for none (the API then removes them all). A line
+// without a colon is refused here, naming it; the API checks the rest.
+function parseHeaders(raw) {
+    const out = {};
+    for (const line of raw.split("\n").map((l) => l.trim()).filter(Boolean)) {
+        const at = line.indexOf(":");
+        if (at < 1)
+            throw new Error(`"${line}" is not a header: write Name: value`);
+        out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    }
+    return Object.keys(out).length ? out : null;
+}
+// headersForm replaces an endpoint's custom headers. Their values are
+// write-only (the API shows each as ********), so the editor starts empty
+// and lists the names set: what it sends replaces them all, and sending
+// nothing removes them.
+function headersForm(id, current, msg) {
+    const names = Object.keys(current ?? {});
+    const area = h("textarea", { name: "headers", rows: "3", cols: "48", placeholder: "X-Api-Key: value" });
+    const form = h("form", { id: "edit-headers" }, h("p", { class: "muted" }, names.length ? `Set now: ${names.join(", ")} (values hidden). ` : "No custom headers. ", "What you send replaces them all; send nothing to remove them."), area, " ", h("button", { type: "submit" }, "Replace headers"));
+    form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        try {
+            await call("endpointUpdate", 200, { id, body: { headers: parseHeaders(area.value) } });
+            await endpointView(id);
+            document.getElementById("message")?.replaceChildren(h("p", { class: "badge ok", id: "headers-saved" }, "Headers replaced"));
+        }
+        catch (err) {
+            if (!(err instanceof Ended))
+                msg.replaceChildren(errorBox(err));
+        }
+    });
+    return form;
 }
 function types(raw) {
     const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
@@ -331,6 +373,12 @@ async function endpointView(id) {
         });
         actions.append(del);
     }
+    if (can("events:test") && !ep.disabled) {
+        actions.append(act("Send test event", "secondary", async () => {
+            const sent = await call("endpointTest", 202, { id });
+            await followTest(sent.id, sent.state, msg);
+        }));
+    }
     const edit = h("form", { class: "inline", id: "edit-endpoint" }, field("event_types", "Event types", (ep.event_types ?? []).join(", "), "* (all)"), field("recovery_window", "Recovery window", ep.recovery_window ?? "", "server default"), field("timeout", "Timeout", ep.timeout ?? "", "server default"), field("rate_limit", "Rate limit (/s)", ep.rate_limit == null ? "" : String(ep.rate_limit), "none"), h("button", { type: "submit" }, "Save"));
     edit.addEventListener("submit", async (e) => {
         e.preventDefault();
@@ -350,7 +398,45 @@ async function endpointView(id) {
                 msg.replaceChildren(errorBox(err));
         }
     });
-    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), outcomesChart(hl), h("table", {}, h("tbody", {}, h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit) : null);
+    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("h2", {}, "Last 24 hours"), dayChart(hl.hourly ?? []), h("table", {}, h("tbody", {}, h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit, h("h2", {}, "Custom headers"), headersForm(id, ep.headers, msg)) : null);
+}
+// followTest shows a test event arriving: its state, polled from GET
+// /v1/events/{id} once a second until it is delivered or dead-lettered,
+// or the page moved elsewhere, or a minute passed.
+async function followTest(eventID, first, msg) {
+    const here = location.hash;
+    const line = (state) => msg.replaceChildren(h("p", { id: "test-event", "data-state": state }, "Test event ", h("a", { href: `#/events/${encodeURIComponent(eventID)}` }, h("code", {}, eventID)), " ", stateBadge(state)));
+    line(first);
+    for (let i = 0; i < 60 && location.hash === here; i++) {
+        const ev = await call("eventGet", 200, { id: eventID });
+        line(ev.state);
+        if (ev.state === "delivered" || ev.state === "dead_lettered" || ev.state === "skipped")
+            return;
+        await new Promise((r) => setTimeout(r, 1000));
+    }
+}
+// dayChart draws the endpoint's last 24 hours by the hour: one column an
+// hour, stacked by outcome (delivered, retried, refused, gone), scaled to
+// the busiest hour; each column's title says its figures.
+function dayChart(hours) {
+    const day = h("div", { class: "day", id: "day-chart", title: "the last 24 hours: delivered, retried, refused, gone" });
+    const top = Math.max(1, ...hours.map((x) => x.delivered + x.retry + x.permanent + x.gone));
+    const colors = ["#37b24d", "#f59f00", "#e03131", "#862e9c"];
+    for (const x of hours) {
+        const n = [x.delivered, x.retry, x.permanent, x.gone];
+        const col = h("div", { class: "hour", "data-attempts": String(n.reduce((a, b) => a + b, 0)),
+            title: `${new Date(x.hour).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}: ${n[0]} delivered, ${n[1]} retried, ${n[2]} refused, ${n[3]} gone` });
+        n.forEach((v, i) => {
+            if (!v)
+                return;
+            const seg = h("span", {});
+            seg.style.height = `${Math.max(1, Math.round((48 * v) / top))}px`;
+            seg.style.background = colors[i];
+            col.append(seg);
+        });
+        day.append(col);
+    }
+    return day;
 }
 // ---- events and correlations ----
 function stateBadge(state) {
@@ -368,11 +454,66 @@ function searchForm() {
     });
     return form;
 }
-async function eventsView(id) {
-    if (!id) {
-        show(h("h1", {}, "Events"), searchForm(), h("p", { class: "muted" }, "Find an event by its ID, or a correlation's lanes by its ID."));
-        return;
-    }
+// logForm filters the event log by correlation and type: its query rides
+// in the address (#/events?correlation_id=…&type=…), so a search can be
+// linked and reloaded.
+function logForm(q) {
+    const form = h("form", { class: "inline", id: "log-search" }, field("correlation_id", "Correlation", q.get("correlation_id") ?? ""), field("type", "Type", q.get("type") ?? "", "order.updated"), h("button", { type: "submit" }, "Search"));
+    form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        const next = new URLSearchParams();
+        for (const k of ["correlation_id", "type"])
+            if (formValue(form, k))
+                next.set(k, formValue(form, k));
+        location.hash = "#/events" + (next.size ? "?" + next.toString() : "");
+    });
+    return form;
+}
+function logRow(ev) {
+    return h("tr", { "data-event": ev.id }, h("td", {}, new Date(ev.accepted_at).toLocaleString()), h("td", {}, h("a", { href: `#/events/${encodeURIComponent(ev.id)}` }, h("code", {}, ev.id))), h("td", {}, ev.type), h("td", {}, h("a", { href: `#/correlations/${encodeURIComponent(ev.correlation_id)}` }, ev.correlation_id)), h("td", {}, ev.sequence), h("td", {}, stateBadge(ev.state)), h("td", { class: "mono" }, ev.deliveries.map((d) => d.endpoint_id).join(", ") || "—"));
+}
+// eventLog is the Events view without an ID: the log, newest first, by
+// correlation and type, a page at a time.
+async function eventLog(q) {
+    const query = { correlation_id: q.get("correlation_id") ?? undefined, type: q.get("type") ?? undefined, limit: "50" };
+    const page = await call("eventList", 200, { query });
+    const body = h("tbody", {}, ...page.items.map(logRow));
+    const more = h("div", {});
+    const next = (cursor) => {
+        more.replaceChildren();
+        if (!cursor)
+            return;
+        const b = h("button", { type: "button", class: "secondary", id: "log-more" }, "More");
+        b.addEventListener("click", async () => {
+            b.disabled = true;
+            try {
+                const p = await call("eventList", 200, { query: { ...query, cursor } });
+                body.append(...p.items.map(logRow));
+                next(p.next_cursor);
+            }
+            catch (err) {
+                if (!(err instanceof Ended))
+                    more.replaceChildren(errorBox(err));
+            }
+        });
+        more.append(b);
+    };
+    next(page.next_cursor);
+    show(h("h1", {}, "Events"), searchForm(), logForm(q), page.items.length === 0 ? h("p", { class: "muted", id: "log-empty" }, "No events.") :
+        h("table", { id: "event-log" }, h("thead", {}, h("tr", {}, ...["Accepted", "Event", "Type", "Correlation", "Seq", "State", "Endpoints"].map((t) => h("th", {}, t)))), body), more);
+}
+// eventTypesView lists the types of the tenant's events, each with its
+// latest event and that event's payload as a sample: what a receiver is
+// written against.
+async function eventTypesView() {
+    const page = await call("eventTypeList", 200);
+    show(h("h1", {}, "Event types"), page.items.length === 0 ? h("p", { class: "muted", id: "types-empty" }, "No events yet.") :
+        h("table", { id: "event-types" }, h("thead", {}, h("tr", {}, ...["Type", "Last seen", "Sample payload"].map((t) => h("th", {}, t)))), h("tbody", {}, ...page.items.map((t) => h("tr", { "data-type": t.type }, h("td", {}, h("a", { href: `#/events?type=${encodeURIComponent(t.type)}` }, t.type)), h("td", {}, h("a", { href: `#/events/${encodeURIComponent(t.last_event_id)}` }, new Date(t.last_seen_at).toLocaleString())), h("td", {}, t.sample !== undefined ? h("pre", { class: "sample mono" }, JSON.stringify(t.sample, null, 2)) :
+            h("span", { class: "muted" }, t.sample_bytes ? `larger than a sample (${t.sample_bytes} bytes)` : "payload pruned")))))), page.more ? h("p", { class: "muted" }, "More types than these exist.") : null);
+}
+async function eventsView(id, q) {
+    if (!id)
+        return eventLog(q);
     const ev = await call("eventGet", 200, { id });
     show(h("h1", {}, "Event ", h("code", {}, ev.id)), searchForm(), h("p", {}, stateBadge(ev.state), " ", ev.type, " · correlation ", h("a", { href: `#/correlations/${encodeURIComponent(ev.correlation_id)}` }, ev.correlation_id), ` · sequence ${ev.sequence}`, ` · accepted ${new Date(ev.accepted_at).toLocaleString()}`), ...ev.deliveries.map((d) => h("section", { "data-delivery": d.endpoint_id }, h("h2", {}, "To ", h("a", { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}` }, h("code", {}, d.endpoint_id)), " ", stateBadge(d.state), d.delivered_at ? h("span", { class: "muted" }, ` at ${new Date(d.delivered_at).toLocaleTimeString()}`) : null), h("table", {}, h("thead", {}, h("tr", {}, ...["#", "Started", "Outcome", "Status", "Latency", "Answer"].map((t) => h("th", {}, t)))), h("tbody", {}, ...d.attempts.map((a) => h("tr", {}, h("td", {}, a.attempt), h("td", {}, new Date(a.started_at).toLocaleTimeString()), h("td", {}, a.outcome), h("td", {}, a.status_code ?? "—"), h("td", {}, `${a.latency_ms} ms`), h("td", { class: "mono" }, a.error ?? ""))))))));
 }

@@ -22,12 +22,13 @@ const keysUsage = `usage: hookflow keys <create|list|revoke> [flags]
   revoke <key id>                                      refuse the key from the next request on
 
 With --tenant ID (HOOKFLOW_TENANT): create issues a key confined to that
-tenant (scopes events:write, events:read, endpoints:write,
+tenant (scopes events:write, events:test, events:read, endpoints:write,
 dead-letters:write; needs tenants:write), list shows that tenant's keys
 only, and revoke refuses a key that is not that tenant's.
 
-Scopes: events:write, events:read, endpoints:write, dead-letters:write,
-tenants:write, admin. Talks to the API at HOOKFLOW_API_URL with
+Scopes: events:write, events:test (a test event to one endpoint; events:write
+includes it), events:read, endpoints:write, dead-letters:write, tenants:write,
+admin. Talks to the API at HOOKFLOW_API_URL with
 HOOKFLOW_API_TOKEN, which must be an admin key or the bootstrap token
 (tenants:write is enough to create a tenant's key).`
 

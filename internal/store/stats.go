@@ -285,3 +285,27 @@ func (s *Store) StatsTenants(ctx context.Context, offset, limit int) ([]TenantSu
 	}
 	return out, total, nil
 }
+
+// HourOutcomes are an endpoint's attempts by outcome in one hour, from
+// Hour on.
+type HourOutcomes struct {
+	Hour time.Time
+	AttemptCounts
+}
+
+// EndpointOutcomesHourly returns the endpoint's attempts by outcome in
+// each of the last 24 hours, oldest first, the current hour (so far) last;
+// hours without attempts are there, with zeros. It counts every attempt of
+// those hours, not a sample.
+func (s *Store) EndpointOutcomesHourly(ctx context.Context, endpointID string) ([]HourOutcomes, error) {
+	rows, err := s.q.EndpointOutcomesHourly(ctx, dbsqlc.EndpointOutcomesHourlyParams{TenantID: s.tenant, EndpointID: endpointID})
+	if err != nil {
+		return nil, fmt.Errorf("endpoint outcomes by hour: %w", err)
+	}
+	out := make([]HourOutcomes, len(rows))
+	for i, r := range rows {
+		out[i] = HourOutcomes{Hour: r.Hour, AttemptCounts: AttemptCounts{Total: r.Delivered + r.Retry + r.Permanent + r.Gone,
+			Delivered: r.Delivered, Retry: r.Retry, Permanent: r.Permanent, Gone: r.Gone}}
+	}
+	return out, nil
+}

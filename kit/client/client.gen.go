@@ -290,6 +290,7 @@ const (
 	ScopeDeadLettersWrite Scope = "dead-letters:write"
 	ScopeEndpointsWrite   Scope = "endpoints:write"
 	ScopeEventsRead       Scope = "events:read"
+	ScopeEventsTest       Scope = "events:test"
 	ScopeEventsWrite      Scope = "events:write"
 	ScopeTenantsWrite     Scope = "tenants:write"
 )
@@ -304,6 +305,8 @@ func (e Scope) Valid() bool {
 	case ScopeEndpointsWrite:
 		return true
 	case ScopeEventsRead:
+		return true
+	case ScopeEventsTest:
 		return true
 	case ScopeEventsWrite:
 		return true
@@ -625,6 +628,14 @@ type DeadLetterRef struct {
 	Status DeadLetterStatus `json:"status"`
 }
 
+// DeliverySummary a delivery as the event log lists it: its endpoint and state
+type DeliverySummary struct {
+	EndpointID string `json:"endpoint_id"`
+
+	// State How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
+	State State `json:"state"`
+}
+
 // Endpoint defines model for Endpoint.
 type Endpoint struct {
 	// AutoReplay whether the dead letters of an outage are replayed by hookflow when its circuit closes
@@ -751,6 +762,9 @@ type EndpointHealth struct {
 	DeadLettersOpen int64        `json:"dead_letters_open"`
 	Delivering      int64        `json:"delivering"`
 	EndpointID      string       `json:"endpoint_id"`
+
+	// Hourly GET /v1/endpoints/{id}/stats only: the attempts by outcome in each of the last 24 hours, oldest first, the current hour (so far) last; every attempt of those hours, not a sample
+	Hourly []HourOutcomes `json:"hourly,omitempty,omitzero"`
 
 	// LatencyP50Ms median attempt latency in milliseconds; null when there were no attempts
 	LatencyP50Ms nullable.Nullable[float64] `json:"latency_p50_ms"`
@@ -980,6 +994,62 @@ type EventCreate struct {
 	Type     string   `json:"type"`
 }
 
+// EventPage defines model for EventPage.
+type EventPage struct {
+	Items      []EventSummary `json:"items"`
+	NextCursor string         `json:"next_cursor,omitempty,omitzero"`
+}
+
+// EventSummary An event as the log lists it: GET /v1/events/{id} has its attempts and restarts.
+type EventSummary struct {
+	AcceptedAt    time.Time `json:"accepted_at"`
+	CorrelationID string    `json:"correlation_id"`
+
+	// Deliveries one per endpoint it was routed to at acceptance (empty: unrouted)
+	Deliveries []DeliverySummary `json:"deliveries"`
+	ID         string            `json:"id"`
+	Sequence   int64             `json:"sequence"`
+
+	// State How an event stands, or one of its deliveries: queued (its workflow not started yet), waiting (held by its lane), delivering, delivered, dead_lettered, skipped.
+	State State  `json:"state"`
+	Type  string `json:"type"`
+}
+
+// EventTypePage defines model for EventTypePage.
+type EventTypePage struct {
+	Items []EventTypeSeen `json:"items"`
+
+	// More true when the tenant has more types than listed (200)
+	More bool `json:"more"`
+}
+
+// EventTypeSeen A type of the tenant's events, as the event log has seen it.
+type EventTypeSeen struct {
+	// LastEventID its latest event (GET /v1/events/{id})
+	LastEventID string `json:"last_event_id"`
+
+	// LastSeenAt when that event was accepted
+	LastSeenAt time.Time `json:"last_seen_at"`
+
+	// Sample that event's data, when at most 8 KiB of JSON and not pruned by retention
+	Sample interface{} `json:"sample,omitempty,omitzero"`
+
+	// SampleBytes the size of that event's data as JSON; 0 once pruned
+	SampleBytes int64  `json:"sample_bytes"`
+	Type        string `json:"type"`
+}
+
+// HourOutcomes defines model for HourOutcomes.
+type HourOutcomes struct {
+	Delivered int64 `json:"delivered"`
+	Gone      int64 `json:"gone"`
+
+	// Hour the hour's start
+	Hour      time.Time `json:"hour"`
+	Permanent int64     `json:"permanent"`
+	Retry     int64     `json:"retry"`
+}
+
 // Key Identifier: 1-255 of A-Z a-z 0-9 _ : -
 type Key = string
 
@@ -1040,7 +1110,7 @@ type OperatorAction struct {
 // OperatorActionStatus defines model for OperatorAction.Status.
 type OperatorActionStatus string
 
-// PortalCapability What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (the portal's test event; grants no scope of the API's today). Every session may view.
+// PortalCapability What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (send an endpoint a hookflow.test event: the scope events:test). Every session may view.
 type PortalCapability string
 
 // PortalCodeExchange defines model for PortalCodeExchange.
@@ -1170,7 +1240,7 @@ type ReadinessChecks string
 // ReadinessStatus defines model for Readiness.Status.
 type ReadinessStatus string
 
-// Scope What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
+// Scope What an API key may do: events:write (publish; includes events:test), events:test (send an endpoint a hookflow.test event, POST /v1/endpoints/{id}/test), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first five.
 type Scope string
 
 // Session defines model for Session.
@@ -1504,6 +1574,12 @@ type EndpointStatsParams struct {
 	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
+// EndpointTestParams defines parameters for EndpointTest.
+type EndpointTestParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
 // EndpointURLChangesParams defines parameters for EndpointURLChanges.
 type EndpointURLChangesParams struct {
 	// Limit how many, newest first
@@ -1516,6 +1592,30 @@ type EndpointURLChangesParams struct {
 // URLChangePage defines parameters for EndpointURLChanges.
 type URLChangePage struct {
 	Items []URLChange `json:"items"`
+}
+
+// EventTypeListParams defines parameters for EventTypeList.
+type EventTypeListParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// EventListParams defines parameters for EventList.
+type EventListParams struct {
+	CorrelationID *Key `form:"correlation_id,omitempty" json:"correlation_id,omitempty"`
+
+	// Type the event type, exactly (hookflow.test for test events)
+	Type       *string `form:"type,omitempty" json:"type,omitempty"`
+	EndpointID *Key    `form:"endpoint_id,omitempty" json:"endpoint_id,omitempty"`
+
+	// Limit page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
 
 // EventGetParams defines parameters for EventGet.
@@ -2039,10 +2139,31 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
 	EndpointStats(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EndpointTest Send a hookflow.test event to this endpoint only, to see it arrive
+	//
+	// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+	EndpointTest(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	//
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+	//
+	// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+	//
+	// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+	EventTypeList(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+	//
+	// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+	//
+	// Corresponds with GET /v1/events (the `EventList` operationId).
+	EventList(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EventCreateWithBody Accept an event for ordered, exactly-once delivery
 	//
@@ -2618,11 +2739,62 @@ func (c *RawClient) EndpointStats(ctx context.Context, id Key, params *EndpointS
 	return c.Client.Do(req)
 }
 
+// EndpointTest Send a hookflow.test event to this endpoint only, to see it arrive
+//
+// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+func (c *RawClient) EndpointTest(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndpointTestRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 //
 // Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 func (c *RawClient) EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEndpointURLChangesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+//
+// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+//
+// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+func (c *RawClient) EventTypeList(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypeListRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+//
+// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+//
+// Corresponds with GET /v1/events (the `EventList` operationId).
+func (c *RawClient) EventList(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventListRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4232,6 +4404,67 @@ func NewEndpointStatsRequest(server string, id Key, params *EndpointStatsParams)
 	return req, nil
 }
 
+// NewEndpointTestRequest constructs an http.Request for the EndpointTest method
+func NewEndpointTestRequest(server string, id Key, params *EndpointTestParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/endpoints/%s/test", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewEndpointURLChangesRequest constructs an http.Request for the EndpointURLChanges method
 func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChangesParams) (*http.Request, error) {
 	var err error
@@ -4270,6 +4503,174 @@ func NewEndpointURLChangesRequest(server string, id Key, params *EndpointURLChan
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEventTypeListRequest constructs an http.Request for the EventTypeList method
+func NewEventTypeListRequest(server string, params *EventTypeListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/event-types")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEventListRequest constructs an http.Request for the EventList method
+func NewEventListRequest(server string, params *EventListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.CorrelationID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "correlation_id", *params.CorrelationID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndpointID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endpoint_id", *params.EndpointID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5409,12 +5810,39 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/endpoints/{id}/stats (the `EndpointStats` operationId).
 	EndpointStatsWithResponse(ctx context.Context, id Key, params *EndpointStatsParams, reqEditors ...RequestEditorFn) (*EndpointStatsResponse, error)
 
+	// EndpointTestWithResponse Send a hookflow.test event to this endpoint only, to see it arrive
+	//
+	// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+	EndpointTestWithResponse(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*EndpointTestResponse, error)
+
 	// EndpointURLChangesWithResponse Who changed the endpoint's URL, when, from where to where (newest first)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChangesWithResponse(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*EndpointURLChangesResponse, error)
+
+	// EventTypeListWithResponse The event types seen: each type of the tenant's events with its latest event and a sample payload
+	//
+	// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+	EventTypeListWithResponse(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*EventTypeListResponse, error)
+
+	// EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+	//
+	// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events (the `EventList` operationId).
+	EventListWithResponse(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*EventListResponse, error)
 
 	// EventCreateWithBodyWithResponse Accept an event for ordered, exactly-once delivery
 	//
@@ -7411,6 +7839,103 @@ func (r EndpointStatsResponse) ContentType() string {
 	return ""
 }
 
+// EndpointTestResponse429Headers the declared response headers of an HTTP 429 response for EndpointTest
+type EndpointTestResponse429Headers struct {
+	RetryAfter int64
+}
+
+type EndpointTestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Accepted
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EndpointTestResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r EndpointTestResponse) GetJSON202() *Accepted {
+	return r.JSON202
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EndpointTestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EndpointTestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EndpointTestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EndpointTestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // EndpointURLChangesResponse429Headers the declared response headers of an HTTP 429 response for EndpointURLChanges
 type EndpointURLChangesResponse429Headers struct {
 	RetryAfter int64
@@ -7495,6 +8020,186 @@ func (r EndpointURLChangesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r EndpointURLChangesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EventTypeListResponse429Headers the declared response headers of an HTTP 429 response for EventTypeList
+type EventTypeListResponse429Headers struct {
+	RetryAfter int64
+}
+
+type EventTypeListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventTypePage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventTypeListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventTypeListResponse) GetJSON200() *EventTypePage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EventTypeListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventTypeListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventTypeListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventTypeListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EventListResponse429Headers the declared response headers of an HTTP 429 response for EventList
+type EventListResponse429Headers struct {
+	RetryAfter int64
+}
+
+type EventListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventPage
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventListResponse) GetJSON200() *EventPage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EventListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventListResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9294,6 +9999,21 @@ func (c *ClientWithResponses) EndpointStatsWithResponse(ctx context.Context, id 
 	return ParseEndpointStatsResponse(rsp)
 }
 
+// EndpointTestWithResponse Send a hookflow.test event to this endpoint only, to see it arrive
+//
+// Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `EndpointTest` operationId).
+func (c *ClientWithResponses) EndpointTestWithResponse(ctx context.Context, id Key, params *EndpointTestParams, reqEditors ...RequestEditorFn) (*EndpointTestResponse, error) {
+	rsp, err := c.EndpointTest(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEndpointTestResponse(rsp)
+}
+
 // EndpointURLChangesWithResponse Who changed the endpoint's URL, when, from where to where (newest first)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -9305,6 +10025,36 @@ func (c *ClientWithResponses) EndpointURLChangesWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseEndpointURLChangesResponse(rsp)
+}
+
+// EventTypeListWithResponse The event types seen: each type of the tenant's events with its latest event and a sample payload
+//
+// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
+func (c *ClientWithResponses) EventTypeListWithResponse(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*EventTypeListResponse, error) {
+	rsp, err := c.EventTypeList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypeListResponse(rsp)
+}
+
+// EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+//
+// Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events (the `EventList` operationId).
+func (c *ClientWithResponses) EventListWithResponse(ctx context.Context, params *EventListParams, reqEditors ...RequestEditorFn) (*EventListResponse, error) {
+	rsp, err := c.EventList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventListResponse(rsp)
 }
 
 // EventCreateWithBodyWithResponse Accept an event for ordered, exactly-once delivery
@@ -11229,6 +11979,94 @@ func ParseEndpointStatsResponse(rsp *http.Response) (*EndpointStatsResponse, err
 	return response, nil
 }
 
+// ParseEndpointTestResponse parses an HTTP response from a EndpointTestWithResponse call
+func ParseEndpointTestResponse(rsp *http.Response) (*EndpointTestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EndpointTestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Accepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EndpointTestResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseEndpointURLChangesResponse parses an HTTP response from a EndpointURLChangesWithResponse call
 func ParseEndpointURLChangesResponse(rsp *http.Response) (*EndpointURLChangesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11297,6 +12135,168 @@ func ParseEndpointURLChangesResponse(rsp *http.Response) (*EndpointURLChangesRes
 	switch {
 	case rsp.StatusCode == 429:
 		var headers EndpointURLChangesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventTypeListResponse parses an HTTP response from a EventTypeListWithResponse call
+func ParseEventTypeListResponse(rsp *http.Response) (*EventTypeListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventTypeListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventTypePage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventTypeListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventListResponse parses an HTTP response from a EventListWithResponse call
+func ParseEventListResponse(rsp *http.Response) (*EventListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

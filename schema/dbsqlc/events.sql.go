@@ -781,6 +781,107 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 	return i, err
 }
 
+const EventList = `-- name: EventList :many
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM events_routed e
+WHERE e.tenant_id = $1 AND e.type <> 'hookflow.voided'
+  AND ($2::text IS NULL OR e.correlation_id = $2)
+  AND ($3::text IS NULL OR e.type = $3)
+  AND ($4::text IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = $4))
+  AND ($5::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($5::text[])))
+  AND ($6::timestamptz IS NULL
+       OR (e.accepted_at, e.id) < ($6, $7::text))
+ORDER BY e.accepted_at DESC, e.id DESC
+LIMIT $8
+`
+
+type EventListParams struct {
+	TenantID      string
+	CorrelationID *string
+	Type          *string
+	EndpointID    *string
+	OnlyEndpoints []string
+	BeforeTime    *time.Time
+	BeforeID      string
+	MaxRows       int32
+}
+
+type EventListRow struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+	Type          string
+	Data          []byte
+	PayloadHash   []byte
+	State         string
+	AcceptedAt    time.Time
+	ReleasedAt    *time.Time
+	DeliveredAt   *time.Time
+	UpdatedAt     time.Time
+	RunID         *string
+	Restarts      int32
+	RestartedAt   *time.Time
+	RestartReason *string
+	Deliveries    []byte
+	TenantID      string
+}
+
+// A page of the tenant's event log, newest first, keyset-paged on
+// (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
+// by type). Empty filters match all; endpoint_id keeps the events routed to
+// it, only_endpoints (a portal session's) those routed to one of them.
+// Voided sequences' tombstones are no events. The payload is left out
+// (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventListRow, error) {
+	rows, err := q.db.Query(ctx, EventList,
+		arg.TenantID,
+		arg.CorrelationID,
+		arg.Type,
+		arg.EndpointID,
+		arg.OnlyEndpoints,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventListRow{}
+	for rows.Next() {
+		var i EventListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CorrelationID,
+			&i.Sequence,
+			&i.Type,
+			&i.Data,
+			&i.PayloadHash,
+			&i.State,
+			&i.AcceptedAt,
+			&i.ReleasedAt,
+			&i.DeliveredAt,
+			&i.UpdatedAt,
+			&i.RunID,
+			&i.Restarts,
+			&i.RestartedAt,
+			&i.RestartReason,
+			&i.Deliveries,
+			&i.TenantID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const EventLock = `-- name: EventLock :exec
 SELECT state FROM events WHERE tenant_id = $2 AND id = $1 FOR UPDATE
 `
@@ -893,6 +994,83 @@ type EventSweepDeferredParams struct {
 func (q *Queries) EventSweepDeferred(ctx context.Context, arg EventSweepDeferredParams) error {
 	_, err := q.db.Exec(ctx, EventSweepDeferred, arg.ID, arg.TenantID)
 	return err
+}
+
+const EventTypeList = `-- name: EventTypeList :many
+WITH RECURSIVE types AS (
+    (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type > t.type AND e.type <> 'hookflow.voided'
+            ORDER BY e.type LIMIT 1)
+    FROM types t WHERE t.type IS NOT NULL
+)
+SELECT t.type::text AS type, l.id AS last_event_id, l.accepted_at AS last_seen_at,
+       (CASE WHEN octet_length(l.data::text) <= $1::int THEN l.data END)::jsonb AS sample,
+       COALESCE(octet_length(l.data::text), 0)::int AS sample_bytes
+FROM types t CROSS JOIN LATERAL (
+    SELECT e.id, e.accepted_at, e.data FROM events e
+    WHERE e.tenant_id = $2 AND e.type = t.type
+      AND ($3::text[] IS NULL OR EXISTS (
+           SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($3::text[])))
+    ORDER BY e.accepted_at DESC, e.id DESC
+    LIMIT 1
+) l
+WHERE t.type IS NOT NULL
+ORDER BY t.type
+LIMIT $4
+`
+
+type EventTypeListParams struct {
+	SampleMax     int32
+	TenantID      string
+	OnlyEndpoints []string
+	MaxRows       int32
+}
+
+type EventTypeListRow struct {
+	Type        string
+	LastEventID string
+	LastSeenAt  time.Time
+	Sample      []byte
+	SampleBytes int32
+}
+
+// The types of the tenant's events, in name order, each with its latest
+// event (by accepted_at) and that event's payload as a sample when it is
+// at most sample_max bytes of JSON (NULL past it, or once retention pruned
+// it). The types are walked one index probe each (events_log_type_idx: a
+// loose index scan), so the cost is the number of types, not of events;
+// only_endpoints keeps the events routed to one of a portal session's
+// endpoints. Voided sequences' tombstones are no events.
+func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([]EventTypeListRow, error) {
+	rows, err := q.db.Query(ctx, EventTypeList,
+		arg.SampleMax,
+		arg.TenantID,
+		arg.OnlyEndpoints,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventTypeListRow{}
+	for rows.Next() {
+		var i EventTypeListRow
+		if err := rows.Scan(
+			&i.Type,
+			&i.LastEventID,
+			&i.LastSeenAt,
+			&i.Sample,
+			&i.SampleBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const EventsQueuedClaim = `-- name: EventsQueuedClaim :many
@@ -1234,4 +1412,28 @@ func (q *Queries) LanesStuckHeadsClaim(ctx context.Context, arg LanesStuckHeadsC
 		return nil, err
 	}
 	return items, nil
+}
+
+const TestSequenceNext = `-- name: TestSequenceNext :one
+INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES ($2, $1)
+ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = c.high_water
+RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint
+`
+
+type TestSequenceNextParams struct {
+	CorrelationID string
+	TenantID      string
+}
+
+// The next sequence of an endpoint's test events' correlation $1
+// (store.TestCorrelation): past every sequence it holds (its high-water
+// mark and cursor), 1 the first time. The upsert creates the correlation's
+// row (high_water 0 until the event's insert raises it, in the same
+// transaction) or locks it: a concurrent test of the same endpoint waits
+// for this transaction and then reads the number after this one.
+func (q *Queries) TestSequenceNext(ctx context.Context, arg TestSequenceNextParams) (int64, error) {
+	row := q.db.QueryRow(ctx, TestSequenceNext, arg.CorrelationID, arg.TenantID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }

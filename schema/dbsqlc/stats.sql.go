@@ -193,6 +193,66 @@ func (q *Queries) EndpointHealth(ctx context.Context, arg EndpointHealthParams) 
 	return items, nil
 }
 
+const EndpointOutcomesHourly = `-- name: EndpointOutcomesHourly :many
+SELECT h.hour::timestamptz AS hour,
+       count(a.outcome) FILTER (WHERE a.outcome = 'delivered') AS delivered,
+       count(a.outcome) FILTER (WHERE a.outcome = 'retry') AS retry,
+       count(a.outcome) FILTER (WHERE a.outcome = 'permanent') AS permanent,
+       count(a.outcome) FILTER (WHERE a.outcome = 'gone') AS gone
+FROM generate_series(date_trunc('hour', now()) - interval '23 hours', date_trunc('hour', now()), interval '1 hour') AS h(hour)
+LEFT JOIN delivery_attempts a
+       ON a.endpoint_id = $1 AND a.tenant_id = $2 AND a.outcome <> 'disabled'
+      AND a.started_at >= h.hour AND a.started_at < h.hour + interval '1 hour'
+GROUP BY h.hour
+ORDER BY h.hour
+`
+
+type EndpointOutcomesHourlyParams struct {
+	EndpointID string
+	TenantID   string
+}
+
+type EndpointOutcomesHourlyRow struct {
+	Hour      time.Time
+	Delivered int64
+	Retry     int64
+	Permanent int64
+	Gone      int64
+}
+
+// Endpoint $1's attempts by outcome in each of the last 24 hours (the
+// current one last, so far), one row per hour, empty hours included: the
+// portal's 24-hour chart. Unlike EndpointHealth's sample it counts every
+// attempt of the day, an index-only range of
+// delivery_attempts_endpoint_started_idx (outcome is in it), so its cost
+// follows the endpoint's attempts in those 24 hours, which
+// HOOKFLOW_ATTEMPT_RETENTION bounds. 'disabled' attempts made no request.
+func (q *Queries) EndpointOutcomesHourly(ctx context.Context, arg EndpointOutcomesHourlyParams) ([]EndpointOutcomesHourlyRow, error) {
+	rows, err := q.db.Query(ctx, EndpointOutcomesHourly, arg.EndpointID, arg.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EndpointOutcomesHourlyRow{}
+	for rows.Next() {
+		var i EndpointOutcomesHourlyRow
+		if err := rows.Scan(
+			&i.Hour,
+			&i.Delivered,
+			&i.Retry,
+			&i.Permanent,
+			&i.Gone,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const StatsBlockedCorrelations = `-- name: StatsBlockedCorrelations :many
 WITH open AS (
     SELECT d.tenant_id, d.correlation_id, d.endpoint_id, d.sequence, d.event_id, d.state, a.accepted_at,

@@ -448,3 +448,66 @@ WITH ins AS (
 )
 UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
 WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins);
+
+-- name: TestSequenceNext :one
+-- The next sequence of an endpoint's test events' correlation $1
+-- (store.TestCorrelation): past every sequence it holds (its high-water
+-- mark and cursor), 1 the first time. The upsert creates the correlation's
+-- row (high_water 0 until the event's insert raises it, in the same
+-- transaction) or locks it: a concurrent test of the same endpoint waits
+-- for this transaction and then reads the number after this one.
+INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES (sqlc.arg(tenant_id), $1)
+ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET high_water = c.high_water
+RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;
+
+-- name: EventList :many
+-- A page of the tenant's event log, newest first, keyset-paged on
+-- (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
+-- by type). Empty filters match all; endpoint_id keeps the events routed to
+-- it, only_endpoints (a portal session's) those routed to one of them.
+-- Voided sequences' tombstones are no events. The payload is left out
+-- (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM events_routed e
+WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
+  AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
+  AND (sqlc.narg(endpoint_id)::text IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = sqlc.narg(endpoint_id)))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
+ORDER BY e.accepted_at DESC, e.id DESC
+LIMIT sqlc.arg(max_rows);
+
+-- name: EventTypeList :many
+-- The types of the tenant's events, in name order, each with its latest
+-- event (by accepted_at) and that event's payload as a sample when it is
+-- at most sample_max bytes of JSON (NULL past it, or once retention pruned
+-- it). The types are walked one index probe each (events_log_type_idx: a
+-- loose index scan), so the cost is the number of types, not of events;
+-- only_endpoints keeps the events routed to one of a portal session's
+-- endpoints. Voided sequences' tombstones are no events.
+WITH RECURSIVE types AS (
+    (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type > t.type AND e.type <> 'hookflow.voided'
+            ORDER BY e.type LIMIT 1)
+    FROM types t WHERE t.type IS NOT NULL
+)
+SELECT t.type::text AS type, l.id AS last_event_id, l.accepted_at AS last_seen_at,
+       (CASE WHEN octet_length(l.data::text) <= sqlc.arg(sample_max)::int THEN l.data END)::jsonb AS sample,
+       COALESCE(octet_length(l.data::text), 0)::int AS sample_bytes
+FROM types t CROSS JOIN LATERAL (
+    SELECT e.id, e.accepted_at, e.data FROM events e
+    WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type = t.type
+      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+           SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+    ORDER BY e.accepted_at DESC, e.id DESC
+    LIMIT 1
+) l
+WHERE t.type IS NOT NULL
+ORDER BY t.type
+LIMIT sqlc.arg(max_rows);

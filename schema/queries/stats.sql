@@ -221,3 +221,23 @@ FROM ranked r
 JOIN tenants t ON t.id = r.tenant_id
 ORDER BY r.open DESC, r.failing DESC, r.oldest ASC NULLS LAST, r.tenant_id
 LIMIT sqlc.arg(page_limit) OFFSET sqlc.arg(page_offset);
+
+-- name: EndpointOutcomesHourly :many
+-- Endpoint $1's attempts by outcome in each of the last 24 hours (the
+-- current one last, so far), one row per hour, empty hours included: the
+-- portal's 24-hour chart. Unlike EndpointHealth's sample it counts every
+-- attempt of the day, an index-only range of
+-- delivery_attempts_endpoint_started_idx (outcome is in it), so its cost
+-- follows the endpoint's attempts in those 24 hours, which
+-- HOOKFLOW_ATTEMPT_RETENTION bounds. 'disabled' attempts made no request.
+SELECT h.hour::timestamptz AS hour,
+       count(a.outcome) FILTER (WHERE a.outcome = 'delivered') AS delivered,
+       count(a.outcome) FILTER (WHERE a.outcome = 'retry') AS retry,
+       count(a.outcome) FILTER (WHERE a.outcome = 'permanent') AS permanent,
+       count(a.outcome) FILTER (WHERE a.outcome = 'gone') AS gone
+FROM generate_series(date_trunc('hour', now()) - interval '23 hours', date_trunc('hour', now()), interval '1 hour') AS h(hour)
+LEFT JOIN delivery_attempts a
+       ON a.endpoint_id = $1 AND a.tenant_id = sqlc.arg(tenant_id) AND a.outcome <> 'disabled'
+      AND a.started_at >= h.hour AND a.started_at < h.hour + interval '1 hour'
+GROUP BY h.hour
+ORDER BY h.hour;

@@ -149,7 +149,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/events": {
+    "/v1/endpoints/{id}/test": {
         parameters: {
             query?: never;
             header?: never;
@@ -157,6 +157,30 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
+        put?: never;
+        /**
+         * Send a hookflow.test event to this endpoint only, to see it arrive
+         * @description Publishes an event of type `hookflow.test` addressed to this endpoint alone, in a correlation of its own (`hookflow:test:<endpoint id>`), so it never joins or holds back the tenant's own correlations; its sequence is the next of that correlation, taken in the ledger. It is delivered as every event is (its workflow, its sequencer, signed), and its `data` names the endpoint and who sent it. Follow it with GET /v1/events/{id}. Rate-limited as POST /v1/events is (the key's and the tenant's events per second). A key with `events:write` may send it, and a portal session with the capability `events:test`.
+         */
+        post: operations["endpointTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
+         * @description Each event with its state and where it went (its deliveries' endpoints and states), without its payload or attempts: GET /v1/events/{id} has those. A portal session limited to some endpoints sees the events routed to them, with their deliveries only. Voided sequences (POST /v1/correlations/{id}/skip) are not events and are not listed.
+         */
+        get: operations["eventList"];
         put?: never;
         /** Accept an event for ordered, exactly-once delivery */
         post: operations["eventCreate"];
@@ -195,6 +219,26 @@ export interface paths {
          * @description Every attempt of the event's delivery to one endpoint, oldest first, a page at a time (GET /v1/events/{id} lists only the last 20 of each delivery, with attempt_count).
          */
         get: operations["eventAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event types seen: each type of the tenant's events with its latest event and a sample payload
+         * @description In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+         */
+        get: operations["eventTypeList"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1082,6 +1126,8 @@ export interface components {
                 age_seconds: number;
             };
             circuit: components["schemas"]["CircuitState"];
+            /** @description GET /v1/endpoints/{id}/stats only: the attempts by outcome in each of the last 24 hours, oldest first, the current hour (so far) last; every attempt of those hours, not a sample */
+            hourly?: components["schemas"]["HourOutcomes"][];
         };
         /** @description The endpoint's circuit breaker, as every worker shares it (in Postgres). */
         CircuitState: {
@@ -1170,10 +1216,10 @@ export interface components {
          */
         DeadLetterStatus: "open" | "replayed" | "skipped";
         /**
-         * @description What an API key may do: events:write (publish), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first four.
+         * @description What an API key may do: events:write (publish; includes events:test), events:test (send an endpoint a hookflow.test event, POST /v1/endpoints/{id}/test), events:read (every GET but the admin's), endpoints:write, dead-letters:write (replay, skip, void), tenants:write (create, list and disable tenants, and issue their keys), admin (everything, keys included). A tenant's key holds only the first five.
          * @enum {string}
          */
-        Scope: "events:write" | "events:read" | "endpoints:write" | "dead-letters:write" | "tenants:write" | "admin";
+        Scope: "events:write" | "events:test" | "events:read" | "endpoints:write" | "dead-letters:write" | "tenants:write" | "admin";
         /** @description A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none. */
         TenantId: string;
         /** @description The tenant's limits; a limit left out (or null) is the server's default. */
@@ -1250,7 +1296,7 @@ export interface components {
             oldest_lag_seconds: number;
         };
         /**
-         * @description What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (the portal's test event; grants no scope of the API's today). Every session may view.
+         * @description What a portal session may do, each mapped onto the scopes of API keys: view (read-only: events:read), endpoints:manage (endpoints:write), endpoints:secret (with endpoints:manage: create endpoints and rotate their secrets, whose answers show the secret; without it those are 403), dead-letters:write (replay and skip, recorded as portal:<actor>), events:test (send an endpoint a hookflow.test event: the scope events:test). Every session may view.
          * @enum {string}
          */
         PortalCapability: "view" | "endpoints:manage" | "endpoints:secret" | "dead-letters:write" | "events:test";
@@ -1351,6 +1397,59 @@ export interface components {
             expires_at?: string;
             /** @description a portal session's */
             return_url?: string;
+        };
+        /** @description An event as the log lists it: GET /v1/events/{id} has its attempts and restarts. */
+        EventSummary: {
+            id: string;
+            correlation_id: string;
+            sequence: number;
+            type: string;
+            /** @description how its deliveries stand together, as GET /v1/events/{id} says it */
+            state: components["schemas"]["State"];
+            /** Format: date-time */
+            accepted_at: string;
+            /** @description one per endpoint it was routed to at acceptance (empty: unrouted) */
+            deliveries: components["schemas"]["DeliverySummary"][];
+        };
+        EventPage: {
+            items: components["schemas"]["EventSummary"][];
+            next_cursor?: string;
+        };
+        /** @description a delivery as the event log lists it: its endpoint and state */
+        DeliverySummary: {
+            endpoint_id: string;
+            state: components["schemas"]["State"];
+        };
+        /** @description A type of the tenant's events, as the event log has seen it. */
+        EventTypeSeen: {
+            type: string;
+            /** @description its latest event (GET /v1/events/{id}) */
+            last_event_id: string;
+            /**
+             * Format: date-time
+             * @description when that event was accepted
+             */
+            last_seen_at: string;
+            /** @description that event's data, when at most 8 KiB of JSON and not pruned by retention */
+            sample?: unknown;
+            /** @description the size of that event's data as JSON; 0 once pruned */
+            sample_bytes: number;
+        };
+        EventTypePage: {
+            items: components["schemas"]["EventTypeSeen"][];
+            /** @description true when the tenant has more types than listed (200) */
+            more: boolean;
+        };
+        HourOutcomes: {
+            /**
+             * Format: date-time
+             * @description the hour's start
+             */
+            hour: string;
+            delivered: number;
+            retry: number;
+            permanent: number;
+            gone: number;
         };
     };
     responses: never;
@@ -2382,6 +2481,218 @@ export interface operations {
             };
         };
     };
+    endpointTest: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description endpoint id */
+                id: components["schemas"]["Key"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the test event is stored and routed to the endpoint; its workflow started (state waiting) or deferred to the sweep (state queued). */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "hookflow-test-ep_4qz7k2m9xw3t-1",
+                     *       "state": "waiting",
+                     *       "unrouted": false,
+                     *       "deliveries": [
+                     *         {
+                     *           "endpoint_id": "ep_4qz7k2m9xw3t",
+                     *           "state": "waiting"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credential lacks the scope this operation needs (`events:test`, which `events:write` includes); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such endpoint (or another tenant's, or one outside a portal session's endpoints). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The endpoint is disabled (`endpoint-disabled`): nothing was stored. Enable it (PATCH it with disabled false) first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key posted more than HOOKFLOW_EVENTS_RATE_LIMIT events per second in this API process; nothing was stored. Retry after the `Retry-After` header's seconds. Also: too many failed authentications from this client address (refused before the token is looked at). */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventList: {
+        parameters: {
+            query?: {
+                correlation_id?: components["schemas"]["Key"];
+                /** @description the event type, exactly (hookflow.test for test events) */
+                type?: string;
+                endpoint_id?: components["schemas"]["Key"];
+                /** @description page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events, newest first; next_cursor when there may be more. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "order-42-paid",
+                     *           "correlation_id": "order-42",
+                     *           "sequence": 2,
+                     *           "type": "order.paid",
+                     *           "state": "delivered",
+                     *           "accepted_at": "2026-12-03T14:05:09Z",
+                     *           "deliveries": [
+                     *             {
+                     *               "endpoint_id": "ep_4qz7k2m9xw3t",
+                     *               "state": "delivered"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "next_cursor": "MjAyNi0xMi0wM1QxNDowNTowOVp8b3JkZXItNDItcGFpZA"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant named by tenant_id does not exist (or is not the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     eventCreate: {
         parameters: {
             query?: never;
@@ -2751,6 +3062,102 @@ export interface operations {
                 };
             };
             /** @description The event has no delivery to that endpoint (or does not exist). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventTypeList: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event types seen. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "type": "order.paid",
+                     *           "last_event_id": "order-42-paid",
+                     *           "last_seen_at": "2026-12-03T14:05:09Z",
+                     *           "sample": {
+                     *             "order_id": "42",
+                     *             "total": 99.5
+                     *           },
+                     *           "sample_bytes": 31
+                     *         }
+                     *       ],
+                     *       "more": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypePage"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant named by tenant_id does not exist (or is not the key's). */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
+	wire "github.com/hookflow/hookflow/kit/client"
+)
+
+// Pages of GET /v1/events.
+const (
+	eventPageDefault = 50
+	eventPageMax     = 200
+)
+
+// EventList answers GET /v1/events, the event log (issue 36: the portal's
+// Events view searches it): the tenant's events newest first, by
+// correlation, type or endpoint, each with its deliveries' endpoints and
+// states but neither its payload nor its attempts, which GET
+// /v1/events/{id} has. Its cursor is opaque: the last row's accepted_at
+// and id.
+func (s *Server) EventList(c echo.Context, q wire.EventListParams) error {
+	limit, p := queryLimit(q.Limit, eventPageDefault, eventPageMax)
+	if p != nil {
+		return p
+	}
+	f := store.EventFilter{CorrelationID: deref(q.CorrelationID), Type: deref(q.Type), EndpointID: deref(q.EndpointID), Limit: limit}
+	if v := deref(q.Cursor); v != "" {
+		at, id, ok := decodeEventCursor(v)
+		if !ok {
+			return fieldProblem("cursor", "cursor is not one this API returned")
+		}
+		f.Before, f.BeforeID = &at, id
+	}
+	events, err := s.ledger(c).EventList(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	page := wire.EventPage{Items: make([]wire.EventSummary, 0, len(events))}
+	for _, ev := range events {
+		item := wire.EventSummary{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
+			State: wire.State(ev.State), AcceptedAt: ev.AcceptedAt, Deliveries: make([]wire.DeliverySummary, 0, len(ev.Deliveries))}
+		for _, d := range ev.Deliveries {
+			st := d.State
+			if ev.State == contract.StateQueued {
+				st = ev.State // as GET /v1/events/{id} shows a queued event's deliveries
+			}
+			item.Deliveries = append(item.Deliveries, wire.DeliverySummary{EndpointID: d.EndpointID, State: wire.State(st)})
+		}
+		page.Items = append(page.Items, item)
+	}
+	if len(events) == limit {
+		last := events[len(events)-1]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.AcceptedAt.UTC().Format(time.RFC3339Nano) + "|" + last.ID))
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// decodeEventCursor reads an event page's cursor: accepted_at|id.
+func decodeEventCursor(v string) (time.Time, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	at, id, ok := strings.Cut(string(b), "|")
+	if !ok || id == "" {
+		return time.Time{}, "", false
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	return t, id, err == nil
+}
+
+// The bounds of GET /v1/event-types: the types it lists, and the largest
+// payload it shows as a sample (a page of the portal, not an export).
+const (
+	eventTypesMax  = 200
+	eventSampleMax = 8 << 10
+)
+
+// EventTypeList answers GET /v1/event-types (issue 36: the portal's "event
+// types seen"): each type of the tenant's events, with its latest event
+// and that event's payload as a sample, so a customer writing a receiver
+// sees what each type carries.
+func (s *Server) EventTypeList(c echo.Context, _ wire.EventTypeListParams) error {
+	types, err := s.ledger(c).EventTypeList(c.Request().Context(), eventSampleMax, eventTypesMax+1)
+	if err != nil {
+		return err
+	}
+	page := wire.EventTypePage{Items: make([]wire.EventTypeSeen, 0, len(types)), More: len(types) > eventTypesMax}
+	for _, t := range types[:min(len(types), eventTypesMax)] {
+		item := wire.EventTypeSeen{Type: t.Type, LastEventID: t.LastEventID, LastSeenAt: t.LastSeenAt, SampleBytes: int64(t.SampleBytes)}
+		if t.Sample != nil {
+			item.Sample = json.RawMessage(t.Sample)
+		}
+		page.Items = append(page.Items, item)
+	}
+	return c.JSON(http.StatusOK, page)
+}

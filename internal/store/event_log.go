@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hookflow/hookflow/schema/dbsqlc"
+)
+
+// EventFilter selects a page of the event log (EventList): empty fields
+// match all; Before and BeforeID are the last row of the previous page.
+type EventFilter struct {
+	CorrelationID string
+	Type          string
+	EndpointID    string
+	Before        *time.Time
+	BeforeID      string
+	Limit         int
+}
+
+// EventList returns a page of the tenant's events, newest first (ties by
+// id, descending), without their payloads (Data is nil). Limited to some
+// endpoints (OnlyEndpoints), it returns only the events routed to one of
+// them, each with its deliveries to them only, as EventGet does.
+func (s *Store) EventList(ctx context.Context, f EventFilter) ([]Event, error) {
+	rows, err := s.q.EventList(ctx, dbsqlc.EventListParams{TenantID: s.tenant, CorrelationID: nullIfZero(f.CorrelationID),
+		Type: nullIfZero(f.Type), EndpointID: nullIfZero(f.EndpointID), OnlyEndpoints: s.onlyEndpoints(),
+		BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out, err := rowsOf(rows, func(r dbsqlc.EventListRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	if s.limited {
+		for i := range out {
+			out[i].Deliveries = slices.DeleteFunc(out[i].Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
+			out[i].Endpoints = slices.DeleteFunc(out[i].Endpoints, func(id string) bool { return !s.reaches(id) })
+		}
+	}
+	return out, nil
+}
+
+// EventType is a type of the tenant's events as the log has seen it: its
+// latest event, and that event's payload as a sample (nil when larger than
+// asked, or pruned by retention; SampleBytes is its size either way, 0
+// once pruned).
+type EventType struct {
+	Type        string
+	LastEventID string
+	LastSeenAt  time.Time
+	Sample      []byte
+	SampleBytes int
+}
+
+// EventTypeList returns up to limit of the tenant's event types, in name
+// order, each with its latest event and, when its payload is at most
+// sampleMax bytes, that payload. Limited to some endpoints
+// (OnlyEndpoints), only the events routed to one of them count.
+func (s *Store) EventTypeList(ctx context.Context, sampleMax, limit int) ([]EventType, error) {
+	rows, err := s.q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: s.tenant, SampleMax: int32(sampleMax),
+		OnlyEndpoints: s.onlyEndpoints(), MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list event types: %w", err)
+	}
+	out := make([]EventType, len(rows))
+	for i, r := range rows {
+		out[i] = EventType{Type: r.Type, LastEventID: r.LastEventID, LastSeenAt: r.LastSeenAt, Sample: r.Sample, SampleBytes: int(r.SampleBytes)}
+	}
+	return out, nil
+}
