@@ -27,12 +27,16 @@ SQLC := bin/sqlc-$(SQLC_VERSION)
 OAPI_CODEGEN_VERSION := v2.8.2
 OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal check-generated node ts-client lint-openapi
+.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps deps-test clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal check-generated node ts-client lint-openapi
 
 all: build
 
 deps:
 	@scripts/deps.sh
+
+# deps-test is deps and the browser the portal's tests drive.
+deps-test:
+	@scripts/deps.sh --browser
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hookflow
@@ -143,7 +147,7 @@ test-stack: build
 	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
 	$(GO) test -count=1 -timeout 30m -run TestBenchDeadReceiverShortRun ./internal/bench/
 
-test: deps lint lint-openapi check-generated test-unit test-fuzz test-integration test-stack
+test: deps-test lint lint-openapi check-generated test-unit test-fuzz test-integration test-stack
 
 bench: build
 	./$(BIN) bench

@@ -28,8 +28,8 @@ import (
 )
 
 // chromiumInstall is what to run when the browser is missing: the tests
-// fail with it rather than skip (scripts/deps.sh installs it).
-const chromiumInstall = "apt-get install -y chromium (scripts/deps.sh installs it, as make test runs it)"
+// fail with it rather than skip (scripts/deps.sh --browser installs it).
+const chromiumInstall = "apt-get install -y chromium (scripts/deps.sh --browser installs it, as make test runs it)"
 
 // chromiumPath finds Debian's Chromium, or fails the test saying how to
 // install it.

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what hookflow's dev stack and tests need beyond
 # Go: the PostgreSQL server binaries (initdb, postgres) and a 'postgres' user
-# to run them as when we are root, and Debian's Chromium, which the customer
-# portal's browser tests drive headless (e2e/portal_browser_test.go). Installs
-# them with apt when they are missing and we may; otherwise says the exact
-# command and fails.
+# to run them as when we are root, and, with --browser (make test), Debian's
+# Chromium, which the customer portal's browser tests drive headless
+# (e2e/portal_browser_test.go): make run needs no browser. Installs them with
+# apt when they are missing and we may; otherwise says the exact command and
+# fails.
 set -euo pipefail
+
+browser=false
+case "${1:-}" in
+  --browser) browser=true ;;
+  "") ;;
+  *) echo "usage: scripts/deps.sh [--browser]" >&2; exit 2 ;;
+esac
 
 have_pg() {
   { command -v initdb && command -v postgres; } >/dev/null 2>&1 && return 0
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1
 }
 
-have_chromium() { command -v chromium >/dev/null 2>&1; }
+have_chromium() { ! $browser || command -v chromium >/dev/null 2>&1; }
 
 need_user() { [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; }
 
@@ -20,7 +28,11 @@ if have_pg && ! need_user && have_chromium; then
   exit 0
 fi
 if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "hookflow needs the PostgreSQL server binaries and Chromium: sudo apt-get update && sudo apt-get install -y postgresql chromium" >&2
+  if $browser; then
+    echo "hookflow's tests need the PostgreSQL server binaries and Chromium: sudo apt-get update && sudo apt-get install -y postgresql chromium" >&2
+  else
+    echo "hookflow needs the PostgreSQL server binaries: sudo apt-get update && sudo apt-get install -y postgresql" >&2
+  fi
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
