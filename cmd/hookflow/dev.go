@@ -173,7 +173,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	receiverDone := make(chan error, 1)
 	go func() {
 		receiverDone <- serveReceiver(rctx, pg.AdminURL("hookflow_receiver"), cfg.ReceiverAddr,
-			refreceiver.Config{Secrets: []string{secret}, Retention: cfg.ReceiverRetention, StartPosition: cfg.ReceiverStart}, logger, nil)
+			refreceiver.Config{Secrets: []string{secret}, Retention: cfg.ReceiverRetention, StartPosition: cfg.ReceiverStart}, logger)
 	}()
 	defer func() { stopReceiver(); <-receiverDone }()
 

@@ -50,14 +50,14 @@ func runReceiverCommand(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer stopTracing()
 	rcfg := refreceiver.Config{Secrets: secrets, Retention: cfg.ReceiverRetention, StartPosition: cfg.ReceiverStart}
-	return serveReceiver(ctx, cfg.ReceiverDatabase, cfg.ReceiverAddr, rcfg, logger, func(addr string) {
-		logger.Info("reference receiver listening", "url", "http://"+addr+"/webhook")
-	})
+	return serveReceiver(ctx, cfg.ReceiverDatabase, cfg.ReceiverAddr, rcfg, logger)
 }
 
 // serveReceiver migrates the receiver's database and serves cfg until ctx
-// ends.
-func serveReceiver(ctx context.Context, dsn, addr string, cfg refreceiver.Config, logger *slog.Logger, ready func(addr string)) error {
+// ends. The receiver logs where it listens once it is bound ("reference
+// receiver listening"), not before: the address asked for may be port 0,
+// or taken.
+func serveReceiver(ctx context.Context, dsn, addr string, cfg refreceiver.Config, logger *slog.Logger) error {
 	pool, err := app.ConnectPostgres(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("receiver database: %w", err)
@@ -69,9 +69,6 @@ func serveReceiver(ctx context.Context, dsn, addr string, cfg refreceiver.Config
 	srv, err := refreceiver.New(cfg, refreceiver.Deps{Pool: pool, Logger: logger})
 	if err != nil {
 		return err
-	}
-	if ready != nil {
-		ready(addr)
 	}
 	if err := srv.Run(ctx, addr); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("receiver on %s (HOOKFLOW_RECEIVER_ADDR): %w", addr, err)

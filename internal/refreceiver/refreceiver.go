@@ -153,7 +153,7 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	s.logger.Info("reference receiver listening", "addr", ln.Addr().String())
+	s.logger.Info("reference receiver listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/webhook")
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
