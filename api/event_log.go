@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	wire "github.com/hookflow/hookflow/kit/client"
 )
@@ -48,11 +47,7 @@ func (s *Server) EventList(c echo.Context, q wire.EventListParams) error {
 		item := wire.EventSummary{ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
 			State: wire.State(ev.State), AcceptedAt: ev.AcceptedAt, Deliveries: make([]wire.DeliverySummary, 0, len(ev.Deliveries))}
 		for _, d := range ev.Deliveries {
-			st := d.State
-			if ev.State == contract.StateQueued {
-				st = ev.State // as GET /v1/events/{id} shows a queued event's deliveries
-			}
-			item.Deliveries = append(item.Deliveries, wire.DeliverySummary{EndpointID: d.EndpointID, State: wire.State(st)})
+			item.Deliveries = append(item.Deliveries, wire.DeliverySummary{EndpointID: d.EndpointID, State: deliveryView(ev, d)})
 		}
 		page.Items = append(page.Items, item)
 	}

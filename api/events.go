@@ -200,6 +200,15 @@ func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
 	return p
 }
 
+// deliveryView is the state a delivery of ev is shown in: a queued
+// event's (its workflow not started) are all queued.
+func deliveryView(ev store.Event, d store.Delivery) wire.State {
+	if ev.State == contract.StateQueued {
+		return wire.State(contract.StateQueued)
+	}
+	return wire.State(d.State)
+}
+
 func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	resp := wire.Event{
 		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
@@ -212,11 +221,8 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 		return err
 	}
 	for _, d := range ev.Deliveries {
-		dr := wire.Delivery{EndpointID: d.EndpointID, State: wire.State(d.State), ReleasedAt: deref(d.ReleasedAt), DeliveredAt: deref(d.DeliveredAt),
+		dr := wire.Delivery{EndpointID: d.EndpointID, State: deliveryView(ev, d), ReleasedAt: deref(d.ReleasedAt), DeliveredAt: deref(d.DeliveredAt),
 			Attempts: attemptsView(last[d.EndpointID]), AttemptCount: int64(d.Attempts)}
-		if ev.State == contract.StateQueued {
-			dr.State = wire.State(contract.StateQueued)
-		}
 		if d.DeadLetterGeneration > 0 {
 			dr.DeadLetter = &wire.DeadLetterRef{Generation: int64(d.DeadLetterGeneration), Status: wire.DeadLetterStatus(d.DeadLetterStatus)}
 		}

@@ -4,10 +4,11 @@ import (
 	"embed"
 	"errors"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // portalFiles are the portal page (issue 36): index.html and portal.css,
@@ -23,9 +24,6 @@ var portalFiles embed.FS
 // to name its portal_origins in the page's frame-ancestors. A session's
 // link is <base>/portal/<tenant>/#code=…, and the page refuses a code of
 // another tenant's (its frame-ancestors are not that tenant's).
-
-// tenantIDPattern is the document's TenantId.
-var tenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9_:-]{1,200}$`)
 
 // portalAssets are the files the page loads beside it, by content type.
 var portalAssets = map[string]string{
@@ -51,7 +49,7 @@ func (s *Server) registerPortal() {
 // tells no one which tenants exist).
 func (s *Server) portalPage(c echo.Context) error {
 	id := c.Param("tenant")
-	if !tenantIDPattern.MatchString(id) {
+	if intake.ValidTenantID("tenant", id) != nil {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no such page")
 	}
 	ancestors := []string{"'self'"}
@@ -84,7 +82,7 @@ func portalCSP(ancestors []string) string {
 func (s *Server) portalAsset(c echo.Context) error {
 	name := c.Param("file")
 	ct, ok := portalAssets[name]
-	if !ok || !tenantIDPattern.MatchString(c.Param("tenant")) {
+	if !ok || intake.ValidTenantID("tenant", c.Param("tenant")) != nil {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no such page")
 	}
 	c.Response().Header().Set("Content-Security-Policy", portalCSP([]string{"'none'"}))

@@ -37,11 +37,18 @@ func (s *Store) EventList(ctx context.Context, f EventFilter) ([]Event, error) {
 	}
 	if s.limited {
 		for i := range out {
-			out[i].Deliveries = slices.DeleteFunc(out[i].Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
-			out[i].Endpoints = slices.DeleteFunc(out[i].Endpoints, func(id string) bool { return !s.reaches(id) })
+			out[i] = s.narrow(out[i])
 		}
 	}
 	return out, nil
+}
+
+// narrow is e as a store limited to some endpoints (OnlyEndpoints) shows
+// it: its deliveries to them, and its routing to them, only.
+func (s *Store) narrow(e Event) Event {
+	e.Deliveries = slices.DeleteFunc(e.Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
+	e.Endpoints = slices.DeleteFunc(e.Endpoints, func(id string) bool { return !s.reaches(id) })
+	return e
 }
 
 // EventType is a type of the tenant's events as the log has seen it: its

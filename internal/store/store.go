@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -897,7 +896,13 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 	if endpoints == nil {
 		endpoints = []string{} // a NULL array would route to nothing just the same, but say so
 	}
-	r, err := s.q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: e.ID, CorrelationID: e.CorrelationID,
+	return s.insertRouted(ctx, s.q, e, endpoints)
+}
+
+// insertRouted is EventInsertRouted through q (the store's queries, or a
+// transaction's).
+func (s *Store) insertRouted(ctx context.Context, q *dbsqlc.Queries, e intake.Event, endpoints []string) (Event, bool, error) {
+	r, err := q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: e.ID, CorrelationID: e.CorrelationID,
 		Sequence: e.Sequence, Type: e.Type, Data: e.Data, PayloadHash: e.PayloadHash, Endpoints: endpoints})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, false, nil
@@ -925,8 +930,7 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 		return e, fmt.Errorf("get event: %w", err)
 	}
 	if s.limited {
-		e.Deliveries = slices.DeleteFunc(e.Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
-		if len(e.Deliveries) == 0 {
+		if e = s.narrow(e); len(e.Deliveries) == 0 {
 			return Event{}, fmt.Errorf("get event: %w", ErrNotFound)
 		}
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -58,17 +57,13 @@ func (s *Store) TestEventInsert(ctx context.Context, endpointID string, data []b
 		}
 		ev := intake.Event{ID: TestEventID(endpointID, seq), CorrelationID: corr, Sequence: seq, EndpointID: endpointID, Type: TestEventType, Data: raw}
 		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, ev.EndpointID, ev.Type, ev.Data)
-		r, err := q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: ev.ID, CorrelationID: ev.CorrelationID,
-			Sequence: ev.Sequence, Type: ev.Type, Data: ev.Data, PayloadHash: ev.PayloadHash, Endpoints: []string{endpointID}})
-		if errors.Is(err, pgx.ErrNoRows) {
+		var inserted bool
+		stored, inserted, err = s.insertRouted(ctx, q, ev, []string{endpointID})
+		if err == nil && !inserted {
 			// Its id is taken: only a row stored by hand can hold a
 			// reserved id under another sequence.
 			return fmt.Errorf("event %s is taken", ev.ID)
 		}
-		if err != nil {
-			return err
-		}
-		stored, err = eventOf(dbsqlc.EventsRouted(r))
 		return err
 	})
 	if err != nil {
