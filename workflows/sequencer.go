@@ -640,6 +640,23 @@ func (s *sequencer) endLoad(l *lane, ll contract.LaneState) {
 		l.lastFinished = max(l.lastFinished, l.inFlight)
 		l.inFlight, l.inFlightID = 0, ""
 	}
+	s.addOpen(l, ll)
+}
+
+// absorb brings the ledger's view of a lane into one whose own load, if
+// any, is not this one: its position, and its open deliveries added to
+// those it knows. Unlike endLoad it ends no load and finishes nothing in
+// flight: the lane may have released an event stored after the ledger was
+// read.
+func (s *sequencer) absorb(l *lane, ll contract.LaneState) {
+	s.movePosition(l, ll)
+	s.addOpen(l, ll)
+}
+
+// addOpen adds a load's open deliveries to the lane: all of them, or, when
+// the load is Partial, those up to its KnownThrough, past which the lane
+// then knows nothing until it loads again.
+func (s *sequencer) addOpen(l *lane, ll contract.LaneState) {
 	if ll.Partial {
 		if l.partial {
 			l.knownThrough = min(l.knownThrough, ll.KnownThrough)
@@ -694,8 +711,9 @@ func (s *sequencer) beginMerge() map[string]bool {
 // merge brings in what the ledger knows of the whole correlation (a fresh
 // run's load, a resync): the sequences that have arrived, each lane's
 // position when the ledger has it further on, and the lanes' open
-// deliveries, for the lanes whose load began with it (began) or that it
-// names first. It only ever moves the sequencer forward.
+// deliveries: every lane it names takes them (those whose load began with
+// it, began, or that it names first, end their load with it). It only
+// ever moves the sequencer forward.
 func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 	s.addVoided(l.Voided)
 	s.addArrived(contract.SequenceRange{From: 1, To: l.Frontier - 1})
@@ -714,7 +732,13 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 			s.endLoad(ln, ll)
 			loaded[ll.Endpoint] = true
 		default:
-			s.movePosition(ln, ll)
+			// A lane this load did not begin: an arrival made it while the
+			// load ran, or it is loading on its own. The frontier moves to
+			// the ledger's, past sequences whose arrivals may still be on
+			// their way, so the lane takes the open deliveries the ledger
+			// gives it: otherwise it would release a later event before an
+			// earlier one it has not heard of.
+			s.absorb(ln, ll)
 		}
 	}
 	// A lane the ledger does not name has no open delivery in it.
