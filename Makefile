@@ -27,7 +27,7 @@ SQLC := bin/sqlc-$(SQLC_VERSION)
 OAPI_CODEGEN_VERSION := v2.8.2
 OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
 
-.PHONY: all build run test lint test-unit test-fuzz test-integration test-stack deps deps-test clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal check-generated node ts-client lint-openapi
+.PHONY: all build run test lint model test-unit test-fuzz test-integration test-stack deps deps-test clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal check-generated node ts-client lint-openapi
 
 all: build
 
@@ -126,6 +126,7 @@ lint-openapi: node
 
 test-unit:
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)' $(UNIT_PKGS)
+	$(GO) test -count=1 -run '^TestSequencerModel$$' ./workflows/
 	cd kit && $(GO) test -race -count=1 ./...
 
 # A short fuzz run of the SSRF guard, one target at a time (go test fuzzes one
@@ -154,6 +155,13 @@ bench: build
 
 chaos: build
 	./$(BIN) chaos --short
+
+# The sequencer's model, long: MODEL_CHECKS runs from a seed the clock
+# picks (the seed is printed), with steps, states per second and the
+# transitions reached.
+MODEL_CHECKS ?= 20000
+model:
+	$(GO) test -count=1 -timeout 0 -run '^TestSequencerModel$$' -v ./workflows/ -model.checks $(MODEL_CHECKS) -model.seed 0
 
 clean:
 	rm -rf bin .hookflow
