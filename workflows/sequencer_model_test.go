@@ -113,7 +113,7 @@ var modelTransitions = []string{
 	"post", "arrive", "arrive-again", "load-read", "load-land", "load-fail", "deliver", "dead-letter",
 	"replay", "skip", "finished", "finished-again", "resync", "void", "endpoint-create", "endpoint-disable",
 	"endpoint-enable", "endpoint-delete", "continue-as-new", "terminate", "reset", "tenant-disable",
-	"merge-absorbs-lane",
+	"merge-absorbs-lane", "lane-load", "lane-overflow",
 }
 
 type modelStats struct {
@@ -379,7 +379,9 @@ func newModel(t *rapid.T, st *modelStats) *model {
 	for range rapid.IntRange(1, 3).Draw(t, "endpoints") {
 		m.addEndpoint()
 	}
-	m.total = int64(rapid.IntRange(1, 45).Draw(t, "sequences"))
+	// Up to twice a lane's queue, so that a lane held behind a dead letter
+	// overflows its queue and loads the rest from the ledger.
+	m.total = int64(rapid.IntRange(1, 2*contract.MaxQueuedPerLane+8).Draw(t, "sequences"))
 	m.s = newSequencer(nopWarn{}, "corr")
 	m.loaded = true // a correlation never seen: nothing to load
 	return m
@@ -425,6 +427,8 @@ func (m *model) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
 		"post":            m.post,
 		"post2":           m.post,
+		"post3":           m.post,
+		"post4":           m.post,
 		"arrive":          m.arrive,
 		"arrive2":         m.arrive,
 		"arrive3":         m.arrive,
@@ -554,6 +558,7 @@ func (m *model) beginResync(h *handler) {
 func (m *model) settle(t *rapid.T, h *handler) {
 	if h.rounds < 4 {
 		if eps := m.s.needLoads(); len(eps) > 0 {
+			m.reached["lane-load"]++
 			h.rounds++
 			h.la, h.eps, h.readSeq, h.readLanes = laLanes, eps, nil, nil
 			m.handlers = append(m.handlers, h)
@@ -909,6 +914,9 @@ func (m *model) check(t *rapid.T) {
 	}
 	for _, ep := range sortedKeys(m.s.lanes) {
 		l := m.s.lanes[ep]
+		if l.partial && len(l.queue) > 0 {
+			m.reached["lane-overflow"]++
+		}
 		if len(l.queue) > contract.MaxQueuedPerLane {
 			t.Fatalf("lane %s queues %d events, over the cap", ep, len(l.queue))
 		}
