@@ -64,7 +64,8 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	cd kit && ../$(STATICCHECK) ./...
 
-# Generated code is checked in (issue 34): `make generate` writes it from its
+# Generated code is checked in, so the API's types, clients and queries cannot
+# drift from their sources: `make generate` writes it from its
 # one source each, and check-generated (in make test) fails when what is
 # checked in differs from what it would write.
 GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \

@@ -258,8 +258,7 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 	require.Equal(t, store.CircuitClosed, c.State, "the probe closed it")
 }
 
-// TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter (issue 24
-// item 4): an endpoint with disable_after 1m (the shortest allowed) whose
+// TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter: an endpoint with disable_after 1m (the shortest allowed) whose
 // receiver is down opens its circuit, and the probe that fails once the run
 // of failures has lasted a minute disables it, as a PATCH would: the
 // operators' endpoint is sent hookflow.endpoint.disabled after the

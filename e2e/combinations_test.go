@@ -19,7 +19,7 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 )
 
-// Operator buttons pressed in combination (issue 22): each test is a
+// Operator buttons pressed in combination: each test is a
 // sequence an operator can press in the Web UI and the API, which once
 // applied a skipped event, stranded a replay or recorded one action as
 // another.
@@ -87,7 +87,8 @@ func (b *bundle) waitWorkflowOnDeadLetter(id string, gen int32, what string) {
 	})
 }
 
-// TestReplayAfterTerminateKeepsTheSkippedSequences (defect 1): 1 is
+// TestReplayAfterTerminateKeepsTheSkippedSequences (a restart once dropped
+// skipped_sequences): 1 is
 // dead-lettered and skipped, so 2 is released naming 1 in
 // skipped_sequences, and is dead-lettered too. Terminate is pressed on 2's
 // workflow; the receiver heals; 2 is replayed. The restarted workflow must
@@ -111,8 +112,8 @@ func TestReplayAfterTerminateKeepsTheSkippedSequences(t *testing.T) {
 	require.Equal(t, store.DeadLetterReplayed, b.deadLetter(corr+"-2").Status)
 }
 
-// TestReleaseOfATerminatedDeadLetterWaitsForTheOperator (defect 1, the
-// release path): Terminate is pressed on a dead-lettered head, and its
+// TestReleaseOfATerminatedDeadLetterWaitsForTheOperator (a restart once
+// dropped skipped_sequences, here on the release path): Terminate is pressed on a dead-lettered head, and its
 // sequencer is resynced (the repair sweep of another API process, or a
 // Reset of the sequencer, does that) before anyone replays it. The release
 // that passes on starts the workflow again, waiting on its dead letter: it
@@ -139,7 +140,8 @@ func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 	require.Equal(t, []int64{1, 2}, applied[corr])
 }
 
-// TestResetOfASkippedEventSendsNothing (defect 5): 1 is dead-lettered and
+// TestResetOfASkippedEventSendsNothing (a Reset once sent a skipped
+// event): 1 is dead-lettered and
 // skipped, the receiver heals, and Reset is pressed on 1's workflow, back
 // to its first workflow task (its delivery). The reset run finds the event
 // skipped in the ledger and sends nothing.
@@ -199,7 +201,8 @@ func (s *slowSignal) hook() *signalHook {
 	}}
 }
 
-// TestAWebUISignalRacingAnAPICallActsOnce (defect 4): the API claims an
+// TestAWebUISignalRacingAnAPICallActsOnce (an API replay and a raw skip
+// once both acted): the API claims an
 // operator's action on a dead letter and signals the workflow, while an
 // operator sends the other action by hand from the Web UI ({} input), which
 // reaches the workflow first. One action takes effect, the API's (its claim

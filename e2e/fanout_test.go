@@ -19,7 +19,7 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 )
 
-// Fan-out (issue 23): an event is published once and delivered to every
+// Fan-out: an event is published once and delivered to every
 // endpoint subscribed to its type, in order per (correlation, endpoint),
 // and a failing endpoint holds back only its own lane.
 

@@ -34,7 +34,7 @@ func (f *flapper) fault(contract.Envelope, int) string {
 	return "503"
 }
 
-// TestCircuitDisablesAFlappingReceiver (issue 33 item 3): a receiver that
+// TestCircuitDisablesAFlappingReceiver: a receiver that
 // answers once every 6 s and fails otherwise used to close its circuit at
 // each answer, which forgot failing_since: disable_after never tripped,
 // and each close and reopening published an event. Now one answer makes
@@ -87,7 +87,7 @@ func TestCircuitDisablesAFlappingReceiver(t *testing.T) {
 	ops.rcv.requireClean(t)
 }
 
-// TestADeadLetterGenerationHoldsItsOwnAttempts (issue 33 item 3): a
+// TestADeadLetterGenerationHoldsItsOwnAttempts: a
 // delivery dead-lettered, replayed and dead-lettered again used to copy
 // every attempt so far into each generation; now each holds those of its
 // own window, and the event's view still lists them all.

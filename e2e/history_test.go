@@ -12,7 +12,8 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// TestEventContinuesAsNewWhileDeadLettered (issue 32, item 3): with a low
+// TestEventContinuesAsNewWhileDeadLettered (a history stays bounded over a
+// 72-hour window): with a low
 // MaxHistory, an event whose receiver answers 503 through its window
 // continues as new on a real server while it waits (for its window's end,
 // or on its dead letter), and the run it continues into carries the lane:

@@ -34,7 +34,7 @@ func (o *opRecorder) of(endpoint string) []contract.Envelope {
 	return append([]contract.Envelope(nil), o.seen[endpoint]...)
 }
 
-// TestOperationalDeadLetterEvents (issue 24 item 5): operators' endpoints
+// TestOperationalDeadLetterEvents: operators' endpoints
 // subscribed to hookflow.* receive, signed, in order and exactly once, the
 // hookflow.dead_letter.created events of an endpoint whose receiver rejects
 // its events, one per dead letter, with correlation "hookflow:" and that
@@ -151,7 +151,7 @@ func TestOperationalDeadLetterEvents(t *testing.T) {
 	require.Equal(t, "type", p.Field)
 }
 
-// TestOperationalCorrelationCannotBeTaken (issue 33 item 5): an endpoint
+// TestOperationalCorrelationCannotBeTaken: an endpoint
 // whose ID is not of the generated form (hookflow dev's ep_dev_receiver,
 // here one made the same way) has its operational events on correlation
 // "hookflow:<id>", which no producer may post to. A producer that posts

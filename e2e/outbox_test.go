@@ -183,7 +183,7 @@ func TestOutboxDeliversCommittedOnly(t *testing.T) {
 	require.Equal(t, 1, rows)
 }
 
-// TestOutboxKeepsTheTenant (issue 35): tenants acme and globex write outbox
+// TestOutboxKeepsTheTenant: tenants acme and globex write outbox
 // rows with the same event IDs in the same correlation, in one producer
 // transaction, out of order; the relay puts each into its own tenant's
 // ledger and each tenant's receiver gets its own events, in order. A row of

@@ -332,7 +332,7 @@ func (f *framer) frame(link string) {
 	f.link = link
 }
 
-// TestPortalBrowser (issue 36's done-when): the portal page in a real
+// TestPortalBrowser: the portal page, as its customer sees it, in a real
 // headless Chromium against the real stack, every step kept as a
 // screenshot under artifacts/portal/.
 func TestPortalBrowser(t *testing.T) {

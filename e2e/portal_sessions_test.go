@@ -71,7 +71,7 @@ func (b *bundle) portalToken(tenant string, body map[string]any) (portalLink, po
 	return l, tok
 }
 
-// TestPortalSessions (issue 36's backend): a tenant's backend opens a
+// TestPortalSessions (the backend's side of the portal): a tenant's backend opens a
 // portal session; its link's code is exchanged once, within its minute,
 // for a token that acts on the tenant's /v1 routes with its capabilities'
 // scopes, only on its endpoints when it names some, recorded as

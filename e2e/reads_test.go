@@ -144,8 +144,8 @@ func TestEventViewCapsAttempts(t *testing.T) {
 }
 
 // TestEndpointsHealthAtOnce: GET /v1/stats/endpoints answers the
-// endpoints' health a page at a time (issue 33 review, item 3: limit, an
-// opaque cursor, next_cursor absent on the last page; a limit past 500 or
+// endpoints' health a page at a time, so that no read is unbounded (limit,
+// an opaque cursor, next_cursor absent on the last page; a limit past 500 or
 // a cursor it did not make is 400), each as GET /v1/endpoints/{id}/stats
 // has it; an endpoint whose hour holds more attempts than the sample
 // (1,000) is told from its last 1,000, and says so.

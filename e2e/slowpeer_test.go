@@ -17,7 +17,7 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// Issue 32, item 2: each lane hands over on its own. A slow receiver must
+// Each lane hands over on its own. A slow receiver must
 // not pace the other lanes of the events it shares, nor take every worker
 // slot.
 

@@ -43,7 +43,7 @@ func (p tenantRankPage) ids() []string {
 	return out
 }
 
-// TestOperatorSeesTenants (issue 35 item 6): three tenants with different
+// TestOperatorSeesTenants: three tenants with different
 // failures. GET /v1/tenants/{id}/stats is that tenant's GET /v1/stats, for
 // an operator only; GET /v1/stats/tenants ranks the tenants worst first
 // (more open dead letters first), page by page, and leaves out a tenant

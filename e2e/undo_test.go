@@ -46,7 +46,7 @@ func (p *signalTimeout) hook() *signalHook {
 	}}
 }
 
-// TestAnOperatorsActionWhoseSignalTimedOutStands (issue 32, item 8): an
+// TestAnOperatorsActionWhoseSignalTimedOutStands: an
 // operator replays a dead letter and the signal to its workflow times out.
 // A timeout says nothing of whether the server took the signal, so the API
 // keeps its claim (it once undid it on any error, and the row then said

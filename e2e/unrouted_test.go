@@ -12,7 +12,7 @@ import (
 	"github.com/hookflow/hookflow/kit/client"
 )
 
-// TestAnEventNoEndpointTakesSaysSo (issue 32, item 4): an event of a type
+// TestAnEventNoEndpointTakesSaysSo: an event of a type
 // no endpoint subscribes to is accepted and takes its place in its
 // correlation, and its answer and GET /v1/events/{id} say it went nowhere
 // (unrouted), where they once said only "delivered" with no deliveries;

@@ -42,7 +42,8 @@ func (r *headerReceiver) got(eventID string) (key string, ok bool) {
 	return key, ok
 }
 
-// TestHeadersFollowTheirURL is issue 33's reproduction: an endpoint is
+// TestHeadersFollowTheirURL reproduces a hidden header re-pointed to a
+// stranger: an endpoint is
 // created with a custom header whose value is a credential of its
 // receiver; a key with only endpoints:write, shown "********", re-points
 // the URL at another port of 127.0.0.1. The header's value must not go

@@ -16,7 +16,7 @@ import (
 )
 
 // TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents is the
-// volume case of issue 32: endpoint E (x.*) dead-letters sequence 1 of a
+// volume case of lanes that never hold each other back: endpoint E (x.*) dead-letters sequence 1 of a
 // correlation; endpoint A (every type) takes 1 and then 10,100 events of
 // type y.*, which E does not take, so the correlation's cursor stays at 1
 // behind E's dead letter the whole time. The first 100 go through the API;

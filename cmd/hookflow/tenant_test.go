@@ -61,7 +61,7 @@ func testAPI(t *testing.T, ctx context.Context, token string) (string, config.Co
 	return "", cfg, st, c
 }
 
-// TestCLITenant (issue 35): --tenant and HOOKFLOW_TENANT make status, dlq
+// TestCLITenant: --tenant and HOOKFLOW_TENANT make status, dlq
 // and keys act on a tenant through the real API; status with no tenant
 // named lists the worst tenants to an operator, and not to a tenant's key;
 // keys create --tenant issues a key confined to the tenant; a tenant that
