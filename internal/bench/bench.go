@@ -68,8 +68,8 @@ const (
 	// tenant-spread scenarios give every tenant a correlation while running
 	// the one-tenant scenarios' lanes.
 	DefaultCorrelations = 100
-	// DefaultTenants is issue 35's: the one-tenant figures must hold with
-	// events spread over 100 tenants.
+	// DefaultTenants: the one-tenant figures must hold with events spread
+	// over 100 tenants, as one hookflow serves a SaaS and its customers.
 	DefaultTenants    = 100
 	DefaultRounds     = 4
 	DefaultIdleEvents = 30

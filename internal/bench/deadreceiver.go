@@ -22,7 +22,7 @@ import (
 	"github.com/hookflow/hookflow/workflows"
 )
 
-// The dead-receiver measurement's shape (issue 24, "Measured"): one
+// The dead-receiver measurement's shape: one
 // endpoint with auto_replay, deadLaneEvents events in each of its lanes, and
 // a receiver that is down from before the first event is posted until the
 // outage is over. Each lane holds several events so that the receiver can

@@ -15,7 +15,7 @@ import (
 	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
-// The flapping measurement's shape (issue 33, item 3): one endpoint with
+// The flapping measurement's shape: one endpoint with
 // auto_replay whose receiver answers 200 once every FlapEvery and 500
 // otherwise, for a run of DefaultFlapDuration, with disable_after short
 // enough to trip within it. Lanes keep work coming: flapLanes lanes of

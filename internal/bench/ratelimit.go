@@ -20,7 +20,7 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// The rate-limit measurement's shape (issue 24, "Measured"): two endpoints
+// The rate-limit measurement's shape: two endpoints
 // with rateLimitCorrelations lanes each, one limited to rateLimitTarget
 // deliveries a second. The limited one's rate is read over
 // rateLimitWindow of its receiver's commits, after rateLimitSkip of them

@@ -27,7 +27,7 @@ type Report struct {
 	Scenarios []ScenarioResult `json:"scenarios"`
 	Ratios    Ratios           `json:"ratios"`
 	Targets   []Target         `json:"targets"`
-	// FanOutTargets are issue 23's goals, as figures of this run: printed,
+	// FanOutTargets are the fan-out goals, as figures of this run: printed,
 	// never asserted.
 	FanOutTargets []Target       `json:"fan_out_targets"`
 	History       HistoryProfile `json:"history_profile"`
@@ -103,7 +103,7 @@ type ScenarioResult struct {
 	// scenario, plus its events' share of their sequencers' (sequencer
 	// events / events of that correlation), per delivery: HistoryWorkflow
 	// + HistorySequencerShare. HistoryPerEvent is the same per delivered
-	// event (issue 15's target, and older reports).
+	// event (the history target, and older reports).
 	HistoryPerEvent       float64 `json:"history_events_per_event,omitempty"`
 	HistoryPerDelivery    float64 `json:"history_events_per_delivery,omitempty"`
 	HistoryWorkflow       float64 `json:"history_workflow,omitempty"`
@@ -185,7 +185,7 @@ type Ratios struct {
 	SingleKeyVsBaselineFast float64 `json:"single_key_vs_baseline_fast"`
 	BaselineFastVsBaseline  float64 `json:"baseline_fast_vs_baseline"`
 	// FanOutVsOrdered is the fan-out scenario's deliveries/s over the
-	// single-endpoint ordered scenario's events/s (issue 23), overall and
+	// single-endpoint ordered scenario's events/s (a fan-out target), overall and
 	// per round.
 	FanOutVsOrdered         float64   `json:"fan_out_vs_ordered"`
 	FanOutPerRoundVsOrdered []float64 `json:"fan_out_per_round_vs_ordered"`
@@ -194,8 +194,8 @@ type Ratios struct {
 	OrderedPerRoundVsFast   []float64 `json:"ordered_per_round_vs_fast"`
 	SingleKeyPerRoundVsFast []float64 `json:"single_key_per_round_vs_fast"`
 	// OrderedTenantsVsOne is the tenant-spread ordered scenario's events/s
-	// over the one-tenant ordered scenario's (issue 35: within noise of
-	// 1), overall and per round; FanOutTenantsVsOne is the same for
+	// over the one-tenant ordered scenario's (spreading over tenants should
+	// cost nothing: within noise of 1), overall and per round; FanOutTenantsVsOne is the same for
 	// fan-out, in deliveries/s. Absent when the run had no tenants.
 	OrderedTenantsVsOne         float64   `json:"ordered_tenants_vs_one,omitempty"`
 	OrderedTenantsPerRoundVsOne []float64 `json:"ordered_tenants_per_round_vs_one,omitempty"`
@@ -203,7 +203,8 @@ type Ratios struct {
 	FanOutTenantsPerRoundVsOne  []float64 `json:"fan_out_tenants_per_round_vs_one,omitempty"`
 }
 
-// Target is one of issue 15's (or 23's) goals and where the run stands.
+// Target is one of the bench's goals (targets or fan-out targets) and
+// where the run stands.
 type Target struct {
 	// Figure names what is measured, when Goal is only the bound.
 	Figure   string `json:"figure,omitempty"`
@@ -637,7 +638,9 @@ func (r *runner) inOrder(ctx context.Context, sc *scenario, corrs []string) (boo
 	return ok, nil
 }
 
-// Issue 15's targets.
+// The targets of the design card's shape (a workflow per event from
+// acceptance, a sequencer per correlation): still faster than bare Temporal,
+// a quick single key, a short idle latency and a small history.
 const (
 	targetOrderedVsBaseline = 1.0 // × the bare baseline's events/s
 	targetSingleKeyRate     = 25  // events/s
@@ -645,7 +648,8 @@ const (
 	targetHistoryPerEvent   = 14  // own + sequencer share
 )
 
-// Issue 23's targets (fan-out), each against a figure of the same run.
+// The fan-out targets, each against a figure of the same run: publishing
+// once to three endpoints must cost less than posting three times.
 const (
 	targetFanOutVsOrdered      = 2.0 // fan-out deliveries/s × single-endpoint ordered events/s
 	targetFanOutHistory        = 8   // history events per delivery at fan-out 3
@@ -653,7 +657,7 @@ const (
 	targetOrderedVsBaselineF23 = 1.0 // single-endpoint ordered × bare baseline events/s
 )
 
-// fanOutTargets measures the run against issue 23's goals. Figures only:
+// fanOutTargets measures the run against the fan-out goals. Figures only:
 // the bench never asserts them (the machine decides the speed ones).
 func fanOutTargets(rep *Report) []Target {
 	base, ordered, fan := rep.scenario(ScenarioBaseline), rep.scenario(ScenarioOrdered), rep.scenario(ScenarioFanOut)
@@ -698,7 +702,7 @@ func (rep *Report) scenario(name string) ScenarioResult {
 	return ScenarioResult{}
 }
 
-// targets measures the run against issue 15's goals.
+// targets measures the run against the design card's shape's goals.
 func targets(rep *Report) []Target {
 	base, fast := rep.scenario(ScenarioBaseline), rep.scenario(ScenarioBaselineFast)
 	ordered, single := rep.scenario(ScenarioOrdered), rep.scenario(ScenarioSingleKey)
@@ -895,7 +899,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 	rep.writeTenants(w)
 
-	fmt.Fprintln(w, "\ntargets (issue 15):")
+	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range rep.Targets {
 		mark := "MISSED"
 		if t.Met {
@@ -904,7 +908,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "  [%-6s] %s: %s\n", mark, t.Goal, t.Measured)
 	}
 	if len(rep.FanOutTargets) > 0 {
-		fmt.Fprintln(w, "\ntargets (issue 23, fan-out; figures of this run, read as ratios on a busy machine):")
+		fmt.Fprintln(w, "\ntargets (fan-out; figures of this run, read as ratios on a busy machine):")
 		for _, t := range rep.FanOutTargets {
 			mark := "below target"
 			if t.Met {
@@ -995,14 +999,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 }
 
 // writeTenants sets each tenant-spread scenario beside its one-tenant twin
-// (issue 35: within noise of it): the rate and its ratio, overall and per
+// (spreading over tenants should cost nothing: within noise of it): the rate and its ratio, overall and per
 // round, what Temporal and the ledger did per delivery, and the exactly-once
 // and order checks of both. Figures only, never asserted.
 func (rep *Report) writeTenants(w io.Writer) {
 	if rep.Settings.Tenants == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ntenants (issue 35; %d correlations spread over %d tenants vs one tenant, run back to back in every round):\n", rep.Settings.Correlations, rep.Settings.Tenants)
+	fmt.Fprintf(w, "\ntenants (%d correlations spread over %d tenants vs one tenant, run back to back in every round):\n", rep.Settings.Correlations, rep.Settings.Tenants)
 	for _, c := range []struct {
 		spread, one, unit string
 		all               float64

@@ -18,7 +18,8 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// The slow-receiver measurement's shape (issue 32, item 2): the fan-out
+// The slow-receiver measurement's shape (each lane must hand over on its
+// own, so a slow receiver paces only its own lanes): the fan-out
 // scenario's three endpoints take every event (fan-out 3), over
 // slowCorrelations lanes each; in the second run one of them answers every
 // request slowDelay late. Small enough to run in a few minutes: the slow
