@@ -17,9 +17,9 @@ import (
 	"github.com/hookflow/hookflow/workflows"
 )
 
-// TestEventWorkflowHistoryStaysBoundedOverA72HourWindow (issue 32, item 3):
-// a 72-hour window, a 100 KB payload, and the endpoint's circuit open for
-// the whole window: the first attempt fails (503), and every regular
+// TestEventWorkflowHistoryStaysBoundedOverA72HourWindow: a lane must not
+// outgrow Temporal's history limit through a 72-hour window, a 100 KB
+// payload, and the endpoint's circuit open for the whole window: the first attempt fails (503), and every regular
 // attempt after it is told to wait 30 s on the open circuit: about 8,600
 // waits of about 11 history events each, far past Temporal's 51,200.
 // The workflow continues as new whenever its history passes MaxHistory;

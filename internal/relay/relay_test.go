@@ -459,7 +459,7 @@ func (l byType) Route(ctx context.Context, e intake.Event, maxSubscribers int) (
 }
 
 // An event more endpoints subscribe to than HOOKFLOW_MAX_SUBSCRIBERS is
-// held, not failed (issue 33 review, item 2): its sequence would never
+// held, not failed: its sequence would never
 // arrive, and its correlation would be stuck behind the gap, though the
 // condition passes once an endpoint is unsubscribed. The row stays pending
 // with the reason noted, its correlation waits out the backoff (a round
@@ -514,7 +514,7 @@ func TestRelayHoldsTooManySubscribers(t *testing.T) {
 	require.Equal(t, "relayed", state)
 }
 
-// Each outbox row goes into its own tenant's ledger (issue 35): tenants
+// Each outbox row goes into its own tenant's ledger: tenants
 // acme and globex, and the default tenant, write the same event ID in the
 // same correlation, and each ledger holds its own event with its own data,
 // started in its own order. A row naming another tenant's endpoint is

@@ -107,7 +107,7 @@ func TestAReopeningSoonAfterACloseKeepsTheOutage(t *testing.T) {
 	require.WithinDuration(t, c.Now, *c.FailingSince, 10*time.Second)
 }
 
-// TestAutoReplaySelectsOnTheDatabasesClock (issue 33 item 9): a worker
+// TestAutoReplaySelectsOnTheDatabasesClock: a worker
 // whose clock is an hour behind the database's writes a dead letter of an
 // outage; the auto-replay, which selects from the circuit's failing_since
 // (the database's clock), still finds it, since dead_lettered_at is the

@@ -569,8 +569,9 @@ func TestDeadLettersPerDelivery(t *testing.T) {
 	require.Len(t, page, 2)
 }
 
-// TestDeadLetterWriteRetriedForItsWindow (issue 22, defect 6): the write of
-// a dead letter is retried after its first try committed and its result was
+// TestDeadLetterWriteRetriedForItsWindow (a retried write once bumped the
+// generation past an operator's claim and dropped its signal): the write
+// of a dead letter is retried after its first try committed and its result was
 // lost, and an operator claimed a replay of it in between. The retry, for
 // the same window, is a no-op: it answers the generation the operator
 // claimed and leaves the claim, so the workflow still takes the operator's

@@ -12,7 +12,7 @@ import (
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
-// Portal sessions (issue 36): a tenant's backend opens one for one of its
+// Portal sessions: a tenant's backend opens one for one of its
 // people; its link's code is exchanged once for a bearer token that acts
 // on the tenant's /v1 routes. The store keeps only the hashes of the code
 // and of the token. Creating and revoking bind the store's tenant; the

@@ -123,7 +123,7 @@ type Endpoint struct {
 	UpdatedAt time.Time
 }
 
-// Settings are an endpoint's delivery settings (issue 24). The API
+// Settings are an endpoint's delivery settings. The API
 // validates them (api/endpoint_settings.go) and the table's constraints
 // hold the bounds again. Everything that reads an endpoint for a delivery
 // reads them here, in the endpoint's row: DeliveryStartAttempt returns

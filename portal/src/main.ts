@@ -1,4 +1,4 @@
-// The customer portal (issue 36): the page a tenant's own people open from
+// The customer portal: the page a tenant's own people open from
 // a portal session's link, served by `hookflow api` at /portal/<tenant>/.
 // It imports only types from the TypeScript client's schema.ts, which
 // openapi-typescript writes from api/openapi.json, so every call below is

@@ -529,7 +529,7 @@ type DeadLetterUpsertRow struct {
 // dead_lettered_at is the database's clock, as the circuit's failing_since
 // and closed_at are, which the auto-replay compares it with: a worker's
 // clock behind the database's would leave an outage's first dead letters
-// out of its auto-replay (issue 33 item 9). attempts are the generation's
+// out of its auto-replay. attempts are the generation's
 // own ($6, AttemptsSinceDeadLetter), up to delivery_attempts row $9.
 func (q *Queries) DeadLetterUpsert(ctx context.Context, arg DeadLetterUpsertParams) (DeadLetterUpsertRow, error) {
 	row := q.db.QueryRow(ctx, DeadLetterUpsert,

@@ -9,7 +9,7 @@
 -- dead_lettered_at is the database's clock, as the circuit's failing_since
 -- and closed_at are, which the auto-replay compares it with: a worker's
 -- clock behind the database's would leave an outage's first dead letters
--- out of its auto-replay (issue 33 item 9). attempts are the generation's
+-- out of its auto-replay. attempts are the generation's
 -- own ($6, AttemptsSinceDeadLetter), up to delivery_attempts row $9.
 INSERT INTO dead_letters (tenant_id, event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, first_failure_at, dead_lettered_at, window_key, last_attempt_id)
 VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8, now(), $10, $9)

@@ -1,4 +1,4 @@
--- An outbox row carries its tenant (issue 35): a SaaS's backend writes the
+-- An outbox row carries its tenant: a SaaS's backend writes the
 -- events of all its customers to one outbox, and `hookflow relay` puts each
 -- into its own tenant's ledger. Event IDs and sequences are unique per
 -- tenant there, and so they are here: two tenants may both write evt-1 in
