@@ -1,4 +1,4 @@
--- Fan-out (issue 23): an accepted event is routed, when it is accepted, to
+-- Fan-out: an accepted event is routed, when it is accepted, to
 -- every endpoint subscribed to it; each (event, endpoint) is a delivery, and
 -- order is kept per (correlation, endpoint), a lane. The event's own state
 -- becomes the aggregate of its deliveries' (store.EventAggregate), so what

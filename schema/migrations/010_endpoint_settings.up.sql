@@ -1,4 +1,4 @@
--- Per-endpoint delivery settings (issue 24). Each NULL means "as the server
+-- Per-endpoint delivery settings. Each NULL means "as the server
 -- is configured" (HOOKFLOW_RECOVERY_WINDOW, HOOKFLOW_DELIVERY_TIMEOUT,
 -- unlimited), which is what every endpoint registered before keeps.
 --

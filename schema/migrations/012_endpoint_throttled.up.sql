@@ -1,5 +1,5 @@
--- The rate limiter counts the attempts it held back (issue 24, item 6:
--- GET /v1/endpoints/{id}/stats "throttled"). The count lives on the
+-- The rate limiter counts the attempts it held back (GET
+-- /v1/endpoints/{id}/stats "throttled"). The count lives on the
 -- limiter's own row and is moved by the statement that reserves the slot
 -- (EndpointRateReserve), so it costs no write of its own and survives every
 -- crash: a reservation is counted exactly when it is made. It is a total

@@ -1,5 +1,4 @@
--- The circuit breaker per endpoint, automatic recovery and auto-disable
--- (issue 24 items 2-4).
+-- The circuit breaker per endpoint, automatic recovery and auto-disable.
 --
 -- Settings, in the endpoint's row beside the other delivery settings. NULL
 -- is the default: circuit_failure_threshold 5 consecutive retryable

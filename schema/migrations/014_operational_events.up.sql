@@ -1,4 +1,4 @@
--- Operational events (issue 24 item 5): hookflow publishes its own events
+-- Operational events: hookflow publishes its own events
 -- about an endpoint (hookflow.endpoint.*, hookflow.dead_letter.*) as
 -- ordinary events whose correlation ID is the endpoint's ID. Their sequence
 -- numbers must be contiguous per endpoint, as every correlation's are, or

@@ -1,4 +1,4 @@
--- The circuit breaker's failure rate (issue 24 item 2), beside 013's
+-- The circuit breaker's failure rate, beside 013's
 -- consecutive failures: an endpoint that fails every other request never
 -- fails five times in a row, yet half of what is sent to it is wasted and
 -- every lane behind it crawls. The circuit opens the same way (same state,

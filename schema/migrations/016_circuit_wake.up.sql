@@ -1,4 +1,4 @@
--- Waking the lanes an open circuit holds when it closes (issue 24 items 2-4).
+-- Waking the lanes an open circuit holds when it closes.
 -- A lane whose attempt found its endpoint's circuit open waits on one timer,
 -- until the next probe time it was told (up to the backoff's 5 minutes) or
 -- until the probe lease of another attempt ends. When the circuit closes

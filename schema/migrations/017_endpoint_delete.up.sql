@@ -1,4 +1,4 @@
--- Deleting an endpoint (DELETE /v1/endpoints/{id}, issue 32 item 4): for an
+-- Deleting an endpoint (DELETE /v1/endpoints/{id}): for an
 -- endpoint no one will enable again. The row stays, stamped, because its
 -- deliveries, attempts and dead letters refer to it and are kept for the
 -- audit; every query that finds, lists or routes endpoints leaves a deleted

@@ -1,5 +1,5 @@
--- Voiding a sequence the producer lost (POST /v1/correlations/{id}/skip,
--- issue 32 item 6). A voided sequence is a tombstone in the events ledger:
+-- Voiding a sequence the producer lost (POST /v1/correlations/{id}/skip),
+-- so that its lanes do not wait on it forever. A voided sequence is a tombstone in the events ledger:
 -- a row of type 'hookflow.voided' (id hookflow-voided-<correlation>-<seq>)
 -- with no deliveries, stored skipped, whose data records who voided it, when
 -- and why. It takes the sequence's place, so the cursor walks past it as past

@@ -1,4 +1,4 @@
--- An endpoint's URL and what follows it (issue 33 items 1 and 8).
+-- An endpoint's URL and what follows it when it changes.
 --
 -- url_path_public: whether the URL's path holds no secret. Slack- and
 -- Discord-style webhook URLs carry their token in the path, so by default

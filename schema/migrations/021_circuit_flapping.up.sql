@@ -1,4 +1,4 @@
--- A flapping receiver rests (issue 33 item 3). Before this migration any
+-- A flapping receiver rests. Before this migration any
 -- answer to a probe closed the circuit and forgot failing_since, so a
 -- receiver that answered once every few seconds was never disabled, and
 -- each close woke every lane and replayed every outage dead letter.
@@ -39,7 +39,7 @@ ALTER TABLE endpoint_circuits
 CREATE INDEX endpoint_circuits_event_catch_up_idx ON endpoint_circuits (event_at)
     WHERE events_coalesced > 0;
 
--- The wake and the auto-replay go round the endpoints (issue 33 item 3): a
+-- The wake and the auto-replay go round the endpoints: a
 -- pass signals or replays at most a page (starter) of each endpoint's
 -- lanes, then serves the next endpoint, so one endpoint with thousands of
 -- lanes no longer holds up the others. An endpoint left with work keeps
@@ -55,8 +55,8 @@ ALTER TABLE endpoint_circuits
     ADD COLUMN wake_turn_at timestamptz,
     ADD COLUMN auto_replay_turn_at timestamptz;
 
--- A dead letter's generation holds only its own attempts (issue 33 item
--- 3): last_attempt_id is the last delivery_attempts row it holds, and the
+-- A dead letter's generation holds only its own attempts: last_attempt_id
+-- is the last delivery_attempts row it holds, and the
 -- next generation takes the attempts after it. Before, each generation
 -- copied every attempt so far, so a replayed flapper's row grew with
 -- every generation.

@@ -1,4 +1,4 @@
--- Tenants (issue 35): one hookflow serves a SaaS and each of its customers.
+-- Tenants: one hookflow serves a SaaS and each of its customers.
 -- Every row of the ledger belongs to one tenant, and the IDs a producer
 -- chooses (events, correlations) are unique per tenant, so order is per
 -- (tenant, correlation) and a lane is (tenant, correlation, endpoint).

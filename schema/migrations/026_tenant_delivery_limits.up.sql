@@ -1,4 +1,4 @@
--- The two limits a tenant's deliveries answer to (issue 35):
+-- The two limits a tenant's deliveries answer to:
 --   deliveries_per_second: sends a second across all of the tenant's
 --     endpoints, so one customer's burst holds back its own lanes and no
 --     one else's; NULL is no limit beyond each endpoint's rate_limit.

@@ -1,4 +1,4 @@
--- Portal sessions (issue 36): a tenant's own people use the same /v1 routes
+-- Portal sessions: a tenant's own people use the same /v1 routes
 -- from the page hookflow api serves at /portal/. The tenant's backend asks
 -- for a session (tenants:write) and hands its link to one person (actor);
 -- the link's one-time code is exchanged once, within a minute, for a

@@ -1,4 +1,4 @@
--- The event log (GET /v1/events, issue 36): a tenant's events newest first,
+-- The event log (GET /v1/events): a tenant's events newest first,
 -- paged by (accepted_at, id), alone or by type. A correlation's are found
 -- by events_correlation_sequence_key, and an endpoint's by the deliveries'
 -- key. A plain CREATE INDEX holds writes to events while it builds: a
