@@ -258,20 +258,20 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 	require.Equal(t, store.CircuitClosed, c.State, "the probe closed it")
 }
 
-// TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter: an endpoint with disable_after 1m (the shortest allowed) whose
-// receiver is down opens its circuit, and the probe that fails once the run
-// of failures has lasted a minute disables it, as a PATCH would: the
-// operators' endpoint is sent hookflow.endpoint.disabled after the
-// circuit_opened, and the receiver has had nothing. Once the receiver is
-// back, PATCH {"disabled": false} enables it, the circuit starts afresh,
-// and every lane drains in order, exactly once, with no dead letter left
-// open. Held: the windows outlast the minute, so the heads wait on the
-// circuit (or are dead-lettered "endpoint disabled", which the enabling
-// replays). Auto-replay: the windows (20 s) are spent first, the heads are
-// dead-lettered "endpoint circuit open", and the sweep's replays probe the
-// endpoint until one disables it; the enabling closes the open circuit as
-// a probe would, so those dead letters are auto-replayed besides the
-// disabling's.
+// TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter: an endpoint
+// with disable_after 1m (the shortest allowed) whose receiver is down opens
+// its circuit, and the probe that fails once the run of failures has lasted
+// a minute disables it, as a PATCH would: the operators' endpoint is sent
+// hookflow.endpoint.disabled after the circuit_opened, and the receiver has
+// had nothing. Once the receiver is back, PATCH {"disabled": false} enables
+// it, the circuit starts afresh, and every lane drains in order, exactly
+// once, with no dead letter left open. Held: the windows outlast the
+// minute, so the heads wait on the circuit (or are dead-lettered "endpoint
+// disabled", which the enabling replays). Auto-replay: the windows (20 s)
+// are spent first, the heads are dead-lettered "endpoint circuit open", and
+// the sweep's replays probe the endpoint until one disables it; the
+// enabling closes the open circuit as a probe would, so those dead letters
+// are auto-replayed besides the disabling's.
 func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

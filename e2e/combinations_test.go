@@ -113,11 +113,12 @@ func TestReplayAfterTerminateKeepsTheSkippedSequences(t *testing.T) {
 }
 
 // TestReleaseOfATerminatedDeadLetterWaitsForTheOperator (a restart once
-// dropped skipped_sequences, here on the release path): Terminate is pressed on a dead-lettered head, and its
-// sequencer is resynced (the repair sweep of another API process, or a
-// Reset of the sequencer, does that) before anyone replays it. The release
-// that passes on starts the workflow again, waiting on its dead letter: it
-// is not delivered behind the operator's back.
+// dropped skipped_sequences, here on the release path): Terminate is
+// pressed on a dead-lettered head, and its sequencer is resynced (the
+// repair sweep of another API process, or a Reset of the sequencer, does
+// that) before anyone replays it. The release that passes on starts the
+// workflow again, waiting on its dead letter: it is not delivered behind
+// the operator's back.
 func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("release-terminated", ep.ID, 2)

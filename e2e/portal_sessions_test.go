@@ -71,12 +71,12 @@ func (b *bundle) portalToken(tenant string, body map[string]any) (portalLink, po
 	return l, tok
 }
 
-// TestPortalSessions (the backend's side of the portal): a tenant's backend opens a
-// portal session; its link's code is exchanged once, within its minute,
-// for a token that acts on the tenant's /v1 routes with its capabilities'
-// scopes, only on its endpoints when it names some, recorded as
-// portal:<actor>; revoking it, or its end, refuses it on its next request
-// with a problem type of its own.
+// TestPortalSessions (the backend's side of the portal): a tenant's backend
+// opens a portal session; its link's code is exchanged once, within its
+// minute, for a token that acts on the tenant's /v1 routes with its
+// capabilities' scopes, only on its endpoints when it names some, recorded
+// as portal:<actor>; revoking it, or its end, refuses it on its next
+// request with a problem type of its own.
 func TestPortalSessions(t *testing.T) {
 	b := setup(t, options{})
 	ctx := context.Background()

@@ -15,21 +15,21 @@ import (
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
-// TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents is the
-// volume case of lanes that never hold each other back: endpoint E (x.*) dead-letters sequence 1 of a
-// correlation; endpoint A (every type) takes 1 and then 10,100 events of
-// type y.*, which E does not take, so the correlation's cursor stays at 1
-// behind E's dead letter the whole time. The first 100 go through the API;
-// the other 10,000 are written to the ledger as A's deliveries leave them
-// (store.EventInsertRouted and DeliveryDelivered, what the API and A's
-// attempts run), so the test stays short. Then an operator presses
-// Terminate on the sequencer. The fresh run loads a state bounded by the
-// lanes, and A's next arrival is released at once, naming the last of the
-// 10,101 as its previous sequence; E's dead letter, skipped, lets the
-// cursor past all of it. Before the sequencer kept its lanes bounded (cc2f4fc), the
-// fresh run loaded the first 10,000 events from the cursor, took 10,102 for
-// an arrival after a gap, and A's lane stopped until someone handled E's
-// dead letter.
+// TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents is the volume
+// case of lanes that never hold each other back: endpoint E (x.*)
+// dead-letters sequence 1 of a correlation; endpoint A (every type) takes 1
+// and then 10,100 events of type y.*, which E does not take, so the
+// correlation's cursor stays at 1 behind E's dead letter the whole time.
+// The first 100 go through the API; the other 10,000 are written to the
+// ledger as A's deliveries leave them (store.EventInsertRouted and
+// DeliveryDelivered, what the API and A's attempts run), so the test stays
+// short. Then an operator presses Terminate on the sequencer. The fresh run
+// loads a state bounded by the lanes, and A's next arrival is released at
+// once, naming the last of the 10,101 as its previous sequence; E's dead
+// letter, skipped, lets the cursor past all of it. Before the sequencer
+// kept its lanes bounded (cc2f4fc), the fresh run loaded the first 10,000
+// events from the cursor, took 10,102 for an arrival after a gap, and A's
+// lane stopped until someone handled E's dead letter.
 func TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents(t *testing.T) {
 	b := setup(t, options{window: 3 * time.Second})
 	held := b.subscribe("x.*")

@@ -19,17 +19,17 @@ import (
 
 // TestEventWorkflowHistoryStaysBoundedOverA72HourWindow: a lane must not
 // outgrow Temporal's history limit through a 72-hour window, a 100 KB
-// payload, and the endpoint's circuit open for the whole window: the first attempt fails (503), and every regular
-// attempt after it is told to wait 30 s on the open circuit: about 8,600
-// waits of about 11 history events each, far past Temporal's 51,200.
-// The workflow continues as new whenever its history passes MaxHistory;
-// each run is run here in a fresh environment with the input its
-// ContinueAsNewError carries (the test environment does not continue as
-// new itself), from the time the run before ended. Each run's history
-// stays under the bound, no input carries the payload, the window is
-// counted from the release across every run, and the dead letter is
-// written when it ends: 72 hours after the release, not later and not
-// never.
+// payload, and the endpoint's circuit open for the whole window: the first
+// attempt fails (503), and every regular attempt after it is told to wait
+// 30 s on the open circuit: about 8,600 waits of about 11 history events
+// each, far past Temporal's 51,200. The workflow continues as new whenever
+// its history passes MaxHistory; each run is run here in a fresh
+// environment with the input its ContinueAsNewError carries (the test
+// environment does not continue as new itself), from the time the run
+// before ended. Each run's history stays under the bound, no input carries
+// the payload, the window is counted from the release across every run, and
+// the dead letter is written when it ends: 72 hours after the release, not
+// later and not never.
 func TestEventWorkflowHistoryStaysBoundedOverA72HourWindow(t *testing.T) {
 	t.Parallel()
 	const window = 72 * time.Hour

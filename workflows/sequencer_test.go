@@ -966,11 +966,12 @@ func TestSequencerLaneBehindADeadLetterLoadsFromTheLedger(t *testing.T) {
 	require.GreaterOrEqual(t, h.laneLoads, 2, "the rest came from the ledger")
 }
 
-// TestSequencerFreshRunReleasesAHealthyLaneBehindALongBacklog: the issue-32
-// scenario. ep_e dead-lettered 1; ep_a has delivered 2 to 20,001 (events
-// ep_e does not take), all of them past the cursor, which the dead letter
-// holds at 1. The sequencer is terminated; the fresh run's load is bounded
-// by the lanes, and ep_a's next arrival is released in its answer.
+// TestSequencerFreshRunReleasesAHealthyLaneBehindALongBacklog: a healthy
+// lane must go on behind a long backlog at any volume. ep_e dead-lettered
+// 1; ep_a has delivered 2 to 20,001 (events ep_e does not take), all of
+// them past the cursor, which the dead letter holds at 1. The sequencer is
+// terminated; the fresh run's load is bounded by the lanes, and ep_a's next
+// arrival is released in its answer.
 func TestSequencerFreshRunReleasesAHealthyLaneBehindALongBacklog(t *testing.T) {
 	t.Parallel()
 	h := newSeqHarness(t, 1)

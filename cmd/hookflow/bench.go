@@ -23,8 +23,9 @@ baseline-fast (the same POST as a local activity on an eagerly started workflow:
 hookflow-ordered (POST /v1/events to one endpoint over --correlations keys), hookflow-fanout (the same,
 each event posted once without an endpoint and routed to three), their twins hookflow-ordered-tenants and
 hookflow-fanout-tenants (the same workload with the correlations spread over --tenants tenants, each
-with endpoints of its own; each run beside its twin in every round, and their ratio printed: spreading over tenants should cost nothing),
-hookflow-single-key, then idle latency for both baselines and a single key. Per webhook delivered it reports history events and Temporal Cloud
+with endpoints of its own; each run beside its twin in every round, and their ratio printed, as
+spreading over tenants should cost nothing), hookflow-single-key, then idle latency for both
+baselines and a single key. Per webhook delivered it reports history events and Temporal Cloud
 actions (counted from every workflow's history by Cloud's published billing rules; docs/performance.md),
 beside the bare baseline's, and the fan-out figures against their targets.
 Prints a table; --json writes every figure. Short run: hookflow bench --events 300.
@@ -32,27 +33,28 @@ Prints a table; --json writes every figure. Short run: hookflow bench --events 3
 SQL into an emptied ledger before each size), with the API's cleaner running every 10s at the
 default retentions: accept latency, the ordered scenario's rate, the idle single key, what the
 cleaner pruned, hookflow's statements under EXPLAIN, and the bytes per event before and after pruning.
---rate-limit instead measures an endpoint's rate limit: two endpoints with 20 lanes each,
-one limited to 5/s, and prints its rate over 60 s of its receiver's commits, the order violations in
-both receivers' ledgers, and the unlimited endpoint's rate beside it against its rate alone, for a
-burst (which takes the whole machine) and for a steady 4/s (which leaves it headroom: its rate and
+--rate-limit instead measures an endpoint's rate limit: two endpoints with 20 lanes each, one limited
+to 5/s, and prints its rate over 60 s of its receiver's commits, the order violations in both
+receivers' ledgers, and the unlimited endpoint's rate beside it against its rate alone, for a burst
+(which takes the whole machine) and for a steady 4/s (which leaves it headroom: its rate and
 post-to-commit latency alone and beside the limited one) (about 8 minutes).
---dead-receiver instead measures the circuit breaker and auto-replay: an endpoint with
-auto_replay and --window as its recovery_window, --correlations lanes (default 500 here) of 3 events,
-whose receiver (served by the bench) answers 503 from before the first post until --outage is over.
-It prints the attempts during the outage against the retry policy's alone, the dead letters and how
-many hookflow replayed itself, the time from the comeback to every lane drained, and what the
-receiver saw: each event applied once, in its lane's order. It fails when an event is lost, sent
-again after it was applied, or out of order, or a dead letter is left to an operator. An outage
-longer than the window (--outage 10m --window 5m) has the heads dead-lettered, then auto-replayed.
---slow-receiver instead measures a slow receiver beside fast ones (each lane must hand over on its own): the fan-out scenario's
-three endpoints take 150 events over 30 lanes, first all fast, then with one of them answering every
-request 10 s late (through a proxy the bench serves), and it prints the two fast endpoints' lanes'
-deliveries a second in both runs and their ratio, the slow lane's drain and the most requests it held at
-once (under 2 minutes).
---flapping instead measures a flapping receiver (one that must be made to rest): an endpoint with auto_replay and
---flap-disable-after as its disable_after, 20 lanes of 3 events then one event every 2 s, whose
-receiver (served by the bench) answers 200 once every 6 s and 500 otherwise, for --flap-duration.
+--dead-receiver instead measures the circuit breaker and auto-replay: an endpoint with auto_replay
+and --window as its recovery_window, --correlations lanes (default 500 here) of 3 events, whose receiver
+(served by the bench) answers 503 from before the first post until --outage is over. It prints the
+attempts during the outage against the retry policy's alone, the dead letters and how many hookflow
+replayed itself, the time from the comeback to every lane drained, and what the receiver saw: each
+event applied once, in its lane's order. It fails when an event is lost, sent again after it was
+applied, or out of order, or a dead letter is left to an operator. An outage longer than the window
+(--outage 10m --window 5m) has the heads dead-lettered, then auto-replayed.
+--slow-receiver instead measures a slow receiver beside fast ones (each lane must hand over on its
+own): the fan-out scenario's three endpoints take 150 events over 30 lanes, first all fast, then with
+one of them answering every request 10 s late (through a proxy the bench serves), and it prints the two
+fast endpoints' lanes' deliveries a second in both runs and their ratio, the slow lane's drain and the
+most requests it held at once (under 2 minutes).
+--flapping instead measures a flapping receiver (one that must be made to rest): an endpoint with
+auto_replay and --flap-disable-after as its disable_after, 20 lanes of 3 events then one event every
+2 s, whose receiver (served by the bench) answers 200 once every 6 s and 500 otherwise, for
+--flap-duration.
 It prints the receiver's requests, the endpoint's attempts, its operational events by type, its
 dead-letter rows (and the attempts they hold), and whether and when disable_after tripped; it fails
 when it never did (10 minutes by default, mostly waiting).`
@@ -150,8 +152,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		if outage <= 0 || window <= 0 {
 			return &config.UsageError{Msg: "--outage and --window must be positive"}
 		}
-		// The ordered scenario's default is not the dead receiver's: issue
-		// 24 measures 500 lanes.
+		// The ordered scenario's default is not the dead receiver's: an outage
+		// is measured over 500 lanes, enough to load the breaker and the replay.
 		c := bench.DeadReceiverCase{Correlations: bench.DefaultDeadCorrelations, Outage: outage, Window: window}
 		if given["correlations"] {
 			c.Correlations = cfg.Correlations

@@ -22,11 +22,11 @@ import (
 	"github.com/hookflow/hookflow/workflows"
 )
 
-// The dead-receiver measurement's shape: one
-// endpoint with auto_replay, deadLaneEvents events in each of its lanes, and
-// a receiver that is down from before the first event is posted until the
-// outage is over. Each lane holds several events so that the receiver can
-// tell their order, not only that they came.
+// The dead-receiver measurement's shape: one endpoint with auto_replay,
+// deadLaneEvents events in each of its lanes, and a receiver that is down
+// from before the first event is posted until the outage is over. Each lane
+// holds several events so that the receiver can tell their order, not only
+// that they came.
 const (
 	DefaultDeadCorrelations = 500
 	DefaultDeadOutage       = 2 * time.Minute

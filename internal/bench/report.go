@@ -195,8 +195,9 @@ type Ratios struct {
 	SingleKeyPerRoundVsFast []float64 `json:"single_key_per_round_vs_fast"`
 	// OrderedTenantsVsOne is the tenant-spread ordered scenario's events/s
 	// over the one-tenant ordered scenario's (spreading over tenants should
-	// cost nothing: within noise of 1), overall and per round; FanOutTenantsVsOne is the same for
-	// fan-out, in deliveries/s. Absent when the run had no tenants.
+	// cost nothing: within noise of 1), overall and per round;
+	// FanOutTenantsVsOne is the same for fan-out, in deliveries/s. Absent when
+	// the run had no tenants.
 	OrderedTenantsVsOne         float64   `json:"ordered_tenants_vs_one,omitempty"`
 	OrderedTenantsPerRoundVsOne []float64 `json:"ordered_tenants_per_round_vs_one,omitempty"`
 	FanOutTenantsVsOne          float64   `json:"fan_out_tenants_vs_one,omitempty"`
@@ -999,9 +1000,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 }
 
 // writeTenants sets each tenant-spread scenario beside its one-tenant twin
-// (spreading over tenants should cost nothing: within noise of it): the rate and its ratio, overall and per
-// round, what Temporal and the ledger did per delivery, and the exactly-once
-// and order checks of both. Figures only, never asserted.
+// (spreading over tenants should cost nothing: within noise of it): the rate
+// and its ratio, overall and per round, what Temporal and the ledger did per
+// delivery, and the exactly-once and order checks of both. Figures only,
+// never asserted.
 func (rep *Report) writeTenants(w io.Writer) {
 	if rep.Settings.Tenants == 0 {
 		return

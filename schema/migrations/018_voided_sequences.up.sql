@@ -1,11 +1,12 @@
--- Voiding a sequence the producer lost (POST /v1/correlations/{id}/skip),
--- so that its lanes do not wait on it forever. A voided sequence is a tombstone in the events ledger:
--- a row of type 'hookflow.voided' (id hookflow-voided-<correlation>-<seq>)
--- with no deliveries, stored skipped, whose data records who voided it, when
--- and why. It takes the sequence's place, so the cursor walks past it as past
--- any finished event and a later post of that sequence is refused as taken
--- (409); it has no workflow and is delivered nowhere. The sequencer names it
--- among the skipped sequences of each lane's next release.
+-- Voiding a sequence the producer lost (POST /v1/correlations/{id}/skip), so
+-- that its lanes do not wait on it forever. A voided sequence is a tombstone
+-- in the events ledger: a row of type 'hookflow.voided' (id
+-- hookflow-voided-<correlation>-<seq>) with no deliveries, stored skipped,
+-- whose data records who voided it, when and why. It takes the sequence's
+-- place, so the cursor walks past it as past any finished event and a later
+-- post of that sequence is refused as taken (409); it has no workflow and is
+-- delivered nowhere. The sequencer names it among the skipped sequences of
+-- each lane's next release.
 --
 -- The sequencer's load reads a correlation's voided sequences: an index of
 -- the tombstones alone, which operators make a few at a time.

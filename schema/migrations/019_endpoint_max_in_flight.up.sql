@@ -1,7 +1,7 @@
--- A cap on an endpoint's attempts in flight at once, across all workers,
--- so each lane hands over on its own: a receiver that answers slowly (a tarpit) holds a
--- worker's slot for each attempt, and without a cap it could take every
--- slot and starve the other endpoints. NULL is the default (100, store
+-- A cap on an endpoint's attempts in flight at once, across all workers, so
+-- each lane hands over on its own: a receiver that answers slowly (a tarpit)
+-- holds a worker's slot for each attempt, and without a cap it could take
+-- every slot and starve the other endpoints. NULL is the default (100, store
 -- DefaultMaxInFlight); the API bounds it as the constraint does.
 ALTER TABLE endpoints
     ADD COLUMN max_in_flight integer
