@@ -75,7 +75,7 @@ func (startedRun) GetRunID() string { return "run-1" }
 
 // TestAnArrivalAnsweredFinishedWhileTheLedgerHoldsItOpenStillStarts: the
 // sequencer answers 10's arrival as finished while the ledger has its
-// delivery waiting (finding: a resync racing an arrival let a lane release
+// delivery waiting (a resync racing an arrival let a lane release
 // 11 first, and 10 was then answered finished and never started, waiting
 // for good). The starter starts 10's workflow all the same, waiting for its
 // release, records why, and makes the sequencer resync. An event the
