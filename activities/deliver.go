@@ -48,7 +48,8 @@ const maxRecordedBody = 2048
 // any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
 // → retry after that delay; everything else → retry. An event the ledger
 // holds as final, delivered or skipped, is never sent again, nor is a
-// dead-lettered one before a replay of its dead letter is claimed.
+// dead-lettered one before a replay of its dead letter is claimed, nor is
+// one while an earlier delivery of its lane is still open (heldByEarlier).
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
 	st := a.store.Tenant(in.Tenant)
@@ -78,6 +79,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 			// workflow waits on that dead letter as it did.
 			return contract.DeliverResult{DeadLettered: start.Generation, Attempt: attempt}, nil
 		}
+	}
+	if start.HeldBy != nil {
+		return a.heldByEarlier(ctx, in, attempt, *start.HeldBy), nil
 	}
 	started := a.now()
 	if start.DeletedBy != nil {
@@ -249,6 +253,57 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		}
 		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
 	}
+}
+
+// Resyncer makes a correlation's sequencer merge the ledger into its
+// state and passes on the releases it answers (starter.Starter). A
+// Sequencer that is one is asked to when the ledger holds an attempt back
+// (heldByEarlier).
+type Resyncer interface {
+	Resync(ctx context.Context, tenant, correlationID string) error
+}
+
+// heldWait is how long an attempt held back by an earlier open delivery of
+// its lane waits before it looks again (and up to as much again at random,
+// so the heads held on one lane do not all look at once); heldOperatorWait
+// when that delivery waits on its dead letter, which only an operator ends.
+// heldResyncTimeout bounds the resync the attempt asks for: the attempt
+// answers the workflow whatever the sequencer does.
+const (
+	heldWait          = 5 * time.Second
+	heldOperatorWait  = time.Minute
+	heldResyncTimeout = 5 * time.Second
+)
+
+// heldByEarlier answers an attempt the ledger refused because an earlier
+// delivery of its lane (head) is still open: the lane's receiver must get
+// that one first. Only a sequencer that lost track of the lane (its state
+// behind the ledger's) or a release signalled by hand from the Web UI
+// releases such an attempt. Nothing is sent, recorded or reserved, and the
+// delivery stays as it was. The answer is a throttle's (InFlightFull, as
+// for a disabled tenant): the workflow waits on a timer that spends no
+// recovery window and makes the same attempt, with its number, again, so
+// the lane neither dead-letters nor breaks; once the earlier delivery is
+// finished, the attempt goes through. The sequencer is asked to resync from
+// the ledger, which gives it the lane's open deliveries: a failure to ask
+// is logged, as the heads sweep resyncs a lane that stays stuck.
+func (a *Activities) heldByEarlier(ctx context.Context, in contract.DeliverInput, attempt int32, head store.LaneHead) contract.DeliverResult {
+	a.logger.Warn("attempt held: an earlier delivery of its lane is still open; resyncing its sequencer",
+		"tenant_id", in.Tenant, "event_id", in.EventID, "endpoint_id", in.EndpointID, "correlation_id", in.CorrelationID, "sequence", in.Sequence,
+		"held_by_event_id", head.EventID, "held_by_sequence", head.Sequence, "held_by_state", head.State)
+	if r, ok := a.sequencer.(Resyncer); ok {
+		rctx, cancel := context.WithTimeout(ctx, heldResyncTimeout)
+		err := r.Resync(rctx, in.Tenant, in.CorrelationID)
+		cancel()
+		if err != nil {
+			a.logger.Warn("resync the sequencer of a held attempt", "tenant_id", in.Tenant, "correlation_id", in.CorrelationID, "event_id", in.EventID, "error", err)
+		}
+	}
+	wait := heldWait
+	if head.State == contract.StateDeadLettered {
+		wait = heldOperatorWait
+	}
+	return contract.DeliverResult{Throttled: wait + rand.N(wait), InFlightFull: true, Attempt: attempt}
 }
 
 // minCircuitWait is the shortest wait an attempt that found its endpoint's

@@ -22,6 +22,7 @@ import (
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/intake"
@@ -39,6 +40,24 @@ type finished struct {
 type sequencerSpy struct {
 	mu    sync.Mutex
 	calls []finished
+	// resynced are the correlations it was asked to resync, in order.
+	resynced []string
+}
+
+// The starter is the Sequencer the worker passes, and it resyncs.
+var _ activities.Resyncer = (*starter.Starter)(nil)
+
+func (s *sequencerSpy) Resync(_ context.Context, _, correlationID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resynced = append(s.resynced, correlationID)
+	return nil
+}
+
+func (s *sequencerSpy) resyncs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.resynced...)
 }
 
 func (s *sequencerSpy) HandOver(_ context.Context, _, correlationID string, d contract.Done) error {

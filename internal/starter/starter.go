@@ -227,7 +227,7 @@ func (s *Starter) start(ctx context.Context, ev store.Event) (string, error) {
 		return "", err
 	}
 	if ann.Finished && len(ev.Endpoints) > 0 {
-		return "", nil // its sequencer is past it: it ended already
+		return s.startPast(ctx, ev)
 	}
 	// An event nobody subscribes to is finished on arrival, and still
 	// becomes a workflow (with no lanes, it ends in its first task): every
@@ -247,6 +247,57 @@ func (s *Starter) start(ctx context.Context, ev store.Event) (string, error) {
 		return "", err
 	}
 	return run, s.releaseAll(ctx, ann.Handoffs)
+}
+
+// FinishedButOpenReason is the restart reason the ledger records for an
+// event whose sequencer answered its arrival finished while the ledger held
+// a delivery of it open (startPast).
+const FinishedButOpenReason = "its sequencer answered its arrival as finished while the ledger holds it open; started all the same, waiting for its release"
+
+// startPast is start for an event whose sequencer answered that every lane
+// of it is past it. The sequencer learns of a finish only after the ledger
+// has it, so the ledger has the last word: an event with every delivery
+// delivered or skipped there ended already and needs no workflow. One with
+// a delivery still open was left behind by a sequencer whose state lost
+// track of a lane (it released a later event there first, or a Reset took
+// it back): left without a workflow, it would stay waiting for good, and
+// the heads sweep, which starts it through here, would get the same answer
+// every time. It is started all the same where the ledger has it
+// (ledgerInput: its open deliveries waiting for their release), the
+// disagreement is logged and recorded as the event's restart, and the
+// sequencer is made to resync from the ledger, which gives the lanes their
+// open deliveries back; the ledger's backstop (store.AttemptStart.HeldBy)
+// keeps a later event of the lane from going first meanwhile.
+func (s *Starter) startPast(ctx context.Context, ev store.Event) (string, error) {
+	cur, err := s.store.EventGet(ctx, ev.ID)
+	if err != nil {
+		return "", fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+	}
+	var open []string
+	for _, d := range cur.Deliveries {
+		if !d.State.Final() {
+			open = append(open, d.EndpointID)
+		}
+	}
+	if len(open) == 0 {
+		return "", nil // its sequencer is past it: it ended already
+	}
+	s.logger.Warn("sequencer answered an arrival as finished while the ledger holds the event open; starting its workflow and resyncing the sequencer",
+		"tenant_id", s.tenant(), "event_id", ev.ID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence, "open_endpoints", open)
+	in, err := s.ledgerInput(ctx, cur)
+	if err != nil {
+		return "", fmt.Errorf("start workflow for event %s: %w", ev.ID, err)
+	}
+	run, err := s.execute(ctx, cur, in)
+	if err != nil {
+		return "", err
+	}
+	if run != "" {
+		if err := s.store.EventRestarted(ctx, ev.ID, FinishedButOpenReason, run); err != nil {
+			return run, err
+		}
+	}
+	return run, s.resync(ctx, ev.CorrelationID)
 }
 
 func (s *Starter) arrive(ctx context.Context, ev store.Event) (contract.Announcement, error) {

@@ -178,6 +178,18 @@ type AttemptStart struct {
 	Data json.RawMessage
 	// Tenant is what the attempt answers to of the event's tenant.
 	Tenant TenantHold
+	// HeldBy is the earlier delivery of the lane (tenant, correlation,
+	// endpoint) still open, not delivered or skipped, when there is one:
+	// the attempt marked nothing, and must send nothing.
+	HeldBy *LaneHead
+}
+
+// LaneHead is the first open delivery of a lane: its sequence, its event
+// and its state (waiting, delivering or dead_lettered).
+type LaneHead struct {
+	Sequence int64
+	EventID  string
+	State    contract.State
 }
 
 // TenantHold is what of its tenant holds an attempt back: the tenant is
@@ -192,7 +204,8 @@ type TenantHold struct {
 // DeliveryStartAttempt marks the delivery delivering (released_at set once)
 // and the event's aggregate, and returns what the attempt needs
 // (AttemptStart), unless the endpoint is disabled (or deleted), or the delivery is final,
-// or it is dead-lettered and no replay of its dead letter is claimed: then
+// or it is dead-lettered and no replay of its dead letter is claimed, or an
+// earlier delivery of its lane is still open (AttemptStart.HeldBy): then
 // it changes nothing. ErrNotFound when the endpoint does not exist.
 func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID string) (AttemptStart, error) {
 	var a AttemptStart
@@ -204,11 +217,16 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			var sc settingsColumns
 			var circuit string
 			var failures int32
+			var held LaneHead
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
 				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data,
-				&a.Tenant.Disabled, &a.Tenant.DeliveriesPerSecond, &a.Tenant.AllowPrivateTargets)...)
+				&a.Tenant.Disabled, &a.Tenant.DeliveriesPerSecond, &a.Tenant.AllowPrivateTargets,
+				&held.Sequence, &held.EventID, &held.State)...)
 			e.Settings = sc.settings()
 			a.CircuitOpen, a.CircuitFailures = circuit != CircuitClosed, int(failures)
+			if held.Sequence > 0 {
+				a.HeldBy = &held
+			}
 			return translate(err)
 		})
 		// A no-op when the delivery did not move: the aggregate is a function

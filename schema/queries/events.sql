@@ -191,13 +191,32 @@ SELECT state FROM events WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 FOR U
 -- only once a replay of its dead letter is claimed: a Reset of its workflow
 -- to before the dead letter must not deliver it behind its operator, who
 -- may be skipping it.
+--
+-- The ledger's backstop of the lane's order: a delivery is not marked (and
+-- the attempt sends nothing) while an earlier delivery routed to its lane
+-- (tenant, correlation, endpoint) is still open, not delivered or skipped.
+-- Only a sequencer that lost track of the lane, or a release signalled by
+-- hand, asks for one; held names the lane's first open delivery. It is one
+-- probe of deliveries_pending_idx (migration 025), the lane's open
+-- deliveries in sequence order, whatever the lane's backlog.
 WITH dl AS (
     SELECT status, generation FROM dead_letters WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2
+), held AS (
+    SELECT p.sequence, p.event_id, p.state
+    FROM deliveries me
+    CROSS JOIN LATERAL (
+        SELECT o.sequence, o.event_id, o.state FROM deliveries o
+        WHERE o.tenant_id = me.tenant_id AND o.correlation_id = me.correlation_id AND o.endpoint_id = me.endpoint_id
+          AND o.state NOT IN ('delivered', 'skipped')
+        ORDER BY o.sequence LIMIT 1
+    ) p
+    WHERE me.tenant_id = sqlc.arg(tenant_id) AND me.event_id = $1 AND me.endpoint_id = $2 AND p.sequence < me.sequence
 ), marked AS (
     UPDATE deliveries SET state = 'delivering', released_at = COALESCE(released_at, now()), updated_at = now()
     WHERE tenant_id = sqlc.arg(tenant_id) AND event_id = $1 AND endpoint_id = $2 AND state IN ('waiting', 'delivering', 'dead_lettered')
       AND (state <> 'dead_lettered' OR EXISTS (SELECT 1 FROM dl WHERE status = 'replayed'))
       AND EXISTS (SELECT 1 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $2 AND NOT disabled)
+      AND NOT EXISTS (SELECT 1 FROM held)
 ), tenant AS (
     SELECT disabled, deliveries_per_second, COALESCE(allow_private_targets, id = 'default') AS allow_private_targets
     FROM tenants WHERE id = sqlc.arg(tenant_id)
@@ -222,7 +241,10 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        -- The tenant's (migrations 025, 026): a disabled tenant's heads
        -- wait, its deliveries_per_second paces them, and the allowlist
        -- applies to its targets only when granted.
-       (SELECT disabled FROM tenant), (SELECT deliveries_per_second FROM tenant), (SELECT allow_private_targets FROM tenant)
+       (SELECT disabled FROM tenant), (SELECT deliveries_per_second FROM tenant), (SELECT allow_private_targets FROM tenant),
+       -- The earlier open delivery of the lane that holds this one back
+       -- (0, '' and '' when none does).
+       COALESCE((SELECT sequence FROM held), 0)::bigint, COALESCE((SELECT event_id FROM held), ''), COALESCE((SELECT state FROM held), '')
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $2;
 
 -- name: DeliveryMarkFinal :exec
