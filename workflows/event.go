@@ -222,7 +222,11 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 // letter and waits for an operator's replay or skip of it; the sequencer
 // keeps that lane, and only that lane, gated on it meanwhile, so order is
 // never broken silently. The workflow ends when every lane has.
+//
+// Request Cancellation (the Web UI's button, client.CancelWorkflow) is
+// refused: the run goes on as if it had not been pressed (refuseCancellation).
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
+	ctx = refuseCancellation(ctx)
 	// The payload is the ledger's (Deliver and WriteDeadLetter read it
 	// there): an input from before the starter dropped it must not copy it
 	// into every activity input, nor into a continue-as-new.
@@ -313,6 +317,24 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 		res.Lanes = append(res.Lanes, LaneResult{Endpoint: l.endpoint, State: l.status.State, Attempts: l.attempts})
 	}
 	return res, nil
+}
+
+// refuseCancellation returns the context the whole run works in: one that
+// a cancellation request does not reach. An event's workflow owns its lanes
+// until each is delivered, skipped or dead-lettered, and its sequencer holds
+// each lane's successors until then: a run that gave up on a cancellation
+// would leave every lane of the event waiting for a hand-over that never
+// comes, and a run that went on with a cancelled context would see every
+// wait and activity fail at once. So a cancellation is logged and ignored;
+// an operator who wants a delivery given up skips its dead letter, which
+// the sequencer hears of.
+func refuseCancellation(ctx workflow.Context) workflow.Context {
+	run, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ctx.Done().Receive(ctx, nil)
+		workflow.GetLogger(ctx).Warn("ignoring a cancellation request: an event's deliveries end delivered, skipped or dead-lettered, never cancelled")
+	})
+	return run
 }
 
 // eventRun is one EventWorkflow's state: its lanes, and what it last
@@ -567,9 +589,13 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 		// receive takes a signal out of its channel as it comes, and a
 		// continue-as-new decided before this coroutine ran again would
 		// not find it there (continueAsNew drains the channels).
-		_ = workflow.Await(ctx, func() bool {
+		if err := workflow.Await(ctx, func() bool {
 			return releaseCh.Len()+replayCh.Len()+skipCh.Len()+closedCh.Len() > 0
-		})
+		}); err != nil {
+			// Only a cancelled context answers so, and the run's is never
+			// cancelled (refuseCancellation); looping on it would never yield.
+			return
+		}
 		var rel contract.Release
 		for releaseCh.ReceiveAsync(&rel) {
 			w.routeRelease(rel)
