@@ -122,6 +122,15 @@ type LaneResume struct {
 	// DeadLetterDue: the window failed, and the lane waited for its end to
 	// write the dead letter with this reason.
 	DeadLetterDue string `json:"dead_letter_due,omitempty"`
+	// TurnUntil is when the lane's throttled attempt would have been made
+	// (waitTurn: its endpoint's rate limit or cap on attempts in flight, or
+	// its tenant disabled); the new run waits out what is left, and
+	// WindowStart is already moved on by what was waited. TurnSlot: the
+	// attempt holds a send slot reserved for then. Probe: the attempt
+	// probes an open circuit (a replay's first).
+	TurnUntil time.Time `json:"turn_until,omitzero"`
+	TurnSlot  bool      `json:"turn_slot,omitempty"`
+	Probe     bool      `json:"probe,omitempty"`
 }
 
 // DeadLetter is the dead letter a delivery waits on.
@@ -405,8 +414,9 @@ func (w *eventRun) mayContinueAsNew(ctx workflow.Context) bool {
 func (w *eventRun) continueAsNew(ctx workflow.Context) error {
 	carried := make([]LaneInput, 0, len(w.order))
 	byEndpoint := map[string]*LaneInput{}
+	now := workflow.Now(ctx)
 	for _, l := range w.order {
-		carried = append(carried, l.carry())
+		carried = append(carried, l.carry(now))
 	}
 	for i := range carried {
 		byEndpoint[carried[i].Endpoint] = &carried[i]
@@ -700,6 +710,11 @@ type laneRun struct {
 	// reason of the dead letter written when the window ends.
 	waitUntil time.Time
 	dueReason string
+	// turnStart and turnUntil are when a throttled wait (parkedTurn) began
+	// and ends; turnSlot: its attempt holds a reserved send slot; probe:
+	// its attempt probes an open circuit.
+	turnStart, turnUntil time.Time
+	turnSlot, probe      bool
 }
 
 // parkedOn is what a lane with no attempt in flight waits on.
@@ -711,13 +726,14 @@ const (
 	parkedCircuit            // its endpoint's open circuit (waitCircuit)
 	parkedWindowEnd          // its window's end, to write its dead letter
 	parkedOperator           // a replay or skip of its dead letter
+	parkedTurn               // its throttled attempt's turn (waitTurn)
 )
 
 // carry is the lane's input to the run a continue-as-new starts: where it
 // stands, with what its channels hold that it has not taken (a release, a
 // replay or skip of its dead letter, a circuit's close). Only a parked or
-// ended lane is carried (mayContinueAsNew).
-func (l *laneRun) carry() LaneInput {
+// ended lane is carried (mayContinueAsNew); now is when.
+func (l *laneRun) carry(now time.Time) LaneInput {
 	li := LaneInput{Endpoint: l.endpoint, RecoveryWindow: l.in.RecoveryWindow, Timeout: l.in.Timeout, Attempts: l.attempts, Windows: l.windows}
 	if l.done {
 		li.Finished = l.status.State
@@ -739,6 +755,13 @@ func (l *laneRun) carry() LaneInput {
 			li.Resume.WaitUntil = l.waitUntil
 			li.Resume.Woken = l.circuitClosed.ReceiveAsync(nil)
 		}
+	case parkedTurn:
+		// Waiting one's turn spends no window: the time waited so far moves
+		// the window's start on, as the wait's end would have, and the new
+		// run waits out the rest.
+		li.Released = &release
+		li.Resume = &LaneResume{WindowStart: l.windowStart.Add(now.Sub(l.turnStart)), Retrying: l.retrying, AttemptOffset: l.offset, Failure: l.failure,
+			TurnUntil: l.turnUntil, TurnSlot: l.turnSlot, Probe: l.probe, Woken: l.circuitClosed.ReceiveAsync(nil)}
 	case parkedOperator:
 		li.Released = &release
 		dl := &DeadLetter{Generation: l.status.Generation, Reason: l.status.Reason}
@@ -1025,8 +1048,14 @@ func (l *laneRun) deliverWindow(ctx workflow.Context, resume *LaneResume) (contr
 		l.retrying, l.offset, l.failure = false, 0, ""
 	} else {
 		l.retrying, l.offset, l.failure = resume.Retrying, resume.AttemptOffset, resume.Failure
+		ev.Probe = resume.Probe
 		if d := resume.WaitUntil.Sub(workflow.Now(ctx)); d > 0 {
 			if err := l.waitCircuit(ctx, d); err != nil {
+				return contract.DeliverResult{}, err
+			}
+		}
+		if !resume.TurnUntil.IsZero() {
+			if err := l.waitTurn(ctx, &ev, resume.TurnUntil.Sub(workflow.Now(ctx)), resume.TurnSlot); err != nil {
 				return contract.DeliverResult{}, err
 			}
 		}
@@ -1056,10 +1085,9 @@ func (l *laneRun) deliverWindow(ctx workflow.Context, resume *LaneResume) (contr
 		if err != nil || res.Throttled <= 0 {
 			break
 		}
-		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+		if err := l.waitTurn(ctx, &ev, res.Throttled, !res.InFlightFull); err != nil {
 			return res, err
 		}
-		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 	if err == nil {
 		return res, nil
@@ -1120,10 +1148,9 @@ func (l *laneRun) retryWindow(ctx workflow.Context, ev contract.DeliverInput, fa
 		// The throttled attempt is made again, with its number.
 		ev.AttemptOffset = res.Attempt - 1
 		l.offset = ev.AttemptOffset
-		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+		if err := l.waitTurn(ctx, &ev, res.Throttled, !res.InFlightFull); err != nil {
 			return res, err
 		}
-		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 }
 
@@ -1139,9 +1166,10 @@ func (f dueFailure) Error() string { return string(f) }
 // rather than send in a burst with every other late lane of its endpoint.
 const lateSlot = time.Second
 
-// waitTurn waits out a throttled attempt's turn under its endpoint's rate
-// limit, or its cap on attempts in flight (InFlightFull: no slot was
-// reserved, and the caller clears SlotReserved), on one timer, and moves the window's start on by the time waited:
+// waitTurn waits out a throttled attempt's turn (d) under its endpoint's
+// rate limit (reserved: a send slot is reserved for the attempt at its
+// turn), or its cap on attempts in flight or its tenant disabled (no slot),
+// on one timer, and moves the window's start on by the time waited:
 // waiting one's turn is not a failure, so it never spends the window, and
 // a throttled delivery is never dead-lettered for it. Order holds: the
 // lane's head waits, and nothing behind it is released meanwhile.
@@ -1153,12 +1181,19 @@ const lateSlot = time.Second
 // effect at once and a woken head never sends in a slot the reset gave
 // away. One kept from before the wait ends it at once, as in waitCircuit:
 // it may be the wake for the reset this head's slot came before.
-func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration) error {
+//
+// The lane is parked meanwhile (parkedTurn): a tenant disabled for hours,
+// re-checked every minute, or a long queue for a place in flight, must let
+// the event continue as new like any other wait, or its history would grow
+// to Temporal's limit. A d at or below zero (a turn a continue-as-new
+// carried, come already) makes the attempt at once.
+func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration, reserved bool) error {
 	before := workflow.Now(ctx)
 	woken := false
 	if l.circuitClosed.ReceiveAsync(nil) {
 		woken = true
-	} else {
+	} else if d > 0 {
+		l.parked, l.turnStart, l.turnUntil, l.turnSlot, l.probe = parkedTurn, before, before.Add(d), reserved, ev.Probe
 		tctx, cancel := workflow.WithCancel(ctx)
 		var err error
 		sel := workflow.NewSelector(ctx)
@@ -1166,13 +1201,17 @@ func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d ti
 		sel.AddReceive(l.circuitClosed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); woken = true })
 		sel.Select(ctx)
 		cancel()
+		if err == nil {
+			err = l.holdIfLong(ctx)
+		}
+		l.parked = parkedNot
 		if err != nil {
 			return err
 		}
 	}
 	waited := workflow.Now(ctx).Sub(before)
 	l.windowStart = l.windowStart.Add(waited)
-	ev.SlotReserved = !woken && waited-d < lateSlot
+	ev.SlotReserved = reserved && !woken && waited-d < lateSlot
 	return nil
 }
 
