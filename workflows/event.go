@@ -94,6 +94,9 @@ type LaneInput struct {
 	// counts the lane's delivery windows in the runs before.
 	Attempts int32 `json:"attempts,omitempty"`
 	Windows  int   `json:"windows,omitempty"`
+	// Follows is the generation of the dead letter whose replay began the
+	// lane's window (contract.DeadLetterInput.Follows).
+	Follows int32 `json:"follows,omitempty"`
 	// Resume is where the lane's delivery window stood when the run before
 	// continued as new (Released is set too): the window goes on from
 	// there, counted from its own start.
@@ -244,7 +247,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16),
-			circuitClosed: workflow.NewBufferedChannel(ctx, 1), attempts: li.Attempts, windows: li.Windows}
+			circuitClosed: workflow.NewBufferedChannel(ctx, 1), attempts: li.Attempts, windows: li.Windows, follows: li.Follows}
 		l.ev.EndpointID = li.Endpoint
 		l.ev.Timeout = cmp.Or(li.Timeout, in.Event.Timeout)
 		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
@@ -691,6 +694,10 @@ type laneRun struct {
 	// windows counts the delivery windows of this lane in this run; with
 	// the run's ID and the endpoint it names the window a dead letter ends.
 	windows int
+	// follows is the generation of the dead letter whose replay began the
+	// current window (0: the first): what the window's dead letter is
+	// written after, in any run (a Reset's included).
+	follows int32
 	// replayed: the next window is a replay's, whose first attempt probes
 	// an open circuit (DeliverInput.Probe).
 	replayed bool
@@ -734,7 +741,7 @@ const (
 // replay or skip of its dead letter, a circuit's close). Only a parked or
 // ended lane is carried (mayContinueAsNew); now is when.
 func (l *laneRun) carry(now time.Time) LaneInput {
-	li := LaneInput{Endpoint: l.endpoint, RecoveryWindow: l.in.RecoveryWindow, Timeout: l.in.Timeout, Attempts: l.attempts, Windows: l.windows}
+	li := LaneInput{Endpoint: l.endpoint, RecoveryWindow: l.in.RecoveryWindow, Timeout: l.in.Timeout, Attempts: l.attempts, Windows: l.windows, Follows: l.follows}
 	if l.done {
 		li.Finished = l.status.State
 		return li
@@ -901,7 +908,7 @@ func (l *laneRun) run(ctx workflow.Context) error {
 			}
 			continue
 		}
-		gen = 0
+		l.follows, gen = gen, 0
 		l.replayed = true
 		l.status.Generation, l.status.Reason = 0, ""
 		l.setState(ctx, contract.StateDelivering, true)
@@ -966,12 +973,22 @@ func (l *laneRun) deadLetter(ctx workflow.Context, failure error) (int32, contra
 	}
 	var res contract.DeadLetterResult
 	window := fmt.Sprintf("%s/%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, l.endpoint, l.windows)
-	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window, WindowStart: l.windowStart}
+	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window, WindowStart: l.windowStart, Follows: l.follows}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), contract.ActivityWriteDeadLetter, in).Get(ctx, &res); err != nil {
 		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
 	if res.Finished != "" {
 		return 0, res.Finished, nil
+	}
+	// The ledger had the window's dead letter already (a Reset ran the
+	// window again) with an operator's action claimed on it: the lane
+	// takes it as the signal it stands for (awaitOperator). A Reset may have dropped the signal itself (its reapply left
+	// signals out), and the API's 202 promised the action.
+	switch res.Claimed {
+	case contract.DeadLetterClaimReplayed:
+		l.replay.SendAsync(contract.Replay{EndpointID: l.endpoint, Generation: res.Generation, By: res.By})
+	case contract.DeadLetterClaimSkipped:
+		l.skip.SendAsync(contract.Skip{EndpointID: l.endpoint, Generation: res.Generation, By: res.By, Note: res.Note})
 	}
 	l.status.Generation, l.status.Reason = res.Generation, reason
 	l.setState(ctx, contract.StateDeadLettered, true)
