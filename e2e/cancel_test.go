@@ -10,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/interceptor"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 )
 
 // requestCancellation presses Request Cancellation on the event's workflow,
@@ -124,4 +126,77 @@ func TestRequestCancellationStrandsNoLane(t *testing.T) {
 			return b.sequencerState(corr).Next == int64(len(want[corr])+1)
 		})
 	}
+}
+
+// resetToDeadLetterWrite presses Reset on the event's workflow back to the
+// workflow task that scheduled its (first) dead letter write: the new run
+// makes that write again, under its own run ID.
+func (b *bundle) resetToDeadLetterWrite(id string) {
+	b.t.Helper()
+	tasks, n := 0, 0
+	it := b.client.GetWorkflowHistory(context.Background(), wf(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() && n == 0 {
+		ev, err := it.Next()
+		require.NoError(b.t, err)
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == contract.ActivityWriteDeadLetter {
+				n = tasks
+			}
+		}
+	}
+	require.NotZero(b.t, n, "%s wrote a dead letter", id)
+	b.resetToTask(id, n)
+}
+
+// TestResetKeepsTheSkipTheAPIAccepted: 1 is dead-lettered and skipped
+// through the API (202); before its workflow has carried the skip out (its
+// Skip activity held back here), an operator presses Reset back to the
+// workflow task that wrote the dead letter. The new run writes that dead
+// letter again under its own run ID: it takes the ledger's dead letter and
+// the skip claimed on it, so 1 ends skipped, its dead letter stays the one
+// skipped (no second generation opened), and 2 is delivered.
+func TestResetKeepsTheSkipTheAPIAccepted(t *testing.T) {
+	hold := &heldActivity{name: contract.ActivitySkip, started: make(chan struct{}), release: make(chan struct{})}
+	hold.armed.Store(true)
+	b := setup(t, options{window: 3 * time.Second, interceptors: []interceptor.ClientInterceptor{hold}})
+	rcv := newLedgerReceiver(t)
+	ep := b.createEndpoint(rcv.URL())
+	rcv.secret = ep.Secret
+	corr := b.id("reset-skip")
+	rcv.fault = func(ev contract.Envelope, _ int) string {
+		if ev.Sequence == 1 {
+			return "503"
+		}
+		return ""
+	}
+	id := corr + "-1"
+	for s := int64(1); s <= 2; s++ {
+		code, _ := b.postEvent(fmt.Sprintf("%s-%d", corr, s), corr, s, ep.ID, map[string]any{"amount": s})
+		require.Equal(t, http.StatusAccepted, code)
+	}
+	b.waitState(id, contract.StateDeadLettered, 60*time.Second)
+	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", map[string]any{"note": "superseded"}, nil))
+	select {
+	case <-hold.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the workflow did not take the skip")
+	}
+	// The skip held stays held: the reset ended its run, and letting it go
+	// now would end the delivery skipped in the ledger before the new run
+	// writes its dead letter again, which is not what is tested.
+	t.Cleanup(func() { close(hold.release) })
+	b.resetToDeadLetterWrite(id)
+
+	b.waitState(corr+"-2", contract.StateDelivered, 60*time.Second)
+	require.Equal(t, contract.StateSkipped, b.eventState(id).State)
+	dl := b.deadLetter(id)
+	require.EqualValues(t, 1, dl.Generation, "no second dead letter over the skipped one")
+	require.Equal(t, store.DeadLetterSkipped, dl.Status)
+	require.Equal(t, "superseded", *dl.SkipNote)
+	applied, violations := rcv.snapshot()
+	require.Empty(t, violations)
+	require.Equal(t, []int64{2}, applied[corr])
 }
