@@ -193,6 +193,9 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 	// The generation's own attempts: each generation of a replayed
 	// delivery holds those of its window, not a copy of every one so far.
 	st := a.store.Tenant(in.Event.Tenant)
+	if res, written, err := a.deadLetterWritten(ctx, st, in); err != nil || written {
+		return res, err
+	}
 	attempts, lastAttempt, err := st.AttemptsSinceDeadLetter(ctx, in.Event.EventID, in.Event.EndpointID)
 	if err != nil {
 		return contract.DeadLetterResult{}, err
@@ -245,6 +248,50 @@ func (a *Activities) WriteDeadLetter(ctx context.Context, in contract.DeadLetter
 		"event_id", in.Event.EventID, "correlation_id", in.Event.CorrelationID, "sequence", in.Event.Sequence,
 		"endpoint_id", in.Event.EndpointID, "reason", in.Reason, "attempts", len(attempts), "generation", gen)
 	return contract.DeadLetterResult{Generation: gen}, nil
+}
+
+// deadLetterWritten reports whether the ledger holds the dead letter of
+// the window in already: a generation past the one whose replay began it
+// (in.Follows). A run that an operator's Reset took back to before its
+// write writes it again, under another run's window key, after the API may
+// have claimed a replay or skip of it: writing a fresh generation would
+// leave that claim naming one the workflow no longer waits on. So the
+// answer is that dead letter, with the action claimed on it, or the
+// delivery's final state when the claim was carried out already.
+func (a *Activities) deadLetterWritten(ctx context.Context, st *store.Store, in contract.DeadLetterInput) (contract.DeadLetterResult, bool, error) {
+	d, err := st.DeadLetterGet(ctx, in.Event.EventID, in.Event.EndpointID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && d.Generation <= in.Follows) {
+		return contract.DeadLetterResult{}, false, nil
+	}
+	if err != nil {
+		return contract.DeadLetterResult{}, false, err
+	}
+	ev, err := st.EventGet(ctx, in.Event.EventID)
+	if err != nil {
+		return contract.DeadLetterResult{}, false, err
+	}
+	for _, dl := range ev.Deliveries {
+		if dl.EndpointID == in.Event.EndpointID && dl.State.Final() {
+			return contract.DeadLetterResult{Finished: dl.State}, true, nil
+		}
+	}
+	res := contract.DeadLetterResult{Generation: d.Generation}
+	switch d.Status {
+	case store.DeadLetterReplayed:
+		res.Claimed, res.By = contract.DeadLetterClaimReplayed, deref(d.ReplayedBy)
+	case store.DeadLetterSkipped:
+		res.Claimed, res.By, res.Note = contract.DeadLetterClaimSkipped, deref(d.SkippedBy), deref(d.SkipNote)
+	}
+	a.logger.Warn("the window's dead letter is written already; taking it", "event_id", in.Event.EventID, "endpoint_id", in.Event.EndpointID,
+		"generation", d.Generation, "follows", in.Follows, "claimed", res.Claimed)
+	return res, true, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Replayed claims the replay of the dead letter of that generation (the

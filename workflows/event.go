@@ -94,6 +94,9 @@ type LaneInput struct {
 	// counts the lane's delivery windows in the runs before.
 	Attempts int32 `json:"attempts,omitempty"`
 	Windows  int   `json:"windows,omitempty"`
+	// Follows is the generation of the dead letter whose replay began the
+	// lane's window (contract.DeadLetterInput.Follows).
+	Follows int32 `json:"follows,omitempty"`
 	// Resume is where the lane's delivery window stood when the run before
 	// continued as new (Released is set too): the window goes on from
 	// there, counted from its own start.
@@ -122,6 +125,15 @@ type LaneResume struct {
 	// DeadLetterDue: the window failed, and the lane waited for its end to
 	// write the dead letter with this reason.
 	DeadLetterDue string `json:"dead_letter_due,omitempty"`
+	// TurnUntil is when the lane's throttled attempt would have been made
+	// (waitTurn: its endpoint's rate limit or cap on attempts in flight, or
+	// its tenant disabled); the new run waits out what is left, and
+	// WindowStart is already moved on by what was waited. TurnSlot: the
+	// attempt holds a send slot reserved for then. Probe: the attempt
+	// probes an open circuit (a replay's first).
+	TurnUntil time.Time `json:"turn_until,omitzero"`
+	TurnSlot  bool      `json:"turn_slot,omitempty"`
+	Probe     bool      `json:"probe,omitempty"`
 }
 
 // DeadLetter is the dead letter a delivery waits on.
@@ -222,7 +234,11 @@ func FirstAttemptOptions(httpTimeout time.Duration) workflow.LocalActivityOption
 // letter and waits for an operator's replay or skip of it; the sequencer
 // keeps that lane, and only that lane, gated on it meanwhile, so order is
 // never broken silently. The workflow ends when every lane has.
+//
+// Request Cancellation (the Web UI's button, client.CancelWorkflow) is
+// refused: the run goes on as if it had not been pressed (refuseCancellation).
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
+	ctx = refuseCancellation(ctx)
 	// The payload is the ledger's (Deliver and WriteDeadLetter read it
 	// there): an input from before the starter dropped it must not copy it
 	// into every activity input, nor into a continue-as-new.
@@ -231,7 +247,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	for _, li := range in.Lanes {
 		l := &laneRun{w: w, endpoint: li.Endpoint, in: li, ev: in.Event, window: cmp.Or(li.RecoveryWindow, in.RecoveryWindow),
 			release: workflow.NewBufferedChannel(ctx, 4), replay: workflow.NewBufferedChannel(ctx, 16), skip: workflow.NewBufferedChannel(ctx, 16),
-			circuitClosed: workflow.NewBufferedChannel(ctx, 1), attempts: li.Attempts, windows: li.Windows}
+			circuitClosed: workflow.NewBufferedChannel(ctx, 1), attempts: li.Attempts, windows: li.Windows, follows: li.Follows}
 		l.ev.EndpointID = li.Endpoint
 		l.ev.Timeout = cmp.Or(li.Timeout, in.Event.Timeout)
 		l.status = contract.LaneStatus{Endpoint: li.Endpoint, State: contract.StateWaiting}
@@ -315,6 +331,24 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventResult, error) {
 	return res, nil
 }
 
+// refuseCancellation returns the context the whole run works in: one that
+// a cancellation request does not reach. An event's workflow owns its lanes
+// until each is delivered, skipped or dead-lettered, and its sequencer holds
+// each lane's successors until then: a run that gave up on a cancellation
+// would leave every lane of the event waiting for a hand-over that never
+// comes, and a run that went on with a cancelled context would see every
+// wait and activity fail at once. So a cancellation is logged and ignored;
+// an operator who wants a delivery given up skips its dead letter, which
+// the sequencer hears of.
+func refuseCancellation(ctx workflow.Context) workflow.Context {
+	run, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ctx.Done().Receive(ctx, nil)
+		workflow.GetLogger(ctx).Warn("ignoring a cancellation request: an event's deliveries end delivered, skipped or dead-lettered, never cancelled")
+	})
+	return run
+}
+
 // eventRun is one EventWorkflow's state: its lanes, and what it last
 // published in the search attributes.
 type eventRun struct {
@@ -383,8 +417,9 @@ func (w *eventRun) mayContinueAsNew(ctx workflow.Context) bool {
 func (w *eventRun) continueAsNew(ctx workflow.Context) error {
 	carried := make([]LaneInput, 0, len(w.order))
 	byEndpoint := map[string]*LaneInput{}
+	now := workflow.Now(ctx)
 	for _, l := range w.order {
-		carried = append(carried, l.carry())
+		carried = append(carried, l.carry(now))
 	}
 	for i := range carried {
 		byEndpoint[carried[i].Endpoint] = &carried[i]
@@ -567,9 +602,13 @@ func (w *eventRun) dispatch(ctx workflow.Context) {
 		// receive takes a signal out of its channel as it comes, and a
 		// continue-as-new decided before this coroutine ran again would
 		// not find it there (continueAsNew drains the channels).
-		_ = workflow.Await(ctx, func() bool {
+		if err := workflow.Await(ctx, func() bool {
 			return releaseCh.Len()+replayCh.Len()+skipCh.Len()+closedCh.Len() > 0
-		})
+		}); err != nil {
+			// Only a cancelled context answers so, and the run's is never
+			// cancelled (refuseCancellation); looping on it would never yield.
+			return
+		}
 		var rel contract.Release
 		for releaseCh.ReceiveAsync(&rel) {
 			w.routeRelease(rel)
@@ -655,6 +694,10 @@ type laneRun struct {
 	// windows counts the delivery windows of this lane in this run; with
 	// the run's ID and the endpoint it names the window a dead letter ends.
 	windows int
+	// follows is the generation of the dead letter whose replay began the
+	// current window (0: the first): what the window's dead letter is
+	// written after, in any run (a Reset's included).
+	follows int32
 	// replayed: the next window is a replay's, whose first attempt probes
 	// an open circuit (DeliverInput.Probe).
 	replayed bool
@@ -674,6 +717,11 @@ type laneRun struct {
 	// reason of the dead letter written when the window ends.
 	waitUntil time.Time
 	dueReason string
+	// turnStart and turnUntil are when a throttled wait (parkedTurn) began
+	// and ends; turnSlot: its attempt holds a reserved send slot; probe:
+	// its attempt probes an open circuit.
+	turnStart, turnUntil time.Time
+	turnSlot, probe      bool
 }
 
 // parkedOn is what a lane with no attempt in flight waits on.
@@ -685,14 +733,15 @@ const (
 	parkedCircuit            // its endpoint's open circuit (waitCircuit)
 	parkedWindowEnd          // its window's end, to write its dead letter
 	parkedOperator           // a replay or skip of its dead letter
+	parkedTurn               // its throttled attempt's turn (waitTurn)
 )
 
 // carry is the lane's input to the run a continue-as-new starts: where it
 // stands, with what its channels hold that it has not taken (a release, a
 // replay or skip of its dead letter, a circuit's close). Only a parked or
-// ended lane is carried (mayContinueAsNew).
-func (l *laneRun) carry() LaneInput {
-	li := LaneInput{Endpoint: l.endpoint, RecoveryWindow: l.in.RecoveryWindow, Timeout: l.in.Timeout, Attempts: l.attempts, Windows: l.windows}
+// ended lane is carried (mayContinueAsNew); now is when.
+func (l *laneRun) carry(now time.Time) LaneInput {
+	li := LaneInput{Endpoint: l.endpoint, RecoveryWindow: l.in.RecoveryWindow, Timeout: l.in.Timeout, Attempts: l.attempts, Windows: l.windows, Follows: l.follows}
 	if l.done {
 		li.Finished = l.status.State
 		return li
@@ -713,6 +762,13 @@ func (l *laneRun) carry() LaneInput {
 			li.Resume.WaitUntil = l.waitUntil
 			li.Resume.Woken = l.circuitClosed.ReceiveAsync(nil)
 		}
+	case parkedTurn:
+		// Waiting one's turn spends no window: the time waited so far moves
+		// the window's start on, as the wait's end would have, and the new
+		// run waits out the rest.
+		li.Released = &release
+		li.Resume = &LaneResume{WindowStart: l.windowStart.Add(now.Sub(l.turnStart)), Retrying: l.retrying, AttemptOffset: l.offset, Failure: l.failure,
+			TurnUntil: l.turnUntil, TurnSlot: l.turnSlot, Probe: l.probe, Woken: l.circuitClosed.ReceiveAsync(nil)}
 	case parkedOperator:
 		li.Released = &release
 		dl := &DeadLetter{Generation: l.status.Generation, Reason: l.status.Reason}
@@ -852,7 +908,7 @@ func (l *laneRun) run(ctx workflow.Context) error {
 			}
 			continue
 		}
-		gen = 0
+		l.follows, gen = gen, 0
 		l.replayed = true
 		l.status.Generation, l.status.Reason = 0, ""
 		l.setState(ctx, contract.StateDelivering, true)
@@ -917,12 +973,22 @@ func (l *laneRun) deadLetter(ctx workflow.Context, failure error) (int32, contra
 	}
 	var res contract.DeadLetterResult
 	window := fmt.Sprintf("%s/%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, l.endpoint, l.windows)
-	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window, WindowStart: l.windowStart}
+	in := contract.DeadLetterInput{Event: l.ev, Reason: reason, Window: window, WindowStart: l.windowStart, Follows: l.follows}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ledgerOptions()), contract.ActivityWriteDeadLetter, in).Get(ctx, &res); err != nil {
 		return 0, "", fmt.Errorf("write dead letter: %w", err)
 	}
 	if res.Finished != "" {
 		return 0, res.Finished, nil
+	}
+	// The ledger had the window's dead letter already (a Reset ran the
+	// window again) with an operator's action claimed on it: the lane
+	// takes it as the signal it stands for (awaitOperator). A Reset may have dropped the signal itself (its reapply left
+	// signals out), and the API's 202 promised the action.
+	switch res.Claimed {
+	case contract.DeadLetterClaimReplayed:
+		l.replay.SendAsync(contract.Replay{EndpointID: l.endpoint, Generation: res.Generation, By: res.By})
+	case contract.DeadLetterClaimSkipped:
+		l.skip.SendAsync(contract.Skip{EndpointID: l.endpoint, Generation: res.Generation, By: res.By, Note: res.Note})
 	}
 	l.status.Generation, l.status.Reason = res.Generation, reason
 	l.setState(ctx, contract.StateDeadLettered, true)
@@ -999,8 +1065,14 @@ func (l *laneRun) deliverWindow(ctx workflow.Context, resume *LaneResume) (contr
 		l.retrying, l.offset, l.failure = false, 0, ""
 	} else {
 		l.retrying, l.offset, l.failure = resume.Retrying, resume.AttemptOffset, resume.Failure
+		ev.Probe = resume.Probe
 		if d := resume.WaitUntil.Sub(workflow.Now(ctx)); d > 0 {
 			if err := l.waitCircuit(ctx, d); err != nil {
+				return contract.DeliverResult{}, err
+			}
+		}
+		if !resume.TurnUntil.IsZero() {
+			if err := l.waitTurn(ctx, &ev, resume.TurnUntil.Sub(workflow.Now(ctx)), resume.TurnSlot); err != nil {
 				return contract.DeliverResult{}, err
 			}
 		}
@@ -1030,10 +1102,9 @@ func (l *laneRun) deliverWindow(ctx workflow.Context, resume *LaneResume) (contr
 		if err != nil || res.Throttled <= 0 {
 			break
 		}
-		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+		if err := l.waitTurn(ctx, &ev, res.Throttled, !res.InFlightFull); err != nil {
 			return res, err
 		}
-		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 	if err == nil {
 		return res, nil
@@ -1094,10 +1165,9 @@ func (l *laneRun) retryWindow(ctx workflow.Context, ev contract.DeliverInput, fa
 		// The throttled attempt is made again, with its number.
 		ev.AttemptOffset = res.Attempt - 1
 		l.offset = ev.AttemptOffset
-		if err := l.waitTurn(ctx, &ev, res.Throttled); err != nil {
+		if err := l.waitTurn(ctx, &ev, res.Throttled, !res.InFlightFull); err != nil {
 			return res, err
 		}
-		ev.SlotReserved = ev.SlotReserved && !res.InFlightFull
 	}
 }
 
@@ -1113,9 +1183,10 @@ func (f dueFailure) Error() string { return string(f) }
 // rather than send in a burst with every other late lane of its endpoint.
 const lateSlot = time.Second
 
-// waitTurn waits out a throttled attempt's turn under its endpoint's rate
-// limit, or its cap on attempts in flight (InFlightFull: no slot was
-// reserved, and the caller clears SlotReserved), on one timer, and moves the window's start on by the time waited:
+// waitTurn waits out a throttled attempt's turn (d) under its endpoint's
+// rate limit (reserved: a send slot is reserved for the attempt at its
+// turn), or its cap on attempts in flight or its tenant disabled (no slot),
+// on one timer, and moves the window's start on by the time waited:
 // waiting one's turn is not a failure, so it never spends the window, and
 // a throttled delivery is never dead-lettered for it. Order holds: the
 // lane's head waits, and nothing behind it is released meanwhile.
@@ -1127,12 +1198,19 @@ const lateSlot = time.Second
 // effect at once and a woken head never sends in a slot the reset gave
 // away. One kept from before the wait ends it at once, as in waitCircuit:
 // it may be the wake for the reset this head's slot came before.
-func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration) error {
+//
+// The lane is parked meanwhile (parkedTurn): a tenant disabled for hours,
+// re-checked every minute, or a long queue for a place in flight, must let
+// the event continue as new like any other wait, or its history would grow
+// to Temporal's limit. A d at or below zero (a turn a continue-as-new
+// carried, come already) makes the attempt at once.
+func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d time.Duration, reserved bool) error {
 	before := workflow.Now(ctx)
 	woken := false
 	if l.circuitClosed.ReceiveAsync(nil) {
 		woken = true
-	} else {
+	} else if d > 0 {
+		l.parked, l.turnStart, l.turnUntil, l.turnSlot, l.probe = parkedTurn, before, before.Add(d), reserved, ev.Probe
 		tctx, cancel := workflow.WithCancel(ctx)
 		var err error
 		sel := workflow.NewSelector(ctx)
@@ -1140,13 +1218,17 @@ func (l *laneRun) waitTurn(ctx workflow.Context, ev *contract.DeliverInput, d ti
 		sel.AddReceive(l.circuitClosed, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); woken = true })
 		sel.Select(ctx)
 		cancel()
+		if err == nil {
+			err = l.holdIfLong(ctx)
+		}
+		l.parked = parkedNot
 		if err != nil {
 			return err
 		}
 	}
 	waited := workflow.Now(ctx).Sub(before)
 	l.windowStart = l.windowStart.Add(waited)
-	ev.SlotReserved = !woken && waited-d < lateSlot
+	ev.SlotReserved = reserved && !woken && waited-d < lateSlot
 	return nil
 }
 

@@ -181,6 +181,13 @@ type DeadLetterInput struct {
 	// an outage caused, written after the outage's circuit closed, is
 	// auto-replayed when the close came after it (store.DeadLetter).
 	WindowStart time.Time `json:"window_start"`
+	// Follows is the generation of the dead letter whose replay began the
+	// window (0: the delivery's first window). The ledger past it holds
+	// this window's dead letter already, written by a run that an
+	// operator's Reset discarded: nothing is written again, and the answer
+	// names that dead letter and the operator's action claimed on it, which
+	// a run IDs' window key alone would lose to a fresh generation.
+	Follows int32 `json:"follows,omitempty"`
 }
 
 // DeadLetterResult is what WriteDeadLetter did.
@@ -192,7 +199,22 @@ type DeadLetterResult struct {
 	// attempt whose result was lost on its way back (Temporal restarted,
 	// the retries ran out of window) leaves exactly that.
 	Finished State `json:"finished,omitempty"`
+	// Claimed is the operator's action (DeadLetterClaimReplayed,
+	// DeadLetterClaimSkipped) the ledger has claimed on dead letter
+	// Generation, when that dead letter was written before (Follows): the
+	// API answered it 202, so the workflow carries it out, as the signal a
+	// Reset took from it would have. By and Note are the claim's.
+	Claimed string `json:"claimed,omitempty"`
+	By      string `json:"by,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
+
+// The operator's actions a dead letter row can hold claimed
+// (DeadLetterResult.Claimed), as the ledger names them.
+const (
+	DeadLetterClaimReplayed = "replayed"
+	DeadLetterClaimSkipped  = "skipped"
+)
 
 // OperatorResult is what an operator's replay or skip did to its dead
 // letter. Lost names the other action (replayed, skipped) that was claimed
