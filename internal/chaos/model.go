@@ -46,6 +46,9 @@ const (
 	// StepTerminate presses Terminate on an event's workflow (Seq > 0) or
 	// on the correlation's sequencer (Seq == 0).
 	StepTerminate StepKind = "terminate"
+	// StepCancel presses Request Cancellation on an event's workflow
+	// (Seq > 0) or on the correlation's sequencer (Seq == 0).
+	StepCancel StepKind = "cancel"
 	// StepReset presses Reset on an event's workflow or the sequencer,
 	// back to one of its completed workflow tasks (Step.Task).
 	StepReset StepKind = "reset"
@@ -202,6 +205,8 @@ func (s Step) Line() string {
 		return fmt.Sprintf("%s: %s and %s at once", delivery, s.Press, s.Second)
 	case StepTerminate:
 		return "terminate " + target
+	case StepCancel:
+		return "request cancellation of " + target
 	case StepReset:
 		task := fmt.Sprintf("workflow task #%d", s.Task)
 		switch {
@@ -737,7 +742,7 @@ func (w *absWorld) candidates(rng *rand.Rand, k, ep int, mayDelete bool) []choic
 			}
 		}
 		if len(arrived) > 0 {
-			add(2, func() []Step {
+			add(3, func() []Step {
 				a := arrived[rng.IntN(len(arrived))]
 				order := []int64{c.lost, a}
 				slices.Sort(order)
@@ -782,6 +787,16 @@ func pickWeighted(rng *rand.Rand, cs []choice) []Step {
 		r -= c.weight
 	}
 	return nil
+}
+
+// stopButton picks which of the Web UI's two buttons that stop a workflow
+// an operator presses: Terminate, or a third of the time Request
+// Cancellation.
+func stopButton(rng *rand.Rand) StepKind {
+	if rng.IntN(3) == 0 {
+		return StepCancel
+	}
+	return StepTerminate
 }
 
 // pickTask picks the workflow task a Reset goes back to: the first one
@@ -862,7 +877,7 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 	add(1, func() []Step {
 		return []Step{{Kind: StepPause, For: time.Duration(500+rng.IntN(1500)) * time.Millisecond}}
 	})
-	add(1, func() []Step { return []Step{{Kind: StepTerminate, Corr: k}} })
+	add(1, func() []Step { return []Step{{Kind: stopButton(rng), Corr: k}} })
 	add(1, func() []Step {
 		return []Step{{Kind: StepReset, Corr: k, Task: pickTask(rng), NoReapply: rng.IntN(4) == 0}}
 	})
@@ -880,7 +895,7 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 		if c.receiverFailing() {
 			add(4, func() []Step { return mode(ModePass) })
 		} else {
-			add(12, func() []Step {
+			add(15, func() []Step {
 				i := skipped[rng.IntN(len(skipped))]
 				return []Step{{Kind: StepReset, Corr: k, Seq: c.seqs[i], Task: pickTask(rng)}}
 			})
@@ -890,6 +905,18 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 		add(1, func() []Step {
 			i := delivered[rng.IntN(len(delivered))]
 			return []Step{{Kind: StepReset, Corr: k, Seq: c.seqs[i], Task: pickTask(rng)}}
+		})
+	}
+	// Request Cancellation of an event held behind the head: it must still
+	// be delivered in its turn. Twice, as a double click.
+	if held := c.with(absHeld); len(held) > 0 {
+		add(1, func() []Step {
+			i := held[rng.IntN(len(held))]
+			steps := []Step{{Kind: StepCancel, Corr: k, Seq: c.seqs[i]}}
+			if rng.IntN(3) == 0 {
+				steps = append(steps, steps[0])
+			}
+			return steps
 		})
 	}
 	if h < 0 {
@@ -925,7 +952,7 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 			}
 			return []Step{{Kind: StepReset, Corr: k, Task: task, NoReapply: rng.IntN(4) == 0}, {Kind: StepTerminate, Corr: k, Seq: seq}}
 		})
-		add(2, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })
+		add(2, func() []Step { return []Step{{Kind: stopButton(rng), Corr: k, Seq: seq}} })
 		add(2, func() []Step {
 			return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng), NoReapply: rng.IntN(3) == 0}}
 		})
@@ -1028,6 +1055,7 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 			terminate = 9
 		}
 		add(terminate, func() []Step { return []Step{{Kind: StepTerminate, Corr: k, Seq: seq}} })
+		add(1, func() []Step { return []Step{{Kind: StepCancel, Corr: k, Seq: seq}} })
 		add(3, func() []Step {
 			return []Step{{Kind: StepReset, Corr: k, Seq: seq, Task: pickTask(rng), NoReapply: rng.IntN(3) == 0}}
 		})
