@@ -18,9 +18,10 @@ import (
 // and once the receiver is back a probe closes the circuit and the
 // auto-replay delivers them. After that close one lane's receiver fails
 // its whole window with the circuit closed (too few failures to open it),
-// and its head is dead-lettered. The receiver goes down again later than
-// FlapReopenMultiple backoffs after the close (a new outage, with its own
-// failing_since), then comes back, and the circuit closes. That close
+// and its head is dead-lettered; another lane is then delivered. The
+// receiver goes down again later than FlapReopenMultiple backoffs after
+// the close (a new outage, with its own failing_since), then comes back,
+// and the circuit closes. That close
 // replays from the previous one, so the dead letter written between the
 // two outages is replayed too: every lane is delivered in order, exactly
 // once, and no dead letter is left to an operator. Before, the second
@@ -79,6 +80,13 @@ func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
 	dl := b.deadLetter(between + "-1?endpoint_id=" + ep.ID)
 	require.True(t, contract.OutageCaused(dl.Reason), "its window spent on retryable failures: %s", dl.Reason)
 	require.Equal(t, store.CircuitClosed, circuit().State, "failed with the circuit closed")
+	// Another lane is delivered: the endpoint answers, and the failures
+	// counted are forgotten, so the next outage's first failure comes
+	// after the dead letter.
+	healthy := b.id("healthy")
+	b.postSequence(healthy, ep.ID, 1, 1)
+	b.waitState(healthy+"-1", contract.StateDelivered, time.Minute)
+	require.Nil(t, circuit().FailingSince)
 
 	waitFor(t, 10*time.Minute, "a reopening now is a new outage", func() bool {
 		c := circuit()
