@@ -18,9 +18,14 @@ const autoReplayPage = 200
 
 // SweepAutoReplay carries out the auto-replays that closed circuits
 // scheduled (store.CircuitsAutoReplayPending): for each endpoint, every
-// open dead letter written since its outage began whose reason is the
-// outage's (contract.OutageCaused: never a permanent rejection) is
-// replayed, each lane in sequence order, as AutoReplayBy; then the pending
+// open dead letter written since the pending replay's start whose reason
+// is an outage's (contract.OutageCaused: never a permanent rejection) is
+// replayed, each lane in sequence order, as AutoReplayBy. That start is on
+// the database's clock, as dead_lettered_at is: the outage's first failure,
+// or the circuit's previous close or enabling when earlier, so whatever
+// order the closes, reopenings and enablings came in, no outage's dead
+// letter falls between two passes (a late one asks for a pass of its own,
+// store.CircuitLateOutageDeadLetter). Then the pending
 // replay is cleared. The schedule is in the row that the close committed,
 // so a crash anywhere in between only makes a later pass do it (again: a
 // dead letter replayed already is no longer open, and the claim on each

@@ -253,14 +253,12 @@ func (s *Store) CircuitSucceeded(ctx context.Context, endpointID string, autoRep
 // circuitClose is the transition to closed, in tx holding the row's lock:
 // the one place that publishes circuit_closed (circuitEvent). The outage
 // it ends is kept (OutageFailingSince, OutageBackoff) for a reopening
-// within FlapReopenMultiple of its backoff.
+// within FlapReopenMultiple of its backoff. With autoReplay it schedules
+// the replay of the outage's dead letters from c.replayFrom().
 func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, c Circuit, autoReplay bool) (CircuitTransition, error) {
 	t := CircuitTransition{Closed: c.Open()}
-	if t.Closed && autoReplay && c.AutoReplayPendingSince == nil {
-		since := c.Now
-		if c.FailingSince != nil {
-			since = *c.FailingSince
-		}
+	if t.Closed && autoReplay {
+		since := c.replayFrom()
 		c.AutoReplayPendingSince = &since
 	}
 	opened := c
@@ -286,6 +284,27 @@ func (s *Store) circuitClose(ctx context.Context, tx pgx.Tx, endpointID string, 
 		return t, s.circuitClosedEvent(ctx, tx, endpointID, opened, left)
 	}
 	return t, nil
+}
+
+// replayFrom is where the auto-replay of a close of c (open, in the
+// transaction that closes it) starts: the outage's first failure, or the
+// circuit's previous close (or enabling) when that came first, or the
+// pending auto-replay's start when earlier still. Every time in it is the
+// database's, as dead_lettered_at is. So a close takes every open dead
+// letter of an outage written since the replay point before it, whatever
+// came between: a reopening later than FlapReopenMultiple backoffs (a new
+// failing_since), an operator's enabling (which forgets the outage before
+// it), or none; a dead letter written after this close whose delivery was
+// in flight at it asks for a pass of its own
+// (CircuitLateOutageDeadLetter).
+func (c Circuit) replayFrom() time.Time {
+	since := c.Now
+	for _, t := range []*time.Time{c.FailingSince, c.ClosedAt, c.AutoReplayPendingSince} {
+		if t != nil && t.Before(since) {
+			since = *t
+		}
+	}
+	return since
 }
 
 // circuitEventDue says whether the transition c just made (its State is
@@ -489,15 +508,25 @@ func (s *Store) lockedCircuit(ctx context.Context, endpointID string, fn func(pg
 // half-open) circuit closes as a probe's success closes it (circuitClose): the
 // operator says the endpoint answers again, so circuit_closed is published
 // and, with autoReplay, the outage's dead letters are scheduled for
-// auto-replay; enabling replays only those its disabling wrote.
+// auto-replay; enabling replays only those its disabling wrote. With
+// autoReplay a closed circuit that closed before schedules the outages'
+// dead letters written since that close (its replay point, which the
+// enabling moves on): those a delivery in flight at it wrote while the
+// endpoint was disabled, and those written before a reopening that would
+// now be a new outage's. One that never closed only forgets its failures.
 func (s *Store) CircuitReset(ctx context.Context, endpointID string, autoReplay bool) error {
 	err := s.lockedCircuit(ctx, endpointID, func(tx pgx.Tx, c Circuit) error {
-		if c.Open() {
+		var since *time.Time
+		switch {
+		case c.Open():
 			if _, err := s.circuitClose(ctx, tx, endpointID, c, autoReplay); err != nil {
 				return err
 			}
+		case autoReplay && c.ClosedAt != nil:
+			from := c.replayFrom()
+			since = &from
 		}
-		return s.q.WithTx(tx).CircuitReset(ctx, endpointID)
+		return s.q.WithTx(tx).CircuitReset(ctx, dbsqlc.CircuitResetParams{EndpointID: endpointID, ReplaySince: since})
 	})
 	if err != nil {
 		return fmt.Errorf("reset circuit: %w", err)

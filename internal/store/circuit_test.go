@@ -226,43 +226,30 @@ func TestACloseDuringAnAutoReplayPassGetsAPassOfItsOwn(t *testing.T) {
 // TestALateOutageDeadLetterIsAutoReplayed: a dead letter the outage caused
 // that is written after its circuit closed and the close's pass was done
 // (its window's last look came first; its write after a crash) asks for
-// the auto-replay again, from its window's start; one whose window began
-// after the close, or a permanent rejection, does not.
+// the auto-replay again, from itself on, when its delivery was in flight
+// at the close (attempted, by the ledger's clock, before it); one whose
+// delivery was first attempted after the close, or a permanent rejection,
+// does not. The window's start the workflow sends (Temporal's clock) is
+// not compared.
 func TestALateOutageDeadLetterIsAutoReplayed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t)
-	_, err := st.Pool().Exec(ctx, `UPDATE endpoints SET auto_replay = true WHERE id = 'ep'`)
-	require.NoError(t, err)
 	beforeClose := time.Now().Add(-time.Minute)
-	openAndClose(t, st, "ep")
-	read, err := st.CircuitsAutoReplayPending(ctx, 10)
-	require.NoError(t, err)
-	require.NoError(t, st.CircuitAutoReplayDone(ctx, read[0]))
+	st := autoReplayBundle(t, "rejected", "late")
+	insertEvent(t, st, "after", "corr-after", 1)
+	firstAttempt(t, st, "after")
 
-	write := func(id, reason string, windowStart time.Time) {
-		t.Helper()
-		insertEvent(t, st, id, "late-"+id, 1)
-		dl := deadLetter(id, "ep", "late-"+id, 1)
-		dl.Reason, dl.WindowStart = reason, windowStart
-		_, err := st.DeadLetterUpsert(ctx, dl, "w/"+id)
-		require.NoError(t, err)
-	}
-	pendingCount := func() int {
-		t.Helper()
-		p, err := st.CircuitsAutoReplayPending(ctx, 10)
-		require.NoError(t, err)
-		return len(p)
-	}
-	write("rejected", "permanent rejection: receiver answered 400", beforeClose)
-	require.Zero(t, pendingCount(), "a rejection is never auto-replayed")
-	write("after", contract.CircuitOpenReason, time.Now().Add(time.Minute))
-	require.Zero(t, pendingCount(), "a window that began after the close is another failure")
-	write("late", contract.CircuitOpenReason, beforeClose)
-	p, err := st.CircuitsAutoReplayPending(ctx, 10)
-	require.NoError(t, err)
+	outageDeadLetter(t, st, "rejected", "permanent rejection: receiver answered 400", beforeClose)
+	require.Empty(t, autoReplaysPending(t, st), "a rejection is never auto-replayed")
+	outageDeadLetter(t, st, "after", contract.CircuitOpenReason, beforeClose)
+	require.Empty(t, autoReplaysPending(t, st), "a delivery first attempted after the close is another failure's")
+	outageDeadLetter(t, st, "late", contract.CircuitOpenReason, time.Now().Add(time.Hour))
+	p := autoReplaysPending(t, st)
 	require.Len(t, p, 1, "the late dead letter of the outage asks for the pass again")
-	require.Equal(t, beforeClose.UTC().Truncate(time.Millisecond), p[0].Since.UTC().Truncate(time.Millisecond))
+	dl, err := st.DeadLetterGet(ctx, "late", "ep")
+	require.NoError(t, err)
+	require.Equal(t, dl.DeadLetteredAt.UTC(), p[0].Since.UTC(), "from itself on")
+	require.Equal(t, []string{"late"}, autoReplayed(t, st))
 }
 
 // TestCircuitClosesWithoutAutoReplay: without auto_replay a close

@@ -53,9 +53,9 @@ type DeadLetter struct {
 	SkippedAt   *time.Time `json:"skipped_at,omitempty"`
 	SkipNote    *string    `json:"skip_note,omitempty"`
 	// WindowStart, written with a dead letter and not stored, is when the
-	// delivery window it ends began: one the outage caused, written after
-	// the circuit closed when the close came after WindowStart, schedules
-	// the endpoint's auto-replay again (CircuitLateOutageDeadLetter).
+	// delivery window it ends began, on Temporal's clock and moved on by
+	// throttled waits: the ledger compares none of it with its own times
+	// (CircuitLateOutageDeadLetter decides on the database's clock).
 	WindowStart time.Time `json:"-"`
 	// LastAttemptID, written with a dead letter, is the delivery_attempts
 	// row of the last of its Attempts (AttemptsSinceDeadLetter; 0 for
@@ -136,10 +136,10 @@ func (s *Store) DeadLetterUpsert(ctx context.Context, d DeadLetter, window strin
 		b := &pgx.Batch{}
 		b.Queue(dbsqlc.DeliveryMarkDeadLettered, d.EventID, d.EndpointID, s.tenant)
 		b.Queue(dbsqlc.EventAggregate, d.EventID, s.tenant)
-		if contract.OutageCaused(d.Reason) && !d.WindowStart.IsZero() {
+		if contract.OutageCaused(d.Reason) {
 			// Written after its outage's circuit closed, maybe past that
 			// close's auto-replay pass: the pass runs again for it.
-			b.Queue(dbsqlc.CircuitLateOutageDeadLetter, d.EndpointID, d.WindowStart)
+			b.Queue(dbsqlc.CircuitLateOutageDeadLetter, d.EndpointID, s.tenant, d.EventID)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err

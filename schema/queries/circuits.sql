@@ -49,18 +49,26 @@ UPDATE endpoint_circuits SET state = $2, consecutive_failures = $3, failing_sinc
 WHERE endpoint_id = $1;
 
 -- name: CircuitLateOutageDeadLetter :exec
--- A dead letter of endpoint $1 that its outage caused, whose delivery
--- window began at $2, is written while the circuit is closed: when it
--- closed after that (the outage that ended held or failed this delivery in
--- this window) and the endpoint has auto_replay, the auto-replay is
--- scheduled again from the window's start, or kept from the earlier time
--- it already has.
+-- A dead letter that an outage caused, of delivery (tenant $2, event $3,
+-- endpoint $1) and written in this transaction, is written while the
+-- circuit is closed. When the delivery was in flight at the circuit's last
+-- close (its window handed out, by its release or the claim of its last
+-- replay, at or before closed_at: the outage held or failed it in the
+-- window that ends now) and the endpoint has auto_replay, the auto-replay
+-- is scheduled again from this dead letter on, or kept from the earlier
+-- time it already has. Every time compared is the database's: the
+-- workflow's window start is on Temporal's clock, and moved on by the
+-- lane's throttled waits. A delivery handed out after the close failed
+-- with the circuit closed: the next close (or enabling) takes it, from the
+-- replay point (store.Circuit.replayFrom).
 UPDATE endpoint_circuits c
-SET auto_replay_pending_since = LEAST(COALESCE(c.auto_replay_pending_since, $2), $2),
+SET auto_replay_pending_since = LEAST(c.auto_replay_pending_since, dl.dead_lettered_at),
     auto_replay_requested_at = clock_timestamp(), updated_at = now()
-FROM endpoints e
-WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.disabled
-  AND c.state = 'closed' AND c.closed_at >= $2;
+FROM endpoints e, deliveries d, dead_letters dl
+WHERE c.endpoint_id = $1 AND e.id = c.endpoint_id AND e.auto_replay AND NOT e.disabled AND c.state = 'closed'
+  AND d.tenant_id = $2 AND d.event_id = $3 AND d.endpoint_id = c.endpoint_id
+  AND dl.tenant_id = d.tenant_id AND dl.event_id = d.event_id AND dl.endpoint_id = d.endpoint_id
+  AND GREATEST(d.released_at, dl.replayed_at) <= c.closed_at;
 
 -- name: CircuitWindowAttempts :one
 -- The failure rate's count (migration 015): the endpoint $1's attempts
@@ -86,11 +94,16 @@ FROM endpoint_circuits WHERE endpoint_id = $1;
 -- failure counted (its old failing_since would disable it at the next
 -- failure), and its failure rate counts from now; nor is an opening soon
 -- after it the outage before going on (outage_failing_since). A pending
--- auto-replay is kept.
+-- auto-replay is kept; with replay_since (a closed circuit of an endpoint
+-- with auto_replay: its last close) it is scheduled from there, or kept
+-- from the earlier time it already has, and asked for anew.
 UPDATE endpoint_circuits SET state = 'closed', consecutive_failures = 0, failing_since = NULL, opened_at = NULL,
     next_probe_at = NULL, probe_backoff_ms = 5000, probe_owner = NULL, probe_lease_until = NULL, closed_at = now(),
-    probe_successes = 0, outage_failing_since = NULL, outage_backoff_ms = NULL, outage_opened_at = NULL, updated_at = now()
-WHERE endpoint_id = $1;
+    probe_successes = 0, outage_failing_since = NULL, outage_backoff_ms = NULL, outage_opened_at = NULL, updated_at = now(),
+    auto_replay_pending_since = LEAST(auto_replay_pending_since, sqlc.narg(replay_since)::timestamptz),
+    auto_replay_requested_at = CASE WHEN sqlc.narg(replay_since)::timestamptz IS NULL THEN auto_replay_requested_at
+        ELSE clock_timestamp() END
+WHERE endpoint_id = sqlc.arg(endpoint_id);
 
 -- name: CircuitsAutoReplayPending :many
 -- Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx),
