@@ -14,7 +14,7 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 )
 
-// TestDeliverOfASkippedEventSendsNothing (issue 22, defect 5): a Reset runs
+// TestDeliverOfASkippedEventSendsNothing (a Reset once sent a skipped event): a Reset runs
 // the delivery of an event an operator skipped again. The ledger has it
 // skipped, so nothing is sent, and the workflow is told so.
 func TestDeliverOfASkippedEventSendsNothing(t *testing.T) {
@@ -34,7 +34,7 @@ func TestDeliverOfASkippedEventSendsNothing(t *testing.T) {
 	require.Empty(t, b.seq.handedOver(), "the workflow hands over, once it has ended the event as skipped")
 }
 
-// TestOperatorActionsClaimOnce (issue 22, defect 4): of a replay the API
+// TestOperatorActionsClaimOnce (an API replay and a raw skip once both acted): of a replay the API
 // claimed and a skip sent by hand from the Web UI, only the replay acts;
 // the skip reports it lost and changes nothing. The API's own claim does
 // not stop the action it claimed.

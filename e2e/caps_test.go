@@ -27,7 +27,7 @@ type capProblem struct {
 	Limit   int    `json:"limit"`
 }
 
-// TestFanOutCaps (issue 33 item 2): with HOOKFLOW_MAX_ENDPOINTS=3 a fourth
+// TestFanOutCaps (the fan-out caps): with HOOKFLOW_MAX_ENDPOINTS=3 a fourth
 // endpoint is refused, 422 endpoint-limit naming the setting, until one is
 // deleted; with HOOKFLOW_MAX_SUBSCRIBERS=2 a PATCH that would make a third
 // subscriber of a type is refused, 422 too-many-subscribers on
@@ -95,7 +95,7 @@ func TestFanOutCaps(t *testing.T) {
 	require.Equal(t, []int64{1}, c.rcv.appliedTo(corr))
 }
 
-// TestOperationalSubscriberCap (issue 33 item 2): hookflow's operational
+// TestOperationalSubscriberCap (the fan-out caps): hookflow's operational
 // events cannot be refused at accept, so their subscribers are capped
 // where they subscribe: with HOOKFLOW_MAX_SUBSCRIBERS=1, a second endpoint
 // taking hookflow's types is refused, on create and on PATCH, 422
@@ -120,7 +120,7 @@ func TestOperationalSubscriberCap(t *testing.T) {
 		map[string]any{"event_types": []string{"hookflow.endpoint.*"}}, nil), "its own change")
 }
 
-// TestSubscriptionCap (issue 33 review, item 1): HOOKFLOW_MAX_SUBSCRIBERS
+// TestSubscriptionCap (a cap a review found missing): HOOKFLOW_MAX_SUBSCRIBERS
 // is held where endpoints subscribe, not only at accept, so that one
 // endpoint too many cannot make every event of its types answer 422. With
 // a cap of 2 and one subscriber of order.created, two creates of order.*

@@ -807,8 +807,8 @@ func TestEventWorkflowFindsItDeliveredWhenTheWindowEnds(t *testing.T) {
 	require.Equal(t, contract.StateDelivered, states[len(states)-1])
 }
 
-// TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped (issue 22,
-// defect 1): the workflow of a dead letter started again from the ledger
+// TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped (a restart
+// once dropped skipped_sequences): the workflow of a dead letter started again from the ledger
 // carries its lane's release, with the sequences skipped before it, and
 // its replay's delivery still names them.
 func TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped(t *testing.T) {
@@ -828,7 +828,7 @@ func TestEventWorkflowStartedAgainOnItsDeadLetterOwesTheSkipped(t *testing.T) {
 	require.Equal(t, []int64{1}, attempts[0].input.Skipped)
 }
 
-// TestEventWorkflowOfASkippedEventSendsNothing (issue 22, defect 5): a
+// TestEventWorkflowOfASkippedEventSendsNothing (a Reset once sent a skipped event): a
 // Reset runs the delivery of an event an operator skipped again; Deliver
 // finds it skipped in the ledger and sends nothing, and the lane ends
 // skipped, with no dead letter.
@@ -846,7 +846,7 @@ func TestEventWorkflowOfASkippedEventSendsNothing(t *testing.T) {
 	require.Len(t, h.handOvers.all(), 1, "the sequencer hears it is skipped (again: harmless)")
 }
 
-// TestEventWorkflowLostClaimWaitsForTheWinner (issue 22, defect 4): a skip
+// TestEventWorkflowLostClaimWaitsForTheWinner (an API replay and a raw skip once both acted): a skip
 // sent by hand from the Web UI reaches the workflow while the API holds a
 // replay's claim on the dead letter. The skip takes no effect; the replay
 // the API signals then does.
@@ -880,7 +880,8 @@ func TestEventWorkflowLostClaimWaitsForTheWinner(t *testing.T) {
 	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, EndpointID: "ep_1", Generation: 1, By: "api-key"}}, h.replays.all())
 }
 
-// TestEventWorkflowNamesTheWindowEachDeadLetterEnds (issue 22, defect 6):
+// TestEventWorkflowNamesTheWindowEachDeadLetterEnds (a retried dead-letter write once bumped the generation past an
+// operator's claim):
 // every write of one window's dead letter, retries included, names the
 // same window, and the replayed window's another.
 func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {

@@ -1017,7 +1017,7 @@ func candidates(rng *rand.Rand, k, ep int, lanes [modelEndpoints]*absLane) []cho
 			return []Step{at(StepDouble, p[0], p[1])}
 		})
 		// A head that lost its release while the ledger says delivering
-		// (issue 22, defect 2): skip the dead letter with the receiver
+		// (the sweep once never repaired a running head stuck delivering): skip the dead letter with the receiver
 		// unavailable, so the successor is released and keeps retrying
 		// (503) through its recovery window; while it does, Reset the
 		// sequencer back to the task that released it (or a little

@@ -110,7 +110,7 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 	}
 }
 
-// The generator reaches the shapes of issue 22's defects often enough for
+// The generator reaches the shapes of an earlier review's defects often enough for
 // a short run to meet them: a skip of a head then a Terminate of its
 // successor (1), a sequencer reset while its head is in flight then the
 // head terminated, and in particular a skip, then (its successor

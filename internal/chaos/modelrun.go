@@ -54,8 +54,8 @@ type ModelConfig struct {
 }
 
 // ModelShort is the short run of make test: a fixed list of seeds, about a
-// minute on a 2-core machine. The seeds are those that found issue 22's
-// defects with the generator before fan-out (9 and 128 a restart that drops
+// minute on a 2-core machine. The seeds are those that found an earlier
+// review's defects with the generator before fan-out (9 and 128 a restart that drops
 // skipped_sequences, 25, 31 and 52 a head stranded delivering behind a
 // sequencer reset to before its release, 23, 44 and 52 an API replay and a
 // raw skip {} that both act, 33 and 51 a Reset that sends a skipped event;

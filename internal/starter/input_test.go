@@ -38,7 +38,7 @@ func TestInputCarriesEachLanesRoutedSettings(t *testing.T) {
 	}, in.Lanes)
 }
 
-// TestInputStaysSmall (issue 33 item 2): what an accepted event brings to
+// TestInputStaysSmall (the fan-out caps): what an accepted event brings to
 // Temporal grows with its lanes alone, never with its payload: at the
 // most subscribers HOOKFLOW_MAX_SUBSCRIBERS allows, each lane with the
 // longest endpoint ID and its own settings, and a 1 MiB payload, the

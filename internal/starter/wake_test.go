@@ -33,7 +33,7 @@ func (r *signalRecorder) SignalWorkflow(_ context.Context, id, _, _ string, _ an
 	return nil
 }
 
-// TestTheWakeServesTheEndpointsInTurn (issue 33 item 3): two circuits
+// TestTheWakeServesTheEndpointsInTurn (endpoints served in turn): two circuits
 // close at once, the first endpoint's with more lanes delivering than a
 // pass signals of one endpoint: the pass signals its share of the first,
 // then the second's lanes, and the next pass the rest of the first. Before,

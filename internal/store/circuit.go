@@ -14,8 +14,7 @@ import (
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
-// The circuit breaker per endpoint (issue 24 item 2, migrations 013 and
-// 015). Its state is the endpoint_circuits row, shared by every worker and
+// The circuit breaker per endpoint (migrations 013 and 015). Its state is the endpoint_circuits row, shared by every worker and
 // kept through any crash; an endpoint without a row is closed with no
 // failure counted. Each transition (CircuitSucceeded, CircuitFailed) runs
 // in one transaction holding the row's lock, with what it implies: a close
@@ -707,7 +706,7 @@ func (s *Store) DeliveringAt(ctx context.Context, endpointID, after string, limi
 }
 
 // The operational events of the transitions, each published in the
-// transaction of its state change (issue 24 item 5), about the endpoint.
+// transaction of its state change, about the endpoint.
 // Their data hold the breaker's state, never a setting's secret.
 
 // circuitOpenedEvent names the trigger that opened the circuit, and for
