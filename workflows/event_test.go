@@ -880,10 +880,10 @@ func TestEventWorkflowLostClaimWaitsForTheWinner(t *testing.T) {
 	require.Equal(t, []contract.ReplayedInput{{EventID: h.in.Event.EventID, EndpointID: "ep_1", Generation: 1, By: "api-key"}}, h.replays.all())
 }
 
-// TestEventWorkflowNamesTheWindowEachDeadLetterEnds (a retried dead-letter write once bumped the generation past an
-// operator's claim):
-// every write of one window's dead letter, retries included, names the
-// same window, and the replayed window's another.
+// TestEventWorkflowNamesTheWindowEachDeadLetterEnds (a retried dead-letter
+// write once bumped the generation past an operator's claim): every write
+// of one window's dead letter, retries included, names the same window,
+// and the replayed window's another.
 func TestEventWorkflowNamesTheWindowEachDeadLetterEnds(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, eventInput(8))
