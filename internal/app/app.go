@@ -219,6 +219,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 			return err
 		}
 	}
+	st = st.WithNotices(store.NoticeReport{Logger: logger, Dropped: m.NoticeDropped})
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return err
@@ -288,6 +289,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 // drains it.
 func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, opts ...Option) (sdkworker.Worker, error) {
 	m := collect(opts).metrics
+	st = st.WithNotices(store.NoticeReport{Logger: logger, Dropped: m.NoticeDropped})
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return nil, err
