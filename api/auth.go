@@ -165,10 +165,17 @@ func hashKey(key string) []byte {
 // holds at once in every API process). It leaves the principal for
 // require.
 //
-// Failing costs: each failure spends the client address's bucket, and an
-// address whose bucket is empty is answered 429 before its token is looked
-// at. A token that cannot be a key is refused in memory, so only a
-// well-formed one costs a query.
+// Failing costs what the client controls, never what another client
+// presents (authFailures): a failure spends its network's bucket and the
+// bucket of the credential it presented (its first credentialPrefixLen
+// characters). A credential whose own bucket is spent is answered 429
+// before it is looked up; so is a malformed one (refused in memory) from a
+// network whose bucket is spent. A well-formed credential is always looked
+// up otherwise, whatever its network's failures (an index probe by hash):
+// a valid one is let through, an unknown one is 429 from a spent network
+// and 401 from any other. So one client's bad requests, behind the same
+// proxy or NAT as everyone else, lock out no one's valid key, token or
+// session.
 func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	bootstrap := []byte(s.cfg.Token)
 	return func(c echo.Context) error {
@@ -176,12 +183,9 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		addr := clientAddr(c.RealIP())
-		if wait, throttled := s.failures.throttled(addr); throttled {
-			return s.failures.tooMany(c, wait)
-		}
 		token, ok := bearerToken(c.Request().Header.Get("Authorization"))
 		if !ok || token == "" {
-			return s.failures.refuse(addr)
+			return s.failures.refuse(c, addr, "")
 		}
 		if subtle.ConstantTimeCompare([]byte(token), bootstrap) == 1 {
 			c.Set(principalKey, principal{id: bootstrapName, name: bootstrapName, scopes: []Scope{ScopeAdmin}, tenant: store.DefaultTenant})
@@ -191,11 +195,15 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 			return s.portalAuth(c, next, addr, token)
 		}
 		if !wellFormed(token, KeyPrefix) {
-			return s.failures.refuse(addr)
+			return s.failures.refuse(c, addr, "")
+		}
+		cred := credentialOf(token)
+		if wait, throttled := s.failures.throttled(cred); throttled {
+			return s.failures.tooMany(c, wait, "this credential")
 		}
 		k, err := s.deps.Store.APIKeyByHash(c.Request().Context(), hashKey(token))
 		if errors.Is(err, store.ErrNotFound) {
-			return s.failures.refuse(addr)
+			return s.failures.refuse(c, addr, cred)
 		}
 		if err != nil {
 			return err
@@ -218,14 +226,18 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 // is refused with a problem type of its own, for the page's screens.
 func (s *Server) portalAuth(c echo.Context, next echo.HandlerFunc, addr, token string) error {
 	if !wellFormed(token, PortalTokenPrefix) {
-		return s.failures.refuse(addr)
+		return s.failures.refuse(c, addr, "")
+	}
+	cred := credentialOf(token)
+	if wait, throttled := s.failures.throttled(cred); throttled {
+		return s.failures.tooMany(c, wait, "this credential")
 	}
 	sess, err := s.deps.Store.PortalSessionByToken(c.Request().Context(), hashKey(token))
 	if p := portalProblem(err); p != nil {
-		return s.failures.refuseWith(addr, p)
+		return s.failures.refuseWith(c, addr, cred, p)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return s.failures.refuse(addr)
+		return s.failures.refuse(c, addr, cred)
 	}
 	if err != nil {
 		return err
@@ -233,6 +245,19 @@ func (s *Server) portalAuth(c echo.Context, next echo.HandlerFunc, addr, token s
 	c.Set(principalKey, principal{id: sess.ID, name: "portal:" + sess.Actor, tenant: sess.TenantID, confined: true,
 		scopes: scopesOf(capabilitiesOf(sess)), portal: &sess})
 	return next(c)
+}
+
+// credentialPrefixLen is how much of a presented credential, after its
+// kind's prefix, keys its failures: 96 random bits of a real one, which no
+// one but its holder presents, and what a client repeating or varying the
+// tail of a bad credential keeps.
+const credentialPrefixLen = 16
+
+// credentialOf is the key a well-formed credential's failures are counted
+// under.
+func credentialOf(token string) string {
+	kind, rest, _ := strings.Cut(token, "_")
+	return "credential " + kind + "_" + rest[:min(len(rest), credentialPrefixLen)]
 }
 
 // wellFormed reports whether token could be a key or a token newKey or
@@ -246,27 +271,29 @@ func wellFormed(token, prefix string) bool {
 	return err == nil && len(b) == keyBytes
 }
 
-// clientAddr is the key a client address is throttled under: an IPv4
+// clientAddr is the key a client network is throttled under: an IPv4
 // address, or an IPv6 address's /64, which one host is usually given whole.
+// It is the address Echo's IPExtractor gives (RouterConfig.TrustedProxies).
 func clientAddr(ip string) string {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
-		return ip
+		return "network " + ip
 	}
 	a = a.WithZone("").Unmap()
 	if a.Is6() {
-		return netip.PrefixFrom(a, 64).Masked().String()
+		return "network " + netip.PrefixFrom(a, 64).Masked().String()
 	}
-	return a.String()
+	return "network " + a.String()
 }
 
-// maxTrackedAddrs bounds the addresses authFailures keeps a bucket for; past
-// it, addresses with full buckets are forgotten, and if none is, new ones
-// share one bucket.
-const maxTrackedAddrs = 65536
+// maxTrackedKeys bounds the networks and credentials authFailures keeps a
+// bucket for; past it, those with full buckets are forgotten, and if none
+// is, new ones share one bucket.
+const maxTrackedKeys = 65536
 
 // authFailures holds one token bucket of failed authentications per client
-// address, in this process.
+// network and per presented credential (clientAddr, credentialOf), in this
+// process.
 type authFailures struct {
 	perSecond float64
 	burst     int
@@ -280,33 +307,33 @@ func newAuthFailures(perSecond float64, burst int) *authFailures {
 		overflow: rate.NewLimiter(rate.Limit(perSecond), burst)}
 }
 
-// bucket returns addr's bucket, creating it if create is set (nil
-// otherwise, for an address with no failures).
-func (f *authFailures) bucket(addr string, create bool) *rate.Limiter {
+// bucket returns key's bucket, creating it if create is set (nil
+// otherwise, for a key with no failures).
+func (f *authFailures) bucket(key string, create bool) *rate.Limiter {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if b, ok := f.buckets[addr]; ok || !create {
+	if b, ok := f.buckets[key]; ok || !create {
 		return b
 	}
-	if len(f.buckets) >= maxTrackedAddrs {
+	if len(f.buckets) >= maxTrackedKeys {
 		for a, b := range f.buckets {
 			if b.Tokens() >= float64(f.burst) {
 				delete(f.buckets, a)
 			}
 		}
-		if len(f.buckets) >= maxTrackedAddrs {
+		if len(f.buckets) >= maxTrackedKeys {
 			return f.overflow
 		}
 	}
 	b := rate.NewLimiter(rate.Limit(f.perSecond), f.burst)
-	f.buckets[addr] = b
+	f.buckets[key] = b
 	return b
 }
 
-// throttled reports whether addr has spent its failures, and how long
-// until it may try again.
-func (f *authFailures) throttled(addr string) (time.Duration, bool) {
-	b := f.bucket(addr, false)
+// throttled reports whether key has spent its failures, and how long
+// until it may fail again.
+func (f *authFailures) throttled(key string) (time.Duration, bool) {
+	b := f.bucket(key, false)
 	if b == nil {
 		return 0, false
 	}
@@ -316,22 +343,31 @@ func (f *authFailures) throttled(addr string) (time.Duration, bool) {
 	return 0, false
 }
 
-// refuse spends one of addr's failures and answers 401.
-func (f *authFailures) refuse(addr string) *Problem {
-	return f.refuseWith(addr, unauthorized())
+// refuse is refuseWith the 401.
+func (f *authFailures) refuse(c echo.Context, addr, cred string) *Problem {
+	return f.refuseWith(c, addr, cred, unauthorized())
 }
 
-// refuseWith spends one of addr's failures and answers p.
-func (f *authFailures) refuseWith(addr string, p *Problem) *Problem {
+// refuseWith spends one failure of network addr and of credential cred
+// ("" for none: the request presented no well-formed one) and answers p,
+// or 429 once addr's bucket is spent.
+func (f *authFailures) refuseWith(c echo.Context, addr, cred string, p *Problem) *Problem {
+	if cred != "" {
+		f.bucket(cred, true).Allow()
+	}
+	if wait, throttled := f.throttled(addr); throttled {
+		return f.tooMany(c, wait, "this network")
+	}
 	f.bucket(addr, true).Allow()
 	return p
 }
 
-// tooMany is the 429 of a throttled address, with Retry-After.
-func (f *authFailures) tooMany(c echo.Context, wait time.Duration) *Problem {
+// tooMany is the 429 of a throttled network or credential, with
+// Retry-After.
+func (f *authFailures) tooMany(c echo.Context, wait time.Duration, what string) *Problem {
 	secs := setRetryAfter(c, wait)
 	return problem(http.StatusTooManyRequests, "auth-throttled", "Too Many Requests",
-		fmt.Sprintf("too many failed authentications from this address; try again in %d s", secs))
+		fmt.Sprintf("too many failed authentications from %s; try again in %d s", what, secs))
 }
 
 func unauthorized() *Problem {

@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/store"
 	wire "github.com/hookflow/hookflow/kit/client"
 )
 
@@ -21,6 +23,12 @@ import (
 // is stored. The sequencer learns of them by a resync (which loads the
 // ledger) before the answer; when that fails the answer is 503, and a repeat
 // of the request, which finds them voided, tells it again.
+//
+// A void is kept in its lane and bounded (store.CorrelationVoid): a
+// hookflow: correlation is refused (422, field correlation_id), and so are
+// sequences more than store.MaxVoidAhead past the highest the correlation
+// holds (422, field sequences); a portal session limited to endpoints finds
+// a correlation with no lane at them as one that does not exist (404).
 func (s *Server) CorrelationSkip(c echo.Context, id wire.Key, _ wire.CorrelationSkipParams) error {
 	var req wire.CorrelationSkip
 	if err := s.decode(c, &req); err != nil {
@@ -31,8 +39,25 @@ func (s *Server) CorrelationSkip(c echo.Context, id wire.Key, _ wire.Correlation
 	ctx := c.Request().Context()
 	by := principalOf(c).name
 	v, err := s.ledger(c).CorrelationVoid(ctx, id, req.Sequences, by, req.Note)
+	if errors.Is(err, store.ErrReservedCorrelation) {
+		p := problem(http.StatusUnprocessableEntity, "reserved-correlation", "Reserved correlation",
+			fmt.Sprintf("correlation %s is hookflow's own (its operational or test events): its sequences cannot be voided; nothing was voided", id))
+		p.Field = "correlation_id"
+		return p
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return problem(http.StatusNotFound, "not-found", "Not Found", "no events for correlation "+id)
+	}
 	if err != nil {
 		return err
+	}
+	if len(v.Beyond) > 0 {
+		p := problem(http.StatusUnprocessableEntity, "sequence-out-of-reach", "Sequence out of reach",
+			fmt.Sprintf("correlation %s may be voided up to sequence %d (at most %d past the highest sequence it holds): %v are beyond it; nothing was voided",
+				id, v.Ceiling, store.MaxVoidAhead, v.Beyond))
+		p.Field = "sequences"
+		p.Extensions = map[string]any{"beyond": v.Beyond, "ceiling": v.Ceiling}
+		return p
 	}
 	if len(v.Arrived) > 0 {
 		p := problem(http.StatusUnprocessableEntity, "sequence-arrived", "Sequence arrived",

@@ -174,9 +174,20 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 // operational event cannot be refused at accept as a producer's is, so its
 // subscribers are capped here. An endpoint of every type does not take
 // them (store.OperationalEventInsert), and is not counted.
+//
+// A portal session limited to endpoints subscribes none to them (422): an
+// operational event tells of another endpoint's events (a dead letter's
+// event, correlation and receiver's answer), and its own endpoint's URL is
+// the session's to point anywhere.
 func (s *Server) checkOperationalSubscribers(c echo.Context, id string, types []string) error {
 	if !slices.ContainsFunc(types, func(p string) bool { return strings.HasPrefix(p, contract.OperationalPrefix) }) {
 		return nil
+	}
+	if p := principalOf(c).portal; p != nil && p.EndpointsLimited {
+		pr := problem(http.StatusUnprocessableEntity, "endpoints-limited", "Operational events not for a limited session",
+			"this portal session is limited to some endpoints: hookflow's operational events (hookflow.*) tell of the tenant's other endpoints, and are not its to subscribe to")
+		pr.Field = "event_types"
+		return pr
 	}
 	n, err := s.ledger(c).EndpointsOperationalCount(c.Request().Context(), id)
 	if err != nil || n < s.cfg.MaxSubscribers {
@@ -415,6 +426,7 @@ func (s *Server) EndpointDelete(c echo.Context, id wire.Key, _ wire.EndpointDele
 	} else if err != nil {
 		return err
 	}
+	s.deps.Metrics.ForgetEndpoint(ep.ID)
 	n, err := s.deps.Starter.SkipDeletedDeadLetters(ctx, principalOf(c).tenant, ep.ID, by)
 	if err != nil {
 		// Deleted all the same: the sweep skips what is left.

@@ -275,9 +275,11 @@ func (s *Server) EventAttempts(c echo.Context, id, endpointID wire.Key, q wire.E
 		}
 		after = n
 	}
-	// One more than the page, to tell whether a next one is due.
-	attempts, ids, err := s.ledger(c).AttemptsPage(c.Request().Context(), id, endpointID, after, limit+1)
-	if errors.Is(err, store.ErrNotFound) {
+	// One more than the page, to tell whether a next one is due. An
+	// endpoint a limited session does not reach has no delivery for it.
+	ledger := s.ledger(c)
+	attempts, ids, err := ledger.AttemptsPage(c.Request().Context(), id, endpointID, after, limit+1)
+	if errors.Is(err, store.ErrNotFound) || !ledger.Reaches(endpointID) {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "event "+id+" has no delivery to endpoint "+endpointID)
 	} else if err != nil {
 		return err
@@ -322,6 +324,11 @@ const maxLaneParked = 100
 func (s *Server) CorrelationGet(c echo.Context, id wire.Key, _ wire.CorrelationGetParams) error {
 	ctx := c.Request().Context()
 	ledger := s.ledger(c)
+	if reaches, err := ledger.CorrelationReaches(ctx, id); err != nil {
+		return err
+	} else if !reaches {
+		return problem(http.StatusNotFound, "not-found", "Not Found", "no events for correlation "+id)
+	}
 	load, err := ledger.CorrelationLoadOf(ctx, id, maxLaneParked)
 	if err != nil {
 		return err

@@ -184,11 +184,13 @@ func TestEventForDisabledEndpointIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 }
 
-// TestFailedAuthIsThrottledPerAddress: failed authentications spend a
-// bucket per client address; once it is empty the address is answered 429
-// with Retry-After before any token is looked at, even a good one. Another
-// address is not held back.
-func TestFailedAuthIsThrottledPerAddress(t *testing.T) {
+// TestFailedAuthIsThrottledPerAddressAndCredential: failed authentications
+// spend a bucket of the client's network and one of the credential
+// presented; once either is empty, what the client controls is answered
+// 429 with Retry-After (the same bad key, another bad key or a malformed
+// token from that network), but a valid credential from the same network
+// is let through: no one is locked out by someone else's failures.
+func TestFailedAuthIsThrottledPerAddressAndCredential(t *testing.T) {
 	t.Parallel()
 	b := setupWith(t, func(c *api.RouterConfig) { c.FailedAuthPerSecond, c.FailedAuthBurst = 0.001, 3 })
 	unknown := api.KeyPrefix + strings.Repeat("A", 43)
@@ -196,11 +198,13 @@ func TestFailedAuthIsThrottledPerAddress(t *testing.T) {
 		resp, body := b.do(t, http.MethodGet, "/v1/stats", "", "", bearer(unknown))
 		requireProblem(t, resp, body, http.StatusUnauthorized, "")
 	}
-	for _, key := range []string{unknown, b.token} {
+	for _, key := range []string{unknown, api.KeyPrefix + strings.Repeat("B", 43), "not-a-key"} {
 		resp, body := b.do(t, http.MethodGet, "/v1/stats", "", "", bearer(key))
 		requireProblem(t, resp, body, http.StatusTooManyRequests, "")
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	}
+	resp, body := b.do(t, http.MethodGet, "/v1/stats", "", "", bearer(b.token))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body, "a valid token from the throttled address")
 
 	ln, err := net.Listen("tcp6", "[::1]:0")
 	require.NoError(t, err, "this test needs IPv6 loopback")
@@ -210,9 +214,9 @@ func TestFailedAuthIsThrottledPerAddress(t *testing.T) {
 	t.Cleanup(other.Close)
 	req, err := http.NewRequest(http.MethodGet, other.URL+"/v1/stats", nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	resp, body := send(t, req)
-	require.Equal(t, http.StatusOK, resp.StatusCode, body, "another address has its own bucket")
+	req.Header.Set("Authorization", "Bearer "+api.KeyPrefix+strings.Repeat("C", 43))
+	resp, body = send(t, req)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body, "another address has its own bucket")
 }
 
 // TestMalformedKeyIsRefusedWithoutAQuery: a bearer token that cannot be a

@@ -107,7 +107,8 @@ func (s *Server) operationMiddlewares(ops map[string]*operation) map[string][]ec
 		switch {
 		case op.method == http.MethodGet && strings.HasPrefix(op.path, "/v1/"):
 			chain = append(chain, s.reads.limit)
-		case id == "eventCreate":
+		case id == "eventCreate" || id == "endpointTest":
+			// A test event is a publish: it spends the same bucket.
 			chain = append(chain, s.limits.limit)
 		}
 		chain = append(chain, op.checkParameters)

@@ -215,18 +215,21 @@ func portalProblem(err error) *Problem {
 
 // PortalSessionExchange exchanges a link's code for the session's token,
 // once. It takes no credential (the code is one), so each refusal counts
-// against the client address as a failed authentication does.
+// as a failed authentication does (Server.auth): against the client's
+// network and the code presented, never refusing a good code for others'
+// failures.
 func (s *Server) PortalSessionExchange(c echo.Context) error {
 	addr := clientAddr(c.RealIP())
-	if wait, throttled := s.failures.throttled(addr); throttled {
-		return s.failures.tooMany(c, wait)
-	}
 	var req wire.PortalCodeExchange
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
 	if !wellFormed(req.Code, portalCodePrefix) {
-		return s.failures.refuseWith(addr, portalUnknownLink())
+		return s.failures.refuseWith(c, addr, "", portalUnknownLink())
+	}
+	cred := credentialOf(req.Code)
+	if wait, throttled := s.failures.throttled(cred); throttled {
+		return s.failures.tooMany(c, wait, "this credential")
 	}
 	token, err := newSecret(PortalTokenPrefix)
 	if err != nil {
@@ -234,10 +237,10 @@ func (s *Server) PortalSessionExchange(c echo.Context) error {
 	}
 	sess, err := s.deps.Store.PortalExchange(c.Request().Context(), hashKey(req.Code), hashKey(token))
 	if p := portalProblem(err); p != nil {
-		return s.failures.refuseWith(addr, p)
+		return s.failures.refuseWith(c, addr, cred, p)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return s.failures.refuseWith(addr, portalUnknownLink())
+		return s.failures.refuseWith(c, addr, cred, portalUnknownLink())
 	}
 	if err != nil {
 		return err

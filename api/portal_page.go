@@ -4,6 +4,8 @@ import (
 	"embed"
 	"errors"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -43,31 +45,55 @@ func (s *Server) registerPortal() {
 }
 
 // portalPage answers the page with its security headers: a CSP that runs
-// only the page's own script and connects only to this origin, and whose
-// frame-ancestors are the tenant's portal_origins ('self' when it has
-// none, or when the tenant does not exist: the page answers alike, so it
-// tells no one which tenants exist).
+// only the page's own script and connects only to this origin, framed by
+// itself and by the embedding page's origin when that is one of the
+// tenant's portal_origins. The embedding origin is the request's Referer
+// (a browser sends at least the origin of the page that frames it, under
+// the default referrer policy): naming one origin that asked, never the
+// list, the page answers a tenant that does not exist, one with no
+// origins and one with origins alike to whoever does not already know an
+// origin of it, so it tells no one which tenants exist or where they
+// embed it.
 func (s *Server) portalPage(c echo.Context) error {
 	id := c.Param("tenant")
 	if intake.ValidTenantID("tenant", id) != nil {
 		return problem(http.StatusNotFound, "not-found", "Not Found", "no such page")
 	}
 	ancestors := []string{"'self'"}
-	t, err := s.tenants.get(c.Request().Context(), id)
-	var p *Problem
-	switch {
-	case err == nil:
-		ancestors = append(ancestors, t.PortalOrigins...)
-	case errors.As(err, &p) && p.Status == http.StatusNotFound:
-	default:
-		return err
+	if origin := refererOrigin(c.Request().Referer()); origin != "" {
+		t, err := s.tenants.get(c.Request().Context(), id)
+		var p *Problem
+		switch {
+		case err == nil:
+			if slices.Contains(t.PortalOrigins, origin) {
+				ancestors = append(ancestors, origin)
+			}
+		case errors.As(err, &p) && p.Status == http.StatusNotFound:
+		default:
+			return err
+		}
 	}
 	h := c.Response().Header()
 	h.Set("Content-Security-Policy", portalCSP(ancestors))
 	// The page is the same for every session, but its frame-ancestors
-	// follow the tenant's portal_origins: a cache asks before reusing it.
+	// follow the embedding origin: a cache asks before reusing it.
 	h.Set("Cache-Control", "no-cache")
+	h.Add("Vary", "Referer")
 	return s.portalFile(c, "index.html", "text/html; charset=utf-8")
+}
+
+// refererOrigin is the origin of a Referer as portal_origins hold them
+// (portalOrigin), "" for none or one that is not an http(s) URL.
+func refererOrigin(referer string) string {
+	u, err := url.Parse(referer)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	o, ok := portalOrigin(u.Scheme + "://" + u.Host)
+	if !ok {
+		return ""
+	}
+	return o
 }
 
 // portalCSP is the page's Content-Security-Policy: everything from this

@@ -13,7 +13,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -59,12 +61,15 @@ type RouterConfig struct {
 	// a time (default 500).
 	ReplayPageSize int
 	// FailedAuthPerSecond and FailedAuthBurst bound failed authentications
-	// per client address, in this process (defaults 1 per second, bursts
-	// of 30); past them the address is answered 429 before any token is
-	// looked at.
+	// per client network and per presented credential, in this process
+	// (defaults 1 per second, bursts of 30); past them the failures are
+	// answered 429 (auth: a valid credential is never refused).
 	FailedAuthPerSecond float64
 	FailedAuthBurst     int
-	// MaxEndpoints caps the endpoints not deleted (HOOKFLOW_MAX_ENDPOINTS,
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// (HOOKFLOW_TRUSTED_PROXIES); none, the client is the peer.
+	TrustedProxies []netip.Prefix
+	// MaxEndpoints caps each tenant's endpoints not deleted (HOOKFLOW_MAX_ENDPOINTS,
 	// default contract.DefaultMaxEndpoints); MaxSubscribers the endpoints
 	// one event is routed to (HOOKFLOW_MAX_SUBSCRIBERS, default
 	// contract.DefaultMaxSubscribers, at most
@@ -177,10 +182,7 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(deps.Logger)
-	// The client address is the connection's peer, never a header a client
-	// can write (X-Forwarded-For, X-Real-IP): the failed-auth throttle is
-	// kept per address.
-	e.IPExtractor = echo.ExtractIPDirect()
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits("post events", cfg.EventsPerSecond, cfg.EventsBurst),
 		reads: newRateLimits("read", cfg.ReadsPerSecond, cfg.ReadsBurst), failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst),
 		tenants: newTenantCache(deps.Store)}
@@ -208,6 +210,22 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.operationMiddlewares(ops)})
 	s.registerPortal()
 	return s, nil
+}
+
+// ipExtractor is how the client's address is found: the connection's peer,
+// never a header a client can write, unless the peer is one of trusted
+// (reverse proxies): then the rightmost X-Forwarded-For address that is not
+// one of them. Echo's own defaults would trust loopback and private peers
+// too; only what the operator names is trusted here.
+func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // Handler is the API as an http.Handler.

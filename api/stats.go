@@ -60,11 +60,17 @@ func (s *Server) stats(c echo.Context, ledger *store.Store, top *int64) error {
 		resp.Endpoints = append(resp.Endpoints, wire.EndpointStats{EndpointID: e.EndpointID, Waiting: e.Waiting, Delivering: e.Delivering,
 			DeliveredLast5M: e.DeliveredRecently, DeadLettersOpen: e.DeadLettersOpen, OldestLagSeconds: e.LagSeconds})
 	}
-	if run, err := ledger.CleanerRunLast(ctx); err == nil {
-		resp.Cleaner = &wire.CleanerRun{StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, PayloadsPruned: run.PayloadsPruned,
-			AttemptsDeleted: run.AttemptsDeleted, KeysDeleted: run.KeysDeleted, Error: deref(run.Error)}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
+	// The cleaner's run is the deployment's, every tenant's rows at once:
+	// an operator's figure (admin), not a tenant's or a portal session's.
+	if p := principalOf(c); p.can(ScopeAdmin) && !p.confined {
+		run, err := ledger.CleanerRunLast(ctx)
+		switch {
+		case err == nil:
+			resp.Cleaner = &wire.CleanerRun{StartedAt: run.StartedAt, FinishedAt: run.FinishedAt, PayloadsPruned: run.PayloadsPruned,
+				AttemptsDeleted: run.AttemptsDeleted, KeysDeleted: run.KeysDeleted, Error: deref(run.Error)}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
 	}
 	for i, b := range blocked {
 		if i >= limit {

@@ -110,7 +110,7 @@ func (tc *tenantCache) get(ctx context.Context, id string) (store.Tenant, error)
 func (tc *tenantCache) put(t store.Tenant) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if len(tc.seen) >= maxTrackedAddrs {
+	if len(tc.seen) >= maxTrackedKeys {
 		for id, c := range tc.seen {
 			if time.Since(c.at) >= tenantCacheFor {
 				delete(tc.seen, id)

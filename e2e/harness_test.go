@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -87,6 +88,10 @@ type options struct {
 	// readsPerSecond is HOOKFLOW_READS_RATE_LIMIT (default: high enough
 	// that the tests' polling is never refused).
 	readsPerSecond float64
+	// eventsPerSecond is HOOKFLOW_EVENTS_RATE_LIMIT (default: the API's).
+	eventsPerSecond float64
+	// trustedProxies is HOOKFLOW_TRUSTED_PROXIES (default: none).
+	trustedProxies []netip.Prefix
 	// allowlist, when set, is HOOKFLOW_PRIVATE_TARGET_ALLOWLIST, and
 	// private targets are refused but for it (default: every target is
 	// allowed, as in hookflow dev).
@@ -117,7 +122,7 @@ func setup(t *testing.T, opts options) *bundle {
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10,
 		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, HandOverBatch: opts.handOverBatch, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
-		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6), PrivateAllowlist: opts.allowlist,
+		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6), EventsRateLimit: opts.eventsPerSecond, TrustedProxies: opts.trustedProxies, PrivateAllowlist: opts.allowlist,
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}
 	cfg.AllowPrivate = opts.allowlist == nil

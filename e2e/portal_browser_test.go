@@ -368,9 +368,12 @@ func TestPortalBrowser(t *testing.T) {
 	}
 	everything := []string{"endpoints:manage", "endpoints:secret", "dead-letters:write", "events:test"}
 
-	// The page's own headers: framed by the tenant's origins only, its
-	// own script only, no referrer.
-	resp, err := http.Get(b.apiURL + "/portal/" + acme + "/")
+	// The page's own headers: framed by the tenant's origin that embeds
+	// it (its Referer) only, its own script only, no referrer.
+	req, err := http.NewRequest(http.MethodGet, b.apiURL+"/portal/"+acme+"/", nil)
+	require.NoError(t, err)
+	req.Header.Set("Referer", allowed.srv.URL+"/")
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

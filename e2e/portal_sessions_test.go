@@ -301,7 +301,10 @@ func TestPortalSessions(t *testing.T) {
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/dead-letters?status=skipped", nil, &dls))
 		require.Empty(t, dls.Items, "the other endpoint's dead letter is not listed")
 		// The event log lists the events routed to its endpoint, with
-		// their deliveries there only: none of the other endpoint's.
+		// their deliveries there only, and of hookflow's own only those
+		// about its endpoint: the notice of the other endpoint's dead
+		// letter, routed to it, tells of that endpoint's event, and is
+		// none of its.
 		var log struct {
 			Items []struct {
 				ID         string `json:"id"`
@@ -311,26 +314,23 @@ func TestPortalSessions(t *testing.T) {
 			} `json:"items"`
 		}
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/events", nil, &log))
-		require.NotEmpty(t, log.Items, "its endpoint's operational events")
 		for _, it := range log.Items {
 			require.NotEqual(t, "evt-bad", it.ID)
+			require.NotContains(t, it.ID, a.endpoint, "a notice about the other endpoint")
 			for _, d := range it.Deliveries {
 				require.Equal(t, a.opsEP, d.EndpointID, it.ID)
 			}
 		}
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/events?endpoint_id="+url.QueryEscape(a.endpoint), nil, &log))
 		require.Empty(t, log.Items)
-		// The types seen are those of its endpoint's events only.
+		// The types seen are those of its endpoint's events only: none.
 		var types struct {
 			Items []struct {
 				Type string `json:"type"`
 			} `json:"items"`
 		}
 		require.Equal(t, http.StatusOK, b.callAs(tok.Token, http.MethodGet, "/v1/event-types", nil, &types))
-		require.NotEmpty(t, types.Items)
-		for _, it := range types.Items {
-			require.True(t, strings.HasPrefix(it.Type, "hookflow."), "%s is not its endpoint's", it.Type)
-		}
+		require.Empty(t, types.Items, "the other endpoint's notices are not its types")
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/dead-letters?status=skipped", nil, &dls))
 		require.Len(t, dls.Items, 1, "the key sees it")
 		require.Equal(t, http.StatusOK, b.callAs(a.key, http.MethodGet, "/v1/events/evt-bad", nil, nil), "the key sees the event")

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -376,27 +375,7 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 		cases[id] = c
 	}
 	// The document's operations under /v1, each of which needs a case.
-	raw, err := os.ReadFile("../api/openapi.json")
-	require.NoError(t, err)
-	var doc struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &doc))
-	var ops []string
-	for path, item := range doc.Paths {
-		if !strings.HasPrefix(path, "/v1/") {
-			continue
-		}
-		for _, o := range item {
-			var op struct {
-				ID string `json:"operationId"`
-			}
-			if json.Unmarshal(o, &op) == nil && op.ID != "" {
-				ops = append(ops, op.ID)
-			}
-		}
-	}
-	sort.Strings(ops)
+	ops := documentOperations(t)
 	for _, id := range ops {
 		c, ok := cases[id]
 		require.True(t, ok, "operation %s has no cross-tenant case: say what A's key aimed at B's rows gets", id)

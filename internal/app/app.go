@@ -219,6 +219,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 			return err
 		}
 	}
+	st = st.WithNotices(store.NoticeReport{Logger: logger, Dropped: m.NoticeDropped})
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return err
@@ -243,7 +244,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 	}
 	srv, err := api.New(api.RouterConfig{
 		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
-		EventsPerSecond: cfg.EventsRateLimit, ReadsPerSecond: cfg.ReadsRateLimit, MaxEndpoints: cfg.MaxEndpoints, MaxSubscribers: cfg.MaxSubscribers,
+		EventsPerSecond: cfg.EventsRateLimit, ReadsPerSecond: cfg.ReadsRateLimit, TrustedProxies: cfg.TrustedProxies, MaxEndpoints: cfg.MaxEndpoints, MaxSubscribers: cfg.MaxSubscribers,
 		PortalBaseURL: config.PortalBase(cfg.PortalBaseURL, ln.Addr().String()),
 	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger, Metrics: m})
 	if err != nil {
@@ -288,6 +289,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 // drains it.
 func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *slog.Logger, opts ...Option) (sdkworker.Worker, error) {
 	m := collect(opts).metrics
+	st = st.WithNotices(store.NoticeReport{Logger: logger, Dropped: m.NoticeDropped})
 	strt, err := NewStarter(cfg, st, c, logger)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,6 +53,9 @@ type Config struct {
 	MaxEndpoints   int
 	MaxSubscribers int
 	ReadsRateLimit float64
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// (HOOKFLOW_TRUSTED_PROXIES); none, the client is the connection's peer.
+	TrustedProxies []netip.Prefix
 	// Retention of the ledger; 0 keeps for ever.
 	PayloadRetention     time.Duration
 	AttemptRetention     time.Duration
@@ -102,9 +106,10 @@ func Settings() []Setting {
 		{"HOOKFLOW_API_TOKEN", "api-token", "", "api: the bootstrap admin token, a bearer token with every scope to create API keys (required, at least 32 characters; hookflow dev uses dev-token); CLI commands that call the API: the token they send", required(func(c *Config) *string { return &c.APIToken })},
 		{"HOOKFLOW_PORTAL_BASE_URL", "portal-base-url", "", "api: the public base URL of the portal page, what a portal session's link starts with (<base>/portal/<tenant>/#code=…), e.g. https://hooks.example.com; never taken from a request's Host (empty: http:// and the address the API listens on, 127.0.0.1 for an unspecified host)", baseURL(func(c *Config) *string { return &c.PortalBaseURL })},
 		{"HOOKFLOW_EVENTS_RATE_LIMIT", "events-rate-limit", "1000", "api: POST /v1/events allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.EventsRateLimit })},
-		{"HOOKFLOW_MAX_ENDPOINTS", "max-endpoints", strconv.Itoa(contract.DefaultMaxEndpoints), "api: the most endpoints (not deleted) the deployment holds; past it POST /v1/endpoints is answered 422 endpoint-limit", intRange(1, math.MaxInt32, func(c *Config) *int { return &c.MaxEndpoints })},
+		{"HOOKFLOW_MAX_ENDPOINTS", "max-endpoints", strconv.Itoa(contract.DefaultMaxEndpoints), "api: the most endpoints (not deleted) each tenant holds, unless the tenant's own max_endpoints says otherwise (counted per tenant, so one tenant cannot use up another's); past it POST /v1/endpoints is answered 422 endpoint-limit", intRange(1, math.MaxInt32, func(c *Config) *int { return &c.MaxEndpoints })},
 		{"HOOKFLOW_MAX_SUBSCRIBERS", "max-subscribers", strconv.Itoa(contract.DefaultMaxSubscribers), fmt.Sprintf("api, relay: the most endpoints one event may be routed to (at most %d, which keeps an event's workflow input far under Temporal's payload limit); an endpoint whose event_types would make a type's subscribers more is refused, 422 too-many-subscribers; an event subscribed to by more all the same (the setting lowered) is refused at accept and never stored (the relay holds the outbox row and tries again)", contract.MaxSubscribersCeiling), intRange(1, contract.MaxSubscribersCeiling, func(c *Config) *int { return &c.MaxSubscribers })},
 		{"HOOKFLOW_READS_RATE_LIMIT", "reads-rate-limit", "100", "api: GET requests on /v1 allowed per second per API key, in each API process (bursts of twice as many); past it 429 with Retry-After", positiveFloat(func(c *Config) *float64 { return &c.ReadsRateLimit })},
+		{"HOOKFLOW_TRUSTED_PROXIES", "trusted-proxies", "", "api: CIDRs of the reverse proxies in front of the API, comma separated (e.g. 10.0.0.0/8,127.0.0.1/32): from such a peer the client is the rightmost X-Forwarded-For address that is not one of them; empty, the client is the connection's peer and X-Forwarded-For is ignored. Failed authentications are throttled per client network, so behind a proxy set it", cidrList(func(c *Config) *[]netip.Prefix { return &c.TrustedProxies })},
 		{"HOOKFLOW_RECOVERY_WINDOW", "recovery-window", "5m", "how long delivery of a released event is retried before it is dead-lettered (Go duration; set it alike on the API and the workers, which start held events)", positiveDuration(func(c *Config) *time.Duration { return &c.RecoveryWindow })},
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES", "circuit-close-successes", "3", "worker: answers in a row that close an endpoint's open circuit (1 to 100); short of them it is half-open, one probe at a time, so a flapping receiver stays open and its disable_after counts on", intRange(1, 100, func(c *Config) *int { return &c.CircuitCloseSuccesses })},
@@ -322,6 +327,31 @@ func hostPortList(f func(*Config) *[]string) func(*Config, string) error {
 				return fmt.Errorf("%q is not a host:port", item)
 			}
 			out = append(out, item)
+		}
+		*f(c) = out
+		return nil
+	}
+}
+
+// cidrList parses comma-separated CIDRs; a bare address is its own /32
+// or /128.
+func cidrList(f func(*Config) *[]netip.Prefix) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		var out []netip.Prefix
+		for _, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(item)
+			if err != nil {
+				a, aerr := netip.ParseAddr(item)
+				if aerr != nil {
+					return fmt.Errorf("%q is not a CIDR (10.0.0.0/8) or an address", item)
+				}
+				p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			}
+			out = append(out, p.Masked())
 		}
 		*f(c) = out
 		return nil

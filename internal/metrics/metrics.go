@@ -38,6 +38,7 @@ type Metrics struct {
 	consecutiveFailures *prometheus.GaugeVec
 	cleaned             *prometheus.CounterVec
 	cleanerRuns         *prometheus.CounterVec
+	noticesDropped      *prometheus.CounterVec
 }
 
 // attemptBuckets are the attempt-latency histogram's bounds in seconds:
@@ -89,13 +90,17 @@ func New(reg *prometheus.Registry, logger *slog.Logger) (*Metrics, error) {
 			Namespace: Namespace, Name: "cleaner_runs_total",
 			Help: "Cleaner runs by this process, by result: done, skipped (another process held the lock), failed.",
 		}, []string{"result"}),
+		noticesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "operational_events_dropped_total",
+			Help: "Operational events (hookflow.*) the ledger could not store, by type: the dead letter or breaker transition each reports was written without its notice.",
+		}, []string{"type"}),
 		consecutiveFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "endpoint_consecutive_failures",
 			Help: "Failed attempts to the endpoint since its last success, as seen by this process.",
 		}, []string{"endpoint_id"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.throttled, m.consecutiveFailures, m.cleaned, m.cleanerRuns,
+		m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.throttled, m.consecutiveFailures, m.cleaned, m.cleanerRuns, m.noticesDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -181,6 +186,31 @@ func (m *Metrics) DeadLettered(endpointID string) {
 		return
 	}
 	m.deadLettered.WithLabelValues(endpointID).Inc()
+}
+
+// ForgetEndpoint removes every series labelled with endpoint id (a
+// deleted endpoint's): endpoint IDs are never reused, so without it each
+// create-and-delete would leave its series behind for the life of the
+// process.
+func (m *Metrics) ForgetEndpoint(id string) {
+	if m == nil {
+		return
+	}
+	match := prometheus.Labels{"endpoint_id": id}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.accepted, m.delivered, m.deadLettered, m.attempts, m.retries, m.throttled, m.consecutiveFailures} {
+		v.DeletePartialMatch(match)
+	}
+}
+
+// NoticeDropped counts an operational event of eventType the ledger
+// could not store (store.NoticeReport).
+func (m *Metrics) NoticeDropped(eventType string) {
+	if m == nil {
+		return
+	}
+	m.noticesDropped.WithLabelValues(eventType).Inc()
 }
 
 type slogPrinter struct{ l *slog.Logger }

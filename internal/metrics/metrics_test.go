@@ -34,6 +34,27 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.Retry("ep")
 	m.Throttled("ep")
 	m.DeadLettered("ep")
+	m.ForgetEndpoint("ep")
+	m.NoticeDropped("hookflow.dead_letter.created")
+}
+
+// TestForgetEndpointDropsItsSeries: a deleted endpoint's series go, every
+// other endpoint's stay.
+func TestForgetEndpointDropsItsSeries(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t)
+	for _, ep := range []string{"ep_a", "ep_b"} {
+		m.EventAccepted(ep)
+		m.Attempt(ep, "permanent", time.Millisecond, false)
+		m.Retry(ep)
+		m.Throttled(ep)
+		m.DeadLettered(ep)
+	}
+	m.ForgetEndpoint("ep_a")
+	out := scrape(t, m)
+	require.NotContains(t, out, `"ep_a"`)
+	require.Contains(t, out, `hookflow_events_accepted_total{endpoint_id="ep_b"} 1`)
+	require.Contains(t, out, `hookflow_delivery_attempt_duration_seconds_count{endpoint_id="ep_b",outcome="permanent"} 1`)
 }
 
 func TestDeliveryInstruments(t *testing.T) {

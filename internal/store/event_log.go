@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
@@ -43,9 +45,27 @@ func (s *Store) EventList(ctx context.Context, f EventFilter) ([]Event, error) {
 	return out, nil
 }
 
+// seesCorrelation reports whether a store limited to some endpoints may
+// see events of correlation id: any producer's, but of hookflow's own
+// (operational events, test events) only those about one of its endpoints:
+// a notice about another endpoint tells of that endpoint's events.
+func (s *Store) seesCorrelation(id string) bool {
+	rest, ok := strings.CutPrefix(id, intake.ReservedCorrelationPrefix)
+	if !s.limited || !ok {
+		return true
+	}
+	rest = strings.TrimPrefix(rest, "test:")
+	return slices.Contains(s.only, rest)
+}
+
 // narrow is e as a store limited to some endpoints (OnlyEndpoints) shows
-// it: its deliveries to them, and its routing to them, only.
+// it: its deliveries to them, and its routing to them, only; none at all
+// when it is hookflow's own about another endpoint (seesCorrelation).
 func (s *Store) narrow(e Event) Event {
+	if !s.seesCorrelation(e.CorrelationID) {
+		e.Deliveries, e.Endpoints = nil, nil
+		return e
+	}
 	e.Deliveries = slices.DeleteFunc(e.Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
 	e.Endpoints = slices.DeleteFunc(e.Endpoints, func(id string) bool { return !s.reaches(id) })
 	return e

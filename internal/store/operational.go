@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -109,10 +110,36 @@ func (s *Store) OperationalEventInsert(ctx context.Context, tx pgx.Tx, subject, 
 	if errors.Is(err, errOperationalRefused) {
 		return "", nil
 	}
+	if err != nil && tx != nil && ctx.Err() == nil {
+		// The savepoint is rolled back and the caller's transaction goes
+		// on: the change the notice reports (a dead letter, a breaker's
+		// transition) is what an operator acts on, and must not wait on a
+		// notice the ledger cannot take (its sequence out of range, a row
+		// written by hand). The loss is logged and counted instead.
+		s.noticeDropped(ctx, subject, eventType, err)
+		return "", nil
+	}
 	if err != nil {
 		return "", fmt.Errorf("insert operational event %s about %s: %w", eventType, subject, err)
 	}
 	return eventID, nil
+}
+
+// noticeDropped reports an operational event the ledger could not store
+// (NoticeReport).
+func (s *Store) noticeDropped(ctx context.Context, subject, eventType string, err error) {
+	var r NoticeReport
+	if s.notices != nil {
+		r = *s.notices
+	}
+	logger := r.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.WarnContext(ctx, "operational event dropped", "tenant_id", s.tenant, "endpoint_id", subject, "event_type", eventType, "error", err)
+	if r.Dropped != nil {
+		r.Dropped(eventType)
+	}
 }
 
 // EndpointsOperationalCount counts the endpoints other than except, not

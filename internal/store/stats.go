@@ -45,7 +45,8 @@ type EndpointSummary struct {
 }
 
 // StatsSummary reads the ledger's summary: the totals are the sums of the
-// endpoints' (the lag, their greatest).
+// endpoints' (the lag, their greatest); limited to some endpoints
+// (OnlyEndpoints), of theirs alone.
 func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
 	rows, err := s.q.StatsSummary(ctx, nullIfZero(s.tenant))
 	if err != nil {
@@ -53,6 +54,9 @@ func (s *Store) StatsSummary(ctx context.Context) (Summary, error) {
 	}
 	var sm Summary
 	for _, r := range rows {
+		if !s.reaches(r.EndpointID) {
+			continue
+		}
 		es := EndpointSummary{EndpointID: r.EndpointID, Waiting: r.Waiting, Delivering: r.Delivering,
 			DeliveredRecently: r.Delivered, DeadLettersOpen: r.Open, LagSeconds: r.LagSeconds}
 		sm.Queued += r.Queued
@@ -89,9 +93,10 @@ type BlockedCorrelation struct {
 }
 
 // StatsBlockedCorrelations returns the limit longest-blocked lanes and how
-// many are blocked in all.
+// many are blocked in all; limited to some endpoints (OnlyEndpoints), the
+// lanes at them alone.
 func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]BlockedCorrelation, int64, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.StatsBlockedCorrelations, limit, nullIfZero(s.tenant))
+	rows, err := s.pool.Query(ctx, dbsqlc.StatsBlockedCorrelations, limit, nullIfZero(s.tenant), s.onlyEndpoints())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list blocked lanes: %w", err)
 	}
@@ -100,7 +105,13 @@ func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]Bloc
 		total int64
 		b     BlockedCorrelation
 	)
+	hidden := int64(0)
 	_, err = pgx.ForEachRow(rows, []any{&b.CorrelationID, &b.EndpointID, &b.NextSequence, &b.BlockedBy, &b.BlockingEventID, &b.Parked, &b.AgeSeconds, &total, &b.TenantID}, func() error {
+		if !s.seesCorrelation(b.CorrelationID) {
+			// hookflow's own about another endpoint: as EventList.
+			hidden++
+			return nil
+		}
 		out = append(out, b)
 		b.BlockingEventID = nil // scanned afresh, never shared between rows
 		return nil
@@ -108,7 +119,7 @@ func (s *Store) StatsBlockedCorrelations(ctx context.Context, limit int) ([]Bloc
 	if err != nil {
 		return nil, 0, fmt.Errorf("list blocked lanes: %w", err)
 	}
-	return out, total, nil
+	return out, total - hidden, nil
 }
 
 // HealthSample is the most attempts an endpoint's health is drawn from:
@@ -204,7 +215,7 @@ func (s *Store) EndpointsHealth(ctx context.Context, window time.Duration, after
 }
 
 func (s *Store) health(ctx context.Context, endpointID *string, window time.Duration, after string, limit int) ([]Health, error) {
-	rows, err := s.pool.Query(ctx, dbsqlc.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit, s.tenant)
+	rows, err := s.pool.Query(ctx, dbsqlc.EndpointHealth, endpointID, window.Seconds(), HealthSample, after, limit, s.tenant, s.onlyEndpoints())
 	if err != nil {
 		return nil, fmt.Errorf("read endpoint health: %w", err)
 	}
@@ -231,7 +242,10 @@ func (s *Store) health(ctx context.Context, endpointID *string, window time.Dura
 		}
 		one.FailureThreshold = st.FailureThreshold()
 		one.Circuit.ConsecutiveFailures = int(failures)
-		if eventID != nil {
+		// A limited store's endpoint may wait on hookflow's own event about
+		// another endpoint (subscribed to hookflow.* by the tenant): its
+		// counts stay, but not what names the other endpoint.
+		if eventID != nil && s.seesCorrelation(*corr) {
 			one.Oldest = &OldestDelivery{EventID: *eventID, CorrelationID: *corr, Sequence: *seq, State: *state, AgeSeconds: *age}
 		}
 		out = append(out, one)

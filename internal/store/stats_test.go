@@ -165,7 +165,7 @@ ANALYZE correlations;`)
 		summary := plan(q.StatsSummary, tenant)
 		require.Contains(t, summary, `"deliveries_pending_idx"`, summary)
 		require.Contains(t, summary, `"deliveries_delivered_at_idx"`, summary)
-		blocked := plan(q.StatsBlockedCorrelations, 10, tenant)
+		blocked := plan(q.StatsBlockedCorrelations, 10, tenant, nil)
 		require.Contains(t, blocked, `"deliveries_pending_idx"`, blocked)
 		for name, p := range map[string]string{"summary": summary, "blocked": blocked} {
 			require.NotRegexp(t, `"Node Type": "Seq Scan",[^}]*"Relation Name": "(events|deliveries|correlations)"`, p, "%s scans a whole table", name)

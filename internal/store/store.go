@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -28,8 +29,9 @@ import (
 // ErrNotFound is returned when the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
-// ErrEndpointLimit is returned by EndpointCreate when the endpoints not
-// deleted number the cap already (HOOKFLOW_MAX_ENDPOINTS).
+// ErrEndpointLimit is returned by EndpointCreate when the tenant's
+// endpoints not deleted number the cap already (its max_endpoints, or
+// HOOKFLOW_MAX_ENDPOINTS: a cap per tenant).
 var ErrEndpointLimit = errors.New("endpoint limit reached")
 
 // ErrTooManySubscribers is returned by Route when more endpoints are
@@ -80,6 +82,25 @@ type Store struct {
 	// dead letters (OnlyEndpoints: a portal session limited to some).
 	limited bool
 	only    []string
+	// notices is told of each operational event the ledger could not
+	// store (WithNotices); nil logs to slog.Default.
+	notices *NoticeReport
+}
+
+// NoticeReport makes the operational events the ledger could not store
+// visible: each is logged to Logger (nil: slog.Default) and Dropped is
+// called with its type (nil: nothing), for a counter.
+type NoticeReport struct {
+	Logger  *slog.Logger
+	Dropped func(eventType string)
+}
+
+// WithNotices is the store reporting to r the operational events it
+// drops (OperationalEventInsert), and every store bound from it after.
+func (s *Store) WithNotices(r NoticeReport) *Store {
+	c := *s
+	c.notices = &r
+	return &c
 }
 
 // New returns the unscoped Store on pool.

@@ -820,6 +820,9 @@ WHERE e.tenant_id = $1 AND e.type <> 'hookflow.voided'
        SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = $4))
   AND ($5::text[] IS NULL OR EXISTS (
        SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($5::text[])))
+  AND ($5::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($5::text[]) x)
+       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($5::text[]) x))
   AND ($6::timestamptz IS NULL
        OR (e.accepted_at, e.id) < ($6, $7::text))
 ORDER BY e.accepted_at DESC, e.id DESC
@@ -860,7 +863,8 @@ type EventListRow struct {
 // A page of the tenant's event log, newest first, keyset-paged on
 // (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
 // by type). Empty filters match all; endpoint_id keeps the events routed to
-// it, only_endpoints (a portal session's) those routed to one of them.
+// it, only_endpoints (a portal session's) those routed to one of them and,
+// of hookflow's own (a hookflow: correlation), those about one of them.
 // Voided sequences' tombstones are no events. The payload is left out
 // (NULL): a page shows what happened, GET /v1/events/{id} the rest.
 func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventListRow, error) {
@@ -1040,6 +1044,9 @@ FROM types t CROSS JOIN LATERAL (
     WHERE e.tenant_id = $2 AND e.type = t.type
       AND ($3::text[] IS NULL OR EXISTS (
            SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($3::text[])))
+      AND ($3::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+           OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($3::text[]) x)
+           OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($3::text[]) x))
     ORDER BY e.accepted_at DESC, e.id DESC
     LIMIT 1
 ) l
@@ -1069,7 +1076,8 @@ type EventTypeListRow struct {
 // it). The types are walked one index probe each (events_log_type_idx: a
 // loose index scan), so the cost is the number of types, not of events;
 // only_endpoints keeps the events routed to one of a portal session's
-// endpoints. Voided sequences' tombstones are no events.
+// endpoints and, of hookflow's own, those about one of them (EventList).
+// Voided sequences' tombstones are no events.
 func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([]EventTypeListRow, error) {
 	rows, err := q.db.Query(ctx, EventTypeList,
 		arg.SampleMax,

@@ -486,7 +486,8 @@ RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;
 -- A page of the tenant's event log, newest first, keyset-paged on
 -- (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
 -- by type). Empty filters match all; endpoint_id keeps the events routed to
--- it, only_endpoints (a portal session's) those routed to one of them.
+-- it, only_endpoints (a portal session's) those routed to one of them and,
+-- of hookflow's own (a hookflow: correlation), those about one of them.
 -- Voided sequences' tombstones are no events. The payload is left out
 -- (NULL): a page shows what happened, GET /v1/events/{id} the rest.
 SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
@@ -499,6 +500,9 @@ WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
        SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = sqlc.narg(endpoint_id)))
   AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
        SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
+       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
   AND (sqlc.narg(before_time)::timestamptz IS NULL
        OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
 ORDER BY e.accepted_at DESC, e.id DESC
@@ -511,7 +515,8 @@ LIMIT sqlc.arg(max_rows);
 -- it). The types are walked one index probe each (events_log_type_idx: a
 -- loose index scan), so the cost is the number of types, not of events;
 -- only_endpoints keeps the events routed to one of a portal session's
--- endpoints. Voided sequences' tombstones are no events.
+-- endpoints and, of hookflow's own, those about one of them (EventList).
+-- Voided sequences' tombstones are no events.
 WITH RECURSIVE types AS (
     (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
     UNION ALL
@@ -527,6 +532,9 @@ FROM types t CROSS JOIN LATERAL (
     WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type = t.type
       AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
            SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+           OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
+           OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
     ORDER BY e.accepted_at DESC, e.id DESC
     LIMIT 1
 ) l

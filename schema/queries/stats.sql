@@ -41,7 +41,9 @@ ORDER BY 1;
 -- its head: the correlation's cursor when that sequence has not arrived
 -- (it holds every lane), else the lane's lowest delivery not finished
 -- (waiting, delivering or dead-lettered). Oldest first; $1 bounds the list,
--- a column counts them all. Of one tenant, or (tenant_id NULL) of all.
+-- a column counts them all. Of one tenant, or (tenant_id NULL) of all;
+-- of the endpoints only_endpoints names (a limited portal session), or
+-- (NULL) of every endpoint.
 -- The unfinished deliveries come from deliveries_pending_idx, each with its
 -- event's acceptance time (a primary-key probe, fenced by OFFSET 0 as in
 -- StatsSummary); each lane's cursor is a primary-key lookup, because
@@ -53,6 +55,7 @@ WITH open AS (
     FROM deliveries d
     CROSS JOIN LATERAL (SELECT accepted_at FROM events WHERE tenant_id = d.tenant_id AND id = d.event_id OFFSET 0) a
     WHERE d.state NOT IN ('delivered', 'skipped') AND (sqlc.narg(tenant_id)::text IS NULL OR d.tenant_id = sqlc.narg(tenant_id))
+      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[]))
 ), lanes AS (
     SELECT tenant_id, correlation_id, endpoint_id, count(*) AS open,
            min(sequence) AS low, min(event_id) FILTER (WHERE rn = 1) AS low_id, min(state) FILTER (WHERE rn = 1) AS low_state,
@@ -87,7 +90,7 @@ LIMIT $1;
 -- not deleted: the first $5 with an id after $4 (''  from the start), one
 -- row each in id order (an $1 that names no endpoint reads as idle, with
 -- its threshold NULL), of the tenant's endpoints: one of another tenant's
--- has no row.
+-- has no row, nor one outside only_endpoints when it is not NULL.
 --
 -- Its attempts are those of the last $2 seconds, at most the last $3 of
 -- them: a bounded sample read backwards from the end of its range of
@@ -112,10 +115,12 @@ LIMIT $1;
 WITH eps AS (
     (SELECT x.id, x.circuit_failure_threshold FROM endpoints x
      WHERE $1::text IS NULL AND x.tenant_id = sqlc.arg(tenant_id) AND x.deleted_at IS NULL AND x.id > $4::text
+       AND (sqlc.narg(only_endpoints)::text[] IS NULL OR x.id = ANY(sqlc.narg(only_endpoints)::text[]))
      ORDER BY x.id LIMIT $5)
     UNION ALL
     SELECT y.id, y.circuit_failure_threshold FROM endpoints y
     WHERE $1::text IS NOT NULL AND y.tenant_id = sqlc.arg(tenant_id) AND y.id = $1::text
+      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR y.id = ANY(sqlc.narg(only_endpoints)::text[]))
 ), pending AS (
     SELECT d.endpoint_id, d.event_id, d.correlation_id, d.sequence, d.state, e.accepted_at
     FROM deliveries d

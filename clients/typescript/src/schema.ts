@@ -1788,7 +1788,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A well-formed value that cannot be used, named in `field`: an event type pattern (event_types[2]), a custom header hookflow owns or that is not a valid field (headers.webhook-signature, headers.x-api-key for a value with a newline), a recovery_window, timeout or disable_after out of bounds, a rate_limit below 0.001 (0 and negatives included), a circuit_failure_threshold that is not a whole number from 1 to 1000, a circuit_failure_rate that is not one from 1 to 100, a circuit_window out of bounds, a circuit_min_attempts or a max_in_flight that is not a whole number from 1 to 10000, an auto_replay that is not a boolean, a secret that is not whsec_ and the base64 of 24 to 64 bytes, or `event_types` that match a type HOOKFLOW_MAX_SUBSCRIBERS other endpoints match already (`too-many-subscribers`, `field` is `event_types`, `setting` names the setting, `limit` is its value; counted per type, exactly: endpoints that overlap these patterns on different types are not added up), or that take hookflow's operational events (a pattern starting `hookflow.`) when HOOKFLOW_MAX_SUBSCRIBERS other endpoints take them already (`too-many-subscribers` likewise; an operational event cannot be refused at accept, so its subscribers are capped here), or the deployment holds HOOKFLOW_MAX_ENDPOINTS endpoints already (`endpoint-limit`: `setting` names it, `limit` is its value; deleted endpoints do not count). Nothing is changed. */
+            /** @description A well-formed value that cannot be used, named in `field`: an event type pattern (event_types[2]), a custom header hookflow owns or that is not a valid field (headers.webhook-signature, headers.x-api-key for a value with a newline), a recovery_window, timeout or disable_after out of bounds, a rate_limit below 0.001 (0 and negatives included), a circuit_failure_threshold that is not a whole number from 1 to 1000, a circuit_failure_rate that is not one from 1 to 100, a circuit_window out of bounds, a circuit_min_attempts or a max_in_flight that is not a whole number from 1 to 10000, an auto_replay that is not a boolean, a secret that is not whsec_ and the base64 of 24 to 64 bytes, or `event_types` that match a type HOOKFLOW_MAX_SUBSCRIBERS other endpoints match already (`too-many-subscribers`, `field` is `event_types`, `setting` names the setting, `limit` is its value; counted per type, exactly: endpoints that overlap these patterns on different types are not added up), or that take hookflow's operational events (a pattern starting `hookflow.`) when HOOKFLOW_MAX_SUBSCRIBERS other endpoints take them already (`too-many-subscribers` likewise; an operational event cannot be refused at accept, so its subscribers are capped here), or the tenant holds HOOKFLOW_MAX_ENDPOINTS endpoints already, a cap per tenant (`endpoint-limit`: `setting` names it, `limit` is its value; deleted endpoints do not count; a tenant's own max_endpoints replaces it). Nothing is changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3367,7 +3367,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's), or, for a portal session limited to endpoints, the correlation has no lane at them. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3394,7 +3394,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A sequence that has arrived (listed in `arrived`), or a bad sequence list (named in `field`): nothing is voided. */
+            /** @description A sequence that has arrived (listed in `arrived`), a bad sequence list (named in `field`), a sequence more than 1,000 past the highest the correlation holds or past 2^53 (`sequence-out-of-reach`, `field` sequences, listed in `beyond`, with the `ceiling`), or a correlation of hookflow's own, starting `hookflow:` (`reserved-correlation`, `field` correlation_id): nothing is voided. */
             422: {
                 headers: {
                     [name: string]: unknown;
