@@ -13,7 +13,7 @@ import (
 	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-// An endpoint's delivery settings (issue 24), as POST and PATCH
+// An endpoint's delivery settings, as POST and PATCH
 // /v1/endpoints take them. Each is left out (no change on a PATCH), null
 // (the server's: HOOKFLOW_RECOVERY_WINDOW, HOOKFLOW_DELIVERY_TIMEOUT, no
 // custom headers, no rate limit) or a value. A value that cannot be used is
@@ -137,11 +137,11 @@ type requestSettings struct {
 	Headers                 nullable.Nullable[map[string]string]
 	RecoveryWindow, Timeout nullable.Nullable[string]
 	RateLimit               nullable.Nullable[float64]
-	// The circuit breaker's (issue 24 items 2-4).
+	// The circuit breaker's.
 	CircuitFailureThreshold, CircuitFailureRate, CircuitMinAttempts nullable.Nullable[int64]
 	AutoReplay                                                      nullable.Nullable[bool]
 	DisableAfter, CircuitWindow                                     nullable.Nullable[string]
-	// The cap on attempts in flight (issue 32 item 2).
+	// The cap on attempts in flight.
 	MaxInFlight nullable.Nullable[int64]
 }
 

@@ -19,7 +19,7 @@ const (
 	eventPageMax     = 200
 )
 
-// EventList answers GET /v1/events, the event log (issue 36: the portal's
+// EventList answers GET /v1/events, the event log (the portal's
 // Events view searches it): the tenant's events newest first, by
 // correlation, type or endpoint, each with its deliveries' endpoints and
 // states but neither its payload nor its attempts, which GET
@@ -79,7 +79,7 @@ const (
 	eventSampleMax = 8 << 10
 )
 
-// EventTypeList answers GET /v1/event-types (issue 36: the portal's "event
+// EventTypeList answers GET /v1/event-types (the portal's "event
 // types seen"): each type of the tenant's events, with its latest event
 // and that event's payload as a sample, so a customer writing a receiver
 // sees what each type carries.

@@ -55,7 +55,7 @@ func TestOpenAPIServedWithoutToken(t *testing.T) {
 }
 
 // TestOpenAPIOperationsAreComplete holds every operation to what a client
-// generator and a reader need (issue 34): an operationId, a summary, its
+// generator and a reader need: an operationId, a summary, its
 // error answers (a 4xx for every /v1 operation; the probes and the document
 // take no input and no credentials), and an example of its answer and of
 // its JSON request body. The document declares its servers, license and

@@ -18,7 +18,7 @@ import (
 	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-// Portal sessions (issue 36): the tenant's backend opens one for one of its
+// Portal sessions: the tenant's backend opens one for one of its
 // people (POST /v1/tenants/{id}/portal-sessions) and hands out its link;
 // the page at /portal/<tenant>/ exchanges the link's code (POST /v1/portal/session)
 // for a bearer token, which then acts on the tenant's /v1 routes through

@@ -13,7 +13,7 @@ import (
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
-// portalFiles are the portal page (issue 36): index.html and portal.css,
+// portalFiles are the portal page: index.html and portal.css,
 // and main.js, which tsc compiles from portal/src (make generate-portal;
 // checked in, so building hookflow needs no Node.js).
 //

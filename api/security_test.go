@@ -39,8 +39,7 @@ var forbiddenTargets = []string{
 	"https://localhost./hook",
 	"https://127.0.0.1./hook",
 	"http://example.com/hook",
-	// Site-local, discard-only and the documentation networks (issue 33
-	// item 10).
+	// Site-local, discard-only and the documentation networks.
 	"https://[fec0::1]/hook",
 	"https://[100::1]/hook",
 	"https://192.0.2.1/hook",

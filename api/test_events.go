@@ -10,7 +10,7 @@ import (
 	wire "github.com/hookflow/hookflow/kit/client"
 )
 
-// EndpointTest sends the endpoint a hookflow.test event (issue 36: the
+// EndpointTest sends the endpoint a hookflow.test event (the
 // portal's "Send test event"), so its owner sees a delivery arrive without
 // publishing into a correlation of their own: it goes to this endpoint
 // alone, in the endpoint's test correlation (store.TestCorrelation), at

@@ -156,7 +156,7 @@ func (s *tenantSide) snapshot(b *bundle, events ...string) string {
 	return strings.Join(parts, "\n")
 }
 
-// TestTenantsReachNothingOfEachOther (issue 35): tenants A and B share an
+// TestTenantsReachNothingOfEachOther: tenants A and B share an
 // event ID and a correlation ID; each gets its own event, delivered in its
 // own order, and A's missing sequence holds back nothing of B's. Then every
 // operation of api/openapi.json is aimed by A's key at B's IDs: each
@@ -352,7 +352,7 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 		"tenantStats":  forbidden(http.MethodGet, "/v1/tenants/globex/stats", nil),
 		"statsTenants": forbidden(http.MethodGet, "/v1/stats/tenants", nil),
 	}
-	// Portal sessions (issue 36). Opening and revoking them is the
+	// Portal sessions. Opening and revoking them is the
 	// operator's (tenants:write): a tenant's key is refused. The code
 	// exchange takes no credential, the code being one: A's key with a
 	// code that is none of B's gets nothing. GET /v1/session answers A's

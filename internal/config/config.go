@@ -49,7 +49,7 @@ type Config struct {
 	Dev              bool
 	PrivateAllowlist []string
 	EventsRateLimit  float64
-	// MaxEndpoints and MaxSubscribers cap fan-out (issue 33 item 2).
+	// MaxEndpoints and MaxSubscribers cap fan-out.
 	MaxEndpoints   int
 	MaxSubscribers int
 	ReadsRateLimit float64

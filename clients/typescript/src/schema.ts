@@ -707,7 +707,7 @@ export interface components {
              */
             circuit_min_attempts?: number | null;
             /**
-             * @description Attempts in flight at once to the endpoint, across all workers and lanes (issue 32): an attempt that finds them all held sends nothing, waits a second or more on a timer (which, like a rate limit's, spends no recovery window) and asks again, so that a slow receiver holds at most this many worker slots. A lease a crashed worker never gave back frees itself 10 s after the attempt's timeout. A whole number from 1 to 10000. null or left out: 100; 0, above 10000, a negative or a fraction is a 422.
+             * @description Attempts in flight at once to the endpoint, across all workers and lanes: an attempt that finds them all held sends nothing, waits a second or more on a timer (which, like a rate limit's, spends no recovery window) and asks again, so that a slow receiver holds at most this many worker slots. A lease a crashed worker never gave back frees itself 10 s after the attempt's timeout. A whole number from 1 to 10000. null or left out: 100; 0, above 10000, a negative or a fraction is a 422.
              * @example 100
              */
             max_in_flight?: number | null;
@@ -780,7 +780,7 @@ export interface components {
              */
             circuit_min_attempts?: number | null;
             /**
-             * @description Attempts in flight at once to the endpoint, across all workers and lanes (issue 32): an attempt that finds them all held sends nothing, waits a second or more on a timer (which, like a rate limit's, spends no recovery window) and asks again, so that a slow receiver holds at most this many worker slots. A lease a crashed worker never gave back frees itself 10 s after the attempt's timeout. A whole number from 1 to 10000. null puts the default back: 100; 0, above 10000, a negative or a fraction is a 422.
+             * @description Attempts in flight at once to the endpoint, across all workers and lanes: an attempt that finds them all held sends nothing, waits a second or more on a timer (which, like a rate limit's, spends no recovery window) and asks again, so that a slow receiver holds at most this many worker slots. A lease a crashed worker never gave back frees itself 10 s after the attempt's timeout. A whole number from 1 to 10000. null puts the default back: 100; 0, above 10000, a negative or a fraction is a 422.
              * @example 100
              */
             max_in_flight?: number | null;
