@@ -129,7 +129,8 @@ type FinishInput struct {
 // SequencerLoad is what the ledger knows of a correlation, for a sequencer
 // starting afresh or resyncing: the correlation's cursor, which sequences
 // have arrived from it on, and each lane's position with its first open
-// deliveries (at most MaxQueuedPerLane, Partial when there are more).
+// deliveries (at most MaxQueuedPerLane and MaxQueuedBytesPerLane, and
+// MaxQueuedBytes in all; Partial when there are more).
 type SequencerLoad struct {
 	// Next is the ledger's cursor: every sequence below it is finished in
 	// every lane.
@@ -138,8 +139,13 @@ type SequencerLoad struct {
 	Arrived  []SequenceRange `json:"arrived,omitempty"`
 	Lanes    []LaneState     `json:"lanes,omitempty"`
 	// Voided are the correlation's voided sequences (their tombstones,
-	// VoidedType), in order.
+	// VoidedType), in order: the newest MaxVoidedKept.
 	Voided []int64 `json:"voided,omitempty"`
+	// LanesOmitted: Lanes are only those with open deliveries; the ledger
+	// may hold the position of others, which a sequencer loads (LoadLanes)
+	// when an event for one arrives. A load from an earlier version names
+	// every lane with a position, and leaves it false.
+	LanesOmitted bool `json:"lanes_omitted,omitempty"`
 }
 
 // LoadLanesInput asks the ledger for the next open deliveries of lanes of
