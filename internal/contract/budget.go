@@ -114,3 +114,24 @@ func ReleaseSkipped(skipped, voided []int64, previous, before int64) []int64 {
 	slices.Sort(out)
 	return out
 }
+
+// BoundQueued keeps of a lane's open deliveries, in order, what a load
+// carries: at most MaxQueuedBytesPerLane of them (the first always), and
+// none once *total, the bytes the load's earlier lanes kept, would pass
+// MaxQueuedBytes; it adds what it keeps to *total, and says whether it
+// left any out.
+func BoundQueued(open []QueuedEvent, total *int) (kept []QueuedEvent, cut bool) {
+	n := 0
+	for k, q := range open {
+		if k > 0 && n+QueuedBytes(q) > MaxQueuedBytesPerLane {
+			open, cut = open[:k], true
+			break
+		}
+		n += QueuedBytes(q)
+	}
+	if len(open) > 0 && *total+n > MaxQueuedBytes {
+		return nil, true
+	}
+	*total += n
+	return open, cut
+}

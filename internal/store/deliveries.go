@@ -354,6 +354,20 @@ func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (
 	return l, nil
 }
 
+// LaneRelease is the release of sequence before in the lane (correlation,
+// endpoint) as the ledger has its position: what a workflow rebuilt from
+// the ledger carries for a delivery the sequencer released, with the
+// skipped list the sequencer's release names (contract.ReleaseSkipped),
+// voided sequences included.
+func (s *Store) LaneRelease(ctx context.Context, correlationID, endpointID string, before int64) (contract.LaneRelease, error) {
+	r, err := s.q.LaneReleaseGet(ctx, dbsqlc.LaneReleaseGetParams{TenantID: s.tenant, CorrelationID: correlationID, EndpointID: endpointID, Before: before})
+	if err != nil {
+		return contract.LaneRelease{}, fmt.Errorf("get lane release: %w", err)
+	}
+	return contract.LaneRelease{Endpoint: endpointID, Previous: r.Previous,
+		Skipped: contract.ReleaseSkipped(contract.CapSkipped(r.SkippedTail), r.Voided, r.Previous, before)}, nil
+}
+
 // CorrelationLoadOf returns the correlation's cursor, which sequences
 // have arrived from it on, and its lanes, each with at most perLane of its
 // open deliveries, read in one statement so they agree with each other. A
@@ -388,19 +402,9 @@ func boundLanes(lanes []LaneLoad) {
 	for i := range lanes {
 		l := &lanes[i]
 		l.Skipped = contract.CapSkipped(l.Skipped)
-		n := 0
-		for k, q := range l.Open {
-			n += contract.QueuedBytes(q)
-			if k > 0 && n > contract.MaxQueuedBytesPerLane {
-				l.Open, l.More = l.Open[:k], true
-				n -= contract.QueuedBytes(q)
-				break
-			}
-		}
-		if total+n > contract.MaxQueuedBytes && len(l.Open) > 0 {
-			l.Open, l.More, n = nil, true, 0
-		}
-		total += n
+		var cut bool
+		l.Open, cut = contract.BoundQueued(l.Open, &total)
+		l.More = l.More || cut
 	}
 }
 

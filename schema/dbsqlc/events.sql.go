@@ -1230,6 +1230,45 @@ func (q *Queries) LaneGet(ctx context.Context, arg LaneGetParams) (LaneGetRow, e
 	return i, err
 }
 
+const LaneReleaseGet = `-- name: LaneReleaseGet :one
+SELECT COALESCE(l.previous, 0)::bigint AS previous, COALESCE(l.skipped_tail, '{}')::bigint[] AS skipped_tail,
+       ARRAY(SELECT x.sequence FROM (SELECT v.sequence FROM events v
+                                     WHERE v.tenant_id = $3 AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
+                                       AND v.sequence > COALESCE(l.previous, 0) AND v.sequence < $4::bigint
+                                     ORDER BY v.sequence DESC LIMIT 16) x
+             ORDER BY x.sequence)::bigint[] AS voided
+FROM (SELECT 1) one
+LEFT JOIN lanes l ON l.tenant_id = $3 AND l.correlation_id = $1 AND l.endpoint_id = $2
+`
+
+type LaneReleaseGetParams struct {
+	CorrelationID string
+	EndpointID    string
+	TenantID      string
+	Before        int64
+}
+
+type LaneReleaseGetRow struct {
+	Previous    int64
+	SkippedTail []int64
+	Voided      []int64
+}
+
+// The position a release of sequence $3 in lane ($1, $2) names: the lane's
+// previous sequence and skipped tail (0 and none without a row), and the
+// newest 16 (contract.MaxSkippedListed) voided sequences between them.
+func (q *Queries) LaneReleaseGet(ctx context.Context, arg LaneReleaseGetParams) (LaneReleaseGetRow, error) {
+	row := q.db.QueryRow(ctx, LaneReleaseGet,
+		arg.CorrelationID,
+		arg.EndpointID,
+		arg.TenantID,
+		arg.Before,
+	)
+	var i LaneReleaseGetRow
+	err := row.Scan(&i.Previous, &i.SkippedTail, &i.Voided)
+	return i, err
+}
+
 const LanesLoad = `-- name: LanesLoad :many
 SELECT q.ep, COALESCE(l.last_finished, 0), COALESCE(l.previous, 0), COALESCE(l.skipped_tail, '{}'),
        ARRAY(SELECT x.sequence FROM (SELECT v.sequence FROM events v

@@ -298,6 +298,19 @@ SELECT COALESCE(max(sequence), 0)::bigint FROM events WHERE tenant_id = sqlc.arg
 -- name: LaneGet :one
 SELECT endpoint_id, last_finished, previous, skipped_tail FROM lanes WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $1 AND endpoint_id = $2;
 
+-- name: LaneReleaseGet :one
+-- The position a release of sequence $3 in lane ($1, $2) names: the lane's
+-- previous sequence and skipped tail (0 and none without a row), and the
+-- newest 16 (contract.MaxSkippedListed) voided sequences between them.
+SELECT COALESCE(l.previous, 0)::bigint AS previous, COALESCE(l.skipped_tail, '{}')::bigint[] AS skipped_tail,
+       ARRAY(SELECT x.sequence FROM (SELECT v.sequence FROM events v
+                                     WHERE v.tenant_id = sqlc.arg(tenant_id) AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
+                                       AND v.sequence > COALESCE(l.previous, 0) AND v.sequence < sqlc.arg(before)::bigint
+                                     ORDER BY v.sequence DESC LIMIT 16) x
+             ORDER BY x.sequence)::bigint[] AS voided
+FROM (SELECT 1) one
+LEFT JOIN lanes l ON l.tenant_id = sqlc.arg(tenant_id) AND l.correlation_id = $1 AND l.endpoint_id = $2;
+
 -- name: CorrelationLoad :one
 -- What a sequencer loads (a fresh run, a resync) and GET /v1/correlations
 -- reads, in one statement, so one snapshot: the cursor; the runs of
