@@ -54,10 +54,14 @@ type SequencerInput struct {
 // released on arrival, by the release signal otherwise. The sequencer
 // itself sends nothing, so a delivery costs it no command.
 //
-// Its state is bounded by its lanes, not by the events they hold: which
-// sequences have arrived (a frontier and the runs past a gap), and for
-// each lane its position and at most contract.MaxQueuedPerLane of its next
-// events. A lane held behind a dead letter while the others go on leaves
+// Its state is bounded by its busy lanes, not by the events they hold nor
+// the lanes ever routed: which sequences have arrived (a frontier and the
+// runs past a gap), and for each lane its position and at most
+// contract.MaxQueuedPerLane of its next events, fewer when their IDs are
+// long (the byte budgets of internal/contract/budget.go). An idle lane
+// (nothing queued, in flight or to load) past contract.MaxIdleLanes is
+// dropped, and an event for it loads its position from the ledger again
+// before it is answered. A lane held behind a dead letter while the others go on leaves
 // the rest of its events in the ledger, and loads them from there (the
 // LoadLanes local activity, a few dozen at a time, in the answer that
 // needs them) once it moves again.

@@ -244,8 +244,9 @@ type DeliverInput struct {
 	// Previous is the sequence last delivered to this endpoint in the
 	// correlation (0 for none): the envelope's previous_sequence.
 	Previous int64 `json:"previous,omitempty"`
-	// Skipped are the lane's sequences an operator skipped since Previous;
-	// the envelope tells the receiver so it does not wait for them.
+	// Skipped are the lane's sequences an operator skipped (or voided)
+	// since Previous, at most MaxSkippedListed (ReleaseSkipped); the
+	// envelope tells the receiver so it does not wait for them.
 	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
@@ -291,9 +292,11 @@ type Envelope struct {
 	// an event never meant for it is no gap, and a missing one is.
 	PreviousSequence int64           `json:"previous_sequence"`
 	Data             json.RawMessage `json:"data"`
-	// SkippedSequences, present only after an operator skip, lists the
-	// sequences meant for this endpoint, after PreviousSequence and before
-	// this one, that will never be delivered.
+	// SkippedSequences, present only after an operator skip or void, lists
+	// the sequences after PreviousSequence and before this one that will
+	// never be delivered to this endpoint: the newest MaxSkippedListed, its
+	// own skips before voided sequences (ReleaseSkipped), the same list
+	// whichever path released it.
 	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
 }
 

@@ -296,7 +296,8 @@ type SequencerState struct {
 // (and a lane's load reads): past it, the lane's events wait in the ledger
 // alone, and the lane loads the next ones when its queue runs dry. A lane
 // that keeps up never holds more than a few; one held behind a dead letter
-// holds this many, whatever waits behind it.
+// holds this many, whatever waits behind it, or fewer when their IDs are
+// long (MaxQueuedBytesPerLane, MaxQueuedBytes).
 const MaxQueuedPerLane = 32
 
 // MaxArrivedRanges bounds SequencerState.Arrived: a producer that leaves
