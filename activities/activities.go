@@ -94,15 +94,17 @@ func (a *Activities) HandOverPause(ctx context.Context, d time.Duration) error {
 }
 
 // LoadSequencer reads what a sequencer loads of its correlation from the
-// ledger: its cursor, which sequences have arrived from it on, and each
-// lane's position with its first open deliveries
-// (contract.MaxQueuedPerLane).
+// ledger: its cursor, which sequences have arrived from it on, and the
+// position of each lane with open deliveries with its first ones, within
+// the load's budget (store.SequencerLoadOf). The other lanes it leaves
+// out (LanesOmitted): the sequencer loads one when an event for it
+// arrives.
 func (a *Activities) LoadSequencer(ctx context.Context, tenant, correlationID string) (contract.SequencerLoad, error) {
-	l, err := a.store.Tenant(tenant).CorrelationLoadOf(ctx, correlationID, contract.MaxQueuedPerLane)
+	l, err := a.store.Tenant(tenant).SequencerLoadOf(ctx, correlationID)
 	if err != nil {
 		return contract.SequencerLoad{}, err
 	}
-	out := contract.SequencerLoad{Next: l.Next, Frontier: l.Frontier, Arrived: l.Arrived, Voided: l.Voided}
+	out := contract.SequencerLoad{Next: l.Next, Frontier: l.Frontier, Arrived: l.Arrived, Voided: l.Voided, LanesOmitted: true}
 	for _, ln := range l.Lanes {
 		out.Lanes = append(out.Lanes, laneState(ln))
 	}
@@ -132,9 +134,14 @@ func (a *Activities) LoadLanes(ctx context.Context, in contract.LoadLanesInput) 
 // and its open deliveries, Partial (known through the last) when the
 // ledger has more.
 func laneState(ln store.LaneLoad) contract.LaneState {
-	st := contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished, Queued: ln.Open}
+	st := contract.LaneState{Endpoint: ln.EndpointID, Previous: ln.Previous, Skipped: ln.Skipped, LastFinished: ln.LastFinished, Queued: ln.Open, Voided: ln.Voided}
 	if ln.More {
-		st.Partial, st.KnownThrough = true, ln.Open[len(ln.Open)-1].Sequence
+		// A lane the load's budget left with none knows nothing past its
+		// position.
+		st.Partial, st.KnownThrough = true, ln.LastFinished
+		if len(ln.Open) > 0 {
+			st.KnownThrough = ln.Open[len(ln.Open)-1].Sequence
+		}
 	}
 	return st
 }

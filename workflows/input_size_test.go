@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +21,10 @@ import (
 // payload limit: every lane at once released, dead-lettered with a replay
 // claimed by a key of the longest name, in a window with a failure and a
 // dead letter due, with the longest endpoint ID and reasons a receiver
-// made as long and as escape-heavy as contract.CapReason lets them be.
-// Operators' skip notes and skipped sequences are left out: they come one
-// operator action at a time, not from a receiver's answer.
+// made as long and as escape-heavy as contract.CapReason lets them be, and
+// the longest skipped list a release names (contract.MaxSkippedListed of
+// the largest sequences). Operators' skip notes are left out: they come
+// one operator action at a time, not from a receiver's answer.
 func TestLaneInputsStayUnderThePayloadLimit(t *testing.T) {
 	t.Parallel()
 	reason := contract.CapReason(contract.WindowSpentPrefix + strings.Repeat("<", 10_000))
@@ -35,12 +37,17 @@ func TestLaneInputsStayUnderThePayloadLimit(t *testing.T) {
 		RecoveryWindow: 24 * time.Hour, MaxHistory: math.MaxInt32,
 		Published: &Published{State: contract.StateDeadLettered},
 	}
+	var skipped []int64
+	for i := range contract.MaxSkippedListed {
+		skipped = append(skipped, math.MaxInt64-int64(contract.MaxSkippedListed-i))
+	}
+	require.Equal(t, skipped, contract.ReleaseSkipped(append(slices.Clone(skipped), 1, 2, 3), []int64{4, 5}, 0, math.MaxInt64), "the longest list a release names")
 	for i := range contract.MaxSubscribersCeiling {
 		ep := fmt.Sprintf("%0255d", i)
 		in.Published.DeadLettered = append(in.Published.DeadLettered, ep)
 		in.Lanes = append(in.Lanes, LaneInput{
 			Endpoint: ep,
-			Released: &contract.LaneRelease{Endpoint: ep, Previous: math.MaxInt64},
+			Released: &contract.LaneRelease{Endpoint: ep, Previous: 1, Skipped: skipped},
 			DeadLetter: &DeadLetter{Generation: math.MaxInt32, Reason: reason,
 				Replay: &contract.Replay{EndpointID: ep, Generation: math.MaxInt32, By: by}},
 			RecoveryWindow: 24 * time.Hour, Timeout: time.Hour, Finished: contract.StateDeadLettered,
@@ -53,5 +60,5 @@ func TestLaneInputsStayUnderThePayloadLimit(t *testing.T) {
 	require.NoError(t, err)
 	size := len(p.GetData())
 	t.Logf("FIGURE the largest event input at %d lanes: %d bytes (%d a lane)", contract.MaxSubscribersCeiling, size, size/contract.MaxSubscribersCeiling)
-	require.Less(t, size, 1<<20)
+	require.Less(t, size, contract.MaxPayloadBytes)
 }

@@ -54,10 +54,14 @@ type SequencerInput struct {
 // released on arrival, by the release signal otherwise. The sequencer
 // itself sends nothing, so a delivery costs it no command.
 //
-// Its state is bounded by its lanes, not by the events they hold: which
-// sequences have arrived (a frontier and the runs past a gap), and for
-// each lane its position and at most contract.MaxQueuedPerLane of its next
-// events. A lane held behind a dead letter while the others go on leaves
+// Its state is bounded by its busy lanes, not by the events they hold nor
+// the lanes ever routed: which sequences have arrived (a frontier and the
+// runs past a gap), and for each lane its position and at most
+// contract.MaxQueuedPerLane of its next events, fewer when their IDs are
+// long (the byte budgets of internal/contract/budget.go). An idle lane
+// (nothing queued, in flight or to load) past contract.MaxIdleLanes is
+// dropped, and an event for it loads its position from the ledger again
+// before it is answered. A lane held behind a dead letter while the others go on leaves
 // the rest of its events in the ledger, and loads them from there (the
 // LoadLanes local activity, a few dozen at a time, in the answer that
 // needs them) once it moves again.
@@ -103,7 +107,10 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 	// reads its next events from there, a few at a time, rather than keep
 	// them all.
 	settle := func(ctx workflow.Context) error {
-		for range 4 {
+		// Each round loads at most contract.MaxLanesPerLoad lanes; a lane
+		// once loaded keeps its next event, so the rounds end when every
+		// lane that needs a load had one.
+		for range 16 {
 			eps := s.needLoads()
 			if len(eps) == 0 {
 				return nil
@@ -212,6 +219,8 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
 			}
+			// The next run may drop idle lanes: it starts bounded.
+			s.bounded = true
 			st := s.snapshot()
 			return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
 				Tenant: in.Tenant, CorrelationID: in.CorrelationID, State: &st, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
@@ -275,8 +284,15 @@ type sequencer struct {
 	// events for nobody) that some lane has not moved past yet, in order:
 	// each lane's next release names those after its previous sequence
 	// among its skipped ones. Operators make them, a few at a time, and
-	// they go once every lane is past them.
+	// they go once every lane is past them, or once contract.MaxVoidedKept
+	// newer ones came.
 	voided []int64
+	// bounded: lanes are dropped when idle (past contract.MaxIdleLanes) or
+	// left out of a load, so a lane not held may have a position in the
+	// ledger, and an event for it loads the lane before it goes on. False
+	// only in a run of an earlier version's state or load, whose lanes are
+	// every one it has seen.
+	bounded bool
 }
 
 func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
@@ -287,9 +303,10 @@ func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) 
 func (s *sequencer) restore(st contract.SequencerState) {
 	s.frontier = max(st.Frontier, 1)
 	s.arrived = slices.Clone(st.Arrived)
-	s.voided = slices.Clone(st.Voided)
+	s.voided = slices.Clone(contract.CapVoided(st.Voided))
+	s.bounded = st.Bounded
 	for _, l := range st.Lanes {
-		s.lanes[l.Endpoint] = &lane{previous: l.Previous, skipped: l.Skipped, lastFinished: l.LastFinished,
+		s.lanes[l.Endpoint] = &lane{previous: l.Previous, skipped: contract.CapSkipped(l.Skipped), lastFinished: l.LastFinished,
 			inFlight: l.InFlight, inFlightID: l.InFlightEvent, queue: slices.Clone(l.Queued), partial: l.Partial, knownThrough: l.KnownThrough}
 	}
 }
@@ -304,7 +321,7 @@ func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
 }
 
 func (s *sequencer) snapshot() contract.SequencerState {
-	st := contract.SequencerState{Next: s.cursor(), Frontier: s.frontier, Arrived: slices.Clone(s.arrived), Voided: slices.Clone(s.voided)}
+	st := contract.SequencerState{Next: s.cursor(), Frontier: s.frontier, Arrived: slices.Clone(s.arrived), Voided: slices.Clone(s.voided), Bounded: s.bounded}
 	for _, ep := range sortedKeys(s.lanes) {
 		l := s.lanes[ep]
 		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep, Previous: l.previous, Skipped: l.skipped, LastFinished: l.lastFinished,
@@ -407,20 +424,120 @@ func (s *sequencer) enqueue(l *lane, q contract.QueuedEvent) {
 		return
 	}
 	l.queue = slices.Insert(l.queue, i, q)
-	if len(l.queue) > contract.MaxQueuedPerLane {
-		last := l.queue[len(l.queue)-1]
-		l.queue = slices.Clip(l.queue[:len(l.queue)-1])
-		l.partial, l.knownThrough = true, last.Sequence-1
+	if len(l.queue) > contract.MaxQueuedPerLane || len(l.queue) > 1 && queuedBytes(l.queue) > contract.MaxQueuedBytesPerLane {
+		s.cutQueue(l, len(l.queue)-1)
 	}
+}
+
+// queuedBytes is what the queue q takes in a state at most.
+func queuedBytes(q []contract.QueuedEvent) int {
+	n := 0
+	for _, e := range q {
+		n += contract.QueuedBytes(e)
+	}
+	return n
+}
+
+// cutQueue keeps the lane's first n queued events (n ≥ 1), and from then on
+// it knows only what comes before the first it dropped: the ledger keeps
+// the rest, and the lane loads them when it reaches them.
+func (s *sequencer) cutQueue(l *lane, n int) {
+	if n >= len(l.queue) {
+		return
+	}
+	through := l.queue[n].Sequence - 1
+	if l.partial {
+		through = min(through, l.knownThrough)
+	}
+	l.queue = slices.Clip(l.queue[:n])
+	l.partial, l.knownThrough = true, through
+}
+
+// trimQueues keeps the lanes' queued events under contract.MaxQueuedBytes
+// in all: past it, lanes (in order of endpoint) keep their next event
+// alone, so each can still release, and load the rest when they reach it.
+// A lane loading is left as it is: its load decides what it knows.
+func (s *sequencer) trimQueues() {
+	total := 0
+	for _, l := range s.lanes {
+		total += queuedBytes(l.queue)
+	}
+	if total <= contract.MaxQueuedBytes {
+		return
+	}
+	for _, ep := range sortedKeys(s.lanes) {
+		l := s.lanes[ep]
+		if l.loading || len(l.queue) <= 1 {
+			continue
+		}
+		total -= queuedBytes(l.queue[1:])
+		s.cutQueue(l, 1)
+		if total <= contract.MaxQueuedBytes {
+			return
+		}
+	}
+}
+
+// idle: the lane has nothing queued, in flight or left to load; the
+// ledger has its position.
+func (l *lane) idle() bool {
+	return l.inFlight == 0 && len(l.queue) == 0 && !l.partial && !l.loading
+}
+
+// dropIdle drops the idle lanes past contract.MaxIdleLanes, those that
+// finished least lately first: the ledger has their position, and an
+// event for one loads it again (needLoads). Only a bounded sequencer drops
+// lanes: one of an earlier version takes a lane it does not hold for new.
+func (s *sequencer) dropIdle() {
+	if !s.bounded {
+		return
+	}
+	var idle []string
+	for _, ep := range sortedKeys(s.lanes) {
+		if s.lanes[ep].idle() {
+			idle = append(idle, ep)
+		}
+	}
+	if len(idle) <= contract.MaxIdleLanes {
+		return
+	}
+	sort.SliceStable(idle, func(i, j int) bool { return s.lanes[idle[i]].lastFinished < s.lanes[idle[j]].lastFinished })
+	for _, ep := range idle[:len(idle)-contract.MaxIdleLanes] {
+		delete(s.lanes, ep)
+	}
+}
+
+// reloadLane makes ep a lane that knows nothing but that the ledger has
+// its position and open deliveries: it loads them (needLoads) before it
+// releases anything.
+func (s *sequencer) reloadLane(ep string) *lane {
+	l := &lane{partial: true}
+	s.lanes[ep] = l
+	return l
 }
 
 // arrive records an event's arrival: the sequence has arrived, and each of
 // its lanes has it open.
+//
+// A bounded sequencer takes a lane it does not hold as one the ledger may
+// have a position for (it dropped it when idle, or a load left it out): the
+// lane loads its position and open deliveries, this event among them (the
+// API stores an event before it arrives), before it releases anything.
 func (s *sequencer) arrive(a contract.Arrival) {
 	s.markArrived(a.Sequence)
 	for _, ep := range a.Endpoints {
-		s.enqueue(s.lane(ep), contract.QueuedEvent{Sequence: a.Sequence, EventID: a.EventID})
+		l, known := s.lanes[ep]
+		switch {
+		case known:
+		case s.bounded:
+			l = s.reloadLane(ep)
+		default:
+			l = s.lane(ep)
+		}
+		s.enqueue(l, contract.QueuedEvent{Sequence: a.Sequence, EventID: a.EventID})
 	}
+	s.trimQueues()
+	s.dropIdle()
 }
 
 // announce answers an arrival, after it and the loads it needed: the
@@ -438,6 +555,11 @@ func (s *sequencer) announce(a contract.Arrival) contract.Announcement {
 	finished := true
 	for _, ep := range slices.Sorted(slices.Values(a.Endpoints)) {
 		l := s.lanes[ep]
+		if l == nil {
+			// Dropped as idle after the arrival: an idle lane queued it
+			// unless it was past it.
+			continue
+		}
 		if l.inFlight == a.Sequence {
 			ann.Released = append(ann.Released, s.laneRelease(ep))
 		}
@@ -450,18 +572,12 @@ func (s *sequencer) announce(a contract.Arrival) contract.Announcement {
 // laneRelease is the release of the lane's event in flight: its previous
 // sequence, and the sequences skipped since, in order: the lane's own
 // skipped deliveries and the voided sequences between the two.
+//
+// The list is contract.ReleaseSkipped's, as the ledger's path builds it
+// too: bounded, the lane's own skips kept before voided sequences.
 func (s *sequencer) laneRelease(ep string) contract.LaneRelease {
 	l := s.lanes[ep]
-	skipped := l.skipped
-	for _, v := range s.voided {
-		if v > l.previous && v < l.inFlight && !slices.Contains(skipped, v) {
-			skipped = append(slices.Clip(skipped), v)
-		}
-	}
-	if len(skipped) > len(l.skipped) {
-		slices.Sort(skipped)
-	}
-	return contract.LaneRelease{Endpoint: ep, Previous: l.previous, Skipped: skipped}
+	return contract.LaneRelease{Endpoint: ep, Previous: l.previous, Skipped: contract.ReleaseSkipped(l.skipped, s.voided, l.previous, l.inFlight)}
 }
 
 // addVoided adds voided sequences, keeping the list sorted and unique.
@@ -475,8 +591,15 @@ func (s *sequencer) addVoided(vs []int64) {
 
 // pruneVoided drops the voided sequences every lane is past (its previous
 // sequence is at or after them), once they are behind the frontier: no
-// release can name them any more.
+// release can name them any more; and all but the newest
+// contract.MaxVoidedKept, so that a lane whose previous sequence never
+// moves (a deleted endpoint's) does not keep every void for good (a
+// release names at most contract.MaxSkippedListed, voided ones last). It
+// also keeps the queues under their budget in all (trimQueues): it runs
+// after every change that adds to them but an arrival.
 func (s *sequencer) pruneVoided() {
+	defer s.trimQueues()
+	s.voided = contract.CapVoided(s.voided)
 	s.voided = slices.DeleteFunc(s.voided, func(v int64) bool {
 		if v >= s.frontier {
 			return false
@@ -502,7 +625,7 @@ func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
 		case l != nil && l.inFlight == d.Sequence:
 			l.inFlight, l.inFlightID, l.lastFinished = 0, "", d.Sequence
 			if ld.Skipped {
-				l.skipped = append(l.skipped, d.Sequence)
+				l.skipped = contract.CapSkipped(append(l.skipped, d.Sequence))
 			} else {
 				l.previous, l.skipped = d.Sequence, nil
 			}
@@ -513,6 +636,7 @@ func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
 		}
 	}
 	s.pruneVoided()
+	s.dropIdle()
 	return known, repeated
 }
 
@@ -616,6 +740,11 @@ func (s *sequencer) needLoads() []contract.LaneAfter {
 		if l.loading || l.inFlight != 0 || !l.partial || len(l.queue) > 0 {
 			continue
 		}
+		if len(out) == contract.MaxLanesPerLoad {
+			// The rest load in the next round: one load's answer stays
+			// under its budget.
+			break
+		}
 		s.beginLoad(l)
 		out = append(out, contract.LaneAfter{Endpoint: ep, After: l.lastFinished})
 	}
@@ -630,6 +759,7 @@ func (s *sequencer) beginLoad(l *lane) {
 // further on, and its open deliveries, every one from its position on, or,
 // when the load is Partial, those up to the load's KnownThrough.
 func (s *sequencer) endLoad(l *lane, ll contract.LaneState) {
+	s.addVoided(ll.Voided)
 	s.movePosition(l, ll)
 	l.loading = false
 	// A delivery in flight stays open in the ledger until it finishes: one
@@ -649,6 +779,7 @@ func (s *sequencer) endLoad(l *lane, ll contract.LaneState) {
 // flight: the lane may have released an event stored after the ledger was
 // read.
 func (s *sequencer) absorb(l *lane, ll contract.LaneState) {
+	s.addVoided(ll.Voided)
 	s.movePosition(l, ll)
 	s.addOpen(l, ll)
 }
@@ -687,7 +818,7 @@ func (s *sequencer) movePosition(l *lane, ll contract.LaneState) {
 	if ll.LastFinished <= l.lastFinished {
 		return
 	}
-	l.previous, l.skipped, l.lastFinished = ll.Previous, ll.Skipped, ll.LastFinished
+	l.previous, l.skipped, l.lastFinished = ll.Previous, contract.CapSkipped(ll.Skipped), ll.LastFinished
 	if l.inFlight != 0 && l.inFlight <= ll.LastFinished {
 		l.inFlight, l.inFlightID = 0, ""
 	}
@@ -741,11 +872,25 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 			s.absorb(ln, ll)
 		}
 	}
-	// A lane the ledger does not name has no open delivery in it.
+	// A lane the ledger does not name has no open delivery in it. A load
+	// that names only the lanes with open deliveries (LanesOmitted) says
+	// nothing of its position either: the lane is dropped, and one that
+	// took arrivals while the load ran loads itself first, as an arrival
+	// on a lane not held does.
 	for _, ep := range sortedKeys(began) {
-		if !loaded[ep] {
+		switch {
+		case loaded[ep]:
+		case !l.LanesOmitted:
 			s.endLoad(s.lanes[ep], contract.LaneState{Endpoint: ep})
+		case len(s.lanes[ep].queue) > 0:
+			s.reloadLane(ep)
+		default:
+			delete(s.lanes, ep)
 		}
 	}
+	if l.LanesOmitted {
+		s.bounded = true
+	}
 	s.pruneVoided()
+	s.dropIdle()
 }

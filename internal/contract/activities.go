@@ -129,7 +129,8 @@ type FinishInput struct {
 // SequencerLoad is what the ledger knows of a correlation, for a sequencer
 // starting afresh or resyncing: the correlation's cursor, which sequences
 // have arrived from it on, and each lane's position with its first open
-// deliveries (at most MaxQueuedPerLane, Partial when there are more).
+// deliveries (at most MaxQueuedPerLane and MaxQueuedBytesPerLane, and
+// MaxQueuedBytes in all; Partial when there are more).
 type SequencerLoad struct {
 	// Next is the ledger's cursor: every sequence below it is finished in
 	// every lane.
@@ -138,8 +139,13 @@ type SequencerLoad struct {
 	Arrived  []SequenceRange `json:"arrived,omitempty"`
 	Lanes    []LaneState     `json:"lanes,omitempty"`
 	// Voided are the correlation's voided sequences (their tombstones,
-	// VoidedType), in order.
+	// VoidedType), in order: the newest MaxVoidedKept.
 	Voided []int64 `json:"voided,omitempty"`
+	// LanesOmitted: Lanes are only those with open deliveries; the ledger
+	// may hold the position of others, which a sequencer loads (LoadLanes)
+	// when an event for one arrives. A load from an earlier version names
+	// every lane with a position, and leaves it false.
+	LanesOmitted bool `json:"lanes_omitted,omitempty"`
 }
 
 // LoadLanesInput asks the ledger for the next open deliveries of lanes of
@@ -260,8 +266,9 @@ type DeliverInput struct {
 	// Previous is the sequence last delivered to this endpoint in the
 	// correlation (0 for none): the envelope's previous_sequence.
 	Previous int64 `json:"previous,omitempty"`
-	// Skipped are the lane's sequences an operator skipped since Previous;
-	// the envelope tells the receiver so it does not wait for them.
+	// Skipped are the lane's sequences an operator skipped (or voided)
+	// since Previous, at most MaxSkippedListed (ReleaseSkipped); the
+	// envelope tells the receiver so it does not wait for them.
 	Skipped []int64 `json:"skipped,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
@@ -307,9 +314,11 @@ type Envelope struct {
 	// an event never meant for it is no gap, and a missing one is.
 	PreviousSequence int64           `json:"previous_sequence"`
 	Data             json.RawMessage `json:"data"`
-	// SkippedSequences, present only after an operator skip, lists the
-	// sequences meant for this endpoint, after PreviousSequence and before
-	// this one, that will never be delivered.
+	// SkippedSequences, present only after an operator skip or void, lists
+	// the sequences after PreviousSequence and before this one that will
+	// never be delivered to this endpoint: the newest MaxSkippedListed, its
+	// own skips before voided sequences (ReleaseSkipped), the same list
+	// whichever path released it.
 	SkippedSequences []int64 `json:"skipped_sequences,omitempty"`
 }
 

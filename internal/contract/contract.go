@@ -282,15 +282,22 @@ type SequencerState struct {
 	Lanes   []LaneState     `json:"lanes,omitempty"`
 	// Voided are the sequences an operator voided (the producer lost them:
 	// POST /v1/correlations/{id}/skip) that a lane may still name in a
-	// release's skipped sequences, in order.
+	// release's skipped sequences, in order (at most MaxVoidedKept).
 	Voided []int64 `json:"voided,omitempty"`
+	// Bounded: the state keeps only the lanes it needs (busy ones, and at
+	// most MaxIdleLanes idle ones); a lane it does not hold may have a
+	// position in the ledger, and an event for it loads that first. A
+	// state without it (a run of an earlier version) holds every lane it
+	// has seen, and a lane new to it is new to the correlation.
+	Bounded bool `json:"bounded,omitempty"`
 }
 
 // MaxQueuedPerLane bounds the events a sequencer keeps queued in one lane
 // (and a lane's load reads): past it, the lane's events wait in the ledger
 // alone, and the lane loads the next ones when its queue runs dry. A lane
 // that keeps up never holds more than a few; one held behind a dead letter
-// holds this many, whatever waits behind it.
+// holds this many, whatever waits behind it, or fewer when their IDs are
+// long (MaxQueuedBytesPerLane, MaxQueuedBytes).
 const MaxQueuedPerLane = 32
 
 // MaxArrivedRanges bounds SequencerState.Arrived: a producer that leaves
@@ -330,6 +337,12 @@ type LaneState struct {
 	Queued        []QueuedEvent `json:"queued,omitempty"`
 	Partial       bool          `json:"partial,omitempty"`
 	KnownThrough  int64         `json:"known_through,omitempty"`
+	// Voided, in a ledger's load of the lane (LoadLanes), are the
+	// correlation's voided sequences after Previous (the newest
+	// MaxSkippedListed): a lane loaded again after it was dropped names
+	// them in its next release, as one that stayed would. A sequencer's
+	// state keeps them once, in SequencerState.Voided.
+	Voided []int64 `json:"voided,omitempty"`
 }
 
 // Caps on fan-out (issue 33 item 2): the defaults of HOOKFLOW_MAX_ENDPOINTS

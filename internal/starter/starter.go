@@ -153,11 +153,11 @@ func (s *Starter) ledgerInput(ctx context.Context, ev store.Event) (workflows.Ev
 		}
 		li := laneInput(d.EndpointID, d)
 		if d.State == contract.StateDelivering || d.State == contract.StateDeadLettered {
-			lane, err := s.store.LaneGet(ctx, ev.CorrelationID, d.EndpointID)
+			r, err := s.store.LaneRelease(ctx, ev.CorrelationID, d.EndpointID, ev.Sequence)
 			if err != nil {
 				return in, err
 			}
-			li.Released = &contract.LaneRelease{Endpoint: d.EndpointID, Previous: lane.Previous, Skipped: lane.Skipped}
+			li.Released = &r
 		}
 		if d.State == contract.StateDeadLettered {
 			dl, err := s.store.DeadLetterGet(ctx, ev.ID, d.EndpointID)

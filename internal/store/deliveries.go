@@ -85,21 +85,23 @@ type CorrelationLoad struct {
 	// contract.MaxArrivedRanges), in order.
 	Frontier int64
 	Arrived  []contract.SequenceRange
-	// Lanes are the correlation's lanes (those with a row, and those with
-	// an open delivery), sorted by endpoint.
+	// Lanes are the correlation's lanes (those with an open delivery, and,
+	// from CorrelationLoadOf, those with a row), sorted by endpoint.
 	Lanes []LaneLoad
 	// Voided are the sequences an operator voided (CorrelationVoid), in
-	// order.
+	// order: the newest 10,000.
 	Voided []int64
 }
 
 // LaneLoad is a lane's position and its first open deliveries in order
 // (with their states), at most the load's limit; More when the ledger has
-// more past them.
+// more past them. Voided, from LanesLoad, are the newest
+// contract.MaxSkippedListed voided sequences after Previous.
 type LaneLoad struct {
 	Lane
-	Open []contract.QueuedEvent `json:"open"`
-	More bool                   `json:"-"`
+	Open   []contract.QueuedEvent `json:"open"`
+	More   bool                   `json:"-"`
+	Voided []int64                `json:"-"`
 }
 
 // cut keeps the first limit open deliveries, and says whether there were
@@ -370,16 +372,66 @@ func (s *Store) LaneGet(ctx context.Context, correlationID, endpointID string) (
 	return l, nil
 }
 
+// LaneRelease is the release of sequence before in the lane (correlation,
+// endpoint) as the ledger has its position: what a workflow rebuilt from
+// the ledger carries for a delivery the sequencer released, with the
+// skipped list the sequencer's release names (contract.ReleaseSkipped),
+// voided sequences included.
+func (s *Store) LaneRelease(ctx context.Context, correlationID, endpointID string, before int64) (contract.LaneRelease, error) {
+	r, err := s.q.LaneReleaseGet(ctx, dbsqlc.LaneReleaseGetParams{TenantID: s.tenant, CorrelationID: correlationID, EndpointID: endpointID, Before: before})
+	if err != nil {
+		return contract.LaneRelease{}, fmt.Errorf("get lane release: %w", err)
+	}
+	return contract.LaneRelease{Endpoint: endpointID, Previous: r.Previous,
+		Skipped: contract.ReleaseSkipped(contract.CapSkipped(r.SkippedTail), r.Voided, r.Previous, before)}, nil
+}
+
 // CorrelationLoadOf returns the correlation's cursor, which sequences
 // have arrived from it on, and its lanes, each with at most perLane of its
 // open deliveries, read in one statement so they agree with each other. A
 // correlation never seen has its cursor and frontier on 1 and nothing else.
 func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, perLane int) (CorrelationLoad, error) {
+	return s.correlationLoad(ctx, correlationID, perLane, true)
+}
+
+// SequencerLoadOf is what a sequencer loads of its correlation (a fresh
+// run, a resync): as CorrelationLoadOf, but only the lanes with open
+// deliveries, each lane's skipped list cut to its newest
+// contract.MaxSkippedListed, and the open deliveries kept by their bytes
+// too (boundLanes), so that the load stays under its budget whatever
+// the lanes ever routed, the IDs' length and the skips.
+func (s *Store) SequencerLoadOf(ctx context.Context, correlationID string) (CorrelationLoad, error) {
+	l, err := s.correlationLoad(ctx, correlationID, contract.MaxQueuedPerLane, false)
+	if err != nil {
+		return l, err
+	}
+	boundLanes(l.Lanes)
+	l.Voided = contract.CapVoided(l.Voided)
+	return l, nil
+}
+
+// boundLanes keeps each lane's open deliveries under
+// contract.MaxQueuedBytesPerLane, all of them under contract.MaxQueuedBytes
+// (past it, a lane keeps none, and its sequencer loads it when it may), and
+// each lane's skipped list to its newest contract.MaxSkippedListed: what a
+// sequencer would keep of them.
+func boundLanes(lanes []LaneLoad) {
+	total := 0
+	for i := range lanes {
+		l := &lanes[i]
+		l.Skipped = contract.CapSkipped(l.Skipped)
+		var cut bool
+		l.Open, cut = contract.BoundQueued(l.Open, &total)
+		l.More = l.More || cut
+	}
+}
+
+func (s *Store) correlationLoad(ctx context.Context, correlationID string, perLane int, everyLane bool) (CorrelationLoad, error) {
 	var (
 		l           CorrelationLoad
 		runs, lanes []byte
 	)
-	if err := s.pool.QueryRow(ctx, dbsqlc.CorrelationLoad, correlationID, perLane, s.tenant).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
+	if err := s.pool.QueryRow(ctx, dbsqlc.CorrelationLoad, correlationID, perLane, s.tenant, everyLane).Scan(&l.Next, &runs, &lanes, &l.Voided); err != nil {
 		return l, fmt.Errorf("load correlation: %w", err)
 	}
 	var rs [][2]int64
@@ -407,8 +459,10 @@ func (s *Store) CorrelationLoadOf(ctx context.Context, correlationID string, per
 	return l, nil
 }
 
-// LanesLoad returns lanes of the correlation, each with its position and at
-// most perLane of its open deliveries after the sequence given for it.
+// LanesLoad returns lanes of the correlation, each with its position, at
+// most perLane of its open deliveries after the sequence given for it, and
+// the newest voided sequences after its previous one; each within its
+// budget as a sequencer keeps it (boundLanes).
 func (s *Store) LanesLoad(ctx context.Context, correlationID string, endpoints []string, after []int64, perLane int) ([]LaneLoad, error) {
 	rows, err := s.pool.Query(ctx, dbsqlc.LanesLoad, correlationID, endpoints, after, perLane, s.tenant)
 	if err != nil {
@@ -419,18 +473,20 @@ func (s *Store) LanesLoad(ctx context.Context, correlationID string, endpoints [
 			l    LaneLoad
 			open []byte
 		)
-		if err := r.Scan(&l.EndpointID, &l.LastFinished, &l.Previous, &l.Skipped, &open); err != nil {
+		if err := r.Scan(&l.EndpointID, &l.LastFinished, &l.Previous, &l.Skipped, &l.Voided, &open); err != nil {
 			return l, err
 		}
 		if err := json.Unmarshal(open, &l.Open); err != nil {
 			return l, fmt.Errorf("decode open deliveries: %w", err)
 		}
 		l.cut(perLane)
+		l.Voided = nilIfEmpty(l.Voided)
 		return l, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load lanes: %w", err)
 	}
+	boundLanes(out)
 	return out, nil
 }
 

@@ -288,7 +288,7 @@ WITH RECURSIVE c AS (
 ), eps AS (
     SELECT ep FROM open_eps WHERE ep IS NOT NULL
     UNION
-    SELECT endpoint_id FROM lanes WHERE tenant_id = $3 AND correlation_id = $1
+    SELECT endpoint_id FROM lanes WHERE tenant_id = $3 AND correlation_id = $1 AND $4::bool
 )
 SELECT c.next,
        COALESCE((SELECT json_agg(json_build_array(r.lo, r.hi) ORDER BY r.lo) FROM runs r), '[]'),
@@ -305,9 +305,10 @@ SELECT c.next,
            FROM eps LEFT JOIN lanes l ON l.tenant_id = $3 AND l.correlation_id = $1 AND l.endpoint_id = eps.ep), '[]'),
        -- The voided sequences (their tombstones, migration 018's index):
        -- operators make them, a few at a time.
-       ARRAY(SELECT v.sequence FROM events v
-             WHERE v.tenant_id = $3 AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
-             ORDER BY v.sequence LIMIT 10000)
+       ARRAY(SELECT x.sequence FROM (SELECT v.sequence FROM events v
+                                     WHERE v.tenant_id = $3 AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
+                                     ORDER BY v.sequence DESC LIMIT 10000) x
+             ORDER BY x.sequence)
 FROM c
 `
 
@@ -315,6 +316,7 @@ type CorrelationLoadParams struct {
 	CorrelationID string
 	Column2       int32
 	TenantID      string
+	EveryLane     bool
 }
 
 type CorrelationLoadRow struct {
@@ -328,16 +330,24 @@ type CorrelationLoadRow struct {
 // reads, in one statement, so one snapshot: the cursor; the runs of
 // sequences that have arrived from it on (events from the cursor on are
 // never pruned, EventsPruneKeys, so a sequence missing here has not
-// arrived), at most 1,001, each [from, to]; every lane (those with a row,
-// and those with an open delivery and none yet), each with its position and
-// its first $2 + 1 open deliveries in order (the caller keeps $2, and knows
-// from the one more that there are more); and the voided sequences. The
+// arrived), at most 1,001, each [from, to]; the lanes with an open
+// delivery, and, when every_lane, every lane with a row too (a sequencer
+// asks only for the first: the lanes ever routed grow with the
+// correlation's life, and it loads another's position when an event for it
+// arrives), each with its position and its first $2 + 1 open deliveries in
+// order (the caller keeps $2, and knows from the one more that there are
+// more); and the newest 10,000 voided sequences. The
 // runs read the correlation's events from the cursor on once, as an index
 // range; the lanes with open deliveries are found by a skip scan of
 // deliveries_pending_idx, one probe per lane, and each lane's deliveries
 // are a range of it.
 func (q *Queries) CorrelationLoad(ctx context.Context, arg CorrelationLoadParams) (CorrelationLoadRow, error) {
-	row := q.db.QueryRow(ctx, CorrelationLoad, arg.CorrelationID, arg.Column2, arg.TenantID)
+	row := q.db.QueryRow(ctx, CorrelationLoad,
+		arg.CorrelationID,
+		arg.Column2,
+		arg.TenantID,
+		arg.EveryLane,
+	)
 	var i CorrelationLoadRow
 	err := row.Scan(
 		&i.Next,
@@ -1256,8 +1266,52 @@ func (q *Queries) LaneGet(ctx context.Context, arg LaneGetParams) (LaneGetRow, e
 	return i, err
 }
 
+const LaneReleaseGet = `-- name: LaneReleaseGet :one
+SELECT COALESCE(l.previous, 0)::bigint AS previous, COALESCE(l.skipped_tail, '{}')::bigint[] AS skipped_tail,
+       ARRAY(SELECT x.sequence FROM (SELECT v.sequence FROM events v
+                                     WHERE v.tenant_id = $3 AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
+                                       AND v.sequence > COALESCE(l.previous, 0) AND v.sequence < $4::bigint
+                                     ORDER BY v.sequence DESC LIMIT 16) x
+             ORDER BY x.sequence)::bigint[] AS voided
+FROM (SELECT 1) one
+LEFT JOIN lanes l ON l.tenant_id = $3 AND l.correlation_id = $1 AND l.endpoint_id = $2
+`
+
+type LaneReleaseGetParams struct {
+	CorrelationID string
+	EndpointID    string
+	TenantID      string
+	Before        int64
+}
+
+type LaneReleaseGetRow struct {
+	Previous    int64
+	SkippedTail []int64
+	Voided      []int64
+}
+
+// The position a release of sequence $3 in lane ($1, $2) names: the lane's
+// previous sequence and skipped tail (0 and none without a row), and the
+// newest 16 (contract.MaxSkippedListed) voided sequences between them.
+func (q *Queries) LaneReleaseGet(ctx context.Context, arg LaneReleaseGetParams) (LaneReleaseGetRow, error) {
+	row := q.db.QueryRow(ctx, LaneReleaseGet,
+		arg.CorrelationID,
+		arg.EndpointID,
+		arg.TenantID,
+		arg.Before,
+	)
+	var i LaneReleaseGetRow
+	err := row.Scan(&i.Previous, &i.SkippedTail, &i.Voided)
+	return i, err
+}
+
 const LanesLoad = `-- name: LanesLoad :many
 SELECT q.ep, COALESCE(l.last_finished, 0), COALESCE(l.previous, 0), COALESCE(l.skipped_tail, '{}'),
+       ARRAY(SELECT x.sequence FROM (SELECT v.sequence FROM events v
+                                     WHERE v.tenant_id = $5 AND v.correlation_id = $1 AND v.type = 'hookflow.voided'
+                                       AND v.sequence > COALESCE(l.previous, 0)
+                                     ORDER BY v.sequence DESC LIMIT 16) x
+             ORDER BY x.sequence)::bigint[],
        COALESCE((
            SELECT json_agg(json_build_object('sequence', o.sequence, 'event_id', o.event_id, 'state', o.state) ORDER BY o.sequence)
            FROM (SELECT d.sequence, d.event_id, d.state FROM deliveries d
@@ -1282,13 +1336,18 @@ type LanesLoadRow struct {
 	LastFinished int64
 	Previous     int64
 	SkippedTail  []int64
+	Column5      []int64
 	Coalesce     interface{}
 }
 
-// The lanes $2 of correlation $1, each with its position and its first
+// The lanes $2 of correlation $1, each with its position, its first
 // $4 + 1 open deliveries after sequence $3 (the same index of both
-// arrays), in order: a sequencer's lane that ran out of the events it
-// kept reads its next ones here, a range of deliveries_pending_idx.
+// arrays), in order, and the newest 16 (contract.MaxSkippedListed) voided
+// sequences after its previous one: a sequencer's lane that ran out of the
+// events it kept reads its next ones here, a range of
+// deliveries_pending_idx, and so does a lane it dropped when idle, which
+// names those voided sequences in its next release as a lane it kept
+// would.
 func (q *Queries) LanesLoad(ctx context.Context, arg LanesLoadParams) ([]LanesLoadRow, error) {
 	rows, err := q.db.Query(ctx, LanesLoad,
 		arg.CorrelationID,
@@ -1309,6 +1368,7 @@ func (q *Queries) LanesLoad(ctx context.Context, arg LanesLoadParams) ([]LanesLo
 			&i.LastFinished,
 			&i.Previous,
 			&i.SkippedTail,
+			&i.Column5,
 			&i.Coalesce,
 		); err != nil {
 			return nil, err
