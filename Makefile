@@ -15,6 +15,10 @@ BIN      := bin/hookflow
 # open), which run last and one at a time so that none shares the two cores
 # with the other suites.
 STACK_RUNS  := TestChaosShort|TestOperatorModelShort|TestBenchShortRun|TestBenchDeadReceiverShortRun
+# The sequencer's model and its size test are one goroutine each and run
+# many thousands of steps: they run without the race detector, which would
+# make them seven times slower and has nothing to find in them.
+NORACE_RUNS := TestSequencerModel|TestSequencerSizesStayUnderTheBudget
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
 # The linter, built once from the module proxy at this version into bin/.
 STATICCHECK_VERSION := v0.8.2
@@ -126,8 +130,8 @@ lint-openapi: node
 	cd clients/typescript && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config ../../api/redocly.yaml --max-problems 50 ../../api/openapi.json
 
 test-unit:
-	$(GO) test -race -count=1 -skip '$(STACK_RUNS)' $(UNIT_PKGS)
-	$(GO) test -count=1 -run '^TestSequencerModel$$' ./workflows/
+	$(GO) test -race -count=1 -skip '$(STACK_RUNS)|$(NORACE_RUNS)' $(UNIT_PKGS)
+	$(GO) test -count=1 -run '^($(NORACE_RUNS))$$' ./workflows/
 	cd kit && $(GO) test -race -count=1 ./...
 
 # A short fuzz run of the SSRF guard, one target at a time (go test fuzzes one

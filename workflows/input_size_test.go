@@ -14,7 +14,7 @@ import (
 	"github.com/hookflow/hookflow/internal/contract"
 )
 
-// TestLaneInputsStayUnderThePayloadLimit (issue 33 item 2): the largest
+// TestLaneInputsStayUnderThePayloadLimit: the largest
 // input an event's workflow can be given after its start (a continue-as-
 // new, or a restart with every lane dead-lettered) at the most lanes
 // HOOKFLOW_MAX_SUBSCRIBERS allows stays under half of Temporal's 2 MB

@@ -1,8 +1,3 @@
-//go:build !race
-
-// The model runs without the race detector (make test runs it on its own):
-// it is one goroutine, and the detector would make it seven times slower.
-
 package workflows
 
 import (

@@ -345,7 +345,7 @@ type LaneState struct {
 	Voided []int64 `json:"voided,omitempty"`
 }
 
-// Caps on fan-out (issue 33 item 2): the defaults of HOOKFLOW_MAX_ENDPOINTS
+// Caps on fan-out: the defaults of HOOKFLOW_MAX_ENDPOINTS
 // and HOOKFLOW_MAX_SUBSCRIBERS, and the most HOOKFLOW_MAX_SUBSCRIBERS may
 // be set to. An event's workflow inputs and its arrival carry a lane per
 // subscriber and never the payload (the ledger has it; Deliver and

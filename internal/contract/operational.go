@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Operational event types (issue 24 item 5): hookflow's own events about
+// Operational event types: hookflow's own events about
 // its endpoints, published as ordinary hookflow events whose correlation ID
 // is OperationalCorrelation of the endpoint's ID (store.OperationalEventInsert).
 // Producers cannot send a type with OperationalPrefix nor a correlation

@@ -13,7 +13,7 @@ import (
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
-// The fan-out ledger (issue 23). An event is routed, at acceptance, to
+// The fan-out ledger. An event is routed, at acceptance, to
 // every endpoint subscribed to it: each (event, endpoint) is a delivery,
 // waiting → delivering → delivered | dead_lettered | skipped (and
 // dead_lettered → delivering on a claimed replay), and the event's state is
