@@ -296,6 +296,19 @@ func actionLabel(s Step) string {
 	return string(s.Kind)
 }
 
+// stopAnswer is what a press of Terminate or Request Cancellation answered:
+// done, or why not.
+func stopAnswer(err error, done string) string {
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return "not running"
+	case err != nil:
+		return "error: " + err.Error()
+	}
+	return done
+}
+
 // modelSummary is the run's one summary line: sequences, actions by kind,
 // violations by check, the failed seeds.
 func modelSummary(r ModelResult, seeds []uint64) string {
@@ -507,25 +520,9 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 		wg.Wait()
 		return answers[0] + "; " + answers[1]
 	case StepTerminate:
-		err := x.st.tc.TerminateWorkflow(ctx, id, "", "operator model: Terminate")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			return "not running"
-		case err != nil:
-			return "error: " + err.Error()
-		}
-		return "terminated"
+		return stopAnswer(x.st.tc.TerminateWorkflow(ctx, id, "", "operator model: Terminate"), "terminated")
 	case StepCancel:
-		err := x.st.tc.CancelWorkflow(ctx, id, "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			return "not running"
-		case err != nil:
-			return "error: " + err.Error()
-		}
-		return "cancellation requested"
+		return stopAnswer(x.st.tc.CancelWorkflow(ctx, id, ""), "cancellation requested")
 	case StepReset:
 		if s.Release > 0 {
 			return x.reset(ctx, id, s, Delivery{x.sc.EventID(s.Corr, s.Release), s.Endpoint})
