@@ -448,7 +448,7 @@ func (lb *ledgerBench) explain(ctx context.Context, tag string) []StatementTimin
 		// default; the tenant is each statement's last parameter).
 		{"EventInsertRouted (accept)", hookflowdb.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], store.DefaultTenant, []string{lb.s.endpointID}}},
 		{"StatsSummary (GET /v1/stats)", hookflowdb.StatsSummary, []any{store.DefaultTenant}},
-		{"StatsBlockedCorrelations (GET /v1/stats)", hookflowdb.StatsBlockedCorrelations, []any{10, store.DefaultTenant}},
+		{"StatsBlockedCorrelations (GET /v1/stats)", hookflowdb.StatsBlockedCorrelations, []any{10, store.DefaultTenant, []string(nil)}},
 		{"EventsQueuedClaim (sweep)", hookflowdb.EventsQueuedClaim, []any{100, lease}},
 		{"LanesStuckHeadsClaim (sweep)", hookflowdb.LanesStuckHeadsClaim, []any{lease, 100}},
 		{"EventsPrunePayloads (cleaner)", hookflowdb.EventsPrunePayloads, []any{lb.ret.payload.Seconds(), 1000}},
