@@ -466,11 +466,15 @@ func TestAResetToBeforeAReleaseIsReleasedIntoItsDeadLetter(t *testing.T) {
 
 // heldActivity holds back, on the workers of the client it is installed on,
 // the first run of one activity type once armed: it reports the run on
-// started and waits for release to be closed.
+// started and waits for release to be closed. With afterRun it holds the
+// run once it has run, before its result goes back: a local activity then
+// keeps its workflow task open, so the updates sent meanwhile wait for the
+// next task, together.
 type heldActivity struct {
 	interceptor.ClientInterceptorBase
 	interceptor.WorkerInterceptorBase
 	name     string
+	afterRun bool
 	armed    atomic.Bool
 	started  chan struct{}
 	release  chan struct{}
@@ -487,19 +491,36 @@ type heldActivityInbound struct {
 }
 
 func (a *heldActivityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	if activity.GetInfo(ctx).ActivityType.Name == a.h.name && a.h.armed.Load() {
-		held := false
-		a.h.holdOnce.Do(func() { held = true })
-		if held {
-			close(a.h.started)
-			select {
-			case <-a.h.release:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+	if !a.h.afterRun {
+		if err := a.hold(ctx); err != nil {
+			return nil, err
 		}
+		return a.Next.ExecuteActivity(ctx, in)
 	}
-	return a.Next.ExecuteActivity(ctx, in)
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	if herr := a.hold(ctx); herr != nil {
+		return nil, herr
+	}
+	return res, err
+}
+
+// hold waits for release on the first run of the armed activity type.
+func (a *heldActivityInbound) hold(ctx context.Context) error {
+	if activity.GetInfo(ctx).ActivityType.Name != a.h.name || !a.h.armed.Load() {
+		return nil
+	}
+	held := false
+	a.h.holdOnce.Do(func() { held = true })
+	if !held {
+		return nil
+	}
+	close(a.h.started)
+	select {
+	case <-a.h.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // TestADisablingsDeadLetterWrittenAfterEnablingIsDelivered: an attempt

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
@@ -50,47 +48,6 @@ func (o *lateArrivalOutbound) UpdateWithStartWorkflow(ctx context.Context, in *i
 	return o.Next.UpdateWithStartWorkflow(ctx, in)
 }
 
-// heldLoad lets the first run, once armed, of one activity type on the
-// workers of the client it is installed on read what it reads, then holds
-// its result back: it reports the read on started and returns once
-// release is closed. The workflow task that runs it stays open meanwhile,
-// so the updates sent to the workflow wait for the next task, together.
-type heldLoad struct {
-	interceptor.ClientInterceptorBase
-	interceptor.WorkerInterceptorBase
-	name     string
-	armed    atomic.Bool
-	started  chan struct{}
-	release  chan struct{}
-	holdOnce sync.Once
-}
-
-func (h *heldLoad) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &heldLoadInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, h: h}
-}
-
-type heldLoadInbound struct {
-	interceptor.ActivityInboundInterceptorBase
-	h *heldLoad
-}
-
-func (a *heldLoadInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	res, err := a.Next.ExecuteActivity(ctx, in)
-	if activity.GetInfo(ctx).ActivityType.Name == a.h.name && a.h.armed.Load() {
-		held := false
-		a.h.holdOnce.Do(func() { held = true })
-		if held {
-			close(a.h.started)
-			select {
-			case <-a.h.release:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-	}
-	return res, err
-}
-
 // TestAResyncRacingAnArrivalOnANewLaneKeepsItsOrder: a resync of a
 // correlation's sequencer begins, and in the same workflow task 11
 // arrives, routed to endpoint X, new to the correlation, while 10, routed
@@ -108,7 +65,7 @@ func (a *heldLoadInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 // and 11 were stored, is held here): Temporal gives the updates sent
 // meanwhile to the next task, in the order they came, the resync first.
 func TestAResyncRacingAnArrivalOnANewLaneKeepsItsOrder(t *testing.T) {
-	hold := &heldLoad{name: contract.ActivityLoadSequencer, started: make(chan struct{}), release: make(chan struct{})}
+	hold := &heldActivity{name: contract.ActivityLoadSequencer, afterRun: true, started: make(chan struct{}), release: make(chan struct{})}
 	late := &lateArrival{}
 	late.late.Store("")
 	b := setup(t, options{interceptors: []interceptor.ClientInterceptor{hold, late}})
