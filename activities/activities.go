@@ -97,14 +97,13 @@ func (a *Activities) HandOverPause(ctx context.Context, d time.Duration) error {
 // ledger: its cursor, which sequences have arrived from it on, and the
 // position of each lane with open deliveries with its first ones, within
 // the load's budget (store.SequencerLoadOf). The other lanes it leaves
-// out (LanesOmitted): the sequencer loads one when an event for it
-// arrives.
+// out: the sequencer loads one when an event for it arrives.
 func (a *Activities) LoadSequencer(ctx context.Context, tenant, correlationID string) (contract.SequencerLoad, error) {
 	l, err := a.store.Tenant(tenant).SequencerLoadOf(ctx, correlationID)
 	if err != nil {
 		return contract.SequencerLoad{}, err
 	}
-	out := contract.SequencerLoad{Next: l.Next, Frontier: l.Frontier, Arrived: l.Arrived, Voided: l.Voided, LanesOmitted: true}
+	out := contract.SequencerLoad{Next: l.Next, Frontier: l.Frontier, Arrived: l.Arrived, Voided: l.Voided}
 	for _, ln := range l.Lanes {
 		out.Lanes = append(out.Lanes, laneState(ln))
 	}

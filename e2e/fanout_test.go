@@ -293,6 +293,7 @@ func TestFanOutLanesSkipWhatIsNotMeantForThem(t *testing.T) {
 	require.Equal(t, contract.StateDelivered, b.fanned(id(1)).State, "nothing to deliver")
 	all.rcv.requireClean(t)
 	paid.rcv.requireClean(t)
+	b.recordHistory(contract.SequencerID(store.DefaultTenant, corr), "sequencer_lane_new_to_the_correlation_history.json")
 }
 
 // TestFanOutOperatorNamesTheDelivery: an event dead-lettered at two

@@ -217,7 +217,7 @@ func TestReadmeExample(t *testing.T) {
 	st := b.sequencerState(corr)
 	waiting := []contract.QueuedEvent{{Sequence: 2, EventID: id(2)}, {Sequence: 3, EventID: id(3)}}
 	require.Equal(t, contract.SequencerState{Next: 1, Frontier: 1, Arrived: []contract.SequenceRange{{From: 2, To: 3}},
-		Lanes: []contract.LaneState{{Endpoint: lanes[0], Queued: waiting}, {Endpoint: lanes[1], Queued: waiting}}, Bounded: true}, st)
+		Lanes: []contract.LaneState{{Endpoint: lanes[0], Queued: waiting}, {Endpoint: lanes[1], Queued: waiting}}}, st)
 	c := b.correlation(corr)
 	require.Equal(t, "sequencer", c.Source)
 	require.EqualValues(t, st.Next, c.NextSequence)

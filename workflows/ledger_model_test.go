@@ -109,7 +109,7 @@ func (f *fakeLedger) laneLoad(ep string, after int64, total *int) contract.LaneS
 
 // load is LoadSequencer's answer: the lanes with open deliveries only.
 func (f *fakeLedger) load() contract.SequencerLoad {
-	l := contract.SequencerLoad{Next: 1, LanesOmitted: true, Voided: contract.CapVoided(slices.Clone(f.voided))}
+	l := contract.SequencerLoad{Next: 1, Voided: contract.CapVoided(slices.Clone(f.voided))}
 	seqs := slices.Sorted(func(yield func(int64) bool) {
 		for s := range f.stored {
 			if !yield(s) {

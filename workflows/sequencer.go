@@ -219,8 +219,6 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
 			}
-			// The next run may drop idle lanes: it starts bounded.
-			s.bounded = true
 			st := s.snapshot()
 			return workflow.NewContinueAsNewError(ctx, SequencerWorkflow, SequencerInput{
 				Tenant: in.Tenant, CorrelationID: in.CorrelationID, State: &st, MaxHistory: in.MaxHistory, IdleTimeout: in.IdleTimeout,
@@ -287,12 +285,6 @@ type sequencer struct {
 	// they go once every lane is past them, or once contract.MaxVoidedKept
 	// newer ones came.
 	voided []int64
-	// bounded: lanes are dropped when idle (past contract.MaxIdleLanes) or
-	// left out of a load, so a lane not held may have a position in the
-	// ledger, and an event for it loads the lane before it goes on. False
-	// only in a run of an earlier version's state or load, whose lanes are
-	// every one it has seen.
-	bounded bool
 }
 
 func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
@@ -304,7 +296,6 @@ func (s *sequencer) restore(st contract.SequencerState) {
 	s.frontier = max(st.Frontier, 1)
 	s.arrived = slices.Clone(st.Arrived)
 	s.voided = slices.Clone(contract.CapVoided(st.Voided))
-	s.bounded = st.Bounded
 	for _, l := range st.Lanes {
 		s.lanes[l.Endpoint] = &lane{previous: l.Previous, skipped: contract.CapSkipped(l.Skipped), lastFinished: l.LastFinished,
 			inFlight: l.InFlight, inFlightID: l.InFlightEvent, queue: slices.Clone(l.Queued), partial: l.Partial, knownThrough: l.KnownThrough}
@@ -321,7 +312,7 @@ func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
 }
 
 func (s *sequencer) snapshot() contract.SequencerState {
-	st := contract.SequencerState{Next: s.cursor(), Frontier: s.frontier, Arrived: slices.Clone(s.arrived), Voided: slices.Clone(s.voided), Bounded: s.bounded}
+	st := contract.SequencerState{Next: s.cursor(), Frontier: s.frontier, Arrived: slices.Clone(s.arrived), Voided: slices.Clone(s.voided)}
 	for _, ep := range sortedKeys(s.lanes) {
 		l := s.lanes[ep]
 		st.Lanes = append(st.Lanes, contract.LaneState{Endpoint: ep, Previous: l.previous, Skipped: l.skipped, LastFinished: l.lastFinished,
@@ -486,12 +477,8 @@ func (l *lane) idle() bool {
 
 // dropIdle drops the idle lanes past contract.MaxIdleLanes, those that
 // finished least lately first: the ledger has their position, and an
-// event for one loads it again (needLoads). Only a bounded sequencer drops
-// lanes: one of an earlier version takes a lane it does not hold for new.
+// event for one loads it again (needLoads).
 func (s *sequencer) dropIdle() {
-	if !s.bounded {
-		return
-	}
 	var idle []string
 	for _, ep := range sortedKeys(s.lanes) {
 		if s.lanes[ep].idle() {
@@ -519,20 +506,16 @@ func (s *sequencer) reloadLane(ep string) *lane {
 // arrive records an event's arrival: the sequence has arrived, and each of
 // its lanes has it open.
 //
-// A bounded sequencer takes a lane it does not hold as one the ledger may
-// have a position for (it dropped it when idle, or a load left it out): the
+// A lane the sequencer does not hold is one the ledger may have a position
+// for (it dropped it when idle, or a load left it out): the
 // lane loads its position and open deliveries, this event among them (the
 // API stores an event before it arrives), before it releases anything.
 func (s *sequencer) arrive(a contract.Arrival) {
 	s.markArrived(a.Sequence)
 	for _, ep := range a.Endpoints {
 		l, known := s.lanes[ep]
-		switch {
-		case known:
-		case s.bounded:
+		if !known {
 			l = s.reloadLane(ep)
-		default:
-			l = s.lane(ep)
 		}
 		s.enqueue(l, contract.QueuedEvent{Sequence: a.Sequence, EventID: a.EventID})
 	}
@@ -872,24 +855,18 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 			s.absorb(ln, ll)
 		}
 	}
-	// A lane the ledger does not name has no open delivery in it. A load
-	// that names only the lanes with open deliveries (LanesOmitted) says
-	// nothing of its position either: the lane is dropped, and one that
+	// A lane the ledger does not name has no open delivery in it, and the
+	// load says nothing of its position: the lane is dropped, and one that
 	// took arrivals while the load ran loads itself first, as an arrival
 	// on a lane not held does.
 	for _, ep := range sortedKeys(began) {
 		switch {
 		case loaded[ep]:
-		case !l.LanesOmitted:
-			s.endLoad(s.lanes[ep], contract.LaneState{Endpoint: ep})
 		case len(s.lanes[ep].queue) > 0:
 			s.reloadLane(ep)
 		default:
 			delete(s.lanes, ep)
 		}
-	}
-	if l.LanesOmitted {
-		s.bounded = true
 	}
 	s.pruneVoided()
 	s.dropIdle()

@@ -37,6 +37,11 @@ func TestSequencerStateStaysSmallBehindADeadLetter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSequencer(discard{}, tc.correlation)
+			// Lanes new to the correlation, as their first LoadLanes finds
+			// them: no position yet.
+			for _, ep := range append([]string{tc.held}, tc.others...) {
+				s.lane(ep)
+			}
 			const events = 100_000
 			for seq := int64(1); seq <= events; seq++ {
 				id := fmt.Sprintf("%s-%020d", tc.correlation, seq)

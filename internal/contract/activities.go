@@ -128,9 +128,11 @@ type FinishInput struct {
 
 // SequencerLoad is what the ledger knows of a correlation, for a sequencer
 // starting afresh or resyncing: the correlation's cursor, which sequences
-// have arrived from it on, and each lane's position with its first open
-// deliveries (at most MaxQueuedPerLane and MaxQueuedBytesPerLane, and
-// MaxQueuedBytes in all; Partial when there are more).
+// have arrived from it on, and the position of each lane with open
+// deliveries with its first ones (at most MaxQueuedPerLane and
+// MaxQueuedBytesPerLane, and MaxQueuedBytes in all; Partial when there are
+// more). The other lanes it leaves out, whatever their position: a
+// sequencer loads one when an event for it arrives.
 type SequencerLoad struct {
 	// Next is the ledger's cursor: every sequence below it is finished in
 	// every lane.
@@ -141,11 +143,6 @@ type SequencerLoad struct {
 	// Voided are the correlation's voided sequences (their tombstones,
 	// VoidedType), in order: the newest MaxVoidedKept.
 	Voided []int64 `json:"voided,omitempty"`
-	// LanesOmitted: Lanes are only those with open deliveries; the ledger
-	// may hold the position of others, which a sequencer loads (LoadLanes)
-	// when an event for one arrives. A load from an earlier version names
-	// every lane with a position, and leaves it false.
-	LanesOmitted bool `json:"lanes_omitted,omitempty"`
 }
 
 // LoadLanesInput asks the ledger for the next open deliveries of lanes of

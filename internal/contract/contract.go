@@ -284,12 +284,6 @@ type SequencerState struct {
 	// POST /v1/correlations/{id}/skip) that a lane may still name in a
 	// release's skipped sequences, in order (at most MaxVoidedKept).
 	Voided []int64 `json:"voided,omitempty"`
-	// Bounded: the state keeps only the lanes it needs (busy ones, and at
-	// most MaxIdleLanes idle ones); a lane it does not hold may have a
-	// position in the ledger, and an event for it loads that first. A
-	// state without it (a run of an earlier version) holds every lane it
-	// has seen, and a lane new to it is new to the correlation.
-	Bounded bool `json:"bounded,omitempty"`
 }
 
 // MaxQueuedPerLane bounds the events a sequencer keeps queued in one lane
