@@ -285,10 +285,14 @@ type sequencer struct {
 	// they go once every lane is past them, or once contract.MaxVoidedKept
 	// newer ones came.
 	voided []int64
+	// maxIdle is how many idle lanes it keeps (contract.MaxIdleLanes; the
+	// sequencer's model lowers it, so that its few lanes are dropped and
+	// reloaded as a correlation with many would be).
+	maxIdle int
 }
 
 func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
-	return &sequencer{logger: logger, correlation: correlation, frontier: 1,
+	return &sequencer{logger: logger, correlation: correlation, frontier: 1, maxIdle: contract.MaxIdleLanes,
 		lanes: map[string]*lane{}, fresh: map[string]*contract.Release{}}
 }
 
@@ -485,11 +489,11 @@ func (s *sequencer) dropIdle() {
 			idle = append(idle, ep)
 		}
 	}
-	if len(idle) <= contract.MaxIdleLanes {
+	if len(idle) <= s.maxIdle {
 		return
 	}
 	sort.SliceStable(idle, func(i, j int) bool { return s.lanes[idle[i]].lastFinished < s.lanes[idle[j]].lastFinished })
-	for _, ep := range idle[:len(idle)-contract.MaxIdleLanes] {
+	for _, ep := range idle[:len(idle)-s.maxIdle] {
 		delete(s.lanes, ep)
 	}
 }

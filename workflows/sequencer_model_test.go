@@ -108,7 +108,7 @@ var modelTransitions = []string{
 	"post", "arrive", "arrive-again", "load-read", "load-land", "load-fail", "deliver", "dead-letter",
 	"replay", "skip", "finished", "finished-again", "resync", "void", "endpoint-create", "endpoint-disable",
 	"endpoint-enable", "endpoint-delete", "continue-as-new", "terminate", "reset", "tenant-disable",
-	"merge-absorbs-lane", "lane-load", "lane-overflow",
+	"merge-absorbs-lane", "lane-load", "lane-overflow", "lane-drop",
 }
 
 type modelStats struct {
@@ -357,6 +357,11 @@ type model struct {
 	posted    map[int64]bool
 	nextEp    int
 	tenantOff bool
+	// maxIdle: the idle lanes a run keeps; seen and held, the run and its
+	// lanes at the last check, to count the lanes a run let go.
+	maxIdle int
+	seen    *sequencer
+	held    map[string]bool
 	// snapshots are states the sequencer had between tasks: a Reset goes
 	// back to one.
 	snapshots []contract.SequencerState
@@ -377,9 +382,19 @@ func newModel(t *rapid.T, st *modelStats) *model {
 	// Up to twice a lane's queue, so that a lane held behind a dead letter
 	// overflows its queue and loads the rest from the ledger.
 	m.total = int64(rapid.IntRange(1, 2*contract.MaxQueuedPerLane+8).Draw(t, "sequences"))
-	m.s = newSequencer(nopWarn{}, "corr")
+	m.maxIdle = rapid.IntRange(0, 2).Draw(t, "idle lanes kept")
+	m.s = m.newSequencer()
 	m.loaded = true // a correlation never seen: nothing to load
 	return m
+}
+
+// newSequencer is a run of the sequencer that keeps at most maxIdle idle
+// lanes, so that the model's few lanes are dropped when idle and loaded
+// again when an event comes for one, as a correlation's many would be.
+func (m *model) newSequencer() *sequencer {
+	s := newSequencer(nopWarn{}, "corr")
+	s.maxIdle = m.maxIdle
+	return s
 }
 
 type nopWarn struct{}
@@ -851,7 +866,7 @@ func (m *model) continueAsNew(t *rapid.T) {
 	}
 	var st contract.SequencerState
 	roundTrip(t, m.s.snapshot(), &st)
-	m.s = newSequencer(nopWarn{}, "corr")
+	m.s = m.newSequencer()
 	m.s.restore(st)
 	m.reach("continue-as-new")
 }
@@ -879,7 +894,7 @@ func (m *model) freshRun() {
 	m.dropHandlers()
 	m.pending = append(m.pending, m.waiting...)
 	m.waiting = nil
-	m.s = newSequencer(nopWarn{}, "corr")
+	m.s = m.newSequencer()
 	m.loaded = false
 	m.beginResync(&handler{first: true})
 }
@@ -894,7 +909,7 @@ func (m *model) reset(t *rapid.T) {
 	m.dropHandlers()
 	m.pending = append(m.pending, m.waiting...)
 	m.waiting = nil
-	m.s = newSequencer(nopWarn{}, "corr")
+	m.s = m.newSequencer()
 	m.s.restore(st)
 	m.loaded = true
 	m.reach("reset")
@@ -906,6 +921,17 @@ func (m *model) check(t *rapid.T) {
 	m.states++
 	if m.s == nil {
 		return
+	}
+	if m.s == m.seen {
+		for ep := range m.held {
+			if m.s.lanes[ep] == nil {
+				m.reached["lane-drop"]++
+			}
+		}
+	}
+	m.seen, m.held = m.s, map[string]bool{}
+	for ep := range m.s.lanes {
+		m.held[ep] = true
 	}
 	for _, ep := range sortedKeys(m.s.lanes) {
 		l := m.s.lanes[ep]
