@@ -19,6 +19,12 @@ STACK_RUNS  := TestChaosShort|TestOperatorModelShort|TestBenchShortRun|TestBench
 # many thousands of steps: they run without the race detector, which would
 # make them seven times slower and has nothing to find in them.
 NORACE_RUNS := TestSequencerModel|TestSequencerSizesStayUnderTheBudget
+# The end-to-end tests mostly wait (on receivers, windows, timers), each on
+# a stack of its own (database, task queue, API) beside one Temporal server:
+# most run this many at once. Those whose assertions hang on timing (rate
+# limits, windows, a sequencer still running when its state is read) do not
+# call t.Parallel: Go runs them first, alone.
+E2E_PARALLEL ?= 4
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
 # The linter, built once from the module proxy at this version into bin/.
 STATICCHECK_VERSION := v0.8.2
@@ -144,7 +150,7 @@ test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzForbidden$$' -fuzztime $(FUZZTIME) ./internal/egress/
 
 test-integration: build ts-client
-	$(GO) test -race -count=1 -timeout 40m ./e2e/...
+	$(GO) test -race -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./e2e/...
 	$(GO) test -count=1 -timeout 40m ./cmd/...
 
 test-stack: build

@@ -65,6 +65,7 @@ func badKey(i int) string {
 // bootstrap token, a tenant's key and a portal session are let through
 // the same proxy.
 func TestFailedLoginsLockOutNoValidCredential(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	s := b.newLimitedSide("bounds-auth-" + b.prefix)
 	proxy := b.proxyFrom("127.0.0.1")
@@ -90,6 +91,7 @@ func TestFailedLoginsLockOutNoValidCredential(t *testing.T) {
 // answered 401, not 429; a direct connection's X-Forwarded-For (from
 // 127.0.0.1, not trusted) is ignored, its failures its own address's.
 func TestTrustedProxiesNameTheClient(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}})
 	proxy := b.proxyFrom("127.0.0.2")
 	for i := range 40 {

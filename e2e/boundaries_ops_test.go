@@ -16,6 +16,7 @@ import (
 // no series the process keeps in memory is labelled with its ID, so
 // create-and-delete loops do not grow a process's series without bound.
 func TestDeletedEndpointLeavesNoSeries(t *testing.T) {
+	t.Parallel()
 	b := setupObserved(t, time.Minute)
 	rcv := newTenantReceiver(t)
 	ep := b.createEndpoint(rcv.srv.URL)
@@ -56,6 +57,7 @@ func TestDeletedEndpointLeavesNoSeries(t *testing.T) {
 // framed from its origin (the Referer a browser sends), that origin alone
 // is named, and from another origin none.
 func TestPortalPageTellsNoTenants(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	known, bare := "bounds-page-"+b.prefix, "bounds-bare-"+b.prefix
 	require.Equal(t, http.StatusCreated, b.call(http.MethodPut, "/v1/tenants/"+known, map[string]any{"name": "Known",

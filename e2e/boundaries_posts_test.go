@@ -15,6 +15,7 @@ import (
 // a burst and a little refill accepted, the rest 429 with Retry-After; and
 // the tenant's events_per_second refuses them as it refuses posts.
 func TestTestEventsSpendThePostLimit(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{eventsPerSecond: 2})
 	s := b.newLimitedSide("bounds-posts-" + b.prefix)
 	for _, who := range []struct{ name, token string }{{"session", s.session}, {"key", s.key}} {

@@ -90,6 +90,7 @@ func (s *limitedSide) postTo(b *bundle, endpointID, id, corr string, seq int64) 
 // producer's later events of it are accepted and delivered. Nothing of a
 // refused void is stored.
 func TestVoidsStayInTheirLane(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	s := b.newLimitedSide("bounds-void-" + b.prefix)
 	s.postTo(b, s.ep2, "secret-1", "secret-corr", 1)
@@ -153,6 +154,7 @@ func TestVoidsStayInTheirLane(t *testing.T) {
 // becomes a dead letter all the same, an operator skips it, and the lost
 // notice is logged.
 func TestDeadLetterWrittenWhenItsNoticeCannotBe(t *testing.T) {
+	t.Parallel()
 	logger, logged := newRecordedLog(t)
 	b := setup(t, options{logger: logger})
 	s := b.newLimitedSide("bounds-notice-"+b.prefix, "evt-bad")

@@ -28,6 +28,7 @@ import (
 // touches EP2 or a correlation with no lane at EP1 is a 404, and the walk
 // fails when an operation of the document has no case here.
 func TestLimitedSessionReachesOnlyItsEndpoints(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	s := b.newLimitedSide("bounds-view-"+b.prefix, "e5")
 	require.Equal(t, http.StatusOK, b.callAs(s.key, http.MethodPatch, "/v1/endpoints/"+s.ep1,

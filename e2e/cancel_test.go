@@ -62,6 +62,7 @@ func (b *bundle) workflowStatus(id string) enumspb.WorkflowExecutionStatus {
 //
 // Each cancelled run goes on and completes; none ends cancelled.
 func TestRequestCancellationStrandsNoLane(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -159,6 +160,7 @@ func (b *bundle) resetToDeadLetterWrite(id string) {
 // the skip claimed on it, so 1 ends skipped, its dead letter stays the one
 // skipped (no second generation opened), and 2 is delivered.
 func TestResetKeepsTheSkipTheAPIAccepted(t *testing.T) {
+	t.Parallel()
 	hold := &heldActivity{name: contract.ActivitySkip, started: make(chan struct{}), release: make(chan struct{})}
 	hold.armed.Store(true)
 	b := setup(t, options{window: 3 * time.Second, interceptors: []interceptor.ClientInterceptor{hold}})

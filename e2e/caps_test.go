@@ -38,6 +38,7 @@ type capProblem struct {
 // while an event addressed to one endpoint, or one at the cap, is
 // accepted and delivered to each subscriber.
 func TestFanOutCaps(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{maxEndpoints: 3, maxSubscribers: 2})
 	a := b.subscribe("order.*")
 	c := b.subscribe("order.*")
@@ -103,6 +104,7 @@ func TestFanOutCaps(t *testing.T) {
 // counted (it is not sent them), and the one subscriber may change its
 // own types.
 func TestOperationalSubscriberCap(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{maxSubscribers: 1})
 	op := b.subscribe("hookflow.*")
 	every := b.subscribe()
@@ -130,6 +132,7 @@ func TestOperationalSubscriberCap(t *testing.T) {
 // third exact type are created), "*" and a PATCH onto order.created are
 // refused, and order.created is accepted and routed to its two.
 func TestSubscriptionCap(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{maxSubscribers: 2})
 	first := b.subscribe("order.created")
 	type answer struct {

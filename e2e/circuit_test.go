@@ -83,6 +83,7 @@ func requireDrained(t *testing.T, rcv *ledgerReceiver, corrs []string, seqs int6
 // exactly once, with no dead letter (every window is longer than the
 // outage).
 func TestCircuitBreakerHoldsADeadReceiverToItsProbes(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
 	rcv := newLedgerReceiver(t)
 	var o outage
@@ -129,6 +130,7 @@ func TestCircuitBreakerHoldsADeadReceiverToItsProbes(t *testing.T) {
 // probe: the API's sweep replays one dead letter as the probe. A dead
 // letter of a permanent rejection (400) is not replayed.
 func TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
 	ctx := context.Background()
 	rcv := newLedgerReceiver(t)
@@ -222,6 +224,7 @@ func TestCircuitAutoReplayRecoversAnOutageLongerThanTheWindow(t *testing.T) {
 // that trigger and its figures; once the receiver is well, the probe closes
 // it and the lane drains in order, exactly once.
 func TestCircuitOpensOnTheFailureRate(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	ctx := context.Background()
 	rcv := newLedgerReceiver(t)
@@ -273,6 +276,7 @@ func TestCircuitOpensOnTheFailureRate(t *testing.T) {
 // enabling closes the open circuit as a probe would, so those dead letters
 // are auto-replayed besides the disabling's.
 func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		settings map[string]any
@@ -385,6 +389,7 @@ func (b *bundle) recordRunHistory(workflowID, runID, name string) {
 // Every lane drains in order, exactly once, well before any of their
 // timers would have fired.
 func TestEnablingWakesTheLanesAnOpenCircuitHolds(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 30 * time.Minute})
 	rcv := newLedgerReceiver(t)
 	var o outage

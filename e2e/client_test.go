@@ -76,6 +76,7 @@ func (r *flakyReceiver) acceptedIDs() []string {
 // applied in order by the receiver, a repost is answered with the event as
 // it stands, and a dead letter is found, replayed and delivered.
 func TestClientDeliversAndReplays(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 4 * time.Second})
 	ctx := context.Background()
 	admin := b.newClient(b.cfg.APIToken)
@@ -203,6 +204,7 @@ func TestClientDeliversAndReplays(t *testing.T) {
 // gets 403 naming it, a revoked key 401, a taken sequence 409 with the high
 // water mark. No error carries the key.
 func TestClientProblems(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	ctx := context.Background()
 	admin := b.newClient(b.cfg.APIToken)

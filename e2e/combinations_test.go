@@ -95,6 +95,7 @@ func (b *bundle) waitWorkflowOnDeadLetter(id string, gen int32, what string) {
 // still tell the receiver that 1 was skipped, or the receiver sees a gap
 // and parks 2 for ever.
 func TestReplayAfterTerminateKeepsTheSkippedSequences(t *testing.T) {
+	t.Parallel()
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1, 2)
 	corr := b.id("skip-terminate")
 	b.postSequence(corr, ep.ID, 1, 3)
@@ -120,6 +121,7 @@ func TestReplayAfterTerminateKeepsTheSkippedSequences(t *testing.T) {
 // workflow again, waiting on its dead letter: it is not delivered behind
 // the operator's back.
 func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
+	t.Parallel()
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("release-terminated", ep.ID, 2)
 	b.terminate(id)
@@ -147,6 +149,7 @@ func TestReleaseOfATerminatedDeadLetterWaitsForTheOperator(t *testing.T) {
 // to its first workflow task (its delivery). The reset run finds the event
 // skipped in the ledger and sends nothing.
 func TestResetOfASkippedEventSendsNothing(t *testing.T) {
+	t.Parallel()
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("reset-skipped", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/skip", nil, nil))
@@ -209,6 +212,7 @@ func (s *slowSignal) hook() *signalHook {
 // reaches the workflow first. One action takes effect, the API's (its claim
 // came first), and the dead letter row agrees with how the event ended.
 func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
+	t.Parallel()
 	slow := &slowSignal{delay: 3 * time.Second}
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second, interceptors: []interceptor.ClientInterceptor{slow.hook()}}, 1)
 	for _, c := range []struct {
@@ -251,6 +255,7 @@ func TestAWebUISignalRacingAnAPICallActsOnce(t *testing.T) {
 // operator skips it. The reset run sends nothing before a replay: it waits
 // on the dead letter again, and the skip acts.
 func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
+	t.Parallel()
 	b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("reset-dead-letter", ep.ID, 2)
 	healed.Store(true)
@@ -274,6 +279,7 @@ func TestResetOfADeadLetterWaitsForItsOperator(t *testing.T) {
 // ledger decides: the stale replay takes no effect, the workflow waits on
 // dead letter 2, and the operator's skip of 2 acts.
 func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
+	t.Parallel()
 	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("reset-generation", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
@@ -302,6 +308,7 @@ func TestResetToAnEarlierDeadLetterTakesTheLedgersGeneration(t *testing.T) {
 // and the stale workflow takes it: the operator was answered 202, so the
 // skip happens, once, without a second click.
 func TestALostClaimOfAStaleWorkflowIsCarriedOut(t *testing.T) {
+	t.Parallel()
 	b, rcv, ep, _ := setupRejecting(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second}, 1)
 	corr, id := b.deadLetteredHead("stale-claim", ep.ID, 2)
 	require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id+"/replay", nil, nil))
@@ -335,6 +342,7 @@ func TestALostClaimOfAStaleWorkflowIsCarriedOut(t *testing.T) {
 // compared a stale run ID reopened a replay its running workflow had just
 // carried out, and the row said open for a delivered event.)
 func TestAClaimWhoseWorkflowEndedIsCarriedOut(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"sweep", "release"} {
 		t.Run(path, func(t *testing.T) {
 			b, rcv, ep, healed := setupRejecting(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second}, 1)
@@ -373,6 +381,7 @@ func TestAClaimWhoseWorkflowEndedIsCarriedOut(t *testing.T) {
 // letter 1 for a replay that was carried out and wiped: the repair sweep
 // sends the claimed replay again, and the correlation goes on.
 func TestAReplayResetAwayIsSentAgain(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: time.Minute, repairAfter: 2 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -415,6 +424,7 @@ func TestAReplayResetAwayIsSentAgain(t *testing.T) {
 // The operator's replay (answered 202) must still be carried out: the
 // repair sweep releases the lane again, and it finds the replay claimed.
 func TestAResetToBeforeAReleaseIsReleasedIntoItsDeadLetter(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second, repairAfter: 2 * time.Second})
 	healthy := b.subscribe("order.*")
 	failing := b.subscribe("order.*")
@@ -531,6 +541,7 @@ func (a *heldActivityInbound) hold(ctx context.Context) error {
 // its own transaction, and the repair sweep carries the claim out: the
 // event is delivered, and its lane goes on, without an operator.
 func TestADisablingsDeadLetterWrittenAfterEnablingIsDelivered(t *testing.T) {
+	t.Parallel()
 	hold := &heldActivity{name: contract.ActivityWriteDeadLetter, started: make(chan struct{}), release: make(chan struct{})}
 	b := setup(t, options{window: time.Minute, repairAfter: 2 * time.Second, interceptors: []interceptor.ClientInterceptor{hold}})
 	rcv := newLedgerReceiver(t)

@@ -28,6 +28,7 @@ func (b *bundle) waitState(id string, state contract.State, timeout time.Duratio
 // on the same endpoint keeps flowing; the dead letter carries its context;
 // replay after the receiver heals delivers 2, 3, 4 in order.
 func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 4 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -102,6 +103,7 @@ func TestDeadLetterHoldsSuccessorsThenReplay(t *testing.T) {
 // and records who skipped it (the name of the API key that did), when and
 // why.
 func TestDeadLetterSkip(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -138,6 +140,7 @@ func TestDeadLetterSkip(t *testing.T) {
 // the event; enabling the endpoint again replays it (its dead letter was
 // the disabling's doing), and it is delivered.
 func TestEndpointGoneThenReenabled(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

@@ -22,6 +22,7 @@ import (
 // to it stops at once, it answers 404 to every route, and the other
 // endpoint's lane of the same correlation gets everything in order.
 func TestDeletingAnEndpointEndsItsLanesSkipped(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: time.Minute})
 	steady := b.subscribe("order.*")
 	doomed := b.subscribe("order.*")
@@ -127,6 +128,7 @@ func TestDeletingAnEndpointEndsItsLanesSkipped(t *testing.T) {
 // delivered it (on e6735eb the row stayed "replayed" for a delivery that
 // ended skipped).
 func TestDeletingAnEndpointDuringAReplayEndsItsDeadLetterSkipped(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: time.Minute})
 	doomed := b.subscribe("order.*")
 	var retrying atomic.Bool

@@ -18,6 +18,7 @@ import (
 // attempts for each endpoint, and the failing one's dead letter, held
 // delivery and oldest undelivered.
 func TestEndpointStatsCountFailures(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	flaky, well := newLedgerReceiver(t), newLedgerReceiver(t)
 	epFlaky, epWell := b.createEndpoint(flaky.URL()), b.createEndpoint(well.URL())

@@ -18,6 +18,7 @@ import (
 // a bad change refused without effect, and back to every type; at each step
 // the store's subscribers of a type (what fan-out routes by) follow.
 func TestEndpointEventTypes(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	ctx := context.Background()
 	c := b.newClient(b.cfg.APIToken)

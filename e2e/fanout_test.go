@@ -157,6 +157,7 @@ func (r *ledgerReceiver) requireClean(t *testing.T) {
 // delivery; a raw replay signal naming that endpoint (as typed in the Web
 // UI) delivers its lane in order.
 func TestFanOutAFailingEndpointHoldsOnlyItsLane(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second})
 	billing := b.subscribe("order.*")
 	shipping := b.subscribe("order.*")
@@ -260,6 +261,7 @@ func TestFanOutAFailingEndpointHoldsOnlyItsLane(t *testing.T) {
 // an event nobody subscribes to is accepted with no deliveries and still
 // takes its place.
 func TestFanOutLanesSkipWhatIsNotMeantForThem(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	all := b.subscribe("order.*")
 	paid := b.subscribe("order.paid")
@@ -301,6 +303,7 @@ func TestFanOutLanesSkipWhatIsNotMeantForThem(t *testing.T) {
 // both), and each is acted on alone; the skip moves only its lane, whose
 // next delivery carries it in skipped_sequences.
 func TestFanOutOperatorNamesTheDelivery(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 2 * time.Second})
 	left := b.subscribe("order.*")
 	right := b.subscribe("order.*")
@@ -346,6 +349,7 @@ func TestFanOutOperatorNamesTheDelivery(t *testing.T) {
 // once, and its workflow's history stays bounded: the lanes released
 // together deliver in one workflow task.
 func TestFanOutToAHundredSubscribers(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	var mu sync.Mutex
 	got := map[string]int{}
@@ -400,6 +404,7 @@ func TestFanOutToAHundredSubscribers(t *testing.T) {
 // since the pause; its stats count them, and once enabled they go in order,
 // each envelope's previous_sequence the lane's true one.
 func TestADisabledEndpointLosesNothing(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: time.Minute})
 	steady := b.subscribe("order.*")
 	paused := b.subscribe("order.*")
@@ -487,6 +492,7 @@ func TestADisabledEndpointLosesNothing(t *testing.T) {
 // lane that is not finished, waiting on its dead letter; a replay of it
 // delivers it there, and the endpoint that had it never gets it twice.
 func TestFanOutTerminatedEventStartsAgainWithItsOpenLanesOnly(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 2 * time.Second, repairAfter: 2 * time.Second})
 	done := b.subscribe("order.*")
 	failing := b.subscribe("order.*")

@@ -45,8 +45,11 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m))
 }
 
-// bundle is one test's running hookflow: its own database and task queue on
-// the package's shared Postgres and Temporal.
+// bundle is one test's running hookflow: its own database, task queue and
+// API on the package's shared Postgres and Temporal. That is what lets most
+// tests run at once (t.Parallel): they share nothing but the servers, and
+// name their correlations and events apart (id). A test whose assertions
+// hang on timing runs alone instead.
 type bundle struct {
 	t      *testing.T
 	cfg    config.Config

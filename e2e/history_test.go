@@ -21,6 +21,7 @@ import (
 // and an operator's replay through the API, which signals the workflow by
 // its ID, delivers it once.
 func TestEventContinuesAsNewWhileDeadLettered(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second, eventMaxHistory: 20})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

@@ -143,6 +143,7 @@ func (b *bundle) openDeadLetters(corr string) int {
 // kept one cursor per correlation: after A applied 1, B's first event
 // (previous_sequence 0) was a 409 and was dead-lettered for good.
 func TestTwoEndpointsShareOneReceiverDatabase(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	rcv := newKitReceiver(t)
 	epA := b.createEndpointWith(map[string]any{"url": rcv.URL(), "event_types": []string{"x.*", "both.*"}})
@@ -186,6 +187,7 @@ func TestTwoEndpointsShareOneReceiverDatabase(t *testing.T) {
 //     with StartMidStream and replaying the dead letter delivers it, and
 //     the lane goes on.
 func TestRePointingAnEndpointAtAFreshReceiver(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 6 * time.Second})
 	old := newKitReceiver(t)
 	ep := b.createEndpoint(old.URL())

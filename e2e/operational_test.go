@@ -162,6 +162,7 @@ func TestOperationalDeadLetterEvents(t *testing.T) {
 // letter's write, again at every try: the delivery never dead-lettered.
 // The reserved forms are refused in any case.
 func TestOperationalCorrelationCannotBeTaken(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 5 * time.Second})
 	ctx := context.Background()
 	rcv := newLedgerReceiver(t)

@@ -304,6 +304,7 @@ func TestReplayByARawSignalFromTheWebUI(t *testing.T) {
 // 202, the other 409. When the replayed window fails too, the second click
 // does not replay the new dead letter behind the operator's back: it waits.
 func TestDoubleReplay(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -378,6 +379,7 @@ func TestDoubleReplay(t *testing.T) {
 // acts on it; GET /v1/events says it was restarted. A replay of an event
 // whose workflow completed is a 409.
 func TestReplayAndSkipOfAnEndedWorkflow(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -427,6 +429,7 @@ func TestReplayAndSkipOfAnEndedWorkflow(t *testing.T) {
 // that the API's sweep (in its scheduled loop) and the sequencer's ledger
 // load bring each correlation to its end, in order, exactly once.
 func TestTerminateAndResetDoNotStrandACorrelation(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{repairAfter: 2 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

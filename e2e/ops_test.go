@@ -119,6 +119,7 @@ next:
 // TestOpsMetricsAndStats delivers one event and dead-letters another that
 // holds a successor, then checks /metrics and /v1/stats tell exactly that.
 func TestOpsMetricsAndStats(t *testing.T) {
+	t.Parallel()
 	b := setupObserved(t, 3*time.Second)
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

@@ -119,6 +119,7 @@ func TestOrderedExactlyOnce(t *testing.T) {
 
 // TestSameKeySemantics checks the idempotency contract of POST /v1/events.
 func TestSameKeySemantics(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

@@ -149,6 +149,7 @@ func waitApplied(t *testing.T, rcv *ledgerReceiver, want map[string]int64, timeo
 // transaction that rolls back is never delivered, nor stored anywhere; one
 // that commits (and is enqueued again, a no-op) is delivered once.
 func TestOutboxDeliversCommittedOnly(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -190,6 +191,7 @@ func TestOutboxDeliversCommittedOnly(t *testing.T) {
 // a tenant that does not exist, naming acme's endpoint, reaches no tenant:
 // it stays pending in the outbox with the reason noted.
 func TestOutboxKeepsTheTenant(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	acme, globex := b.newTenantSide("outbox-acme"), b.newTenantSide("outbox-globex")
 	ctx := context.Background()
@@ -254,6 +256,7 @@ func TestOutboxKeepsTheTenant(t *testing.T) {
 // the correlations interleaved at random. Each event is delivered once, and
 // each correlation in order.
 func TestOutboxRelaysRace(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{workers: 2})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -320,6 +323,7 @@ func TestOutboxRelaysRace(t *testing.T) {
 // back every event is delivered once and in order, with no restart of the
 // API, the worker or the relay.
 func TestOutboxSurvivesTemporalOutage(t *testing.T) {
+	t.Parallel()
 	pg := testenv.Postgres(t)
 	port, err := localpg.FreeLowPort()
 	require.NoError(t, err)

@@ -336,6 +336,7 @@ func (f *framer) frame(link string) {
 // headless Chromium against the real stack, every step kept as a
 // screenshot under artifacts/portal/.
 func TestPortalBrowser(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	b := setup(t, options{})
 	ctx := context.Background()

@@ -78,6 +78,7 @@ func (b *bundle) portalToken(tenant string, body map[string]any) (portalLink, po
 // as portal:<actor>; revoking it, or its end, refuses it on its next
 // request with a problem type of its own.
 func TestPortalSessions(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	ctx := context.Background()
 	a := b.newTenantSide("portal-acme", "evt-bad")

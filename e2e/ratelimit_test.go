@@ -105,6 +105,7 @@ func TestCircuitCloseKeepsTheRateLimit(t *testing.T) {
 // and 2,000 s; a PATCH to 50/s gives up the old rate's slots and wakes
 // them, and they are delivered within seconds, each once, in order.
 func TestRateLimitChangeHoldsAtOnce(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "rate_limit": 0.001})

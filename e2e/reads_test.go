@@ -23,6 +23,7 @@ import (
 // POST /v1/events. Reads have a bucket of their own: a key that spent its
 // reads still posts events, and another read key still reads.
 func TestReadsRateLimitedPerKey(t *testing.T) {
+	t.Parallel()
 	// 0.05 per second: a burst of 1, and the next read in 20 s.
 	b := setup(t, options{readsPerSecond: 0.05})
 	ep := b.createEndpoint("http://127.0.0.1:9/hook")
@@ -74,6 +75,7 @@ func TestReadsRateLimitedPerKey(t *testing.T) {
 // count; GET /v1/events/{id}/deliveries/{endpoint_id}/attempts pages
 // through every one of them, oldest first, and the view's are its last.
 func TestEventViewCapsAttempts(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 6 * time.Second})
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
@@ -150,6 +152,7 @@ func TestEventViewCapsAttempts(t *testing.T) {
 // has it; an endpoint whose hour holds more attempts than the sample
 // (1,000) is told from its last 1,000, and says so.
 func TestEndpointsHealthAtOnce(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 6 * time.Second})
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)

@@ -55,6 +55,7 @@ import (
 // (url_path_public): its path is shown to the read key and in its dead
 // letter.
 func TestRedaction(t *testing.T) {
+	t.Parallel()
 	tp, spans := spantest.Install(t)
 	ic, err := tracing.TemporalInterceptor(tp)
 	require.NoError(t, err)
@@ -351,6 +352,7 @@ func spansText(spans []sdktrace.ReadOnlySpan) string {
 // letter, the API's answers, the database, the event's history, or the
 // hookflow.dead_letter.created an operator's endpoint receives.
 func TestRedactionEchoedForms(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 6 * time.Second})
 	secret := randHex(8) + `<a&b>/"c'd=e+f?g h` + randHex(8)
 	forms := echoForms(secret)

@@ -31,6 +31,7 @@ import (
 // waits) and has the sequencer release them again; each is delivered once,
 // in order, long before the start delay would have ended.
 func TestSweepReleasesAHeadThatLostItsRelease(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{repairAfter: 2 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

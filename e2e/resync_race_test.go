@@ -65,6 +65,7 @@ func (o *lateArrivalOutbound) UpdateWithStartWorkflow(ctx context.Context, in *i
 // and 11 were stored, is held here): Temporal gives the updates sent
 // meanwhile to the next task, in the order they came, the resync first.
 func TestAResyncRacingAnArrivalOnANewLaneKeepsItsOrder(t *testing.T) {
+	t.Parallel()
 	hold := &heldActivity{name: contract.ActivityLoadSequencer, afterRun: true, started: make(chan struct{}), release: make(chan struct{})}
 	late := &lateArrival{}
 	late.late.Store("")

@@ -18,6 +18,7 @@ import (
 // letter whole; a repost is answered as before, from the ledger, and GET
 // /v1/stats says what the cleaner did; the dead letter is still replayed.
 func TestCleanerInItsLoop(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{retention: time.Second, window: 3 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

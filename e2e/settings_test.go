@@ -85,6 +85,7 @@ func TestEndpointSettingsHeadersTimeoutAndWindow(t *testing.T) {
 // over at least the time the limit allows (the observed rate is printed),
 // while an unlimited endpoint of the same events is not held back.
 func TestEndpointRateLimitKeepsOrderAndNeverDeadLetters(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
 	limited := newLedgerReceiver(t)
 	free := newLedgerReceiver(t)

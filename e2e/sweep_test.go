@@ -65,6 +65,7 @@ func (o *lockProbeOutbound) UpdateWithStartWorkflow(ctx context.Context, in *int
 // could not take it (queued) is started by the sweep in its scheduled loop,
 // and no row of the ledger is locked while the sweep calls Temporal.
 func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
+	t.Parallel()
 	probe := &lockProbe{seen: map[string]error{}}
 	b := setup(t, options{interceptors: []interceptor.ClientInterceptor{probe}})
 	rcv := newLedgerReceiver(t)
@@ -173,6 +174,7 @@ func (b *bundle) startWorkerProcess() *exec.Cmd {
 // processed", and the event is applied once; its successor follows in
 // order.
 func TestWorkerKilledAfterTheReceiverCommitted(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{noWorkers: true})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
@@ -245,6 +247,7 @@ func (b *bundle) breakSequencer(corr, taskQueue string) {
 // and the terminated heads of other correlations are started and repaired
 // as usual.
 func TestSweepsGoOnPastASequencerThatNeverAnswers(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{repairAfter: 2 * time.Second})
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())

@@ -27,6 +27,7 @@ import (
 //   - disabled: a disabled tenant's deliveries wait, spending no recovery
 //     window (nothing is dead-lettered), and go once it is enabled.
 func TestTenantDeliveryLimits(t *testing.T) {
+	t.Parallel()
 	rcv := newTenantReceiver(t)
 	// The noisy tenant's endpoints have a receiver each: order is per lane.
 	lanes := []*tenantReceiver{newTenantReceiver(t), newTenantReceiver(t)}

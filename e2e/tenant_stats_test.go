@@ -49,6 +49,7 @@ func (p tenantRankPage) ids() []string {
 // (more open dead letters first), page by page, and leaves out a tenant
 // with nothing to count.
 func TestOperatorSeesTenants(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	worse := b.newTenantSide("worse", "w-1", "w-2")
 	better := b.newTenantSide("better", "b-1")

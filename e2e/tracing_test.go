@@ -32,6 +32,7 @@ import (
 // of the same trace. The first attempt is answered 503 so that "every
 // attempt" is seen.
 func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
+	t.Parallel()
 	tp, rec := spantest.Install(t)
 	ic, err := tracing.TemporalInterceptor(tp)
 	require.NoError(t, err)

@@ -48,6 +48,7 @@ func runNode(t *testing.T, rel string, env ...string) string {
 // and gets a second replay and an invalid id back as typed problems. What it
 // did is then read back here, from the API and the receiver.
 func TestTypeScriptClientPublishesReadsReplaysAndSkips(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 4 * time.Second})
 	rcv := newFlakyReceiver(t)
 	heal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +94,7 @@ func TestTypeScriptClientPublishesReadsReplaysAndSkips(t *testing.T) {
 // TypeScript program (clients/typescript/examples/publish.ts, which the
 // README quotes whole) against the real API: it publishes one event.
 func TestTypeScriptReadmeProgramPublishes(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(filepath.Join(tsClient, "examples", "publish.ts"))
 	require.NoError(t, err)
 	readme, err := os.ReadFile("../README.md")

@@ -56,6 +56,7 @@ func (p *signalTimeout) hook() *signalHook {
 // claimed replay again), the event is delivered once, in order, and the dead
 // letter ends replayed by the operator.
 func TestAnOperatorsActionWhoseSignalTimedOutStands(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		sent bool

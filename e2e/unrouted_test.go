@@ -18,6 +18,7 @@ import (
 // (unrouted), where they once said only "delivered" with no deliveries;
 // an event that was routed says unrouted false. The kit's client reads it.
 func TestAnEventNoEndpointTakesSaysSo(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	orders := b.subscribe("order.*")
 	corr := b.id("unrouted")

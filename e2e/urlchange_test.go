@@ -54,6 +54,7 @@ func (r *headerReceiver) got(eventID string) (key string, ok bool) {
 // change of URL is recorded with the key that made it, and only an admin
 // key reads the record.
 func TestHeadersFollowTheirURL(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{})
 	legit, stranger := newHeaderReceiver(t), newHeaderReceiver(t)
 	secret := "rcv_live_" + randHex(16)

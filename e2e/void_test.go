@@ -23,6 +23,7 @@ import (
 // nowhere; a repeat of the void changes nothing; the correlation lists the
 // voided sequences, and the tombstones record who voided them and why.
 func TestVoidingASequenceTheProducerLostFreesEveryLane(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: time.Minute})
 	a := b.subscribe("order.*")
 	c := b.subscribe("order.*")

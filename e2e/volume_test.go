@@ -31,6 +31,7 @@ import (
 // events from the cursor, took 10,102 for an arrival after a gap, and A's
 // lane stopped until someone handled E's dead letter.
 func TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 3 * time.Second})
 	held := b.subscribe("x.*")
 	healthy := b.subscribe()
