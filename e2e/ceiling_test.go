@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -102,4 +104,28 @@ func TestSubscriberCeilingHeldByAGapSurvivesASequencerTerminate(t *testing.T) {
 	for _, ep := range eps {
 		require.Equal(t, want, rcvs[ep].appliedTo(corr), "lane %.16s…", ep)
 	}
+	// What the fresh sequencer and an event's workflow gave Temporal (a
+	// load's marker, an update's answer, a start's input) stayed under the
+	// budget, far from Temporal's 2 MiB blob limit.
+	for what, wid := range map[string]string{"fresh sequencer": seqID, "event 1's workflow": wf(id(1))} {
+		size, kind := b.largestHistoryEvent(wid)
+		t.Logf("FIGURE %s: largest history event %s, %d bytes", what, kind, size)
+		require.Less(t, size, contract.MaxPayloadBytes, what)
+	}
+}
+
+// largestHistoryEvent is the size and type of the largest event in the
+// history of the latest run of workflow id.
+func (b *bundle) largestHistoryEvent(id string) (int, string) {
+	b.t.Helper()
+	it := b.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	size, kind := 0, ""
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(b.t, err)
+		if n := proto.Size(ev); n > size {
+			size, kind = n, ev.GetEventType().String()
+		}
+	}
+	return size, kind
 }
