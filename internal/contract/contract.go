@@ -6,6 +6,8 @@
 package contract
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -58,18 +60,54 @@ const (
 // tenant's ID and an event's key can never contain "/", so an event's ID
 // has one and a sequencer's two, and no two tenants' IDs collide. The
 // tenant leads, so the Web UI lists a tenant's workflows by the prefix
-// (WorkflowId STARTS_WITH "acme/") as well as by TenantId.
+// (WorkflowId STARTS_WITH "acme/") as well as by TenantId. One that would
+// pass MaxWorkflowIDLength is abbreviated (workflowID).
 const sequencerInfix = "/sequencer/"
+
+// MaxWorkflowIDLength is the longest workflow ID hookflow gives Temporal.
+// Temporal's frontend takes IDs of up to 1,000 characters, but its SQL
+// persistence (PostgreSQL and MySQL: the compose stack's, hookflow dev's,
+// the tests') keeps them in VARCHAR(255) columns: a start or an
+// update-with-start with a longer one fails in the history service's write
+// ("value too long for type character varying(255)"), an error the client
+// retries until its deadline, so the event never becomes a workflow. A
+// tenant of 200 characters and a key of 255 make 456.
+const MaxWorkflowIDLength = 255
+
+// abbreviationMark joins an abbreviated workflow ID's head to its digest.
+// Keys and tenant IDs are of [A-Za-z0-9_:-], so no ID written in full
+// holds it, and no abbreviated one equals an ID written in full.
+const abbreviationMark = "~"
+
+// workflowID is prefix+key, or, when that passes MaxWorkflowIDLength,
+// prefix, as much of key as fits and the mark followed by a digest of the
+// whole (128 bits of SHA-256, base32): the same event or correlation
+// always gets the same ID, so a start repeated after a crash still finds
+// its workflow, and two keys that share a long head get two IDs. The
+// prefix (the tenant, and for a sequencer the infix) stays whole: at most
+// 211 characters, which leaves room for the digest.
+func workflowID(prefix, key string) string {
+	id := prefix + key
+	if len(id) <= MaxWorkflowIDLength {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	digest := abbreviationMark + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+	head := MaxWorkflowIDLength - len(prefix) - len(digest)
+	return prefix + key[:max(head, 0)] + digest
+}
 
 // DefaultTenant owns every row that was there before tenants (migration
 // 025), and is the tenant an operator key acts on when it names none.
 const DefaultTenant = "default"
 
 // EventWorkflowID is the workflow ID of tenant's event eventID.
-func EventWorkflowID(tenant, eventID string) string { return tenant + "/" + eventID }
+func EventWorkflowID(tenant, eventID string) string { return workflowID(tenant+"/", eventID) }
 
 // SequencerID is the workflow ID of the sequencer of tenant's correlation.
-func SequencerID(tenant, correlationID string) string { return tenant + sequencerInfix + correlationID }
+func SequencerID(tenant, correlationID string) string {
+	return workflowID(tenant+sequencerInfix, correlationID)
+}
 
 // TenantOf returns the tenant of an event's or a sequencer's workflow ID
 // (what an activity learns its tenant from: its workflow's ID).
@@ -78,17 +116,21 @@ func TenantOf(workflowID string) (string, bool) {
 	return t, ok && t != ""
 }
 
-// EventOf returns the tenant and event of an event's workflow ID.
+// EventOf returns the tenant and event of an event's workflow ID; not ok
+// for an abbreviated one, which does not hold the whole key.
 func EventOf(workflowID string) (tenant, eventID string, ok bool) {
 	tenant, eventID, ok = strings.Cut(workflowID, "/")
-	return tenant, eventID, ok && tenant != "" && eventID != "" && !strings.Contains(eventID, "/")
+	return tenant, eventID, ok && tenant != "" && eventID != "" && !strings.Contains(eventID, "/") &&
+		!strings.Contains(eventID, abbreviationMark)
 }
 
 // CorrelationOf returns the tenant and correlation of a sequencer's
-// workflow ID.
+// workflow ID; not ok for an abbreviated one, which does not hold the
+// whole correlation ID.
 func CorrelationOf(sequencerID string) (tenant, correlationID string, ok bool) {
 	tenant, correlationID, ok = strings.Cut(sequencerID, sequencerInfix)
-	return tenant, correlationID, ok && tenant != "" && !strings.Contains(tenant, "/")
+	return tenant, correlationID, ok && tenant != "" && !strings.Contains(tenant, "/") &&
+		!strings.Contains(correlationID, abbreviationMark)
 }
 
 // SequencerTaskQueue is the task queue of the sequencers of events on

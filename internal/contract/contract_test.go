@@ -108,3 +108,39 @@ func TestCapReason(t *testing.T) {
 		require.True(t, strings.HasSuffix(got, "…"))
 	}
 }
+
+// TestWorkflowIDsFitTemporalsSQLPersistence: Temporal's SQL persistence
+// keeps workflow IDs in VARCHAR(255), and a longer one never starts. An
+// event's and a sequencer's workflow IDs fit it at the longest tenant ID
+// and the longest key; one that fits is the key in full, as before; an
+// abbreviated one keeps its tenant whole (the Web UI's prefix filter) and
+// is the same for the same key, and two keys that share all but their
+// last character get two IDs.
+func TestWorkflowIDsFitTemporalsSQLPersistence(t *testing.T) {
+	t.Parallel()
+	tenant := strings.Repeat("t", 200)
+	require.Nil(t, intake.ValidTenantID("tenant_id", tenant), "the longest tenant ID")
+	key := func(last byte) string { return strings.Repeat("k", 254) + string(last) }
+	require.Nil(t, intake.ValidKey("id", key('a')), "the longest key")
+	seen := map[string]string{}
+	for _, tn := range []string{"default", tenant} {
+		for _, k := range []string{key('a'), key('b'), strings.Repeat("k", 40)} {
+			for kind, id := range map[string]string{"event": contract.EventWorkflowID(tn, k), "sequencer": contract.SequencerID(tn, k)} {
+				require.LessOrEqual(t, len(id), contract.MaxWorkflowIDLength, "%s of %.8s…/%.8s…", kind, tn, k)
+				require.True(t, strings.HasPrefix(id, tn+"/"), "the tenant leads, whole")
+				require.NotContains(t, seen, id, "a second key with the same workflow ID")
+				seen[id] = kind + tn + k
+			}
+		}
+	}
+	require.Equal(t, "default/evt-1", contract.EventWorkflowID("default", "evt-1"), "a key that fits is the ID, in full")
+	require.Equal(t, "default/sequencer/order-42", contract.SequencerID("default", "order-42"))
+	require.Equal(t, contract.EventWorkflowID(tenant, key('a')), contract.EventWorkflowID(tenant, key('a')), "the same key, the same workflow")
+	long := contract.EventWorkflowID("default", key('a'))
+	require.True(t, strings.HasPrefix(long, "default/kkkk"), "as much of the key as fits leads: %s", long)
+	_, _, ok := contract.EventOf(long)
+	require.False(t, ok, "an abbreviated ID does not hold the whole key")
+	tn, ok := contract.TenantOf(contract.SequencerID(tenant, key('a')))
+	require.True(t, ok)
+	require.Equal(t, tenant, tn)
+}
