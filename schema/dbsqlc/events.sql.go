@@ -1120,15 +1120,24 @@ func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([
 }
 
 const EventsQueuedClaim = `-- name: EventsQueuedClaim :many
-WITH claimed AS (
-    UPDATE events e SET swept_at = now()
-    FROM (
-        SELECT tenant_id, id FROM events
-        WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
-        ORDER BY GREATEST(accepted_at, swept_at)
+WITH due AS (
+    SELECT q.tenant_id, q.id, q.due, row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.due, q.id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT e.tenant_id, e.id, GREATEST(e.accepted_at, e.swept_at) AS due FROM events e
+        WHERE e.tenant_id = t.id AND e.state = 'queued' AND GREATEST(e.accepted_at, e.swept_at) < now() - make_interval(secs => $2)
+        ORDER BY GREATEST(e.accepted_at, e.swept_at)
         LIMIT $1
-        FOR UPDATE SKIP LOCKED
     ) q
+), picked AS (
+    -- Locked here, not above: a window function's query cannot lock. A
+    -- row another sweep took meanwhile is skipped, or fails the recheck.
+    SELECT e.tenant_id, e.id FROM events e
+    JOIN (SELECT tenant_id, id FROM due ORDER BY turn, due LIMIT $1) d ON e.tenant_id = d.tenant_id AND e.id = d.id
+    WHERE e.state = 'queued' AND GREATEST(e.accepted_at, e.swept_at) < now() - make_interval(secs => $2)
+    FOR UPDATE OF e SKIP LOCKED
+), claimed AS (
+    UPDATE events e SET swept_at = now()
+    FROM picked q
     WHERE e.tenant_id = q.tenant_id AND e.id = q.id
     RETURNING e.tenant_id, e.id
 )
@@ -1144,9 +1153,12 @@ type EventsQueuedClaimParams struct {
 // Takes up to $1 events queued for more than $2 seconds that no sweep took
 // within as long, and stamps them, in one statement: the sweep then starts
 // their workflows with no transaction open, and another API process's sweep
-// leaves them alone for $2 seconds. They are taken in the order they became
-// due (accepted, or last taken in hand), so one the sweep could not start
-// goes to the back of the line rather than taking the front of every batch.
+// leaves them alone for $2 seconds. Tenants are served in turn: each
+// tenant's events are ranked in the order they became due (accepted, or
+// last taken in hand, so one the sweep could not start goes to the back of
+// its tenant's line), and the batch takes every tenant's first before
+// anyone's second; a tenant's backlog delays only itself. Each turn reads
+// one tenant's range of events_queued_idx, at most $1 rows of it.
 // Each comes with its deliveries (events_routed) and its tenant: the sweep
 // takes every tenant's.
 func (q *Queries) EventsQueuedClaim(ctx context.Context, arg EventsQueuedClaimParams) ([]EventsRouted, error) {
@@ -1382,15 +1394,27 @@ func (q *Queries) LanesLoad(ctx context.Context, arg LanesLoadParams) ([]LanesLo
 }
 
 const LanesStuckHeadsClaim = `-- name: LanesStuckHeadsClaim :many
-WITH RECURSIVE due AS (
+WITH RECURSIVE ranked AS (
+    SELECT r.tenant_id, r.correlation_id, r.due, row_number() OVER (PARTITION BY r.tenant_id ORDER BY r.due, r.correlation_id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT c.tenant_id, c.correlation_id, GREATEST(c.updated_at, c.swept_at) AS due FROM correlations c
+        WHERE c.tenant_id = t.id AND c.high_water >= c.next_sequence
+          AND GREATEST(c.updated_at, c.swept_at) < now() - make_interval(secs => $1)
+        ORDER BY GREATEST(c.updated_at, c.swept_at)
+        LIMIT $2
+    ) r
+), due AS (
     UPDATE correlations c SET swept_at = now()
     FROM (
-        SELECT tenant_id, correlation_id FROM correlations
-        WHERE high_water >= next_sequence
-          AND GREATEST(updated_at, swept_at) < now() - make_interval(secs => $1)
-        ORDER BY GREATEST(updated_at, swept_at)
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED
+        -- Locked here, not in ranked: a window function's query cannot
+        -- lock. A row another sweep took meanwhile is skipped, or fails
+        -- the recheck.
+        SELECT x.tenant_id, x.correlation_id FROM correlations x
+        JOIN (SELECT tenant_id, correlation_id FROM ranked ORDER BY turn, due LIMIT $2) k
+          ON x.tenant_id = k.tenant_id AND x.correlation_id = k.correlation_id
+        WHERE x.high_water >= x.next_sequence
+          AND GREATEST(x.updated_at, x.swept_at) < now() - make_interval(secs => $1)
+        FOR UPDATE OF x SKIP LOCKED
     ) d
     WHERE c.tenant_id = d.tenant_id AND c.correlation_id = d.correlation_id
     RETURNING c.tenant_id, c.correlation_id, c.next_sequence
@@ -1453,8 +1477,10 @@ type LanesStuckHeadsClaimRow struct {
 // The heads of the lanes (the lowest sequence not finished in each
 // (correlation, endpoint)) of correlations whose cursor has not moved, and
 // that no sweep took in hand, for $1 seconds, whose delivery has not changed
-// for as long either; up to $2 correlations are taken, in the order they
-// became due, and stamped (swept_at) in one statement, so the sweep then
+// for as long either; up to $2 correlations are taken, tenants in turn
+// (every tenant's first due correlation before anyone's second, each
+// tenant's in the order they became due: EventsQueuedClaim), and stamped
+// (swept_at) in one statement, so the sweep then
 // calls Temporal with no transaction open and another API process's sweep
 // leaves them alone for $1 seconds. A head that does not move may be fine (a
 // dead letter waits for its operator; a retry waits for its timer), or its
@@ -1464,8 +1490,8 @@ type LanesStuckHeadsClaimRow struct {
 // are all such, or changed within $1 seconds, is stamped all the same and
 // looked at again a lease later.
 // correlations_due_idx holds only correlations with an event not finished,
-// in due order, so the claim reads what it takes and no more; each lane's
-// head is one probe of deliveries_pending_idx: the recursive walk skips
+// by tenant in due order, so a tenant's turn reads at most $2 of them;
+// each lane's head is one probe of deliveries_pending_idx: the recursive walk skips
 // from one endpoint to the next rather than reading a lane's backlog. The
 // planner guesses ten rounds of it for every correlation, which costs the
 // query past jit_above_cost: LanesStuckHeadsClaim runs it with JIT off, or
