@@ -75,18 +75,24 @@ func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 // RequestPool opens a second pool on base's database for the API's
 // requests: each of its sessions has statement_timeout set to timeout
-// (none when zero), so no request's statement runs longer, while the
+// (none when zero), so no request's statement runs longer, and each
+// statement is planned for its arguments (plan_cache_mode), while the
 // sweeps, the cleaner and, in one process, the workers keep base's
 // sessions, whose long statements must finish. Its connections are opened
 // as requests need them, like base's.
 func RequestPool(ctx context.Context, base *pgxpool.Pool, timeout time.Duration) (*pgxpool.Pool, error) {
 	cfg := base.Config()
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
 	if timeout > 0 {
-		if cfg.ConnConfig.RuntimeParams == nil {
-			cfg.ConnConfig.RuntimeParams = map[string]string{}
-		}
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	}
+	// The lists' filters are optional ($1 IS NULL OR type = $1): only a
+	// plan made for the values given turns them into index conditions. A
+	// prepared statement may otherwise settle on one generic plan after
+	// five runs, and read a tenant's whole log for a rare type.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open request pool: %w", err)

@@ -728,8 +728,8 @@ WITH ins AS (
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
-    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms, accepted_at)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
     FROM ins CROSS JOIN (SELECT DISTINCT unnest($8::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
@@ -826,24 +826,21 @@ FROM events_routed e
 WHERE e.tenant_id = $1 AND e.type <> 'hookflow.voided'
   AND ($2::text IS NULL OR e.correlation_id = $2)
   AND ($3::text IS NULL OR e.type = $3)
-  AND ($4::text IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = $4))
-  AND ($5::text[] IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($5::text[])))
-  AND ($5::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($5::text[]) x)
-       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($5::text[]) x))
-  AND ($6::timestamptz IS NULL
-       OR (e.accepted_at, e.id) < ($6, $7::text))
+  AND ($4::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($4::text[])))
+  AND ($4::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($4::text[]) x)
+       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($4::text[]) x))
+  AND ($5::timestamptz IS NULL
+       OR (e.accepted_at, e.id) < ($5, $6::text))
 ORDER BY e.accepted_at DESC, e.id DESC
-LIMIT $8
+LIMIT $7
 `
 
 type EventListParams struct {
 	TenantID      string
 	CorrelationID *string
 	Type          *string
-	EndpointID    *string
 	OnlyEndpoints []string
 	BeforeTime    *time.Time
 	BeforeID      string
@@ -872,8 +869,7 @@ type EventListRow struct {
 
 // A page of the tenant's event log, newest first, keyset-paged on
 // (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
-// by type). Empty filters match all; endpoint_id keeps the events routed to
-// it, only_endpoints (a portal session's) those routed to one of them and,
+// by type). Empty filters match all; only_endpoints (a portal session's) those routed to one of them and,
 // of hookflow's own (a hookflow: correlation), those about one of them.
 // Voided sequences' tombstones are no events. The payload is left out
 // (NULL): a page shows what happened, GET /v1/events/{id} the rest.
@@ -882,7 +878,6 @@ func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventLi
 		arg.TenantID,
 		arg.CorrelationID,
 		arg.Type,
-		arg.EndpointID,
 		arg.OnlyEndpoints,
 		arg.BeforeTime,
 		arg.BeforeID,
@@ -895,6 +890,106 @@ func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventLi
 	items := []EventListRow{}
 	for rows.Next() {
 		var i EventListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CorrelationID,
+			&i.Sequence,
+			&i.Type,
+			&i.Data,
+			&i.PayloadHash,
+			&i.State,
+			&i.AcceptedAt,
+			&i.ReleasedAt,
+			&i.DeliveredAt,
+			&i.UpdatedAt,
+			&i.RunID,
+			&i.Restarts,
+			&i.RestartedAt,
+			&i.RestartReason,
+			&i.Deliveries,
+			&i.TenantID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const EventListByEndpoint = `-- name: EventListByEndpoint :many
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM deliveries r JOIN events_routed e ON e.tenant_id = r.tenant_id AND e.id = r.event_id
+WHERE r.tenant_id = $1 AND r.endpoint_id = $2 AND e.type <> 'hookflow.voided'
+  AND ($3::text IS NULL OR e.correlation_id = $3)
+  AND ($4::text IS NULL OR e.type = $4)
+  AND ($5::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($5::text[])))
+  AND ($5::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($5::text[]) x)
+       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($5::text[]) x))
+  AND ($6::timestamptz IS NULL
+       OR (r.accepted_at, r.event_id) < ($6, $7::text))
+ORDER BY r.accepted_at DESC, r.event_id DESC
+LIMIT $8
+`
+
+type EventListByEndpointParams struct {
+	TenantID      string
+	EndpointID    string
+	CorrelationID *string
+	Type          *string
+	OnlyEndpoints []string
+	BeforeTime    *time.Time
+	BeforeID      string
+	MaxRows       int32
+}
+
+type EventListByEndpointRow struct {
+	ID            string
+	CorrelationID string
+	Sequence      int64
+	Type          string
+	Data          []byte
+	PayloadHash   []byte
+	State         string
+	AcceptedAt    time.Time
+	ReleasedAt    *time.Time
+	DeliveredAt   *time.Time
+	UpdatedAt     time.Time
+	RunID         *string
+	Restarts      int32
+	RestartedAt   *time.Time
+	RestartReason *string
+	Deliveries    []byte
+	TenantID      string
+}
+
+// EventList's page of the events routed to endpoint_id, read along that
+// endpoint's deliveries in the log's order (deliveries_log_idx: a delivery
+// keeps its event's accepted_at), so its cost is the page's, however few of
+// the tenant's events go there.
+func (q *Queries) EventListByEndpoint(ctx context.Context, arg EventListByEndpointParams) ([]EventListByEndpointRow, error) {
+	rows, err := q.db.Query(ctx, EventListByEndpoint,
+		arg.TenantID,
+		arg.EndpointID,
+		arg.CorrelationID,
+		arg.Type,
+		arg.OnlyEndpoints,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventListByEndpointRow{}
+	for rows.Next() {
+		var i EventListByEndpointRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.CorrelationID,

@@ -16,8 +16,8 @@ WITH ins AS (
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
-    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms, accepted_at)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
     FROM ins CROSS JOIN (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
@@ -537,8 +537,7 @@ RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;
 -- name: EventList :many
 -- A page of the tenant's event log, newest first, keyset-paged on
 -- (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
--- by type). Empty filters match all; endpoint_id keeps the events routed to
--- it, only_endpoints (a portal session's) those routed to one of them and,
+-- by type). Empty filters match all; only_endpoints (a portal session's) those routed to one of them and,
 -- of hookflow's own (a hookflow: correlation), those about one of them.
 -- Voided sequences' tombstones are no events. The payload is left out
 -- (NULL): a page shows what happened, GET /v1/events/{id} the rest.
@@ -548,8 +547,6 @@ FROM events_routed e
 WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
   AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
   AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
-  AND (sqlc.narg(endpoint_id)::text IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = sqlc.narg(endpoint_id)))
   AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
        SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
   AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
@@ -558,6 +555,27 @@ WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
   AND (sqlc.narg(before_time)::timestamptz IS NULL
        OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
 ORDER BY e.accepted_at DESC, e.id DESC
+LIMIT sqlc.arg(max_rows);
+
+-- name: EventListByEndpoint :many
+-- EventList's page of the events routed to endpoint_id, read along that
+-- endpoint's deliveries in the log's order (deliveries_log_idx: a delivery
+-- keeps its event's accepted_at), so its cost is the page's, however few of
+-- the tenant's events go there.
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM deliveries r JOIN events_routed e ON e.tenant_id = r.tenant_id AND e.id = r.event_id
+WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.endpoint_id = sqlc.arg(endpoint_id) AND e.type <> 'hookflow.voided'
+  AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
+  AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
+       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
+       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (r.accepted_at, r.event_id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
+ORDER BY r.accepted_at DESC, r.event_id DESC
 LIMIT sqlc.arg(max_rows);
 
 -- name: EventTypeList :many
