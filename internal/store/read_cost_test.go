@@ -233,8 +233,9 @@ func TestListFiltersReadTheirIndexes(t *testing.T) {
 
 // BenchmarkListPlans loads a million events (and their deliveries and dead
 // letters: seedLog) and prints EXPLAIN (ANALYZE, BUFFERS) of every list
-// filter the API offers (readCases); docs/read-cost.md quotes it. It
-// asserts nothing: TestListFiltersReadTheirIndexes holds the plans.
+// filter the API offers (readCases); docs/operability.md ("What a read
+// costs") quotes it. It asserts nothing: TestListFiltersReadTheirIndexes
+// holds the plans.
 //
 //	go test -count=1 -run '^$' -bench BenchmarkListPlans -benchtime 1x -timeout 30m -v ./internal/store/
 func BenchmarkListPlans(b *testing.B) {
