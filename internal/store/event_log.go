@@ -27,26 +27,26 @@ type EventFilter struct {
 // endpoints (OnlyEndpoints), it returns only the events routed to one of
 // them, each with its deliveries to them only, as EventGet does.
 func (s *Store) EventList(ctx context.Context, f EventFilter) ([]Event, error) {
-	// A session limited to one endpoint sees only the events routed there:
-	// its whole log is that endpoint's, read along its deliveries.
-	if f.EndpointID == "" && s.limited && len(s.only) == 1 {
-		f.EndpointID = s.only[0]
+	// The events routed to some endpoints (the filter's, or all a limited
+	// session sees) are read along those endpoints' deliveries.
+	endpoints, byEndpoint := []string{f.EndpointID}, f.EndpointID != ""
+	if !byEndpoint && s.limited {
+		endpoints, byEndpoint = s.only, true
 	}
 	var out []Event
 	var err error
-	if f.EndpointID != "" {
-		var rows []dbsqlc.EventListByEndpointRow
-		rows, err = s.q.EventListByEndpoint(ctx, dbsqlc.EventListByEndpointParams{TenantID: s.tenant, EndpointID: f.EndpointID,
+	if byEndpoint {
+		var rows []dbsqlc.EventListByEndpointsRow
+		rows, err = s.q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: s.tenant, Endpoints: endpoints,
 			CorrelationID: nullIfZero(f.CorrelationID), Type: nullIfZero(f.Type), OnlyEndpoints: s.onlyEndpoints(),
 			BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
 		if err == nil {
-			out, err = rowsOf(rows, func(r dbsqlc.EventListByEndpointRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
+			out, err = rowsOf(rows, func(r dbsqlc.EventListByEndpointsRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
 		}
 	} else {
 		var rows []dbsqlc.EventListRow
 		rows, err = s.q.EventList(ctx, dbsqlc.EventListParams{TenantID: s.tenant, CorrelationID: nullIfZero(f.CorrelationID),
-			Type: nullIfZero(f.Type), OnlyEndpoints: s.onlyEndpoints(),
-			BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
+			Type: nullIfZero(f.Type), BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
 		if err == nil {
 			out, err = rowsOf(rows, func(r dbsqlc.EventListRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
@@ -92,21 +93,27 @@ func readCases() []readCase {
 			return err
 		}},
 		{"events?endpoint_id=<busy>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
-			_, err := q.EventListByEndpoint(ctx, dbsqlc.EventListByEndpointParams{TenantID: t, EndpointID: "default-ep-3", MaxRows: page})
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-3"}, MaxRows: page})
 			return err
 		}},
 		{"events?endpoint_id=<rare>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
-			_, err := q.EventListByEndpoint(ctx, dbsqlc.EventListByEndpointParams{TenantID: t, EndpointID: "default-ep-rare", MaxRows: page})
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-rare"}, MaxRows: page})
 			return err
 		}},
 		{"events, a session limited to <rare>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
-			_, err := q.EventListByEndpoint(ctx, dbsqlc.EventListByEndpointParams{TenantID: t, EndpointID: "default-ep-rare",
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-rare"},
 				OnlyEndpoints: []string{"default-ep-rare"}, MaxRows: page})
+			return err
+		}},
+		{"events, a session limited to <rare> and <busy>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			only := []string{"default-ep-rare", "default-ep-3"}
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: only,
+				OnlyEndpoints: only, MaxRows: page})
 			return err
 		}},
 		{"events?endpoint_id=<busy>, second page", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
 			before := time.Now().Add(-time.Hour)
-			_, err := q.EventListByEndpoint(ctx, dbsqlc.EventListByEndpointParams{TenantID: t, EndpointID: "default-ep-3",
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-3"},
 				BeforeTime: &before, BeforeID: "default-e9", MaxRows: page})
 			return err
 		}},
@@ -255,4 +262,36 @@ func BenchmarkListPlans(b *testing.B) {
 			b.Logf("%s:\n%s", c.name, e.plans[0])
 		}
 	}
+}
+
+// TestEventLogOfSeveralEndpoints: a session limited to two endpoints reads
+// its log along both endpoints' deliveries, merged: newest first, an event
+// routed to both once, the other endpoint's not at all, and the next page
+// from the cursor on, as the whole log pages.
+func TestEventLogOfSeveralEndpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for i, to := range [][]string{{"a"}, {"b"}, {"a", "b"}, {"c"}, {"b", "c"}, {"a"}} {
+		insertRouted(t, st, fmt.Sprintf("x-%d", i+1), "x", int64(i+1), to...)
+		age(t, st, fmt.Sprintf("x-%d", i+1), time.Duration(10-i)*time.Minute)
+	}
+	session := st.OnlyEndpoints([]string{"a", "b"})
+	var pages [][]string
+	f := store.EventFilter{Limit: 2}
+	for {
+		got, err := session.EventList(ctx, f)
+		require.NoError(t, err)
+		if len(got) == 0 {
+			break
+		}
+		pages = append(pages, ids(got))
+		last := got[len(got)-1]
+		f.Before, f.BeforeID = &last.AcceptedAt, last.ID
+	}
+	require.Equal(t, [][]string{{"x-6", "x-5"}, {"x-3", "x-2"}, {"x-1"}}, pages)
+	got, err := session.EventList(ctx, store.EventFilter{EndpointID: "c", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x-5"}, ids(got), "c's events the session sees: those routed to a or b too")
+	require.Equal(t, []string{"b"}, got[0].Endpoints, "shown with its routing to the session's endpoints only")
 }

@@ -826,22 +826,16 @@ FROM events_routed e
 WHERE e.tenant_id = $1 AND e.type <> 'hookflow.voided'
   AND ($2::text IS NULL OR e.correlation_id = $2)
   AND ($3::text IS NULL OR e.type = $3)
-  AND ($4::text[] IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($4::text[])))
-  AND ($4::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($4::text[]) x)
-       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($4::text[]) x))
-  AND ($5::timestamptz IS NULL
-       OR (e.accepted_at, e.id) < ($5, $6::text))
+  AND ($4::timestamptz IS NULL
+       OR (e.accepted_at, e.id) < ($4, $5::text))
 ORDER BY e.accepted_at DESC, e.id DESC
-LIMIT $7
+LIMIT $6
 `
 
 type EventListParams struct {
 	TenantID      string
 	CorrelationID *string
 	Type          *string
-	OnlyEndpoints []string
 	BeforeTime    *time.Time
 	BeforeID      string
 	MaxRows       int32
@@ -869,16 +863,15 @@ type EventListRow struct {
 
 // A page of the tenant's event log, newest first, keyset-paged on
 // (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
-// by type). Empty filters match all; only_endpoints (a portal session's) those routed to one of them and,
-// of hookflow's own (a hookflow: correlation), those about one of them.
-// Voided sequences' tombstones are no events. The payload is left out
-// (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+// by type). Empty filters match all; an endpoint's events, and a portal
+// session's, are EventListByEndpoints'. Voided sequences' tombstones are
+// no events. The payload is left out (NULL): a page shows what happened,
+// GET /v1/events/{id} the rest.
 func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventListRow, error) {
 	rows, err := q.db.Query(ctx, EventList,
 		arg.TenantID,
 		arg.CorrelationID,
 		arg.Type,
-		arg.OnlyEndpoints,
 		arg.BeforeTime,
 		arg.BeforeID,
 		arg.MaxRows,
@@ -919,27 +912,36 @@ func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]EventLi
 	return items, nil
 }
 
-const EventListByEndpoint = `-- name: EventListByEndpoint :many
+const EventListByEndpoints = `-- name: EventListByEndpoints :many
 SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
        e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
-FROM deliveries r JOIN events_routed e ON e.tenant_id = r.tenant_id AND e.id = r.event_id
-WHERE r.tenant_id = $1 AND r.endpoint_id = $2 AND e.type <> 'hookflow.voided'
-  AND ($3::text IS NULL OR e.correlation_id = $3)
-  AND ($4::text IS NULL OR e.type = $4)
-  AND ($5::text[] IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($5::text[])))
-  AND ($5::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($5::text[]) x)
-       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($5::text[]) x))
-  AND ($6::timestamptz IS NULL
-       OR (r.accepted_at, r.event_id) < ($6, $7::text))
-ORDER BY r.accepted_at DESC, r.event_id DESC
-LIMIT $8
+FROM (
+    -- An event routed to two of them is one row.
+    SELECT DISTINCT p.accepted_at, p.event_id
+    FROM unnest($1::text[]) ep CROSS JOIN LATERAL (
+        SELECT r.accepted_at, r.event_id FROM deliveries r JOIN events x ON x.tenant_id = r.tenant_id AND x.id = r.event_id
+        WHERE r.tenant_id = $2 AND r.endpoint_id = ep AND x.type <> 'hookflow.voided'
+          AND ($3::text IS NULL OR x.correlation_id = $3)
+          AND ($4::text IS NULL OR x.type = $4)
+          AND ($5::text[] IS NULL OR EXISTS (
+               SELECT 1 FROM deliveries d WHERE d.tenant_id = x.tenant_id AND d.event_id = x.id AND d.endpoint_id = ANY($5::text[])))
+          AND ($5::text[] IS NULL OR NOT starts_with(x.correlation_id, 'hookflow:')
+               OR x.correlation_id IN (SELECT 'hookflow:' || o FROM unnest($5::text[]) o)
+               OR x.correlation_id IN (SELECT 'hookflow:test:' || o FROM unnest($5::text[]) o))
+          AND ($6::timestamptz IS NULL
+               OR (r.accepted_at, r.event_id) < ($6, $7::text))
+        ORDER BY r.accepted_at DESC, r.event_id DESC
+        LIMIT $8
+    ) p
+    ORDER BY p.accepted_at DESC, p.event_id DESC
+    LIMIT $8
+) page JOIN events_routed e ON e.tenant_id = $2 AND e.id = page.event_id
+ORDER BY page.accepted_at DESC, page.event_id DESC
 `
 
-type EventListByEndpointParams struct {
+type EventListByEndpointsParams struct {
+	Endpoints     []string
 	TenantID      string
-	EndpointID    string
 	CorrelationID *string
 	Type          *string
 	OnlyEndpoints []string
@@ -948,7 +950,7 @@ type EventListByEndpointParams struct {
 	MaxRows       int32
 }
 
-type EventListByEndpointRow struct {
+type EventListByEndpointsRow struct {
 	ID            string
 	CorrelationID string
 	Sequence      int64
@@ -968,14 +970,18 @@ type EventListByEndpointRow struct {
 	TenantID      string
 }
 
-// EventList's page of the events routed to endpoint_id, read along that
+// EventList's page of the events routed to one of endpoints (the one an
+// endpoint_id filter names, or a portal session's), read along each
 // endpoint's deliveries in the log's order (deliveries_log_idx: a delivery
-// keeps its event's accepted_at), so its cost is the page's, however few of
-// the tenant's events go there.
-func (q *Queries) EventListByEndpoint(ctx context.Context, arg EventListByEndpointParams) ([]EventListByEndpointRow, error) {
-	rows, err := q.db.Query(ctx, EventListByEndpoint,
+// keeps its event's accepted_at), at most a page of each, merged: its cost
+// is a page per endpoint, however few of the tenant's events go there.
+// only_endpoints (a portal session's) keeps the events routed to one of
+// them and, of hookflow's own (a hookflow: correlation), those about one of
+// them.
+func (q *Queries) EventListByEndpoints(ctx context.Context, arg EventListByEndpointsParams) ([]EventListByEndpointsRow, error) {
+	rows, err := q.db.Query(ctx, EventListByEndpoints,
+		arg.Endpoints,
 		arg.TenantID,
-		arg.EndpointID,
 		arg.CorrelationID,
 		arg.Type,
 		arg.OnlyEndpoints,
@@ -987,9 +993,9 @@ func (q *Queries) EventListByEndpoint(ctx context.Context, arg EventListByEndpoi
 		return nil, err
 	}
 	defer rows.Close()
-	items := []EventListByEndpointRow{}
+	items := []EventListByEndpointsRow{}
 	for rows.Next() {
-		var i EventListByEndpointRow
+		var i EventListByEndpointsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.CorrelationID,
@@ -1181,7 +1187,7 @@ type EventTypeListRow struct {
 // it). The types are walked one index probe each (events_log_type_idx: a
 // loose index scan), so the cost is the number of types, not of events;
 // only_endpoints keeps the events routed to one of a portal session's
-// endpoints and, of hookflow's own, those about one of them (EventList).
+// endpoints and, of hookflow's own, those about one of them (EventListByEndpoints).
 // Voided sequences' tombstones are no events.
 func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([]EventTypeListRow, error) {
 	rows, err := q.db.Query(ctx, EventTypeList,

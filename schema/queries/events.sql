@@ -537,46 +537,54 @@ RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;
 -- name: EventList :many
 -- A page of the tenant's event log, newest first, keyset-paged on
 -- (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
--- by type). Empty filters match all; only_endpoints (a portal session's) those routed to one of them and,
--- of hookflow's own (a hookflow: correlation), those about one of them.
--- Voided sequences' tombstones are no events. The payload is left out
--- (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+-- by type). Empty filters match all; an endpoint's events, and a portal
+-- session's, are EventListByEndpoints'. Voided sequences' tombstones are
+-- no events. The payload is left out (NULL): a page shows what happened,
+-- GET /v1/events/{id} the rest.
 SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
        e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
 FROM events_routed e
 WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
   AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
   AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
-  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
-  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
-       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
   AND (sqlc.narg(before_time)::timestamptz IS NULL
        OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
 ORDER BY e.accepted_at DESC, e.id DESC
 LIMIT sqlc.arg(max_rows);
 
--- name: EventListByEndpoint :many
--- EventList's page of the events routed to endpoint_id, read along that
+-- name: EventListByEndpoints :many
+-- EventList's page of the events routed to one of endpoints (the one an
+-- endpoint_id filter names, or a portal session's), read along each
 -- endpoint's deliveries in the log's order (deliveries_log_idx: a delivery
--- keeps its event's accepted_at), so its cost is the page's, however few of
--- the tenant's events go there.
+-- keeps its event's accepted_at), at most a page of each, merged: its cost
+-- is a page per endpoint, however few of the tenant's events go there.
+-- only_endpoints (a portal session's) keeps the events routed to one of
+-- them and, of hookflow's own (a hookflow: correlation), those about one of
+-- them.
 SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
        e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
-FROM deliveries r JOIN events_routed e ON e.tenant_id = r.tenant_id AND e.id = r.event_id
-WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.endpoint_id = sqlc.arg(endpoint_id) AND e.type <> 'hookflow.voided'
-  AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
-  AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
-  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
-  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
-       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
-  AND (sqlc.narg(before_time)::timestamptz IS NULL
-       OR (r.accepted_at, r.event_id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
-ORDER BY r.accepted_at DESC, r.event_id DESC
-LIMIT sqlc.arg(max_rows);
+FROM (
+    -- An event routed to two of them is one row.
+    SELECT DISTINCT p.accepted_at, p.event_id
+    FROM unnest(sqlc.arg(endpoints)::text[]) ep CROSS JOIN LATERAL (
+        SELECT r.accepted_at, r.event_id FROM deliveries r JOIN events x ON x.tenant_id = r.tenant_id AND x.id = r.event_id
+        WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.endpoint_id = ep AND x.type <> 'hookflow.voided'
+          AND (sqlc.narg(correlation_id)::text IS NULL OR x.correlation_id = sqlc.narg(correlation_id))
+          AND (sqlc.narg(type)::text IS NULL OR x.type = sqlc.narg(type))
+          AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+               SELECT 1 FROM deliveries d WHERE d.tenant_id = x.tenant_id AND d.event_id = x.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+          AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(x.correlation_id, 'hookflow:')
+               OR x.correlation_id IN (SELECT 'hookflow:' || o FROM unnest(sqlc.narg(only_endpoints)::text[]) o)
+               OR x.correlation_id IN (SELECT 'hookflow:test:' || o FROM unnest(sqlc.narg(only_endpoints)::text[]) o))
+          AND (sqlc.narg(before_time)::timestamptz IS NULL
+               OR (r.accepted_at, r.event_id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
+        ORDER BY r.accepted_at DESC, r.event_id DESC
+        LIMIT sqlc.arg(max_rows)
+    ) p
+    ORDER BY p.accepted_at DESC, p.event_id DESC
+    LIMIT sqlc.arg(max_rows)
+) page JOIN events_routed e ON e.tenant_id = sqlc.arg(tenant_id) AND e.id = page.event_id
+ORDER BY page.accepted_at DESC, page.event_id DESC;
 
 -- name: EventTypeList :many
 -- The types of the tenant's events, in name order, each with its latest
@@ -585,7 +593,7 @@ LIMIT sqlc.arg(max_rows);
 -- it). The types are walked one index probe each (events_log_type_idx: a
 -- loose index scan), so the cost is the number of types, not of events;
 -- only_endpoints keeps the events routed to one of a portal session's
--- endpoints and, of hookflow's own, those about one of them (EventList).
+-- endpoints and, of hookflow's own, those about one of them (EventListByEndpoints).
 -- Voided sequences' tombstones are no events.
 WITH RECURSIVE types AS (
     (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
