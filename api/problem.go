@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 )
 
@@ -32,6 +33,15 @@ func problem(status int, kind, title, detail string) *Problem {
 	return &Problem{Type: problemTypeBase + kind, Title: title, Status: status, Detail: detail}
 }
 
+// statementTimedOut tells a statement Postgres cancelled at its
+// statement_timeout (SQLSTATE 57014, query_canceled) from other errors. A
+// cancel that pgx sent because the request's context ended comes back as
+// the context's error, so only the server's timeout lands here.
+func statementTimedOut(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57014"
+}
+
 func fieldProblem(field, detail string) *Problem {
 	p := problem(http.StatusBadRequest, "invalid-field", "Invalid request field", detail)
 	p.Field = field
@@ -49,6 +59,14 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		var he *echo.HTTPError
 		switch {
 		case errors.As(err, &p):
+		case statementTimedOut(err):
+			// Not the request's fault, nor a fault: the database is
+			// busier than this request's share (HOOKFLOW_STATEMENT_TIMEOUT).
+			// Logged for the operator, without the statement's arguments.
+			logger.Warn("request statement timed out", "method", c.Request().Method, "path", c.Path())
+			p = problem(http.StatusServiceUnavailable, "query-timeout", "Query Timed Out",
+				"the request's database work ran past the server's statement timeout and was cancelled; narrow the request (filters, a smaller limit) or retry later")
+			c.Response().Header().Set("Retry-After", "1")
 		case errors.As(err, &he):
 			if pp, ok := parameterProblem(he); ok {
 				p = pp

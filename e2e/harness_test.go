@@ -93,6 +93,8 @@ type options struct {
 	readsPerSecond float64
 	// eventsPerSecond is HOOKFLOW_EVENTS_RATE_LIMIT (default: the API's).
 	eventsPerSecond float64
+	// statementTimeout is HOOKFLOW_STATEMENT_TIMEOUT (default: none).
+	statementTimeout time.Duration
 	// trustedProxies is HOOKFLOW_TRUSTED_PROXIES (default: none).
 	trustedProxies []netip.Prefix
 	// allowlist, when set, is HOOKFLOW_PRIVATE_TARGET_ALLOWLIST, and
@@ -124,7 +126,7 @@ func setup(t *testing.T, opts options) *bundle {
 		DatabaseURL: testenv.NewDatabase(t), TemporalAddress: tmp.Address(), TemporalNamespace: temporaltest.Namespace,
 		TaskQueue: testenv.TaskQueue(t), APIAddr: "127.0.0.1:0", APIToken: "test-token-" + randHex(16),
 		RecoveryWindow: opts.window, DeliveryTimeout: opts.timeout, MaxBodyBytes: 64 << 10,
-		RepairAfter: opts.repairAfter, EventMaxHistory: opts.eventMaxHistory, HandOverBatch: opts.handOverBatch, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
+		RepairAfter: opts.repairAfter, StatementTimeout: opts.statementTimeout, EventMaxHistory: opts.eventMaxHistory, HandOverBatch: opts.handOverBatch, MaxEndpoints: opts.maxEndpoints, MaxSubscribers: opts.maxSubscribers,
 		ReadsRateLimit: cmp.Or(opts.readsPerSecond, 1e6), EventsRateLimit: opts.eventsPerSecond, TrustedProxies: opts.trustedProxies, PrivateAllowlist: opts.allowlist,
 		PayloadRetention: opts.retention, AttemptRetention: opts.retention, CleanerInterval: 500 * time.Millisecond,
 	}

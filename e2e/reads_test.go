@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -238,4 +239,64 @@ func TestEndpointsHealthAtOnce(t *testing.T) {
 	require.EqualValues(t, 1, q.Attempts)
 	require.InDelta(t, 0.0, *q.SuccessRate, 1e-9)
 	require.Nil(t, byID[idle.ID].SuccessRate)
+}
+
+// TestReadsStopAtTheStatementTimeout: a read whose statement runs past
+// HOOKFLOW_STATEMENT_TIMEOUT is cancelled by Postgres and answered 503
+// query-timeout (problem+json, Retry-After), not left to hold a connection
+// and the database for as long as it takes. The statement is made to run
+// long honestly: another session holds the lock every read of events
+// waits for. The sweeps' and workers' connections carry no such timeout,
+// and the request's connections serve the next request once the lock is
+// gone.
+func TestReadsStopAtTheStatementTimeout(t *testing.T) {
+	b := setup(t, options{statementTimeout: 300 * time.Millisecond})
+	ep := b.createEndpoint("http://127.0.0.1:9/hook")
+	id := b.id("slow-1")
+	code, _ := b.postEvent(id, b.id("slow"), 1, ep.ID, map[string]any{"n": 1})
+	require.Equal(t, http.StatusAccepted, code)
+
+	ctx := context.Background()
+	var unbounded string
+	require.NoError(t, b.store.Pool().QueryRow(ctx, "SHOW statement_timeout").Scan(&unbounded))
+	require.Equal(t, "0", unbounded, "the sweeps' and workers' sessions are not bounded")
+
+	conn, err := pgx.Connect(ctx, b.cfg.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	// Without the timeout these reads would wait for the lock: the client's
+	// own timeout makes that a failure rather than a hang. The client holds
+	// each answer to openapi.json, which documents the 503.
+	client := b.checked()
+	client.Timeout = 20 * time.Second
+	for _, path := range []string{"/v1/events", "/v1/events?endpoint_id=" + ep.ID, "/v1/events/" + id} {
+		req, err := http.NewRequest(http.MethodGet, b.apiURL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+b.cfg.APIToken)
+		resp, err := client.Do(req)
+		require.NoError(t, err, path)
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", path, raw)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		require.Equal(t, "1", resp.Header.Get("Retry-After"))
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(raw, &p))
+		require.Equal(t, "https://hookflow.dev/problems/query-timeout", p["type"], path)
+		require.Equal(t, "Query Timed Out", p["title"])
+		require.NotContains(t, string(raw), "canceling statement", "no raw database error")
+	}
+
+	require.NoError(t, tx.Rollback(ctx))
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	require.Equal(t, http.StatusOK, b.call(http.MethodGet, "/v1/events?endpoint_id="+ep.ID, nil, &list))
+	require.Len(t, list.Items, 1)
 }

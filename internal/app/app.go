@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,33 @@ func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("cannot reach Postgres at %s: %w", net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)), err)
+	}
+	return pool, nil
+}
+
+// RequestPool opens a second pool on base's database for the API's
+// requests: each of its sessions has statement_timeout set to timeout
+// (none when zero), so no request's statement runs longer, and each
+// statement is planned for its arguments (plan_cache_mode), while the
+// sweeps, the cleaner and, in one process, the workers keep base's
+// sessions, whose long statements must finish. Its connections are opened
+// as requests need them, like base's.
+func RequestPool(ctx context.Context, base *pgxpool.Pool, timeout time.Duration) (*pgxpool.Pool, error) {
+	cfg := base.Config()
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if timeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	}
+	// The lists' filters are optional ($1 IS NULL OR type = $1): only a
+	// plan made for the values given turns them into index conditions. A
+	// prepared statement may otherwise settle on one generic plan after
+	// five runs, and read a tenant's whole log for a rare type.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open request pool: %w", err)
 	}
 	return pool, nil
 }
@@ -237,6 +265,11 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 	if err != nil {
 		return err
 	}
+	reqPool, err := RequestPool(ctx, st.Pool(), cfg.StatementTimeout)
+	if err != nil {
+		return err
+	}
+	defer reqPool.Close()
 	// Listen first: portal links default to the address bound.
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
@@ -246,7 +279,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
 		EventsPerSecond: cfg.EventsRateLimit, ReadsPerSecond: cfg.ReadsRateLimit, TrustedProxies: cfg.TrustedProxies, MaxEndpoints: cfg.MaxEndpoints, MaxSubscribers: cfg.MaxSubscribers,
 		PortalBaseURL: config.PortalBase(cfg.PortalBaseURL, ln.Addr().String()),
-	}, api.RouterDeps{Store: st, Pool: st.Pool(), Starter: strt, Temporal: c, Logger: logger, Metrics: m})
+	}, api.RouterDeps{Store: st.WithPool(reqPool), Pool: reqPool, Starter: strt, Temporal: c, Logger: logger, Metrics: m})
 	if err != nil {
 		ln.Close()
 		return err

@@ -31,7 +31,10 @@ type Config struct {
 	RecoveryWindow    time.Duration
 	DeliveryTimeout   time.Duration
 	RepairAfter       time.Duration
-	MaxBodyBytes      int64
+	// StatementTimeout bounds each statement an API request runs
+	// (HOOKFLOW_STATEMENT_TIMEOUT); zero leaves the server's.
+	StatementTimeout time.Duration
+	MaxBodyBytes     int64
 	// AllowPrivate lets deliveries reach every private target; hookflow dev
 	// and the tests set it, no variable does.
 	AllowPrivate bool
@@ -114,6 +117,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES", "circuit-close-successes", "3", "worker: answers in a row that close an endpoint's open circuit (1 to 100); short of them it is half-open, one probe at a time, so a flapping receiver stays open and its disable_after counts on", intRange(1, 100, func(c *Config) *int { return &c.CircuitCloseSuccesses })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
+		{"HOOKFLOW_STATEMENT_TIMEOUT", "statement-timeout", "10s", "api: the longest one Postgres statement of an API request may run (its connections' statement_timeout; the sweeps, the cleaner and the workers have their own connections, without it); past it the request is answered 503 query-timeout and the statement is cancelled, so no read costs the database more than this (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.StatementTimeout })},
 		{"HOOKFLOW_PAYLOAD_RETENTION", "payload-retention", "30d", "api: delivered and skipped events lose their payload this long after they finished (key, hash, correlation, sequence, state and times stay, so reposts are answered as before); 0 keeps payloads for ever", retention(func(c *Config) *time.Duration { return &c.PayloadRetention })},
 		{"HOOKFLOW_ATTEMPT_RETENTION", "attempt-retention", "30d", "api: delivery attempts of delivered and skipped events are deleted this long after they were made (a dead letter keeps its own copy); 0 keeps them", retention(func(c *Config) *time.Duration { return &c.AttemptRetention })},
 		{"HOOKFLOW_KEY_RETENTION", "key-retention", "90d", "api: delivered and skipped events' rows (their keys) are deleted this long after they finished (at least the two retentions above); a repost of such a key is then answered 409 (its sequence is behind its correlation's cursor), never delivered twice; 0 keeps keys for ever", retention(func(c *Config) *time.Duration { return &c.KeyRetention })},

@@ -27,13 +27,30 @@ type EventFilter struct {
 // endpoints (OnlyEndpoints), it returns only the events routed to one of
 // them, each with its deliveries to them only, as EventGet does.
 func (s *Store) EventList(ctx context.Context, f EventFilter) ([]Event, error) {
-	rows, err := s.q.EventList(ctx, dbsqlc.EventListParams{TenantID: s.tenant, CorrelationID: nullIfZero(f.CorrelationID),
-		Type: nullIfZero(f.Type), EndpointID: nullIfZero(f.EndpointID), OnlyEndpoints: s.onlyEndpoints(),
-		BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+	// The events routed to some endpoints (the filter's, or all a limited
+	// session sees) are read along those endpoints' deliveries.
+	endpoints, byEndpoint := []string{f.EndpointID}, f.EndpointID != ""
+	if !byEndpoint && s.limited {
+		endpoints, byEndpoint = s.only, true
 	}
-	out, err := rowsOf(rows, func(r dbsqlc.EventListRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
+	var out []Event
+	var err error
+	if byEndpoint {
+		var rows []dbsqlc.EventListByEndpointsRow
+		rows, err = s.q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: s.tenant, Endpoints: endpoints,
+			CorrelationID: nullIfZero(f.CorrelationID), Type: nullIfZero(f.Type), OnlyEndpoints: s.onlyEndpoints(),
+			BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
+		if err == nil {
+			out, err = rowsOf(rows, func(r dbsqlc.EventListByEndpointsRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
+		}
+	} else {
+		var rows []dbsqlc.EventListRow
+		rows, err = s.q.EventList(ctx, dbsqlc.EventListParams{TenantID: s.tenant, CorrelationID: nullIfZero(f.CorrelationID),
+			Type: nullIfZero(f.Type), BeforeTime: f.Before, BeforeID: f.BeforeID, MaxRows: int32(f.Limit)})
+		if err == nil {
+			out, err = rowsOf(rows, func(r dbsqlc.EventListRow) (Event, error) { return eventOf(dbsqlc.EventsRouted(r)) })
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}

@@ -90,7 +90,7 @@ func age(t *testing.T, st *store.Store, id string, d time.Duration) {
 		UPDATE events SET accepted_at = accepted_at - make_interval(secs => $2), updated_at = updated_at - make_interval(secs => $2) WHERE id = $1;`, id, d.Seconds())
 	require.NoError(t, err)
 	_, err = st.Pool().Exec(context.Background(), `
-		UPDATE deliveries SET updated_at = updated_at - make_interval(secs => $2) WHERE event_id = $1`, id, d.Seconds())
+		UPDATE deliveries SET updated_at = updated_at - make_interval(secs => $2), accepted_at = accepted_at - make_interval(secs => $2) WHERE event_id = $1`, id, d.Seconds())
 	require.NoError(t, err)
 }
 

@@ -108,6 +108,16 @@ func New(pool *pgxpool.Pool) (*Store, error) {
 	return &Store{pool: pool, q: dbsqlc.New(pool)}, nil
 }
 
+// WithPool is the store running its queries on pool instead, bound as s
+// is: the API's requests run on a pool of their own, whose sessions carry
+// a statement_timeout the sweeps' and workers' must not.
+func (s *Store) WithPool(pool *pgxpool.Pool) *Store {
+	c := *s
+	c.pool = pool
+	c.q = dbsqlc.New(pool)
+	return &c
+}
+
 // DefaultTenant is contract.DefaultTenant.
 const DefaultTenant = contract.DefaultTenant
 

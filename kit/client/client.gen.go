@@ -6153,6 +6153,11 @@ type APIKeyListResponse429Headers struct {
 	RetryAfter int64
 }
 
+// APIKeyListResponse503Headers the declared response headers of an HTTP 503 response for APIKeyList
+type APIKeyListResponse503Headers struct {
+	RetryAfter int64
+}
+
 type APIKeyListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6166,8 +6171,12 @@ type APIKeyListResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *APIKeyListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6193,6 +6202,11 @@ func (r APIKeyListResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyListResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyListResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6430,6 +6444,11 @@ type CorrelationGetResponse429Headers struct {
 	RetryAfter int64
 }
 
+// CorrelationGetResponse503Headers the declared response headers of an HTTP 503 response for CorrelationGet
+type CorrelationGetResponse503Headers struct {
+	RetryAfter int64
+}
+
 type CorrelationGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6447,8 +6466,12 @@ type CorrelationGetResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CorrelationGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CorrelationGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6484,6 +6507,11 @@ func (r CorrelationGetResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CorrelationGetResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CorrelationGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6638,6 +6666,11 @@ type DeadLetterListResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterListResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterList
+type DeadLetterListResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6655,8 +6688,12 @@ type DeadLetterListResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6692,6 +6729,11 @@ func (r DeadLetterListResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r DeadLetterListResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeadLetterListResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6825,6 +6867,11 @@ type DeadLetterGetResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterGetResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterGet
+type DeadLetterGetResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6844,8 +6891,12 @@ type DeadLetterGetResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6886,6 +6937,11 @@ func (r DeadLetterGetResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r DeadLetterGetResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeadLetterGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7172,6 +7228,11 @@ type EndpointListResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointListResponse503Headers the declared response headers of an HTTP 503 response for EndpointList
+type EndpointListResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7189,8 +7250,12 @@ type EndpointListResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7226,6 +7291,11 @@ func (r EndpointListResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointListResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointListResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7463,6 +7533,11 @@ type EndpointGetResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointGetResponse503Headers the declared response headers of an HTTP 503 response for EndpointGet
+type EndpointGetResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7480,8 +7555,12 @@ type EndpointGetResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7517,6 +7596,11 @@ func (r EndpointGetResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointGetResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7754,6 +7838,11 @@ type EndpointStatsResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointStatsResponse503Headers the declared response headers of an HTTP 503 response for EndpointStats
+type EndpointStatsResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7771,8 +7860,12 @@ type EndpointStatsResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointStatsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointStatsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7808,6 +7901,11 @@ func (r EndpointStatsResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointStatsResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointStatsResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7941,6 +8039,11 @@ type EndpointURLChangesResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointURLChangesResponse503Headers the declared response headers of an HTTP 503 response for EndpointURLChanges
+type EndpointURLChangesResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointURLChangesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7958,8 +8061,12 @@ type EndpointURLChangesResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointURLChangesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointURLChangesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7997,6 +8104,11 @@ func (r EndpointURLChangesResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointURLChangesResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EndpointURLChangesResponse) GetBody() []byte {
 	return r.Body
@@ -8031,6 +8143,11 @@ type EventTypeListResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EventTypeListResponse503Headers the declared response headers of an HTTP 503 response for EventTypeList
+type EventTypeListResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EventTypeListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8048,8 +8165,12 @@ type EventTypeListResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventTypeListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventTypeListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8087,6 +8208,11 @@ func (r EventTypeListResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventTypeListResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EventTypeListResponse) GetBody() []byte {
 	return r.Body
@@ -8121,6 +8247,11 @@ type EventListResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EventListResponse503Headers the declared response headers of an HTTP 503 response for EventList
+type EventListResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EventListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8138,8 +8269,12 @@ type EventListResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8175,6 +8310,11 @@ func (r EventListResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EventListResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventListResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8336,6 +8476,11 @@ type EventGetResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EventGetResponse503Headers the declared response headers of an HTTP 503 response for EventGet
+type EventGetResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EventGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8353,8 +8498,12 @@ type EventGetResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8392,6 +8541,11 @@ func (r EventGetResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EventGetResponse) GetBody() []byte {
 	return r.Body
@@ -8426,6 +8580,11 @@ type EventAttemptsResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EventAttemptsResponse503Headers the declared response headers of an HTTP 503 response for EventAttempts
+type EventAttemptsResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EventAttemptsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8443,8 +8602,12 @@ type EventAttemptsResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventAttemptsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventAttemptsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8480,6 +8643,11 @@ func (r EventAttemptsResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EventAttemptsResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventAttemptsResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8594,6 +8762,11 @@ func (r PortalSessionExchangeResponse) ContentType() string {
 	return ""
 }
 
+// SessionGetResponse503Headers the declared response headers of an HTTP 503 response for SessionGet
+type SessionGetResponse503Headers struct {
+	RetryAfter int64
+}
+
 type SessionGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8605,6 +8778,10 @@ type SessionGetResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8625,6 +8802,11 @@ func (r SessionGetResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r SessionGetResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SessionGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8661,6 +8843,11 @@ type StatsResponse429Headers struct {
 	RetryAfter int64
 }
 
+// StatsResponse503Headers the declared response headers of an HTTP 503 response for Stats
+type StatsResponse503Headers struct {
+	RetryAfter int64
+}
+
 type StatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8678,8 +8865,12 @@ type StatsResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StatsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StatsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8717,6 +8908,11 @@ func (r StatsResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StatsResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r StatsResponse) GetBody() []byte {
 	return r.Body
@@ -8751,6 +8947,11 @@ type StatsEndpointsResponse429Headers struct {
 	RetryAfter int64
 }
 
+// StatsEndpointsResponse503Headers the declared response headers of an HTTP 503 response for StatsEndpoints
+type StatsEndpointsResponse503Headers struct {
+	RetryAfter int64
+}
+
 type StatsEndpointsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8768,8 +8969,12 @@ type StatsEndpointsResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StatsEndpointsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StatsEndpointsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8807,6 +9012,11 @@ func (r StatsEndpointsResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StatsEndpointsResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r StatsEndpointsResponse) GetBody() []byte {
 	return r.Body
@@ -8841,6 +9051,11 @@ type StatsTenantsResponse429Headers struct {
 	RetryAfter int64
 }
 
+// StatsTenantsResponse503Headers the declared response headers of an HTTP 503 response for StatsTenants
+type StatsTenantsResponse503Headers struct {
+	RetryAfter int64
+}
+
 type StatsTenantsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8856,8 +9071,12 @@ type StatsTenantsResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StatsTenantsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StatsTenantsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8890,6 +9109,11 @@ func (r StatsTenantsResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StatsTenantsResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r StatsTenantsResponse) GetBody() []byte {
 	return r.Body
@@ -8919,6 +9143,11 @@ func (r StatsTenantsResponse) ContentType() string {
 	return ""
 }
 
+// TenantListResponse503Headers the declared response headers of an HTTP 503 response for TenantList
+type TenantListResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8934,6 +9163,10 @@ type TenantListResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8966,6 +9199,11 @@ func (r TenantListResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantListResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r TenantListResponse) GetBody() []byte {
 	return r.Body
@@ -8995,6 +9233,11 @@ func (r TenantListResponse) ContentType() string {
 	return ""
 }
 
+// TenantGetResponse503Headers the declared response headers of an HTTP 503 response for TenantGet
+type TenantGetResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9012,6 +9255,10 @@ type TenantGetResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9047,6 +9294,11 @@ func (r TenantGetResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TenantGetResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9568,6 +9820,11 @@ type TenantStatsResponse429Headers struct {
 	RetryAfter int64
 }
 
+// TenantStatsResponse503Headers the declared response headers of an HTTP 503 response for TenantStats
+type TenantStatsResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9585,8 +9842,12 @@ type TenantStatsResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TenantStatsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantStatsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9622,6 +9883,11 @@ func (r TenantStatsResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TenantStatsResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantStatsResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10490,6 +10756,13 @@ func ParseAPIKeyListResponse(rsp *http.Response) (*APIKeyListResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10503,6 +10776,16 @@ func ParseAPIKeyListResponse(rsp *http.Response) (*APIKeyListResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -10754,6 +11037,13 @@ func ParseCorrelationGetResponse(rsp *http.Response) (*CorrelationGetResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10767,6 +11057,16 @@ func ParseCorrelationGetResponse(rsp *http.Response) (*CorrelationGetResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CorrelationGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -10944,6 +11244,13 @@ func ParseDeadLetterListResponse(rsp *http.Response) (*DeadLetterListResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10957,6 +11264,16 @@ func ParseDeadLetterListResponse(rsp *http.Response) (*DeadLetterListResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11120,6 +11437,13 @@ func ParseDeadLetterGetResponse(rsp *http.Response) (*DeadLetterGetResponse, err
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11133,6 +11457,16 @@ func ParseDeadLetterGetResponse(rsp *http.Response) (*DeadLetterGetResponse, err
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11433,6 +11767,13 @@ func ParseEndpointListResponse(rsp *http.Response) (*EndpointListResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11446,6 +11787,16 @@ func ParseEndpointListResponse(rsp *http.Response) (*EndpointListResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11697,6 +12048,13 @@ func ParseEndpointGetResponse(rsp *http.Response) (*EndpointGetResponse, error) 
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11710,6 +12068,16 @@ func ParseEndpointGetResponse(rsp *http.Response) (*EndpointGetResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11961,6 +12329,13 @@ func ParseEndpointStatsResponse(rsp *http.Response) (*EndpointStatsResponse, err
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11974,6 +12349,16 @@ func ParseEndpointStatsResponse(rsp *http.Response) (*EndpointStatsResponse, err
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointStatsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12130,6 +12515,13 @@ func ParseEndpointURLChangesResponse(rsp *http.Response) (*EndpointURLChangesRes
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12143,6 +12535,16 @@ func ParseEndpointURLChangesResponse(rsp *http.Response) (*EndpointURLChangesRes
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointURLChangesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12211,6 +12613,13 @@ func ParseEventTypeListResponse(rsp *http.Response) (*EventTypeListResponse, err
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12224,6 +12633,16 @@ func ParseEventTypeListResponse(rsp *http.Response) (*EventTypeListResponse, err
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventTypeListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12292,6 +12711,13 @@ func ParseEventListResponse(rsp *http.Response) (*EventListResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12305,6 +12731,16 @@ func ParseEventListResponse(rsp *http.Response) (*EventListResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12489,6 +12925,13 @@ func ParseEventGetResponse(rsp *http.Response) (*EventGetResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12502,6 +12945,16 @@ func ParseEventGetResponse(rsp *http.Response) (*EventGetResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12570,6 +13023,13 @@ func ParseEventAttemptsResponse(rsp *http.Response) (*EventAttemptsResponse, err
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12583,6 +13043,16 @@ func ParseEventAttemptsResponse(rsp *http.Response) (*EventAttemptsResponse, err
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventAttemptsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12698,6 +13168,26 @@ func ParseSessionGetResponse(rsp *http.Response) (*SessionGetResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12766,6 +13256,13 @@ func ParseStatsResponse(rsp *http.Response) (*StatsResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12779,6 +13276,16 @@ func ParseStatsResponse(rsp *http.Response) (*StatsResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StatsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12847,6 +13354,13 @@ func ParseStatsEndpointsResponse(rsp *http.Response) (*StatsEndpointsResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12860,6 +13374,16 @@ func ParseStatsEndpointsResponse(rsp *http.Response) (*StatsEndpointsResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StatsEndpointsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12921,6 +13445,13 @@ func ParseStatsTenantsResponse(rsp *http.Response) (*StatsTenantsResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12934,6 +13465,16 @@ func ParseStatsTenantsResponse(rsp *http.Response) (*StatsTenantsResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StatsTenantsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12995,6 +13536,26 @@ func ParseTenantListResponse(rsp *http.Response) (*TenantListResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TenantListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13063,6 +13624,26 @@ func ParseTenantGetResponse(rsp *http.Response) (*TenantGetResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TenantGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13541,6 +14122,13 @@ func ParseTenantStatsResponse(rsp *http.Response) (*TenantStatsResponse, error) 
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -13554,6 +14142,16 @@ func ParseTenantStatsResponse(rsp *http.Response) (*TenantStatsResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TenantStatsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

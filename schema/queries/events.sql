@@ -16,8 +16,8 @@ WITH ins AS (
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms)
-    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms, accepted_at)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
     FROM ins CROSS JOIN (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
@@ -66,20 +66,32 @@ WHERE events.tenant_id = sqlc.arg(tenant_id) AND events.id = $1 AND events.state
 -- Takes up to $1 events queued for more than $2 seconds that no sweep took
 -- within as long, and stamps them, in one statement: the sweep then starts
 -- their workflows with no transaction open, and another API process's sweep
--- leaves them alone for $2 seconds. They are taken in the order they became
--- due (accepted, or last taken in hand), so one the sweep could not start
--- goes to the back of the line rather than taking the front of every batch.
+-- leaves them alone for $2 seconds. Tenants are served in turn: each
+-- tenant's events are ranked in the order they became due (accepted, or
+-- last taken in hand, so one the sweep could not start goes to the back of
+-- its tenant's line), and the batch takes every tenant's first before
+-- anyone's second; a tenant's backlog delays only itself. Each turn reads
+-- one tenant's range of events_queued_idx, at most $1 rows of it.
 -- Each comes with its deliveries (events_routed) and its tenant: the sweep
 -- takes every tenant's.
-WITH claimed AS (
-    UPDATE events e SET swept_at = now()
-    FROM (
-        SELECT tenant_id, id FROM events
-        WHERE state = 'queued' AND GREATEST(accepted_at, swept_at) < now() - make_interval(secs => $2)
-        ORDER BY GREATEST(accepted_at, swept_at)
+WITH due AS (
+    SELECT q.tenant_id, q.id, q.due, row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.due, q.id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT e.tenant_id, e.id, GREATEST(e.accepted_at, e.swept_at) AS due FROM events e
+        WHERE e.tenant_id = t.id AND e.state = 'queued' AND GREATEST(e.accepted_at, e.swept_at) < now() - make_interval(secs => $2)
+        ORDER BY GREATEST(e.accepted_at, e.swept_at)
         LIMIT $1
-        FOR UPDATE SKIP LOCKED
     ) q
+), picked AS (
+    -- Locked here, not above: a window function's query cannot lock. A
+    -- row another sweep took meanwhile is skipped, or fails the recheck.
+    SELECT e.tenant_id, e.id FROM events e
+    JOIN (SELECT tenant_id, id FROM due ORDER BY turn, due LIMIT $1) d ON e.tenant_id = d.tenant_id AND e.id = d.id
+    WHERE e.state = 'queued' AND GREATEST(e.accepted_at, e.swept_at) < now() - make_interval(secs => $2)
+    FOR UPDATE OF e SKIP LOCKED
+), claimed AS (
+    UPDATE events e SET swept_at = now()
+    FROM picked q
     WHERE e.tenant_id = q.tenant_id AND e.id = q.id
     RETURNING e.tenant_id, e.id
 )
@@ -95,8 +107,10 @@ UPDATE events SET swept_at = now() WHERE tenant_id = sqlc.arg(tenant_id) AND id 
 -- The heads of the lanes (the lowest sequence not finished in each
 -- (correlation, endpoint)) of correlations whose cursor has not moved, and
 -- that no sweep took in hand, for $1 seconds, whose delivery has not changed
--- for as long either; up to $2 correlations are taken, in the order they
--- became due, and stamped (swept_at) in one statement, so the sweep then
+-- for as long either; up to $2 correlations are taken, tenants in turn
+-- (every tenant's first due correlation before anyone's second, each
+-- tenant's in the order they became due: EventsQueuedClaim), and stamped
+-- (swept_at) in one statement, so the sweep then
 -- calls Temporal with no transaction open and another API process's sweep
 -- leaves them alone for $1 seconds. A head that does not move may be fine (a
 -- dead letter waits for its operator; a retry waits for its timer), or its
@@ -106,21 +120,33 @@ UPDATE events SET swept_at = now() WHERE tenant_id = sqlc.arg(tenant_id) AND id 
 -- are all such, or changed within $1 seconds, is stamped all the same and
 -- looked at again a lease later.
 -- correlations_due_idx holds only correlations with an event not finished,
--- in due order, so the claim reads what it takes and no more; each lane's
--- head is one probe of deliveries_pending_idx: the recursive walk skips
+-- by tenant in due order, so a tenant's turn reads at most $2 of them;
+-- each lane's head is one probe of deliveries_pending_idx: the recursive walk skips
 -- from one endpoint to the next rather than reading a lane's backlog. The
 -- planner guesses ten rounds of it for every correlation, which costs the
 -- query past jit_above_cost: LanesStuckHeadsClaim runs it with JIT off, or
 -- every call would spend ~80 ms compiling a plan that runs in under one.
-WITH RECURSIVE due AS (
+WITH RECURSIVE ranked AS (
+    SELECT r.tenant_id, r.correlation_id, r.due, row_number() OVER (PARTITION BY r.tenant_id ORDER BY r.due, r.correlation_id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT c.tenant_id, c.correlation_id, GREATEST(c.updated_at, c.swept_at) AS due FROM correlations c
+        WHERE c.tenant_id = t.id AND c.high_water >= c.next_sequence
+          AND GREATEST(c.updated_at, c.swept_at) < now() - make_interval(secs => $1)
+        ORDER BY GREATEST(c.updated_at, c.swept_at)
+        LIMIT $2
+    ) r
+), due AS (
     UPDATE correlations c SET swept_at = now()
     FROM (
-        SELECT tenant_id, correlation_id FROM correlations
-        WHERE high_water >= next_sequence
-          AND GREATEST(updated_at, swept_at) < now() - make_interval(secs => $1)
-        ORDER BY GREATEST(updated_at, swept_at)
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED
+        -- Locked here, not in ranked: a window function's query cannot
+        -- lock. A row another sweep took meanwhile is skipped, or fails
+        -- the recheck.
+        SELECT x.tenant_id, x.correlation_id FROM correlations x
+        JOIN (SELECT tenant_id, correlation_id FROM ranked ORDER BY turn, due LIMIT $2) k
+          ON x.tenant_id = k.tenant_id AND x.correlation_id = k.correlation_id
+        WHERE x.high_water >= x.next_sequence
+          AND GREATEST(x.updated_at, x.swept_at) < now() - make_interval(secs => $1)
+        FOR UPDATE OF x SKIP LOCKED
     ) d
     WHERE c.tenant_id = d.tenant_id AND c.correlation_id = d.correlation_id
     RETURNING c.tenant_id, c.correlation_id, c.next_sequence
@@ -511,28 +537,54 @@ RETURNING (GREATEST(c.high_water, c.next_sequence - 1) + 1)::bigint;
 -- name: EventList :many
 -- A page of the tenant's event log, newest first, keyset-paged on
 -- (accepted_at, id) below the cursor's (events_log_idx; events_log_type_idx
--- by type). Empty filters match all; endpoint_id keeps the events routed to
--- it, only_endpoints (a portal session's) those routed to one of them and,
--- of hookflow's own (a hookflow: correlation), those about one of them.
--- Voided sequences' tombstones are no events. The payload is left out
--- (NULL): a page shows what happened, GET /v1/events/{id} the rest.
+-- by type). Empty filters match all; an endpoint's events, and a portal
+-- session's, are EventListByEndpoints'. Voided sequences' tombstones are
+-- no events. The payload is left out (NULL): a page shows what happened,
+-- GET /v1/events/{id} the rest.
 SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
        e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
 FROM events_routed e
 WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided'
   AND (sqlc.narg(correlation_id)::text IS NULL OR e.correlation_id = sqlc.narg(correlation_id))
   AND (sqlc.narg(type)::text IS NULL OR e.type = sqlc.narg(type))
-  AND (sqlc.narg(endpoint_id)::text IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = sqlc.narg(endpoint_id)))
-  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
-       SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
-  AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-       OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
-       OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
   AND (sqlc.narg(before_time)::timestamptz IS NULL
        OR (e.accepted_at, e.id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
 ORDER BY e.accepted_at DESC, e.id DESC
 LIMIT sqlc.arg(max_rows);
+
+-- name: EventListByEndpoints :many
+-- EventList's page of the events routed to one of endpoints (the one an
+-- endpoint_id filter names, or a portal session's), read along each
+-- endpoint's deliveries in the log's order (deliveries_log_idx: a delivery
+-- keeps its event's accepted_at), at most a page of each, merged: its cost
+-- is a page per endpoint, however few of the tenant's events go there.
+-- only_endpoints (a portal session's) keeps the events routed to one of
+-- them and, of hookflow's own (a hookflow: correlation), those about one of
+-- them.
+SELECT e.id, e.correlation_id, e.sequence, e.type, NULL::jsonb AS data, e.payload_hash, e.state, e.accepted_at, e.released_at,
+       e.delivered_at, e.updated_at, e.run_id, e.restarts, e.restarted_at, e.restart_reason, e.deliveries, e.tenant_id
+FROM (
+    -- An event routed to two of them is one row.
+    SELECT DISTINCT p.accepted_at, p.event_id
+    FROM unnest(sqlc.arg(endpoints)::text[]) ep CROSS JOIN LATERAL (
+        SELECT r.accepted_at, r.event_id FROM deliveries r JOIN events x ON x.tenant_id = r.tenant_id AND x.id = r.event_id
+        WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.endpoint_id = ep AND x.type <> 'hookflow.voided'
+          AND (sqlc.narg(correlation_id)::text IS NULL OR x.correlation_id = sqlc.narg(correlation_id))
+          AND (sqlc.narg(type)::text IS NULL OR x.type = sqlc.narg(type))
+          AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
+               SELECT 1 FROM deliveries d WHERE d.tenant_id = x.tenant_id AND d.event_id = x.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
+          AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(x.correlation_id, 'hookflow:')
+               OR x.correlation_id IN (SELECT 'hookflow:' || o FROM unnest(sqlc.narg(only_endpoints)::text[]) o)
+               OR x.correlation_id IN (SELECT 'hookflow:test:' || o FROM unnest(sqlc.narg(only_endpoints)::text[]) o))
+          AND (sqlc.narg(before_time)::timestamptz IS NULL
+               OR (r.accepted_at, r.event_id) < (sqlc.narg(before_time), sqlc.arg(before_id)::text))
+        ORDER BY r.accepted_at DESC, r.event_id DESC
+        LIMIT sqlc.arg(max_rows)
+    ) p
+    ORDER BY p.accepted_at DESC, p.event_id DESC
+    LIMIT sqlc.arg(max_rows)
+) page JOIN events_routed e ON e.tenant_id = sqlc.arg(tenant_id) AND e.id = page.event_id
+ORDER BY page.accepted_at DESC, page.event_id DESC;
 
 -- name: EventTypeList :many
 -- The types of the tenant's events, in name order, each with its latest
@@ -541,7 +593,7 @@ LIMIT sqlc.arg(max_rows);
 -- it). The types are walked one index probe each (events_log_type_idx: a
 -- loose index scan), so the cost is the number of types, not of events;
 -- only_endpoints keeps the events routed to one of a portal session's
--- endpoints and, of hookflow's own, those about one of them (EventList).
+-- endpoints and, of hookflow's own, those about one of them (EventListByEndpoints).
 -- Voided sequences' tombstones are no events.
 WITH RECURSIVE types AS (
     (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)

@@ -1670,6 +1670,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointCreate: {
@@ -1919,6 +1930,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2269,6 +2291,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointURLChanges: {
@@ -2363,6 +2396,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2691,6 +2735,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     eventCreate: {
@@ -2981,6 +3036,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     eventAttempts: {
@@ -3090,6 +3156,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     eventTypeList: {
@@ -3180,6 +3257,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3286,6 +3374,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3545,6 +3644,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     deadLetterReplayBatch: {
@@ -3771,6 +3881,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4178,6 +4299,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     statsEndpoints: {
@@ -4292,6 +4424,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     statsTenants: {
@@ -4389,6 +4532,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     apiKeyList: {
@@ -4468,6 +4622,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4783,6 +4948,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     tenantGet: {
@@ -4870,6 +5046,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5275,6 +5462,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5751,6 +5949,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

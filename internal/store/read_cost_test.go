@@ -1,0 +1,297 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/schema/dbsqlc"
+)
+
+// seedLog loads a tenant's history in bulk, as years of traffic leave it:
+// events events over events/10 correlations of ten, of 20 types and one
+// rare type (one event in a thousand); each delivered to one of ten busy
+// endpoints, and one in a thousand to a rare endpoint as well; one event in
+// fifty with a dead letter (a third open, the rest replayed or skipped).
+// Another tenant holds a fifth as much, so the tenant is a real condition.
+// Every table is analyzed, as autovacuum would have.
+func seedLog(tb testing.TB, pool *pgxpool.Pool, events int) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, tenant := range []struct {
+		id string
+		n  int
+	}{{"default", events}, {"neighbour", events / 5}} {
+		for _, s := range []struct {
+			q    string
+			args []any
+		}{
+			{`INSERT INTO tenants (id, name) VALUES ($1, $1) ON CONFLICT DO NOTHING`, []any{tenant.id}},
+			{`INSERT INTO endpoints (tenant_id, id, url, secret)
+			  SELECT $1, $1 || '-ep-' || x, 'https://example.com/' || x, 'whsec_x'
+			  FROM unnest(ARRAY['0','1','2','3','4','5','6','7','8','9','rare']) x`, []any{tenant.id}},
+			{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
+			  SELECT $1, $1 || '-e' || i, $1 || '-c' || (i % ($2::int / 10)), i / ($2::int / 10) + 1,
+			         CASE WHEN i % 1000 = 0 THEN 'rare.type' ELSE 'order.t' || (i % 20) END,
+			         '{"n":1}', '\x01', 'delivered', now() - make_interval(secs => ($2::int - i) / 100.0), now(), now()
+			  FROM generate_series(0, $2::int - 1) i`, []any{tenant.id, tenant.n}},
+			{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, accepted_at, delivered_at)
+			  SELECT e.tenant_id, e.id, e.tenant_id || '-ep-' || x, e.correlation_id, e.sequence, 'delivered', e.accepted_at, now()
+			  FROM events e CROSS JOIN LATERAL (
+			      SELECT (e.sequence * 7 + length(e.correlation_id)) % 10 || '' AS x
+			      UNION ALL SELECT 'rare' WHERE e.type = 'rare.type') r
+			  WHERE e.tenant_id = $1`, []any{tenant.id}},
+			{`INSERT INTO dead_letters (tenant_id, event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, dead_lettered_at, status)
+			  SELECT d.tenant_id, d.event_id, d.correlation_id, d.sequence, d.endpoint_id, '{}', '[]', '400', d.accepted_at,
+			         (ARRAY['open','replayed','skipped'])[1 + (hashtext(d.event_id) & 2147483647) % 3]
+			  FROM deliveries d WHERE d.tenant_id = $1 AND hashtext(d.event_id || d.endpoint_id) % 50 = 0`, []any{tenant.id}},
+		} {
+			_, err := pool.Exec(ctx, s.q, s.args...)
+			require.NoError(tb, err, s.q)
+		}
+	}
+	_, err := pool.Exec(ctx, `ANALYZE`)
+	require.NoError(tb, err)
+}
+
+// readCase is one list the API offers, with the filters a request sets,
+// and the index its plan must read.
+type readCase struct {
+	name  string
+	index string
+	run   func(ctx context.Context, q *dbsqlc.Queries) error
+}
+
+func str(s string) *string { return &s }
+
+// readCases are GET /v1/events and GET /v1/dead-letters with each filter
+// they offer, and GET /v1/event-types, on seedLog's default tenant.
+func readCases() []readCase {
+	const page = 51 // the API's largest page and one
+	t := "default"
+	return []readCase{
+		{"events", "events_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventList(ctx, dbsqlc.EventListParams{TenantID: t, MaxRows: page})
+			return err
+		}},
+		{"events?type=rare.type", "events_log_type_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventList(ctx, dbsqlc.EventListParams{TenantID: t, Type: str("rare.type"), MaxRows: page})
+			return err
+		}},
+		{"events?correlation_id=", "events_correlation_sequence_key", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventList(ctx, dbsqlc.EventListParams{TenantID: t, CorrelationID: str("default-c7"), MaxRows: page})
+			return err
+		}},
+		{"events?endpoint_id=<busy>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-3"}, MaxRows: page})
+			return err
+		}},
+		{"events?endpoint_id=<rare>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-rare"}, MaxRows: page})
+			return err
+		}},
+		{"events, a session limited to <rare>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-rare"},
+				OnlyEndpoints: []string{"default-ep-rare"}, MaxRows: page})
+			return err
+		}},
+		{"events, a session limited to <rare> and <busy>", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			only := []string{"default-ep-rare", "default-ep-3"}
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: only,
+				OnlyEndpoints: only, MaxRows: page})
+			return err
+		}},
+		{"events?endpoint_id=<busy>, second page", "deliveries_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			before := time.Now().Add(-time.Hour)
+			_, err := q.EventListByEndpoints(ctx, dbsqlc.EventListByEndpointsParams{TenantID: t, Endpoints: []string{"default-ep-3"},
+				BeforeTime: &before, BeforeID: "default-e9", MaxRows: page})
+			return err
+		}},
+		{"event-types", "events_log_type_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: t, SampleMax: 4096, MaxRows: 101})
+			return err
+		}},
+		{"dead-letters", "dead_letters_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{TenantID: t, MaxRows: page})
+			return err
+		}},
+		{"dead-letters?status=open", "dead_letters_tenant_open_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{TenantID: t, Status: str("open"), MaxRows: page})
+			return err
+		}},
+		{"dead-letters?endpoint_id=<busy>", "dead_letters_endpoint_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{TenantID: t, EndpointID: str("default-ep-3"), MaxRows: page})
+			return err
+		}},
+		{"dead-letters?correlation_id=", "dead_letters_lane_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.DeadLetterList(ctx, dbsqlc.DeadLetterListParams{TenantID: t, CorrelationID: str("default-c7"), MaxRows: page})
+			return err
+		}},
+	}
+}
+
+// explainer runs each query it is given as EXPLAIN options of it, with
+// the query's own arguments (so the plan is the one made for those
+// values, as the API's sessions make them: plan_cache_mode), and keeps
+// the plan; the query itself answers no rows.
+type explainer struct {
+	conn    *pgx.Conn
+	options string
+	plans   []string
+}
+
+func (e *explainer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, fmt.Errorf("explainer: no statements")
+}
+
+func (e *explainer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := e.conn.Query(ctx, "EXPLAIN ("+e.options+") "+sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			return nil, err
+		}
+		lines = append(lines, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	e.plans = append(e.plans, strings.Join(lines, "\n"))
+	return e.conn.Query(ctx, "SELECT WHERE false")
+}
+
+func (e *explainer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := e.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return rows
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// planNode is what an EXPLAIN (FORMAT JSON) plan says of each node.
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Index    string     `json:"Index Name"`
+	Relation string     `json:"Relation Name"`
+	Plans    []planNode `json:"Plans"`
+}
+
+func (n planNode) walk(f func(planNode)) {
+	f(n)
+	for _, c := range n.Plans {
+		c.walk(f)
+	}
+}
+
+// TestListFiltersReadTheirIndexes: at 50,000 events (with deliveries and
+// dead letters to match, analyzed), every filter GET /v1/events,
+// GET /v1/event-types and GET /v1/dead-letters offer is planned along its
+// index, and none reads a whole table of the ledger: a page costs the
+// page, not the tenant's history. It asserts plan nodes, not times;
+// BenchmarkListPlans prints the same plans run at a million events.
+func TestListFiltersReadTheirIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.MigratedPool(t)
+	seedLog(t, pool, 50_000)
+	held, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer held.Release()
+	conn := held.Conn()
+	for _, c := range readCases() {
+		e := &explainer{conn: conn, options: "FORMAT JSON"}
+		require.NoError(t, c.run(ctx, dbsqlc.New(e)), c.name)
+		require.Len(t, e.plans, 1)
+		var plans []struct {
+			Plan planNode `json:"Plan"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(e.plans[0]), &plans), c.name)
+		var indexed bool
+		plans[0].Plan.walk(func(n planNode) {
+			switch n.Type {
+			case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+				indexed = indexed || n.Index == c.index
+			case "Seq Scan":
+				require.NotContains(t, []string{"events", "deliveries", "dead_letters"}, n.Relation,
+					"%s reads all of %s:\n%s", c.name, n.Relation, e.plans[0])
+			}
+		})
+		require.True(t, indexed, "%s does not read %s:\n%s", c.name, c.index, e.plans[0])
+	}
+}
+
+// BenchmarkListPlans loads a million events (and their deliveries and dead
+// letters: seedLog) and prints EXPLAIN (ANALYZE, BUFFERS) of every list
+// filter the API offers (readCases); docs/operability.md ("What a read
+// costs") quotes it. It asserts nothing: TestListFiltersReadTheirIndexes
+// holds the plans.
+//
+//	go test -count=1 -run '^$' -bench BenchmarkListPlans -benchtime 1x -timeout 30m -v ./internal/store/
+func BenchmarkListPlans(b *testing.B) {
+	ctx := context.Background()
+	pool := testenv.MigratedPool(b)
+	start := time.Now()
+	seedLog(b, pool, 1_000_000)
+	b.Logf("seeded in %s", time.Since(start).Round(time.Second))
+	held, err := pool.Acquire(ctx)
+	require.NoError(b, err)
+	defer held.Release()
+	conn := held.Conn()
+	for i := 0; i < b.N; i++ {
+		for _, c := range readCases() {
+			e := &explainer{conn: conn, options: "ANALYZE, BUFFERS"}
+			require.NoError(b, c.run(ctx, dbsqlc.New(e)), c.name)
+			b.Logf("%s:\n%s", c.name, e.plans[0])
+		}
+	}
+}
+
+// TestEventLogOfSeveralEndpoints: a session limited to two endpoints reads
+// its log along both endpoints' deliveries, merged: newest first, an event
+// routed to both once, the other endpoint's not at all, and the next page
+// from the cursor on, as the whole log pages.
+func TestEventLogOfSeveralEndpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for i, to := range [][]string{{"a"}, {"b"}, {"a", "b"}, {"c"}, {"b", "c"}, {"a"}} {
+		insertRouted(t, st, fmt.Sprintf("x-%d", i+1), "x", int64(i+1), to...)
+		age(t, st, fmt.Sprintf("x-%d", i+1), time.Duration(10-i)*time.Minute)
+	}
+	session := st.OnlyEndpoints([]string{"a", "b"})
+	var pages [][]string
+	f := store.EventFilter{Limit: 2}
+	for {
+		got, err := session.EventList(ctx, f)
+		require.NoError(t, err)
+		if len(got) == 0 {
+			break
+		}
+		pages = append(pages, ids(got))
+		last := got[len(got)-1]
+		f.Before, f.BeforeID = &last.AcceptedAt, last.ID
+	}
+	require.Equal(t, [][]string{{"x-6", "x-5"}, {"x-3", "x-2"}, {"x-1"}}, pages)
+	got, err := session.EventList(ctx, store.EventFilter{EndpointID: "c", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x-5"}, ids(got), "c's events the session sees: those routed to a or b too")
+	require.Equal(t, []string{"b"}, got[0].Endpoints, "shown with its routing to the session's endpoints only")
+}
