@@ -376,3 +376,36 @@ func TestTenantMigrationGoesBack(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id = 'evt-old'`).Scan(&n))
 	require.Equal(t, 1, n)
 }
+
+// TestCorrelationsPendingServesTenantsInTurn: a tenant whose producer
+// wrote 10,000 correlations to the outbox, all before another tenant's
+// one, does not make the other wait behind them: the relay's first round
+// takes the other tenant's correlation, and fills the rest from the
+// backlog, the longest waiting first.
+func TestCorrelationsPendingServesTenantsInTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := producerDB(t)
+	// Written in one statement each, as a bulk import would, rather than
+	// 10,000 Enqueue calls; the hash is not read here.
+	for _, q := range []struct {
+		tenant string
+		n      int
+		age    time.Duration
+	}{{"big", 10_000, 2 * time.Hour}, {"small", 1, time.Hour}} {
+		_, err := pool.Exec(ctx, `INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at)
+			SELECT $1, $1 || '-' || i, $1 || '-c' || lpad(i::text, 5, '0'), 1, 'ep_1', 't', '{}', '\x01', now() - make_interval(secs => $3 + $2 - i)
+			FROM generate_series(1, $2::int) i`, q.tenant, q.n, q.age.Seconds())
+		require.NoError(t, err)
+	}
+	src, err := outbox.NewSource(pool)
+	require.NoError(t, err)
+	corrs, err := src.CorrelationsPending(ctx, 100)
+	require.NoError(t, err)
+	byTenant := map[string]int{}
+	for _, c := range corrs {
+		byTenant[c.TenantID]++
+	}
+	require.Equal(t, map[string]int{"big": 99, "small": 1}, byTenant)
+	require.Equal(t, outbox.Correlation{TenantID: "big", CorrelationID: "big-c00001"}, corrs[0], "the longest waiting first")
+}

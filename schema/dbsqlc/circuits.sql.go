@@ -405,11 +405,15 @@ func (q *Queries) CircuitWindowAttempts(ctx context.Context, arg CircuitWindowAt
 }
 
 const CircuitsAutoReplayPending = `-- name: CircuitsAutoReplayPending :many
-SELECT endpoint_id, auto_replay_pending_since, auto_replay_requested_at,
-       (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
-FROM endpoint_circuits
-WHERE auto_replay_pending_since IS NOT NULL AND state = 'closed'
-ORDER BY auto_replay_turn_at NULLS FIRST, auto_replay_pending_since, endpoint_id
+SELECT p.endpoint_id, p.auto_replay_pending_since, p.auto_replay_requested_at, p.tenant_id
+FROM (
+    SELECT c.endpoint_id, c.auto_replay_pending_since, c.auto_replay_requested_at, c.auto_replay_turn_at, e.tenant_id::text AS tenant_id,
+           row_number() OVER (PARTITION BY e.tenant_id
+               ORDER BY c.auto_replay_turn_at NULLS FIRST, c.auto_replay_pending_since, c.endpoint_id) AS turn
+    FROM endpoint_circuits c JOIN endpoints e ON e.id = c.endpoint_id
+    WHERE c.auto_replay_pending_since IS NOT NULL AND c.state = 'closed'
+) p
+ORDER BY p.turn, p.auto_replay_turn_at NULLS FIRST, p.auto_replay_pending_since, p.endpoint_id
 LIMIT $1
 `
 
@@ -422,7 +426,12 @@ type CircuitsAutoReplayPendingRow struct {
 
 // Circuits closed with an auto-replay not yet done (endpoint_circuits_auto_replay_idx),
 // those a pass served part way (auto_replay_turn_at) behind the others, in
-// the order they were served: the endpoints take turns. One that opened
+// the order they were served: the endpoints take turns. So do tenants:
+// each tenant's circuits are ranked in that order, and the batch takes
+// every tenant's first before anyone's second, so a tenant with more
+// endpoints to replay than a batch delays only itself. The ranking reads
+// every pending circuit (they have no tenant column to range over): at
+// most one row per endpoint with an auto-replay outstanding. One that opened
 // again before its passes were done waits, its auto-replay kept, for its
 // next close (which stamps auto_replay_requested_at again): a replay into
 // the open circuit would only be dead-lettered again, and picked again.
@@ -452,10 +461,14 @@ func (q *Queries) CircuitsAutoReplayPending(ctx context.Context, limit int32) ([
 }
 
 const CircuitsEventCatchUp = `-- name: CircuitsEventCatchUp :many
-SELECT endpoint_id, (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
-FROM endpoint_circuits
-WHERE events_coalesced > 0 AND event_at <= now() - make_interval(secs => $1)
-ORDER BY event_at
+SELECT u.endpoint_id, u.tenant_id
+FROM (
+    SELECT c.endpoint_id, c.event_at, e.tenant_id::text AS tenant_id,
+           row_number() OVER (PARTITION BY e.tenant_id ORDER BY c.event_at, c.endpoint_id) AS turn
+    FROM endpoint_circuits c JOIN endpoints e ON e.id = c.endpoint_id
+    WHERE c.events_coalesced > 0 AND c.event_at <= now() - make_interval(secs => $1)
+) u
+ORDER BY u.turn, u.event_at, u.endpoint_id
 LIMIT $2
 `
 
@@ -474,6 +487,9 @@ type CircuitsEventCatchUpRow struct {
 // interval ($1 seconds) now over: the sweep tells their subscribers the
 // state in force if it is not the one last told
 // (endpoint_circuits_event_catch_up_idx).
+// Tenants in turn, as in CircuitsAutoReplayPending: every tenant's
+// longest-waiting first, so one tenant's flapping endpoints do not hold
+// back another's news.
 func (q *Queries) CircuitsEventCatchUp(ctx context.Context, arg CircuitsEventCatchUpParams) ([]CircuitsEventCatchUpRow, error) {
 	rows, err := q.db.Query(ctx, CircuitsEventCatchUp, arg.Secs, arg.Limit)
 	if err != nil {
@@ -495,16 +511,28 @@ func (q *Queries) CircuitsEventCatchUp(ctx context.Context, arg CircuitsEventCat
 }
 
 const CircuitsProbeReplayClaim = `-- name: CircuitsProbeReplayClaim :many
-UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
-WHERE c.endpoint_id IN (
-    SELECT c2.endpoint_id FROM endpoint_circuits c2
+WITH due AS (
+    SELECT c2.endpoint_id, c2.next_probe_at,
+           row_number() OVER (PARTITION BY e.tenant_id ORDER BY c2.next_probe_at, c2.endpoint_id) AS turn
+    FROM endpoint_circuits c2
     JOIN endpoints e ON e.id = c2.endpoint_id
     WHERE e.auto_replay AND NOT e.disabled AND c2.state IN ('open', 'half_open') AND c2.next_probe_at <= now()
       AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
       AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
-    ORDER BY c2.next_probe_at
-    LIMIT $1
-    FOR UPDATE OF c2 SKIP LOCKED)
+), picked AS (
+    -- Locked here, not in due: a window function's query cannot lock. A
+    -- circuit another sweep or a probe took meanwhile is skipped, or
+    -- fails the recheck.
+    SELECT c2.endpoint_id FROM endpoint_circuits c2
+    JOIN (SELECT endpoint_id FROM due ORDER BY turn, next_probe_at, endpoint_id LIMIT $1) d ON d.endpoint_id = c2.endpoint_id
+    WHERE c2.state IN ('open', 'half_open') AND c2.next_probe_at <= now()
+      AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
+      AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
+    FOR UPDATE OF c2 SKIP LOCKED
+)
+UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
+FROM picked
+WHERE c.endpoint_id = picked.endpoint_id
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at,
     (SELECT e.tenant_id FROM endpoints e WHERE e.id = c.endpoint_id)::text AS tenant_id
 `
@@ -525,7 +553,10 @@ type CircuitsProbeReplayClaimRow struct {
 // with no probe holding the lease and no probe replay within $2 seconds:
 // up to $1 of them are stamped (probe_replayed_at) and returned with the
 // outage's first failure. The sweep replays one of the outage's dead
-// letters of each, whose attempt probes.
+// letters of each, whose attempt probes. Tenants are served in turn: each
+// tenant's circuits are ranked by when their probe became due, and the
+// batch takes every tenant's first before anyone's second, so a tenant
+// with more open circuits than a batch delays only its own probes.
 func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProbeReplayClaimParams) ([]CircuitsProbeReplayClaimRow, error) {
 	rows, err := q.db.Query(ctx, CircuitsProbeReplayClaim, arg.Limit, arg.Secs)
 	if err != nil {
@@ -552,12 +583,15 @@ func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProb
 }
 
 const CircuitsWakePending = `-- name: CircuitsWakePending :many
-SELECT endpoint_id, wake_requested_at,
-       CASE WHEN wake_after_stamp = wake_requested_at THEN COALESCE(wake_after, '') ELSE '' END AS after,
-       (SELECT e.tenant_id FROM endpoints e WHERE e.id = endpoint_id)::text AS tenant_id
-FROM endpoint_circuits
-WHERE wake_requested_at IS NOT NULL
-ORDER BY wake_turn_at NULLS FIRST, wake_requested_at, endpoint_id
+SELECT w.endpoint_id, w.wake_requested_at, w.after, w.tenant_id
+FROM (
+    SELECT c.endpoint_id, c.wake_requested_at, c.wake_turn_at, e.tenant_id::text AS tenant_id,
+           CASE WHEN c.wake_after_stamp = c.wake_requested_at THEN COALESCE(c.wake_after, '') ELSE '' END::text AS after,
+           row_number() OVER (PARTITION BY e.tenant_id ORDER BY c.wake_turn_at NULLS FIRST, c.wake_requested_at, c.endpoint_id) AS turn
+    FROM endpoint_circuits c JOIN endpoints e ON e.id = c.endpoint_id
+    WHERE c.wake_requested_at IS NOT NULL
+) w
+ORDER BY w.turn, w.wake_turn_at NULLS FIRST, w.wake_requested_at, w.endpoint_id
 LIMIT $1
 `
 
@@ -572,8 +606,10 @@ type CircuitsWakePendingRow struct {
 // whose endpoint's rate_limit changed
 // (EndpointRateSlotsReset), with their lanes not yet signalled
 // (endpoint_circuits_wake_idx), oldest first, those a pass woke part way
-// (wake_turn_at) behind the others: the endpoints take turns. With each,
-// the last event a pass signalled for this stamp (” for none yet).
+// (wake_turn_at) behind the others: the endpoints take turns. So do
+// tenants, as in CircuitsAutoReplayPending: every tenant's first before
+// anyone's second. With each, the last event a pass signalled for this
+// stamp (” for none yet).
 func (q *Queries) CircuitsWakePending(ctx context.Context, limit int32) ([]CircuitsWakePendingRow, error) {
 	rows, err := q.db.Query(ctx, CircuitsWakePending, limit)
 	if err != nil {

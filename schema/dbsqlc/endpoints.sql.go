@@ -750,10 +750,14 @@ func (q *Queries) EndpointsCount(ctx context.Context, tenantID string) (int64, e
 }
 
 const EndpointsDeletedOpen = `-- name: EndpointsDeletedOpen :many
-SELECT e.tenant_id, e.id, e.deleted_by FROM endpoints e
-WHERE e.deleted_at IS NOT NULL
-  AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = e.tenant_id AND d.endpoint_id = e.id AND d.status = 'open')
-ORDER BY e.id
+SELECT o.tenant_id, o.id, o.deleted_by
+FROM (
+    SELECT e.tenant_id, e.id, e.deleted_by, row_number() OVER (PARTITION BY e.tenant_id ORDER BY e.id) AS turn
+    FROM endpoints e
+    WHERE e.deleted_at IS NOT NULL
+      AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = e.tenant_id AND d.endpoint_id = e.id AND d.status = 'open')
+) o
+ORDER BY o.turn, o.id
 LIMIT $1
 `
 
@@ -765,7 +769,11 @@ type EndpointsDeletedOpenRow struct {
 
 // Deleted endpoints that still have dead letters open, with who deleted
 // them: the sweep skips those (a dead letter written while the delete ran,
-// or left by an API process that stopped half way), of every tenant.
+// or left by an API process that stopped half way), of every tenant, in
+// turn: each tenant's by id, and every tenant's first before anyone's
+// second, so a tenant with more such endpoints than a batch delays only
+// itself. The ranking reads the deleted endpoints (endpoints_deleted_idx),
+// as the first-come order did whenever fewer than a batch had one open.
 func (q *Queries) EndpointsDeletedOpen(ctx context.Context, limit int32) ([]EndpointsDeletedOpenRow, error) {
 	rows, err := q.db.Query(ctx, EndpointsDeletedOpen, limit)
 	if err != nil {

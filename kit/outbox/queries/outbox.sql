@@ -18,11 +18,19 @@ SELECT payload_hash FROM outbox WHERE tenant_id = $1 AND id = $2;
 LISTEN hookflow_outbox;
 
 -- name: OutboxCorrelationsPending :many
--- (Tenant, correlation) pairs with pending rows, the longest waiting first.
-SELECT tenant_id, correlation_id FROM outbox
-WHERE state = 'pending'
-GROUP BY tenant_id, correlation_id
-ORDER BY min(created_at), tenant_id, correlation_id
+-- (Tenant, correlation) pairs with pending rows, tenants in turn: each
+-- tenant's correlations ranked the longest waiting first, and every
+-- tenant's first before anyone's second, so one tenant's backlog (a bulk
+-- import through the outbox) delays only itself.
+SELECT p.tenant_id, p.correlation_id
+FROM (
+    SELECT tenant_id, correlation_id, min(created_at) AS waiting_since,
+           row_number() OVER (PARTITION BY tenant_id ORDER BY min(created_at), correlation_id) AS turn
+    FROM outbox
+    WHERE state = 'pending'
+    GROUP BY tenant_id, correlation_id
+) p
+ORDER BY p.turn, p.waiting_since, p.tenant_id, p.correlation_id
 LIMIT $1;
 
 -- name: OutboxCorrelationLock :one
