@@ -109,7 +109,7 @@ func circuitBacklog(t *testing.T, st *store.Store, tenant string, n int, age tim
 	stmts := []stmt{
 		{`INSERT INTO endpoints (tenant_id, id, url, secret, auto_replay)
 		  SELECT $1, ` + ep + `, 'https://example.com/ep', 'whsec_x', true FROM generate_series(1, $2::int) i`, []any{tenant, n}},
-		{`INSERT INTO endpoint_circuits (endpoint_id) SELECT ` + ep + ` FROM generate_series(1, $2::int) i`, []any{tenant, n}},
+		{`INSERT INTO endpoint_circuits (endpoint_id, tenant_id) SELECT ` + ep + `, $1 FROM generate_series(1, $2::int) i`, []any{tenant, n}},
 		{`UPDATE endpoint_circuits c SET ` + set + `
 		  FROM (SELECT ` + ep + ` AS id, i FROM generate_series(1, $3::int) i) x WHERE c.endpoint_id = x.id`, []any{tenant, age.Seconds(), n}},
 	}

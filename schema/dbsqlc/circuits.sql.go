@@ -40,9 +40,12 @@ func (q *Queries) CircuitAutoReplayTurn(ctx context.Context, endpointID string) 
 }
 
 const CircuitEnsure = `-- name: CircuitEnsure :exec
-INSERT INTO endpoint_circuits (endpoint_id) VALUES ($1) ON CONFLICT (endpoint_id) DO NOTHING
+INSERT INTO endpoint_circuits (endpoint_id, tenant_id) VALUES ($1, (SELECT e.tenant_id FROM endpoints e WHERE e.id = $1))
+ON CONFLICT (endpoint_id) DO NOTHING
 `
 
+// With its endpoint's tenant (migration 031); an unknown endpoint fails
+// on it, as it did on the foreign key.
 func (q *Queries) CircuitEnsure(ctx context.Context, endpointID string) error {
 	_, err := q.db.Exec(ctx, CircuitEnsure, endpointID)
 	return err
@@ -407,11 +410,15 @@ func (q *Queries) CircuitWindowAttempts(ctx context.Context, arg CircuitWindowAt
 const CircuitsAutoReplayPending = `-- name: CircuitsAutoReplayPending :many
 SELECT p.endpoint_id, p.auto_replay_pending_since, p.auto_replay_requested_at, p.tenant_id
 FROM (
-    SELECT c.endpoint_id, c.auto_replay_pending_since, c.auto_replay_requested_at, c.auto_replay_turn_at, e.tenant_id::text AS tenant_id,
-           row_number() OVER (PARTITION BY e.tenant_id
-               ORDER BY c.auto_replay_turn_at NULLS FIRST, c.auto_replay_pending_since, c.endpoint_id) AS turn
-    FROM endpoint_circuits c JOIN endpoints e ON e.id = c.endpoint_id
-    WHERE c.auto_replay_pending_since IS NOT NULL AND c.state = 'closed'
+    SELECT q.tenant_id, q.endpoint_id, q.auto_replay_pending_since, q.auto_replay_requested_at, q.auto_replay_turn_at, row_number() OVER (PARTITION BY q.tenant_id
+               ORDER BY q.auto_replay_turn_at NULLS FIRST, q.auto_replay_pending_since, q.endpoint_id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT c.tenant_id, c.endpoint_id, c.auto_replay_pending_since, c.auto_replay_requested_at, c.auto_replay_turn_at
+        FROM endpoint_circuits c
+        WHERE c.tenant_id = t.id AND c.auto_replay_pending_since IS NOT NULL AND c.state = 'closed'
+        ORDER BY c.auto_replay_turn_at NULLS FIRST, c.auto_replay_pending_since, c.endpoint_id
+        LIMIT $1
+    ) q
 ) p
 ORDER BY p.turn, p.auto_replay_turn_at NULLS FIRST, p.auto_replay_pending_since, p.endpoint_id
 LIMIT $1
@@ -429,9 +436,9 @@ type CircuitsAutoReplayPendingRow struct {
 // the order they were served: the endpoints take turns. So do tenants:
 // each tenant's circuits are ranked in that order, and the batch takes
 // every tenant's first before anyone's second, so a tenant with more
-// endpoints to replay than a batch delays only itself. The ranking reads
-// every pending circuit (they have no tenant column to range over): at
-// most one row per endpoint with an auto-replay outstanding. One that opened
+// endpoints to replay than a batch delays only itself. Each turn reads one
+// tenant's range of endpoint_circuits_auto_replay_idx, in that order, at
+// most $1 rows of it. One that opened
 // again before its passes were done waits, its auto-replay kept, for its
 // next close (which stamps auto_replay_requested_at again): a replay into
 // the open circuit would only be dead-lettered again, and picked again.
@@ -463,10 +470,13 @@ func (q *Queries) CircuitsAutoReplayPending(ctx context.Context, limit int32) ([
 const CircuitsEventCatchUp = `-- name: CircuitsEventCatchUp :many
 SELECT u.endpoint_id, u.tenant_id
 FROM (
-    SELECT c.endpoint_id, c.event_at, e.tenant_id::text AS tenant_id,
-           row_number() OVER (PARTITION BY e.tenant_id ORDER BY c.event_at, c.endpoint_id) AS turn
-    FROM endpoint_circuits c JOIN endpoints e ON e.id = c.endpoint_id
-    WHERE c.events_coalesced > 0 AND c.event_at <= now() - make_interval(secs => $1)
+    SELECT q.tenant_id, q.endpoint_id, q.event_at, row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.event_at, q.endpoint_id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT c.tenant_id, c.endpoint_id, c.event_at FROM endpoint_circuits c
+        WHERE c.tenant_id = t.id AND c.events_coalesced > 0 AND c.event_at <= now() - make_interval(secs => $1)
+        ORDER BY c.event_at, c.endpoint_id
+        LIMIT $2
+    ) q
 ) u
 ORDER BY u.turn, u.event_at, u.endpoint_id
 LIMIT $2
@@ -512,13 +522,17 @@ func (q *Queries) CircuitsEventCatchUp(ctx context.Context, arg CircuitsEventCat
 
 const CircuitsProbeReplayClaim = `-- name: CircuitsProbeReplayClaim :many
 WITH due AS (
-    SELECT c2.endpoint_id, c2.next_probe_at,
-           row_number() OVER (PARTITION BY e.tenant_id ORDER BY c2.next_probe_at, c2.endpoint_id) AS turn
-    FROM endpoint_circuits c2
-    JOIN endpoints e ON e.id = c2.endpoint_id
-    WHERE e.auto_replay AND NOT e.disabled AND c2.state IN ('open', 'half_open') AND c2.next_probe_at <= now()
-      AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
-      AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
+    SELECT q.endpoint_id, q.next_probe_at,
+           row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.next_probe_at, q.endpoint_id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT c2.tenant_id, c2.endpoint_id, c2.next_probe_at FROM endpoint_circuits c2
+        JOIN endpoints e ON e.id = c2.endpoint_id
+        WHERE c2.tenant_id = t.id AND e.auto_replay AND NOT e.disabled AND c2.state IN ('open', 'half_open') AND c2.next_probe_at <= now()
+          AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
+          AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
+        ORDER BY c2.next_probe_at, c2.endpoint_id
+        LIMIT $1
+    ) q
 ), picked AS (
     -- Locked here, not in due: a window function's query cannot lock. A
     -- circuit another sweep or a probe took meanwhile is skipped, or
@@ -533,8 +547,7 @@ WITH due AS (
 UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
 FROM picked
 WHERE c.endpoint_id = picked.endpoint_id
-RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at,
-    (SELECT e.tenant_id FROM endpoints e WHERE e.id = c.endpoint_id)::text AS tenant_id
+RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at, c.tenant_id
 `
 
 type CircuitsProbeReplayClaimParams struct {
@@ -556,7 +569,9 @@ type CircuitsProbeReplayClaimRow struct {
 // letters of each, whose attempt probes. Tenants are served in turn: each
 // tenant's circuits are ranked by when their probe became due, and the
 // batch takes every tenant's first before anyone's second, so a tenant
-// with more open circuits than a batch delays only its own probes.
+// with more open circuits than a batch delays only its own probes. Each
+// turn reads one tenant's range of endpoint_circuits_probe_due_idx, up to
+// $1 circuits that qualify.
 func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProbeReplayClaimParams) ([]CircuitsProbeReplayClaimRow, error) {
 	rows, err := q.db.Query(ctx, CircuitsProbeReplayClaim, arg.Limit, arg.Secs)
 	if err != nil {
@@ -585,11 +600,15 @@ func (q *Queries) CircuitsProbeReplayClaim(ctx context.Context, arg CircuitsProb
 const CircuitsWakePending = `-- name: CircuitsWakePending :many
 SELECT w.endpoint_id, w.wake_requested_at, w.after, w.tenant_id
 FROM (
-    SELECT c.endpoint_id, c.wake_requested_at, c.wake_turn_at, e.tenant_id::text AS tenant_id,
-           CASE WHEN c.wake_after_stamp = c.wake_requested_at THEN COALESCE(c.wake_after, '') ELSE '' END::text AS after,
-           row_number() OVER (PARTITION BY e.tenant_id ORDER BY c.wake_turn_at NULLS FIRST, c.wake_requested_at, c.endpoint_id) AS turn
-    FROM endpoint_circuits c JOIN endpoints e ON e.id = c.endpoint_id
-    WHERE c.wake_requested_at IS NOT NULL
+    SELECT q.tenant_id, q.endpoint_id, q.wake_requested_at, q.wake_turn_at, q.after, row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.wake_turn_at NULLS FIRST, q.wake_requested_at, q.endpoint_id) AS turn
+    FROM tenants t CROSS JOIN LATERAL (
+        SELECT c.tenant_id, c.endpoint_id, c.wake_requested_at, c.wake_turn_at,
+               CASE WHEN c.wake_after_stamp = c.wake_requested_at THEN COALESCE(c.wake_after, '') ELSE '' END::text AS after
+        FROM endpoint_circuits c
+        WHERE c.tenant_id = t.id AND c.wake_requested_at IS NOT NULL
+        ORDER BY c.wake_turn_at NULLS FIRST, c.wake_requested_at, c.endpoint_id
+        LIMIT $1
+    ) q
 ) w
 ORDER BY w.turn, w.wake_turn_at NULLS FIRST, w.wake_requested_at, w.endpoint_id
 LIMIT $1
@@ -608,7 +627,8 @@ type CircuitsWakePendingRow struct {
 // (endpoint_circuits_wake_idx), oldest first, those a pass woke part way
 // (wake_turn_at) behind the others: the endpoints take turns. So do
 // tenants, as in CircuitsAutoReplayPending: every tenant's first before
-// anyone's second. With each, the last event a pass signalled for this
+// anyone's second, a turn reading one tenant's range of
+// endpoint_circuits_wake_idx. With each, the last event a pass signalled for this
 // stamp (” for none yet).
 func (q *Queries) CircuitsWakePending(ctx context.Context, limit int32) ([]CircuitsWakePendingRow, error) {
 	rows, err := q.db.Query(ctx, CircuitsWakePending, limit)

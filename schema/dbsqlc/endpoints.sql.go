@@ -29,7 +29,7 @@ const EndpointDelete = `-- name: EndpointDelete :one
 WITH deleted AS (
     UPDATE endpoints SET deleted_at = now(), deleted_by = $2, disabled = true,
         disabled_reason = 'deleted by ' || $2, updated_at = now()
-    WHERE tenant_id = $3 AND id = $1 AND deleted_at IS NULL
+    WHERE endpoints.tenant_id = $3 AND id = $1 AND deleted_at IS NULL
     RETURNING id
 ), woken AS (
     UPDATE endpoint_circuits SET wake_requested_at = clock_timestamp(), updated_at = now()
@@ -420,8 +420,8 @@ WITH changed AS (
     UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
     WHERE endpoint_id IN (SELECT id FROM changed)
 )
-INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
-SELECT id, clock_timestamp() FROM changed
+INSERT INTO endpoint_circuits AS c (endpoint_id, tenant_id, wake_requested_at)
+SELECT id, $1, clock_timestamp() FROM changed
 ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now()
 `
 

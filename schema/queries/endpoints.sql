@@ -173,8 +173,8 @@ WITH changed AS (
     UPDATE endpoint_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
     WHERE endpoint_id IN (SELECT id FROM changed)
 )
-INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
-SELECT id, clock_timestamp() FROM changed
+INSERT INTO endpoint_circuits AS c (endpoint_id, tenant_id, wake_requested_at)
+SELECT id, sqlc.arg(tenant_id), clock_timestamp() FROM changed
 ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now();
 
 -- name: EndpointDisableIfEnabled :execrows
@@ -200,7 +200,7 @@ SELECT disabled FROM endpoints WHERE id = $1 FOR SHARE;
 WITH deleted AS (
     UPDATE endpoints SET deleted_at = now(), deleted_by = $2, disabled = true,
         disabled_reason = 'deleted by ' || $2, updated_at = now()
-    WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
+    WHERE endpoints.tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
     RETURNING id
 ), woken AS (
     UPDATE endpoint_circuits SET wake_requested_at = clock_timestamp(), updated_at = now()

@@ -38,8 +38,8 @@ RETURNING id, name, metadata, disabled, events_per_second, max_endpoints, max_re
 -- name: TenantWakeLanes :exec
 -- Stamps a wake on every endpoint of tenant $1 not deleted (made closed,
 -- as CircuitEnsure makes it, for an endpoint whose circuit never failed).
-INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
-SELECT e.id, clock_timestamp() FROM endpoints e WHERE e.tenant_id = $1 AND e.deleted_at IS NULL
+INSERT INTO endpoint_circuits AS c (endpoint_id, tenant_id, wake_requested_at)
+SELECT e.id, e.tenant_id, clock_timestamp() FROM endpoints e WHERE e.tenant_id = $1 AND e.deleted_at IS NULL
 ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now();
 
 -- name: TenantRateReserve :one
@@ -68,7 +68,7 @@ WITH changed AS (
     UPDATE tenant_rate_slots SET next_slot = LEAST(next_slot, clock_timestamp())
     WHERE tenant_id IN (SELECT tenant_id FROM changed)
 )
-INSERT INTO endpoint_circuits AS c (endpoint_id, wake_requested_at)
-SELECT e.id, clock_timestamp() FROM endpoints e
+INSERT INTO endpoint_circuits AS c (endpoint_id, tenant_id, wake_requested_at)
+SELECT e.id, e.tenant_id, clock_timestamp() FROM endpoints e
 WHERE e.tenant_id IN (SELECT tenant_id FROM changed) AND e.deleted_at IS NULL
 ON CONFLICT (endpoint_id) DO UPDATE SET wake_requested_at = clock_timestamp(), updated_at = now();
