@@ -545,7 +545,8 @@ type AutoReplayPending struct {
 }
 
 // CircuitsAutoReplayPending returns up to limit pending auto-replays,
-// oldest first.
+// tenants in turn (every tenant's first before anyone's second), each
+// tenant's oldest first.
 func (s *Store) CircuitsAutoReplayPending(ctx context.Context, limit int) ([]AutoReplayPending, error) {
 	rows, err := s.q.CircuitsAutoReplayPending(ctx, int32(limit))
 	if err != nil {
@@ -596,7 +597,7 @@ type CircuitWake struct {
 // success, or an operator enabling the endpoint) or had an answer while
 // half-open (the next probe is due at once), or whose endpoint's
 // rate_limit changed, whose lanes delivering to the endpoint are still to
-// be told, oldest first.
+// be told, tenants in turn, each tenant's oldest first.
 func (s *Store) CircuitsWakePending(ctx context.Context, limit int) ([]CircuitWake, error) {
 	rows, err := s.q.CircuitsWakePending(ctx, int32(limit))
 	if err != nil {
@@ -636,7 +637,8 @@ func (s *Store) CircuitWakeProgress(ctx context.Context, w CircuitWake, after st
 // the one the last event told (a close left out after an opened event,
 // say): circuit_opened (with the endpoint's failure_threshold) or
 // circuit_closed (with the outage's failing_since and opened_at), with
-// transitions_coalesced. It returns how many it published. An endpoint
+// transitions_coalesced, tenants in turn. It returns how many it
+// published. An endpoint
 // that fails does not hold up the ones after it: the pass goes on, and
 // answers their errors joined, each naming its endpoint.
 func (s *Store) CircuitsEventCatchUp(ctx context.Context, limit int) (int, error) {
@@ -795,6 +797,7 @@ func (s *Store) DeadLetterAutoReplayed(ctx context.Context, d DeadLetter, by str
 // taken so within every: an outage longer than the window leaves no
 // attempt to probe, so the caller replays one of the outage's dead letters
 // of each (Since is the outage's first failure), whose attempt probes.
+// Tenants are taken in turn, each tenant's longest due first.
 func (s *Store) CircuitsProbeReplayClaim(ctx context.Context, limit int, every time.Duration) ([]AutoReplayPending, error) {
 	rows, err := s.q.CircuitsProbeReplayClaim(ctx, dbsqlc.CircuitsProbeReplayClaimParams{Limit: int32(limit), Secs: every.Seconds()})
 	if err != nil {

@@ -813,7 +813,7 @@ type DeletedEndpoint struct {
 }
 
 // EndpointsDeletedOpen returns up to limit deleted endpoints that still
-// have open dead letters, in id order.
+// have open dead letters, tenants in turn, each tenant's in id order.
 func (s *Store) EndpointsDeletedOpen(ctx context.Context, limit int) ([]DeletedEndpoint, error) {
 	rows, err := s.q.EndpointsDeletedOpen(ctx, int32(limit))
 	if err != nil {

@@ -51,7 +51,9 @@ type Correlation struct {
 func (c Correlation) String() string { return c.TenantID + "/" + c.CorrelationID }
 
 // CorrelationsPending returns up to limit correlations that have pending
-// rows, the longest waiting first.
+// rows, tenants in turn (every tenant's first before anyone's second, so
+// one tenant's backlog delays only itself), each tenant's longest waiting
+// first.
 func (s *Source) CorrelationsPending(ctx context.Context, limit int) ([]Correlation, error) {
 	rows, err := s.q.OutboxCorrelationsPending(ctx, int32(limit))
 	if err != nil {
