@@ -348,8 +348,6 @@ func (r *Relay) holdRow(ctx context.Context, c *outbox.Claim, corr outbox.Correl
 // another error when the row should be tried again later: the ledger or
 // Temporal unavailable, the event then left queued in the ledger.
 func (r *Relay) relayRow(ctx context.Context, ledger Ledger, row outbox.Row) (string, error) {
-	// Enqueue stores the hash of what it stores; a mismatch means the row
-	// was written or edited around it.
 	o, err := r.accept.Accept(ctx, ledger, accept.Request{Event: row.Event.Request(), PayloadHash: row.PayloadHash})
 	if err != nil {
 		return "", err
@@ -360,6 +358,8 @@ func (r *Relay) relayRow(ctx context.Context, ledger Ledger, row outbox.Row) (st
 	case accept.Invalid:
 		return fmt.Sprintf("invalid event: %s: %s", o.Invalid.Field, o.Invalid.Detail), nil
 	case accept.PayloadMismatch:
+		// Enqueue stores the hash of what it stores; a mismatch means the
+		// row was written or edited around it.
 		return "payload_hash does not match the row's content (row not written by outbox.Enqueue?)", nil
 	case accept.UnknownEndpoint:
 		return "unknown endpoint " + ev.EndpointID, nil
