@@ -1,25 +1,26 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookflow/hookflow/internal/accept"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	wire "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
-// startTimeout bounds the workflow start inside a POST /v1/events.
+// startTimeout bounds the workflow start inside a POST /v1/events: a slow
+// or absent Temporal must not hold the producer, so past it the event
+// stays queued and the sweep starts it later.
 const startTimeout = 3 * time.Second
 
 // An event's answer (wire.Event) has its State, how its deliveries stand
@@ -47,7 +48,8 @@ func routedNowhere(deliveries int) bool { return deliveries == 0 }
 // workflow is started. If Temporal cannot be reached the event stays queued
 // (202, state "queued") and the starter's sweep starts it later. An event
 // nobody subscribes to is accepted all the same (deliveries: [], unrouted:
-// true): it still takes its place in its correlation's order.
+// true): it still takes its place in its correlation's order. The decisions
+// are package accept's, which the outbox relay shares; this answers them.
 func (s *Server) EventCreate(c echo.Context) error {
 	var req intake.Request
 	if err := s.decode(c, &req); err != nil {
@@ -59,60 +61,70 @@ func (s *Server) EventCreate(c echo.Context) error {
 	if err := s.limitTenantPosts(c); err != nil {
 		return err
 	}
-	ev, fe := intake.Validate(req)
-	if fe != nil && fe.Reserved {
-		// Well formed, but hookflow's own: its operational events.
-		p := problem(http.StatusUnprocessableEntity, "reserved-field", "Reserved by hookflow", fe.Detail)
-		p.Field = fe.Field
-		return p
+	o, err := s.accept.Accept(c.Request().Context(), s.ledger(c), accept.Request{Event: req})
+	if o.Kind != accept.Invalid {
+		traceEvent(c, o.Event)
 	}
-	if fe != nil {
-		return fieldProblem(fe.Field, fe.Detail)
-	}
-	traceEvent(c, ev)
-	ctx := c.Request().Context()
-	addressed, endpoints, err := s.ledger(c).Route(ctx, ev, s.cfg.MaxSubscribers)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
-		p.Field = "endpoint_id"
-		return p
-	case errors.Is(err, store.ErrTooManySubscribers):
-		return tooManySubscribers(ev.Type, s.cfg.MaxSubscribers)
-	case err != nil:
-		return err
-	}
-	if addressed != nil && addressed.Disabled {
-		return s.eventForDisabled(c, ev)
-	}
-
-	stored, inserted, err := s.ledger(c).EventInsertRouted(ctx, ev, endpoints)
 	if err != nil {
 		return err
 	}
-	if !inserted {
-		return s.eventConflict(c, ev)
+	ev := o.Event
+	switch o.Kind {
+	case accept.Accepted:
+		return s.answerAccepted(c, o)
+	case accept.Repost:
+		return s.writeEvent(c, http.StatusOK, o.Stored)
+	case accept.Invalid:
+		if o.Invalid.Reserved {
+			// Well formed, but hookflow's own: its operational events.
+			p := problem(http.StatusUnprocessableEntity, "reserved-field", "Reserved by hookflow", o.Invalid.Detail)
+			p.Field = o.Invalid.Field
+			return p
+		}
+		return fieldProblem(o.Invalid.Field, o.Invalid.Detail)
+	case accept.UnknownEndpoint:
+		p := problem(http.StatusNotFound, "unknown-endpoint", "Unknown endpoint", "no endpoint "+ev.EndpointID)
+		p.Field = "endpoint_id"
+		return p
+	case accept.TooManySubscribers:
+		return tooManySubscribers(ev.Type, s.cfg.MaxSubscribers)
+	case accept.EndpointDisabled:
+		p := problem(http.StatusConflict, "endpoint-disabled", "Endpoint disabled",
+			"endpoint "+ev.EndpointID+" is disabled: nothing is accepted for it until it is enabled again (PATCH it with disabled false)")
+		p.Field = "endpoint_id"
+		return p
+	case accept.KeyReused:
+		p := problem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused", o.Detail())
+		p.Field = "id"
+		return p
+	case accept.SequenceTaken:
+		p := problem(http.StatusConflict, "sequence-taken", "Sequence already taken", o.Detail())
+		p.Field = "sequence"
+		p.Extensions = map[string]any{"correlation_id": ev.CorrelationID, "high_water_mark": o.Taken.HighWater, "next_sequence": o.Taken.Next}
+		return p
 	}
-	return s.startAccepted(c, stored)
+	return fmt.Errorf("answer event %s: unknown outcome %d", ev.ID, o.Kind)
 }
 
-// startAccepted starts a newly stored event's workflow and answers 202
-// with its state and where it was routed: the tail of every publish
-// (EventCreate, EndpointTest).
+// startAccepted starts a newly stored event's workflow as every publish
+// does (EndpointTest's event, stored its own way) and answers it.
 func (s *Server) startAccepted(c echo.Context, stored store.Event) error {
-	// A slow or absent Temporal must not hold the producer: past a few
-	// seconds the event stays queued and the sweep starts it later.
-	sctx, cancel := context.WithTimeout(c.Request().Context(), startTimeout)
-	defer cancel()
+	return s.answerAccepted(c, s.accept.Start(c.Request().Context(), s.ledger(c), stored))
+}
+
+// answerAccepted answers a newly stored event 202 with its state and where
+// it was routed: waiting once its workflow is started, or queued when
+// Temporal did not answer in time (the sweep starts it later).
+func (s *Server) answerAccepted(c echo.Context, o accept.Outcome) error {
+	stored := o.Stored
 	for _, ep := range stored.Endpoints {
 		s.deps.Metrics.EventAccepted(ep)
 	}
 	state := contract.StateWaiting
-	if err := s.deps.Starter.Start(sctx, stored); err != nil {
-		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", err)
+	if !o.Started {
+		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", o.StartErr)
 		state = contract.StateQueued
 	}
-	// A new event's answer: its state and where it was routed.
 	resp := wire.Accepted{ID: stored.ID, State: wire.AcceptedState(state), Unrouted: routedNowhere(len(stored.Endpoints)), Deliveries: []wire.AcceptedDelivery{}}
 	for _, ep := range stored.Endpoints {
 		resp.Deliveries = append(resp.Deliveries, wire.AcceptedDelivery{EndpointID: ep, State: string(state)})
@@ -131,72 +143,6 @@ func tooManySubscribers(eventType string, max int) *Problem {
 		fmt.Sprintf("more than %d endpoints are subscribed to type %s, the cap on the endpoints one event goes to (HOOKFLOW_MAX_SUBSCRIBERS): narrow their event_types, address one endpoint with endpoint_id, or raise the setting", max, eventType))
 	p.Field = "type"
 	p.Extensions = map[string]any{"setting": "HOOKFLOW_MAX_SUBSCRIBERS", "limit": max}
-	return p
-}
-
-// eventForDisabled answers a post naming a disabled endpoint. A new event
-// would dead-letter at once, so it is refused (409) and nothing is stored;
-// the same event again, accepted before the endpoint was disabled, is
-// answered as any repost is.
-func (s *Server) eventForDisabled(c echo.Context, ev intake.Event) error {
-	_, err := s.ledger(c).EventGet(c.Request().Context(), ev.ID)
-	if err == nil {
-		return s.eventConflict(c, ev)
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	p := problem(http.StatusConflict, "endpoint-disabled", "Endpoint disabled",
-		"endpoint "+ev.EndpointID+" is disabled: nothing is accepted for it until it is enabled again (PATCH it with disabled false)")
-	p.Field = "endpoint_id"
-	return p
-}
-
-// eventConflict answers a post whose id or sequence is taken: the same
-// event again → 200 with its state; the id with other content → 422; the
-// sequence under another id → 409.
-func (s *Server) eventConflict(c echo.Context, ev intake.Event) error {
-	ctx := c.Request().Context()
-	existing, err := s.ledger(c).EventGet(ctx, ev.ID)
-	if err == nil {
-		if !bytes.Equal(existing.PayloadHash, ev.PayloadHash) {
-			p := problem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
-				"event "+ev.ID+" was accepted with different content; a key names one event forever")
-			p.Field = "id"
-			return p
-		}
-		if existing.State == contract.StateQueued {
-			// The first start may have failed; trying again is harmless.
-			sctx, cancel := context.WithTimeout(ctx, startTimeout)
-			defer cancel()
-			if err := s.deps.Starter.Start(sctx, existing); err == nil {
-				existing.State = contract.StateWaiting
-			}
-		}
-		return s.writeEvent(c, http.StatusOK, existing)
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	hw, err := s.ledger(c).CorrelationHighWater(ctx, ev.CorrelationID)
-	if err != nil {
-		return err
-	}
-	load, err := s.ledger(c).CorrelationLoadOf(ctx, ev.CorrelationID, 0)
-	if err != nil {
-		return err
-	}
-	next := load.Next
-	detail := fmt.Sprintf("sequence %d of correlation %s is already taken by another event", ev.Sequence, ev.CorrelationID)
-	switch {
-	case slices.Contains(load.Voided, ev.Sequence):
-		detail = fmt.Sprintf("sequence %d of correlation %s was voided by an operator (POST /v1/correlations/{id}/skip): it is delivered nowhere", ev.Sequence, ev.CorrelationID)
-	case ev.Sequence < next:
-		detail = fmt.Sprintf("sequence %d of correlation %s is already delivered", ev.Sequence, ev.CorrelationID)
-	}
-	p := problem(http.StatusConflict, "sequence-taken", "Sequence already taken", detail)
-	p.Field = "sequence"
-	p.Extensions = map[string]any{"correlation_id": ev.CorrelationID, "high_water_mark": hw, "next_sequence": next}
 	return p
 }
 

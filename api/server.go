@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/api/apigen"
+	"github.com/hookflow/hookflow/internal/accept"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
@@ -144,6 +145,9 @@ type Server struct {
 	reads    *rateLimits
 	failures *authFailures
 	tenants  *tenantCache
+	// accept is how a publish enters the ledger and becomes a workflow,
+	// the relay's way too.
+	accept *accept.Acceptor
 	// public are the operations auth lets by without a credential, as
 	// "METHOD /path" (operation.public).
 	public map[string]bool
@@ -179,13 +183,19 @@ func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	if cfg.MaxSubscribers < 0 || cfg.MaxSubscribers > contract.MaxSubscribersCeiling || cfg.MaxEndpoints < 0 {
 		return nil, fmt.Errorf("api: the cap on subscribers per event must be from 1 to %d, and the cap on endpoints positive", contract.MaxSubscribersCeiling)
 	}
+	// A new event naming a disabled endpoint is refused, so that a key
+	// cannot mint dead letters.
+	acceptor, err := accept.New(accept.Config{MaxSubscribers: cfg.MaxSubscribers, StartTimeout: startTimeout, RefuseDisabledEndpoint: true}, deps.Starter)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(deps.Logger)
 	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, deps: deps, echo: e, limits: newRateLimits("post events", cfg.EventsPerSecond, cfg.EventsBurst),
 		reads: newRateLimits("read", cfg.ReadsPerSecond, cfg.ReadsBurst), failures: newAuthFailures(cfg.FailedAuthPerSecond, cfg.FailedAuthBurst),
-		tenants: newTenantCache(deps.Store)}
+		tenants: newTenantCache(deps.Store), accept: acceptor}
 
 	// Auth wraps every request, before routing's middleware: group
 	// middleware and RouteNotFound register catch-all routes that make Echo

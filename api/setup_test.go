@@ -39,8 +39,13 @@ const testMaxBody = 4096
 // fails as an unreachable Temporal would. It keeps the trace context of the
 // last call: the workflow start carries it on.
 type recordingStarter struct {
-	calls     atomic.Int64
-	fail      atomic.Bool
+	calls atomic.Int64
+	fail  atomic.Bool
+	// swept, when set, makes Start fail after the event is marked started
+	// in ledger, as a start does whose mark timed out while the starter's
+	// sweep started the same event.
+	swept     atomic.Bool
+	ledger    *store.Store
 	lastTrace atomic.Pointer[trace.SpanContext]
 
 	mu      sync.Mutex
@@ -72,10 +77,16 @@ func (s *recordingStarter) signalled() []string {
 	return append([]string(nil), s.signals...)
 }
 
-func (s *recordingStarter) Start(ctx context.Context, _ store.Event) error {
+func (s *recordingStarter) Start(ctx context.Context, ev store.Event) error {
 	s.calls.Add(1)
 	sc := trace.SpanContextFromContext(ctx)
 	s.lastTrace.Store(&sc)
+	if s.swept.Load() {
+		if err := s.ledger.EventMarkStarted(ctx, ev.ID, ""); err != nil {
+			return err
+		}
+		return errors.New("mark event started: timed out behind the sweep")
+	}
 	if s.fail.Load() {
 		return errors.New("temporal unreachable")
 	}
@@ -145,7 +156,7 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 	st = st.Tenant(store.DefaultTenant)
 
 	b := &bundle{
-		pool: pool, store: st, starter: &recordingStarter{},
+		pool: pool, store: st, starter: &recordingStarter{ledger: st},
 		logs: &syncBuffer{}, token: testToken(),
 	}
 	b.server = b.newServer(t, cfg)

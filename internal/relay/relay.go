@@ -1,9 +1,9 @@
 // Package relay moves transactional-outbox rows into hookflow. For each row
-// it does what POST /v1/events does: judge the event with package intake,
-// store it in hookflow's ledger (the same id with the same content is already
-// there, which is fine), and start its workflow with workflow ID = the event's
-// key, so a relay that crashes and tries again never duplicates anything. Only
-// then is the row marked relayed.
+// it does what POST /v1/events does, through the same package accept: judge
+// the event, route it, store it in hookflow's ledger (the same id with the
+// same content is already there, which is fine), and start its workflow with
+// workflow ID = the event's key, so a relay that crashes and tries again
+// never duplicates anything. Only then is the row marked relayed.
 //
 // Relays claim a correlation, not a row: several may run at once, each
 // correlation is worked on by one of them at a time, and its rows go in
@@ -22,7 +22,6 @@
 package relay
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -35,18 +34,16 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/hookflow/hookflow/internal/accept"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/outbox"
 )
 
 // Ledger is the part of hookflow's store the relay writes to, bound to one
-// tenant (store.Store.Tenant).
+// tenant (store.Store.Tenant): what acceptance needs, and the tenant.
 type Ledger interface {
-	Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error)
-	EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (store.Event, bool, error)
-	EventGet(ctx context.Context, id string) (store.Event, error)
+	accept.Ledger
 	// TenantGet tells a tenant that exists from one that does not
 	// (store.ErrNotFound).
 	TenantGet(ctx context.Context, id string) (store.Tenant, error)
@@ -56,12 +53,6 @@ type Ledger interface {
 // Deps.Ledgers is outside tests.
 func StoreLedgers(st *store.Store) func(tenantID string) Ledger {
 	return func(tenantID string) Ledger { return st.Tenant(tenantID) }
-}
-
-// Starter starts an event's workflow and marks the event waiting
-// (*starter.Starter).
-type Starter interface {
-	Start(ctx context.Context, ev store.Event) error
 }
 
 // Config tunes a relay; zero values take the defaults.
@@ -108,14 +99,15 @@ type Deps struct {
 	Ledgers func(tenantID string) Ledger
 	// Starter starts a stored event's workflow; it binds the event's own
 	// tenant (store.Event.TenantID) itself.
-	Starter Starter
+	Starter accept.Starter
 	Logger  *slog.Logger
 }
 
 // Relay moves outbox rows into hookflow.
 type Relay struct {
-	cfg  Config
-	deps Deps
+	cfg    Config
+	deps   Deps
+	accept *accept.Acceptor
 
 	// held are the correlations whose next row waits for a condition of
 	// hookflow's own that may pass (heldError), and until when: the other
@@ -157,7 +149,15 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		cfg.MinBackoff < 0 || cfg.MaxBackoff < cfg.MinBackoff || cfg.LagLogInterval < 0 || cfg.Retention < 0 {
 		return nil, errors.New("relay: invalid config")
 	}
-	return &Relay{cfg: cfg, deps: deps, held: map[outbox.Correlation]time.Time{}}, nil
+	// A row naming a disabled endpoint is accepted, its event waiting in
+	// the paused lane: failed, it would leave its sequence missing and its
+	// correlation stuck; the API's reason to refuse (a key minting dead
+	// letters) is no producer's database's.
+	acceptor, err := accept.New(accept.Config{MaxSubscribers: cfg.MaxSubscribers, StartTimeout: cfg.StartTimeout}, deps.Starter)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	return &Relay{cfg: cfg, deps: deps, accept: acceptor, held: map[outbox.Correlation]time.Time{}}, nil
 }
 
 // Lag returns how many outbox rows are not relayed yet and how long the
@@ -341,70 +341,45 @@ func (r *Relay) holdRow(ctx context.Context, c *outbox.Claim, corr outbox.Correl
 	return nil
 }
 
-// relayRow puts one row into hookflow, through its tenant's ledger. It
-// returns a non-empty reason when hookflow refuses the event for good (as
-// the API would with 4xx), a *heldError when hookflow refuses it for now
-// (too many subscribers), and another error when the row should be tried
-// again later.
+// relayRow puts one row into hookflow, through its tenant's ledger, as the
+// API accepts a post (package accept). It returns a non-empty reason when
+// hookflow refuses the event for good (as the API would with 4xx), a
+// *heldError when hookflow refuses it for now (too many subscribers), and
+// another error when the row should be tried again later: the ledger or
+// Temporal unavailable, the event then left queued in the ledger.
 func (r *Relay) relayRow(ctx context.Context, ledger Ledger, row outbox.Row) (string, error) {
-	ev, fe := intake.Validate(row.Event.Request())
-	if fe != nil {
-		return fmt.Sprintf("invalid event: %s: %s", fe.Field, fe.Detail), nil
-	}
-	if !bytes.Equal(ev.PayloadHash, row.PayloadHash) {
-		// Enqueue stores the hash of what it stores; a mismatch means the
-		// row was written or edited around it.
-		return "payload_hash does not match the row's content (row not written by outbox.Enqueue?)", nil
-	}
-	// Routed as the API routes it: to the endpoint it names, or to every
-	// subscriber of its type.
-	_, endpoints, err := ledger.Route(ctx, ev, r.cfg.MaxSubscribers)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return "unknown endpoint " + ev.EndpointID, nil
-	case errors.Is(err, store.ErrTooManySubscribers):
-		return "", &heldError{what: "outbox event held: too many subscribers", reason: fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS): held until fewer are, or the setting is raised", r.cfg.MaxSubscribers, ev.Type)}
-	case err != nil:
-		return "", err
-	}
-	stored, inserted, err := ledger.EventInsertRouted(ctx, ev, endpoints)
+	o, err := r.accept.Accept(ctx, ledger, accept.Request{Event: row.Event.Request(), PayloadHash: row.PayloadHash})
 	if err != nil {
 		return "", err
 	}
-	if !inserted {
-		existing, err := ledger.EventGet(ctx, ev.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return fmt.Sprintf("sequence %d of correlation %s is already taken by another event", ev.Sequence, ev.CorrelationID), nil
-		case err != nil:
-			return "", err
-		case !bytes.Equal(existing.PayloadHash, ev.PayloadHash):
-			return fmt.Sprintf("event %s was accepted with different content; a key names one event forever", ev.ID), nil
-		}
-		stored = existing
+	ev := o.Event
+	switch o.Kind {
+	case accept.Accepted, accept.Repost:
+	case accept.Invalid:
+		return fmt.Sprintf("invalid event: %s: %s", o.Invalid.Field, o.Invalid.Detail), nil
+	case accept.PayloadMismatch:
+		// Enqueue stores the hash of what it stores; a mismatch means the
+		// row was written or edited around it.
+		return "payload_hash does not match the row's content (row not written by outbox.Enqueue?)", nil
+	case accept.UnknownEndpoint:
+		return "unknown endpoint " + ev.EndpointID, nil
+	case accept.TooManySubscribers:
+		return "", &heldError{what: "outbox event held: too many subscribers", reason: fmt.Sprintf("more than %d endpoints are subscribed to type %s (HOOKFLOW_MAX_SUBSCRIBERS): held until fewer are, or the setting is raised", r.cfg.MaxSubscribers, ev.Type)}
+	case accept.KeyReused, accept.SequenceTaken:
+		return o.Detail(), nil
+	default:
+		return "", fmt.Errorf("relay event %s: unexpected outcome %d", ev.ID, o.Kind)
 	}
-	if stored.State != contract.StateQueued {
-		return "", nil // its workflow exists already
-	}
-	sctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
-	defer cancel()
-	err = r.deps.Starter.Start(sctx, stored)
-	if err == nil {
+	if o.Started {
 		return "", nil
 	}
 	var invalid *serviceerror.InvalidArgument
-	if errors.As(err, &invalid) {
+	if errors.As(o.StartErr, &invalid) {
 		// Temporal refuses this input whatever we do (too large, say).
 		// The ledger row stays queued; an operator has to act on it.
-		return "workflow start rejected: " + err.Error(), nil
+		return "workflow start rejected: " + o.StartErr.Error(), nil
 	}
-	// The API's sweep may have started the same event meanwhile and hold
-	// its row while it works through its batch, so that marking it here
-	// timed out: once the ledger says it left queued, the workflow exists.
-	if now, gerr := ledger.EventGet(ctx, stored.ID); gerr == nil && now.State != contract.StateQueued {
-		return "", nil
-	}
-	return "", err
+	return "", o.StartErr
 }
 
 // listen pokes wake on every outbox notification, reconnecting (with

@@ -274,6 +274,18 @@ func TestRelayConflicts(t *testing.T) {
 	state, failure, _, _ := b.row("huge")
 	require.Equal(t, "failed", state)
 	require.Contains(t, *failure, "workflow start rejected")
+
+	// A sequence an operator voided is refused in the API's words.
+	b.starter.setDown(nil)
+	v, err := b.st.CorrelationVoid(ctx, "v", []int64{1}, "operator", "lost")
+	require.NoError(t, err)
+	require.Empty(t, v.Beyond)
+	b.enqueue(b.event("voided", "v", 1))
+	_, err = b.relay(relay.Config{}).RelayOnce(ctx)
+	require.NoError(t, err)
+	state, failure, _, _ = b.row("voided")
+	require.Equal(t, "failed", state)
+	require.Contains(t, *failure, "sequence 1 of correlation v was voided by an operator")
 }
 
 // While Temporal is unavailable rows stay pending (their events may already
