@@ -1,5 +1,5 @@
 # The few commands a newcomer needs. `make run` starts hookflow locally,
-# `make test` lints and runs every test (README says what each runs against).
+# `make test` lints and runs every test (docs/reliability.md says what each runs against).
 GO       ?= go
 BIN      := bin/hookflow
 # The unit tests run under the race detector, and so do the end-to-end tests

@@ -112,7 +112,12 @@ func TestDevPortInUse(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsHookflow) == "1" {
+		main() // TestReadmeTour's `hookflow dev`: exits when it stops
+	}
+	os.Exit(testenv.Main(m))
+}
 
 // TestConformanceCommandAgainstReferenceReceiver runs `hookflow conformance`
 // against `hookflow receiver`'s handler on a real socket and real Postgres;

@@ -25,7 +25,7 @@ const root = "../.."
 // mistakes below edit a copy of it.
 const initScript = "deploy/postgres/hookflow-db.sh"
 
-// requiredServices are the services DESIGN.md and the README promise.
+// requiredServices are the services DESIGN.md and docs/operability.md promise.
 var requiredServices = []string{"postgresql", "temporal", "temporal-ui", "migrate", "api", "worker", "receiver"}
 
 // subcommands a compose service may run. Each one used must also be a quoted
@@ -76,7 +76,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	type files struct{ compose, dockerfile, mainGo, script, goMod, envExample string }
-	const token = `"${HOOKFLOW_API_TOKEN:?set HOOKFLOW_API_TOKEN (the bootstrap admin token, at least 32 characters; see README Security)}"`
+	const token = `"${HOOKFLOW_API_TOKEN:?set HOOKFLOW_API_TOKEN (the bootstrap admin token, at least 32 characters; see docs/security.md)}"`
 	const superuserPassword = `"${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD (the Postgres superuser's password, which Temporal and the database setup use)}"`
 	cases := []struct {
 		name   string

@@ -98,7 +98,7 @@ type Setting struct {
 	set     func(c *Config, v string) error
 }
 
-// Settings lists every variable hookflow reads, in README order.
+// Settings lists every variable hookflow reads, in the order of docs/operability.md's configuration table.
 func Settings() []Setting {
 	return []Setting{
 		{"HOOKFLOW_DATABASE_URL", "database-url", "postgres://postgres@127.0.0.1:5433/hookflow?sslmode=disable", "PostgreSQL DSN of hookflow's own database", str(func(c *Config) *string { return &c.DatabaseURL })},

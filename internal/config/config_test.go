@@ -74,11 +74,12 @@ func TestInvalidValueNamesTheVariable(t *testing.T) {
 	require.Contains(t, ue.Msg, "HOOKFLOW_RECOVERY_WINDOW")
 }
 
-// The README's configuration table lists every variable hookflow reads.
-func TestReadmeListsEverySetting(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// The configuration table of docs/operability.md lists every variable
+// hookflow reads.
+func TestOperatingDocListsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operability.md")
 	require.NoError(t, err)
 	for _, s := range Settings() {
-		require.True(t, strings.Contains(string(b), "`"+s.Env+"`"), "README lacks %s", s.Env)
+		require.True(t, strings.Contains(string(b), "`"+s.Env+"`"), "docs/operability.md lacks %s", s.Env)
 	}
 }

@@ -1,0 +1,561 @@
+//go:build !deploy
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookflow/hookflow/kit/localpg"
+)
+
+// runAsHookflow makes the test binary behave as the hookflow binary (see
+// TestMain), so that TestReadmeTour can start `hookflow dev` as a process of
+// its own, as a reader does with `make run`, and stop it with Ctrl-C's signal.
+const runAsHookflow = "HOOKFLOW_TEST_RUN_AS_HOOKFLOW"
+
+// TestReadmeTour runs the README's five-minute tour as a newcomer pastes it:
+// every ```sh block of the section "## A five-minute tour", in order, in one
+// bash session, against a real `hookflow dev` (its own Postgres, the embedded
+// Temporal server, the API, a worker and the reference receiver).
+//
+// The blocks name the default ports (API localhost:8080, receiver :8090).
+// Other tests and people use this machine at the same time, so dev runs on
+// free ports instead and the test rewrites those two addresses in each block
+// before it runs it; nothing else in a block is changed. The session defines
+// curl as itself followed by a newline, so that each answer is a line of the
+// block's output (a shell prints curl's answers run together).
+//
+// What is checked is what the text says a block prints: every "key":value
+// fragment in a block's comments must appear in its output, and each block's
+// check below asserts what the prose around it says. A block that only reads
+// (no POST, PATCH, PUT or DELETE) and says "a second later" is run again
+// until its checks pass, for at most a minute, so a loaded machine makes it
+// slower, never red; a block that writes runs once. The tenants walk-through
+// of docs/api.md runs the same way after it.
+func TestReadmeTour(t *testing.T) {
+	api, receiver := startDev(t)
+	t.Run("README", func(t *testing.T) {
+		runSection(t, "../../README.md", "## A five-minute tour", tourChecks(), api, receiver)
+	})
+	// The tenants walk-through of the API guide, in a shell of its own on
+	// the same stack. The docs' other sh blocks are not run: the API
+	// guide's endpoint-setting examples create an endpoint and say nothing
+	// of what it answers (and one names a placeholder ep_…), and so does its
+	// hookflow.* subscription; its indented hookflow status block needs the
+	// binary on PATH; the portal's need the link of the session they open
+	// (pc_…, ps_…); operability.md's starts hookflow dev; performance.md's
+	// and reliability.md's are the long bench and chaos runs.
+	t.Run("docs/api.md tenants", func(t *testing.T) {
+		runSection(t, "../../docs/api.md", "## Serving your customers: tenants", tenantChecks(), api, receiver)
+	})
+}
+
+// runSection runs a section's blocks in one new bash session and checks
+// each one's output.
+func runSection(t *testing.T, file, heading string, checks []tourCheck, api, receiver string) {
+	doc, err := os.ReadFile(file)
+	require.NoError(t, err)
+	blocks := shellBlocks(t, string(doc), heading)
+	require.Len(t, blocks, len(checks), "a check for each sh block of %s %q: add one for a new block", file, heading)
+	sh := startShell(t)
+	vars := map[string]string{}
+	for i, b := range blocks {
+		script := forPorts(t, b, api, receiver)
+		deadline := time.Now().Add(time.Minute)
+		for attempt := 1; ; attempt++ {
+			out := sh.run(t, script)
+			problems := fragmentProblems(b, out)
+			if len(problems) == 0 {
+				problems = checks[i](out, vars)
+			}
+			if len(problems) == 0 {
+				t.Logf("block %d passed (attempt %d):\n%s", i+1, attempt, out)
+				break
+			}
+			if !readOnly(b) || time.Now().After(deadline) {
+				t.Fatalf("%s, block %d of %q, does not print what its text says:\n%s\n--- block:\n%s\n--- output:\n%s",
+					file, i+1, heading, strings.Join(problems, "\n"), b, out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+// tenantChecks: acme and globex are made; acme's key registers an endpoint
+// and publishes to it; globex's key sees none of it.
+func tenantChecks() []tourCheck {
+	return []tourCheck{
+		func(out string, _ map[string]string) []string {
+			var p problems
+			if lines := jsonLines(&p, out, 2); p == nil {
+				p.equal("tenants", "acme globex", fmt.Sprint(lines[0]["id"], " ", lines[1]["id"]))
+			}
+			return p
+		},
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 2)
+			if p != nil {
+				return p
+			}
+			eps := endpointsOf(lines[0]["deliveries"])
+			if p.equal("the event's deliveries", 1, len(eps)) {
+				vars["EP"] = eps[0]
+				var listed []string
+				for _, ep := range asSlice(lines[1]["items"]) {
+					listed = append(listed, fmt.Sprint(ep["id"]))
+				}
+				p.equal("acme's endpoints", eps, listed)
+			}
+			p.equal("event id", "evt-1", lines[0]["id"])
+			return p
+		},
+		func(out string, _ map[string]string) []string {
+			var p problems
+			lines := strings.Split(out, "\n")
+			if !p.equal("answers", 4, len(lines)) {
+				return p
+			}
+			p.equal("globex reads acme's endpoint", "404", lines[0])
+			p.equal("globex reads acme's event", "404", lines[1])
+			p.equal("globex's listing", `{"items":[]}`, lines[2])
+			var prob map[string]any
+			if json.Unmarshal([]byte(lines[3]), &prob) != nil {
+				return append(p, fmt.Sprintf("not a problem: %q", lines[3]))
+			}
+			p.equal("globex names acme", 404.0, prob["status"])
+			return p
+		},
+	}
+}
+
+// tourCheck returns what is wrong with a block's output, nothing when it says
+// what the README says it says. vars carries what a block learned ($EP).
+type tourCheck func(out string, vars map[string]string) []string
+
+func tourChecks() []tourCheck {
+	return []tourCheck{
+		// The failing endpoint's ID, in $EP for every later block.
+		func(out string, vars map[string]string) []string {
+			ep := strings.TrimSpace(out)
+			if !regexp.MustCompile(`^ep_[a-z0-9]+$`).MatchString(ep) {
+				return []string{fmt.Sprintf("echo \"$EP\" printed %q, not an endpoint ID", ep)}
+			}
+			vars["EP"] = ep
+			return nil
+		},
+		// 3 and 2 wait at both endpoints; 1 missing holds every lane.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 3)
+			if p != nil {
+				return p
+			}
+			both := []string{"ep_dev_receiver", vars["EP"]}
+			slices.Sort(both)
+			for _, ev := range lines[:2] {
+				p.equal("state", "waiting", ev["state"])
+				p.equal("deliveries", both, endpointsOf(ev["deliveries"]))
+			}
+			p.equal("missing", 1.0, lines[2]["missing"])
+			lanes := lanesOf(lines[2])
+			p.equal("lanes", both, sortedKeys(lanes))
+			for ep, l := range lanes {
+				p.equal(ep+" parked", []any{2.0, 3.0}, l["parked"])
+				p.equal(ep+" blocked_by.state", "missing", field(l, "blocked_by", "state"))
+			}
+			return p
+		},
+		// 1 arrives.
+		func(out string, _ map[string]string) []string {
+			var p problems
+			if lines := jsonLines(&p, out, 1); p == nil {
+				p.equal("deliveries", 2, len(endpointsOf(lines[0]["deliveries"])))
+			}
+			return p
+		},
+		// A second later: the receiver applied 1, 2, 3; $EP's lane waits on
+		// 1's dead letter with 2 and 3 parked; the dead letter and the event
+		// say why.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 4)
+			if p != nil {
+				return p
+			}
+			p.equal("receiver applied", []any{"order-7-1", "order-7-2", "order-7-3"}, lines[0]["applied"])
+			lanes := lanesOf(lines[1])
+			p.equal("next_sequence", 1.0, lines[1]["next_sequence"])
+			p.equal("ep_dev_receiver previous_sequence", 3.0, lanes["ep_dev_receiver"]["previous_sequence"])
+			ep := lanes[vars["EP"]]
+			p.equal("$EP released", 1.0, ep["released"])
+			p.equal("$EP parked", []any{2.0, 3.0}, ep["parked"])
+			p.equal("$EP blocked_by.state", "dead_lettered", field(ep, "blocked_by", "state"))
+			items, _ := lines[2]["items"].([]any)
+			if p.equal("dead letters", 1, len(items)) {
+				dl, _ := items[0].(map[string]any)
+				p.equal("dead letter event_id", "order-7-1", dl["event_id"])
+				p.equal("dead letter endpoint_id", vars["EP"], dl["endpoint_id"])
+				if r, _ := dl["reason"].(string); !strings.HasPrefix(r, "permanent rejection: receiver answered 401") {
+					p = append(p, fmt.Sprintf("dead letter reason %q", r))
+				}
+			}
+			p.equal("event state", "dead_lettered", lines[3]["state"])
+			states := map[string]any{}
+			for _, d := range asSlice(lines[3]["deliveries"]) {
+				states[fmt.Sprint(d["endpoint_id"])] = d["state"]
+			}
+			p.equal("event deliveries", map[string]any{"ep_dev_receiver": "delivered", vars["EP"]: "dead_lettered"}, states)
+			return p
+		},
+		// The skip is accepted for $EP's delivery.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			if lines := jsonLines(&p, out, 1); p == nil {
+				p.equal("endpoint_id", vars["EP"], lines[0]["endpoint_id"])
+				p.equal("event_id", "order-7-1", lines[0]["event_id"])
+			}
+			return p
+		},
+		// Only $EP's lane moved: 1 skipped, 2 released, 3 parked; 1 is
+		// finished in every lane, so the correlation's cursor is 2.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 1)
+			if p != nil {
+				return p
+			}
+			p.equal("next_sequence", 2.0, lines[0]["next_sequence"])
+			lanes := lanesOf(lines[0])
+			ep := lanes[vars["EP"]]
+			p.equal("$EP skipped", []any{1.0}, ep["skipped"])
+			p.equal("$EP released", 2.0, ep["released"])
+			p.equal("$EP parked", []any{3.0}, ep["parked"])
+			p.equal("ep_dev_receiver parked", []any{}, lanes["ep_dev_receiver"]["parked"])
+			return p
+		},
+		// $EP disabled.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			if lines := jsonLines(&p, out, 1); p == nil {
+				p.equal("id", vars["EP"], lines[0]["id"])
+			}
+			return p
+		},
+	}
+}
+
+// shellBlocks returns the ```sh blocks of the section that starts with
+// heading, up to the next heading of its level.
+func shellBlocks(t *testing.T, doc, heading string) []string {
+	t.Helper()
+	start := strings.Index(doc, "\n"+heading+"\n")
+	require.GreaterOrEqual(t, start, 0, "no section %q", heading)
+	section := doc[start+len(heading)+2:]
+	level := heading[:strings.Index(heading, " ")+1]
+	if end := strings.Index(section, "\n"+level); end >= 0 {
+		section = section[:end]
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)\n```sh\n(.*?)\n```\n").FindAllStringSubmatch("\n"+section, -1) {
+		blocks = append(blocks, m[1])
+	}
+	require.NotEmpty(t, blocks, "section %q has no ```sh block", heading)
+	return blocks
+}
+
+// forPorts points a block at the dev stack this test started.
+func forPorts(t *testing.T, block, api, receiver string) string {
+	t.Helper()
+	s := strings.NewReplacer("localhost:8080", api, "127.0.0.1:8090", receiver, "localhost:8090", receiver).Replace(block)
+	require.NotRegexp(t, `:80[89]0\b`, s, "a block names a port the test does not rewrite")
+	return s
+}
+
+// readOnly: a block that changes nothing, safe to run again while hookflow
+// catches up.
+func readOnly(block string) bool {
+	return !regexp.MustCompile(`-X(POST|PATCH|PUT|DELETE)|\bpost \d`).MatchString(block)
+}
+
+var (
+	commentRE  = regexp.MustCompile(`\s{2,}# (.*)$`)
+	fragmentRE = regexp.MustCompile(`"[a-z_]+":(?:"[^"]*"|\[[^\]]*\]|-?\d+|true|false)`)
+)
+
+// fragmentProblems: each "key":value a block's comments quote must be in
+// what the block printed.
+func fragmentProblems(block, out string) []string {
+	var p []string
+	for _, line := range strings.Split(block, "\n") {
+		m := commentRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		for _, f := range fragmentRE.FindAllString(m[1], -1) {
+			if !strings.Contains(out, f) {
+				p = append(p, fmt.Sprintf("the comment says %s; the output has no such thing", f))
+			}
+		}
+	}
+	return p
+}
+
+type problems []string
+
+func (p *problems) equal(what string, want, got any) bool {
+	if fmt.Sprint(want) == fmt.Sprint(got) {
+		return true
+	}
+	*p = append(*p, fmt.Sprintf("%s: want %v, got %v", what, want, got))
+	return false
+}
+
+// jsonLines decodes each line of out as a JSON object; there must be n.
+func jsonLines(p *problems, out string, n int) []map[string]any {
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			*p = append(*p, fmt.Sprintf("not a JSON object: %q", l))
+			return nil
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != n {
+		*p = append(*p, fmt.Sprintf("want %d answers, got %d", n, len(lines)))
+		return nil
+	}
+	return lines
+}
+
+func asSlice(v any) []map[string]any {
+	var out []map[string]any
+	xs, _ := v.([]any)
+	for _, x := range xs {
+		m, _ := x.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+func endpointsOf(deliveries any) []string {
+	var eps []string
+	for _, d := range asSlice(deliveries) {
+		eps = append(eps, fmt.Sprint(d["endpoint_id"]))
+	}
+	slices.Sort(eps)
+	return eps
+}
+
+func lanesOf(correlation map[string]any) map[string]map[string]any {
+	lanes := map[string]map[string]any{}
+	for _, l := range asSlice(correlation["lanes"]) {
+		lanes[fmt.Sprint(l["endpoint_id"])] = l
+	}
+	return lanes
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func field(m map[string]any, path ...string) any {
+	var v any = m
+	for _, k := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[k]
+	}
+	return v
+}
+
+// shell is one bash session: the tour's blocks share its variables ($T, $J,
+// $EP) and functions (post), as they do in a reader's terminal.
+type shell struct {
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *syncBuffer
+	n      int
+}
+
+func startShell(t *testing.T) *shell {
+	t.Helper()
+	cmd := exec.Command("bash", "--norc", "--noprofile")
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	sh := &shell{in: in, out: bufio.NewReader(out), stderr: &syncBuffer{}}
+	cmd.Stderr = sh.stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	_, err = io.WriteString(in, "curl() { command curl --max-time 30 \"$@\"; echo; }\n")
+	require.NoError(t, err)
+	return sh
+}
+
+// run runs a script in the session and returns what it printed; anything on
+// standard error (a sed that does not parse, a command not found) fails the
+// test.
+func (sh *shell) run(t *testing.T, script string) string {
+	t.Helper()
+	sh.n++
+	mark := fmt.Sprintf("--- end of block %d ---", sh.n)
+	_, err := fmt.Fprintf(sh.in, "%s\nprintf '\\n%%s\\n' '%s'\n", script, mark)
+	require.NoError(t, err)
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var b strings.Builder
+		for {
+			line, err := sh.out.ReadString('\n')
+			if err != nil {
+				done <- result{b.String(), err}
+				return
+			}
+			if strings.TrimSuffix(line, "\n") == mark {
+				done <- result{b.String(), nil}
+				return
+			}
+			b.WriteString(line)
+		}
+	}()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err, "the shell ended: %s", sh.stderr.String())
+		require.Empty(t, sh.stderr.take(), "the block wrote to standard error:\n%s", script)
+		// Blank lines are the mark's own, or an empty answer's.
+		var lines []string
+		for _, l := range strings.Split(r.out, "\n") {
+			if strings.TrimSpace(l) != "" {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "\n")
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the block did not finish in 3 minutes:\n%s", script)
+		return ""
+	}
+}
+
+// startDev runs this test binary as `hookflow dev` on free ports and a data
+// folder of its own, and waits for its banner; the test's end stops it as
+// Ctrl-C does. It returns the API's and the receiver's host:port.
+func startDev(t *testing.T) (api, receiver string) {
+	t.Helper()
+	// Not t.TempDir: as root, Postgres runs as the postgres user, which must
+	// reach the folder (t.TempDir's parent is 0700).
+	dir, err := os.MkdirTemp("", "hookflow-readme-tour-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ports := freePorts(t, 5)
+	api, receiver = "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
+	cmd := exec.Command(os.Args[0], "dev")
+	cmd.Env = append(os.Environ(), runAsHookflow+"=1",
+		"HOOKFLOW_DATA_DIR="+dir,
+		"HOOKFLOW_API_ADDR="+api,
+		"HOOKFLOW_RECEIVER_ADDR="+receiver,
+		"HOOKFLOW_DEV_TEMPORAL_PORT="+ports[2],
+		"HOOKFLOW_DEV_POSTGRES_PORT="+ports[3],
+		"HOOKFLOW_METRICS_ADDR=127.0.0.1:"+ports[4],
+		"HOOKFLOW_DEV_UI_PORT=0", // the tour's Web UI steps are prose, not blocks
+	)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("hookflow dev's output:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	})
+	deadline := time.After(5 * time.Minute)
+	for !strings.Contains(stdout.String(), "hookflow dev is up") {
+		select {
+		case <-exited:
+			t.Fatalf("hookflow dev exited (%v):\n%s\n%s", waitErr, stdout.String(), stderr.String())
+		case <-deadline:
+			t.Fatalf("hookflow dev did not start in 5 minutes:\n%s\n%s", stdout.String(), stderr.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return api, receiver
+}
+
+// freePorts picks n free ports below 32768, since Temporal stores its ports
+// as smallint.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var ports []string
+	for len(ports) < n {
+		p, err := localpg.FreeLowPort()
+		require.NoError(t, err)
+		if s := strconv.Itoa(p); !slices.Contains(ports, s) {
+			ports = append(ports, s)
+		}
+	}
+	return ports
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// take returns what was written since the last take.
+func (s *syncBuffer) take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b.Reset()
+	return out
+}
