@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/oapi-codegen/nullable"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -47,6 +48,10 @@ type ModelConfig struct {
 	// the workers: short, so dead letters come fast and the repair sweep
 	// acts within a scenario.
 	RecoveryWindow, DeliveryTimeout, RepairAfter time.Duration
+	// EventMaxHistory is the API's HOOKFLOW_EVENT_MAX_HISTORY: low, so
+	// that events waiting their turn (StepThrottle) or on a dead letter
+	// continue as new within a scenario.
+	EventMaxHistory int
 	// Settle bounds the closing operator's wait for quiet in a scenario.
 	Settle time.Duration
 	// Stdout gets the failures and the summary line; Stderr the progress.
@@ -68,15 +73,20 @@ type ModelConfig struct {
 // defects; they stay as a fixed, varied set. 114 and 96 join them for the
 // actions on endpoints and producers that the others lack (a void refused
 // for a sequence that arrived, a voided sequence posted after all, and
-// Request Cancellation of an event); with them the set presses every
-// button the generator has
+// Request Cancellation of an event); 10 and 29 for the moves beside the
+// buttons that no other has (an endpoint created between two posts of a
+// correlation whose first sequence is missing; two slow lanes through an
+// endpoint capped at one attempt in flight, waiting their turns while the
+// events continue as new), where 25 already races a void with the posts,
+// and 69 and 96 post out of order through a Temporal outage. With them
+// the set presses every button the generator has
 // (TestModelShortPressesEveryButton). In three tenants (Scenario.InTenant),
 // 3 and 5, 6 and 7, 51 and 52 share their IDs.
 func ModelShort() ModelConfig {
 	return ModelConfig{
-		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7, 69, 1557, 114, 96}, Parallel: 2, Workers: 2, Tenants: 3,
+		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7, 69, 1557, 114, 96, 10, 29}, Parallel: 2, Workers: 2, Tenants: 3,
 		RecoveryWindow: 2 * time.Second, DeliveryTimeout: 2 * time.Second, RepairAfter: 2 * time.Second,
-		Settle: 20 * time.Second,
+		EventMaxHistory: 24, Settle: 20 * time.Second,
 	}
 }
 
@@ -122,6 +132,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	cfg.DeliveryTimeout = cmp.Or(cfg.DeliveryTimeout, def.DeliveryTimeout)
 	cfg.RepairAfter = cmp.Or(cfg.RepairAfter, def.RepairAfter)
 	cfg.Settle = cmp.Or(cfg.Settle, def.Settle)
+	cfg.EventMaxHistory = cmp.Or(cfg.EventMaxHistory, def.EventMaxHistory)
 	cfg.Tenants = cmp.Or(cfg.Tenants, def.Tenants)
 	tenants := ChaosTenants(cfg.Tenants)
 	if cfg.Stdout == nil {
@@ -152,7 +163,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	st := newStack(Config{
 		Binary: cfg.Binary, Seed: seeds[0], Workers: cfg.Workers,
 		RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout, RepairAfter: cfg.RepairAfter,
-		Subscribers: ForTenants(ModelSubscribers(), tenants), Down: -1, Flapping: -1,
+		EventMaxHistory: cfg.EventMaxHistory, Subscribers: ForTenants(ModelSubscribers(), tenants), Down: -1, Flapping: -1,
 	}, dir, logs, logger, out)
 	var torn sync.Once
 	tearDown := func() { torn.Do(st.stop) }
@@ -263,7 +274,7 @@ func seedList(seeds []uint64) string {
 // actionLabels are the action kinds in the order the summary lists them.
 var actionLabels = []string{"mode", "slow", "post", "await", "replay_api", "skip_api", "replay_ui", "skip_ui", "double_click",
 	"terminate_event", "terminate_sequencer", "cancel_event", "cancel_sequencer", "reset_event", "reset_sequencer", "pause", "disable", "enable", "delete",
-	"void", "void_arrived", "post_voided", "closing_replay", "closing_skip"}
+	"void", "void_arrived", "post_voided", "create", "void_race", "outage", "throttle", "closing_replay", "closing_skip"}
 
 // actionLabel is the kind a step is counted under in the summary.
 func actionLabel(s Step) string {
@@ -415,16 +426,35 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 // of the stack's endpoint of its index (its receiver) and with that one's
 // secret, which the receiver verifies with; they take only the scenario's
 // types, so a pause or a delete touches nothing of another scenario.
+// An endpoint the scenario creates later (CreatedLate) has no ID until its
+// StepCreate.
 func (x *modelExec) createEndpoints(ctx context.Context) error {
-	for i, sub := range x.sc.Subscribers() {
-		r, err := x.api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
-			URL: x.st.endpoints.proxyBase + Path(x.base+i), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[x.base+i]),
-		})
-		if err != nil {
-			return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)
+	x.endpoints = make([]string, modelEndpoints)
+	for ep, late := range x.sc.CreatedLate {
+		if late {
+			x.rec.Uncreated[ep] = true
+			continue
 		}
-		x.endpoints = append(x.endpoints, r.JSON201.ID)
+		if err := x.createEndpoint(ctx, ep); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// createEndpoint creates the scenario's endpoint ep.
+func (x *modelExec) createEndpoint(ctx context.Context, ep int) error {
+	sub := x.sc.Subscribers()[ep]
+	r, err := x.api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
+		URL: x.st.endpoints.proxyBase + Path(x.base+ep), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[x.base+ep]),
+	})
+	if err != nil {
+		return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.endpoints[ep] = r.JSON201.ID
+	x.rec.Uncreated[ep] = false
 	return nil
 }
 
@@ -432,7 +462,7 @@ func (x *modelExec) createEndpoints(ctx context.Context) error {
 // the stack's sweeps do not walk hundreds of idle ones.
 func (x *modelExec) deleteEndpoints(ctx context.Context) {
 	for ep, id := range x.endpoints {
-		if x.deleted[ep] {
+		if x.deleted[ep] || id == "" {
 			continue
 		}
 		if _, err := x.api.EndpointDeleteWithResponse(ctx, id, nil); err != nil {
@@ -486,7 +516,11 @@ func (x *modelExec) path(d Delivery) Delivery {
 
 // step carries out one action and says what became of it.
 func (x *modelExec) step(ctx context.Context, s Step) string {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	timeout := 30 * time.Second
+	if s.Kind == StepOutage {
+		timeout = 4 * time.Minute // the Temporal server's restart, after another scenario's outage
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	id := x.workflowID(s)
 	ev := x.sc.EventID(s.Corr, s.Seq)
@@ -540,8 +574,135 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 		return x.deleteEndpoint(ctx, s.Endpoint)
 	case StepVoid:
 		return x.void(ctx, s)
+	case StepCreate:
+		if err := x.createEndpoint(ctx, s.Endpoint); err != nil {
+			return err.Error()
+		}
+		return "created " + x.endpoints[s.Endpoint]
+	case StepVoidRace:
+		return x.voidRace(ctx, s)
+	case StepOutage:
+		return x.outage(ctx, s)
+	case StepThrottle:
+		return x.throttle(ctx, s)
 	}
 	return "unknown action"
+}
+
+// throttle sets the endpoint's max_in_flight (s.Cap, or null for the
+// default), retrying what goes unanswered or 5xx.
+func (x *modelExec) throttle(ctx context.Context, s Step) string {
+	limit := nullable.NewNullNullable[int64]()
+	if s.Cap > 0 {
+		limit = nullable.NewNullableWithValue(int64(s.Cap))
+	}
+	code, _, err := untilAnswered(http.StatusOK, func() error {
+		_, err := x.api.EndpointUpdateWithResponse(ctx, x.endpoints[s.Endpoint], nil, hfclient.EndpointUpdate{MaxInFlight: limit})
+		return err
+	})
+	_, err = answered(err, http.StatusOK)
+	return answer(code, err)
+}
+
+// outage stops the Temporal server for s.For (one outage of the stack at a
+// time: scenarios run side by side) and, while it is down, posts s.Order
+// all at once in that order, a little apart; then waits for the server to
+// be back. The API accepts each post queued, past its start's timeout,
+// and its sweep starts them.
+func (x *modelExec) outage(ctx context.Context, s Step) string {
+	x.st.outage.Lock()
+	defer x.st.outage.Unlock()
+	t := x.st.temporal
+	starts := t.startCount()
+	down := t.killFor(s.For)
+	answers := make([]string, len(s.Order))
+	var wg sync.WaitGroup
+	for i, q := range s.Order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			answers[i] = x.post(ctx, s.Corr, q)
+		}()
+	}
+	wg.Wait()
+	what := strings.Join(answers, ", ")
+	if !down {
+		return "Temporal was not running (restarting); posted " + what
+	}
+	if err := t.waitNextStart(ctx, starts, "temporal server running", 3*time.Minute); err != nil {
+		return fmt.Sprintf("posted %s; Temporal not back: %v", what, err)
+	}
+	return "posted " + what + "; Temporal back"
+}
+
+// voidRace voids s.Order while it posts s.Posts, all at once, and holds
+// the answers to the rule: a sequence is voided (200, and its post 409) or
+// has arrived (its post 202, and the void 422 naming it), never both, never
+// neither.
+func (x *modelExec) voidRace(ctx context.Context, s Step) string {
+	corr := x.sc.CorrelationID(s.Corr)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var res hfclient.CorrelationVoided
+	var voidCode int
+	var voidErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-start
+		voidCode, _, voidErr = untilAnswered(http.StatusOK, func() (err error) {
+			r, err := x.api.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
+			if err == nil {
+				res = *r.JSON200
+			}
+			return err
+		})
+	}()
+	answers := make([]string, len(s.Posts))
+	for i, q := range s.Posts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = x.post(ctx, s.Corr, q)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	_, voidErr = answered(voidErr, http.StatusOK)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	fail := func(format string, args ...any) {
+		x.rec.Void = append(x.rec.Void, fmt.Sprintf("c%d: ", s.Corr)+fmt.Sprintf(format, args...))
+	}
+	voided := map[int64]bool{}
+	switch voidCode {
+	case http.StatusOK:
+		for _, q := range append(res.Voided, res.AlreadyVoided...) {
+			voided[q] = true
+			x.rec.Voided[x.sc.EventID(s.Corr, q)] = true
+		}
+	case http.StatusUnprocessableEntity:
+	default:
+		fail("the void of %v racing posts was answered %d (%v)", s.Order, voidCode, voidErr)
+		return fmt.Sprintf("void %s; posts %s", answer(voidCode, voidErr), strings.Join(answers, ", "))
+	}
+	for _, q := range s.Order {
+		p, posted := x.rec.Posted[x.sc.EventID(s.Corr, q)]
+		arrived := posted && p.Code == http.StatusAccepted
+		switch {
+		case voided[q] && arrived:
+			fail("%d was both voided (200) and accepted (202) when its void raced its post", q)
+		case voided[q] && posted && p.Code != http.StatusConflict:
+			fail("%d, voided, was posted at once and answered %d, not 409", q, p.Code)
+		case !voided[q] && voidCode == http.StatusOK:
+			fail("the void of %v answered 200 without %d (voided %v, already %v)", s.Order, q, res.Voided, res.AlreadyVoided)
+		case voidCode == http.StatusUnprocessableEntity && !arrived:
+			fail("the void of %v was refused 422 (%v), yet the post of %d was answered %d", s.Order, voidErr, q, p.Code)
+		}
+	}
+	return fmt.Sprintf("void %s; posts %s", answer(voidCode, nil), strings.Join(answers, ", "))
 }
 
 // setDisabled disables or enables endpoint ep (PATCH), retrying what goes
@@ -676,7 +837,7 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 		Type: x.sc.EventType(x.sc.Types[k][seq-1]), Data: map[string]any{"amount": seq},
 	}
 	x.mu.Lock()
-	p := Post{DeletedBefore: x.rec.Deleted}
+	p := Post{DeletedBefore: x.rec.Deleted, Uncreated: x.rec.Uncreated}
 	voided := x.rec.Voided[id]
 	x.mu.Unlock()
 	code, _, err := untilAnswered(http.StatusAccepted, func() error {
