@@ -84,6 +84,11 @@ const (
 	// StepThrottle sets endpoint Step.Endpoint's max_in_flight to Step.Cap
 	// (0: back to the default), so that its lanes wait their turn.
 	StepThrottle StepKind = "throttle"
+	// StepKillWorkers SIGKILLs every worker (each is started again at
+	// once): an attempt in flight never gives its place under
+	// max_in_flight back, which stays taken until its lease runs out, past
+	// the attempt's timeout.
+	StepKillWorkers StepKind = "kill_workers"
 )
 
 // The states StepAwait waits for.
@@ -276,6 +281,8 @@ func (s Step) Line() string {
 		return fmt.Sprintf("void c%d sequences %s while the producer posts %s", s.Corr, seqList(s.Order), seqList(s.Posts))
 	case StepOutage:
 		return fmt.Sprintf("Temporal down for %s while c%d events %s are posted at once", s.For, s.Corr, seqList(s.Order))
+	case StepKillWorkers:
+		return "kill every worker"
 	case StepThrottle:
 		if s.Cap == 0 {
 			return fmt.Sprintf("endpoint e%d max_in_flight back to the default", s.Endpoint)
@@ -462,9 +469,11 @@ const (
 	// moveOutage: c0's events are posted out of order while Temporal is
 	// down.
 	moveOutage
-	// moveThrottle: two correlations through a slow endpoint capped at
-	// one attempt in flight, so that lanes wait their turn while events
-	// continue as new (the model's stack runs with a low EventMaxHistory).
+	// moveThrottle: two correlations of events that all go to both
+	// endpoints, one of them slow and capped at one attempt in flight,
+	// and every worker killed while one holds that place: the lanes wait
+	// their turn until its lease runs out, while their events continue as
+	// new (the model's stack runs with a low EventMaxHistory).
 	moveThrottle
 )
 
@@ -616,6 +625,9 @@ func Generate(seed uint64) *Scenario {
 		types := make([]string, n)
 		for i := range types {
 			types[i] = modelTypes(rng)
+			if mov == moveThrottle {
+				types[i] = "model.shared" // every lane at the capped endpoint busy
+			}
 		}
 		sc.Types = append(sc.Types, types)
 		// A lost sequence now and then (not the first, so that something
@@ -631,6 +643,9 @@ func Generate(seed uint64) *Scenario {
 		late := 0
 		if rng.IntN(3) == 0 {
 			late = 1 + rng.IntN(2)
+		}
+		if mov == moveThrottle {
+			c.lost, late = 0, 0 // nothing holds the lanes but their turn
 		}
 		for q := int64(n - late + 1); q <= int64(n); q++ {
 			if q != c.lost {
@@ -697,8 +712,10 @@ func Generate(seed uint64) *Scenario {
 	case moveVoidRace:
 		sc.Steps = append(sc.Steps, w.voidRace(mv, 0)...)
 	case moveThrottle:
-		sc.Steps = append(sc.Steps, Step{Kind: StepPause, For: time.Duration(6+mv.IntN(5)) * time.Second},
-			Step{Kind: StepThrottle, Endpoint: throttled})
+		// The lease of the attempt the kill cuts short holds the one place
+		// for the attempt's timeout and 10 s more.
+		sc.Steps = append(sc.Steps, Step{Kind: StepPause, For: time.Duration(500+mv.IntN(1000)) * time.Millisecond}, Step{Kind: StepKillWorkers},
+			Step{Kind: StepPause, For: time.Duration(12+mv.IntN(4)) * time.Second}, Step{Kind: StepThrottle, Endpoint: throttled})
 	}
 
 	actions := 6 + rng.IntN(5)

@@ -97,7 +97,7 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 				}
 				disabled[s.Endpoint] = s.Kind == StepDisable
 				deleted[s.Endpoint] = s.Kind == StepDelete
-			case StepMode, StepPause, StepThrottle:
+			case StepMode, StepPause, StepThrottle, StepKillWorkers:
 			default:
 				if !posted[s.Corr] {
 					t.Fatalf("seed %d step %d acts on c%d before its posts: %s", seed, i+1, s.Corr, s.Line())
@@ -585,6 +585,33 @@ func TestModelShortPressesEveryButton(t *testing.T) {
 	for _, l := range actionLabels {
 		if !met[l] && l != "closing_replay" && l != "closing_skip" {
 			t.Errorf("no scenario of the short run's seeds has a %s action", l)
+		}
+	}
+}
+
+// A void racing the post of its sequence: one of them wins, never both,
+// never neither.
+func TestVoidRaceViolations(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		code     int
+		voided   []int64
+		post     int
+		violates bool
+	}{
+		{"the void wins", http.StatusOK, []int64{3}, http.StatusConflict, false},
+		{"the post wins", http.StatusUnprocessableEntity, nil, http.StatusAccepted, false},
+		{"both win", http.StatusOK, []int64{3}, http.StatusAccepted, true},
+		{"neither wins", http.StatusUnprocessableEntity, nil, http.StatusConflict, true},
+		{"a 200 that voids nothing", http.StatusOK, nil, http.StatusConflict, true},
+		{"the voided post answered 200", http.StatusOK, []int64{3}, http.StatusOK, true},
+		{"the void unanswered", http.StatusServiceUnavailable, nil, http.StatusAccepted, true},
+	}
+	for _, c := range cases {
+		vs := voidRaceViolations([]int64{3}, c.code, nil, c.voided, map[int64]int{3: c.post})
+		if (len(vs) > 0) != c.violates {
+			t.Errorf("%s: violations %q, want some: %v", c.name, vs, c.violates)
 		}
 	}
 }

@@ -274,7 +274,7 @@ func seedList(seeds []uint64) string {
 // actionLabels are the action kinds in the order the summary lists them.
 var actionLabels = []string{"mode", "slow", "post", "await", "replay_api", "skip_api", "replay_ui", "skip_ui", "double_click",
 	"terminate_event", "terminate_sequencer", "cancel_event", "cancel_sequencer", "reset_event", "reset_sequencer", "pause", "disable", "enable", "delete",
-	"void", "void_arrived", "post_voided", "create", "void_race", "outage", "throttle", "closing_replay", "closing_skip"}
+	"void", "void_arrived", "post_voided", "create", "void_race", "outage", "throttle", "kill_workers", "closing_replay", "closing_skip"}
 
 // actionLabel is the kind a step is counted under in the summary.
 func actionLabel(s Step) string {
@@ -585,6 +585,14 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 		return x.outage(ctx, s)
 	case StepThrottle:
 		return x.throttle(ctx, s)
+	case StepKillWorkers:
+		killed := 0
+		for _, w := range x.st.workers {
+			if w.kill() {
+				killed++
+			}
+		}
+		return fmt.Sprintf("%d of %d killed", killed, len(x.st.workers))
 	}
 	return "unknown action"
 }
@@ -601,7 +609,30 @@ func (x *modelExec) throttle(ctx context.Context, s Step) string {
 		return err
 	})
 	_, err = answered(err, http.StatusOK)
-	return answer(code, err)
+	if s.Cap > 0 {
+		return answer(code, err)
+	}
+	return fmt.Sprintf("%s; %d of the scenario's events have continued as new", answer(code, err), x.continuedAsNew(ctx))
+}
+
+// continuedAsNew counts the scenario's events whose workflow's latest run
+// was started by a continue-as-new: a lane waiting its turn at a capped
+// endpoint is parked, and so lets its event continue as new.
+func (x *modelExec) continuedAsNew(ctx context.Context) int {
+	n := 0
+	for k, events := range x.sc.Events {
+		for q := int64(1); q <= int64(events); q++ {
+			it := x.st.tc.GetWorkflowHistory(ctx, x.wf(x.sc.EventID(k, q)), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			if !it.HasNext() {
+				continue
+			}
+			ev, err := it.Next()
+			if err == nil && ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // outage stops the Temporal server for s.For (one outage of the stack at a
@@ -673,36 +704,51 @@ func (x *modelExec) voidRace(ctx context.Context, s Step) string {
 	_, voidErr = answered(voidErr, http.StatusOK)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	fail := func(format string, args ...any) {
-		x.rec.Void = append(x.rec.Void, fmt.Sprintf("c%d: ", s.Corr)+fmt.Sprintf(format, args...))
-	}
-	voided := map[int64]bool{}
-	switch voidCode {
-	case http.StatusOK:
-		for _, q := range append(res.Voided, res.AlreadyVoided...) {
-			voided[q] = true
+	var voided []int64
+	if voidCode == http.StatusOK {
+		voided = append(slices.Clone(res.Voided), res.AlreadyVoided...)
+		for _, q := range voided {
 			x.rec.Voided[x.sc.EventID(s.Corr, q)] = true
 		}
-	case http.StatusUnprocessableEntity:
-	default:
-		fail("the void of %v racing posts was answered %d (%v)", s.Order, voidCode, voidErr)
-		return fmt.Sprintf("void %s; posts %s", answer(voidCode, voidErr), strings.Join(answers, ", "))
 	}
+	posts := map[int64]int{}
 	for _, q := range s.Order {
-		p, posted := x.rec.Posted[x.sc.EventID(s.Corr, q)]
-		arrived := posted && p.Code == http.StatusAccepted
-		switch {
-		case voided[q] && arrived:
-			fail("%d was both voided (200) and accepted (202) when its void raced its post", q)
-		case voided[q] && posted && p.Code != http.StatusConflict:
-			fail("%d, voided, was posted at once and answered %d, not 409", q, p.Code)
-		case !voided[q] && voidCode == http.StatusOK:
-			fail("the void of %v answered 200 without %d (voided %v, already %v)", s.Order, q, res.Voided, res.AlreadyVoided)
-		case voidCode == http.StatusUnprocessableEntity && !arrived:
-			fail("the void of %v was refused 422 (%v), yet the post of %d was answered %d", s.Order, voidErr, q, p.Code)
+		if p, ok := x.rec.Posted[x.sc.EventID(s.Corr, q)]; ok {
+			posts[q] = p.Code
 		}
 	}
-	return fmt.Sprintf("void %s; posts %s", answer(voidCode, nil), strings.Join(answers, ", "))
+	for _, v := range voidRaceViolations(s.Order, voidCode, voidErr, voided, posts) {
+		x.rec.Void = append(x.rec.Void, fmt.Sprintf("c%d: %s", s.Corr, v))
+	}
+	return fmt.Sprintf("void %s; posts %s", answer(voidCode, voidErr), strings.Join(answers, ", "))
+}
+
+// voidRaceViolations holds the answers to a void of order that raced the
+// posts of its sequences to the rule: the void answered 200 with every one
+// of them voided and each post 409, or 422 with each post accepted (202);
+// voidErr is the void's problem, voided the sequences its 200 names (as
+// voided or already voided), posts the posts' answers by sequence.
+func voidRaceViolations(order []int64, voidCode int, voidErr error, voided []int64, posts map[int64]int) []string {
+	var out []string
+	switch voidCode {
+	case http.StatusOK, http.StatusUnprocessableEntity:
+	default:
+		return []string{fmt.Sprintf("the void of %v racing posts was answered %d (%v)", order, voidCode, voidErr)}
+	}
+	for _, q := range order {
+		code, posted := posts[q]
+		switch {
+		case voidCode == http.StatusOK && !slices.Contains(voided, q):
+			out = append(out, fmt.Sprintf("the void of %v answered 200 without %d (voided %v)", order, q, voided))
+		case voidCode == http.StatusOK && code == http.StatusAccepted:
+			out = append(out, fmt.Sprintf("%d was both voided (200) and accepted (202) when its void raced its post", q))
+		case voidCode == http.StatusOK && posted && code != http.StatusConflict:
+			out = append(out, fmt.Sprintf("%d, voided, was posted at once and answered %d, not 409", q, code))
+		case voidCode == http.StatusUnprocessableEntity && code != http.StatusAccepted:
+			out = append(out, fmt.Sprintf("the void of %v was refused 422 (%v), yet the post of %d was answered %d", order, voidErr, q, code))
+		}
+	}
+	return out
 }
 
 // setDisabled disables or enables endpoint ep (PATCH), retrying what goes
