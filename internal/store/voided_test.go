@@ -9,7 +9,6 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
@@ -23,12 +22,7 @@ import (
 func TestCorrelationVoidWaitingOnAnAcceptanceSeesItsEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testenv.MigratedPool(t)
-	st, err := store.New(pool)
-	require.NoError(t, err)
-	st = st.Tenant(store.DefaultTenant)
-	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/ep", "whsec_x", nil)
-	require.NoError(t, err)
+	st, pool := newStoreOnPool(t)
 	insertRouted(t, st, "c-1", "c", 1, "ep")
 
 	// The acceptance of 3, its transaction open: the event is stored and
