@@ -409,8 +409,10 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 		x.note(fmt.Sprintf("%2d. %s → %s (%s)", i+1, s.Line(), what, time.Since(began).Round(10*time.Millisecond)))
 		x.logger.Info("operator model action", "step", i+1, "action", s.Line(), "outcome", what)
 	}
+	x.st.disrupt.RLock()
 	x.closing(ctx)
 	obs, err := x.observe(ctx)
+	x.st.disrupt.RUnlock()
 	if err != nil {
 		return nil, err
 	}
@@ -586,6 +588,8 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 	case StepThrottle:
 		return x.throttle(ctx, s)
 	case StepKillWorkers:
+		x.st.disrupt.Lock()
+		defer x.st.disrupt.Unlock()
 		killed := 0
 		for _, w := range x.st.workers {
 			if w.kill() {
@@ -635,14 +639,14 @@ func (x *modelExec) continuedAsNew(ctx context.Context) int {
 	return n
 }
 
-// outage stops the Temporal server for s.For (one outage of the stack at a
-// time: scenarios run side by side) and, while it is down, posts s.Order
+// outage stops the Temporal server for s.For (alone: no other scenario's
+// closing or disruption meanwhile, stack.disrupt) and, while it is down, posts s.Order
 // all at once in that order, a little apart; then waits for the server to
 // be back. The API accepts each post queued, past its start's timeout,
 // and its sweep starts them.
 func (x *modelExec) outage(ctx context.Context, s Step) string {
-	x.st.outage.Lock()
-	defer x.st.outage.Unlock()
+	x.st.disrupt.Lock()
+	defer x.st.disrupt.Unlock()
 	t := x.st.temporal
 	starts := t.startCount()
 	down := t.killFor(s.For)

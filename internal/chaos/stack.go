@@ -45,8 +45,12 @@ type stack struct {
 
 	pg       *pgHolder
 	temporal *proc
-	// outage lets one Temporal outage at a time hold the server down.
-	outage    sync.Mutex
+	// disrupt is held shared by the operator model's closings and alone
+	// by a move that disrupts the whole stack (a Temporal outage, every
+	// worker killed): such a move never lands in another scenario's
+	// closing, whose settle is too short for what it delays, and two of
+	// them never overlap.
+	disrupt   sync.RWMutex
 	api       *proc
 	receivers []*proc // one per kind of endpoint (Subscriber.Receiver)
 	workers   []*proc
