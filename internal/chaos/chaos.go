@@ -10,7 +10,8 @@
 // previous_sequence), nothing left in flight.
 //
 // Faults come from a seeded schedule: SIGKILLed workers, a Postgres crash and
-// restart, a Temporal server crash and restart, and, in a proxy between the
+// restart, a Temporal server outage (killed, down a few seconds while
+// events are posted out of order, which the API accepts queued), and, in a proxy between the
 // workers and the receiver, held requests past the HTTP timeout, lost
 // acknowledgements (the receiver committed, the sender's connection is
 // reset), 5xx bursts, one endpoint (C) down for longer than the recovery
@@ -102,6 +103,9 @@ type Config struct {
 	// RepairAfter is the API's HOOKFLOW_REPAIR_AFTER; zero leaves its
 	// default (30 s).
 	RepairAfter time.Duration
+	// EventMaxHistory is the API's HOOKFLOW_EVENT_MAX_HISTORY; zero leaves
+	// its default.
+	EventMaxHistory int
 	// KillEvery is the mean gap between worker SIGKILLs; BurstEvery between
 	// 5xx bursts; OperatorEvery between the operator's actions (double
 	// clicks, Terminate, Reset).
@@ -148,6 +152,11 @@ func (cfg Config) situations() Situations {
 	return *cfg.Situations
 }
 
+// chaosEventMaxHistory is the runs' HOOKFLOW_EVENT_MAX_HISTORY: low, so
+// that events whose lanes wait their turn at the slow endpoint's
+// max_in_flight, or on a dead letter, continue as new during a run.
+const chaosEventMaxHistory = 40
+
 // Short is the short preset: 1,000 events (about 2,300 deliveries to the
 // five endpoints) over 50 correlations, 90 s of faults; about 3 minutes on
 // a 2-core machine of its own.
@@ -156,7 +165,7 @@ func Short() Config {
 		Seed: 1, Events: 1000, Correlations: 50, DuplicateRate: 0.10, Workers: 3, Tenants: 3,
 		FaultPhase: 90 * time.Second, RecoveryWindow: 15 * time.Second, DeliveryTimeout: 2 * time.Second,
 		KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second, OperatorEvery: 6 * time.Second,
-		Latency: 0.03, LostAck: 0.05, QuietTimeout: 20 * time.Minute, Posters: 8,
+		Latency: 0.03, LostAck: 0.05, QuietTimeout: 20 * time.Minute, Posters: 8, EventMaxHistory: chaosEventMaxHistory,
 	}
 }
 
@@ -166,7 +175,7 @@ func Long() Config {
 		Seed: 1, Events: 10000, Correlations: 200, DuplicateRate: 0.10, Workers: 3, Tenants: 3,
 		FaultPhase: 10 * time.Minute, RecoveryWindow: 30 * time.Second, DeliveryTimeout: 2 * time.Second,
 		KillEvery: 10 * time.Second, BurstEvery: 20 * time.Second, OperatorEvery: 20 * time.Second,
-		Latency: 0.03, LostAck: 0.05, QuietTimeout: time.Hour, Posters: 8,
+		Latency: 0.03, LostAck: 0.05, QuietTimeout: time.Hour, Posters: 8, EventMaxHistory: chaosEventMaxHistory,
 	}
 }
 

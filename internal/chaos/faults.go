@@ -153,17 +153,17 @@ func (f *injector) inject(ctx context.Context, a Action) (outcome, string) {
 	case KindRestartTemporal:
 		temporal := f.st.temporal
 		starts := temporal.startCount()
-		if !temporal.kill() {
+		if !temporal.killFor(a.For) {
 			return skipped, "it was not running"
 		}
-		// The supervisor starts it again on the same ports.
+		// The supervisor starts it again on the same ports, after a.For.
 		if err := temporal.waitNextStart(ctx, starts, "temporal server running", 3*time.Minute); err != nil {
 			if ctx.Err() != nil {
 				return injected, "the run ended before it was back"
 			}
 			return failed, err.Error()
 		}
-		return injected, fmt.Sprintf("SIGKILL, back in %s", time.Since(t0).Round(100*time.Millisecond))
+		return injected, fmt.Sprintf("SIGKILL, down %s, back in %s", a.For.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
 	case KindBurst:
 		proxy := f.st.proxy
 		proxy.SetBurst(true, a.RetryAfter)

@@ -65,6 +65,30 @@ const (
 	// Step.Arrived, a list that holds one that has arrived, which must be
 	// refused (422) with nothing voided.
 	StepVoid StepKind = "void"
+	// StepCreate creates endpoint Step.Endpoint, subscribed to its types,
+	// in the middle of the correlations: the events posted before it are
+	// not routed to it, the ones posted after are, while earlier ones are
+	// held behind a dead letter or a lost sequence.
+	StepCreate StepKind = "create"
+	// StepVoidRace voids Step.Order of correlation Step.Corr (sequences the
+	// producer lost) while the producer posts Step.Posts after all (one of
+	// them, and the sequences after it), all at once: the void answers 200
+	// and the post of a voided sequence 409, or the post is accepted and
+	// the void refused 422, never both accepted.
+	StepVoidRace StepKind = "void_race"
+	// StepOutage stops the Temporal server for Step.For while the producer
+	// posts Step.Order of correlation Step.Corr, out of order and all at
+	// once: the API accepts them queued and its sweep starts them once the
+	// server is back, which the step waits for.
+	StepOutage StepKind = "outage"
+	// StepThrottle sets endpoint Step.Endpoint's max_in_flight to Step.Cap
+	// (0: back to the default), so that its lanes wait their turn.
+	StepThrottle StepKind = "throttle"
+	// StepKillWorkers SIGKILLs every worker (each is started again at
+	// once): an attempt in flight never gives its place under
+	// max_in_flight back, which stays taken until its lease runs out, past
+	// the attempt's timeout.
+	StepKillWorkers StepKind = "kill_workers"
 )
 
 // The states StepAwait waits for.
@@ -175,6 +199,19 @@ type Step struct {
 	// posts a sequence voided before (it must be refused, 409).
 	Arrived int64
 	Voided  bool
+	// Posts are the sequences a StepVoidRace posts while it voids Order.
+	Posts []int64
+	// Cap is the max_in_flight a StepThrottle sets (0: the default).
+	Cap int
+}
+
+// seqList writes sequences as the lines do: 1,2,3.
+func seqList(seqs []int64) string {
+	out := make([]string, len(seqs))
+	for i, q := range seqs {
+		out[i] = fmt.Sprint(q)
+	}
+	return strings.Join(out, ",")
 }
 
 // Line is the step as one readable line, events named c<corr>/<seq>, a
@@ -238,6 +275,19 @@ func (s Step) Line() string {
 			return fmt.Sprintf("void c%d sequences %s (%d has arrived)", s.Corr, strings.Join(seqs, ","), s.Arrived)
 		}
 		return fmt.Sprintf("void c%d sequences %s, lost by the producer", s.Corr, strings.Join(seqs, ","))
+	case StepCreate:
+		return fmt.Sprintf("create endpoint e%d", s.Endpoint)
+	case StepVoidRace:
+		return fmt.Sprintf("void c%d sequences %s while the producer posts %s", s.Corr, seqList(s.Order), seqList(s.Posts))
+	case StepOutage:
+		return fmt.Sprintf("Temporal down for %s while c%d events %s are posted at once", s.For, s.Corr, seqList(s.Order))
+	case StepKillWorkers:
+		return "kill every worker"
+	case StepThrottle:
+		if s.Cap == 0 {
+			return fmt.Sprintf("endpoint e%d max_in_flight back to the default", s.Endpoint)
+		}
+		return fmt.Sprintf("endpoint e%d max_in_flight %d", s.Endpoint, s.Cap)
 	}
 	return string(s.Kind)
 }
@@ -291,9 +341,12 @@ type Scenario struct {
 	// Lost is, by correlation, the sequence its producer lost (never
 	// posted, voided by a StepVoid), or 0; Late how many of its last
 	// sequences are posted later, by a second StepPost among the actions.
-	Lost  []int64
-	Late  []int
-	Steps []Step
+	Lost []int64
+	Late []int
+	// CreatedLate are the endpoints created by a StepCreate rather than
+	// with the scenario.
+	CreatedLate [modelEndpoints]bool
+	Steps       []Step
 	// Closing says what the closing operator does with a delivery whose
 	// dead letter is still open once the receivers are healed: "replay" or
 	// "skip", by correlation, endpoint and sequence-1.
@@ -347,6 +400,11 @@ func (sc *Scenario) Lines() []string {
 		}
 		out = append(out, line)
 	}
+	for ep, late := range sc.CreatedLate {
+		if late {
+			out = append(out, fmt.Sprintf("e%d is created by a step: the events posted before it do not go to it", ep))
+		}
+	}
 	for i, s := range sc.Steps {
 		out = append(out, fmt.Sprintf("%2d. %s", i+1, s.Line()))
 	}
@@ -394,6 +452,37 @@ type absLane struct {
 // endpoints: paused (disabled) or deleted.
 type absEndpoint struct {
 	paused, deleted bool
+}
+
+// move is one of the moves a scenario may have besides the operator's
+// buttons, drawn from a stream of its own so that a scenario without one
+// is the one its seed gave before there were moves.
+type move int
+
+const (
+	moveNone move = iota
+	// moveCreate: e1 is created between two posts of c0.
+	moveCreate
+	// moveVoidRace: c0 loses a sequence, whose void races its post and
+	// the posts after it.
+	moveVoidRace
+	// moveOutage: c0's events are posted out of order while Temporal is
+	// down.
+	moveOutage
+	// moveThrottle: two correlations of events that all go to both
+	// endpoints, one of them slow and capped at one attempt in flight,
+	// and every worker killed while one holds that place: the lanes wait
+	// their turn until its lease runs out, while their events continue as
+	// new (the model's stack runs with a low EventMaxHistory).
+	moveThrottle
+)
+
+// pickMove picks a scenario's move: one in four has one.
+func pickMove(mv *rand.Rand) move {
+	if mv.IntN(4) != 0 {
+		return moveNone
+	}
+	return move(1 + mv.IntN(4))
 }
 
 // absCorr is the generator's picture of a correlation's producer: the
@@ -512,21 +601,33 @@ func modelTypes(rng *rand.Rand) string {
 // voided), and the closing operator's choices.
 func Generate(seed uint64) *Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6f706d6f64656c))
+	mv := rand.New(rand.NewPCG(seed, 0x6d6f766573))
+	mov := pickMove(mv)
 	sc := &Scenario{Seed: seed, Tenant: contract.DefaultTenant, Block: seed}
 	ncorr := 1
-	if rng.IntN(5) < 2 {
+	if rng.IntN(5) < 2 || mov == moveThrottle {
 		ncorr = 2
 	}
 	w := &absWorld{sc: sc, lanes: make([][modelEndpoints]*absLane, ncorr)}
 	for ep := range w.eps {
 		w.eps[ep] = &absEndpoint{}
 	}
+	// The throttled endpoint, capped before the posts and lifted after a
+	// wait (moveThrottle).
+	throttled := mv.IntN(modelEndpoints)
+	if mov == moveThrottle {
+		sc.Steps = append(sc.Steps, Step{Kind: StepThrottle, Endpoint: throttled, Cap: 1})
+	}
+	sc.CreatedLate[1] = mov == moveCreate
 	for k := range w.lanes {
 		n := 3 + rng.IntN(2)
 		sc.Events = append(sc.Events, n)
 		types := make([]string, n)
 		for i := range types {
 			types[i] = modelTypes(rng)
+			if mov == moveThrottle {
+				types[i] = "model.shared" // every lane at the capped endpoint busy
+			}
 		}
 		sc.Types = append(sc.Types, types)
 		// A lost sequence now and then (not the first, so that something
@@ -536,9 +637,15 @@ func Generate(seed uint64) *Scenario {
 		if rng.IntN(6) == 0 {
 			c.lost = 2 + rng.Int64N(int64(n-1))
 		}
+		if mov == moveVoidRace && k == 0 && c.lost == 0 {
+			c.lost = 2 + mv.Int64N(int64(n-1))
+		}
 		late := 0
 		if rng.IntN(3) == 0 {
 			late = 1 + rng.IntN(2)
+		}
+		if mov == moveThrottle {
+			c.lost, late = 0, 0 // nothing holds the lanes but their turn
 		}
 		for q := int64(n - late + 1); q <= int64(n); q++ {
 			if q != c.lost {
@@ -561,7 +668,11 @@ func Generate(seed uint64) *Scenario {
 			if ep == 1 {
 				weights = []int{4, 3, 2, 1, 1}
 			}
-			if mode := pickMode(rng, weights); mode != ModePass {
+			mode := pickMode(rng, weights)
+			if mov == moveThrottle && ep == throttled {
+				mode = ModeSlow // its attempts hold the one slot a while
+			}
+			if mode != ModePass {
 				l.mode = mode
 				sc.Steps = append(sc.Steps, Step{Kind: StepMode, Corr: k, Endpoint: ep, Mode: mode})
 			}
@@ -575,10 +686,36 @@ func Generate(seed uint64) *Scenario {
 		if rng.IntN(3) == 0 {
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
-		sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order})
+		switch {
+		case k == 0 && mov == moveOutage:
+			mv.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			sc.Steps = append(sc.Steps, Step{Kind: StepOutage, Corr: k, Order: order, For: time.Duration(3+mv.IntN(4)) * time.Second})
+		case k == 0 && mov == moveCreate:
+			// e1 comes in the middle: what is posted before it is not
+			// routed to it.
+			i := max(1, len(order)/2)
+			for _, q := range order[:i] {
+				w.lanes[k][1].set(q, absGone)
+			}
+			sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order[:i]}, Step{Kind: StepCreate, Endpoint: 1})
+			if i < len(order) {
+				sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order[i:]})
+			}
+		default:
+			sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order})
+		}
 		for _, l := range w.lanes[k] {
 			l.advance()
 		}
+	}
+	switch mov {
+	case moveVoidRace:
+		sc.Steps = append(sc.Steps, w.voidRace(mv, 0)...)
+	case moveThrottle:
+		// The lease of the attempt the kill cuts short holds the one place
+		// for the attempt's timeout and 10 s more.
+		sc.Steps = append(sc.Steps, Step{Kind: StepPause, For: time.Duration(500+mv.IntN(1000)) * time.Millisecond}, Step{Kind: StepKillWorkers},
+			Step{Kind: StepPause, For: time.Duration(12+mv.IntN(4)) * time.Second}, Step{Kind: StepThrottle, Endpoint: throttled})
 	}
 
 	actions := 6 + rng.IntN(5)
@@ -667,6 +804,31 @@ func (w *absWorld) void(k int) []Step {
 		l.advance()
 	}
 	return []Step{{Kind: StepVoid, Corr: k, Order: []int64{c.lost}}}
+}
+
+// voidRace voids correlation k's lost sequence while the producer posts
+// it after all, with the late sequences not posted yet. Which of the void
+// and the post wins is the stack's to decide; the generator takes the
+// void's side (the lanes move past it either way).
+func (w *absWorld) voidRace(mv *rand.Rand, k int) []Step {
+	c := w.corrs[k]
+	posts := []int64{c.lost}
+	if !c.latePosted {
+		posts = append(posts, c.late...)
+		c.latePosted = true
+	}
+	mv.Shuffle(len(posts), func(i, j int) { posts[i], posts[j] = posts[j], posts[i] })
+	c.voided = true
+	for _, l := range w.lanes[k] {
+		for _, q := range c.late {
+			if st, _ := l.state(q); st == absAbsent {
+				l.set(q, absHeld)
+			}
+		}
+		l.set(c.lost, absGone)
+		l.advance()
+	}
+	return []Step{{Kind: StepVoidRace, Corr: k, Order: []int64{c.lost}, Posts: posts}}
 }
 
 // enable enables endpoint ep again, which replays the dead letters its

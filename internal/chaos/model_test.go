@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 				t.Fatalf("seed %d step %d targets e%d: %s", seed, i+1, s.Endpoint, s.Line())
 			}
 			switch s.Kind {
-			case StepPost:
+			case StepPost, StepOutage:
 				for _, q := range s.Order {
 					key := [2]int64{int64(s.Corr), q}
 					switch {
@@ -74,13 +75,29 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 						t.Fatalf("seed %d step %d: %s says %d has arrived; it has not", seed, i+1, s.Line(), q)
 					}
 				}
+			case StepVoidRace:
+				for _, q := range s.Posts {
+					key := [2]int64{int64(s.Corr), q}
+					if q != sc.Lost[s.Corr] && arrived[key] || q < 1 || q > int64(sc.Events[s.Corr]) {
+						t.Fatalf("seed %d step %d: %s posts %d twice or out of range", seed, i+1, s.Line(), q)
+					}
+					arrived[key] = q != sc.Lost[s.Corr]
+				}
+				if len(s.Order) != 1 || s.Order[0] != sc.Lost[s.Corr] || !slices.Contains(s.Posts, s.Order[0]) {
+					t.Fatalf("seed %d step %d: %s races a void of other than the lost one (%d) with its post", seed, i+1, s.Line(), sc.Lost[s.Corr])
+				}
+				voided[[2]int64{int64(s.Corr), s.Order[0]}] = true
+			case StepCreate:
+				if !sc.CreatedLate[s.Endpoint] {
+					t.Fatalf("seed %d step %d: %s, created with the scenario", seed, i+1, s.Line())
+				}
 			case StepDisable, StepEnable, StepDelete:
 				if deleted[s.Endpoint] || s.Kind != StepDelete && (s.Kind == StepEnable) != disabled[s.Endpoint] {
 					t.Fatalf("seed %d step %d: %s with e%d disabled %v, deleted %v", seed, i+1, s.Line(), s.Endpoint, disabled[s.Endpoint], deleted[s.Endpoint])
 				}
 				disabled[s.Endpoint] = s.Kind == StepDisable
 				deleted[s.Endpoint] = s.Kind == StepDelete
-			case StepMode, StepPause:
+			case StepMode, StepPause, StepThrottle, StepKillWorkers:
 			default:
 				if !posted[s.Corr] {
 					t.Fatalf("seed %d step %d acts on c%d before its posts: %s", seed, i+1, s.Corr, s.Line())
@@ -568,6 +585,33 @@ func TestModelShortPressesEveryButton(t *testing.T) {
 	for _, l := range actionLabels {
 		if !met[l] && l != "closing_replay" && l != "closing_skip" {
 			t.Errorf("no scenario of the short run's seeds has a %s action", l)
+		}
+	}
+}
+
+// A void racing the post of its sequence: one of them wins, never both,
+// never neither.
+func TestVoidRaceViolations(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		code     int
+		voided   []int64
+		post     int
+		violates bool
+	}{
+		{"the void wins", http.StatusOK, []int64{3}, http.StatusConflict, false},
+		{"the post wins", http.StatusUnprocessableEntity, nil, http.StatusAccepted, false},
+		{"both win", http.StatusOK, []int64{3}, http.StatusAccepted, true},
+		{"neither wins", http.StatusUnprocessableEntity, nil, http.StatusConflict, true},
+		{"a 200 that voids nothing", http.StatusOK, nil, http.StatusConflict, true},
+		{"the voided post answered 200", http.StatusOK, []int64{3}, http.StatusOK, true},
+		{"the void unanswered", http.StatusServiceUnavailable, nil, http.StatusAccepted, true},
+	}
+	for _, c := range cases {
+		vs := voidRaceViolations([]int64{3}, c.code, nil, c.voided, map[int64]int{3: c.post})
+		if (len(vs) > 0) != c.violates {
+			t.Errorf("%s: violations %q, want some: %v", c.name, vs, c.violates)
 		}
 	}
 }

@@ -73,6 +73,9 @@ type ModelRecord struct {
 	// Deleted are the endpoints a delete may have deleted (answered 200,
 	// or not answered): each of their deliveries may end skipped.
 	Deleted [modelEndpoints]bool
+	// Uncreated are the endpoints not created yet (Scenario.CreatedLate
+	// until its StepCreate is answered): routing passes them by.
+	Uncreated [modelEndpoints]bool
 	// Void are the answers to voids and to posts of voided sequences that
 	// broke the rule.
 	Void []string
@@ -88,6 +91,8 @@ type ModelRecord struct {
 type Post struct {
 	Code          int
 	DeletedBefore [modelEndpoints]bool
+	// Uncreated are the endpoints not created when it was sent.
+	Uncreated [modelEndpoints]bool
 }
 
 func newModelRecord() ModelRecord {
@@ -98,11 +103,11 @@ func newModelRecord() ModelRecord {
 // Routed reports whether correlation k's event seq is owed a delivery to
 // endpoint ep: it was posted (a post not answered 202 owes them all the
 // same, so that a lost post shows), not voided, is of a type ep takes, and
-// ep was not deleted before the post.
+// ep was created and not deleted before the post.
 func (sc *Scenario) Routed(rec ModelRecord, k int, seq int64, ep int) bool {
 	id := sc.EventID(k, seq)
 	p, posted := rec.Posted[id]
-	return posted && !rec.Voided[id] && !p.DeletedBefore[ep] && ModelSubscribers()[ep].Wants(sc.Types[k][seq-1])
+	return posted && !rec.Voided[id] && !p.DeletedBefore[ep] && !p.Uncreated[ep] && ModelSubscribers()[ep].Wants(sc.Types[k][seq-1])
 }
 
 // RoutedLane returns the sequences of correlation k owed to endpoint ep

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/oapi-codegen/nullable"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -47,6 +48,10 @@ type ModelConfig struct {
 	// the workers: short, so dead letters come fast and the repair sweep
 	// acts within a scenario.
 	RecoveryWindow, DeliveryTimeout, RepairAfter time.Duration
+	// EventMaxHistory is the API's HOOKFLOW_EVENT_MAX_HISTORY: low, so
+	// that events waiting their turn (StepThrottle) or on a dead letter
+	// continue as new within a scenario.
+	EventMaxHistory int
 	// Settle bounds the closing operator's wait for quiet in a scenario.
 	Settle time.Duration
 	// Stdout gets the failures and the summary line; Stderr the progress.
@@ -68,15 +73,20 @@ type ModelConfig struct {
 // defects; they stay as a fixed, varied set. 114 and 96 join them for the
 // actions on endpoints and producers that the others lack (a void refused
 // for a sequence that arrived, a voided sequence posted after all, and
-// Request Cancellation of an event); with them the set presses every
-// button the generator has
+// Request Cancellation of an event); 10 and 29 for the moves beside the
+// buttons that no other has (an endpoint created between two posts of a
+// correlation whose first sequence is missing; two slow lanes through an
+// endpoint capped at one attempt in flight, waiting their turns while the
+// events continue as new), where 25 already races a void with the posts,
+// and 69 and 96 post out of order through a Temporal outage. With them
+// the set presses every button the generator has
 // (TestModelShortPressesEveryButton). In three tenants (Scenario.InTenant),
 // 3 and 5, 6 and 7, 51 and 52 share their IDs.
 func ModelShort() ModelConfig {
 	return ModelConfig{
-		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7, 69, 1557, 114, 96}, Parallel: 2, Workers: 2, Tenants: 3,
+		Seeds: []uint64{9, 128, 25, 31, 52, 23, 44, 33, 51, 3, 5, 6, 7, 69, 1557, 114, 96, 10, 29}, Parallel: 2, Workers: 2, Tenants: 3,
 		RecoveryWindow: 2 * time.Second, DeliveryTimeout: 2 * time.Second, RepairAfter: 2 * time.Second,
-		Settle: 20 * time.Second,
+		EventMaxHistory: 24, Settle: 20 * time.Second,
 	}
 }
 
@@ -122,6 +132,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	cfg.DeliveryTimeout = cmp.Or(cfg.DeliveryTimeout, def.DeliveryTimeout)
 	cfg.RepairAfter = cmp.Or(cfg.RepairAfter, def.RepairAfter)
 	cfg.Settle = cmp.Or(cfg.Settle, def.Settle)
+	cfg.EventMaxHistory = cmp.Or(cfg.EventMaxHistory, def.EventMaxHistory)
 	cfg.Tenants = cmp.Or(cfg.Tenants, def.Tenants)
 	tenants := ChaosTenants(cfg.Tenants)
 	if cfg.Stdout == nil {
@@ -152,7 +163,7 @@ func RunOperatorModel(ctx context.Context, cfg ModelConfig) (ModelResult, error)
 	st := newStack(Config{
 		Binary: cfg.Binary, Seed: seeds[0], Workers: cfg.Workers,
 		RecoveryWindow: cfg.RecoveryWindow, DeliveryTimeout: cfg.DeliveryTimeout, RepairAfter: cfg.RepairAfter,
-		Subscribers: ForTenants(ModelSubscribers(), tenants), Down: -1, Flapping: -1,
+		EventMaxHistory: cfg.EventMaxHistory, Subscribers: ForTenants(ModelSubscribers(), tenants), Down: -1, Flapping: -1,
 	}, dir, logs, logger, out)
 	var torn sync.Once
 	tearDown := func() { torn.Do(st.stop) }
@@ -263,7 +274,7 @@ func seedList(seeds []uint64) string {
 // actionLabels are the action kinds in the order the summary lists them.
 var actionLabels = []string{"mode", "slow", "post", "await", "replay_api", "skip_api", "replay_ui", "skip_ui", "double_click",
 	"terminate_event", "terminate_sequencer", "cancel_event", "cancel_sequencer", "reset_event", "reset_sequencer", "pause", "disable", "enable", "delete",
-	"void", "void_arrived", "post_voided", "closing_replay", "closing_skip"}
+	"void", "void_arrived", "post_voided", "create", "void_race", "outage", "throttle", "kill_workers", "closing_replay", "closing_skip"}
 
 // actionLabel is the kind a step is counted under in the summary.
 func actionLabel(s Step) string {
@@ -398,8 +409,10 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 		x.note(fmt.Sprintf("%2d. %s → %s (%s)", i+1, s.Line(), what, time.Since(began).Round(10*time.Millisecond)))
 		x.logger.Info("operator model action", "step", i+1, "action", s.Line(), "outcome", what)
 	}
+	x.st.disrupt.RLock()
 	x.closing(ctx)
 	obs, err := x.observe(ctx)
+	x.st.disrupt.RUnlock()
 	if err != nil {
 		return nil, err
 	}
@@ -415,16 +428,35 @@ func (x *modelExec) run(ctx context.Context) ([]ModelViolation, error) {
 // of the stack's endpoint of its index (its receiver) and with that one's
 // secret, which the receiver verifies with; they take only the scenario's
 // types, so a pause or a delete touches nothing of another scenario.
+// An endpoint the scenario creates later (CreatedLate) has no ID until its
+// StepCreate.
 func (x *modelExec) createEndpoints(ctx context.Context) error {
-	for i, sub := range x.sc.Subscribers() {
-		r, err := x.api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
-			URL: x.st.endpoints.proxyBase + Path(x.base+i), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[x.base+i]),
-		})
-		if err != nil {
-			return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)
+	x.endpoints = make([]string, modelEndpoints)
+	for ep, late := range x.sc.CreatedLate {
+		if late {
+			x.rec.Uncreated[ep] = true
+			continue
 		}
-		x.endpoints = append(x.endpoints, r.JSON201.ID)
+		if err := x.createEndpoint(ctx, ep); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// createEndpoint creates the scenario's endpoint ep.
+func (x *modelExec) createEndpoint(ctx context.Context, ep int) error {
+	sub := x.sc.Subscribers()[ep]
+	r, err := x.api.EndpointCreateWithResponse(ctx, hfclient.EndpointCreate{
+		URL: x.st.endpoints.proxyBase + Path(x.base+ep), EventTypes: eventTypes(sub.EventTypes), Secret: new(x.st.endpoints.secrets[x.base+ep]),
+	})
+	if err != nil {
+		return fmt.Errorf("create the scenario's endpoint %s: %w", sub.Name, err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.endpoints[ep] = r.JSON201.ID
+	x.rec.Uncreated[ep] = false
 	return nil
 }
 
@@ -432,7 +464,7 @@ func (x *modelExec) createEndpoints(ctx context.Context) error {
 // the stack's sweeps do not walk hundreds of idle ones.
 func (x *modelExec) deleteEndpoints(ctx context.Context) {
 	for ep, id := range x.endpoints {
-		if x.deleted[ep] {
+		if x.deleted[ep] || id == "" {
 			continue
 		}
 		if _, err := x.api.EndpointDeleteWithResponse(ctx, id, nil); err != nil {
@@ -486,7 +518,11 @@ func (x *modelExec) path(d Delivery) Delivery {
 
 // step carries out one action and says what became of it.
 func (x *modelExec) step(ctx context.Context, s Step) string {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	timeout := 30 * time.Second
+	if s.Kind == StepOutage {
+		timeout = 4 * time.Minute // the Temporal server's restart, after another scenario's outage
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	id := x.workflowID(s)
 	ev := x.sc.EventID(s.Corr, s.Seq)
@@ -540,8 +576,183 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 		return x.deleteEndpoint(ctx, s.Endpoint)
 	case StepVoid:
 		return x.void(ctx, s)
+	case StepCreate:
+		if err := x.createEndpoint(ctx, s.Endpoint); err != nil {
+			return err.Error()
+		}
+		return "created " + x.endpoints[s.Endpoint]
+	case StepVoidRace:
+		return x.voidRace(ctx, s)
+	case StepOutage:
+		return x.outage(ctx, s)
+	case StepThrottle:
+		return x.throttle(ctx, s)
+	case StepKillWorkers:
+		x.st.disrupt.Lock()
+		defer x.st.disrupt.Unlock()
+		killed := 0
+		for _, w := range x.st.workers {
+			if w.kill() {
+				killed++
+			}
+		}
+		return fmt.Sprintf("%d of %d killed", killed, len(x.st.workers))
 	}
 	return "unknown action"
+}
+
+// throttle sets the endpoint's max_in_flight (s.Cap, or null for the
+// default), retrying what goes unanswered or 5xx.
+func (x *modelExec) throttle(ctx context.Context, s Step) string {
+	limit := nullable.NewNullNullable[int64]()
+	if s.Cap > 0 {
+		limit = nullable.NewNullableWithValue(int64(s.Cap))
+	}
+	code, _, err := untilAnswered(http.StatusOK, func() error {
+		_, err := x.api.EndpointUpdateWithResponse(ctx, x.endpoints[s.Endpoint], nil, hfclient.EndpointUpdate{MaxInFlight: limit})
+		return err
+	})
+	_, err = answered(err, http.StatusOK)
+	if s.Cap > 0 {
+		return answer(code, err)
+	}
+	return fmt.Sprintf("%s; %d of the scenario's events have continued as new", answer(code, err), x.continuedAsNew(ctx))
+}
+
+// continuedAsNew counts the scenario's events whose workflow's latest run
+// was started by a continue-as-new: a lane waiting its turn at a capped
+// endpoint is parked, and so lets its event continue as new.
+func (x *modelExec) continuedAsNew(ctx context.Context) int {
+	n := 0
+	for k, events := range x.sc.Events {
+		for q := int64(1); q <= int64(events); q++ {
+			it := x.st.tc.GetWorkflowHistory(ctx, x.wf(x.sc.EventID(k, q)), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			if !it.HasNext() {
+				continue
+			}
+			ev, err := it.Next()
+			if err == nil && ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// outage stops the Temporal server for s.For (alone: no other scenario's
+// closing or disruption meanwhile, stack.disrupt) and, while it is down, posts s.Order
+// all at once in that order, a little apart; then waits for the server to
+// be back. The API accepts each post queued, past its start's timeout,
+// and its sweep starts them.
+func (x *modelExec) outage(ctx context.Context, s Step) string {
+	x.st.disrupt.Lock()
+	defer x.st.disrupt.Unlock()
+	t := x.st.temporal
+	starts := t.startCount()
+	down := t.killFor(s.For)
+	answers := make([]string, len(s.Order))
+	var wg sync.WaitGroup
+	for i, q := range s.Order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			answers[i] = x.post(ctx, s.Corr, q)
+		}()
+	}
+	wg.Wait()
+	what := strings.Join(answers, ", ")
+	if !down {
+		return "Temporal was not running (restarting); posted " + what
+	}
+	if err := t.waitNextStart(ctx, starts, "temporal server running", 3*time.Minute); err != nil {
+		return fmt.Sprintf("posted %s; Temporal not back: %v", what, err)
+	}
+	return "posted " + what + "; Temporal back"
+}
+
+// voidRace voids s.Order while it posts s.Posts, all at once, and holds
+// the answers to the rule: a sequence is voided (200, and its post 409) or
+// has arrived (its post 202, and the void 422 naming it), never both, never
+// neither.
+func (x *modelExec) voidRace(ctx context.Context, s Step) string {
+	corr := x.sc.CorrelationID(s.Corr)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var res hfclient.CorrelationVoided
+	var voidCode int
+	var voidErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-start
+		voidCode, _, voidErr = untilAnswered(http.StatusOK, func() (err error) {
+			r, err := x.api.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
+			if err == nil {
+				res = *r.JSON200
+			}
+			return err
+		})
+	}()
+	answers := make([]string, len(s.Posts))
+	for i, q := range s.Posts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = x.post(ctx, s.Corr, q)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	_, voidErr = answered(voidErr, http.StatusOK)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var voided []int64
+	if voidCode == http.StatusOK {
+		voided = append(slices.Clone(res.Voided), res.AlreadyVoided...)
+		for _, q := range voided {
+			x.rec.Voided[x.sc.EventID(s.Corr, q)] = true
+		}
+	}
+	posts := map[int64]int{}
+	for _, q := range s.Order {
+		if p, ok := x.rec.Posted[x.sc.EventID(s.Corr, q)]; ok {
+			posts[q] = p.Code
+		}
+	}
+	for _, v := range voidRaceViolations(s.Order, voidCode, voidErr, voided, posts) {
+		x.rec.Void = append(x.rec.Void, fmt.Sprintf("c%d: %s", s.Corr, v))
+	}
+	return fmt.Sprintf("void %s; posts %s", answer(voidCode, voidErr), strings.Join(answers, ", "))
+}
+
+// voidRaceViolations holds the answers to a void of order that raced the
+// posts of its sequences to the rule: the void answered 200 with every one
+// of them voided and each post 409, or 422 with each post accepted (202);
+// voidErr is the void's problem, voided the sequences its 200 names (as
+// voided or already voided), posts the posts' answers by sequence.
+func voidRaceViolations(order []int64, voidCode int, voidErr error, voided []int64, posts map[int64]int) []string {
+	var out []string
+	switch voidCode {
+	case http.StatusOK, http.StatusUnprocessableEntity:
+	default:
+		return []string{fmt.Sprintf("the void of %v racing posts was answered %d (%v)", order, voidCode, voidErr)}
+	}
+	for _, q := range order {
+		code, posted := posts[q]
+		switch {
+		case voidCode == http.StatusOK && !slices.Contains(voided, q):
+			out = append(out, fmt.Sprintf("the void of %v answered 200 without %d (voided %v)", order, q, voided))
+		case voidCode == http.StatusOK && code == http.StatusAccepted:
+			out = append(out, fmt.Sprintf("%d was both voided (200) and accepted (202) when its void raced its post", q))
+		case voidCode == http.StatusOK && posted && code != http.StatusConflict:
+			out = append(out, fmt.Sprintf("%d, voided, was posted at once and answered %d, not 409", q, code))
+		case voidCode == http.StatusUnprocessableEntity && code != http.StatusAccepted:
+			out = append(out, fmt.Sprintf("the void of %v was refused 422 (%v), yet the post of %d was answered %d", order, voidErr, q, code))
+		}
+	}
+	return out
 }
 
 // setDisabled disables or enables endpoint ep (PATCH), retrying what goes
@@ -676,7 +887,7 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 		Type: x.sc.EventType(x.sc.Types[k][seq-1]), Data: map[string]any{"amount": seq},
 	}
 	x.mu.Lock()
-	p := Post{DeletedBefore: x.rec.Deleted}
+	p := Post{DeletedBefore: x.rec.Deleted, Uncreated: x.rec.Uncreated}
 	voided := x.rec.Voided[id]
 	x.mu.Unlock()
 	code, _, err := untilAnswered(http.StatusAccepted, func() error {

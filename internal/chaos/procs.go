@@ -30,10 +30,13 @@ type proc struct {
 	logOffset int64
 	wanted    bool
 	killing   bool // the next exit is one the run caused
-	starts    int
-	exited    bool // the current incarnation has exited
-	lastExit  string
-	cpu       time.Duration // user+system time of every incarnation that has exited
+	// downFor is how long the supervisor leaves the process down after the
+	// exit the run caused (killFor): an outage rather than a crash.
+	downFor  time.Duration
+	starts   int
+	exited   bool // the current incarnation has exited
+	lastExit string
+	cpu      time.Duration // user+system time of every incarnation that has exited
 	// onExit, when set (before the first start), is called as each
 	// incarnation exits, under mu, before anyone waiting on it is told:
 	// what pointed at the incarnation stops pointing at it before a new
@@ -113,13 +116,13 @@ func (p *proc) supervise(ctx context.Context, onUnexpected func(name, how string
 		case <-done:
 		}
 		p.mu.Lock()
-		caused, wanted, how := p.killing, p.wanted, p.lastExit
-		p.killing = false
+		caused, wanted, how, down := p.killing, p.wanted, p.lastExit, p.downFor
+		p.killing, p.downFor = false, 0
 		p.mu.Unlock()
 		if !wanted {
 			return
 		}
-		delay := 200 * time.Millisecond
+		delay := max(200*time.Millisecond, down)
 		if !caused {
 			onUnexpected(p.name, how)
 			if time.Since(began) > 30*time.Second {
@@ -171,6 +174,21 @@ func (p *proc) kill() bool {
 	p.mu.Unlock()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
+	return true
+}
+
+// killFor kills the process as kill does and has its supervisor leave it
+// down for d before it starts it again: an outage of what it serves.
+func (p *proc) killFor(d time.Duration) bool {
+	p.mu.Lock()
+	p.downFor = d
+	p.mu.Unlock()
+	if !p.kill() {
+		p.mu.Lock()
+		p.downFor = 0
+		p.mu.Unlock()
+		return false
+	}
 	return true
 }
 

@@ -82,7 +82,7 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s worker-%d", a.Kind, a.Worker+1)
 	case KindBurst:
 		return fmt.Sprintf("%s for %s (retry-after %v)", a.Kind, a.For.Round(100*time.Millisecond), a.RetryAfter)
-	case KindFlap:
+	case KindFlap, KindRestartTemporal:
 		return fmt.Sprintf("%s for %s", a.Kind, a.For.Round(100*time.Millisecond))
 	case KindDoubleClick:
 		if a.WithSkip {
@@ -109,7 +109,7 @@ type PlanConfig struct {
 
 // Plan returns the timed faults of a run, sorted by time: a worker SIGKILL
 // about every KillEvery (±30 %), one Postgres restart at 30–45 % of the
-// phase, one Temporal restart at 60–75 %, short 5xx bursts (1–3 s) about
+// phase, one Temporal outage (3–6 s down) at 50–65 %, within the posts, short 5xx bursts (1–3 s) about
 // every BurstEvery, and an operator's action about every OperatorEvery,
 // dealt in turn from operatorDeal, every other double click a replay and
 // a skip, and, with Flap, the flapping endpoint's outages (7–14 s, 12–20 s
@@ -131,7 +131,13 @@ func Plan(cfg PlanConfig) []Action {
 		return time.Duration(float64(cfg.Phase) * (lo + (hi-lo)*rng.Float64()))
 	}
 	out = append(out, Action{At: frac(0.30, 0.45), Kind: KindRestartPostgres})
-	out = append(out, Action{At: frac(0.60, 0.75), Kind: KindRestartTemporal})
+	// The Temporal server stays down a few seconds, while the producers
+	// still post out of order: the API accepts those events queued and
+	// its sweep starts them once the server is back. Its length comes
+	// from a stream of its own, so that the other faults stay where they
+	// were.
+	trng := rand.New(rand.NewPCG(cfg.Seed, 0x6f757461))
+	out = append(out, Action{At: frac(0.50, 0.65), Kind: KindRestartTemporal, For: 3*time.Second + time.Duration(trng.Int64N(int64(3*time.Second)))})
 	if cfg.BurstEvery > 0 {
 		for t := jitter(cfg.BurstEvery); t < cfg.Phase; t += jitter(cfg.BurstEvery) {
 			out = append(out, Action{At: t, Kind: KindBurst, For: time.Second + time.Duration(rng.Int64N(int64(2*time.Second))), RetryAfter: rng.IntN(2) == 0})

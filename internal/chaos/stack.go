@@ -43,8 +43,14 @@ type stack struct {
 	logger    *slog.Logger
 	progress  *progress
 
-	pg        *pgHolder
-	temporal  *proc
+	pg       *pgHolder
+	temporal *proc
+	// disrupt is held shared by the operator model's closings and alone
+	// by a move that disrupts the whole stack (a Temporal outage, every
+	// worker killed): such a move never lands in another scenario's
+	// closing, whose settle is too short for what it delays, and two of
+	// them never overlap.
+	disrupt   sync.RWMutex
 	api       *proc
 	receivers []*proc // one per kind of endpoint (Subscriber.Receiver)
 	workers   []*proc
@@ -241,6 +247,9 @@ func (s *stack) start(ctx context.Context) error {
 	apiEnv := with(common, map[string]string{"HOOKFLOW_API_ADDR": net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))})
 	if cfg.RepairAfter > 0 {
 		apiEnv["HOOKFLOW_REPAIR_AFTER"] = cfg.RepairAfter.String()
+	}
+	if cfg.EventMaxHistory > 0 {
+		apiEnv["HOOKFLOW_EVENT_MAX_HISTORY"] = strconv.Itoa(cfg.EventMaxHistory)
 	}
 	s.api = newProc("api", cfg.Binary, []string{"api"}, childEnv(apiEnv), filepath.Join(s.logs, "api.log"))
 	if err := s.api.start(); err != nil {

@@ -40,7 +40,8 @@ type Config struct {
 	AllowPrivate bool
 	// EventMaxHistory is the history length past which an event's
 	// workflow continues as new (0: workflows.DefaultEventMaxHistory);
-	// the tests set it low to see it happen, no variable sets it.
+	// the tests and the chaos runs set it low to see it happen
+	// (HOOKFLOW_EVENT_MAX_HISTORY).
 	EventMaxHistory int
 	// HandOverBatch is how long a delivered lane of an event waits for its
 	// peers' first attempts before it is handed over without them (0:
@@ -118,6 +119,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES", "circuit-close-successes", "3", "worker: answers in a row that close an endpoint's open circuit (1 to 100); short of them it is half-open, one probe at a time, so a flapping receiver stays open and its disable_after counts on", intRange(1, 100, func(c *Config) *int { return &c.CircuitCloseSuccesses })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
 		{"HOOKFLOW_STATEMENT_TIMEOUT", "statement-timeout", "10s", "api: the longest one Postgres statement of an API request may run (its connections' statement_timeout; the sweeps, the cleaner and the workers have their own connections, without it); past it the request is answered 503 query-timeout and the statement is cancelled, so no read costs the database more than this (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.StatementTimeout })},
+		{"HOOKFLOW_EVENT_MAX_HISTORY", "event-max-history", "0", "api: the history length past which an event's workflow continues as new, at the first moment all its lanes wait (0: 2000); the chaos and operator-model runs set it low so that it happens within a run", nonNegativeInt(func(c *Config) *int { return &c.EventMaxHistory })},
 		{"HOOKFLOW_PAYLOAD_RETENTION", "payload-retention", "30d", "api: delivered and skipped events lose their payload this long after they finished (key, hash, correlation, sequence, state and times stay, so reposts are answered as before); 0 keeps payloads for ever", retention(func(c *Config) *time.Duration { return &c.PayloadRetention })},
 		{"HOOKFLOW_ATTEMPT_RETENTION", "attempt-retention", "30d", "api: delivery attempts of delivered and skipped events are deleted this long after they were made (a dead letter keeps its own copy); 0 keeps them", retention(func(c *Config) *time.Duration { return &c.AttemptRetention })},
 		{"HOOKFLOW_KEY_RETENTION", "key-retention", "90d", "api: delivered and skipped events' rows (their keys) are deleted this long after they finished (at least the two retentions above); a repost of such a key is then answered 409 (its sequence is behind its correlation's cursor), never delivered twice; 0 keeps keys for ever", retention(func(c *Config) *time.Duration { return &c.KeyRetention })},

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -18,14 +19,23 @@ import (
 // "c".
 func newStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.New(testenv.MigratedPool(t))
+	st, _ := newStoreOnPool(t)
+	return st
+}
+
+// newStoreOnPool is newStore with its pool, for a test that holds a
+// transaction of its own beside the store's.
+func newStoreOnPool(t testing.TB) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := testenv.MigratedPool(t)
+	st, err := store.New(pool)
 	require.NoError(t, err)
 	st = st.Tenant(store.DefaultTenant)
 	for _, id := range []string{"ep", "a", "b", "c"} {
 		_, err = st.EndpointInsert(context.Background(), id, "https://example.com/"+id, "whsec_x", nil)
 		require.NoError(t, err)
 	}
-	return st
+	return st, pool
 }
 
 func event(id, corr string, seq int64) intake.Event {

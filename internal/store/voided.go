@@ -83,8 +83,18 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 				return ErrNotFound
 			}
 		}
-		if err := tx.QueryRow(ctx, dbsqlc.CorrelationVoidCheck, correlationID, sequences, s.tenant).Scan(&v.Arrived, &v.Already); err != nil {
-			return err
+		// The check takes (or makes) the correlation's row lock, which an
+		// acceptance holds from storing its event to its commit; a
+		// statement that waited for it still reads the events as they
+		// were when it began (READ COMMITTED), without the event that
+		// acceptance committed, and would void a sequence that arrived
+		// while the unique (correlation, sequence) quietly drops its
+		// tombstone. So the check runs again once the lock is held, and
+		// that reading decides.
+		for range 2 {
+			if err := tx.QueryRow(ctx, dbsqlc.CorrelationVoidCheck, correlationID, sequences, s.tenant).Scan(&v.Arrived, &v.Already); err != nil {
+				return err
+			}
 		}
 		if len(v.Arrived) > 0 {
 			return nil
