@@ -66,13 +66,17 @@ $(OAPI_CODEGEN):
 	GOBIN=$(CURDIR)/bin/.oapi-codegen $(GO) install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION)
 	mv bin/.oapi-codegen/oapi-codegen $@
 
-# gofmt, go vet and staticcheck (staticcheck.conf) over both modules.
+# gofmt, go vet and staticcheck (staticcheck.conf) over the three modules:
+# hookflow, the kit and the kit's API client (a module of its own so that a
+# receiver does not inherit the generated client's runtime).
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	cd kit && $(GO) vet ./...
+	cd kit/client && $(GO) vet ./...
 	$(STATICCHECK) ./...
 	cd kit && ../$(STATICCHECK) ./...
+	cd kit/client && ../../$(STATICCHECK) ./...
 
 # Generated code is checked in, so the API's types, clients and queries cannot
 # drift from their sources: `make generate` writes it from its
@@ -88,7 +92,7 @@ generate: generate-sql generate-ts generate-go-client generate-server generate-p
 generate-sql: $(SQLC)
 	$(SQLC) generate
 
-# The Go client's types and operations (kit/client), from api/openapi.json,
+# The Go client's types and operations (kit/client, its own module), from api/openapi.json,
 # with kit/client/oapi-codegen.yaml's options and overlay.yaml's Go names.
 generate-go-client: $(OAPI_CODEGEN)
 	cd kit/client && ../../$(OAPI_CODEGEN) -config oapi-codegen.yaml ../../api/openapi.json
@@ -139,6 +143,7 @@ test-unit:
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)|$(NORACE_RUNS)' $(UNIT_PKGS)
 	$(GO) test -count=1 -run '^($(NORACE_RUNS))$$' ./workflows/
 	cd kit && $(GO) test -race -count=1 ./...
+	cd kit/client && $(GO) test -race -count=1 ./...
 
 # A short fuzz run of the SSRF guard, one target at a time (go test fuzzes one
 # per run), from the corpus in internal/egress/testdata/fuzz; test-unit runs

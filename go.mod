@@ -134,6 +134,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/hailocab/go-hostpool v0.0.0-20160125115350-e80d13ce29ed // indirect
+	github.com/hookflow/hookflow/kit/client v0.0.0-00010101000000-000000000000
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/iancoleman/strcase v0.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -246,3 +247,5 @@ require (
 )
 
 replace github.com/hookflow/hookflow/kit => ./kit
+
+replace github.com/hookflow/hookflow/kit/client => ./kit/client

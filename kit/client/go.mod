@@ -1,0 +1,15 @@
+module github.com/hookflow/hookflow/kit/client
+
+go 1.26.8
+
+require (
+	github.com/oapi-codegen/nullable v1.2.0
+	github.com/oapi-codegen/runtime v1.9.0
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
