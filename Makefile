@@ -139,7 +139,10 @@ ts-client: node
 lint-openapi: node
 	cd clients/typescript && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --config ../../api/redocly.yaml --max-problems 50 ../../api/openapi.json
 
+# The layout test builds a scratch consumer of the kit with no proxy: the
+# kit's whole module graph is fetched into the module cache first.
 test-unit:
+	cd kit && $(GO) mod download all
 	$(GO) test -race -count=1 -skip '$(STACK_RUNS)|$(NORACE_RUNS)' $(UNIT_PKGS)
 	$(GO) test -count=1 -run '^($(NORACE_RUNS))$$' ./workflows/
 	cd kit && $(GO) test -race -count=1 ./...
