@@ -192,7 +192,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.Len(t, accepted, 2)
 
 	seq := &handOvers{}
-	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Targets: egress.Policy{AllowPrivate: true}, Logger: logger})
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Transports: devTransports(t), Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))
