@@ -102,9 +102,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	if timeout <= 0 {
 		timeout = 15 * time.Second
 	}
-	// Endpoints have one type yet, the default. A type this worker has no
-	// transport for waits for one that has (a newer worker in a rollout).
-	tr, err := a.transports.Lookup(transport.DefaultType)
+	// A type this worker has no transport for waits for a worker that has
+	// one (a newer worker in a rollout): the API refused any other.
+	tr, err := a.transports.Lookup(ep.Type)
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewApplicationError(err.Error(), contract.ErrTypeRetryable)
 	}

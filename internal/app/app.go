@@ -282,11 +282,16 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 	if err != nil {
 		return fmt.Errorf("listen on %s (HOOKFLOW_API_ADDR): %w", cfg.APIAddr, err)
 	}
+	transports, err := Transports(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv, err := api.New(api.RouterConfig{
-		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
+		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes,
 		EventsPerSecond: cfg.EventsRateLimit, ReadsPerSecond: cfg.ReadsRateLimit, TrustedProxies: cfg.TrustedProxies, MaxEndpoints: cfg.MaxEndpoints, MaxSubscribers: cfg.MaxSubscribers,
 		PortalBaseURL: config.PortalBase(cfg.PortalBaseURL, ln.Addr().String()),
-	}, api.RouterDeps{Store: st.WithPool(reqPool), Pool: reqPool, Starter: strt, Temporal: c, Logger: logger, Metrics: m})
+	}, api.RouterDeps{Store: st.WithPool(reqPool), Pool: reqPool, Starter: strt, Temporal: c, Logger: logger, Transports: transports, Metrics: m})
 	if err != nil {
 		ln.Close()
 		return err
