@@ -1,5 +1,6 @@
 // Package activities holds the side effects of hookflow's workflows: the
-// signed HTTP delivery, the ledger writes in Postgres, and the hand-over to a
+// delivery (through the transport of each endpoint's type, package
+// transport), the ledger writes in Postgres, and the hand-over to a
 // correlation's sequencer when an event is finished.
 package activities
 
@@ -9,25 +10,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/transport"
 )
 
 // Activities carries the activities' dependencies; workers register one.
 type Activities struct {
 	store *store.Store
-	// http sends the attempts of tenants granted the private-target
-	// allowlist, confined those of the others (egress.Policy.ForTenant).
-	http, confined *http.Client
-	logger         *slog.Logger
-	metrics        *metrics.Metrics
-	sequencer      Sequencer
-	now            func() time.Time
+	// transports send the attempts, by endpoint type.
+	transports *transport.Registry
+	logger     *slog.Logger
+	metrics    *metrics.Metrics
+	sequencer  Sequencer
+	now        func() time.Time
 	// closeSuccesses is how many answers in a row close an open circuit.
 	closeSuccesses int
 }
@@ -42,10 +41,10 @@ type Sequencer interface {
 // Deps are what the activities need; all are required but Metrics.
 type Deps struct {
 	Store *store.Store
-	// Targets is which private targets deliveries may reach.
-	Targets   egress.Policy
-	Logger    *slog.Logger
-	Sequencer Sequencer
+	// Transports send the attempts, by endpoint type.
+	Transports *transport.Registry
+	Logger     *slog.Logger
+	Sequencer  Sequencer
 	// Metrics is optional: nil records nothing.
 	Metrics *metrics.Metrics
 	// CircuitCloseSuccesses is how many answers in a row close an open
@@ -59,12 +58,14 @@ func New(d Deps) (*Activities, error) {
 	switch {
 	case d.Store == nil:
 		return nil, errors.New("activities: store is required")
+	case d.Transports == nil:
+		return nil, errors.New("activities: transports are required")
 	case d.Logger == nil:
 		return nil, errors.New("activities: logger is required")
 	case d.Sequencer == nil:
 		return nil, errors.New("activities: sequencer is required")
 	}
-	return &Activities{store: d.Store, http: d.Targets.ForTenant(true).NewClient(), confined: d.Targets.ForTenant(false).NewClient(), logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now,
+	return &Activities{store: d.Store, transports: d.Transports, logger: d.Logger, metrics: d.Metrics, sequencer: d.Sequencer, now: time.Now,
 		closeSuccesses: d.CircuitCloseSuccesses}, nil
 }
 

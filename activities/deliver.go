@@ -1,26 +1,20 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/printable"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/transport"
 	wire "github.com/hookflow/hookflow/kit/client"
-	"github.com/hookflow/hookflow/kit/webhook"
 )
 
 // Attempt outcomes recorded in delivery_attempts: the document's (an
@@ -37,19 +31,25 @@ const (
 	OutcomeDeleted = string(wire.AttemptOutcomeDeleted)
 )
 
-// maxRecordedBody bounds how much of a receiver's answer is kept.
-const maxRecordedBody = 2048
+// deliveredAgain is the status an attempt answers for an event the ledger
+// has as delivered already: the 200 the contract's delivered answers stand
+// for, since the destination's own answer went with the earlier attempt.
+const deliveredAgain = 200
 
-// Deliver makes one signed POST of the event to its endpoint and maps the
-// answer per the wire contract: 2xx except 202 → delivered (the ledger is
-// updated, then the event is handed over to its sequencer, which names the
-// event it releases next, and that one is signalled, before returning);
-// 410 → the endpoint is disabled, non-retryable;
-// any other 4xx except 408 and 429 → non-retryable; 429/503 with Retry-After
-// → retry after that delay; everything else → retry. An event the ledger
-// holds as final, delivered or skipped, is never sent again, nor is a
-// dead-lettered one before a replay of its dead letter is claimed, nor is
-// one while an earlier delivery of its lane is still open (heldByEarlier).
+// Deliver makes one attempt of the event at its endpoint, through the
+// transport of the endpoint's type (package transport), and keeps what
+// every destination shares around it: the ledger's gate, the circuit
+// breaker, the cap on attempts in flight, the rate limits, the recording
+// of the attempt and the hand-over. What the transport answers maps to
+// the workflow's retry policy: delivered → the ledger is updated, then the
+// event is handed over to its sequencer, which names the event it releases
+// next, and that one is signalled, before returning; gone → the endpoint
+// is disabled, non-retryable; permanent → non-retryable; retry → retryable,
+// after the wait the destination asked for when it asked. An event the
+// ledger holds as final, delivered or skipped, is never sent again, nor is
+// a dead-lettered one before a replay of its dead letter is claimed, nor
+// is one while an earlier delivery of its lane is still open
+// (heldByEarlier).
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt + in.AttemptOffset
 	st := a.store.Tenant(in.Tenant)
@@ -67,7 +67,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		// on the way back (a workflow task that timed out after its local
 		// activity finished, or an operator's reset): nothing is sent again,
 		// and the hand-over, which may not have happened, is repeated.
-		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: http.StatusOK, Attempt: attempt}), nil
+		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: deliveredAgain, Attempt: attempt}), nil
 	case contract.StateSkipped:
 		// An operator skipped it, and a Reset ran its delivery again: the
 		// receiver must never get it. The workflow ends it as skipped.
@@ -101,6 +101,12 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	timeout := in.Timeout
 	if timeout <= 0 {
 		timeout = 15 * time.Second
+	}
+	// A type this worker has no transport for waits for a worker that has
+	// one (a newer worker in a rollout): the API refused any other.
+	tr, err := a.transports.Lookup(ep.Type)
+	if err != nil {
+		return contract.DeliverResult{}, temporal.NewApplicationError(err.Error(), contract.ErrTypeRetryable)
 	}
 	// The circuit before the rate limit: an attempt that will not send
 	// reserves no send slot.
@@ -139,120 +145,80 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	if err != nil {
 		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), contract.ErrTypePermanent, nil)
 	}
-	ts := started.Unix()
-	sig, err := webhook.Sign(ep.SigningSecrets(started), in.EventID, ts, body)
-	if err != nil {
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("sign: "+err.Error(), contract.ErrTypePermanent, nil)
-	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(hctx, http.MethodPost, ep.URL, bytes.NewReader(body))
+	res, err := tr.Send(sctx, destination(ep, start.Tenant, started), transport.Message{EventID: in.EventID, Body: body, At: started,
+		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Attempt: attempt})
 	if err != nil {
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("build request: "+redactError(err, nil, ep.Settings.URLPathPublic), contract.ErrTypePermanent, nil)
+		// Nothing was sent, and these settings cannot send: no attempt is
+		// recorded. The transport's text names nothing secret.
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, nil)
 	}
-	// The endpoint's custom headers first, so that hookflow's own headers
-	// below win whatever the API let through. Their values are secrets:
-	// nothing here logs them, puts them on the span (send records no
-	// header) or keeps them in what it stores or returns (valueScrubber).
-	for name, v := range ep.Settings.Headers {
-		req.Header.Set(name, v)
-	}
-	secrets := newValueScrubber(headerValues(ep.Settings.Headers))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "hookflow")
-	req.Header.Set(webhook.HeaderID, in.EventID)
-	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(webhook.HeaderSignature, sig)
-
-	client := a.confined
-	if start.Tenant.AllowPrivateTargets {
-		client = a.http
-	}
-	resp, err := a.send(ctx, in, attempt, req, client)
 	latency := a.now().Sub(started)
 	rec := store.Attempt{Attempt: attempt, StartedAt: started, LatencyMS: int32(latency.Milliseconds())}
-	if err != nil {
-		// The error is text from here on, stored and sent to Temporal: it
-		// names the endpoint by its redacted URL, and it is not passed on as
-		// a cause, whose message would carry the URL whole.
-		// It may quote the receiver too (a certificate's names): its
-		// control characters are escaped before anyone's terminal sees it.
-		// Go's HTTP client quotes a receiver's bytes in some errors (a
-		// malformed header line): the header values go as from an answer.
-		msg := printable.String(secrets.replace(redactError(err, req.URL, ep.Settings.URLPathPublic)))
-		rec.Outcome, rec.Error = OutcomeRetry, ptr(msg)
-		a.record(ctx, in, rec)
-		a.observe(in.EndpointID, rec, latency)
-		a.circuitFailed(ctx, ep, cb)
-		return contract.DeliverResult{}, temporal.NewApplicationError("deliver: "+msg, contract.ErrTypeRetryable)
+	if res.Status != 0 {
+		code := int32(res.Status)
+		rec.StatusCode = &code
 	}
-	// A receiver's error page may quote the URL it was called at, and may
-	// hold escape sequences meant for the terminal of whoever reads the
-	// dead letter: both are taken out before it is stored. A receiver may
-	// echo the request's headers too, in any encoding: the custom headers'
-	// values are taken out as well, in every form (valueScrubber). The
-	// answer is cut to its recorded length first, so that what the cut
-	// leaves of a value at the end is taken out too; the URL's
-	// credentials are matched in a text read as far past the cut as the
-	// URL is long, so that the cut does not split them.
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, int64(maxRecordedBody+len(req.URL.String()))))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drain so the connection is reused
-	resp.Body.Close()
-	code := int32(resp.StatusCode)
-	rec.StatusCode = &code
-	what := fmt.Sprintf("receiver answered %d", resp.StatusCode)
-	if len(answer) > 0 {
-		what += ": " + printable.String(secrets.cut(scrub(string(answer), req.URL, ep.Settings.URLPathPublic), maxRecordedBody))
+	if res.Outcome != transport.Delivered {
+		rec.Error = ptr(res.Detail)
 	}
 
-	// Any answer but a failure worth retrying says the receiver is up: a
-	// rejection (4xx) too, and a 202 (it parked the event). A circuit that
+	// Any answer but an outage says the destination is up: a circuit that
 	// counted failures forgets them, and an open one closes. A failure is
-	// counted once its attempt is recorded (below), as a connection error
-	// is: the breaker's failure rate is counted from the recorded attempts.
-	outage := outageStatus(resp.StatusCode)
-	if !outage {
+	// counted once its attempt is recorded (below): the breaker's failure
+	// rate is counted from the recorded attempts.
+	if !res.Outage {
 		a.circuitAnswered(ctx, ep, cb)
 	}
-	switch c := resp.StatusCode; {
-	case c >= 200 && c < 300 && c != http.StatusAccepted:
+	switch res.Outcome {
+	case transport.Delivered:
 		rec.Outcome = OutcomeDelivered
 		a.observe(in.EndpointID, rec, latency)
 		if err := st.DeliveryDelivered(ctx, in.EventID, in.EndpointID, in.CorrelationID, in.Sequence, rec, a.now()); err != nil {
-			// The receiver has it; a retry re-sends and gets "already processed".
+			// The destination has it; a retry re-sends and gets "already processed".
 			return contract.DeliverResult{}, err
 		}
-		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: c, Attempt: attempt}), nil
-	case c == http.StatusGone:
-		rec.Outcome, rec.Error = OutcomeGone, ptr(what)
+		return a.handOver(ctx, in, contract.DeliverResult{StatusCode: res.Status, Attempt: attempt}), nil
+	case transport.Gone:
+		rec.Outcome = OutcomeGone
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
-		if err := st.EndpointDisable(ctx, ep.ID, "receiver answered 410 Gone for event "+in.EventID); err != nil {
+		if err := st.EndpointDisable(ctx, ep.ID, res.Summary+" for event "+in.EventID); err != nil {
 			return contract.DeliverResult{}, err
 		}
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(what, contract.ErrTypeEndpointGone, nil)
-	case (c == http.StatusTooManyRequests || c == http.StatusServiceUnavailable) && retryAfter(resp.Header, a.now()) > 0:
-		d := retryAfter(resp.Header, a.now())
-		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(res.Detail, contract.ErrTypeEndpointGone, nil)
+	case transport.Permanent:
+		rec.Outcome = OutcomePermanent
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
-		a.circuitFailed(ctx, ep, cb)
-		return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions(what, contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: d})
-	case c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests,
-		c >= 300 && c < 400: // redirects are not followed: a moved endpoint is a configuration error
-		rec.Outcome, rec.Error = OutcomePermanent, ptr(what)
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(res.Detail, contract.ErrTypePermanent, nil)
+	case transport.Retry:
+		rec.Outcome = OutcomeRetry
 		a.record(ctx, in, rec)
 		a.observe(in.EndpointID, rec, latency)
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError(what, contract.ErrTypePermanent, nil)
-	default:
-		rec.Outcome, rec.Error = OutcomeRetry, ptr(what)
-		a.record(ctx, in, rec)
-		a.observe(in.EndpointID, rec, latency)
-		if outage {
+		if res.Outage {
 			a.circuitFailed(ctx, ep, cb)
 		}
-		return contract.DeliverResult{}, temporal.NewApplicationError(what, contract.ErrTypeRetryable)
+		if res.RetryAfter > 0 {
+			return contract.DeliverResult{}, temporal.NewApplicationErrorWithOptions(res.Detail, contract.ErrTypeRetryAfter, temporal.ApplicationErrorOptions{NextRetryDelay: res.RetryAfter})
+		}
+		msg := res.Detail
+		if res.Status == 0 {
+			// No answer came (a connection error, a timeout): the failure
+			// is named as the delivery's, as an answer names itself.
+			msg = "deliver: " + msg
+		}
+		return contract.DeliverResult{}, temporal.NewApplicationError(msg, contract.ErrTypeRetryable)
 	}
+	return contract.DeliverResult{}, fmt.Errorf("transport answered %s for event %s", res.Outcome, in.EventID)
+}
+
+// destination is what the endpoint's transport needs of it, its tenant
+// and the attempt's time (which of its secrets still sign).
+func destination(ep store.Endpoint, tenant store.TenantHold, at time.Time) transport.Destination {
+	return transport.Destination{EndpointID: ep.ID, URL: ep.URL, URLPathPublic: ep.Settings.URLPathPublic, Headers: ep.Settings.Headers,
+		Secrets: ep.SigningSecrets(at), PrivateTargets: tenant.AllowPrivateTargets}
 }
 
 // Resyncer makes a correlation's sequencer merge the ledger into its
@@ -320,14 +286,6 @@ type circuitAttempt struct {
 	start store.AttemptStart
 	owner string
 	probe bool
-}
-
-// outageStatus says whether a receiver's answer counts as a failure of the
-// endpoint for its circuit breaker: 408, 429 and 5xx (as do timeouts and
-// connection errors). Any other answer, a permanent rejection included,
-// means the endpoint is up.
-func outageStatus(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
 }
 
 // circuitAnswered records that the endpoint answered, unless its circuit
@@ -515,32 +473,6 @@ func (a *Activities) record(ctx context.Context, in contract.DeliverInput, at st
 	if err := a.store.Tenant(in.Tenant).AttemptInsert(ctx, in.EventID, in.EndpointID, at); err != nil {
 		a.logger.Error("record delivery attempt", "event_id", in.EventID, "endpoint_id", in.EndpointID, "attempt", at.Attempt, "error", err)
 	}
-}
-
-// maxRetryAfter caps the delay a receiver may ask for.
-const maxRetryAfter = time.Hour
-
-// retryAfter reads Retry-After as seconds or an HTTP date; 0 when absent or
-// unusable. It is capped at maxRetryAfter, and a number of seconds too
-// large for any integer is capped too, not taken as absent.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		if err != nil || secs > uint64(maxRetryAfter/time.Second) {
-			return maxRetryAfter
-		}
-		d = time.Duration(secs) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	if d <= 0 {
-		return 0
-	}
-	return min(d, maxRetryAfter)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -25,6 +25,8 @@ import (
 	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/internal/transport"
+	webhooktransport "github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
@@ -107,7 +109,7 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 
 	logger := testenv.Logger(t)
 	seq := &sequencerSpy{}
-	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Targets: egress.Policy{AllowPrivate: true}, Logger: logger})
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Transports: devTransports(t), Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))
@@ -123,6 +125,15 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 			Type: ev.Type, Timestamp: ev.AcceptedAt, Timeout: 5 * time.Second,
 		},
 	}
+}
+
+// devTransports are the worker's transports with every target allowed, as
+// in hookflow dev: the tests' receivers listen on loopback.
+func devTransports(t *testing.T) *transport.Registry {
+	t.Helper()
+	r, err := transport.NewRegistry(map[string]transport.Transport{webhooktransport.Type: webhooktransport.New(egress.Policy{AllowPrivate: true})})
+	require.NoError(t, err)
+	return r
 }
 
 // receiver serves h on 127.0.0.1 until the test ends and returns its hook URL.

@@ -27,7 +27,6 @@ import (
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/webhook"
@@ -143,8 +142,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 	token := "tok_secret_" + base64.RawURLEncoding.EncodeToString([]byte(time.Now().String()))
 	starter := &capturingStarter{}
-	srv, err := api.New(api.RouterConfig{Token: token, Targets: egress.Policy{AllowPrivate: true}}, api.RouterDeps{
-		Store: st, Pool: pool, Starter: starter, Temporal: healthySignaler{}, Logger: logger,
+	srv, err := api.New(api.RouterConfig{Token: token}, api.RouterDeps{
+		Store: st, Pool: pool, Starter: starter, Temporal: healthySignaler{}, Logger: logger, Transports: devTransports(t),
 	})
 	require.NoError(t, err)
 	apiSrv := httptest.NewServer(srv.Handler())
@@ -192,7 +191,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.Len(t, accepted, 2)
 
 	seq := &handOvers{}
-	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Targets: egress.Policy{AllowPrivate: true}, Logger: logger})
+	acts, err := activities.New(activities.Deps{Store: st, Sequencer: seq, Transports: devTransports(t), Logger: logger})
 	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(logger))

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -17,6 +19,7 @@ import (
 	"github.com/hookflow/hookflow/internal/eventtypes"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/transport"
 	wire "github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/webhook"
@@ -57,7 +60,7 @@ func endpointView(c echo.Context, e store.Endpoint) wire.Endpoint {
 	if !principalOf(c).can(ScopeEndpointsWrite) {
 		u = redact.RawURL(u, e.Settings.URLPathPublic)
 	}
-	v := wire.Endpoint{ID: e.ID, URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: deref(e.DisabledReason),
+	v := wire.Endpoint{ID: e.ID, Type: wire.EndpointType(e.Type), URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: deref(e.DisabledReason),
 		EventTypes: e.EventTypes, PreviousSecretExpiresAt: deref(e.PreviousExpiresAt(time.Now())), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	viewSettings(&v, e.Settings)
 	return v
@@ -80,17 +83,26 @@ func endpointWithSecret(c echo.Context, e store.Endpoint) (wire.EndpointWithSecr
 	return v, nil
 }
 
-// checkURL checks an endpoint URL of tenant t against the targets policy
-// as it applies to t (egress.Policy.ForTenant): a target only the
-// allowlist lets through, for a tenant not granted it, is refused naming
-// the limit, as the attempts would refuse it at dial.
-func (s *Server) checkURL(t store.Tenant, u string) *Problem {
-	err := s.cfg.Targets.ForTenant(t.Limits.PrivateTargets(t.ID)).CheckURL(u)
+// checkURL checks the URL u of an endpoint of type typ of tenant t through
+// the type's transport, as the tenant's attempts are judged (for a
+// webhook, the targets policy as it applies to t, egress.Policy.ForTenant):
+// a target only the allowlist lets through, for a tenant not granted it,
+// is refused naming the limit, as the attempts would refuse it at dial.
+func (s *Server) checkURL(ctx context.Context, t store.Tenant, typ, u string) *Problem {
+	tr, err := s.deps.Transports.Lookup(typ)
+	if err != nil {
+		// The document let the type through, and this API serves none.
+		p := fieldProblem("type", err.Error())
+		p.Status = http.StatusUnprocessableEntity
+		return p
+	}
+	granted := t.Limits.PrivateTargets(t.ID)
+	err = tr.Validate(ctx, transport.Destination{URL: u, PrivateTargets: granted})
 	if err == nil {
 		return nil
 	}
 	p := fieldProblem("url", "url refused: "+err.Error())
-	if s.cfg.Targets.CheckURL(u) == nil {
+	if !granted && tr.Validate(ctx, transport.Destination{URL: u, PrivateTargets: true}) == nil {
 		p.Status = http.StatusUnprocessableEntity
 		p.Detail = fmt.Sprintf("url refused: tenant %s may not use the private-target allowlist (its allow_private_targets)", t.ID)
 		p.Extensions = map[string]any{"tenant_limit": "allow_private_targets", "tenant_id": t.ID}
@@ -111,7 +123,8 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if p := s.checkURL(tenant, req.URL); p != nil {
+	typ := cmp.Or(string(req.Type), transport.DefaultType)
+	if p := s.checkURL(c.Request().Context(), tenant, typ, req.URL); p != nil {
 		return p
 	}
 	if req.Disabled != nil {
@@ -142,7 +155,7 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 		caps.Endpoints = int(*m)
 	}
 	ep, err := s.ledger(c).EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), URL: req.URL, Secret: secret, EventTypes: types, Settings: settings}, caps)
+		ID: newID("ep_"), Type: typ, URL: req.URL, Secret: secret, EventTypes: types, Settings: settings}, caps)
 	if p := subscribersProblem(err); p != nil {
 		return p
 	}
@@ -272,7 +285,7 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		if err != nil {
 			return err
 		}
-		if p := s.checkURL(tenant, *req.URL); p != nil {
+		if p := s.checkURL(c.Request().Context(), tenant, ep.Type, *req.URL); p != nil {
 			return p
 		}
 	}

@@ -189,3 +189,28 @@ func TestEndpointBringsItsOwnSecret(t *testing.T) {
 	requireProblem(t, resp, raw, http.StatusBadRequest, "secret")
 	require.Equal(t, before, b.endpointRows(t), "a PATCH sets no secret")
 }
+
+// TestEndpointType: an endpoint is a webhook unless it says otherwise, and
+// says so in every view; a type no transport serves is refused naming the
+// field, and nothing is stored.
+func TestEndpointType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	typeOf := func(raw string) any {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(raw), &m))
+		return m["type"]
+	}
+	require.Equal(t, "webhook", typeOf(b.call(t, http.MethodGet, "/v1/endpoints/"+b.endpointID, "", http.StatusOK)),
+		"an endpoint made without a type is a webhook")
+	raw := b.call(t, http.MethodPost, "/v1/endpoints", `{"type":"webhook","url":"https://example.com/typed"}`, http.StatusCreated)
+	require.Equal(t, "webhook", typeOf(raw))
+
+	before := b.endpointRows(t)
+	resp, body := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"type":"carrier_pigeon","url":"https://example.com/coo"}`, b.bearer())
+	requireProblem(t, resp, body, http.StatusBadRequest, "type")
+	require.Equal(t, before, b.endpointRows(t))
+	var stored string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT type FROM endpoints WHERE id = $1`, b.endpointID).Scan(&stored))
+	require.Equal(t, "webhook", stored)
+}

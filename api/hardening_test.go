@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/intake"
@@ -232,6 +233,7 @@ func TestMalformedKeyIsRefusedWithoutAQuery(t *testing.T) {
 	st = st.Tenant(store.DefaultTenant)
 	srv, err := api.New(api.RouterConfig{Token: testToken()}, api.RouterDeps{
 		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: slog.New(slog.DiscardHandler),
+		Transports: transportsFor(t, egress.Policy{}),
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
@@ -264,7 +266,8 @@ func TestNewRefusesShortBootstrapToken(t *testing.T) {
 	st, err := store.New(pool)
 	require.NoError(t, err)
 	st = st.Tenant(store.DefaultTenant)
-	deps := api.RouterDeps{Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: slog.New(slog.DiscardHandler)}
+	deps := api.RouterDeps{Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: slog.New(slog.DiscardHandler),
+		Transports: transportsFor(t, egress.Policy{})}
 	_, err = api.New(api.RouterConfig{Token: strings.Repeat("t", 31)}, deps)
 	require.ErrorIs(t, err, api.ErrWeakToken)
 	_, err = api.New(api.RouterConfig{Token: strings.Repeat("t", 32)}, deps)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
 )
@@ -33,7 +34,7 @@ func fullServer(t *testing.T) *api.Server {
 	m, err := metrics.New(prometheus.NewRegistry(), logger)
 	require.NoError(t, err)
 	srv, err := api.New(api.RouterConfig{Token: testToken()}, api.RouterDeps{
-		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: logger, Metrics: m,
+		Store: st, Pool: pool, Starter: &recordingStarter{}, Temporal: fakeTemporal{}, Logger: logger, Metrics: m, Transports: transportsFor(t, egress.Policy{}),
 	})
 	require.NoError(t, err)
 	return srv

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
@@ -69,7 +68,7 @@ func TestEndpointURLRefusedWhenPrivateTargetsAreNotAllowed(t *testing.T) {
 
 func TestEndpointURLPrivateAllowedWhenConfigured(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, func(c *api.RouterConfig) { c.Targets = egress.Policy{AllowPrivate: true} })
+	b := setupTargets(t, egress.Policy{AllowPrivate: true}, nil)
 	resp, raw := b.do(t, http.MethodPost, "/v1/endpoints", "application/json", `{"url":"http://127.0.0.1:8080/hook"}`, b.bearer())
 	require.Equal(t, http.StatusCreated, resp.StatusCode, raw)
 	// Still only http(s), and never with credentials.

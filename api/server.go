@@ -27,9 +27,9 @@ import (
 	"github.com/hookflow/hookflow/api/apigen"
 	"github.com/hookflow/hookflow/internal/accept"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/transport"
 	wire "github.com/hookflow/hookflow/kit/client"
 )
 
@@ -40,8 +40,6 @@ type RouterConfig struct {
 	Token string
 	// MaxBodyBytes bounds request bodies.
 	MaxBodyBytes int64
-	// Targets says which endpoint URLs may be private or plain http.
-	Targets egress.Policy
 	// SecretGrace is how long a rotated-out secret keeps signing (default 24 h).
 	SecretGrace time.Duration
 	// EventsPerSecond and EventsBurst bound POST /v1/events per API key, in
@@ -131,6 +129,9 @@ type RouterDeps struct {
 	Starter  Starter
 	Temporal Temporal
 	Logger   *slog.Logger
+	// Transports check an endpoint's settings, by its type, as its
+	// deliveries would be judged (transport.Transport.Validate).
+	Transports *transport.Registry
 	// Metrics is optional: when set, the API counts accepted events. It is
 	// served on a listener of its own (app.ServeMetrics), never here.
 	Metrics *metrics.Metrics
@@ -157,8 +158,8 @@ type Server struct {
 func New(cfg RouterConfig, deps RouterDeps) (*Server, error) {
 	cfg.PortalBaseURL = strings.TrimRight(cfg.PortalBaseURL, "/")
 	switch {
-	case deps.Store == nil, deps.Pool == nil, deps.Starter == nil, deps.Temporal == nil, deps.Logger == nil:
-		return nil, errors.New("api: store, pool, starter, temporal and logger are required")
+	case deps.Store == nil, deps.Pool == nil, deps.Starter == nil, deps.Temporal == nil, deps.Logger == nil, deps.Transports == nil:
+		return nil, errors.New("api: store, pool, starter, temporal, logger and transports are required")
 	case cfg.Token == "":
 		return nil, errors.New("api: a bearer token is required")
 	}

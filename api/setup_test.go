@@ -24,8 +24,11 @@ import (
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/apicheck"
+	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/internal/transport"
+	"github.com/hookflow/hookflow/internal/transport/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -136,6 +139,18 @@ type bundle struct {
 	token   string
 	// endpointID is an endpoint registered through the API at setup.
 	endpointID string
+	// targets is the deployment's private-target policy the API's
+	// transports judge endpoint URLs by.
+	targets egress.Policy
+}
+
+// transportsFor are the transports as the worker's wiring makes them,
+// under the targets policy.
+func transportsFor(t *testing.T, targets egress.Policy) *transport.Registry {
+	t.Helper()
+	r, err := transport.NewRegistry(map[string]transport.Transport{webhook.Type: webhook.New(targets)})
+	require.NoError(t, err)
+	return r
 }
 
 // testToken is a bootstrap token of the length the API demands (32
@@ -150,6 +165,12 @@ func setup(t *testing.T) *bundle {
 // setupWith is setup with the API's settings adjusted by cfg.
 func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 	t.Helper()
+	return setupTargets(t, egress.Policy{}, cfg)
+}
+
+// setupTargets is setupWith under the targets policy.
+func setupTargets(t *testing.T, targets egress.Policy, cfg func(*api.RouterConfig)) *bundle {
+	t.Helper()
 	pool := testenv.MigratedPool(t)
 	st, err := store.New(pool)
 	require.NoError(t, err)
@@ -157,7 +178,7 @@ func setupWith(t *testing.T, cfg func(*api.RouterConfig)) *bundle {
 
 	b := &bundle{
 		pool: pool, store: st, starter: &recordingStarter{ledger: st},
-		logs: &syncBuffer{}, token: testToken(),
+		logs: &syncBuffer{}, token: testToken(), targets: targets,
 	}
 	b.server = b.newServer(t, cfg)
 	ch, err := answers()
@@ -187,6 +208,7 @@ func (b *bundle) newServer(t *testing.T, cfg func(*api.RouterConfig)) *api.Serve
 	}
 	srv, err := api.New(rc, api.RouterDeps{
 		Store: b.store, Pool: b.pool, Starter: b.starter, Temporal: fakeTemporal{}, Logger: logger,
+		Transports: transportsFor(t, b.targets),
 	})
 	require.NoError(t, err)
 	return srv

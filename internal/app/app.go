@@ -31,6 +31,8 @@ import (
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/transport"
+	"github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/worker"
 )
@@ -234,6 +236,11 @@ func Targets(cfg config.Config) egress.Policy {
 	return egress.Policy{AllowPrivate: cfg.AllowPrivate, Allowlist: cfg.PrivateAllowlist}
 }
 
+// Transports are the transports deliveries go through, by endpoint type.
+func Transports(cfg config.Config) (*transport.Registry, error) {
+	return transport.NewRegistry(map[string]transport.Transport{webhook.Type: webhook.New(Targets(cfg))})
+}
+
 // ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
 // down gracefully; the starter's sweeps and the cleaner run alongside. The
 // metrics page (see WithMetrics) is served on cfg.MetricsAddr only, never on
@@ -275,11 +282,16 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 	if err != nil {
 		return fmt.Errorf("listen on %s (HOOKFLOW_API_ADDR): %w", cfg.APIAddr, err)
 	}
+	transports, err := Transports(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv, err := api.New(api.RouterConfig{
-		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes, Targets: Targets(cfg),
+		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes,
 		EventsPerSecond: cfg.EventsRateLimit, ReadsPerSecond: cfg.ReadsRateLimit, TrustedProxies: cfg.TrustedProxies, MaxEndpoints: cfg.MaxEndpoints, MaxSubscribers: cfg.MaxSubscribers,
 		PortalBaseURL: config.PortalBase(cfg.PortalBaseURL, ln.Addr().String()),
-	}, api.RouterDeps{Store: st.WithPool(reqPool), Pool: reqPool, Starter: strt, Temporal: c, Logger: logger, Metrics: m})
+	}, api.RouterDeps{Store: st.WithPool(reqPool), Pool: reqPool, Starter: strt, Temporal: c, Logger: logger, Transports: transports, Metrics: m})
 	if err != nil {
 		ln.Close()
 		return err
@@ -327,7 +339,11 @@ func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	acts, err := activities.New(activities.Deps{Store: st, Targets: Targets(cfg), Logger: logger, Metrics: m, Sequencer: strt,
+	transports, err := Transports(cfg)
+	if err != nil {
+		return nil, err
+	}
+	acts, err := activities.New(activities.Deps{Store: st, Transports: transports, Logger: logger, Metrics: m, Sequencer: strt,
 		CircuitCloseSuccesses: cfg.CircuitCloseSuccesses})
 	if err != nil {
 		return nil, err

@@ -130,6 +130,28 @@ func TestWorkflowsAreDeterministicCode(t *testing.T) {
 	}
 }
 
+// TestDeliveryNamesNoTransport: the delivery activity keeps what every
+// destination shares and reaches each through package transport's
+// interface: it speaks no HTTP itself (the Temporal SDK under it does, for
+// its own connections) and depends on no transport's package, so that a
+// destination of another kind is a package beside the webhook, not a
+// change to the delivery.
+func TestDeliveryNamesNoTransport(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t, root, "./activities") {
+		for _, imp := range p.Imports {
+			if imp == "net/http" || imp == module+"/internal/egress" {
+				t.Errorf("%s imports %s", p.ImportPath, imp)
+			}
+		}
+		for _, dep := range p.Deps {
+			if strings.HasPrefix(dep, module+"/internal/transport/") {
+				t.Errorf("%s depends on the transport %s", p.ImportPath, dep)
+			}
+		}
+	}
+}
+
 // TestKitIsLight builds a scratch module that imports every package of the
 // kit, and one that imports what a receiver does, and counts the modules
 // each inherits.

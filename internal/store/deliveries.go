@@ -221,7 +221,7 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			var failures int32
 			var held LaneHead
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
-				sc.dest()...), &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data,
+				sc.dest()...), &e.Type, &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data,
 				&a.Tenant.Disabled, &a.Tenant.DeliveriesPerSecond, &a.Tenant.AllowPrivateTargets,
 				&held.Sequence, &held.EventID, &held.State)...)
 			e.Settings = sc.settings()

@@ -493,3 +493,35 @@ VALUES ('a', 'open', 5, now(), now(), now()), ('b', 'open', 5, now(), now(), now
 	_, err = pool.Exec(ctx, `UPDATE endpoint_circuits SET state = 'half_open' WHERE endpoint_id = 'a'`)
 	require.ErrorContains(t, err, "violates check constraint")
 }
+
+// TestMigration032MakesEveryEndpointAWebhook: an endpoint of before
+// endpoints had types comes out of 032 a webhook, and its deliveries'
+// attempts read that type; the check keeps a type a plain name; the down
+// migration takes the column back.
+func TestMigration032MakesEveryEndpointAWebhook(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 31, "-- An endpoint's type names the transport")
+	_, err := pool.Exec(ctx, `INSERT INTO endpoints (tenant_id, id, url, secret) VALUES ('default', 'a', 'https://a.example/hook', 'whsec_a')`)
+	require.NoError(t, err)
+	require.NoError(t, execInTx(ctx, pool, up))
+	migrateRest(t, pool, 32)
+
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	st = st.Tenant(store.DefaultTenant)
+	ep, err := st.EndpointGet(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "webhook", ep.Type)
+	made, err := st.EndpointInsert(ctx, "b", "https://b.example/hook", "whsec_b", nil)
+	require.NoError(t, err)
+	require.Equal(t, "webhook", made.Type, "an endpoint made with no type is a webhook")
+	_, err = pool.Exec(ctx, `UPDATE endpoints SET type = 'Web Hook' WHERE id = 'a'`)
+	require.ErrorContains(t, err, "violates check constraint")
+
+	undoRest(t, pool, 31)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name = 'endpoints' AND column_name = 'type'`).Scan(&n))
+	require.Zero(t, n)
+}

@@ -136,7 +136,10 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Endpoint is a registered receiver URL.
 type Endpoint struct {
-	ID     string
+	ID string
+	// Type names the transport its deliveries go through (package
+	// transport); empty at creation is a webhook.
+	Type   string
 	URL    string
 	Secret string
 	// Previous are the secrets a rotation replaced, oldest first: each
@@ -362,7 +365,7 @@ func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
 // endpointOf is an endpoint as the endpoint queries return it (each its own
 // generated row type, all of one shape: convert to EndpointGetRow).
 func endpointOf(r dbsqlc.EndpointGetRow) (Endpoint, error) {
-	e := Endpoint{ID: r.ID, URL: r.Url, Secret: r.Secret, Disabled: r.Disabled, DisabledReason: r.DisabledReason,
+	e := Endpoint{ID: r.ID, Type: r.Type, URL: r.Url, Secret: r.Secret, Disabled: r.Disabled, DisabledReason: r.DisabledReason,
 		EventTypes: r.EventTypes, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if err := json.Unmarshal(r.PreviousSecrets, &e.Previous); err != nil {
 		return e, fmt.Errorf("decode previous secrets: %w", err)
@@ -410,7 +413,7 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, Column10: e.Settings.AutoReplay, DisableAfterMs: sp.disableAfter,
 		CircuitFailureRate: sp.failureRate, CircuitWindowMs: sp.cwin, CircuitMinAttempts: sp.minAttempts,
-		MaxInFlight: sp.maxInFlight, Column16: e.Settings.URLPathPublic}
+		MaxInFlight: sp.maxInFlight, Column16: e.Settings.URLPathPublic, Type: e.Type}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if caps.Endpoints > 0 || caps.Subscribers > 0 {

@@ -176,6 +176,21 @@ func (e EndpointHealthOldestUndeliveredState) Valid() bool {
 	}
 }
 
+// Defines values for EndpointType.
+const (
+	EndpointTypeWebhook EndpointType = "webhook"
+)
+
+// Valid indicates whether the value is a known member of the EndpointType enum.
+func (e EndpointType) Valid() bool {
+	switch e {
+	case EndpointTypeWebhook:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OperatorActionStatus.
 const (
 	OperatorActionStatusReplaying OperatorActionStatus = "replaying"
@@ -680,8 +695,11 @@ type Endpoint struct {
 	ResumedDeadLetters int64 `json:"resumed_dead_letters,omitempty,omitzero"`
 
 	// Timeout the endpoint's per-attempt HTTP timeout (Go duration); absent when it has the server's (HOOKFLOW_DELIVERY_TIMEOUT)
-	Timeout   string    `json:"timeout,omitempty,omitzero"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Timeout string `json:"timeout,omitempty,omitzero"`
+
+	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+	Type      EndpointType `json:"type"`
+	UpdatedAt time.Time    `json:"updated_at"`
 
 	// URL as registered for keys with endpoints:write (or admin); for anyone else without query string, fragment and userinfo, and with its path shown as /[redacted] unless url_path_public, since either may carry a token
 	URL string `json:"url"`
@@ -734,7 +752,10 @@ type EndpointCreate struct {
 
 	// Timeout The HTTP timeout of one delivery attempt: a Go duration from 1s to 60s, whole milliseconds. Fixed for each event when it is routed, like recovery_window. null or left out: the server's (HOOKFLOW_DELIVERY_TIMEOUT, 15s by default).
 	Timeout nullable.Nullable[string] `json:"timeout,omitempty,omitzero"`
-	URL     string                    `json:"url"`
+
+	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+	Type EndpointType `json:"type,omitempty,omitzero"`
+	URL  string       `json:"url"`
 
 	// URLPathPublic The URL's path holds no secret, so that read-only keys and every error, dead letter and Temporal history show it. Default false: the path is shown as /[redacted] to events:read keys and in errors, since Slack- and Discord-style URLs carry their token in it. null is false.
 	URLPathPublic nullable.Nullable[bool] `json:"url_path_public,omitempty,omitzero"`
@@ -834,6 +855,9 @@ type EndpointStats struct {
 	Waiting          int64   `json:"waiting"`
 }
 
+// EndpointType The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+type EndpointType string
+
 // EndpointUpdate defines model for EndpointUpdate.
 type EndpointUpdate struct {
 	// AutoReplay When the endpoint's circuit closes, replay by itself the open dead letters its outage caused (dead-lettered since the outage's first failure, with the reason "endpoint circuit open" or "recovery window spent…"; never a permanent rejection, a 4xx), each lane in sequence order, recorded as replayed by "hookflow (auto-replay)". null is false.
@@ -927,8 +951,11 @@ type EndpointWithSecret struct {
 	Secret string `json:"secret"`
 
 	// Timeout the endpoint's per-attempt HTTP timeout (Go duration); absent when it has the server's (HOOKFLOW_DELIVERY_TIMEOUT)
-	Timeout   string    `json:"timeout,omitempty,omitzero"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Timeout string `json:"timeout,omitempty,omitzero"`
+
+	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+	Type      EndpointType `json:"type"`
+	UpdatedAt time.Time    `json:"updated_at"`
 
 	// URL as registered for keys with endpoints:write (or admin); for anyone else without query string, fragment and userinfo, and with its path shown as /[redacted] unless url_path_public, since either may carry a token
 	URL string `json:"url"`

@@ -109,7 +109,7 @@ func (q *Queries) EndpointDisabledForShare(ctx context.Context, id string) (bool
 const EndpointGet = `-- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL
 `
 
@@ -140,6 +140,7 @@ type EndpointGetRow struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           bool
+	Type                    string
 }
 
 func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (EndpointGetRow, error) {
@@ -167,6 +168,7 @@ func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (Endpo
 		&i.CircuitMinAttempts,
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
+		&i.Type,
 	)
 	return i, err
 }
@@ -174,12 +176,12 @@ func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (Endpo
 const EndpointInsert = `-- name: EndpointInsert :one
 INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type)
 VALUES ($17, $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
-        COALESCE($16::boolean, false))
+        COALESCE($16::boolean, false), COALESCE(NULLIF($18::text, ''), 'webhook'))
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 `
 
 type EndpointInsertParams struct {
@@ -200,6 +202,7 @@ type EndpointInsertParams struct {
 	MaxInFlight             *int32
 	Column16                bool
 	TenantID                string
+	Type                    string
 }
 
 type EndpointInsertRow struct {
@@ -224,8 +227,10 @@ type EndpointInsertRow struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           bool
+	Type                    string
 }
 
+// An empty type is the column's default, a webhook.
 func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) (EndpointInsertRow, error) {
 	row := q.db.QueryRow(ctx, EndpointInsert,
 		arg.ID,
@@ -245,6 +250,7 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		arg.MaxInFlight,
 		arg.Column16,
 		arg.TenantID,
+		arg.Type,
 	)
 	var i EndpointInsertRow
 	err := row.Scan(
@@ -269,6 +275,7 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		&i.CircuitMinAttempts,
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
+		&i.Type,
 	)
 	return i, err
 }
@@ -457,7 +464,7 @@ UPDATE endpoints SET
 WHERE tenant_id = $4 AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 `
 
 type EndpointRotateSecretParams struct {
@@ -489,6 +496,7 @@ type EndpointRotateSecretRow struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           bool
+	Type                    string
 }
 
 // The current secret joins the previous ones, to sign for $3 seconds more;
@@ -523,6 +531,7 @@ func (q *Queries) EndpointRotateSecret(ctx context.Context, arg EndpointRotateSe
 		&i.CircuitMinAttempts,
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
+		&i.Type,
 	)
 	return i, err
 }
@@ -629,7 +638,7 @@ UPDATE endpoints SET
 WHERE tenant_id = $19 AND id = $20 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 `
 
 type EndpointUpdateParams struct {
@@ -677,6 +686,7 @@ type EndpointUpdateRow struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           bool
+	Type                    string
 }
 
 // NULL leaves a field as it is, but for event_types, where NULL is every
@@ -733,6 +743,7 @@ func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) 
 		&i.CircuitMinAttempts,
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
+		&i.Type,
 	)
 	return i, err
 }
@@ -797,7 +808,7 @@ func (q *Queries) EndpointsDeletedOpen(ctx context.Context, limit int32) ([]Endp
 const EndpointsList = `-- name: EndpointsList :many
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 FROM endpoints WHERE tenant_id = $3 AND id > $1 AND deleted_at IS NULL
   AND ($4::text[] IS NULL OR id = ANY($4::text[]))
 ORDER BY id LIMIT $2
@@ -832,6 +843,7 @@ type EndpointsListRow struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           bool
+	Type                    string
 }
 
 // A page of the tenant's, in id order, after $1 (” for the first); only
@@ -873,6 +885,7 @@ func (q *Queries) EndpointsList(ctx context.Context, arg EndpointsListParams) ([
 			&i.CircuitMinAttempts,
 			&i.MaxInFlight,
 			&i.UrlPathPublic,
+			&i.Type,
 		); err != nil {
 			return nil, err
 		}

@@ -526,6 +526,9 @@ WITH dl AS (
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
+       -- The endpoint's type (migration 032): the transport the attempt
+       -- goes through.
+       type,
        COALESCE((SELECT d.state FROM deliveries d WHERE d.tenant_id = $3 AND d.event_id = $1 AND d.endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
@@ -577,6 +580,7 @@ type DeliveryStartAttemptRow struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           bool
+	Type                    string
 	Coalesce                interface{}
 	Coalesce_2              interface{}
 	Coalesce_3              interface{}
@@ -587,7 +591,7 @@ type DeliveryStartAttemptRow struct {
 	Disabled_2              bool
 	DeliveriesPerSecond     *float64
 	AllowPrivateTargets     *bool
-	Column31                int64
+	Column32                int64
 	Coalesce_6              interface{}
 	Coalesce_7              interface{}
 }
@@ -631,6 +635,7 @@ func (q *Queries) DeliveryStartAttempt(ctx context.Context, arg DeliveryStartAtt
 		&i.CircuitMinAttempts,
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
+		&i.Type,
 		&i.Coalesce,
 		&i.Coalesce_2,
 		&i.Coalesce_3,
@@ -641,7 +646,7 @@ func (q *Queries) DeliveryStartAttempt(ctx context.Context, arg DeliveryStartAtt
 		&i.Disabled_2,
 		&i.DeliveriesPerSecond,
 		&i.AllowPrivateTargets,
-		&i.Column31,
+		&i.Column32,
 		&i.Coalesce_6,
 		&i.Coalesce_7,
 	)

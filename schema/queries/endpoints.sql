@@ -1,12 +1,13 @@
 -- name: EndpointInsert :one
+-- An empty type is the column's default, a webhook.
 INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type)
 VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
-        COALESCE($16::boolean, false))
+        COALESCE($16::boolean, false), COALESCE(NULLIF(sqlc.arg(type)::text, ''), 'webhook'))
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type;
 
 -- name: EndpointCreateLock :exec
 -- Serializes endpoint creation and changes of event_types within the
@@ -30,7 +31,7 @@ SELECT event_types FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND dele
 -- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate :one
@@ -65,7 +66,7 @@ UPDATE endpoints SET
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type;
 
 -- name: EndpointLockURL :one
 -- The endpoint's URL, custom headers and url_path_public, its row locked
@@ -99,7 +100,7 @@ UPDATE endpoints SET
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type;
 
 -- name: EndpointDisable :exec
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -110,7 +111,7 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- them).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id > $1 AND deleted_at IS NULL
   AND (sqlc.narg(only_endpoints)::text[] IS NULL OR id = ANY(sqlc.narg(only_endpoints)::text[]))
 ORDER BY id LIMIT $2;

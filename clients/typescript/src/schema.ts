@@ -642,6 +642,7 @@ export interface components {
             };
         };
         EndpointCreate: {
+            type?: components["schemas"]["EndpointType"];
             /** Format: uri */
             url: string;
             disabled?: boolean;
@@ -787,8 +788,15 @@ export interface components {
             /** @description Replaces whether the URL's path holds no secret (see EndpointCreate). Said of one URL: a PATCH that changes url and leaves this out sets it back to false. Left out (or null) otherwise, it stays as it is. */
             url_path_public?: boolean | null;
         };
+        /**
+         * @description The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+         * @default webhook
+         * @enum {string}
+         */
+        EndpointType: "webhook";
         Endpoint: {
             id: string;
+            type: components["schemas"]["EndpointType"];
             /**
              * Format: uri
              * @description as registered for keys with endpoints:write (or admin); for anyone else without query string, fragment and userinfo, and with its path shown as /[redacted] unless url_path_public, since either may carry a token
@@ -1585,6 +1593,7 @@ export interface operations {
                      *       "items": [
                      *         {
                      *           "id": "ep_4qz7k2m9xw3t",
+                     *           "type": "webhook",
                      *           "url": "https://orders.example.com/hooks/hookflow",
                      *           "disabled": false,
                      *           "event_types": [
@@ -1718,6 +1727,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "ep_4qz7k2m9xw3t",
+                     *       "type": "webhook",
                      *       "url": "https://orders.example.com/hooks/hookflow",
                      *       "disabled": false,
                      *       "event_types": [
@@ -1854,6 +1864,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "ep_4qz7k2m9xw3t",
+                     *       "type": "webhook",
                      *       "url": "https://orders.example.com/hooks/hookflow",
                      *       "disabled": false,
                      *       "event_types": [
@@ -2072,6 +2083,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "ep_4qz7k2m9xw3t",
+                     *       "type": "webhook",
                      *       "url": "https://orders.example.com/hooks/hookflow",
                      *       "disabled": true,
                      *       "event_types": [
@@ -2439,6 +2451,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "ep_4qz7k2m9xw3t",
+                     *       "type": "webhook",
                      *       "url": "https://orders.example.com/hooks/hookflow",
                      *       "disabled": false,
                      *       "event_types": [

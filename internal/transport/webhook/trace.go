@@ -1,4 +1,4 @@
-package activities
+package webhook
 
 import (
 	"context"
@@ -8,16 +8,19 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/hookflow/hookflow/internal/contract"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookflow/hookflow/internal/transport"
 )
 
-// tracerName is the instrumentation scope of the delivery spans.
+// tracerName is the instrumentation scope of the delivery spans: the
+// delivery activity's, as it was before the webhook became a transport, so
+// that what filters traces on it keeps finding them.
 const tracerName = "github.com/hookflow/hookflow/activities"
 
 // send makes one delivery attempt's HTTP request inside a client span (a
@@ -28,15 +31,15 @@ const tracerName = "github.com/hookflow/hookflow/activities"
 // its query or path); only its host and port are, and an error's message
 // is scrubbed of the URL's credentials, its path always among them. With tracing off the span is a
 // no-op one and no traceparent is sent.
-func (a *Activities) send(ctx context.Context, in contract.DeliverInput, attempt int32, req *http.Request, client *http.Client) (*http.Response, error) {
+func send(ctx context.Context, d transport.Destination, m transport.Message, req *http.Request, client *http.Client) (*http.Response, error) {
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(req.Method),
 		semconv.ServerAddress(req.URL.Hostname()),
-		attribute.String("hookflow.event_id", in.EventID),
-		attribute.String("hookflow.correlation_id", in.CorrelationID),
-		attribute.Int64("hookflow.sequence", in.Sequence),
-		attribute.String("hookflow.endpoint_id", in.EndpointID),
-		attribute.Int("hookflow.attempt", int(attempt)),
+		attribute.String("hookflow.event_id", m.EventID),
+		attribute.String("hookflow.correlation_id", m.CorrelationID),
+		attribute.Int64("hookflow.sequence", m.Sequence),
+		attribute.String("hookflow.endpoint_id", d.EndpointID),
+		attribute.Int("hookflow.attempt", int(m.Attempt)),
 	}
 	if p, err := strconv.Atoi(req.URL.Port()); err == nil {
 		attrs = append(attrs, semconv.ServerPort(p))
