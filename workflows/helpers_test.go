@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
@@ -36,6 +37,11 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := s.NewTestWorkflowEnvironment()
+	// The deadlock detector times a workflow task by the wall clock (1 s by
+	// default), so on a loaded machine a task that yields in time can still
+	// be taken for a deadlock. A minute still catches a goroutine that
+	// never yields, as a workflow spinning on a condition does.
+	env.SetWorkerOptions(sdkworker.Options{DeadlockDetectionTimeout: time.Minute})
 	hfworker.Register(env, &activities.Activities{})
 	t.Cleanup(func() { env.AssertExpectations(t) })
 	return env

@@ -94,9 +94,7 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		began := s.beginMerge()
 		var l contract.SequencerLoad
 		if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityLoadSequencer, in.Tenant, in.CorrelationID).Get(ctx, &l); err != nil {
-			for _, ep := range sortedKeys(began) {
-				s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
-			}
+			s.abortMerge(began)
 			return err
 		}
 		s.merge(l, began)
@@ -285,6 +283,11 @@ type sequencer struct {
 	// they go once every lane is past them, or once contract.MaxVoidedKept
 	// newer ones came.
 	voided []int64
+	// merging counts the whole-correlation loads under way (beginMerge to
+	// merge or abortMerge). While one is, no lane is dropped: a load that
+	// read the ledger before the lane finished would otherwise make it
+	// again from its older snapshot, with finished events still open.
+	merging int
 	// maxIdle is how many idle lanes it keeps (contract.MaxIdleLanes; the
 	// sequencer's model lowers it, so that its few lanes are dropped and
 	// reloaded as a correlation with many would be).
@@ -483,6 +486,9 @@ func (l *lane) idle() bool {
 // finished least lately first: the ledger has their position, and an
 // event for one loads it again (needLoads).
 func (s *sequencer) dropIdle() {
+	if s.merging > 0 {
+		return
+	}
 	var idle []string
 	for _, ep := range sortedKeys(s.lanes) {
 		if s.lanes[ep].idle() {
@@ -788,6 +794,15 @@ func (s *sequencer) addOpen(l *lane, ll contract.LaneState) {
 	}
 }
 
+// abortMerge gives up a whole-correlation load (the ledger did not answer):
+// each lane it began knows nothing past its position.
+func (s *sequencer) abortMerge(began map[string]bool) {
+	s.merging--
+	for _, ep := range sortedKeys(began) {
+		s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
+	}
+}
+
 // abortLoad gives up the loads of lanes eps (the ledger did not answer): each
 // knows nothing past its position, and loads again when it next may.
 func (s *sequencer) abortLoad(eps []contract.LaneAfter) {
@@ -816,6 +831,7 @@ func (s *sequencer) movePosition(l *lane, ll contract.LaneState) {
 // already starts its load (the one under way brings its own); it returns
 // those that did.
 func (s *sequencer) beginMerge() map[string]bool {
+	s.merging++
 	began := map[string]bool{}
 	for _, ep := range sortedKeys(s.lanes) {
 		if l := s.lanes[ep]; !l.loading {
@@ -833,6 +849,7 @@ func (s *sequencer) beginMerge() map[string]bool {
 // it, began, or that it names first, end their load with it). It only
 // ever moves the sequencer forward.
 func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
+	s.merging--
 	s.addVoided(l.Voided)
 	s.addArrived(contract.SequenceRange{From: 1, To: l.Frontier - 1})
 	for _, r := range l.Arrived {
@@ -861,13 +878,19 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 	}
 	// A lane the ledger does not name has no open delivery in it, and the
 	// load says nothing of its position: the lane is dropped, and one that
-	// took arrivals while the load ran loads itself first, as an arrival
-	// on a lane not held does.
+	// took arrivals while the load ran, or that another load left partial,
+	// loads itself first, as an arrival on a lane not held does. While
+	// another load is under way the lane is kept, knowing nothing past its
+	// position until it loads: that load may have read the ledger before
+	// this one, and would make a dropped lane again from its older view.
 	for _, ep := range sortedKeys(began) {
+		ln := s.lanes[ep]
 		switch {
 		case loaded[ep]:
-		case len(s.lanes[ep].queue) > 0:
+		case len(ln.queue) > 0 || ln.partial:
 			s.reloadLane(ep)
+		case s.merging > 0:
+			s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
 		default:
 			delete(s.lanes, ep)
 		}
