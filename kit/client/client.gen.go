@@ -6243,6 +6243,11 @@ type APIKeyCreateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// APIKeyCreateResponse503Headers the declared response headers of an HTTP 503 response for APIKeyCreate
+type APIKeyCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type APIKeyCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6266,8 +6271,12 @@ type APIKeyCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *APIKeyCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -6320,6 +6329,11 @@ func (r APIKeyCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r APIKeyCreateResponse) GetBody() []byte {
 	return r.Body
@@ -6354,6 +6368,11 @@ type APIKeyRevokeResponse429Headers struct {
 	RetryAfter int64
 }
 
+// APIKeyRevokeResponse503Headers the declared response headers of an HTTP 503 response for APIKeyRevoke
+type APIKeyRevokeResponse503Headers struct {
+	RetryAfter int64
+}
+
 type APIKeyRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6371,8 +6390,12 @@ type APIKeyRevokeResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *APIKeyRevokeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyRevokeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6408,6 +6431,11 @@ func (r APIKeyRevokeResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyRevokeResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyRevokeResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6548,6 +6576,11 @@ type CorrelationSkipResponse429Headers struct {
 	RetryAfter int64
 }
 
+// CorrelationSkipResponse503Headers the declared response headers of an HTTP 503 response for CorrelationSkip
+type CorrelationSkipResponse503Headers struct {
+	RetryAfter int64
+}
+
 type CorrelationSkipResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6575,6 +6608,8 @@ type CorrelationSkipResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CorrelationSkipResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CorrelationSkipResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6770,6 +6805,11 @@ type DeadLetterReplayBatchResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterReplayBatchResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterReplayBatch
+type DeadLetterReplayBatchResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterReplayBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6791,6 +6831,8 @@ type DeadLetterReplayBatchResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterReplayBatchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterReplayBatchResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -6978,6 +7020,11 @@ type DeadLetterReplayResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterReplayResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterReplay
+type DeadLetterReplayResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterReplayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7007,6 +7054,8 @@ type DeadLetterReplayResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterReplayResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterReplayResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -7103,6 +7152,11 @@ type DeadLetterSkipResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterSkipResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterSkip
+type DeadLetterSkipResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterSkipResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7132,6 +7186,8 @@ type DeadLetterSkipResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterSkipResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterSkipResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -7332,6 +7388,11 @@ type EndpointCreateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointCreateResponse503Headers the declared response headers of an HTTP 503 response for EndpointCreate
+type EndpointCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7355,8 +7416,12 @@ type EndpointCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7409,6 +7474,11 @@ func (r EndpointCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EndpointCreateResponse) GetBody() []byte {
 	return r.Body
@@ -7443,6 +7513,11 @@ type EndpointDeleteResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointDeleteResponse503Headers the declared response headers of an HTTP 503 response for EndpointDelete
+type EndpointDeleteResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7460,8 +7535,12 @@ type EndpointDeleteResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointDeleteResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7497,6 +7576,11 @@ func (r EndpointDeleteResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointDeleteResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointDeleteResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7637,6 +7721,11 @@ type EndpointUpdateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointUpdateResponse503Headers the declared response headers of an HTTP 503 response for EndpointUpdate
+type EndpointUpdateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7660,8 +7749,12 @@ type EndpointUpdateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointUpdateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7714,6 +7807,11 @@ func (r EndpointUpdateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointUpdateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EndpointUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -7748,6 +7846,11 @@ type EndpointRotateSecretResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointRotateSecretResponse503Headers the declared response headers of an HTTP 503 response for EndpointRotateSecret
+type EndpointRotateSecretResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointRotateSecretResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7765,8 +7868,12 @@ type EndpointRotateSecretResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointRotateSecretResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointRotateSecretResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7802,6 +7909,11 @@ func (r EndpointRotateSecretResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointRotateSecretResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointRotateSecretResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7942,6 +8054,11 @@ type EndpointTestResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointTestResponse503Headers the declared response headers of an HTTP 503 response for EndpointTest
+type EndpointTestResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointTestResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7961,8 +8078,12 @@ type EndpointTestResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointTestResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointTestResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -8003,6 +8124,11 @@ func (r EndpointTestResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointTestResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8351,6 +8477,11 @@ type EventCreateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EventCreateResponse503Headers the declared response headers of an HTTP 503 response for EventCreate
+type EventCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EventCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8378,8 +8509,12 @@ type EventCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8440,6 +8575,11 @@ func (r EventCreateResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EventCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8679,6 +8819,11 @@ func (r EventAttemptsResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionExchangeResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionExchange
+type PortalSessionExchangeResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionExchangeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8696,6 +8841,10 @@ type PortalSessionExchangeResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionExchangeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8731,6 +8880,11 @@ func (r PortalSessionExchangeResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PortalSessionExchangeResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9330,6 +9484,11 @@ func (r TenantGetResponse) ContentType() string {
 	return ""
 }
 
+// TenantUpdateResponse503Headers the declared response headers of an HTTP 503 response for TenantUpdate
+type TenantUpdateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9353,6 +9512,10 @@ type TenantUpdateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9405,6 +9568,11 @@ func (r TenantUpdateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r TenantUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -9434,6 +9602,11 @@ func (r TenantUpdateResponse) ContentType() string {
 	return ""
 }
 
+// TenantPutResponse503Headers the declared response headers of an HTTP 503 response for TenantPut
+type TenantPutResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantPutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9459,6 +9632,10 @@ type TenantPutResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantPutResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9516,6 +9693,11 @@ func (r TenantPutResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r TenantPutResponse) GetBody() []byte {
 	return r.Body
@@ -9545,6 +9727,11 @@ func (r TenantPutResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionsRevokeActorResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionsRevokeActor
+type PortalSessionsRevokeActorResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionsRevokeActorResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9562,6 +9749,10 @@ type PortalSessionsRevokeActorResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionsRevokeActorResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9599,6 +9790,11 @@ func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON500() *Probl
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PortalSessionsRevokeActorResponse) GetBody() []byte {
 	return r.Body
@@ -9628,6 +9824,11 @@ func (r PortalSessionsRevokeActorResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionCreateResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionCreate
+type PortalSessionCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9651,6 +9852,10 @@ type PortalSessionCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9703,6 +9908,11 @@ func (r PortalSessionCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PortalSessionCreateResponse) GetBody() []byte {
 	return r.Body
@@ -9732,6 +9942,11 @@ func (r PortalSessionCreateResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionRevokeResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionRevoke
+type PortalSessionRevokeResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9749,6 +9964,10 @@ type PortalSessionRevokeResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionRevokeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9784,6 +10003,11 @@ func (r PortalSessionRevokeResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PortalSessionRevokeResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10875,6 +11099,13 @@ func ParseAPIKeyCreateResponse(rsp *http.Response) (*APIKeyCreateResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10888,6 +11119,16 @@ func ParseAPIKeyCreateResponse(rsp *http.Response) (*APIKeyCreateResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -10956,6 +11197,13 @@ func ParseAPIKeyRevokeResponse(rsp *http.Response) (*APIKeyRevokeResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10969,6 +11217,16 @@ func ParseAPIKeyRevokeResponse(rsp *http.Response) (*APIKeyRevokeResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11176,6 +11434,16 @@ func ParseCorrelationSkipResponse(rsp *http.Response) (*CorrelationSkipResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CorrelationSkipResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11362,6 +11630,16 @@ func ParseDeadLetterReplayBatchResponse(rsp *http.Response) (*DeadLetterReplayBa
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterReplayBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11583,6 +11861,16 @@ func ParseDeadLetterReplayResponse(rsp *http.Response) (*DeadLetterReplayRespons
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterReplayResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11699,6 +11987,16 @@ func ParseDeadLetterSkipResponse(rsp *http.Response) (*DeadLetterSkipResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterSkipResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11886,6 +12184,13 @@ func ParseEndpointCreateResponse(rsp *http.Response) (*EndpointCreateResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11899,6 +12204,16 @@ func ParseEndpointCreateResponse(rsp *http.Response) (*EndpointCreateResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11967,6 +12282,13 @@ func ParseEndpointDeleteResponse(rsp *http.Response) (*EndpointDeleteResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11980,6 +12302,16 @@ func ParseEndpointDeleteResponse(rsp *http.Response) (*EndpointDeleteResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12167,6 +12499,13 @@ func ParseEndpointUpdateResponse(rsp *http.Response) (*EndpointUpdateResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12180,6 +12519,16 @@ func ParseEndpointUpdateResponse(rsp *http.Response) (*EndpointUpdateResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12248,6 +12597,13 @@ func ParseEndpointRotateSecretResponse(rsp *http.Response) (*EndpointRotateSecre
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12261,6 +12617,16 @@ func ParseEndpointRotateSecretResponse(rsp *http.Response) (*EndpointRotateSecre
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointRotateSecretResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12434,6 +12800,13 @@ func ParseEndpointTestResponse(rsp *http.Response) (*EndpointTestResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12447,6 +12820,16 @@ func ParseEndpointTestResponse(rsp *http.Response) (*EndpointTestResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointTestResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12844,6 +13227,13 @@ func ParseEventCreateResponse(rsp *http.Response) (*EventCreateResponse, error) 
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12857,6 +13247,16 @@ func ParseEventCreateResponse(rsp *http.Response) (*EventCreateResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13121,6 +13521,26 @@ func ParsePortalSessionExchangeResponse(rsp *http.Response) (*PortalSessionExcha
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionExchangeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13733,6 +14153,26 @@ func ParseTenantUpdateResponse(rsp *http.Response) (*TenantUpdateResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TenantUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13829,6 +14269,26 @@ func ParseTenantPutResponse(rsp *http.Response) (*TenantPutResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TenantPutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13897,6 +14357,26 @@ func ParsePortalSessionsRevokeActorResponse(rsp *http.Response) (*PortalSessions
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionsRevokeActorResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13986,6 +14466,26 @@ func ParsePortalSessionCreateResponse(rsp *http.Response) (*PortalSessionCreateR
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14054,6 +14554,26 @@ func ParsePortalSessionRevokeResponse(rsp *http.Response) (*PortalSessionRevokeR
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

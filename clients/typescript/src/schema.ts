@@ -1828,6 +1828,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointGet: {
@@ -2037,6 +2048,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointUpdate: {
@@ -2176,6 +2198,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2523,6 +2556,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointTest: {
@@ -2621,6 +2665,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2919,6 +2974,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3522,9 +3588,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal is unavailable: nothing was changed; try again. */
+            /** @description Temporal is unavailable: nothing was changed; try again. Or a statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands; retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3749,9 +3817,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal could not be reached to signal a workflow. The batch stopped there: the replays before it stand, as does the one whose signal may have arrived (the problem's `replayed` counts them; the repair sweep sends that one again if it did not); the rest are open; try again. */
+            /** @description Temporal could not be reached to signal a workflow. The batch stopped there: the replays before it stand, as does the one whose signal may have arrived (the problem's `replayed` counts them; the repair sweep sends that one again if it did not); the rest are open; try again. Or a statement ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`, with a `Retry-After` header's seconds): the batch stopped there the same way, the replays before it standing (`replayed` counts them when there were any), the rest open. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4032,9 +4102,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. */
+            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. Or a statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands; retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4176,9 +4248,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. */
+            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. Or a statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands; retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4767,6 +4841,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     apiKeyRevoke: {
@@ -4852,6 +4937,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5224,6 +5320,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     tenantUpdate: {
@@ -5347,6 +5454,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5606,6 +5724,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     portalSessionsRevokeActor: {
@@ -5689,6 +5818,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5794,6 +5934,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     portalSessionExchange: {
@@ -5884,6 +6035,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
