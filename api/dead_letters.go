@@ -363,7 +363,7 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 	for {
 		page, err := s.ledger(c).DeadLetterReplayPage(c.Request().Context(), f, after)
 		if err != nil {
-			return n, err
+			return n, batchStopped(c, n, err)
 		}
 		for _, d := range page {
 			if !take(d) {
@@ -375,7 +375,7 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 				if errors.As(err, &pr) && pr.Status == http.StatusConflict {
 					continue // replayed or skipped by someone else meanwhile
 				}
-				return n, err
+				return n, batchStopped(c, n, err)
 			}
 			n++
 			if act.SignalUnconfirmed {
@@ -394,6 +394,20 @@ func (s *Server) replayEach(c echo.Context, f store.DeadLetterFilter, by string,
 		last := page[len(page)-1]
 		after = &store.ReplayCursor{CorrelationID: last.CorrelationID, EndpointID: last.EndpointID, Sequence: last.Sequence, EventID: last.EventID}
 	}
+}
+
+// batchStopped is the answer of a batch that stopped at err after n
+// replays. A statement that ran past the statement timeout is answered
+// 503 query-timeout as any request's, but the replays before it stand:
+// the answer says how many, as a stop for Temporal's sake does.
+func batchStopped(c echo.Context, n int, err error) error {
+	if n == 0 || !statementTimedOut(err) {
+		return err
+	}
+	p := queryTimeout(c)
+	p.Detail = fmt.Sprintf("replayed %d dead letter(s), then stopped: a statement ran past the server's statement timeout and was cancelled; try again later for the rest", n)
+	p.Extensions = map[string]any{"replayed": n}
+	return p
 }
 
 // deadLetterView is a dead letter as the API shows it: its envelope and

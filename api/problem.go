@@ -48,6 +48,14 @@ func fieldProblem(field, detail string) *Problem {
 	return p
 }
 
+// queryTimeout is the answer of a request whose statement ran past the
+// statement timeout, its Retry-After set on c.
+func queryTimeout(c echo.Context) *Problem {
+	c.Response().Header().Set("Retry-After", "1")
+	return problem(http.StatusServiceUnavailable, "query-timeout", "Query Timed Out",
+		"the request's database work ran past the server's statement timeout and was cancelled; narrow the request (filters, a smaller limit) or retry later")
+}
+
 // errorHandler turns every error into problem+json. Errors that are not a
 // *Problem or an echo.HTTPError are logged and answered 500 without detail.
 func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
@@ -64,9 +72,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			// busier than this request's share (HOOKFLOW_STATEMENT_TIMEOUT).
 			// Logged for the operator, without the statement's arguments.
 			logger.Warn("request statement timed out", "method", c.Request().Method, "path", c.Path())
-			p = problem(http.StatusServiceUnavailable, "query-timeout", "Query Timed Out",
-				"the request's database work ran past the server's statement timeout and was cancelled; narrow the request (filters, a smaller limit) or retry later")
-			c.Response().Header().Set("Retry-After", "1")
+			p = queryTimeout(c)
 		case errors.As(err, &he):
 			if pp, ok := parameterProblem(he); ok {
 				p = pp

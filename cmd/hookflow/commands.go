@@ -70,17 +70,18 @@ func runAPICommand(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer stopTracing()
-	st, err := app.ConnectStore(ctx, cfg.DatabaseURL)
+	st, reqPool, err := app.ConnectAPIStore(ctx, cfg.DatabaseURL, cfg.StatementTimeout)
 	if err != nil {
 		return err
 	}
 	defer st.Pool().Close()
+	defer reqPool.Close()
 	c, err := app.TemporalClient(ctx, cfg, logger, app.Lazy(), app.WithInterceptors(interceptors...))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return app.ServeAPI(ctx, cfg, st, c, logger, app.OnReady(func(a app.Addrs) { logger.Info("api listening", "addr", a.API, "metrics_addr", a.Metrics) }))
+	return app.ServeAPI(ctx, cfg, st, c, logger, app.WithRequestPool(reqPool), app.OnReady(func(a app.Addrs) { logger.Info("api listening", "addr", a.API, "metrics_addr", a.Metrics) }))
 }
 
 func runWorkerCommand(ctx context.Context, env *cliEnv, args []string) error {

@@ -51,8 +51,37 @@ func NewLogger(w io.Writer) *slog.Logger {
 // pool_max_conns.
 const DefaultMaxConns = 32
 
+// The floors of an API process's two pools (APIConns). The base pool
+// serves the five sweeps and the cleaner, each one statement at a time, a
+// metrics scrape, and the events the requests hand to the starter: eight
+// keep a sweep from waiting behind a burst of hand-overs. Four requests
+// at once is the least an API serves usefully.
+const (
+	minBaseConns    = 8
+	minRequestConns = 4
+)
+
+// APIConns splits an API process's pool size (pool_max_conns) between its
+// base pool and its request pool (RequestPool), so the process holds no
+// more connections than the DSN says and max_connections can be sized
+// from it: a quarter to the base pool, whose sweeps run one statement each
+// however busy the API is, the rest to the requests, which come in
+// parallel. Each keeps its floor, so a pool_max_conns below 12 gives the
+// process 12.
+func APIConns(total int32) (base, requests int32) {
+	base = max(total/4, minBaseConns)
+	requests = max(total-base, minRequestConns)
+	return base, requests
+}
+
 // ConnectPostgres opens a pool and checks the server answers.
 func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return connectPostgres(ctx, url, nil)
+}
+
+// connectPostgres is ConnectPostgres; size, when set, turns the configured
+// pool size into the pool's.
+func connectPostgres(ctx context.Context, url string, size func(int32) int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, &config.UsageError{Msg: "invalid HOOKFLOW_DATABASE_URL: " + err.Error()}
@@ -61,6 +90,9 @@ func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	// its sweeps and cleaner, or a worker's activities.
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if size != nil {
+		cfg.MaxConns = size(cfg.MaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -80,10 +112,12 @@ func ConnectPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // (none when zero), so no request's statement runs longer, and each
 // statement is planned for its arguments (plan_cache_mode), while the
 // sweeps, the cleaner and, in one process, the workers keep base's
-// sessions, whose long statements must finish. Its connections are opened
-// as requests need them, like base's.
-func RequestPool(ctx context.Context, base *pgxpool.Pool, timeout time.Duration) (*pgxpool.Pool, error) {
+// sessions, whose long statements must finish. It holds up to maxConns
+// connections, opened as requests need them, like base's.
+func RequestPool(ctx context.Context, base *pgxpool.Pool, timeout time.Duration, maxConns int32) (*pgxpool.Pool, error) {
 	cfg := base.Config()
+	cfg.MaxConns = maxConns
+	cfg.MinConns = min(cfg.MinConns, maxConns)
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -104,7 +138,33 @@ func RequestPool(ctx context.Context, base *pgxpool.Pool, timeout time.Duration)
 
 // ConnectStore opens the pool and refuses an out-of-date schema.
 func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
-	pool, err := ConnectPostgres(ctx, url)
+	return connectStore(ctx, url, nil)
+}
+
+// ConnectAPIStore is ConnectStore for a process that serves only the API:
+// the pool size the DSN gives is split (APIConns) between the store's pool
+// and the request pool it returns (RequestPool, with timeout), for
+// ServeAPI's WithRequestPool.
+func ConnectAPIStore(ctx context.Context, url string, timeout time.Duration) (*store.Store, *pgxpool.Pool, error) {
+	var requests int32
+	st, err := connectStore(ctx, url, func(total int32) int32 {
+		base, r := APIConns(total)
+		requests = r
+		return base
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	reqPool, err := RequestPool(ctx, st.Pool(), timeout, requests)
+	if err != nil {
+		st.Pool().Close()
+		return nil, nil, err
+	}
+	return st, reqPool, nil
+}
+
+func connectStore(ctx context.Context, url string, size func(int32) int32) (*store.Store, error) {
+	pool, err := connectPostgres(ctx, url, size)
 	if err != nil {
 		return nil, err
 	}
@@ -120,10 +180,11 @@ func ConnectStore(ctx context.Context, url string) (*store.Store, error) {
 	return st, nil
 }
 
-// Option adjusts what TemporalClient, ServeAPI and StartWorker build.
+// Option configures TemporalClient and ServeAPI.
 type Option func(*options)
 
 type options struct {
+	requests     *pgxpool.Pool
 	metrics      *metrics.Metrics
 	lazy         bool
 	interceptors []interceptor.ClientInterceptor
@@ -144,6 +205,12 @@ func collect(opts []Option) options {
 // Without it TemporalClient drops the SDK's metrics, ServeAPI makes its own
 // registry and StartWorker records nothing.
 func WithMetrics(m *metrics.Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// WithRequestPool serves ServeAPI's requests on p (ConnectAPIStore's),
+// which the caller closes. Without it ServeAPI opens a request pool as
+// large as the store's, beside it: hookflow dev's process, whose workers
+// share the store's pool, holds both.
+func WithRequestPool(p *pgxpool.Pool) Option { return func(o *options) { o.requests = p } }
 
 // Lazy makes TemporalClient connect on first use, so the API can start (and
 // accept events) while Temporal is down.
@@ -272,11 +339,13 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 	if err != nil {
 		return err
 	}
-	reqPool, err := RequestPool(ctx, st.Pool(), cfg.StatementTimeout)
-	if err != nil {
-		return err
+	reqPool := o.requests
+	if reqPool == nil {
+		if reqPool, err = RequestPool(ctx, st.Pool(), cfg.StatementTimeout, st.Pool().Config().MaxConns); err != nil {
+			return err
+		}
+		defer reqPool.Close()
 	}
-	defer reqPool.Close()
 	// Listen first: portal links default to the address bound.
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {

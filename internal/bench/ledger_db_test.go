@@ -53,6 +53,8 @@ func TestLedgerSynthOnSchema(t *testing.T) {
 	require.Equal(t, plan.rows, count("SELECT count(*) FROM events WHERE state = 'delivered'"))
 	require.Equal(t, plan.rows, count("SELECT count(*) FROM deliveries WHERE state = 'delivered' AND endpoint_id = 'ep_bench' AND delivered_at IS NOT NULL"),
 		"one delivered delivery per event")
+	require.Zero(t, count(`SELECT count(*) FROM deliveries d JOIN events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+		WHERE d.accepted_at <> e.accepted_at`), "a delivery keeps its event's accepted_at, as EventInsertRouted writes it")
 	require.Equal(t, plan.attempts(), count("SELECT count(*) FROM delivery_attempts WHERE endpoint_id = 'ep_bench'"))
 	require.Equal(t, plan.correlations, count("SELECT count(*) FROM lanes WHERE endpoint_id = 'ep_bench'"), "one lane per correlation")
 

@@ -253,6 +253,12 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"Temporal's pools grown", func(f *files) bool {
 			return replace(&f.compose, `SQL_MAX_CONNS: "20"`, `SQL_MAX_CONNS: "40"`)
 		}, "temporal 1x4x(40+10)"},
+		{"the API's pools at their floors", func(f *files) bool {
+			// pool_max_conns=4 leaves the API 12 (app.APIConns's floors),
+			// not 4: 281 - 32 + 4 fits, 281 - 32 + 12 does not.
+			return replaceInService(&f.compose, "api", "&pool_max_conns=32", "&pool_max_conns=4") &&
+				replace(&f.compose, "max_connections=300", "max_connections=253")
+		}, "api 1x12"},
 		{"a pool without pool_max_conns", func(f *files) bool {
 			return replaceInService(&f.compose, "worker", "&pool_max_conns=32", "")
 		}, "service worker: HOOKFLOW_DATABASE_URL has no pool_max_conns"},

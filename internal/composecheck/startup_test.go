@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/hookflow/hookflow/internal/app"
 )
 
 // What makes the first `docker compose up` come up: Postgres takes every
@@ -64,8 +66,8 @@ func checkStartup(cf composeFile) []error {
 }
 
 // checkConnectionBudget: Postgres's max_connections holds every pool at its
-// largest (hookflow's pool_max_conns times replicas, Temporal's pools) plus
-// the headroom.
+// largest (hookflow's pool_max_conns times replicas, the API's two pools
+// sharing its pool_max_conns; Temporal's pools) plus the headroom.
 func checkConnectionBudget(cf composeFile) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -99,6 +101,12 @@ func checkConnectionBudget(cf composeFile) []error {
 					fail("service %s: %s has no pool_max_conns (got %q); without it the pool is 32 (app.DefaultMaxConns) and nothing sizes %s's max_connections for it",
 						name, k, d.poolMaxConns, postgresService)
 					continue
+				}
+				if len(s.Command) > 0 && s.Command[0] == "api" {
+					// The API splits its pool size between its base and
+					// request pools, each with a floor (app.APIConns).
+					base, requests := app.APIConns(int32(n))
+					n = int(base + requests)
 				}
 				sum += replicas * n
 				terms = append(terms, fmt.Sprintf("%s %dx%d", name, replicas, n))

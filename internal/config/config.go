@@ -32,7 +32,8 @@ type Config struct {
 	DeliveryTimeout   time.Duration
 	RepairAfter       time.Duration
 	// StatementTimeout bounds each statement an API request runs
-	// (HOOKFLOW_STATEMENT_TIMEOUT); zero leaves the server's.
+	// (HOOKFLOW_STATEMENT_TIMEOUT); at least a millisecond, Postgres's
+	// unit for it.
 	StatementTimeout time.Duration
 	MaxBodyBytes     int64
 	// AllowPrivate lets deliveries reach every private target; hookflow dev
@@ -118,7 +119,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_DELIVERY_TIMEOUT", "delivery-timeout", "15s", "HTTP timeout of one delivery attempt (Go duration; alike on the API and the workers)", positiveDuration(func(c *Config) *time.Duration { return &c.DeliveryTimeout })},
 		{"HOOKFLOW_CIRCUIT_CLOSE_SUCCESSES", "circuit-close-successes", "3", "worker: answers in a row that close an endpoint's open circuit (1 to 100); short of them it is half-open, one probe at a time, so a flapping receiver stays open and its disable_after counts on", intRange(1, 100, func(c *Config) *int { return &c.CircuitCloseSuccesses })},
 		{"HOOKFLOW_REPAIR_AFTER", "repair-after", "30s", "api: how long a correlation's next event may sit unchanged, counted from when it became next, before the API's sweep checks its workflow and sequencer, and repairs what a Terminate or Reset broke (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.RepairAfter })},
-		{"HOOKFLOW_STATEMENT_TIMEOUT", "statement-timeout", "10s", "api: the longest one Postgres statement of an API request may run (its connections' statement_timeout; the sweeps, the cleaner and the workers have their own connections, without it); past it the request is answered 503 query-timeout and the statement is cancelled, so no read costs the database more than this (Go duration)", positiveDuration(func(c *Config) *time.Duration { return &c.StatementTimeout })},
+		{"HOOKFLOW_STATEMENT_TIMEOUT", "statement-timeout", "10s", "api: the longest one Postgres statement of an API request may run, a read's or a write's (its connections' statement_timeout; the sweeps, the cleaner, the workers and the starting of the events a request accepts, handed to the starter, have their own connections, without it); past it the request is answered 503 query-timeout and the statement is cancelled, so no request costs the database more than this (Go duration, at least 1ms)", millisDuration(func(c *Config) *time.Duration { return &c.StatementTimeout })},
 		{"HOOKFLOW_EVENT_MAX_HISTORY", "event-max-history", "0", "api: the history length past which an event's workflow continues as new, at the first moment all its lanes wait (0: 2000); the chaos and operator-model runs set it low so that it happens within a run", nonNegativeInt(func(c *Config) *int { return &c.EventMaxHistory })},
 		{"HOOKFLOW_PAYLOAD_RETENTION", "payload-retention", "30d", "api: delivered and skipped events lose their payload this long after they finished (key, hash, correlation, sequence, state and times stay, so reposts are answered as before); 0 keeps payloads for ever", retention(func(c *Config) *time.Duration { return &c.PayloadRetention })},
 		{"HOOKFLOW_ATTEMPT_RETENTION", "attempt-retention", "30d", "api: delivery attempts of delivered and skipped events are deleted this long after they were made (a dead letter keeps its own copy); 0 keeps them", retention(func(c *Config) *time.Duration { return &c.AttemptRetention })},
@@ -444,6 +445,20 @@ func positiveDuration(f func(*Config) *time.Duration) func(*Config, string) erro
 			return errors.New("must be greater than zero")
 		}
 		*f(c) = d
+		return nil
+	}
+}
+
+// millisDuration is positiveDuration for a setting Postgres takes in whole
+// milliseconds, where 0 means none: under one would switch it off.
+func millisDuration(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if err := positiveDuration(f)(c, v); err != nil {
+			return err
+		}
+		if *f(c) < time.Millisecond {
+			return errors.New("must be at least 1ms (Postgres counts it in milliseconds; less would be none)")
+		}
 		return nil
 	}
 }

@@ -74,6 +74,24 @@ func TestInvalidValueNamesTheVariable(t *testing.T) {
 	require.Contains(t, ue.Msg, "HOOKFLOW_RECOVERY_WINDOW")
 }
 
+// TestStatementTimeoutIsWholeMilliseconds: Postgres takes statement_timeout
+// in milliseconds, 0 for none, so a timeout under one would turn it off:
+// it is refused, naming the variable.
+func TestStatementTimeoutIsWholeMilliseconds(t *testing.T) {
+	load := func(v string) (Config, error) {
+		c, _, err := Load("x", "", []string{"HOOKFLOW_STATEMENT_TIMEOUT"}, nil, env(map[string]string{"HOOKFLOW_STATEMENT_TIMEOUT": v}), nil, io.Discard)
+		return c, err
+	}
+	_, err := load("500us")
+	var ue *UsageError
+	require.ErrorAs(t, err, &ue)
+	require.Contains(t, ue.Msg, "HOOKFLOW_STATEMENT_TIMEOUT")
+	require.Contains(t, ue.Msg, "at least 1ms")
+	c, err := load("1ms")
+	require.NoError(t, err)
+	require.Equal(t, time.Millisecond, c.StatementTimeout)
+}
+
 // The configuration table of docs/operability.md lists every variable
 // hookflow reads.
 func TestOperatingDocListsEverySetting(t *testing.T) {

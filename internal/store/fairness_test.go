@@ -210,3 +210,90 @@ func TestDeletedEndpointsSweepServesTenantsInTurn(t *testing.T) {
 	got, err := st.EndpointsDeletedOpen(context.Background(), 100)
 	inTurn(t, got, err, func(ep store.DeletedEndpoint) string { return ep.TenantID })
 }
+
+// overlapping runs first, a sweep's claim of 100, in a transaction left
+// open, as another API process's sweep still holding its batch, then
+// second, the same sweep's next claim, and asserts that the second took a
+// full batch of rows the first did not: a claim skips what another holds
+// and takes the next rows rather than coming back short. Both name the
+// rows they took.
+func overlapping(t *testing.T, st *store.Store, first func(q *dbsqlc.Queries) ([]string, error), second func() ([]string, error)) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	held, err := first(dbsqlc.New(tx))
+	require.NoError(t, err)
+	require.Len(t, held, 100)
+	next, err := second()
+	require.NoError(t, err)
+	require.Len(t, next, 100, "the overlapping claim came back short")
+	require.Empty(t, intersect(held, next))
+}
+
+func intersect(a, b []string) []string {
+	in := map[string]bool{}
+	for _, s := range a {
+		in[s] = true
+	}
+	var out []string
+	for _, s := range b {
+		if in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// named lists the rows a claim took by name.
+func named[T any](got []T, err error, name func(T) string) ([]string, error) {
+	out := make([]string, len(got))
+	for i, row := range got {
+		out[i] = name(row)
+	}
+	return out, err
+}
+
+// TestQueuedSweepsOverlap: two API processes' queued sweeps, the first's
+// batch still held, take different full batches.
+func TestQueuedSweepsOverlap(t *testing.T) {
+	t.Parallel()
+	st := twoTenants(t, "queued")
+	overlapping(t, st, func(q *dbsqlc.Queries) ([]string, error) {
+		got, err := q.EventsQueuedClaim(context.Background(), dbsqlc.EventsQueuedClaimParams{Limit: 100, Secs: time.Minute.Seconds()})
+		return named(got, err, func(e dbsqlc.EventsRouted) string { return e.ID })
+	}, func() ([]string, error) {
+		got, err := st.EventsQueuedClaim(context.Background(), 100, time.Minute)
+		return ids(got), err
+	})
+}
+
+// TestHeadsSweepsOverlap: as TestQueuedSweepsOverlap, for the repair
+// sweep's claim of stuck lanes' correlations.
+func TestHeadsSweepsOverlap(t *testing.T) {
+	t.Parallel()
+	st := twoTenants(t, "waiting")
+	overlapping(t, st, func(q *dbsqlc.Queries) ([]string, error) {
+		got, err := q.LanesStuckHeadsClaim(context.Background(), dbsqlc.LanesStuckHeadsClaimParams{Limit: 100, Secs: time.Minute.Seconds()})
+		return named(got, err, func(h dbsqlc.LanesStuckHeadsClaimRow) string { return h.CorrelationID })
+	}, func() ([]string, error) {
+		got, err := st.LanesStuckHeadsClaim(context.Background(), 100, time.Minute)
+		return named(got, err, func(h store.StuckHead) string { return h.Event.CorrelationID })
+	})
+}
+
+// TestProbeReplaySweepsOverlap: as TestQueuedSweepsOverlap, for the probe
+// replays of open circuits.
+func TestProbeReplaySweepsOverlap(t *testing.T) {
+	t.Parallel()
+	st := twoTenantsCircuits(t, `state = 'open', opened_at = now() - make_interval(secs => $2 + $3),
+		next_probe_at = now() - make_interval(secs => $2 + $3 - x.i)`, false)
+	overlapping(t, st, func(q *dbsqlc.Queries) ([]string, error) {
+		got, err := q.CircuitsProbeReplayClaim(context.Background(), dbsqlc.CircuitsProbeReplayClaimParams{Limit: 100, Secs: 10})
+		return named(got, err, func(c dbsqlc.CircuitsProbeReplayClaimRow) string { return c.EndpointID })
+	}, func() ([]string, error) {
+		got, err := st.CircuitsProbeReplayClaim(context.Background(), 100, 10*time.Second)
+		return named(got, err, func(c store.AutoReplayPending) string { return c.EndpointID })
+	})
+}

@@ -6270,6 +6270,11 @@ type APIKeyCreateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// APIKeyCreateResponse503Headers the declared response headers of an HTTP 503 response for APIKeyCreate
+type APIKeyCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type APIKeyCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6293,8 +6298,12 @@ type APIKeyCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *APIKeyCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -6347,6 +6356,11 @@ func (r APIKeyCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r APIKeyCreateResponse) GetBody() []byte {
 	return r.Body
@@ -6381,6 +6395,11 @@ type APIKeyRevokeResponse429Headers struct {
 	RetryAfter int64
 }
 
+// APIKeyRevokeResponse503Headers the declared response headers of an HTTP 503 response for APIKeyRevoke
+type APIKeyRevokeResponse503Headers struct {
+	RetryAfter int64
+}
+
 type APIKeyRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6398,8 +6417,12 @@ type APIKeyRevokeResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *APIKeyRevokeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyRevokeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6435,6 +6458,11 @@ func (r APIKeyRevokeResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyRevokeResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyRevokeResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6575,6 +6603,11 @@ type CorrelationSkipResponse429Headers struct {
 	RetryAfter int64
 }
 
+// CorrelationSkipResponse503Headers the declared response headers of an HTTP 503 response for CorrelationSkip
+type CorrelationSkipResponse503Headers struct {
+	RetryAfter int64
+}
+
 type CorrelationSkipResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6602,6 +6635,8 @@ type CorrelationSkipResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CorrelationSkipResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CorrelationSkipResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6797,6 +6832,11 @@ type DeadLetterReplayBatchResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterReplayBatchResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterReplayBatch
+type DeadLetterReplayBatchResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterReplayBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6818,6 +6858,8 @@ type DeadLetterReplayBatchResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterReplayBatchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterReplayBatchResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -7005,6 +7047,11 @@ type DeadLetterReplayResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterReplayResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterReplay
+type DeadLetterReplayResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterReplayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7034,6 +7081,8 @@ type DeadLetterReplayResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterReplayResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterReplayResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -7130,6 +7179,11 @@ type DeadLetterSkipResponse429Headers struct {
 	RetryAfter int64
 }
 
+// DeadLetterSkipResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterSkip
+type DeadLetterSkipResponse503Headers struct {
+	RetryAfter int64
+}
+
 type DeadLetterSkipResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7159,6 +7213,8 @@ type DeadLetterSkipResponse struct {
 	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeadLetterSkipResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterSkipResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -7359,6 +7415,11 @@ type EndpointCreateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointCreateResponse503Headers the declared response headers of an HTTP 503 response for EndpointCreate
+type EndpointCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7382,8 +7443,12 @@ type EndpointCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7436,6 +7501,11 @@ func (r EndpointCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EndpointCreateResponse) GetBody() []byte {
 	return r.Body
@@ -7470,6 +7540,11 @@ type EndpointDeleteResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointDeleteResponse503Headers the declared response headers of an HTTP 503 response for EndpointDelete
+type EndpointDeleteResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7487,8 +7562,12 @@ type EndpointDeleteResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointDeleteResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7524,6 +7603,11 @@ func (r EndpointDeleteResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointDeleteResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointDeleteResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7664,6 +7748,11 @@ type EndpointUpdateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointUpdateResponse503Headers the declared response headers of an HTTP 503 response for EndpointUpdate
+type EndpointUpdateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7687,8 +7776,12 @@ type EndpointUpdateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointUpdateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7741,6 +7834,11 @@ func (r EndpointUpdateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointUpdateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r EndpointUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -7775,6 +7873,11 @@ type EndpointRotateSecretResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointRotateSecretResponse503Headers the declared response headers of an HTTP 503 response for EndpointRotateSecret
+type EndpointRotateSecretResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointRotateSecretResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7792,8 +7895,12 @@ type EndpointRotateSecretResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointRotateSecretResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointRotateSecretResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7829,6 +7936,11 @@ func (r EndpointRotateSecretResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointRotateSecretResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointRotateSecretResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7969,6 +8081,11 @@ type EndpointTestResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EndpointTestResponse503Headers the declared response headers of an HTTP 503 response for EndpointTest
+type EndpointTestResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EndpointTestResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7988,8 +8105,12 @@ type EndpointTestResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EndpointTestResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EndpointTestResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -8030,6 +8151,11 @@ func (r EndpointTestResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EndpointTestResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EndpointTestResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8378,6 +8504,11 @@ type EventCreateResponse429Headers struct {
 	RetryAfter int64
 }
 
+// EventCreateResponse503Headers the declared response headers of an HTTP 503 response for EventCreate
+type EventCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type EventCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8405,8 +8536,12 @@ type EventCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8467,6 +8602,11 @@ func (r EventCreateResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EventCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8706,6 +8846,11 @@ func (r EventAttemptsResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionExchangeResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionExchange
+type PortalSessionExchangeResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionExchangeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8723,6 +8868,10 @@ type PortalSessionExchangeResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionExchangeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8758,6 +8907,11 @@ func (r PortalSessionExchangeResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PortalSessionExchangeResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionExchangeResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9357,6 +9511,11 @@ func (r TenantGetResponse) ContentType() string {
 	return ""
 }
 
+// TenantUpdateResponse503Headers the declared response headers of an HTTP 503 response for TenantUpdate
+type TenantUpdateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9380,6 +9539,10 @@ type TenantUpdateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9432,6 +9595,11 @@ func (r TenantUpdateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantUpdateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r TenantUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -9461,6 +9629,11 @@ func (r TenantUpdateResponse) ContentType() string {
 	return ""
 }
 
+// TenantPutResponse503Headers the declared response headers of an HTTP 503 response for TenantPut
+type TenantPutResponse503Headers struct {
+	RetryAfter int64
+}
+
 type TenantPutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9486,6 +9659,10 @@ type TenantPutResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TenantPutResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9543,6 +9720,11 @@ func (r TenantPutResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TenantPutResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r TenantPutResponse) GetBody() []byte {
 	return r.Body
@@ -9572,6 +9754,11 @@ func (r TenantPutResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionsRevokeActorResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionsRevokeActor
+type PortalSessionsRevokeActorResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionsRevokeActorResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9589,6 +9776,10 @@ type PortalSessionsRevokeActorResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionsRevokeActorResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9626,6 +9817,11 @@ func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON500() *Probl
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionsRevokeActorResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PortalSessionsRevokeActorResponse) GetBody() []byte {
 	return r.Body
@@ -9655,6 +9851,11 @@ func (r PortalSessionsRevokeActorResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionCreateResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionCreate
+type PortalSessionCreateResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9678,6 +9879,10 @@ type PortalSessionCreateResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9730,6 +9935,11 @@ func (r PortalSessionCreateResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
 }
 
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionCreateResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PortalSessionCreateResponse) GetBody() []byte {
 	return r.Body
@@ -9759,6 +9969,11 @@ func (r PortalSessionCreateResponse) ContentType() string {
 	return ""
 }
 
+// PortalSessionRevokeResponse503Headers the declared response headers of an HTTP 503 response for PortalSessionRevoke
+type PortalSessionRevokeResponse503Headers struct {
+	RetryAfter int64
+}
+
 type PortalSessionRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9776,6 +9991,10 @@ type PortalSessionRevokeResponse struct {
 	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PortalSessionRevokeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9811,6 +10030,11 @@ func (r PortalSessionRevokeResponse) GetApplicationProblemJSON429() *Problem {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PortalSessionRevokeResponse) GetApplicationProblemJSON500() *Problem {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PortalSessionRevokeResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10902,6 +11126,13 @@ func ParseAPIKeyCreateResponse(rsp *http.Response) (*APIKeyCreateResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10915,6 +11146,16 @@ func ParseAPIKeyCreateResponse(rsp *http.Response) (*APIKeyCreateResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -10983,6 +11224,13 @@ func ParseAPIKeyRevokeResponse(rsp *http.Response) (*APIKeyRevokeResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10996,6 +11244,16 @@ func ParseAPIKeyRevokeResponse(rsp *http.Response) (*APIKeyRevokeResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11203,6 +11461,16 @@ func ParseCorrelationSkipResponse(rsp *http.Response) (*CorrelationSkipResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CorrelationSkipResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11389,6 +11657,16 @@ func ParseDeadLetterReplayBatchResponse(rsp *http.Response) (*DeadLetterReplayBa
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterReplayBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11610,6 +11888,16 @@ func ParseDeadLetterReplayResponse(rsp *http.Response) (*DeadLetterReplayRespons
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterReplayResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11726,6 +12014,16 @@ func ParseDeadLetterSkipResponse(rsp *http.Response) (*DeadLetterSkipResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeadLetterSkipResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11913,6 +12211,13 @@ func ParseEndpointCreateResponse(rsp *http.Response) (*EndpointCreateResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -11926,6 +12231,16 @@ func ParseEndpointCreateResponse(rsp *http.Response) (*EndpointCreateResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11994,6 +12309,13 @@ func ParseEndpointDeleteResponse(rsp *http.Response) (*EndpointDeleteResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12007,6 +12329,16 @@ func ParseEndpointDeleteResponse(rsp *http.Response) (*EndpointDeleteResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12194,6 +12526,13 @@ func ParseEndpointUpdateResponse(rsp *http.Response) (*EndpointUpdateResponse, e
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12207,6 +12546,16 @@ func ParseEndpointUpdateResponse(rsp *http.Response) (*EndpointUpdateResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12275,6 +12624,13 @@ func ParseEndpointRotateSecretResponse(rsp *http.Response) (*EndpointRotateSecre
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12288,6 +12644,16 @@ func ParseEndpointRotateSecretResponse(rsp *http.Response) (*EndpointRotateSecre
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointRotateSecretResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12461,6 +12827,13 @@ func ParseEndpointTestResponse(rsp *http.Response) (*EndpointTestResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12474,6 +12847,16 @@ func ParseEndpointTestResponse(rsp *http.Response) (*EndpointTestResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EndpointTestResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12871,6 +13254,13 @@ func ParseEventCreateResponse(rsp *http.Response) (*EventCreateResponse, error) 
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -12884,6 +13274,16 @@ func ParseEventCreateResponse(rsp *http.Response) (*EventCreateResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13148,6 +13548,26 @@ func ParsePortalSessionExchangeResponse(rsp *http.Response) (*PortalSessionExcha
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionExchangeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13760,6 +14180,26 @@ func ParseTenantUpdateResponse(rsp *http.Response) (*TenantUpdateResponse, error
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TenantUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13856,6 +14296,26 @@ func ParseTenantPutResponse(rsp *http.Response) (*TenantPutResponse, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers TenantPutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13924,6 +14384,26 @@ func ParsePortalSessionsRevokeActorResponse(rsp *http.Response) (*PortalSessions
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionsRevokeActorResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14013,6 +14493,26 @@ func ParsePortalSessionCreateResponse(rsp *http.Response) (*PortalSessionCreateR
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14081,6 +14581,26 @@ func ParsePortalSessionRevokeResponse(rsp *http.Response) (*PortalSessionRevokeR
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PortalSessionRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

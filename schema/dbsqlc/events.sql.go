@@ -1227,23 +1227,22 @@ func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([
 
 const EventsQueuedClaim = `-- name: EventsQueuedClaim :many
 WITH due AS (
+    -- Each tenant's turn locks what it reads, skipping rows another sweep
+    -- holds, so an overlapping claim takes the next rows rather than
+    -- ranking the same ones and finding them locked; the ranking is done
+    -- outside, as a window function's query cannot lock. Rows a turn
+    -- locked but the batch leaves out stay unstamped, for the next pass.
     SELECT q.tenant_id, q.id, q.due, row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.due, q.id) AS turn
     FROM tenants t CROSS JOIN LATERAL (
         SELECT e.tenant_id, e.id, GREATEST(e.accepted_at, e.swept_at) AS due FROM events e
         WHERE e.tenant_id = t.id AND e.state = 'queued' AND GREATEST(e.accepted_at, e.swept_at) < now() - make_interval(secs => $2)
         ORDER BY GREATEST(e.accepted_at, e.swept_at)
         LIMIT $1
+        FOR UPDATE OF e SKIP LOCKED
     ) q
-), picked AS (
-    -- Locked here, not above: a window function's query cannot lock. A
-    -- row another sweep took meanwhile is skipped, or fails the recheck.
-    SELECT e.tenant_id, e.id FROM events e
-    JOIN (SELECT tenant_id, id FROM due ORDER BY turn, due LIMIT $1) d ON e.tenant_id = d.tenant_id AND e.id = d.id
-    WHERE e.state = 'queued' AND GREATEST(e.accepted_at, e.swept_at) < now() - make_interval(secs => $2)
-    FOR UPDATE OF e SKIP LOCKED
 ), claimed AS (
     UPDATE events e SET swept_at = now()
-    FROM picked q
+    FROM (SELECT tenant_id, id FROM due ORDER BY turn, due LIMIT $1) q
     WHERE e.tenant_id = q.tenant_id AND e.id = q.id
     RETURNING e.tenant_id, e.id
 )
@@ -1501,6 +1500,9 @@ func (q *Queries) LanesLoad(ctx context.Context, arg LanesLoadParams) ([]LanesLo
 
 const LanesStuckHeadsClaim = `-- name: LanesStuckHeadsClaim :many
 WITH RECURSIVE ranked AS (
+    -- Each tenant's turn locks what it reads, skipping correlations
+    -- another sweep holds, so an overlapping claim takes the next ones;
+    -- ranked outside, as a window function's query cannot lock.
     SELECT r.tenant_id, r.correlation_id, r.due, row_number() OVER (PARTITION BY r.tenant_id ORDER BY r.due, r.correlation_id) AS turn
     FROM tenants t CROSS JOIN LATERAL (
         SELECT c.tenant_id, c.correlation_id, GREATEST(c.updated_at, c.swept_at) AS due FROM correlations c
@@ -1508,20 +1510,11 @@ WITH RECURSIVE ranked AS (
           AND GREATEST(c.updated_at, c.swept_at) < now() - make_interval(secs => $1)
         ORDER BY GREATEST(c.updated_at, c.swept_at)
         LIMIT $2
+        FOR UPDATE OF c SKIP LOCKED
     ) r
 ), due AS (
     UPDATE correlations c SET swept_at = now()
-    FROM (
-        -- Locked here, not in ranked: a window function's query cannot
-        -- lock. A row another sweep took meanwhile is skipped, or fails
-        -- the recheck.
-        SELECT x.tenant_id, x.correlation_id FROM correlations x
-        JOIN (SELECT tenant_id, correlation_id FROM ranked ORDER BY turn, due LIMIT $2) k
-          ON x.tenant_id = k.tenant_id AND x.correlation_id = k.correlation_id
-        WHERE x.high_water >= x.next_sequence
-          AND GREATEST(x.updated_at, x.swept_at) < now() - make_interval(secs => $1)
-        FOR UPDATE OF x SKIP LOCKED
-    ) d
+    FROM (SELECT tenant_id, correlation_id FROM ranked ORDER BY turn, due LIMIT $2) d
     WHERE c.tenant_id = d.tenant_id AND c.correlation_id = d.correlation_id
     RETURNING c.tenant_id, c.correlation_id, c.next_sequence
 ), heads AS (

@@ -159,6 +159,9 @@ WHERE endpoint_id = $1 AND auto_replay_requested_at IS NOT DISTINCT FROM $2;
 -- turn reads one tenant's range of endpoint_circuits_probe_due_idx, up to
 -- $1 circuits that qualify.
 WITH due AS (
+    -- Each tenant's turn locks what it reads, skipping circuits another
+    -- sweep or a probe holds, so an overlapping claim takes the next ones;
+    -- ranked outside, as a window function's query cannot lock.
     SELECT q.endpoint_id, q.next_probe_at,
            row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.next_probe_at, q.endpoint_id) AS turn
     FROM tenants t CROSS JOIN LATERAL (
@@ -169,20 +172,11 @@ WITH due AS (
           AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
         ORDER BY c2.next_probe_at, c2.endpoint_id
         LIMIT $1
+        FOR UPDATE OF c2 SKIP LOCKED
     ) q
-), picked AS (
-    -- Locked here, not in due: a window function's query cannot lock. A
-    -- circuit another sweep or a probe took meanwhile is skipped, or
-    -- fails the recheck.
-    SELECT c2.endpoint_id FROM endpoint_circuits c2
-    JOIN (SELECT endpoint_id FROM due ORDER BY turn, next_probe_at, endpoint_id LIMIT $1) d ON d.endpoint_id = c2.endpoint_id
-    WHERE c2.state IN ('open', 'half_open') AND c2.next_probe_at <= now()
-      AND (c2.probe_lease_until IS NULL OR c2.probe_lease_until <= now())
-      AND (c2.probe_replayed_at IS NULL OR c2.probe_replayed_at < now() - make_interval(secs => $2))
-    FOR UPDATE OF c2 SKIP LOCKED
 )
 UPDATE endpoint_circuits c SET probe_replayed_at = now(), updated_at = now()
-FROM picked
+FROM (SELECT endpoint_id FROM due ORDER BY turn, next_probe_at, endpoint_id LIMIT $1) picked
 WHERE c.endpoint_id = picked.endpoint_id
 RETURNING c.endpoint_id, COALESCE(c.failing_since, c.opened_at, now()), c.auto_replay_requested_at, c.tenant_id;
 

@@ -1838,6 +1838,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointGet: {
@@ -2048,6 +2059,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointUpdate: {
@@ -2188,6 +2210,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2536,6 +2569,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     endpointTest: {
@@ -2634,6 +2678,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2932,6 +2987,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3535,9 +3601,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal is unavailable: nothing was changed; try again. */
+            /** @description Temporal is unavailable: nothing was changed; try again. Or a statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands; retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3762,9 +3830,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal could not be reached to signal a workflow. The batch stopped there: the replays before it stand, as does the one whose signal may have arrived (the problem's `replayed` counts them; the repair sweep sends that one again if it did not); the rest are open; try again. */
+            /** @description Temporal could not be reached to signal a workflow. The batch stopped there: the replays before it stand, as does the one whose signal may have arrived (the problem's `replayed` counts them; the repair sweep sends that one again if it did not); the rest are open; try again. Or a statement ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`, with a `Retry-After` header's seconds): the batch stopped there the same way, the replays before it standing (`replayed` counts them when there were any), the rest open. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4045,9 +4115,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. */
+            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. Or a statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands; retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4189,9 +4261,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. */
+            /** @description Temporal refused the signal, which surely did not arrive: the claim was undone, nothing was changed; try again. Or a statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands; retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4780,6 +4854,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     apiKeyRevoke: {
@@ -4865,6 +4950,17 @@ export interface operations {
             /** @description Internal error (logged; no detail). */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5237,6 +5333,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     tenantUpdate: {
@@ -5360,6 +5467,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5619,6 +5737,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     portalSessionsRevokeActor: {
@@ -5702,6 +5831,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5807,6 +5947,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     portalSessionExchange: {
@@ -5897,6 +6048,17 @@ export interface operations {
             /** @description Internal error. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
