@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/kit/client"
 )
 
@@ -64,7 +65,12 @@ func (d demo) correlationLink(id string) string {
 	return d.ui + "/workflows?query=" + url.QueryEscape(`CorrelationId="`+id+`"`)
 }
 
-func (d demo) workflowLink(id string) string { return d.ui + "/workflows/" + url.PathEscape(id) }
+// workflowLink links the event's workflow: its ID carries the tenant (the
+// demo runs on the dev token, in the default tenant), and escaping keeps
+// the tenant's slash in the one path segment the Web UI reads as the ID.
+func (d demo) workflowLink(eventID string) string {
+	return d.ui + "/workflows/" + url.PathEscape(contract.EventWorkflowID(contract.DefaultTenant, eventID))
+}
 
 func (d demo) endpointLink(corr, endpointID string) string {
 	return d.ui + "/workflows?query=" + url.QueryEscape(`CorrelationId="`+corr+`" AND EndpointIds="`+endpointID+`"`)

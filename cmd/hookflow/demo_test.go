@@ -5,12 +5,14 @@ package main
 import (
 	"context"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/testenv"
@@ -56,7 +58,7 @@ func TestDemoAgainstDevStack(t *testing.T) {
 		"last delivered 0, parked [3], held by 2 (dead_lettered)",
 		"EndpointIds%3D%22ep_",
 		"/namespaces/" + temporaltest.Namespace + "/workflows?query=CorrelationId%3D%22demo-",
-		"/namespaces/" + temporaltest.Namespace + "/workflows/demo-",
+		"/namespaces/" + temporaltest.Namespace + "/workflows/" + url.PathEscape(contract.EventWorkflowID(contract.DefaultTenant, "demo-")),
 	} {
 		require.Contains(t, out, want)
 	}

@@ -42,6 +42,8 @@ func TestBadConfigOneLine(t *testing.T) {
 		{"bad port", map[string]string{"HOOKFLOW_DEV_UI_PORT": "99999"}, []string{"dev"}, "HOOKFLOW_DEV_UI_PORT"},
 		{"bad workers", map[string]string{"HOOKFLOW_DEV_WORKERS": "-2"}, []string{"dev"}, "HOOKFLOW_DEV_WORKERS"},
 		{"bad flag value", nil, []string{"worker", "--recovery-window", "soon"}, "recovery-window"},
+		// The worker reads it: its starter starts event workflows too.
+		{"bad event max history on a worker", map[string]string{"HOOKFLOW_EVENT_MAX_HISTORY": "-1"}, []string{"worker"}, "HOOKFLOW_EVENT_MAX_HISTORY"},
 		{"unknown flag", nil, []string{"migrate", "--nope"}, "nope"},
 		{"bad dsn", map[string]string{"HOOKFLOW_DATABASE_URL": "postgres://%zz"}, []string{"migrate"}, "HOOKFLOW_DATABASE_URL"},
 	}

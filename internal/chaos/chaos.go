@@ -103,7 +103,7 @@ type Config struct {
 	// RepairAfter is the API's HOOKFLOW_REPAIR_AFTER; zero leaves its
 	// default (30 s).
 	RepairAfter time.Duration
-	// EventMaxHistory is the API's HOOKFLOW_EVENT_MAX_HISTORY; zero leaves
+	// EventMaxHistory is the API's and the workers' HOOKFLOW_EVENT_MAX_HISTORY; zero leaves
 	// its default.
 	EventMaxHistory int
 	// KillEvery is the mean gap between worker SIGKILLs; BurstEvery between

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	hfclient "github.com/hookflow/hookflow/kit/client"
 )
 
 // The same seed gives the same scenario, action for action; other seeds
@@ -257,6 +258,21 @@ func modelFixture() (*Scenario, ModelRecord, ModelObserved) {
 	return sc, rec, obs
 }
 
+// createE1AfterTwo makes the fixture's e1 an endpoint created between the
+// posts of 2 and 3, with 3 of a type it takes: 3 alone is routed to it.
+func createE1AfterTwo(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+	sc.CreatedLate[1] = true
+	sc.Types[0][2] = "model.shared"
+	for q := int64(1); q <= 2; q++ {
+		rec.Posted[sc.EventID(0, q)] = Post{Code: http.StatusAccepted, Uncreated: [modelEndpoints]bool{false, true}}
+		delete(obs.Deliveries, Delivery{sc.EventID(0, q), 1})
+		delete(obs.AppliedAnswers, Delivery{sc.EventID(0, q), 1})
+	}
+	obs.Deliveries[Delivery{sc.EventID(0, 3), 1}] = ModelEvent{State: stateDelivered}
+	obs.AppliedAnswers[Delivery{sc.EventID(0, 3), 1}] = 1
+	obs.Applied[Lane{sc.CorrelationID(0), 1}] = []int64{3}
+}
+
 // lane0 is the fixture's lane at e0.
 func lane0(sc *Scenario) Lane { return Lane{sc.CorrelationID(0), 0} }
 
@@ -326,6 +342,12 @@ func TestCheckModelPassesACleanScenario(t *testing.T) {
 	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
 		t.Fatalf("violations of a clean scenario: %v", vs)
 	}
+	sc, rec, obs = modelFixture()
+	createE1AfterTwo(sc, &rec, &obs)
+	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
+		t.Fatalf("violations of an endpoint created mid-scenario, routed what came after: %v", vs)
+	}
+	sc, rec, obs = modelFixture()
 	waitingHead(sc, &obs)
 	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
 		t.Fatalf("violations of a head waiting on an operator: %v", vs)
@@ -429,6 +451,24 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 			waitingHead(sc, obs)
 			rec.ClosingReplays[Delivery{sc.EventID(0, 3), 0}] = 3
 		}, CheckUnfinished, "after the closing operator's 3 replays"},
+		{"a void race answered 5xx at a try", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			rec.VoidRace5xx = append(rec.VoidRace5xx, "c0: the void of [2] racing posts was answered [500] at a try")
+		}, CheckVoidRace5xx, "[500]"},
+		{"an endpoint created mid-scenario not created", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			rec.CreateFailed = append(rec.CreateFailed, "e1 was not created (5 tries): 503")
+		}, CheckCreateFailed, "e1 was not created"},
+		{"an endpoint created mid-scenario routed nothing", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			createE1AfterTwo(sc, rec, obs)
+			delete(obs.Deliveries, Delivery{sc.EventID(0, 3), 1})
+			delete(obs.AppliedAnswers, Delivery{sc.EventID(0, 3), 1})
+			obs.Applied[Lane{sc.CorrelationID(0), 1}] = nil
+		}, CheckCreateEffect, "none of the 1 deliveries owed"},
+		{"a throttle with no continue-as-new", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			rec.ContinuedAsNew = append(rec.ContinuedAsNew, 0)
+		}, CheckThrottleEffect, "none of the scenario's events had continued as new"},
+		{"an outage with nothing queued", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			rec.Outages = append(rec.Outages, OutageMove{Stopped: true, Posts: 3})
+		}, CheckOutageEffect, "none of its 3 posts was answered queued"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -453,7 +493,8 @@ func TestModelSummary(t *testing.T) {
 	r := ModelResult{Sequences: 3, Failed: []uint64{5}, Actions: map[string]int{"skip_api": 2, "reset_event": 1},
 		Violations: map[string]int{CheckDeadLetter: 1}, Unverified: 2, Wall: time.Minute}
 	s := modelSummary(r, []uint64{4, 5, 6})
-	for _, want := range []string{"sequences=3 ", "failed=1 ", "unverified=2 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0", "failed_seeds=5 ", "seeds=4..6 "} {
+	for _, want := range []string{"sequences=3 ", "failed=1 ", "unverified=2 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0",
+		"void_race_5xx=0", "create_failed=0", "create_no_effect=0", "throttle_no_effect=0", "outage_no_effect=0", "failed_seeds=5 ", "seeds=4..6 "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q: %s", want, s)
 		}
@@ -613,5 +654,36 @@ func TestVoidRaceViolations(t *testing.T) {
 		if (len(vs) > 0) != c.violates {
 			t.Errorf("%s: violations %q, want some: %v", c.name, vs, c.violates)
 		}
+	}
+}
+
+// A 5xx at any try of a void race breaks its rule, however the retry was
+// answered: the void's, or a post's.
+func TestVoidRace5xx(t *testing.T) {
+	t.Parallel()
+	if vs := voidRace5xx([]int64{3}, nil, map[int64][]int{3: nil, 4: nil}); len(vs) != 0 {
+		t.Errorf("a race answered below 500 throughout: %q", vs)
+	}
+	if vs := voidRace5xx([]int64{3}, []int{http.StatusInternalServerError}, nil); len(vs) != 1 || !strings.Contains(vs[0], "the void of [3]") {
+		t.Errorf("the void answered 500, then by the rule: %q", vs)
+	}
+	if vs := voidRace5xx([]int64{3}, nil, map[int64][]int{3: nil, 4: {http.StatusServiceUnavailable}}); len(vs) != 1 || !strings.Contains(vs[0], "the post of 4") {
+		t.Errorf("the post of 4 answered 503, then 202: %q", vs)
+	}
+}
+
+// noting5xx sees the 5xx answers untilAnswered retries past, and nothing
+// else.
+func TestNoting5xxSeesRetried5xx(t *testing.T) {
+	t.Parallel()
+	answers := []error{&hfclient.Error{Status: http.StatusInternalServerError}, &hfclient.Error{Status: http.StatusConflict}}
+	var got []int
+	code, tries, _ := untilAnswered(http.StatusOK, noting5xx(http.StatusOK, &got, func() error {
+		err := answers[0]
+		answers = answers[1:]
+		return err
+	}))
+	if code != http.StatusConflict || tries != 2 || !slices.Equal(got, []int{http.StatusInternalServerError}) {
+		t.Errorf("answered %d after %d tries, 5xx seen %v; want 409 after 2, [500]", code, tries, got)
 	}
 }

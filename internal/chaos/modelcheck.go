@@ -39,10 +39,31 @@ const (
 	// arrived voided, or a lost one refused), or a post of a voided
 	// sequence not refused 409.
 	CheckVoided = "voided"
+	// CheckVoidRace5xx: a void racing posts, or one of those posts, was
+	// answered 5xx at some try. The runner retries a 5xx, so without this
+	// a race lost to a server error (a deadlock between the void's and a
+	// post's transactions) would pass the void-race rule on its retry.
+	CheckVoidRace5xx = "void_race_5xx"
+	// CheckCreateFailed: an endpoint created mid-scenario (StepCreate)
+	// was not created: the posts after it would owe it nothing, and the
+	// move would check nothing.
+	CheckCreateFailed = "create_failed"
+	// CheckCreateEffect: the endpoint created mid-scenario got no delivery
+	// of the events posted after its create that it takes.
+	CheckCreateEffect = "create_no_effect"
+	// CheckThrottleEffect: when the throttle move lifted its cap, none of
+	// the scenario's events had continued as new, which the move is there
+	// to bring about while lanes wait their turn.
+	CheckThrottleEffect = "throttle_no_effect"
+	// CheckOutageEffect: none of the posts during a Temporal outage was
+	// answered queued (left to the starter's sweep), which the move is
+	// there to bring about.
+	CheckOutageEffect = "outage_no_effect"
 )
 
 // modelChecks are the checks in the order the summary lists them.
-var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckNaming, CheckStranded, CheckUnfinished, CheckVoided}
+var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckNaming, CheckStranded, CheckUnfinished, CheckVoided,
+	CheckVoidRace5xx, CheckCreateFailed, CheckCreateEffect, CheckThrottleEffect, CheckOutageEffect}
 
 // Dead letter row statuses.
 const (
@@ -84,6 +105,23 @@ type ModelRecord struct {
 	// been applied with its answer lost, and end skipped at the retry
 	// that found the endpoint deleted, hookflow none the wiser.
 	SentBeforeDelete map[Delivery]bool
+	// VoidRace5xx are the 5xx answers void races got, at any try.
+	VoidRace5xx []string
+	// CreateFailed are the StepCreates that created nothing.
+	CreateFailed []string
+	// ContinuedAsNew is, per throttle move, how many of the scenario's
+	// events had continued as new when it lifted its cap.
+	ContinuedAsNew []int
+	// Outages are the outage moves, as their posts were answered.
+	Outages []OutageMove
+}
+
+// OutageMove is what an outage move's posts were answered: how many were
+// sent, how many accepted queued; Stopped is whether the move stopped the
+// Temporal server (it was running).
+type OutageMove struct {
+	Stopped       bool
+	Posts, Queued int
 }
 
 // Post is the answer to an event's post, and the endpoints deleted before
@@ -175,7 +213,12 @@ func (v ModelViolation) String() string { return v.Check + ": " + v.Detail }
 //     event's running workflow waits on (its state query says that
 //     delivery is dead_lettered, with the row's generation);
 //   - a delivery the closing operator replayed or skipped with the
-//     receivers healed ended delivered or skipped.
+//     receivers healed ended delivered or skipped;
+//   - each move did what it is there for: a void race got no 5xx at any
+//     try, an endpoint created mid-scenario was created and got deliveries
+//     of the events posted after it, an outage's posts were accepted
+//     queued (some of them), and a throttle's waits let events continue as
+//     new.
 func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolation {
 	var out []ModelViolation
 	fail := func(check, format string, args ...any) {
@@ -186,6 +229,29 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 	}
 	for _, v := range rec.Void {
 		fail(CheckVoided, "%s", v)
+	}
+	for _, v := range rec.VoidRace5xx {
+		fail(CheckVoidRace5xx, "%s", v)
+	}
+	for _, v := range rec.CreateFailed {
+		fail(CheckCreateFailed, "%s", v)
+	}
+	for i, n := range rec.ContinuedAsNew {
+		if n == 0 {
+			fail(CheckThrottleEffect, "throttle %d: none of the scenario's events had continued as new when the cap was lifted", i+1)
+		}
+	}
+	for i, o := range rec.Outages {
+		if o.Queued == 0 {
+			fail(CheckOutageEffect, "outage %d: none of its %d posts was answered queued (the Temporal server stopped: %v)", i+1, o.Posts, o.Stopped)
+		}
+	}
+	for ep, late := range sc.CreatedLate {
+		if late && !rec.Uncreated[ep] {
+			if owed, got := createdLateRouted(sc, rec, obs, ep); owed > 0 && got == 0 {
+				fail(CheckCreateEffect, "e%d, created mid-scenario, has none of the %d deliveries owed to it by the events posted after its create", ep, owed)
+			}
+		}
 	}
 	subs := ModelSubscribers()
 	for d := range obs.Deliveries {
@@ -307,6 +373,24 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 	}
 	sort.SliceStable(out, func(i, j int) bool { return checkRank(out[i].Check) < checkRank(out[j].Check) })
 	return out
+}
+
+// createdLateRouted counts the deliveries owed to endpoint ep by the
+// events posted after its create (Routed: a post's Uncreated says whether
+// ep existed when it was sent), and how many of them are in the ledger.
+func createdLateRouted(sc *Scenario, rec ModelRecord, obs ModelObserved, ep int) (owed, got int) {
+	for k, n := range sc.Events {
+		for q := int64(1); q <= int64(n); q++ {
+			if !sc.Routed(rec, k, q, ep) {
+				continue
+			}
+			owed++
+			if _, ok := obs.Deliveries[Delivery{sc.EventID(k, q), ep}]; ok {
+				got++
+			}
+		}
+	}
+	return owed, got
 }
 
 func checkRank(c string) int {

@@ -48,7 +48,7 @@ type ModelConfig struct {
 	// the workers: short, so dead letters come fast and the repair sweep
 	// acts within a scenario.
 	RecoveryWindow, DeliveryTimeout, RepairAfter time.Duration
-	// EventMaxHistory is the API's HOOKFLOW_EVENT_MAX_HISTORY: low, so
+	// EventMaxHistory is the API's and the workers' HOOKFLOW_EVENT_MAX_HISTORY: low, so
 	// that events waiting their turn (StepThrottle) or on a dead letter
 	// continue as new within a scenario.
 	EventMaxHistory int
@@ -577,10 +577,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 	case StepVoid:
 		return x.void(ctx, s)
 	case StepCreate:
-		if err := x.createEndpoint(ctx, s.Endpoint); err != nil {
-			return err.Error()
-		}
-		return "created " + x.endpoints[s.Endpoint]
+		return x.createLate(ctx, s.Endpoint)
 	case StepVoidRace:
 		return x.voidRace(ctx, s)
 	case StepOutage:
@@ -616,7 +613,31 @@ func (x *modelExec) throttle(ctx context.Context, s Step) string {
 	if s.Cap > 0 {
 		return answer(code, err)
 	}
-	return fmt.Sprintf("%s; %d of the scenario's events have continued as new", answer(code, err), x.continuedAsNew(ctx))
+	n := x.continuedAsNew(ctx)
+	x.mu.Lock()
+	x.rec.ContinuedAsNew = append(x.rec.ContinuedAsNew, n)
+	x.mu.Unlock()
+	return fmt.Sprintf("%s; %d of the scenario's events have continued as new", answer(code, err), n)
+}
+
+// createLate creates endpoint ep mid-scenario (StepCreate), retrying what
+// goes unanswered or 5xx. One it could not create is a violation: the
+// posts after it would owe it nothing, and the move would check nothing.
+func (x *modelExec) createLate(ctx context.Context, ep int) string {
+	var err error
+	_, tries, _ := untilAnswered(http.StatusCreated, func() error {
+		err = x.createEndpoint(ctx, ep)
+		return err
+	})
+	if err != nil {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		x.rec.CreateFailed = append(x.rec.CreateFailed, fmt.Sprintf("e%d was not created (%d tries): %v", ep, tries, err))
+		return err.Error()
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return fmt.Sprintf("created %s (try %d)", x.endpoints[ep], tries)
 }
 
 // continuedAsNew counts the scenario's events whose workflow's latest run
@@ -651,17 +672,29 @@ func (x *modelExec) outage(ctx context.Context, s Step) string {
 	starts := t.startCount()
 	down := t.killFor(s.For)
 	answers := make([]string, len(s.Order))
+	queued := make([]bool, len(s.Order))
 	var wg sync.WaitGroup
 	for i, q := range s.Order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
-			answers[i] = x.post(ctx, s.Corr, q)
+			var o postOutcome
+			answers[i], o = x.send(ctx, s.Corr, q)
+			queued[i] = o.queued
 		}()
 	}
 	wg.Wait()
-	what := strings.Join(answers, ", ")
+	move := OutageMove{Stopped: down, Posts: len(s.Order)}
+	for _, q := range queued {
+		if q {
+			move.Queued++
+		}
+	}
+	x.mu.Lock()
+	x.rec.Outages = append(x.rec.Outages, move)
+	x.mu.Unlock()
+	what := fmt.Sprintf("%s (%d queued)", strings.Join(answers, ", "), move.Queued)
 	if !down {
 		return "Temporal was not running (restarting); posted " + what
 	}
@@ -682,29 +715,35 @@ func (x *modelExec) voidRace(ctx context.Context, s Step) string {
 	var res hfclient.CorrelationVoided
 	var voidCode int
 	var voidErr error
+	var void5xx []int
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		<-start
-		voidCode, _, voidErr = untilAnswered(http.StatusOK, func() (err error) {
+		voidCode, _, voidErr = untilAnswered(http.StatusOK, noting5xx(http.StatusOK, &void5xx, func() (err error) {
 			r, err := x.api.CorrelationSkipWithResponse(ctx, corr, nil, hfclient.CorrelationSkip{Sequences: s.Order, Note: "operator model: the producer lost it"})
 			if err == nil {
 				res = *r.JSON200
 			}
 			return err
-		})
+		}))
 	}()
 	answers := make([]string, len(s.Posts))
+	outcomes := make([]postOutcome, len(s.Posts))
 	for i, q := range s.Posts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			answers[i] = x.post(ctx, s.Corr, q)
+			answers[i], outcomes[i] = x.send(ctx, s.Corr, q)
 		}()
 	}
 	close(start)
 	wg.Wait()
+	posts5xx := map[int64][]int{}
+	for i, q := range s.Posts {
+		posts5xx[q] = append(posts5xx[q], outcomes[i].serverErrors...)
+	}
 	_, voidErr = answered(voidErr, http.StatusOK)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -724,7 +763,28 @@ func (x *modelExec) voidRace(ctx context.Context, s Step) string {
 	for _, v := range voidRaceViolations(s.Order, voidCode, voidErr, voided, posts) {
 		x.rec.Void = append(x.rec.Void, fmt.Sprintf("c%d: %s", s.Corr, v))
 	}
+	for _, v := range voidRace5xx(s.Order, void5xx, posts5xx) {
+		x.rec.VoidRace5xx = append(x.rec.VoidRace5xx, fmt.Sprintf("c%d: %s", s.Corr, v))
+	}
 	return fmt.Sprintf("void %s; posts %s", answer(voidCode, voidErr), strings.Join(answers, ", "))
+}
+
+// voidRace5xx names the 5xx answers a void of order racing posts got, at
+// any try (void: the void's; posts: each post's, by sequence). The race is
+// between the void's and the posts' transactions: a 5xx between them (a
+// deadlock) is the race gone wrong even when a retry is answered by the
+// rule, so it counts however the last answer went.
+func voidRace5xx(order []int64, void []int, posts map[int64][]int) []string {
+	var out []string
+	if len(void) > 0 {
+		out = append(out, fmt.Sprintf("the void of %v racing posts was answered %v at a try", order, void))
+	}
+	for _, q := range slices.Sorted(maps.Keys(posts)) {
+		if len(posts[q]) > 0 {
+			out = append(out, fmt.Sprintf("the post of %d racing the void of %v was answered %v at a try", q, order, posts[q]))
+		}
+	}
+	return out
 }
 
 // voidRaceViolations holds the answers to a void of order that raced the
@@ -784,6 +844,19 @@ func untilAnswered(ok int, call func() error) (code, tries int, err error) {
 			return code, tries, err
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// noting5xx wraps call for untilAnswered so that each 5xx answer it gets
+// is appended to got: untilAnswered retries them, and a rule that must
+// see them all the same reads got.
+func noting5xx(ok int, got *[]int, call func() error) func() error {
+	return func() error {
+		err := call()
+		if code, _ := answered(err, ok); code >= 500 {
+			*got = append(*got, code)
+		}
+		return err
 	}
 }
 
@@ -881,6 +954,20 @@ func (x *modelExec) void(ctx context.Context, s Step) string {
 // endpoint_id, so hookflow routes it by its type, and returns the API's
 // answer.
 func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
+	line, _ := x.send(ctx, k, seq)
+	return line
+}
+
+// postOutcome is what became of a post beside its last answer: the 5xx
+// answers its retries went past, and whether it was accepted queued (its
+// workflow not started, left to the starter's sweep).
+type postOutcome struct {
+	serverErrors []int
+	queued       bool
+}
+
+// send is post, with the post's outcome.
+func (x *modelExec) send(ctx context.Context, k int, seq int64) (string, postOutcome) {
 	id := x.sc.EventID(k, seq)
 	body := hfclient.EventCreate{
 		ID: id, CorrelationID: x.sc.CorrelationID(k), Sequence: seq,
@@ -890,10 +977,13 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 	p := Post{DeletedBefore: x.rec.Deleted, Uncreated: x.rec.Uncreated}
 	voided := x.rec.Voided[id]
 	x.mu.Unlock()
-	code, _, err := untilAnswered(http.StatusAccepted, func() error {
-		_, err := x.api.Send(ctx, body)
+	var out postOutcome
+	var acc hfclient.Accepted
+	code, _, err := untilAnswered(http.StatusAccepted, noting5xx(http.StatusAccepted, &out.serverErrors, func() (err error) {
+		acc, err = x.api.Send(ctx, body)
 		return err
-	})
+	}))
+	out.queued = err == nil && acc.State == hfclient.AcceptedStateQueued
 	p.Code = code
 	_, err = answered(err, http.StatusAccepted)
 	last := answer(code, err)
@@ -905,7 +995,10 @@ func (x *modelExec) post(ctx context.Context, k int, seq int64) string {
 	case !voided:
 		x.rec.Posted[id] = p
 	}
-	return fmt.Sprintf("%d:%s", seq, last)
+	if out.queued {
+		last += " queued"
+	}
+	return fmt.Sprintf("%d:%s", seq, last), out
 }
 
 // ledgerRow is a delivery's row in hookflow's ledger with its dead letter.

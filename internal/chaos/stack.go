@@ -236,6 +236,11 @@ func (s *stack) start(ctx context.Context) error {
 		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": proxyLn.Addr().String(),
 		"HOOKFLOW_API_TOKEN":                token,
 	}
+	if cfg.EventMaxHistory > 0 {
+		// The workers' too: their starter restarts a terminated event when
+		// a release reaches it.
+		common["HOOKFLOW_EVENT_MAX_HISTORY"] = strconv.Itoa(cfg.EventMaxHistory)
+	}
 	if err := runOnce(ctx, "migrate", cfg.Binary, []string{"migrate"}, childEnv(common), filepath.Join(s.logs, "migrate.log")); err != nil {
 		return err
 	}
@@ -247,9 +252,6 @@ func (s *stack) start(ctx context.Context) error {
 	apiEnv := with(common, map[string]string{"HOOKFLOW_API_ADDR": net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))})
 	if cfg.RepairAfter > 0 {
 		apiEnv["HOOKFLOW_REPAIR_AFTER"] = cfg.RepairAfter.String()
-	}
-	if cfg.EventMaxHistory > 0 {
-		apiEnv["HOOKFLOW_EVENT_MAX_HISTORY"] = strconv.Itoa(cfg.EventMaxHistory)
 	}
 	s.api = newProc("api", cfg.Binary, []string{"api"}, childEnv(apiEnv), filepath.Join(s.logs, "api.log"))
 	if err := s.api.start(); err != nil {
