@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -44,11 +45,7 @@ func TestCorrelationVoidWaitingOnAnAcceptanceSeesItsEvent(t *testing.T) {
 		done <- result{v, err}
 	}()
 	// The void waits for the lock the acceptance holds.
-	require.Eventually(t, func() bool {
-		var waiting int
-		err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting)
-		return err == nil && waiting > 0
-	}, 10*time.Second, 20*time.Millisecond, "the void never waited for the correlation's lock")
+	awaitLockWaiter(t, pool, "the void never waited for the correlation's lock")
 	require.NoError(t, tx.Commit(ctx))
 
 	r := <-done
@@ -105,11 +102,7 @@ func TestCorrelationVoidHoldingTheLockBeforeAnAcceptance(t *testing.T) {
 				_, inserted, err := st.EventInsertRouted(ctx, event("c-3", "c", 3), []string{"ep"})
 				done <- result{inserted, err}
 			}()
-			require.Eventually(t, func() bool {
-				var waiting int
-				err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting)
-				return err == nil && waiting > 0
-			}, 10*time.Second, 20*time.Millisecond, "the acceptance never waited for the correlation's lock")
+			awaitLockWaiter(t, pool, "the acceptance never waited for the correlation's lock")
 
 			// The void's check again under the lock, then its tombstone.
 			require.NoError(t, tx.QueryRow(ctx, dbsqlc.CorrelationVoidCheck, "c", []int64{3}, store.DefaultTenant).Scan(&arrived, &already))
@@ -142,4 +135,15 @@ func TestCorrelationVoidInsertCountsWhatItStored(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, dbsqlc.CorrelationVoidInsert, "c", []int64{3, 4}, []string{contract.VoidedID("c", 3), contract.VoidedID("c", 4)},
 		`{}`, store.DefaultTenant).Scan(&stored))
 	require.Equal(t, int64(1), stored, "3's tombstone is dropped (3 is an event), 4's stored")
+}
+
+// awaitLockWaiter returns once a session of the test's database waits for a
+// lock (the other side of a race, parked where the test wants it).
+func awaitLockWaiter(t *testing.T, pool *pgxpool.Pool, msg string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting)
+		return err == nil && waiting > 0
+	}, 10*time.Second, 20*time.Millisecond, msg)
 }
