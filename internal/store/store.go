@@ -930,12 +930,30 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 	if endpoints == nil {
 		endpoints = []string{} // a NULL array would route to nothing just the same, but say so
 	}
-	return s.insertRouted(ctx, s.q, e, endpoints)
+	var (
+		got      Event
+		inserted bool
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		got, inserted, err = s.insertRouted(ctx, s.q.WithTx(tx), e, endpoints)
+		return err
+	})
+	if err != nil {
+		return Event{}, false, err
+	}
+	return got, inserted, nil
 }
 
-// insertRouted is EventInsertRouted through q (the store's queries, or a
-// transaction's).
+// insertRouted is EventInsertRouted through q, a transaction's queries: it
+// takes the correlation's row lock before it stores the event, as a void
+// does before it stores its tombstones. The other order (the event, then
+// the lock at the high-water upsert) deadlocked with a void of the same
+// sequence.
 func (s *Store) insertRouted(ctx context.Context, q *dbsqlc.Queries, e intake.Event, endpoints []string) (Event, bool, error) {
+	if err := q.CorrelationLockOrMake(ctx, dbsqlc.CorrelationLockOrMakeParams{TenantID: s.tenant, CorrelationID: e.CorrelationID}); err != nil {
+		return Event{}, false, fmt.Errorf("insert event: lock correlation: %w", err)
+	}
 	r, err := q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: e.ID, CorrelationID: e.CorrelationID,
 		Sequence: e.Sequence, Type: e.Type, Data: e.Data, PayloadHash: e.PayloadHash, Endpoints: endpoints})
 	if errors.Is(err, pgx.ErrNoRows) {

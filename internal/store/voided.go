@@ -84,9 +84,10 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 			}
 		}
 		// The check takes (or makes) the correlation's row lock, which an
-		// acceptance holds from storing its event to its commit; a
-		// statement that waited for it still reads the events as they
-		// were when it began (READ COMMITTED), without the event that
+		// acceptance takes before storing its event and holds to its
+		// commit (the same order as here: lock, then the events' unique
+		// keys); a statement that waited for it still reads the events as
+		// they were when it began (READ COMMITTED), without the event that
 		// acceptance committed, and would void a sequence that arrived
 		// while the unique (correlation, sequence) quietly drops its
 		// tombstone. So the check runs again once the lock is held, and
@@ -128,9 +129,21 @@ func (s *Store) CorrelationVoid(ctx context.Context, correlationID string, seque
 			return err
 		}
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.CorrelationVoidInsert, correlationID, v.Voided, ids, string(data), s.tenant)
+		var stored int64
+		b.Queue(dbsqlc.CorrelationVoidInsert, correlationID, v.Voided, ids, string(data), s.tenant).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&stored)
+		})
 		b.Queue(dbsqlc.CorrelationAdvance, correlationID, s.tenant)
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		// Under the lock no acceptance can hold one of these sequences
+		// unseen by the check, so a tombstone the unique keys dropped is a
+		// broken invariant: answering it voided would be a lie.
+		if stored != int64(len(v.Voided)) {
+			return fmt.Errorf("store tombstones: %d of %d stored", stored, len(v.Voided))
+		}
+		return nil
 	})
 	if err != nil {
 		return Void{}, fmt.Errorf("void sequences: %w", err)

@@ -378,6 +378,28 @@ func (q *Queries) CorrelationLock(ctx context.Context, arg CorrelationLockParams
 	return err
 }
 
+const CorrelationLockOrMake = `-- name: CorrelationLockOrMake :exec
+INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES ($2, $1)
+ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET updated_at = c.updated_at
+`
+
+type CorrelationLockOrMakeParams struct {
+	CorrelationID string
+	TenantID      string
+}
+
+// Takes correlation $1's row lock (CorrelationLock), making its row (high_water 0) if it has
+// none, before an acceptance stores its event. A void takes this lock
+// first and then stores its tombstones under the events' unique keys;
+// an acceptance that stored its event first and only then waited for the
+// lock (EventInsertRouted's high-water upsert) closed a cycle with it,
+// which Postgres broke by aborting one of the two. Taking the lock first
+// here gives both the same order.
+func (q *Queries) CorrelationLockOrMake(ctx context.Context, arg CorrelationLockOrMakeParams) error {
+	_, err := q.db.Exec(ctx, CorrelationLockOrMake, arg.CorrelationID, arg.TenantID)
+	return err
+}
+
 const CorrelationSweepDeferred = `-- name: CorrelationSweepDeferred :exec
 UPDATE correlations SET swept_at = now() WHERE tenant_id = $2 AND correlation_id = $1
 `
@@ -438,16 +460,18 @@ func (q *Queries) CorrelationVoidCheck(ctx context.Context, arg CorrelationVoidC
 	return i, err
 }
 
-const CorrelationVoidInsert = `-- name: CorrelationVoidInsert :exec
+const CorrelationVoidInsert = `-- name: CorrelationVoidInsert :one
 WITH ins AS (
     INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state)
     SELECT $5, v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
     FROM (SELECT unnest($2::bigint[]) AS sequence, unnest($3::text[]) AS id) v
     ON CONFLICT DO NOTHING
     RETURNING sequence
+), high AS (
+    UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
+    WHERE c.tenant_id = $5 AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins)
 )
-UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
-WHERE c.tenant_id = $5 AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins)
+SELECT count(*) FROM ins
 `
 
 type CorrelationVoidInsertParams struct {
@@ -462,16 +486,20 @@ type CorrelationVoidInsertParams struct {
 // same order), skipped from the start and routed to nobody, their data
 // $4 (who, when, why), and raises the correlation's high-water mark. Run
 // after CorrelationVoidCheck in its transaction; the caller then moves the
-// cursor (CorrelationAdvance).
-func (q *Queries) CorrelationVoidInsert(ctx context.Context, arg CorrelationVoidInsertParams) error {
-	_, err := q.db.Exec(ctx, CorrelationVoidInsert,
+// cursor (CorrelationAdvance). Answers how many it stored: the caller
+// answers those sequences as voided, so one the unique keys dropped must
+// fail the void rather than go unnoticed.
+func (q *Queries) CorrelationVoidInsert(ctx context.Context, arg CorrelationVoidInsertParams) (int64, error) {
+	row := q.db.QueryRow(ctx, CorrelationVoidInsert,
 		arg.CorrelationID,
 		arg.Column2,
 		arg.Column3,
 		arg.Column4,
 		arg.TenantID,
 	)
-	return err
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const DeliveryMarkFinal = `-- name: DeliveryMarkFinal :exec

@@ -1,3 +1,14 @@
+-- name: CorrelationLockOrMake :exec
+-- Takes correlation $1's row lock (CorrelationLock), making its row (high_water 0) if it has
+-- none, before an acceptance stores its event. A void takes this lock
+-- first and then stores its tombstones under the events' unique keys;
+-- an acceptance that stored its event first and only then waited for the
+-- lock (EventInsertRouted's high-water upsert) closed a cycle with it,
+-- which Postgres broke by aborting one of the two. Taking the lock first
+-- here gives both the same order.
+INSERT INTO correlations AS c (tenant_id, correlation_id) VALUES (sqlc.arg(tenant_id), $1)
+ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET updated_at = c.updated_at;
+
 -- name: EventInsertRouted :one
 -- Stores the event and its deliveries (one per endpoint of $7, which may be
 -- empty) in one statement, so no reader ever sees an event without its
@@ -503,21 +514,25 @@ SELECT
           WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.correlation_id = $1 AND e.sequence = a.sequence AND e.type = 'hookflow.voided')
           ORDER BY a.sequence);
 
--- name: CorrelationVoidInsert :exec
+-- name: CorrelationVoidInsert :one
 -- Stores the tombstones of sequences $2 of correlation $1 (ids $3, in the
 -- same order), skipped from the start and routed to nobody, their data
 -- $4 (who, when, why), and raises the correlation's high-water mark. Run
 -- after CorrelationVoidCheck in its transaction; the caller then moves the
--- cursor (CorrelationAdvance).
+-- cursor (CorrelationAdvance). Answers how many it stored: the caller
+-- answers those sequences as voided, so one the unique keys dropped must
+-- fail the void rather than go unnoticed.
 WITH ins AS (
     INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state)
     SELECT sqlc.arg(tenant_id), v.id, $1, v.sequence, 'hookflow.voided', $4::jsonb, sha256(convert_to($4::text, 'UTF8')), 'skipped'
     FROM (SELECT unnest($2::bigint[]) AS sequence, unnest($3::text[]) AS id) v
     ON CONFLICT DO NOTHING
     RETURNING sequence
+), high AS (
+    UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
+    WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins)
 )
-UPDATE correlations c SET high_water = GREATEST(c.high_water, (SELECT max(sequence) FROM ins)), updated_at = now()
-WHERE c.tenant_id = sqlc.arg(tenant_id) AND c.correlation_id = $1 AND EXISTS (SELECT 1 FROM ins);
+SELECT count(*) FROM ins;
 
 -- name: TestSequenceNext :one
 -- The next sequence of an endpoint's test events' correlation $1
