@@ -599,8 +599,22 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 }
 
 // throttle sets the endpoint's max_in_flight (s.Cap, or null for the
-// default), retrying what goes unanswered or 5xx.
+// default), retrying what goes unanswered or 5xx. Before it lifts the cap
+// it waits (up to throttleEffectWait) for an event of the scenario to have
+// continued as new: how soon a waiting lane's history passes the low
+// maximum depends on how often its head asks for its turn, which a loaded
+// machine slows, so lifting the cap at a fixed moment would make the
+// move's effect, checked after, a matter of the machine's load.
 func (x *modelExec) throttle(ctx context.Context, s Step) string {
+	if s.Cap == 0 {
+		deadline := time.Now().Add(throttleEffectWait)
+		for x.continuedAsNew(ctx) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
 	limit := nullable.NewNullNullable[int64]()
 	if s.Cap > 0 {
 		limit = nullable.NewNullableWithValue(int64(s.Cap))
@@ -639,6 +653,12 @@ func (x *modelExec) createLate(ctx context.Context, ep int) string {
 	defer x.mu.Unlock()
 	return fmt.Sprintf("created %s (try %d)", x.endpoints[ep], tries)
 }
+
+// throttleEffectWait bounds how long the throttle move keeps its cap
+// waiting for an event to continue as new: far past the few seconds a
+// lane's head takes to pass the stack's low maximum history, so only a lane
+// that stopped asking for its turn reaches it.
+const throttleEffectWait = 90 * time.Second
 
 // continuedAsNew counts the scenario's events whose workflow's latest run
 // was started by a continue-as-new: a lane waiting its turn at a capped
