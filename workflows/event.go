@@ -186,11 +186,18 @@ func DeliverOptions(window, httpTimeout time.Duration) workflow.ActivityOptions 
 	}
 }
 
+// LedgerTimeout bounds one try of a write to hookflow's own Postgres. It is
+// also how long a try lost on its way (to a worker killed, or through a
+// Temporal restart that dropped the task's answer) holds its lane before
+// Temporal tries again: an operator's replay taken just before an outage
+// shows only once that is past.
+const LedgerTimeout = 30 * time.Second
+
 // ledgerOptions are for writes to hookflow's own Postgres: they retry until
 // they succeed, because losing one (a dead letter above all) is not an option.
 func ledgerOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+		StartToCloseTimeout: LedgerTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	}
 }

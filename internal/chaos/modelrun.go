@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	hfclient "github.com/hookflow/hookflow/kit/client"
+	"github.com/hookflow/hookflow/workflows"
 )
 
 // ModelConfig is a run of the operator model: scenarios generated from
@@ -585,8 +586,7 @@ func (x *modelExec) step(ctx context.Context, s Step) string {
 	case StepThrottle:
 		return x.throttle(ctx, s)
 	case StepKillWorkers:
-		x.st.disrupt.Lock()
-		defer x.st.disrupt.Unlock()
+		defer x.st.disrupting()()
 		killed := 0
 		for _, w := range x.st.workers {
 			if w.kill() {
@@ -691,8 +691,7 @@ func (x *modelExec) continuedAsNew(ctx context.Context) int {
 // be back. The API accepts each post queued, past its start's timeout,
 // and its sweep starts them.
 func (x *modelExec) outage(ctx context.Context, s Step) string {
-	x.st.disrupt.Lock()
-	defer x.st.disrupt.Unlock()
+	defer x.st.disrupting()()
 	t := x.st.temporal
 	starts := t.startCount()
 	down := t.killFor(s.For)
@@ -1401,7 +1400,7 @@ func (x *modelExec) closing(ctx context.Context) {
 		}
 	}
 	began := time.Now()
-	deadline := began.Add(x.cfg.Settle)
+	deadline := x.settleUntil(began)
 	acted := map[Delivery]int32{} // delivery → the generation the closing operator acted on
 	times := map[Delivery]int{}
 	for ctx.Err() == nil {
@@ -1449,12 +1448,31 @@ func (x *modelExec) closing(ctx context.Context) {
 			break
 		}
 		if time.Now().After(deadline) {
-			x.note(fmt.Sprintf("closing: not quiet within %s", x.cfg.Settle))
+			x.note(fmt.Sprintf("closing: not quiet within %s", deadline.Sub(began).Round(100*time.Millisecond)))
 			break
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	x.st.proxy.Wait(x.cfg.DeliveryTimeout + 5*time.Second)
+}
+
+// settleUntil is when a closing that began at began stops waiting for
+// quiet: Settle on, or, when a Temporal outage or a worker kill ended not
+// long before, until a try of an activity lost in it has timed out and been
+// tried again (workflows.LedgerTimeout is the longest such try, and a
+// retry's backoff and a workflow task follow it). Such a lane is moving,
+// not stranded: an operator's replay taken just before the outage shows
+// in the ledger but not yet in the workflow, which sends it on once the
+// lost try's timeout is past.
+func (x *modelExec) settleUntil(began time.Time) time.Time {
+	return later(began.Add(x.cfg.Settle), x.st.disrupted.Add(workflows.LedgerTimeout+15*time.Second))
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (x *modelExec) closingPress(ctx context.Context, k int, q int64, ep int, gen int32) {

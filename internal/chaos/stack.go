@@ -50,7 +50,11 @@ type stack struct {
 	// worker killed): such a move never lands in another scenario's
 	// closing, whose settle is too short for what it delays, and two of
 	// them never overlap.
-	disrupt   sync.RWMutex
+	disrupt sync.RWMutex
+	// disrupted is when the last such move ended (written under disrupt
+	// held alone): a try of an activity lost in it holds its lane until its
+	// start-to-close timeout, which a closing waits out (settleUntil).
+	disrupted time.Time
 	api       *proc
 	receivers []*proc // one per kind of endpoint (Subscriber.Receiver)
 	workers   []*proc
@@ -766,4 +770,14 @@ func eventTypes(types []string) nullable.Nullable[[]string] {
 		return nullable.Nullable[[]string]{}
 	}
 	return nullable.NewNullableWithValue(types)
+}
+
+// disrupting holds the stack for a move that disrupts all of it (disrupt)
+// and returns what ends the hold, noting when.
+func (s *stack) disrupting() (done func()) {
+	s.disrupt.Lock()
+	return func() {
+		s.disrupted = time.Now()
+		s.disrupt.Unlock()
+	}
 }
