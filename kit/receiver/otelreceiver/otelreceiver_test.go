@@ -219,7 +219,7 @@ func (s *recordedSpan) SetAttributes(kv ...attribute.KeyValue) {
 	s.r.mu.Lock()
 	defer s.r.mu.Unlock()
 	for _, a := range kv {
-		s.attrs[string(a.Key)] = a.Value.Emit()
+		s.attrs[string(a.Key)] = a.Value.String()
 	}
 }
 
