@@ -19,6 +19,8 @@ ENV CGO_ENABLED=0 GOTOOLCHAIN=local
 # Modules first, so a source change does not download them again.
 COPY go.mod go.sum ./
 COPY kit/go.mod kit/go.sum ./kit/
+COPY kit/client/go.mod kit/client/go.sum ./kit/client/
+COPY kit/receiver/otelreceiver/go.mod kit/receiver/otelreceiver/go.sum ./kit/receiver/otelreceiver/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

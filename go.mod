@@ -9,6 +9,7 @@ require (
 	github.com/getkin/kin-openapi v0.142.0
 	github.com/google/uuid v1.6.0
 	github.com/hookflow/hookflow/kit v0.0.0-00010101000000-000000000000
+	github.com/hookflow/hookflow/kit/receiver/otelreceiver v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/labstack/echo/v4 v4.16.4
 	github.com/oapi-codegen/nullable v1.2.0
@@ -249,3 +250,5 @@ require (
 replace github.com/hookflow/hookflow/kit => ./kit
 
 replace github.com/hookflow/hookflow/kit/client => ./kit/client
+
+replace github.com/hookflow/hookflow/kit/receiver/otelreceiver => ./kit/receiver/otelreceiver

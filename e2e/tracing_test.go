@@ -23,6 +23,7 @@ import (
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/receiver"
+	"github.com/hookflow/hookflow/kit/receiver/otelreceiver"
 )
 
 // One event is one trace: the producer's traceparent is continued by the
@@ -62,7 +63,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ep := b.createEndpoint(srv.URL + "/webhook")
 	rc, err := receiver.New(receiver.Config{Secrets: []string{ep.Secret}}, receiver.Deps{
-		Pool: rpool, Logger: testenv.Logger(t),
+		Pool: rpool, Logger: testenv.Logger(t), Tracer: otelreceiver.New(otelreceiver.Config{}),
 		Apply: func(ctx context.Context, _ pgx.Tx, ev receiver.Event) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -123,7 +124,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 				spans = append(spans, s)
 			}
 		}
-		return len(named(runWorkflow)) > 0 && len(named(receiver.SpanName)) > 0 && len(named("RunActivity:Deliver")) == 2
+		return len(named(runWorkflow)) > 0 && len(named(otelreceiver.SpanName)) > 0 && len(named("RunActivity:Deliver")) == 2
 	})
 
 	one := func(name string) sdktrace.ReadOnlySpan {
@@ -159,7 +160,7 @@ func TestTraceFollowsTheEventToTheReceiver(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"1": "503", "2": "200"}, status)
 
-	kitSpan := one(receiver.SpanName)
+	kitSpan := one(otelreceiver.SpanName)
 	require.Equal(t, "applied", spantest.Attrs(kitSpan)["hookflow.receiver.outcome"])
 	var delivered sdktrace.ReadOnlySpan
 	for _, a := range attempts {

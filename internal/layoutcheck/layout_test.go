@@ -21,20 +21,23 @@ const (
 	module = "github.com/hookflow/hookflow"
 	// maxKitModules bounds `go list -m all` of a module that imports the
 	// whole kit: a receiver team should not inherit hookflow's server. The
-	// generated API client (kit/client) is a module of its own and not
-	// counted here: its runtime (oapi-codegen's runtime and nullable,
-	// google/uuid, go-jsonmerge) stays out of the kit's graph.
-	maxKitModules = 28
+	// generated API client (kit/client) and the receiver's OpenTelemetry
+	// tracer (kit/receiver/otelreceiver) are modules of their own and not
+	// counted here: the client's runtime (oapi-codegen's runtime and
+	// nullable, google/uuid, go-jsonmerge) and OpenTelemetry stay out of
+	// the kit's graph.
+	maxKitModules = 18
 	// maxReceiverGraph bounds `go list -m all` of a module that imports
 	// kit/receiver alone, its own line included. What remains is pgx's and
-	// OpenTelemetry's (the receiver's Deps take an OTel TracerProvider and
-	// propagator) and the requirements their go.mod files list, test-only
-	// ones among them, which module pruning keeps in the graph; without
-	// OTel it would be 18.
-	maxReceiverGraph = 28
+	// testify's (the kit's tests) and the requirements their go.mod files
+	// list, test-only ones among them, which module pruning keeps in the
+	// graph. The receiver's tracing is a hook of its own (receiver.Tracer),
+	// so OpenTelemetry is only in the graph of a receiver that imports
+	// otelreceiver.
+	maxReceiverGraph = 18
 	// maxReceiverModules bounds the modules whose code a receiver's module
-	// builds (the receiver kit, the signing and the intake): pgx, OTel and
-	// their own, never the API client's.
+	// builds (the receiver kit, the signing and the intake): pgx and its
+	// own, never the API client's or OpenTelemetry's.
 	maxReceiverModules = 20
 )
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/refreceiver/internal/dbsqlc"
 	"github.com/hookflow/hookflow/kit/receiver"
+	"github.com/hookflow/hookflow/kit/receiver/otelreceiver"
 )
 
 // ShutdownTimeout bounds how long Run waits for in-flight requests after its
@@ -109,7 +110,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		Tolerance:     cfg.Tolerance,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		StartPosition: cfg.StartPosition,
-	}, receiver.Deps{Pool: deps.Pool, Apply: s.apply, Logger: s.logger})
+	}, receiver.Deps{
+		Pool: deps.Pool, Apply: s.apply, Logger: s.logger,
+		// OpenTelemetry's globals, which hookflow's tracing installs when
+		// it is on (a no-op otherwise).
+		Tracer: otelreceiver.New(otelreceiver.Config{}),
+	})
 	if err != nil {
 		return nil, err
 	}

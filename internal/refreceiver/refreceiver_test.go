@@ -20,11 +20,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/hookflow/hookflow/internal/refreceiver"
+	"github.com/hookflow/hookflow/internal/spantest"
 	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/kit/receiver"
+	"github.com/hookflow/hookflow/kit/receiver/otelreceiver"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
@@ -533,3 +536,36 @@ func TestStartMidStream(t *testing.T) {
 		require.Equal(t, want, code, start.String())
 	}
 }
+
+// TestDeliveriesAreTraced: the reference receiver (`hookflow receiver`)
+// makes the kit's span of each delivery through OpenTelemetry's globals,
+// which hookflow's tracing installs when it is on, continuing the sender's
+// traceparent. Not parallel: it installs the globals.
+func TestDeliveriesAreTraced(t *testing.T) {
+	_, rec := spantest.Install(t)
+	b := setup(t)
+	srv := httptest.NewServer(b.server.Handler())
+	t.Cleanup(srv.Close)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		r.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	code, err := post(client, srv.URL, b.secret, "evt_traced", body("evt_traced", "acct-1", 1, "1"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == otelreceiver.SpanName && spantest.Attrs(s)["hookflow.event_id"] == "evt_traced" {
+			spans = append(spans, s)
+		}
+	}
+	require.Len(t, spans, 1)
+	require.Equal(t, traceID, spans[0].SpanContext().TraceID().String(), "the delivery joins the sender's trace")
+	require.Equal(t, "applied", spantest.Attrs(spans[0])["hookflow.receiver.outcome"])
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -84,9 +84,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookflow/hookflow/kit/webhook"
 )
@@ -217,12 +214,10 @@ type Deps struct {
 	Apply func(ctx context.Context, tx pgx.Tx, ev Event) error
 	// Logger receives the receiver's logs. Nil means slog.Default().
 	Logger *slog.Logger
-	// TracerProvider makes the span of each delivery. Nil means
-	// OpenTelemetry's global provider (a no-op until one is installed).
-	TracerProvider trace.TracerProvider
-	// Propagator reads the sender's trace context (W3C traceparent) from
-	// the request. Nil means OpenTelemetry's global propagator.
-	Propagator propagation.TextMapPropagator
+	// Tracer makes the span of each delivery. Nil means no spans. For
+	// OpenTelemetry, set otelreceiver.New's (a module of its own, so that
+	// a receiver without tracing does not inherit OpenTelemetry).
+	Tracer Tracer
 }
 
 // Receiver is the webhook endpoint. It is safe for concurrent use.
@@ -231,10 +226,7 @@ type Receiver struct {
 	pool   *pgxpool.Pool
 	apply  func(ctx context.Context, tx pgx.Tx, ev Event) error
 	logger *slog.Logger
-	tracer trace.Tracer
-	// propagator is nil when the global one is to be used: it is looked up
-	// per request, so one installed after New still applies.
-	propagator propagation.TextMapPropagator
+	tracer Tracer // nil: no spans
 }
 
 // New returns a Receiver, filling defaults into cfg and validating it and deps.
@@ -259,17 +251,12 @@ func New(cfg Config, deps Deps) (*Receiver, error) {
 			return nil, fmt.Errorf("receiver config: secret %d: %w", i, err)
 		}
 	}
-	tp := deps.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
 	return &Receiver{
-		cfg:        cfg,
-		pool:       deps.Pool,
-		apply:      deps.Apply,
-		logger:     cmp.Or(deps.Logger, slog.Default()),
-		tracer:     tp.Tracer(tracerName),
-		propagator: deps.Propagator,
+		cfg:    cfg,
+		pool:   deps.Pool,
+		apply:  deps.Apply,
+		logger: cmp.Or(deps.Logger, slog.Default()),
+		tracer: deps.Tracer,
 	}, nil
 }
 
@@ -277,22 +264,24 @@ func New(cfg Config, deps Deps) (*Receiver, error) {
 // transaction has committed, so a 2xx other than 202 always means the event
 // is durably applied.
 //
-// Each delivery is a server span, the child of the sender's traceparent when
-// the request has one, so the receiver's work joins the event's trace. The
-// span covers the verification and the transaction, and is in the context
-// Apply gets, so the application's own spans nest under it.
+// With a Deps.Tracer, each delivery is a span that continues the sender's
+// trace when the request carries one, so the receiver's work joins the
+// event's trace. The span covers the verification and the transaction, and
+// is in the context Apply gets, so the application's own spans nest under
+// it.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := rc.startSpan(r)
-	defer span.End()
 	// Limit the body on the server's own writer: it closes the connection
 	// after an oversized body only when it sees its own type.
 	r.Body = http.MaxBytesReader(w, r.Body, rc.cfg.MaxBodyBytes)
 	sw := &statusWriter{ResponseWriter: w}
-	rc.serve(sw, r.WithContext(ctx))
-	endSpan(span, sw.status)
+	// Deferred so that the span ends even when Apply panics (status 0
+	// then: nothing was answered).
+	defer func() { span.End(sw.status) }()
+	rc.serve(sw, r.WithContext(ctx), span)
 }
 
-func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
+func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, span Span) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeProblem(w, http.StatusMethodNotAllowed, "deliveries are POST requests")
@@ -337,9 +326,9 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.cfg.Timeout)
 	defer cancel()
 	log := rc.logger.With("event_id", ev.ID, "endpoint_id", ev.EndpointID, "correlation_id", ev.CorrelationID, "sequence", ev.Sequence)
-	traceEvent(ctx, ev)
+	span.Event(ev)
 	out, err := rc.process(ctx, ev, body, r.Header)
-	traceOutcome(ctx, out, err)
+	traceOutcome(span, out, err)
 	switch {
 	case errors.Is(err, ErrRejected):
 		log.Warn("event rejected by apply", "error", err)

@@ -4,65 +4,66 @@ import (
 	"context"
 	"errors"
 	"net/http"
-
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
-	"go.opentelemetry.io/otel/trace"
 )
 
-// tracerName is the instrumentation scope of the receiver kit's spans.
-const tracerName = "github.com/hookflow/hookflow/kit/receiver"
+// Tracer makes the span of each delivery. The receiver depends on no
+// tracing library, so that a service importing it does not inherit one in
+// its module graph: package otelreceiver
+// (github.com/hookflow/hookflow/kit/receiver/otelreceiver, a module of its
+// own) makes a Tracer from OpenTelemetry, and another tracer fits behind
+// the same two small interfaces.
+type Tracer interface {
+	// Start begins the span of the delivery r, continuing the sender's
+	// trace when r carries one (W3C traceparent, outside the signature).
+	// The context it returns is the one the receiver works in and Apply
+	// gets, so the application's own spans nest under the delivery's.
+	Start(r *http.Request) (context.Context, Span)
+}
 
-// SpanName is the name of the span each delivery gets.
-const SpanName = "receive webhook"
+// Span is the span of one delivery, as the receiver reports to it. Its
+// methods are called from the request's goroutine, in the order listed.
+// No header, URL or body is handed over: only the method (on the request
+// Start gets), the event's keys and what came of it.
+type Span interface {
+	// Event names the verified event. A delivery refused before its
+	// envelope is read (signature, size, method) gets no Event call.
+	Event(ev Event)
+	// Outcome records what the transaction came to: "applied",
+	// "already_processed", "parked", "sequence_conflict" or
+	// "previous_passed", "rejected" when Apply returned an error wrapping
+	// ErrRejected, or "error" when Apply or the database failed (then err
+	// is that error; otherwise err is nil).
+	Outcome(outcome string, err error)
+	// End ends the span with the HTTP status answered; 0 when nothing was
+	// answered (Apply panicked).
+	End(status int)
+}
 
-// startSpan continues the sender's trace (traceparent) in a server span.
-// Only the method is recorded from the request: no header, URL or body.
-func (rc *Receiver) startSpan(r *http.Request) (context.Context, trace.Span) {
-	prop := rc.propagator
-	if prop == nil {
-		prop = otel.GetTextMapPropagator()
+// noSpan is the span of a receiver with no Tracer.
+type noSpan struct{}
+
+func (noSpan) Event(Event)           {}
+func (noSpan) Outcome(string, error) {}
+func (noSpan) End(int)               {}
+
+// startSpan begins the delivery's span with the Tracer, if any.
+func (rc *Receiver) startSpan(r *http.Request) (context.Context, Span) {
+	if rc.tracer == nil {
+		return r.Context(), noSpan{}
 	}
-	ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return rc.tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
+	return rc.tracer.Start(r)
 }
 
-// endSpan records the status answered. A 5xx is an error of the receiver;
-// a 4xx is the sender's, so the span is left unset (as for any server).
-func endSpan(span trace.Span, status int) {
-	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-	if status >= http.StatusInternalServerError {
-		span.SetStatus(codes.Error, http.StatusText(status))
-	}
-}
-
-// traceEvent names the verified event on the delivery's span.
-func traceEvent(ctx context.Context, ev Event) {
-	trace.SpanFromContext(ctx).SetAttributes(
-		attribute.String("hookflow.event_id", ev.ID),
-		attribute.String("hookflow.endpoint_id", ev.EndpointID),
-		attribute.String("hookflow.correlation_id", ev.CorrelationID),
-		attribute.Int64("hookflow.sequence", ev.Sequence),
-		attribute.Int64("hookflow.previous_sequence", ev.PreviousSequence),
-	)
-}
-
-// traceOutcome records what the transaction came to.
-func traceOutcome(ctx context.Context, out outcome, err error) {
-	span := trace.SpanFromContext(ctx)
-	what := out.String()
+// traceOutcome reports what the transaction came to.
+func traceOutcome(span Span, out outcome, err error) {
 	switch {
 	case errors.Is(err, ErrRejected):
-		what = "rejected"
+		span.Outcome("rejected", nil)
 	case err != nil:
-		what = "error"
-		span.RecordError(err)
+		span.Outcome("error", err)
+	default:
+		span.Outcome(out.String(), nil)
 	}
-	span.SetAttributes(attribute.String("hookflow.receiver.outcome", what))
 }
 
 // String names the outcome as the receiver answers it.

@@ -2,45 +2,45 @@ package receiver_test
 
 import (
 	"context"
-	"crypto/rand"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/embedded"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hookflow/hookflow/kit/receiver"
 	"github.com/hookflow/hookflow/kit/webhook"
 )
 
-// A delivery carrying traceparent is applied inside a span that continues
-// the sender's trace, and Apply runs in that span's context.
-func TestTraceparentContinuesIntoTheTransaction(t *testing.T) {
+// The Tracer starts a span per delivery, Apply runs in the context it
+// returned, and the span hears the event, what came of it and the status
+// answered; a delivery refused before its envelope is read is only started
+// and ended.
+func TestTracerSeesEachDelivery(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tp := &recorder{}
-
+	tr := &fakeTracer{}
 	var (
 		mu       sync.Mutex
-		applyCtx = map[string]trace.SpanContext{}
+		applyCtx = map[string]any{}
 	)
 	rc, err := receiver.New(receiver.Config{Secrets: []string{b.secret}}, receiver.Deps{
-		Pool: b.pool, Logger: testLogger(t),
-		TracerProvider: tp, Propagator: propagation.TraceContext{},
+		Pool: b.pool, Logger: testLogger(t), Tracer: tr,
 		Apply: func(ctx context.Context, tx pgx.Tx, ev receiver.Event) error {
 			mu.Lock()
-			applyCtx[ev.ID] = trace.SpanContextFromContext(ctx)
+			applyCtx[ev.ID] = ctx.Value(spanKey{})
 			mu.Unlock()
+			switch ev.ID {
+			case "evt_rejected":
+				return fmt.Errorf("unknown order: %w", receiver.ErrRejected)
+			case "evt_failing":
+				return errors.New("disk on fire")
+			}
 			return nil
 		},
 	})
@@ -48,134 +48,69 @@ func TestTraceparentContinuesIntoTheTransaction(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 
-	const (
-		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-		spanID  = "00f067aa0ba902b7"
-	)
-	post := func(id string, seq int64, traceparent string) int {
+	deliver := func(secret, id string, seq int64) int {
 		t.Helper()
-		body := envelope(id, "order-traced", seq)
-		now := time.Now()
-		sig, err := webhook.Sign([]string{b.secret}, id, now.Unix(), body)
+		status, _, err := send(srv.URL, secret, id, envelope(id, "order-traced", seq), time.Now())
 		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(body)))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(webhook.HeaderID, id)
-		req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-		req.Header.Set(webhook.HeaderSignature, sig)
-		if traceparent != "" {
-			req.Header.Set("traceparent", traceparent)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp.StatusCode
+		return status
 	}
+	require.Equal(t, http.StatusOK, deliver(b.secret, "evt_applied", 1))
+	require.Equal(t, http.StatusOK, deliver(b.secret, "evt_applied", 1))
+	require.Equal(t, http.StatusUnprocessableEntity, deliver(b.secret, "evt_rejected", 2))
+	require.Equal(t, http.StatusInternalServerError, deliver(b.secret, "evt_failing", 2))
+	other, err := webhook.NewSecret()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, deliver(other, "evt_forged", 2))
 
-	require.Equal(t, http.StatusOK, post("evt_traced", 1, "00-"+traceID+"-"+spanID+"-01"))
-	require.Equal(t, http.StatusOK, post("evt_untraced", 2, ""))
-
-	spans := map[string]*recordedSpan{}
-	for _, s := range tp.ended() {
-		require.Equal(t, receiver.SpanName, s.name)
-		spans[s.attrs["hookflow.event_id"]] = s
-	}
-	require.Len(t, spans, 2)
-
-	traced := spans["evt_traced"]
-	require.Equal(t, trace.SpanKindServer, traced.kind)
-	require.Equal(t, traceID, traced.SpanContext().TraceID().String(), "the span joins the sender's trace")
-	require.Equal(t, spanID, traced.parent.SpanID().String(), "the sender's span is its parent")
-	require.True(t, traced.parent.IsRemote())
-	attrs := traced.attrs
-	require.Equal(t, "applied", attrs["hookflow.receiver.outcome"])
-	require.Equal(t, "order-traced", attrs["hookflow.correlation_id"])
-	require.Equal(t, "200", attrs["http.response.status_code"])
+	require.Equal(t, []string{
+		"start evt_applied", "event evt_applied", "outcome evt_applied applied <nil>", "end evt_applied 200",
+		"start evt_applied", "event evt_applied", "outcome evt_applied already_processed <nil>", "end evt_applied 200",
+		"start evt_rejected", "event evt_rejected", "outcome evt_rejected rejected <nil>", "end evt_rejected 422",
+		"start evt_failing", "event evt_failing", "outcome evt_failing error apply event: disk on fire", "end evt_failing 500",
+		"start evt_forged", "end evt_forged 401",
+	}, tr.record())
 	mu.Lock()
-	require.Equal(t, traced.SpanContext().SpanID(), applyCtx["evt_traced"].SpanID(), "Apply runs inside the delivery's span")
-	mu.Unlock()
-
-	untraced := spans["evt_untraced"]
-	require.False(t, untraced.parent.IsValid(), "without traceparent the delivery starts its own trace")
-	require.NotEqual(t, traceID, untraced.SpanContext().TraceID().String())
+	defer mu.Unlock()
+	for _, id := range []string{"evt_applied", "evt_rejected", "evt_failing"} {
+		require.Equal(t, id, applyCtx[id], "Apply runs in the context the Tracer started for %s", id)
+	}
 }
 
-// recorder is a TracerProvider that keeps every span the receiver ends:
-// enough of OpenTelemetry's SDK for this test, without making it a
-// requirement of the kit's module.
-type recorder struct {
-	embedded.TracerProvider
+// spanKey marks the context fakeTracer.Start returns with the delivery's
+// webhook-id.
+type spanKey struct{}
+
+// fakeTracer writes down each call the receiver makes, a line each.
+type fakeTracer struct {
 	mu    sync.Mutex
-	spans []*recordedSpan
+	calls []string
 }
 
-func (r *recorder) Tracer(string, ...trace.TracerOption) trace.Tracer { return recordingTracer{r: r} }
-
-func (r *recorder) ended() []*recordedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*recordedSpan
-	for _, s := range r.spans {
-		if s.done {
-			out = append(out, s)
-		}
-	}
-	return out
+func (f *fakeTracer) add(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
 }
 
-type recordingTracer struct {
-	embedded.Tracer
-	r *recorder
+func (f *fakeTracer) record() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
 }
 
-func (rt recordingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	cfg := trace.NewSpanStartConfig(opts...)
-	parent := trace.SpanContextFromContext(ctx)
-	var tid trace.TraceID
-	var sid trace.SpanID
-	_, _ = rand.Read(sid[:])
-	if parent.IsValid() {
-		tid = parent.TraceID()
-	} else {
-		_, _ = rand.Read(tid[:])
-	}
-	s := &recordedSpan{
-		r: rt.r, name: name, kind: cfg.SpanKind(), parent: parent, attrs: map[string]string{},
-		sc: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}),
-	}
-	s.SetAttributes(cfg.Attributes()...)
-	rt.r.mu.Lock()
-	rt.r.spans = append(rt.r.spans, s)
-	rt.r.mu.Unlock()
-	return trace.ContextWithSpan(ctx, s), s
+func (f *fakeTracer) Start(r *http.Request) (context.Context, receiver.Span) {
+	id := r.Header.Get(webhook.HeaderID)
+	f.add("start %s", id)
+	return context.WithValue(r.Context(), spanKey{}, id), fakeSpan{f: f, id: id}
 }
 
-// recordedSpan keeps what the test checks; the rest is noop.Span's.
-type recordedSpan struct {
-	noop.Span
-	r      *recorder
-	name   string
-	kind   trace.SpanKind
-	sc     trace.SpanContext
-	parent trace.SpanContext
-	attrs  map[string]string
-	done   bool
+type fakeSpan struct {
+	f  *fakeTracer
+	id string
 }
 
-func (s *recordedSpan) SpanContext() trace.SpanContext { return s.sc }
-func (s *recordedSpan) IsRecording() bool              { return true }
-
-func (s *recordedSpan) SetAttributes(kv ...attribute.KeyValue) {
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
-	for _, a := range kv {
-		s.attrs[string(a.Key)] = a.Value.String()
-	}
+func (s fakeSpan) Event(ev receiver.Event) { s.f.add("event %s", ev.ID) }
+func (s fakeSpan) Outcome(outcome string, err error) {
+	s.f.add("outcome %s %s %v", s.id, outcome, err)
 }
-
-func (s *recordedSpan) End(...trace.SpanEndOption) {
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
-	s.done = true
-}
+func (s fakeSpan) End(status int) { s.f.add("end %s %d", s.id, status) }
