@@ -38,7 +38,7 @@ const (
 	// maxReceiverModules bounds the modules whose code a receiver's module
 	// builds (the receiver kit, the signing and the intake): pgx and its
 	// own, never the API client's or OpenTelemetry's.
-	maxReceiverModules = 20
+	maxReceiverModules = 8
 )
 
 // layer ranks a package of the main module; imports may only go to a
