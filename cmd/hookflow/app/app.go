@@ -1,6 +1,7 @@
 // Package app wires hookflow's pieces into the processes the hookflow
-// command runs (api, worker, dev), so the command and the end-to-end tests
-// build them the same way.
+// command runs (api, worker, dev), so the command, the lab's bench and the
+// end-to-end tests build them the same way. It sits beside the command, above
+// everything it wires: nothing of the product imports it.
 package app
 
 import (
