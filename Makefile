@@ -25,7 +25,9 @@ NORACE_RUNS := TestSequencerModel|TestSequencerSizesStayUnderTheBudget
 # limits, windows, a sequencer still running when its state is read) do not
 # call t.Parallel: Go runs them first, alone.
 E2E_PARALLEL ?= 4
-UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e /cmd/ -e /temporaldev -e /temporaltest)
+# cmd/hookflow's own tests are the CLI tests (test-integration); its wiring,
+# cmd/hookflow/app, runs with the unit tests.
+UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e '/cmd/hookflow$$' -e /temporaldev -e /temporaltest)
 # The linter, built once from the module proxy at this version into bin/.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
@@ -87,7 +89,7 @@ lint: $(STATICCHECK)
 # one source each, and check-generated (in make test) fails when what is
 # checked in differs from what it would write.
 GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \
-	internal/refreceiver/internal/dbsqlc internal/bench/internal/dbsqlc \
+	services/refreceiver/internal/dbsqlc lab/bench/internal/dbsqlc \
 	clients/typescript/src/schema.ts \
 	kit/client/client.gen.go api/apigen/server.gen.go api/portal/main.js
 generate: generate-sql generate-ts generate-go-client generate-server generate-portal
@@ -164,13 +166,13 @@ test-fuzz:
 
 test-integration: build ts-client
 	$(GO) test -race -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./e2e/...
-	$(GO) test -count=1 -timeout 40m ./cmd/...
+	$(GO) test -count=1 -timeout 40m ./cmd/hookflow/
 
 test-stack: build
-	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./internal/chaos/
-	$(GO) test -count=1 -timeout 30m -run TestOperatorModelShort ./internal/chaos/
-	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./internal/bench/
-	$(GO) test -count=1 -timeout 30m -run TestBenchDeadReceiverShortRun ./internal/bench/
+	$(GO) test -count=1 -timeout 30m -run TestChaosShort ./lab/chaos/
+	$(GO) test -count=1 -timeout 30m -run TestOperatorModelShort ./lab/chaos/
+	$(GO) test -count=1 -timeout 30m -run TestBenchShortRun ./lab/bench/
+	$(GO) test -count=1 -timeout 30m -run TestBenchDeadReceiverShortRun ./lab/bench/
 
 test: deps-test lint lint-openapi check-generated test-unit test-fuzz test-integration test-stack
 

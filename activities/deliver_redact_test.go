@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/spantest"
+	"github.com/hookflow/hookflow/lab/spantest"
 )
 
 // refusedAddr is a 127.0.0.1 address nothing listens on any more.

@@ -22,13 +22,13 @@ import (
 	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/egress"
-	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/transport"
 	webhooktransport "github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/kit/intake"
 	"github.com/hookflow/hookflow/kit/webhook"
+	"github.com/hookflow/hookflow/lab/testenv"
+	"github.com/hookflow/hookflow/services/starter"
 )
 
 // finished is one hand-over Deliver made to the sequencer.

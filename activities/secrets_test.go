@@ -28,8 +28,8 @@ import (
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/webhook"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -18,8 +18,8 @@ import (
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 // TestEndpointURLHiddenFromReadOnlyKeys: an endpoint's URL may carry a

@@ -26,9 +26,9 @@ import (
 	"github.com/hookflow/hookflow/internal/apicheck"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/internal/transport/webhook"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

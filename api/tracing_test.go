@@ -9,7 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hookflow/hookflow/internal/spantest"
+	"github.com/hookflow/hookflow/lab/spantest"
 )
 
 // A producer's traceparent is continued by a server span named after the

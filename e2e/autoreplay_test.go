@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/services/starter"
 )
 
 // TestAutoReplayTakesEveryDeadLetterAroundItsCloses: a receiver goes down,

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 // recordedLog is a logger that passes every record on to the test's log

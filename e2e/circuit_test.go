@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/services/starter"
 )
 
 // outage is a receiver's fault that answers 503 while down is set, and
@@ -352,7 +352,7 @@ func TestCircuitDisablesAnEndpointFailingLongerThanDisableAfter(t *testing.T) {
 }
 
 // recordHistory writes the workflow's history, as the recorder in
-// internal/tools/recordhistory does, to $HOOKFLOW_RECORD_HISTORY_DIR/name
+// lab/tools/recordhistory does, to $HOOKFLOW_RECORD_HISTORY_DIR/name
 // when that is set (workflows/testdata/README: how the recorded histories
 // were made); otherwise it does nothing.
 func (b *bundle) recordHistory(workflowID, name string) {

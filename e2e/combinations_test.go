@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/services/starter"
 )
 
 // Operator buttons pressed in combination: each test is a

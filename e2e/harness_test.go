@@ -1,6 +1,6 @@
 // Package e2e holds hookflow's end-to-end tests: the real API on a real
 // socket, real workers, the embedded Temporal server and Postgres that
-// internal/testenv starts, and HTTP receivers on real sockets.
+// lab/testenv starts, and HTTP receivers on real sockets.
 package e2e
 
 import (
@@ -28,13 +28,13 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/api"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/apicheck"
-	"github.com/hookflow/hookflow/internal/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
+	"github.com/hookflow/hookflow/lab/testenv"
+	"github.com/hookflow/hookflow/lab/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
 )
 

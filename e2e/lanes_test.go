@@ -16,8 +16,8 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/receiver"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 // kitReceiver is the receiver kit on a real socket and a database of its

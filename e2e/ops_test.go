@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
 	"github.com/hookflow/hookflow/kit/client"
+	"github.com/hookflow/hookflow/lab/testenv"
+	"github.com/hookflow/hookflow/lab/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
 )
 

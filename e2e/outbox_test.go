@@ -17,16 +17,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/relay"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/temporaldev"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/kit/outbox"
+	"github.com/hookflow/hookflow/lab/testenv"
 	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/services/relay"
 )
 
 // producerDB is a producer's own database: an orders table standing for its

@@ -30,9 +30,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/spantest"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/tracing"
+	"github.com/hookflow/hookflow/lab/spantest"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 // TestRedaction: an endpoint whose URL carries a token in its query string

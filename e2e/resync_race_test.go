@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/starter"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/services/starter"
 )
 
 // lateArrival keeps one event's arrival from its sequencer, on the client

@@ -19,11 +19,11 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/spantest"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/receiver"
 	"github.com/hookflow/hookflow/kit/receiver/otelreceiver"
+	"github.com/hookflow/hookflow/lab/spantest"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 // One event is one trace: the producer's traceparent is continued by the

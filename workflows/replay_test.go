@@ -35,7 +35,7 @@ func (replayRegistry) RegisterDynamicActivity(any, activity.DynamicRegisterOptio
 
 // TestReplayRecordedHistories replays every workflow history recorded from a
 // real server (workflows/testdata/*_history.json, exported with the
-// recorder in internal/tools/recordhistory) against the current workflow
+// recorder in lab/tools/recordhistory) against the current workflow
 // code: a change that would break open workflows fails here with a
 // non-determinism error. testdata/README.md says what each file shows.
 //

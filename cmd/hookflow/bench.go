@@ -10,9 +10,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/hookflow/hookflow/internal/app"
-	"github.com/hookflow/hookflow/internal/bench"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/lab/bench"
 )
 
 const benchSummary = `Measure hookflow against bare Temporal in one run, on one stack it starts and stops itself:

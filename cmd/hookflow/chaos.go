@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookflow/hookflow/internal/chaos"
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/lab/chaos"
 )
 
 // runChaos is hookflow chaos: the stack as real processes under a seeded

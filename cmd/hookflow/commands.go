@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
 
 	"github.com/hookflow/hookflow/internal/metrics"

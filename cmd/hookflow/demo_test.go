@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/contract"
-	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
 	"github.com/hookflow/hookflow/kit/webhook"
+	"github.com/hookflow/hookflow/lab/testenv"
+	"github.com/hookflow/hookflow/lab/testenv/temporaltest"
+	"github.com/hookflow/hookflow/services/refreceiver"
 )
 
 // TestDemoAgainstDevStack runs `hookflow demo` against what `hookflow dev`

@@ -24,13 +24,12 @@ func goTool(t *testing.T) string {
 func TestDeployBuildLinksNoTemporalServer(t *testing.T) {
 	t.Parallel()
 	// The server and UI (most of the full build's 157 MB, stripped) and the
-	// harnesses that run them.
+	// lab's harnesses that run them (chaos, bench).
 	notInDeploy := []string{
 		"go.temporal.io/server",
 		"github.com/temporalio/ui-server",
 		"github.com/hookflow/hookflow/internal/temporaldev",
-		"github.com/hookflow/hookflow/internal/chaos",
-		"github.com/hookflow/hookflow/internal/bench",
+		"github.com/hookflow/hookflow/lab",
 	}
 	out, err := exec.Command(goTool(t), "list", "-deps", "-tags", "deploy", ".").Output()
 	var ee *exec.ExitError

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/kit/client"
 	"github.com/hookflow/hookflow/kit/webhook"
@@ -21,11 +21,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/localpg"
 	"github.com/hookflow/hookflow/schema"
+	"github.com/hookflow/hookflow/services/refreceiver"
 )
 
 var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS",

@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/lab/testenv"
 	"github.com/hookflow/hookflow/schema"
 )
 

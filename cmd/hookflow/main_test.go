@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookflow/hookflow/internal/refreceiver"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/webhook"
+	"github.com/hookflow/hookflow/lab/testenv"
+	"github.com/hookflow/hookflow/services/refreceiver"
 )
 
 func runWith(env map[string]string, args ...string) (int, string, string) {

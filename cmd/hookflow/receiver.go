@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/refreceiver"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/conformance"
 	"github.com/hookflow/hookflow/kit/webhook"
+	"github.com/hookflow/hookflow/services/refreceiver"
 )
 
 var receiverSettings = []string{"HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_SECRET", "HOOKFLOW_RECEIVER_DATABASE_URL", "HOOKFLOW_RECEIVER_RETENTION", "HOOKFLOW_RECEIVER_START"}

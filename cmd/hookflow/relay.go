@@ -8,11 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/relay"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/outbox"
+	"github.com/hookflow/hookflow/services/relay"
 )
 
 // runRelay is hookflow relay: it moves the producer's outbox rows into

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/hookflow/hookflow/internal/app"
+	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
-	"github.com/hookflow/hookflow/internal/testenv/temporaltest"
+	"github.com/hookflow/hookflow/lab/testenv"
+	"github.com/hookflow/hookflow/lab/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/hookflow/hookflow/internal/accept"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -1,13 +1,16 @@
 // Package layoutcheck keeps the house readable: imports point down the
-// layers (cmd → api / worker → workflows → activities → internal plumbing →
-// schema, the API's generated contract and the kit), the kit stays a light import, and the README names
-// every top-level folder.
+// layers (the command → the lab → the wiring → api, worker and the
+// services → workflows → activities → internal plumbing → schema, the
+// API's generated contract and the kit), the product never imports the
+// lab, the kit stays a light import, and the README names every top-level
+// folder.
 package layoutcheck
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,31 +44,106 @@ const (
 	maxReceiverModules = 8
 )
 
-// layer ranks a package of the main module; imports may only go to a
-// higher rank, or stay within rank 4 (plumbing among itself) or 0 (the
-// binary's wiring and the team's tools).
-func layer(pkg string) (int, bool) {
+// layers rank the main module's folders, top down. A package may import a
+// package of a lower layer (a higher rank), and one of its own layer only
+// where peers says so, or when it lies beneath the importer's folder (its
+// own parts, such as sqlc's code of its queries). The first row whose
+// folder holds a package ranks it.
+//
+// The command is the top. Beneath it the lab: the team's rigs (the chaos
+// run, the bench, the test harnesses, the tools), which may use anything of
+// the product; every product package ranks below it, so none can import it.
+// The command's dev build carries the lab's chaos and bench as subcommands
+// (files built !deploy); what ships links none of the lab
+// (TestWhatShipsLinksNoLab). Beneath the lab the wiring, which the command,
+// the lab and the end-to-end tests build the processes with; then the
+// faces and services the wiring starts, the workflows, the activities, the
+// plumbing, and at the bottom the schema, the API's generated contract and
+// the kit. A folder no row holds (e2e) is tests only: it may import
+// anything and nothing imports it.
+var layers = []struct {
+	folder string
+	rank   int
+	peers  bool
+}{
+	{"cmd/hookflow/app", 2, false},
+	{"cmd", 0, false},
+	{"lab", 1, true},
+	{"api/apigen", 7, true}, // generated, like schema/dbsqlc
+	{"api", 3, false},
+	{"worker", 3, false},
+	{"services", 3, false},
+	{"workflows", 4, false},
+	{"activities", 5, false},
+	{"internal", 6, true},
+	{"schema", 7, true},
+	{"kit", 7, true},
+}
+
+// layer ranks a package of the main module; ok is false for a test-only
+// folder.
+func layer(pkg string) (rank int, peers, ok bool) {
 	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
-	switch {
-	case strings.HasPrefix(rel, "cmd/"),
-		rel == "internal/app",
-		strings.HasPrefix(rel, "internal/chaos"),
-		strings.HasPrefix(rel, "internal/bench"),
-		strings.HasPrefix(rel, "internal/tools/"):
-		return 0, true
-	case rel == "api", rel == "worker", rel == "internal/starter", rel == "internal/relay", rel == "internal/cleaner":
-		return 1, true
-	case rel == "workflows":
-		return 2, true
-	case rel == "activities":
-		return 3, true
-	case strings.HasPrefix(rel, "internal/"):
-		return 4, true
-	case rel == "schema", strings.HasPrefix(rel, "schema/"), strings.HasPrefix(rel, "kit/"),
-		rel == "api/apigen": // the API's contract, generated like schema/dbsqlc
-		return 5, true
+	for _, l := range layers {
+		if rel == l.folder || strings.HasPrefix(rel, l.folder+"/") {
+			return l.rank, l.peers, true
+		}
 	}
-	return 0, false // e2e and the like: tests only
+	return 0, false, false
+}
+
+// importAllowed says whether package from may import package to, both of
+// the main module, and if not, why.
+func importAllowed(from, to string) (bool, string) {
+	fromRank, peers, ok := layer(from)
+	if !ok {
+		return true, ""
+	}
+	toRank, _, ok := layer(to)
+	switch {
+	case !ok:
+		return false, "which is tests only"
+	case toRank < fromRank:
+		return false, fmt.Sprintf("a layer above (%d above %d): arrows point down only", toRank, fromRank)
+	case toRank == fromRank && !peers && !strings.HasPrefix(to, from+"/"):
+		return false, fmt.Sprintf("a package of its own layer (%d), whose packages do not import each other", fromRank)
+	}
+	return true, ""
+}
+
+// TestLayersRefuse: the rule refuses what the layout forbids, so that a
+// table edited to let everything through fails here.
+func TestLayersRefuse(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"internal/store", "lab/testenv", false},
+		{"cmd/hookflow/app", "lab/bench", false},
+		{"services/starter", "lab/chaos", false},
+		{"activities", "workflows", false},
+		{"internal/store", "services/starter", false},
+		{"services/starter", "cmd/hookflow/app", false},
+		{"api", "worker", false},
+		{"services/relay", "services/starter", false},
+		{"services/refreceiver", "services/refreceiver/internal/dbsqlc", true},
+		{"internal/store", "e2e", false},
+		{"lab/bench", "cmd/hookflow/app", true},
+		{"lab/chaos", "services/refreceiver", true},
+		{"lab/testenv/temporaltest", "lab/testenv", true},
+		{"cmd/hookflow", "lab/chaos", true},
+		{"cmd/hookflow", "cmd/hookflow/app", true},
+		{"cmd/hookflow/app", "services/starter", true},
+		{"services/starter", "workflows", true},
+		{"internal/accept", "internal/store", true},
+		{"api", "api/apigen", true},
+		{"e2e", "lab/testenv", true},
+	} {
+		if ok, why := importAllowed(module+"/"+c.from, module+"/"+c.to); ok != c.ok {
+			t.Errorf("%s imports %s: allowed %v, want %v (%s)", c.from, c.to, ok, c.ok, why)
+		}
+	}
 }
 
 type pkgInfo struct {
@@ -100,22 +178,29 @@ func listPackages(t *testing.T, dir string, args ...string) []pkgInfo {
 func TestImportsPointDown(t *testing.T) {
 	t.Parallel()
 	for _, p := range listPackages(t, root, "./...") {
-		from, ok := layer(p.ImportPath)
-		if !ok {
-			continue
-		}
 		for _, imp := range p.Imports {
 			if !strings.HasPrefix(imp, module+"/") {
 				continue
 			}
-			to, ok := layer(imp)
-			if !ok {
-				t.Errorf("%s imports %s, which is no layer", p.ImportPath, imp)
-				continue
+			if ok, why := importAllowed(p.ImportPath, imp); !ok {
+				t.Errorf("%s imports %s, %s", p.ImportPath, imp, why)
 			}
-			if to < from || (to == from && from != 0 && from != 4 && from != 5) {
-				t.Errorf("%s (layer %d) imports %s (layer %d): arrows point down only", p.ImportPath, from, imp, to)
-			}
+		}
+	}
+}
+
+// TestWhatShipsLinksNoLab: the deploy build of the command (what the
+// Dockerfile builds) links nothing of the lab, the dev build's chaos and
+// bench included.
+func TestWhatShipsLinksNoLab(t *testing.T) {
+	t.Parallel()
+	pkgs := listPackages(t, root, "-tags", "deploy", "./cmd/hookflow")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list ./cmd/hookflow: %d packages", len(pkgs))
+	}
+	for _, dep := range pkgs[0].Deps {
+		if strings.HasPrefix(dep, module+"/lab/") {
+			t.Errorf("the deploy build of cmd/hookflow links %s", dep)
 		}
 	}
 }

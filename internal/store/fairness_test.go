@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/lab/testenv"
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 

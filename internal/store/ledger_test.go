@@ -11,8 +11,8 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
 	"github.com/hookflow/hookflow/kit/intake"
+	"github.com/hookflow/hookflow/lab/testenv"
 )
 
 // newStore is a store on a fresh database with endpoints "ep", "a", "b" and

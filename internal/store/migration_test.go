@@ -13,7 +13,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
-	"github.com/hookflow/hookflow/internal/testenv"
+	"github.com/hookflow/hookflow/lab/testenv"
 	"github.com/hookflow/hookflow/schema"
 )
 

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/spantest"
 	"github.com/hookflow/hookflow/internal/tracing"
+	"github.com/hookflow/hookflow/lab/spantest"
 )
 
 // setup runs Setup with exactly env's OTEL_* variables set, and shuts the

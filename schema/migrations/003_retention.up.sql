@@ -1,4 +1,4 @@
--- Retention: the cleaner (package internal/cleaner, run by every API process,
+-- Retention: the cleaner (package services/cleaner, run by every API process,
 -- one at a time) prunes finished events by age. Nothing else is pruned: an
 -- event still waiting, delivering or dead-lettered keeps everything, and so
 -- does a dead letter however old.

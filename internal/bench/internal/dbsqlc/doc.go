@@ -1,4 +1,0 @@
-// Package dbsqlc is the bench's queries (internal/bench/queries) as sqlc
-// generates them (make generate-sql, sqlc.yaml). The files beside this one
-// are sqlc's output, never edited by hand.
-package dbsqlc
