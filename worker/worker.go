@@ -4,6 +4,7 @@ package worker
 
 import (
 	"errors"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -21,6 +22,16 @@ type Config struct {
 	// MaxConcurrentActivities bounds deliveries in flight (0: the SDK default).
 	MaxConcurrentActivities int
 }
+
+// DeadlockAfter is how long a workflow task's code may run without
+// yielding before the SDK takes it for a deadlock (the SDK's default is
+// 1 s). hookflow's workflows block only on the SDK, and their longest
+// stretch between yields is CPU work (a sequencer merging a ledger load at
+// the subscriber ceiling): on a machine short of CPU a coroutine
+// descheduled for a second would be failed although healthy, its task
+// retried from the start, and the SDK would clear the state of a run whose
+// coroutine is still executing.
+const DeadlockAfter = 10 * time.Second
 
 // New returns a worker with hookflow's workflows and acts registered; call
 // Start (or Run) on it, and Stop to drain. It polls two task queues: the
@@ -40,11 +51,12 @@ func New(c client.Client, cfg Config, acts *activities.Activities) (worker.Worke
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		// Let in-flight deliveries finish on SIGTERM; Temporal retries what
 		// does not, with the same identifiers.
-		WorkerStopTimeout: 20e9,
+		WorkerStopTimeout:        20e9,
+		DeadlockDetectionTimeout: DeadlockAfter,
 	}
 	events := worker.New(c, cfg.TaskQueue, opts)
 	Register(events, acts)
-	sequencers := worker.New(c, contract.SequencerTaskQueue(cfg.TaskQueue), worker.Options{WorkerStopTimeout: 20e9})
+	sequencers := worker.New(c, contract.SequencerTaskQueue(cfg.TaskQueue), worker.Options{WorkerStopTimeout: 20e9, DeadlockDetectionTimeout: DeadlockAfter})
 	Register(sequencers, acts)
 	return &pair{Worker: events, sequencers: sequencers}, nil
 }
