@@ -69,8 +69,8 @@ func seedBacklog(b *testing.B, st *store.Store, pending, corrs int) {
 		         now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
 		  FROM generate_series(0, 99999) i`, nil},
 		// One delivery each, to "ep", as the API routes them.
-		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, updated_at, delivered_at)
-		  SELECT 'default', id, 'ep', correlation_id, sequence, state, updated_at, delivered_at FROM events`, nil},
+		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, updated_at, delivered_at)
+		  SELECT 'default', id, 'ep', correlation_id, sequence, type, state, updated_at, delivered_at FROM events`, nil},
 		{`ANALYZE`, nil},
 	} {
 		_, err := st.Pool().Exec(ctx, s.q, s.args...)

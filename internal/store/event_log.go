@@ -105,8 +105,18 @@ type EventType struct {
 // sampleMax bytes, that payload. Limited to some endpoints
 // (OnlyEndpoints), only the events routed to one of them count.
 func (s *Store) EventTypeList(ctx context.Context, sampleMax, limit int) ([]EventType, error) {
-	rows, err := s.q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: s.tenant, SampleMax: int32(sampleMax),
-		OnlyEndpoints: s.onlyEndpoints(), MaxRows: int32(limit)})
+	var rows []dbsqlc.EventTypeListRow
+	var err error
+	if s.limited {
+		var limited []dbsqlc.EventTypeListByEndpointsRow
+		limited, err = s.q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: s.tenant, Endpoints: s.only,
+			SampleMax: int32(sampleMax), MaxRows: int32(limit)})
+		for _, r := range limited {
+			rows = append(rows, dbsqlc.EventTypeListRow(r))
+		}
+	} else {
+		rows, err = s.q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: s.tenant, SampleMax: int32(sampleMax), MaxRows: int32(limit)})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)
 	}

@@ -36,8 +36,8 @@ func backlog(t *testing.T, st *store.Store, tenant, state string, n int, age tim
 		{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at)
 		  SELECT $1, $1 || '-' || i, $1 || '-c' || i, 1, 't', '{}', '\x01', $2, now() - make_interval(secs => $4 + $3 - i), now() - make_interval(secs => $4)
 		  FROM generate_series(1, $3::int) i`, []any{tenant, state, n, secs}},
-		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, updated_at)
-		  SELECT $1, $1 || '-' || i, $1 || '-ep', $1 || '-c' || i, 1, $2, now() - make_interval(secs => $4)
+		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, updated_at)
+		  SELECT $1, $1 || '-' || i, $1 || '-ep', $1 || '-c' || i, 1, 't', $2, now() - make_interval(secs => $4)
 		  FROM generate_series(1, $3::int) i`, []any{tenant, delivery, n, secs}},
 		{`INSERT INTO correlations (tenant_id, correlation_id, high_water, updated_at)
 		  SELECT $1, $1 || '-c' || i, 1, now() - make_interval(secs => $3 + $2 - i)
@@ -117,8 +117,8 @@ func circuitBacklog(t *testing.T, st *store.Store, tenant string, n int, age tim
 		stmts = append(stmts,
 			stmt{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state)
 			      SELECT $1, $1 || '-' || i, $1 || '-c' || i, 1, 't', '{}', '\x01', 'dead_lettered' FROM generate_series(1, $2::int) i`, []any{tenant, n}},
-			stmt{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state)
-			      SELECT $1, $1 || '-' || i, ` + ep + `, $1 || '-c' || i, 1, 'dead_lettered' FROM generate_series(1, $2::int) i`, []any{tenant, n}},
+			stmt{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state)
+			      SELECT $1, $1 || '-' || i, ` + ep + `, $1 || '-c' || i, 1, 't', 'dead_lettered' FROM generate_series(1, $2::int) i`, []any{tenant, n}},
 			stmt{`INSERT INTO dead_letters (tenant_id, event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, dead_lettered_at)
 			      SELECT $1, $1 || '-' || i, $1 || '-c' || i, 1, ` + ep + `, '{}', '[]', 'endpoint deleted', now()
 			      FROM generate_series(1, $2::int) i`, []any{tenant, n}},

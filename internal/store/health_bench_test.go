@@ -64,8 +64,8 @@ func seedAttempts(b *testing.B, st *store.Store, n int) {
 		{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
 		  SELECT 'default', 'd-' || i, 'd-' || i, 1, 't', '{}', '\x01', 'delivered', now() - interval '1 hour', now(), now()
 		  FROM generate_series(0, 999) i`, nil},
-		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, updated_at, delivered_at)
-		  SELECT 'default', id, 'a', correlation_id, sequence, state, updated_at, delivered_at FROM events`, nil},
+		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, updated_at, delivered_at)
+		  SELECT 'default', id, 'a', correlation_id, sequence, type, state, updated_at, delivered_at FROM events`, nil},
 		{`INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, status_code, outcome)
 		  SELECT 'default', 'd-' || (i % 1000), 'a', i / 1000 + 1, now() - interval '59 minutes' * (1 - i::float8 / $1),
 		         (i::bigint * 7919) % 2000, 200,
@@ -73,16 +73,16 @@ func seedAttempts(b *testing.B, st *store.Store, n int) {
 		  FROM generate_series(0, $1::int - 1) i`, []any{n}},
 		// "b" is busy too, a tenth as much: the sample must not walk its
 		// attempts to find a's.
-		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, updated_at, delivered_at)
-		  SELECT 'default', id, 'b', correlation_id, sequence, state, updated_at, delivered_at FROM events`, nil},
+		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, updated_at, delivered_at)
+		  SELECT 'default', id, 'b', correlation_id, sequence, type, state, updated_at, delivered_at FROM events`, nil},
 		{`INSERT INTO delivery_attempts (tenant_id, event_id, endpoint_id, attempt, started_at, latency_ms, status_code, outcome)
 		  SELECT 'default', 'd-' || (i % 1000), 'b', i / 1000 + 1, now() - interval '59 minutes' * (1 - i::float8 / $1), i % 100, 200, 'delivered'
 		  FROM generate_series(0, $1::int - 1) i`, []any{n / 10}},
 		{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at)
 		  SELECT 'default', 'w-' || i, 'w-' || i, 1, 't', '{}', '\x01', 'waiting', now() - interval '1 minute', now()
 		  FROM generate_series(0, 99) i`, nil},
-		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, updated_at)
-		  SELECT 'default', e.id, ep, e.correlation_id, e.sequence, e.state, e.updated_at
+		{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, updated_at)
+		  SELECT 'default', e.id, ep, e.correlation_id, e.sequence, e.type, e.state, e.updated_at
 		  FROM events e CROSS JOIN unnest(ARRAY['ep', 'a', 'b', 'c']) ep WHERE e.state = 'waiting'`, nil},
 		{`ANALYZE`, nil},
 	} {

@@ -525,3 +525,44 @@ func TestMigration032MakesEveryEndpointAWebhook(t *testing.T) {
 		WHERE table_name = 'endpoints' AND column_name = 'type'`).Scan(&n))
 	require.Zero(t, n)
 }
+
+// TestMigration033GivesEveryDeliveryItsEventsType: deliveries stored before
+// they kept their event's type come out of 033 with it, so a limited
+// session's event types, read along the deliveries, still see them; the
+// column is NOT NULL from then on, and the down migration takes it back.
+func TestMigration033GivesEveryDeliveryItsEventsType(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 32, "-- The event types a portal session limited")
+	for _, s := range []string{
+		`INSERT INTO endpoints (tenant_id, id, url, secret) VALUES ('default', 'a', 'https://a.example/hook', 'whsec_a'),
+		  ('default', 'b', 'https://b.example/hook', 'whsec_b')`,
+		`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash)
+		  VALUES ('default', 'e1', 'k', 1, 'order.created', '{}', '\x01'), ('default', 'e2', 'k', 2, 'order.paid', '{}', '\x01')`,
+		`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence)
+		  VALUES ('default', 'e1', 'a', 'k', 1), ('default', 'e1', 'b', 'k', 1), ('default', 'e2', 'b', 'k', 2)`,
+	} {
+		_, err := pool.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+	require.NoError(t, execInTx(ctx, pool, up))
+	migrateRest(t, pool, 33)
+
+	var typed []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(event_id || '@' || endpoint_id || '=' || type ORDER BY event_id, endpoint_id) FROM deliveries`).Scan(&typed))
+	require.Equal(t, []string{"e1@a=order.created", "e1@b=order.created", "e2@b=order.paid"}, typed)
+	st, err := store.New(pool)
+	require.NoError(t, err)
+	types, err := st.Tenant(store.DefaultTenant).OnlyEndpoints([]string{"a"}).EventTypeList(ctx, 4096, 10)
+	require.NoError(t, err)
+	require.Len(t, types, 1)
+	require.Equal(t, "order.created", types[0].Type)
+	_, err = pool.Exec(ctx, `INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence) VALUES ('default', 'e2', 'a', 'k', 2)`)
+	require.ErrorContains(t, err, "not-null constraint")
+
+	undoRest(t, pool, 32)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name = 'deliveries' AND column_name = 'type'`).Scan(&n))
+	require.Zero(t, n)
+}

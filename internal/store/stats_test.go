@@ -140,8 +140,8 @@ INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload
 SELECT 'default', 'pend-'||g, 'p'||(g % 30), g / 30 + 2, 't', '{}', '\x01',
        (ARRAY['queued', 'waiting', 'delivering', 'dead_lettered'])[g % 4 + 1], now() - g * interval '1 second'
 FROM generate_series(1, 120) g;
-INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, delivered_at)
-SELECT 'default', id, 'ep', correlation_id, sequence, CASE WHEN state = 'queued' THEN 'waiting' ELSE state END, delivered_at FROM events;
+INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, delivered_at)
+SELECT 'default', id, 'ep', correlation_id, sequence, type, CASE WHEN state = 'queued' THEN 'waiting' ELSE state END, delivered_at FROM events;
 INSERT INTO correlations (tenant_id, correlation_id, next_sequence)
 SELECT 'default', correlation_id, max(sequence) + 1 FROM events WHERE state IN ('delivered', 'skipped') GROUP BY correlation_id;
 ANALYZE events;

@@ -761,8 +761,8 @@ WITH ins AS (
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms, accepted_at)
-    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, recovery_window_ms, timeout_ms, accepted_at)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ins.type, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
     FROM ins CROSS JOIN (SELECT DISTINCT unnest($8::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
@@ -1186,24 +1186,18 @@ SELECT t.type::text AS type, l.id AS last_event_id, l.accepted_at AS last_seen_a
 FROM types t CROSS JOIN LATERAL (
     SELECT e.id, e.accepted_at, e.data FROM events e
     WHERE e.tenant_id = $2 AND e.type = t.type
-      AND ($3::text[] IS NULL OR EXISTS (
-           SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY($3::text[])))
-      AND ($3::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-           OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest($3::text[]) x)
-           OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest($3::text[]) x))
     ORDER BY e.accepted_at DESC, e.id DESC
     LIMIT 1
 ) l
 WHERE t.type IS NOT NULL
 ORDER BY t.type
-LIMIT $4
+LIMIT $3
 `
 
 type EventTypeListParams struct {
-	SampleMax     int32
-	TenantID      string
-	OnlyEndpoints []string
-	MaxRows       int32
+	SampleMax int32
+	TenantID  string
+	MaxRows   int32
 }
 
 type EventTypeListRow struct {
@@ -1218,17 +1212,11 @@ type EventTypeListRow struct {
 // event (by accepted_at) and that event's payload as a sample when it is
 // at most sample_max bytes of JSON (NULL past it, or once retention pruned
 // it). The types are walked one index probe each (events_log_type_idx: a
-// loose index scan), so the cost is the number of types, not of events;
-// only_endpoints keeps the events routed to one of a portal session's
-// endpoints and, of hookflow's own, those about one of them (EventListByEndpoints).
+// loose index scan), so the cost is the number of types, not of events.
+// A portal session limited to some endpoints reads EventTypeListByEndpoints.
 // Voided sequences' tombstones are no events.
 func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([]EventTypeListRow, error) {
-	rows, err := q.db.Query(ctx, EventTypeList,
-		arg.SampleMax,
-		arg.TenantID,
-		arg.OnlyEndpoints,
-		arg.MaxRows,
-	)
+	rows, err := q.db.Query(ctx, EventTypeList, arg.SampleMax, arg.TenantID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -1236,6 +1224,115 @@ func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([
 	items := []EventTypeListRow{}
 	for rows.Next() {
 		var i EventTypeListRow
+		if err := rows.Scan(
+			&i.Type,
+			&i.LastEventID,
+			&i.LastSeenAt,
+			&i.Sample,
+			&i.SampleBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const EventTypeListByEndpoints = `-- name: EventTypeListByEndpoints :many
+WITH RECURSIVE about AS (
+    SELECT 'hookflow:' || x AS correlation_id FROM unnest($4::text[]) x
+    UNION SELECT 'hookflow:test:' || x FROM unnest($4::text[]) x
+), streams AS (
+    -- corr NULL: the producers' events; otherwise that correlation's.
+    SELECT ep, NULL::text AS corr FROM unnest($4::text[]) ep
+    UNION ALL SELECT ep, a.correlation_id FROM unnest($4::text[]) ep CROSS JOIN about a
+), types AS (
+    SELECT s.ep, s.corr, CASE WHEN s.corr IS NULL THEN
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = s.ep
+           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+    ELSE
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = s.ep
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = s.corr AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+    END AS type
+    FROM streams s
+    UNION ALL
+    SELECT t.ep, t.corr, CASE WHEN t.corr IS NULL THEN
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = t.ep
+           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type > t.type AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+    ELSE
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = t.ep
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = t.corr AND d.type > t.type AND d.type <> 'hookflow.voided'
+         ORDER BY d.type LIMIT 1)
+    END
+    FROM types t WHERE t.type IS NOT NULL
+), latest AS (
+    -- Each type's latest event over every stream.
+    SELECT DISTINCT ON (t.type) t.type, l.event_id
+    FROM types t CROSS JOIN LATERAL (
+        (SELECT d.accepted_at, d.event_id FROM deliveries d
+         WHERE t.corr IS NULL AND d.tenant_id = $2 AND d.endpoint_id = t.ep AND d.type = t.type
+           AND NOT starts_with(d.correlation_id, 'hookflow:')
+         ORDER BY d.accepted_at DESC, d.event_id DESC LIMIT 1)
+        UNION ALL
+        (SELECT d.accepted_at, d.event_id FROM deliveries d
+         WHERE t.corr IS NOT NULL AND d.tenant_id = $2 AND d.endpoint_id = t.ep AND d.type = t.type
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = t.corr
+         ORDER BY d.accepted_at DESC, d.event_id DESC LIMIT 1)
+    ) l
+    WHERE t.type IS NOT NULL
+    ORDER BY t.type, l.accepted_at DESC, l.event_id DESC
+)
+SELECT l.type::text AS type, e.id AS last_event_id, e.accepted_at AS last_seen_at,
+       (CASE WHEN octet_length(e.data::text) <= $1::int THEN e.data END)::jsonb AS sample,
+       COALESCE(octet_length(e.data::text), 0)::int AS sample_bytes
+FROM latest l JOIN events e ON e.tenant_id = $2 AND e.id = l.event_id
+ORDER BY l.type
+LIMIT $3
+`
+
+type EventTypeListByEndpointsParams struct {
+	SampleMax int32
+	TenantID  string
+	MaxRows   int32
+	Endpoints []string
+}
+
+type EventTypeListByEndpointsRow struct {
+	Type        string
+	LastEventID string
+	LastSeenAt  time.Time
+	Sample      []byte
+	SampleBytes int32
+}
+
+// EventTypeList for a portal session limited to endpoints: the types of
+// the events routed to one of them and, of hookflow's own (a hookflow:
+// correlation), those about one of them (EventListByEndpoints), each with
+// the latest such event. Walked along the deliveries, which keep their
+// event's type: a stream is one endpoint's deliveries of producers' events
+// (deliveries_type_idx) or of one operational correlation about one of the
+// endpoints (deliveries_operational_type_idx); each stream's types are
+// walked one index probe each (a loose index scan) and each type's latest
+// delivery in it is one more, so the cost is the number of types times
+// streams (three an endpoint, and two more per other endpoint), however
+// many events the tenant holds and however few of them go there.
+func (q *Queries) EventTypeListByEndpoints(ctx context.Context, arg EventTypeListByEndpointsParams) ([]EventTypeListByEndpointsRow, error) {
+	rows, err := q.db.Query(ctx, EventTypeListByEndpoints,
+		arg.SampleMax,
+		arg.TenantID,
+		arg.MaxRows,
+		arg.Endpoints,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventTypeListByEndpointsRow{}
+	for rows.Next() {
+		var i EventTypeListByEndpointsRow
 		if err := rows.Scan(
 			&i.Type,
 			&i.LastEventID,

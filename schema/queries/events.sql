@@ -27,8 +27,8 @@ WITH ins AS (
 ), routed AS (
     -- Each delivery keeps its endpoint's window and timeout as they are at
     -- routing (NULL: the server's), as the routing itself is kept.
-    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, recovery_window_ms, timeout_ms, accepted_at)
-    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
+    INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, recovery_window_ms, timeout_ms, accepted_at)
+    SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ins.type, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
     FROM ins CROSS JOIN (SELECT DISTINCT unnest(sqlc.arg(endpoints)::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
@@ -602,9 +602,8 @@ ORDER BY page.accepted_at DESC, page.event_id DESC;
 -- event (by accepted_at) and that event's payload as a sample when it is
 -- at most sample_max bytes of JSON (NULL past it, or once retention pruned
 -- it). The types are walked one index probe each (events_log_type_idx: a
--- loose index scan), so the cost is the number of types, not of events;
--- only_endpoints keeps the events routed to one of a portal session's
--- endpoints and, of hookflow's own, those about one of them (EventListByEndpoints).
+-- loose index scan), so the cost is the number of types, not of events.
+-- A portal session limited to some endpoints reads EventTypeListByEndpoints.
 -- Voided sequences' tombstones are no events.
 WITH RECURSIVE types AS (
     (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
@@ -619,14 +618,71 @@ SELECT t.type::text AS type, l.id AS last_event_id, l.accepted_at AS last_seen_a
 FROM types t CROSS JOIN LATERAL (
     SELECT e.id, e.accepted_at, e.data FROM events e
     WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type = t.type
-      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR EXISTS (
-           SELECT 1 FROM deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id AND d.endpoint_id = ANY(sqlc.narg(only_endpoints)::text[])))
-      AND (sqlc.narg(only_endpoints)::text[] IS NULL OR NOT starts_with(e.correlation_id, 'hookflow:')
-           OR e.correlation_id IN (SELECT 'hookflow:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x)
-           OR e.correlation_id IN (SELECT 'hookflow:test:' || x FROM unnest(sqlc.narg(only_endpoints)::text[]) x))
     ORDER BY e.accepted_at DESC, e.id DESC
     LIMIT 1
 ) l
 WHERE t.type IS NOT NULL
 ORDER BY t.type
+LIMIT sqlc.arg(max_rows);
+
+-- name: EventTypeListByEndpoints :many
+-- EventTypeList for a portal session limited to endpoints: the types of
+-- the events routed to one of them and, of hookflow's own (a hookflow:
+-- correlation), those about one of them (EventListByEndpoints), each with
+-- the latest such event. Walked along the deliveries, which keep their
+-- event's type: a stream is one endpoint's deliveries of producers' events
+-- (deliveries_type_idx) or of one operational correlation about one of the
+-- endpoints (deliveries_operational_type_idx); each stream's types are
+-- walked one index probe each (a loose index scan) and each type's latest
+-- delivery in it is one more, so the cost is the number of types times
+-- streams (three an endpoint, and two more per other endpoint), however
+-- many events the tenant holds and however few of them go there.
+WITH RECURSIVE about AS (
+    SELECT 'hookflow:' || x AS correlation_id FROM unnest(sqlc.arg(endpoints)::text[]) x
+    UNION SELECT 'hookflow:test:' || x FROM unnest(sqlc.arg(endpoints)::text[]) x
+), streams AS (
+    -- corr NULL: the producers' events; otherwise that correlation's.
+    SELECT ep, NULL::text AS corr FROM unnest(sqlc.arg(endpoints)::text[]) ep
+    UNION ALL SELECT ep, a.correlation_id FROM unnest(sqlc.arg(endpoints)::text[]) ep CROSS JOIN about a
+), types AS (
+    SELECT s.ep, s.corr, CASE WHEN s.corr IS NULL THEN
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = s.ep
+           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+    ELSE
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = s.ep
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = s.corr AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+    END AS type
+    FROM streams s
+    UNION ALL
+    SELECT t.ep, t.corr, CASE WHEN t.corr IS NULL THEN
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = t.ep
+           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type > t.type AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+    ELSE
+        (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = t.ep
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = t.corr AND d.type > t.type AND d.type <> 'hookflow.voided'
+         ORDER BY d.type LIMIT 1)
+    END
+    FROM types t WHERE t.type IS NOT NULL
+), latest AS (
+    -- Each type's latest event over every stream.
+    SELECT DISTINCT ON (t.type) t.type, l.event_id
+    FROM types t CROSS JOIN LATERAL (
+        (SELECT d.accepted_at, d.event_id FROM deliveries d
+         WHERE t.corr IS NULL AND d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = t.ep AND d.type = t.type
+           AND NOT starts_with(d.correlation_id, 'hookflow:')
+         ORDER BY d.accepted_at DESC, d.event_id DESC LIMIT 1)
+        UNION ALL
+        (SELECT d.accepted_at, d.event_id FROM deliveries d
+         WHERE t.corr IS NOT NULL AND d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = t.ep AND d.type = t.type
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = t.corr
+         ORDER BY d.accepted_at DESC, d.event_id DESC LIMIT 1)
+    ) l
+    WHERE t.type IS NOT NULL
+    ORDER BY t.type, l.accepted_at DESC, l.event_id DESC
+)
+SELECT l.type::text AS type, e.id AS last_event_id, e.accepted_at AS last_seen_at,
+       (CASE WHEN octet_length(e.data::text) <= sqlc.arg(sample_max)::int THEN e.data END)::jsonb AS sample,
+       COALESCE(octet_length(e.data::text), 0)::int AS sample_bytes
+FROM latest l JOIN events e ON e.tenant_id = sqlc.arg(tenant_id) AND e.id = l.event_id
+ORDER BY l.type
 LIMIT sqlc.arg(max_rows);

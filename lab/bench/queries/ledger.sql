@@ -21,7 +21,7 @@ SET LOCAL session_replication_role = replica;
 -- Events $1 ≤ i < $2 of $3, over $4 correlations, each with its delivery to
 -- endpoint $5 (the same states and times: one endpoint, so the event's
 -- aggregate is its delivery's; the delivery keeps its event's accepted_at,
--- which orders a portal session's log), the oldest accepted at $6, spread
+-- which orders a portal session's log, and its type), the oldest accepted at $6, spread
 -- over $7 seconds. The payload is about 330 bytes of JSON, like a small business
 -- event. One statement, so a batch's events never stand without their
 -- routing, as EventInsertRouted writes them. All of it is the default
@@ -49,10 +49,10 @@ WITH ev AS (
         'customer', 'cus_' || left(md5(k.corr), 20),
         'description', 'invoice ' || left(md5((g.i * 7)::text), 16) || ' paid in full by bank transfer, thank you',
         'metadata', jsonb_build_object('source', 'hookflow-bench', 'batch', g.i / 1000, 'region', 'eu-west-1')) AS data) p
-    RETURNING tenant_id, id, correlation_id, sequence, state, accepted_at, released_at, delivered_at, updated_at
+    RETURNING tenant_id, id, correlation_id, sequence, type, state, accepted_at, released_at, delivered_at, updated_at
 )
-INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, state, accepted_at, released_at, delivered_at, updated_at)
-SELECT tenant_id, id, $5::text, correlation_id, sequence, state, accepted_at, released_at, delivered_at, updated_at FROM ev;
+INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, accepted_at, released_at, delivered_at, updated_at)
+SELECT tenant_id, id, $5::text, correlation_id, sequence, type, state, accepted_at, released_at, delivered_at, updated_at FROM ev;
 
 -- name: LedgerAttemptsInsert :exec
 -- The attempts of events $1 ≤ i < $2 of $3 to endpoint $6, the oldest
