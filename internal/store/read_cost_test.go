@@ -82,6 +82,11 @@ type readCase struct {
 var readBounds = map[string]int{
 	"event-types, a session limited to <rare>":            100,
 	"event-types, a session limited to <rare> and <busy>": 1000,
+	// At the API's cap of 100 endpoints a session, walking every endpoint's
+	// operational correlations at every endpoint would be 20,100 streams
+	// (about 50,000 buffers); only endpoints sent hookflow's own events
+	// carry them.
+	"event-types, a session limited to 100 endpoints": 2000,
 }
 
 func str(s string) *string { return &s }
@@ -143,6 +148,15 @@ func readCases() []readCase {
 		{"event-types, a session limited to <rare> and <busy>", "deliveries_type_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
 			_, err := q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: t,
 				Endpoints: []string{"default-ep-rare", "default-ep-3"}, SampleMax: 4096, MaxRows: 101})
+			return err
+		}},
+		{"event-types, a session limited to 100 endpoints", "deliveries_type_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			eps := []string{"default-ep-rare", "default-ep-3"}
+			for i := len(eps); i < 100; i++ {
+				eps = append(eps, fmt.Sprintf("default-ep-none-%d", i))
+			}
+			_, err := q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: t,
+				Endpoints: eps, SampleMax: 4096, MaxRows: 101})
 			return err
 		}},
 		{"dead-letters", "dead_letters_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {

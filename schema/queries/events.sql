@@ -635,15 +635,22 @@ LIMIT sqlc.arg(max_rows);
 -- endpoints (deliveries_operational_type_idx); each stream's types are
 -- walked one index probe each (a loose index scan) and each type's latest
 -- delivery in it is one more, so the cost is the number of types times
--- streams (three an endpoint, and two more per other endpoint), however
--- many events the tenant holds and however few of them go there.
+-- streams, however many events the tenant holds and however few of them go
+-- there. The operational streams are walked only at the endpoints that
+-- were ever sent one of hookflow's own events (one probe each finds them:
+-- operators' endpoints, seldom a customer's): one stream an endpoint, and
+-- two per endpoint of the session at each of those.
 WITH RECURSIVE about AS (
     SELECT 'hookflow:' || x AS correlation_id FROM unnest(sqlc.arg(endpoints)::text[]) x
     UNION SELECT 'hookflow:test:' || x FROM unnest(sqlc.arg(endpoints)::text[]) x
+), operators AS MATERIALIZED (
+    SELECT ep FROM unnest(sqlc.arg(endpoints)::text[]) ep
+    WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = ep
+                    AND starts_with(d.correlation_id, 'hookflow:'))
 ), streams AS (
     -- corr NULL: the producers' events; otherwise that correlation's.
     SELECT ep, NULL::text AS corr FROM unnest(sqlc.arg(endpoints)::text[]) ep
-    UNION ALL SELECT ep, a.correlation_id FROM unnest(sqlc.arg(endpoints)::text[]) ep CROSS JOIN about a
+    UNION ALL SELECT o.ep, a.correlation_id FROM operators o CROSS JOIN about a
 ), types AS (
     SELECT s.ep, s.corr, CASE WHEN s.corr IS NULL THEN
         (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = s.ep
