@@ -520,8 +520,14 @@ func (x *modelExec) path(d Delivery) Delivery {
 // step carries out one action and says what became of it.
 func (x *modelExec) step(ctx context.Context, s Step) string {
 	timeout := 30 * time.Second
-	if s.Kind == StepOutage {
+	switch {
+	case s.Kind == StepOutage:
 		timeout = 4 * time.Minute // the Temporal server's restart, after another scenario's outage
+	case s.Kind == StepThrottle && s.Cap == 0:
+		// The lifting waits for the cap's effect first (throttleEffectWait),
+		// which a worker kill or an outage just before can delay by tens of
+		// seconds: the step's own 30 s would cut that wait short.
+		timeout = throttleEffectWait + 30*time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
