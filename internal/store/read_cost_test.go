@@ -24,6 +24,10 @@ import (
 // rare type (one event in a thousand); each delivered to one of ten busy
 // endpoints, and one in a thousand to a rare endpoint as well; one event in
 // fifty with a dead letter (a third open, the rest replayed or skipped).
+// hookflow's own events are there too: a test event sent to each endpoint
+// (98 more endpoints of the default tenant have one and nothing else), and
+// an operators' endpoint subscribed to hookflow.* that was sent five
+// dead-letter notices about each endpoint but itself.
 // Another tenant holds a fifth as much, so the tenant is a real condition.
 // Every table is analyzed, as autovacuum would have.
 func seedLog(tb testing.TB, pool *pgxpool.Pool, events int) {
@@ -40,7 +44,9 @@ func seedLog(tb testing.TB, pool *pgxpool.Pool, events int) {
 			{`INSERT INTO tenants (id, name) VALUES ($1, $1) ON CONFLICT DO NOTHING`, []any{tenant.id}},
 			{`INSERT INTO endpoints (tenant_id, id, url, secret)
 			  SELECT $1, $1 || '-ep-' || x, 'https://example.com/' || x, 'whsec_x'
-			  FROM unnest(ARRAY['0','1','2','3','4','5','6','7','8','9','rare']) x`, []any{tenant.id}},
+			  FROM unnest(ARRAY['0','1','2','3','4','5','6','7','8','9','rare','ops']) x`, []any{tenant.id}},
+			{`INSERT INTO endpoints (tenant_id, id, url, secret)
+			  SELECT $1, $1 || '-ep-none-' || x, 'https://example.com/none', 'whsec_x' FROM generate_series(2, 99) x`, []any{tenant.id}},
 			{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
 			  SELECT $1, $1 || '-e' || i, $1 || '-c' || (i % ($2::int / 10)), i / ($2::int / 10) + 1,
 			         CASE WHEN i % 1000 = 0 THEN 'rare.type' ELSE 'order.t' || (i % 20) END,
@@ -52,6 +58,16 @@ func seedLog(tb testing.TB, pool *pgxpool.Pool, events int) {
 			      SELECT (e.sequence * 7 + length(e.correlation_id)) % 10 || '' AS x
 			      UNION ALL SELECT 'rare' WHERE e.type = 'rare.type') r
 			  WHERE e.tenant_id = $1`, []any{tenant.id}},
+			{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
+			  SELECT $1, $1 || '-test-' || p.id, 'hookflow:test:' || p.id, 1, 'hookflow.test', '{}', '\x01', 'delivered', now(), now(), now()
+			  FROM endpoints p WHERE p.tenant_id = $1 AND p.id <> $1 || '-ep-ops'`, []any{tenant.id}},
+			{`INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, updated_at, delivered_at)
+			  SELECT $1, $1 || '-notice-' || p.id || '-' || n, 'hookflow:' || p.id, n, 'hookflow.dead_letter.created', '{}', '\x01', 'delivered', now(), now(), now()
+			  FROM endpoints p CROSS JOIN generate_series(1, 5) n WHERE p.tenant_id = $1 AND p.id <> $1 || '-ep-ops'`, []any{tenant.id}},
+			{`INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, state, accepted_at, delivered_at)
+			  SELECT e.tenant_id, e.id, CASE WHEN e.type = 'hookflow.test' THEN substr(e.correlation_id, length('hookflow:test:') + 1) ELSE e.tenant_id || '-ep-ops' END,
+			         e.correlation_id, e.sequence, e.type, 'delivered', e.accepted_at, now()
+			  FROM events e WHERE e.tenant_id = $1 AND starts_with(e.correlation_id, 'hookflow:')`, []any{tenant.id}},
 			{`INSERT INTO dead_letters (tenant_id, event_id, correlation_id, sequence, endpoint_id, envelope, attempts, reason, dead_lettered_at, status)
 			  SELECT d.tenant_id, d.event_id, d.correlation_id, d.sequence, d.endpoint_id, '{}', '[]', '400', d.accepted_at,
 			         (ARRAY['open','replayed','skipped'])[1 + (hashtext(d.event_id) & 2147483647) % 3]
@@ -82,11 +98,14 @@ type readCase struct {
 var readBounds = map[string]int{
 	"event-types, a session limited to <rare>":            100,
 	"event-types, a session limited to <rare> and <busy>": 1000,
-	// At the API's cap of 100 endpoints a session, walking every endpoint's
-	// operational correlations at every endpoint would be 20,100 streams
-	// (about 50,000 buffers); only endpoints sent hookflow's own events
-	// carry them.
-	"event-types, a session limited to 100 endpoints": 2000,
+	// At the API's cap of 100 endpoints a session, each endpoint sent a
+	// test event: walking every endpoint's operational correlations at
+	// every endpoint would be 20,100 streams (about 41,000 buffers); only
+	// the correlations each endpoint was sent are walked.
+	"event-types, a session limited to 100 endpoints": 4000,
+	// The operators' endpoint was sent notices about every endpoint, none
+	// of them about itself: it walks what it was sent, not their types.
+	"event-types, a session limited to the operators' endpoint": 1000,
 }
 
 func str(s string) *string { return &s }
@@ -157,6 +176,11 @@ func readCases() []readCase {
 			}
 			_, err := q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: t,
 				Endpoints: eps, SampleMax: 4096, MaxRows: 101})
+			return err
+		}},
+		{"event-types, a session limited to the operators' endpoint", "deliveries_operational_type_idx", func(ctx context.Context, q *dbsqlc.Queries) error {
+			_, err := q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: t,
+				Endpoints: []string{"default-ep-ops"}, SampleMax: 4096, MaxRows: 101})
 			return err
 		}},
 		{"dead-letters", "dead_letters_log_idx", func(ctx context.Context, q *dbsqlc.Queries) error {

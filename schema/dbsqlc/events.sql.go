@@ -1245,14 +1245,18 @@ const EventTypeListByEndpoints = `-- name: EventTypeListByEndpoints :many
 WITH RECURSIVE about AS (
     SELECT 'hookflow:' || x AS correlation_id FROM unnest($4::text[]) x
     UNION SELECT 'hookflow:test:' || x FROM unnest($4::text[]) x
-), operators AS MATERIALIZED (
-    SELECT ep FROM unnest($4::text[]) ep
-    WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = ep
-                    AND starts_with(d.correlation_id, 'hookflow:'))
+), received AS (
+    SELECT ep, (SELECT d.correlation_id FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = ep
+                  AND starts_with(d.correlation_id, 'hookflow:') ORDER BY d.correlation_id LIMIT 1) AS corr
+    FROM unnest($4::text[]) ep
+    UNION ALL
+    SELECT r.ep, (SELECT d.correlation_id FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = r.ep
+                    AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id > r.corr ORDER BY d.correlation_id LIMIT 1)
+    FROM received r WHERE r.corr IS NOT NULL
 ), streams AS (
     -- corr NULL: the producers' events; otherwise that correlation's.
     SELECT ep, NULL::text AS corr FROM unnest($4::text[]) ep
-    UNION ALL SELECT o.ep, a.correlation_id FROM operators o CROSS JOIN about a
+    UNION ALL SELECT r.ep, r.corr FROM received r WHERE r.corr IN (SELECT a.correlation_id FROM about a)
 ), types AS (
     SELECT s.ep, s.corr, CASE WHEN s.corr IS NULL THEN
         (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = s.ep
@@ -1322,10 +1326,11 @@ type EventTypeListByEndpointsRow struct {
 // walked one index probe each (a loose index scan) and each type's latest
 // delivery in it is one more, so the cost is the number of types times
 // streams, however many events the tenant holds and however few of them go
-// there. The operational streams are walked only at the endpoints that
-// were ever sent one of hookflow's own events (one probe each finds them:
-// operators' endpoints, seldom a customer's): one stream an endpoint, and
-// two per endpoint of the session at each of those.
+// there. The operational streams are the hookflow: correlations each
+// endpoint was sent, found by a loose index scan too (an endpoint's own
+// test events, and at an operators' endpoint every endpoint's notices:
+// the tenant's endpoints bound them), of which those about one of the
+// session's endpoints are walked.
 func (q *Queries) EventTypeListByEndpoints(ctx context.Context, arg EventTypeListByEndpointsParams) ([]EventTypeListByEndpointsRow, error) {
 	rows, err := q.db.Query(ctx, EventTypeListByEndpoints,
 		arg.SampleMax,

@@ -13,10 +13,10 @@
 -- every delivery references (deliveries_event_fkey), so none stays NULL.
 -- A plain CREATE INDEX holds writes to deliveries while it builds: a
 -- deployment with a large deliveries table builds these CONCURRENTLY by
--- hand first (after the column is filled), and IF NOT EXISTS then leaves
--- them be.
-ALTER TABLE deliveries ADD COLUMN type text;
-UPDATE deliveries d SET type = e.type FROM events e WHERE e.tenant_id = d.tenant_id AND e.id = d.event_id;
+-- hand first (after adding and filling the column), and IF NOT EXISTS
+-- then leaves the column and them be, and the fill skips filled rows.
+ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS type text;
+UPDATE deliveries d SET type = e.type FROM events e WHERE e.tenant_id = d.tenant_id AND e.id = d.event_id AND d.type IS NULL;
 ALTER TABLE deliveries ALTER COLUMN type SET NOT NULL;
 CREATE INDEX IF NOT EXISTS deliveries_type_idx ON deliveries (tenant_id, endpoint_id, type, accepted_at, event_id)
     WHERE NOT starts_with(correlation_id, 'hookflow:');
