@@ -169,14 +169,14 @@ func TestAFastLaneDoesNotWaitForASlowPeer(t *testing.T) {
 // theirs in hand, then all answer, so a loaded machine that sends the
 // three attempts seconds apart still has them answered together. What it
 // cannot make together is the three answers' arrival at the workflow,
-// which the batch bounds: 30 s here, not 100 ms, for what is under test
+// which the batch bounds: 20 s here, not 100 ms, for what is under test
 // is that lanes delivered within the batch go in one hand-over (the
 // hand-over goes as soon as every first attempt has ended; the workflow
 // ends when the batch's pause does). The HTTP timeout is a minute, so an
 // attempt that waits at the barrier is never cut.
 func TestThreeLanesDeliveredTogetherAreHandedOverTogether(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{handOverBatch: 30 * time.Second, timeout: time.Minute})
+	b := setup(t, options{handOverBatch: 20 * time.Second, timeout: time.Minute})
 	var arrived atomic.Int32
 	var fronts []*slowFront
 	var subs []subscriber
