@@ -16,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookflow/hookflow/activities"
@@ -219,10 +220,15 @@ func TestReadmeExample(t *testing.T) {
 	})
 	lanes := []string{dev.ID, failing.ID}
 	slices.Sort(lanes)
-	st := b.sequencerState(corr)
 	waiting := []contract.QueuedEvent{{Sequence: 2, EventID: id(2)}, {Sequence: 3, EventID: id(3)}}
-	require.Equal(t, contract.SequencerState{Next: 1, Frontier: 1, Arrived: []contract.SequenceRange{{From: 2, To: 3}},
-		Lanes: []contract.LaneState{{Endpoint: lanes[0], Queued: waiting}, {Endpoint: lanes[1], Queued: waiting}}}, st)
+	want := contract.SequencerState{Next: 1, Frontier: 1, Arrived: []contract.SequenceRange{{From: 2, To: 3}},
+		Lanes: []contract.LaneState{{Endpoint: lanes[0], Queued: waiting}, {Endpoint: lanes[1], Queued: waiting}}}
+	var st contract.SequencerState
+	waitFor(t, 5*time.Minute, "the sequencer's state query says why they wait", func() bool {
+		st = b.sequencerState(corr)
+		return assert.ObjectsAreEqual(want, st)
+	})
+	require.Equal(t, want, st)
 	c := b.correlation(corr)
 	require.Equal(t, "sequencer", c.Source)
 	require.EqualValues(t, st.Next, c.NextSequence)

@@ -25,9 +25,9 @@ import (
 // The figures leave a loaded machine room without letting a defect
 // through: an attempt cut at 1 s is told from one that waited for the
 // answer (10 s) or was cut only by the window (20 s); the window has room
-// for its retry 1 s after the first attempt however late that comes; and
-// the dead letter is bounded below by the window and above by minutes
-// short of the server's window, both read from the ledger.
+// for the retry 1 s after the first attempt however late that comes; and
+// the dead letter's time, read from the ledger, is bounded below by the
+// window (less releaseLag) and above by minutes short of the server's.
 func TestEndpointSettingsHeadersTimeoutAndWindow(t *testing.T) {
 	t.Parallel()
 	const answerAfter, window = 10 * time.Second, 20 * time.Second
