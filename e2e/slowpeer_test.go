@@ -300,7 +300,7 @@ func TestMaxInFlightCapsASlowReceiver(t *testing.T) {
 				return false
 			}
 		}
-		return front.inFlight.Load() == 1
+		return front.inFlight.Load() > 0
 	})
 	time.Sleep(window + time.Second)
 	require.Zero(t, slowDone(), "the receiver held its first request past the window")
