@@ -26,7 +26,15 @@ import (
 // two outages is replayed too: every lane is delivered in order, exactly
 // once, and no dead letter is left to an operator. Before, the second
 // close replayed only from its own outage's first failure.
+//
+// Nothing here hangs on how fast the machine is: each outage has as many
+// lanes as the circuit's threshold (5), so their first attempts alone open
+// it however few retries a loaded machine fits into the window, the lane
+// between the outages has one lane's failures (fewer than the threshold
+// however many it fits), and every wait is for an outcome, with minutes to
+// spare.
 func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
+	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
 	ctx := context.Background()
 	rcv := newLedgerReceiver(t)
@@ -41,7 +49,7 @@ func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
 	}
 	ep := b.createEndpointWith(map[string]any{"url": rcv.URL(), "recovery_window": "6s", "auto_replay": true})
 	rcv.secret = ep.Secret
-	const n, seqs = 3, 3
+	const n, seqs = store.DefaultCircuitFailureThreshold, 3
 	circuit := func() store.Circuit {
 		t.Helper()
 		c, err := b.store.CircuitGet(ctx, ep.ID)
@@ -56,7 +64,7 @@ func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
 		o.down.Store(true)
 		corrs := b.postLanes(prefix, n, seqs, ep.ID)
 		var since time.Time
-		waitFor(t, time.Minute, "the circuit opens", func() bool {
+		waitFor(t, 5*time.Minute, "the circuit opens", func() bool {
 			c := circuit()
 			if c.Open() && c.FailingSince != nil {
 				since = *c.FailingSince
@@ -64,18 +72,18 @@ func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
 			return c.Open()
 		})
 		for _, c := range corrs {
-			b.waitState(c+"-1", contract.StateDeadLettered, time.Minute)
+			b.waitState(c+"-1", contract.StateDeadLettered, 5*time.Minute)
 		}
 		o.down.Store(false)
-		requireDrained(t, rcv, corrs, seqs, 3*time.Minute)
-		waitFor(t, time.Minute, "the circuit closed", func() bool { return circuit().State == store.CircuitClosed })
+		requireDrained(t, rcv, corrs, seqs, 10*time.Minute)
+		waitFor(t, 5*time.Minute, "the circuit closed", func() bool { return circuit().State == store.CircuitClosed })
 		return corrs, since
 	}
 
 	first, _ := outageOf("first")
 	betweenFails.Store(true)
 	b.postSequence(between, ep.ID, 1, seqs)
-	b.waitState(between+"-1", contract.StateDeadLettered, time.Minute)
+	b.waitState(between+"-1", contract.StateDeadLettered, 5*time.Minute)
 	betweenFails.Store(false)
 	dl := b.deadLetter(between + "-1?endpoint_id=" + ep.ID)
 	require.True(t, contract.OutageCaused(dl.Reason), "its window spent on retryable failures: %s", dl.Reason)
@@ -85,7 +93,7 @@ func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
 	// after the dead letter.
 	healthy := b.id("healthy")
 	b.postSequence(healthy, ep.ID, 1, 1)
-	b.waitState(healthy+"-1", contract.StateDelivered, time.Minute)
+	b.waitState(healthy+"-1", contract.StateDelivered, 5*time.Minute)
 	require.Nil(t, circuit().FailingSince)
 
 	waitFor(t, 10*time.Minute, "a reopening now is a new outage", func() bool {
@@ -96,8 +104,8 @@ func TestAutoReplayTakesEveryDeadLetterAroundItsCloses(t *testing.T) {
 	second, failingSince := outageOf("second")
 	require.True(t, failingSince.After(dl.DeadLetteredAt), "the second outage began after the dead letter (%s, %s)", failingSince, dl.DeadLetteredAt)
 
-	requireDrained(t, rcv, []string{between}, seqs, 2*time.Minute)
-	requireDrained(t, rcv, append(first, second...), seqs, time.Minute)
+	requireDrained(t, rcv, []string{between}, seqs, 10*time.Minute)
+	requireDrained(t, rcv, append(first, second...), seqs, 5*time.Minute)
 	dl = b.deadLetter(between + "-1?endpoint_id=" + ep.ID)
 	require.Equal(t, store.DeadLetterReplayed, dl.Status)
 	require.Equal(t, starter.AutoReplayBy, *dl.ReplayedBy)

@@ -67,7 +67,7 @@ func (b *bundle) deadLetteredHead(name, endpointID string, last int64) (corr, id
 // waitCompleted waits until the latest run of workflow id has completed.
 func (b *bundle) waitCompleted(id string) {
 	b.t.Helper()
-	waitFor(b.t, 30*time.Second, id+" completes", func() bool {
+	waitFor(b.t, 5*time.Minute, id+" completes", func() bool {
 		d, err := b.client.DescribeWorkflowExecution(context.Background(), wf(id), "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})

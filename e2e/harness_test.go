@@ -46,10 +46,15 @@ func TestMain(m *testing.M) {
 }
 
 // bundle is one test's running hookflow: its own database, task queue and
-// API on the package's shared Postgres and Temporal. That is what lets most
+// API on the package's shared Postgres and Temporal. That is what lets the
 // tests run at once (t.Parallel): they share nothing but the servers, and
-// name their correlations and events apart (id). A test whose assertions
-// hang on timing runs alone instead.
+// name their correlations, events and tenants apart (id), since workflow
+// IDs are the Temporal namespace's. Running at once, each may be slowed by
+// the others as much as a loaded machine slows it, so none asserts a
+// wall-clock window: it waits for outcomes with minutes to spare, holds
+// its receivers until it lets them answer where the order of things is
+// what it proves, and reads windows and rates from the ledger's recorded
+// times.
 type bundle struct {
 	t      *testing.T
 	cfg    config.Config
