@@ -21,9 +21,10 @@ STACK_RUNS  := TestChaosShort|TestOperatorModelShort|TestBenchShortRun|TestBench
 NORACE_RUNS := TestSequencerModel|TestSequencerSizesStayUnderTheBudget
 # The end-to-end tests mostly wait (on receivers, windows, timers), each on
 # a stack of its own (database, task queue, API) beside one Temporal server:
-# most run this many at once. Those whose assertions hang on timing (rate
-# limits, windows, a sequencer still running when its state is read) do not
-# call t.Parallel: Go runs them first, alone.
+# this many run at once, every one of them (t.Parallel). One about time or
+# order holds its receivers until it lets them answer and reads windows and
+# rate limits from the ledger's recorded times, so load makes it slower, not
+# red.
 E2E_PARALLEL ?= 4
 # cmd/hookflow's own tests are the CLI tests (test-integration); its wiring,
 # cmd/hookflow/app, runs with the unit tests.

@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/internal/apicheck"
+	"github.com/hookflow/hookflow/lab/apicheck"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"

@@ -24,8 +24,8 @@ import (
 // and the circuit closes. That close
 // replays from the previous one, so the dead letter written between the
 // two outages is replayed too: every lane is delivered in order, exactly
-// once, and no dead letter is left to an operator. Before, the second
-// close replayed only from its own outage's first failure.
+// once, and no dead letter is left to an operator. A close that replayed
+// only from its own outage's first failure would leave that one open.
 //
 // Nothing here hangs on how fast the machine is: each outage has as many
 // lanes as the circuit's threshold (5), so their first attempts alone open

@@ -34,13 +34,13 @@ func (f *flapper) fault(contract.Envelope, int) string {
 	return "503"
 }
 
-// TestCircuitDisablesAFlappingReceiver: a receiver that
-// answers once every 6 s and fails otherwise used to close its circuit at
-// each answer, which forgot failing_since: disable_after never tripped,
-// and each close and reopening published an event. Now one answer makes
-// the circuit half-open, the next failure opens it again with the
-// outage's failing_since kept, so the endpoint is disabled once it has
-// flapped for disable_after, and the operators hear of one opening.
+// TestCircuitDisablesAFlappingReceiver: a receiver that answers once
+// every 6 s and fails otherwise. One answer makes the circuit half-open,
+// and the next failure opens it again with the outage's failing_since
+// kept, so the endpoint is disabled once it has flapped for disable_after,
+// and the operators hear of one opening. A circuit closed at each answer
+// would forget failing_since (disable_after would never trip) and publish
+// an event at each close and reopening.
 func TestCircuitDisablesAFlappingReceiver(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})
@@ -87,10 +87,10 @@ func TestCircuitDisablesAFlappingReceiver(t *testing.T) {
 	ops.rcv.requireClean(t)
 }
 
-// TestADeadLetterGenerationHoldsItsOwnAttempts: a
-// delivery dead-lettered, replayed and dead-lettered again used to copy
-// every attempt so far into each generation; now each holds those of its
-// own window, and the event's view still lists them all.
+// TestADeadLetterGenerationHoldsItsOwnAttempts: a delivery dead-lettered,
+// replayed and dead-lettered again: each generation holds the attempts of
+// its own window, not every attempt so far, and the event's view still
+// lists them all.
 func TestADeadLetterGenerationHoldsItsOwnAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{window: 5 * time.Minute})

@@ -29,7 +29,7 @@ import (
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
-	"github.com/hookflow/hookflow/internal/apicheck"
+	"github.com/hookflow/hookflow/lab/apicheck"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
@@ -270,8 +270,11 @@ func (b *bundle) createEndpointWith(body map[string]any) endpoint {
 }
 
 type eventState struct {
-	ID         string         `json:"id"`
-	State      contract.State `json:"state"`
+	ID    string         `json:"id"`
+	State contract.State `json:"state"`
+	// AcceptedAt precedes the start of every delivery window of the
+	// event (a window starts when its lane is released).
+	AcceptedAt time.Time `json:"accepted_at"`
 	Deliveries []struct {
 		EndpointID string          `json:"endpoint_id"`
 		Attempts   []store.Attempt `json:"attempts"`

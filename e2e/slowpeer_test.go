@@ -122,9 +122,9 @@ const heldAttempt, slowWait = 10 * time.Minute, 5 * time.Minute
 // one correlation; one's receiver answers nothing until the test lets it.
 // The fast lane delivers all of them, in order, while the slow receiver
 // holds its first request unanswered: its hand-overs do not wait for the
-// slow lane's attempts (they did, and the fast lane moved at the slow
-// one's pace; here it would not move before the held attempt's ten-minute
-// timeout). The slow lane then delivers them all in order too.
+// slow lane's attempts (if they did, the fast lane would move at the slow
+// one's pace: here, not before the held attempt's ten-minute timeout).
+// The slow lane then delivers them all in order too.
 func TestAFastLaneDoesNotWaitForASlowPeer(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{timeout: heldAttempt, window: 30 * time.Minute})
@@ -164,7 +164,7 @@ func TestAFastLaneDoesNotWaitForASlowPeer(t *testing.T) {
 // TestThreeLanesDeliveredTogetherAreHandedOverTogether: an event whose
 // three lanes are released at once and whose receivers answer at once is
 // handed over to its sequencer in one Finish: one finished update for the
-// three lanes, as before each lane could hand over on its own. "At once"
+// three lanes, not one each. "At once"
 // is the receivers' own: each holds its request until all three have
 // theirs in hand, then all answer, so a loaded machine that sends the
 // three attempts seconds apart still has them answered together. What it

@@ -60,7 +60,11 @@ const (
 // faces and services the wiring starts, the workflows, the activities, the
 // plumbing, and at the bottom the schema, the API's generated contract and
 // the kit. A folder no row holds (e2e) is tests only: it may import
-// anything and nothing imports it.
+// anything and nothing imports it. The rule is for what a package builds:
+// its own tests may reach any layer, as e2e does (the activities' tests
+// start the API, the workflows' register them on a worker), and a rig
+// only tests use (apicheck, which holds answers to the API's document)
+// lives in the lab.
 var layers = []struct {
 	folder string
 	rank   int
