@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -47,8 +48,8 @@ const runAsHookflow = "HOOKFLOW_TEST_RUN_AS_HOOKFLOW"
 // fragment in a block's comments must appear in its output, and each block's
 // check below asserts what the prose around it says. A block that only reads
 // (no POST, PATCH, PUT or DELETE) is run again until its checks pass, for at
-// most a minute, so a loaded machine makes it slower, never red; a block
-// that writes runs once.
+// most a minute, so a machine a minute behind makes it slower, not red; a
+// block that writes runs once.
 //
 // Left out, and why: the README's quick start is `make run`, the stack this
 // test starts itself, and `make test`, the suite this test is part of.
@@ -60,7 +61,8 @@ const runAsHookflow = "HOOKFLOW_TEST_RUN_AS_HOOKFLOW"
 // plans (a store benchmark, `go test -bench`, not a request to hookflow);
 // docs/performance.md's and docs/reliability.md's are the bench, chaos and
 // model runs, minutes to hours each on stacks of their own, which `make test`
-// runs in their short forms. The other pages have no sh block.
+// runs in their short forms. TestEveryDocsBlockIsRunOrLeftOut holds every
+// page to one or the other.
 func TestReadmeTour(t *testing.T) {
 	api, receiver := startDev(t)
 	t.Run("README", func(t *testing.T) {
@@ -762,4 +764,34 @@ func (s *syncBuffer) take() string {
 	out := s.b.String()
 	s.b.Reset()
 	return out
+}
+
+// TestEveryDocsBlockIsRunOrLeftOut: every page of the README and docs/
+// with a ```sh block is either run by TestReadmeTour (which holds each of
+// its sections to a check, or to a heading it leaves out) or left out here
+// as a whole, with the reason; a new page with blocks, or blocks on a page
+// that had none, fails until it is one or the other.
+func TestEveryDocsBlockIsRunOrLeftOut(t *testing.T) {
+	t.Parallel()
+	run := map[string]bool{"../../README.md": true, "../../docs/api.md": true, "../../docs/portal.md": true}
+	leftOut := map[string]string{
+		"../../docs/operability.md": "its blocks start a hookflow dev of their own (with tracing) and run a store benchmark",
+		"../../docs/performance.md": "the bench's runs, minutes to hours on stacks of their own",
+		"../../docs/reliability.md": "the chaos, operator-model and model runs, minutes to hours on stacks of their own",
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	require.NoError(t, err)
+	pages = append(pages, "../../README.md")
+	for _, p := range pages {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err)
+		n := len(blocksOf(string(raw)))
+		_, out := leftOut[p]
+		switch {
+		case run[p] || out:
+			require.Positive(t, n, "%s has no sh block any more: take it off this test's lists", p)
+		default:
+			require.Zero(t, n, "%s has %d sh blocks that no test runs: run them in TestReadmeTour, or leave the page out here and say why", p, n)
+		}
+	}
 }
