@@ -29,10 +29,10 @@ import (
 
 	"github.com/hookflow/hookflow/api"
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
-	"github.com/hookflow/hookflow/lab/apicheck"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/lab/apicheck"
 	"github.com/hookflow/hookflow/lab/testenv"
 	"github.com/hookflow/hookflow/lab/testenv/temporaltest"
 	"github.com/hookflow/hookflow/schema"
@@ -305,9 +305,17 @@ func (b *bundle) eventState(id string) eventState {
 	return st
 }
 
+// minOutcomeWait is the least any test waits for an outcome (waitFor).
+const minOutcomeWait = 3 * time.Minute
+
 // waitFor polls cond until it holds or the timeout passes.
+//
+// However short a test asks for, it waits at least minOutcomeWait: a wait
+// that ends early costs nothing, and one cut short on a loaded machine, with
+// the others running beside it, would fail a test that is not wrong.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, minOutcomeWait)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
