@@ -23,11 +23,11 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/hookflow/hookflow/api"
-	"github.com/hookflow/hookflow/lab/apicheck"
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/internal/transport/webhook"
+	"github.com/hookflow/hookflow/lab/apicheck"
 	"github.com/hookflow/hookflow/lab/testenv"
 )
 
