@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what hookflow's dev stack and tests need beyond
 # Go: the PostgreSQL server binaries (initdb, postgres) and a 'postgres' user
-# to run them as when we are root, and, with --browser (make test), Debian's
-# Chromium, which the customer portal's browser tests drive headless
-# (e2e/portal_browser_test.go): make run needs no browser. Installs them with
-# apt when they are missing and we may; otherwise says the exact command and
-# fails.
+# to run them as when we are root, and, with --browser (make test), what only
+# the tests drive: Debian's Chromium, which the customer portal's browser
+# tests run headless (e2e/portal_browser_test.go), and the brokers that the
+# broker destinations are tested against for real, redis-server and
+# rabbitmq-server (the NATS server is built from its own Go module). make run
+# needs none of those. Installs them with apt when they are missing and we
+# may; otherwise says the exact command and fails.
 set -euo pipefail
 
 browser=false
@@ -22,14 +24,18 @@ have_pg() {
 
 have_chromium() { ! $browser || command -v chromium >/dev/null 2>&1; }
 
+have_brokers() {
+  ! $browser || { command -v redis-server && command -v rabbitmq-server; } >/dev/null 2>&1
+}
+
 need_user() { [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; }
 
-if have_pg && ! need_user && have_chromium; then
+if have_pg && ! need_user && have_chromium && have_brokers; then
   exit 0
 fi
 if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
   if $browser; then
-    echo "hookflow's tests need the PostgreSQL server binaries and Chromium: sudo apt-get update && sudo apt-get install -y postgresql chromium" >&2
+    echo "hookflow's tests need the PostgreSQL server binaries, Chromium and the brokers: sudo apt-get update && sudo apt-get install -y postgresql chromium redis-server rabbitmq-server" >&2
   else
     echo "hookflow needs the PostgreSQL server binaries: sudo apt-get update && sudo apt-get install -y postgresql" >&2
   fi
@@ -51,4 +57,21 @@ if ! have_chromium; then
   echo "installing Chromium for the portal's browser tests (apt-get install -y chromium)..." >&2
   apt-get install -y -qq chromium >/dev/null
 fi
-have_pg && have_chromium
+if ! have_brokers; then
+  echo "installing the brokers the tests deliver into (apt-get install -y redis-server rabbitmq-server)..." >&2
+  # The packages would start system-wide services on the default ports; the
+  # tests run their own servers on free ports, so nothing may start here.
+  policy=/usr/sbin/policy-rc.d
+  had_policy=false
+  [[ -e $policy ]] && had_policy=true
+  $had_policy || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"; }
+  apt-get install -y -qq redis-server rabbitmq-server >/dev/null
+  $had_policy || rm -f "$policy"
+  for svc in redis-server rabbitmq-server epmd; do
+    command -v systemctl >/dev/null 2>&1 && systemctl stop "$svc" >/dev/null 2>&1 || true
+  done
+  pkill -x redis-server >/dev/null 2>&1 || true
+  pkill -f 'beam.*rabbit' >/dev/null 2>&1 || true
+  pkill -x epmd >/dev/null 2>&1 || true
+fi
+have_pg && have_chromium && have_brokers

@@ -169,24 +169,7 @@ func (p Policy) CheckURL(raw string) error {
 	if u.Scheme != "https" {
 		return errors.New("scheme must be https (an exact host:port in HOOKFLOW_PRIVATE_TARGET_ALLOWLIST may use http)")
 	}
-	// Judge the host as http.Transport dials it: a name that is not ASCII
-	// goes through IDNA's lookup mapping first, which turns fullwidth
-	// digits into digits and U+24DB… into "localhost". A trailing dot makes
-	// a name fully qualified; it resolves the same.
-	host := u.Hostname()
-	if !isASCII(host) {
-		if a, err := idna.Lookup.ToASCII(host); err == nil {
-			host = a
-		}
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return ErrForbiddenTarget
-	}
-	if addr, ok := parseLooseIP(host); ok && Forbidden(addr) {
-		return ErrForbiddenTarget
-	}
-	return nil
+	return checkHost(u.Hostname())
 }
 
 func isASCII(s string) bool {
@@ -245,11 +228,21 @@ func parseLooseIP(host string) (netip.Addr, bool) {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
 }
 
-// NewClient returns the HTTP client deliveries use. Redirects are returned
-// as responses, never followed.
-func (p Policy) NewClient() *http.Client {
-	open := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	guarded := &net.Dialer{Timeout: open.Timeout, KeepAlive: open.KeepAlive, Control: func(network, address string, _ syscall.RawConn) error {
+// DialContext dials address (host:port, as configured, before
+// resolution) under the policy: an allowlisted target as is, any other
+// only to an address that is not forbidden, checked on the address
+// actually dialled, so that a name that resolves elsewhere later (DNS
+// rebinding) is still refused. Every transport dials through it.
+func (p Policy) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if p.allows(address) {
+		return openDialer.DialContext(ctx, network, address)
+	}
+	return guardedDialer.DialContext(ctx, network, address)
+}
+
+var (
+	openDialer    = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	guardedDialer = &net.Dialer{Timeout: openDialer.Timeout, KeepAlive: openDialer.KeepAlive, Control: func(network, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return fmt.Errorf("%w: %s", ErrForbiddenTarget, address)
@@ -260,14 +253,54 @@ func (p Policy) NewClient() *http.Client {
 		}
 		return nil
 	}}
-	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-		// address is the URL's host:port, before resolution: the allowlist
-		// names targets as an operator writes them.
-		if p.allows(address) {
-			return open.DialContext(ctx, network, address)
-		}
-		return guarded.DialContext(ctx, network, address)
+)
+
+// CheckAddr validates a broker's address (host and port, as configured) at
+// registration as CheckURL does a URL's: unless the policy allows its
+// host:port, TLS only (tls says the connection will use it) and no
+// localhost or literal forbidden address (names are checked again at every
+// dial, DialContext).
+func (p Policy) CheckAddr(host, port string, tls bool) error {
+	if host == "" || port == "" {
+		return errors.New("an address needs a host and a port")
 	}
+	if strings.Contains(host, "%") {
+		return fmt.Errorf("%w: a host with an IPv6 zone", ErrForbiddenTarget)
+	}
+	if p.allows(net.JoinHostPort(host, port)) {
+		return nil
+	}
+	if !tls {
+		return errors.New("the connection must use TLS (an exact host:port in HOOKFLOW_PRIVATE_TARGET_ALLOWLIST may go without)")
+	}
+	return checkHost(host)
+}
+
+// checkHost refuses a host that names this machine or a forbidden address.
+func checkHost(host string) error {
+	// Judge the host as the dialer does: a name that is not ASCII goes
+	// through IDNA's lookup mapping first, which turns fullwidth digits
+	// into digits and U+24DB… into "localhost". A trailing dot makes a
+	// name fully qualified; it resolves the same.
+	if !isASCII(host) {
+		if a, err := idna.Lookup.ToASCII(host); err == nil {
+			host = a
+		}
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return ErrForbiddenTarget
+	}
+	if addr, ok := parseLooseIP(host); ok && Forbidden(addr) {
+		return ErrForbiddenTarget
+	}
+	return nil
+}
+
+// NewClient returns the HTTP client deliveries use. Redirects are returned
+// as responses, never followed.
+func (p Policy) NewClient() *http.Client {
+	dial := p.DialContext
 	tr := &http.Transport{
 		DialContext:           dial,
 		Proxy:                 nil,

@@ -289,3 +289,33 @@ func TestAllowlistIsATenantsOnlyWhenGranted(t *testing.T) {
 	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
 	require.EqualValues(t, 1, hits.Load(), "nothing reached the target for the tenant not granted it")
 }
+
+// TestCheckAddr: a broker's address is judged as a webhook's URL is: TLS
+// and a public host unless its exact host:port is allowlisted for the
+// tenant, and the dial refuses a name that resolves to a private address.
+func TestCheckAddr(t *testing.T) {
+	t.Parallel()
+	p := egress.Policy{Allowlist: []string{"10.0.0.5:4222"}}
+	for _, c := range []struct {
+		host, port string
+		tls        bool
+		ok         bool
+	}{
+		{"nats.example.com", "4222", true, true},
+		{"nats.example.com", "4222", false, false},
+		{"127.0.0.1", "6379", true, false},
+		{"localhost", "6379", true, false},
+		{"redis.localhost.", "6379", true, false},
+		{"169.254.169.254", "80", true, false},
+		{"fe80::1%eth0", "5672", true, false},
+		{"", "5672", true, false},
+		{"10.0.0.5", "4222", false, true},
+		{"10.0.0.5", "4223", true, false},
+	} {
+		err := p.CheckAddr(c.host, c.port, c.tls)
+		require.Equal(t, c.ok, err == nil, "%s:%s tls=%v: %v", c.host, c.port, c.tls, err)
+	}
+	require.Error(t, p.ForTenant(false).CheckAddr("10.0.0.5", "4222", false), "the allowlist is a granted tenant's only")
+	_, err := p.DialContext(t.Context(), "tcp", "127.0.0.1:1")
+	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
+}

@@ -11,6 +11,7 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -40,7 +41,9 @@ type Transport interface {
 type Destination struct {
 	// EndpointID names the endpoint (on spans; never a secret).
 	EndpointID string
-	// URL is where the destination is; it may carry credentials.
+	// URL is where the destination is. A webhook's may carry credentials;
+	// a destination set by Config has the canonical address its
+	// Configurer made (Address), which holds none.
 	URL string
 	// URLPathPublic says the URL's path holds no secret, so that what is
 	// recorded may show it (package redact).
@@ -54,6 +57,14 @@ type Destination struct {
 	// PrivateTargets says the endpoint's tenant is granted the
 	// deployment's private-target allowlist (egress.Policy.ForTenant).
 	PrivateTargets bool
+	// Config holds the settings of a destination that is not reached by
+	// URL (a broker's address, subject or stream), a JSON object as
+	// stored; nil for a webhook. Nothing in it is secret.
+	Config json.RawMessage
+	// Credentials are such a destination's secrets (a password, a token).
+	// A transport never logs them and takes every form of them out of
+	// what it answers (redact.Values).
+	Credentials map[string]string
 }
 
 // Message is one attempt of one event for one destination.
@@ -69,6 +80,13 @@ type Message struct {
 	CorrelationID string
 	Sequence      int64
 	Attempt       int32
+	// Previous and Skipped are the envelope's previous_sequence and
+	// skipped_sequences, and Type its event type: a transport that keeps
+	// a lane's order itself (a broker) reads them to tell its lane's tail
+	// apart (Decide), and carries them as headers.
+	Previous int64
+	Skipped  []int64
+	Type     string
 }
 
 // Outcome is how a destination took a message.
@@ -125,6 +143,53 @@ type Result struct {
 	Outage bool
 }
 
+// Configurer is a transport whose destinations are set by Config and
+// Credentials rather than a URL (a broker). The API asks it for the
+// address it stores as the endpoint's URL.
+type Configurer interface {
+	// Address checks d's Config and Credentials as they would be stored,
+	// the egress rules on every address in them included, without
+	// reaching the destination, and returns the canonical address of
+	// what d names (a URL with no credentials, the same for the same
+	// destination): it is shown, redacted, audited when it changes, and
+	// two live endpoints may not share it. Its error says what is wrong
+	// in words fit for the one who sent them.
+	Address(ctx context.Context, d Destination) (string, error)
+}
+
+// Checker is a transport that can prove a destination's settings work
+// before they are stored: the API calls Check when an endpoint is created
+// or its address or credentials change, with a deadline of a few
+// seconds, and refuses the change when it fails. Its error says what is
+// wrong (unreachable, refused, missing) and holds no credential.
+type Checker interface {
+	Check(ctx context.Context, d Destination) error
+}
+
+// Stored is one message as a destination holds it (Reader).
+type Stored struct {
+	// Lane is the correlation the message was sent in.
+	Lane string
+	// EventID is its webhook-id; EndpointID the endpoint that wrote it.
+	EventID    string
+	EndpointID string
+	Sequence   int64
+	Previous   int64
+	Skipped    []int64
+	// Timestamp and Signature are the Standard Webhooks signature's
+	// inputs and value, and Body the envelope, as written.
+	Timestamp int64
+	Signature string
+	Body      []byte
+}
+
+// Reader is a transport that can read back every message a destination
+// holds for one endpoint, in the destination's order per lane: the
+// conformance check of a destination and the tests read through it.
+type Reader interface {
+	Read(ctx context.Context, d Destination, each func(Stored) error) error
+}
+
 // ErrUnknownType is returned for an endpoint type no transport serves.
 var ErrUnknownType = errors.New("no transport for endpoint type")
 
@@ -144,6 +209,18 @@ func NewRegistry(byType map[string]Transport) (*Registry, error) {
 		r.byType[typ] = t
 	}
 	return r, nil
+}
+
+// Close closes every transport that holds connections (io.Closer): the
+// worker calls it once it has stopped.
+func (r *Registry) Close() error {
+	var errs []error
+	for _, t := range r.byType {
+		if c, ok := t.(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Lookup returns the transport of endpoint type typ ("" is DefaultType),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/egress"
 	"github.com/hookflow/hookflow/internal/printable"
+	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/transport"
 	standard "github.com/hookflow/hookflow/kit/webhook"
 )
@@ -72,11 +73,11 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 	// The endpoint's custom headers first, so that hookflow's own headers
 	// below win whatever the API let through. Their values are secrets:
 	// nothing here logs them, puts them on the span (send records no
-	// header) or keeps them in what it answers (valueScrubber).
+	// header) or keeps them in what it answers (redact.Values).
 	for name, v := range d.Headers {
 		req.Header.Set(name, v)
 	}
-	secrets := newValueScrubber(headerValues(d.Headers))
+	secrets := redact.NewValues(headerValues(d.Headers))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookflow")
 	req.Header.Set(standard.HeaderID, m.EventID)
@@ -94,14 +95,14 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 		// are escaped before anyone's terminal sees it. Go's HTTP client
 		// quotes a receiver's bytes in some errors (a malformed header
 		// line): the header values go as from an answer.
-		msg := printable.String(secrets.replace(redactError(err, req.URL, d.URLPathPublic)))
+		msg := printable.String(secrets.Replace(redactError(err, req.URL, d.URLPathPublic)))
 		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg, Outage: true}, nil
 	}
 	// A receiver's error page may quote the URL it was called at, and may
 	// hold escape sequences meant for the terminal of whoever reads the
 	// dead letter: both are taken out before it is stored. A receiver may
 	// echo the request's headers too, in any encoding: the custom headers'
-	// values are taken out as well, in every form (valueScrubber). The
+	// values are taken out as well, in every form (redact.Values). The
 	// answer is cut to its recorded length first, so that what the cut
 	// leaves of a value at the end is taken out too; the URL's
 	// credentials are matched in a text read as far past the cut as the
@@ -113,7 +114,7 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 	res := transport.Result{Status: c, Summary: fmt.Sprintf("receiver answered %d", c), Outage: outageStatus(c)}
 	res.Detail = res.Summary
 	if len(answer) > 0 {
-		res.Detail += ": " + printable.String(secrets.cut(scrub(string(answer), req.URL, d.URLPathPublic), maxRecordedBody))
+		res.Detail += ": " + printable.String(secrets.Cut(scrub(string(answer), req.URL, d.URLPathPublic), maxRecordedBody))
 	}
 	wait := retryAfter(resp.Header, time.Now())
 	switch {
