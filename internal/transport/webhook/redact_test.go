@@ -104,4 +104,3 @@ func TestScrubPath(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "invalid webhook signature at [redacted]", scrub("invalid webhook signature at /webhook", plain, false))
 }
-
