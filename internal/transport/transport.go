@@ -157,6 +157,17 @@ type Configurer interface {
 	Address(ctx context.Context, d Destination) (string, error)
 }
 
+// FieldError is what a Configurer or a Checker says of one field of a
+// destination's config or credentials: the API answers it as a problem
+// naming the field ("config.subject", "credentials.password"). Reason
+// holds no credential.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
 // Checker is a transport that can prove a destination's settings work
 // before they are stored: the API calls Check when an endpoint is created
 // or its address or credentials change, with a deadline of a few
