@@ -220,11 +220,15 @@ func (s *Store) DeliveryStartAttempt(ctx context.Context, eventID, endpointID st
 			var circuit string
 			var failures int32
 			var held LaneHead
+			var config, credentials []byte
 			err := row.Scan(append(append([]any{&e.ID, &e.URL, &e.Secret, &e.Previous, &e.Disabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt},
-				sc.dest()...), &e.Type, &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data,
+				sc.dest()...), &e.Type, &config, &credentials, &a.State, &a.DeadLetterStatus, &a.Generation, &circuit, &failures, &a.DeletedBy, &a.Data,
 				&a.Tenant.Disabled, &a.Tenant.DeliveriesPerSecond, &a.Tenant.AllowPrivateTargets,
 				&held.Sequence, &held.EventID, &held.State)...)
 			e.Settings = sc.settings()
+			if err == nil {
+				err = e.decodeDestination(config, credentials)
+			}
 			a.CircuitOpen, a.CircuitFailures = circuit != CircuitClosed, int(failures)
 			if held.Sequence > 0 {
 				a.HeldBy = &held

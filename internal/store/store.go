@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookflow/hookflow/internal/contract"
@@ -152,9 +153,17 @@ type Endpoint struct {
 	// read them: a delivery has no use for them.
 	EventTypes []string
 	// Settings are its delivery settings; each zero is the server's.
-	Settings  Settings
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Settings Settings
+	// Config is a broker destination's settings (package transport), a
+	// JSON object; nil for a webhook, whose URL says where it is.
+	Config json.RawMessage
+	// Credentials are a broker destination's secrets, kept as Secret and
+	// the headers' values are: in the endpoint's row alone. The API never
+	// shows them; only the attempt and the API's check of a destination
+	// read them.
+	Credentials map[string]string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // Settings are an endpoint's delivery settings. The API
@@ -380,15 +389,58 @@ func endpointOf(r dbsqlc.EndpointGetRow) (Endpoint, error) {
 		}
 	}
 	e.Settings = sc.settings()
+	if err := e.decodeDestination(r.Config, r.Credentials); err != nil {
+		return e, err
+	}
 	return e, nil
+}
+
+// decodeDestination sets e's Config and Credentials from their columns.
+func (e *Endpoint) decodeDestination(config, credentials []byte) error {
+	if len(config) > 0 {
+		e.Config = json.RawMessage(config)
+	}
+	if len(credentials) > 0 {
+		if err := json.Unmarshal(credentials, &e.Credentials); err != nil {
+			return fmt.Errorf("decode credentials: %w", err)
+		}
+	}
+	return nil
+}
+
+// destinationParams are e's Config and Credentials as the endpoint
+// queries take them: NULL (nil) for none.
+func destinationParams(config json.RawMessage, credentials map[string]string) ([]byte, []byte, error) {
+	var cfg, cred []byte
+	if len(config) > 0 {
+		cfg = []byte(config)
+	}
+	if credentials != nil {
+		var err error
+		if cred, err = json.Marshal(credentials); err != nil {
+			return nil, nil, fmt.Errorf("encode credentials: %w", err)
+		}
+	}
+	return cfg, cred, nil
 }
 
 func translate(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == uniqueViolation && pe.ConstraintName == "endpoints_destination_key" {
+		return ErrDestinationTaken
+	}
 	return err
 }
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a unique index refusing a row.
+const uniqueViolation = "23505"
+
+// ErrDestinationTaken refuses a broker destination another live endpoint
+// of the deployment writes to already: both would write the same lanes,
+// and each would refuse the other's messages.
+var ErrDestinationTaken = errors.New("another endpoint delivers to this destination already")
 
 // EndpointInsert stores a new endpoint, subscribed to eventTypes (nil for
 // every type; the caller has checked them with eventtypes.Normalize), with
@@ -409,7 +461,11 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 	if err != nil {
 		return e, fmt.Errorf("insert endpoint: %w", err)
 	}
-	args := dbsqlc.EndpointInsertParams{TenantID: s.tenant, ID: e.ID, Url: e.URL, Secret: e.Secret, EventTypes: e.EventTypes,
+	cfg, cred, err := destinationParams(e.Config, e.Credentials)
+	if err != nil {
+		return e, fmt.Errorf("insert endpoint: %w", err)
+	}
+	args := dbsqlc.EndpointInsertParams{Config: cfg, Credentials: cred, TenantID: s.tenant, ID: e.ID, Url: e.URL, Secret: e.Secret, EventTypes: e.EventTypes,
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, Column10: e.Settings.AutoReplay, DisableAfterMs: sp.disableAfter,
 		CircuitFailureRate: sp.failureRate, CircuitWindowMs: sp.cwin, CircuitMinAttempts: sp.minAttempts,
@@ -493,6 +549,13 @@ type EndpointChange struct {
 	// URLPathPublic likewise (false: the path is redacted). A change of
 	// URL that leaves it out sets it back to false.
 	URLPathPublic *bool
+	// Config replaces a broker destination's config; it comes with URL,
+	// the canonical address the transport made of it.
+	Config json.RawMessage
+	// Credentials replaces a broker destination's credentials whole. A
+	// change of address that does not send them again is refused
+	// (ErrCredentialsAddress).
+	Credentials *map[string]string
 	// By is who makes the change: a change of URL is recorded with it
 	// (EndpointURLChanges).
 	By Actor
@@ -514,6 +577,11 @@ type Actor struct {
 // custom headers again: their values are secrets meant for the origin they
 // were set for, and would otherwise go to the new one.
 var ErrHeadersOrigin = errors.New("a change of URL to another origin must send headers again")
+
+// ErrCredentialsAddress is EndpointUpdate's refusal of a change of a
+// broker destination's address that does not send its credentials again:
+// credentials for one broker must not go to another.
+var ErrCredentialsAddress = errors.New("a change of a destination's address must send its credentials again")
 
 // EndpointUpdate makes the change; ErrNotFound when the endpoint does not
 // exist. A change of the rate limit gives up the slots reserved under the
@@ -609,7 +677,18 @@ func (s *Store) endpointUpdateParams(id string, ch EndpointChange) (dbsqlc.Endpo
 	}
 	st, set := ch.replaced()
 	sp, err := settingsParamsOf(st)
-	return dbsqlc.EndpointUpdateParams{TenantID: s.tenant, ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
+	if err != nil {
+		return dbsqlc.EndpointUpdateParams{}, err
+	}
+	var creds map[string]string
+	if ch.Credentials != nil {
+		creds = *ch.Credentials
+		if creds == nil {
+			creds = map[string]string{}
+		}
+	}
+	cfg, cred, err := destinationParams(ch.Config, creds)
+	return dbsqlc.EndpointUpdateParams{Config: cfg, Credentials: cred, TenantID: s.tenant, ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
 		SetEventTypes: ch.EventTypes != nil, EventTypes: eventTypes, Settings: set,
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, AutoReplay: &st.AutoReplay, DisableAfterMs: sp.disableAfter,
@@ -639,6 +718,9 @@ func (s *Store) endpointURLChange(ctx context.Context, tx pgx.Tx, id string, ch 
 	}
 	if len(headers) > 0 && ch.Headers == nil && !SameOrigin(old, *ch.URL) {
 		return nil, ErrHeadersOrigin
+	}
+	if row.HasCredentials && ch.Credentials == nil {
+		return nil, ErrCredentialsAddress
 	}
 	if ch.URLPathPublic == nil {
 		ch.URLPathPublic = new(false)

@@ -109,7 +109,7 @@ func (q *Queries) EndpointDisabledForShare(ctx context.Context, id string) (bool
 const EndpointGet = `-- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL
 `
 
@@ -141,6 +141,8 @@ type EndpointGetRow struct {
 	MaxInFlight             *int32
 	UrlPathPublic           bool
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 }
 
 func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (EndpointGetRow, error) {
@@ -169,6 +171,8 @@ func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (Endpo
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
 		&i.Type,
+		&i.Config,
+		&i.Credentials,
 	)
 	return i, err
 }
@@ -176,12 +180,13 @@ func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (Endpo
 const EndpointInsert = `-- name: EndpointInsert :one
 INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials)
 VALUES ($17, $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
-        COALESCE($16::boolean, false), COALESCE(NULLIF($18::text, ''), 'webhook'))
+        COALESCE($16::boolean, false), COALESCE(NULLIF($18::text, ''), 'webhook'),
+        $19::jsonb, $20::jsonb)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 `
 
 type EndpointInsertParams struct {
@@ -203,6 +208,8 @@ type EndpointInsertParams struct {
 	Column16                bool
 	TenantID                string
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 }
 
 type EndpointInsertRow struct {
@@ -228,6 +235,8 @@ type EndpointInsertRow struct {
 	MaxInFlight             *int32
 	UrlPathPublic           bool
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 }
 
 // An empty type is the column's default, a webhook.
@@ -251,6 +260,8 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		arg.Column16,
 		arg.TenantID,
 		arg.Type,
+		arg.Config,
+		arg.Credentials,
 	)
 	var i EndpointInsertRow
 	err := row.Scan(
@@ -276,6 +287,8 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
 		&i.Type,
+		&i.Config,
+		&i.Credentials,
 	)
 	return i, err
 }
@@ -357,7 +370,7 @@ func (q *Queries) EndpointLeaseTake(ctx context.Context, arg EndpointLeaseTakePa
 }
 
 const EndpointLockURL = `-- name: EndpointLockURL :one
-SELECT url, headers, url_path_public FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT url, headers, url_path_public, COALESCE(credentials <> '{}'::jsonb, false)::boolean AS has_credentials FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 type EndpointLockURLParams struct {
@@ -366,19 +379,26 @@ type EndpointLockURLParams struct {
 }
 
 type EndpointLockURLRow struct {
-	Url           string
-	Headers       []byte
-	UrlPathPublic bool
+	Url            string
+	Headers        []byte
+	UrlPathPublic  bool
+	HasCredentials bool
 }
 
-// The endpoint's URL, custom headers and url_path_public, its row locked
-// for the rest of the transaction: a change of URL is judged (does it keep
-// the origin the headers were set for?) against the row it replaces, not
-// against a read another PATCH may have overtaken.
+// The endpoint's URL, custom headers, url_path_public and whether it has
+// credentials, its row locked for the rest of the transaction: a change of
+// URL is judged (does it keep the origin the headers were set for? does a
+// broker's new address come with credentials of its own?) against the row
+// it replaces, not against a read another PATCH may have overtaken.
 func (q *Queries) EndpointLockURL(ctx context.Context, arg EndpointLockURLParams) (EndpointLockURLRow, error) {
 	row := q.db.QueryRow(ctx, EndpointLockURL, arg.ID, arg.TenantID)
 	var i EndpointLockURLRow
-	err := row.Scan(&i.Url, &i.Headers, &i.UrlPathPublic)
+	err := row.Scan(
+		&i.Url,
+		&i.Headers,
+		&i.UrlPathPublic,
+		&i.HasCredentials,
+	)
 	return i, err
 }
 
@@ -464,7 +484,7 @@ UPDATE endpoints SET
 WHERE tenant_id = $4 AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 `
 
 type EndpointRotateSecretParams struct {
@@ -497,6 +517,8 @@ type EndpointRotateSecretRow struct {
 	MaxInFlight             *int32
 	UrlPathPublic           bool
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 }
 
 // The current secret joins the previous ones, to sign for $3 seconds more;
@@ -532,6 +554,8 @@ func (q *Queries) EndpointRotateSecret(ctx context.Context, arg EndpointRotateSe
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
 		&i.Type,
+		&i.Config,
+		&i.Credentials,
 	)
 	return i, err
 }
@@ -617,32 +641,36 @@ func (q *Queries) EndpointURLChangesList(ctx context.Context, arg EndpointURLCha
 const EndpointUpdate = `-- name: EndpointUpdate :one
 UPDATE endpoints SET
     url             = COALESCE($1::text, url),
-    event_types     = CASE WHEN $2::boolean THEN $3::text[] ELSE event_types END,
-    headers            = CASE WHEN $4::int & 1 <> 0 THEN $5::jsonb ELSE headers END,
-    recovery_window_ms = CASE WHEN $4::int & 2 <> 0 THEN $6::bigint ELSE recovery_window_ms END,
-    timeout_ms         = CASE WHEN $4::int & 4 <> 0 THEN $7::bigint ELSE timeout_ms END,
-    rate_limit         = CASE WHEN $4::int & 8 <> 0 THEN $8::double precision ELSE rate_limit END,
-    circuit_failure_threshold = CASE WHEN $4::int & 16 <> 0 THEN $9::integer ELSE circuit_failure_threshold END,
-    auto_replay               = CASE WHEN $4::int & 32 <> 0 THEN COALESCE($10::boolean, false) ELSE auto_replay END,
-    disable_after_ms          = CASE WHEN $4::int & 64 <> 0 THEN $11::bigint ELSE disable_after_ms END,
-    circuit_failure_rate      = CASE WHEN $4::int & 128 <> 0 THEN $12::integer ELSE circuit_failure_rate END,
-    circuit_window_ms         = CASE WHEN $4::int & 256 <> 0 THEN $13::bigint ELSE circuit_window_ms END,
-    circuit_min_attempts      = CASE WHEN $4::int & 512 <> 0 THEN $14::integer ELSE circuit_min_attempts END,
-    max_in_flight             = CASE WHEN $4::int & 1024 <> 0 THEN $15::integer ELSE max_in_flight END,
-    url_path_public           = CASE WHEN $4::int & 2048 <> 0 THEN COALESCE($16::boolean, false) ELSE url_path_public END,
-    disabled        = COALESCE($17::boolean, disabled),
-    disabled_reason = CASE WHEN $17::boolean IS NULL THEN disabled_reason
-                           WHEN $17::boolean THEN COALESCE($18::text, 'disabled by operator')
+    config          = COALESCE($2::jsonb, config),
+    credentials     = COALESCE($3::jsonb, credentials),
+    event_types     = CASE WHEN $4::boolean THEN $5::text[] ELSE event_types END,
+    headers            = CASE WHEN $6::int & 1 <> 0 THEN $7::jsonb ELSE headers END,
+    recovery_window_ms = CASE WHEN $6::int & 2 <> 0 THEN $8::bigint ELSE recovery_window_ms END,
+    timeout_ms         = CASE WHEN $6::int & 4 <> 0 THEN $9::bigint ELSE timeout_ms END,
+    rate_limit         = CASE WHEN $6::int & 8 <> 0 THEN $10::double precision ELSE rate_limit END,
+    circuit_failure_threshold = CASE WHEN $6::int & 16 <> 0 THEN $11::integer ELSE circuit_failure_threshold END,
+    auto_replay               = CASE WHEN $6::int & 32 <> 0 THEN COALESCE($12::boolean, false) ELSE auto_replay END,
+    disable_after_ms          = CASE WHEN $6::int & 64 <> 0 THEN $13::bigint ELSE disable_after_ms END,
+    circuit_failure_rate      = CASE WHEN $6::int & 128 <> 0 THEN $14::integer ELSE circuit_failure_rate END,
+    circuit_window_ms         = CASE WHEN $6::int & 256 <> 0 THEN $15::bigint ELSE circuit_window_ms END,
+    circuit_min_attempts      = CASE WHEN $6::int & 512 <> 0 THEN $16::integer ELSE circuit_min_attempts END,
+    max_in_flight             = CASE WHEN $6::int & 1024 <> 0 THEN $17::integer ELSE max_in_flight END,
+    url_path_public           = CASE WHEN $6::int & 2048 <> 0 THEN COALESCE($18::boolean, false) ELSE url_path_public END,
+    disabled        = COALESCE($19::boolean, disabled),
+    disabled_reason = CASE WHEN $19::boolean IS NULL THEN disabled_reason
+                           WHEN $19::boolean THEN COALESCE($20::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE tenant_id = $19 AND id = $20 AND deleted_at IS NULL
+WHERE tenant_id = $21 AND id = $22 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 `
 
 type EndpointUpdateParams struct {
 	Url                     *string
+	Config                  []byte
+	Credentials             []byte
 	SetEventTypes           bool
 	EventTypes              []string
 	Settings                int32
@@ -687,6 +715,8 @@ type EndpointUpdateRow struct {
 	MaxInFlight             *int32
 	UrlPathPublic           bool
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 }
 
 // NULL leaves a field as it is, but for event_types, where NULL is every
@@ -696,10 +726,14 @@ type EndpointUpdateRow struct {
 // 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
 // 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
 // 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
-// Re-enabling clears the reason it was disabled.
+// Re-enabling clears the reason it was disabled. A broker destination's
+// config comes with its url (the canonical address made from it), and its
+// credentials are replaced whole; NULL leaves either as it is.
 func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) (EndpointUpdateRow, error) {
 	row := q.db.QueryRow(ctx, EndpointUpdate,
 		arg.Url,
+		arg.Config,
+		arg.Credentials,
 		arg.SetEventTypes,
 		arg.EventTypes,
 		arg.Settings,
@@ -744,6 +778,8 @@ func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) 
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
 		&i.Type,
+		&i.Config,
+		&i.Credentials,
 	)
 	return i, err
 }
@@ -808,7 +844,7 @@ func (q *Queries) EndpointsDeletedOpen(ctx context.Context, limit int32) ([]Endp
 const EndpointsList = `-- name: EndpointsList :many
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 FROM endpoints WHERE tenant_id = $3 AND id > $1 AND deleted_at IS NULL
   AND ($4::text[] IS NULL OR id = ANY($4::text[]))
 ORDER BY id LIMIT $2
@@ -844,6 +880,8 @@ type EndpointsListRow struct {
 	MaxInFlight             *int32
 	UrlPathPublic           bool
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 }
 
 // A page of the tenant's, in id order, after $1 (” for the first); only
@@ -886,6 +924,8 @@ func (q *Queries) EndpointsList(ctx context.Context, arg EndpointsListParams) ([
 			&i.MaxInFlight,
 			&i.UrlPathPublic,
 			&i.Type,
+			&i.Config,
+			&i.Credentials,
 		); err != nil {
 			return nil, err
 		}

@@ -555,8 +555,9 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
        -- The endpoint's type (migration 032): the transport the attempt
-       -- goes through.
-       type,
+       -- goes through; and a broker destination's config and credentials
+       -- (migration 034), which only the attempt reads.
+       type, config, credentials,
        COALESCE((SELECT d.state FROM deliveries d WHERE d.tenant_id = $3 AND d.event_id = $1 AND d.endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
@@ -609,6 +610,8 @@ type DeliveryStartAttemptRow struct {
 	MaxInFlight             *int32
 	UrlPathPublic           bool
 	Type                    string
+	Config                  []byte
+	Credentials             []byte
 	Coalesce                interface{}
 	Coalesce_2              interface{}
 	Coalesce_3              interface{}
@@ -619,7 +622,7 @@ type DeliveryStartAttemptRow struct {
 	Disabled_2              bool
 	DeliveriesPerSecond     *float64
 	AllowPrivateTargets     *bool
-	Column32                int64
+	Column34                int64
 	Coalesce_6              interface{}
 	Coalesce_7              interface{}
 }
@@ -664,6 +667,8 @@ func (q *Queries) DeliveryStartAttempt(ctx context.Context, arg DeliveryStartAtt
 		&i.MaxInFlight,
 		&i.UrlPathPublic,
 		&i.Type,
+		&i.Config,
+		&i.Credentials,
 		&i.Coalesce,
 		&i.Coalesce_2,
 		&i.Coalesce_3,
@@ -674,7 +679,7 @@ func (q *Queries) DeliveryStartAttempt(ctx context.Context, arg DeliveryStartAtt
 		&i.Disabled_2,
 		&i.DeliveriesPerSecond,
 		&i.AllowPrivateTargets,
-		&i.Column32,
+		&i.Column34,
 		&i.Coalesce_6,
 		&i.Coalesce_7,
 	)

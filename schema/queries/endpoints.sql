@@ -2,12 +2,13 @@
 -- An empty type is the column's default, a webhook.
 INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials)
 VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
-        COALESCE($16::boolean, false), COALESCE(NULLIF(sqlc.arg(type)::text, ''), 'webhook'))
+        COALESCE($16::boolean, false), COALESCE(NULLIF(sqlc.arg(type)::text, ''), 'webhook'),
+        sqlc.narg(config)::jsonb, sqlc.narg(credentials)::jsonb)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials;
 
 -- name: EndpointCreateLock :exec
 -- Serializes endpoint creation and changes of event_types within the
@@ -31,7 +32,7 @@ SELECT event_types FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND dele
 -- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate :one
@@ -42,9 +43,13 @@ FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at 
 -- 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
 -- 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
 -- 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
--- Re-enabling clears the reason it was disabled.
+-- Re-enabling clears the reason it was disabled. A broker destination's
+-- config comes with its url (the canonical address made from it), and its
+-- credentials are replaced whole; NULL leaves either as it is.
 UPDATE endpoints SET
     url             = COALESCE(sqlc.narg(url)::text, url),
+    config          = COALESCE(sqlc.narg(config)::jsonb, config),
+    credentials     = COALESCE(sqlc.narg(credentials)::jsonb, credentials),
     event_types     = CASE WHEN sqlc.arg(set_event_types)::boolean THEN sqlc.narg(event_types)::text[] ELSE event_types END,
     headers            = CASE WHEN sqlc.arg(settings)::int & 1 <> 0 THEN sqlc.narg(headers)::jsonb ELSE headers END,
     recovery_window_ms = CASE WHEN sqlc.arg(settings)::int & 2 <> 0 THEN sqlc.narg(recovery_window_ms)::bigint ELSE recovery_window_ms END,
@@ -66,14 +71,15 @@ UPDATE endpoints SET
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials;
 
 -- name: EndpointLockURL :one
--- The endpoint's URL, custom headers and url_path_public, its row locked
--- for the rest of the transaction: a change of URL is judged (does it keep
--- the origin the headers were set for?) against the row it replaces, not
--- against a read another PATCH may have overtaken.
-SELECT url, headers, url_path_public FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL FOR UPDATE;
+-- The endpoint's URL, custom headers, url_path_public and whether it has
+-- credentials, its row locked for the rest of the transaction: a change of
+-- URL is judged (does it keep the origin the headers were set for? does a
+-- broker's new address come with credentials of its own?) against the row
+-- it replaces, not against a read another PATCH may have overtaken.
+SELECT url, headers, url_path_public, COALESCE(credentials <> '{}'::jsonb, false)::boolean AS has_credentials FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL FOR UPDATE;
 
 -- name: EndpointURLChangeInsert :exec
 INSERT INTO endpoint_url_changes (endpoint_id, changed_by_id, changed_by, old_url, new_url, headers_replaced)
@@ -100,7 +106,7 @@ UPDATE endpoints SET
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials;
 
 -- name: EndpointDisable :exec
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -111,7 +117,7 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- them).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id > $1 AND deleted_at IS NULL
   AND (sqlc.narg(only_endpoints)::text[] IS NULL OR id = ANY(sqlc.narg(only_endpoints)::text[]))
 ORDER BY id LIMIT $2;

@@ -255,8 +255,9 @@ SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public,
        -- The endpoint's type (migration 032): the transport the attempt
-       -- goes through.
-       type,
+       -- goes through; and a broker destination's config and credentials
+       -- (migration 034), which only the attempt reads.
+       type, config, credentials,
        COALESCE((SELECT d.state FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.event_id = $1 AND d.endpoint_id = $2), ''),
        COALESCE((SELECT status FROM dl), ''), COALESCE((SELECT generation FROM dl), 0),
        -- The endpoint's circuit (migration 013), read in the same round
