@@ -63,6 +63,11 @@ func endpointView(c echo.Context, e store.Endpoint) wire.Endpoint {
 	v := wire.Endpoint{ID: e.ID, Type: wire.EndpointType(e.Type), URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: deref(e.DisabledReason),
 		EventTypes: e.EventTypes, PreviousSecretExpiresAt: deref(e.PreviousExpiresAt(time.Now())), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	viewSettings(&v, e.Settings)
+	if len(e.Config) > 0 {
+		// Stored from a JSON object the API checked: it reads back as one.
+		_ = json.Unmarshal(e.Config, &v.Config)
+	}
+	v.Credentials = credentialNames(e.Credentials)
 	return v
 }
 
@@ -124,7 +129,10 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 		return err
 	}
 	typ := cmp.Or(string(req.Type), transport.DefaultType)
-	if p := s.checkURL(c.Request().Context(), tenant, typ, req.URL); p != nil {
+	addr, config, p := s.checkDestination(c.Request().Context(), tenant, destinationCheck{typ: typ, url: req.URL, config: req.Config,
+		credentials: req.Credentials, credentialsSet: req.Credentials != nil,
+		webhookOnly: webhookOnly(req.Headers.IsSpecified(), req.URLPathPublic.IsSpecified())})
+	if p != nil {
 		return p
 	}
 	if req.Disabled != nil {
@@ -145,7 +153,9 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 		return err
 	}
 	settings := ch.Settings()
-	settings.URLPathPublic = orNil(req.URLPathPublic) != nil && *orNil(req.URLPathPublic)
+	// A broker's address holds no secret (its credentials are apart): its
+	// path, the subject or stream, is shown.
+	settings.URLPathPublic = (orNil(req.URLPathPublic) != nil && *orNil(req.URLPathPublic)) || config != nil
 	secret, err := createSecret(req.Secret)
 	if err != nil {
 		return err
@@ -155,7 +165,10 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 		caps.Endpoints = int(*m)
 	}
 	ep, err := s.ledger(c).EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), Type: typ, URL: req.URL, Secret: secret, EventTypes: types, Settings: settings}, caps)
+		ID: newID("ep_"), Type: typ, URL: addr, Secret: secret, EventTypes: types, Settings: settings, Config: config, Credentials: req.Credentials}, caps)
+	if errors.Is(err, store.ErrDestinationTaken) {
+		return destinationTakenProblem()
+	}
 	if p := subscribersProblem(err); p != nil {
 		return p
 	}
@@ -280,13 +293,27 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		return err
 	}
 	types, typesSet, typesErr := eventTypes(req.EventTypes)
-	if req.URL != nil {
+	var config json.RawMessage
+	wo := webhookOnly(req.Headers.IsSpecified(), req.URLPathPublic.IsSpecified())
+	if req.URL != nil || req.Config != nil || req.Credentials != nil || (len(wo) > 0 && len(ep.Config) > 0) {
 		tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
 		if err != nil {
 			return err
 		}
-		if p := s.checkURL(c.Request().Context(), tenant, ep.Type, *req.URL); p != nil {
+		d := destinationCheck{typ: ep.Type, url: deref(req.URL), config: req.Config, credentials: req.Credentials, credentialsSet: req.Credentials != nil,
+			webhookOnly: wo}
+		if d.config == nil && d.url == "" && len(ep.Config) > 0 {
+			// New credentials alone are checked against the stored config.
+			if err := json.Unmarshal(ep.Config, &d.config); err != nil {
+				return err
+			}
+		}
+		addr, cfg, p := s.checkDestination(c.Request().Context(), tenant, d)
+		if p != nil {
 			return p
+		}
+		if req.URL != nil || req.Config != nil {
+			req.URL, config = &addr, cfg
 		}
 	}
 	if typesErr != nil {
@@ -309,6 +336,13 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		return err
 	}
 	ch.URL, ch.Disabled, ch.URLPathPublic = req.URL, req.Disabled, orNil(req.URLPathPublic)
+	ch.Config = config
+	if config != nil {
+		ch.URLPathPublic = new(true) // as at creation
+	}
+	if req.Credentials != nil {
+		ch.Credentials = &req.Credentials
+	}
 	if typesSet {
 		ch.EventTypes = &types
 	}
@@ -318,6 +352,12 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 	ep, err = s.ledger(c).EndpointUpdate(c.Request().Context(), ep.ID, ch)
 	if errors.Is(err, store.ErrHeadersOrigin) {
 		return headersOriginProblem()
+	}
+	if errors.Is(err, store.ErrCredentialsAddress) {
+		return unprocessable("credentials", "this config moves the destination to another address: send credentials in the same request (the ones for the new address, or {} for none)")
+	}
+	if errors.Is(err, store.ErrDestinationTaken) {
+		return destinationTakenProblem()
 	}
 	if p := subscribersProblem(err); p != nil {
 		return p
@@ -345,6 +385,16 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		view.ResumedDeadLetters = int64(resumed)
 	}
 	return c.JSON(http.StatusOK, view)
+}
+
+// destinationTakenProblem refuses a broker destination another endpoint
+// writes to: both would write the same lanes, and each would refuse the
+// other's messages (transport.Decide).
+func destinationTakenProblem() *Problem {
+	p := problem(http.StatusUnprocessableEntity, "destination-taken", "Destination taken",
+		"another endpoint delivers to this destination already: give each endpoint a subject, stream or exchange of its own")
+	p.Field = "config"
+	return p
 }
 
 // headersOriginProblem refuses a PATCH that moves an endpoint with custom

@@ -145,10 +145,12 @@ type bundle struct {
 }
 
 // transportsFor are the transports as the worker's wiring makes them,
-// under the targets policy.
+// under the targets policy, and a broker stand-in (fakeBroker) under the
+// type "nats": the API's handling of a broker destination is the same
+// whichever broker it is, and the brokers' own tests reach real ones.
 func transportsFor(t *testing.T, targets egress.Policy) *transport.Registry {
 	t.Helper()
-	r, err := transport.NewRegistry(map[string]transport.Transport{webhook.Type: webhook.New(targets)})
+	r, err := transport.NewRegistry(map[string]transport.Transport{webhook.Type: webhook.New(targets), "nats": fakeBroker{targets: targets}})
 	require.NoError(t, err)
 	return r
 }

@@ -178,12 +178,21 @@ func (e EndpointHealthOldestUndeliveredState) Valid() bool {
 
 // Defines values for EndpointType.
 const (
-	EndpointTypeWebhook EndpointType = "webhook"
+	EndpointTypeNats     EndpointType = "nats"
+	EndpointTypeRabbitmq EndpointType = "rabbitmq"
+	EndpointTypeRedis    EndpointType = "redis"
+	EndpointTypeWebhook  EndpointType = "webhook"
 )
 
 // Valid indicates whether the value is a known member of the EndpointType enum.
 func (e EndpointType) Valid() bool {
 	switch e {
+	case EndpointTypeNats:
+		return true
+	case EndpointTypeRabbitmq:
+		return true
+	case EndpointTypeRedis:
+		return true
 	case EndpointTypeWebhook:
 		return true
 	default:
@@ -666,8 +675,14 @@ type Endpoint struct {
 	CircuitMinAttempts int64 `json:"circuit_min_attempts,omitempty,omitzero"`
 
 	// CircuitWindow the window its failure rate is counted over (Go duration); absent when it has the default (60s)
-	CircuitWindow string    `json:"circuit_window,omitempty,omitzero"`
-	CreatedAt     time.Time `json:"created_at"`
+	CircuitWindow string `json:"circuit_window,omitempty,omitzero"`
+
+	// Config a broker destination's config as stored (absent for a webhook)
+	Config    map[string]interface{} `json:"config,omitempty,omitzero"`
+	CreatedAt time.Time              `json:"created_at"`
+
+	// Credentials a broker destination's credential names, each value shown as "********"; absent when there are none
+	Credentials map[string]string `json:"credentials,omitempty,omitzero"`
 
 	// DisableAfter how long it may fail before hookflow disables it (Go duration); absent when it has the default (120h)
 	DisableAfter   string `json:"disable_after,omitempty,omitzero"`
@@ -697,7 +712,7 @@ type Endpoint struct {
 	// Timeout the endpoint's per-attempt HTTP timeout (Go duration); absent when it has the server's (HOOKFLOW_DELIVERY_TIMEOUT)
 	Timeout string `json:"timeout,omitempty,omitzero"`
 
-	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. nats, redis and rabbitmq: the envelope written into a broker, with the signature and the lane's position as headers; config and credentials are their settings, and url is the canonical address hookflow makes of config. nats (JetStream) and redis (Streams) are exactly once and in order per lane, enforced by the broker; rabbitmq is in order per lane, at least once, with message_id for a consumer to deduplicate (docs/destinations.md). Every endpoint made before endpoints had a type is a webhook.
 	Type      EndpointType `json:"type"`
 	UpdatedAt time.Time    `json:"updated_at"`
 
@@ -724,6 +739,12 @@ type EndpointCreate struct {
 
 	// CircuitWindow The window the failure rate (circuit_failure_rate) is counted over, a Go duration from 10s to 1h. null or left out: 60s; 0, a negative, out of bounds or a number is a 422.
 	CircuitWindow nullable.Nullable[string] `json:"circuit_window,omitempty,omitzero"`
+
+	// Config A broker destination's settings (types nats, redis and rabbitmq; absent for a webhook), none of them secret. nats: url (nats://host:port, tls://host:port), subject (the prefix; each lane is <subject>.<correlation_id>), stream (optional: the JetStream stream that must capture <subject>.>). redis: addr (host:port), stream (the prefix; each lane is the stream {<stream>}:<correlation_id>, and {<stream>} indexes them all), tls, db. rabbitmq: url (amqp://host:port/vhost, amqps:// for TLS), exchange (routing key: the correlation id). Checked when set: the broker is reached with the credentials and the stream or exchange must exist (hookflow never creates one); any address is judged by the egress rules as a webhook's URL is. A bad field is a 422 naming it (config.<field>).
+	Config map[string]interface{} `json:"config,omitempty,omitzero"`
+
+	// Credentials A broker destination's secrets: nats username and password, or token; redis password (and username with ACLs); rabbitmq username and password. Stored like the signing secret: never shown again (answers name them with "********"), never logged, in no history or span. A change of config that moves the destination to another address must send credentials again, or it is refused with a 422 naming credentials.
+	Credentials map[string]string `json:"credentials,omitempty,omitzero"`
 
 	// DisableAfter How long the endpoint may keep failing (from the first failure of a run of failures with no answer between) before hookflow disables it, a Go duration from 1m to 2160h (90 days). Its deliveries then wait in their lanes, nothing lost, and PATCH {"disabled":false} enables it again and resumes them. null or left out: 120h (5 days); out of bounds is a 422.
 	DisableAfter nullable.Nullable[string] `json:"disable_after,omitempty,omitzero"`
@@ -753,9 +774,11 @@ type EndpointCreate struct {
 	// Timeout The HTTP timeout of one delivery attempt: a Go duration from 1s to 60s, whole milliseconds. Fixed for each event when it is routed, like recovery_window. null or left out: the server's (HOOKFLOW_DELIVERY_TIMEOUT, 15s by default).
 	Timeout nullable.Nullable[string] `json:"timeout,omitempty,omitzero"`
 
-	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. nats, redis and rabbitmq: the envelope written into a broker, with the signature and the lane's position as headers; config and credentials are their settings, and url is the canonical address hookflow makes of config. nats (JetStream) and redis (Streams) are exactly once and in order per lane, enforced by the broker; rabbitmq is in order per lane, at least once, with message_id for a consumer to deduplicate (docs/destinations.md). Every endpoint made before endpoints had a type is a webhook.
 	Type EndpointType `json:"type,omitempty,omitzero"`
-	URL  string       `json:"url"`
+
+	// URL The receiver's URL: required for a webhook; absent for a broker destination, whose address is in config.
+	URL string `json:"url,omitempty,omitzero"`
 
 	// URLPathPublic The URL's path holds no secret, so that read-only keys and every error, dead letter and Temporal history show it. Default false: the path is shown as /[redacted] to events:read keys and in errors, since Slack- and Discord-style URLs carry their token in it. null is false.
 	URLPathPublic nullable.Nullable[bool] `json:"url_path_public,omitempty,omitzero"`
@@ -855,7 +878,7 @@ type EndpointStats struct {
 	Waiting          int64   `json:"waiting"`
 }
 
-// EndpointType The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+// EndpointType The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. nats, redis and rabbitmq: the envelope written into a broker, with the signature and the lane's position as headers; config and credentials are their settings, and url is the canonical address hookflow makes of config. nats (JetStream) and redis (Streams) are exactly once and in order per lane, enforced by the broker; rabbitmq is in order per lane, at least once, with message_id for a consumer to deduplicate (docs/destinations.md). Every endpoint made before endpoints had a type is a webhook.
 type EndpointType string
 
 // EndpointUpdate defines model for EndpointUpdate.
@@ -874,6 +897,12 @@ type EndpointUpdate struct {
 
 	// CircuitWindow The window the failure rate (circuit_failure_rate) is counted over, a Go duration from 10s to 1h. null puts the default back: 60s; 0, a negative, out of bounds or a number is a 422.
 	CircuitWindow nullable.Nullable[string] `json:"circuit_window,omitempty,omitzero"`
+
+	// Config Replaces a broker destination's config, checked as at creation; a webhook has none. nats: url (nats://host:port, tls://host:port), subject (the prefix; each lane is <subject>.<correlation_id>), stream (optional: the JetStream stream that must capture <subject>.>). redis: addr (host:port), stream (the prefix; each lane is the stream {<stream>}:<correlation_id>, and {<stream>} indexes them all), tls, db. rabbitmq: url (amqp://host:port/vhost, amqps:// for TLS), exchange (routing key: the correlation id). Checked when set: the broker is reached with the credentials and the stream or exchange must exist (hookflow never creates one); any address is judged by the egress rules as a webhook's URL is. A bad field is a 422 naming it (config.<field>).
+	Config map[string]interface{} `json:"config,omitempty,omitzero"`
+
+	// Credentials Replaces a broker destination's credentials whole (a rotation: the broker must take the new ones first). Stored like the signing secret: never shown again (answers name them with "********"), never logged, in no history or span. A change of config that moves the destination to another address must send credentials again, or it is refused with a 422 naming credentials.
+	Credentials map[string]string `json:"credentials,omitempty,omitzero"`
 
 	// DisableAfter How long the endpoint may keep failing (from the first failure of a run of failures with no answer between) before hookflow disables it, a Go duration from 1m to 2160h (90 days). Its deliveries then wait in their lanes, nothing lost, and PATCH {"disabled":false} enables it again and resumes them. null puts the default (120h, 5 days) back; out of bounds is a 422.
 	DisableAfter nullable.Nullable[string] `json:"disable_after,omitempty,omitzero"`
@@ -919,8 +948,14 @@ type EndpointWithSecret struct {
 	CircuitMinAttempts int64 `json:"circuit_min_attempts,omitempty,omitzero"`
 
 	// CircuitWindow the window its failure rate is counted over (Go duration); absent when it has the default (60s)
-	CircuitWindow string    `json:"circuit_window,omitempty,omitzero"`
-	CreatedAt     time.Time `json:"created_at"`
+	CircuitWindow string `json:"circuit_window,omitempty,omitzero"`
+
+	// Config a broker destination's config as stored (absent for a webhook)
+	Config    map[string]interface{} `json:"config,omitempty,omitzero"`
+	CreatedAt time.Time              `json:"created_at"`
+
+	// Credentials a broker destination's credential names, each value shown as "********"; absent when there are none
+	Credentials map[string]string `json:"credentials,omitempty,omitzero"`
 
 	// DisableAfter how long it may fail before hookflow disables it (Go duration); absent when it has the default (120h)
 	DisableAfter   string `json:"disable_after,omitempty,omitzero"`
@@ -953,7 +988,7 @@ type EndpointWithSecret struct {
 	// Timeout the endpoint's per-attempt HTTP timeout (Go duration); absent when it has the server's (HOOKFLOW_DELIVERY_TIMEOUT)
 	Timeout string `json:"timeout,omitempty,omitzero"`
 
-	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+	// Type The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. nats, redis and rabbitmq: the envelope written into a broker, with the signature and the lane's position as headers; config and credentials are their settings, and url is the canonical address hookflow makes of config. nats (JetStream) and redis (Streams) are exactly once and in order per lane, enforced by the broker; rabbitmq is in order per lane, at least once, with message_id for a consumer to deduplicate (docs/destinations.md). Every endpoint made before endpoints had a type is a webhook.
 	Type      EndpointType `json:"type"`
 	UpdatedAt time.Time    `json:"updated_at"`
 

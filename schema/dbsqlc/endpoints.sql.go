@@ -59,6 +59,52 @@ func (q *Queries) EndpointDelete(ctx context.Context, arg EndpointDeleteParams) 
 	return id, err
 }
 
+const EndpointDeliveries = `-- name: EndpointDeliveries :many
+SELECT event_id, correlation_id, sequence, state FROM deliveries
+WHERE tenant_id = $2 AND endpoint_id = $1 ORDER BY correlation_id, sequence
+`
+
+type EndpointDeliveriesParams struct {
+	EndpointID string
+	TenantID   string
+}
+
+type EndpointDeliveriesRow struct {
+	EventID       string
+	CorrelationID string
+	Sequence      int64
+	State         string
+}
+
+// Every delivery of the endpoint, lane by lane in sequence order: what the
+// conformance check of a broker destination compares the broker's content
+// with. An operator's command, one pass over the endpoint's deliveries
+// that the retention keeps.
+func (q *Queries) EndpointDeliveries(ctx context.Context, arg EndpointDeliveriesParams) ([]EndpointDeliveriesRow, error) {
+	rows, err := q.db.Query(ctx, EndpointDeliveries, arg.EndpointID, arg.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EndpointDeliveriesRow{}
+	for rows.Next() {
+		var i EndpointDeliveriesRow
+		if err := rows.Scan(
+			&i.EventID,
+			&i.CorrelationID,
+			&i.Sequence,
+			&i.State,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const EndpointDisable = `-- name: EndpointDisable :exec
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1
 `
@@ -558,6 +604,19 @@ func (q *Queries) EndpointRotateSecret(ctx context.Context, arg EndpointRotateSe
 		&i.Credentials,
 	)
 	return i, err
+}
+
+const EndpointTenant = `-- name: EndpointTenant :one
+SELECT tenant_id FROM endpoints WHERE id = $1 AND deleted_at IS NULL
+`
+
+// The tenant of endpoint $1, not deleted: an operator's command names an
+// endpoint by its id alone (ids are unique across tenants).
+func (q *Queries) EndpointTenant(ctx context.Context, id string) (string, error) {
+	row := q.db.QueryRow(ctx, EndpointTenant, id)
+	var tenant_id string
+	err := row.Scan(&tenant_id)
+	return tenant_id, err
 }
 
 const EndpointURLChangeInsert = `-- name: EndpointURLChangeInsert :exec

@@ -266,3 +266,16 @@ SELECT EXISTS (SELECT 1 FROM taken), (SELECT n FROM held);
 -- name: EndpointLeaseRelease :exec
 -- The attempt is over: its place is free for the next.
 DELETE FROM endpoint_leases WHERE endpoint_id = $1 AND owner = $2;
+
+-- name: EndpointTenant :one
+-- The tenant of endpoint $1, not deleted: an operator's command names an
+-- endpoint by its id alone (ids are unique across tenants).
+SELECT tenant_id FROM endpoints WHERE id = $1 AND deleted_at IS NULL;
+
+-- name: EndpointDeliveries :many
+-- Every delivery of the endpoint, lane by lane in sequence order: what the
+-- conformance check of a broker destination compares the broker's content
+-- with. An operator's command, one pass over the endpoint's deliveries
+-- that the retention keeps.
+SELECT event_id, correlation_id, sequence, state FROM deliveries
+WHERE tenant_id = sqlc.arg(tenant_id) AND endpoint_id = $1 ORDER BY correlation_id, sequence;

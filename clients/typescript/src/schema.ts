@@ -643,8 +643,11 @@ export interface components {
         };
         EndpointCreate: {
             type?: components["schemas"]["EndpointType"];
-            /** Format: uri */
-            url: string;
+            /**
+             * Format: uri
+             * @description The receiver's URL: required for a webhook; absent for a broker destination, whose address is in config.
+             */
+            url?: string;
             disabled?: boolean;
             /**
              * @description A signing secret you bring (a receiver that already verifies with it, an endpoint moved from another sender): whsec_ followed by the standard base64 of 24 to 64 random bytes. Stored and shown like one hookflow makes: in this answer and on rotation only, never logged. Left out, hookflow makes one of 32 bytes. Anything else is a 422 (field secret). Set at creation only: a PATCH with secret is a 400; rotate with POST /v1/endpoints/{id}/rotate-secret.
@@ -716,6 +719,25 @@ export interface components {
             url_path_public?: boolean | null;
             /** @description Operator keys: the tenant to act on (default: `default`). A tenant's key acts on its own tenant; naming another answers 404. */
             tenant_id?: components["schemas"]["TenantId"];
+            /**
+             * @description A broker destination's settings (types nats, redis and rabbitmq; absent for a webhook), none of them secret. nats: url (nats://host:port, tls://host:port), subject (the prefix; each lane is <subject>.<correlation_id>), stream (optional: the JetStream stream that must capture <subject>.>). redis: addr (host:port), stream (the prefix; each lane is the stream {<stream>}:<correlation_id>, and {<stream>} indexes them all), tls, db. rabbitmq: url (amqp://host:port/vhost, amqps:// for TLS), exchange (routing key: the correlation id). Checked when set: the broker is reached with the credentials and the stream or exchange must exist (hookflow never creates one); any address is judged by the egress rules as a webhook's URL is. A bad field is a 422 naming it (config.<field>).
+             * @example {
+             *       "url": "tls://nats.example.com:4222",
+             *       "subject": "orders"
+             *     }
+             */
+            config?: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description A broker destination's secrets: nats username and password, or token; redis password (and username with ACLs); rabbitmq username and password. Stored like the signing secret: never shown again (answers name them with "********"), never logged, in no history or span. A change of config that moves the destination to another address must send credentials again, or it is refused with a 422 naming credentials.
+             * @example {
+             *       "password": "s3cr3t-pa55"
+             *     }
+             */
+            credentials?: {
+                [key: string]: string;
+            };
         };
         EndpointUpdate: {
             /**
@@ -787,13 +809,32 @@ export interface components {
             max_in_flight?: number | null;
             /** @description Replaces whether the URL's path holds no secret (see EndpointCreate). Said of one URL: a PATCH that changes url and leaves this out sets it back to false. Left out (or null) otherwise, it stays as it is. */
             url_path_public?: boolean | null;
+            /**
+             * @description Replaces a broker destination's config, checked as at creation; a webhook has none. nats: url (nats://host:port, tls://host:port), subject (the prefix; each lane is <subject>.<correlation_id>), stream (optional: the JetStream stream that must capture <subject>.>). redis: addr (host:port), stream (the prefix; each lane is the stream {<stream>}:<correlation_id>, and {<stream>} indexes them all), tls, db. rabbitmq: url (amqp://host:port/vhost, amqps:// for TLS), exchange (routing key: the correlation id). Checked when set: the broker is reached with the credentials and the stream or exchange must exist (hookflow never creates one); any address is judged by the egress rules as a webhook's URL is. A bad field is a 422 naming it (config.<field>).
+             * @example {
+             *       "url": "tls://nats.example.com:4222",
+             *       "subject": "orders"
+             *     }
+             */
+            config?: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description Replaces a broker destination's credentials whole (a rotation: the broker must take the new ones first). Stored like the signing secret: never shown again (answers name them with "********"), never logged, in no history or span. A change of config that moves the destination to another address must send credentials again, or it is refused with a 422 naming credentials.
+             * @example {
+             *       "password": "s3cr3t-pa55"
+             *     }
+             */
+            credentials?: {
+                [key: string]: string;
+            };
         };
         /**
-         * @description The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. Every endpoint made before endpoints had a type is a webhook.
+         * @description The transport the endpoint's deliveries go through. webhook: a signed HTTP POST of the envelope to url (Standard Webhooks), with its headers; url, headers and url_path_public are its settings. nats, redis and rabbitmq: the envelope written into a broker, with the signature and the lane's position as headers; config and credentials are their settings, and url is the canonical address hookflow makes of config. nats (JetStream) and redis (Streams) are exactly once and in order per lane, enforced by the broker; rabbitmq is in order per lane, at least once, with message_id for a consumer to deduplicate (docs/destinations.md). Every endpoint made before endpoints had a type is a webhook.
          * @default webhook
          * @enum {string}
          */
-        EndpointType: "webhook";
+        EndpointType: "webhook" | "nats" | "redis" | "rabbitmq";
         Endpoint: {
             id: string;
             type: components["schemas"]["EndpointType"];
@@ -840,6 +881,14 @@ export interface components {
             max_in_flight: number;
             /** @description whether the URL's path is said to hold no secret, and so is shown to read-only keys and in errors */
             url_path_public: boolean;
+            /** @description a broker destination's config as stored (absent for a webhook) */
+            config?: {
+                [key: string]: unknown;
+            };
+            /** @description a broker destination's credential names, each value shown as "********"; absent when there are none */
+            credentials?: {
+                [key: string]: string;
+            };
         };
         EndpointWithSecret: components["schemas"]["Endpoint"] & {
             /** @description whsec_ + base64; signs deliveries (Standard Webhooks) */
