@@ -147,7 +147,7 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := tr.Send(sctx, destination(ep, start.Tenant, started), transport.Message{EventID: in.EventID, Body: body, At: started,
+	res, err := tr.Send(sctx, ep.Destination(start.Tenant.AllowPrivateTargets, started), transport.Message{EventID: in.EventID, Body: body, At: started,
 		CorrelationID: in.CorrelationID, Sequence: in.Sequence, Attempt: attempt, Previous: in.Previous, Skipped: in.Skipped, Type: in.Type})
 	if err != nil {
 		// Nothing was sent, and these settings cannot send: no attempt is
@@ -212,13 +212,6 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (con
 		return contract.DeliverResult{}, temporal.NewApplicationError(msg, contract.ErrTypeRetryable)
 	}
 	return contract.DeliverResult{}, fmt.Errorf("transport answered %s for event %s", res.Outcome, in.EventID)
-}
-
-// destination is what the endpoint's transport needs of it, its tenant
-// and the attempt's time (which of its secrets still sign).
-func destination(ep store.Endpoint, tenant store.TenantHold, at time.Time) transport.Destination {
-	return transport.Destination{EndpointID: ep.ID, URL: ep.URL, URLPathPublic: ep.Settings.URLPathPublic, Headers: ep.Settings.Headers,
-		Secrets: ep.SigningSecrets(at), PrivateTargets: tenant.AllowPrivateTargets, Config: ep.Config, Credentials: ep.Credentials}
 }
 
 // Resyncer makes a correlation's sequencer merge the ledger into its

@@ -12,6 +12,9 @@ import (
 
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/destcheck"
+	"github.com/hookflow/hookflow/internal/store"
+	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/conformance"
 	"github.com/hookflow/hookflow/kit/webhook"
@@ -76,6 +79,66 @@ func serveReceiver(ctx context.Context, dsn, addr string, cfg refreceiver.Config
 	return nil
 }
 
+// checkDestination reads the broker destination of endpoint id with the
+// endpoint's config and credentials, as the deployment's attempts reach it,
+// and compares it with the endpoint's deliveries in the ledger
+// (destcheck). Exit 1 when it breaks its type's promise.
+func checkDestination(ctx context.Context, env *cliEnv, cfg config.Config, id string, verbose bool) error {
+	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st, err := store.New(pool)
+	if err != nil {
+		return err
+	}
+	tenant, err := st.EndpointTenant(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return &config.UsageError{Msg: "no endpoint " + id}
+	}
+	if err != nil {
+		return err
+	}
+	ledger := st.Tenant(tenant)
+	ep, err := ledger.EndpointGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	transports, err := app.Transports(cfg)
+	if err != nil {
+		return err
+	}
+	defer transports.Close()
+	tr, err := transports.Lookup(ep.Type)
+	if err != nil {
+		return err
+	}
+	rd, ok := tr.(transport.Reader)
+	if !ok {
+		return &config.UsageError{Msg: fmt.Sprintf("endpoint %s is a %s: --destination reads broker destinations (check a webhook receiver with its URL)", id, ep.Type)}
+	}
+	deliveries, err := ledger.EndpointDeliveries(ctx, id)
+	if err != nil {
+		return err
+	}
+	var all []string
+	for _, p := range ep.Previous {
+		all = append(all, p.Secret)
+	}
+	report, err := destcheck.Check(ctx, rd, ep.Destination(true, time.Now()), append([]string{ep.Secret}, all...), destcheck.FromLedger(deliveries), transport.AtLeastOnce(tr))
+	if err != nil {
+		return err
+	}
+	if err := report.Print(env.stdout, verbose); err != nil {
+		return err
+	}
+	if !report.OK() {
+		return errors.New("the destination breaks its promise (see the table above)")
+	}
+	return nil
+}
+
 type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, " ") }
@@ -84,13 +147,26 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func runConformance(ctx context.Context, env *cliEnv, args []string) error {
 	var secrets stringList
 	var timeout time.Duration
-	_, rest, err := config.LoadWithFlags("conformance", "Fire the wire contract's hard cases at a receiver URL and print a pass/fail table:\n  hookflow conformance <url> --secret whsec_… [--secret whsec_old…]\nThe first secret is the endpoint's current one. Exit 1 on any failure.",
-		nil, args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
+	var destination string
+	var verbose bool
+	cfg, rest, err := config.LoadWithFlags("conformance", "Fire the wire contract's hard cases at a receiver URL and print a pass/fail table:\n  hookflow conformance <url> --secret whsec_… [--secret whsec_old…]\nThe first secret is the endpoint's current one. Exit 1 on any failure.\n"+
+		"Or read what a broker destination holds and compare it with the ledger, lane by lane (missing, repeated, out of order, badly chained or signed):\n  hookflow conformance --destination ep_… (with HOOKFLOW_DATABASE_URL)",
+		concat(dbSettings, []string{"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST"}), args, env.getenv, nil, env.stdout, func(fs *flag.FlagSet) {
 			fs.Var(&secrets, "secret", "the endpoint's whsec_ secret (repeat for a rotation; first = current)")
 			fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+			fs.StringVar(&destination, "destination", "", "a broker endpoint's id: check what its destination holds")
+			fs.BoolVar(&verbose, "verbose", false, "with --destination: a line for every lane, not only those with a finding")
 		})
 	if err != nil {
 		return err
+	}
+	if destination != "" {
+		if len(rest) != 0 || len(secrets) != 0 {
+			return &config.UsageError{Msg: "conformance --destination takes no URL and no --secret: it reads both from the ledger"}
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return checkDestination(ctx, env, cfg, destination, verbose)
 	}
 	if len(rest) != 1 {
 		return &config.UsageError{Msg: "conformance takes one receiver URL: hookflow conformance <url> --secret whsec_…"}

@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
 	standard "github.com/hookflow/hookflow/kit/webhook"
 )
@@ -31,6 +33,16 @@ type Delivery struct {
 	// operator skipped its dead letter, or voided it) or still open.
 	Delivered bool
 	Skipped   bool
+}
+
+// FromLedger is the endpoint's deliveries as Check takes them.
+func FromLedger(ds []store.LaneDelivery) []Delivery {
+	out := make([]Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = Delivery{EventID: d.EventID, CorrelationID: d.CorrelationID, Sequence: d.Sequence,
+			Delivered: d.State == contract.StateDelivered, Skipped: d.State == contract.StateSkipped}
+	}
+	return out
 }
 
 // Lane is what one lane of the destination holds against the ledger.

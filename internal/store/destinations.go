@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/schema/dbsqlc"
 )
 
@@ -40,4 +42,12 @@ func (s *Store) EndpointDeliveries(ctx context.Context, endpointID string) ([]La
 		out[i] = LaneDelivery{EventID: r.EventID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, State: contract.State(r.State)}
 	}
 	return out, nil
+}
+
+// Destination is what the endpoint's transport needs of it for an attempt
+// that starts at at: privateTargets says its tenant is granted the
+// private-target allowlist.
+func (e Endpoint) Destination(privateTargets bool, at time.Time) transport.Destination {
+	return transport.Destination{EndpointID: e.ID, URL: e.URL, URLPathPublic: e.Settings.URLPathPublic, Headers: e.Settings.Headers,
+		Secrets: e.SigningSecrets(at), PrivateTargets: privateTargets, Config: e.Config, Credentials: e.Credentials}
 }

@@ -201,6 +201,15 @@ type Reader interface {
 	Read(ctx context.Context, d Destination, each func(Stored) error) error
 }
 
+// AtLeastOnce reports whether t promises only at least once per lane (a
+// consumer deduplicates by webhook-id), where the others promise that a
+// destination holds each message once: a transport says so with a method
+// AtLeastOnce() bool.
+func AtLeastOnce(t Transport) bool {
+	a, ok := t.(interface{ AtLeastOnce() bool })
+	return ok && a.AtLeastOnce()
+}
+
 // ErrUnknownType is returned for an endpoint type no transport serves.
 var ErrUnknownType = errors.New("no transport for endpoint type")
 
