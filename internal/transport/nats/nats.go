@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -115,6 +116,7 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 		if wrongLast(err) && try == 1 {
 			continue
 		}
+		err = refusedPermission(js.Conn(), subject, err)
 		f := classify(err)
 		if f.drop != keep {
 			c.forget(js, f.drop == dropConnection)
@@ -211,6 +213,23 @@ func unanswered(ctx context.Context, st jetstream.Stream, err error) error {
 	return err
 }
 
+// refusedPermission returns the server's permissions violation for the
+// lane's subject (a publish to it, a read of its last message) or for the
+// replies' inbox, in place of err, the timeout it ended in: the server
+// answers such a request with an error on the connection, not on the
+// request, which then times out. The connection is dropped after (classify),
+// so that a violation it recorded is never taken for a later one.
+func refusedPermission(nc *nats.Conn, subject string, err error) error {
+	last := nc.LastError()
+	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !classify(err).outage {
+		return err
+	}
+	if text := last.Error(); strings.Contains(text, subject+`"`) || strings.Contains(text, `"_INBOX.`) {
+		return fmt.Errorf("%w (%w)", last, err)
+	}
+	return err
+}
+
 // wrongLast says the server refused a publish because the lane's last
 // message is no longer the one read: a concurrent attempt wrote between.
 func wrongLast(err error) bool {
@@ -252,7 +271,7 @@ func classify(err error) failure {
 		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
 		return failure{outcome: transport.Permanent, summary: "the NATS server refused the credentials"}
 	case errors.Is(err, nats.ErrPermissionViolation):
-		return failure{outcome: transport.Permanent, summary: "the NATS server refused a permission hookflow needs"}
+		return failure{outcome: transport.Permanent, drop: dropConnection, summary: "the NATS server refused a permission hookflow needs"}
 	case errors.Is(err, nats.ErrMaxPayload):
 		return failure{outcome: transport.Permanent, summary: "the message is larger than the NATS server's max_payload"}
 	case errors.Is(err, errPoolClosed):

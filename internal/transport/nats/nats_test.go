@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookflow/hookflow/internal/egress"
+	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/transport"
 	standard "github.com/hookflow/hookflow/kit/webhook"
 	"github.com/hookflow/hookflow/lab/testenv/natstest"
@@ -270,9 +272,13 @@ func TestKilledServerIsAnOutage(t *testing.T) {
 	if err := b.srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	res := send(t, b.tr, d, event(3, 2))
-	if res.Outcome != transport.Retry || !res.Outage {
-		t.Fatalf("server killed: got %v outage=%v (%s), want retry as an outage", res.Outcome, res.Outage, res.Detail)
+	// The first attempt finds its connection closed, the next one cannot
+	// dial: both are outages.
+	for range 2 {
+		res := send(t, b.tr, d, event(3, 2))
+		if res.Outcome != transport.Retry || !res.Outage {
+			t.Fatalf("server killed: got %v outage=%v (%s), want retry as an outage", res.Outcome, res.Outage, res.Detail)
+		}
 	}
 	if err := b.srv.Restart(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -423,4 +429,36 @@ func TestMissingStreamRetries(t *testing.T) {
 	}
 	mustDeliver(t, b.tr, d, event(2, 1))
 	wantSequences(t, stored(t, b.tr, d), 2)
+}
+
+// TestRefusedPermissionIsPermanent: credentials that may read the stream
+// but not publish to the lane. The server says so on the connection only,
+// and the publish times out: that is still a refusal, not an outage.
+func TestRefusedPermissionIsPermanent(t *testing.T) {
+	b := setup(t)
+	d := b.destination(t, "ep_1", testPrefix)
+	d.Credentials = map[string]string{CredentialUsername: natstest.ReaderUsername, CredentialPassword: b.srv.Password()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	res, err := b.tr.Send(ctx, d, event(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != transport.Permanent || res.Outage {
+		t.Fatalf("publish not permitted: got %v outage=%v (%s), want permanent", res.Outcome, res.Outage, res.Detail)
+	}
+	if strings.Contains(res.Detail, b.srv.Password()) {
+		t.Fatalf("the answer holds the password: %s", res.Detail)
+	}
+}
+
+// TestResultTakesCredentialsOut: whatever a driver's error quotes of the
+// credentials (here a base64 form of the password) is not in the answer.
+func TestResultTakesCredentialsOut(t *testing.T) {
+	const password = "correct-horse-battery"
+	err := fmt.Errorf("connect: server said: %s", base64.StdEncoding.EncodeToString([]byte(password)))
+	res := failed(err, redact.NewValues([]string{password}))
+	if strings.Contains(res.Detail, base64.StdEncoding.EncodeToString([]byte(password))) || !strings.Contains(res.Detail, redact.Mark) {
+		t.Fatalf("detail: %s", res.Detail)
+	}
 }

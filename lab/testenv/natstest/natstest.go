@@ -35,6 +35,11 @@ const module = "github.com/nats-io/nats-server/v2"
 // client that gives wrong ones is refused, as on a real deployment.
 const Username = "hookflow"
 
+// ReaderUsername is a user with Username's password that may use
+// JetStream's API (read streams and their messages) but publish nowhere
+// else: a destination's credentials that lack a permission.
+const ReaderUsername = "reader"
+
 // Server is one nats-server process with JetStream, its store in a folder
 // that outlives the process (Kill, Restart).
 type Server struct {
@@ -98,7 +103,8 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // URL is the server's client URL, without credentials.
 func (s *Server) URL() string { return "nats://" + s.Addr() }
 
-// Password is Username's password, random per server.
+// Password is Username's (and ReaderUsername's) password, random per
+// server.
 func (s *Server) Password() string { return s.password }
 
 // Dir is the folder of the server's store, configuration and log.
@@ -218,10 +224,13 @@ jetstream {
   store_dir: %q
 }
 authorization {
-  users = [ { user: %q, password: %q } ]
+  users = [
+    { user: %q, password: %q },
+    { user: %q, password: %q, permissions: { publish: { allow: ["$JS.API.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
+  ]
 }
 no_auth_user: %q
-`, s.Addr(), filepath.Join(s.dir, "jetstream"), Username, s.password, Username)
+`, s.Addr(), filepath.Join(s.dir, "jetstream"), Username, s.password, ReaderUsername, s.password, Username)
 }
 
 // freePort is a port the kernel just had free on 127.0.0.1. Restart keeps
