@@ -132,6 +132,7 @@ func wantSequences(t *testing.T, all []transport.Stored, want ...int64) {
 func TestSendWritesEachEventOnceInOrder(t *testing.T) {
 	b := setup(t)
 	d := b.destination(t, "ep_1", testPrefix)
+	wantSequences(t, stored(t, b.tr, d))
 	for seq := int64(1); seq <= 3; seq++ {
 		mustDeliver(t, b.tr, d, event(seq, seq-1))
 	}
@@ -461,4 +462,25 @@ func TestResultTakesCredentialsOut(t *testing.T) {
 	if strings.Contains(res.Detail, base64.StdEncoding.EncodeToString([]byte(password))) || !strings.Contains(res.Detail, redact.Mark) {
 		t.Fatalf("detail: %s", res.Detail)
 	}
+}
+
+// TestSendOverTLS: a tls:// server checked against the destination's own
+// certificate authority; without it the certificate is not trusted.
+func TestSendOverTLS(t *testing.T) {
+	b := setup(t)
+	d := b.destination(t, "ep_1", testPrefix)
+	cfg := Config{URL: b.srv.TLSURL(), Subject: testPrefix}
+	raw, _ := json.Marshal(cfg)
+	d.Config = raw
+	if res := send(t, b.tr, d, event(1, 0)); res.Outcome != transport.Retry || !strings.Contains(res.Detail, "certificate") {
+		t.Fatalf("untrusted certificate: got %v (%s), want retry naming the certificate", res.Outcome, res.Detail)
+	}
+	cfg.TLSCAPEM = b.srv.CAPEM()
+	raw, _ = json.Marshal(cfg)
+	d.Config = raw
+	if err := b.tr.Check(testCtx(t), d); err != nil {
+		t.Fatalf("check over tls: %v", err)
+	}
+	mustDeliver(t, b.tr, d, event(1, 0))
+	wantSequences(t, stored(t, b.tr, d), 1)
 }

@@ -8,10 +8,16 @@ package natstest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -46,6 +52,7 @@ type Server struct {
 	bin, dir string
 	port     int
 	password string
+	caPEM    string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -69,6 +76,9 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		return nil, fmt.Errorf("make password: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir, port: port, password: hex.EncodeToString(pw)}
+	if s.caPEM, err = writeCertificate(dir); err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(s.configFile(), []byte(s.config()), 0o600); err != nil {
 		return nil, fmt.Errorf("write nats-server config: %w", err)
 	}
@@ -102,6 +112,14 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 
 // URL is the server's client URL, without credentials.
 func (s *Server) URL() string { return "nats://" + s.Addr() }
+
+// TLSURL is the server's client URL for TLS. The server takes plain and
+// TLS clients on the one port.
+func (s *Server) TLSURL() string { return "tls://" + s.Addr() }
+
+// CAPEM is the certificate (PEM) the server's TLS certificate is checked
+// against: self-signed, for 127.0.0.1 and localhost.
+func (s *Server) CAPEM() string { return s.caPEM }
 
 // Password is Username's (and ReaderUsername's) password, random per
 // server.
@@ -230,7 +248,13 @@ authorization {
   ]
 }
 no_auth_user: %q
-`, s.Addr(), filepath.Join(s.dir, "jetstream"), Username, s.password, ReaderUsername, s.password, Username)
+tls {
+  cert_file: %q
+  key_file: %q
+}
+allow_non_tls: true
+`, s.Addr(), filepath.Join(s.dir, "jetstream"), Username, s.password, ReaderUsername, s.password, Username,
+		filepath.Join(s.dir, certFile), filepath.Join(s.dir, keyFile))
 }
 
 // freePort is a port the kernel just had free on 127.0.0.1. Restart keeps
@@ -345,4 +369,46 @@ func withJetStream(ctx context.Context, url string, f func(jetstream.JetStream) 
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	return f(js)
+}
+
+const (
+	certFile = "server-cert.pem"
+	keyFile  = "server-key.pem"
+)
+
+// writeCertificate writes a self-signed certificate for 127.0.0.1 and
+// localhost, and its key, into dir, and returns the certificate's PEM.
+func writeCertificate(dir string) (string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("make tls key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "natstest"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", fmt.Errorf("make tls certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", fmt.Errorf("encode tls key: %w", err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, certFile), certPEM, 0o600); err != nil {
+		return "", fmt.Errorf("write tls certificate: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, keyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", fmt.Errorf("write tls key: %w", err)
+	}
+	return string(certPEM), nil
 }
