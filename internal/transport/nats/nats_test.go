@@ -484,3 +484,26 @@ func TestSendOverTLS(t *testing.T) {
 	mustDeliver(t, b.tr, d, event(1, 0))
 	wantSequences(t, stored(t, b.tr, d), 1)
 }
+
+// TestReadKeepsToItsLanes: lanes interleaved in the stream come back each
+// in its order, and a longer prefix's subjects (another destination's
+// lanes) are not read as lanes.
+func TestReadKeepsToItsLanes(t *testing.T) {
+	b := setup(t)
+	d, longer := b.destination(t, "ep_1", testPrefix), b.destination(t, "ep_2", testPrefix+".eu")
+	for seq := int64(1); seq <= 3; seq++ {
+		for _, lane := range []string{"a", "b"} {
+			m := event(seq, seq-1)
+			m.CorrelationID, m.EventID = lane, fmt.Sprintf("evt_%s_%d", lane, seq)
+			mustDeliver(t, b.tr, d, m)
+		}
+		mustDeliver(t, b.tr, longer, event(seq, seq-1))
+	}
+	got := map[string][]int64{}
+	for _, s := range stored(t, b.tr, d) {
+		got[s.Lane] = append(got[s.Lane], s.Sequence)
+	}
+	if fmt.Sprint(got) != "map[a:[1 2 3] b:[1 2 3]]" {
+		t.Fatalf("read: got %v, want lanes a and b each 1 2 3", got)
+	}
+}

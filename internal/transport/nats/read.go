@@ -61,8 +61,15 @@ func read(ctx context.Context, st jetstream.Stream, filter string, each func(tra
 	if err != nil {
 		return fmt.Errorf("create ordered consumer: %w", err)
 	}
+	// An iterator, so that messages come in batches rather than one
+	// round trip each.
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("read messages: %w", err)
+	}
+	defer it.Stop()
 	for {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			return fmt.Errorf("read next message: %w", err)
 		}
