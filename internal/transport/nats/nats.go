@@ -116,7 +116,9 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 		if wrongLast(err) && try == 1 {
 			continue
 		}
-		err = refusedPermission(js.Conn(), subject, err)
+		// A publish to the lane, or a read of its last message (whose
+		// API subject ends with the lane's).
+		err = refusedPermission(js.Conn(), err, subject+`"`)
 		f := classify(err)
 		if f.drop != keep {
 			c.forget(js, f.drop == dropConnection)
@@ -213,19 +215,23 @@ func unanswered(ctx context.Context, st jetstream.Stream, err error) error {
 	return err
 }
 
-// refusedPermission returns the server's permissions violation for the
-// lane's subject (a publish to it, a read of its last message) or for the
-// replies' inbox, in place of err, the timeout it ended in: the server
-// answers such a request with an error on the connection, not on the
-// request, which then times out. The connection is dropped after (classify),
-// so that a violation it recorded is never taken for a later one.
-func refusedPermission(nc *nats.Conn, subject string, err error) error {
+// refusedPermission returns the server's permissions violation, in place
+// of err (the timeout it ended in), when it names a subject of the request
+// (a fragment of it, quoted as the server quotes it) or the replies'
+// inbox: the server answers such a request with an error on the
+// connection, not on the request, which then times out. The connection is
+// dropped after (classify), so that a violation it recorded is never taken
+// for a later one.
+func refusedPermission(nc *nats.Conn, err error, fragments ...string) error {
 	last := nc.LastError()
 	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !classify(err).outage {
 		return err
 	}
-	if text := last.Error(); strings.Contains(text, subject+`"`) || strings.Contains(text, `"_INBOX.`) {
-		return fmt.Errorf("%w (%w)", last, err)
+	text := last.Error()
+	for _, f := range append(fragments, `"_INBOX.`) {
+		if strings.Contains(text, f) {
+			return fmt.Errorf("%w (%w)", last, err)
+		}
 	}
 	return err
 }

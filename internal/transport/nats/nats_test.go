@@ -435,21 +435,25 @@ func TestMissingStreamRetries(t *testing.T) {
 // TestRefusedPermissionIsPermanent: credentials that may read the stream
 // but not publish to the lane. The server says so on the connection only,
 // and the publish times out: that is still a refusal, not an outage.
+// Credentials that may not use JetStream's API fail the same way, on
+// looking the stream up.
 func TestRefusedPermissionIsPermanent(t *testing.T) {
 	b := setup(t)
-	d := b.destination(t, "ep_1", testPrefix)
-	d.Credentials = map[string]string{CredentialUsername: natstest.ReaderUsername, CredentialPassword: b.srv.Password()}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	res, err := b.tr.Send(ctx, d, event(1, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != transport.Permanent || res.Outage {
-		t.Fatalf("publish not permitted: got %v outage=%v (%s), want permanent", res.Outcome, res.Outage, res.Detail)
-	}
-	if strings.Contains(res.Detail, b.srv.Password()) {
-		t.Fatalf("the answer holds the password: %s", res.Detail)
+	for _, user := range []string{natstest.ReaderUsername, natstest.PublisherUsername} {
+		d := b.destination(t, "ep_1", testPrefix)
+		d.Credentials = map[string]string{CredentialUsername: user, CredentialPassword: b.srv.Password()}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		res, err := b.tr.Send(ctx, d, event(1, 0))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != transport.Permanent || res.Outage {
+			t.Fatalf("%s: got %v outage=%v (%s), want permanent", user, res.Outcome, res.Outage, res.Detail)
+		}
+		if strings.Contains(res.Detail, b.srv.Password()) {
+			t.Fatalf("the answer holds the password: %s", res.Detail)
+		}
 	}
 }
 
@@ -506,4 +510,35 @@ func TestReadKeepsToItsLanes(t *testing.T) {
 	if fmt.Sprint(got) != "map[a:[1 2 3] b:[1 2 3]]" {
 		t.Fatalf("read: got %v, want lanes a and b each 1 2 3", got)
 	}
+}
+
+// TestOversizeIsPermanent: a message past the server's max_payload (1 MiB
+// by default) can never be written; the lane stays as it was.
+func TestOversizeIsPermanent(t *testing.T) {
+	b := setup(t)
+	d := b.destination(t, "ep_1", testPrefix)
+	m := event(1, 0)
+	m.Body = []byte(`{"data":"` + strings.Repeat("x", 1<<20) + `"}`)
+	if res := send(t, b.tr, d, m); res.Outcome != transport.Permanent || !strings.Contains(res.Detail, "max_payload") {
+		t.Fatalf("oversize: got %v (%s), want permanent naming max_payload", res.Outcome, res.Detail)
+	}
+	mustDeliver(t, b.tr, d, event(1, 0))
+	wantSequences(t, stored(t, b.tr, d), 1)
+}
+
+// TestStreamWithoutDirectGet: a stream that does not allow direct gets is
+// read through the stream's API instead, with the same outcomes.
+func TestStreamWithoutDirectGet(t *testing.T) {
+	b := setup(t)
+	if _, err := b.jetStream(t).CreateStream(testCtx(t), jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	d := b.destination(t, "ep_1", "plain")
+	mustDeliver(t, b.tr, d, event(1, 0))
+	mustDeliver(t, b.tr, d, event(2, 1))
+	mustDeliver(t, b.tr, d, event(2, 1))
+	if res := send(t, b.tr, d, event(1, 0)); res.Outcome != transport.Permanent {
+		t.Fatalf("1 after 2: got %v (%s), want permanent", res.Outcome, res.Detail)
+	}
+	wantSequences(t, stored(t, b.tr, d), 1, 2)
 }

@@ -171,6 +171,11 @@ func (c *conn) open(ctx context.Context, targets egress.Policy, s settings) (jet
 	if c.stream == nil {
 		st, err := lookUpStream(ctx, c.js, s)
 		if err != nil {
+			err = refusedPermission(c.nc, err, `"$JS.API.STREAM.`)
+			if classify(err).drop == dropConnection {
+				c.nc.Close()
+				c.nc, c.js = nil, nil
+			}
 			return nil, nil, err
 		}
 		c.stream = st

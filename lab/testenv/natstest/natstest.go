@@ -46,6 +46,11 @@ const Username = "hookflow"
 // else: a destination's credentials that lack a permission.
 const ReaderUsername = "reader"
 
+// PublisherUsername is a user with Username's password that may publish
+// anywhere but to JetStream's API: credentials that cannot find or read a
+// stream.
+const PublisherUsername = "publisher"
+
 // Server is one nats-server process with JetStream, its store in a folder
 // that outlives the process (Kill, Restart).
 type Server struct {
@@ -121,7 +126,8 @@ func (s *Server) TLSURL() string { return "tls://" + s.Addr() }
 // against: self-signed, for 127.0.0.1 and localhost.
 func (s *Server) CAPEM() string { return s.caPEM }
 
-// Password is Username's (and ReaderUsername's) password, random per
+// Password is the password of every user (Username, ReaderUsername,
+// PublisherUsername), random per
 // server.
 func (s *Server) Password() string { return s.password }
 
@@ -244,7 +250,8 @@ jetstream {
 authorization {
   users = [
     { user: %q, password: %q },
-    { user: %q, password: %q, permissions: { publish: { allow: ["$JS.API.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
+    { user: %q, password: %q, permissions: { publish: { allow: ["$JS.API.>"] }, subscribe: { allow: ["_INBOX.>"] } } },
+    { user: %q, password: %q, permissions: { publish: { deny: ["$JS.API.>"] } } }
   ]
 }
 no_auth_user: %q
@@ -253,7 +260,7 @@ tls {
   key_file: %q
 }
 allow_non_tls: true
-`, s.Addr(), filepath.Join(s.dir, "jetstream"), Username, s.password, ReaderUsername, s.password, Username,
+`, s.Addr(), filepath.Join(s.dir, "jetstream"), Username, s.password, ReaderUsername, s.password, PublisherUsername, s.password, Username,
 		filepath.Join(s.dir, certFile), filepath.Join(s.dir, keyFile))
 }
 
