@@ -455,6 +455,13 @@ func TestRefusedPermissionIsPermanent(t *testing.T) {
 			t.Fatalf("the answer holds the password: %s", res.Detail)
 		}
 	}
+	d := b.destination(t, "ep_1", testPrefix)
+	d.Credentials = map[string]string{CredentialUsername: natstest.PublisherUsername, CredentialPassword: b.srv.Password()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.tr.Check(ctx, d); !isField(err, fieldCreds) || !strings.Contains(err.Error(), "permission") {
+		t.Fatalf("check without JetStream's API: got %v, want a field error on credentials naming the permission", err)
+	}
 }
 
 // TestResultTakesCredentialsOut: whatever a driver's error quotes of the

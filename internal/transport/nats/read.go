@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookflow/hookflow/internal/redact"
@@ -34,9 +35,17 @@ func (t *Transport) Read(ctx context.Context, d transport.Destination, each func
 	if err != nil {
 		return errors.New(secrets.Replace(err.Error()))
 	}
-	if err := read(ctx, st, s.lanes(), each); err != nil {
-		// Text only: the driver's errors may repeat the server's address
-		// and words, never wrapped whole.
+	// each's own error is returned as it is; the driver's as text only,
+	// since they may repeat the server's address and words.
+	var stopped error
+	err = read(ctx, st, s.lanes(), func(m transport.Stored) error {
+		stopped = each(m)
+		return stopped
+	})
+	switch {
+	case stopped != nil:
+		return stopped
+	case err != nil:
 		return errors.New(secrets.Replace(err.Error()))
 	}
 	return nil
@@ -47,11 +56,11 @@ func read(ctx context.Context, st jetstream.Stream, filter string, each func(tra
 	if err != nil {
 		return fmt.Errorf("read stream info: %w", err)
 	}
-	var left uint64
+	var held uint64
 	for _, n := range info.State.Subjects {
-		left += n
+		held += n
 	}
-	if left == 0 {
+	if held == 0 {
 		return nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
@@ -105,7 +114,15 @@ func (t *Transport) Check(ctx context.Context, d transport.Destination) error {
 	}
 	s, _ := parse(d)
 	secrets := redact.NewValues(slices.Collect(maps.Values(d.Credentials)))
+	var nc *nats.Conn
 	fieldErr := func(field, reason string, err error) error {
+		if nc != nil && err != nil {
+			// The connection is Check's own: any permission the server
+			// refused on it was refused to one of its requests.
+			if refused := refusedPermission(nc, err, `"`); errors.Is(refused, nats.ErrPermissionViolation) {
+				field, reason, err = fieldCreds, "they lack a permission hookflow needs", refused
+			}
+		}
 		if err != nil {
 			reason += ": " + err.Error()
 		}
