@@ -134,6 +134,17 @@ func (s *Server) Password() string { return s.password }
 // Dir is the folder of the server's store, configuration and log.
 func (s *Server) Dir() string { return s.dir }
 
+// Pid is the server process's id (the bench reads its CPU time from
+// /proc), or 0 while it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill sends SIGKILL to the server and waits for it to exit: whatever it
 // had not written stays unwritten, as in a crash. Its store is kept.
 func (s *Server) Kill() error {

@@ -34,11 +34,18 @@ func TestKillKeepsWhatWasAcknowledged(t *testing.T) {
 	}
 	nc.Close()
 
+	before := s.Pid()
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	if s.Pid() != 0 {
+		t.Fatal("killed, yet a pid")
+	}
 	if err := s.Restart(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if s.Pid() == 0 || s.Pid() == before {
+		t.Fatalf("restarted: pid %d, was %d", s.Pid(), before)
 	}
 	if _, err := nats.Connect(s.URL(), nats.UserInfo(Username, "wrong"), nats.NoReconnect()); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("wrong password: got %v, want an authorization violation", err)
