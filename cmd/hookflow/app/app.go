@@ -31,6 +31,7 @@ import (
 	"github.com/hookflow/hookflow/internal/metrics"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
+	"github.com/hookflow/hookflow/internal/transport/nats"
 	"github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/services/cleaner"
@@ -305,8 +306,25 @@ func Targets(cfg config.Config) egress.Policy {
 }
 
 // Transports are the transports deliveries go through, by endpoint type.
+// The brokers' hold connection pools: Close them when done.
 func Transports(cfg config.Config) (*transport.Registry, error) {
-	return transport.NewRegistry(map[string]transport.Transport{webhook.Type: webhook.New(Targets(cfg))})
+	targets := Targets(cfg)
+	return transport.NewRegistry(map[string]transport.Transport{
+		webhook.Type: webhook.New(targets),
+		nats.Type:    nats.New(targets),
+	})
+}
+
+// closingWorker closes the worker's transports' connections once it has
+// stopped, when no attempt can use them any more.
+type closingWorker struct {
+	sdkworker.Worker
+	transports *transport.Registry
+}
+
+func (w closingWorker) Stop() {
+	w.Worker.Stop()
+	_ = w.transports.Close()
 }
 
 // ServeAPI listens on cfg.APIAddr and serves until ctx is done, then shuts
@@ -423,9 +441,10 @@ func StartWorker(cfg config.Config, st *store.Store, c client.Client, logger *sl
 		return nil, err
 	}
 	if err := w.Start(); err != nil {
+		_ = transports.Close()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	return w, nil
+	return closingWorker{Worker: w, transports: transports}, nil
 }
 
 // ServeMetrics serves m at http://addr/metrics until ctx is done; workers
