@@ -375,6 +375,7 @@ func ServeAPI(ctx context.Context, cfg config.Config, st *store.Store, c client.
 		ln.Close()
 		return err
 	}
+	defer transports.Close()
 	srv, err := api.New(api.RouterConfig{
 		Token: cfg.APIToken, AllowWeakToken: cfg.Dev, MaxBodyBytes: cfg.MaxBodyBytes,
 		EventsPerSecond: cfg.EventsRateLimit, ReadsPerSecond: cfg.ReadsRateLimit, TrustedProxies: cfg.TrustedProxies, MaxEndpoints: cfg.MaxEndpoints, MaxSubscribers: cfg.MaxSubscribers,
