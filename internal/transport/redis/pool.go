@@ -30,6 +30,9 @@ var errClosed = errors.New("redis transport is closed")
 // key, so the new settings never reuse a connection the old ones made,
 // and the old client ages out.
 type clients struct {
+	max  int           // clients kept, at most
+	idle time.Duration // unused this long, a client is closed
+
 	mu     sync.Mutex
 	byKey  map[string]*list.Element // of *client
 	lru    *list.List               // front: most recently used
@@ -45,8 +48,8 @@ type client struct {
 	evicted  bool // out of the cache: closed once users is 0
 }
 
-func newClients() *clients {
-	return &clients{byKey: map[string]*list.Element{}, lru: list.New()}
+func newClients(max int, idle time.Duration) *clients {
+	return &clients{max: max, idle: idle, byKey: map[string]*list.Element{}, lru: list.New()}
 }
 
 // clientKey hashes what a client is made of: a new config or new
@@ -90,13 +93,13 @@ func (p *clients) get(key string, build func() (*client, error)) (*client, func(
 	return c, func() { p.release(c) }, nil
 }
 
-// sweep drops the clients idle too long and those beyond maxClients,
+// sweep drops the clients idle too long and those beyond the bound,
 // least recently used first; one in use is closed when its last user
 // releases it.
 func (p *clients) sweep(now time.Time) {
 	for e := p.lru.Back(); e != nil; {
 		c := e.Value.(*client)
-		if p.lru.Len() <= maxClients && now.Sub(c.lastUsed) < idleClose {
+		if p.lru.Len() <= p.max && now.Sub(c.lastUsed) < p.idle {
 			return
 		}
 		prev := e.Prev()

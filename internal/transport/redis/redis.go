@@ -14,7 +14,13 @@
 // and persist with AOF (appendonly yes): Redis answers after the AOF
 // write, so a killed process loses nothing acknowledged, and appendfsync
 // always covers a power loss too. Check refuses a server without AOF
-// unless config.durability is best_effort. A failover to a replica that
+// unless config.durability is best_effort. The script's two writes are
+// logged as one MULTI/EXEC block, and Redis 7 replays such a block at
+// start as the default user, re-checking its ACL: a server whose default
+// user lacks permissions (as "user default off" with nothing more leaves
+// it) silently drops every such write on restart. Switching the default
+// user off is fine; it must keep its permissions ("user default off ~*
+// &* +@all" still refuses every login as it). A failover to a replica that
 // missed acknowledged writes (replication is asynchronous) loses them; the
 // lanes then go on past the hole, and the conformance check reports it.
 // Only a standalone server is supported (no Cluster, no Sentinel): a
@@ -89,7 +95,7 @@ var (
 
 // New returns the redis transport under the deployment's targets policy.
 func New(targets egress.Policy) *Transport {
-	return &Transport{targets: targets, script: goredis.NewScript(appendSource), pool: newClients()}
+	return &Transport{targets: targets, script: goredis.NewScript(appendSource), pool: newClients(maxClients, idleClose)}
 }
 
 // Close closes every connection the transport holds; the worker calls it

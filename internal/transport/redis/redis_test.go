@@ -319,6 +319,10 @@ func TestWrongPassword(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "credentials", fe.Field)
 	requireNoPiece(t, password, err.Error())
+
+	// The right credentials (a rotation) make a client of their own.
+	b.d.Credentials = b.srv.Credentials()
+	b.requireDelivered(t, msg(1, 0))
 }
 
 // requireNoPiece fails when text holds any 4 bytes in a row of secret.
@@ -432,4 +436,25 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NoError(t, b.srv.CreateStream(ctx, "billing", "consumers"))
 	res := b.send(t, msg(1, 0))
 	require.Equal(t, transport.Permanent, res.Outcome, res.Detail)
+}
+
+// TestDatabase: a destination in another logical database writes there
+// and nowhere else.
+func TestDatabase(t *testing.T) {
+	t.Parallel()
+	b := setupBare(t)
+	ctx := context.Background()
+	db3 := goredis.NewClient(&goredis.Options{Addr: b.srv.Addr(), Username: redistest.User, Password: b.srv.Password(), DB: 3})
+	t.Cleanup(func() { _ = db3.Close() })
+	require.NoError(t, redistest.CreateStream(ctx, db3, prefix, "consumers"))
+	b.d.Config = fmt.Appendf(nil, `{"addr":%q,"stream":%q,"tls":false,"db":3}`, b.srv.Addr(), prefix)
+
+	require.NoError(t, b.tr.Check(ctx, b.d))
+	b.requireDelivered(t, msg(1, 0))
+	n, err := db3.XLen(ctx, lane).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	n, err = b.rdb.Exists(ctx, lane).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
