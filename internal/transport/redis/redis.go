@@ -15,12 +15,13 @@
 // write, so a killed process loses nothing acknowledged, and appendfsync
 // always covers a power loss too. Check refuses a server without AOF
 // unless config.durability is best_effort. The script's two writes are
-// logged as one MULTI/EXEC block, and Redis 7 replays such a block at
-// start as the default user, re-checking its ACL: a server whose default
-// user lacks permissions (as "user default off" with nothing more leaves
-// it) silently drops every such write on restart. Switching the default
-// user off is fine; it must keep its permissions ("user default off ~*
-// &* +@all" still refuses every login as it). A failover to a replica that
+// logged as one MULTI/EXEC block, which Redis (7.0.15, and every release
+// before a late-2025 fix) replays at start as the default user,
+// re-checking that user's ACL: on a server whose default user lacks
+// permissions (as "user default off" alone leaves it), every such write
+// is silently dropped at restart. The default user may be off; it must
+// keep its permissions ("user default off ~* &* +@all" still refuses
+// every login as it). A failover to a replica that
 // missed acknowledged writes (replication is asynchronous) loses them; the
 // lanes then go on past the hole, and the conformance check reports it.
 // Only a standalone server is supported (no Cluster, no Sentinel): a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -457,4 +458,30 @@ func TestDatabase(t *testing.T) {
 	n, err = b.rdb.Exists(ctx, lane).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestOneRoundTrip: once the script is cached, a write is one EVALSHA and
+// nothing else from the transport.
+func TestOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.requireDelivered(t, msg(1, 0)) // loads the script (NOSCRIPT, then EVAL)
+	require.NoError(t, b.rdb.ConfigResetStat(ctx).Err())
+	b.requireDelivered(t, msg(2, 1))
+	b.requireDelivered(t, msg(3, 2))
+	b.requireDelivered(t, msg(4, 3))
+	stats, err := b.rdb.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	var top []string
+	for line := range strings.Lines(stats) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		top = append(top, strings.TrimPrefix(name, "cmdstat_")+"="+calls)
+	}
+	// The script's own commands count too; the test's are CONFIG and INFO.
+	require.ElementsMatch(t, []string{"evalsha=3", "exists=3", "xrevrange=3", "xadd=6", "config|resetstat=1"}, top)
 }

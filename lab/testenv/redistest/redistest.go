@@ -87,11 +87,11 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	s := &Server{bin: bin, dir: dir, password: hex.EncodeToString(pw)}
 	// The ACL file is the server's only source of users: the default user
 	// is off, so a client without credentials is refused as it would be in
-	// production. It keeps its permissions all the same: Redis before 8
-	// replays an AOF's MULTI/EXEC blocks (what a script that writes twice
-	// is logged as) as the default user and re-checks its ACL at EXEC, so a
-	// default user without them silently drops those writes at restart
-	// (fixed upstream after 7.x; Debian 12 ships 7.0.15).
+	// production. It keeps its permissions all the same: Redis (7.0.15,
+	// and every release before a late-2025 fix) replays an AOF's
+	// MULTI/EXEC blocks (what a script that writes twice is logged as) as
+	// the default user and re-checks its ACL at EXEC, so a default user
+	// without them silently drops those writes at restart.
 	acl := "user default off ~* &* +@all\nuser " + User + " on >" + s.password + " ~* &* +@all\n"
 	if err := os.WriteFile(filepath.Join(dir, "users.acl"), []byte(acl), 0o600); err != nil {
 		return nil, fmt.Errorf("write redis acl file: %w", err)
