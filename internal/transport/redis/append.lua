@@ -11,16 +11,22 @@
 -- ARGV[7..] the entry's field/value pairs
 --
 -- Returns {1, id} when written; {2} when the index stream is missing
--- (nothing written); {0, id, webhook-id, endpoint-id} when the lane refuses
--- the write, naming the entry that stands in the way: a tail written by
--- another endpoint, or the entry at this ID, or (webhook-id and endpoint-id
--- empty) only the lane's last-generated-id when no entry is there.
+-- (nothing written); an error when a key is not a stream; and
+-- {0, id, webhook-id, endpoint-id} when the lane refuses the write, naming
+-- the entry that stands in the way: a tail written by another endpoint,
+-- or the entry at this ID, or (webhook-id and endpoint-id empty) only the
+-- lane's last-generated-id when no entry is there.
 
 -- The index is the user's: it exists once they made it (with their
 -- consumer group). Its absence means the wrong server or database, or
--- a server that lost its data: nothing is written until it is back.
-if redis.call('EXISTS', KEYS[2]) == 0 then
+-- a server that lost its data: nothing is written until it is back. A
+-- key of another type is refused here, before the lane is written, since
+-- a script's writes are not undone when a later command fails.
+local kind = redis.call('TYPE', KEYS[2]).ok
+if kind == 'none' then
   return {2}
+elseif kind ~= 'stream' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. kind .. ', not a stream')
 end
 
 local function field(entry, name)

@@ -16,8 +16,9 @@ import (
 )
 
 // Check proves d works before it is stored: the server answers PING with
-// the credentials, runs standalone, persists with AOF (unless
-// config.durability is best_effort), holds the index stream, and lets the
+// the credentials, runs standalone, persists with AOF and evicts no key
+// without a TTL (unless config.durability is best_effort), holds the index
+// stream, and lets the
 // user load the append script (so EVAL is allowed). It makes a client of
 // its own, closed on return: the API that calls it sends nothing.
 func (t *Transport) Check(ctx context.Context, d transport.Destination) error {
@@ -51,6 +52,16 @@ func (t *Transport) Check(ctx context.Context, d transport.Destination) error {
 		}
 		if infoField(persistence, "aof_enabled") != "1" {
 			return &transport.FieldError{Field: "config.durability", Reason: "the server does not persist with AOF (appendonly yes), so a crash would lose acknowledged messages: turn it on, or set durability to best_effort"}
+		}
+		// An evicted lane loses its last ID, and with it what refuses a
+		// repeat; volatile-* policies evict only keys with a TTL, which
+		// lanes have none of.
+		memory, err := rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			return checkError(err, scrub, "config.addr", "read INFO memory")
+		}
+		if policy := infoField(memory, "maxmemory_policy"); strings.HasPrefix(policy, "allkeys-") {
+			return &transport.FieldError{Field: "config.durability", Reason: fmt.Sprintf("the server evicts any key when full (maxmemory-policy %s), a lane's included: use noeviction or a volatile- policy, or set durability to best_effort", policy)}
 		}
 	}
 	switch typ, err := rdb.Type(ctx, p.index()).Result(); {

@@ -34,8 +34,8 @@
 // wrong server or database, or one that lost its data.
 //
 // The ACL the credentials need: ~{<stream>}* +evalsha +eval +script|load
-// +xadd +xrange +xrevrange +xinfo|stream +exists +type +scan +ping
-// +info (and +select for a db other than 0).
+// +xadd +xrange +xrevrange +xinfo|stream +type +scan +ping +info (and
+// +select for a db other than 0).
 //
 // Config (a JSON object): addr ("host:port"), stream (the key prefix,
 // 1-100 of A-Z a-z 0-9 _ : . -), tls (default true; false only for a

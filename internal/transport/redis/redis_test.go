@@ -389,7 +389,8 @@ func TestAddress(t *testing.T) {
 }
 
 // TestCheck: Check passes a working destination and names what is wrong
-// with one that is not: the index stream missing, or a server without AOF.
+// with one that is not: the index stream missing or not a stream, a
+// server without AOF or one that evicts any key.
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	b := setupBare(t)
@@ -403,6 +404,15 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, b.srv.CreateStream(ctx, prefix, "consumers"))
 	require.NoError(t, b.tr.Check(ctx, b.d))
 
+	require.NoError(t, b.rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+	require.ErrorAs(t, b.tr.Check(ctx, b.d), &fe)
+	require.Equal(t, "config.durability", fe.Field)
+	require.Contains(t, fe.Reason, "allkeys-lru")
+	require.NoError(t, b.rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
+	require.NoError(t, b.tr.Check(ctx, b.d))
+
+	// Turning AOF back on would start a rewrite the server's shutdown
+	// waits for: it stays off to the end of the test.
 	require.NoError(t, b.rdb.ConfigSet(ctx, "appendonly", "no").Err())
 	require.ErrorAs(t, b.tr.Check(ctx, b.d), &fe)
 	require.Equal(t, "config.durability", fe.Field)
@@ -423,7 +433,7 @@ func TestLeastPrivilege(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	require.NoError(t, b.rdb.Do(ctx, "ACL", "SETUSER", "writer", "on", ">writer-password", "resetkeys", "~{orders}*", "resetchannels", "-@all",
-		"+evalsha", "+eval", "+script|load", "+xadd", "+xrange", "+xrevrange", "+xinfo|stream", "+exists", "+type", "+scan", "+ping", "+info").Err())
+		"+evalsha", "+eval", "+script|load", "+xadd", "+xrange", "+xrevrange", "+xinfo|stream", "+type", "+scan", "+ping", "+info").Err())
 	b.d.Credentials = map[string]string{"username": "writer", "password": "writer-password"}
 
 	require.NoError(t, b.tr.Check(ctx, b.d))
@@ -483,5 +493,27 @@ func TestOneRoundTrip(t *testing.T) {
 		top = append(top, strings.TrimPrefix(name, "cmdstat_")+"="+calls)
 	}
 	// The script's own commands count too; the test's are CONFIG and INFO.
-	require.ElementsMatch(t, []string{"evalsha=3", "exists=3", "xrevrange=3", "xadd=6", "config|resetstat=1"}, top)
+	require.ElementsMatch(t, []string{"evalsha=3", "type=3", "xrevrange=3", "xadd=6", "config|resetstat=1"}, top)
+}
+
+// TestKeyNotAStream: a lane or index key of another type is refused for
+// good, and nothing is written.
+func TestKeyNotAStream(t *testing.T) {
+	t.Parallel()
+	b := setupBare(t)
+	ctx := context.Background()
+	require.NoError(t, b.rdb.Set(ctx, index, "x", 0).Err())
+	res := b.send(t, msg(1, 0))
+	require.Equal(t, transport.Permanent, res.Outcome, res.Detail)
+	require.Contains(t, res.Detail, "not a stream")
+	n, err := b.rdb.Exists(ctx, lane).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	require.NoError(t, b.rdb.Del(ctx, index).Err())
+	require.NoError(t, b.srv.CreateStream(ctx, prefix, "consumers"))
+	require.NoError(t, b.rdb.Set(ctx, lane, "x", 0).Err())
+	res = b.send(t, msg(1, 0))
+	require.Equal(t, transport.Permanent, res.Outcome, res.Detail)
+	require.Zero(t, b.xlen(t, index))
 }
