@@ -169,6 +169,9 @@ func (t *Transport) client(d transport.Destination) (*client, func(), error) {
 func (t *Transport) Send(ctx context.Context, d transport.Destination, m transport.Message) (transport.Result, error) {
 	scrub := redact.NewValues(slices.Collect(maps.Values(d.Credentials)))
 	c, release, err := t.client(d)
+	if errors.Is(err, errClosed) {
+		return stopping, nil
+	}
 	if err != nil {
 		return transport.Result{}, errors.New(scrub.Replace(err.Error()))
 	}
@@ -239,6 +242,11 @@ func answer(reply []any, endpointID string, m transport.Message, p *dest) (trans
 	return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg}, nil
 }
 
+// stopping is the answer to a Send that meets the transport closed: the
+// worker is stopping, and another attempt will go through another one.
+// Nothing is known of the destination, so it is no outage.
+var stopping = transport.Result{Outcome: transport.Retry, Detail: "redis: the worker is stopping", Summary: "redis: the worker is stopping"}
+
 // failed maps a command's error to its outcome. Detail keeps the server's
 // words, Summary only their kind; neither holds a credential.
 func failed(err error, scrub *redact.Values) transport.Result {
@@ -247,6 +255,8 @@ func failed(err error, scrub *redact.Values) transport.Result {
 	}
 	var rerr goredis.Error
 	switch {
+	case errors.Is(err, goredis.ErrClosed):
+		return stopping
 	case goredis.IsAuthError(err):
 		s := "redis refused the credentials"
 		return transport.Result{Outcome: transport.Permanent, Summary: s, Detail: detail(s)}

@@ -517,3 +517,16 @@ func TestKeyNotAStream(t *testing.T) {
 	require.Equal(t, transport.Permanent, res.Outcome, res.Detail)
 	require.Zero(t, b.xlen(t, index))
 }
+
+// TestSendAfterClose: a worker stopping (its transports closed) answers a
+// late attempt with a retry, not a failure for good.
+func TestSendAfterClose(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.requireDelivered(t, msg(1, 0))
+	require.NoError(t, b.tr.Close())
+	res := b.send(t, msg(2, 1))
+	require.Equal(t, transport.Retry, res.Outcome)
+	require.False(t, res.Outage)
+	require.Equal(t, int64(1), b.xlen(t, lane))
+}
