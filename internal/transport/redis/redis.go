@@ -134,6 +134,7 @@ func (t *Transport) newClient(p *dest, privateTargets bool) *goredis.Client {
 		Dialer:                t.targets.ForTenant(privateTargets).DialContext,
 		DialTimeout:           transport.BrokerTimeout,
 		DialerRetries:         1,
+		ConnMaxIdleTime:       idleClose,
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
@@ -193,30 +194,35 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 	if err != nil {
 		return failed(err, scrub), nil
 	}
-	return answer(reply, d.EndpointID, m, p)
+	return answer(reply, d.EndpointID, m, p), nil
 }
 
 // answer reads the append script's reply.
-func answer(reply []any, endpointID string, m transport.Message, p *dest) (transport.Result, error) {
+func answer(reply []any, endpointID string, m transport.Message, p *dest) transport.Result {
+	// A reply the script does not make (a proxy's, another script's
+	// under the same digest) says nothing of what was written: the next
+	// attempt looks again.
+	quoted := fmt.Sprint(reply)
+	odd := transport.Result{Outcome: transport.Retry, Detail: "redis: unexpected append reply " + printable.String(quoted[:min(len(quoted), maxDetail)]), Summary: "redis: unexpected append reply"}
 	if len(reply) == 0 {
-		return transport.Result{}, errors.New("read append reply: empty")
+		return odd
 	}
 	switch code, _ := reply[0].(int64); code {
 	case 1:
-		return transport.Result{Outcome: transport.Delivered}, nil
+		return transport.Result{Outcome: transport.Delivered}
 	case 2:
 		msg := fmt.Sprintf("redis: the stream %s does not exist (create it with its consumer group: XGROUP CREATE %s <group> 0 MKSTREAM)", p.index(), p.index())
-		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg}, nil
+		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg}
 	}
 	if len(reply) != 4 {
-		return transport.Result{}, fmt.Errorf("read append reply: %d values", len(reply))
+		return odd
 	}
 	at, _ := reply[1].(string)
 	eventID, _ := reply[2].(string)
 	owner, _ := reply[3].(string)
 	seq, err := strconv.ParseInt(strings.SplitN(at, "-", 2)[0], 10, 64)
 	if err != nil {
-		return transport.Result{}, fmt.Errorf("read append reply: entry id %q", at)
+		return odd
 	}
 	if eventID == "" && owner == "" {
 		// No entry at m's ID, yet the lane's last ID is at or past it.
@@ -224,22 +230,22 @@ func answer(reply []any, endpointID string, m transport.Message, p *dest) (trans
 		// deleted the entry): written. Past it, a later event was
 		// written.
 		if at == strconv.FormatInt(m.Sequence, 10)+"-0" {
-			return transport.Result{Outcome: transport.Delivered}, nil
+			return transport.Result{Outcome: transport.Delivered}
 		}
 		owner = endpointID
 	}
 	tail := &transport.Tail{Sequence: seq, EventID: eventID, EndpointID: cmp.Or(owner, "(none)")}
 	switch decision, why := transport.Decide(tail, m, endpointID); decision {
 	case transport.Written:
-		return transport.Result{Outcome: transport.Delivered}, nil
+		return transport.Result{Outcome: transport.Delivered}
 	case transport.Refuse:
 		msg := "redis: " + why
-		return transport.Result{Outcome: transport.Permanent, Detail: msg, Summary: msg}, nil
+		return transport.Result{Outcome: transport.Permanent, Detail: msg, Summary: msg}
 	}
 	// The server refused the write, yet the tail it names would take
 	// it: nothing is known to be wrong, so the next attempt looks again.
 	msg := fmt.Sprintf("redis: the lane refused sequence %d after %s", m.Sequence, at)
-	return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg}, nil
+	return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg}
 }
 
 // stopping is the answer to a Send that meets the transport closed: the

@@ -530,3 +530,42 @@ func TestSendAfterClose(t *testing.T) {
 	require.False(t, res.Outage)
 	require.Equal(t, int64(1), b.xlen(t, lane))
 }
+
+// TestReadPages: Read pages through long lanes and many lanes, each lane
+// whole and in order.
+func TestReadPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	pipe := b.rdb.Pipeline()
+	add := func(correlation string, n int64) {
+		m := msg(n, n-1)
+		m.CorrelationID = correlation
+		h, err := transport.Headers(b.d, m)
+		require.NoError(t, err)
+		values := []any{redis.FieldEnvelope, m.Body}
+		for k, v := range h {
+			values = append(values, k, v)
+		}
+		pipe.XAdd(ctx, &goredis.XAddArgs{Stream: "{orders}:" + correlation, ID: strconv.FormatInt(n, 10) + "-0", Values: values})
+	}
+	for n := int64(1); n <= 1201; n++ {
+		add("long", n)
+	}
+	for i := range 700 {
+		add(fmt.Sprintf("short-%d", i), 1)
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+
+	last := map[string]int64{}
+	count := 0
+	for _, s := range b.read(t) {
+		require.Equal(t, last[s.Lane]+1, s.Sequence, s.Lane)
+		last[s.Lane] = s.Sequence
+		count++
+	}
+	require.Equal(t, 1901, count)
+	require.Equal(t, int64(1201), last["long"])
+	require.Len(t, last, 701)
+}
