@@ -16,6 +16,7 @@ import (
 	"github.com/hookflow/hookflow/internal/destcheck"
 	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/lab/testenv/natstest"
+	"github.com/hookflow/hookflow/lab/testenv/redistest"
 )
 
 // broker is a real broker a destination test delivers into: started for
@@ -37,6 +38,18 @@ func natsBroker(t *testing.T) broker {
 			"credentials": map[string]string{"username": natstest.Username, "password": s.Password()}}
 	}}
 }
+
+func redisBroker(t *testing.T) broker {
+	s := redistest.ForTest(t)
+	return broker{kill: s.Kill, restart: s.Restart, endpoint: func(prefix string) map[string]any {
+		require.NoError(t, s.CreateStream(context.Background(), prefix, "consumers"))
+		return map[string]any{"type": "redis", "config": map[string]any{"addr": s.Addr(), "stream": prefix, "tls": false},
+			"credentials": s.Credentials()}
+	}}
+}
+
+// TestRedisDestination: the same of a Redis Streams destination.
+func TestRedisDestination(t *testing.T) { testDestination(t, redisBroker(t)) }
 
 // TestNATSDestination: a NATS JetStream destination holds each lane's
 // events once each and in order, through posts out of order, a broker
@@ -70,7 +83,9 @@ func testDestination(t *testing.T, br broker) {
 			require.Equal(t, http.StatusAccepted, code)
 		}
 	}
-	delivered := func(lane string, seq int64) bool { return b.eventState(eventID(lane, seq)).State == contract.StateDelivered }
+	delivered := func(lane string, seq int64) bool {
+		return b.eventState(eventID(lane, seq)).State == contract.StateDelivered
+	}
 	waitDelivered := func(to int64) {
 		for _, l := range lanes {
 			waitFor(t, time.Minute, eventID(l, to)+" delivered", func() bool { return delivered(l, to) })

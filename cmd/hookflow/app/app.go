@@ -32,6 +32,7 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/internal/transport/nats"
+	"github.com/hookflow/hookflow/internal/transport/redis"
 	"github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/schema"
 	"github.com/hookflow/hookflow/services/cleaner"
@@ -312,6 +313,7 @@ func Transports(cfg config.Config) (*transport.Registry, error) {
 	return transport.NewRegistry(map[string]transport.Transport{
 		webhook.Type: webhook.New(targets),
 		nats.Type:    nats.New(targets),
+		redis.Type:   redis.New(targets),
 	})
 }
 
