@@ -21,6 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/hookflow/hookflow/internal/config"
+	"github.com/hookflow/hookflow/internal/natsdev"
 	"github.com/hookflow/hookflow/internal/temporaldev"
 	"github.com/hookflow/hookflow/internal/tracing"
 	"github.com/hookflow/hookflow/kit/localpg"
@@ -29,7 +30,7 @@ import (
 )
 
 var devSettings = []string{"HOOKFLOW_DATA_DIR", "HOOKFLOW_DEV_TEMPORAL_PORT", "HOOKFLOW_DEV_UI_PORT", "HOOKFLOW_DEV_POSTGRES_PORT", "HOOKFLOW_DEV_WORKERS",
-	"HOOKFLOW_DEV_TEMPORAL_RETENTION", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_RETENTION", "HOOKFLOW_RECEIVER_START"}
+	"HOOKFLOW_DEV_NATS_PORT", "HOOKFLOW_DEV_TEMPORAL_RETENTION", "HOOKFLOW_RECEIVER_ADDR", "HOOKFLOW_RECEIVER_RETENTION", "HOOKFLOW_RECEIVER_START"}
 
 // runDev starts the whole stack in the foreground and stops it, in reverse
 // order, on Ctrl-C. Everything persists under HOOKFLOW_DATA_DIR, so a second
@@ -60,6 +61,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 		{"HOOKFLOW_DEV_POSTGRES_PORT", hostPort(cfg.DevPostgresPort)},
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", hostPort(cfg.DevTemporalPort)},
 		{"HOOKFLOW_DEV_UI_PORT", hostPort(cfg.DevUIPort)},
+		{"HOOKFLOW_DEV_NATS_PORT", hostPort(cfg.DevNATSPort)},
 		{"HOOKFLOW_API_ADDR", cfg.APIAddr},
 		{"HOOKFLOW_METRICS_ADDR", cfg.MetricsAddr},
 		{"HOOKFLOW_RECEIVER_ADDR", cfg.ReceiverAddr},
@@ -116,6 +118,18 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer tmp.Stop()
 	cfg.TemporalAddress = tmp.Address()
+
+	// A broker to try broker destinations with, as the reference receiver
+	// is a webhook receiver to try webhooks with.
+	natsURL := ""
+	if cfg.DevNATSPort != 0 {
+		ns, err := natsdev.Start(ctx, filepath.Join(dataDir, "nats"), cfg.DevNATSPort)
+		if err != nil {
+			return err
+		}
+		defer ns.Stop()
+		natsURL = ns.URL()
+	}
 
 	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -178,7 +192,7 @@ func runDev(ctx context.Context, env *cliEnv, args []string) error {
 	defer func() { stopReceiver(); <-receiverDone }()
 
 	return app.ServeAPI(ctx, cfg, st, c, logger, app.WithMetrics(m), app.OnReady(func(a app.Addrs) {
-		printBanner(env, cfg, a, tmp, pg, receiverURL, time.Since(began))
+		printBanner(env, cfg, a, tmp, pg, receiverURL, natsURL, time.Since(began))
 		printPortalLink(ctx, env, cfg, a)
 	}))
 }
@@ -223,7 +237,7 @@ func ensureDevEndpoint(ctx context.Context, st *store.Store, url, secret string)
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporaldev.Server, pg *localpg.Cluster, receiverURL string, took time.Duration) {
+func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporaldev.Server, pg *localpg.Cluster, receiverURL, natsURL string, took time.Duration) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nhookflow dev is up (%.1fs). Ctrl-C stops everything.\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API            http://%s   (Authorization: Bearer %s)\n", addrs.API, cfg.APIToken)
@@ -240,6 +254,9 @@ func printBanner(env *cliEnv, cfg config.Config, addrs app.Addrs, tmp *temporald
 	fmt.Fprintf(w, "  Workers        %s in-process\n", strconv.Itoa(cfg.DevWorkers))
 	fmt.Fprintf(w, "  Receiver       %s   (reference ledger; GET %s/correlations/{id})\n", receiverURL, strings.TrimSuffix(receiverURL, "/webhook"))
 	fmt.Fprintf(w, "  Dev endpoint   %s   (points at the receiver; use it as endpoint_id)\n", devEndpointID)
+	if natsURL != "" {
+		fmt.Fprintf(w, "  NATS           %s   (JetStream; stream %s captures %s: a nats endpoint's subject goes under dev.)\n", natsURL, natsdev.Stream, natsdev.Subjects)
+	}
 	fmt.Fprintf(w, "  Data           %s\n", cfg.DataDir)
 	if abs, _ := filepath.Abs(cfg.DataDir); !strings.HasPrefix(pg.DataDir(), abs+string(filepath.Separator)) {
 		fmt.Fprintf(w, "  Postgres data  %s   (the postgres user cannot reach the data folder)\n", pg.DataDir())

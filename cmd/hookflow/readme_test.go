@@ -37,7 +37,8 @@ const runAsHookflow = "HOOKFLOW_TEST_RUN_AS_HOOKFLOW"
 // the same stack, the runnable blocks of docs/api.md and docs/portal.md,
 // each page in a bash session of its own, a subtest per section.
 //
-// The blocks name the default ports (API localhost:8080, receiver :8090).
+// The blocks name the default ports (API localhost:8080, receiver :8090,
+// NATS localhost:4222).
 // Other tests and people use this machine at the same time, so dev runs on
 // free ports instead and the test rewrites those two addresses in each block
 // before it runs it; nothing else in a block is changed. The session defines
@@ -64,19 +65,19 @@ const runAsHookflow = "HOOKFLOW_TEST_RUN_AS_HOOKFLOW"
 // runs in their short forms. TestEveryDocsBlockIsRunOrLeftOut holds every
 // page to one or the other.
 func TestReadmeTour(t *testing.T) {
-	api, receiver := startDev(t)
+	dev := startDev(t)
 	t.Run("README", func(t *testing.T) {
 		runPage(t, page{file: "../../README.md", leftOut: []string{"## Quick start"},
-			sections: []docSection{{"## A five-minute tour", tourChecks()}}}, api, receiver)
+			sections: []docSection{{"## A five-minute tour", tourChecks()}}}, dev)
 	})
 	// The API guide's examples use T and J as the tour sets them; its
 	// tenants walk-through makes the Acme the portal's blocks act on.
 	t.Run("docs/api.md", func(t *testing.T) {
 		runPage(t, page{file: "../../docs/api.md", sections: apiChecks(),
-			setup: `T='Authorization: Bearer dev-token'; J='Content-Type: application/json'`}, api, receiver)
+			setup: `T='Authorization: Bearer dev-token'; J='Content-Type: application/json'`}, dev)
 	})
 	t.Run("docs/portal.md", func(t *testing.T) {
-		runPage(t, page{file: "../../docs/portal.md", sections: portalChecks()}, api, receiver)
+		runPage(t, page{file: "../../docs/portal.md", sections: portalChecks()}, dev)
 	})
 }
 
@@ -101,7 +102,7 @@ type docSection struct {
 // runPage runs a page's sections in order in one bash session, as a reader
 // pastes a page into one terminal: a later section may use what an earlier
 // one set, so the first to fail ends the page.
-func runPage(t *testing.T, pg page, api, receiver string) {
+func runPage(t *testing.T, pg page, dev devAddrs) {
 	raw, err := os.ReadFile(pg.file)
 	require.NoError(t, err)
 	doc := string(raw)
@@ -122,7 +123,7 @@ func runPage(t *testing.T, pg page, api, receiver string) {
 	vars := map[string]string{}
 	for _, s := range pg.sections {
 		if !t.Run(strings.TrimPrefix(s.heading, "## "), func(t *testing.T) {
-			runSection(t, sh, pg.file, doc, s, vars, api, receiver)
+			runSection(t, sh, pg.file, doc, s, vars, dev)
 		}) {
 			return
 		}
@@ -131,12 +132,12 @@ func runPage(t *testing.T, pg page, api, receiver string) {
 
 // runSection runs a section's blocks in the page's bash session and checks
 // each one's output.
-func runSection(t *testing.T, sh *shell, file, doc string, s docSection, vars map[string]string, api, receiver string) {
+func runSection(t *testing.T, sh *shell, file, doc string, s docSection, vars map[string]string, dev devAddrs) {
 	blocks := blocksOf(sectionOf(t, doc, s.heading))
 	require.NotEmpty(t, blocks, "section %q has no ```sh block", s.heading)
 	require.Len(t, blocks, len(s.checks), "a check for each sh block of %s %q: add one for a new block", file, s.heading)
 	for i, b := range blocks {
-		script := forPorts(t, b, api, receiver)
+		script := forPorts(t, b, dev)
 		deadline := time.Now().Add(time.Minute)
 		for attempt := 1; ; attempt++ {
 			out := sh.run(t, script)
@@ -457,6 +458,34 @@ func tourChecks() []tourCheck {
 			}
 			return p
 		},
+		// A NATS endpoint: its URL is the canonical address of its config.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 1)
+			if p != nil {
+				return p
+			}
+			p.equal("type", "nats", lines[0]["type"])
+			if u, _ := lines[0]["url"].(string); !strings.HasSuffix(u, "/dev.invoices") {
+				p = append(p, fmt.Sprintf("url %q", u))
+			}
+			vars["NATS"] = fmt.Sprint(lines[0]["id"])
+			return p
+		},
+		// Its lane of inv-9 took 2 after 1, as the receiver's did.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 1)
+			if p != nil {
+				return p
+			}
+			states := map[string]any{}
+			for _, d := range asSlice(lines[0]["deliveries"]) {
+				states[fmt.Sprint(d["endpoint_id"])] = d["state"]
+			}
+			p.equal("inv-9-2 deliveries", map[string]any{"ep_dev_receiver": "delivered", vars["NATS"]: "delivered"}, states)
+			return p
+		},
 	}
 }
 
@@ -485,10 +514,11 @@ func blocksOf(text string) []string {
 }
 
 // forPorts points a block at the dev stack this test started.
-func forPorts(t *testing.T, block, api, receiver string) string {
+func forPorts(t *testing.T, block string, dev devAddrs) string {
 	t.Helper()
-	s := strings.NewReplacer("localhost:8080", api, "127.0.0.1:8090", receiver, "localhost:8090", receiver).Replace(block)
-	require.NotRegexp(t, `:80[89]0\b`, s, "a block names a port the test does not rewrite")
+	s := strings.NewReplacer("localhost:8080", dev.api, "127.0.0.1:8090", dev.receiver, "localhost:8090", dev.receiver,
+		"localhost:4222", dev.nats).Replace(block)
+	require.NotRegexp(t, `:(80[89]0|4222)\b`, s, "a block names a port the test does not rewrite")
 	return s
 }
 
@@ -673,8 +703,12 @@ func (sh *shell) run(t *testing.T, script string) string {
 
 // startDev runs this test binary as `hookflow dev` on free ports and a data
 // folder of its own, and waits for its banner; the test's end stops it as
-// Ctrl-C does. It returns the API's and the receiver's host:port.
-func startDev(t *testing.T) (api, receiver string) {
+// Ctrl-C does. It returns the addresses it serves.
+// devAddrs are the host:port of the dev stack's API, reference receiver
+// and NATS server.
+type devAddrs struct{ api, receiver, nats string }
+
+func startDev(t *testing.T) devAddrs {
 	t.Helper()
 	// Not t.TempDir: as root, Postgres runs as the postgres user, which must
 	// reach the folder (t.TempDir's parent is 0700).
@@ -682,8 +716,8 @@ func startDev(t *testing.T) (api, receiver string) {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ports := freePorts(t, 5)
-	api, receiver = "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
+	ports := freePorts(t, 6)
+	api, receiver := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
 	cmd := exec.Command(os.Args[0], "dev")
 	cmd.Env = append(os.Environ(), runAsHookflow+"=1",
 		"HOOKFLOW_DATA_DIR="+dir,
@@ -692,6 +726,7 @@ func startDev(t *testing.T) (api, receiver string) {
 		"HOOKFLOW_DEV_TEMPORAL_PORT="+ports[2],
 		"HOOKFLOW_DEV_POSTGRES_PORT="+ports[3],
 		"HOOKFLOW_METRICS_ADDR=127.0.0.1:"+ports[4],
+		"HOOKFLOW_DEV_NATS_PORT="+ports[5],
 		"HOOKFLOW_DEV_UI_PORT=0", // the tour's Web UI steps are prose, not blocks
 	)
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
@@ -722,7 +757,7 @@ func startDev(t *testing.T) (api, receiver string) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return api, receiver
+	return devAddrs{api: api, receiver: receiver, nats: "127.0.0.1:" + ports[5]}
 }
 
 // freePorts picks n free ports below 32768, since Temporal stores its ports

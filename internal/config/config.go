@@ -72,6 +72,7 @@ type Config struct {
 	DevTemporalPort      int
 	DevUIPort            int
 	DevPostgresPort      int
+	DevNATSPort          int
 	DevWorkers           int
 	ReceiverAddr         string
 	ReceiverSecrets      string
@@ -131,6 +132,7 @@ func Settings() []Setting {
 		{"HOOKFLOW_DEV_TEMPORAL_PORT", "dev-temporal-port", "7233", "dev only: Temporal frontend port", port(func(c *Config) *int { return &c.DevTemporalPort })},
 		{"HOOKFLOW_DEV_UI_PORT", "dev-ui-port", "8233", "dev only: Temporal Web UI port; 0 runs no Web UI", portOrOff(func(c *Config) *int { return &c.DevUIPort })},
 		{"HOOKFLOW_DEV_POSTGRES_PORT", "dev-postgres-port", "5433", "dev only: local Postgres port", port(func(c *Config) *int { return &c.DevPostgresPort })},
+		{"HOOKFLOW_DEV_NATS_PORT", "dev-nats-port", "4222", "dev only: port of the NATS JetStream server to try broker destinations with (its stream HOOKFLOW_DEV captures dev.>); 0 runs none", portOrOff(func(c *Config) *int { return &c.DevNATSPort })},
 		{"HOOKFLOW_DEV_TEMPORAL_RETENTION", "dev-temporal-retention", "1d", "dev only: how long the Temporal namespace keeps closed workflows (at least 1d: Temporal's minimum; the ledger answers for events Temporal has forgotten)", atLeastADay(func(c *Config) *time.Duration { return &c.DevTemporalRetention })},
 		{"HOOKFLOW_DEV_WORKERS", "dev-workers", "1", "dev only: in-process workers (0 lets external hookflow worker processes do the work)", nonNegativeInt(func(c *Config) *int { return &c.DevWorkers })},
 		{"HOOKFLOW_RECEIVER_ADDR", "receiver-addr", "127.0.0.1:8090", "listen address of the reference receiver", hostPort(func(c *Config) *string { return &c.ReceiverAddr })},
