@@ -14,7 +14,6 @@ import (
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/destcheck"
-	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/lab/testenv/natstest"
 	"github.com/hookflow/hookflow/lab/testenv/redistest"
 )
@@ -145,24 +144,11 @@ func testDestination(t *testing.T, br broker) {
 	check(want)
 }
 
-// readDestination reads endpoint id's destination back through its
-// transport and checks it against the ledger (destcheck), as
-// `hookflow conformance --destination` does.
+// readDestination reads endpoint id's destination back and checks it
+// against the ledger, as `hookflow conformance --destination` does.
 func readDestination(t *testing.T, b *bundle, id string) destcheck.Report {
 	t.Helper()
-	ctx := context.Background()
-	ep, err := b.store.EndpointGet(ctx, id)
-	require.NoError(t, err)
-	transports, err := app.Transports(b.cfg)
-	require.NoError(t, err)
-	defer transports.Close()
-	tr, err := transports.Lookup(ep.Type)
-	require.NoError(t, err)
-	rd, ok := tr.(transport.Reader)
-	require.True(t, ok, "a %s destination can be read back", ep.Type)
-	deliveries, err := b.store.EndpointDeliveries(ctx, id)
-	require.NoError(t, err)
-	r, err := destcheck.Check(ctx, rd, ep.Destination(true, time.Now()), []string{ep.Secret}, destcheck.FromLedger(deliveries), transport.AtLeastOnce(tr))
+	r, err := app.CheckDestination(context.Background(), b.cfg, id)
 	require.NoError(t, err)
 	return r
 }

@@ -46,6 +46,8 @@ func TestBadConfigOneLine(t *testing.T) {
 		{"bad event max history on a worker", map[string]string{"HOOKFLOW_EVENT_MAX_HISTORY": "-1"}, []string{"worker"}, "HOOKFLOW_EVENT_MAX_HISTORY"},
 		{"unknown flag", nil, []string{"migrate", "--nope"}, "nope"},
 		{"bad dsn", map[string]string{"HOOKFLOW_DATABASE_URL": "postgres://%zz"}, []string{"migrate"}, "HOOKFLOW_DATABASE_URL"},
+		{"a destination and a URL", nil, []string{"conformance", "--destination", "ep_x", "http://127.0.0.1:1/"}, "takes no URL and no --secret"},
+		{"a destination and a secret", nil, []string{"conformance", "--destination", "ep_x", "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "takes no URL and no --secret"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

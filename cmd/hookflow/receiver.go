@@ -12,10 +12,8 @@ import (
 
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
-	"github.com/hookflow/hookflow/internal/destcheck"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/tracing"
-	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/kit/conformance"
 	"github.com/hookflow/hookflow/kit/webhook"
 	"github.com/hookflow/hookflow/services/refreceiver"
@@ -79,54 +77,17 @@ func serveReceiver(ctx context.Context, dsn, addr string, cfg refreceiver.Config
 	return nil
 }
 
-// checkDestination reads the broker destination of endpoint id with the
-// endpoint's config and credentials, as the deployment's attempts reach it,
-// and compares it with the endpoint's deliveries in the ledger
-// (destcheck). Exit 1 when it breaks its type's promise.
+// checkDestination reads the broker destination of endpoint id and
+// compares it with the ledger (app.CheckDestination). Exit 1 when it breaks
+// its type's promise.
 func checkDestination(ctx context.Context, env *cliEnv, cfg config.Config, id string, verbose bool) error {
-	pool, err := app.ConnectPostgres(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	st, err := store.New(pool)
-	if err != nil {
-		return err
-	}
-	tenant, err := st.EndpointTenant(ctx, id)
+	report, err := app.CheckDestination(ctx, cfg, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return &config.UsageError{Msg: "no endpoint " + id}
 	}
-	if err != nil {
-		return err
+	if errors.Is(err, app.ErrNotABroker) {
+		return &config.UsageError{Msg: err.Error() + " (check a webhook receiver with its URL)"}
 	}
-	ledger := st.Tenant(tenant)
-	ep, err := ledger.EndpointGet(ctx, id)
-	if err != nil {
-		return err
-	}
-	transports, err := app.Transports(cfg)
-	if err != nil {
-		return err
-	}
-	defer transports.Close()
-	tr, err := transports.Lookup(ep.Type)
-	if err != nil {
-		return err
-	}
-	rd, ok := tr.(transport.Reader)
-	if !ok {
-		return &config.UsageError{Msg: fmt.Sprintf("endpoint %s is a %s: --destination reads broker destinations (check a webhook receiver with its URL)", id, ep.Type)}
-	}
-	deliveries, err := ledger.EndpointDeliveries(ctx, id)
-	if err != nil {
-		return err
-	}
-	var all []string
-	for _, p := range ep.Previous {
-		all = append(all, p.Secret)
-	}
-	report, err := destcheck.Check(ctx, rd, ep.Destination(true, time.Now()), append([]string{ep.Secret}, all...), destcheck.FromLedger(deliveries), transport.AtLeastOnce(tr))
 	if err != nil {
 		return err
 	}
