@@ -474,6 +474,31 @@ func TestPortalBrowser(t *testing.T) {
 	require.Equal(t, marked, eval[string](br, main, `Array.from(document.querySelectorAll("#create-endpoint [aria-invalid=true]")).map(e => e.name).join(",")`),
 		"the input the problem names, and only it, is marked")
 	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#endpoints tr[data-endpoint]").length`), "nothing created")
+	// What the form sent: the inputs left empty left out, a checkbox as a
+	// boolean, a number as a number.
+	sentCreate := func() string {
+		t.Helper()
+		body := ""
+		for _, r := range br.log.all() {
+			if r.method == http.MethodPost && r.url == b.apiURL+"/v1/endpoints" {
+				body = r.body
+			}
+		}
+		return body
+	}
+	require.JSONEq(t, `{"type":"nats","config":{"url":"nats://127.0.0.1:1","subject":"orders"},"credentials":{"password":"`+natsPassword+`"}}`, sentCreate())
+	redisPassword := "redis-pw-" + b.prefix
+	br.do(main, "a redis endpoint nobody listens at", pick("redis"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.addr"]`), "127.0.0.1:1"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.stream"]`), "orders"),
+		chromedp.Click(chromedp.CSS(`#create-endpoint input[name="config.tls"]`)),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.db"]`), "2"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="credentials.password"]`), redisPassword),
+		chromedp.Click(chromedp.CSS(`#create-endpoint button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#created .error`)))
+	require.JSONEq(t, `{"type":"redis","config":{"addr":"127.0.0.1:1","stream":"orders","tls":true,"db":2},"credentials":{"password":"`+redisPassword+`"}}`,
+		sentCreate())
+	require.NotContains(t, eval[string](br, main, `document.querySelector("#created .error").textContent`), redisPassword)
 
 	// 2. A customer creates an endpoint: its secret is shown once.
 	br.do(main, "create an endpoint", pick("webhook"),
@@ -769,7 +794,7 @@ func TestPortalBrowser(t *testing.T) {
 	reqs := br.log.all()
 	require.NotEmpty(t, reqs)
 	for _, r := range reqs {
-		for _, secret := range append(slices.Clone(codes), append(tokens, natsPassword, rotated)...) {
+		for _, secret := range append(slices.Clone(codes), append(tokens, natsPassword, redisPassword, rotated)...) {
 			require.NotContains(t, r.url, secret, "request URL %s", r.url)
 			require.NotContains(t, r.headers["referer"], secret, "Referer of %s", r.url)
 		}
