@@ -424,8 +424,84 @@ func TestPortalBrowser(t *testing.T) {
 	require.NotContains(t, href(br, again), "code=")
 	br.shot(again, "link-used")
 
+	// 2a. The create form's type swaps the webhook's URL for a broker's
+	// config and credentials, the credentials as password inputs. A nats
+	// destination nobody listens at is refused (the API reaches a broker
+	// before it keeps one): the API's own problem is shown beside the
+	// form, naming its field, and nothing is created.
+	pick := func(typ string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("#create-endpoint select[name=type]"); s.value = "` +
+			typ + `"; s.dispatchEvent(new Event("change")); })()`)
+	}
+	inputs := func(form string) string {
+		return eval[string](br, main, `Array.from(document.querySelectorAll("`+form+` input")).map(i => i.name + ":" + i.type).join(",")`)
+	}
+	for _, c := range []struct{ typ, inputs string }{
+		{"nats", "config.url:text,config.subject:text,config.stream:text,credentials.username:password,credentials.password:password,credentials.token:password,event_types:text"},
+		{"redis", "config.addr:text,config.stream:text,config.tls:checkbox,config.db:number,credentials.username:password,credentials.password:password,event_types:text"},
+		{"rabbitmq", "config.url:text,config.exchange:text,credentials.username:password,credentials.password:password,event_types:text"},
+		{"webhook", "url:text,event_types:text"},
+	} {
+		br.do(main, "the create form as "+c.typ, pick(c.typ))
+		require.Equal(t, c.inputs, inputs("#create-endpoint"), c.typ)
+	}
+	natsPassword := "nats-pw-" + b.prefix
+	br.do(main, "a nats endpoint nobody listens at", pick("nats"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.url"]`), "nats://127.0.0.1:1"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.subject"]`), "orders"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="credentials.password"]`), natsPassword),
+		chromedp.Click(chromedp.CSS(`#create-endpoint button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#created .error`)))
+	br.shot(main, "nats-endpoint-refused")
+	var refusal struct {
+		Detail string `json:"detail"`
+		Field  string `json:"field"`
+	}
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/endpoints", map[string]any{"tenant_id": acme, "type": "nats",
+		"config": map[string]any{"url": "nats://127.0.0.1:1", "subject": "orders"}, "credentials": map[string]any{"password": natsPassword}}, &refusal),
+		"the same destination, sent to the API")
+	require.NotEmpty(t, refusal.Detail)
+	require.NotEmpty(t, refusal.Field)
+	shown := eval[string](br, main, `document.querySelector("#created .error").textContent`)
+	require.Contains(t, shown, refusal.Detail, "the API's problem, shown beside the form")
+	require.NotContains(t, shown, natsPassword)
+	require.Equal(t, refusal.Field, eval[string](br, main, `document.querySelector("#created .error").dataset.field`))
+	fieldJS, _ := json.Marshal(`#create-endpoint [name="` + refusal.Field + `"]`)
+	marked := ""
+	if eval[bool](br, main, `document.querySelector(`+string(fieldJS)+`) !== null`) {
+		marked = refusal.Field
+	}
+	require.Equal(t, marked, eval[string](br, main, `Array.from(document.querySelectorAll("#create-endpoint [aria-invalid=true]")).map(e => e.name).join(",")`),
+		"the input the problem names, and only it, is marked")
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#endpoints tr[data-endpoint]").length`), "nothing created")
+	// What the form sent: the inputs left empty left out, a checkbox as a
+	// boolean, a number as a number.
+	sentCreate := func() string {
+		t.Helper()
+		body := ""
+		for _, r := range br.log.all() {
+			if r.method == http.MethodPost && r.url == b.apiURL+"/v1/endpoints" {
+				body = r.body
+			}
+		}
+		return body
+	}
+	require.JSONEq(t, `{"type":"nats","config":{"url":"nats://127.0.0.1:1","subject":"orders"},"credentials":{"password":"`+natsPassword+`"}}`, sentCreate())
+	redisPassword := "redis-pw-" + b.prefix
+	br.do(main, "a redis endpoint nobody listens at", pick("redis"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.addr"]`), "127.0.0.1:1"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.stream"]`), "orders"),
+		chromedp.Click(chromedp.CSS(`#create-endpoint input[name="config.tls"]`)),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="config.db"]`), "2"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name="credentials.password"]`), redisPassword),
+		chromedp.Click(chromedp.CSS(`#create-endpoint button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#created .error`)))
+	require.JSONEq(t, `{"type":"redis","config":{"addr":"127.0.0.1:1","stream":"orders","tls":true,"db":2},"credentials":{"password":"`+redisPassword+`"}}`,
+		sentCreate())
+	require.NotContains(t, eval[string](br, main, `document.querySelector("#created .error").textContent`), redisPassword)
+
 	// 2. A customer creates an endpoint: its secret is shown once.
-	br.do(main, "create an endpoint",
+	br.do(main, "create an endpoint", pick("webhook"),
 		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name=url]`), rcv.srv.URL),
 		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name=event_types]`), "order.*"),
 		chromedp.Click(chromedp.CSS(`#create-endpoint button`)),
@@ -440,6 +516,8 @@ func TestPortalBrowser(t *testing.T) {
 	br.do(main, "the endpoint's page", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-action=rotate-secret]`)))
 	require.NotContains(t, eval[string](br, main, `document.documentElement.outerHTML`), secret, "the secret is shown once")
+	require.Equal(t, "webhook", eval[string](br, main, `document.querySelector("#endpoint-type").textContent`))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#rotate-credentials, #credential-names").length`), "a webhook has no credentials")
 	br.shot(main, "endpoint")
 
 	// 3. 3 and 2 arrive: the lane shows 1 missing. 1 arrives: 1, 2, 3 in order.
@@ -490,8 +568,10 @@ func TestPortalBrowser(t *testing.T) {
 	br.do(main, "the event log by correlation", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events?correlation_id=`+corr+`"`),
 		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+corr+`-3"]`)))
 	require.Equal(t, corr+"-1,"+corr+"-2,"+corr+"-3", eval[string](br, main, rows), "newest first: 1 was published last")
+	// The whole log holds the test event, which the correlation's does
+	// not: waiting for it waits for the new view, whose form is filled.
 	br.do(main, "search the log by type", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events"`),
-		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+corr+`-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#event-log tr[data-event="`+testID+`"]`)),
 		chromedp.SetValue(chromedp.CSS(`#log-search input[name=type]`), store.TestEventType),
 		chromedp.Click(chromedp.CSS(`#log-search button`)),
 		chromedp.Poll[chromedp.Void](rows+` === "`+testID+`"`, chromedp.WithPollingTimeout(0)))
@@ -658,6 +738,55 @@ func TestPortalBrowser(t *testing.T) {
 	require.NoError(t, b.store.Pool().QueryRow(ctx, "SELECT code_used_at FROM portal_sessions WHERE id = $1", strangerLink.ID).Scan(&exchanged))
 	require.Nil(t, exchanged, "the refused frame ran nothing: its code is unused")
 
+	// 9. A broker endpoint (stored as the API stores one it has checked:
+	// this stack has no broker to check one against) is listed and shown
+	// with its type, its config as stored and its credentials' names, never
+	// their values; it has no headers editor but a credentials rotation,
+	// which the API refuses while the broker cannot be reached, shown
+	// beside the form, the stored credentials untouched.
+	natsID := "ep_" + b.prefix + "nats"
+	natsCfg := `{"url":"nats://127.0.0.1:1","subject":"orders","stream":"ORDERS"}`
+	_, err = b.store.Tenant(acme).EndpointCreate(ctx, store.Endpoint{ID: natsID, Type: "nats", URL: "nats://127.0.0.1:1/orders",
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", EventTypes: []string{"broker.only"}, Config: json.RawMessage(natsCfg),
+		Credentials: map[string]string{"username": "svc-" + b.prefix, "password": natsPassword}, Settings: store.Settings{URLPathPublic: true}}, store.Caps{})
+	require.NoError(t, err)
+	natsRow := `#endpoints tr[data-endpoint="` + natsID + `"]`
+	br.do(main, "the broker endpoint listed", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints"`), chromedp.WaitVisible(chromedp.CSS(natsRow)))
+	require.Equal(t, "nats", eval[string](br, main, `document.querySelector('`+natsRow+` [data-type]').textContent`))
+	require.JSONEq(t, natsCfg, eval[string](br, main, `document.querySelector('`+natsRow+` [data-config]').dataset.config`))
+	require.Equal(t, "password,username", eval[string](br, main, `document.querySelector('`+natsRow+` [data-credentials]').dataset.credentials`))
+	require.Equal(t, "webhook", eval[string](br, main, `document.querySelector('#endpoints tr[data-endpoint="`+epID+`"] [data-type]').textContent`))
+	dom = eval[string](br, main, `document.documentElement.outerHTML`)
+	require.NotContains(t, dom, natsPassword)
+	require.NotContains(t, dom, "svc-"+b.prefix)
+	br.shot(main, "broker-endpoint-listed")
+	br.do(main, "the broker endpoint's page", chromedp.Click(chromedp.CSS(natsRow+` a`)), chromedp.WaitVisible(chromedp.CSS(`#rotate-credentials`)))
+	require.Equal(t, "nats", eval[string](br, main, `document.querySelector("#endpoint-type").textContent`))
+	for k, v := range map[string]string{"url": "nats://127.0.0.1:1", "subject": "orders", "stream": "ORDERS"} {
+		require.Equal(t, v, eval[string](br, main, `document.querySelector('tr[data-config="`+k+`"] td').textContent`), k)
+	}
+	require.Equal(t, "password,username", eval[string](br, main, `document.querySelector("#credential-names").dataset.credentials`))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#edit-headers").length`), "a broker has no custom headers")
+	require.Equal(t, "credentials.username:password,credentials.password:password,credentials.token:password", inputs("#rotate-credentials"))
+	dom = eval[string](br, main, `document.documentElement.outerHTML`)
+	require.NotContains(t, dom, natsPassword)
+	require.NotContains(t, dom, "svc-"+b.prefix)
+	br.shot(main, "broker-endpoint")
+	rotated := "rotated-" + b.prefix
+	br.do(main, "rotate the broker's credentials",
+		chromedp.SetValue(chromedp.CSS(`#rotate-credentials input[name="credentials.password"]`), rotated),
+		chromedp.Click(chromedp.CSS(`#rotate-credentials button`)), chromedp.WaitVisible(chromedp.CSS(`#message .error`)))
+	br.shot(main, "broker-credentials-refused")
+	refusal.Detail, refusal.Field = "", ""
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPatch, "/v1/endpoints/"+natsID+"?tenant_id="+acme,
+		map[string]any{"credentials": map[string]any{"password": rotated}}, &refusal), "the same rotation, sent to the API")
+	require.NotEmpty(t, refusal.Detail)
+	require.Contains(t, eval[string](br, main, `document.querySelector("#message .error").textContent`), refusal.Detail)
+	require.Equal(t, refusal.Field, eval[string](br, main, `document.querySelector("#message .error").dataset.field`))
+	var stored string
+	require.NoError(t, b.store.Pool().QueryRow(ctx, "SELECT credentials->>'password' FROM endpoints WHERE id = $1", natsID).Scan(&stored))
+	require.Equal(t, natsPassword, stored, "a refused rotation keeps the credentials")
+
 	// No request URL or Referer carried a code or a token.
 	for _, l := range []portalLink{full, shortLink, revokedLink, frameLink} {
 		tokens = append(tokens, tokenOf(t, br.log, l))
@@ -665,7 +794,7 @@ func TestPortalBrowser(t *testing.T) {
 	reqs := br.log.all()
 	require.NotEmpty(t, reqs)
 	for _, r := range reqs {
-		for _, secret := range append(slices.Clone(codes), tokens...) {
+		for _, secret := range append(slices.Clone(codes), append(tokens, natsPassword, redisPassword, rotated)...) {
 			require.NotContains(t, r.url, secret, "request URL %s", r.url)
 			require.NotContains(t, r.headers["referer"], secret, "Referer of %s", r.url)
 		}

@@ -143,8 +143,22 @@ function ended(why: string): void {
 }
 
 function errorBox(err: unknown): HTMLElement {
-  if (err instanceof ApiError) return h("div", { class: "error", role: "alert" }, `${err.problem.title ?? "Error"}: ${err.message}`);
+  if (err instanceof ApiError) {
+    return h("div", { class: "error", role: "alert", "data-field": err.problem.field ?? "" }, `${err.problem.title ?? "Error"}: ${err.message}`);
+  }
   return h("div", { class: "error", role: "alert" }, String(err));
+}
+
+// refused shows err in out, beside form, and marks the form's input the
+// problem names (its field, as "config.url", is the input's name), so
+// the one to correct is plain to see.
+function refused(form: HTMLFormElement, out: HTMLElement, err: unknown): void {
+  for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+  out.replaceChildren(errorBox(err));
+  const f = err instanceof ApiError ? err.problem.field : undefined;
+  if (!f) return;
+  const named = form.elements.namedItem(f);
+  if (named instanceof HTMLElement) named.setAttribute("aria-invalid", "true");
 }
 
 function notFound(): void {
@@ -264,6 +278,132 @@ function outcomesChart(hl: S["EndpointHealth"] | undefined): HTMLElement {
   return bars;
 }
 
+// ---- destinations: a webhook's URL, or a broker's config and credentials ----
+
+type DestType = S["EndpointType"];
+type BrokerType = Exclude<DestType, "webhook">;
+
+// Setting is one input of a broker's config or credentials: its key in
+// the object the API takes, and how it is entered.
+interface Setting {
+  key: string;
+  label: string;
+  kind?: "checkbox" | "number";
+  placeholder?: string;
+}
+
+// brokers are the inputs of each broker type (api/openapi.json's
+// EndpointCreate config and credentials), with a word on each where the
+// inputs cannot say it (about: the config; login: the credentials). The
+// API judges what is sent: an input left empty is left out.
+const brokers: Record<BrokerType, { config: Setting[]; credentials: Setting[]; about: string; login: string }> = {
+  nats: {
+    config: [
+      { key: "url", label: "URL", placeholder: "nats://nats.example.com:4222" },
+      { key: "subject", label: "Subject prefix", placeholder: "orders" },
+      { key: "stream", label: "Stream (optional)", placeholder: "ORDERS" },
+    ],
+    credentials: [{ key: "username", label: "Username" }, { key: "password", label: "Password" }, { key: "token", label: "Token" }],
+    about: "The JetStream stream capturing <subject>.> must exist; hookflow creates none.",
+    login: "A username and password, or a token.",
+  },
+  redis: {
+    config: [
+      { key: "addr", label: "Address", placeholder: "redis.example.com:6379" },
+      { key: "stream", label: "Stream prefix", placeholder: "orders" },
+      { key: "tls", label: "TLS", kind: "checkbox" },
+      { key: "db", label: "Database (optional)", kind: "number", placeholder: "0" },
+    ],
+    credentials: [{ key: "username", label: "Username (optional, with ACLs)" }, { key: "password", label: "Password" }],
+    about: "Each lane is written to the stream {<prefix>}:<correlation>.",
+    login: "The password, and the username where ACLs are used.",
+  },
+  rabbitmq: {
+    config: [
+      { key: "url", label: "URL", placeholder: "amqps://rabbit.example.com:5671/vhost" },
+      { key: "exchange", label: "Exchange", placeholder: "orders" },
+    ],
+    credentials: [{ key: "username", label: "Username" }, { key: "password", label: "Password" }],
+    about: "The exchange must exist; the routing key is the correlation.",
+    login: "The username and password.",
+  },
+};
+
+function isBroker(t: DestType | undefined): t is BrokerType {
+  return t !== undefined && t !== "webhook";
+}
+
+// configInput is one config setting's input, named as the API names
+// the field ("config.url"), so a refusal can point at it.
+function configInput(s: Setting): HTMLElement {
+  const name = "config." + s.key;
+  if (s.kind === "checkbox") return h("label", { class: "check" }, h("input", { type: "checkbox", name }), s.label);
+  return h("label", {}, s.label, h("input", { name, placeholder: s.placeholder ?? "", type: s.kind === "number" ? "number" : "text" }));
+}
+
+// credentialInputs are password inputs: what is typed is never shown,
+// and no browser offers to fill in or keep it.
+function credentialInputs(t: BrokerType): HTMLElement[] {
+  return brokers[t].credentials.map((s) =>
+    h("label", {}, s.label, h("input", { type: "password", name: "credentials." + s.key, autocomplete: "new-password" })));
+}
+
+// brokerConfig reads a broker form's config: text as typed (trimmed),
+// a checkbox as true when ticked, a number as a number; empty ones left
+// out.
+function brokerConfig(form: HTMLFormElement, t: BrokerType): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const s of brokers[t].config) {
+    const el = form.elements.namedItem("config." + s.key) as HTMLInputElement | null;
+    if (!el) continue;
+    if (s.kind === "checkbox") {
+      if (el.checked) out[s.key] = true;
+    } else if (el.value.trim()) {
+      out[s.key] = s.kind === "number" ? Number(el.value) : el.value.trim();
+    }
+  }
+  return out;
+}
+
+// brokerCredentials reads a form's credentials as typed (a password may
+// start or end with a space), the empty ones left out.
+function brokerCredentials(form: HTMLFormElement, t: BrokerType): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const s of brokers[t].credentials) {
+    const v = (form.elements.namedItem("credentials." + s.key) as HTMLInputElement | null)?.value ?? "";
+    if (v) out[s.key] = v;
+  }
+  return out;
+}
+
+function configText(v: unknown): string {
+  return typeof v === "string" ? v : JSON.stringify(v);
+}
+
+// credentialNames says which credentials an endpoint holds: the API
+// answers their names only, each value "********".
+function credentialNames(ep: S["Endpoint"]): string {
+  const names = Object.keys(ep.credentials ?? {});
+  return names.length ? names.join(", ") : "none";
+}
+
+// destinationCell is the list's word on where an endpoint delivers: a
+// webhook's URL; a broker's address, its config as stored and its
+// credentials' names.
+function destinationCell(ep: S["Endpoint"]): HTMLElement {
+  const td = h("td", { class: "mono" }, ep.url);
+  if (!isBroker(ep.type)) return td;
+  td.append(h("div", { class: "config muted", "data-config": JSON.stringify(ep.config ?? {}) },
+    Object.entries(ep.config ?? {}).map(([k, v]) => `${k}=${configText(v)}`).join(" · ")));
+  td.append(h("div", { class: "muted", "data-credentials": Object.keys(ep.credentials ?? {}).join(",") }, `credentials: ${credentialNames(ep)}`));
+  return td;
+}
+
+function typeBadge(t: DestType | undefined): HTMLElement {
+  const typ = t ?? "webhook";
+  return h("span", { class: "badge type", "data-type": typ }, typ);
+}
+
 async function endpointsView(): Promise<void> {
   const [page, health] = await Promise.all([
     call("endpointList", 200, { query: { limit: "100" } }),
@@ -274,7 +414,8 @@ async function endpointsView(): Promise<void> {
     const hl = byID.get(ep.id);
     return h("tr", { "data-endpoint": ep.id },
       h("td", {}, h("a", { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, h("code", {}, ep.id))),
-      h("td", { class: "mono" }, ep.url),
+      h("td", {}, typeBadge(ep.type)),
+      destinationCell(ep),
       h("td", {}, (ep.event_types ?? ["*"]).join(", ")),
       h("td", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled")),
       h("td", {}, circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))),
@@ -285,7 +426,7 @@ async function endpointsView(): Promise<void> {
   show(
     h("h1", {}, "Endpoints"),
     h("table", { id: "endpoints" },
-      h("thead", {}, h("tr", {}, ...["Endpoint", "URL", "Event types", "State", "Health", "Outcomes", "Open dead letters"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ...["Endpoint", "Type", "Destination", "Event types", "State", "Health", "Outcomes", "Open dead letters"].map((t) => h("th", {}, t)))),
       h("tbody", {}, ...rows)),
     page.items.length === 0 ? h("p", { class: "muted" }, "No endpoints yet.") : null,
     can("endpoints:manage") && can("endpoints:secret") && !session?.endpoint_ids ? createForm(created) : null,
@@ -344,22 +485,48 @@ function types(raw: string): string[] | undefined {
 }
 
 // createForm registers an endpoint and shows its secret once: the page
-// keeps it nowhere, and no answer shows it again.
+// keeps it nowhere, and no answer shows it again. Its type picks what
+// says where the endpoint is: a webhook's URL, or a broker's config and
+// credentials (which the API checks by reaching the broker).
 function createForm(out: HTMLElement): HTMLElement {
+  const select = h("select", { name: "type" }, ...(["webhook", "nats", "redis", "rabbitmq"] as const).map((t) => h("option", { value: t }, t))) as HTMLSelectElement;
+  const where = h("div", { class: "destination" });
   const form = h("form", { class: "inline", id: "create-endpoint" },
-    field("url", "URL", "", "https://example.com/webhooks"),
+    h("label", {}, "Type", select),
+    where,
     field("event_types", "Event types (comma-separated)", "", "order.*"),
     h("button", { type: "submit" }, "Create endpoint")) as HTMLFormElement;
+  const swap = () => {
+    const t = select.value as DestType;
+    if (!isBroker(t)) {
+      where.replaceChildren(field("url", "URL", "", "https://example.com/webhooks"));
+      return;
+    }
+    where.replaceChildren(
+      h("fieldset", { "data-config": t }, h("legend", {}, `${t} config`), ...brokers[t].config.map(configInput)),
+      h("fieldset", { "data-credentials": t }, h("legend", {}, "Credentials"), ...credentialInputs(t)),
+      h("p", { class: "muted note" }, `${brokers[t].about} ${brokers[t].login}`));
+  };
+  select.addEventListener("change", () => {
+    swap();
+    out.replaceChildren();
+  });
+  swap();
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const btn = form.querySelector("button") as HTMLButtonElement;
     btn.disabled = true;
+    const t = select.value as DestType;
+    const event_types = types(formValue(form, "event_types"));
     try {
-      const ep = await call("endpointCreate", 201, { body: { url: formValue(form, "url"), event_types: types(formValue(form, "event_types")) } });
+      const body: BodyOf<"endpointCreate"> = isBroker(t)
+        ? { type: t, config: brokerConfig(form, t), credentials: brokerCredentials(form, t), event_types }
+        : { url: formValue(form, "url"), event_types };
+      const ep = await call("endpointCreate", 201, { body });
       await endpointsView();
       document.getElementById("created")?.replaceChildren(secretBox(ep.id, ep.secret, "created"));
     } catch (err) {
-      if (!(err instanceof Ended)) out.replaceChildren(errorBox(err));
+      if (!(err instanceof Ended)) refused(form, out, err);
     } finally {
       btn.disabled = false;
     }
@@ -451,6 +618,7 @@ async function endpointView(id: string): Promise<void> {
     h("h2", {}, "Last 24 hours"),
     dayChart(hl.hourly ?? []),
     h("table", {}, h("tbody", {},
+      ...destinationRows(ep),
       h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))),
       h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")),
       h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")),
@@ -459,8 +627,51 @@ async function endpointView(id: string): Promise<void> {
       h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))),
     actions,
     msg,
-    manage ? h("div", {}, h("h2", {}, "Settings"), edit, h("h2", {}, "Custom headers"), headersForm(id, ep.headers, msg)) : null,
+    manage ? h("div", {}, h("h2", {}, "Settings"), edit, ...(isBroker(ep.type)
+      // A broker's message has no HTTP headers of a user's: its
+      // credentials are what a rotation replaces.
+      ? [h("h2", {}, "Credentials"), credentialsForm(id, ep.type, msg)]
+      : [h("h2", {}, "Custom headers"), headersForm(id, ep.headers, msg)])) : null,
   );
+}
+
+// destinationRows are the endpoint's type and, for a broker, its config
+// as stored, each setting a row, and its credentials' names.
+function destinationRows(ep: S["Endpoint"]): HTMLElement[] {
+  const rows = [h("tr", {}, h("th", {}, "Type"), h("td", { id: "endpoint-type" }, typeBadge(ep.type)))];
+  if (!isBroker(ep.type)) return rows;
+  for (const [k, v] of Object.entries(ep.config ?? {})) {
+    rows.push(h("tr", { "data-config": k }, h("th", {}, `Config ${k}`), h("td", { class: "mono" }, configText(v))));
+  }
+  rows.push(h("tr", {}, h("th", {}, "Credentials"),
+    h("td", { id: "credential-names", "data-credentials": Object.keys(ep.credentials ?? {}).join(",") }, `${credentialNames(ep)} (values hidden)`)));
+  return rows;
+}
+
+// credentialsForm replaces a broker endpoint's credentials whole: the
+// API reaches the broker with the new ones before it keeps them, so the
+// broker must take them first. Like a signing secret, what is typed is
+// never shown back.
+function credentialsForm(id: string, t: BrokerType, msg: HTMLElement): HTMLElement {
+  const form = h("form", { class: "inline", id: "rotate-credentials" },
+    h("p", { class: "muted" }, "New credentials replace all the ones set now. ", brokers[t].login),
+    ...credentialInputs(t),
+    h("button", { type: "submit" }, "Rotate credentials")) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const btn = form.querySelector("button") as HTMLButtonElement;
+    btn.disabled = true;
+    try {
+      await call("endpointUpdate", 200, { id, body: { credentials: brokerCredentials(form, t) } });
+      await endpointView(id);
+      document.getElementById("message")?.replaceChildren(h("p", { class: "badge ok", id: "credentials-saved" }, "Credentials replaced"));
+    } catch (err) {
+      if (!(err instanceof Ended)) refused(form, msg, err);
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  return form;
 }
 
 // followTest shows a test event arriving: its state, polled from GET
