@@ -1,0 +1,90 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/hookflow/hookflow/internal/transport"
+)
+
+// Read drains the destination's audit queue (config audit_queue: a
+// durable queue the operator bound to the exchange for "#"), handing each
+// message to each in the queue's order, which is publish order per lane.
+// A message is acknowledged (removed) only once each returns nil; when
+// each or the broker fails, the rest stay in the queue, the unhandled one
+// included. Messages other writers put there are handed over too, with
+// their endpoint id, for the conformance check to report as foreign.
+func (t *Transport) Read(ctx context.Context, d transport.Destination, each func(transport.Stored) error) error {
+	tg, err := parse(d, t.targets)
+	if err != nil {
+		return fmt.Errorf("read rabbitmq destination: %w", err)
+	}
+	if tg.AuditQueue == "" {
+		return &transport.FieldError{Field: "config.audit_queue", Reason: "is required to read a rabbitmq destination: a queue bound to the exchange for every routing key"}
+	}
+	secrets := credentialScrubber(d)
+	c, err := dial(ctx, t.targets.ForTenant(d.PrivateTargets), tg)
+	if err != nil {
+		return errors.New("dial rabbitmq: " + text(err.Error(), secrets))
+	}
+	// Closing the connection hands back whatever was fetched and not
+	// acknowledged.
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		return errors.New("open channel: " + text(err.Error(), secrets))
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, ok, err := ch.Get(tg.AuditQueue, false)
+		if err != nil {
+			return errors.New("get from audit queue: " + text(err.Error(), secrets))
+		}
+		if !ok {
+			return nil
+		}
+		s, err := stored(m)
+		if err != nil {
+			return fmt.Errorf("read message %q of queue %s: %w", m.MessageId, tg.AuditQueue, err)
+		}
+		if err := each(s); err != nil {
+			return err
+		}
+		if err := m.Ack(false); err != nil {
+			return errors.New("acknowledge: " + text(err.Error(), secrets))
+		}
+	}
+}
+
+// stored reads a delivery back as transport.Stored.
+func stored(m amqp.Delivery) (transport.Stored, error) {
+	get := func(name string) string {
+		switch v := m.Headers[name].(type) {
+		case string:
+			return v
+		case int64:
+			return strconv.FormatInt(v, 10)
+		case int32:
+			return strconv.FormatInt(int64(v), 10)
+		case int16:
+			return strconv.FormatInt(int64(v), 10)
+		case int8:
+			return strconv.FormatInt(int64(v), 10)
+		case nil:
+			return ""
+		default:
+			return fmt.Sprint(v)
+		}
+	}
+	s, err := transport.StoredFrom(get, m.Body)
+	if s.Lane == "" {
+		s.Lane = m.RoutingKey
+	}
+	return s, err
+}
