@@ -120,7 +120,7 @@ func (p *pool) give(c *conn, ch *channel) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || ch.ch.IsClosed() || len(c.idle) >= maxIdleChannels {
-		_ = ch.ch.Close()
+		discard(ch)
 		return
 	}
 	c.idle = append(c.idle, ch)
@@ -145,7 +145,7 @@ func (p *pool) conn(ctx context.Context, key poolKey, d transport.Destination, t
 		c.lastUsed = now
 	}
 	p.mu.Unlock()
-	closeAll(stale)
+	go closeAll(stale)
 	if c != nil {
 		return c, nil
 	}
@@ -159,13 +159,13 @@ func (p *pool) conn(ctx context.Context, key poolKey, d transport.Destination, t
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		_ = a.Close()
+		go closeAll([]*amqp.Connection{a})
 		return nil, errPoolClosed
 	}
 	if won := p.conns[key]; won != nil && !won.amqp.IsClosed() {
 		won.lastUsed = now
 		p.mu.Unlock()
-		_ = a.Close()
+		go closeAll([]*amqp.Connection{a})
 		return won, nil
 	}
 	c = &conn{amqp: a, lastUsed: now}
@@ -184,7 +184,7 @@ func (p *pool) conn(ctx context.Context, key poolKey, d transport.Destination, t
 		stale = nil
 	}
 	p.mu.Unlock()
-	closeAll(stale)
+	go closeAll(stale)
 	return c, nil
 }
 
@@ -195,7 +195,7 @@ func (p *pool) drop(key poolKey, c *conn) {
 		delete(p.conns, key)
 	}
 	p.mu.Unlock()
-	_ = c.amqp.Close()
+	go closeAll([]*amqp.Connection{c.amqp})
 }
 
 // close closes every connection; the pool dials no more.
@@ -212,11 +212,24 @@ func (p *pool) close() error {
 	return nil
 }
 
+// closeAll closes conns at once, each within transport.BrokerTimeout: a
+// broker that no longer answers must not hold up a worker's stop.
 func closeAll(conns []*amqp.Connection) {
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(transport.BrokerTimeout)
 	for _, c := range conns {
 		// A connection already lost answers an error: nothing to do.
-		_ = c.Close()
+		wg.Go(func() { _ = c.CloseDeadline(deadline) })
 	}
+	wg.Wait()
+}
+
+// discard closes a channel no attempt may use again (its confirm is
+// late, or it failed) in the background: closing waits for the broker's
+// answer, which a broker that stopped answering never gives, and the
+// attempt's time is up. The connection's heartbeat ends that wait.
+func discard(ch *channel) {
+	go func() { _ = ch.ch.Close() }()
 }
 
 // dial connects to t's broker through the egress policy's dialer (so the
@@ -256,7 +269,7 @@ func openChannel(c *amqp.Connection) (*channel, error) {
 		return nil, err
 	}
 	if err := ch.Confirm(false); err != nil {
-		_ = ch.Close()
+		go func() { _ = ch.Close() }()
 		return nil, err
 	}
 	// Buffered: the client hands a return and a close over before the

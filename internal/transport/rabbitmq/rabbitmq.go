@@ -96,13 +96,14 @@ func (t *Transport) Check(ctx context.Context, d transport.Destination) error {
 		}
 		return &transport.FieldError{Field: "config.url", Reason: "cannot reach the broker: " + text(err.Error(), secrets)}
 	}
-	defer c.Close()
+	defer closeAll([]*amqp.Connection{c})
 	passive := func(field, what string, declare func(*amqp.Channel) error) error {
 		ch, err := c.Channel()
 		if err != nil {
 			return &transport.FieldError{Field: "config.url", Reason: "cannot open a channel: " + text(err.Error(), secrets)}
 		}
-		defer ch.Close()
+		// Each check has a channel of its own, as a 404 closes the
+		// channel it comes on; closing the connection closes them all.
 		if err := declare(ch); err != nil {
 			var ae *amqp.Error
 			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
@@ -150,7 +151,7 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 	}
 	dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, tg.Exchange, m.CorrelationID, true, false, pub)
 	if err != nil {
-		_ = ch.ch.Close()
+		discard(ch)
 		return failure(err, "publish", secrets), nil
 	}
 	select {
@@ -158,7 +159,7 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 	case <-ctx.Done():
 		// A confirm that comes later cannot be told from the next
 		// attempt's: the channel goes with this attempt.
-		_ = ch.ch.Close()
+		discard(ch)
 		msg := "no confirm from the broker within the attempt's time: the message may be written, and the next attempt publishes it again with the same message_id"
 		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg, Outage: true}, nil
 	}
@@ -172,7 +173,7 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 			}
 		default:
 		}
-		_ = ch.ch.Close()
+		discard(ch)
 		msg := "the broker nacked the message (it could not write it)"
 		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg, Outage: true}, nil
 	}
@@ -219,23 +220,33 @@ func publishing(d transport.Destination, m transport.Message) (amqp.Publishing, 
 }
 
 // failure maps an error of the broker or of the connection to a Result.
+// Only the broker's own answers are read by their code: the client
+// reports a lost connection as a frame error (501) of its own making,
+// which is an outage, not a malformed message.
 func failure(err error, doing string, secrets *redact.Values) transport.Result {
 	var ae *amqp.Error
-	if !errors.As(err, &ae) {
+	if !errors.As(err, &ae) || !(ae.Server || ae == amqp.ErrCredentials || ae == amqp.ErrVhost) {
 		msg := doing + ": " + text(err.Error(), secrets)
 		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg, Outage: true}
 	}
 	summary := fmt.Sprintf("%s: the broker answered %d", doing, ae.Code)
 	detail := summary + " " + text(ae.Reason, secrets)
-	switch ae.Code {
-	case amqp.AccessRefused, amqp.NotAllowed:
+	switch {
+	case ae.Code == amqp.NotAllowed && strings.Contains(ae.Reason, "limit"):
+		// A connection or channel limit of the user or the vhost: room
+		// may come, as from an overloaded server.
+		return transport.Result{Outcome: transport.Retry, Detail: detail, Summary: summary, Outage: true}
+	case ae.Code == amqp.AccessRefused, ae.Code == amqp.NotAllowed:
 		// Refused credentials, or a user without permission on the
-		// vhost or the exchange: no retry will do better.
+		// vhost or the exchange: no retry will do better. (RabbitMQ drops
+		// the socket on a wrong password, and the client reads any drop
+		// at that step as one: a broker that dies during a login is
+		// taken for a refusal too.)
 		return transport.Result{Outcome: transport.Permanent, Detail: detail, Summary: summary}
-	case amqp.ContentTooLarge, amqp.PreconditionFailed, amqp.FrameError, amqp.SyntaxError:
+	case ae.Code == amqp.ContentTooLarge, ae.Code == amqp.PreconditionFailed, ae.Code == amqp.FrameError, ae.Code == amqp.SyntaxError:
 		// A message over the broker's max_message_size and the like.
 		return transport.Result{Outcome: transport.Permanent, Detail: detail, Summary: summary}
-	case amqp.NotFound:
+	case ae.Code == amqp.NotFound:
 		// The exchange is missing: the user may declare it again within
 		// the recovery window. The broker is up.
 		summary = doing + ": the exchange does not exist"

@@ -85,6 +85,20 @@ func (b *bundle) send(t *testing.T, m transport.Message) transport.Result {
 	return res
 }
 
+// sendRetrying sends m again while the broker answers it unroutable (a
+// Retry that is no outage), as the delivery's retry policy would.
+func (b *bundle) sendRetrying(t *testing.T, m transport.Message) transport.Result {
+	t.Helper()
+	for {
+		res := b.send(t, m)
+		if res.Outcome != transport.Retry || res.Outage || b.ctx.Err() != nil {
+			return res
+		}
+		t.Logf("retrying: %s", res.Detail)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func requireDelivered(t *testing.T, res transport.Result) {
 	t.Helper()
 	require.Equal(t, transport.Delivered, res.Outcome, "detail: %s", res.Detail)
@@ -317,23 +331,41 @@ func TestCheckUnreachable(t *testing.T) {
 	require.True(t, res.Outage)
 }
 
-// A broker killed (kill -9) is an outage; after its restart the next
-// attempt goes through, and the durable queue lost nothing it confirmed.
+// A broker killed (kill -9) while an attempt waits for its confirm, and
+// the attempt after it while the broker is down, are outages (the
+// client's own word for a lost connection is not read as the broker's
+// refusal). After the restart the next attempts go through, and the
+// durable queue lost nothing it confirmed.
 func TestBrokerKilledIsOutageAndRestartLosesNothing(t *testing.T) {
 	b := setup(t, true)
 	for n := int64(1); n <= 3; n++ {
 		requireDelivered(t, b.send(t, b.msg("lane", n, n-1)))
 	}
+	// Frozen first, so the attempt is still waiting when the kill comes.
+	require.NoError(t, b.srv.Pause())
+	inFlight := make(chan transport.Result, 1)
+	go func() {
+		res, _ := b.tr.Send(b.ctx, b.d, b.msg("lane", 4, 3))
+		inFlight <- res
+	}()
+	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, b.srv.Kill())
-	res := b.send(t, b.msg("lane", 4, 3))
-	require.Equal(t, transport.Retry, res.Outcome)
+	res := <-inFlight
+	require.Equal(t, transport.Retry, res.Outcome, "detail: %s", res.Detail)
 	require.True(t, res.Outage, "detail: %s", res.Detail)
+	res = b.send(t, b.msg("lane", 4, 3))
+	require.Equal(t, transport.Retry, res.Outcome, "detail: %s", res.Detail)
+	require.True(t, res.Outage, "detail: %s", res.Detail)
+
 	require.NoError(t, b.srv.Restart(b.ctx))
-	// The attempt the outage failed, again, then the next.
-	requireDelivered(t, b.send(t, b.msg("lane", 4, 3)))
+	// A node back from a crash takes connections before its durable
+	// queues are back, and returns what it cannot route yet: a retry,
+	// as the activity's retry policy would make it.
+	requireDelivered(t, b.sendRetrying(t, b.msg("lane", 4, 3)))
 	requireDelivered(t, b.send(t, b.msg("lane", 5, 4)))
 	a := b.read(t)
 	require.Equal(t, map[string][]int64{"lane": seqs(1, 5)}, a.firsts)
+	// A frozen broker wrote nothing of 4 before it died.
 	require.Zero(t, a.repeats)
 }
 
@@ -422,4 +454,37 @@ func TestRefusedBeforeDialling(t *testing.T) {
 	require.Equal(t, transport.Retry, res.Outcome)
 	_, err = tr.Send(context.Background(), transport.Destination{Config: json.RawMessage(`{}`)}, m)
 	require.True(t, err != nil && !errors.Is(err, context.Canceled))
+}
+
+// A broker that stops answering mid-publish: the attempt ends at its
+// deadline as an outage, with the message perhaps written. Once the
+// broker runs again the next attempt publishes it again; the queue holds
+// it once or twice with the same webhook-id, in order, and the channel
+// whose confirm came late is never reused (the attempts after it are
+// confirmed as their own).
+func TestStalledBrokerTimesOutAsOutage(t *testing.T) {
+	b := setup(t, true)
+	requireDelivered(t, b.send(t, b.msg("lane", 1, 0)))
+	require.NoError(t, b.srv.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = b.srv.Resume()
+		}
+	})
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+	res, err := b.tr.Send(ctx, b.d, b.msg("lane", 2, 1))
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, transport.Retry, res.Outcome)
+	require.True(t, res.Outage)
+	require.Contains(t, res.Detail, "no confirm")
+	require.NoError(t, b.srv.Resume())
+	resumed = true
+	requireDelivered(t, b.send(t, b.msg("lane", 2, 1)))
+	requireDelivered(t, b.send(t, b.msg("lane", 3, 2)))
+	a := b.read(t)
+	require.Equal(t, map[string][]int64{"lane": seqs(1, 3)}, a.firsts)
+	require.LessOrEqual(t, a.repeats, 1)
+	t.Logf("repeats after the stall: %d", a.repeats)
 }

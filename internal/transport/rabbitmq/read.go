@@ -33,7 +33,7 @@ func (t *Transport) Read(ctx context.Context, d transport.Destination, each func
 	}
 	// Closing the connection hands back whatever was fetched and not
 	// acknowledged.
-	defer c.Close()
+	defer closeAll([]*amqp.Connection{c})
 	ch, err := c.Channel()
 	if err != nil {
 		return errors.New("open channel: " + text(err.Error(), secrets))

@@ -321,6 +321,70 @@ func (s *Server) killLocked() error {
 	}
 }
 
+// Pause freezes the node (SIGSTOP of its process group): it keeps its
+// connections open and answers nothing, as a server stalled on a disk or
+// a swap storm would, until Resume.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused node run again (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return errors.New("signal rabbitmq-server: it is not running")
+	}
+	pgid := s.cmd.Process.Pid
+	if err := syscall.Kill(-pgid, sig); err != nil {
+		return fmt.Errorf("signal rabbitmq-server: %w", err)
+	}
+	if sig != syscall.SIGSTOP {
+		return nil
+	}
+	// A stop takes effect when each thread is next scheduled, which on a
+	// busy machine is later than kill returns: Pause returns once the
+	// node can no longer answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for !groupStopped(pgid) {
+		if time.Now().After(deadline) {
+			return errors.New("pause rabbitmq-server: it did not stop")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// groupStopped says whether every process of group pgid is stopped (or
+// dead), from /proc/<pid>/stat: "pid (comm) state ppid pgrp ...".
+func groupStopped(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		if f[0] != "T" && f[0] != "t" && f[0] != "Z" {
+			return false
+		}
+	}
+	return true
+}
+
 // Restart kills the node if it runs and starts it again on the same
 // folder and ports, returning once it takes connections.
 func (s *Server) Restart(ctx context.Context) error {
