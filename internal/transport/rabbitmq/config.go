@@ -34,6 +34,9 @@ const (
 	CredentialPassword = "password"
 )
 
+// configFields are the names Config's fields have in JSON.
+var configFields = []string{"url", "exchange", "audit_queue"}
+
 // maxName is AMQP's bound on a short string: exchange and queue names and
 // routing keys.
 const maxName = 255
@@ -66,7 +69,7 @@ func (t target) canonical() string {
 // broker's address included, without reaching it.
 func parse(d transport.Destination, targets egress.Policy) (target, error) {
 	var t target
-	if err := decodeStrict(d.Config, &t.Config, "config", "url", "exchange", "audit_queue"); err != nil {
+	if err := decodeStrict(d.Config, &t.Config, "config", configFields...); err != nil {
 		return t, err
 	}
 	u, err := url.Parse(t.URL)

@@ -1,13 +1,17 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -65,9 +69,34 @@ type pool struct {
 
 // conn is one pooled connection.
 type conn struct {
+	key      poolKey
 	amqp     *amqp.Connection
 	lastUsed time.Time
 	idle     []*channel
+	// blocked holds the broker's reason while it blocks the connection's
+	// publishers (a memory or disk alarm), "" otherwise.
+	blocked atomic.Pointer[string]
+}
+
+// watchBlocked keeps c.blocked up to date until the connection closes
+// (the client then closes blocks).
+func (c *conn) watchBlocked(blocks <-chan amqp.Blocking) {
+	for b := range blocks {
+		reason := ""
+		if b.Active {
+			reason = cmp.Or(b.Reason, "no reason given")
+		}
+		c.blocked.Store(&reason)
+	}
+}
+
+// blockedReason is why the broker blocks c's publishers, "" when it does
+// not.
+func (c *conn) blockedReason() string {
+	if r := c.blocked.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // channel is a confirm-mode channel with its own notifications. An
@@ -94,6 +123,9 @@ func (p *pool) take(ctx context.Context, d transport.Destination, t target) (*co
 	if err != nil {
 		return nil, nil, err
 	}
+	if reason := c.blockedReason(); reason != "" {
+		return nil, nil, &blockedError{reason: reason}
+	}
 	p.mu.Lock()
 	var ch *channel
 	for len(c.idle) > 0 && ch == nil {
@@ -106,13 +138,38 @@ func (p *pool) take(ctx context.Context, d transport.Destination, t target) (*co
 	if ch != nil {
 		return c, ch, nil
 	}
-	ch, err = openChannel(c.amqp)
-	if err != nil {
-		// A connection that cannot open a channel is of no further use.
-		p.drop(key, c)
-		return nil, nil, err
+	// Opening a channel is a call the client does not bound: a broker
+	// that stops reading the connection holds it forever. It runs aside,
+	// and an attempt whose time runs out first closes the connection.
+	type open struct {
+		ch  *channel
+		err error
 	}
-	return c, ch, nil
+	opened := make(chan open, 1)
+	go func() {
+		ch, err := openChannel(c.amqp)
+		opened <- open{ch, err}
+	}()
+	select {
+	case o := <-opened:
+		if o.err != nil {
+			// A connection that cannot open a channel is of no further
+			// use.
+			p.drop(c)
+			return nil, nil, o.err
+		}
+		return c, o.ch, nil
+	case <-ctx.Done():
+		p.drop(c)
+		return nil, nil, fmt.Errorf("open a channel: %w", ctx.Err())
+	}
+}
+
+// blockedError says the broker blocks the connection's publishers.
+type blockedError struct{ reason string }
+
+func (e *blockedError) Error() string {
+	return "the broker blocks publishers (a resource alarm): " + e.reason
 }
 
 // give returns ch to c's idle channels after a clean attempt.
@@ -168,7 +225,8 @@ func (p *pool) conn(ctx context.Context, key poolKey, d transport.Destination, t
 		go closeAll([]*amqp.Connection{a})
 		return won, nil
 	}
-	c = &conn{amqp: a, lastUsed: now}
+	c = &conn{key: key, amqp: a, lastUsed: now}
+	go c.watchBlocked(a.NotifyBlocked(make(chan amqp.Blocking, 1)))
 	p.conns[key] = c
 	if len(p.conns) > maxConns {
 		var oldest poolKey
@@ -189,10 +247,10 @@ func (p *pool) conn(ctx context.Context, key poolKey, d transport.Destination, t
 }
 
 // drop forgets c (a connection that failed) and closes it.
-func (p *pool) drop(key poolKey, c *conn) {
+func (p *pool) drop(c *conn) {
 	p.mu.Lock()
-	if p.conns[key] == c {
-		delete(p.conns, key)
+	if p.conns[c.key] == c {
+		delete(p.conns, c.key)
 	}
 	p.mu.Unlock()
 	go closeAll([]*amqp.Connection{c.amqp})
@@ -257,6 +315,10 @@ func dial(ctx context.Context, policy egress.Policy, t target) (*amqp.Connection
 			return c, nil
 		},
 		Properties: amqp.Table{"connection_name": "hookflow"},
+	}
+	if t.tls() {
+		// The client names the server by the URL's host.
+		cfg.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	return amqp.DialConfig(t.uri(), cfg)
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -97,14 +98,21 @@ func (t *Transport) Check(ctx context.Context, d transport.Destination) error {
 		return &transport.FieldError{Field: "config.url", Reason: "cannot reach the broker: " + text(err.Error(), secrets)}
 	}
 	defer closeAll([]*amqp.Connection{c})
+	defer unboundedCalls(ctx, c)()
 	passive := func(field, what string, declare func(*amqp.Channel) error) error {
 		ch, err := c.Channel()
+		if ctx.Err() != nil {
+			return &transport.FieldError{Field: "config.url", Reason: "the broker did not answer in time"}
+		}
 		if err != nil {
 			return &transport.FieldError{Field: "config.url", Reason: "cannot open a channel: " + text(err.Error(), secrets)}
 		}
 		// Each check has a channel of its own, as a 404 closes the
 		// channel it comes on; closing the connection closes them all.
 		if err := declare(ch); err != nil {
+			if ctx.Err() != nil {
+				return &transport.FieldError{Field: "config.url", Reason: "the broker did not answer in time"}
+			}
 			var ae *amqp.Error
 			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
 				return &transport.FieldError{Field: field, Reason: fmt.Sprintf("%s does not exist in vhost %q (hookflow does not create it)", what, tg.vhost)}
@@ -146,13 +154,40 @@ func (t *Transport) Send(ctx context.Context, d transport.Destination, m transpo
 	}
 	secrets := credentialScrubber(d)
 	c, ch, err := t.pool.take(ctx, d, tg)
+	var blocked *blockedError
+	if errors.As(err, &blocked) {
+		// Said at once rather than at the end of the attempt's time.
+		msg := text(blocked.Error(), secrets)
+		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg, Outage: true}, nil
+	}
 	if err != nil {
 		return failure(err, "reach the broker", secrets), nil
 	}
-	dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, tg.Exchange, m.CorrelationID, true, false, pub)
-	if err != nil {
-		discard(ch)
-		return failure(err, "publish", secrets), nil
+	// The client's publish ignores ctx once it writes, and a write blocks
+	// while the broker stops reading the connection (a resource alarm):
+	// it runs aside, and an attempt whose time runs out first closes the
+	// connection, which ends the write.
+	type publish struct {
+		dc  *amqp.DeferredConfirmation
+		err error
+	}
+	published := make(chan publish, 1)
+	go func() {
+		dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, tg.Exchange, m.CorrelationID, true, false, pub)
+		published <- publish{dc, err}
+	}()
+	var dc *amqp.DeferredConfirmation
+	select {
+	case p := <-published:
+		if p.err != nil {
+			discard(ch)
+			return failure(p.err, "publish", secrets), nil
+		}
+		dc = p.dc
+	case <-ctx.Done():
+		t.pool.drop(c)
+		msg := "the broker did not take the message within the attempt's time (it stopped reading the connection)"
+		return transport.Result{Outcome: transport.Retry, Detail: msg, Summary: msg, Outage: true}, nil
 	}
 	select {
 	case <-dc.Done():
@@ -257,6 +292,15 @@ func failure(err error, doing string, secrets *redact.Values) transport.Result {
 
 func permanent(msg string) transport.Result {
 	return transport.Result{Outcome: transport.Permanent, Detail: msg, Summary: msg}
+}
+
+// unboundedCalls bounds the client's calls on c, which take no context
+// (a broker that stops answering holds them forever), by ctx: when ctx
+// ends first, c is closed and they fail. Call the function it returns
+// once done with c.
+func unboundedCalls(ctx context.Context, c *amqp.Connection) (stop func()) {
+	s := context.AfterFunc(ctx, func() { _ = c.CloseDeadline(time.Now()) })
+	return func() { s() }
 }
 
 // credentialScrubber takes d's credentials out of any text: a driver's

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,11 +299,15 @@ func TestWrongPasswordIsPermanentAndRedacted(t *testing.T) {
 	b := setup(t, true)
 	const wrong = "Wr0ng-pa55word-that-must-not-leak"
 	b.d.Credentials = map[string]string{"username": rabbittest.Username, "password": wrong}
+	// Side by side: the broker answers a wrong password only after a
+	// delay of its own (3 s).
+	checked := make(chan error, 1)
+	go func() { checked <- b.tr.Check(b.ctx, b.d) }()
 	res := b.send(t, b.msg("lane", 1, 0))
 	require.Equal(t, transport.Permanent, res.Outcome, "detail: %s", res.Detail)
 	require.False(t, res.Outage)
 	var fe *transport.FieldError
-	err := b.tr.Check(b.ctx, b.d)
+	err := <-checked
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "credentials", fe.Field)
 	for _, text := range []string{res.Detail, res.Summary, err.Error()} {
@@ -479,6 +484,13 @@ func TestStalledBrokerTimesOutAsOutage(t *testing.T) {
 	require.Equal(t, transport.Retry, res.Outcome)
 	require.True(t, res.Outage)
 	require.Contains(t, res.Detail, "no confirm")
+	// Check ends with its time too: the login never completes.
+	ctx, cancel = context.WithTimeout(b.ctx, time.Second)
+	err = b.tr.Check(ctx, b.d)
+	cancel()
+	var fe *transport.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "config.url", fe.Field)
 	require.NoError(t, b.srv.Resume())
 	resumed = true
 	requireDelivered(t, b.send(t, b.msg("lane", 2, 1)))
@@ -487,4 +499,76 @@ func TestStalledBrokerTimesOutAsOutage(t *testing.T) {
 	require.Equal(t, map[string][]int64{"lane": seqs(1, 3)}, a.firsts)
 	require.LessOrEqual(t, a.repeats, 1)
 	t.Logf("repeats after the stall: %d", a.repeats)
+}
+
+// AMQP cannot refuse another writer's message in a lane as a broker with
+// a per-lane write check does: Read hands such messages over with the
+// endpoint they carry (none for one not from hookflow), for the
+// conformance check to report as foreign. The queue read may be named
+// for the read alone (the conformance command's --queue).
+func TestReadHandsOverForeignMessages(t *testing.T) {
+	b := setup(t, true)
+	requireDelivered(t, b.send(t, b.msg("lane", 1, 0)))
+	other := b.d
+	other.EndpointID = "ep_other"
+	res, err := b.tr.Send(b.ctx, other, b.msg("lane", 2, 1))
+	require.NoError(t, err)
+	requireDelivered(t, res)
+	require.NoError(t, b.srv.Publish(b.ctx, b.exchange, "not-a-lane", amqp.Publishing{MessageId: "not-hookflow", Body: []byte("hello")}))
+
+	d := b.d
+	d.Config = config(b.srv.URL(), b.exchange, "")
+	var fe *transport.FieldError
+	require.ErrorAs(t, b.tr.Read(b.ctx, d, func(transport.Stored) error { return nil }), &fe)
+	require.Equal(t, "config.audit_queue", fe.Field)
+	d, err = rabbitmq.WithAuditQueue(d, b.queue)
+	require.NoError(t, err)
+	var got []transport.Stored
+	require.NoError(t, b.tr.Read(b.ctx, d, func(s transport.Stored) error {
+		got = append(got, s)
+		return nil
+	}))
+	require.Len(t, got, 3)
+	require.Equal(t, []string{"ep_rabbit", "ep_other", ""}, []string{got[0].EndpointID, got[1].EndpointID, got[2].EndpointID})
+	require.Equal(t, "not-a-lane", got[2].Lane)
+	require.Equal(t, "not-hookflow", got[2].EventID)
+	require.Equal(t, []byte("hello"), got[2].Body)
+}
+
+// A broker short of memory blocks publishers: the attempt is an outage
+// at once rather than a wait to the end of its time, and once the alarm
+// clears the next attempt goes through.
+func TestBlockedBrokerIsOutage(t *testing.T) {
+	b := setup(t, true)
+	requireDelivered(t, b.send(t, b.msg("lane", 1, 0)))
+	require.NoError(t, b.srv.SetMemoryAlarm(b.ctx, true))
+	cleared := false
+	t.Cleanup(func() {
+		if !cleared {
+			_ = b.srv.SetMemoryAlarm(context.Background(), false)
+		}
+	})
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	var res transport.Result
+	for ctx.Err() == nil {
+		// The broker tells a connection it is blocked on its next
+		// publish: the first attempt after the alarm may wait for it.
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		r, err := b.tr.Send(attempt, b.d, b.msg("lane", 2, 1))
+		cancelAttempt()
+		require.NoError(t, err)
+		res = r
+		if strings.Contains(res.Detail, "blocks publishers") {
+			break
+		}
+	}
+	cancel()
+	require.Equal(t, transport.Retry, res.Outcome)
+	require.True(t, res.Outage)
+	require.Contains(t, res.Detail, "blocks publishers")
+	require.NoError(t, b.srv.SetMemoryAlarm(b.ctx, false))
+	cleared = true
+	requireDelivered(t, b.sendRetrying(t, b.msg("lane", 2, 1)))
+	a := b.read(t)
+	require.Equal(t, map[string][]int64{"lane": seqs(1, 2)}, a.firsts)
 }

@@ -38,6 +38,10 @@ import (
 // RABBITMQ_* settings a private node needs.
 const Binary = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
+// ctlBinary is the broker's control tool, run against the node with its
+// cookie and epmd (the node's environment).
+const ctlBinary = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+
 // epmdBinary is Erlang's port mapper. Each node runs its own, on a port of
 // its own, so that Close leaves no daemon behind and nodes never see each
 // other.
@@ -383,6 +387,23 @@ func groupStopped(pgid int) bool {
 		}
 	}
 	return true
+}
+
+// SetMemoryAlarm raises (on) or clears the node's memory alarm by
+// lowering its memory limit below what it uses, or setting it back:
+// while it is raised the broker blocks every publishing connection, as a
+// server short of memory does.
+func (s *Server) SetMemoryAlarm(ctx context.Context, on bool) error {
+	limit := "2GB"
+	if on {
+		limit = "1"
+	}
+	cmd := exec.CommandContext(ctx, ctlBinary, "set_vm_memory_high_watermark", "absolute", limit)
+	cmd.Env = s.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("rabbitmqctl set_vm_memory_high_watermark: %w: %s", err, out)
+	}
+	return nil
 }
 
 // Restart kills the node if it runs and starts it again on the same
