@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -136,7 +137,7 @@ func parse(d transport.Destination, targets egress.Policy) (target, error) {
 // exchange ("") routes by queue name, not by lane, so a name is required.
 func checkName(name string) error {
 	if name == "" {
-		return fmt.Errorf("is required")
+		return errors.New("is required")
 	}
 	if len(name) > maxName {
 		return fmt.Errorf("is longer than %d bytes", maxName)
@@ -144,7 +145,7 @@ func checkName(name string) error {
 	for _, c := range []byte(name) {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
 		if !ok {
-			return fmt.Errorf("may hold only letters, digits, - _ . and :")
+			return errors.New("may hold only letters, digits, - _ . and :")
 		}
 	}
 	return nil
