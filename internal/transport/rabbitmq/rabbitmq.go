@@ -141,6 +141,16 @@ func (t *Transport) Check(ctx context.Context, d transport.Destination) error {
 // anything else (unreachable, a nack, a timeout, a lost connection) →
 // Retry as an outage. Its error, like Detail, holds no credential.
 func (t *Transport) Send(ctx context.Context, d transport.Destination, m transport.Message) (transport.Result, error) {
+	res, err := t.send(ctx, d, m)
+	// The broker's words are scrubbed where they are quoted; what is
+	// said of the config (an exchange, a routing key) once more here, in
+	// case a credential matches it.
+	secrets := credentialScrubber(d)
+	res.Detail, res.Summary = secrets.Replace(res.Detail), secrets.Replace(res.Summary)
+	return res, err
+}
+
+func (t *Transport) send(ctx context.Context, d transport.Destination, m transport.Message) (transport.Result, error) {
 	tg, err := parse(d, t.targets)
 	if err != nil {
 		return transport.Result{}, fmt.Errorf("read rabbitmq destination: %w", err)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +95,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		return nil, err
 	}
 	if err := s.start(ctx); err != nil {
-		s.Close()
+		_ = s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -109,11 +110,7 @@ func freePort(taken ...int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		clash := false
-		for _, t := range taken {
-			clash = clash || t == p
-		}
-		if !clash {
+		if !slices.Contains(taken, p) {
 			return p, nil
 		}
 	}
@@ -134,8 +131,9 @@ func (s *Server) writeFiles() error {
 		// Every client of a test node dials it over loopback: no user
 		// is held to it, nor kept from it.
 		"loopback_users = none",
-		// Five engineers share the machine: never let a memory or disk
-		// alarm block publishers mid-test.
+		// The machine is shared: what others use of it must not raise
+		// an alarm that blocks publishers mid-test (SetMemoryAlarm
+		// raises one on purpose).
 		"vm_memory_high_watermark.absolute = 2GB",
 		"disk_free_limit.absolute = 10MB",
 		"log.console = false",
