@@ -32,6 +32,7 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/internal/transport/nats"
+	"github.com/hookflow/hookflow/internal/transport/rabbitmq"
 	"github.com/hookflow/hookflow/internal/transport/redis"
 	"github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/schema"
@@ -311,9 +312,10 @@ func Targets(cfg config.Config) egress.Policy {
 func Transports(cfg config.Config) (*transport.Registry, error) {
 	targets := Targets(cfg)
 	return transport.NewRegistry(map[string]transport.Transport{
-		webhook.Type: webhook.New(targets),
-		nats.Type:    nats.New(targets),
-		redis.Type:   redis.New(targets),
+		webhook.Type:  webhook.New(targets),
+		nats.Type:     nats.New(targets),
+		redis.Type:    redis.New(targets),
+		rabbitmq.Type: rabbitmq.New(targets),
 	})
 }
 

@@ -60,6 +60,11 @@ func New(targets egress.Policy) *Transport {
 // Close closes the pooled connections (worker stop); Send fails after.
 func (t *Transport) Close() error { return t.pool.close() }
 
+// AtLeastOnce: AMQP 0-9-1 cannot refuse a repeat, so a confirm lost to a
+// timeout or a restart publishes the message again (with the same
+// message_id): a consumer deduplicates (transport.AtLeastOnce).
+func (t *Transport) AtLeastOnce() bool { return true }
+
 // Validate checks d's config and credentials as Address does.
 func (t *Transport) Validate(ctx context.Context, d transport.Destination) error {
 	_, err := t.Address(ctx, d)
