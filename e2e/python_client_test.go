@@ -37,7 +37,8 @@ func runPython(t *testing.T, rel string, env ...string) string {
 // from openapi.json, against the real API with a producer's key: it
 // publishes an event, reads it back delivered, finds it listed by its
 // correlation, is answered the event's state when it sends it again, and
-// gets an invalid event back as a typed problem. Then the README's Python
+// gets an invalid event (sequence 0) back as a typed problem (400,
+// invalid-field, naming the field). Then the README's Python
 // program (clients/python/examples/publish.py) publishes its event.
 func TestPythonClientPublishesAndReadsBack(t *testing.T) {
 	t.Parallel()
@@ -49,8 +50,8 @@ func TestPythonClientPublishesAndReadsBack(t *testing.T) {
 
 	out := runPython(t, "tests/stack.py", "HOOKFLOW_URL="+b.apiURL, "HOOKFLOW_API_KEY="+key, "HOOKFLOW_PREFIX="+b.prefix)
 	id := b.prefix + "-py-1"
-	require.JSONEq(t, `{"accepted":"`+id+`","state":"delivered","data":{"amount":42},"listed":["`+id+`"],"again":"delivered",`+
-		`"invalid":{"status":422,"type":"https://hookflow.dev/problems/invalid-field","field":"sequence"}}`, out)
+	require.JSONEq(t, `{"accepted":"`+id+`","state":"delivered","type":"order.paid","listed":["`+id+`"],"again":"delivered",`+
+		`"invalid":{"status":400,"type":"https://hookflow.dev/problems/invalid-field","field":"sequence"}}`, out)
 	require.EqualValues(t, contract.StateDelivered, b.eventState(id).State)
 
 	out = runPython(t, "examples/publish.py", "HOOKFLOW_URL="+b.apiURL, "HOOKFLOW_API_KEY="+key)

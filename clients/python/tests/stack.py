@@ -26,5 +26,5 @@ with Client(os.environ["HOOKFLOW_URL"], os.environ["HOOKFLOW_API_KEY"]) as hf:
         invalid = None
     except ProblemError as e:
         invalid = {"status": e.status, "type": e.type, "field": e.problem.get("field")}
-    print(json.dumps({"accepted": accepted["id"], "state": ev["state"], "data": ev.get("data"), "listed": listed,
+    print(json.dumps({"accepted": accepted["id"], "state": ev["state"], "type": ev["type"], "listed": listed,
                       "again": again["state"], "invalid": invalid}, sort_keys=True))
