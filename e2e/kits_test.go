@@ -184,10 +184,11 @@ type answerProxy struct {
 
 	mu      sync.Mutex
 	answers map[string][]string // event id → the receiver's "status" per attempt
+	sigs    map[string]int      // event id → signatures on its last attempt
 }
 
 func newAnswerProxy(t *testing.T, target string, drop func(seq int64, attempt int) bool) *answerProxy {
-	p := &answerProxy{drop: drop, answers: map[string][]string{}}
+	p := &answerProxy{drop: drop, answers: map[string][]string{}, sigs: map[string]int{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -215,6 +216,7 @@ func newAnswerProxy(t *testing.T, target string, drop func(seq int64, attempt in
 		_ = json.Unmarshal(answer, &st)
 		p.mu.Lock()
 		p.answers[ev.ID] = append(p.answers[ev.ID], fmt.Sprint(st.Status))
+		p.sigs[ev.ID] = len(strings.Fields(r.Header.Get(webhook.HeaderSignature)))
 		attempt := len(p.answers[ev.ID])
 		p.mu.Unlock()
 		if p.drop(ev.Sequence, attempt) {
@@ -227,6 +229,12 @@ func newAnswerProxy(t *testing.T, target string, drop func(seq int64, attempt in
 	}))
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+func (p *answerProxy) signatures(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sigs[id]
 }
 
 func (p *answerProxy) answersTo(id string) []string {
@@ -252,8 +260,10 @@ func ledgerRows(t *testing.T, pool *pgxpool.Pool, endpointID, corr string) []int
 // the sequences: 3 names 1 as its previous). 3's first answer is lost after
 // the commit: hookflow redelivers it and the kit answers already_processed.
 // Every answer to 4 is lost although the kit applied it, so 4 is
-// dead-lettered; an operator skips it, and 5 comes naming 3 as previous and
-// 4 as skipped: the kit, whose cursor stands at 4, applies it. The ledger
+// dead-lettered; an operator rotates the endpoint's secret and skips 4, and
+// 5 comes signed with the new secret and the old (the receiver holds the
+// old alone), naming 3 as previous and 4 as skipped: the kit, whose cursor
+// stands at 4, applies it. The ledger
 // holds 1, 3, 4, 5, each once, in order.
 func TestKitReceiversApplyHookflowDeliveriesOnceInOrder(t *testing.T) {
 	t.Parallel()
@@ -275,6 +285,10 @@ func TestKitReceiversApplyHookflowDeliveriesOnceInOrder(t *testing.T) {
 			}
 			require.Equal(t, contract.StateDelivered, b.waitSettled(id(3)), "3 after its lost answer")
 			require.Equal(t, contract.StateDeadLettered, b.waitSettled(id(4)), "4, every answer lost")
+			// The secret is rotated before 5 goes: hookflow signs with the new
+			// one and the old, and the receiver, which holds the old alone,
+			// verifies the second signature.
+			require.Equal(t, http.StatusOK, b.call(http.MethodPost, "/v1/endpoints/"+ep.ID+"/rotate-secret", nil, nil))
 			require.Equal(t, http.StatusAccepted, b.call(http.MethodPost, "/v1/dead-letters/"+id(4)+"/skip", map[string]any{"note": "answer lost"}, nil))
 			require.Equal(t, contract.StateDelivered, b.waitSettled(id(5)), "5 after 4 was skipped")
 
@@ -291,6 +305,7 @@ func TestKitReceiversApplyHookflowDeliveriesOnceInOrder(t *testing.T) {
 				require.Equal(t, "already_processed", a)
 			}
 			require.Equal(t, []string{"applied"}, px.answersTo(id(5)), "5 (previous 3, skipped 4) applied on the cursor at 4")
+			require.Equal(t, 2, px.signatures(id(5)), "5 signed with the rotated secret and the old one")
 			require.Empty(t, px.answersTo(id(2)), "2 was never meant for the endpoint")
 		})
 	}
