@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -87,7 +89,7 @@ func startKitReceiver(t *testing.T, kit, mutant, dsn string, secrets ...string) 
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = append(cmd.Env, "DATABASE_URL="+dsn, "RECEIVER_SECRETS="+strings.Join(secrets, " "), "PORT=0")
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -322,4 +324,88 @@ func (b *bundle) waitSettled(id string) contract.State {
 		return st == contract.StateDelivered || st == contract.StateDeadLettered
 	})
 	return st
+}
+
+// lockedBuffer collects a process's output, which the test may read while
+// the process still writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freePort is a port nothing listens on, for a program that takes PORT and
+// prints nothing when it listens.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestTourReceiversPassConformance runs the few-line receivers the README's
+// tour shows, kit/receiver-ts/examples/tour.ts and
+// kit/receiver-py/examples/tour.py (a balance per correlation, kept by
+// each kit), as processes on databases of their own, and runs the
+// conformance cases against them: every case passes, and each balance is
+// what the cases applied, once each.
+func TestTourReceiversPassConformance(t *testing.T) {
+	t.Parallel()
+	for _, kit := range []string{"typescript", "python"} {
+		t.Run(kit, func(t *testing.T) {
+			t.Parallel()
+			secret, err := webhook.NewSecret()
+			require.NoError(t, err)
+			dsn, port := testenv.NewDatabase(t), freePort(t)
+			var cmd *exec.Cmd
+			if kit == "typescript" {
+				cmd = exec.Command("node", filepath.Join(tsKitDir, "dist", "examples", "tour.js"))
+			} else {
+				cmd = exec.Command(systemPy, filepath.Join(pyKitDir, "examples", "tour.py"))
+			}
+			cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "WEBHOOK_SECRET="+secret, "PORT="+port,
+				"PYTHONPATH="+filepath.Join(pyKitDir, "src"), "PYTHONDONTWRITEBYTECODE=1")
+			var stderr lockedBuffer
+			cmd.Stdout, cmd.Stderr = &stderr, &stderr
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			waitFor(t, time.Minute, "the "+kit+" tour receiver listening", func() bool {
+				c, err := net.Dial("tcp", "127.0.0.1:"+port)
+				if err == nil {
+					_ = c.Close()
+				}
+				return err == nil
+			})
+
+			report, err := conformance.Run(context.Background(), conformance.Config{URL: "http://127.0.0.1:" + port + "/webhook", Secrets: []string{secret}, CorrelationPrefix: "tour"})
+			require.NoError(t, err)
+			var out strings.Builder
+			require.NoError(t, report.Print(&out))
+			require.True(t, report.OK(), "the %s tour receiver:\n%s\n%s", kit, out.String(), stderr.String())
+
+			// Each case's correlation gains 1 per event applied in it (the
+			// run's data is {"amount":1}): the sparse chain 1, 4, 9 is 3.
+			pool, err := pgxpool.New(context.Background(), dsn)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			var sparse, dup int
+			require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+				(SELECT amount FROM balances WHERE account LIKE 'tour-%-sparse-duplicate'),
+				(SELECT amount FROM balances WHERE account LIKE 'tour-%-concurrent-duplicates')`).Scan(&sparse, &dup))
+			require.Equal(t, 3, sparse, "1, 4 and 9 applied, their repeats not")
+			require.Equal(t, 1, dup, "ten simultaneous copies applied once")
+		})
+	}
 }
