@@ -152,13 +152,15 @@ ts-client: node
 
 # The receiver kits and the Python client, beyond Go: the TypeScript kit
 # built (dist/, whose example receiver the end-to-end tests run) and its
-# unit tests, then the Python kit's and client's unit tests. The kits'
+# unit tests, then the Python kit's and client's unit tests, then the three
+# packages as a registry would get them (scripts/packages.sh). The kits'
 # conformance runs, their mutants and their real deliveries are end-to-end
 # tests (e2e/kits_test.go), as is the Python client's run against the API.
 kits: node
 	cd kit/receiver-ts && npm run --silent build && npm test --silent
 	cd kit/receiver-py && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=src $(PYTHON) -m pytest -q -p no:cacheprovider
 	cd clients/python && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=src $(PYTHON) -m pytest -q -p no:cacheprovider
+	scripts/packages.sh
 
 # The OpenAPI document against Redocly's recommended rules
 # (api/redocly.yaml): no error and no warning.
