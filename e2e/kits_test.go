@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/kit/conformance"
+	"github.com/hookflow/hookflow/kit/receiver"
 	"github.com/hookflow/hookflow/kit/webhook"
 	"github.com/hookflow/hookflow/lab/testenv"
 )
@@ -133,7 +134,9 @@ func startKitReceiver(t *testing.T, kit, mutant, dsn string, secrets ...string) 
 // each kit's two mutants, one without the dedup record and one without the
 // cursor check: the run fails each, on the cases that show what is missing
 // (a duplicate answered 409 instead of 200; an event ahead of its
-// predecessor applied instead of parked).
+// predecessor applied instead of parked). The database each intact kit
+// migrated holds the Go kit's migrations, recorded as the Go kit records
+// them.
 func TestKitsPassConformanceAndTheirMutantsFail(t *testing.T) {
 	t.Parallel()
 	mustFail := map[string][]string{
@@ -150,7 +153,8 @@ func TestKitsPassConformanceAndTheirMutantsFail(t *testing.T) {
 				t.Parallel()
 				secret, err := webhook.NewSecret()
 				require.NoError(t, err)
-				url := startKitReceiver(t, kit, mutant, testenv.NewDatabase(t), secret)
+				dsn := testenv.NewDatabase(t)
+				url := startKitReceiver(t, kit, mutant, dsn, secret)
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
 				report, err := conformance.Run(ctx, conformance.Config{URL: url, Secrets: []string{secret}})
@@ -160,6 +164,12 @@ func TestKitsPassConformanceAndTheirMutantsFail(t *testing.T) {
 				t.Logf("hookflow conformance %s (%s):\n%s", url, name, out.String())
 				if mutant == mutantNone {
 					require.True(t, report.OK(), "the %s kit must pass every case", kit)
+					// One schema for every kit: the Go kit finds its own
+					// migrations recorded in the database this kit migrated.
+					pool, err := pgxpool.New(ctx, dsn)
+					require.NoError(t, err)
+					defer pool.Close()
+					require.NoError(t, receiver.CheckMigrations(ctx, pool))
 					return
 				}
 				require.False(t, report.OK(), "the %s kit's %s mutant must fail the run", kit, mutant)
