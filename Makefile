@@ -39,8 +39,12 @@ SQLC := bin/sqlc-$(SQLC_VERSION)
 # The Go client's generator, built once the same way.
 OAPI_CODEGEN_VERSION := v2.8.2
 OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
+# Debian's python3 (scripts/deps.sh installs its psycopg, httpx and pytest),
+# not whichever python3 comes first on PATH: the Python receiver kit and
+# client are built on Debian's packages.
+PYTHON := /usr/bin/python3
 
-.PHONY: all build run test lint model test-unit test-fuzz test-integration test-stack deps deps-test clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal check-generated node ts-client lint-openapi
+.PHONY: all build run test lint model test-unit test-fuzz test-integration test-stack deps deps-test clean bench chaos generate generate-sql generate-ts generate-go-client generate-server generate-portal generate-py-client check-generated node ts-client kits lint-openapi
 
 all: build
 
@@ -91,9 +95,9 @@ lint: $(STATICCHECK)
 # checked in differs from what it would write.
 GENERATED := schema/dbsqlc kit/receiver/internal/dbsqlc kit/outbox/internal/dbsqlc \
 	services/refreceiver/internal/dbsqlc lab/bench/internal/dbsqlc \
-	clients/typescript/src/schema.ts \
+	clients/typescript/src/schema.ts clients/python/src/hookflow/_generated.py \
 	kit/client/client.gen.go api/apigen/server.gen.go api/portal/main.js
-generate: generate-sql generate-ts generate-go-client generate-server generate-portal
+generate: generate-sql generate-ts generate-go-client generate-server generate-portal generate-py-client
 
 # The queries' Go, from schema/queries and each package's queries/ (sqlc.yaml).
 generate-sql: $(SQLC)
@@ -103,6 +107,11 @@ generate-sql: $(SQLC)
 # with kit/client/oapi-codegen.yaml's options and overlay.yaml's Go names.
 generate-go-client: $(OAPI_CODEGEN)
 	cd kit/client && ../../$(OAPI_CODEGEN) -config oapi-codegen.yaml ../../api/openapi.json
+
+# The Python client's types and operations, from api/openapi.json, by the
+# client's own generator (standard library only).
+generate-py-client:
+	$(PYTHON) clients/python/generate.py api/openapi.json clients/python/src/hookflow/_generated.py
 
 # The API's server interface, routes and types (api/apigen), from the same
 # document with api/apigen/oapi-codegen.yaml's options and the client's
@@ -141,6 +150,18 @@ node:
 ts-client: node
 	cd clients/typescript && npm run --silent build
 
+# The receiver kits and the Python client, beyond Go: the TypeScript kit
+# built (dist/, whose example receiver the end-to-end tests run) and its
+# unit tests, then the Python kit's and client's unit tests, then the three
+# packages as a registry would get them (scripts/packages.sh). The kits'
+# conformance runs, their mutants and their real deliveries are end-to-end
+# tests (e2e/kits_test.go), as is the Python client's run against the API.
+kits: node
+	cd kit/receiver-ts && npm run --silent build && npm test --silent
+	cd kit/receiver-py && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=src $(PYTHON) -m pytest -q -p no:cacheprovider
+	cd clients/python && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=src $(PYTHON) -m pytest -q -p no:cacheprovider
+	scripts/packages.sh
+
 # The OpenAPI document against Redocly's recommended rules
 # (api/redocly.yaml): no error and no warning.
 lint-openapi: node
@@ -165,7 +186,7 @@ test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./internal/egress/
 	$(GO) test -run '^$$' -fuzz '^FuzzForbidden$$' -fuzztime $(FUZZTIME) ./internal/egress/
 
-test-integration: build ts-client
+test-integration: build ts-client kits
 	$(GO) test -race -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./e2e/...
 	$(GO) test -count=1 -timeout 40m ./cmd/hookflow/
 

@@ -5,7 +5,9 @@
 # the tests drive: Debian's Chromium, which the customer portal's browser
 # tests run headless (e2e/portal_browser_test.go), and the brokers that the
 # broker destinations are tested against for real, redis-server and
-# rabbitmq-server (the NATS server is built from its own Go module). make run
+# rabbitmq-server (the NATS server is built from its own Go module), and the
+# Python packages the Python receiver kit and client are built on and tested
+# with (psycopg 3, httpx, pytest: Debian's, for /usr/bin/python3). make run
 # needs none of those. Installs them with apt when they are missing and we
 # may; otherwise says the exact command and fails.
 set -euo pipefail
@@ -28,14 +30,20 @@ have_brokers() {
   ! $browser || { command -v redis-server && command -v rabbitmq-server; } >/dev/null 2>&1
 }
 
+# The Python packages, checked by importing them with Debian's python3 (not
+# whatever python3 comes first on PATH).
+have_python() {
+  ! $browser || /usr/bin/python3 -c 'import psycopg, httpx, pytest' >/dev/null 2>&1
+}
+
 need_user() { [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; }
 
-if have_pg && ! need_user && have_chromium && have_brokers; then
+if have_pg && ! need_user && have_chromium && have_brokers && have_python; then
   exit 0
 fi
 if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
   if $browser; then
-    echo "hookflow's tests need the PostgreSQL server binaries, Chromium and the brokers: sudo apt-get update && sudo apt-get install -y postgresql chromium redis-server rabbitmq-server" >&2
+    echo "hookflow's tests need the PostgreSQL server binaries, Chromium, the brokers and Python's psycopg, httpx and pytest: sudo apt-get update && sudo apt-get install -y postgresql chromium redis-server rabbitmq-server python3-psycopg python3-httpx python3-pytest" >&2
   else
     echo "hookflow needs the PostgreSQL server binaries: sudo apt-get update && sudo apt-get install -y postgresql" >&2
   fi
@@ -74,4 +82,8 @@ if ! have_brokers; then
   pkill -f 'beam.*rabbit' >/dev/null 2>&1 || true
   pkill -x epmd >/dev/null 2>&1 || true
 fi
-have_pg && have_chromium && have_brokers
+if ! have_python; then
+  echo "installing the Python packages of the receiver kit and client (apt-get install -y python3-psycopg python3-httpx python3-pytest)..." >&2
+  apt-get install -y -qq python3-psycopg python3-httpx python3-pytest >/dev/null
+fi
+have_pg && have_chromium && have_brokers && have_python

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Makes sure this machine has what the TypeScript client and the OpenAPI
-# linter need: Node.js (at least 20.19, what @redocly/cli asks) and npm, and
-# the packages clients/typescript/package-lock.json pins, installed with
-# npm ci when the lock file changed since the last install. Installs Node.js
+# Makes sure this machine has what the TypeScript client, the TypeScript
+# receiver kit and the OpenAPI linter need: Node.js (at least 20.19, what
+# @redocly/cli asks) and npm, and the packages clients/typescript's and
+# kit/receiver-ts's package-lock.json pin, installed with npm ci when a lock
+# file changed since the last install. Installs Node.js
 # with apt when it is missing and we may; otherwise says the exact command
 # and fails.
 set -euo pipefail
@@ -26,13 +27,15 @@ if ! node_ok; then
   fi
 fi
 
-cd clients/typescript
-stamp=node_modules/.package-lock.sha256
-sum=$(sha256sum package-lock.json | cut -d' ' -f1)
-if [[ $(cat "$stamp" 2>/dev/null) != "$sum" ]]; then
-  echo "installing the TypeScript client's packages (npm ci)..." >&2
-  # No telemetry and no update notices from the tools (no outbound traffic
-  # but the registry's).
-  npm ci --no-audit --no-fund --loglevel=error >/dev/null
-  echo "$sum" >"$stamp"
-fi
+# The TypeScript client's packages, and the TypeScript receiver kit's.
+for dir in clients/typescript kit/receiver-ts; do
+  stamp=$dir/node_modules/.package-lock.sha256
+  sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [[ $(cat "$stamp" 2>/dev/null) != "$sum" ]]; then
+    echo "installing the packages of $dir (npm ci)..." >&2
+    # No telemetry and no update notices from the tools (no outbound traffic
+    # but the registry's).
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$sum" >"$stamp"
+  fi
+done

@@ -51,21 +51,23 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 	// A concurrent copy of this event blocks here until the first one commits
 	// (then this one is a duplicate) or rolls back (then this one proceeds).
 	q := dbsqlc.New(tx)
-	inserted, err := q.ProcessedEventInsert(ctx, processedEventInsert(ev))
-	if err != nil {
-		return 0, fmt.Errorf("insert processed event: %w", err)
-	}
-	if inserted == 0 {
-		exists, err := q.ProcessedEventExists(ctx, dbsqlc.ProcessedEventExistsParams{
-			EndpointID: ev.EndpointID, EventID: ev.ID, CorrelationID: ev.CorrelationID, PrunedThrough: ev.Sequence})
+	if dedupChecked {
+		inserted, err := q.ProcessedEventInsert(ctx, processedEventInsert(ev))
 		if err != nil {
-			return 0, fmt.Errorf("look up processed event: %w", err)
+			return 0, fmt.Errorf("insert processed event: %w", err)
 		}
-		// Two EXISTS are never NULL.
-		if exists != nil && *exists {
-			return outcomeAlreadyProcessed, nil
+		if inserted == 0 {
+			exists, err := q.ProcessedEventExists(ctx, dbsqlc.ProcessedEventExistsParams{
+				EndpointID: ev.EndpointID, EventID: ev.ID, CorrelationID: ev.CorrelationID, PrunedThrough: ev.Sequence})
+			if err != nil {
+				return 0, fmt.Errorf("look up processed event: %w", err)
+			}
+			// Two EXISTS are never NULL.
+			if exists != nil && *exists {
+				return outcomeAlreadyProcessed, nil
+			}
+			return outcomeSequenceConflict, nil
 		}
-		return outcomeSequenceConflict, nil
 	}
 
 	last, prunedThrough, err := rc.lockCursor(ctx, tx, ev.EndpointID, ev.CorrelationID)
@@ -98,13 +100,13 @@ func (rc *Receiver) process(ctx context.Context, ev Event, body []byte, header h
 		// sequence. The rollback takes back the insert above.
 		return outcomeAlreadyProcessed, nil
 
-	case ev.Sequence <= last:
+	case cursorChecked && ev.Sequence <= last:
 		// A sequence the cursor passed with no row for it: skipped by the
 		// sender, never meant for this endpoint, or its row deleted by hand. The unique (endpoint_id,
 		// correlation_id, sequence) index catches every other case before this.
 		return outcomeSequenceConflict, nil
 
-	case ev.follows(last):
+	case !cursorChecked || ev.follows(last):
 		if err := rc.applyLocked(ctx, tx, ev, last); err != nil {
 			return 0, err
 		}
@@ -261,12 +263,14 @@ func (rc *Receiver) drainOne(ctx context.Context, endpointID, correlationID stri
 	if err != nil {
 		return 0, fmt.Errorf("decode parked event %s: %w", parked.EventID, err)
 	}
-	inserted, err := q.ProcessedEventInsert(ctx, processedEventInsert(ev))
-	if err != nil {
-		return 0, fmt.Errorf("insert processed event: %w", err)
-	}
-	if inserted == 0 {
-		return 0, nil
+	if dedupChecked {
+		inserted, err := q.ProcessedEventInsert(ctx, processedEventInsert(ev))
+		if err != nil {
+			return 0, fmt.Errorf("insert processed event: %w", err)
+		}
+		if inserted == 0 {
+			return 0, nil
+		}
 	}
 	last, _, err := rc.lockCursor(ctx, tx, endpointID, correlationID)
 	if err != nil {

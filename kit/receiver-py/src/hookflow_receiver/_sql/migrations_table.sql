@@ -1,0 +1,1 @@
+../../../../receiver/migrations_table.sql
