@@ -37,7 +37,7 @@ class Readiness(TypedDict, total=False):
 
 class EndpointCreate(TypedDict, total=False):
     type: EndpointType
-    url: Required[str]
+    url: str
     disabled: bool
     secret: str
     event_types: list[str] | None
@@ -54,6 +54,8 @@ class EndpointCreate(TypedDict, total=False):
     max_in_flight: int | None
     url_path_public: bool | None
     tenant_id: TenantId
+    config: dict[str, Any]
+    credentials: dict[str, str]
 
 
 class EndpointUpdate(TypedDict, total=False):
@@ -72,6 +74,8 @@ class EndpointUpdate(TypedDict, total=False):
     circuit_min_attempts: int | None
     max_in_flight: int | None
     url_path_public: bool | None
+    config: dict[str, Any]
+    credentials: dict[str, str]
 
 
 class Endpoint(TypedDict, total=False):
@@ -97,6 +101,8 @@ class Endpoint(TypedDict, total=False):
     circuit_min_attempts: int
     max_in_flight: Required[int]
     url_path_public: Required[bool]
+    config: dict[str, Any]
+    credentials: dict[str, str]
 
 
 class EndpointWithSecret(Endpoint, total=False):
@@ -609,7 +615,7 @@ class ApiKeyListResult(TypedDict, total=False):
 
 
 Key = str
-EndpointType = Literal["webhook"]
+EndpointType = Literal["webhook", "nats", "redis", "rabbitmq"]
 State = Literal["queued", "waiting", "delivering", "delivered", "dead_lettered", "skipped"]
 DeadLetterStatus = Literal["open", "replayed", "skipped"]
 Scope = Literal["events:write", "events:test", "events:read", "endpoints:write", "dead-letters:write", "tenants:write", "admin"]
