@@ -380,11 +380,20 @@ func TestTourReceiversPassConformance(t *testing.T) {
 			require.NoError(t, err)
 			dsn, port := testenv.NewDatabase(t), freePort(t)
 			var cmd *exec.Cmd
+			var src, fence string
 			if kit == "typescript" {
 				cmd = exec.Command("node", filepath.Join(tsKitDir, "dist", "examples", "tour.js"))
+				src, fence = filepath.Join(tsKitDir, "examples", "tour.ts"), "```ts\n"
 			} else {
 				cmd = exec.Command(systemPy, filepath.Join(pyKitDir, "examples", "tour.py"))
+				src, fence = filepath.Join(pyKitDir, "examples", "tour.py"), "```python\n"
 			}
+			// The README's receiver is this program, quoted whole.
+			readme, err := os.ReadFile("../README.md")
+			require.NoError(t, err)
+			program, err := os.ReadFile(src)
+			require.NoError(t, err)
+			require.Contains(t, string(readme), fence+string(program)+"```", "the README quotes %s whole", src)
 			cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "WEBHOOK_SECRET="+secret, "PORT="+port,
 				"PYTHONPATH="+filepath.Join(pyKitDir, "src"), "PYTHONDONTWRITEBYTECODE=1")
 			var stderr lockedBuffer

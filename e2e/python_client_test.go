@@ -54,6 +54,12 @@ func TestPythonClientPublishesAndReadsBack(t *testing.T) {
 		`"invalid":{"status":400,"type":"https://hookflow.dev/problems/invalid-field","field":"sequence"}}`, out)
 	require.EqualValues(t, contract.StateDelivered, b.eventState(id).State)
 
+	// The README's Python program is this one, quoted whole.
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	program, err := os.ReadFile("../clients/python/examples/publish.py")
+	require.NoError(t, err)
+	require.Contains(t, string(readme), "```python\n"+string(program)+"```", "the README quotes examples/publish.py whole")
 	out = runPython(t, "examples/publish.py", "HOOKFLOW_URL="+b.apiURL, "HOOKFLOW_API_KEY="+key)
 	require.Regexp(t, `^order-42-paid (queued|waiting|delivered)$`, out)
 	waitFor(t, 30*time.Second, "order-42-paid delivered", func() bool { return b.eventState("order-42-paid").State == contract.StateDelivered })

@@ -145,7 +145,7 @@ func checkName(name string) error {
 	for _, c := range []byte(name) {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
 		if !ok {
-			return errors.New("may hold only letters, digits, - _ . and :")
+			return errors.New("may hold only letters, digits, dashes, underscores, dots and colons")
 		}
 	}
 	return nil

@@ -60,9 +60,10 @@ func New(targets egress.Policy) *Transport {
 // Close closes the pooled connections (worker stop); Send fails after.
 func (t *Transport) Close() error { return t.pool.close() }
 
-// AtLeastOnce: AMQP 0-9-1 cannot refuse a repeat, so a confirm lost to a
-// timeout or a restart publishes the message again (with the same
-// message_id): a consumer deduplicates (transport.AtLeastOnce).
+// AtLeastOnce says a lane may hold a repeat: AMQP 0-9-1 cannot refuse
+// one, so a confirm lost to a timeout or a restart publishes the message
+// again (with the same message_id), and a consumer deduplicates
+// (transport.AtLeastOnce).
 func (t *Transport) AtLeastOnce() bool { return true }
 
 // Validate checks d's config and credentials as Address does.
