@@ -511,7 +511,8 @@ func (c DestinationCheck) summary() string {
 func (d *DestinationsResult) writeTable(w io.Writer) error {
 	fmt.Fprintf(w, "\ndestinations: the same ordered workload, %d events over %d lanes in %d rounds (after one event per lane of warm-up), into each type on this stack;\n",
 		d.Events, d.Correlations, d.Rounds)
-	fmt.Fprintln(w, "latency from the API's 202 to delivered in hookflow's ledger; hookflow CPU is api+worker+temporal+postgres, destination CPU the broker's process (for webhook, the reference receiver's)")
+	fmt.Fprintln(w, "latency from the API's 202 to delivered in hookflow's ledger; hookflow CPU is api+worker+temporal+postgres, destination CPU the broker's process")
+	fmt.Fprintln(w, "(for webhook, the reference receiver's: its ledger commits run in the shared Postgres, so in hookflow's share); figures only, the checks below judge the run")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "type\tevents\tdeliveries\tdeliveries/s\tvs webhook\tp50 ms\tp99 ms\thookflow CPU s/1k\tdestination CPU s/1k\ttotal CPU s/1k\tCPU vs webhook\tper round vs webhook\t")
 	for _, t := range d.Types {
