@@ -344,10 +344,16 @@ func (r *runner) compareDestinations(ctx context.Context, d *destinations) (*Des
 			res.CPUPer1000 = map[string]float64{}
 		}
 		res.HookflowCPUPer1000 = res.CPUPer1000[procAPI] + res.CPUPer1000[procWorker] + res.CPUPer1000[procTemporal] + res.CPUPer1000[procPostgres]
-		res.DestinationCPUPer1000 = res.CPUPer1000[procReceiver]
+		// The reference receiver's alone: the row's "receiver" sums the
+		// fan-out receivers too, idle here.
+		own := procReceiver
 		if d.brokers[typ] != nil {
-			res.DestinationCPUPer1000 = res.CPUPer1000[procBrokerPrefix+typ]
+			own = procBrokerPrefix + typ
 		}
+		for _, rd := range sc.rounds {
+			res.DestinationCPUPer1000 += rd.cpu[own]
+		}
+		res.DestinationCPUPer1000 = ratio(1000*res.DestinationCPUPer1000, float64(res.Deliveries))
 		res.TotalCPUPer1000 = res.HookflowCPUPer1000 + res.DestinationCPUPer1000
 		r.p.logf("destinations: checking what %s holds", typ)
 		res.Check = r.checkDestination(ctx, sc, d.brokers[typ] != nil, d)
