@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
@@ -28,6 +29,13 @@ spreading over tenants should cost nothing), hookflow-single-key, then idle late
 baselines and a single key. Per webhook delivered it reports history events and Temporal Cloud
 actions (counted from every workflow's history by Cloud's published billing rules; docs/performance.md),
 beside the bare baseline's, and the fan-out figures against their targets.
+After them, --destinations (default all: webhook and every broker whose server runs here, NATS
+JetStream and Redis Streams, each started by the bench) runs the ordered workload again,
+--destination-events over --correlations lanes in --rounds interleaved rounds, once per destination
+type on the same stack, and prints per type deliveries/s, p50/p99 from the 202 to delivered in
+hookflow's ledger, CPU seconds per 1,000 deliveries of hookflow's processes and of the broker (the
+receiver for webhooks), and each against webhook; then it reads every destination back (missing,
+repeated, out of order) and fails the run when one broke its promise. --destinations none skips it.
 Prints a table; --json writes every figure. Short run: hookflow bench --events 300.
 --ledger-rows 0,1M,5M instead measures hookflow on top of that much synthetic history (written by
 SQL into an emptied ledger before each size), with the API's cleaner running every 10s at the
@@ -74,7 +82,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	var cfg bench.Config
 	var jsonPath, dataDir string
 	var soak int
-	var ledgerRows string
+	var ledgerRows, destinations string
 	var ledgerBytes int64
 	var ledgerDays float64
 	var rateLimit, deadReceiver, slowReceiver, flapping bool
@@ -88,6 +96,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		fs.IntVar(&cfg.Tenants, "tenants", bench.DefaultTenants, "tenants the tenant-spread twins of the ordered and fan-out scenarios spread their correlations over (at most --correlations; 0 runs neither)")
 		fs.IntVar(&cfg.Rounds, "rounds", bench.DefaultRounds, "interleaved rounds each scenario's events are split into")
 		fs.IntVar(&cfg.IdleEvents, "idle-events", bench.DefaultIdleEvents, "events sent one at a time for idle latency, per system")
+		fs.StringVar(&destinations, "destinations", bench.DestinationsAll, "destination types the ordered workload is then delivered into, compared with webhook, comma separated ("+strings.Join(bench.DestinationTypes(), ",")+"), all (those whose server runs here) or none")
+		fs.IntVar(&cfg.DestinationEvents, "destination-events", 0, "with --destinations: measured events per destination type (default --events)")
 		fs.BoolVar(&cfg.PostgresFast, "postgres-no-fsync", false, "run Postgres without fsync (throwaway data)")
 		fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 		fs.StringVar(&dataDir, "data-dir", "", "folder for Postgres and the logs (default: a temporary folder, removed afterwards)")
@@ -109,6 +119,12 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if len(rest) > 0 {
 		return &config.UsageError{Msg: fmt.Sprintf("bench takes no arguments (got %q)", rest[0])}
+	}
+	if cfg.Destinations, err = bench.ParseDestinations(destinations); err != nil {
+		return &config.UsageError{Msg: "--destinations: " + err.Error()}
+	}
+	if cfg.DestinationEvents < 0 {
+		return &config.UsageError{Msg: "--destination-events must not be negative"}
 	}
 	if cfg.Events <= 0 || cfg.Concurrency <= 0 || cfg.Correlations <= 0 || cfg.Rounds <= 0 || cfg.IdleEvents < 0 || cfg.Tenants < 0 {
 		return &config.UsageError{Msg: "--events, --concurrency, --correlations and --rounds must be positive, --idle-events and --tenants not negative"}
@@ -138,7 +154,10 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		if given["tenants"] {
 			return &config.UsageError{Msg: "--tenants goes with the throughput run, not with --rate-limit, --dead-receiver, --slow-receiver, --flapping, --soak or --ledger-rows"}
 		}
-		cfg.Tenants = 0
+		if given["destinations"] || given["destination-events"] {
+			return &config.UsageError{Msg: "--destinations and --destination-events go with the throughput run"}
+		}
+		cfg.Tenants, cfg.Destinations = 0, nil
 	} else if cfg.Tenants > cfg.Correlations {
 		return &config.UsageError{Msg: fmt.Sprintf("--tenants %d is more than --correlations %d: each tenant needs a correlation of its own", cfg.Tenants, cfg.Correlations)}
 	}

@@ -52,6 +52,15 @@ type Config struct {
 	// hookflow's default. The ledger bench shortens it so that the cleaner's
 	// runs fall inside each measurement.
 	CleanerInterval time.Duration
+	// Destinations are the destination types the throughput run delivers
+	// the same ordered workload into, after its scenarios, on the same
+	// stack (webhook always among them, as what the others are read
+	// against); DestinationsAll is every type whose server runs here.
+	// Empty: no comparison.
+	Destinations []string
+	// DestinationEvents is the comparison's measured events per type,
+	// over Correlations lanes in Rounds rounds; zero means Events.
+	DestinationEvents int
 	// Progress receives progress lines (stderr). Nil discards them.
 	Progress io.Writer
 	// ownReceivers are the addresses of receivers the bench serves from its
@@ -134,6 +143,9 @@ func (c *Config) defaults() error {
 	if c.IdleEvents < 0 {
 		c.IdleEvents = 0
 	}
+	if c.DestinationEvents <= 0 {
+		c.DestinationEvents = c.Events
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -156,11 +168,30 @@ func (p *progress) logf(format string, args ...any) {
 // Run starts the stack, runs every scenario and returns the report. The
 // stack is stopped (and a temporary folder removed) before it returns.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	// The brokers start first: the workers must be allowed to reach them.
+	dests, err := startDestinations(ctx, &cfg)
+	defer dests.close()
+	if err != nil {
+		return nil, err
+	}
 	var rep *Report
-	err := onStack(ctx, cfg, logger, func(r *runner, m Machine) error {
+	err = onStack(ctx, cfg, logger, func(r *runner, m Machine) error {
 		rep = &Report{StartedAt: r.p.began.UTC(), Settings: settingsOf(r.cfg), Machine: m}
+		if dests != nil {
+			r.s.brokers = dests.pids()
+		}
 		if err := r.run(ctx); err != nil {
 			return err
+		}
+		if dests != nil {
+			d, err := r.compareDestinations(ctx, dests)
+			if err != nil {
+				return err
+			}
+			rep.Destinations = d
 		}
 		r.fill(ctx, rep)
 		rep.Machine.LoadAvgEnd = loadAvg()

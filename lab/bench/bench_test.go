@@ -29,8 +29,10 @@ func TestBenchShortRun(t *testing.T) {
 	// Without the tenant-spread twins, which would add two scenarios to
 	// every round and a hundred tenants' set-up to make test's budget;
 	// TestTenancySpreadsCorrelations covers their spreading, the full
-	// bench their figures.
-	cmd := exec.CommandContext(ctx, bin, "bench", "--events", "300", "--correlations", "50", "--tenants", "0", "--idle-events", "10", "--json", jsonPath)
+	// bench their figures. Without the destinations comparison either,
+	// which costs a minute more than make test's budget allows:
+	// TestBenchShortRunDestinations runs it.
+	cmd := exec.CommandContext(ctx, bin, "bench", "--events", "300", "--correlations", "50", "--tenants", "0", "--idle-events", "10", "--destinations", "none", "--json", jsonPath)
 	// On timeout, interrupt: the bench then stops its stack (Postgres too).
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 2 * time.Minute
@@ -131,6 +133,73 @@ func TestBenchShortRun(t *testing.T) {
 		t.Logf("fan-out: %s: %s; target %s", tg.Figure, tg.Measured, tg.Goal)
 	}
 	require.Positive(t, rep.Ratios.FanOutVsOrdered)
+}
+
+// TestBenchShortRunDestinations runs the bench small with the destinations
+// comparison (real Postgres, Temporal server, NATS and Redis servers, and
+// processes): the same ordered workload into a webhook, a NATS JetStream
+// and a Redis Streams destination on one stack. It prints the figures and
+// fails when a type did not deliver every event, or its destination,
+// read back, misses, repeats or reorders one; it never asserts on speed.
+// Its short form costs about a minute and a half over TestBenchShortRun's
+// stack, more than make test's stack runs can take, so make test leaves it
+// out (its name keeps it out of the race-enabled unit run as well): run it
+// with go test -count=1 -run TestBenchShortRunDestinations ./lab/bench/.
+func TestBenchShortRunDestinations(t *testing.T) {
+	bin := buildHookflow(t)
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	args := []string{"bench", "--events", "20", "--correlations", "5", "--tenants", "0", "--idle-events", "0", "--rounds", "2",
+		"--destinations", "webhook,nats,redis", "--destination-events", "40", "--json", jsonPath}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = moduleRoot(t) // the NATS server is built from the module's requirement
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 2 * time.Minute
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("hookflow %s:\n%s", strings.Join(args, " "), stdout.String())
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	require.Contains(t, stdout.String(), "destinations:")
+
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	d := rep.Destinations
+	require.NotNil(t, d)
+	require.Empty(t, d.Skipped)
+	require.Len(t, d.Types, 3)
+	for i, typ := range []string{"webhook", "nats", "redis"} {
+		r := d.Types[i]
+		require.Equal(t, typ, r.Type)
+		require.Equal(t, 40, r.Events, typ)
+		require.Equal(t, r.Events, r.Deliveries, "%s: every event delivered", typ)
+		require.Positive(t, r.DeliveriesPerSec, typ)
+		require.Positive(t, r.LatencyMS.P50, typ)
+		require.Positive(t, r.HookflowCPUPer1000, typ)
+		require.Positive(t, r.DeliveriesPerSecVsWebhook, typ)
+		require.Positive(t, r.CPUVsWebhook, typ)
+		require.Len(t, r.PerRoundVsWebhook, 2, typ)
+		c := r.Check
+		require.True(t, c.OK, "%s: %+v", typ, c)
+		require.Empty(t, c.Error, typ)
+		require.Equal(t, 5, c.Lanes, typ)
+		// The measured events and the warm-up's one per lane, held once
+		// each and in order.
+		require.Equal(t, 45, c.Delivered, typ)
+		require.Equal(t, c.Delivered, c.Stored, typ)
+		require.Zero(t, c.Missing+c.Repeated+c.OutOfOrder+c.ChainBreaks+c.BadSignature+c.Foreign+c.NotDelivered, "%s: %+v", typ, c)
+		require.Contains(t, stdout.String(), typ+" check: PASS")
+		t.Logf("%s: %.1f deliveries/s (%.2f× webhook), p50 %.0f ms, p99 %.0f ms, %.2f CPU s per 1,000 deliveries (%.2f hookflow + %.2f destination; %.2f× webhook)",
+			typ, r.DeliveriesPerSec, r.DeliveriesPerSecVsWebhook, r.LatencyMS.P50, r.LatencyMS.P99, r.TotalCPUPer1000, r.HookflowCPUPer1000, r.DestinationCPUPer1000, r.CPUVsWebhook)
+	}
+	require.InDelta(t, 1, d.Types[0].DeliveriesPerSecVsWebhook, 1e-9)
+	// Each broker's CPU is read (a few dozen writes may cost less than
+	// /proc's 10 ms tick, so it is not asserted positive).
+	require.Contains(t, d.Types[1].CPUPer1000, "broker-nats")
+	require.Contains(t, d.Types[2].CPUPer1000, "broker-redis")
 }
 
 // TestBenchDeadReceiverShortRun runs the dead-receiver bench small, end to

@@ -107,6 +107,11 @@ type scenario struct {
 	// endpoint is the endpoint its events are posted to when not routed;
 	// empty: the reference receiver's.
 	endpoint string
+	// ledger, when set, is the endpoint whose deliveries hookflow's own
+	// ledger counts as landed, at their delivered_at, instead of sinks: a
+	// broker has no receiver ledger, and the destinations comparison
+	// times every type, webhooks included, by the same clock.
+	ledger string
 	// overlaps says another scenario's workflows run beside its bursts
 	// (the rate limit's): a burst does not wait for every event workflow
 	// to close, which would wait for those too.
@@ -550,6 +555,15 @@ func closed(c chan struct{}) bool {
 // committed counts the events of one round that every receiver of the
 // scenario has committed (the fewest any one has).
 func (r *runner) committed(ctx context.Context, sc *scenario, prefix string) (int, error) {
+	if sc.ledger != "" {
+		var n int
+		err := r.s.hookflowDB.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1 AND event_id LIKE $2 AND state = 'delivered'",
+			sc.ledger, prefix+"%").Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("count ledger deliveries: %w", err)
+		}
+		return n, nil
+	}
 	fewest := -1
 	for _, db := range sc.sinks {
 		var n int
@@ -566,12 +580,27 @@ func (r *runner) committed(ctx context.Context, sc *scenario, prefix string) (in
 
 // appliedTimes returns, per receiver of the scenario, its applied_at (its
 // transaction's time, on this machine's clock) of every committed event of
-// one round.
+// one round; for a scenario counted from hookflow's ledger, the
+// deliveries' delivered_at, as one sink.
 func (r *runner) appliedTimes(ctx context.Context, sc *scenario, prefix string) ([]map[string]time.Time, error) {
+	type source struct {
+		db   *pgxpool.Pool
+		sql  string
+		args []any
+	}
+	var from []source
+	if sc.ledger != "" {
+		from = append(from, source{r.s.hookflowDB, "SELECT event_id, delivered_at FROM deliveries WHERE endpoint_id = $1 AND event_id LIKE $2 AND state = 'delivered'",
+			[]any{sc.ledger, prefix + "%"}})
+	} else {
+		for _, db := range sc.sinks {
+			r.ownQueries.Add(1)
+			from = append(from, source{db, "SELECT event_id, applied_at FROM ledger_entries WHERE event_id LIKE $1", []any{prefix + "%"}})
+		}
+	}
 	var out []map[string]time.Time
-	for _, db := range sc.sinks {
-		r.ownQueries.Add(1)
-		rows, err := db.Query(ctx, "SELECT event_id, applied_at FROM ledger_entries WHERE event_id LIKE $1", prefix+"%")
+	for _, src := range from {
+		rows, err := src.db.Query(ctx, src.sql, src.args...)
 		if err != nil {
 			return nil, fmt.Errorf("read receiver commits: %w", err)
 		}

@@ -42,7 +42,15 @@ type Report struct {
 	// EagerStarts counts the fast baseline's starts over the whole run
 	// (warm-up and idle included) and how many of them ran eagerly.
 	EagerStarts *EagerStats `json:"baseline_fast_eager_starts,omitempty"`
+	// Destinations compares delivering into each broker with webhooks
+	// (Config.Destinations); nil when not asked for.
+	Destinations *DestinationsResult `json:"destinations,omitempty"`
 }
+
+// Err fails a run whose destinations comparison found a destination
+// missing, repeating or reordering deliveries, so that a fast but wrong
+// run cannot pass; its figures are printed first.
+func (rep *Report) Err() error { return rep.Destinations.err() }
 
 // Machine describes where the bench ran.
 type Machine struct {
@@ -995,6 +1003,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if s.NotInVisibility > 0 {
 			fmt.Fprintf(w, "    %d of those runs were missing from visibility and found through the continue-as-new chain\n", s.NotInVisibility)
 		}
+	}
+	if rep.Destinations != nil {
+		return rep.Destinations.writeTable(w)
 	}
 	return nil
 }

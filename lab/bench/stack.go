@@ -156,6 +156,10 @@ type stack struct {
 	// check); never while a round is measured.
 	hookflowDB *pgxpool.Pool
 	logger     *slog.Logger
+	// brokers are the destinations comparison's brokers, by process name:
+	// not children of the stack (each is started and stopped by its own
+	// test environment), but measured as they are.
+	brokers map[string]func() int
 }
 
 // fanEndpoint is one endpoint of the fan-out scenario: a reference receiver
@@ -435,6 +439,11 @@ func (s *stack) cpu() cpuSnapshot {
 		}
 	}
 	snap[procPostgres] = treeCPU(s.pgPID)
+	for name, pid := range s.brokers {
+		if st, err := readStat(pid()); err == nil {
+			snap[name] = st.cpu
+		}
+	}
 	if st, err := readStat(os.Getpid()); err == nil {
 		snap[procBench] = st.cpu
 	}
@@ -554,14 +563,20 @@ func waitPollers(ctx context.Context, tc client.Client, queue string, c *child) 
 // the endpoint's id and signing secret.
 func createEndpoint(ctx context.Context, apiURL, tenant, receiverURL, secret string, eventTypes []string) (string, string, error) {
 	in := map[string]any{"url": receiverURL}
-	if eventTypes != nil {
-		in["event_types"] = eventTypes
-	}
 	if secret != "" {
 		in["secret"] = secret
 	}
 	if tenant != "" {
 		in["tenant_id"] = tenant
+	}
+	return postEndpoint(ctx, apiURL, in, eventTypes)
+}
+
+// postEndpoint creates the endpoint in (subscribed to eventTypes, or to
+// every type when nil) and returns its ID and signing secret.
+func postEndpoint(ctx context.Context, apiURL string, in map[string]any, eventTypes []string) (string, string, error) {
+	if eventTypes != nil {
+		in["event_types"] = eventTypes
 	}
 	body, _ := json.Marshal(in)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/v1/endpoints", bytes.NewReader(body))

@@ -211,6 +211,17 @@ func (s *Server) URL() string { return "redis://" + s.Addr() }
 // Dir is the folder the server persists to (its AOF, ACL file and log).
 func (s *Server) Dir() string { return s.dir }
 
+// Pid is the server process's id (the bench reads its CPU time from
+// /proc), or 0 while it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Password is User's password.
 func (s *Server) Password() string { return s.password }
 
