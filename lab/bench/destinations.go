@@ -22,9 +22,11 @@ import (
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
 	"github.com/hookflow/hookflow/internal/transport/nats"
+	"github.com/hookflow/hookflow/internal/transport/rabbitmq"
 	"github.com/hookflow/hookflow/internal/transport/redis"
 	"github.com/hookflow/hookflow/internal/transport/webhook"
 	"github.com/hookflow/hookflow/lab/testenv/natstest"
+	"github.com/hookflow/hookflow/lab/testenv/rabbittest"
 	"github.com/hookflow/hookflow/lab/testenv/redistest"
 )
 
@@ -65,6 +67,7 @@ var destinationKinds = []destinationKind{
 	{typ: webhook.Type},
 	{typ: nats.Type, available: func(ctx context.Context) error { _, err := natstest.Binary(ctx); return err }, start: startNATS},
 	{typ: redis.Type, available: func(context.Context) error { _, err := redistest.Binary(); return err }, start: startRedis},
+	{typ: rabbitmq.Type, available: func(context.Context) error { _, err := os.Stat(rabbittest.Binary); return err }, start: startRabbitMQ},
 }
 
 func startNATS(ctx context.Context, dir string) (*broker, error) {
@@ -94,6 +97,22 @@ func startRedis(ctx context.Context, dir string) (*broker, error) {
 			return nil, err
 		}
 		return map[string]any{"type": redis.Type, "config": map[string]any{"addr": s.Addr(), "stream": prefix, "tls": false},
+			"credentials": s.Credentials()}, nil
+	}}, nil
+}
+
+func startRabbitMQ(ctx context.Context, dir string) (*broker, error) {
+	s, err := rabbittest.Start(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &broker{typ: rabbitmq.Type, addr: s.Addr(), pid: s.Pid, close: s.Close, endpoint: func(ctx context.Context, prefix string) (map[string]any, error) {
+		// The exchange is the user's; the queue bound to every routing
+		// key is what the check after the rounds reads (and drains).
+		if err := s.Declare(ctx, prefix, prefix+".audit"); err != nil {
+			return nil, err
+		}
+		return map[string]any{"type": rabbitmq.Type, "config": map[string]any{"url": s.URL(), "exchange": prefix, "audit_queue": prefix + ".audit"},
 			"credentials": s.Credentials()}, nil
 	}}, nil
 }

@@ -300,6 +300,17 @@ func (s *Server) Kill() error {
 	return s.killLocked()
 }
 
+// Pid is the node's process (the Erlang VM), for the bench's CPU
+// accounting; 0 while it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 func (s *Server) killLocked() error {
 	if s.cmd == nil {
 		return nil
