@@ -202,8 +202,9 @@ func (l *logBuffer) String() string {
 }
 
 // databaseText is every row of every table of hookflow's database as JSON,
-// but the url and headers columns of the endpoints: an endpoint's URL and
-// its custom headers are stored as registered. The url column is checked
+// but the url, headers and credentials columns of the endpoints: an
+// endpoint's URL, its custom headers and a broker's credentials are
+// stored as registered. The url column is checked
 // to hold url, so the dump would find the token if it were stored anywhere
 // else.
 func (b *bundle) databaseText(t *testing.T, endpointID, url string) string {
@@ -230,7 +231,7 @@ func (b *bundle) databaseText(t *testing.T, endpointID, url string) string {
 	for _, tbl := range tables {
 		omit := []string{}
 		if tbl[1] == "endpoints" {
-			omit = []string{"url", "headers"}
+			omit = []string{"url", "headers", "credentials"}
 		}
 		var text string
 		q := fmt.Sprintf(`SELECT coalesce(string_agg((to_jsonb(t) - $1::text[])::text, E'\n'), '') FROM %s t`, tbl.Sanitize())
