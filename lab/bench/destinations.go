@@ -30,7 +30,7 @@ import (
 	"github.com/hookflow/hookflow/lab/testenv/redistest"
 )
 
-// DestinationsAll, in Config.Destinations, stands for every destination
+// DestinationsAll stands, in Config.Destinations, for every destination
 // type whose server can run on this machine.
 const DestinationsAll = "all"
 
