@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,8 +77,12 @@ type brokers struct {
 // dir, on 127.0.0.1.
 func startBrokers(ctx context.Context, dir string) (*brokers, error) {
 	b := &brokers{}
+	natsDir := filepath.Join(dir, "nats")
+	if err := os.MkdirAll(natsDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make nats-server's folder: %w", err)
+	}
 	var err error
-	if b.nats, err = natstest.Start(ctx, filepath.Join(dir, "nats")); err != nil {
+	if b.nats, err = natstest.Start(ctx, natsDir); err != nil {
 		return nil, fmt.Errorf("start nats-server: %w", err)
 	}
 	if b.redis, err = redistest.Start(ctx, filepath.Join(dir, "redis")); err != nil {
