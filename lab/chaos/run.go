@@ -80,9 +80,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := st.start(ctx); err != nil {
 		return Result{}, err
 	}
-	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d tenants (%s), %d receivers, %d endpoints (%s), fault proxy; logs in %s",
+	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d tenants (%s), %d receivers, %d endpoints (%s), fault proxy, %d broker destinations (%s); logs in %s",
 		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, len(wl.Tenants), strings.Join(wl.Tenants, ", "),
-		len(st.receivers), len(st.recv), subscriberLine(wl.Subscribers[:len(wl.Subscribers)/len(wl.Tenants)]), logs)
+		len(st.receivers), len(st.recv), subscriberLine(wl.Subscribers[:len(wl.Subscribers)/len(wl.Tenants)]), len(st.brokers.ids()), brokerLine(cfg.Brokers), logs)
 
 	r := newRun(cfg, wl, st, logger, out)
 	if err := r.exercise(ctx); err != nil {
@@ -439,6 +439,19 @@ func subscriberLine(subs []Subscriber) string {
 		parts[i] = fmt.Sprintf("%s %v", s.Name, s.EventTypes)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// brokerLine names each tenant's broker destinations and what they
+// subscribe to: "nats [order.created], …", or "none".
+func brokerLine(on bool) string {
+	if !on {
+		return "none"
+	}
+	var parts []string
+	for _, b := range BrokerSubscribers() {
+		parts = append(parts, fmt.Sprintf("%s %v", b.Kind, b.EventTypes))
+	}
+	return strings.Join(parts, ", ") + " per tenant"
 }
 
 // progress writes the run's progress lines to Config.Stderr, each stamped
