@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookflow/hookflow/activities"
 	"github.com/hookflow/hookflow/cmd/hookflow/app"
 	"github.com/hookflow/hookflow/internal/config"
 	"github.com/hookflow/hookflow/internal/destcheck"
@@ -189,8 +190,10 @@ type BrokerObserved struct {
 	Report     destcheck.Report
 	Unfinished int
 	// DeadLettered counts its deliveries with a dead letter row (a broker
-	// down past the recovery window), replayed since.
-	DeadLettered int
+	// down past the recovery window), replayed since; FailedAttempts its
+	// attempts that failed and were retried (the broker down, or its
+	// answer lost): the kills' mark on it.
+	DeadLettered, FailedAttempts int
 }
 
 // readBrokers reads every broker destination back through its transport's
@@ -246,8 +249,10 @@ func (o *observer) readBrokers(ctx context.Context) ([]BrokerObserved, error) {
 				bo.Unfinished++
 			}
 		}
-		if err := o.st.hf.QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE tenant_id = $1 AND endpoint_id = $2`, d.Tenant, d.ID).Scan(&bo.DeadLettered); err != nil {
-			return nil, fmt.Errorf("count %s's dead letters: %w", d.name(), err)
+		if err := o.st.hf.QueryRow(ctx, `SELECT (SELECT count(*) FROM dead_letters WHERE tenant_id = $1 AND endpoint_id = $2),
+				(SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND endpoint_id = $2 AND outcome = $3)`,
+			d.Tenant, d.ID, activities.OutcomeRetry).Scan(&bo.DeadLettered, &bo.FailedAttempts); err != nil {
+			return nil, fmt.Errorf("count %s's dead letters and failed attempts: %w", d.name(), err)
 		}
 		out = append(out, bo)
 	}
@@ -265,6 +270,7 @@ func checkBrokers(bs []BrokerObserved, v *Verdict) {
 		v.BrokerLanes += len(b.Report.Lanes)
 		v.BrokerDelivered += t.Delivered
 		v.BrokerDeadLettered += b.DeadLettered
+		v.BrokerFailedAttempts += b.FailedAttempts
 		v.BrokerMissing += len(t.Missing)
 		v.BrokerRepeated += len(t.Repeated)
 		v.BrokerOutOfOrder += len(t.OutOfOrder)

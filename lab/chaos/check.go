@@ -270,12 +270,13 @@ type Verdict struct {
 	SlowHeld, SlowMost                        int64
 	// The broker destinations' figures (checkBrokers), summed over them:
 	// their lanes, the deliveries the ledger delivered into them and the
-	// dead letters they had; what the brokers lack of those, hold twice,
+	// dead letters and failed attempts they had; what the brokers lack of those, hold twice,
 	// out of order, with a broken previous_sequence chain, with a bad
 	// signature (or of another endpoint); their deliveries neither
 	// delivered nor skipped once quiet, and the kills after which a
 	// broker did not come back.
 	BrokerLanes, BrokerDelivered, BrokerDeadLettered int
+	BrokerFailedAttempts                             int
 	BrokerMissing, BrokerRepeated, BrokerOutOfOrder  int
 	BrokerChainBreaks, BrokerBadSignatures           int
 	BrokerUnfinished, BrokerKillFailures             int

@@ -405,14 +405,14 @@ func (r *run) result(v Verdict) Result {
 	summary := fmt.Sprintf("tenants=%d correlations_passed=%d/%d cross_tenant=%d events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
 		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d unverified=%d"+
 		" situations=%d paused=%s pauses=%d pause_dead_letters=%d pause_resumed=%d voids=%d void_409s=%d deleted=%s deletes=%d deleted_delivered=%d deleted_skipped=%d deleted_unrouted=%d slow=%s slow_held=%d"+
-		" broker_destinations=%d broker_lanes=%d broker_delivered=%d broker_dead_lettered=%d broker_missing=%d broker_repeated=%d broker_out_of_order=%d"+
+		" broker_destinations=%d broker_lanes=%d broker_delivered=%d broker_failed_attempts=%d broker_dead_lettered=%d broker_missing=%d broker_repeated=%d broker_out_of_order=%d"+
 		" broker_chain_breaks=%d broker_bad_signatures=%d broker_unfinished=%d broker_kills=%d broker_kill_failures=%d"+
 		" seed=%d wall=%s",
 		len(v.Tenants), passed, len(r.wl.Correlations), v.CrossTenant, v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
 		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, v.Unverified,
 		v.Situations, names(sit.Paused), v.Pauses, v.PauseDeadLetters, v.PauseResumed, v.Voids, v.Void409s, names(sit.Deleted), v.Deletes, v.DeletedDelivered, v.DeletedSkipped, v.DeletedUnrouted,
 		names(sit.Slow), v.SlowHeld,
-		len(r.stack.brokers.ids()), v.BrokerLanes, v.BrokerDelivered, v.BrokerDeadLettered, v.BrokerMissing, v.BrokerRepeated, v.BrokerOutOfOrder,
+		len(r.stack.brokers.ids()), v.BrokerLanes, v.BrokerDelivered, v.BrokerFailedAttempts, v.BrokerDeadLettered, v.BrokerMissing, v.BrokerRepeated, v.BrokerOutOfOrder,
 		v.BrokerChainBreaks, v.BrokerBadSignatures, v.BrokerUnfinished, r.faults.tally.count(KindKillBroker, injected), v.BrokerKillFailures,
 		r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Tenants: tenants, Summary: summary, Wall: wall}
