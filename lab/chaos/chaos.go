@@ -35,6 +35,15 @@
 // and then posts once more, to be refused. The checks hold each of them
 // to what hookflow promises of it (checkSituations, checkDeleted).
 //
+// Beside the webhooks, each tenant has broker destinations (Config.Brokers,
+// BrokerSubscribers): a NATS JetStream and a Redis Streams endpoint, each
+// sent a share of every correlation, written into a nats-server and a
+// redis-server the stack runs as real processes, each SIGKILLed and
+// restarted a few seconds later on the schedule. Once quiet each is read
+// back from its broker, as a consumer would, and held to its promise
+// (destcheck): every delivered event held once, in order, its chain of
+// previous_sequence unbroken and its signature good (checkBrokers).
+//
 // The run serves several tenants at once (Config.Tenants), each with its
 // own key and its own endpoints of each kind, its correlations dealt out
 // to them with the same IDs in every tenant; every check holds per
@@ -110,6 +119,14 @@ type Config struct {
 	// 5xx bursts; OperatorEvery between the operator's actions (double
 	// clicks, Terminate, Reset).
 	KillEvery, BurstEvery, OperatorEvery time.Duration
+	// Brokers gives each tenant broker destinations beside its webhook
+	// endpoints (BrokerSubscribers), written into a nats-server and a
+	// redis-server the stack runs as real processes, and read back once
+	// quiet (checkBrokers); BrokerEvery is the mean gap between the kills
+	// (SIGKILL, then a restart a few seconds later) of one of them, in
+	// turn (zero: none).
+	Brokers     bool
+	BrokerEvery time.Duration
 	// Latency and LostAck are the per-request odds of those proxy faults.
 	Latency, LostAck float64
 	// QuietTimeout bounds the wait for every event to reach a final state
@@ -165,6 +182,7 @@ func Short() Config {
 		Seed: 1, Events: 1000, Correlations: 50, DuplicateRate: 0.10, Workers: 3, Tenants: 3,
 		FaultPhase: 90 * time.Second, RecoveryWindow: 15 * time.Second, DeliveryTimeout: 2 * time.Second,
 		KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second, OperatorEvery: 6 * time.Second,
+		Brokers: true, BrokerEvery: 30 * time.Second,
 		Latency: 0.03, LostAck: 0.05, QuietTimeout: 20 * time.Minute, Posters: 8, EventMaxHistory: chaosEventMaxHistory,
 	}
 }
@@ -175,6 +193,7 @@ func Long() Config {
 		Seed: 1, Events: 10000, Correlations: 200, DuplicateRate: 0.10, Workers: 3, Tenants: 3,
 		FaultPhase: 10 * time.Minute, RecoveryWindow: 30 * time.Second, DeliveryTimeout: 2 * time.Second,
 		KillEvery: 10 * time.Second, BurstEvery: 20 * time.Second, OperatorEvery: 20 * time.Second,
+		Brokers: true, BrokerEvery: 90 * time.Second,
 		Latency: 0.03, LostAck: 0.05, QuietTimeout: time.Hour, Posters: 8, EventMaxHistory: chaosEventMaxHistory,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +24,10 @@ import (
 // opened and closed and held its attempts far below an unbroken retry
 // schedule's, and the situations went as promised: a paused endpoint lost
 // nothing, a slow one's lanes completed, voided sequences held no lane and
-// were refused when posted again, and a deleted endpoint's lanes ended.
+// were refused when posted again, and a deleted endpoint's lanes ended;
+// and each tenant's NATS JetStream and Redis Streams destinations, read
+// back from the brokers, hold every delivered event once and in order
+// although each broker was SIGKILLed and restarted mid-run.
 func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget(t))
 	defer cancel()
@@ -57,10 +61,20 @@ func TestChaosShort(t *testing.T) {
 	if summary == "" {
 		t.Fatalf("no summary line in the output:\n%s", stdout)
 	}
-	for _, want := range []string{"tenants=3 ", " correlations_passed=50/50 ", " cross_tenant=0 ", " lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " unverified=0 ", " breaker=0 ", " situations=0 ", " pauses=1 ", " deletes=1 "} {
+	for _, want := range []string{"tenants=3 ", " correlations_passed=50/50 ", " cross_tenant=0 ", " lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " unverified=0 ", " breaker=0 ", " situations=0 ", " pauses=1 ", " deletes=1 ",
+		" broker_destinations=6 ", " broker_missing=0 ", " broker_repeated=0 ", " broker_out_of_order=0 ", " broker_chain_breaks=0 ",
+		" broker_bad_signatures=0 ", " broker_unfinished=0 ", " broker_kill_failures=0 "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q", strings.TrimSpace(want))
 		}
+	}
+	// The brokers took a share of every tenant's events, and each was
+	// killed and came back at least once while they did.
+	if m := regexp.MustCompile(` broker_lanes=(\d+) broker_delivered=(\d+) `).FindStringSubmatch(summary); m == nil || m[1] == "0" || m[2] == "0" {
+		t.Errorf("summary shows no broker lane delivered into: %v", m)
+	}
+	if m := regexp.MustCompile(`broker_kills=\d+ \(nats (\d+), redis (\d+)\)`).FindStringSubmatch(faults); m == nil || m[1] == "0" || m[2] == "0" {
+		t.Errorf("faults line shows a broker never killed: %v", m)
 	}
 }
 

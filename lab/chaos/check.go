@@ -85,6 +85,11 @@ type Observed struct {
 	// Situations is what the run did of its situations and what came of
 	// them; nil for none.
 	Situations *SituationsObserved
+	// Brokers is what each broker destination holds against the ledger;
+	// BrokerKillFailures counts the broker kills after which the broker
+	// did not start again.
+	Brokers            []BrokerObserved
+	BrokerKillFailures int
 }
 
 // SituationsObserved is what the run did of its situations (Situations,
@@ -263,6 +268,18 @@ type Verdict struct {
 	Deletes, DeletedDelivered, DeletedSkipped int
 	DeletedUnrouted                           int
 	SlowHeld, SlowMost                        int64
+	// The broker destinations' figures (checkBrokers), summed over them:
+	// their lanes, the deliveries the ledger delivered into them and the
+	// dead letters and failed attempts they had; what the brokers lack of those, hold twice,
+	// out of order, with a broken previous_sequence chain, with a bad
+	// signature (or of another endpoint); their deliveries neither
+	// delivered nor skipped once quiet, and the kills after which a
+	// broker did not come back.
+	BrokerLanes, BrokerDelivered, BrokerDeadLettered int
+	BrokerFailedAttempts                             int
+	BrokerMissing, BrokerRepeated, BrokerOutOfOrder  int
+	BrokerChainBreaks, BrokerBadSignatures           int
+	BrokerUnfinished, BrokerKillFailures             int
 	// CrossTenant counts what one tenant's endpoint got of another
 	// tenant: a delivery in hookflow's ledger, an entry in its receiver's
 	// ledger with the other tenant's amount.
@@ -294,7 +311,14 @@ func (v *Verdict) laneFaults() int {
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
-		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Unverified == 0 && v.Breaker == 0 && v.Situations == 0 && v.CrossTenant == 0
+		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Unverified == 0 && v.Breaker == 0 && v.Situations == 0 && v.CrossTenant == 0 &&
+		v.brokersOK()
+}
+
+// brokersOK reports whether every broker destination kept its promise.
+func (v Verdict) brokersOK() bool {
+	return v.BrokerMissing == 0 && v.BrokerRepeated == 0 && v.BrokerOutOfOrder == 0 && v.BrokerChainBreaks == 0 && v.BrokerBadSignatures == 0 &&
+		v.BrokerUnfinished == 0 && v.BrokerKillFailures == 0
 }
 
 func (v *Verdict) note(format string, args ...any) {
@@ -411,6 +435,10 @@ func Check(w *Workload, o Observed) Verdict {
 	}
 	if o.Situations != nil {
 		checkSituations(w, o, *o.Situations, &v)
+	}
+	checkBrokers(o.Brokers, &v)
+	if v.BrokerKillFailures = o.BrokerKillFailures; v.BrokerKillFailures > 0 {
+		v.note("a broker did not start again after %d of its kills; the run did not go as planned", v.BrokerKillFailures)
 	}
 	v.Tenants = tenantVerdicts(w, o, v.failed)
 	return v

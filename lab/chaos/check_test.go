@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookflow/hookflow/internal/contract"
+	"github.com/hookflow/hookflow/internal/destcheck"
 	"github.com/hookflow/hookflow/services/refreceiver"
 )
 
@@ -682,6 +683,53 @@ func TestCheckTenants(t *testing.T) {
 				if tv.Passed != tv.Correlations {
 					t.Errorf("%+v: another tenant's lane failed it", tv)
 				}
+			}
+		})
+	}
+}
+
+// A broker destination passes when it holds each delivered event once and
+// in order; anything destcheck finds in it, a delivery left unfinished or a
+// broker that did not come back from a kill fails the run, and is named.
+func TestCheckBrokers(t *testing.T) {
+	t.Parallel()
+	clean := func() []BrokerObserved {
+		return []BrokerObserved{
+			{Name: "nats@tenant-1", Report: destcheck.Report{Lanes: []destcheck.Lane{{Lane: "c1", Delivered: 3, Stored: 3}, {Lane: "c2", Delivered: 2, Stored: 2}}}, DeadLettered: 1},
+			{Name: "redis@tenant-1", Report: destcheck.Report{Lanes: []destcheck.Lane{{Lane: "c1", Delivered: 4, Stored: 4}}}},
+		}
+	}
+	w, o := cleanRun(t)
+	o.Brokers = clean()
+	v := Check(w, o)
+	if !v.OK() || v.BrokerLanes != 3 || v.BrokerDelivered != 9 || v.BrokerDeadLettered != 1 {
+		t.Fatalf("verdict %+v, want OK with 3 broker lanes, 9 delivered, 1 dead-lettered", v)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(o *Observed)
+		count  func(v Verdict) int
+		about  string
+	}{
+		{"missing", func(o *Observed) { o.Brokers[0].Report.Lanes[1].Missing = []int64{2} }, func(v Verdict) int { return v.BrokerMissing }, "c2: missing"},
+		{"repeated", func(o *Observed) { o.Brokers[1].Report.Lanes[0].Repeated = []int64{3} }, func(v Verdict) int { return v.BrokerRepeated }, "repeated"},
+		{"out of order", func(o *Observed) { o.Brokers[0].Report.Lanes[0].OutOfOrder = []int64{1} }, func(v Verdict) int { return v.BrokerOutOfOrder }, "out of order"},
+		{"chain break", func(o *Observed) { o.Brokers[0].Report.Lanes[0].ChainBreaks = []int64{3} }, func(v Verdict) int { return v.BrokerChainBreaks }, "chain breaks"},
+		{"bad signature", func(o *Observed) { o.Brokers[1].Report.Lanes[0].BadSignature = []int64{4} }, func(v Verdict) int { return v.BrokerBadSignatures }, "bad signatures"},
+		{"another endpoint's", func(o *Observed) { o.Brokers[1].Report.Foreign = 1 }, func(v Verdict) int { return v.BrokerBadSignatures }, "another endpoint"},
+		{"unfinished", func(o *Observed) { o.Brokers[0].Unfinished = 1 }, func(v Verdict) int { return v.BrokerUnfinished }, "neither delivered nor skipped"},
+		{"not back from a kill", func(o *Observed) { o.BrokerKillFailures = 1 }, func(v Verdict) int { return v.BrokerKillFailures }, "did not start again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, o := cleanRun(t)
+			o.Brokers = clean()
+			tc.mutate(&o)
+			v := Check(w, o)
+			if v.OK() || tc.count(v) != 1 {
+				t.Fatalf("verdict %+v, want a failure counted once", v)
+			}
+			if !slices.ContainsFunc(v.Details, func(d string) bool { return strings.Contains(d, tc.about) }) {
+				t.Errorf("details %q name no %q", v.Details, tc.about)
 			}
 		})
 	}

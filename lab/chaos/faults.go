@@ -30,7 +30,7 @@ var faultLabels = map[string]string{
 	KindKillWorker: "worker_kills", KindRestartPostgres: "postgres_restarts", KindRestartTemporal: "temporal_restarts",
 	KindBurst: "5xx_bursts", KindDoubleClick: "double_clicks", KindTerminateEvent: "terminated_events",
 	KindTerminateSequencer: "terminated_sequencers", KindResetEvent: "reset_events", KindResetSequencer: "reset_sequencers",
-	KindFlap: "flaps",
+	KindFlap: "flaps", KindKillBroker: "broker_kills",
 }
 
 // tally counts the faults of the schedule by kind and outcome.
@@ -64,7 +64,10 @@ func (t *tally) injected() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	total := 0
-	for _, c := range t.n {
+	for kind, c := range t.n {
+		if strings.Contains(kind, ":") {
+			continue // a breakdown of a kind ("kill_broker:nats"), counted in the kind
+		}
 		total += c[injected]
 	}
 	return total
@@ -79,7 +82,14 @@ func (t *tally) field(kind string) string {
 	if n := t.count(kind, skipped); n > 0 {
 		f += fmt.Sprintf(" (skipped %d)", n)
 	}
-	if kind == KindRestartPostgres || kind == KindRestartTemporal {
+	if kind == KindKillBroker {
+		var each []string
+		for _, b := range brokerKinds {
+			each = append(each, fmt.Sprintf("%s %d", b, t.count(kind+":"+b, injected)))
+		}
+		f += " (" + strings.Join(each, ", ") + ")"
+	}
+	if kind == KindRestartPostgres || kind == KindRestartTemporal || kind == KindKillBroker {
 		f += fmt.Sprintf(" %s_failures=%d", strings.TrimSuffix(label, "s"), t.count(kind, failed))
 	}
 	return f
@@ -174,6 +184,8 @@ func (f *injector) inject(ctx context.Context, a Action) (outcome, string) {
 		proxy.SetFlapDown(true)
 		time.AfterFunc(a.For, func() { proxy.SetFlapDown(false) })
 		return injected, ""
+	case KindKillBroker:
+		return f.killBroker(ctx, a)
 	case KindDoubleClick:
 		return f.op.doubleClick(ctx, a)
 	case KindTerminateEvent, KindResetEvent:
@@ -203,6 +215,9 @@ func (f *injector) inject(ctx context.Context, a Action) (outcome, string) {
 // it (how long a restart took, what an operator's action hit).
 func (f *injector) record(phase0 time.Time, a Action, o outcome, note string) {
 	f.tally.add(a.Kind, o)
+	if a.Kind == KindKillBroker {
+		f.tally.add(a.Kind+":"+a.Broker, o) // each broker's kills, for the line
+	}
 	at := time.Since(phase0).Round(100 * time.Millisecond).String()
 	switch o {
 	case injected:
@@ -234,9 +249,9 @@ func (f *injector) line() string {
 	c := f.op.clickCounts()
 	exits, who := f.st.unexpectedExits()
 	b := fmt.Sprintf("faults: %s %s %s %s (503s=%d) held_past_timeout=%d lost_acks=%d down_endpoint_answers=%d %s (answers while down=%d)"+
-		" | operator: %s [replay+skip %d; 202+409 %d, both 202 %d, skips won %d] %s %s %s %s | unexpected_exits=%d %s",
+		" %s | operator: %s [replay+skip %d; 202+409 %d, both 202 %d, skips won %d] %s %s %s %s | unexpected_exits=%d %s",
 		t.field(KindKillWorker), t.field(KindRestartPostgres), t.field(KindRestartTemporal), t.field(KindBurst), ps.Burst503,
-		ps.Latency, ps.LostAcks, ps.DownAnswers, t.field(KindFlap), ps.FlapAnswers,
+		ps.Latency, ps.LostAcks, ps.DownAnswers, t.field(KindFlap), ps.FlapAnswers, t.field(KindKillBroker),
 		t.field(KindDoubleClick), c.withSkip, c.oneWon, c.bothWon, c.skipsWon,
 		t.field(KindTerminateEvent), t.field(KindTerminateSequencer), t.field(KindResetEvent), t.field(KindResetSequencer),
 		exits, who)

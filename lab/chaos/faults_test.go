@@ -66,8 +66,10 @@ func TestTallyCountsWhatTookPlace(t *testing.T) {
 	tl.add(KindRestartPostgres, failed)
 	tl.add(KindRestartTemporal, injected)
 	tl.add(KindResetSequencer, skipped)
-	if n := tl.injected(); n != 3 {
-		t.Errorf("injected %d, want 3", n)
+	tl.add(KindKillBroker, injected)
+	tl.add(KindKillBroker+":"+BrokerRedis, injected)
+	if n := tl.injected(); n != 4 {
+		t.Errorf("injected %d, want 4", n)
 	}
 	for kind, want := range map[string]string{
 		KindKillWorker:      "worker_kills=2 (skipped 1)",
@@ -75,6 +77,7 @@ func TestTallyCountsWhatTookPlace(t *testing.T) {
 		KindRestartTemporal: "temporal_restarts=1 temporal_restart_failures=0",
 		KindResetSequencer:  "reset_sequencers=0 (skipped 1)",
 		KindTerminateEvent:  "terminated_events=0",
+		KindKillBroker:      "broker_kills=1 (nats 0, redis 1) broker_kill_failures=0",
 	} {
 		if got := tl.field(kind); got != want {
 			t.Errorf("field(%s) = %q, want %q", kind, got, want)

@@ -164,6 +164,9 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 	}
 	var downDL int
 	for _, d := range ds {
+		if _, ok := st.brokers.dest(d.EndpointID); ok {
+			continue // the broker destinations' checks are their own (readBrokers)
+		}
 		ep := st.endpoints.index(d.EndpointID)
 		obs.Deliveries[Delivery{d.EventID, ep}] = DeliveryRow{State: d.State, DeadLetter: d.DeadLetter, Generation: d.Generation}
 		if d.DeadLetter != "" && ep == st.endpoints.down && ep >= 0 {
@@ -226,6 +229,9 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 		if obs.Breaker, err = o.readBreaker(ctx, st.endpoints.ids[st.endpoints.flapping], outages); err != nil {
 			return err
 		}
+	}
+	if obs.Brokers, err = o.readBrokers(ctx); err != nil {
+		return err
 	}
 	// Last, with a budget of its own: a Temporal call that hangs leaves
 	// its head unconfirmed (so stranded), not the ledgers unread.

@@ -112,15 +112,25 @@ func (o *operator) replayAll(ctx context.Context) {
 		case o.st.endpoints.paused:
 			replay = o.replayPaused
 		}
-		ids, err := replay(ctx, ep)
-		if err != nil {
-			o.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
-			continue
-		}
-		if len(ids) > 0 {
-			o.noteReplayed(ids)
-			o.logger.Info("operator replayed dead letters", "endpoint_id", ep, "count", len(ids))
-		}
+		o.replayOf(ctx, ep, replay)
+	}
+	// A broker down past the recovery window dead-letters like a receiver
+	// that is down: the operator replays those once it is back.
+	for _, ep := range o.st.brokers.ids() {
+		o.replayOf(ctx, ep, o.replay)
+	}
+}
+
+// replayOf replays endpoint ep's open dead letters with replay.
+func (o *operator) replayOf(ctx context.Context, ep string, replay func(context.Context, string) ([]string, error)) {
+	ids, err := replay(ctx, ep)
+	if err != nil {
+		o.logger.Warn("operator replay failed", "endpoint_id", ep, "error", err)
+		return
+	}
+	if len(ids) > 0 {
+		o.noteReplayed(ids)
+		o.logger.Info("operator replayed dead letters", "endpoint_id", ep, "count", len(ids))
 	}
 }
 

@@ -80,9 +80,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := st.start(ctx); err != nil {
 		return Result{}, err
 	}
-	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d tenants (%s), %d receivers, %d endpoints (%s), fault proxy; logs in %s",
+	out.printf("stack up in %s: postgres, temporal, api (%s, token in %s), %d workers, %d tenants (%s), %d receivers, %d endpoints (%s), fault proxy, %d broker destinations (%s); logs in %s",
 		time.Since(out.began).Round(100*time.Millisecond), st.client.BaseURL(), st.tokenFile, cfg.Workers, len(wl.Tenants), strings.Join(wl.Tenants, ", "),
-		len(st.receivers), len(st.recv), subscriberLine(wl.Subscribers[:len(wl.Subscribers)/len(wl.Tenants)]), logs)
+		len(st.receivers), len(st.recv), subscriberLine(wl.Subscribers[:len(wl.Subscribers)/len(wl.Tenants)]), len(st.brokers.ids()), brokerLine(cfg.Brokers), logs)
 
 	r := newRun(cfg, wl, st, logger, out)
 	if err := r.exercise(ctx); err != nil {
@@ -125,8 +125,12 @@ func (r *run) exercise(ctx context.Context) error {
 	cfg := r.cfg
 	phase0 := time.Now()
 	phaseEnd := phase0.Add(cfg.FaultPhase)
-	plan := Plan(PlanConfig{Seed: cfg.Seed, Phase: cfg.FaultPhase, Workers: cfg.Workers,
-		KillEvery: cfg.KillEvery, BurstEvery: cfg.BurstEvery, OperatorEvery: cfg.OperatorEvery, Flap: cfg.Flapping >= 0})
+	pc := PlanConfig{Seed: cfg.Seed, Phase: cfg.FaultPhase, Workers: cfg.Workers,
+		KillEvery: cfg.KillEvery, BurstEvery: cfg.BurstEvery, OperatorEvery: cfg.OperatorEvery, Flap: cfg.Flapping >= 0}
+	if cfg.Brokers {
+		pc.Brokers, pc.BrokerEvery = brokerKinds, cfg.BrokerEvery
+	}
+	plan := Plan(pc)
 	if cfg.Calm {
 		plan = nil
 		r.stack.proxy.SetFaults(false)
@@ -260,7 +264,7 @@ func (r *run) waitQuiet(ctx context.Context) error {
 // the API shows them; zero when none is open or it cannot tell.
 func (r *run) nextProbe(ctx context.Context) time.Time {
 	var latest time.Time
-	for _, ep := range r.operator.st.endpoints.ids {
+	for _, ep := range append(slices.Clone(r.operator.st.endpoints.ids), r.operator.st.brokers.ids()...) {
 		sr, err := r.operator.st.apiFor(ep).EndpointStatsWithResponse(ctx, ep, nil)
 		if err != nil || sr.JSON200.Circuit.State == "closed" {
 			continue
@@ -321,7 +325,8 @@ func (r *run) progressLine(ctx context.Context, last int, lastAt time.Time) (int
 // that did not come back) with what the observer reads once quiet, and
 // holds it all against the invariants.
 func (r *run) check(ctx context.Context) (Verdict, error) {
-	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed), Unverified: r.stack.unverified()}
+	o := Observed{PostgresRestartFailures: r.faults.tally.count(KindRestartPostgres, failed), Unverified: r.stack.unverified(),
+		BrokerKillFailures: r.faults.tally.count(KindKillBroker, failed)}
 	o.Accepted, o.Rejected = r.producer.results()
 	var leftOpen []LeftOpen
 	o.Skipped, o.DoubleClaims, leftOpen = r.operator.results()
@@ -400,11 +405,16 @@ func (r *run) result(v Verdict) Result {
 	summary := fmt.Sprintf("tenants=%d correlations_passed=%d/%d cross_tenant=%d events=%d deliveries=%d lanes=%d applied=%d dead_lettered=%d lost=%d duplicates=%d order_violations=%d faults=%d stuck=%d mismatches=%d not_accepted=%d"+
 		" skipped=%d stranded=%d double_claims=%d breaker=%d breaker_opens=%d breaker_closes=%d attempts_while_down=%d unbroken_retries=%d postgres_restart_failures=%d unverified=%d"+
 		" situations=%d paused=%s pauses=%d pause_dead_letters=%d pause_resumed=%d voids=%d void_409s=%d deleted=%s deletes=%d deleted_delivered=%d deleted_skipped=%d deleted_unrouted=%d slow=%s slow_held=%d"+
+		" broker_destinations=%d broker_lanes=%d broker_delivered=%d broker_failed_attempts=%d broker_dead_lettered=%d broker_missing=%d broker_repeated=%d broker_out_of_order=%d"+
+		" broker_chain_breaks=%d broker_bad_signatures=%d broker_unfinished=%d broker_kills=%d broker_kill_failures=%d"+
 		" seed=%d wall=%s",
 		len(v.Tenants), passed, len(r.wl.Correlations), v.CrossTenant, v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
 		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, v.Unverified,
 		v.Situations, names(sit.Paused), v.Pauses, v.PauseDeadLetters, v.PauseResumed, v.Voids, v.Void409s, names(sit.Deleted), v.Deletes, v.DeletedDelivered, v.DeletedSkipped, v.DeletedUnrouted,
-		names(sit.Slow), v.SlowHeld, r.cfg.Seed, wall)
+		names(sit.Slow), v.SlowHeld,
+		len(r.stack.brokers.ids()), v.BrokerLanes, v.BrokerDelivered, v.BrokerFailedAttempts, v.BrokerDeadLettered, v.BrokerMissing, v.BrokerRepeated, v.BrokerOutOfOrder,
+		v.BrokerChainBreaks, v.BrokerBadSignatures, v.BrokerUnfinished, r.faults.tally.count(KindKillBroker, injected), v.BrokerKillFailures,
+		r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Tenants: tenants, Summary: summary, Wall: wall}
 }
 
@@ -429,6 +439,19 @@ func subscriberLine(subs []Subscriber) string {
 		parts[i] = fmt.Sprintf("%s %v", s.Name, s.EventTypes)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// brokerLine names each tenant's broker destinations and what they
+// subscribe to: "nats [order.created], …", or "none".
+func brokerLine(on bool) string {
+	if !on {
+		return "none"
+	}
+	var parts []string
+	for _, b := range BrokerSubscribers() {
+		parts = append(parts, fmt.Sprintf("%s %v", b.Kind, b.EventTypes))
+	}
+	return strings.Join(parts, ", ") + " per tenant"
 }
 
 // progress writes the run's progress lines to Config.Stderr, each stamped

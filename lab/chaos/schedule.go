@@ -16,7 +16,15 @@ const (
 	// KindFlap: the flapping endpoint goes down (resets and 503s) for a
 	// while, then comes back.
 	KindFlap = "flap_down"
+	// KindKillBroker: a broker of the broker destinations (Action.Broker)
+	// is SIGKILLed, left down a few seconds and started again on its data.
+	KindKillBroker = "kill_broker"
 )
+
+// A killed broker stays down this long: past a few of the first attempts'
+// retries, so that deliveries into it fail and wait, and its circuit may
+// open.
+const brokerDownMin, brokerDownMax = 2 * time.Second, 6 * time.Second
 
 // The flapping endpoint's outages and the up periods between them. An
 // outage outlasts the first probe of its breaker (5 s after it opened, a
@@ -74,6 +82,9 @@ type Action struct {
 	Pick uint64
 	// WithSkip: the double click is a replay and a skip, not two replays.
 	WithSkip bool
+	// Broker is the broker to kill (KindKillBroker): BrokerNATS or
+	// BrokerRedis.
+	Broker string
 }
 
 func (a Action) String() string {
@@ -82,6 +93,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s worker-%d", a.Kind, a.Worker+1)
 	case KindBurst:
 		return fmt.Sprintf("%s for %s (retry-after %v)", a.Kind, a.For.Round(100*time.Millisecond), a.RetryAfter)
+	case KindKillBroker:
+		return fmt.Sprintf("%s %s for %s", a.Kind, a.Broker, a.For.Round(100*time.Millisecond))
 	case KindFlap, KindRestartTemporal:
 		return fmt.Sprintf("%s for %s", a.Kind, a.For.Round(100*time.Millisecond))
 	case KindDoubleClick:
@@ -105,6 +118,9 @@ type PlanConfig struct {
 	OperatorEvery time.Duration
 	// Flap schedules the flapping endpoint's outages.
 	Flap bool
+	// Brokers are the brokers to kill, in turn, about every BrokerEvery.
+	Brokers     []string
+	BrokerEvery time.Duration
 }
 
 // Plan returns the timed faults of a run, sorted by time: a worker SIGKILL
@@ -114,8 +130,10 @@ type PlanConfig struct {
 // dealt in turn from operatorDeal, every other double click a replay and
 // a skip, and, with Flap, the flapping endpoint's outages (7–14 s, 12–20 s
 // apart, the first after such an up period) until 75 % of the phase, so
-// that its breaker closes after the last within the phase. The same seed
-// gives the same plan.
+// that its breaker closes after the last within the phase; and, with
+// Brokers, a broker killed (down 2–6 s) about every BrokerEvery, the
+// brokers in turn, the first after half such a gap, until 85 % of the
+// phase. The same seed gives the same plan.
 func Plan(cfg PlanConfig) []Action {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x706c616e))
 	jitter := func(mean time.Duration) time.Duration {
@@ -172,6 +190,19 @@ func Plan(cfg PlanConfig) []Action {
 			}
 			out = append(out, Action{At: t, Kind: KindFlap, For: d})
 			t += d + between(flapUpMin, flapUpMax)
+		}
+	}
+	if len(cfg.Brokers) > 0 && cfg.BrokerEvery > 0 {
+		// A stream of its own, so that a run with brokers keeps the other
+		// faults of its seed where they were.
+		brng := rand.New(rand.NewPCG(cfg.Seed, 0x62726b72))
+		gap := func() time.Duration { return time.Duration(float64(cfg.BrokerEvery) * (0.7 + 0.6*brng.Float64())) }
+		end := time.Duration(float64(cfg.Phase) * 0.85)
+		n := 0
+		for t := gap() / 2; t < end; t += gap() {
+			down := brokerDownMin + time.Duration(brng.Int64N(int64(brokerDownMax-brokerDownMin)))
+			out = append(out, Action{At: t, Kind: KindKillBroker, Broker: cfg.Brokers[n%len(cfg.Brokers)], For: down})
+			n++
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })

@@ -64,6 +64,9 @@ type stack struct {
 
 	proxy    *Proxy
 	proxySrv *http.Server
+	// brokers are the broker destinations' nats-server and redis-server
+	// (nil: a run without them, Config.Brokers).
+	brokers *brokers
 
 	// client is the run's client of hookflow's API, for the producer's
 	// posts and the operator's buttons; tokenFile holds its bootstrap token.
@@ -222,10 +225,19 @@ func (s *stack) start(ctx context.Context) error {
 
 	// The fault proxy, where every endpoint points, listens before the API
 	// and the workers start: they allow exactly its address, although it is
-	// on loopback.
+	// on loopback; and the brokers' addresses likewise.
 	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("fault proxy: %w", err)
+	}
+	allow := []string{proxyLn.Addr().String()}
+	if cfg.Brokers {
+		t0 = time.Now()
+		if s.brokers, err = startBrokers(ctx, filepath.Join(s.dir, "brokers")); err != nil {
+			return err
+		}
+		allow = append(allow, s.brokers.addrs()...)
+		s.progress.printf("brokers up: nats-server on %s, redis-server on %s (%s)", s.brokers.nats.Addr(), s.brokers.redis.Addr(), time.Since(t0).Round(100*time.Millisecond))
 	}
 	token := randomHex(16)
 	if s.tokenFile, err = writeToken(s.dir, token); err != nil {
@@ -237,7 +249,7 @@ func (s *stack) start(ctx context.Context) error {
 		"HOOKFLOW_TEMPORAL_ADDRESS":         net.JoinHostPort("127.0.0.1", strconv.Itoa(temporalPort)),
 		"HOOKFLOW_RECOVERY_WINDOW":          cfg.RecoveryWindow.String(),
 		"HOOKFLOW_DELIVERY_TIMEOUT":         cfg.DeliveryTimeout.String(),
-		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": proxyLn.Addr().String(),
+		"HOOKFLOW_PRIVATE_TARGET_ALLOWLIST": strings.Join(allow, ","),
 		"HOOKFLOW_API_TOKEN":                token,
 	}
 	if cfg.EventMaxHistory > 0 {
@@ -336,6 +348,11 @@ func (s *stack) start(ctx context.Context) error {
 			}
 		}
 		s.recv = append(s.recv, s.receiverClient(sub.Receiver))
+	}
+	if s.brokers != nil {
+		if err := s.brokers.createDests(ctx, cfg.tenantList(), s.tenantAPI); err != nil {
+			return err
+		}
 	}
 	for r, rp := range recvProcs {
 		go s.followReceiver(superCtx, r, rp)
@@ -470,6 +487,7 @@ func (s *stack) stop() {
 	for _, pool := range s.rcvPools {
 		pool.Close()
 	}
+	s.brokers.stop()
 	if s.pg != nil {
 		time.Sleep(300 * time.Millisecond) // let the backends of closed connections exit and be reaped
 		s.pg.stop()
@@ -701,6 +719,9 @@ func (s *stack) apiOf(ep int) *hfclient.Client { return s.tenantAPI(s.cfg.Subscr
 func (s *stack) apiFor(endpointID string) *hfclient.Client {
 	if ep := s.endpoints.index(endpointID); ep >= 0 {
 		return s.apiOf(ep)
+	}
+	if d, ok := s.brokers.dest(endpointID); ok {
+		return s.tenantAPI(d.Tenant)
 	}
 	return s.client
 }

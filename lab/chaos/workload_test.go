@@ -210,3 +210,36 @@ func TestPlanFlaps(t *testing.T) {
 		}
 	}
 }
+
+// Every broker is killed at least once in the short run's phase, each
+// down a few seconds, the brokers in turn, and the kills leave the other
+// faults of a seed where they were.
+func TestPlanBrokerKills(t *testing.T) {
+	t.Parallel()
+	short := Short()
+	for seed := uint64(1); seed <= 50; seed++ {
+		cfg := PlanConfig{Seed: seed, Phase: short.FaultPhase, Workers: 3, KillEvery: 10 * time.Second, BurstEvery: 15 * time.Second, Flap: true,
+			Brokers: brokerKinds, BrokerEvery: short.BrokerEvery}
+		kills := map[string]int{}
+		var others []Action
+		for _, a := range Plan(cfg) {
+			if a.Kind != KindKillBroker {
+				others = append(others, a)
+				continue
+			}
+			kills[a.Broker]++
+			if a.For < brokerDownMin || a.For > brokerDownMax || a.At > cfg.Phase*85/100 {
+				t.Errorf("seed %d: %s at %s: down outside %s to %s, or past 85%% of the phase", seed, a, a.At, brokerDownMin, brokerDownMax)
+			}
+		}
+		for _, b := range brokerKinds {
+			if kills[b] < 1 || kills[b] > 2 {
+				t.Errorf("seed %d: %s killed %d times in %s, want once or twice", seed, b, kills[b], cfg.Phase)
+			}
+		}
+		cfg.Brokers = nil
+		if !reflect.DeepEqual(others, Plan(cfg)) {
+			t.Errorf("seed %d: the broker kills moved the other faults", seed)
+		}
+	}
+}
