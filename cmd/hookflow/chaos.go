@@ -45,6 +45,8 @@ func runChaos(ctx context.Context, env *cliEnv, args []string) error {
 			"replay or skip, Terminate and Reset of event workflows and sequencers); meanwhile pause endpoint A for a few\n"+
 			"seconds, keep endpoint S (customer.updated) slow under max_in_flight 3, delete endpoint D (order.shipped)\n"+
 			"mid-run (the first tenant's A, B, C, S and D), and void a few sequences the producer lost, then post each again;\n"+
+			"each tenant also delivers order.created into NATS JetStream and invoice.issued into Redis Streams, real servers\n"+
+			"killed (SIGKILL) and restarted in turn, each read back at the end: nothing missing, repeated or out of order;\n"+
 			"wait for quiet and check, per (tenant, correlation, endpoint) lane, nothing of another tenant in it and every\n"+
 			"delivery applied exactly once, in order, or dead-lettered or skipped, no\n"+
 			"lane stranded, and B's breaker opened, closed and sent far fewer attempts while B was down than unbroken\n"+
