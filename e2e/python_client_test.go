@@ -39,7 +39,10 @@ func runPython(t *testing.T, rel string, env ...string) string {
 // correlation, is answered the event's state when it sends it again, and
 // gets an invalid event (sequence 0) back as a typed problem (400,
 // invalid-field, naming the field). Then the README's Python
-// program (clients/python/examples/publish.py) publishes its event.
+// program (clients/python/examples/publish.py) publishes its event, in a
+// correlation of its own: the TypeScript client's README program, run by
+// another test on the same Temporal server, uses order-42, and a
+// sequencer's workflow ID is namespace-wide.
 func TestPythonClientPublishesAndReadsBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
@@ -61,7 +64,7 @@ func TestPythonClientPublishesAndReadsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(readme), "```python\n"+string(program)+"```", "the README quotes examples/publish.py whole")
 	out = runPython(t, "examples/publish.py", "HOOKFLOW_URL="+b.apiURL, "HOOKFLOW_API_KEY="+key)
-	require.Regexp(t, `^order-42-paid (queued|waiting|delivered)$`, out)
-	waitFor(t, 30*time.Second, "order-42-paid delivered", func() bool { return b.eventState("order-42-paid").State == contract.StateDelivered })
-	require.Equal(t, []string{id, "order-42-paid"}, rcv.acceptedIDs())
+	require.Regexp(t, `^order-57-paid (queued|waiting|delivered)$`, out)
+	waitFor(t, 30*time.Second, "order-57-paid delivered", func() bool { return b.eventState("order-57-paid").State == contract.StateDelivered })
+	require.Equal(t, []string{id, "order-57-paid"}, rcv.acceptedIDs())
 }
