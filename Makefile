@@ -25,7 +25,7 @@ NORACE_RUNS := TestSequencerModel|TestSequencerSizesStayUnderTheBudget
 # order holds its receivers until it lets them answer and reads windows and
 # rate limits from the ledger's recorded times, so load makes it slower, not
 # red.
-E2E_PARALLEL ?= 6
+E2E_PARALLEL ?= 4
 # cmd/hookflow's own tests are the CLI tests (test-integration); its wiring,
 # cmd/hookflow/app, runs with the unit tests.
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /e2e -e '/cmd/hookflow$$' -e /temporaldev -e /temporaltest)
