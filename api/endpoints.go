@@ -293,13 +293,13 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		return err
 	}
 	types, typesSet, typesErr := eventTypes(req.EventTypes)
+	tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
+	if err != nil {
+		return err
+	}
 	var config json.RawMessage
 	wo := webhookOnly(req.Headers.IsSpecified(), req.URLPathPublic.IsSpecified())
 	if req.URL != nil || req.Config != nil || req.Credentials != nil || (len(wo) > 0 && len(ep.Config) > 0) {
-		tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
-		if err != nil {
-			return err
-		}
 		d := destinationCheck{typ: ep.Type, url: deref(req.URL), config: req.Config, credentials: req.Credentials, credentialsSet: req.Credentials != nil,
 			webhookOnly: wo}
 		if d.config == nil && d.url == "" && len(ep.Config) > 0 {
@@ -325,10 +325,6 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		}
 	}
 	ch, err := updateSettings(req).change()
-	if err != nil {
-		return err
-	}
-	tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
 	if err != nil {
 		return err
 	}

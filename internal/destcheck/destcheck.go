@@ -8,7 +8,6 @@
 package destcheck
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -225,7 +224,7 @@ func seqs(s []int64) string {
 		return "0"
 	}
 	s = slices.Clone(s)
-	slices.SortFunc(s, func(a, b int64) int { return cmp.Compare(a, b) })
+	slices.Sort(s)
 	out := strconv.Itoa(len(s)) + " ("
 	for i, n := range s {
 		if i == 5 {
