@@ -31,8 +31,12 @@ type LaneDelivery struct {
 
 // EndpointDeliveries returns every delivery of the endpoint, lane by lane
 // in sequence order: what the conformance check of a broker destination
-// compares the broker's content with.
+// compares the broker's content with. A store limited to some endpoints
+// (OnlyEndpoints) reads none of another's.
 func (s *Store) EndpointDeliveries(ctx context.Context, endpointID string) ([]LaneDelivery, error) {
+	if !s.reaches(endpointID) {
+		return nil, nil // as every read of an endpoint a limited store does not reach
+	}
 	rows, err := s.q.EndpointDeliveries(ctx, dbsqlc.EndpointDeliveriesParams{TenantID: s.tenant, EndpointID: endpointID})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoint deliveries: %w", err)
