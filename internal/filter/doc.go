@@ -18,7 +18,8 @@
 //	"$or":  [filter, ...]   some filter matches (1 or more)
 //	"$not": filter          the filter does not match
 //
-// Any other key is refused. All the keys of an object must hold. The empty
+// Any other key is refused. All the keys of an object must hold; a key
+// written twice keeps its last value, as everywhere hookflow reads JSON. The empty
 // filter {} is refused, anywhere: one that matches every event is better
 // written as no filter (null).
 //
