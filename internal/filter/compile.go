@@ -37,7 +37,13 @@ type Filter struct {
 
 // Raw returns the filter's canonical JSON (intake.Canonical of what was
 // compiled): what to store, and what compiles to the same filter again.
-func (f *Filter) Raw() json.RawMessage { return f.raw }
+// A nil filter's is nil.
+func (f *Filter) Raw() json.RawMessage {
+	if f == nil {
+		return nil
+	}
+	return f.raw
+}
 
 // Compile checks raw and returns the compiled filter. Its error is an
 // *intake.FieldError whose Field is the path of the fault, starting with

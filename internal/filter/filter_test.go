@@ -142,6 +142,15 @@ func TestZeroDoc(t *testing.T) {
 	require.True(t, f.Match(filter.Doc{}))
 }
 
+func TestNilFilterTakesEverything(t *testing.T) {
+	t.Parallel()
+	var f *filter.Filter
+	d, err := filter.NewDoc(json.RawMessage(`{"a": 1}`), nil)
+	require.NoError(t, err)
+	require.True(t, f.Match(d))
+	require.Nil(t, f.Raw())
+}
+
 // nestedFields builds {"data": {"f": {"f": ... 1}}} with depth levels of
 // objects in all, the filter object included.
 func nestedFields(depth int) string {

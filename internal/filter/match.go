@@ -12,8 +12,12 @@ type cond interface {
 	eval(v any, present bool) bool
 }
 
-// Match reports whether the event d passes the filter.
+// Match reports whether the event d passes the filter. A nil filter is no
+// filter, and takes every event.
 func (f *Filter) Match(d Doc) bool {
+	if f == nil {
+		return true
+	}
 	return f.root.eval(d.root, true)
 }
 
