@@ -102,7 +102,8 @@ func setupDeliver(t *testing.T, url string) *deliverBundle {
 	ev, ok, err := st.EventInsertRouted(ctx, intake.Event{
 		ID: "evt_1", CorrelationID: "order-1", Sequence: 1, EndpointID: ep.ID,
 		Type: "order.updated", Data: []byte(`{"n":1}`), PayloadHash: []byte{1},
-	}, []string{ep.ID})
+	}, []string{ep.ID}, nil)
+
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, st.EventMarkStarted(ctx, ev.ID, ""))

@@ -40,7 +40,8 @@ func TestDeliverWaitsForTheEarlierOpenDeliveryOfItsLane(t *testing.T) {
 	_, ok, err := b.st.EventInsertRouted(ctx, intake.Event{
 		ID: "evt_2", CorrelationID: "order-1", Sequence: 2, EndpointID: "ep_1",
 		Type: "order.updated", Data: []byte(`{"n":2}`), PayloadHash: []byte{2},
-	}, []string{"ep_1"})
+	}, []string{"ep_1"}, nil)
+
 	require.NoError(t, err)
 	require.True(t, ok)
 	first := b.in
@@ -84,7 +85,8 @@ func TestDeliverHeldBehindADeadLetterLooksAgainLater(t *testing.T) {
 	_, ok, err := b.st.EventInsertRouted(ctx, intake.Event{
 		ID: "evt_2", CorrelationID: "order-1", Sequence: 2, EndpointID: "ep_1",
 		Type: "order.updated", Data: []byte(`{"n":2}`), PayloadHash: []byte{2},
-	}, []string{"ep_1"})
+	}, []string{"ep_1"}, nil)
+
 	require.NoError(t, err)
 	require.True(t, ok)
 	b.in.EventID, b.in.Sequence = "evt_2", 2

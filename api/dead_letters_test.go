@@ -16,7 +16,7 @@ import (
 func (b *bundle) deadLettered(t *testing.T, id string) store.DeadLetter {
 	t.Helper()
 	ctx := context.Background()
-	_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{b.endpointID})
+	_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{b.endpointID}, nil)
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = b.store.DeadLetterUpsert(ctx, store.DeadLetter{EventID: id, CorrelationID: "c-" + id, Sequence: 1, EndpointID: b.endpointID,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/eventtypes"
+	"github.com/hookflow/hookflow/internal/filter"
 	"github.com/hookflow/hookflow/internal/redact"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/internal/transport"
@@ -49,6 +50,30 @@ func eventTypes(sent nullable.Nullable[[]string]) (list []string, set bool, err 
 	return list, true, err
 }
 
+// endpointFilter reads a request's filter: set is false when it left it
+// out, and nil (null) is none. A filter is compiled (package filter) and
+// kept in its canonical form; one that does not compile is a 422 naming
+// the path at fault (filter.data.amount.$gt).
+func endpointFilter(sent nullable.Nullable[json.RawMessage]) (raw json.RawMessage, set bool, err error) {
+	if !sent.IsSpecified() {
+		return nil, false, nil
+	}
+	if sent.IsNull() {
+		return nil, true, nil
+	}
+	f, err := filter.Compile(sent.MustGet())
+	var fe *intake.FieldError
+	if errors.As(err, &fe) {
+		p := problem(http.StatusUnprocessableEntity, "invalid-filter", "Invalid filter", fe.Detail)
+		p.Field = fe.Field
+		return nil, true, p
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	return f.Raw(), true, nil
+}
+
 // endpointView is what the API shows of an endpoint. Its URL may carry a
 // token in its query string (for receivers that cannot check signatures)
 // or in its path (Slack- and Discord-style URLs): only the endpoint's
@@ -63,6 +88,7 @@ func endpointView(c echo.Context, e store.Endpoint) wire.Endpoint {
 	v := wire.Endpoint{ID: e.ID, Type: wire.EndpointType(e.Type), URL: u, URLPathPublic: e.Settings.URLPathPublic, Disabled: e.Disabled, DisabledReason: deref(e.DisabledReason),
 		EventTypes: e.EventTypes, PreviousSecretExpiresAt: deref(e.PreviousExpiresAt(time.Now())), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	viewSettings(&v, e.Settings)
+	v.Filter = e.Filter
 	if len(e.Config) > 0 {
 		// Stored from a JSON object the API checked: it reads back as one.
 		_ = json.Unmarshal(e.Config, &v.Config)
@@ -142,6 +168,10 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	filterRaw, _, err := endpointFilter(req.Filter)
+	if err != nil {
+		return err
+	}
 	if err := s.checkOperationalSubscribers(c, "", types); err != nil {
 		return err
 	}
@@ -165,7 +195,7 @@ func (s *Server) EndpointCreate(c echo.Context) error {
 		caps.Endpoints = int(*m)
 	}
 	ep, err := s.ledger(c).EndpointCreate(c.Request().Context(), store.Endpoint{
-		ID: newID("ep_"), Type: typ, URL: addr, Secret: secret, EventTypes: types, Settings: settings, Config: config, Credentials: req.Credentials}, caps)
+		ID: newID("ep_"), Type: typ, URL: addr, Secret: secret, EventTypes: types, Filter: filterRaw, Settings: settings, Config: config, Credentials: req.Credentials}, caps)
 	if errors.Is(err, store.ErrDestinationTaken) {
 		return destinationTakenProblem()
 	}
@@ -293,6 +323,7 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 		return err
 	}
 	types, typesSet, typesErr := eventTypes(req.EventTypes)
+	filterRaw, filterSet, filterErr := endpointFilter(req.Filter)
 	tenant, err := s.tenants.get(c.Request().Context(), principalOf(c).tenant)
 	if err != nil {
 		return err
@@ -316,8 +347,8 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 			req.URL, config = &addr, cfg
 		}
 	}
-	if typesErr != nil {
-		return typesErr
+	if err := cmp.Or(typesErr, filterErr); err != nil {
+		return err
 	}
 	if typesSet {
 		if err := s.checkOperationalSubscribers(c, ep.ID, types); err != nil {
@@ -341,6 +372,9 @@ func (s *Server) EndpointUpdate(c echo.Context, id wire.Key, _ wire.EndpointUpda
 	}
 	if typesSet {
 		ch.EventTypes = &types
+	}
+	if filterSet {
+		ch.Filter = &filterRaw
 	}
 	who := principalOf(c)
 	ch.By = store.Actor{ID: who.id, Name: who.name}

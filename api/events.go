@@ -125,7 +125,8 @@ func (s *Server) answerAccepted(c echo.Context, o accept.Outcome) error {
 		s.deps.Logger.Warn("event stored, workflow start deferred to the sweep", "event_id", stored.ID, "error", o.StartErr)
 		state = contract.StateQueued
 	}
-	resp := wire.Accepted{ID: stored.ID, State: wire.AcceptedState(state), Unrouted: routedNowhere(len(stored.Endpoints)), Deliveries: []wire.AcceptedDelivery{}}
+	resp := wire.Accepted{ID: stored.ID, State: wire.AcceptedState(state), Unrouted: routedNowhere(len(stored.Endpoints)), Deliveries: []wire.AcceptedDelivery{},
+		FilteredOut: stored.FilteredOut}
 	for _, ep := range stored.Endpoints {
 		resp.Deliveries = append(resp.Deliveries, wire.AcceptedDelivery{EndpointID: ep, State: string(state)})
 	}
@@ -159,6 +160,7 @@ func (s *Server) writeEvent(c echo.Context, status int, ev store.Event) error {
 	resp := wire.Event{
 		ID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Type: ev.Type,
 		State: wire.State(ev.State), AcceptedAt: ev.AcceptedAt, Unrouted: routedNowhere(len(ev.Deliveries)), Deliveries: []wire.Delivery{},
+		FilteredOut: ev.FilteredOut, Metadata: ev.Metadata,
 	}
 	// One query for every delivery's last attempts, however many endpoints
 	// the event went to and however often each was tried.

@@ -77,7 +77,7 @@ func (b *bundle) bigDeadLetters(t *testing.T, corr string, n, size int) {
 	require.NoError(t, err)
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("evt_%s_%d", corr, i)
-		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: int64(i), EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{b.endpointID})
+		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: int64(i), EndpointID: b.endpointID, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{b.endpointID}, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 		code := int32(400)

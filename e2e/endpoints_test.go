@@ -24,8 +24,12 @@ func TestEndpointEventTypes(t *testing.T) {
 	c := b.newClient(b.cfg.APIToken)
 	subscribers := func(eventType string) []string {
 		t.Helper()
-		ids, err := b.store.EndpointsSubscribed(ctx, eventType, 1000)
+		subs, err := b.store.EndpointsSubscribed(ctx, eventType, 1000)
 		require.NoError(t, err)
+		ids := make([]string, len(subs))
+		for i, s := range subs {
+			ids[i] = s.ID
+		}
 		return ids
 	}
 	sorted := func(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }

@@ -209,19 +209,11 @@ func newAnswerProxy(t *testing.T, target string, drop func(seq int64, attempt in
 		}
 		var ev contract.Envelope
 		_ = json.Unmarshal(body, &ev)
-		req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, target, bytes.NewReader(body))
-		if err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
+		resp, answer, err := passOn(r, target, body)
 		if err != nil {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
-		defer resp.Body.Close()
-		answer, _ := io.ReadAll(resp.Body)
 		var st struct {
 			Status any `json:"status"`
 		}
@@ -241,6 +233,24 @@ func newAnswerProxy(t *testing.T, target string, drop func(seq int64, attempt in
 	}))
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+// passOn sends a delivery's body, with its headers, on to target (the
+// receiver behind a proxy), and returns its answer: the receiver's work is
+// done whatever becomes of the proxy's own request.
+func passOn(r *http.Request, target string, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	return resp, answer, err
 }
 
 func (p *answerProxy) signatures(id string) int {

@@ -324,35 +324,8 @@ func TestOutboxRelaysRace(t *testing.T) {
 // API, the worker or the relay.
 func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 	t.Parallel()
-	pg := testenv.Postgres(t)
-	port, err := localpg.FreeLowPort()
-	require.NoError(t, err)
-	tcfg := temporaldev.Config{
-		Postgres: pg, Port: port, Namespace: "default", DatabasePrefix: "outage_" + randHex(4),
-		LogFile: filepath.Join(testenv.Dir(t), "temporal-outage.log"),
-	}
-	// A start that fails ends the test at once (require), so nothing may
-	// hold srvMu across it: the cleanup below takes it.
-	startTemporal := func() *temporaldev.Server {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		srv, err := temporaldev.Start(ctx, tcfg, testenv.Logger(t))
-		require.NoError(t, err)
-		return srv
-	}
-	var (
-		srvMu sync.Mutex
-		srv   = startTemporal()
-	)
-	t.Cleanup(func() {
-		srvMu.Lock()
-		defer srvMu.Unlock()
-		if srv != nil {
-			srv.Stop()
-		}
-	})
-
-	b := setupOn(t, srv.Address())
+	tmp := newStoppableTemporal(t, "outage")
+	b := setupOn(t, tmp.address)
 	rcv := newLedgerReceiver(t)
 	ep := b.createEndpoint(rcv.URL())
 	rcv.secret = ep.Secret
@@ -395,10 +368,7 @@ func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 	waitApplied(t, rcv, want, 2*time.Minute)
 
 	// Temporal goes away for 20 s.
-	srvMu.Lock()
-	srv.Stop()
-	srv = nil
-	srvMu.Unlock()
+	tmp.stop()
 	down := time.Now()
 	t.Log("temporal stopped")
 
@@ -445,10 +415,7 @@ func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 	}
 
 	restarted := time.Now()
-	back := startTemporal()
-	srvMu.Lock()
-	srv = back
-	srvMu.Unlock()
+	tmp.start()
 	t.Logf("temporal back after %s (start took %s)", time.Since(down).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
 	waitApplied(t, rcv, want, 3*time.Minute)
@@ -464,6 +431,56 @@ func TestOutboxSurvivesTemporalOutage(t *testing.T) {
 // setupOn is setup against a Temporal server of the test's own (one it can
 // stop and start again). The API uses a lazy client as hookflow api does;
 // the worker a client of its own, as in its own process.
+// stoppableTemporal is a Temporal server of the test's own, on a port and
+// databases that outlive it, which the test stops and starts again.
+type stoppableTemporal struct {
+	t       *testing.T
+	cfg     temporaldev.Config
+	address string
+	mu      sync.Mutex
+	srv     *temporaldev.Server
+}
+
+// newStoppableTemporal starts a Temporal server whose databases are named
+// for prefix; the test's cleanup stops it.
+func newStoppableTemporal(t *testing.T, prefix string) *stoppableTemporal {
+	t.Helper()
+	port, err := localpg.FreeLowPort()
+	require.NoError(t, err)
+	s := &stoppableTemporal{t: t, cfg: temporaldev.Config{
+		Postgres: testenv.Postgres(t), Port: port, Namespace: "default", DatabasePrefix: prefix + "_" + randHex(4),
+		LogFile: filepath.Join(testenv.Dir(t), "temporal-"+prefix+".log"),
+	}}
+	s.start()
+	s.address = s.srv.Address()
+	// A start that fails ends the test at once (require), so nothing holds
+	// mu across one: the cleanup takes it.
+	t.Cleanup(s.stop)
+	return s
+}
+
+// start starts the server (again).
+func (s *stoppableTemporal) start() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := temporaldev.Start(ctx, s.cfg, testenv.Logger(s.t))
+	require.NoError(s.t, err)
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+}
+
+// stop stops the server, if it runs.
+func (s *stoppableTemporal) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		s.srv.Stop()
+		s.srv = nil
+	}
+}
+
 func setupOn(t *testing.T, temporalAddress string) *bundle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

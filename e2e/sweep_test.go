@@ -91,7 +91,8 @@ func TestSweepStartsQueuedEventsWithNoRowLocked(t *testing.T) {
 		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{
 			ID: fmt.Sprintf("%s-%d", corr, s), CorrelationID: corr, Sequence: s, EndpointID: ep.ID,
 			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
-		}, []string{ep.ID})
+		}, []string{ep.ID}, nil)
+
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -283,7 +284,8 @@ func TestSweepsGoOnPastASequencerThatNeverAnswers(t *testing.T) {
 		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{
 			ID: corrID(e.corr, e.seq), CorrelationID: e.corr, Sequence: e.seq, EndpointID: ep.ID,
 			Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1},
-		}, []string{ep.ID})
+		}, []string{ep.ID}, nil)
+
 		require.NoError(t, err)
 		require.True(t, ok)
 	}

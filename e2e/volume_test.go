@@ -51,7 +51,8 @@ func TestAHealthyLaneGoesOnAfterTerminateBehindTenThousandEvents(t *testing.T) {
 	last := int64(1 + viaAPI + viaLedger)
 	for seq := int64(2 + viaAPI); seq <= last; seq++ {
 		_, ok, err := b.store.EventInsertRouted(ctx, intake.Event{ID: id(seq), CorrelationID: corr, Sequence: seq, Type: "y.updated",
-			Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{healthy.ID})
+			Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{healthy.ID}, nil)
+
 		require.NoError(t, err)
 		require.True(t, ok)
 		now := time.Now()

@@ -30,8 +30,8 @@ import (
 // the event's tenant (store.Store.Tenant, or a portal session's narrower
 // view).
 type Ledger interface {
-	Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error)
-	EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (store.Event, bool, error)
+	Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []store.Subscriber, error)
+	EventInsertRouted(ctx context.Context, e intake.Event, endpoints, filteredOut []string) (store.Event, bool, error)
 	EventGet(ctx context.Context, id string) (store.Event, error)
 	CorrelationHighWater(ctx context.Context, correlationID string) (int64, error)
 	CorrelationLoadOf(ctx context.Context, correlationID string, perLane int) (store.CorrelationLoad, error)
@@ -65,7 +65,8 @@ type Kind int
 // The kinds of Outcome. Accepted and Repost mean the event is in the
 // ledger; every other kind means nothing was stored.
 const (
-	// Accepted: stored now, routed to Outcome.Stored.Endpoints.
+	// Accepted: stored now, routed to Outcome.Stored.Endpoints; the
+	// subscribers whose filter left it out are Outcome.Stored.FilteredOut.
 	Accepted Kind = iota
 	// Repost: the same event (id and content) was accepted before;
 	// Outcome.Stored is it as the ledger has it.
@@ -132,6 +133,7 @@ type Taken struct {
 type Acceptor struct {
 	cfg     Config
 	starter Starter
+	filters *filters
 }
 
 // New returns an Acceptor that starts workflows through starter.
@@ -145,7 +147,7 @@ func New(cfg Config, starter Starter) (*Acceptor, error) {
 	if cfg.MaxSubscribers < 1 || cfg.StartTimeout <= 0 {
 		return nil, errors.New("accept: max subscribers and start timeout must be positive")
 	}
-	return &Acceptor{cfg: cfg, starter: starter}, nil
+	return &Acceptor{cfg: cfg, starter: starter, filters: newFilters(filterCacheSize)}, nil
 }
 
 // Accept judges, routes, stores and starts the event in ledger. A refusal
@@ -163,7 +165,7 @@ func (a *Acceptor) Accept(ctx context.Context, ledger Ledger, req Request) (Outc
 		o.Kind = PayloadMismatch
 		return o, nil
 	}
-	addressed, endpoints, err := ledger.Route(ctx, ev, a.cfg.MaxSubscribers)
+	addressed, subscribers, err := ledger.Route(ctx, ev, a.cfg.MaxSubscribers)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		o.Kind = UnknownEndpoint
@@ -179,7 +181,11 @@ func (a *Acceptor) Accept(ctx context.Context, ledger Ledger, req Request) (Outc
 		// the endpoint was disabled, is answered as any repost is.
 		return a.conflict(ctx, ledger, o, EndpointDisabled)
 	}
-	stored, inserted, err := ledger.EventInsertRouted(ctx, ev, endpoints)
+	endpoints, filteredOut, err := a.filters.route(ev, subscribers)
+	if err != nil {
+		return o, err
+	}
+	stored, inserted, err := ledger.EventInsertRouted(ctx, ev, endpoints, filteredOut)
 	if err != nil {
 		return o, err
 	}

@@ -146,11 +146,12 @@ func TestEndpointsSubscribedAgreesWithMatches(t *testing.T) {
 		slices.Sort(want)
 		got, err := st.EndpointsSubscribed(ctx, typ, 1000)
 		require.NoError(t, err)
-		require.Equal(t, want, got, "subscribers of %q", typ)
+		require.Equal(t, want, subscriberIDs(got), "subscribers of %q", typ)
 	}
 	for i, c := range cases {
-		got, err := st.EndpointsSubscribed(ctx, c.Type, 1000)
+		subs, err := st.EndpointsSubscribed(ctx, c.Type, 1000)
 		require.NoError(t, err)
+		got := subscriberIDs(subs)
 		require.Equal(t, c.Match, slices.Contains(got, fmt.Sprintf("case_%02d", i)), "%q against %q", c.Patterns, c.Type)
 		require.Equal(t, c.Match, slices.Contains(got, fmt.Sprintf("case_%02d_disabled", i)), "%q against %q, disabled", c.Patterns, c.Type)
 	}
@@ -158,7 +159,7 @@ func TestEndpointsSubscribedAgreesWithMatches(t *testing.T) {
 	none, err := st.EndpointsSubscribed(ctx, "nobody.listens", 1000)
 	require.NoError(t, err)
 	require.NotEmpty(t, none)
-	for _, id := range none {
+	for _, id := range subscriberIDs(none) {
 		ps := patterns[id]
 		require.True(t, ps == nil || slices.Contains(ps, eventtypes.All),
 			"a type no pattern names goes only to the endpoints of every type, not %s %q", id, ps)
@@ -200,13 +201,22 @@ func TestRouteCap(t *testing.T) {
 	ev := event("e-1", "c", 1)
 	_, eps, err := st.Route(ctx, ev, 4)
 	require.NoError(t, err)
-	require.Equal(t, []string{"a", "b", "c", "ep"}, eps)
+	require.Equal(t, []string{"a", "b", "c", "ep"}, subscriberIDs(eps))
 	_, _, err = st.Route(ctx, ev, 3)
 	require.ErrorIs(t, err, store.ErrTooManySubscribers)
 	ev.EndpointID = "a"
 	_, eps, err = st.Route(ctx, ev, 1)
 	require.NoError(t, err, "an addressed event has one lane")
-	require.Equal(t, []string{"a"}, eps)
+	require.Equal(t, []store.Subscriber{{ID: "a"}}, eps)
+}
+
+// subscriberIDs are the ids of subs, in order.
+func subscriberIDs(subs []store.Subscriber) []string {
+	ids := make([]string, len(subs))
+	for i, s := range subs {
+		ids[i] = s.ID
+	}
+	return ids
 }
 
 // TestEndpointSubscriberCap: creations racing for the last places on a

@@ -80,11 +80,12 @@ func (s *Store) seesCorrelation(id string) bool {
 // when it is hookflow's own about another endpoint (seesCorrelation).
 func (s *Store) narrow(e Event) Event {
 	if !s.seesCorrelation(e.CorrelationID) {
-		e.Deliveries, e.Endpoints = nil, nil
+		e.Deliveries, e.Endpoints, e.FilteredOut = nil, nil, nil
 		return e
 	}
 	e.Deliveries = slices.DeleteFunc(e.Deliveries, func(d Delivery) bool { return !s.reaches(d.EndpointID) })
 	e.Endpoints = slices.DeleteFunc(e.Endpoints, func(id string) bool { return !s.reaches(id) })
+	e.FilteredOut = slices.DeleteFunc(e.FilteredOut, func(id string) bool { return !s.reaches(id) })
 	return e
 }
 

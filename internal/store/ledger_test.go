@@ -51,7 +51,7 @@ func insertEvent(t *testing.T, st *store.Store, id, corr string, seq int64) stor
 // insertRouted stores id as sequence seq of corr, routed to endpoints.
 func insertRouted(t *testing.T, st *store.Store, id, corr string, seq int64, endpoints ...string) store.Event {
 	t.Helper()
-	e, ok, err := st.EventInsertRouted(context.Background(), event(id, corr, seq), endpoints)
+	e, ok, err := st.EventInsertRouted(context.Background(), event(id, corr, seq), endpoints, nil)
 	require.NoError(t, err)
 	require.True(t, ok)
 	return e
@@ -129,7 +129,7 @@ func TestEventInsertRefusesTakenKeysAndSequences(t *testing.T) {
 	e := insertEvent(t, st, "a-1", "a", 1)
 	require.Equal(t, contract.StateQueued, e.State)
 	for _, again := range []intake.Event{event("a-1", "a", 1), event("other", "a", 1)} {
-		_, ok, err := st.EventInsertRouted(context.Background(), again, []string{"ep"})
+		_, ok, err := st.EventInsertRouted(context.Background(), again, []string{"ep"}, nil)
 		require.NoError(t, err)
 		require.False(t, ok, again.ID)
 	}
@@ -153,7 +153,7 @@ func TestEventInsertRoutes(t *testing.T) {
 	} {
 		in := event(c.id, c.id, 1)
 		in.EndpointID = "ep"
-		got, ok, err := st.EventInsertRouted(ctx, in, c.endpoints)
+		got, ok, err := st.EventInsertRouted(ctx, in, c.endpoints, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 		for _, e := range []store.Event{got, must(st.EventGet(ctx, c.id))} {
@@ -169,7 +169,7 @@ func TestEventInsertRoutes(t *testing.T) {
 			}
 		}
 	}
-	_, _, err := st.EventInsertRouted(ctx, event("nowhere", "nowhere", 1), []string{"no-such-endpoint"})
+	_, _, err := st.EventInsertRouted(ctx, event("nowhere", "nowhere", 1), []string{"no-such-endpoint"}, nil)
 	require.Error(t, err, "a delivery names a registered endpoint")
 	_, err = st.EventGet(ctx, "nowhere")
 	require.ErrorIs(t, err, store.ErrNotFound, "and the event is not stored without it")
@@ -417,7 +417,7 @@ func TestCursorOverGapsAndLanes(t *testing.T) {
 	require.EqualValues(t, 3, cursor(t, st, "o"))
 	delivered(t, st, "o-3", "a", "o", 3)
 	require.EqualValues(t, 6, cursor(t, st, "o"), "4 and 5 finished while 3 was missing")
-	_, ok, err := st.EventInsertRouted(ctx, event("late", "o", 5), []string{"a"})
+	_, ok, err := st.EventInsertRouted(ctx, event("late", "o", 5), []string{"a"}, nil)
 	require.NoError(t, err)
 	require.False(t, ok, "a sequence behind the cursor is refused")
 }

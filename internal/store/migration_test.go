@@ -202,7 +202,7 @@ func TestMigration009DownRefusesFanOut(t *testing.T) {
 	require.NoError(t, err)
 	for _, endpoints := range [][]string{{"a", "b"}, nil} {
 		id := "e-" + strings.Join(endpoints, "")
-		_, ok, err := st.EventInsertRouted(ctx, event(id, id, 1), endpoints)
+		_, ok, err := st.EventInsertRouted(ctx, event(id, id, 1), endpoints, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 		err = execInTx(ctx, st.Pool(), string(down))
@@ -233,7 +233,7 @@ func TestMigration010KeepsEndpointsAndGoesBack(t *testing.T) {
 	ep, err := st.EndpointGet(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, store.Settings{}, ep.Settings, "the server's, as before")
-	ev, ok, err := st.EventInsertRouted(ctx, event("e1", "c", 1), []string{"a"})
+	ev, ok, err := st.EventInsertRouted(ctx, event("e1", "c", 1), []string{"a"}, nil)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Zero(t, ev.Deliveries[0].RecoveryWindow())

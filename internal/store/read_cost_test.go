@@ -400,7 +400,7 @@ func TestEventTypesOfALimitedSession(t *testing.T) {
 		id := fmt.Sprintf("x-%d", i+1)
 		ev := event(id, e.corr, int64(i+1))
 		ev.Type = e.typ
-		_, ok, err := st.EventInsertRouted(ctx, ev, e.to)
+		_, ok, err := st.EventInsertRouted(ctx, ev, e.to, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 		age(t, st, id, time.Duration(20-i)*time.Minute)

@@ -62,7 +62,7 @@ func BenchmarkRouting(b *testing.B) {
 					require.NoError(b, err)
 					require.Len(b, eps, n)
 					if what == "accept" {
-						_, ok, err := st.EventInsertRouted(ctx, ev, eps)
+						_, ok, err := st.EventInsertRouted(ctx, ev, subscriberIDs(eps), nil)
 						require.NoError(b, err)
 						require.True(b, ok)
 					}

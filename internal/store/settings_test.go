@@ -26,8 +26,8 @@ func TestDeliveriesKeepTheSettingsOfTheirRouting(t *testing.T) {
 		Settings: store.Settings{RecoveryWindow: 90 * time.Second, Timeout: 2500 * time.Millisecond, RateLimit: 2, Headers: map[string]string{"X-K": "v"}}}, store.Caps{})
 	require.NoError(t, err)
 	route := func(id string, seq int64) store.Event {
-		ev, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-settings", Sequence: seq, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}},
-			[]string{"ep", "set"})
+		ev, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c-settings", Sequence: seq, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{"ep", "set"}, nil)
+
 		require.NoError(t, err)
 		require.True(t, ok)
 		return ev

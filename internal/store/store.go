@@ -152,6 +152,11 @@ type Endpoint struct {
 	// (package eventtypes); nil is every type. EventStartAttempt does not
 	// read them: a delivery has no use for them.
 	EventTypes []string
+	// Filter narrows EventTypes on the event's data and metadata (package
+	// filter), as compact JSON; nil takes every event of its types. Only
+	// acceptance reads it, through Route: a change applies to events
+	// accepted after it.
+	Filter json.RawMessage
 	// Settings are its delivery settings; each zero is the server's.
 	Settings Settings
 	// Config is a broker destination's settings (package transport), a
@@ -375,7 +380,7 @@ func (e Endpoint) PreviousExpiresAt(now time.Time) *time.Time {
 // generated row type, all of one shape: convert to EndpointGetRow).
 func endpointOf(r dbsqlc.EndpointGetRow) (Endpoint, error) {
 	e := Endpoint{ID: r.ID, Type: r.Type, URL: r.Url, Secret: r.Secret, Disabled: r.Disabled, DisabledReason: r.DisabledReason,
-		EventTypes: r.EventTypes, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		EventTypes: r.EventTypes, Filter: r.Filter, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if err := json.Unmarshal(r.PreviousSecrets, &e.Previous); err != nil {
 		return e, fmt.Errorf("decode previous secrets: %w", err)
 	}
@@ -469,7 +474,7 @@ func (s *Store) EndpointCreate(ctx context.Context, e Endpoint, caps Caps) (Endp
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, Column10: e.Settings.AutoReplay, DisableAfterMs: sp.disableAfter,
 		CircuitFailureRate: sp.failureRate, CircuitWindowMs: sp.cwin, CircuitMinAttempts: sp.minAttempts,
-		MaxInFlight: sp.maxInFlight, Column16: e.Settings.URLPathPublic, Type: e.Type}
+		MaxInFlight: sp.maxInFlight, Column16: e.Settings.URLPathPublic, Type: e.Type, Filter: e.Filter}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if caps.Endpoints > 0 || caps.Subscribers > 0 {
@@ -529,6 +534,9 @@ type EndpointChange struct {
 	// EventTypes replaces the endpoint's patterns: a pointer to nil
 	// subscribes it to every type.
 	EventTypes *[]string
+	// Filter replaces the endpoint's filter (compact JSON): a pointer to
+	// nil removes it.
+	Filter *json.RawMessage
 	// Headers, RecoveryWindow, Timeout and RateLimit replace the
 	// endpoint's setting of that name: a pointer to the zero value (a nil
 	// map) puts the server's back.
@@ -687,8 +695,12 @@ func (s *Store) endpointUpdateParams(id string, ch EndpointChange) (dbsqlc.Endpo
 			creds = map[string]string{}
 		}
 	}
+	var filter json.RawMessage
+	if ch.Filter != nil {
+		filter, set = *ch.Filter, set|settingFilter
+	}
 	cfg, cred, err := destinationParams(ch.Config, creds)
-	return dbsqlc.EndpointUpdateParams{Config: cfg, Credentials: cred, TenantID: s.tenant, ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
+	return dbsqlc.EndpointUpdateParams{Filter: filter, Config: cfg, Credentials: cred, TenantID: s.tenant, ID: id, Url: ch.URL, Disabled: ch.Disabled, DisabledReason: ch.DisabledReason,
 		SetEventTypes: ch.EventTypes != nil, EventTypes: eventTypes, Settings: set,
 		Headers: sp.headers, RecoveryWindowMs: sp.window, TimeoutMs: sp.timeout, RateLimit: sp.rateLimit,
 		CircuitFailureThreshold: sp.threshold, AutoReplay: &st.AutoReplay, DisableAfterMs: sp.disableAfter,
@@ -801,6 +813,10 @@ func (ch EndpointChange) replaced() (Settings, int32) {
 	return st, set
 }
 
+// settingFilter is the filter's bit in the set EndpointUpdate's query
+// reads, after the settings' (replaced).
+const settingFilter = 4096
+
 // replace sets *dst to *v and answers bit, or leaves it and answers 0 when
 // v is nil.
 func replace[T any](dst, v *T, bit int32) int32 {
@@ -842,39 +858,53 @@ func (s *Store) EndpointsList(ctx context.Context, after string, limit int) ([]E
 	return out, nil
 }
 
-// EndpointsSubscribed returns the ids of the endpoints whose event types
-// match eventType (as eventtypes.Matches has it), disabled ones included (a
-// disabled endpoint is paused: its events wait in its lanes), in id order,
-// at most limit of them; none is no error.
-func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string, limit int) ([]string, error) {
-	ids, err := s.q.EndpointsSubscribed(ctx, dbsqlc.EndpointsSubscribedParams{TenantID: s.tenant, EventType: eventType, MaxEndpoints: int32(limit)})
+// Subscriber is an endpoint an event's type routes to, with the filter
+// (compact JSON, nil for none) that decides whether it takes the event.
+type Subscriber struct {
+	ID     string
+	Filter json.RawMessage
+}
+
+// EndpointsSubscribed returns the endpoints whose event types match
+// eventType (as eventtypes.Matches has it), disabled ones included (a
+// disabled endpoint is paused: its events wait in its lanes), with their
+// filters, in id order, at most limit of them; none is no error.
+func (s *Store) EndpointsSubscribed(ctx context.Context, eventType string, limit int) ([]Subscriber, error) {
+	rows, err := s.q.EndpointsSubscribed(ctx, dbsqlc.EndpointsSubscribedParams{TenantID: s.tenant, EventType: eventType, MaxEndpoints: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list subscribed endpoints: %w", err)
 	}
-	return ids, nil
+	out := make([]Subscriber, len(rows))
+	for i, r := range rows {
+		out[i] = Subscriber{ID: r.ID, Filter: r.Filter}
+	}
+	return out, nil
 }
 
-// Route names the endpoints an event goes to when it is accepted: the one
-// it addresses (e.EndpointID, returned as addressed; ErrNotFound, wrapped,
-// when there is none such), or else every endpoint subscribed to its type,
-// disabled ones included (EndpointsSubscribed), in id order; none is no
-// error. More than maxSubscribers of them is ErrTooManySubscribers,
-// wrapped: the event is to be refused, not accepted with lanes past what
-// its workflow's inputs are sized for (contract.MaxSubscribersCeiling).
-// Only the ids are read, and at most maxSubscribers+1 of them.
-func (s *Store) Route(ctx context.Context, e intake.Event, maxSubscribers int) (addressed *Endpoint, endpoints []string, err error) {
+// Route names the endpoints an event may go to when it is accepted: the
+// one it addresses (e.EndpointID, returned as addressed and as the one
+// subscriber, with no filter: an event sent to one endpoint is not
+// filtered; ErrNotFound, wrapped, when there is none such), or else every
+// endpoint subscribed to its type, disabled ones included
+// (EndpointsSubscribed), in id order, with their filters, which the caller
+// applies; none is no error. More than maxSubscribers of them is
+// ErrTooManySubscribers, wrapped, whatever the filters would take: the
+// event is to be refused, not accepted with lanes past what its workflow's
+// inputs are sized for (contract.MaxSubscribersCeiling), and each filter is
+// work at acceptance. At most maxSubscribers+1 rows are read.
+func (s *Store) Route(ctx context.Context, e intake.Event, maxSubscribers int) (addressed *Endpoint, subscribers []Subscriber, err error) {
 	if e.EndpointID != "" {
 		ep, err := s.EndpointGet(ctx, e.EndpointID)
 		if err != nil {
 			return nil, nil, err
 		}
-		return &ep, []string{ep.ID}, nil
+		return &ep, []Subscriber{{ID: ep.ID}}, nil
 	}
-	endpoints, err = s.EndpointsSubscribed(ctx, e.Type, maxSubscribers+1)
-	if err == nil && len(endpoints) > maxSubscribers {
+	subscribers, err = s.EndpointsSubscribed(ctx, e.Type, maxSubscribers+1)
+	if err == nil && len(subscribers) > maxSubscribers {
 		return nil, nil, fmt.Errorf("route %s: more than %d endpoints subscribed to %q: %w", e.ID, maxSubscribers, e.Type, ErrTooManySubscribers)
 	}
-	return nil, endpoints, err
+	return nil, subscribers, err
 }
 
 // EndpointDelete deletes the endpoint for good, as by (the key's name): it
@@ -931,6 +961,11 @@ type Event struct {
 	// Deliveries are its deliveries to them, in the same order.
 	Endpoints  []string
 	Deliveries []Delivery
+	// FilteredOut are the endpoints subscribed to its type whose filter
+	// left it out at acceptance, sorted; they have no delivery of it.
+	// EventGet and EventInsertRouted set it (and the embedded Metadata);
+	// the lists and the sweeps, which have no use for them, leave both nil.
+	FilteredOut []string
 	// State is the aggregate of its deliveries' (see EventMarkStarted): queued
 	// until its workflow starts, then dead_lettered if any delivery is, else
 	// delivering if any is, else waiting if any is, else delivered if any is
@@ -1008,7 +1043,7 @@ func rowsOf[R, T any](rows []R, of func(R) (T, error)) ([]T, error) {
 // the (correlation, sequence) pair is already taken, or the sequence is
 // behind the correlation's cursor. The returned Event has Endpoints (sorted)
 // and Deliveries.
-func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints []string) (Event, bool, error) {
+func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints, filteredOut []string) (Event, bool, error) {
 	if endpoints == nil {
 		endpoints = []string{} // a NULL array would route to nothing just the same, but say so
 	}
@@ -1018,7 +1053,7 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		got, inserted, err = s.insertRouted(ctx, s.q.WithTx(tx), e, endpoints)
+		got, inserted, err = s.insertRouted(ctx, s.q.WithTx(tx), e, endpoints, filteredOut)
 		return err
 	})
 	if err != nil {
@@ -1032,12 +1067,13 @@ func (s *Store) EventInsertRouted(ctx context.Context, e intake.Event, endpoints
 // does before it stores its tombstones. The other order (the event, then
 // the lock at the high-water upsert) deadlocked with a void of the same
 // sequence.
-func (s *Store) insertRouted(ctx context.Context, q *dbsqlc.Queries, e intake.Event, endpoints []string) (Event, bool, error) {
+func (s *Store) insertRouted(ctx context.Context, q *dbsqlc.Queries, e intake.Event, endpoints, filteredOut []string) (Event, bool, error) {
 	if err := q.CorrelationLockOrMake(ctx, dbsqlc.CorrelationLockOrMakeParams{TenantID: s.tenant, CorrelationID: e.CorrelationID}); err != nil {
 		return Event{}, false, fmt.Errorf("insert event: lock correlation: %w", err)
 	}
 	r, err := q.EventInsertRouted(ctx, dbsqlc.EventInsertRoutedParams{TenantID: s.tenant, ID: e.ID, CorrelationID: e.CorrelationID,
-		Sequence: e.Sequence, Type: e.Type, Data: e.Data, PayloadHash: e.PayloadHash, Endpoints: endpoints})
+		Sequence: e.Sequence, Type: e.Type, Data: e.Data, PayloadHash: e.PayloadHash, Endpoints: endpoints,
+		Metadata: e.Metadata, FilteredOut: filteredOut})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, false, nil
 	}
@@ -1048,6 +1084,7 @@ func (s *Store) insertRouted(ctx context.Context, q *dbsqlc.Queries, e intake.Ev
 	if err != nil {
 		return Event{}, false, fmt.Errorf("insert event: %w", err)
 	}
+	got.Metadata, got.FilteredOut = e.Metadata, filteredOut
 	return got, true, nil
 }
 
@@ -1059,12 +1096,15 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("get event: %w", translate(err))
 	}
-	e, err := eventOf(r)
+	e, err := eventOf(r.EventsRouted)
 	if err != nil {
 		return e, fmt.Errorf("get event: %w", err)
 	}
+	e.Metadata, e.FilteredOut = r.Metadata, r.FilteredOut
 	if s.limited {
-		if e = s.narrow(e); len(e.Deliveries) == 0 {
+		// An endpoint whose filter left the event out may see that it
+		// did: "why did I not get it?" is its question to ask.
+		if e = s.narrow(e); len(e.Deliveries) == 0 && len(e.FilteredOut) == 0 {
 			return Event{}, fmt.Errorf("get event: %w", ErrNotFound)
 		}
 	}

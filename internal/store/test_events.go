@@ -58,7 +58,7 @@ func (s *Store) TestEventInsert(ctx context.Context, endpointID string, data []b
 		ev := intake.Event{ID: TestEventID(endpointID, seq), CorrelationID: corr, Sequence: seq, EndpointID: endpointID, Type: TestEventType, Data: raw}
 		ev.PayloadHash = intake.PayloadHash(ev.CorrelationID, ev.Sequence, ev.EndpointID, ev.Type, ev.Data)
 		var inserted bool
-		stored, inserted, err = s.insertRouted(ctx, q, ev, []string{endpointID})
+		stored, inserted, err = s.insertRouted(ctx, q, ev, []string{endpointID}, nil)
 		if err == nil && !inserted {
 			// Its id is taken: only a row stored by hand can hold a
 			// reserved id under another sequence.

@@ -99,7 +99,7 @@ func TestCorrelationVoidHoldingTheLockBeforeAnAcceptance(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				_, inserted, err := st.EventInsertRouted(ctx, event("c-3", "c", 3), []string{"ep"})
+				_, inserted, err := st.EventInsertRouted(ctx, event("c-3", "c", 3), []string{"ep"}, nil)
 				done <- result{inserted, err}
 			}()
 			awaitLockWaiter(t, pool, "the acceptance never waited for the correlation's lock")

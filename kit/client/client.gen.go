@@ -453,7 +453,10 @@ type APIKeyCreated struct {
 type Accepted struct {
 	// Deliveries the endpoints it was routed to at acceptance
 	Deliveries []AcceptedDelivery `json:"deliveries"`
-	ID         string             `json:"id"`
+
+	// FilteredOut the endpoints subscribed to its type whose filter left it out at acceptance (sorted; absent when none): they have no delivery of it, and their next event names the sequence before it as previous_sequence
+	FilteredOut []string `json:"filtered_out,omitempty,omitzero"`
+	ID          string   `json:"id"`
 
 	// State delivered: no endpoint takes it (unrouted), so there is nothing to deliver (it still takes its place in its correlation)
 	State AcceptedState `json:"state"`
@@ -692,6 +695,9 @@ type Endpoint struct {
 	// EventTypes the patterns of the event types it is sent, as registered (repeats dropped); absent when it is sent every type
 	EventTypes []string `json:"event_types,omitempty,omitzero"`
 
+	// Filter its filter as stored (compact JSON, keys sorted); absent when it takes every event of its types
+	Filter json.RawMessage `json:"filter,omitempty,omitzero"`
+
 	// Headers the custom headers' names, each value shown as "********" (the values are secrets, as the signing secret is after its creation); absent when there are none
 	Headers map[string]string `json:"headers,omitempty,omitzero"`
 	ID      string            `json:"id"`
@@ -752,6 +758,9 @@ type EndpointCreate struct {
 
 	// EventTypes The event types the endpoint is sent (default: every type). At least one pattern, at most 100; repeats are dropped. null, like leaving it out, is every type. A bad pattern is a 422 whose field names it (event_types[2]).
 	EventTypes nullable.Nullable[[]string] `json:"event_types,omitempty,omitzero"`
+
+	// Filter A filter over the event's data and metadata, in a JSON match like MongoDB's: {"data": {"amount": {"$gte": 1000}}, "metadata": {"region": "eu"}}. Top-level keys: data, metadata, $and, $or, $not. Below a field: a value (equality), nested fields, or operators $eq $neq $gt $gte $lt $lte $in $nin $exists $prefix $and $or $not. A missing field fails every comparison but $neq, $nin and $exists false. At most 4096 bytes, 16 levels, 256 nodes, 100 values in one $in. A bad filter is a 422 naming its path (filter.data.amount.$gt). The endpoint takes an event of its types only when the filter matches; the choice is made at acceptance and kept with the event, so a change applies to events accepted after it. Left out (or null): every event of its types.
+	Filter nullable.Nullable[json.RawMessage] `json:"filter,omitempty,omitzero"`
 
 	// Headers Custom headers sent with every delivery attempt, name to value (a receiver's API key, a tenant). The values are secrets: stored like the signing secret, never logged or traced, and shown redacted ("********") in every answer. Refused (422, field headers.<name>): the names hookflow sets or HTTP owns (webhook-*, content-type, content-length, content-encoding, host, user-agent, traceparent, tracestate, expect) and hop-by-hop ones (connection, keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade), in any case; a name that is not an RFC 9110 token or longer than 256; a value that is empty, longer than 4096, not visible ASCII (CR, LF, NUL and other control characters) or with leading or trailing space; two names equal but for case; more than 20 headers. null or left out: none.
 	Headers nullable.Nullable[map[string]string] `json:"headers,omitempty,omitzero"`
@@ -911,6 +920,9 @@ type EndpointUpdate struct {
 	// EventTypes Replaces the endpoint's event types; left out they stay as they are, null subscribes it to every type again. At least one pattern, at most 100; repeats are dropped.
 	EventTypes nullable.Nullable[[]string] `json:"event_types,omitempty,omitzero"`
 
+	// Filter Replaces the endpoint's filter; left out it stays as it is, null removes it. A filter over the event's data and metadata, in a JSON match like MongoDB's: {"data": {"amount": {"$gte": 1000}}, "metadata": {"region": "eu"}}. Top-level keys: data, metadata, $and, $or, $not. Below a field: a value (equality), nested fields, or operators $eq $neq $gt $gte $lt $lte $in $nin $exists $prefix $and $or $not. A missing field fails every comparison but $neq, $nin and $exists false. At most 4096 bytes, 16 levels, 256 nodes, 100 values in one $in. A bad filter is a 422 naming its path (filter.data.amount.$gt). The endpoint takes an event of its types only when the filter matches; the choice is made at acceptance and kept with the event, so a change applies to events accepted after it.
+	Filter nullable.Nullable[json.RawMessage] `json:"filter,omitempty,omitzero"`
+
 	// Headers Custom headers sent with every delivery attempt, name to value (a receiver's API key, a tenant). The values are secrets: stored like the signing secret, never logged or traced, and shown redacted ("********") in every answer. Refused (422, field headers.<name>): the names hookflow sets or HTTP owns (webhook-*, content-type, content-length, content-encoding, host, user-agent, traceparent, tracestate, expect) and hop-by-hop ones (connection, keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade), in any case; a name that is not an RFC 9110 token or longer than 256; a value that is empty, longer than 4096, not visible ASCII (CR, LF, NUL and other control characters) or with leading or trailing space; two names equal but for case; more than 20 headers. Replaces the endpoint's whole map; null (or {}) removes them all. Required with a url of another origin while the endpoint has custom headers.
 	Headers nullable.Nullable[map[string]string] `json:"headers,omitempty,omitzero"`
 
@@ -965,6 +977,9 @@ type EndpointWithSecret struct {
 	// EventTypes the patterns of the event types it is sent, as registered (repeats dropped); absent when it is sent every type
 	EventTypes []string `json:"event_types,omitempty,omitzero"`
 
+	// Filter its filter as stored (compact JSON, keys sorted); absent when it takes every event of its types
+	Filter json.RawMessage `json:"filter,omitempty,omitzero"`
+
 	// Headers the custom headers' names, each value shown as "********" (the values are secrets, as the signing secret is after its creation); absent when there are none
 	Headers map[string]string `json:"headers,omitempty,omitzero"`
 	ID      string            `json:"id"`
@@ -1015,7 +1030,13 @@ type Event struct {
 
 	// Deliveries one per endpoint it was routed to at acceptance
 	Deliveries []Delivery `json:"deliveries"`
-	ID         string     `json:"id"`
+
+	// FilteredOut the endpoints subscribed to its type whose filter left it out at acceptance (sorted; absent when none): they have no delivery of it, and their next event names the sequence before it as previous_sequence
+	FilteredOut []string `json:"filtered_out,omitempty,omitzero"`
+	ID          string   `json:"id"`
+
+	// Metadata the metadata it was accepted with; absent when none
+	Metadata json.RawMessage `json:"metadata,omitempty,omitzero"`
 
 	// Restarts how often a sweep or a replay had to start the event's workflow again (an operator terminated it in the Web UI, say), when last and why
 	Restarts *Restarts `json:"restarts,omitempty"`
@@ -1025,7 +1046,7 @@ type Event struct {
 	State State  `json:"state"`
 	Type  string `json:"type"`
 
-	// Unrouted true when no endpoint took the event: it named none, and none was subscribed to its type when it was accepted. Its state then says delivered (there is nothing to deliver, and it takes its place in its correlation) and deliveries is empty
+	// Unrouted true when no endpoint took the event: it named none, and none was subscribed to its type when it was accepted, or every filter of those subscribed left it out (filtered_out). Its state then says delivered (there is nothing to deliver, and it takes its place in its correlation) and deliveries is empty
 	Unrouted bool `json:"unrouted"`
 }
 
@@ -1048,8 +1069,11 @@ type EventCreate struct {
 	EndpointID Key `json:"endpoint_id,omitempty,omitzero"`
 
 	// ID Identifier: 1-255 of A-Z a-z 0-9 _ : -
-	ID       Key   `json:"id"`
-	Sequence int64 `json:"sequence"`
+	ID Key `json:"id"`
+
+	// Metadata Optional metadata about the event (region, plan, source), which endpoints' filters may match beside data. At most 4096 bytes as compact JSON. It is part of the event's content (a repost with other metadata is another event), kept and shown with it, and not sent to receivers: what a receiver needs goes in data.
+	Metadata map[string]interface{} `json:"metadata,omitempty,omitzero"`
+	Sequence int64                  `json:"sequence"`
 
 	// TenantID A tenant: 1-200 of A-Z a-z 0-9 _ : - (the SaaS's own customer ID). `default` owns what existed before tenants, and is the tenant of an operator key that names none.
 	TenantID TenantID `json:"tenant_id,omitempty,omitzero"`

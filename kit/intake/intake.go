@@ -48,6 +48,11 @@ type Request struct {
 	EndpointID    *string         `json:"endpoint_id"`
 	Type          *string         `json:"type"`
 	Data          json.RawMessage `json:"data"`
+	// Metadata is an optional JSON object of the producer's, about the
+	// event rather than in it (region, plan, source): endpoints' filters
+	// may match on it beside data. It is kept with the event and shown
+	// with it; it is not part of the envelope a receiver gets.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// TenantID is the tenant an operator (an operator key, or the outbox
 	// of the SaaS's backend) posts for: left out, the key's own or
 	// DefaultTenant. Validate checks its form (ValidTenantID) when present;
@@ -135,11 +140,19 @@ type Event struct {
 	Sequence      int64
 	// EndpointID is the one endpoint the event is addressed to; "" sends
 	// it to every endpoint subscribed to its type.
-	EndpointID  string
-	Type        string
-	Data        json.RawMessage
+	EndpointID string
+	Type       string
+	Data       json.RawMessage
+	// Metadata is the producer's metadata in canonical form, nil when it
+	// sent none.
+	Metadata    json.RawMessage
 	PayloadHash []byte
 }
+
+// MaxMetadataBytes bounds an event's metadata in canonical form: it is
+// read by every subscriber's filter at acceptance and kept with the event,
+// and a few labels do not need more.
+const MaxMetadataBytes = 4096
 
 // Validate checks a request and returns the event to accept. The tenant
 // is not part of the event: it decides whose ledger the event goes to.
@@ -202,8 +215,36 @@ func Validate(req Request) (Event, *FieldError) {
 		return ev, fieldErr("data", "data is not valid JSON")
 	}
 	ev.Data = data
+	if ev.Metadata, fe = validMetadata(req.Metadata); fe != nil {
+		return ev, fe
+	}
 	ev.PayloadHash = PayloadHash(ev.CorrelationID, ev.Sequence, ev.EndpointID, ev.Type, data)
+	if ev.Metadata != nil {
+		ev.PayloadHash = MetadataHash(ev.PayloadHash, ev.Metadata)
+	}
 	return ev, nil
+}
+
+// validMetadata accepts no metadata (absent or null) or a JSON object of at
+// most MaxMetadataBytes in canonical form, which it returns.
+func validMetadata(raw json.RawMessage) (json.RawMessage, *FieldError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, fieldErr("metadata", "metadata must be a JSON object")
+	}
+	md, err := Canonical(raw)
+	if err != nil {
+		return nil, fieldErr("metadata", "metadata is not valid JSON")
+	}
+	if len(md) > MaxMetadataBytes {
+		return nil, fieldErr("metadata", "metadata must be at most %d bytes as compact JSON (found %d)", MaxMetadataBytes, len(md))
+	}
+	if string(md) == "{}" {
+		return nil, nil
+	}
+	return md, nil
 }
 
 // parseSequence accepts a JSON integer literal ≥ 1.
@@ -263,6 +304,18 @@ func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// MetadataHash extends an event's PayloadHash with its metadata
+// (canonical), so that the same key with other metadata is another event:
+// its routing may differ. An event without metadata keeps PayloadHash as
+// it is.
+func MetadataHash(payloadHash []byte, metadata json.RawMessage) []byte {
+	h := sha256.New()
+	h.Write(payloadHash)
+	h.Write([]byte{0})
+	h.Write(metadata)
+	return h.Sum(nil)
 }
 
 // PayloadHash identifies an event's content for the same-key comparison.

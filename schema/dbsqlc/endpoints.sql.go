@@ -155,7 +155,7 @@ func (q *Queries) EndpointDisabledForShare(ctx context.Context, id string) (bool
 const EndpointGet = `-- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 FROM endpoints WHERE tenant_id = $2 AND id = $1 AND deleted_at IS NULL
 `
 
@@ -189,6 +189,7 @@ type EndpointGetRow struct {
 	Type                    string
 	Config                  []byte
 	Credentials             []byte
+	Filter                  []byte
 }
 
 func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (EndpointGetRow, error) {
@@ -219,6 +220,7 @@ func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (Endpo
 		&i.Type,
 		&i.Config,
 		&i.Credentials,
+		&i.Filter,
 	)
 	return i, err
 }
@@ -226,13 +228,13 @@ func (q *Queries) EndpointGet(ctx context.Context, arg EndpointGetParams) (Endpo
 const EndpointInsert = `-- name: EndpointInsert :one
 INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter)
 VALUES ($17, $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
         COALESCE($16::boolean, false), COALESCE(NULLIF($18::text, ''), 'webhook'),
-        $19::jsonb, $20::jsonb)
+        $19::jsonb, $20::jsonb, $21::jsonb)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 `
 
 type EndpointInsertParams struct {
@@ -256,6 +258,7 @@ type EndpointInsertParams struct {
 	Type                    string
 	Config                  []byte
 	Credentials             []byte
+	Filter                  []byte
 }
 
 type EndpointInsertRow struct {
@@ -283,6 +286,7 @@ type EndpointInsertRow struct {
 	Type                    string
 	Config                  []byte
 	Credentials             []byte
+	Filter                  []byte
 }
 
 // An empty type is the column's default, a webhook.
@@ -308,6 +312,7 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		arg.Type,
 		arg.Config,
 		arg.Credentials,
+		arg.Filter,
 	)
 	var i EndpointInsertRow
 	err := row.Scan(
@@ -335,6 +340,7 @@ func (q *Queries) EndpointInsert(ctx context.Context, arg EndpointInsertParams) 
 		&i.Type,
 		&i.Config,
 		&i.Credentials,
+		&i.Filter,
 	)
 	return i, err
 }
@@ -530,7 +536,7 @@ UPDATE endpoints SET
 WHERE tenant_id = $4 AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 `
 
 type EndpointRotateSecretParams struct {
@@ -565,6 +571,7 @@ type EndpointRotateSecretRow struct {
 	Type                    string
 	Config                  []byte
 	Credentials             []byte
+	Filter                  []byte
 }
 
 // The current secret joins the previous ones, to sign for $3 seconds more;
@@ -602,6 +609,7 @@ func (q *Queries) EndpointRotateSecret(ctx context.Context, arg EndpointRotateSe
 		&i.Type,
 		&i.Config,
 		&i.Credentials,
+		&i.Filter,
 	)
 	return i, err
 }
@@ -715,15 +723,16 @@ UPDATE endpoints SET
     circuit_min_attempts      = CASE WHEN $6::int & 512 <> 0 THEN $16::integer ELSE circuit_min_attempts END,
     max_in_flight             = CASE WHEN $6::int & 1024 <> 0 THEN $17::integer ELSE max_in_flight END,
     url_path_public           = CASE WHEN $6::int & 2048 <> 0 THEN COALESCE($18::boolean, false) ELSE url_path_public END,
-    disabled        = COALESCE($19::boolean, disabled),
-    disabled_reason = CASE WHEN $19::boolean IS NULL THEN disabled_reason
-                           WHEN $19::boolean THEN COALESCE($20::text, 'disabled by operator')
+    filter                    = CASE WHEN $6::int & 4096 <> 0 THEN $19::jsonb ELSE filter END,
+    disabled        = COALESCE($20::boolean, disabled),
+    disabled_reason = CASE WHEN $20::boolean IS NULL THEN disabled_reason
+                           WHEN $20::boolean THEN COALESCE($21::text, 'disabled by operator')
                            ELSE NULL END,
     updated_at      = now()
-WHERE tenant_id = $21 AND id = $22 AND deleted_at IS NULL
+WHERE tenant_id = $22 AND id = $23 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 `
 
 type EndpointUpdateParams struct {
@@ -745,6 +754,7 @@ type EndpointUpdateParams struct {
 	CircuitMinAttempts      *int32
 	MaxInFlight             *int32
 	UrlPathPublic           *bool
+	Filter                  []byte
 	Disabled                *bool
 	DisabledReason          *string
 	TenantID                string
@@ -776,6 +786,7 @@ type EndpointUpdateRow struct {
 	Type                    string
 	Config                  []byte
 	Credentials             []byte
+	Filter                  []byte
 }
 
 // NULL leaves a field as it is, but for event_types, where NULL is every
@@ -784,7 +795,8 @@ type EndpointUpdateRow struct {
 // those replaced (1 headers, 2 recovery_window_ms, 4 timeout_ms,
 // 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
 // 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
-// 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
+// 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public,
+// 4096 filter).
 // Re-enabling clears the reason it was disabled. A broker destination's
 // config comes with its url (the canonical address made from it), and its
 // credentials are replaced whole; NULL leaves either as it is.
@@ -808,6 +820,7 @@ func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) 
 		arg.CircuitMinAttempts,
 		arg.MaxInFlight,
 		arg.UrlPathPublic,
+		arg.Filter,
 		arg.Disabled,
 		arg.DisabledReason,
 		arg.TenantID,
@@ -839,6 +852,7 @@ func (q *Queries) EndpointUpdate(ctx context.Context, arg EndpointUpdateParams) 
 		&i.Type,
 		&i.Config,
 		&i.Credentials,
+		&i.Filter,
 	)
 	return i, err
 }
@@ -903,7 +917,7 @@ func (q *Queries) EndpointsDeletedOpen(ctx context.Context, limit int32) ([]Endp
 const EndpointsList = `-- name: EndpointsList :many
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 FROM endpoints WHERE tenant_id = $3 AND id > $1 AND deleted_at IS NULL
   AND ($4::text[] IS NULL OR id = ANY($4::text[]))
 ORDER BY id LIMIT $2
@@ -941,6 +955,7 @@ type EndpointsListRow struct {
 	Type                    string
 	Config                  []byte
 	Credentials             []byte
+	Filter                  []byte
 }
 
 // A page of the tenant's, in id order, after $1 (” for the first); only
@@ -985,6 +1000,7 @@ func (q *Queries) EndpointsList(ctx context.Context, arg EndpointsListParams) ([
 			&i.Type,
 			&i.Config,
 			&i.Credentials,
+			&i.Filter,
 		); err != nil {
 			return nil, err
 		}
@@ -1029,7 +1045,7 @@ func (q *Queries) EndpointsPatterns(ctx context.Context, arg EndpointsPatternsPa
 }
 
 const EndpointsSubscribed = `-- name: EndpointsSubscribed :many
-SELECT id
+SELECT id, filter
 FROM endpoints
 WHERE tenant_id = $1 AND deleted_at IS NULL
   AND (event_types IS NULL
@@ -1046,30 +1062,36 @@ type EndpointsSubscribedParams struct {
 	MaxEndpoints int32
 }
 
+type EndpointsSubscribedRow struct {
+	ID     string
+	Filter []byte
+}
+
 // The ids of the tenant's endpoints whose event_types match type $1, in id order,
 // disabled ones included: a disabled endpoint is paused, and the events of
 // its types wait in its lanes until it is enabled (its heads dead-lettered
 // 'endpoint disabled', which enabling replays), so that none is lost and the
-// next envelope's previous_sequence is the true one. Only the ids: routing
-// needs nothing else, and the rows carry secrets and headers. At most $2
+// next envelope's previous_sequence is the true one. Only the ids and
+// filters: routing needs nothing else, and the rows carry secrets and
+// headers. At most $2
 // (the cap on subscribers plus one, so the caller tells "at the cap" from
 // "past it" without reading every match). The same rule
 // as eventtypes.Matches: NULL is every type, "*" too, "prefix.*" every type
 // starting with "prefix." (compared as text, not LIKE, so % and _ in a
 // prefix are themselves), anything else that exact type.
-func (q *Queries) EndpointsSubscribed(ctx context.Context, arg EndpointsSubscribedParams) ([]string, error) {
+func (q *Queries) EndpointsSubscribed(ctx context.Context, arg EndpointsSubscribedParams) ([]EndpointsSubscribedRow, error) {
 	rows, err := q.db.Query(ctx, EndpointsSubscribed, arg.TenantID, arg.EventType, arg.MaxEndpoints)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []EndpointsSubscribedRow{}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var i EndpointsSubscribedRow
+		if err := rows.Scan(&i.ID, &i.Filter); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -722,8 +722,9 @@ func (q *Queries) EventAggregate(ctx context.Context, arg EventAggregateParams) 
 }
 
 const EventGet = `-- name: EventGet :one
-SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries, tenant_id
-FROM events_routed WHERE tenant_id = $2 AND id = $1
+SELECT events_routed.id, events_routed.correlation_id, events_routed.sequence, events_routed.type, events_routed.data, events_routed.payload_hash, events_routed.state, events_routed.accepted_at, events_routed.released_at, events_routed.delivered_at, events_routed.updated_at, events_routed.run_id, events_routed.restarts, events_routed.restarted_at, events_routed.restart_reason, events_routed.deliveries, events_routed.tenant_id, e.metadata, e.filtered_out
+FROM events_routed JOIN events e ON e.tenant_id = events_routed.tenant_id AND e.id = events_routed.id
+WHERE events_routed.tenant_id = $2 AND events_routed.id = $1
 `
 
 type EventGetParams struct {
@@ -731,35 +732,46 @@ type EventGetParams struct {
 	TenantID string
 }
 
-func (q *Queries) EventGet(ctx context.Context, arg EventGetParams) (EventsRouted, error) {
+type EventGetRow struct {
+	EventsRouted EventsRouted
+	Metadata     []byte
+	FilteredOut  []string
+}
+
+// The event with its deliveries, and what its routing was decided on
+// beside them: the producer's metadata, and the endpoints whose filter
+// left it out.
+func (q *Queries) EventGet(ctx context.Context, arg EventGetParams) (EventGetRow, error) {
 	row := q.db.QueryRow(ctx, EventGet, arg.ID, arg.TenantID)
-	var i EventsRouted
+	var i EventGetRow
 	err := row.Scan(
-		&i.ID,
-		&i.CorrelationID,
-		&i.Sequence,
-		&i.Type,
-		&i.Data,
-		&i.PayloadHash,
-		&i.State,
-		&i.AcceptedAt,
-		&i.ReleasedAt,
-		&i.DeliveredAt,
-		&i.UpdatedAt,
-		&i.RunID,
-		&i.Restarts,
-		&i.RestartedAt,
-		&i.RestartReason,
-		&i.Deliveries,
-		&i.TenantID,
+		&i.EventsRouted.ID,
+		&i.EventsRouted.CorrelationID,
+		&i.EventsRouted.Sequence,
+		&i.EventsRouted.Type,
+		&i.EventsRouted.Data,
+		&i.EventsRouted.PayloadHash,
+		&i.EventsRouted.State,
+		&i.EventsRouted.AcceptedAt,
+		&i.EventsRouted.ReleasedAt,
+		&i.EventsRouted.DeliveredAt,
+		&i.EventsRouted.UpdatedAt,
+		&i.EventsRouted.RunID,
+		&i.EventsRouted.Restarts,
+		&i.EventsRouted.RestartedAt,
+		&i.EventsRouted.RestartReason,
+		&i.EventsRouted.Deliveries,
+		&i.EventsRouted.TenantID,
+		&i.Metadata,
+		&i.FilteredOut,
 	)
 	return i, err
 }
 
 const EventInsertRouted = `-- name: EventInsertRouted :one
 WITH ins AS (
-    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash)
-    SELECT $7, $1, $2, $3, $4, $5, $6
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, metadata, filtered_out)
+    SELECT $7, $1, $2, $3, $4, $5, $6, $8::jsonb, $9::text[]
     WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE tenant_id = $7 AND correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
@@ -768,7 +780,7 @@ WITH ins AS (
     -- routing (NULL: the server's), as the routing itself is kept.
     INSERT INTO deliveries (tenant_id, event_id, endpoint_id, correlation_id, sequence, type, recovery_window_ms, timeout_ms, accepted_at)
     SELECT ins.tenant_id, ins.id, r.endpoint_id, ins.correlation_id, ins.sequence, ins.type, ep.recovery_window_ms, ep.timeout_ms, ins.accepted_at
-    FROM ins CROSS JOIN (SELECT DISTINCT unnest($8::text[]) AS endpoint_id) r
+    FROM ins CROSS JOIN (SELECT DISTINCT unnest($10::text[]) AS endpoint_id) r
     LEFT JOIN endpoints ep ON ep.tenant_id = ins.tenant_id AND ep.id = r.endpoint_id
     RETURNING endpoint_id, state, updated_at, recovery_window_ms, timeout_ms
 ), high AS (
@@ -792,6 +804,8 @@ type EventInsertRoutedParams struct {
 	Data          []byte
 	PayloadHash   []byte
 	TenantID      string
+	Metadata      []byte
+	FilteredOut   []string
 	Endpoints     []string
 }
 
@@ -832,6 +846,8 @@ func (q *Queries) EventInsertRouted(ctx context.Context, arg EventInsertRoutedPa
 		arg.Data,
 		arg.PayloadHash,
 		arg.TenantID,
+		arg.Metadata,
+		arg.FilteredOut,
 		arg.Endpoints,
 	)
 	var i EventInsertRoutedRow

@@ -2,13 +2,13 @@
 -- An empty type is the column's default, a webhook.
 INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recovery_window_ms, timeout_ms, rate_limit,
                        circuit_failure_threshold, auto_replay, disable_after_ms,
-                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials)
+                       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter)
 VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
         COALESCE($16::boolean, false), COALESCE(NULLIF(sqlc.arg(type)::text, ''), 'webhook'),
-        sqlc.narg(config)::jsonb, sqlc.narg(credentials)::jsonb)
+        sqlc.narg(config)::jsonb, sqlc.narg(credentials)::jsonb, sqlc.narg(filter)::jsonb)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter;
 
 -- name: EndpointCreateLock :exec
 -- Serializes endpoint creation and changes of event_types within the
@@ -32,7 +32,7 @@ SELECT event_types FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND dele
 -- name: EndpointGet :one
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL;
 
 -- name: EndpointUpdate :one
@@ -42,7 +42,8 @@ FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at 
 -- those replaced (1 headers, 2 recovery_window_ms, 4 timeout_ms,
 -- 8 rate_limit, 16 circuit_failure_threshold, 32 auto_replay,
 -- 64 disable_after_ms, 128 circuit_failure_rate, 256 circuit_window_ms,
--- 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public).
+-- 512 circuit_min_attempts, 1024 max_in_flight, 2048 url_path_public,
+-- 4096 filter).
 -- Re-enabling clears the reason it was disabled. A broker destination's
 -- config comes with its url (the canonical address made from it), and its
 -- credentials are replaced whole; NULL leaves either as it is.
@@ -63,6 +64,7 @@ UPDATE endpoints SET
     circuit_min_attempts      = CASE WHEN sqlc.arg(settings)::int & 512 <> 0 THEN sqlc.narg(circuit_min_attempts)::integer ELSE circuit_min_attempts END,
     max_in_flight             = CASE WHEN sqlc.arg(settings)::int & 1024 <> 0 THEN sqlc.narg(max_in_flight)::integer ELSE max_in_flight END,
     url_path_public           = CASE WHEN sqlc.arg(settings)::int & 2048 <> 0 THEN COALESCE(sqlc.narg(url_path_public)::boolean, false) ELSE url_path_public END,
+    filter                    = CASE WHEN sqlc.arg(settings)::int & 4096 <> 0 THEN sqlc.narg(filter)::jsonb ELSE filter END,
     disabled        = COALESCE(sqlc.narg(disabled)::boolean, disabled),
     disabled_reason = CASE WHEN sqlc.narg(disabled)::boolean IS NULL THEN disabled_reason
                            WHEN sqlc.narg(disabled)::boolean THEN COALESCE(sqlc.narg(disabled_reason)::text, 'disabled by operator')
@@ -71,7 +73,7 @@ UPDATE endpoints SET
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter;
 
 -- name: EndpointLockURL :one
 -- The endpoint's URL, custom headers, url_path_public and whether it has
@@ -106,7 +108,7 @@ UPDATE endpoints SET
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1 AND deleted_at IS NULL
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials;
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter;
 
 -- name: EndpointDisable :exec
 UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() WHERE id = $1;
@@ -117,7 +119,7 @@ UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now() W
 -- them).
 SELECT id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
-       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials
+       circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
 FROM endpoints WHERE tenant_id = sqlc.arg(tenant_id) AND id > $1 AND deleted_at IS NULL
   AND (sqlc.narg(only_endpoints)::text[] IS NULL OR id = ANY(sqlc.narg(only_endpoints)::text[]))
 ORDER BY id LIMIT $2;
@@ -127,14 +129,15 @@ ORDER BY id LIMIT $2;
 -- disabled ones included: a disabled endpoint is paused, and the events of
 -- its types wait in its lanes until it is enabled (its heads dead-lettered
 -- 'endpoint disabled', which enabling replays), so that none is lost and the
--- next envelope's previous_sequence is the true one. Only the ids: routing
--- needs nothing else, and the rows carry secrets and headers. At most $2
+-- next envelope's previous_sequence is the true one. Only the ids and
+-- filters: routing needs nothing else, and the rows carry secrets and
+-- headers. At most $2
 -- (the cap on subscribers plus one, so the caller tells "at the cap" from
 -- "past it" without reading every match). The same rule
 -- as eventtypes.Matches: NULL is every type, "*" too, "prefix.*" every type
 -- starting with "prefix." (compared as text, not LIKE, so % and _ in a
 -- prefix are themselves), anything else that exact type.
-SELECT id
+SELECT id, filter
 FROM endpoints
 WHERE tenant_id = sqlc.arg(tenant_id) AND deleted_at IS NULL
   AND (event_types IS NULL

@@ -19,8 +19,8 @@ ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET updated_at = c.updated_at;
 -- stored event raises its correlation's high-water mark (creating the row of
 -- a new correlation), which puts the correlation in the heads sweep's index.
 WITH ins AS (
-    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash)
-    SELECT sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6
+    INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, metadata, filtered_out)
+    SELECT sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, sqlc.narg(metadata)::jsonb, sqlc.narg(filtered_out)::text[]
     WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason
@@ -45,8 +45,12 @@ SELECT ins.id, ins.correlation_id, ins.sequence, ins.type, ins.data, ins.payload
 FROM ins;
 
 -- name: EventGet :one
-SELECT id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason, deliveries, tenant_id
-FROM events_routed WHERE tenant_id = sqlc.arg(tenant_id) AND id = $1;
+-- The event with its deliveries, and what its routing was decided on
+-- beside them: the producer's metadata, and the endpoints whose filter
+-- left it out.
+SELECT sqlc.embed(events_routed), e.metadata, e.filtered_out
+FROM events_routed JOIN events e ON e.tenant_id = events_routed.tenant_id AND e.id = events_routed.id
+WHERE events_routed.tenant_id = sqlc.arg(tenant_id) AND events_routed.id = $1;
 
 -- name: EventMarkStarted :one
 -- A queued event with deliveries moves to waiting; a later state is never

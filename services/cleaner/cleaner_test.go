@@ -38,7 +38,7 @@ func newLedger(t *testing.T) *ledger {
 
 func (l *ledger) event(t *testing.T, id, corr string, seq int64) {
 	t.Helper()
-	_, ok, err := l.st.EventInsertRouted(l.ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{"secret":"payload"}`), PayloadHash: []byte{byte(seq)}}, []string{"ep"})
+	_, ok, err := l.st.EventInsertRouted(l.ctx, intake.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep", Type: "t", Data: []byte(`{"secret":"payload"}`), PayloadHash: []byte{byte(seq)}}, []string{"ep"}, nil)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, l.st.AttemptInsert(l.ctx, id, "ep", store.Attempt{Attempt: 1, StartedAt: time.Now(), Outcome: "retry"}))

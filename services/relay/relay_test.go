@@ -222,7 +222,7 @@ func TestRelayConflicts(t *testing.T) {
 		ev, fe := intake.Validate(outbox.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: b.endpoint,
 			Type: "order.updated", Data: json.RawMessage(data)}.Request())
 		require.Nil(t, fe)
-		_, inserted, err := b.st.EventInsertRouted(ctx, ev, []string{b.endpoint})
+		_, inserted, err := b.st.EventInsertRouted(ctx, ev, []string{b.endpoint}, nil)
 		require.NoError(t, err)
 		require.True(t, inserted)
 	}
@@ -465,7 +465,7 @@ func TestRelayPrunesRelayedRows(t *testing.T) {
 // on subscribers is reached only through a ledger that routes so.
 type byType struct{ relay.Ledger }
 
-func (l byType) Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []string, error) {
+func (l byType) Route(ctx context.Context, e intake.Event, maxSubscribers int) (*store.Endpoint, []store.Subscriber, error) {
 	e.EndpointID = ""
 	return l.Ledger.Route(ctx, e, maxSubscribers)
 }

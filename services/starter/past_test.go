@@ -89,7 +89,7 @@ func TestAnArrivalAnsweredFinishedWhileTheLedgerHoldsItOpenStillStarts(t *testin
 	_, err = st.EndpointInsert(ctx, "x", "https://example.com/x", "whsec_x", nil)
 	require.NoError(t, err)
 	insert := func(id string, seq int64) store.Event {
-		ev, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c", Sequence: seq, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{"x"})
+		ev, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: "c", Sequence: seq, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{"x"}, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 		return ev

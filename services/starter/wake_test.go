@@ -50,7 +50,7 @@ func TestTheWakeServesTheEndpointsInTurn(t *testing.T) {
 		require.NoError(t, err)
 		for i := range lanes[ep] {
 			id := fmt.Sprintf("%s-%04d", ep, i)
-			_, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: id, Sequence: 1, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{ep})
+			_, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: id, Sequence: 1, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{ep}, nil)
 			require.NoError(t, err)
 			require.True(t, ok)
 			_, err = st.DeliveryStartAttempt(ctx, id, ep)
@@ -99,7 +99,7 @@ func TestEachAnswerOfAHalfOpenCircuitWakesItsLanes(t *testing.T) {
 	_, err = st.EndpointInsert(ctx, "ep", "https://example.com/ep", "whsec_x", nil)
 	require.NoError(t, err)
 	for _, id := range []string{"e1", "e2"} {
-		_, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: id, Sequence: 1, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{"ep"})
+		_, ok, err := st.EventInsertRouted(ctx, intake.Event{ID: id, CorrelationID: id, Sequence: 1, Type: "t", Data: []byte(`{}`), PayloadHash: []byte{1}}, []string{"ep"}, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 		_, err = st.DeliveryStartAttempt(ctx, id, "ep")

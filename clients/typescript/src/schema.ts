@@ -657,6 +657,27 @@ export interface components {
             /** @description The event types the endpoint is sent (default: every type). At least one pattern, at most 100; repeats are dropped. null, like leaving it out, is every type. A bad pattern is a 422 whose field names it (event_types[2]). */
             event_types?: string[] | null;
             /**
+             * @description A filter over the event's data and metadata, in a JSON match like MongoDB's: {"data": {"amount": {"$gte": 1000}}, "metadata": {"region": "eu"}}. Top-level keys: data, metadata, $and, $or, $not. Below a field: a value (equality), nested fields, or operators $eq $neq $gt $gte $lt $lte $in $nin $exists $prefix $and $or $not. A missing field fails every comparison but $neq, $nin and $exists false. At most 4096 bytes, 16 levels, 256 nodes, 100 values in one $in. A bad filter is a 422 naming its path (filter.data.amount.$gt). The endpoint takes an event of its types only when the filter matches; the choice is made at acceptance and kept with the event, so a change applies to events accepted after it. Left out (or null): every event of its types.
+             * @example {
+             *       "data": {
+             *         "amount": {
+             *           "$gte": 1000
+             *         }
+             *       },
+             *       "metadata": {
+             *         "region": {
+             *           "$in": [
+             *             "eu",
+             *             "uk"
+             *           ]
+             *         }
+             *       }
+             *     }
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
+            /**
              * @description Custom headers sent with every delivery attempt, name to value (a receiver's API key, a tenant). The values are secrets: stored like the signing secret, never logged or traced, and shown redacted ("********") in every answer. Refused (422, field headers.<name>): the names hookflow sets or HTTP owns (webhook-*, content-type, content-length, content-encoding, host, user-agent, traceparent, tracestate, expect) and hop-by-hop ones (connection, keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade), in any case; a name that is not an RFC 9110 token or longer than 256; a value that is empty, longer than 4096, not visible ASCII (CR, LF, NUL and other control characters) or with leading or trailing space; two names equal but for case; more than 20 headers. null or left out: none.
              * @example {
              *       "Authorization": "Bearer rcv_123"
@@ -748,6 +769,27 @@ export interface components {
             disabled?: boolean;
             /** @description Replaces the endpoint's event types; left out they stay as they are, null subscribes it to every type again. At least one pattern, at most 100; repeats are dropped. */
             event_types?: string[] | null;
+            /**
+             * @description Replaces the endpoint's filter; left out it stays as it is, null removes it. A filter over the event's data and metadata, in a JSON match like MongoDB's: {"data": {"amount": {"$gte": 1000}}, "metadata": {"region": "eu"}}. Top-level keys: data, metadata, $and, $or, $not. Below a field: a value (equality), nested fields, or operators $eq $neq $gt $gte $lt $lte $in $nin $exists $prefix $and $or $not. A missing field fails every comparison but $neq, $nin and $exists false. At most 4096 bytes, 16 levels, 256 nodes, 100 values in one $in. A bad filter is a 422 naming its path (filter.data.amount.$gt). The endpoint takes an event of its types only when the filter matches; the choice is made at acceptance and kept with the event, so a change applies to events accepted after it.
+             * @example {
+             *       "data": {
+             *         "amount": {
+             *           "$gte": 1000
+             *         }
+             *       },
+             *       "metadata": {
+             *         "region": {
+             *           "$in": [
+             *             "eu",
+             *             "uk"
+             *           ]
+             *         }
+             *       }
+             *     }
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
             /**
              * @description Custom headers sent with every delivery attempt, name to value (a receiver's API key, a tenant). The values are secrets: stored like the signing secret, never logged or traced, and shown redacted ("********") in every answer. Refused (422, field headers.<name>): the names hookflow sets or HTTP owns (webhook-*, content-type, content-length, content-encoding, host, user-agent, traceparent, tracestate, expect) and hop-by-hop ones (connection, keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade), in any case; a name that is not an RFC 9110 token or longer than 256; a value that is empty, longer than 4096, not visible ASCII (CR, LF, NUL and other control characters) or with leading or trailing space; two names equal but for case; more than 20 headers. Replaces the endpoint's whole map; null (or {}) removes them all. Required with a url of another origin while the endpoint has custom headers.
              * @example {
@@ -849,6 +891,10 @@ export interface components {
             previous_secret_expires_at?: string;
             /** @description the patterns of the event types it is sent, as registered (repeats dropped); absent when it is sent every type */
             event_types?: string[];
+            /** @description its filter as stored (compact JSON, keys sorted); absent when it takes every event of its types */
+            filter?: {
+                [key: string]: unknown;
+            };
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -908,6 +954,15 @@ export interface components {
             type: string;
             /** @description any JSON value */
             data: unknown;
+            /**
+             * @description Optional metadata about the event (region, plan, source), which endpoints' filters may match beside data. At most 4096 bytes as compact JSON. It is part of the event's content (a repost with other metadata is another event), kept and shown with it, and not sent to receivers: what a receiver needs goes in data.
+             * @example {
+             *       "region": "eu"
+             *     }
+             */
+            metadata?: {
+                [key: string]: unknown;
+            };
             /** @description Operator keys: the tenant to act on (default: `default`). A tenant's key acts on its own tenant; naming another answers 404. */
             tenant_id?: components["schemas"]["TenantId"];
         };
@@ -925,6 +980,8 @@ export interface components {
                 endpoint_id: string;
                 state: string;
             }[];
+            /** @description the endpoints subscribed to its type whose filter left it out at acceptance (sorted; absent when none): they have no delivery of it, and their next event names the sequence before it as previous_sequence */
+            filtered_out?: string[];
         };
         Attempt: {
             attempt: number;
@@ -944,11 +1001,15 @@ export interface components {
             correlation_id: string;
             sequence: number;
             type: string;
+            /** @description the metadata it was accepted with; absent when none */
+            metadata?: {
+                [key: string]: unknown;
+            };
             /** @description how its deliveries stand together: dead_lettered if one is, else delivering, else waiting, else delivered (also with no deliveries: see unrouted), else skipped */
             state: components["schemas"]["State"];
             /** Format: date-time */
             accepted_at: string;
-            /** @description true when no endpoint took the event: it named none, and none was subscribed to its type when it was accepted. Its state then says delivered (there is nothing to deliver, and it takes its place in its correlation) and deliveries is empty */
+            /** @description true when no endpoint took the event: it named none, and none was subscribed to its type when it was accepted, or every filter of those subscribed left it out (filtered_out). Its state then says delivered (there is nothing to deliver, and it takes its place in its correlation) and deliveries is empty */
             unrouted: boolean;
             /** @description how often a sweep or a replay had to start the event's workflow again (an operator terminated it in the Web UI, say), when last and why */
             restarts?: {
@@ -959,6 +1020,8 @@ export interface components {
             };
             /** @description one per endpoint it was routed to at acceptance */
             deliveries: components["schemas"]["Delivery"][];
+            /** @description the endpoints subscribed to its type whose filter left it out at acceptance (sorted; absent when none): they have no delivery of it, and their next event names the sequence before it as previous_sequence */
+            filtered_out?: string[];
         };
         /** @description Where a correlation stands, one lane per endpoint its events were routed to. */
         Correlation: {

@@ -41,6 +41,7 @@ class EndpointCreate(TypedDict, total=False):
     disabled: bool
     secret: str
     event_types: list[str] | None
+    filter: dict[str, Any] | None
     headers: dict[str, str] | None
     recovery_window: str | None
     timeout: str | None
@@ -62,6 +63,7 @@ class EndpointUpdate(TypedDict, total=False):
     url: str
     disabled: bool
     event_types: list[str] | None
+    filter: dict[str, Any] | None
     headers: dict[str, str] | None
     recovery_window: str | None
     timeout: str | None
@@ -86,6 +88,7 @@ class Endpoint(TypedDict, total=False):
     disabled_reason: str
     previous_secret_expires_at: str
     event_types: list[str]
+    filter: dict[str, Any]
     created_at: Required[str]
     updated_at: Required[str]
     resumed_dead_letters: int
@@ -121,6 +124,7 @@ class EventCreate(TypedDict, total=False):
     endpoint_id: Key
     type: Required[str]
     data: Required[Any]
+    metadata: dict[str, Any]
     tenant_id: TenantId
 
 
@@ -134,6 +138,7 @@ class Accepted(TypedDict, total=False):
     state: Required[Literal["queued", "waiting", "delivered"]]
     unrouted: Required[bool]
     deliveries: Required[list[AcceptedDeliveriesItem]]
+    filtered_out: list[str]
 
 
 class Attempt(TypedDict, total=False):
@@ -160,11 +165,13 @@ class Event(TypedDict, total=False):
     correlation_id: Required[str]
     sequence: Required[int]
     type: Required[str]
+    metadata: dict[str, Any]
     state: Required[State]
     accepted_at: Required[str]
     unrouted: Required[bool]
     restarts: EventRestarts
     deliveries: Required[list[Delivery]]
+    filtered_out: list[str]
 
 
 class Correlation(TypedDict, total=False):
