@@ -82,7 +82,7 @@ func BenchmarkAcceptFilters(b *testing.B) {
 			plain, filtered = plain/time.Duration(b.N), filtered/time.Duration(b.N)
 			b.Logf("FIGURE accept to %d subscribers: %v per event without filters, %v with a filter each: %.2f× (%v per filter)",
 				n, plain.Round(time.Microsecond), filtered.Round(time.Microsecond), float64(filtered)/float64(plain),
-				((filtered-plain)/time.Duration(n)).Round(10*time.Nanosecond))
+				((filtered - plain) / time.Duration(n)).Round(10*time.Nanosecond))
 		})
 	}
 }

@@ -75,6 +75,6 @@ func BenchmarkRouteFilters(b *testing.B) {
 			})
 		}
 		b.Logf("FIGURE route to %d subscribers in memory: %v without filters, %v with a filter each (%v per filter, the event decoded once)",
-			n, per[false].Round(10*time.Nanosecond), per[true].Round(10*time.Nanosecond), ((per[true]-per[false])/time.Duration(n)).Round(time.Nanosecond))
+			n, per[false].Round(10*time.Nanosecond), per[true].Round(10*time.Nanosecond), ((per[true] - per[false]) / time.Duration(n)).Round(time.Nanosecond))
 	}
 }
