@@ -50,13 +50,17 @@ type Event struct {
 	EndpointID    string
 	Type          string
 	Data          json.RawMessage
+	// Metadata is the producer's optional metadata about the event (a
+	// JSON object), which endpoints' filters may match beside Data; nil
+	// for none.
+	Metadata json.RawMessage
 }
 
 // Request is the event in the form intake judges, the same as an API body.
 func (e Event) Request() intake.Request {
 	return intake.Request{
 		ID: &e.ID, CorrelationID: &e.CorrelationID, Sequence: json.RawMessage(strconv.FormatInt(e.Sequence, 10)),
-		EndpointID: &e.EndpointID, Type: &e.Type, Data: e.Data, TenantID: e.tenant(),
+		EndpointID: &e.EndpointID, Type: &e.Type, Data: e.Data, Metadata: e.Metadata, TenantID: e.tenant(),
 	}
 }
 
@@ -89,7 +93,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, ev Event) error {
 	tenant := cmp.Or(ev.TenantID, intake.DefaultTenant)
 	q := dbsqlc.New(tx)
 	_, err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{TenantID: tenant, ID: valid.ID, CorrelationID: valid.CorrelationID,
-		Sequence: valid.Sequence, EndpointID: valid.EndpointID, Type: valid.Type, Data: valid.Data, PayloadHash: valid.PayloadHash})
+		Sequence: valid.Sequence, EndpointID: valid.EndpointID, Type: valid.Type, Data: valid.Data, PayloadHash: valid.PayloadHash, Metadata: valid.Metadata})
 	if err == nil {
 		return nil
 	}

@@ -50,6 +50,12 @@ func event(id, corr string, seq int64, data string) outbox.Event {
 	return outbox.Event{ID: id, CorrelationID: corr, Sequence: seq, EndpointID: "ep_1", Type: "order.updated", Data: json.RawMessage(data)}
 }
 
+// withMetadata is ev with the producer's metadata.
+func withMetadata(ev outbox.Event, metadata string) outbox.Event {
+	ev.Metadata = json.RawMessage(metadata)
+	return ev
+}
+
 // enqueue runs Enqueue in its own transaction and commits it when Enqueue
 // succeeds.
 func enqueue(t *testing.T, pool *pgxpool.Pool, ev outbox.Event) error {
@@ -87,9 +93,9 @@ func TestMigrateIsIdempotentAndChecked(t *testing.T) {
 	require.NoError(t, err)
 	downs, err := fs.Glob(outbox.Migrations(), "*.down.sql")
 	require.NoError(t, err)
-	require.Equal(t, []string{"001_outbox.up.sql", "002_tenant.up.sql"}, ups)
-	require.Equal(t, []string{"001_outbox.down.sql", "002_tenant.down.sql"}, downs)
-	for _, name := range []string{"002_tenant.down.sql", "001_outbox.down.sql"} {
+	require.Equal(t, []string{"001_outbox.up.sql", "002_tenant.up.sql", "003_metadata.up.sql"}, ups)
+	require.Equal(t, []string{"001_outbox.down.sql", "002_tenant.down.sql", "003_metadata.down.sql"}, downs)
+	for _, name := range []string{"003_metadata.down.sql", "002_tenant.down.sql", "001_outbox.down.sql"} {
 		down, err := fs.ReadFile(outbox.Migrations(), name)
 		require.NoError(t, err)
 		_, err = pool.Exec(ctx, string(down))
@@ -148,6 +154,11 @@ func TestEnqueueIdempotencyAndConflicts(t *testing.T) {
 	err = outbox.Enqueue(ctx, tx, otherType)
 	require.ErrorIs(t, err, outbox.ErrConflict)
 
+	otherMetadata := event("evt-1", "order-1", 1, `{"a":1,"b":2}`)
+	otherMetadata.Metadata = json.RawMessage(`{"region":"eu"}`)
+	err = outbox.Enqueue(ctx, tx, otherMetadata)
+	require.ErrorIs(t, err, outbox.ErrConflict, "metadata is part of the content, as in the API")
+
 	err = outbox.Enqueue(ctx, tx, event("evt-other", "order-1", 1, `{"a":1,"b":2}`))
 	require.ErrorIs(t, err, outbox.ErrSequenceTaken)
 
@@ -161,6 +172,7 @@ func TestEnqueueIdempotencyAndConflicts(t *testing.T) {
 		{event("evt-2", "order-1", 2, `[1]`), "data"},
 		{event("evt-2", "order-1", 2, `{"a":`), "data"},
 		{event("evt-2", "order-1", 2, ``), "data"},
+		{withMetadata(event("evt-2", "order-1", 2, `{}`), `["eu"]`), "metadata"},
 	} {
 		err := outbox.Enqueue(ctx, tx, tc.ev)
 		require.ErrorIs(t, err, outbox.ErrInvalid, "%+v", tc.ev)
@@ -363,10 +375,10 @@ func TestTenantMigrationGoesBack(t *testing.T) {
 	require.Equal(t, "default", tenant, "the rows from before are the default tenant's")
 	require.NotEqual(t, before, schemaOf(t, pool))
 
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return outbox.Enqueue(ctx, tx, outbox.Event{TenantID: "acme", ID: "evt-new", CorrelationID: "order-1", Sequence: 1,
-			EndpointID: "ep_1", Type: "t", Data: json.RawMessage(`{}`)})
-	}))
+	// Written as Enqueue wrote it at 002 (its later columns not there yet).
+	_, err = pool.Exec(ctx, `INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
+		VALUES ('acme', 'evt-new', 'order-1', 1, 'ep_1', 't', '{}', '\x00')`)
+	require.NoError(t, err)
 	require.ErrorContains(t, exec("002_tenant.down.sql"), "tenants other than default")
 	_, err = pool.Exec(ctx, `DELETE FROM outbox WHERE tenant_id = 'acme'`)
 	require.NoError(t, err)

@@ -129,7 +129,7 @@ func (s *Source) Claim(ctx context.Context, corr Correlation, limit int, fn func
 	for i, r := range rows {
 		pending[i] = Row{Position: r.Position, PayloadHash: r.PayloadHash, CreatedAt: r.CreatedAt, Attempts: r.Attempts,
 			Event: Event{TenantID: r.TenantID, ID: r.ID, CorrelationID: r.CorrelationID, Sequence: r.Sequence, EndpointID: r.EndpointID, Type: r.Type,
-				Data: json.RawMessage(r.Data)}}
+				Data: json.RawMessage(r.Data), Metadata: json.RawMessage(r.Metadata)}}
 	}
 	if len(pending) == 0 {
 		return false, nil

@@ -180,7 +180,9 @@ func TestRelayMovesRowsIntoTheLedger(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	b.enqueue(b.event("o-1", "order", 1), b.event("o-2", "order", 2))
-	b.enqueue(b.event("o-3", "order", 3))
+	third := b.event("o-3", "order", 3)
+	third.Metadata = json.RawMessage(`{"region":"eu"}`)
+	b.enqueue(third)
 	r := b.relay(relay.Config{})
 
 	n, err := r.RelayOnce(ctx)
@@ -193,8 +195,13 @@ func TestRelayMovesRowsIntoTheLedger(t *testing.T) {
 		require.Equal(t, contract.StateWaiting, ev.State)
 		require.Equal(t, seq, ev.Sequence)
 		require.JSONEq(t, fmt.Sprintf(`{"seq":%d}`, seq), string(ev.Data))
+		sent := b.event(id, "order", seq)
+		if seq == 3 {
+			require.JSONEq(t, `{"region":"eu"}`, string(ev.Metadata), "the producer's metadata is relayed")
+			sent = third
+		}
 		// The ledger judges it exactly as an API post of the same event.
-		want, fe := intake.Validate(b.event(id, "order", seq).Request())
+		want, fe := intake.Validate(sent.Request())
 		require.Nil(t, fe)
 		require.Equal(t, want.PayloadHash, ev.PayloadHash)
 		state, _, _, _ := b.row(id)

@@ -6,8 +6,8 @@
 -- No conflict target: a repeated id and a sequence taken by another id both
 -- leave the table alone (and the caller's transaction usable);
 -- OutboxHashGet tells them apart.
-INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, metadata)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, sqlc.narg(metadata)::jsonb)
 ON CONFLICT DO NOTHING
 RETURNING position;
 
@@ -43,7 +43,7 @@ LIMIT $1;
 SELECT pg_try_advisory_xact_lock(hashtext('hookflow_outbox'), hashtext(sqlc.arg(tenant_id)::text || '/' || sqlc.arg(correlation_id)::text));
 
 -- name: OutboxPendingList :many
-SELECT position, tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
+SELECT position, tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts, metadata
 FROM outbox
 WHERE tenant_id = $1 AND correlation_id = $2 AND state = 'pending'
 ORDER BY sequence

@@ -162,8 +162,8 @@ func (q *Queries) OutboxHashGet(ctx context.Context, arg OutboxHashGetParams) ([
 
 const OutboxInsert = `-- name: OutboxInsert :one
 
-INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, metadata)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
 ON CONFLICT DO NOTHING
 RETURNING position
 `
@@ -177,6 +177,7 @@ type OutboxInsertParams struct {
 	Type          string
 	Data          []byte
 	PayloadHash   []byte
+	Metadata      []byte
 }
 
 // Queries on the outbox table: the producer's insert (Enqueue) and the
@@ -195,6 +196,7 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) (int
 		arg.Type,
 		arg.Data,
 		arg.PayloadHash,
+		arg.Metadata,
 	)
 	var position int64
 	err := row.Scan(&position)
@@ -269,7 +271,7 @@ func (q *Queries) OutboxNoteError(ctx context.Context, arg OutboxNoteErrorParams
 }
 
 const OutboxPendingList = `-- name: OutboxPendingList :many
-SELECT position, tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts
+SELECT position, tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, created_at, attempts, metadata
 FROM outbox
 WHERE tenant_id = $1 AND correlation_id = $2 AND state = 'pending'
 ORDER BY sequence
@@ -294,6 +296,7 @@ type OutboxPendingListRow struct {
 	PayloadHash   []byte
 	CreatedAt     time.Time
 	Attempts      int32
+	Metadata      []byte
 }
 
 func (q *Queries) OutboxPendingList(ctx context.Context, arg OutboxPendingListParams) ([]OutboxPendingListRow, error) {
@@ -317,6 +320,7 @@ func (q *Queries) OutboxPendingList(ctx context.Context, arg OutboxPendingListPa
 			&i.PayloadHash,
 			&i.CreatedAt,
 			&i.Attempts,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
