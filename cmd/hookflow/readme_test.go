@@ -486,6 +486,29 @@ func tourChecks() []tourCheck {
 			p.equal("inv-9-2 deliveries", map[string]any{"ep_dev_receiver": "delivered", vars["NATS"]: "delivered"}, states)
 			return p
 		},
+		// The NATS endpoint's filter leaves inv-9-3 out of its lane and
+		// takes inv-9-4.
+		func(out string, vars map[string]string) []string {
+			var p problems
+			lines := jsonLines(&p, out, 2)
+			if p != nil {
+				return p
+			}
+			for i, want := range []struct {
+				to, out []any
+			}{{[]any{"ep_dev_receiver"}, []any{vars["NATS"]}}, {[]any{"ep_dev_receiver", vars["NATS"]}, nil}} {
+				var to []any
+				for _, d := range asSlice(lines[i]["deliveries"]) {
+					to = append(to, d["endpoint_id"])
+				}
+				slices.SortFunc(to, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+				slices.SortFunc(want.to, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+				p.equal(fmt.Sprintf("inv-9-%d deliveries", i+3), want.to, to)
+				filtered, _ := lines[i]["filtered_out"].([]any)
+				p.equal(fmt.Sprintf("inv-9-%d filtered_out", i+3), want.out, filtered)
+			}
+			return p
+		},
 	}
 }
 
