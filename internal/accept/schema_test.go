@@ -49,7 +49,8 @@ func TestAcceptValidatesAgainstTheCatalog(t *testing.T) {
 	o = b.offer(a, request("before", "c", 1, "", `{"n":"two"}`))
 	require.Equal(t, accept.SchemaInvalid, o.Kind, "other content under the id is judged as any new event")
 
-	require.NoError(t, b.st.EventTypeDelete(ctx, "order.updated"))
+	_, err = b.st.EventTypeDelete(ctx, "order.updated")
+	require.NoError(t, err)
 	o = b.offer(a, request("bad", "c", 3, "", `{"n":"three"}`))
 	require.Equal(t, accept.Accepted, o.Kind, "entry deleted: the type passes as before")
 }

@@ -148,16 +148,13 @@ func (s *Store) EventTypesList(ctx context.Context, after string, limit int) ([]
 }
 
 // EventTypeDelete removes the type's entry (its events are no longer
-// validated), or returns ErrNotFound.
-func (s *Store) EventTypeDelete(ctx context.Context, name string) error {
-	n, err := s.q.CatalogDelete(ctx, dbsqlc.CatalogDeleteParams{TenantID: s.tenant, Name: name})
+// validated) and returns it as it was, or returns ErrNotFound.
+func (s *Store) EventTypeDelete(ctx context.Context, name string) (CatalogEntry, error) {
+	r, err := s.q.CatalogDelete(ctx, dbsqlc.CatalogDeleteParams{TenantID: s.tenant, Name: name})
 	if err != nil {
-		return fmt.Errorf("delete event type: %w", err)
+		return CatalogEntry{}, fmt.Errorf("delete event type: %w", translate(err))
 	}
-	if n == 0 {
-		return fmt.Errorf("delete event type: %w", ErrNotFound)
-	}
-	return nil
+	return catalogEntryOf(dbsqlc.CatalogGetRow(r)), nil
 }
 
 func catalogEntryOf(r dbsqlc.CatalogGetRow) CatalogEntry {

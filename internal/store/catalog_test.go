@@ -59,12 +59,16 @@ func TestEventTypePutVersions(t *testing.T) {
 	other := st.Tenant("other-catalog")
 	_, err = other.EventTypeGet(ctx, "order.paid")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.ErrorIs(t, other.EventTypeDelete(ctx, "order.paid"), store.ErrNotFound)
+	_, err = other.EventTypeDelete(ctx, "order.paid")
+	require.ErrorIs(t, err, store.ErrNotFound)
 
-	require.NoError(t, st.EventTypeDelete(ctx, "order.paid"))
+	deleted, err := st.EventTypeDelete(ctx, "order.paid")
+	require.NoError(t, err)
+	require.Equal(t, 3, deleted.Version, "the entry as it was")
 	_, err = st.EventTypeGet(ctx, "order.paid")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.ErrorIs(t, st.EventTypeDelete(ctx, "order.paid"), store.ErrNotFound)
+	_, err = st.EventTypeDelete(ctx, "order.paid")
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 // TestEventTypesPutAllOrNothing: past the cap, a batch stores nothing,

@@ -553,7 +553,7 @@ func TestMigration033GivesEveryDeliveryItsEventsType(t *testing.T) {
 	require.Equal(t, []string{"e1@a=order.created", "e1@b=order.created", "e2@b=order.paid"}, typed)
 	st, err := store.New(pool)
 	require.NoError(t, err)
-	types, err := st.Tenant(store.DefaultTenant).OnlyEndpoints([]string{"a"}).EventTypeList(ctx, 4096, 10)
+	types, err := st.Tenant(store.DefaultTenant).OnlyEndpoints([]string{"a"}).EventTypeList(ctx, "", 4096, 10)
 	require.NoError(t, err)
 	require.Len(t, types, 1)
 	require.Equal(t, "order.created", types[0].Type)

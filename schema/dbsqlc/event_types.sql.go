@@ -21,8 +21,9 @@ func (q *Queries) CatalogCount(ctx context.Context, tenantID string) (int64, err
 	return count, err
 }
 
-const CatalogDelete = `-- name: CatalogDelete :execrows
+const CatalogDelete = `-- name: CatalogDelete :one
 DELETE FROM event_types WHERE tenant_id = $1 AND name = $2
+RETURNING name, description, schema, example, version, created_at, updated_at
 `
 
 type CatalogDeleteParams struct {
@@ -30,12 +31,29 @@ type CatalogDeleteParams struct {
 	Name     string
 }
 
-func (q *Queries) CatalogDelete(ctx context.Context, arg CatalogDeleteParams) (int64, error) {
-	result, err := q.db.Exec(ctx, CatalogDelete, arg.TenantID, arg.Name)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type CatalogDeleteRow struct {
+	Name        string
+	Description string
+	Schema      []byte
+	Example     []byte
+	Version     int32
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func (q *Queries) CatalogDelete(ctx context.Context, arg CatalogDeleteParams) (CatalogDeleteRow, error) {
+	row := q.db.QueryRow(ctx, CatalogDelete, arg.TenantID, arg.Name)
+	var i CatalogDeleteRow
+	err := row.Scan(
+		&i.Name,
+		&i.Description,
+		&i.Schema,
+		&i.Example,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const CatalogGet = `-- name: CatalogGet :one

@@ -37,5 +37,6 @@ SELECT name, description, schema, example, version, created_at, updated_at
 FROM event_types WHERE tenant_id = sqlc.arg(tenant_id) AND name > sqlc.arg(after)::text
 ORDER BY name LIMIT sqlc.arg(max_rows);
 
--- name: CatalogDelete :execrows
-DELETE FROM event_types WHERE tenant_id = sqlc.arg(tenant_id) AND name = sqlc.arg(name);
+-- name: CatalogDelete :one
+DELETE FROM event_types WHERE tenant_id = sqlc.arg(tenant_id) AND name = sqlc.arg(name)
+RETURNING name, description, schema, example, version, created_at, updated_at;
