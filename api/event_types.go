@@ -148,7 +148,7 @@ func (s *Server) EventTypePut(c echo.Context, name string, _ wire.EventTypePutPa
 	if len(req.Example) > 0 && string(req.Example) != "null" {
 		e.Example = req.Example
 	}
-	if fe := catalog.Check("name", "", e); fe != nil {
+	if fe := catalog.Check("name", "description", "", e); fe != nil {
 		return catalogProblem(fe)
 	}
 	stored, results, err := s.ledger(c).EventTypesPut(c.Request().Context(), []catalog.Entry{e}, catalog.MaxTypes)

@@ -106,13 +106,13 @@ func TestCaps(t *testing.T) {
 	require.Equal(t, "description", fe.Field)
 
 	e := Entry{Name: "order.paid", Schema: json.RawMessage(`{"type":"object"}`)}
-	require.Nil(t, Check("name", "", e))
+	require.Nil(t, Check("name", "description", "", e))
 	e.Example = json.RawMessage(`{"note":"` + strings.Repeat("x", MaxExampleBytes) + `"}`)
-	fe = Check("name", "", e)
+	fe = Check("name", "description", "", e)
 	require.NotNil(t, fe)
 	require.Equal(t, "example", fe.Field)
 	e.Example = json.RawMessage(`[1]`)
-	fe = Check("name", "", e)
+	fe = Check("name", "description", "", e)
 	require.NotNil(t, fe)
 	require.Equal(t, "example", fe.Field)
 
@@ -204,6 +204,7 @@ func TestImportNamesTheFault(t *testing.T) {
 		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/Missing"}}}}}}`):    schemaAt + ".$ref",
 		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"properties":{"a":{"type":"nope"}}}}}}}}`):       schemaAt + ".properties.a.type",
 		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"type":"object"},"example":[]}}}}}`):             `webhooks["order.paid"].post.requestBody.content["application/json"].example`,
+		hook(`{"post":{"description":"` + strings.Repeat("d", MaxDescription+1) + `","requestBody":{"content":{"application/json":{"schema":{}}}}}}`): `webhooks["order.paid"].post.description`,
 		`{"openapi":"3.1.0","webhooks":{"hookflow.x":{"post":{"requestBody":{"content":{"application/json":{"schema":{}}}}}}}}`: `webhooks["hookflow.x"]`,
 	} {
 		_, fe := Import(json.RawMessage(doc))

@@ -21,17 +21,17 @@ type Entry struct {
 	Example json.RawMessage
 }
 
-// Check judges an entry, each field named under prefix ("" for a PUT's
-// body, `webhooks["order.paid"].` for an import's): the name
-// (ValidName, named nameField), the description, the schema (it
-// compiles) and the example (at most MaxExampleBytes, and valid against
-// the schema: an example that breaks its own schema would teach a
-// subscriber the wrong payload).
-func Check(nameField, prefix string, e Entry) *intake.FieldError {
+// Check judges an entry: the name (ValidName, named nameField), the
+// description (named descField), the schema (it compiles) and the example
+// (at most MaxExampleBytes, and valid against the schema: an example that
+// breaks its own schema would teach a subscriber the wrong payload), these
+// two named under prefix ("" for a PUT's body, the media type's path for
+// an import's).
+func Check(nameField, descField, prefix string, e Entry) *intake.FieldError {
 	if fe := ValidName(nameField, e.Name); fe != nil {
 		return fe
 	}
-	if fe := ValidDescription(prefix+"description", e.Description); fe != nil {
+	if fe := ValidDescription(descField, e.Description); fe != nil {
 		return fe
 	}
 	if len(e.Schema) == 0 || string(e.Schema) == "null" {
@@ -104,7 +104,7 @@ func Import(raw json.RawMessage) ([]Entry, *intake.FieldError) {
 		if fe != nil {
 			return nil, fe
 		}
-		if fe := Check(at, at+".post.requestBody.content[\"application/json\"].", e); fe != nil {
+		if fe := Check(at, at+".post.description", at+".post.requestBody.content[\"application/json\"].", e); fe != nil {
 			return nil, fe
 		}
 		out = append(out, e)
