@@ -200,12 +200,12 @@ func TestImportNamesTheFault(t *testing.T) {
 		hook(`{"get":{}}`):                          `webhooks["order.paid"].post`,
 		hook(`{"post":{}}`):                         `webhooks["order.paid"].post.requestBody`,
 		hook(`{"$ref":"#/components/pathItems/x"}`): `webhooks["order.paid"].$ref`,
-		hook(`{"post":{"requestBody":{"content":{"text/plain":{"schema":{}}}}}}`):                                               schemaAt,
-		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/Missing"}}}}}}`):    schemaAt + ".$ref",
-		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"properties":{"a":{"type":"nope"}}}}}}}}`):       schemaAt + ".properties.a.type",
-		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"type":"object"},"example":[]}}}}}`):             `webhooks["order.paid"].post.requestBody.content["application/json"].example`,
+		hook(`{"post":{"requestBody":{"content":{"text/plain":{"schema":{}}}}}}`):                                                                     schemaAt,
+		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/Missing"}}}}}}`):                          schemaAt + ".$ref",
+		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"properties":{"a":{"type":"nope"}}}}}}}}`):                             schemaAt + ".properties.a.type",
+		hook(`{"post":{"requestBody":{"content":{"application/json":{"schema":{"type":"object"},"example":[]}}}}}`):                                   `webhooks["order.paid"].post.requestBody.content["application/json"].example`,
 		hook(`{"post":{"description":"` + strings.Repeat("d", MaxDescription+1) + `","requestBody":{"content":{"application/json":{"schema":{}}}}}}`): `webhooks["order.paid"].post.description`,
-		`{"openapi":"3.1.0","webhooks":{"hookflow.x":{"post":{"requestBody":{"content":{"application/json":{"schema":{}}}}}}}}`: `webhooks["hookflow.x"]`,
+		`{"openapi":"3.1.0","webhooks":{"hookflow.x":{"post":{"requestBody":{"content":{"application/json":{"schema":{}}}}}}}}`:                       `webhooks["hookflow.x"]`,
 	} {
 		_, fe := Import(json.RawMessage(doc))
 		require.NotNil(t, fe, doc)
