@@ -70,6 +70,7 @@ func BenchmarkAcceptValidate(b *testing.B) {
 	// "before" is the plain tenant with the catalog's read answered in
 	// memory: acceptance as it was before the catalog; "plain" pays the
 	// read and finds no entry; "catalogued" reads and validates.
+	invocations := 0
 	for _, run := range []string{"before", "plain", "catalogued"} {
 		tenant := run
 		if run == "before" {
@@ -83,11 +84,14 @@ func BenchmarkAcceptValidate(b *testing.B) {
 			}
 			a, err := accept.New(accept.Config{StartTimeout: time.Minute}, &fakeStarter{st: st})
 			require.NoError(b, err)
-			typ, corr := "order.paid", "order-"+run
+			// A correlation of each invocation's own: -count and the
+			// runner's calibration run it again on the same ledger.
+			invocations++
+			typ, corr := "order.paid", fmt.Sprintf("order-%s-%d", run, invocations)
 			seq := 0
 			for b.Loop() {
 				seq++
-				id := fmt.Sprintf("%s-%d", run, seq)
+				id := fmt.Sprintf("%s-%d", corr, seq)
 				raw, _ := json.Marshal(seq)
 				o, err := a.Accept(ctx, ledger, accept.Request{Event: intake.Request{ID: &id, CorrelationID: &corr, Sequence: raw, Type: &typ, Data: data}})
 				if err != nil || o.Kind != accept.Accepted {
