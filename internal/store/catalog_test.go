@@ -107,3 +107,28 @@ func TestEventTypesPutAllOrNothing(t *testing.T) {
 	}
 	require.Equal(t, []string{"t.00", "t.01", "t.02", "t.03", "t.04", "t.05", "t.06"}, names)
 }
+
+// TestEventTypeListPagesByName: the types seen are listed from the first
+// name after the page's last, for the tenant and for a store limited to
+// some endpoints alike (the API merges them with the catalog's page).
+func TestEventTypeListPagesByName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for i, typ := range []string{"a.one", "b.two", "c.three"} {
+		e := event(fmt.Sprintf("e-%d", i), "k", int64(i+1))
+		e.Type = typ
+		_, ok, err := st.EventInsertRouted(ctx, e, []string{"ep"})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	for _, s := range []*store.Store{st, st.OnlyEndpoints([]string{"ep"})} {
+		types, err := s.EventTypeList(ctx, "a.one", 4096, 10)
+		require.NoError(t, err)
+		var names []string
+		for _, ty := range types {
+			names = append(names, ty.Type)
+		}
+		require.Equal(t, []string{"b.two", "c.three"}, names)
+	}
+}
