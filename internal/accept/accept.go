@@ -1,11 +1,11 @@
 // Package accept is the one way an event enters hookflow, whoever offers
 // it: POST /v1/events (and the endpoint's test event) in the API, and an
-// outbox row in `hookflow relay`. It judges the event (package intake, and
-// its type's schema in the tenant's catalog: package catalog), routes it
-// (the endpoint it names, or every subscriber of its type), stores it in
-// the tenant's ledger with its routing, tells a repost of the same event
-// from a conflict, and starts its workflow within a bound, leaving it
-// queued for the starter's sweep when Temporal does not answer in time.
+// outbox row in `hookflow relay`. It judges the event (package intake),
+// routes it (the endpoint it names, or every subscriber of its type),
+// stores it in the tenant's ledger with its routing, tells a repost of the
+// same event from a conflict, and starts its workflow within a bound,
+// leaving it queued for the starter's sweep when Temporal does not answer
+// in time.
 //
 // It decides; it does not answer. Each caller maps the Outcome to its own
 // world: the API to an HTTP status and a problem, the relay to the state of
