@@ -202,13 +202,20 @@ func (s *Server) EventTypeImport(c echo.Context, _ wire.EventTypeImportParams) e
 	}
 	out := wire.EventTypeImportResult{Items: make([]wire.EventTypeImportResult_Items, len(stored))}
 	for i, e := range stored {
-		out.Items[i] = wire.EventTypeImportResult_Items{Name: e.Name, Version: int64(e.Version), Result: importResults[results[i]]}
+		out.Items[i] = wire.EventTypeImportResult_Items{Name: e.Name, Version: int64(e.Version), Result: importResult(results[i])}
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-var importResults = map[store.PutResult]wire.EventTypeImportResultItemsResult{
-	store.Created: "created", store.Updated: "updated", store.Unchanged: "unchanged",
+// importResult names what a put did, as the import's answer says it.
+func importResult(r store.PutResult) wire.EventTypeImportResultItemsResult {
+	switch r {
+	case store.Created:
+		return "created"
+	case store.Updated:
+		return "updated"
+	}
+	return "unchanged"
 }
 
 // catalogProblem is the 422 of an entry the catalog refuses, naming the
