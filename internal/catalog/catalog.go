@@ -212,10 +212,10 @@ func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 	return e
 }
 
-var printer = message.NewPrinter(language.English)
-
+// reason is the validator's words for a failure, in English; a printer is
+// made per failure, which is the rare path.
 func reason(e *jsonschema.ValidationError) string {
-	return oneLine(e.ErrorKind.LocalizedString(printer))
+	return oneLine(e.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
 }
 
 func oneLine(s string) string {
