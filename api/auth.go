@@ -102,7 +102,8 @@ func (p principal) can(s Scope) bool {
 // permits reports whether the principal may run operation op (nil: no
 // operation), which needs scope: a portal session also needs
 // endpoints:secret where the answer shows a signing secret, and one
-// limited to endpoints creates none (it could not reach it). It answers
+// limited to endpoints creates none (it could not reach it) and changes
+// no event type (catalogOperations). It answers
 // the 403 when not.
 func (p principal) permits(op *operation, scope Scope) *Problem {
 	if !p.can(scope) {
@@ -124,6 +125,10 @@ func (p principal) permits(op *operation, scope Scope) *Problem {
 	if op.id == "endpointCreate" && p.portal.EndpointsLimited {
 		return problem(http.StatusForbidden, "endpoints-limited", "Forbidden",
 			"this portal session is limited to some endpoints: it cannot create one")
+	}
+	if slices.Contains(catalogOperations, op.id) && p.portal.EndpointsLimited {
+		return problem(http.StatusForbidden, "endpoints-limited", "Forbidden",
+			"this portal session is limited to some endpoints: it reads the event-type catalog but cannot change it, since the catalog judges every event of the tenant")
 	}
 	return nil
 }

@@ -539,15 +539,7 @@ const (
 // idCursor is the id (an endpoint's, a tenant's) a page in id order starts after: the
 // cursor query parameter decoded ("" without one).
 func idCursor(cursor *string) (string, *Problem) {
-	v := deref(cursor)
-	if v == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || intake.ValidKey("cursor", string(b)) != nil {
-		return "", fieldProblem("cursor", "cursor is not one this API returned")
-	}
-	return string(b), nil
+	return nameCursor(cursor, intake.ValidKey)
 }
 
 // EndpointList is a page of endpoints in id order. Its cursor is opaque

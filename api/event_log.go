@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -70,31 +69,4 @@ func decodeEventCursor(v string) (time.Time, string, bool) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)
 	return t, id, err == nil
-}
-
-// The bounds of GET /v1/event-types: the types it lists, and the largest
-// payload it shows as a sample (a page of the portal, not an export).
-const (
-	eventTypesMax  = 200
-	eventSampleMax = 8 << 10
-)
-
-// EventTypeList answers GET /v1/event-types (the portal's "event
-// types seen"): each type of the tenant's events, with its latest event
-// and that event's payload as a sample, so a customer writing a receiver
-// sees what each type carries.
-func (s *Server) EventTypeList(c echo.Context, _ wire.EventTypeListParams) error {
-	types, err := s.ledger(c).EventTypeList(c.Request().Context(), eventSampleMax, eventTypesMax+1)
-	if err != nil {
-		return err
-	}
-	page := wire.EventTypePage{Items: make([]wire.EventTypeSeen, 0, len(types)), More: len(types) > eventTypesMax}
-	for _, t := range types[:min(len(types), eventTypesMax)] {
-		item := wire.EventTypeSeen{Type: t.Type, LastEventID: t.LastEventID, LastSeenAt: t.LastSeenAt, SampleBytes: int64(t.SampleBytes)}
-		if t.Sample != nil {
-			item.Sample = json.RawMessage(t.Sample)
-		}
-		page.Items = append(page.Items, item)
-	}
-	return c.JSON(http.StatusOK, page)
 }

@@ -97,6 +97,8 @@ func (s *Server) EventCreate(c echo.Context) error {
 		p := problem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused", o.Detail())
 		p.Field = "id"
 		return p
+	case accept.SchemaInvalid:
+		return schemaViolation(o.Violation)
 	case accept.SequenceTaken:
 		p := problem(http.StatusConflict, "sequence-taken", "Sequence already taken", o.Detail())
 		p.Field = "sequence"

@@ -65,6 +65,14 @@ func TestPortalSecretGate(t *testing.T) {
 	must.Nil(t, limited.permits(rotate, ScopeEndpointsWrite))
 	view := portal(false, CapView)
 	must.Equal(t, problemTypeBase+"missing-scope", view.permits(update, ScopeEndpointsWrite).Type)
+	// The event-type catalog judges every event of the tenant: a session
+	// limited to some endpoints reads it and changes none of it.
+	for _, id := range []string{"eventTypePut", "eventTypeDelete", "eventTypeImport"} {
+		op := &operation{id: id}
+		must.Equal(t, problemTypeBase+"endpoints-limited", limited.permits(op, ScopeEndpointsWrite).Type, id)
+		must.Nil(t, manage.permits(op, ScopeEndpointsWrite), id)
+	}
+	must.Nil(t, portal(true, CapView).permits(&operation{id: "eventTypeGet"}, ScopeEventsRead))
 }
 
 // TestPortalTTL: 1h by default, 5m to 24h, anything else a 422 naming ttl.

@@ -127,7 +127,16 @@ func TestLimitedSessionReachesOnlyItsEndpoints(t *testing.T) {
 			_, raw := as(http.MethodGet, "/v1/event-types", nil)
 			require.NotContains(t, raw, "hookflow.dead_letter.created")
 		},
-		"eventAttempts": notFound(http.MethodGet, "/v1/events/e5/deliveries/"+ep2+"/attempts", nil),
+		// The catalog judges every event of the tenant: the session reads
+		// it and changes nothing in it.
+		"eventTypeGet": func(t *testing.T) {
+			require.Equal(t, http.StatusCreated, b.callAs(s.key, http.MethodPut, "/v1/event-types/catalogued.type", map[string]any{"schema": map[string]any{}}, nil))
+			only("/v1/event-types/catalogued.type", "catalogued.type")(t)
+		},
+		"eventTypePut":    forbidden(http.MethodPut, "/v1/event-types/order.updated", map[string]any{"schema": map[string]any{"type": "object"}}),
+		"eventTypeDelete": forbidden(http.MethodDelete, "/v1/event-types/order.updated", nil),
+		"eventTypeImport": forbidden(http.MethodPost, "/v1/event-types/import", map[string]any{"openapi": "3.1.0", "webhooks": map[string]any{}}),
+		"eventAttempts":   notFound(http.MethodGet, "/v1/events/e5/deliveries/"+ep2+"/attempts", nil),
 		"correlationGet": func(t *testing.T) {
 			notFound(http.MethodGet, "/v1/correlations/secret-corr", nil)(t)
 			notFound(http.MethodGet, "/v1/correlations/"+url.PathEscape(contract.OperationalCorrelation(s.ep2)), nil)(t)

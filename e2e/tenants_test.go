@@ -267,6 +267,20 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 		}
 	}
 	epB, dlB := url.PathEscape(bb.endpoint), "/v1/dead-letters/evt-bad?endpoint_id="+url.QueryEscape(bb.endpoint)
+	// bCatalog puts B's own catalog entry, b.only (again: the same
+	// content keeps it as it is), and answers its schema as B reads it.
+	bCatalog := func(t *testing.T) string {
+		t.Helper()
+		code := b.callAs(bb.key, http.MethodPut, "/v1/event-types/b.only", map[string]any{"schema": map[string]any{"type": "object"}}, nil)
+		require.Contains(t, []int{http.StatusCreated, http.StatusOK}, code)
+		var e struct {
+			Schema  json.RawMessage `json:"schema"`
+			Version int             `json:"version"`
+		}
+		require.Equal(t, http.StatusOK, b.callAs(bb.key, http.MethodGet, "/v1/event-types/b.only", nil, &e))
+		require.Equal(t, 1, e.Version)
+		return string(e.Schema)
+	}
 	cases := map[string]func(t *testing.T){
 		"endpointList":   onlyA("/v1/endpoints", a.endpoint),
 		"endpointCreate": notFound(http.MethodPost, "/v1/endpoints", map[string]any{"url": bb.rcv.srv.URL, "tenant_id": globex}),
@@ -320,6 +334,29 @@ func TestTenantsReachNothingOfEachOther(t *testing.T) {
 			onlyA("/v1/event-types", "order.updated", fmt.Sprintf(`"tenant":%q`, acme))(t)
 			_, raw := asA(http.MethodGet, "/v1/event-types", nil)
 			require.NotContains(t, raw, globex)
+		},
+		// Catalogs are per tenant: B's entry is none of A's, and a name A
+		// puts or imports is A's own, leaving B's as it was.
+		"eventTypeGet": func(t *testing.T) {
+			bCatalog(t)
+			notFound(http.MethodGet, "/v1/event-types/b.only", nil)(t)
+		},
+		"eventTypeDelete": func(t *testing.T) {
+			bCatalog(t)
+			notFound(http.MethodDelete, "/v1/event-types/b.only", nil)(t)
+		},
+		"eventTypePut": func(t *testing.T) {
+			bCatalog(t)
+			code, raw := asA(http.MethodPut, "/v1/event-types/b.only", map[string]any{"schema": map[string]any{"type": "string"}})
+			require.Equal(t, http.StatusCreated, code, raw)
+			require.Equal(t, `{"type":"object"}`, bCatalog(t), "B's entry is as B put it")
+		},
+		"eventTypeImport": func(t *testing.T) {
+			code, raw := asA(http.MethodPost, "/v1/event-types/import", map[string]any{"openapi": "3.1.0", "webhooks": map[string]any{
+				"a.imported": map[string]any{"post": map[string]any{"requestBody": map[string]any{"content": map[string]any{
+					"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}}}}}})
+			require.Equal(t, http.StatusOK, code, raw)
+			require.Equal(t, http.StatusNotFound, b.callAs(bb.key, http.MethodGet, "/v1/event-types/a.imported", nil, nil))
 		},
 		"eventAttempts": notFound(http.MethodGet, "/v1/events/evt-1/deliveries/"+epB+"/attempts", nil),
 		"correlationGet": func(t *testing.T) {

@@ -79,9 +79,21 @@ type ServerInterface interface {
 	// EndpointURLChanges Who changed the endpoint's URL, when, from where to where (newest first)
 	// (GET /v1/endpoints/{id}/url-changes)
 	EndpointURLChanges(ctx echo.Context, id Key, params EndpointURLChangesParams) error
-	// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+	// EventTypeList The event types: each type seen in the tenant's events, with its latest event and a sample payload, and each type of its catalog, with its schema
 	// (GET /v1/event-types)
 	EventTypeList(ctx echo.Context, params EventTypeListParams) error
+	// EventTypeImport Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+	// (POST /v1/event-types/import)
+	EventTypeImport(ctx echo.Context, params EventTypeImportParams) error
+	// EventTypeDelete Remove an event type's catalog entry: its events are accepted unvalidated again
+	// (DELETE /v1/event-types/{name})
+	EventTypeDelete(ctx echo.Context, name string, params EventTypeDeleteParams) error
+	// EventTypeGet An event type's catalog entry: its description, JSON Schema, example and version
+	// (GET /v1/event-types/{name})
+	EventTypeGet(ctx echo.Context, name string, params EventTypeGetParams) error
+	// EventTypePut Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+	// (PUT /v1/event-types/{name})
+	EventTypePut(ctx echo.Context, name string, params EventTypePutParams) error
 	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
 	// (GET /v1/events)
 	EventList(ctx echo.Context, params EventListParams) error
@@ -689,6 +701,20 @@ func (w *ServerInterfaceWrapper) EventTypeList(ctx echo.Context) error {
 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EventTypeListParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
 	// ------------- Optional query parameter "tenant_id" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
@@ -698,6 +724,99 @@ func (w *ServerInterfaceWrapper) EventTypeList(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.EventTypeList(ctx, params)
+	return err
+}
+
+// EventTypeImport converts echo context to params.
+func (w *ServerInterfaceWrapper) EventTypeImport(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventTypeImportParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventTypeImport(ctx, params)
+	return err
+}
+
+// EventTypeDelete converts echo context to params.
+func (w *ServerInterfaceWrapper) EventTypeDelete(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventTypeDeleteParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventTypeDelete(ctx, name, params)
+	return err
+}
+
+// EventTypeGet converts echo context to params.
+func (w *ServerInterfaceWrapper) EventTypeGet(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventTypeGetParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventTypeGet(ctx, name, params)
+	return err
+}
+
+// EventTypePut converts echo context to params.
+func (w *ServerInterfaceWrapper) EventTypePut(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EventTypePutParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EventTypePut(ctx, name, params)
 	return err
 }
 
@@ -1168,6 +1287,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/endpoints/:id/test", wrapper.EndpointTest, options.OperationMiddlewares["endpointTest"]...)
 	router.GET(options.BaseURL+"/v1/endpoints/:id/url-changes", wrapper.EndpointURLChanges, options.OperationMiddlewares["endpointURLChanges"]...)
 	router.GET(options.BaseURL+"/v1/event-types", wrapper.EventTypeList, options.OperationMiddlewares["eventTypeList"]...)
+	router.DELETE(options.BaseURL+"/v1/event-types/:name", wrapper.EventTypeDelete, options.OperationMiddlewares["eventTypeDelete"]...)
+	router.GET(options.BaseURL+"/v1/event-types/:name", wrapper.EventTypeGet, options.OperationMiddlewares["eventTypeGet"]...)
+	router.PUT(options.BaseURL+"/v1/event-types/:name", wrapper.EventTypePut, options.OperationMiddlewares["eventTypePut"]...)
+	router.POST(options.BaseURL+"/v1/event-types/import", wrapper.EventTypeImport, options.OperationMiddlewares["eventTypeImport"]...)
 	router.GET(options.BaseURL+"/v1/events", wrapper.EventList, options.OperationMiddlewares["eventList"]...)
 	router.POST(options.BaseURL+"/v1/events", wrapper.EventCreate, options.OperationMiddlewares["eventCreate"]...)
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.EventGet, options.OperationMiddlewares["eventGet"]...)

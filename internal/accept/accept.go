@@ -21,6 +21,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookflow/hookflow/internal/catalog"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/kit/intake"
@@ -35,6 +36,9 @@ type Ledger interface {
 	EventGet(ctx context.Context, id string) (store.Event, error)
 	CorrelationHighWater(ctx context.Context, correlationID string) (int64, error)
 	CorrelationLoadOf(ctx context.Context, correlationID string, perLane int) (store.CorrelationLoad, error)
+	// EventTypeSchema is the type's catalog entry (schema.go), or
+	// store.ErrNotFound.
+	EventTypeSchema(ctx context.Context, name string) (store.CatalogSchema, error)
 }
 
 // Starter starts a stored event's workflow and marks the event waiting
@@ -57,6 +61,9 @@ type Config struct {
 	// and waits in the paused lane, as the relay does: an outbox row
 	// refused would leave its sequence missing and its correlation stuck.
 	RefuseDisabledEndpoint bool
+	// SchemaCache is how many compiled schemas of the catalog are kept
+	// (catalog.NewCache); 0 is catalog.CacheSize.
+	SchemaCache int
 }
 
 // Kind is what became of an offered event.
@@ -88,6 +95,9 @@ const (
 	KeyReused
 	// SequenceTaken: another event holds its sequence (Outcome.Taken).
 	SequenceTaken
+	// SchemaInvalid: its data breaks its type's schema in the tenant's
+	// catalog (Outcome.Violation).
+	SchemaInvalid
 )
 
 // Request is an event offered for acceptance.
@@ -117,6 +127,9 @@ type Outcome struct {
 	StartErr error
 	// Taken says how the sequence is taken (SequenceTaken).
 	Taken *Taken
+	// Violation is where and why its data breaks its type's schema
+	// (SchemaInvalid).
+	Violation *Violation
 }
 
 // Taken describes a sequence another event holds.
@@ -134,6 +147,7 @@ type Acceptor struct {
 	cfg     Config
 	starter Starter
 	filters *filters
+	schemas *catalog.Cache
 }
 
 // New returns an Acceptor that starts workflows through starter.
@@ -147,7 +161,7 @@ func New(cfg Config, starter Starter) (*Acceptor, error) {
 	if cfg.MaxSubscribers < 1 || cfg.StartTimeout <= 0 {
 		return nil, errors.New("accept: max subscribers and start timeout must be positive")
 	}
-	return &Acceptor{cfg: cfg, starter: starter, filters: newFilters(filterCacheSize)}, nil
+	return &Acceptor{cfg: cfg, starter: starter, filters: newFilters(filterCacheSize), schemas: catalog.NewCache(cfg.SchemaCache)}, nil
 }
 
 // Accept judges, routes, stores and starts the event in ledger. A refusal
@@ -164,6 +178,9 @@ func (a *Acceptor) Accept(ctx context.Context, ledger Ledger, req Request) (Outc
 	if req.PayloadHash != nil && !bytes.Equal(ev.PayloadHash, req.PayloadHash) {
 		o.Kind = PayloadMismatch
 		return o, nil
+	}
+	if refused, err := a.validate(ctx, ledger, &o); refused || err != nil {
+		return o, err
 	}
 	addressed, subscribers, err := ledger.Route(ctx, ev, a.cfg.MaxSubscribers)
 	switch {

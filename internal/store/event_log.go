@@ -101,22 +101,23 @@ type EventType struct {
 	SampleBytes int
 }
 
-// EventTypeList returns up to limit of the tenant's event types, in name
-// order, each with its latest event and, when its payload is at most
-// sampleMax bytes, that payload. Limited to some endpoints
+// EventTypeList returns up to limit of the tenant's event types whose
+// names sort after after ("" for the first page), in name order, each
+// with its latest event and, when its payload is at most sampleMax bytes,
+// that payload. Limited to some endpoints
 // (OnlyEndpoints), only the events routed to one of them count.
-func (s *Store) EventTypeList(ctx context.Context, sampleMax, limit int) ([]EventType, error) {
+func (s *Store) EventTypeList(ctx context.Context, after string, sampleMax, limit int) ([]EventType, error) {
 	var rows []dbsqlc.EventTypeListRow
 	var err error
 	if s.limited {
 		var limited []dbsqlc.EventTypeListByEndpointsRow
-		limited, err = s.q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: s.tenant, Endpoints: s.only,
+		limited, err = s.q.EventTypeListByEndpoints(ctx, dbsqlc.EventTypeListByEndpointsParams{TenantID: s.tenant, Endpoints: s.only, After: after,
 			SampleMax: int32(sampleMax), MaxRows: int32(limit)})
 		for _, r := range limited {
 			rows = append(rows, dbsqlc.EventTypeListRow(r))
 		}
 	} else {
-		rows, err = s.q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: s.tenant, SampleMax: int32(sampleMax), MaxRows: int32(limit)})
+		rows, err = s.q.EventTypeList(ctx, dbsqlc.EventTypeListParams{TenantID: s.tenant, After: after, SampleMax: int32(sampleMax), MaxRows: int32(limit)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)

@@ -553,7 +553,7 @@ func TestMigration033GivesEveryDeliveryItsEventsType(t *testing.T) {
 	require.Equal(t, []string{"e1@a=order.created", "e1@b=order.created", "e2@b=order.paid"}, typed)
 	st, err := store.New(pool)
 	require.NoError(t, err)
-	types, err := st.Tenant(store.DefaultTenant).OnlyEndpoints([]string{"a"}).EventTypeList(ctx, 4096, 10)
+	types, err := st.Tenant(store.DefaultTenant).OnlyEndpoints([]string{"a"}).EventTypeList(ctx, "", 4096, 10)
 	require.NoError(t, err)
 	require.Len(t, types, 1)
 	require.Equal(t, "order.created", types[0].Type)
@@ -564,5 +564,39 @@ func TestMigration033GivesEveryDeliveryItsEventsType(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE table_name = 'deliveries' AND column_name = 'type'`).Scan(&n))
+	require.Zero(t, n)
+}
+
+// TestMigration036HoldsTheCatalogAndGoesBack: the catalog's table takes an
+// entry of a tenant that exists, with a schema that is an object or a
+// boolean, and nothing else; its down migration drops it.
+func TestMigration036HoldsTheCatalogAndGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, up := poolBefore(t, 35, "-- The event-type catalog")
+	require.NoError(t, execInTx(ctx, pool, up))
+	migrateRest(t, pool, 36)
+	for _, c := range []struct{ stmt, want string }{
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'a', '{"type":"object"}')`, ""},
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'b', 'true')`, ""},
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'c', '"object"')`, "check constraint"},
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('nobody', 'd', '{}')`, "foreign key"},
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', '', '{}')`, "check constraint"},
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'a', '{}')`, "duplicate key"},
+	} {
+		_, err := pool.Exec(ctx, c.stmt)
+		if c.want == "" {
+			require.NoError(t, err, c.stmt)
+		} else {
+			require.ErrorContains(t, err, c.want, c.stmt)
+		}
+	}
+	var version int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT version FROM event_types WHERE name = 'a'`).Scan(&version))
+	require.Equal(t, 1, version)
+
+	undoRest(t, pool, 35)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name = 'event_types'`).Scan(&n))
 	require.Zero(t, n)
 }

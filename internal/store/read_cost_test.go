@@ -406,7 +406,7 @@ func TestEventTypesOfALimitedSession(t *testing.T) {
 		age(t, st, id, time.Duration(20-i)*time.Minute)
 	}
 	latest := func(s *store.Store) map[string]string {
-		types, err := s.EventTypeList(ctx, 4096, 100)
+		types, err := s.EventTypeList(ctx, "", 4096, 100)
 		require.NoError(t, err)
 		out := map[string]string{}
 		for _, ty := range types {

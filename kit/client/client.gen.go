@@ -200,6 +200,27 @@ func (e EndpointType) Valid() bool {
 	}
 }
 
+// Defines values for EventTypeImportResultItemsResult.
+const (
+	EventTypeImportResultItemsResultCreated   EventTypeImportResultItemsResult = "created"
+	EventTypeImportResultItemsResultUnchanged EventTypeImportResultItemsResult = "unchanged"
+	EventTypeImportResultItemsResultUpdated   EventTypeImportResultItemsResult = "updated"
+)
+
+// Valid indicates whether the value is a known member of the EventTypeImportResultItemsResult enum.
+func (e EventTypeImportResultItemsResult) Valid() bool {
+	switch e {
+	case EventTypeImportResultItemsResultCreated:
+		return true
+	case EventTypeImportResultItemsResultUnchanged:
+		return true
+	case EventTypeImportResultItemsResultUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OperatorActionStatus.
 const (
 	OperatorActionStatusReplaying OperatorActionStatus = "replaying"
@@ -1101,27 +1122,87 @@ type EventSummary struct {
 	Type  string `json:"type"`
 }
 
+// EventTypeEntry An event type of the tenant's catalog: events of this type are validated against its schema when accepted.
+type EventTypeEntry struct {
+	CreatedAt   time.Time `json:"created_at"`
+	Description string    `json:"description"`
+
+	// Example an example of the event's data, when one was given
+	Example interface{} `json:"example,omitempty,omitzero"`
+	Name    string      `json:"name"`
+
+	// Schema the JSON Schema of the event's data, as stored (JSON's key order and spacing are not kept)
+	Schema interface{} `json:"schema"`
+
+	// UpdatedAt when its version last changed
+	UpdatedAt time.Time `json:"updated_at"`
+
+	// Version the server's: 1 when created, raised by one by each PUT or import that changes the schema, description or example; the same content again keeps it
+	Version int64 `json:"version"`
+}
+
+// EventTypeImport An OpenAPI 3.1 document (JSON); only `openapi`, `webhooks` and `components.schemas` are read.
+type EventTypeImport struct {
+	Components           map[string]interface{} `json:"components,omitempty,omitzero"`
+	Openapi              string                 `json:"openapi,omitempty,omitzero"`
+	Webhooks             map[string]interface{} `json:"webhooks,omitempty,omitzero"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// EventTypeImportResult What an import did, one item per webhook of the document, in name order.
+type EventTypeImportResult struct {
+	Items []EventTypeImportResult_Items `json:"items"`
+}
+
+// EventTypeImportResultItemsResult defines model for EventTypeImportResult.Items.Result.
+type EventTypeImportResultItemsResult string
+
+// EventTypeImportResult_Items defines model for EventTypeImportResult.Items.
+type EventTypeImportResult_Items struct {
+	Name    string                           `json:"name"`
+	Result  EventTypeImportResultItemsResult `json:"result"`
+	Version int64                            `json:"version"`
+}
+
 // EventTypePage defines model for EventTypePage.
 type EventTypePage struct {
 	Items []EventTypeSeen `json:"items"`
 
-	// More true when the tenant has more types than listed (200)
+	// More true when another page follows (next_cursor)
 	More bool `json:"more"`
+
+	// NextCursor asks for the next page (cursor); absent on the last page
+	NextCursor string `json:"next_cursor,omitempty,omitzero"`
 }
 
-// EventTypeSeen A type of the tenant's events, as the event log has seen it.
+// EventTypePut A catalog entry as a PUT states it.
+type EventTypePut struct {
+	// Description what the type means, for the subscribers reading the catalog (at most 2,000 characters)
+	Description string `json:"description,omitempty,omitzero"`
+
+	// Example an example of the event's `data` (at most 16 KiB of JSON); it must match the schema
+	Example interface{} `json:"example,omitempty,omitzero"`
+
+	// Schema A JSON Schema (draft 2020-12) of the event's `data`: an object (or true/false), at most 64 KiB of JSON, every `$ref` to itself (`#/…`, under `$defs`): nothing is fetched. `$schema`, when present, must be draft 2020-12. `format` is an annotation, not checked.
+	Schema interface{} `json:"schema"`
+}
+
+// EventTypeSeen A type of the tenant's events: as the event log has seen it (its latest event and a sample), as its catalog describes it (description, schema, version), or both. A catalogued type never seen has no last_event_id, last_seen_at or sample_bytes; a type seen but not catalogued has no version.
 type EventTypeSeen struct {
-	// LastEventID its latest event (GET /v1/events/{id})
-	LastEventID string `json:"last_event_id"`
+	// Catalog An event type of the tenant's catalog: events of this type are validated against its schema when accepted.
+	Catalog EventTypeEntry `json:"catalog,omitempty,omitzero"`
+
+	// LastEventID its latest event (GET /v1/events/{id}); absent when none was seen
+	LastEventID string `json:"last_event_id,omitempty,omitzero"`
 
 	// LastSeenAt when that event was accepted
-	LastSeenAt time.Time `json:"last_seen_at"`
+	LastSeenAt time.Time `json:"last_seen_at,omitempty,omitzero"`
 
 	// Sample that event's data, when at most 8 KiB of JSON and not pruned by retention
 	Sample interface{} `json:"sample,omitempty,omitzero"`
 
-	// SampleBytes the size of that event's data as JSON; 0 once pruned
-	SampleBytes int64  `json:"sample_bytes"`
+	// SampleBytes the size of that event's data as JSON; 0 once pruned; absent when none was seen
+	SampleBytes int64  `json:"sample_bytes,omitempty,omitzero"`
 	Type        string `json:"type"`
 }
 
@@ -1290,12 +1371,18 @@ type PortalToken struct {
 type Problem struct {
 	Detail string `json:"detail,omitempty,omitzero"`
 
+	// EventType the event type whose catalog schema refused the data (`schema-violation`)
+	EventType string `json:"event_type,omitempty,omitzero"`
+
 	// Field the request field at fault
 	Field    string `json:"field,omitempty,omitzero"`
 	Instance string `json:"instance,omitempty,omitzero"`
 
 	// Limit that setting's value
 	Limit int64 `json:"limit,omitempty,omitzero"`
+
+	// SchemaVersion that entry's version
+	SchemaVersion int64 `json:"schema_version,omitempty,omitzero"`
 
 	// Setting the setting whose cap refused the request (`HOOKFLOW_MAX_ENDPOINTS`, `HOOKFLOW_MAX_SUBSCRIBERS`)
 	Setting string `json:"setting,omitempty,omitzero"`
@@ -1682,6 +1769,36 @@ type URLChangePage struct {
 
 // EventTypeListParams defines parameters for EventTypeList.
 type EventTypeListParams struct {
+	// Limit page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// EventTypeImportParams defines parameters for EventTypeImport.
+type EventTypeImportParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// EventTypeDeleteParams defines parameters for EventTypeDelete.
+type EventTypeDeleteParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// EventTypeGetParams defines parameters for EventTypeGet.
+type EventTypeGetParams struct {
+	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
+	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// EventTypePutParams defines parameters for EventTypePut.
+type EventTypePutParams struct {
 	// TenantID Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does.
 	TenantID *TenantIDQuery `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
 }
@@ -1791,6 +1908,12 @@ type EndpointCreateJSONRequestBody = EndpointCreate
 // EndpointUpdateJSONRequestBody defines body for EndpointUpdate for application/json ContentType.
 type EndpointUpdateJSONRequestBody = EndpointUpdate
 
+// EventTypeImportJSONRequestBody defines body for EventTypeImport for application/json ContentType.
+type EventTypeImportJSONRequestBody = EventTypeImport
+
+// EventTypePutJSONRequestBody defines body for EventTypePut for application/json ContentType.
+type EventTypePutJSONRequestBody = EventTypePut
+
 // EventCreateJSONRequestBody defines body for EventCreate for application/json ContentType.
 type EventCreateJSONRequestBody = EventCreate
 
@@ -1805,6 +1928,102 @@ type TenantPutJSONRequestBody = TenantPut
 
 // PortalSessionCreateJSONRequestBody defines body for PortalSessionCreate for application/json ContentType.
 type PortalSessionCreateJSONRequestBody = PortalSessionCreate
+
+// Getter for additional properties for EventTypeImport. Returns the specified
+// element and whether it was found
+func (a EventTypeImport) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for EventTypeImport
+func (a *EventTypeImport) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for EventTypeImport to handle AdditionalProperties
+func (a *EventTypeImport) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["components"]; found {
+		err = json.Unmarshal(raw, &a.Components)
+		if err != nil {
+			return fmt.Errorf("error reading 'components': %w", err)
+		}
+		delete(object, "components")
+	}
+
+	if raw, found := object["openapi"]; found {
+		err = json.Unmarshal(raw, &a.Openapi)
+		if err != nil {
+			return fmt.Errorf("error reading 'openapi': %w", err)
+		}
+		delete(object, "openapi")
+	}
+
+	if raw, found := object["webhooks"]; found {
+		err = json.Unmarshal(raw, &a.Webhooks)
+		if err != nil {
+			return fmt.Errorf("error reading 'webhooks': %w", err)
+		}
+		delete(object, "webhooks")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for EventTypeImport to handle AdditionalProperties
+func (a EventTypeImport) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Components != nil {
+		object["components"], err = json.Marshal(a.Components)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'components': %w", err)
+		}
+	}
+
+	object["openapi"], err = json.Marshal(a.Openapi)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'openapi': %w", err)
+	}
+
+	if a.Webhooks != nil {
+		object["webhooks"], err = json.Marshal(a.Webhooks)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'webhooks': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -1839,6 +2058,14 @@ func (a *Problem) UnmarshalJSON(b []byte) error {
 		delete(object, "detail")
 	}
 
+	if raw, found := object["event_type"]; found {
+		err = json.Unmarshal(raw, &a.EventType)
+		if err != nil {
+			return fmt.Errorf("error reading 'event_type': %w", err)
+		}
+		delete(object, "event_type")
+	}
+
 	if raw, found := object["field"]; found {
 		err = json.Unmarshal(raw, &a.Field)
 		if err != nil {
@@ -1861,6 +2088,14 @@ func (a *Problem) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("error reading 'limit': %w", err)
 		}
 		delete(object, "limit")
+	}
+
+	if raw, found := object["schema_version"]; found {
+		err = json.Unmarshal(raw, &a.SchemaVersion)
+		if err != nil {
+			return fmt.Errorf("error reading 'schema_version': %w", err)
+		}
+		delete(object, "schema_version")
 	}
 
 	if raw, found := object["setting"]; found {
@@ -1935,6 +2170,11 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'detail': %w", err)
 	}
 
+	object["event_type"], err = json.Marshal(a.EventType)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'event_type': %w", err)
+	}
+
 	object["field"], err = json.Marshal(a.Field)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'field': %w", err)
@@ -1948,6 +2188,11 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	object["limit"], err = json.Marshal(a.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'limit': %w", err)
+	}
+
+	object["schema_version"], err = json.Marshal(a.SchemaVersion)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'schema_version': %w", err)
 	}
 
 	object["setting"], err = json.Marshal(a.Setting)
@@ -2237,12 +2482,58 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChanges(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+	// EventTypeList The event types: each type seen in the tenant's events, with its latest event and a sample payload, and each type of its catalog, with its schema
 	//
-	// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+	// In name order, a page at a time (limit, default 200; cursor). A type appears once, with what the event log has seen of it (its latest event by acceptance, and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample: sample_bytes says its size, 0 once pruned) and its catalog entry (`catalog`), when it has each. A portal session limited to some endpoints sees the types of the events routed to them, and the whole catalog. Voided sequences are not events.
 	//
 	// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
 	EventTypeList(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypeImportWithBody Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+	//
+	// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+	EventTypeImportWithBody(ctx context.Context, params *EventTypeImportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypeImport Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+	//
+	// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+	EventTypeImport(ctx context.Context, params *EventTypeImportParams, body EventTypeImportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypeDelete Remove an event type's catalog entry: its events are accepted unvalidated again
+	//
+	// Corresponds with DELETE /v1/event-types/{name} (the `EventTypeDelete` operationId).
+	EventTypeDelete(ctx context.Context, name string, params *EventTypeDeleteParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypeGet An event type's catalog entry: its description, JSON Schema, example and version
+	//
+	// Corresponds with GET /v1/event-types/{name} (the `EventTypeGet` operationId).
+	EventTypeGet(ctx context.Context, name string, params *EventTypeGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypePutWithBody Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+	//
+	// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+	EventTypePutWithBody(ctx context.Context, name string, params *EventTypePutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventTypePut Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+	//
+	// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+	EventTypePut(ctx context.Context, name string, params *EventTypePutParams, body EventTypePutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EventList The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
 	//
@@ -2857,13 +3148,119 @@ func (c *RawClient) EndpointURLChanges(ctx context.Context, id Key, params *Endp
 	return c.Client.Do(req)
 }
 
-// EventTypeList The event types seen: each type of the tenant's events with its latest event and a sample payload
+// EventTypeList The event types: each type seen in the tenant's events, with its latest event and a sample payload, and each type of its catalog, with its schema
 //
-// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+// In name order, a page at a time (limit, default 200; cursor). A type appears once, with what the event log has seen of it (its latest event by acceptance, and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample: sample_bytes says its size, 0 once pruned) and its catalog entry (`catalog`), when it has each. A portal session limited to some endpoints sees the types of the events routed to them, and the whole catalog. Voided sequences are not events.
 //
 // Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
 func (c *RawClient) EventTypeList(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEventTypeListRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypeImportWithBody Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+//
+// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+func (c *RawClient) EventTypeImportWithBody(ctx context.Context, params *EventTypeImportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypeImportRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypeImport Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+//
+// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+func (c *RawClient) EventTypeImport(ctx context.Context, params *EventTypeImportParams, body EventTypeImportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypeImportRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypeDelete Remove an event type's catalog entry: its events are accepted unvalidated again
+//
+// Corresponds with DELETE /v1/event-types/{name} (the `EventTypeDelete` operationId).
+func (c *RawClient) EventTypeDelete(ctx context.Context, name string, params *EventTypeDeleteParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypeDeleteRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypeGet An event type's catalog entry: its description, JSON Schema, example and version
+//
+// Corresponds with GET /v1/event-types/{name} (the `EventTypeGet` operationId).
+func (c *RawClient) EventTypeGet(ctx context.Context, name string, params *EventTypeGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypeGetRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypePutWithBody Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+//
+// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+func (c *RawClient) EventTypePutWithBody(ctx context.Context, name string, params *EventTypePutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypePutRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventTypePut Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+//
+// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+func (c *RawClient) EventTypePut(ctx context.Context, name string, params *EventTypePutParams, body EventTypePutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventTypePutRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4652,6 +5049,30 @@ func NewEventTypeListRequest(server string, params *EventTypeListParams) (*http.
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.TenantID != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -4674,6 +5095,269 @@ func NewEventTypeListRequest(server string, params *EventTypeListParams) (*http.
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewEventTypeImportRequest calls the generic EventTypeImport builder with application/json body
+func NewEventTypeImportRequest(server string, params *EventTypeImportParams, body EventTypeImportJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEventTypeImportRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewEventTypeImportRequestWithBody constructs an http.Request for the EventTypeImport method, with any body, and a specified content type
+func NewEventTypeImportRequestWithBody(server string, params *EventTypeImportParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/event-types/import")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewEventTypeDeleteRequest constructs an http.Request for the EventTypeDelete method
+func NewEventTypeDeleteRequest(server string, name string, params *EventTypeDeleteParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/event-types/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEventTypeGetRequest constructs an http.Request for the EventTypeGet method
+func NewEventTypeGetRequest(server string, name string, params *EventTypeGetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/event-types/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEventTypePutRequest calls the generic EventTypePut builder with application/json body
+func NewEventTypePutRequest(server string, name string, params *EventTypePutParams, body EventTypePutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEventTypePutRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewEventTypePutRequestWithBody constructs an http.Request for the EventTypePut method, with any body, and a specified content type
+func NewEventTypePutRequestWithBody(server string, name string, params *EventTypePutParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/event-types/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5912,14 +6596,64 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/endpoints/{id}/url-changes (the `EndpointURLChanges` operationId).
 	EndpointURLChangesWithResponse(ctx context.Context, id Key, params *EndpointURLChangesParams, reqEditors ...RequestEditorFn) (*EndpointURLChangesResponse, error)
 
-	// EventTypeListWithResponse The event types seen: each type of the tenant's events with its latest event and a sample payload
+	// EventTypeListWithResponse The event types: each type seen in the tenant's events, with its latest event and a sample payload, and each type of its catalog, with its schema
 	//
-	// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+	// In name order, a page at a time (limit, default 200; cursor). A type appears once, with what the event log has seen of it (its latest event by acceptance, and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample: sample_bytes says its size, 0 once pruned) and its catalog entry (`catalog`), when it has each. A portal session limited to some endpoints sees the types of the events routed to them, and the whole catalog. Voided sequences are not events.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/event-types (the `EventTypeList` operationId).
 	EventTypeListWithResponse(ctx context.Context, params *EventTypeListParams, reqEditors ...RequestEditorFn) (*EventTypeListResponse, error)
+
+	// EventTypeImportWithBodyWithResponse Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+	//
+	// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+	EventTypeImportWithBodyWithResponse(ctx context.Context, params *EventTypeImportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EventTypeImportResponse, error)
+
+	// EventTypeImportWithResponse Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+	//
+	// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+	EventTypeImportWithResponse(ctx context.Context, params *EventTypeImportParams, body EventTypeImportJSONRequestBody, reqEditors ...RequestEditorFn) (*EventTypeImportResponse, error)
+
+	// EventTypeDeleteWithResponse Remove an event type's catalog entry: its events are accepted unvalidated again
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/event-types/{name} (the `EventTypeDelete` operationId).
+	EventTypeDeleteWithResponse(ctx context.Context, name string, params *EventTypeDeleteParams, reqEditors ...RequestEditorFn) (*EventTypeDeleteResponse, error)
+
+	// EventTypeGetWithResponse An event type's catalog entry: its description, JSON Schema, example and version
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/event-types/{name} (the `EventTypeGet` operationId).
+	EventTypeGetWithResponse(ctx context.Context, name string, params *EventTypeGetParams, reqEditors ...RequestEditorFn) (*EventTypeGetResponse, error)
+
+	// EventTypePutWithBodyWithResponse Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+	//
+	// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+	EventTypePutWithBodyWithResponse(ctx context.Context, name string, params *EventTypePutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EventTypePutResponse, error)
+
+	// EventTypePutWithResponse Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+	//
+	// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+	EventTypePutWithResponse(ctx context.Context, name string, params *EventTypePutParams, body EventTypePutJSONRequestBody, reqEditors ...RequestEditorFn) (*EventTypePutResponse, error)
 
 	// EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
 	//
@@ -8454,6 +9188,471 @@ func (r EventTypeListResponse) ContentType() string {
 	return ""
 }
 
+// EventTypeImportResponse429Headers the declared response headers of an HTTP 429 response for EventTypeImport
+type EventTypeImportResponse429Headers struct {
+	RetryAfter int64
+}
+
+// EventTypeImportResponse503Headers the declared response headers of an HTTP 503 response for EventTypeImport
+type EventTypeImportResponse503Headers struct {
+	RetryAfter int64
+}
+
+type EventTypeImportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventTypeImportResult
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventTypeImportResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventTypeImportResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventTypeImportResponse) GetJSON200() *EventTypeImportResult {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventTypeImportResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EventTypeImportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventTypeImportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventTypeImportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventTypeImportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EventTypeDeleteResponse429Headers the declared response headers of an HTTP 429 response for EventTypeDelete
+type EventTypeDeleteResponse429Headers struct {
+	RetryAfter int64
+}
+
+// EventTypeDeleteResponse503Headers the declared response headers of an HTTP 503 response for EventTypeDelete
+type EventTypeDeleteResponse503Headers struct {
+	RetryAfter int64
+}
+
+type EventTypeDeleteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventTypeEntry
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventTypeDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventTypeDeleteResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventTypeDeleteResponse) GetJSON200() *EventTypeEntry {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventTypeDeleteResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EventTypeDeleteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventTypeDeleteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventTypeDeleteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventTypeDeleteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EventTypeGetResponse429Headers the declared response headers of an HTTP 429 response for EventTypeGet
+type EventTypeGetResponse429Headers struct {
+	RetryAfter int64
+}
+
+// EventTypeGetResponse503Headers the declared response headers of an HTTP 503 response for EventTypeGet
+type EventTypeGetResponse503Headers struct {
+	RetryAfter int64
+}
+
+type EventTypeGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventTypeEntry
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventTypeGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventTypeGetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventTypeGetResponse) GetJSON200() *EventTypeEntry {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventTypeGetResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EventTypeGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventTypeGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventTypeGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventTypeGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EventTypePutResponse429Headers the declared response headers of an HTTP 429 response for EventTypePut
+type EventTypePutResponse429Headers struct {
+	RetryAfter int64
+}
+
+// EventTypePutResponse503Headers the declared response headers of an HTTP 503 response for EventTypePut
+type EventTypePutResponse503Headers struct {
+	RetryAfter int64
+}
+
+type EventTypePutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventTypeEntry
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *EventTypeEntry
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventTypePutResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventTypePutResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventTypePutResponse) GetJSON200() *EventTypeEntry {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r EventTypePutResponse) GetJSON201() *EventTypeEntry {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventTypePutResponse) GetApplicationProblemJSON503() *Problem {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EventTypePutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventTypePutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventTypePutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventTypePutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // EventListResponse429Headers the declared response headers of an HTTP 429 response for EventList
 type EventListResponse429Headers struct {
 	RetryAfter int64
@@ -10603,9 +11802,9 @@ func (c *ClientWithResponses) EndpointURLChangesWithResponse(ctx context.Context
 	return ParseEndpointURLChangesResponse(rsp)
 }
 
-// EventTypeListWithResponse The event types seen: each type of the tenant's events with its latest event and a sample payload
+// EventTypeListWithResponse The event types: each type seen in the tenant's events, with its latest event and a sample payload, and each type of its catalog, with its schema
 //
-// In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+// In name order, a page at a time (limit, default 200; cursor). A type appears once, with what the event log has seen of it (its latest event by acceptance, and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample: sample_bytes says its size, 0 once pruned) and its catalog entry (`catalog`), when it has each. A portal session limited to some endpoints sees the types of the events routed to them, and the whole catalog. Voided sequences are not events.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10616,6 +11815,92 @@ func (c *ClientWithResponses) EventTypeListWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseEventTypeListResponse(rsp)
+}
+
+// EventTypeImportWithBodyWithResponse Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+//
+// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+func (c *ClientWithResponses) EventTypeImportWithBodyWithResponse(ctx context.Context, params *EventTypeImportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EventTypeImportResponse, error) {
+	rsp, err := c.EventTypeImportWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypeImportResponse(rsp)
+}
+
+// EventTypeImportWithResponse Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+//
+// One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/event-types/import (the `EventTypeImport` operationId).
+func (c *ClientWithResponses) EventTypeImportWithResponse(ctx context.Context, params *EventTypeImportParams, body EventTypeImportJSONRequestBody, reqEditors ...RequestEditorFn) (*EventTypeImportResponse, error) {
+	rsp, err := c.EventTypeImport(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypeImportResponse(rsp)
+}
+
+// EventTypeDeleteWithResponse Remove an event type's catalog entry: its events are accepted unvalidated again
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/event-types/{name} (the `EventTypeDelete` operationId).
+func (c *ClientWithResponses) EventTypeDeleteWithResponse(ctx context.Context, name string, params *EventTypeDeleteParams, reqEditors ...RequestEditorFn) (*EventTypeDeleteResponse, error) {
+	rsp, err := c.EventTypeDelete(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypeDeleteResponse(rsp)
+}
+
+// EventTypeGetWithResponse An event type's catalog entry: its description, JSON Schema, example and version
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/event-types/{name} (the `EventTypeGet` operationId).
+func (c *ClientWithResponses) EventTypeGetWithResponse(ctx context.Context, name string, params *EventTypeGetParams, reqEditors ...RequestEditorFn) (*EventTypeGetResponse, error) {
+	rsp, err := c.EventTypeGet(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypeGetResponse(rsp)
+}
+
+// EventTypePutWithBodyWithResponse Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+//
+// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+func (c *ClientWithResponses) EventTypePutWithBodyWithResponse(ctx context.Context, name string, params *EventTypePutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EventTypePutResponse, error) {
+	rsp, err := c.EventTypePutWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypePutResponse(rsp)
+}
+
+// EventTypePutWithResponse Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+//
+// An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/event-types/{name} (the `EventTypePut` operationId).
+func (c *ClientWithResponses) EventTypePutWithResponse(ctx context.Context, name string, params *EventTypePutParams, body EventTypePutJSONRequestBody, reqEditors ...RequestEditorFn) (*EventTypePutResponse, error) {
+	rsp, err := c.EventTypePut(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventTypePutResponse(rsp)
 }
 
 // EventListWithResponse The event log: the tenant's events, newest first (keyset pagination), by correlation, type or endpoint
@@ -13104,6 +14389,447 @@ func ParseEventTypeListResponse(rsp *http.Response) (*EventTypeListResponse, err
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers EventTypeListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventTypeImportResponse parses an HTTP response from a EventTypeImportWithResponse call
+func ParseEventTypeImportResponse(rsp *http.Response) (*EventTypeImportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventTypeImportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventTypeImportResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventTypeImportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventTypeImportResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventTypeDeleteResponse parses an HTTP response from a EventTypeDeleteWithResponse call
+func ParseEventTypeDeleteResponse(rsp *http.Response) (*EventTypeDeleteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventTypeDeleteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventTypeEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventTypeDeleteResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventTypeDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventTypeGetResponse parses an HTTP response from a EventTypeGetWithResponse call
+func ParseEventTypeGetResponse(rsp *http.Response) (*EventTypeGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventTypeGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventTypeEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventTypeGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventTypeGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventTypePutResponse parses an HTTP response from a EventTypePutWithResponse call
+func ParseEventTypePutResponse(rsp *http.Response) (*EventTypePutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventTypePutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventTypeEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest EventTypeEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventTypePutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventTypePutResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

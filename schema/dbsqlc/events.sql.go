@@ -1195,7 +1195,8 @@ func (q *Queries) EventSweepDeferred(ctx context.Context, arg EventSweepDeferred
 
 const EventTypeList = `-- name: EventTypeList :many
 WITH RECURSIVE types AS (
-    (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
+    (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type > $4::text AND e.type <> 'hookflow.voided'
+     ORDER BY e.type LIMIT 1)
     UNION ALL
     SELECT (SELECT e.type FROM events e WHERE e.tenant_id = $2 AND e.type > t.type AND e.type <> 'hookflow.voided'
             ORDER BY e.type LIMIT 1)
@@ -1219,6 +1220,7 @@ type EventTypeListParams struct {
 	SampleMax int32
 	TenantID  string
 	MaxRows   int32
+	After     string
 }
 
 type EventTypeListRow struct {
@@ -1229,15 +1231,20 @@ type EventTypeListRow struct {
 	SampleBytes int32
 }
 
-// The types of the tenant's events, in name order, each with its latest
-// event (by accepted_at) and that event's payload as a sample when it is
-// at most sample_max bytes of JSON (NULL past it, or once retention pruned
+// The types of the tenant's events after after (” for the first), in
+// name order, each with its latest event (by accepted_at) and that
+// event's payload as a sample when it is at most sample_max bytes of JSON (NULL past it, or once retention pruned
 // it). The types are walked one index probe each (events_log_type_idx: a
 // loose index scan), so the cost is the number of types, not of events.
 // A portal session limited to some endpoints reads EventTypeListByEndpoints.
 // Voided sequences' tombstones are no events.
 func (q *Queries) EventTypeList(ctx context.Context, arg EventTypeListParams) ([]EventTypeListRow, error) {
-	rows, err := q.db.Query(ctx, EventTypeList, arg.SampleMax, arg.TenantID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, EventTypeList,
+		arg.SampleMax,
+		arg.TenantID,
+		arg.MaxRows,
+		arg.After,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -1281,10 +1288,11 @@ WITH RECURSIVE about AS (
 ), types AS (
     SELECT s.ep, s.corr, CASE WHEN s.corr IS NULL THEN
         (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = s.ep
-           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type > $5::text AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
     ELSE
         (SELECT d.type FROM deliveries d WHERE d.tenant_id = $2 AND d.endpoint_id = s.ep
-           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = s.corr AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = s.corr AND d.type > $5::text AND d.type <> 'hookflow.voided'
+         ORDER BY d.type LIMIT 1)
     END AS type
     FROM streams s
     UNION ALL
@@ -1327,6 +1335,7 @@ type EventTypeListByEndpointsParams struct {
 	TenantID  string
 	MaxRows   int32
 	Endpoints []string
+	After     string
 }
 
 type EventTypeListByEndpointsRow struct {
@@ -1358,6 +1367,7 @@ func (q *Queries) EventTypeListByEndpoints(ctx context.Context, arg EventTypeLis
 		arg.TenantID,
 		arg.MaxRows,
 		arg.Endpoints,
+		arg.After,
 	)
 	if err != nil {
 		return nil, err

@@ -603,15 +603,16 @@ FROM (
 ORDER BY page.accepted_at DESC, page.event_id DESC;
 
 -- name: EventTypeList :many
--- The types of the tenant's events, in name order, each with its latest
--- event (by accepted_at) and that event's payload as a sample when it is
--- at most sample_max bytes of JSON (NULL past it, or once retention pruned
+-- The types of the tenant's events after after ('' for the first), in
+-- name order, each with its latest event (by accepted_at) and that
+-- event's payload as a sample when it is at most sample_max bytes of JSON (NULL past it, or once retention pruned
 -- it). The types are walked one index probe each (events_log_type_idx: a
 -- loose index scan), so the cost is the number of types, not of events.
 -- A portal session limited to some endpoints reads EventTypeListByEndpoints.
 -- Voided sequences' tombstones are no events.
 WITH RECURSIVE types AS (
-    (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type <> 'hookflow.voided' ORDER BY e.type LIMIT 1)
+    (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type > sqlc.arg(after)::text AND e.type <> 'hookflow.voided'
+     ORDER BY e.type LIMIT 1)
     UNION ALL
     SELECT (SELECT e.type FROM events e WHERE e.tenant_id = sqlc.arg(tenant_id) AND e.type > t.type AND e.type <> 'hookflow.voided'
             ORDER BY e.type LIMIT 1)
@@ -664,10 +665,11 @@ WITH RECURSIVE about AS (
 ), types AS (
     SELECT s.ep, s.corr, CASE WHEN s.corr IS NULL THEN
         (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = s.ep
-           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+           AND NOT starts_with(d.correlation_id, 'hookflow:') AND d.type > sqlc.arg(after)::text AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
     ELSE
         (SELECT d.type FROM deliveries d WHERE d.tenant_id = sqlc.arg(tenant_id) AND d.endpoint_id = s.ep
-           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = s.corr AND d.type <> 'hookflow.voided' ORDER BY d.type LIMIT 1)
+           AND starts_with(d.correlation_id, 'hookflow:') AND d.correlation_id = s.corr AND d.type > sqlc.arg(after)::text AND d.type <> 'hookflow.voided'
+         ORDER BY d.type LIMIT 1)
     END AS type
     FROM streams s
     UNION ALL

@@ -357,6 +357,12 @@ func (r *Relay) relayRow(ctx context.Context, ledger Ledger, row outbox.Row) (st
 	case accept.Accepted, accept.Repost:
 	case accept.Invalid:
 		return fmt.Sprintf("invalid event: %s: %s", o.Invalid.Field, o.Invalid.Detail), nil
+	case accept.SchemaInvalid:
+		// Refused for good, as an invalid field is: the producer wrote
+		// data its own catalog refuses. Its sequence stays missing until
+		// an operator voids it or the producer sends a valid one.
+		v := o.Violation
+		return fmt.Sprintf("schema violation: %s (event type %s, catalog version %d)", v.Field.Detail, v.Type, v.Version), nil
 	case accept.PayloadMismatch:
 		// Enqueue stores the hash of what it stores; a mismatch means the
 		// row was written or edited around it.

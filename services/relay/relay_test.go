@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/hookflow/hookflow/internal/catalog"
 	"github.com/hookflow/hookflow/internal/contract"
 	"github.com/hookflow/hookflow/internal/store"
 	"github.com/hookflow/hookflow/kit/intake"
@@ -650,4 +651,30 @@ func TestTenantIDRuleIsTheAPIs(t *testing.T) {
 	ddl, err := os.ReadFile("../../schema/migrations/025_tenants.up.sql")
 	require.NoError(t, err)
 	require.Contains(t, string(ddl), "id ~ '"+intake.TenantIDPattern+"'")
+}
+
+// A row whose data breaks its type's schema in the tenant's catalog is
+// failed with the path and why, and stores nothing; a valid one of the
+// same type is relayed.
+func TestRelayFailsASchemaViolation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, _, err := b.st.EventTypePut(ctx, catalog.Entry{Name: "order.updated",
+		Schema: json.RawMessage(`{"type":"object","properties":{"seq":{"type":"integer","maximum":1}}}`)}, 0)
+	require.NoError(t, err)
+	b.enqueue(b.event("fits", "s", 1), b.event("breaks", "s", 2))
+
+	n, err := b.relay(relay.Config{}).RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	state, _, _, _ := b.row("fits")
+	require.Equal(t, "relayed", state)
+	state, failure, _, _ := b.row("breaks")
+	require.Equal(t, "failed", state)
+	require.NotNil(t, failure)
+	require.Contains(t, *failure, "schema violation: data.seq does not match the type's schema")
+	require.Contains(t, *failure, "event type order.updated, catalog version 1")
+	_, err = b.st.EventGet(ctx, "breaks")
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

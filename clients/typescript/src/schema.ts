@@ -235,13 +235,55 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The event types seen: each type of the tenant's events with its latest event and a sample payload
-         * @description In name order, at most 200 types (more says when there are others). Each with its latest event (by acceptance) and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample (sample_bytes says its size, 0 once pruned). A portal session limited to some endpoints sees the types of the events routed to them. Voided sequences are not events.
+         * The event types: each type seen in the tenant's events, with its latest event and a sample payload, and each type of its catalog, with its schema
+         * @description In name order, a page at a time (limit, default 200; cursor). A type appears once, with what the event log has seen of it (its latest event by acceptance, and that event's data as a sample when it is at most 8 KiB of JSON; a larger one, or one retention pruned, has no sample: sample_bytes says its size, 0 once pruned) and its catalog entry (`catalog`), when it has each. A portal session limited to some endpoints sees the types of the events routed to them, and the whole catalog. Voided sequences are not events.
          */
         get: operations["eventTypeList"];
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event-types/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or replace the catalog entries an OpenAPI 3.1 document's webhooks describe, all or nothing
+         * @description One type per entry of the document's `webhooks`: the webhook's key is the type's name, its post operation's application/json request body schema the schema of the event's data, its summary and description the type's description, and the media type's `example` its example. Each `#/components/schemas/X` a schema reaches is copied into its own `$defs` and the reference rewritten, so every schema stands alone; no other reference is followed. Entries are created, updated (version raised) or left unchanged as a PUT would, in one transaction.
+         */
+        post: operations["eventTypeImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event-types/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An event type's catalog entry: its description, JSON Schema, example and version */
+        get: operations["eventTypeGet"];
+        /**
+         * Create or replace an event type's catalog entry: events of the type are validated against its schema from now on
+         * @description An event of a catalogued type whose data does not match the schema is refused at POST /v1/events (422 `schema-violation`, naming the failing path, e.g. `data.items[2].sku`) and stored nowhere, so it never enters, and never holds back, an ordered lane; an outbox row is failed with the same reason. Types without an entry are accepted as before. The version is the server's: 1 on create, raised by one by every change; a PUT of the same content answers 200 with the version unchanged. Events accepted before a change are not judged again. The catalog is per tenant, at most 1,000 types.
+         */
+        put: operations["eventTypePut"];
+        post?: never;
+        /** Remove an event type's catalog entry: its events are accepted unvalidated again */
+        delete: operations["eventTypeDelete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -631,6 +673,10 @@ export interface components {
             tenant_limit?: "events_per_second" | "max_endpoints" | "max_recovery_window" | "allow_private_targets";
             /** @description the tenant whose limit it is */
             tenant_id?: string;
+            /** @description the event type whose catalog schema refused the data (`schema-violation`) */
+            event_type?: string;
+            /** @description that entry's version */
+            schema_version?: number;
         } & {
             [key: string]: unknown;
         };
@@ -1540,25 +1586,29 @@ export interface components {
             endpoint_id: string;
             state: components["schemas"]["State"];
         };
-        /** @description A type of the tenant's events, as the event log has seen it. */
+        /** @description A type of the tenant's events: as the event log has seen it (its latest event and a sample), as its catalog describes it (description, schema, version), or both. A catalogued type never seen has no last_event_id, last_seen_at or sample_bytes; a type seen but not catalogued has no version. */
         EventTypeSeen: {
             type: string;
-            /** @description its latest event (GET /v1/events/{id}) */
-            last_event_id: string;
+            /** @description its latest event (GET /v1/events/{id}); absent when none was seen */
+            last_event_id?: string;
             /**
              * Format: date-time
              * @description when that event was accepted
              */
-            last_seen_at: string;
+            last_seen_at?: string;
             /** @description that event's data, when at most 8 KiB of JSON and not pruned by retention */
             sample?: unknown;
-            /** @description the size of that event's data as JSON; 0 once pruned */
-            sample_bytes: number;
+            /** @description the size of that event's data as JSON; 0 once pruned; absent when none was seen */
+            sample_bytes?: number;
+            /** @description its catalog entry, when it has one (GET /v1/event-types/{name}) */
+            catalog?: components["schemas"]["EventTypeEntry"];
         };
         EventTypePage: {
             items: components["schemas"]["EventTypeSeen"][];
-            /** @description true when the tenant has more types than listed (200) */
+            /** @description true when another page follows (next_cursor) */
             more: boolean;
+            /** @description asks for the next page (cursor); absent on the last page */
+            next_cursor?: string;
         };
         HourOutcomes: {
             /**
@@ -1570,6 +1620,50 @@ export interface components {
             retry: number;
             permanent: number;
             gone: number;
+        };
+        /** @description A catalog entry as a PUT states it. */
+        EventTypePut: {
+            /** @description what the type means, for the subscribers reading the catalog (at most 2,000 characters) */
+            description?: string;
+            /** @description A JSON Schema (draft 2020-12) of the event's `data`: an object (or true/false), at most 64 KiB of JSON, every `$ref` to itself (`#/…`, under `$defs`): nothing is fetched. `$schema`, when present, must be draft 2020-12. `format` is an annotation, not checked. */
+            schema: unknown;
+            /** @description an example of the event's `data` (at most 16 KiB of JSON); it must match the schema */
+            example?: unknown;
+        };
+        /** @description An event type of the tenant's catalog: events of this type are validated against its schema when accepted. */
+        EventTypeEntry: {
+            name: string;
+            description: string;
+            /** @description the JSON Schema of the event's data, as stored (JSON's key order and spacing are not kept) */
+            schema: unknown;
+            /** @description an example of the event's data, when one was given */
+            example?: unknown;
+            /** @description the server's: 1 when created, raised by one by each PUT or import that changes the schema, description or example; the same content again keeps it */
+            version: number;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description when its version last changed
+             */
+            updated_at: string;
+        };
+        /** @description What an import did, one item per webhook of the document, in name order. */
+        EventTypeImportResult: {
+            items: {
+                name: string;
+                version: number;
+                /** @enum {string} */
+                result: "created" | "updated" | "unchanged";
+            }[];
+        };
+        /** @description An OpenAPI 3.1 document (JSON); only `openapi`, `webhooks` and `components.schemas` are read. */
+        EventTypeImport: {
+            openapi?: string;
+            webhooks?: Record<string, never>;
+            components?: Record<string, never>;
+        } & {
+            [key: string]: unknown;
         };
     };
     responses: never;
@@ -3076,7 +3170,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The idempotency key was used before with other content (`idempotency-key-reused`), or a field takes a form reserved for hookflow's own operational events (`reserved-field`, named in `field`): a `type` starting `hookflow.`, an `id` starting `hookflow-`, a `correlation_id` starting `hookflow:` (each in any case)., or more endpoints subscribe to its `type` than HOOKFLOW_MAX_SUBSCRIBERS allows (`too-many-subscribers`, `field` is `type`, `setting` names the setting, `limit` is its value): the event is refused at accept, not accepted with more lanes than its workflow is sized for; narrow the subscriptions or address one endpoint with `endpoint_id`. Nothing was stored. */
+            /** @description The idempotency key was used before with other content (`idempotency-key-reused`), or a field takes a form reserved for hookflow's own operational events (`reserved-field`, named in `field`): a `type` starting `hookflow.`, an `id` starting `hookflow-`, a `correlation_id` starting `hookflow:` (each in any case)., or more endpoints subscribe to its `type` than HOOKFLOW_MAX_SUBSCRIBERS allows (`too-many-subscribers`, `field` is `type`, `setting` names the setting, `limit` is its value): the event is refused at accept, not accepted with more lanes than its workflow is sized for; narrow the subscriptions or address one endpoint with `endpoint_id`. Nothing was stored. Also: `data` does not match its type's schema in the tenant's catalog (`schema-violation`; `field` is the failing path, e.g. `data.items[2].sku`, `event_type` and `schema_version` name the entry it was judged by); nothing is stored. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3363,6 +3457,10 @@ export interface operations {
     eventTypeList: {
         parameters: {
             query?: {
+                /** @description page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
                 /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
                 tenant_id?: components["parameters"]["TenantIdQuery"];
             };
@@ -3389,7 +3487,42 @@ export interface operations {
                      *             "order_id": "42",
                      *             "total": 99.5
                      *           },
-                     *           "sample_bytes": 31
+                     *           "sample_bytes": 31,
+                     *           "catalog": {
+                     *             "name": "order.paid",
+                     *             "description": "An order was paid.",
+                     *             "schema": {
+                     *               "type": "object",
+                     *               "required": [
+                     *                 "order_id",
+                     *                 "total"
+                     *               ],
+                     *               "properties": {
+                     *                 "order_id": {
+                     *                   "type": "string"
+                     *                 },
+                     *                 "total": {
+                     *                   "type": "number"
+                     *                 }
+                     *               }
+                     *             },
+                     *             "version": 2,
+                     *             "created_at": "2026-12-01T09:00:00Z",
+                     *             "updated_at": "2026-12-02T10:30:00Z"
+                     *           }
+                     *         },
+                     *         {
+                     *           "type": "order.refunded",
+                     *           "catalog": {
+                     *             "name": "order.refunded",
+                     *             "description": "",
+                     *             "schema": {
+                     *               "type": "object"
+                     *             },
+                     *             "version": 1,
+                     *             "created_at": "2026-12-01T09:00:00Z",
+                     *             "updated_at": "2026-12-01T09:00:00Z"
+                     *           }
                      *         }
                      *       ],
                      *       "more": false
@@ -3455,6 +3588,636 @@ export interface operations {
                 };
             };
             /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventTypeImport: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "openapi": "3.1.0",
+                 *       "info": {
+                 *         "title": "Shop webhooks",
+                 *         "version": "1"
+                 *       },
+                 *       "webhooks": {
+                 *         "order.paid": {
+                 *           "post": {
+                 *             "summary": "An order was paid.",
+                 *             "requestBody": {
+                 *               "content": {
+                 *                 "application/json": {
+                 *                   "schema": {
+                 *                     "$ref": "#/components/schemas/Order"
+                 *                   }
+                 *                 }
+                 *               }
+                 *             },
+                 *             "responses": {
+                 *               "200": {
+                 *                 "description": "received"
+                 *               }
+                 *             }
+                 *           }
+                 *         }
+                 *       },
+                 *       "components": {
+                 *         "schemas": {
+                 *           "Order": {
+                 *             "type": "object",
+                 *             "required": [
+                 *               "order_id"
+                 *             ],
+                 *             "properties": {
+                 *               "order_id": {
+                 *                 "type": "string"
+                 *               }
+                 *             }
+                 *           }
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["EventTypeImport"];
+            };
+        };
+        responses: {
+            /** @description Imported, all of it: what became of each webhook's type. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "name": "order.paid",
+                     *           "version": 2,
+                     *           "result": "updated"
+                     *         },
+                     *         {
+                     *           "name": "order.refunded",
+                     *           "version": 1,
+                     *           "result": "created"
+                     *         },
+                     *         {
+                     *           "name": "order.shipped",
+                     *           "version": 3,
+                     *           "result": "unchanged"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypeImportResult"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`endpoints:write`); the problem's `scope` names it. A portal session limited to some endpoints reads the catalog but changes nothing in it (`endpoints-limited`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body exceeds the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The document cannot be imported, named in `field` by its path in the document: not OpenAPI 3.1 (`openapi`), no webhooks, a webhook without a post operation, a request body or an application/json schema (`webhooks["order.paid"].post.requestBody`), a `$ref` to a component it does not hold, a schema that does not compile (`webhooks["order.paid"].post.requestBody.content["application/json"].schema.properties.total.type`), a webhook name the catalog refuses, or more types than the catalog's cap (`event-type-limit`). Nothing is stored: an import is all or nothing. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many failed authentications from this client address in this API process: refused before the token is looked at, even a good one. Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventTypeGet: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description the event type's name, as events carry it in `type` (percent-encoded: a `/` is `%2F`) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The type's catalog entry. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "order.paid",
+                     *       "description": "An order was paid.",
+                     *       "schema": {
+                     *         "type": "object",
+                     *         "required": [
+                     *           "order_id",
+                     *           "total"
+                     *         ],
+                     *         "properties": {
+                     *           "order_id": {
+                     *             "type": "string"
+                     *           },
+                     *           "total": {
+                     *             "type": "number",
+                     *             "minimum": 0
+                     *           }
+                     *         }
+                     *       },
+                     *       "example": {
+                     *         "order_id": "42",
+                     *         "total": 99.5
+                     *       },
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:00:00Z",
+                     *       "updated_at": "2026-12-01T09:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypeEntry"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`events:read`); the problem's `scope` names it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The type has no catalog entry (its events are accepted unvalidated), or tenant_id names no tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This API key made more than HOOKFLOW_READS_RATE_LIMIT GET requests per second in this API process (bursts of twice as many); nothing was read. Also: too many failed authentications from this client address (refused before the token is looked at). Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`); nothing was changed. Narrow the request (filters, a smaller limit) or retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventTypePut: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description the event type's name, as events carry it in `type` (percent-encoded: a `/` is `%2F`) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "description": "An order was paid.",
+                 *       "schema": {
+                 *         "type": "object",
+                 *         "required": [
+                 *           "order_id",
+                 *           "total"
+                 *         ],
+                 *         "properties": {
+                 *           "order_id": {
+                 *             "type": "string"
+                 *           },
+                 *           "total": {
+                 *             "type": "number",
+                 *             "minimum": 0
+                 *           }
+                 *         }
+                 *       },
+                 *       "example": {
+                 *         "order_id": "42",
+                 *         "total": 99.5
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["EventTypePut"];
+            };
+        };
+        responses: {
+            /** @description Updated, or unchanged: the same description, schema and example again keep the version (a PUT is idempotent). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "order.paid",
+                     *       "description": "An order was paid.",
+                     *       "schema": {
+                     *         "type": "object",
+                     *         "required": [
+                     *           "order_id",
+                     *           "total"
+                     *         ],
+                     *         "properties": {
+                     *           "order_id": {
+                     *             "type": "string"
+                     *           },
+                     *           "total": {
+                     *             "type": "number",
+                     *             "minimum": 0
+                     *           }
+                     *         }
+                     *       },
+                     *       "example": {
+                     *         "order_id": "42",
+                     *         "total": 99.5
+                     *       },
+                     *       "version": 2,
+                     *       "created_at": "2026-12-01T09:00:00Z",
+                     *       "updated_at": "2026-12-02T10:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypeEntry"];
+                };
+            };
+            /** @description Created, at version 1. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "order.paid",
+                     *       "description": "An order was paid.",
+                     *       "schema": {
+                     *         "type": "object",
+                     *         "required": [
+                     *           "order_id",
+                     *           "total"
+                     *         ],
+                     *         "properties": {
+                     *           "order_id": {
+                     *             "type": "string"
+                     *           },
+                     *           "total": {
+                     *             "type": "number",
+                     *             "minimum": 0
+                     *           }
+                     *         }
+                     *       },
+                     *       "example": {
+                     *         "order_id": "42",
+                     *         "total": 99.5
+                     *       },
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:00:00Z",
+                     *       "updated_at": "2026-12-01T09:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypeEntry"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`endpoints:write`); the problem's `scope` names it. A portal session limited to some endpoints reads the catalog but changes nothing in it (`endpoints-limited`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found: the tenant_id names no tenant (or another tenant than the key's). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body exceeds the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A well-formed value that cannot be used, named in `field`: a name that is blank, has control characters or is hookflow's (`hookflow.…`, `reserved-field`); a schema that is not a JSON Schema draft 2020-12 or does not compile (`invalid-schema`; `field` is the path of the fault in it, e.g. `schema.properties.amount.type`), that refers outside itself (`schema.properties.a.$ref`), or past 64 KiB; a description past 2,000 characters; an example past 16 KiB or that does not match the schema (`example.total`); or the tenant's catalog holds 1,000 types already (`event-type-limit`, `limit` is the cap). Nothing is stored. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many failed authentications from this client address in this API process: refused before the token is looked at, even a good one. Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    eventTypeDelete: {
+        parameters: {
+            query?: {
+                /** @description Operator keys: the tenant to act on (default: `default`); an unknown one answers 404. A tenant's key acts on its own tenant; naming another answers 404, as an unknown ID does. */
+                tenant_id?: components["parameters"]["TenantIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description the event type's name, as events carry it in `type` (percent-encoded: a `/` is `%2F`) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted: the entry as it was. The type's events are accepted unvalidated from now on, as before it was catalogued. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "order.paid",
+                     *       "description": "An order was paid.",
+                     *       "schema": {
+                     *         "type": "object"
+                     *       },
+                     *       "version": 3,
+                     *       "created_at": "2026-12-01T09:00:00Z",
+                     *       "updated_at": "2026-12-02T10:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventTypeEntry"];
+                };
+            };
+            /** @description Invalid request: malformed JSON, an unknown or invalid field (named in `field`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key (each failure counts against the client address; see 429). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key lacks the scope this operation needs (`endpoints:write`); the problem's `scope` names it. A portal session limited to some endpoints reads the catalog but changes nothing in it (`endpoints-limited`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The type has no catalog entry, or tenant_id names no tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many failed authentications from this client address in this API process: refused before the token is looked at, even a good one. Retry after the `Retry-After` header's seconds. */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal error (logged; no detail). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A statement of this request ran past HOOKFLOW_STATEMENT_TIMEOUT and Postgres cancelled it (problem type `query-timeout`): the transaction it was part of was rolled back, while what the request committed before it, if anything, stands. Retry after the `Retry-After` header's seconds. */
             503: {
                 headers: {
                     /** @description seconds to wait */

@@ -28,6 +28,8 @@ class Problem(TypedDict, total=False):
     limit: int
     tenant_limit: Literal["events_per_second", "max_endpoints", "max_recovery_window", "allow_private_targets"]
     tenant_id: str
+    event_type: str
+    schema_version: int
 
 
 class Readiness(TypedDict, total=False):
@@ -587,18 +589,23 @@ class DeliverySummary(TypedDict, total=False):
 
 class EventTypeSeen(TypedDict, total=False):
     """
-    A type of the tenant's events, as the event log has seen it.
+    A type of the tenant's events: as the event log has seen it (its latest event and a sample),
+    as its catalog describes it (description, schema, version), or both. A catalogued type never
+    seen has no last_event_id, last_seen_at or sample_bytes; a type seen but not catalogued has
+    no version.
     """
     type: Required[str]
-    last_event_id: Required[str]
-    last_seen_at: Required[str]
+    last_event_id: str
+    last_seen_at: str
     sample: Any
-    sample_bytes: Required[int]
+    sample_bytes: int
+    catalog: EventTypeEntry
 
 
 class EventTypePage(TypedDict, total=False):
     items: Required[list[EventTypeSeen]]
     more: Required[bool]
+    next_cursor: str
 
 
 class HourOutcomes(TypedDict, total=False):
@@ -607,6 +614,52 @@ class HourOutcomes(TypedDict, total=False):
     retry: Required[int]
     permanent: Required[int]
     gone: Required[int]
+
+
+class EventTypePut(TypedDict, total=False):
+    """
+    A catalog entry as a PUT states it.
+    """
+    description: str
+    schema: Required[Any]
+    example: Any
+
+
+class EventTypeEntry(TypedDict, total=False):
+    """
+    An event type of the tenant's catalog: events of this type are validated against its schema
+    when accepted.
+    """
+    name: Required[str]
+    description: Required[str]
+    schema: Required[Any]
+    example: Any
+    version: Required[int]
+    created_at: Required[str]
+    updated_at: Required[str]
+
+
+class EventTypeImportResultItemsItem(TypedDict, total=False):
+    name: Required[str]
+    version: Required[int]
+    result: Required[Literal["created", "updated", "unchanged"]]
+
+
+class EventTypeImportResult(TypedDict, total=False):
+    """
+    What an import did, one item per webhook of the document, in name order.
+    """
+    items: Required[list[EventTypeImportResultItemsItem]]
+
+
+class EventTypeImport(TypedDict, total=False):
+    """
+    An OpenAPI 3.1 document (JSON); only `openapi`, `webhooks` and `components.schemas` are
+    read.
+    """
+    openapi: str
+    webhooks: dict[str, Any]
+    components: dict[str, Any]
 
 
 class HealthzResult(TypedDict, total=False):
@@ -745,12 +798,40 @@ class Operations:
         """
         return self._request("GET", f"/v1/events/{_quote(id)}/deliveries/{_quote(endpoint_id)}/attempts", params={"limit": limit, "cursor": cursor, "tenant_id": tenant_id})
 
-    def event_type_list(self, *, tenant_id: TenantId | None = None) -> EventTypePage:
+    def event_type_list(self, *, limit: int | None = None, cursor: str | None = None, tenant_id: TenantId | None = None) -> EventTypePage:
         """
-        GET /v1/event-types. The event types seen: each type of the tenant's events with its
-        latest event and a sample payload
+        GET /v1/event-types. The event types: each type seen in the tenant's events, with
+        its latest event and a sample payload, and each type of its catalog, with its schema
         """
-        return self._request("GET", "/v1/event-types", params={"tenant_id": tenant_id})
+        return self._request("GET", "/v1/event-types", params={"limit": limit, "cursor": cursor, "tenant_id": tenant_id})
+
+    def event_type_import(self, body: EventTypeImport, *, tenant_id: TenantId | None = None) -> EventTypeImportResult:
+        """
+        POST /v1/event-types/import. Create or replace the catalog entries an OpenAPI 3.1
+        document's webhooks describe, all or nothing
+        """
+        return self._request("POST", "/v1/event-types/import", params={"tenant_id": tenant_id}, body=body)
+
+    def event_type_get(self, name: str, *, tenant_id: TenantId | None = None) -> EventTypeEntry:
+        """
+        GET /v1/event-types/{name}. An event type's catalog entry: its description, JSON
+        Schema, example and version
+        """
+        return self._request("GET", f"/v1/event-types/{_quote(name)}", params={"tenant_id": tenant_id})
+
+    def event_type_put(self, name: str, body: EventTypePut, *, tenant_id: TenantId | None = None) -> EventTypeEntry:
+        """
+        PUT /v1/event-types/{name}. Create or replace an event type's catalog entry: events
+        of the type are validated against its schema from now on
+        """
+        return self._request("PUT", f"/v1/event-types/{_quote(name)}", params={"tenant_id": tenant_id}, body=body)
+
+    def event_type_delete(self, name: str, *, tenant_id: TenantId | None = None) -> EventTypeEntry:
+        """
+        DELETE /v1/event-types/{name}. Remove an event type's catalog entry: its events are
+        accepted unvalidated again
+        """
+        return self._request("DELETE", f"/v1/event-types/{_quote(name)}", params={"tenant_id": tenant_id})
 
     def correlation_get(self, id: str, *, tenant_id: TenantId | None = None) -> Correlation:
         """

@@ -1,0 +1,265 @@
+// Package catalog is the event-type catalog's judgement: what a type's
+// entry may hold (a name, a description, a JSON Schema of the event's data
+// and an example), the schema compiled once and kept (Cache), and an
+// event's data validated against it, with the failing path named as the
+// API names a field (data.items[2].sku).
+//
+// A schema is JSON Schema draft 2020-12, and it stands alone: every
+// reference in it is to itself (#…). Nothing is fetched, ever: the
+// compiler's loader refuses every URL, so neither a test nor the server
+// makes an outbound call for a tenant's schema, and a schema cannot make
+// the server probe an address (the SSRF a remote $ref would be).
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/hookflow/hookflow/kit/intake"
+)
+
+// The catalog's caps. Each bounds what one request or one tenant can make
+// the server hold or do per event.
+const (
+	// MaxSchemaBytes bounds a schema as sent: a schema this size already
+	// describes a payload far richer than a webhook's, and every accepted
+	// event of the type is validated against it.
+	MaxSchemaBytes = 64 << 10
+	// MaxExampleBytes bounds the example, shown to a subscriber beside
+	// the schema.
+	MaxExampleBytes = 16 << 10
+	// MaxDescription bounds the description, in characters: a paragraph,
+	// not a manual.
+	MaxDescription = 2000
+	// MaxTypes is the most entries one tenant's catalog holds.
+	MaxTypes = 1000
+	// CacheSize is how many compiled schemas a Cache keeps by default: a
+	// compiled schema is a few times its source, so the default bounds a
+	// process's cache to a few tens of MiB even at MaxSchemaBytes each.
+	CacheSize = 512
+)
+
+// Draft is the one dialect the catalog takes, as $schema names it. A
+// schema that names none is read as this one.
+const Draft = "https://json-schema.org/draft/2020-12/schema"
+
+// ValidName checks a type's name as the catalog keeps it: the rule of an
+// event's type (intake.ValidType), and none of hookflow's own (those
+// starting with intake.ReservedTypePrefix, in any case), which no producer
+// can send and so no catalog can describe.
+func ValidName(field, name string) *intake.FieldError {
+	if fe := intake.ValidType(field, name); fe != nil {
+		return fe
+	}
+	if intake.Reserved(name, intake.ReservedTypePrefix) {
+		return &intake.FieldError{Field: field, Reserved: true,
+			Detail: fmt.Sprintf("%s must not start with %q, in any case: those are hookflow's own operational events", field, intake.ReservedTypePrefix)}
+	}
+	return nil
+}
+
+// ValidDescription checks a description: at most MaxDescription
+// characters of valid UTF-8.
+func ValidDescription(field, d string) *intake.FieldError {
+	if !utf8.ValidString(d) {
+		return &intake.FieldError{Field: field, Detail: field + " must be valid UTF-8"}
+	}
+	if n := utf8.RuneCountInString(d); n > MaxDescription {
+		return &intake.FieldError{Field: field, Detail: fmt.Sprintf("%s must be at most %d characters (found %d)", field, MaxDescription, n)}
+	}
+	return nil
+}
+
+// Schema is a compiled schema of an event's data.
+type Schema struct {
+	s *jsonschema.Schema
+}
+
+// refuseAll is the compiler's loader: a schema refers only to itself.
+type refuseAll struct{}
+
+func (refuseAll) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema: a schema refers only to itself (#…); put what it needs under $defs", url)
+}
+
+// base is the schema's own address: a reference that is not a fragment
+// resolves against it, to an address the loader refuses.
+const base = "urn:hookflow:event-type"
+
+// Compile checks a schema (field names it in errors, "schema") and
+// compiles it: at most MaxSchemaBytes, a JSON object or boolean, draft
+// 2020-12, valid against its metaschema, and every $ref to itself. A
+// refusal is an *intake.FieldError naming the path of the fault
+// (schema.properties.amount.type).
+func Compile(field string, raw json.RawMessage) (*Schema, *intake.FieldError) {
+	if len(raw) > MaxSchemaBytes {
+		return nil, &intake.FieldError{Field: field, Detail: fmt.Sprintf("%s must be at most %d bytes of JSON (found %d)", field, MaxSchemaBytes, len(raw))}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, &intake.FieldError{Field: field, Detail: field + " is not valid JSON"}
+	}
+	switch d := doc.(type) {
+	case bool:
+	case map[string]any:
+		if v, ok := d["$schema"]; ok && v != Draft && v != Draft+"#" {
+			return nil, &intake.FieldError{Field: field + ".$schema", Detail: fmt.Sprintf("%s.$schema must be %q (JSON Schema draft 2020-12) or left out", field, Draft)}
+		}
+	default:
+		return nil, &intake.FieldError{Field: field, Detail: field + " must be a JSON Schema: an object (or true/false)"}
+	}
+	// A remote reference is named where it is written; the loader
+	// refusing every URL is the backstop for one that resolves elsewhere
+	// by an $id.
+	if fe := localRefs(field, doc); fe != nil {
+		return nil, fe
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseAll{})
+	if err := c.AddResource(base, doc); err != nil {
+		return nil, &intake.FieldError{Field: field, Detail: oneLine(err.Error())}
+	}
+	s, err := c.Compile(base)
+	if err != nil {
+		return nil, compileError(field, doc, err)
+	}
+	return &Schema{s: s}, nil
+}
+
+// localRefs refuses a $ref or $dynamicRef that is not a fragment (#…),
+// naming where it is written.
+func localRefs(path string, v any) *intake.FieldError {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			p := path + key(k)
+			if s, ok := v[k].(string); ok && (k == "$ref" || k == "$dynamicRef") && !strings.HasPrefix(s, "#") {
+				return &intake.FieldError{Field: p, Detail: fmt.Sprintf("%s refers outside the schema (%q): a schema refers only to itself (#…); put what it needs under $defs", p, s)}
+			}
+			if fe := localRefs(p, v[k]); fe != nil {
+				return fe
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if fe := localRefs(path+"["+strconv.Itoa(i)+"]", e); fe != nil {
+				return fe
+			}
+		}
+	}
+	return nil
+}
+
+// compileError names the fault of a schema that does not compile: where
+// the metaschema refuses it, or the reference that leads nowhere.
+func compileError(field string, doc any, err error) *intake.FieldError {
+	var sv *jsonschema.SchemaValidationError
+	if errors.As(err, &sv) {
+		var ve *jsonschema.ValidationError
+		if errors.As(sv.Err, &ve) {
+			leaf := firstLeaf(ve)
+			p := field + instancePath(doc, leaf.InstanceLocation)
+			return &intake.FieldError{Field: p, Detail: fmt.Sprintf("%s is not a valid JSON Schema: %s", p, reason(leaf))}
+		}
+	}
+	var nf *jsonschema.JSONPointerNotFoundError
+	if errors.As(err, &nf) {
+		_, frag, _ := strings.Cut(nf.URL, "#")
+		return &intake.FieldError{Field: field, Detail: fmt.Sprintf("%s refers to #%s, which it does not hold", field, frag)}
+	}
+	return &intake.FieldError{Field: field, Detail: fmt.Sprintf("%s does not compile: %s", field, oneLine(strings.ReplaceAll(err.Error(), base, "")))}
+}
+
+// Validate checks data (JSON) against the schema. A refusal is an
+// *intake.FieldError whose Field is the failing value's path under field
+// ("data", "data.items[2].sku") and whose Detail is why, in one line.
+func (s *Schema) Validate(field string, data json.RawMessage) *intake.FieldError {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return &intake.FieldError{Field: field, Detail: field + " is not valid JSON"}
+	}
+	err = s.s.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &intake.FieldError{Field: field, Detail: oneLine(err.Error())}
+	}
+	leaf := firstLeaf(ve)
+	p := field + instancePath(v, leaf.InstanceLocation)
+	return &intake.FieldError{Field: p, Detail: fmt.Sprintf("%s does not match the type's schema: %s", p, reason(leaf))}
+}
+
+// firstLeaf is the first cause with none of its own: the most precise
+// reason (under anyOf or oneOf, the first branch's).
+func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(e.Causes) > 0 {
+		e = e.Causes[0]
+	}
+	return e
+}
+
+// reason is the validator's words for a failure, in English; a printer is
+// made per failure, which is the rare path.
+func reason(e *jsonschema.ValidationError) string {
+	return oneLine(e.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// instancePath writes a JSON pointer's tokens as the API names a field:
+// .key for a plain key, [i] for an index, ["k.y"] for any other key. Walking
+// the value tells an array's "2" from an object's.
+func instancePath(v any, tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		switch cur := v.(type) {
+		case []any:
+			b.WriteString("[" + t + "]")
+			if i, err := strconv.Atoi(t); err == nil && i >= 0 && i < len(cur) {
+				v = cur[i]
+			} else {
+				v = nil
+			}
+		case map[string]any:
+			b.WriteString(key(t))
+			v = cur[t]
+		default:
+			b.WriteString(key(t))
+			v = nil
+		}
+	}
+	return b.String()
+}
+
+// key is .k for a key made of letters, digits, _ and $ (not starting with
+// a digit), and ["k"] otherwise, so a path reads back unambiguously.
+func key(k string) string {
+	plain := k != ""
+	for i, r := range k {
+		if !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return "." + k
+	}
+	q, _ := json.Marshal(k)
+	return "[" + string(q) + "]"
+}
