@@ -118,7 +118,7 @@ func TestEventTypeListPagesByName(t *testing.T) {
 	for i, typ := range []string{"a.one", "b.two", "c.three"} {
 		e := event(fmt.Sprintf("e-%d", i), "k", int64(i+1))
 		e.Type = typ
-		_, ok, err := st.EventInsertRouted(ctx, e, []string{"ep"})
+		_, ok, err := st.EventInsertRouted(ctx, e, []string{"ep"}, nil)
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
