@@ -500,6 +500,28 @@ func TestPortalBrowser(t *testing.T) {
 		sentCreate())
 	require.NotContains(t, eval[string](br, main, `document.querySelector("#created .error").textContent`), redisPassword)
 
+	// 2b. A filter the API refuses at creation: its problem is shown beside
+	// the filter, as the path at fault and why, the filter marked, and
+	// nothing is created.
+	badFilter := `{"data": {"amount": {"$gt": true}}}`
+	br.do(main, "an endpoint with a bad filter", pick("webhook"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name=url]`), rcv.srv.URL),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint textarea[name=filter]`), badFilter),
+		chromedp.Click(chromedp.CSS(`#create-endpoint button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#create-endpoint #filter-error`)))
+	br.shot(main, "endpoint-bad-filter-refused")
+	refusal.Detail, refusal.Field = "", ""
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPost, "/v1/endpoints", map[string]any{"tenant_id": acme, "url": rcv.srv.URL,
+		"filter": json.RawMessage(badFilter)}, &refusal), "the same filter, sent to the API")
+	require.Equal(t, "filter.data.amount.$gt", refusal.Field)
+	require.NotEmpty(t, refusal.Detail)
+	require.Equal(t, "filter.data.amount.$gt: "+refusal.Detail, eval[string](br, main, `document.querySelector("#create-endpoint #filter-error").textContent`))
+	require.Equal(t, refusal.Field, eval[string](br, main, `document.querySelector("#create-endpoint #filter-error").dataset.field`))
+	require.Equal(t, "filter", eval[string](br, main, `Array.from(document.querySelectorAll("#create-endpoint [aria-invalid=true]")).map(e => e.name).join(",")`))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#endpoints tr[data-endpoint]").length`), "nothing created")
+	// (SetValue refuses "": its script answers the value it set.)
+	br.do(main, "clear the filter", chromedp.Evaluate[chromedp.Void](`document.querySelector("#create-endpoint textarea[name=filter]").value = ""`))
+
 	// 2. A customer creates an endpoint: its secret is shown once.
 	br.do(main, "create an endpoint", pick("webhook"),
 		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name=url]`), rcv.srv.URL),
@@ -603,6 +625,145 @@ func TestPortalBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#test-event[data-state=delivered]`)))
 	require.Equal(t, "k-"+b.prefix, rcv.header(store.TestEventID(epID, 2), "X-Api-Key"))
 	require.Equal(t, "acme", rcv.header(store.TestEventID(epID, 2), "X-Customer"))
+
+	// 3f. Filters. The endpoint's filter is set from its page and shown
+	// there and in the list; a bad one is refused beside the editor,
+	// naming the path at fault, and the stored one stays as it was.
+	storedFilter := func(id string) string {
+		t.Helper()
+		var got struct {
+			Filter json.RawMessage `json:"filter"`
+		}
+		require.Equal(t, http.StatusOK, b.callAs(producer, http.MethodGet, "/v1/endpoints/"+id, nil, &got))
+		return string(got.Filter)
+	}
+	bigOrders := `{"data":{"amount":{"$gte":1000}}}`
+	br.do(main, "set a filter", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`#edit-filter textarea[name=filter]`)),
+		chromedp.SetValue(chromedp.CSS(`#edit-filter textarea[name=filter]`), `{"data": {"amount": {"$gte": 1000}}}`),
+		chromedp.Click(chromedp.CSS(`#edit-filter button[type=submit]`)), waitText("#filter-saved", "Filter saved"))
+	require.JSONEq(t, bigOrders, storedFilter(epID))
+	require.JSONEq(t, bigOrders, eval[string](br, main, `document.querySelector("#endpoint-filter").dataset.filter`))
+	require.JSONEq(t, bigOrders, eval[string](br, main, `document.querySelector("#endpoint-filter pre").textContent`))
+	br.shot(main, "filter-saved")
+	patches := func() int {
+		n := 0
+		for _, r := range br.log.all() {
+			if r.method == http.MethodPatch && r.url == b.apiURL+"/v1/endpoints/"+epID {
+				n++
+			}
+		}
+		return n
+	}
+	before := patches()
+	br.do(main, "a filter that is not JSON", chromedp.SetValue(chromedp.CSS(`#edit-filter textarea[name=filter]`), `{"data": `),
+		chromedp.Click(chromedp.CSS(`#edit-filter button[type=submit]`)), waitText("#edit-filter #filter-error", "filter: not JSON"))
+	require.Equal(t, before, patches(), "a filter that is not JSON is not sent")
+	br.do(main, "a bad filter", chromedp.SetValue(chromedp.CSS(`#edit-filter textarea[name=filter]`), badFilter),
+		chromedp.Click(chromedp.CSS(`#edit-filter button[type=submit]`)), waitText("#edit-filter #filter-error", "filter.data.amount.$gt: "))
+	br.shot(main, "bad-filter-refused")
+	refusal.Detail, refusal.Field = "", ""
+	require.Equal(t, http.StatusUnprocessableEntity, b.call(http.MethodPatch, "/v1/endpoints/"+epID+"?tenant_id="+acme,
+		map[string]any{"filter": json.RawMessage(badFilter)}, &refusal), "the same filter, sent to the API")
+	require.Equal(t, "filter.data.amount.$gt: "+refusal.Detail, eval[string](br, main, `document.querySelector("#edit-filter #filter-error").textContent`))
+	require.Equal(t, "filter.data.amount.$gt", eval[string](br, main, `document.querySelector("#edit-filter #filter-error").dataset.field`))
+	require.Equal(t, "true", eval[string](br, main, `document.querySelector("#edit-filter textarea").getAttribute("aria-invalid")`))
+	require.JSONEq(t, badFilter, eval[string](br, main, `document.querySelector("#edit-filter textarea").value`), "what was typed stays, to be corrected")
+	require.JSONEq(t, bigOrders, storedFilter(epID), "a refused filter changes nothing")
+	require.JSONEq(t, bigOrders, eval[string](br, main, `document.querySelector("#endpoint-filter").dataset.filter`))
+
+	// A second endpoint, created from the page with a filter on metadata,
+	// listed with it beside the first's.
+	euOnly := `{"metadata":{"region":"eu"}}`
+	br.do(main, "create an endpoint with a filter", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints"`),
+		chromedp.WaitVisible(chromedp.CSS(`#create-endpoint textarea[name=filter]`)),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name=url]`), rcv.srv.URL),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint input[name=event_types]`), "order.paid"),
+		chromedp.SetValue(chromedp.CSS(`#create-endpoint textarea[name=filter]`), euOnly),
+		chromedp.Click(chromedp.CSS(`#create-endpoint button`)),
+		chromedp.WaitVisible(chromedp.CSS("#secret-value")))
+	euID := eval[string](br, main, `document.querySelector("#secret code").textContent`)
+	require.JSONEq(t, euOnly, storedFilter(euID))
+	listed := func(id string) string {
+		return eval[string](br, main, `document.querySelector('#endpoints tr[data-endpoint="`+id+`"] [data-filter]').dataset.filter`)
+	}
+	require.JSONEq(t, bigOrders, listed(epID))
+	require.JSONEq(t, euOnly, listed(euID))
+	br.shot(main, "endpoints-with-filters")
+
+	// Three orders paid: the first both take; the second neither (every
+	// filter leaves it out); the third only the EU endpoint, which the
+	// big-orders one's filter leaves out.
+	paid := "paid-" + b.prefix
+	pay := func(seq int64, amount int, region string) []string {
+		t.Helper()
+		var acc struct {
+			FilteredOut []string `json:"filtered_out"`
+		}
+		require.Equal(t, http.StatusAccepted, b.callAs(producer, http.MethodPost, "/v1/events", map[string]any{
+			"id": fmt.Sprintf("%s-%d", paid, seq), "correlation_id": paid, "sequence": seq, "type": "order.paid",
+			"data": map[string]any{"amount": amount}, "metadata": map[string]any{"region": region}}, &acc))
+		return acc.FilteredOut
+	}
+	require.Empty(t, pay(1, 1500, "eu"))
+	require.Equal(t, sortedCopy(epID, euID), pay(2, 10, "us"))
+	require.Equal(t, []string{epID}, pay(3, 20, "eu"))
+	waitFor(t, time.Minute, "1 to both endpoints, 3 to the EU one", func() bool { return len(rcv.of(paid)) == 3 })
+	require.ElementsMatch(t, []string{"1", "1", "3"}, rcv.of(paid))
+	leftOutJS := `Array.from(document.querySelectorAll("#filtered-out [data-filtered-out]")).map(e => e.dataset.filteredOut).join(",")`
+	br.do(main, "an event a filter left out", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events/`+paid+`-3"`),
+		waitText("main h1", paid+"-3"), chromedp.WaitVisible(chromedp.CSS(`#filtered-out [data-filtered-out]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-delivery="`+euID+`"] [data-state=delivered]`)))
+	require.Equal(t, epID, eval[string](br, main, leftOutJS))
+	require.Equal(t, "#/endpoints/"+epID, eval[string](br, main, `document.querySelector("#filtered-out a").getAttribute("href")`))
+	require.Equal(t, 1, eval[int](br, main, `document.querySelectorAll("section[data-delivery]").length`))
+	require.JSONEq(t, `{"region":"eu"}`, eval[string](br, main, `document.querySelector("#event-metadata pre").textContent`))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#routing").length`), "it was delivered")
+	br.shot(main, "event-left-out-by-a-filter")
+	br.do(main, "an event every filter left out", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events/`+paid+`-2"`),
+		waitText("main h1", paid+"-2"), chromedp.WaitVisible(chromedp.CSS(`#routing`)))
+	require.Equal(t, "filtered", eval[string](br, main, `document.querySelector("#routing").dataset.routing`))
+	require.Contains(t, eval[string](br, main, `document.querySelector("#routing").textContent`), "left out by every filter")
+	require.Equal(t, strings.Join(sortedCopy(epID, euID), ","), eval[string](br, main, leftOutJS))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("section[data-delivery]").length`))
+	require.JSONEq(t, `{"region":"us"}`, eval[string](br, main, `document.querySelector("#event-metadata pre").textContent`))
+	br.shot(main, "event-left-out-by-every-filter")
+	br.do(main, "an event both took", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events/`+paid+`-1"`),
+		waitText("main h1", paid+"-1"), chromedp.WaitVisible(chromedp.CSS(`section[data-delivery="`+epID+`"]`)))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("#filtered-out, #routing").length`))
+
+	// A session limited to the big-orders endpoint sees only it left out,
+	// never the EU endpoint, and edits its filter.
+	mine := br.tab()
+	mineLink := link(map[string]any{"capabilities": []string{"endpoints:manage"}, "endpoint_ids": []string{epID}})
+	br.do(mine, "open a session of one endpoint", chromedp.Navigate(mineLink.URL), chromedp.WaitVisible(chromedp.CSS("table#endpoints")))
+	for _, seq := range []string{"2", "3"} {
+		br.do(mine, "event "+seq+" as one endpoint's session", chromedp.Evaluate[chromedp.Void](`location.hash = "#/events/`+paid+"-"+seq+`"`),
+			waitText("main h1", paid+"-"+seq), chromedp.WaitVisible(chromedp.CSS(`#filtered-out [data-filtered-out]`)))
+		require.Equal(t, epID, eval[string](br, mine, leftOutJS), seq)
+		require.NotContains(t, eval[string](br, mine, `document.querySelector("main").outerHTML`), euID, seq)
+		// Its endpoint has no delivery of either; the EU one's of 3 is not
+		// its to see, nor to be told "every filter" of.
+		require.Contains(t, eval[string](br, mine, `document.querySelector("#routing").textContent`), "None of this session's endpoints took it", seq)
+	}
+	br.shot(mine, "one-endpoint-session-left-out")
+	smallOrders := `{"data":{"amount":{"$lt":100}}}`
+	br.do(mine, "a session of one endpoint edits its filter", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`#edit-filter textarea[name=filter]`)),
+		chromedp.SetValue(chromedp.CSS(`#edit-filter textarea[name=filter]`), smallOrders),
+		chromedp.Click(chromedp.CSS(`#edit-filter button[type=submit]`)), waitText("#filter-saved", "Filter saved"))
+	require.JSONEq(t, smallOrders, storedFilter(epID))
+	tokens = append(tokens, tokenOf(t, br.log, mineLink))
+
+	// Remove filter sends null: the endpoint takes every event of its
+	// types again (the dead letters below are order.updated, amount-less).
+	br.do(main, "remove the filter", chromedp.Evaluate[chromedp.Void](`location.hash = "#/endpoints/`+epID+`"`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-action=remove-filter]`)),
+		chromedp.Click(chromedp.CSS(`[data-action=remove-filter]`)), waitText("#filter-saved", "Filter removed"))
+	require.Empty(t, storedFilter(epID))
+	require.Empty(t, eval[string](br, main, `document.querySelector("#endpoint-filter").dataset.filter`))
+	require.Equal(t, 0, eval[int](br, main, `document.querySelectorAll("[data-action=remove-filter]").length`))
+	br.shot(main, "filter-removed")
 
 	// 4. Dead letters: a double click on Replay is one replay; a skip is
 	// recorded as portal:<actor>.
@@ -855,4 +1016,9 @@ func framedShows(sel string) chromedp.Action[chromedp.Void] {
 		_, err = chromedp.Run(ctx, chromedp.WaitVisible(chromedp.CSS(sel), chromedp.FromNode(nodes[0])))
 		return err
 	})
+}
+
+// sortedCopy is ids sorted, as the API lists an event's filtered_out.
+func sortedCopy(ids ...string) []string {
+	return slices.Sorted(slices.Values(ids))
 }

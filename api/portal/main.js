@@ -365,6 +365,106 @@ function typeBadge(t) {
     const typ = t ?? "webhook";
     return h("span", { class: "badge type", "data-type": typ }, typ);
 }
+// filterExample is what the editor offers: a JSON match over the event's
+// data and metadata (docs/filters.md).
+const filterExample = `{"data": {"amount": {"$gte": 1000}}, "metadata": {"region": "eu"}}`;
+function filterEditor(current, id) {
+    const area = h("textarea", { name: "filter", rows: current ? "4" : "2", cols: "60", spellcheck: "false", placeholder: filterExample,
+        "aria-describedby": id + "-hint" });
+    area.value = current ? JSON.stringify(current, null, 2) : "";
+    const problem = h("div", { id: id + "-problem" });
+    const el = h("div", { class: "filter-editor" }, h("label", {}, "Filter (JSON, optional)", area), h("p", { class: "muted note", id: id + "-hint" }, "Only the events of its types whose data and metadata match (empty: all), e.g. ", h("code", {}, filterExample), " · $eq $neq $gt $gte $lt $lte $in $nin $exists $prefix $and $or $not"), problem);
+    return { el, area, problem };
+}
+// FilterSyntax is a filter that is not JSON: refused in the page, as the
+// API would, before anything is sent.
+class FilterSyntax extends Error {
+}
+// readFilter is the editor's filter: null when it is empty (no filter).
+function readFilter(ed) {
+    const raw = ed.area.value.trim();
+    if (!raw)
+        return null;
+    try {
+        return JSON.parse(raw);
+    }
+    catch (err) {
+        throw new FilterSyntax(`not JSON (${err instanceof Error ? err.message : String(err)})`);
+    }
+}
+function isFilterField(f) {
+    return f === "filter" || (f ?? "").startsWith("filter.") || (f ?? "").startsWith("filter[");
+}
+// filterRefused shows err beside the editor when it is about the filter,
+// as "path: why", and marks the textarea; false when it is about
+// something else, for the caller to show.
+function filterRefused(ed, err) {
+    ed.area.removeAttribute("aria-invalid");
+    ed.problem.replaceChildren();
+    let field, detail;
+    if (err instanceof FilterSyntax) {
+        [field, detail] = ["filter", err.message];
+    }
+    else if (err instanceof ApiError && isFilterField(err.problem.field)) {
+        [field, detail] = [err.problem.field, err.message];
+    }
+    else {
+        return false;
+    }
+    ed.area.setAttribute("aria-invalid", "true");
+    ed.problem.append(h("div", { class: "error", role: "alert", id: "filter-error", "data-field": field }, `${field}: ${detail}`));
+    return true;
+}
+// filterCell shows an endpoint's filter as stored (compact JSON, keys
+// sorted), or that it takes every event of its types.
+function filterCell(ep) {
+    const raw = ep.filter ? JSON.stringify(ep.filter) : "";
+    return h("td", { "data-filter": raw }, raw ? h("code", { class: "filter" }, raw) : h("span", { class: "muted" }, "none"));
+}
+// filterForm edits an endpoint's filter with PATCH: what is saved
+// replaces it, and Remove filter (or saving it empty) sends null, so the
+// endpoint takes every event of its types again. A refused filter leaves
+// the stored one as it was, and the text as typed, to be corrected.
+function filterForm(ep) {
+    const id = ep.id;
+    const ed = filterEditor(ep.filter, "edit-filter");
+    const save = async (filter, done) => {
+        await call("endpointUpdate", 200, { id, body: { filter } });
+        await endpointView(id);
+        document.getElementById("message")?.replaceChildren(h("p", { class: "badge ok", id: "filter-saved" }, done));
+    };
+    const form = h("form", { id: "edit-filter" }, ed.el, h("div", { class: "actions" }, h("button", { type: "submit" }, "Save filter")));
+    const buttons = form.querySelector(".actions");
+    const run = async (btn, next) => {
+        btn.disabled = true;
+        // A "saved" from before must not stand beside this one's refusal.
+        document.getElementById("message")?.replaceChildren();
+        filterRefused(ed, null);
+        try {
+            await next();
+        }
+        catch (err) {
+            if (!(err instanceof Ended) && !filterRefused(ed, err))
+                ed.problem.replaceChildren(errorBox(err));
+        }
+        finally {
+            btn.disabled = false;
+        }
+    };
+    form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        void run(form.querySelector("button[type=submit]"), async () => {
+            const f = readFilter(ed);
+            await save(f, f ? "Filter saved" : "Filter removed");
+        });
+    });
+    if (ep.filter) {
+        const remove = h("button", { type: "button", class: "secondary", "data-action": "remove-filter" }, "Remove filter");
+        remove.addEventListener("click", () => void run(remove, () => save(null, "Filter removed")));
+        buttons.append(remove);
+    }
+    return form;
+}
 async function endpointsView() {
     const [page, health] = await Promise.all([
         call("endpointList", 200, { query: { limit: "100" } }),
@@ -373,10 +473,10 @@ async function endpointsView() {
     const byID = new Map(health.endpoints.map((e) => [e.endpoint_id, e]));
     const rows = page.items.map((ep) => {
         const hl = byID.get(ep.id);
-        return h("tr", { "data-endpoint": ep.id }, h("td", {}, h("a", { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, h("code", {}, ep.id))), h("td", {}, typeBadge(ep.type)), destinationCell(ep), h("td", {}, (ep.event_types ?? ["*"]).join(", ")), h("td", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled")), h("td", {}, circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("td", {}, outcomesChart(hl)), h("td", {}, hl ? String(hl.dead_letters_open) : "—"));
+        return h("tr", { "data-endpoint": ep.id }, h("td", {}, h("a", { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, h("code", {}, ep.id))), h("td", {}, typeBadge(ep.type)), destinationCell(ep), h("td", {}, (ep.event_types ?? ["*"]).join(", ")), filterCell(ep), h("td", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled")), h("td", {}, circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("td", {}, outcomesChart(hl)), h("td", {}, hl ? String(hl.dead_letters_open) : "—"));
     });
     const created = h("div", { id: "created" });
-    show(h("h1", {}, "Endpoints"), h("table", { id: "endpoints" }, h("thead", {}, h("tr", {}, ...["Endpoint", "Type", "Destination", "Event types", "State", "Health", "Outcomes", "Open dead letters"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)), page.items.length === 0 ? h("p", { class: "muted" }, "No endpoints yet.") : null, can("endpoints:manage") && can("endpoints:secret") && !session?.endpoint_ids ? createForm(created) : null, created);
+    show(h("h1", {}, "Endpoints"), h("table", { id: "endpoints" }, h("thead", {}, h("tr", {}, ...["Endpoint", "Type", "Destination", "Event types", "Filter", "State", "Health", "Outcomes", "Open dead letters"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)), page.items.length === 0 ? h("p", { class: "muted" }, "No endpoints yet.") : null, can("endpoints:manage") && can("endpoints:secret") && !session?.endpoint_ids ? createForm(created) : null, created);
 }
 function field(name, label, value = "", placeholder = "") {
     return h("label", {}, label, h("input", { name, value, placeholder }));
@@ -430,7 +530,8 @@ function types(raw) {
 function createForm(out) {
     const select = h("select", { name: "type" }, ...["webhook", "nats", "redis", "rabbitmq"].map((t) => h("option", { value: t }, t)));
     const where = h("div", { class: "destination" });
-    const form = h("form", { class: "inline", id: "create-endpoint" }, h("label", {}, "Type", select), where, field("event_types", "Event types (comma-separated)", "", "order.*"), h("button", { type: "submit" }, "Create endpoint"));
+    const filter = filterEditor(undefined, "create-filter");
+    const form = h("form", { class: "inline", id: "create-endpoint" }, h("label", {}, "Type", select), where, field("event_types", "Event types (comma-separated)", "", "order.*"), filter.el, h("button", { type: "submit" }, "Create endpoint"));
     const swap = () => {
         const t = select.value;
         if (!isBroker(t)) {
@@ -450,17 +551,28 @@ function createForm(out) {
         btn.disabled = true;
         const t = select.value;
         const event_types = types(formValue(form, "event_types"));
+        for (const el of form.querySelectorAll("[aria-invalid]"))
+            el.removeAttribute("aria-invalid");
+        filterRefused(filter, null);
         try {
             const body = isBroker(t)
                 ? { type: t, config: brokerConfig(form, t), credentials: brokerCredentials(form, t), event_types }
                 : { url: formValue(form, "url"), event_types };
+            const f = readFilter(filter);
+            if (f)
+                body.filter = f;
             const ep = await call("endpointCreate", 201, { body });
             await endpointsView();
             document.getElementById("created")?.replaceChildren(secretBox(ep.id, ep.secret, "created"));
         }
         catch (err) {
-            if (!(err instanceof Ended))
-                refused(form, out, err);
+            if (err instanceof Ended)
+                return;
+            if (filterRefused(filter, err)) {
+                out.replaceChildren();
+                return;
+            }
+            refused(form, out, err);
         }
         finally {
             btn.disabled = false;
@@ -541,7 +653,7 @@ async function endpointView(id) {
                 msg.replaceChildren(errorBox(err));
         }
     });
-    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("h2", {}, "Last 24 hours"), dayChart(hl.hourly ?? []), h("table", {}, h("tbody", {}, ...destinationRows(ep), h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit, ...(isBroker(ep.type)
+    show(h("h1", {}, "Endpoint ", h("code", {}, ep.id)), h("p", { class: "mono" }, ep.url), h("p", {}, ep.disabled ? h("span", { class: "badge warn" }, "disabled") : h("span", { class: "badge ok" }, "enabled"), " ", circuitBadge(hl), " ", h("span", { class: "muted" }, healthText(hl))), h("h2", {}, "Last 24 hours"), dayChart(hl.hourly ?? []), h("table", {}, h("tbody", {}, ...destinationRows(ep), h("tr", {}, h("th", {}, "Event types"), h("td", {}, (ep.event_types ?? ["*"]).join(", "))), h("tr", {}, h("th", {}, "Filter"), h("td", { id: "endpoint-filter", "data-filter": ep.filter ? JSON.stringify(ep.filter) : "" }, ep.filter ? h("pre", { class: "sample mono" }, JSON.stringify(ep.filter)) : h("span", { class: "muted" }, "none: every event of its types"))), h("tr", {}, h("th", {}, "Recovery window"), h("td", {}, ep.recovery_window ?? "server default")), h("tr", {}, h("th", {}, "Timeout"), h("td", {}, ep.timeout ?? "server default")), h("tr", {}, h("th", {}, "Rate limit"), h("td", {}, ep.rate_limit == null ? "none" : `${ep.rate_limit}/s`)), h("tr", {}, h("th", {}, "Waiting / delivering"), h("td", {}, `${hl.waiting} / ${hl.delivering}`)), h("tr", {}, h("th", {}, "Open dead letters"), h("td", {}, h("a", { href: "#/dead-letters" }, String(hl.dead_letters_open)))))), actions, msg, manage ? h("div", {}, h("h2", {}, "Settings"), edit, h("h2", {}, "Filter"), filterForm(ep), ...(isBroker(ep.type)
         // A broker's message has no HTTP headers of a user's: its
         // credentials are what a rotation replaces.
         ? [h("h2", {}, "Credentials"), credentialsForm(id, ep.type, msg)]
@@ -704,7 +816,29 @@ async function eventsView(id, q) {
     if (!id)
         return eventLog(q);
     const ev = await call("eventGet", 200, { id });
-    show(h("h1", {}, "Event ", h("code", {}, ev.id)), searchForm(), h("p", {}, stateBadge(ev.state), " ", ev.type, " · correlation ", h("a", { href: `#/correlations/${encodeURIComponent(ev.correlation_id)}` }, ev.correlation_id), ` · sequence ${ev.sequence}`, ` · accepted ${new Date(ev.accepted_at).toLocaleString()}`), ...ev.deliveries.map((d) => h("section", { "data-delivery": d.endpoint_id }, h("h2", {}, "To ", h("a", { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}` }, h("code", {}, d.endpoint_id)), " ", stateBadge(d.state), d.delivered_at ? h("span", { class: "muted" }, ` at ${new Date(d.delivered_at).toLocaleTimeString()}`) : null), h("table", {}, h("thead", {}, h("tr", {}, ...["#", "Started", "Outcome", "Status", "Latency", "Answer"].map((t) => h("th", {}, t)))), h("tbody", {}, ...d.attempts.map((a) => h("tr", {}, h("td", {}, a.attempt), h("td", {}, new Date(a.started_at).toLocaleTimeString()), h("td", {}, a.outcome), h("td", {}, a.status_code ?? "—"), h("td", {}, `${a.latency_ms} ms`), h("td", { class: "mono" }, a.error ?? ""))))))));
+    show(h("h1", {}, "Event ", h("code", {}, ev.id)), searchForm(), h("p", {}, stateBadge(ev.state), " ", ev.type, " · correlation ", h("a", { href: `#/correlations/${encodeURIComponent(ev.correlation_id)}` }, ev.correlation_id), ` · sequence ${ev.sequence}`, ` · accepted ${new Date(ev.accepted_at).toLocaleString()}`), ev.metadata ? h("section", { id: "event-metadata" }, h("h2", {}, "Metadata"), h("pre", { class: "sample mono" }, JSON.stringify(ev.metadata, null, 2))) : null, ev.unrouted ? routingNote(ev.filtered_out ?? []) : null, ...ev.deliveries.map((d) => h("section", { "data-delivery": d.endpoint_id }, h("h2", {}, "To ", h("a", { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}` }, h("code", {}, d.endpoint_id)), " ", stateBadge(d.state), d.delivered_at ? h("span", { class: "muted" }, ` at ${new Date(d.delivered_at).toLocaleTimeString()}`) : null), h("table", {}, h("thead", {}, h("tr", {}, ...["#", "Started", "Outcome", "Status", "Latency", "Answer"].map((t) => h("th", {}, t)))), h("tbody", {}, ...d.attempts.map((a) => h("tr", {}, h("td", {}, a.attempt), h("td", {}, new Date(a.started_at).toLocaleTimeString()), h("td", {}, a.outcome), h("td", {}, a.status_code ?? "—"), h("td", {}, `${a.latency_ms} ms`), h("td", { class: "mono" }, a.error ?? ""))))))), leftOut(ev.filtered_out ?? []));
+}
+// routingNote says why an event has no deliveries: an event every filter
+// left out is told apart from one no endpoint was subscribed to. A session
+// limited to some endpoints sees only theirs, so it says so of them.
+function routingNote(filteredOut) {
+    const note = (routing, badge, text) => h("p", { id: "routing", "data-routing": routing }, h("span", { class: "badge" }, badge), " ", text);
+    const limited = session?.endpoint_ids !== undefined;
+    if (filteredOut.length && limited) {
+        return note("filtered", "left out by a filter", "None of this session's endpoints took it: their filter left it out when it was accepted.");
+    }
+    if (filteredOut.length) {
+        return note("filtered", "left out by every filter", "No endpoint took it: each one subscribed to its type has a filter that left it out when it was accepted, so there was nothing to deliver.");
+    }
+    return note("unrouted", "unrouted", `${limited ? "None of this session's endpoints" : "No endpoint"} was subscribed to its type when it was accepted, so there was nothing to deliver.`);
+}
+// leftOut lists the endpoints subscribed to an event's type whose filter
+// left it out: none of them has a delivery of it, and the next event
+// each takes names the one before it in that lane as previous.
+function leftOut(ids) {
+    if (!ids.length)
+        return null;
+    return h("section", { id: "filtered-out" }, h("h2", {}, "Left out by a filter"), h("p", { class: "muted" }, "Subscribed to its type, but their filter did not match it when it was accepted: it never entered their lanes."), h("ul", {}, ...ids.map((id) => h("li", { "data-filtered-out": id }, h("a", { href: `#/endpoints/${encodeURIComponent(id)}` }, h("code", {}, id))))));
 }
 function laneBlock(l) {
     if (!l.blocked_by)
