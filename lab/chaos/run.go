@@ -439,6 +439,9 @@ func subscriberLine(subs []Subscriber) string {
 	parts := make([]string, len(subs))
 	for i, s := range subs {
 		parts[i] = fmt.Sprintf("%s %v", s.Name, s.EventTypes)
+		if s.Filter != nil {
+			parts[i] += fmt.Sprintf(" filter %s", s.Filter.JSON())
+		}
 	}
 	return strings.Join(parts, ", ")
 }
