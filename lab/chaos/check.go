@@ -407,7 +407,7 @@ func Check(w *Workload, o Observed) Verdict {
 			v.note("cross-tenant: %s, of tenant %s, was routed to %s, of tenant %s", d.EventID, ev.Tenant, name(d.Endpoint), w.Subscribers[d.Endpoint].tenant())
 		case !w.Routes(ev, d.Endpoint):
 			v.Mismatches++
-			v.note("misrouted: %s (%s) was routed to %s, which does not subscribe to it", d.EventID, ev.Type, name(d.Endpoint))
+			v.note("misrouted: %s (%s) was routed to %s, %s", d.EventID, ev.Type, name(d.Endpoint), whyNot(w, ev, d.Endpoint, "which does not subscribe to it"))
 		case w.IsVoided(ev):
 			v.Mismatches++
 			v.note("void: %s, a voided sequence, has a delivery to %s (%s)", d.EventID, name(d.Endpoint), row.State)
@@ -453,6 +453,15 @@ func Check(w *Workload, o Observed) Verdict {
 	}
 	v.Tenants = tenantVerdicts(w, o, v.failed)
 	return v
+}
+
+// whyNot says why ev is not meant for endpoint ep: its filter, or else
+// unsubscribed.
+func whyNot(w *Workload, ev Event, ep int, unsubscribed string) string {
+	if f := w.Subscribers[ep].Filter; w.Subscribes(ev, ep) && f != nil {
+		return fmt.Sprintf("whose filter (%s) leaves it out (amount %d)", f, ev.Amount)
+	}
+	return unsubscribed
 }
 
 // checkFiltered holds each endpoint with a filter to what a filter
@@ -741,7 +750,7 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 			continue
 		case !w.Routes(ev, ep):
 			v.Mismatches++
-			v.note("misrouted: %s applied %s (%s), which it does not subscribe to", name, e.EventID, ev.Type)
+			v.note("misrouted: %s applied %s (%s), %s", name, e.EventID, ev.Type, whyNot(w, ev, ep, "which it does not subscribe to"))
 		case w.IsVoided(ev):
 			v.Mismatches++
 			v.note("void: %s applied %s, a voided sequence", name, e.EventID)
