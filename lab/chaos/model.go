@@ -681,9 +681,10 @@ func Generate(seed uint64) *Scenario {
 	sc.CreatedLate[1] = mov == moveCreate
 	// Filters, from a stream of their own (a scenario without them is the
 	// one its seed gave before filters): in one scenario in four e0 takes
-	// only amounts of 34 and more (of 1..100), and in half of those an operator changes
-	// its filter to the region eu in the events' metadata between two posts
-	// of c0. The throttle wants every lane busy, so has none.
+	// only amounts of 34 and more (of 1..100), and in half of those an
+	// operator changes its filter to the region eu in the events' metadata
+	// between two posts of c0. The throttle wants every lane busy, so has
+	// none.
 	fl := rand.New(rand.NewPCG(seed, 0x66696c746572))
 	filtered := mov != moveThrottle && fl.IntN(4) == 0
 	refilter := filtered && mov != moveCreate && mov != moveOutage && fl.IntN(2) == 0
