@@ -63,10 +63,15 @@ func TestChaosShort(t *testing.T) {
 	}
 	for _, want := range []string{"tenants=3 ", " correlations_passed=50/50 ", " cross_tenant=0 ", " lost=0 ", " duplicates=0 ", " order_violations=0 ", " stuck=0 ", " stranded=0 ", " double_claims=0 ", " unverified=0 ", " breaker=0 ", " situations=0 ", " pauses=1 ", " deletes=1 ",
 		" broker_destinations=6 ", " broker_missing=0 ", " broker_repeated=0 ", " broker_out_of_order=0 ", " broker_chain_breaks=0 ",
-		" broker_bad_signatures=0 ", " broker_unfinished=0 ", " broker_kill_failures=0 "} {
+		" broker_bad_signatures=0 ", " broker_unfinished=0 ", " broker_kill_failures=0 ", " filtered_endpoints=3 ", " filtered_violations=0 "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q", strings.TrimSpace(want))
 		}
+	}
+	// The filtered endpoints' filters left events out, and delivered the
+	// rest.
+	if m := regexp.MustCompile(` filtered_out=(\d+) filtered_delivered=(\d+) `).FindStringSubmatch(summary); m == nil || m[1] == "0" || m[2] == "0" {
+		t.Errorf("summary shows no event left out by a filter, or none delivered past one: %v", m)
 	}
 	// The brokers took a share of every tenant's events, and each was
 	// killed and came back at least once while they did.

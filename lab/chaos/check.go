@@ -90,6 +90,12 @@ type Observed struct {
 	// did not start again.
 	Brokers            []BrokerObserved
 	BrokerKillFailures int
+	// FilteredOut is, per event, the endpoints (by index) its row in
+	// hookflow's ledger lists as left out by their filter; Previous the
+	// previous_sequence values each delivery's envelopes carried (the
+	// proxy's).
+	FilteredOut map[string][]int
+	Previous    map[Delivery][]int64
 }
 
 // SituationsObserved is what the run did of its situations (Situations,
@@ -280,6 +286,10 @@ type Verdict struct {
 	BrokerMissing, BrokerRepeated, BrokerOutOfOrder  int
 	BrokerChainBreaks, BrokerBadSignatures           int
 	BrokerUnfinished, BrokerKillFailures             int
+	// The filtered endpoints' figures (checkFiltered): how many have a
+	// filter, the accepted events of their types their filter left out,
+	// their deliveries delivered, and what broke the filter's promise.
+	FilteredEndpoints, FilteredOut, FilteredDelivered, FilteredViolations int
 	// CrossTenant counts what one tenant's endpoint got of another
 	// tenant: a delivery in hookflow's ledger, an entry in its receiver's
 	// ledger with the other tenant's amount.
@@ -305,14 +315,14 @@ type TenantVerdict struct {
 
 // laneFaults sums the counts a lane's checks add to.
 func (v *Verdict) laneFaults() int {
-	return v.Lost + v.Duplicates + v.OrderViolations + v.Stuck + v.Mismatches + v.Situations + v.CrossTenant
+	return v.Lost + v.Duplicates + v.OrderViolations + v.Stuck + v.Mismatches + v.Situations + v.CrossTenant + v.FilteredViolations
 }
 
 // OK reports whether every invariant held.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Duplicates == 0 && v.OrderViolations == 0 && v.Stuck == 0 && v.Mismatches == 0 && v.NotAccepted == 0 &&
 		v.Stranded == 0 && v.DoubleClaims == 0 && v.PostgresRestartFailures == 0 && v.Unverified == 0 && v.Breaker == 0 && v.Situations == 0 && v.CrossTenant == 0 &&
-		v.brokersOK()
+		v.FilteredViolations == 0 && v.brokersOK()
 }
 
 // brokersOK reports whether every broker destination kept its promise.
@@ -397,7 +407,7 @@ func Check(w *Workload, o Observed) Verdict {
 			v.note("cross-tenant: %s, of tenant %s, was routed to %s, of tenant %s", d.EventID, ev.Tenant, name(d.Endpoint), w.Subscribers[d.Endpoint].tenant())
 		case !w.Routes(ev, d.Endpoint):
 			v.Mismatches++
-			v.note("misrouted: %s (%s) was routed to %s, which does not subscribe to it", d.EventID, ev.Type, name(d.Endpoint))
+			v.note("misrouted: %s (%s) was routed to %s, %s", d.EventID, ev.Type, name(d.Endpoint), whyNot(w, ev, d.Endpoint, "which does not subscribe to it"))
 		case w.IsVoided(ev):
 			v.Mismatches++
 			v.note("void: %s, a voided sequence, has a delivery to %s (%s)", d.EventID, name(d.Endpoint), row.State)
@@ -415,6 +425,7 @@ func Check(w *Workload, o Observed) Verdict {
 	for ep := range w.Subscribers {
 		checkReceiver(w, o, ep, byID, &v)
 	}
+	checkFiltered(w, o, &v)
 	v.Stranded = stranded(w, o, &v)
 	v.DoubleClaims = len(o.DoubleClaims)
 	for _, d := range o.DoubleClaims {
@@ -442,6 +453,85 @@ func Check(w *Workload, o Observed) Verdict {
 	}
 	v.Tenants = tenantVerdicts(w, o, v.failed)
 	return v
+}
+
+// whyNot says why ev is not meant for endpoint ep: its filter, or else
+// unsubscribed.
+func whyNot(w *Workload, ev Event, ep int, unsubscribed string) string {
+	if f := w.Subscribers[ep].Filter; w.Subscribes(ev, ep) && f != nil {
+		return fmt.Sprintf("whose filter (%s) leaves it out (amount %d)", f, ev.Amount)
+	}
+	return unsubscribed
+}
+
+// checkFiltered holds each endpoint with a filter to what a filter
+// promises: hookflow decided at acceptance, and kept with the event, which
+// events of its types the endpoint takes.
+//
+//   - an event its filter leaves out lists it in filtered_out, has no
+//     delivery to it and was never applied at its receiver;
+//   - an event its filter takes does not list it in filtered_out (that it
+//     was delivered, in order and once, is the lane checks', whose lanes
+//     hold only the events it takes);
+//   - every envelope of a delivery its receiver applied named, as
+//     previous_sequence, the sequence the receiver applied just before it
+//     in that lane (0 for the first): a filtered-out event is never
+//     named, so the receiver never waits for it.
+func checkFiltered(w *Workload, o Observed, v *Verdict) {
+	for ep, s := range w.Subscribers {
+		if s.Filter == nil {
+			continue
+		}
+		v.FilteredEndpoints++
+		name := s.Name
+		fail := func(lane Lane, format string, args ...any) {
+			v.FilteredViolations++
+			v.failed[lane] = true
+			v.note("filter: "+format, args...)
+		}
+		applied := map[string]bool{}
+		for _, e := range at(o.Ledger, ep) {
+			applied[e.EventID] = true
+		}
+		for _, ev := range w.Events {
+			if !o.Accepted[ev.ID] || !w.Subscribes(ev, ep) {
+				continue
+			}
+			lane := Lane{ev.CorrelationID, ep}
+			listed := slices.Contains(o.FilteredOut[ev.ID], ep)
+			row, routed := o.Deliveries[Delivery{ev.ID, ep}]
+			if !w.Routes(ev, ep) {
+				v.FilteredOut++
+				switch {
+				case !listed:
+					fail(lane, "%s (amount %d) is left out by %s's filter (%s), but its filtered_out does not list it", ev.ID, ev.Amount, name, s.Filter)
+				case routed:
+					fail(lane, "%s (amount %d), left out by %s's filter (%s), has a delivery to it (%s)", ev.ID, ev.Amount, name, s.Filter, row.State)
+				case applied[ev.ID]:
+					fail(lane, "%s (amount %d), left out by %s's filter (%s), was applied at its receiver", ev.ID, ev.Amount, name, s.Filter)
+				}
+				continue
+			}
+			if listed {
+				fail(lane, "%s (amount %d) is taken by %s's filter (%s), yet its filtered_out lists it", ev.ID, ev.Amount, name, s.Filter)
+			}
+			if routed && row.State == stateDelivered {
+				v.FilteredDelivered++
+			}
+		}
+		// The previous_sequence chain, lane by lane, as the receiver
+		// applied it.
+		last := map[string]int64{}
+		for _, e := range at(o.Ledger, ep) {
+			want := last[e.CorrelationID]
+			last[e.CorrelationID] = e.Sequence
+			for _, prev := range o.Previous[Delivery{e.EventID, ep}] {
+				if prev != want {
+					fail(Lane{e.CorrelationID, ep}, "%s's envelope to %s named previous_sequence %d; the lane's previous event there is %d", e.EventID, name, prev, want)
+				}
+			}
+		}
+	}
 }
 
 // tenantVerdicts tallies each tenant's lanes and correlations, and those
@@ -660,7 +750,7 @@ func checkReceiver(w *Workload, o Observed, ep int, byID map[string]Event, v *Ve
 			continue
 		case !w.Routes(ev, ep):
 			v.Mismatches++
-			v.note("misrouted: %s applied %s (%s), which it does not subscribe to", name, e.EventID, ev.Type)
+			v.note("misrouted: %s applied %s (%s), %s", name, e.EventID, ev.Type, whyNot(w, ev, ep, "which it does not subscribe to"))
 		case w.IsVoided(ev):
 			v.Mismatches++
 			v.note("void: %s applied %s, a voided sequence", name, e.EventID)

@@ -52,6 +52,9 @@ func cleanRunOf(t *testing.T, cfg WorkloadConfig) (*Workload, Observed) {
 // apply records ev delivered to ep and applied by its receiver.
 func apply(o Observed, ep int, ev Event) {
 	o.Deliveries[Delivery{ev.ID, ep}] = DeliveryRow{State: stateDelivered}
+	if o.Previous != nil {
+		o.Previous[Delivery{ev.ID, ep}] = []int64{o.Receiver[ep][ev.CorrelationID].LastSequence}
+	}
 	e := LedgerEntry{EventID: ev.ID, CorrelationID: ev.CorrelationID, Sequence: ev.Sequence, Amount: ev.Amount}
 	o.Ledger[ep] = append(o.Ledger[ep], e)
 	o.Processed[ep] = append(o.Processed[ep], e)
@@ -395,9 +398,10 @@ func TestCheckBreaker(t *testing.T) {
 }
 
 // The situation endpoints of situationRun, by index: A is paused, S slow,
-// D deleted.
+// D deleted; S has a filter too.
 const (
 	epA = 0
+	epS = 3
 	epD = 4
 )
 
@@ -420,7 +424,7 @@ func situationRun(t *testing.T) (*Workload, Observed) {
 	o := Observed{Accepted: map[string]bool{}, States: map[string]string{}, Deliveries: map[Delivery]DeliveryRow{},
 		Ledger: make([][]LedgerEntry, n), Processed: make([][]LedgerEntry, n), Parked: make([]int, n),
 		AppliedAnswers: map[Delivery]int{}, Skipped: map[Delivery]bool{}, Heads: map[Lane]Head{},
-		EndpointIDs: []string{"ep_a", "ep_b", "ep_c", "ep_s", "ep_d"}}
+		EndpointIDs: []string{"ep_a", "ep_b", "ep_c", "ep_s", "ep_d"}, FilteredOut: map[string][]int{}, Previous: map[Delivery][]int64{}}
 	for ep := 0; ep < n; ep++ {
 		o.Receiver = append(o.Receiver, map[string]refreceiver.Correlation{})
 	}
@@ -440,7 +444,10 @@ func situationRun(t *testing.T) (*Workload, Observed) {
 			s.RoutedBefore[ev.ID] = true
 		}
 		for ep := range w.Subscribers {
-			if !w.Subscribers[ep].Wants(ev.Type) || (ep == epD && late) {
+			if w.Subscribes(ev, ep) && !w.Routes(ev, ep) {
+				o.FilteredOut[ev.ID] = append(o.FilteredOut[ev.ID], ep)
+			}
+			if !w.Routes(ev, ep) || (ep == epD && late) {
 				continue
 			}
 			apply(o, ep, ev)
@@ -457,6 +464,26 @@ func situationRun(t *testing.T) (*Workload, Observed) {
 	}
 	o.Situations = &s
 	return w, o
+}
+
+// filteredEvent returns an event S's filter leaves out and the next one
+// of its correlation that S takes.
+func filteredEvent(t *testing.T, w *Workload) (left, next Event) {
+	t.Helper()
+	for _, corr := range w.Correlations {
+		var out *Event
+		for _, ev := range w.Events {
+			switch {
+			case ev.CorrelationID != corr || !w.Subscribes(ev, epS) || w.IsVoided(ev):
+			case !w.Routes(ev, epS):
+				out = &ev
+			case out != nil:
+				return *out, ev
+			}
+		}
+	}
+	t.Fatal("no event left out by S's filter with one taken after it")
+	return Event{}, Event{}
 }
 
 // voidedEvent returns the workload's voided event and its successor in
@@ -502,8 +529,9 @@ func TestCheckSituationsClean(t *testing.T) {
 	o.Deliveries[Delivery{lane[len(lane)-1].ID, epD}] = DeliveryRow{State: stateSkipped}
 	o.Deliveries[Delivery{lane[0].ID, epD}] = DeliveryRow{State: stateSkipped, DeadLetter: dlSkipped, Generation: 1}
 	v := Check(w, o)
-	if !v.OK() || v.Voids != 1 || v.Void409s != 1 || v.Pauses != 1 || v.Deletes != 1 || v.DeletedSkipped != 2 || v.DeletedUnrouted == 0 || v.NotAccepted != 0 {
-		t.Fatalf("verdict %+v, want OK with 1 void (409), 1 pause, 1 delete, 2 skipped at D and some never routed there", v)
+	if !v.OK() || v.Voids != 1 || v.Void409s != 1 || v.Pauses != 1 || v.Deletes != 1 || v.DeletedSkipped != 2 || v.DeletedUnrouted == 0 || v.NotAccepted != 0 ||
+		v.FilteredEndpoints != 1 || v.FilteredOut == 0 || v.FilteredDelivered == 0 {
+		t.Fatalf("verdict %+v, want OK with 1 void (409), 1 pause, 1 delete, 2 skipped at D and some never routed there, events left out by S's filter and some delivered past it", v)
 	}
 }
 
@@ -589,6 +617,22 @@ func TestCheckSituationsFindViolations(t *testing.T) {
 		{"enabling left a dead letter of the pause open", func(t *testing.T, w *Workload, o *Observed) {
 			o.Situations.PauseLeftOpen = []string{`ev-x (generation 1, "endpoint disabled: …")`}
 		}, func(v Verdict) bool { return v.Situations == 1 }, "left its dead letter"},
+		{"an event left out by a filter routed all the same", func(t *testing.T, w *Workload, o *Observed) {
+			left, _ := filteredEvent(t, w)
+			apply(*o, epS, left)
+		}, func(v Verdict) bool { return v.FilteredViolations >= 1 && v.Mismatches >= 1 }, "has a delivery to it"},
+		{"an event left out by a filter not listed so", func(t *testing.T, w *Workload, o *Observed) {
+			left, _ := filteredEvent(t, w)
+			delete(o.FilteredOut, left.ID)
+		}, func(v Verdict) bool { return v.FilteredViolations == 1 }, "its filtered_out does not list it"},
+		{"an event a filter takes listed as left out", func(t *testing.T, w *Workload, o *Observed) {
+			_, next := filteredEvent(t, w)
+			o.FilteredOut[next.ID] = []int{epS}
+		}, func(v Verdict) bool { return v.FilteredViolations == 1 }, "yet its filtered_out lists it"},
+		{"previous_sequence naming an event the filter left out", func(t *testing.T, w *Workload, o *Observed) {
+			left, next := filteredEvent(t, w)
+			o.Previous[Delivery{next.ID, epS}] = []int64{left.Sequence}
+		}, func(v Verdict) bool { return v.FilteredViolations == 1 }, "named previous_sequence"},
 		{"a situation not carried out", func(t *testing.T, w *Workload, o *Observed) {
 			o.Situations.NotCarriedOut = []string{"pause: disabling A was answered 0"}
 			o.Situations.PauseDone = false

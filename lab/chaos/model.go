@@ -89,6 +89,10 @@ const (
 	// max_in_flight back, which stays taken until its lease runs out, past
 	// the attempt's timeout.
 	StepKillWorkers StepKind = "kill_workers"
+	// StepFilter sets endpoint Step.Endpoint's filter to Step.Filter
+	// (PATCH): the events posted after it are routed by the new filter,
+	// those posted before it keep the routing they were accepted with.
+	StepFilter StepKind = "filter"
 )
 
 // The states StepAwait waits for.
@@ -203,6 +207,8 @@ type Step struct {
 	Posts []int64
 	// Cap is the max_in_flight a StepThrottle sets (0: the default).
 	Cap int
+	// Filter is the filter a StepFilter gives the endpoint.
+	Filter *EventFilter
 }
 
 // seqList writes sequences as the lines do: 1,2,3.
@@ -283,6 +289,8 @@ func (s Step) Line() string {
 		return fmt.Sprintf("Temporal down for %s while c%d events %s are posted at once", s.For, s.Corr, seqList(s.Order))
 	case StepKillWorkers:
 		return "kill every worker"
+	case StepFilter:
+		return fmt.Sprintf("endpoint e%d's filter becomes %s, for the events posted from now on", s.Endpoint, s.Filter)
 	case StepThrottle:
 		if s.Cap == 0 {
 			return fmt.Sprintf("endpoint e%d max_in_flight back to the default", s.Endpoint)
@@ -346,7 +354,18 @@ type Scenario struct {
 	// CreatedLate are the endpoints created by a StepCreate rather than
 	// with the scenario.
 	CreatedLate [modelEndpoints]bool
-	Steps       []Step
+	// Filters are the endpoints' filters when created (nil: none), and
+	// Refilter the one a StepFilter gives each mid-scenario (nil: none).
+	// Amounts and Regions are, by correlation and sequence-1, the amount
+	// in each event's data and the region in its metadata; Refiltered
+	// whether it is posted after the StepFilter, so held to Refilter.
+	// All nil in a scenario without filters: its events' amount is their
+	// sequence, and they have no metadata.
+	Filters, Refilter [modelEndpoints]*EventFilter
+	Amounts           [][]int64
+	Regions           [][]string
+	Refiltered        [][]bool
+	Steps             []Step
 	// Closing says what the closing operator does with a delivery whose
 	// dead letter is still open once the receivers are healed: "replay" or
 	// "skip", by correlation, endpoint and sequence-1.
@@ -373,16 +392,49 @@ func (sc *Scenario) EventID(k int, seq int64) string {
 }
 
 // Lane returns the sequences of correlation k routed to endpoint ep, in
-// order.
+// order: those of a type it takes that its filter, as it stands when each
+// is posted, takes. An event a filter leaves out is never in the lane.
 func (sc *Scenario) Lane(k, ep int) []int64 {
-	sub := ModelSubscribers()[ep]
 	var out []int64
-	for i, t := range sc.Types[k] {
-		if sub.Wants(t) {
+	for i := range sc.Types[k] {
+		if sc.Takes(k, int64(i+1), ep) {
 			out = append(out, int64(i+1))
 		}
 	}
 	return out
+}
+
+// Takes reports whether endpoint ep takes correlation k's event seq, as
+// the scenario means it: of a type it subscribes to, and taken by its
+// filter as it stands when the event is posted (FilterAt).
+func (sc *Scenario) Takes(k int, seq int64, ep int) bool {
+	return ModelSubscribers()[ep].Wants(sc.Types[k][seq-1]) && sc.FilterAt(k, seq, ep).Takes(sc.Amount(k, seq), sc.Region(k, seq))
+}
+
+// FilterAt is endpoint ep's filter when correlation k's event seq is
+// posted: Refilter once a StepFilter changed it, else Filters.
+func (sc *Scenario) FilterAt(k int, seq int64, ep int) *EventFilter {
+	if sc.Refiltered != nil && sc.Refiltered[k][seq-1] && sc.Refilter[ep] != nil {
+		return sc.Refilter[ep]
+	}
+	return sc.Filters[ep]
+}
+
+// Amount is the amount in the data of correlation k's event seq.
+func (sc *Scenario) Amount(k int, seq int64) int64 {
+	if sc.Amounts == nil {
+		return seq
+	}
+	return sc.Amounts[k][seq-1]
+}
+
+// Region is the region in the metadata of correlation k's event seq, ""
+// when it has no metadata.
+func (sc *Scenario) Region(k int, seq int64) string {
+	if sc.Regions == nil {
+		return ""
+	}
+	return sc.Regions[k][seq-1]
 }
 
 // Lines are the scenario's actions, one a line, with the correlations it
@@ -398,7 +450,15 @@ func (sc *Scenario) Lines() []string {
 		if sc.Late[k] > 0 {
 			line += fmt.Sprintf("; the last %d posted later", sc.Late[k])
 		}
+		if sc.Amounts != nil {
+			line += fmt.Sprintf("; amounts %v, regions %v", sc.Amounts[k], sc.Regions[k])
+		}
 		out = append(out, line)
+	}
+	for ep, f := range sc.Filters {
+		if f != nil {
+			out = append(out, fmt.Sprintf("e%d has a filter: %s", ep, f))
+		}
 	}
 	for ep, late := range sc.CreatedLate {
 		if late {
@@ -619,6 +679,21 @@ func Generate(seed uint64) *Scenario {
 		sc.Steps = append(sc.Steps, Step{Kind: StepThrottle, Endpoint: throttled, Cap: 1})
 	}
 	sc.CreatedLate[1] = mov == moveCreate
+	// Filters, from a stream of their own (a scenario without them is the
+	// one its seed gave before filters): in one scenario in four e0 takes
+	// only amounts of 34 and more (of 1..100), and in half of those an
+	// operator changes its filter to the region eu in the events' metadata
+	// between two posts of c0. The throttle wants every lane busy, so has
+	// none.
+	fl := rand.New(rand.NewPCG(seed, 0x66696c746572))
+	filtered := mov != moveThrottle && fl.IntN(4) == 0
+	refilter := filtered && mov != moveCreate && mov != moveOutage && fl.IntN(2) == 0
+	if filtered {
+		sc.Filters[0] = &EventFilter{MinAmount: 34}
+	}
+	if refilter {
+		sc.Refilter[0] = &EventFilter{Region: "eu"}
+	}
 	for k := range w.lanes {
 		n := 3 + rng.IntN(2)
 		sc.Events = append(sc.Events, n)
@@ -630,6 +705,17 @@ func Generate(seed uint64) *Scenario {
 			}
 		}
 		sc.Types = append(sc.Types, types)
+		if filtered {
+			amounts, regions := make([]int64, n), make([]string, n)
+			for i := range amounts {
+				amounts[i] = 1 + fl.Int64N(100)
+				regions[i] = []string{"eu", "us"}[fl.IntN(2)]
+			}
+			// Every event is posted after the change but the ones c0
+			// posts before it (below).
+			sc.Amounts, sc.Regions = append(sc.Amounts, amounts), append(sc.Regions, regions)
+			sc.Refiltered = append(sc.Refiltered, slices.Repeat([]bool{refilter}, n))
+		}
 		// A lost sequence now and then (not the first, so that something
 		// dead-letters before it), and the last one or two posted later
 		// (into a paused endpoint, past a deleted one).
@@ -700,6 +786,26 @@ func Generate(seed uint64) *Scenario {
 			sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order[:i]}, Step{Kind: StepCreate, Endpoint: 1})
 			if i < len(order) {
 				sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order[i:]})
+			}
+		case k == 0 && refilter:
+			// e0's filter changes between two posts: what is posted
+			// before it is held to the filter it had.
+			i := max(1, len(order)/2)
+			for _, q := range order[:i] {
+				sc.Refiltered[k][q-1] = false
+			}
+			sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order[:i]}, Step{Kind: StepFilter, Endpoint: 0, Filter: sc.Refilter[0]})
+			if i < len(order) {
+				sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order[i:]})
+			}
+			// The lanes were drawn before the posting order: draw them
+			// again, each held to the filter of its events' posts.
+			for ep, l := range w.lanes[k] {
+				l.seqs = sc.Lane(k, ep)
+				l.events = make([]absState, len(l.seqs))
+				for _, q := range append(slices.Clone(c.late), c.lost) {
+					l.set(q, absAbsent)
+				}
 			}
 		default:
 			sc.Steps = append(sc.Steps, Step{Kind: StepPost, Corr: k, Order: order})

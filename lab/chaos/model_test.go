@@ -98,6 +98,10 @@ func TestGenerateStepsAreWellFormed(t *testing.T) {
 				}
 				disabled[s.Endpoint] = s.Kind == StepDisable
 				deleted[s.Endpoint] = s.Kind == StepDelete
+			case StepFilter:
+				if s.Filter == nil || s.Filter != sc.Refilter[s.Endpoint] {
+					t.Fatalf("seed %d step %d: %s, the scenario's change of filter being %v", seed, i+1, s.Line(), sc.Refilter[s.Endpoint])
+				}
 			case StepMode, StepPause, StepThrottle, StepKillWorkers:
 			default:
 				if !posted[s.Corr] {
@@ -258,6 +262,24 @@ func modelFixture() (*Scenario, ModelRecord, ModelObserved) {
 	return sc, rec, obs
 }
 
+// filterTwoAtE0 gives the fixture's e0 a filter, amount 50 and more, that
+// leaves out event 2 (amount 10): e0's lane is 1 (skipped) and 3, and its
+// receiver applies 3 alone, which names 1 as its previous sequence.
+func filterTwoAtE0(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+	sc.Filters[0] = &EventFilter{MinAmount: 50}
+	sc.Amounts, sc.Regions = [][]int64{{60, 10, 70}}, [][]string{{"eu", "us", "eu"}}
+	for q := int64(1); q <= 3; q++ {
+		p := rec.Posted[sc.EventID(0, q)]
+		p.Filters = sc.Filters
+		rec.Posted[sc.EventID(0, q)] = p
+	}
+	two := sc.EventID(0, 2)
+	delete(obs.Deliveries, Delivery{two, 0})
+	delete(obs.AppliedAnswers, Delivery{two, 0})
+	obs.Applied[lane0(sc)] = []int64{3}
+	obs.FilteredOut = map[string][]int{two: {0}}
+}
+
 // createE1AfterTwo makes the fixture's e1 an endpoint created between the
 // posts of 2 and 3, with 3 of a type it takes: 3 alone is routed to it.
 func createE1AfterTwo(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
@@ -351,6 +373,77 @@ func TestCheckModelPassesACleanScenario(t *testing.T) {
 	waitingHead(sc, &obs)
 	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
 		t.Fatalf("violations of a head waiting on an operator: %v", vs)
+	}
+	sc, rec, obs = modelFixture()
+	filterTwoAtE0(sc, &rec, &obs)
+	if vs := CheckModel(sc, rec, obs); len(vs) != 0 {
+		t.Fatalf("violations of a lane whose filter left an event out: %v", vs)
+	}
+}
+
+// A scenario's lanes hold what each endpoint's filter takes, as it stood
+// when each event was posted: an event a filter leaves out is in no lane,
+// and one posted after a StepFilter is held to the new filter.
+func TestScenarioLaneFollowsTheFilters(t *testing.T) {
+	t.Parallel()
+	sc, _, _ := modelFixture()
+	if got := sc.Lane(0, 0); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("e0's lane without a filter: %v", got)
+	}
+	sc.Filters[0] = &EventFilter{MinAmount: 50}
+	sc.Amounts, sc.Regions = [][]int64{{60, 10, 70}}, [][]string{{"eu", "us", "us"}}
+	if got := sc.Lane(0, 0); !slices.Equal(got, []int64{1, 3}) {
+		t.Errorf("e0's lane with amount >= 50 over amounts 60, 10, 70: %v, want [1 3]", got)
+	}
+	if got := sc.Lane(0, 1); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("e1's lane, which has no filter: %v, want [1 2]", got)
+	}
+	// 1 posted before the change to region eu, 2 and 3 after.
+	sc.Refilter[0] = &EventFilter{Region: "eu"}
+	sc.Refiltered = [][]bool{{false, true, true}}
+	sc.Regions = [][]string{{"us", "eu", "us"}}
+	if got := sc.Lane(0, 0); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("e0's lane across its change of filter: %v, want [1 2]", got)
+	}
+}
+
+// The generator gives filters to enough scenarios for a short run to meet
+// them: a lane a filter leaves an event of its types out of, with an event
+// after it that the lane takes (whose previous_sequence must skip it), and
+// a filter changed between two posts, the events either side held to their
+// own.
+func TestGenerateReachesTheFilterShapes(t *testing.T) {
+	t.Parallel()
+	const seeds = 400
+	count := shapeCounts(seeds, func(sc *Scenario, found map[string]bool) {
+		for k, n := range sc.Events {
+			left := false
+			for q := int64(1); q <= int64(n); q++ {
+				wants := ModelSubscribers()[0].Wants(sc.Types[k][q-1])
+				switch {
+				case wants && !sc.Takes(k, q, 0):
+					left = true
+				case wants && left:
+					found["an event left out by a filter, then one taken"] = true
+				}
+				if sc.Refiltered != nil && sc.Refiltered[k][q-1] && sc.Filters[0].Takes(sc.Amount(k, q), sc.Region(k, q)) != sc.Refilter[0].Takes(sc.Amount(k, q), sc.Region(k, q)) {
+					found["an event posted after a change of filter that the old one would have routed otherwise"] = true
+				}
+			}
+		}
+		for _, s := range sc.Steps {
+			if s.Kind == StepFilter {
+				found["a filter changed"] = true
+			}
+		}
+	})
+	for _, shape := range []string{"an event left out by a filter, then one taken", "a filter changed",
+		"an event posted after a change of filter that the old one would have routed otherwise"} {
+		if pct := 100 * count[shape] / seeds; pct < 3 {
+			t.Errorf("%s: in %d%% of the scenarios, want at least 3%%", shape, pct)
+		} else {
+			t.Logf("%s: %d%% of the scenarios", shape, pct)
+		}
 	}
 }
 
@@ -451,6 +544,30 @@ func TestCheckModelFlagsEachViolation(t *testing.T) {
 			waitingHead(sc, obs)
 			rec.ClosingReplays[Delivery{sc.EventID(0, 3), 0}] = 3
 		}, CheckUnfinished, "after the closing operator's 3 replays"},
+		{"an event left out by a filter routed all the same", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			filterTwoAtE0(sc, rec, obs)
+			obs.Deliveries[Delivery{sc.EventID(0, 2), 0}] = ModelEvent{State: stateDelivered}
+		}, CheckExactlyOnce, "routed to e0 is true, subscribed true, its filter then amount >= 50"},
+		{"an event left out by a filter not listed in its filtered_out", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			filterTwoAtE0(sc, rec, obs)
+			obs.FilteredOut = map[string][]int{}
+		}, CheckExactlyOnce, "its filtered_out lists e0 is false"},
+		{"an event a filter takes listed in its filtered_out", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			filterTwoAtE0(sc, rec, obs)
+			obs.FilteredOut[sc.EventID(0, 3)] = []int{0}
+		}, CheckExactlyOnce, "its filtered_out lists e0 is true"},
+		{"an event left out by a filter applied", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			filterTwoAtE0(sc, rec, obs)
+			obs.Applied[lane0(sc)] = []int64{2, 3}
+		}, CheckOrder, "which is not of its lane"},
+		{"a lane parked on an event its filter left out", func(sc *Scenario, rec *ModelRecord, obs *ModelObserved) {
+			filterTwoAtE0(sc, rec, obs)
+			obs.Applied[lane0(sc)] = nil
+			obs.Parked[lane0(sc)] = []int64{3}
+		}, CheckOrder, "parked"},
+		{"a change of filter not set", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
+			rec.FilterFailed = append(rec.FilterFailed, "e0's filter was not set to region eu (5 tries): 503")
+		}, CheckFilterFailed, "not set"},
 		{"a void race answered 5xx at a try", func(_ *Scenario, rec *ModelRecord, _ *ModelObserved) {
 			rec.VoidRace5xx = append(rec.VoidRace5xx, "c0: the void of [2] racing posts was answered [500] at a try")
 		}, CheckVoidRace5xx, "[500]"},
@@ -494,7 +611,7 @@ func TestModelSummary(t *testing.T) {
 		Violations: map[string]int{CheckDeadLetter: 1}, Unverified: 2, Wall: time.Minute}
 	s := modelSummary(r, []uint64{4, 5, 6})
 	for _, want := range []string{"sequences=3 ", "failed=1 ", "unverified=2 ", "actions=3 ", "skip_api=2", "reset_event=1", "dead_letter_status=1", "stranded=0",
-		"void_race_5xx=0", "create_failed=0", "create_no_effect=0", "throttle_no_effect=0", "outage_no_effect=0", "failed_seeds=5 ", "seeds=4..6 "} {
+		"void_race_5xx=0", "create_failed=0", "create_no_effect=0", "throttle_no_effect=0", "outage_no_effect=0", "filter_failed=0", "failed_seeds=5 ", "seeds=4..6 "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q: %s", want, s)
 		}

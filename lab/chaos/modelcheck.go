@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -59,11 +60,15 @@ const (
 	// answered queued (left to the starter's sweep), which the move is
 	// there to bring about.
 	CheckOutageEffect = "outage_no_effect"
+	// CheckFilterFailed: an endpoint's filter change mid-scenario
+	// (StepFilter) was not answered 200: the posts after it would check
+	// nothing of the change.
+	CheckFilterFailed = "filter_failed"
 )
 
 // modelChecks are the checks in the order the summary lists them.
 var modelChecks = []string{CheckSkippedApplied, CheckExactlyOnce, CheckOrder, CheckDeadLetter, CheckNaming, CheckStranded, CheckUnfinished, CheckVoided,
-	CheckVoidRace5xx, CheckCreateFailed, CheckCreateEffect, CheckThrottleEffect, CheckOutageEffect}
+	CheckVoidRace5xx, CheckCreateFailed, CheckCreateEffect, CheckThrottleEffect, CheckOutageEffect, CheckFilterFailed}
 
 // Dead letter row statuses.
 const (
@@ -114,6 +119,8 @@ type ModelRecord struct {
 	ContinuedAsNew []int
 	// Outages are the outage moves, as their posts were answered.
 	Outages []OutageMove
+	// FilterFailed are the StepFilters that set no filter.
+	FilterFailed []string
 }
 
 // OutageMove is what an outage move's posts were answered: how many were
@@ -131,6 +138,8 @@ type Post struct {
 	DeletedBefore [modelEndpoints]bool
 	// Uncreated are the endpoints not created when it was sent.
 	Uncreated [modelEndpoints]bool
+	// Filters are the endpoints' filters when it was sent (nil: none).
+	Filters [modelEndpoints]*EventFilter
 }
 
 func newModelRecord() ModelRecord {
@@ -140,9 +149,16 @@ func newModelRecord() ModelRecord {
 
 // Routed reports whether correlation k's event seq is owed a delivery to
 // endpoint ep: it was posted (a post not answered 202 owes them all the
-// same, so that a lost post shows), not voided, is of a type ep takes, and
-// ep was created and not deleted before the post.
+// same, so that a lost post shows), not voided, is of a type ep takes, ep
+// was created and not deleted before the post, and ep's filter when it was
+// posted takes it.
 func (sc *Scenario) Routed(rec ModelRecord, k int, seq int64, ep int) bool {
+	return sc.subscribed(rec, k, seq, ep) && rec.Posted[sc.EventID(k, seq)].Filters[ep].Takes(sc.Amount(k, seq), sc.Region(k, seq))
+}
+
+// subscribed is Routed but for the filter: the event was posted, not
+// voided, of a type ep takes, ep created and not deleted before the post.
+func (sc *Scenario) subscribed(rec ModelRecord, k int, seq int64, ep int) bool {
 	id := sc.EventID(k, seq)
 	p, posted := rec.Posted[id]
 	return posted && !rec.Voided[id] && !p.DeletedBefore[ep] && !p.Uncreated[ep] && ModelSubscribers()[ep].Wants(sc.Types[k][seq-1])
@@ -185,6 +201,9 @@ type ModelObserved struct {
 	Heads map[Lane]Head
 	// EndpointIDs are the endpoints' hookflow ids, by index.
 	EndpointIDs []string
+	// FilteredOut are, per event, the endpoints its row in hookflow's
+	// ledger lists as left out by their filter.
+	FilteredOut map[string][]int
 }
 
 // ModelViolation is one failed check.
@@ -236,6 +255,9 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 	for _, v := range rec.CreateFailed {
 		fail(CheckCreateFailed, "%s", v)
 	}
+	for _, v := range rec.FilterFailed {
+		fail(CheckFilterFailed, "%s", v)
+	}
 	for i, n := range rec.ContinuedAsNew {
 		if n == 0 {
 			fail(CheckThrottleEffect, "throttle %d: none of the scenario's events had continued as new when the cap was lifted", i+1)
@@ -273,7 +295,17 @@ func CheckModel(sc *Scenario, rec ModelRecord, obs ModelObserved) []ModelViolati
 				case rec.Posted[id].DeletedBefore[ep]:
 					fail(CheckExactlyOnce, "c%d/%d (%s), posted after e%d was deleted, was routed to it", k, q, id, ep)
 				default:
-					fail(CheckExactlyOnce, "c%d/%d (%s) of type %s: routed to e%d is %v, subscribed %v (posted: %v)", k, q, id, sc.Types[k][q-1], ep, routed, subs[ep].Wants(sc.Types[k][q-1]), rec.Posted[id].Code)
+					fail(CheckExactlyOnce, "c%d/%d (%s) of type %s, amount %d, region %q: routed to e%d is %v, subscribed %v, its filter then %s (posted: %v)",
+						k, q, id, sc.Types[k][q-1], sc.Amount(k, q), sc.Region(k, q), ep, routed, subs[ep].Wants(sc.Types[k][q-1]), rec.Posted[id].Filters[ep], rec.Posted[id].Code)
+				}
+				// An accepted event lists an endpoint in its filtered_out
+				// exactly when that endpoint's filter left it out.
+				if code := rec.Posted[id].Code; code == http.StatusAccepted || code == http.StatusOK {
+					left := sc.subscribed(rec, k, q, ep) && !owed
+					if listed := slices.Contains(obs.FilteredOut[id], ep); listed != left {
+						fail(CheckExactlyOnce, "c%d/%d (%s), amount %d, region %q: its filtered_out lists e%d is %v, left out by its filter (%s) is %v",
+							k, q, id, sc.Amount(k, q), sc.Region(k, q), ep, listed, rec.Posted[id].Filters[ep], left)
+					}
 				}
 			}
 		}

@@ -158,6 +158,24 @@ func (o *observer) read(parent context.Context, obs *Observed) error {
 	for _, x := range kv {
 		obs.States[x.K] = x.V
 	}
+	rows, err = st.hf.Query(ctx, "SELECT tenant_id || '/' || id, filtered_out FROM events WHERE filtered_out IS NOT NULL")
+	if err != nil {
+		return fmt.Errorf("read hookflow events' filtered_out: %w", err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		ID  string
+		Out []string
+	}])
+	if err != nil {
+		return fmt.Errorf("read hookflow events' filtered_out: %w", err)
+	}
+	obs.FilteredOut = map[string][]int{}
+	for _, e := range left {
+		for _, id := range e.Out {
+			obs.FilteredOut[e.ID] = append(obs.FilteredOut[e.ID], st.endpoints.index(id))
+		}
+	}
+	obs.Previous = st.proxy.PreviousSeen()
 	ds, err := readDeliveries(ctx, st.hf, nil)
 	if err != nil {
 		return err

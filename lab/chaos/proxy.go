@@ -105,6 +105,9 @@ type Proxy struct {
 	// skippedSeen are the skipped_sequences the envelopes of each lane
 	// carried (sorted, unique), for the checks of voided sequences.
 	skippedSeen map[Lane][]int64
+	// previous are the previous_sequence values the envelopes of each
+	// delivery carried (each once), for the checks of filtered lanes.
+	previous map[Delivery][]int64
 	// tenants are the tenants of the endpoints, by path (SetTenants): the
 	// proxy names events and correlations by Key, as the run does.
 	tenants []string
@@ -150,7 +153,7 @@ func NewProxy(upstreams []string, seed uint64, holdFor time.Duration, faults Pro
 		client:  &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rng:     rand.New(rand.NewPCG(seed, 0x70727879)),
 		applied: map[Delivery]int{}, seen: map[Delivery]bool{}, refuse: map[string]chan Delivery{},
-		modes: map[Lane]ReceiverMode{}, ackLost: map[Delivery]bool{}, skippedSeen: map[Lane][]int64{},
+		modes: map[Lane]ReceiverMode{}, ackLost: map[Delivery]bool{}, skippedSeen: map[Lane][]int64{}, previous: map[Delivery][]int64{},
 	}
 	p.faultsOn.Store(true)
 	return p
@@ -234,6 +237,33 @@ func (p *Proxy) noteSkipped(ep int, body []byte) {
 			p.skippedSeen[l] = slices.Insert(p.skippedSeen[l], i, q)
 		}
 	}
+}
+
+// notePrevious keeps the previous_sequence of delivery d's envelope.
+func (p *Proxy) notePrevious(d Delivery, body []byte) {
+	var env struct {
+		PreviousSequence *int64 `json:"previous_sequence"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.PreviousSequence == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Contains(p.previous[d], *env.PreviousSequence) {
+		p.previous[d] = append(p.previous[d], *env.PreviousSequence)
+	}
+}
+
+// PreviousSeen returns the previous_sequence values each delivery's
+// envelopes carried.
+func (p *Proxy) PreviousSeen() map[Delivery][]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[Delivery][]int64, len(p.previous))
+	for d, s := range p.previous {
+		out[d] = slices.Clone(s)
+	}
+	return out
 }
 
 // SkippedSeen returns the skipped_sequences the envelopes of each lane
@@ -554,6 +584,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.noteSkipped(ep, body)
+	p.notePrevious(d, body)
 	p.holdSlow(ep)
 	var f fault
 	switch p.modeOf(d, body) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -221,5 +222,38 @@ func TestProxyRefusesFirstSightOnce(t *testing.T) {
 	case d := <-refused:
 		t.Errorf("a disarmed refusal refused %+v", d)
 	default:
+	}
+}
+
+// The proxy keeps the previous_sequence each delivery's envelopes carried,
+// each value once, for the checks of a filtered endpoint's chain.
+func TestProxyKeepsPreviousSequences(t *testing.T) {
+	t.Parallel()
+	p, url, _ := proxySetup(t, time.Second, ProxyFaults{})
+	send := func(id, body string) {
+		req, err := http.NewRequest(http.MethodPost, url+Path(1), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("webhook-id", id)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	send("e-3", `{"correlation_id":"c","sequence":3,"previous_sequence":1,"data":{}}`)
+	send("e-3", `{"correlation_id":"c","sequence":3,"previous_sequence":1,"data":{}}`)
+	send("e-5", `{"correlation_id":"c","sequence":5,"previous_sequence":3,"data":{}}`)
+	send("e-5", `{"correlation_id":"c","sequence":5,"previous_sequence":2,"data":{}}`)
+	send("e-1", `{"correlation_id":"c","sequence":1,"data":{}}`)
+	got := p.PreviousSeen()
+	want := map[Delivery][]int64{
+		{Key(contract.DefaultTenant, "e-3"), 1}: {1},
+		{Key(contract.DefaultTenant, "e-5"), 1}: {3, 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("previous sequences seen %v, want %v", got, want)
 	}
 }

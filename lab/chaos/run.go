@@ -407,6 +407,7 @@ func (r *run) result(v Verdict) Result {
 		" situations=%d paused=%s pauses=%d pause_dead_letters=%d pause_resumed=%d voids=%d void_409s=%d deleted=%s deletes=%d deleted_delivered=%d deleted_skipped=%d deleted_unrouted=%d slow=%s slow_held=%d"+
 		" broker_destinations=%d broker_lanes=%d broker_delivered=%d broker_failed_attempts=%d broker_dead_lettered=%d broker_missing=%d broker_repeated=%d broker_out_of_order=%d"+
 		" broker_chain_breaks=%d broker_bad_signatures=%d broker_unfinished=%d broker_kills=%d broker_kill_failures=%d"+
+		" filtered_endpoints=%d filtered_out=%d filtered_delivered=%d filtered_violations=%d"+
 		" seed=%d wall=%s",
 		len(v.Tenants), passed, len(r.wl.Correlations), v.CrossTenant, v.Events, v.Deliveries, v.Lanes, v.Applied, v.DeadLettered, v.Lost, v.Duplicates, v.OrderViolations, total, v.Stuck, v.Mismatches, v.NotAccepted,
 		v.Skipped, v.Stranded, v.DoubleClaims, v.Breaker, v.BreakerOpens, v.BreakerCloses, v.AttemptsWhileDown, v.Unbroken, v.PostgresRestartFailures, v.Unverified,
@@ -414,6 +415,7 @@ func (r *run) result(v Verdict) Result {
 		names(sit.Slow), v.SlowHeld,
 		len(r.stack.brokers.ids()), v.BrokerLanes, v.BrokerDelivered, v.BrokerFailedAttempts, v.BrokerDeadLettered, v.BrokerMissing, v.BrokerRepeated, v.BrokerOutOfOrder,
 		v.BrokerChainBreaks, v.BrokerBadSignatures, v.BrokerUnfinished, r.faults.tally.count(KindKillBroker, injected), v.BrokerKillFailures,
+		v.FilteredEndpoints, v.FilteredOut, v.FilteredDelivered, v.FilteredViolations,
 		r.cfg.Seed, wall)
 	return Result{Verdict: v, Faults: breakdown, Tenants: tenants, Summary: summary, Wall: wall}
 }
@@ -437,6 +439,9 @@ func subscriberLine(subs []Subscriber) string {
 	parts := make([]string, len(subs))
 	for i, s := range subs {
 		parts[i] = fmt.Sprintf("%s %v", s.Name, s.EventTypes)
+		if s.Filter != nil {
+			parts[i] += fmt.Sprintf(" filter %s", s.Filter.JSON())
+		}
 	}
 	return strings.Join(parts, ", ")
 }

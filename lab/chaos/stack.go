@@ -331,6 +331,9 @@ func (s *stack) start(ctx context.Context) error {
 		if i == sit.Slow {
 			req.MaxInFlight = nullable.NewNullableWithValue[int64](slowInFlight)
 		}
+		if sub.Filter != nil {
+			req.Filter = nullable.NewNullableWithValue(sub.Filter.JSON())
+		}
 		if secret := recvSecrets[sub.Receiver]; secret != "" {
 			req.Secret = &secret
 		}

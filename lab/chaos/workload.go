@@ -39,12 +39,15 @@ type Event struct {
 // the default tenant), and the receiver it points at (ForTenants): each
 // tenant has an endpoint of each kind, and the tenants' endpoints of one
 // kind share its receiver, which keeps their lanes apart by the envelope's
-// endpoint_id.
+// endpoint_id. Filter, when set, is the endpoint's filter: it takes only
+// the events of its types that the filter takes (with one tenant's
+// amounts: ForTenants moves MinAmount into each tenant's range).
 type Subscriber struct {
 	Name       string
 	EventTypes []string
 	Tenant     string
 	Receiver   int
+	Filter     *EventFilter
 }
 
 // tenant is s's tenant.
@@ -56,11 +59,18 @@ func (s Subscriber) tenant() string { return cmp.Or(s.Tenant, contract.DefaultTe
 // as they are; with more each says its tenant ("A@tenant-2").
 func ForTenants(subs []Subscriber, tenants []string) []Subscriber {
 	var out []Subscriber
-	for _, t := range tenants {
+	for ti, t := range tenants {
 		for i, s := range subs {
 			s.Tenant, s.Receiver = t, i
 			if len(tenants) > 1 {
 				s.Name += "@" + t
+			}
+			if s.Filter != nil {
+				f := *s.Filter
+				if f.MinAmount > 0 {
+					f.MinAmount += int64(ti) * tenantAmounts
+				}
+				s.Filter = &f
 			}
 			out = append(out, s)
 		}
@@ -130,10 +140,13 @@ func ChaosSubscribers() []Subscriber {
 // SituationSubscribers are the endpoints the chaos run adds to
 // ChaosSubscribers for its situations (Situations): S, slow, takes customer
 // updates, and D, deleted mid-run, shipped orders; each a narrow subset, so
-// that S's small max_in_flight does not hold the run long.
+// that S's small max_in_flight does not hold the run long. S has a filter
+// too, on the amount in the event's data, which leaves out the 30 % of its
+// events below 301: its lanes skip them, and each event it takes names the
+// one it took before as previous_sequence (checkFiltered).
 func SituationSubscribers() []Subscriber {
 	return []Subscriber{
-		{Name: "S", EventTypes: []string{"customer.updated"}},
+		{Name: "S", EventTypes: []string{"customer.updated"}, Filter: &EventFilter{MinAmount: 301}},
 		{Name: "D", EventTypes: []string{"order.shipped"}},
 	}
 }
@@ -310,8 +323,14 @@ func (w *Workload) loseSequences(cfg WorkloadConfig) {
 }
 
 // Routes reports whether ev is meant for endpoint ep: an endpoint of its
-// tenant that subscribes to its type.
+// tenant that subscribes to its type and whose filter, if any, takes it.
 func (w *Workload) Routes(ev Event, ep int) bool {
+	return w.Subscribes(ev, ep) && w.Subscribers[ep].Filter.Takes(ev.Amount, "")
+}
+
+// Subscribes reports whether endpoint ep is of ev's tenant and subscribes
+// to its type, whatever its filter says.
+func (w *Workload) Subscribes(ev Event, ep int) bool {
 	s := w.Subscribers[ep]
 	return s.tenant() == cmp.Or(ev.Tenant, contract.DefaultTenant) && s.Wants(ev.Type)
 }
