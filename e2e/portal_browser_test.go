@@ -609,6 +609,28 @@ func TestPortalBrowser(t *testing.T) {
 	require.Contains(t, eval[string](br, main, `document.querySelector('`+typeRow(store.TestEventType)+` pre').textContent`), epID)
 	br.shot(main, "event-types-seen")
 
+	// 3d'. Beside them the catalog: a type catalogued but never seen shows
+	// its version, description and schema, with its example as the sample.
+	entry := map[string]any{"description": "an invoice was paid",
+		"schema":  map[string]any{"type": "object", "required": []string{"amount"}, "properties": map[string]any{"amount": map[string]any{"type": "integer"}}},
+		"example": map[string]any{"amount": 4200}}
+	var ck struct {
+		Key string `json:"key"`
+	}
+	require.Equal(t, http.StatusCreated, b.call(http.MethodPost, "/v1/api-keys", map[string]any{"name": "acme-catalog", "tenant_id": acme,
+		"scopes": []string{"endpoints:write"}}, &ck))
+	require.Equal(t, http.StatusCreated, b.callAs(ck.Key, http.MethodPut, "/v1/event-types/invoice.paid", entry, nil))
+	br.do(main, "the catalogued type", chromedp.Evaluate[chromedp.Void](`location.hash = "#/"; location.hash = "#/event-types"`),
+		chromedp.WaitVisible(chromedp.CSS(typeRow("invoice.paid"))))
+	catalogued := eval[string](br, main, `document.querySelector('`+typeRow("invoice.paid")+`').textContent`)
+	require.Contains(t, catalogued, "version 1")
+	require.Contains(t, catalogued, "an invoice was paid")
+	require.Contains(t, catalogued, "the catalog's example")
+	require.JSONEq(t, `{"amount":4200}`, eval[string](br, main, `document.querySelector('`+typeRow("invoice.paid")+` pre.sample').textContent`))
+	require.Contains(t, eval[string](br, main, `document.querySelector('`+typeRow("invoice.paid")+` td.schema pre').textContent`), `"required"`)
+	require.Contains(t, eval[string](br, main, `document.querySelector('`+typeRow("order.updated")+`').textContent`), "not catalogued")
+	br.shot(main, "event-types-catalog")
+
 	// 3e. The headers editor: two custom headers replace none; the API
 	// shows their names with the values hidden, and the next test event
 	// carries them to the receiver.

@@ -799,7 +799,8 @@ async function eventLog(q) {
         h("table", { id: "event-log" }, h("thead", {}, h("tr", {}, ...["Accepted", "Event", "Type", "Correlation", "Seq", "State", "Endpoints"].map((t) => h("th", {}, t)))), body), more);
 }
 // eventTypesView lists the tenant's event types: each seen with its
-// latest event and that event's payload as a sample, and each catalogued
+// latest event and that event's payload as a sample (a type catalogued but
+// not seen yet shows its catalog example instead), and each catalogued
 // with the schema its events are validated against (version and schema):
 // what a receiver is written against.
 async function eventTypesView() {
@@ -808,8 +809,9 @@ async function eventTypesView() {
         h("table", { id: "event-types" }, h("thead", {}, h("tr", {}, ...["Type", "Last seen", "Sample payload", "Schema"].map((t) => h("th", {}, t)))), h("tbody", {}, ...page.items.map((t) => h("tr", { "data-type": t.type }, h("td", {}, h("a", { href: `#/events?type=${encodeURIComponent(t.type)}` }, t.type)), h("td", {}, t.last_event_id !== undefined && t.last_seen_at !== undefined ?
             h("a", { href: `#/events/${encodeURIComponent(t.last_event_id)}` }, new Date(t.last_seen_at).toLocaleString()) :
             h("span", { class: "muted" }, "never")), h("td", {}, t.sample !== undefined ? h("pre", { class: "sample mono" }, JSON.stringify(t.sample, null, 2)) :
-            h("span", { class: "muted" }, t.last_event_id === undefined ? "—" :
-                t.sample_bytes ? `larger than a sample (${t.sample_bytes} bytes)` : "payload pruned")), h("td", { class: "schema" }, t.catalog === undefined ? h("span", { class: "muted" }, "not catalogued") :
+            t.catalog?.example !== undefined ? h("div", {}, h("span", { class: "muted" }, "the catalog's example"), h("pre", { class: "sample mono" }, JSON.stringify(t.catalog.example, null, 2))) :
+                h("span", { class: "muted" }, t.last_event_id === undefined ? "—" :
+                    t.sample_bytes ? `larger than a sample (${t.sample_bytes} bytes)` : "payload pruned")), h("td", { class: "schema" }, t.catalog === undefined ? h("span", { class: "muted" }, "not catalogued") :
             h("details", {}, h("summary", {}, `version ${t.catalog.version}`, t.catalog.description ? ` · ${t.catalog.description}` : ""), h("pre", { class: "mono" }, JSON.stringify(t.catalog.schema, null, 2)))))))), page.more ? h("p", { class: "muted" }, "More types than these exist.") : null);
 }
 async function eventsView(id, q) {

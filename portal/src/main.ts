@@ -927,7 +927,8 @@ async function eventLog(q: URLSearchParams): Promise<void> {
 }
 
 // eventTypesView lists the tenant's event types: each seen with its
-// latest event and that event's payload as a sample, and each catalogued
+// latest event and that event's payload as a sample (a type catalogued but
+// not seen yet shows its catalog example instead), and each catalogued
 // with the schema its events are validated against (version and schema):
 // what a receiver is written against.
 async function eventTypesView(): Promise<void> {
@@ -942,6 +943,8 @@ async function eventTypesView(): Promise<void> {
             h("a", { href: `#/events/${encodeURIComponent(t.last_event_id)}` }, new Date(t.last_seen_at).toLocaleString()) :
             h("span", { class: "muted" }, "never")),
           h("td", {}, t.sample !== undefined ? h("pre", { class: "sample mono" }, JSON.stringify(t.sample, null, 2)) :
+            t.catalog?.example !== undefined ? h("div", {}, h("span", { class: "muted" }, "the catalog's example"),
+              h("pre", { class: "sample mono" }, JSON.stringify(t.catalog.example, null, 2))) :
             h("span", { class: "muted" }, t.last_event_id === undefined ? "—" :
               t.sample_bytes ? `larger than a sample (${t.sample_bytes} bytes)` : "payload pruned")),
           h("td", { class: "schema" }, t.catalog === undefined ? h("span", { class: "muted" }, "not catalogued") :
