@@ -106,3 +106,19 @@ func TestEventFilteredOut(t *testing.T) {
 		b.call(t, http.MethodGet, "/v1/events/refused", "", http.StatusNotFound)
 	}
 }
+
+// TestStoredFilterCompilesAsWritten: a filter at its size cap whose
+// numbers a jsonb column would spell out in full (1e99 as a hundred
+// digits) is kept as written, so events of its types are still accepted
+// and judged by it.
+func TestStoredFilterCompilesAsWritten(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.RouterConfig) { c.MaxBodyBytes = 64 << 10 })
+	in := strings.TrimSuffix(strings.Repeat("1e99,", 50), ",")
+	b.call(t, http.MethodPost, "/v1/endpoints",
+		`{"url":"https://example.com/huge","event_types":["order.*"],"filter":{"data":{"n":{"$in":[`+in+`]}}}}`, http.StatusCreated)
+	raw := b.call(t, http.MethodPost, "/v1/events", `{"id":"huge-1","correlation_id":"c-huge","sequence":1,"type":"order.created","data":{"n":1e99}}`, http.StatusAccepted)
+	require.NotContains(t, raw, "filtered_out", "1e99 is in the filter's list")
+	raw = b.call(t, http.MethodPost, "/v1/events", `{"id":"huge-2","correlation_id":"c-huge","sequence":2,"type":"order.created","data":{"n":2}}`, http.StatusAccepted)
+	require.Contains(t, raw, "filtered_out")
+}

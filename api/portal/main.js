@@ -822,13 +822,11 @@ async function eventsView(id, q) {
 }
 // routingNote says why an event has no deliveries: an event every filter
 // left out is told apart from one no endpoint was subscribed to. A session
-// limited to some endpoints sees only theirs, so it says so of them.
+// limited to some endpoints is never shown an event none of them took (the
+// API answers 404), so it meets neither.
 function routingNote(filteredOut) {
     const note = (routing, badge, text) => h("p", { id: "routing", "data-routing": routing }, h("span", { class: "badge" }, badge), " ", text);
     const limited = session?.endpoint_ids !== undefined;
-    if (filteredOut.length && limited) {
-        return note("filtered", "left out by a filter", "None of this session's endpoints took it: their filter left it out when it was accepted.");
-    }
     if (filteredOut.length) {
         return note("filtered", "left out by every filter", "No endpoint took it: each one subscribed to its type has a filter that left it out when it was accepted, so there was nothing to deliver.");
     }

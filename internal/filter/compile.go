@@ -65,6 +65,11 @@ func compile(raw json.RawMessage) (*Filter, *intake.FieldError) {
 	if len(canon) > MaxBytes {
 		return nil, fault(Field, "filter is %d bytes, more than the %d allowed: simplify it", len(canon), MaxBytes)
 	}
+	if intake.ContainsNUL(canon) {
+		// No event's data or metadata holds one (intake refuses it), and
+		// the endpoint's row could not keep it.
+		return nil, fault(Field, "filter must not contain the NUL character (\\u0000)")
+	}
 	v, err := decode(canon)
 	if err != nil {
 		return nil, fault(Field, "filter is not valid JSON: send a JSON object, or null for no filter")

@@ -258,3 +258,18 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, testing.AllocsPerRun(100, func() { f.Match(d) }))
 }
+
+// TestCompileRefusesNUL: a NUL character, in a value or a key, is refused
+// naming the filter; no event's data could hold one.
+func TestCompileRefusesNUL(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{`{"data":{"a":"x\u0000"}}`, `{"data":{"a\u0000":1}}`, `{"metadata":{"r":{"$in":["\u0000"]}}}`} {
+		_, err := filter.Compile(json.RawMessage(raw))
+		var fe *intake.FieldError
+		require.ErrorAs(t, err, &fe, raw)
+		require.Equal(t, "filter", fe.Field)
+		require.Contains(t, fe.Detail, "NUL")
+	}
+	_, err := filter.Compile(json.RawMessage(`{"data":{"a":"\\u0000"}}`))
+	require.NoError(t, err, "an escaped backslash, then u0000, is text")
+}

@@ -1102,9 +1102,10 @@ func (s *Store) EventGet(ctx context.Context, id string) (Event, error) {
 	}
 	e.Metadata, e.FilteredOut = r.Metadata, r.FilteredOut
 	if s.limited {
-		// An endpoint whose filter left the event out may see that it
-		// did: "why did I not get it?" is its question to ask.
-		if e = s.narrow(e); len(e.Deliveries) == 0 && len(e.FilteredOut) == 0 {
+		// An event none of its endpoints took is not the session's to
+		// see, though a filter of one of them left it out: its metadata
+		// and its state are the tenant's other endpoints' business.
+		if e = s.narrow(e); len(e.Deliveries) == 0 {
 			return Event{}, fmt.Errorf("get event: %w", ErrNotFound)
 		}
 	}

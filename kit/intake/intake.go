@@ -14,6 +14,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError names the field at fault and what is wrong with it.
@@ -214,6 +215,9 @@ func Validate(req Request) (Event, *FieldError) {
 	if err != nil {
 		return ev, fieldErr("data", "data is not valid JSON")
 	}
+	if ContainsNUL(data) {
+		return ev, fieldErr("data", "data must not contain the NUL character (\\u0000): the ledger cannot store it")
+	}
 	ev.Data = data
 	if ev.Metadata, fe = validMetadata(req.Metadata); fe != nil {
 		return ev, fe
@@ -237,6 +241,9 @@ func validMetadata(raw json.RawMessage) (json.RawMessage, *FieldError) {
 	md, err := Canonical(raw)
 	if err != nil {
 		return nil, fieldErr("metadata", "metadata is not valid JSON")
+	}
+	if ContainsNUL(md) {
+		return nil, fieldErr("metadata", "metadata must not contain the NUL character (\\u0000): the ledger cannot store it")
 	}
 	if len(md) > MaxMetadataBytes {
 		return nil, fieldErr("metadata", "metadata must be at most %d bytes as compact JSON (found %d)", MaxMetadataBytes, len(md))
@@ -275,6 +282,9 @@ func ValidType(field, v string) *FieldError {
 	if len(v) > 255 {
 		return fieldErr(field, "%s must be at most 255 characters", field)
 	}
+	if !utf8.ValidString(v) {
+		return fieldErr(field, "%s must be valid UTF-8", field)
+	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {
 			return fieldErr(field, "%s must not contain control characters", field)
@@ -304,6 +314,24 @@ func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// ContainsNUL reports whether canonical JSON (Canonical's) holds the NUL
+// character in a string or a key, which encoding/json writes \u0000:
+// Postgres's text, and so its jsonb, cannot hold it. A backslash appears
+// only inside strings, and each escape is skipped whole, so an escaped
+// backslash followed by "u0000" is not taken for one.
+func ContainsNUL(canonical []byte) bool {
+	for i := 0; i < len(canonical); i++ {
+		if canonical[i] != '\\' {
+			continue
+		}
+		if i+5 < len(canonical) && canonical[i+1] == 'u' && string(canonical[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++
+	}
+	return false
 }
 
 // MetadataHash extends an event's PayloadHash with its metadata

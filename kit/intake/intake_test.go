@@ -242,3 +242,46 @@ func TestValidate(t *testing.T) {
 		require.Nil(t, fe, v)
 	}
 }
+
+// TestNULRefused: a NUL character in data or metadata, as a value or a
+// key, is refused naming the field (the ledger cannot store it); an
+// escaped backslash followed by "u0000" is no NUL.
+func TestNULRefused(t *testing.T) {
+	t.Parallel()
+	id, corr, typ := "e", "c", "t"
+	req := func(data, metadata string) intake.Request {
+		r := intake.Request{ID: &id, CorrelationID: &corr, Sequence: json.RawMessage(`1`), Type: &typ, Data: json.RawMessage(data)}
+		if metadata != "" {
+			r.Metadata = json.RawMessage(metadata)
+		}
+		return r
+	}
+	for _, c := range []struct{ data, metadata, field string }{
+		{`{"a":"x\u0000y"}`, "", "data"},
+		{`{"a\u0000":1}`, "", "data"},
+		{`{"a":["\u0000"]}`, "", "data"},
+		{`{}`, `{"region":"\u0000"}`, "metadata"},
+	} {
+		_, fe := intake.Validate(req(c.data, c.metadata))
+		require.NotNil(t, fe, "%s %s", c.data, c.metadata)
+		require.Equal(t, c.field, fe.Field)
+		require.Contains(t, fe.Detail, "NUL")
+	}
+	for _, data := range []string{`{"a":"\\u0000"}`, `{"a":"\\\\\u0041"}`, `{"a":"\u0001"}`} {
+		_, fe := intake.Validate(req(data, ""))
+		require.Nil(t, fe, data)
+	}
+	require.True(t, intake.ContainsNUL([]byte(`{"a":"\\\u0000"}`)), "an escaped backslash, then a NUL")
+	require.False(t, intake.ContainsNUL([]byte(`{"a":"\\u0000"}`)), "an escaped backslash, then u0000")
+}
+
+// TestValidTypeRefusesInvalidUTF8: a type (or anything that names types)
+// must be UTF-8; a path parameter can carry any bytes.
+func TestValidTypeRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	fe := intake.ValidType("name", "order.\xff")
+	require.NotNil(t, fe)
+	require.Equal(t, "name", fe.Field)
+	require.Contains(t, fe.Detail, "UTF-8")
+	require.Nil(t, intake.ValidType("name", "commande.créée"))
+}

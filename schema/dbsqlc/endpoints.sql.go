@@ -231,7 +231,7 @@ INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recover
                        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter)
 VALUES ($17, $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
         COALESCE($16::boolean, false), COALESCE(NULLIF($18::text, ''), 'webhook'),
-        $19::jsonb, $20::jsonb, $21::jsonb)
+        $19::jsonb, $20::jsonb, $21::json)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter
@@ -723,7 +723,7 @@ UPDATE endpoints SET
     circuit_min_attempts      = CASE WHEN $6::int & 512 <> 0 THEN $16::integer ELSE circuit_min_attempts END,
     max_in_flight             = CASE WHEN $6::int & 1024 <> 0 THEN $17::integer ELSE max_in_flight END,
     url_path_public           = CASE WHEN $6::int & 2048 <> 0 THEN COALESCE($18::boolean, false) ELSE url_path_public END,
-    filter                    = CASE WHEN $6::int & 4096 <> 0 THEN $19::jsonb ELSE filter END,
+    filter                    = CASE WHEN $6::int & 4096 <> 0 THEN $19::json ELSE filter END,
     disabled        = COALESCE($20::boolean, disabled),
     disabled_reason = CASE WHEN $20::boolean IS NULL THEN disabled_reason
                            WHEN $20::boolean THEN COALESCE($21::text, 'disabled by operator')

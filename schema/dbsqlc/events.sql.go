@@ -771,7 +771,7 @@ func (q *Queries) EventGet(ctx context.Context, arg EventGetParams) (EventGetRow
 const EventInsertRouted = `-- name: EventInsertRouted :one
 WITH ins AS (
     INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, metadata, filtered_out)
-    SELECT $7, $1, $2, $3, $4, $5, $6, $8::jsonb, $9::text[]
+    SELECT $7, $1, $2, $3, $4, $5, $6, $8::json, $9::text[]
     WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE tenant_id = $7 AND correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason

@@ -5,7 +5,7 @@ INSERT INTO endpoints (tenant_id, id, url, secret, event_types, headers, recover
                        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter)
 VALUES (sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10::boolean, false), $11, $12, $13, $14, $15,
         COALESCE($16::boolean, false), COALESCE(NULLIF(sqlc.arg(type)::text, ''), 'webhook'),
-        sqlc.narg(config)::jsonb, sqlc.narg(credentials)::jsonb, sqlc.narg(filter)::jsonb)
+        sqlc.narg(config)::jsonb, sqlc.narg(credentials)::jsonb, sqlc.narg(filter)::json)
 RETURNING id, url, secret, previous_secrets, disabled, disabled_reason, created_at, updated_at, event_types,
        headers, recovery_window_ms, timeout_ms, rate_limit, circuit_failure_threshold, auto_replay, disable_after_ms,
        circuit_failure_rate, circuit_window_ms, circuit_min_attempts, max_in_flight, url_path_public, type, config, credentials, filter;
@@ -64,7 +64,7 @@ UPDATE endpoints SET
     circuit_min_attempts      = CASE WHEN sqlc.arg(settings)::int & 512 <> 0 THEN sqlc.narg(circuit_min_attempts)::integer ELSE circuit_min_attempts END,
     max_in_flight             = CASE WHEN sqlc.arg(settings)::int & 1024 <> 0 THEN sqlc.narg(max_in_flight)::integer ELSE max_in_flight END,
     url_path_public           = CASE WHEN sqlc.arg(settings)::int & 2048 <> 0 THEN COALESCE(sqlc.narg(url_path_public)::boolean, false) ELSE url_path_public END,
-    filter                    = CASE WHEN sqlc.arg(settings)::int & 4096 <> 0 THEN sqlc.narg(filter)::jsonb ELSE filter END,
+    filter                    = CASE WHEN sqlc.arg(settings)::int & 4096 <> 0 THEN sqlc.narg(filter)::json ELSE filter END,
     disabled        = COALESCE(sqlc.narg(disabled)::boolean, disabled),
     disabled_reason = CASE WHEN sqlc.narg(disabled)::boolean IS NULL THEN disabled_reason
                            WHEN sqlc.narg(disabled)::boolean THEN COALESCE(sqlc.narg(disabled_reason)::text, 'disabled by operator')

@@ -20,7 +20,7 @@ ON CONFLICT (tenant_id, correlation_id) DO UPDATE SET updated_at = c.updated_at;
 -- a new correlation), which puts the correlation in the heads sweep's index.
 WITH ins AS (
     INSERT INTO events (tenant_id, id, correlation_id, sequence, type, data, payload_hash, metadata, filtered_out)
-    SELECT sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, sqlc.narg(metadata)::jsonb, sqlc.narg(filtered_out)::text[]
+    SELECT sqlc.arg(tenant_id), $1, $2, $3, $4, $5, $6, sqlc.narg(metadata)::json, sqlc.narg(filtered_out)::text[]
     WHERE NOT EXISTS (SELECT 1 FROM correlations WHERE tenant_id = sqlc.arg(tenant_id) AND correlation_id = $2 AND next_sequence > $3)
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, id, correlation_id, sequence, type, data, payload_hash, state, accepted_at, released_at, delivered_at, updated_at, run_id, restarts, restarted_at, restart_reason

@@ -182,7 +182,9 @@ func TestRelayMovesRowsIntoTheLedger(t *testing.T) {
 	b := setup(t)
 	b.enqueue(b.event("o-1", "order", 1), b.event("o-2", "order", 2))
 	third := b.event("o-3", "order", 3)
-	third.Metadata = json.RawMessage(`{"region":"eu"}`)
+	// 1e2 is kept as written (jsonb would read it back as 100, which
+	// would no longer hash to the row's hash).
+	third.Metadata = json.RawMessage(`{"amount":1e2,"region":"eu"}`)
 	b.enqueue(third)
 	r := b.relay(relay.Config{})
 
@@ -198,7 +200,7 @@ func TestRelayMovesRowsIntoTheLedger(t *testing.T) {
 		require.JSONEq(t, fmt.Sprintf(`{"seq":%d}`, seq), string(ev.Data))
 		sent := b.event(id, "order", seq)
 		if seq == 3 {
-			require.JSONEq(t, `{"region":"eu"}`, string(ev.Metadata), "the producer's metadata is relayed")
+			require.Equal(t, `{"amount":1e2,"region":"eu"}`, string(ev.Metadata), "the producer's metadata is relayed as written")
 			sent = third
 		}
 		// The ledger judges it exactly as an API post of the same event.

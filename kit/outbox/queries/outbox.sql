@@ -7,7 +7,7 @@
 -- leave the table alone (and the caller's transaction usable);
 -- OutboxHashGet tells them apart.
 INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, metadata)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, sqlc.narg(metadata)::jsonb)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, sqlc.narg(metadata)::json)
 ON CONFLICT DO NOTHING
 RETURNING position;
 

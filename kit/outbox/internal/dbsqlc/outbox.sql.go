@@ -163,7 +163,7 @@ func (q *Queries) OutboxHashGet(ctx context.Context, arg OutboxHashGetParams) ([
 const OutboxInsert = `-- name: OutboxInsert :one
 
 INSERT INTO outbox (tenant_id, id, correlation_id, sequence, endpoint_id, type, data, payload_hash, metadata)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::json)
 ON CONFLICT DO NOTHING
 RETURNING position
 `
