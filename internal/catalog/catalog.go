@@ -52,7 +52,13 @@ const (
 	// deeper it sits, so within both caps the worst schema compiles in tens
 	// of milliseconds, where a 48 KiB chain of nested "not" took minutes.
 	MaxSchemaDepth = 32
-	MaxSubschemas  = 2000
+	MaxSubschemas  = 1000
+	// MaxExpansion bounds how many subschemas judge one value of the
+	// data, references followed: a few bytes of $defs referring twice to
+	// the next (a0 → a1, a1 …) make it double at each step, and every
+	// value of every event pays for it. With it, a value is judged by no
+	// more subschemas than a schema may hold.
+	MaxExpansion = MaxSubschemas
 	// CacheSize is how many compiled schemas a Cache keeps by default: a
 	// compiled schema is a few times its source, so the default bounds a
 	// process's cache to a few tens of MiB even at MaxSchemaBytes each.
@@ -137,10 +143,111 @@ func Compile(field string, raw json.RawMessage) (*Schema, *intake.FieldError) {
 	if fe != nil {
 		return nil, fe
 	}
-	if fe := refCycle(field, s); fe != nil {
+	cyclic, fe := expansion(field, s.s)
+	if fe != nil {
 		return nil, fe
 	}
+	// Probing costs a validation per JSON type (a long enum, a long
+	// pattern): paid only by a schema whose references do loop.
+	if cyclic {
+		if fe := refCycle(field, s); fe != nil {
+			return nil, fe
+		}
+	}
 	return s, nil
+}
+
+// expansion refuses a schema in which some value of the data would be
+// judged by more than MaxExpansion subschemas, references followed: it
+// counts, for each subschema reachable from root, those applied to the
+// same value (through $ref, allOf, not, if …), each reference counted
+// every time it is followed. A cycle of them counts once, and is reported
+// (cyclic) for refCycle to judge: one through a condition on the data
+// ({"if":…,"then":{"$ref":"#"}}) may never be met.
+func expansion(field string, root *jsonschema.Schema) (cyclic bool, _ *intake.FieldError) {
+	const inProgress = -1
+	counts := map[*jsonschema.Schema]int{}
+	var count func(s *jsonschema.Schema) int
+	count = func(s *jsonschema.Schema) int {
+		switch n, ok := counts[s]; {
+		case ok && n == inProgress:
+			cyclic = true
+			return 0
+		case ok:
+			return n
+		}
+		counts[s] = inProgress
+		n := 1
+		for _, c := range samePlace(s) {
+			// Stopped past the cap: the sum must not overflow.
+			if n += count(c); n > MaxExpansion {
+				break
+			}
+		}
+		counts[s] = n
+		return n
+	}
+	seen := map[*jsonschema.Schema]bool{}
+	stack := []*jsonschema.Schema{root}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if count(s) > MaxExpansion {
+			return cyclic, &intake.FieldError{Field: field, Detail: fmt.Sprintf("%s judges one value by more than %d subschemas, references followed (at %s): a schema must not multiply them",
+				field, MaxExpansion, pointer(s.Location))}
+		}
+		stack = append(stack, samePlace(s)...)
+		stack = append(stack, deeper(s)...)
+	}
+	return cyclic, nil
+}
+
+// samePlace is the subschemas applied to the same value as s.
+func samePlace(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else}
+	if s.DynamicRef != nil {
+		out = append(out, s.DynamicRef.Ref)
+	}
+	out = append(out, s.AllOf...)
+	out = append(out, s.AnyOf...)
+	out = append(out, s.OneOf...)
+	for _, k := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
+		out = append(out, s.DependentSchemas[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Dependencies)) {
+		if d, ok := s.Dependencies[k].(*jsonschema.Schema); ok {
+			out = append(out, d)
+		}
+	}
+	return slices.DeleteFunc(out, func(c *jsonschema.Schema) bool { return c == nil })
+}
+
+// deeper is the subschemas applied to values inside s's (its
+// properties, items, …).
+func deeper(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema}
+	for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
+		switch v := v.(type) {
+		case *jsonschema.Schema:
+			out = append(out, v)
+		case []*jsonschema.Schema:
+			out = append(out, v...)
+		}
+	}
+	out = append(out, s.PrefixItems...)
+	for _, k := range slices.Sorted(maps.Keys(s.Properties)) {
+		out = append(out, s.Properties[k])
+	}
+	// Sorted by pattern, so a refusal names the same place every time.
+	patterns := slices.SortedFunc(maps.Keys(s.PatternProperties), func(a, b jsonschema.Regexp) int { return strings.Compare(a.String(), b.String()) })
+	for _, p := range patterns {
+		out = append(out, s.PatternProperties[p])
+	}
+	return slices.DeleteFunc(out, func(c *jsonschema.Schema) bool { return c == nil })
 }
 
 // CompileStored compiles a schema Compile accepted when it was stored,

@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,4 +174,35 @@ func TestImportKeepsAComponentsOwnDefs(t *testing.T) {
 	fe = s.Validate("data", json.RawMessage(`{"l":{"sku":"x"}}`))
 	require.NotNil(t, fe)
 	require.Equal(t, "data.l", fe.Field)
+}
+
+// References multiply what judges one value: a few hundred bytes of $defs,
+// each referring twice to the next, would judge every value of every
+// event by 2^n subschemas. Past MaxExpansion, references followed, the
+// schema is refused when it is put.
+func TestCompileCapsExpansion(t *testing.T) {
+	t.Parallel()
+	// The root, k references each to a (2 each) and j booleans.
+	refs := func(k, j int) string {
+		items := slices.Repeat([]string{`{"$ref":"#/$defs/a"}`}, k)
+		items = append(items, slices.Repeat([]string{`true`}, j)...)
+		return `{"$defs":{"a":{}},"allOf":[` + strings.Join(items, ",") + `]}`
+	}
+	k := (MaxExpansion - 2) / 2
+	mustCompile(t, refs(k, MaxExpansion-1-2*k))
+	_, fe := Compile("schema", json.RawMessage(refs(k, MaxExpansion-2*k)))
+	require.NotNil(t, fe)
+	require.Equal(t, "schema", fe.Field)
+	require.Contains(t, fe.Detail, fmt.Sprintf("more than %d subschemas, references followed", MaxExpansion))
+
+	var defs []string
+	for i := range 30 {
+		defs = append(defs, fmt.Sprintf(`"a%d":{"allOf":[{"$ref":"#/$defs/a%d"},{"$ref":"#/$defs/a%d"}]}`, i, i+1, i+1))
+	}
+	bomb := `{"$defs":{` + strings.Join(defs, ",") + `,"a30":{}},"properties":{"x":{"$ref":"#/$defs/a0"}}}`
+	_, fe = Compile("schema", json.RawMessage(bomb))
+	require.NotNil(t, fe)
+	require.Contains(t, fe.Detail, "references followed")
+	// A schema referring to one definition from many places is not one.
+	mustCompile(t, orderSchema)
 }
