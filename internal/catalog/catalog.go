@@ -122,9 +122,11 @@ const base = "urn:hookflow:event-type"
 // refusal is an *intake.FieldError naming the path of the fault
 // (schema.properties.amount.type).
 //
-// Its caps (MaxSchemaBytes, MaxSchemaDepth, MaxSubschemas) are for what a
-// request sends; a stored schema, judged by them when it was sent, is
-// compiled by CompileStored.
+// It also refuses references that cycle without reading further into the
+// data ({"$ref":"#"}), which would refuse every event. Its caps
+// (MaxSchemaBytes, MaxSchemaDepth, MaxSubschemas, MaxExpansion) are for
+// what a request sends; a stored schema, judged by them when it was sent,
+// is compiled by CompileStored.
 func Compile(field string, raw json.RawMessage) (*Schema, *intake.FieldError) {
 	if len(raw) > MaxSchemaBytes {
 		return nil, &intake.FieldError{Field: field, Detail: fmt.Sprintf("%s must be at most %d bytes of JSON (found %d)", field, MaxSchemaBytes, len(raw))}
