@@ -120,8 +120,12 @@ func entryView(e store.CatalogEntry) wire.EventTypeEntry {
 }
 
 // EventTypeGet answers GET /v1/event-types/{name}: the type's catalog
-// entry.
+// entry. The name is checked as PUT checks it (400 naming it): one no type
+// can have is a bad request, not a query.
 func (s *Server) EventTypeGet(c echo.Context, name string, _ wire.EventTypeGetParams) error {
+	if fe := intake.ValidType("name", name); fe != nil {
+		return fieldProblem(fe.Field, fe.Detail)
+	}
 	e, err := s.ledger(c).EventTypeGet(c.Request().Context(), name)
 	return answerEntry(c, name, e, err)
 }
@@ -148,7 +152,8 @@ func (s *Server) EventTypePut(c echo.Context, name string, _ wire.EventTypePutPa
 	if len(req.Example) > 0 && string(req.Example) != "null" {
 		e.Example = req.Example
 	}
-	if fe := catalog.Check("name", "description", "", e); fe != nil {
+	e, fe := catalog.Check("name", "description", "", e)
+	if fe != nil {
 		return catalogProblem(fe)
 	}
 	stored, results, err := s.ledger(c).EventTypesPut(c.Request().Context(), []catalog.Entry{e}, catalog.MaxTypes)
@@ -166,6 +171,9 @@ func (s *Server) EventTypePut(c echo.Context, name string, _ wire.EventTypePutPa
 // it was: the type's events are accepted unvalidated from the next
 // acceptance on.
 func (s *Server) EventTypeDelete(c echo.Context, name string, _ wire.EventTypeDeleteParams) error {
+	if fe := intake.ValidType("name", name); fe != nil {
+		return fieldProblem(fe.Field, fe.Detail)
+	}
 	e, err := s.ledger(c).EventTypeDelete(c.Request().Context(), name)
 	return answerEntry(c, name, e, err)
 }

@@ -334,3 +334,84 @@ func TestEventCreateSchemaViolation(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, raw)
 	require.Equal(t, 2, b.count(t, "events"))
 }
+
+// TestEventTypeSchemaKeptAsWritten: a schema is stored as the text the API
+// judged (written canonically), not as jsonb rewrites it (1e99 spelled
+// out in 100 digits, a bound numeric cannot hold refused): so a small
+// schema of large numbers is stored, read back as written, and judges
+// its events; the same schema written otherwise is unchanged.
+func TestEventTypeSchemaKeptAsWritten(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.RouterConfig) { c.MaxBodyBytes = 64 << 10 })
+	nums := strings.TrimSuffix(strings.Repeat("1e99,", 1400), ",")
+	schema := `{"default":[` + nums + `],"properties":{"n":{"maximum":1e300,"multipleOf":1e-20000}},"type":"object"}`
+	put := b.eventTypeCall(t, http.MethodPut, "/v1/event-types/order.paid", `{"schema":`+schema+`,"example":{"n":1E2}}`, http.StatusCreated)
+	require.Equal(t, schema, string(put.Schema))
+	require.Equal(t, `{"n":1E2}`, string(put.Example))
+	got := b.eventTypeCall(t, http.MethodGet, "/v1/event-types/order.paid", "", http.StatusOK)
+	require.Equal(t, schema, string(got.Schema))
+	spaced := strings.ReplaceAll(strings.ReplaceAll(schema, ",", ", "), ":", " : ")
+	again := b.eventTypeCall(t, http.MethodPut, "/v1/event-types/order.paid", `{"schema":`+spaced+`,"example":{ "n" : 1E2 }}`, http.StatusOK)
+	require.Equal(t, 1, again.Version, "the same content written otherwise is unchanged")
+
+	post := func(id, data string) (*http.Response, string) {
+		return b.do(t, http.MethodPost, "/v1/events", "application/json",
+			fmt.Sprintf(`{"id":%q,"correlation_id":%q,"sequence":1,"type":"order.paid","data":%s}`, id, id, data), b.bearer())
+	}
+	resp, raw := post("fits", `{"n":3}`)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, raw)
+	resp, raw = post("breaks", `{"n":1e301}`)
+	requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "data.n")
+}
+
+// TestEventTypeRefusesNUL: Postgres text cannot hold NUL, so a
+// description, schema, example or imported document holding one is a 422
+// naming where, and nothing is stored.
+func TestEventTypeRefusesNUL(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for body, field := range map[string]string{
+		`{"description":"a\u0000b","schema":{}}`:          "description",
+		`{"schema":{"const":"a\u0000b"}}`:                 "schema.const",
+		`{"schema":{"required":["\u0000"]}}`:              "schema.required[0]",
+		`{"schema":{},"example":{"a":"\u0000"}}`:          "example.a",
+		`{"schema":{},"example":{"list":["x","\u0000"]}}`: "example.list[1]",
+	} {
+		resp, raw := b.do(t, http.MethodPut, "/v1/event-types/order.paid", "application/json", body, b.bearer())
+		requireProblem(t, resp, raw, http.StatusUnprocessableEntity, field)
+	}
+	resp, raw := b.do(t, http.MethodPost, "/v1/event-types/import", "application/json",
+		`{"openapi":"3.1.0","webhooks":{"t":{"post":{"description":"\u0000","requestBody":{"content":{"application/json":{"schema":{}}}}}}}}`, b.bearer())
+	requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "webhooks.t.post.description")
+	require.Zero(t, b.count(t, "event_types"), "a refusal stores nothing")
+}
+
+// TestEventTypeNameCheckedOnEveryMethod: GET and DELETE check the name in
+// the path as PUT does, a 400 naming it rather than a query with a name
+// no type can have.
+func TestEventTypeNameCheckedOnEveryMethod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		for _, name := range []string{"a%01b", "%20"} {
+			resp, raw := b.do(t, method, "/v1/event-types/"+name, "", "", b.bearer())
+			requireProblem(t, resp, raw, http.StatusBadRequest, "name")
+		}
+	}
+}
+
+// TestEventTypeRefusesSchemasThatCannotJudge: a schema whose references
+// cycle would refuse every event, and one nested past the cap would cost
+// too much to compile: each is a 422 naming the schema when it is put.
+func TestEventTypeRefusesSchemasThatCannotJudge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp, raw := b.do(t, http.MethodPut, "/v1/event-types/cyc", "application/json", `{"schema":{"$ref":"#"}}`, b.bearer())
+	p := requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "schema")
+	require.Contains(t, p["detail"], "cycle")
+	deep := strings.Repeat(`{"not":`, catalog.MaxSchemaDepth) + `{}` + strings.Repeat(`}`, catalog.MaxSchemaDepth)
+	resp, raw = b.do(t, http.MethodPut, "/v1/event-types/deep", "application/json", `{"schema":`+deep+`}`, b.bearer())
+	p = requireProblem(t, resp, raw, http.StatusUnprocessableEntity, "schema"+strings.Repeat(".not", catalog.MaxSchemaDepth))
+	require.Contains(t, p["detail"], fmt.Sprint(catalog.MaxSchemaDepth))
+	require.Zero(t, b.count(t, "event_types"))
+}

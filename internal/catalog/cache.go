@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/hookflow/hookflow/kit/intake"
 )
 
@@ -19,6 +21,10 @@ type Cache struct {
 	max   int
 	order *list.List // of *cached, most recently used first
 	byKey map[[sha256.Size]byte]*list.Element
+	// compiling joins the callers missing the same schema at once into
+	// one compile: a type's first burst of events must not compile its
+	// schema once per event.
+	compiling singleflight.Group
 }
 
 type cached struct {
@@ -42,9 +48,10 @@ func (c *Cache) Len() int {
 	return c.order.Len()
 }
 
-// Schema returns raw compiled, from the cache or compiled now (Compile,
-// field naming it in a refusal). Two callers missing at once may both
-// compile; the first one stored is kept.
+// Schema returns raw compiled, from the cache or compiled now
+// (CompileStored, field naming it in a refusal): raw is a stored schema,
+// judged by Compile's caps when it was sent. Callers missing at once wait
+// for one compile.
 func (c *Cache) Schema(field string, raw json.RawMessage) (*Schema, *intake.FieldError) {
 	k := sha256.Sum256(raw)
 	c.mu.Lock()
@@ -57,21 +64,31 @@ func (c *Cache) Schema(field string, raw json.RawMessage) (*Schema, *intake.Fiel
 	c.mu.Unlock()
 	// Compiled outside the lock: a large schema must not hold up every
 	// other type's acceptance.
-	s, fe := Compile(field, raw)
-	if fe != nil {
+	v, _, _ := c.compiling.Do(string(k[:]), func() (any, error) {
+		// A caller that missed just as another's compile was stored
+		// finds it here.
+		c.mu.Lock()
+		if el, ok := c.byKey[k]; ok {
+			c.mu.Unlock()
+			return el.Value.(*cached).schema, nil
+		}
+		c.mu.Unlock()
+		s, fe := CompileStored(field, raw)
+		if fe != nil {
+			return fe, nil
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.byKey[k] = c.order.PushFront(&cached{key: k, schema: s})
+		for c.order.Len() > c.max {
+			last := c.order.Back()
+			c.order.Remove(last)
+			delete(c.byKey, last.Value.(*cached).key)
+		}
+		return s, nil
+	})
+	if fe, ok := v.(*intake.FieldError); ok {
 		return nil, fe
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byKey[k]; ok {
-		c.order.MoveToFront(el)
-		return el.Value.(*cached).schema, nil
-	}
-	c.byKey[k] = c.order.PushFront(&cached{key: k, schema: s})
-	for c.order.Len() > c.max {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.byKey, last.Value.(*cached).key)
-	}
-	return s, nil
+	return v.(*Schema), nil
 }

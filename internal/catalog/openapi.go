@@ -26,28 +26,46 @@ type Entry struct {
 // (at most MaxExampleBytes, and valid against the schema: an example that
 // breaks its own schema would teach a subscriber the wrong payload), these
 // two named under prefix ("" for a PUT's body, the media type's path for
-// an import's).
-func Check(nameField, descField, prefix string, e Entry) *intake.FieldError {
+// an import's). It returns the entry with its schema and example written
+// canonically (intake.Canonical): what is judged is what is stored, and
+// the same content written otherwise is the same text.
+func Check(nameField, descField, prefix string, e Entry) (Entry, *intake.FieldError) {
 	if fe := ValidName(nameField, e.Name); fe != nil {
-		return fe
+		return Entry{}, fe
 	}
 	if fe := ValidDescription(descField, e.Description); fe != nil {
-		return fe
+		return Entry{}, fe
 	}
 	if len(e.Schema) == 0 || string(e.Schema) == "null" {
-		return &intake.FieldError{Field: prefix + "schema", Detail: prefix + "schema is required (a JSON Schema of the event's data)"}
+		return Entry{}, &intake.FieldError{Field: prefix + "schema", Detail: prefix + "schema is required (a JSON Schema of the event's data)"}
 	}
+	schema, err := intake.Canonical(e.Schema)
+	if err != nil {
+		return Entry{}, &intake.FieldError{Field: prefix + "schema", Detail: prefix + "schema is not valid JSON"}
+	}
+	e.Schema = schema
 	s, fe := Compile(prefix+"schema", e.Schema)
 	if fe != nil {
-		return fe
+		return Entry{}, fe
 	}
 	if e.Example == nil {
-		return nil
+		return e, nil
 	}
+	example, err := intake.Canonical(e.Example)
+	if err != nil {
+		return Entry{}, &intake.FieldError{Field: prefix + "example", Detail: prefix + "example is not valid JSON"}
+	}
+	e.Example = example
 	if len(e.Example) > MaxExampleBytes {
-		return &intake.FieldError{Field: prefix + "example", Detail: fmt.Sprintf("%sexample must be at most %d bytes of JSON (found %d)", prefix, MaxExampleBytes, len(e.Example))}
+		return Entry{}, &intake.FieldError{Field: prefix + "example", Detail: fmt.Sprintf("%sexample must be at most %d bytes of JSON (found %d)", prefix, MaxExampleBytes, len(e.Example))}
 	}
-	return s.Validate(prefix+"example", e.Example)
+	if fe := exampleNUL(prefix+"example", e.Example); fe != nil {
+		return Entry{}, fe
+	}
+	if fe := s.Validate(prefix+"example", e.Example); fe != nil {
+		return Entry{}, fe
+	}
+	return e, nil
 }
 
 // componentsRef is how an OpenAPI document refers to one of its schemas;
@@ -104,7 +122,8 @@ func Import(raw json.RawMessage) ([]Entry, *intake.FieldError) {
 		if fe != nil {
 			return nil, fe
 		}
-		if fe := Check(at, at+".post.description", at+".post.requestBody.content[\"application/json\"].", e); fe != nil {
+		e, fe = Check(at, at+".post.description", at+".post.requestBody.content[\"application/json\"].", e)
+		if fe != nil {
 			return nil, fe
 		}
 		out = append(out, e)
@@ -174,7 +193,11 @@ func cmpOr(a, b string) string {
 // standalone rewrites a schema that refers to the document's components
 // into one that holds them: each #/components/schemas/X reached from it
 // (and from those, transitively) is copied into its $defs as X and every
-// reference is rewritten to #/$defs/X.
+// reference is rewritten to #/$defs/X. A component's reference to its own
+// $defs (#/$defs/y, read as the component's) is rewritten to
+// #/$defs/X/$defs/y, where they now are: left as written it would resolve
+// against the new root's $defs, to another schema or to a component of the
+// same name.
 func standalone(at string, raw json.RawMessage, components map[string]any) (json.RawMessage, *intake.FieldError) {
 	root, err := decode(raw)
 	if err != nil {
@@ -182,8 +205,9 @@ func standalone(at string, raw json.RawMessage, components map[string]any) (json
 	}
 	defs := map[string]any{}
 	var pending []string
-	var walk func(path string, v any) (any, *intake.FieldError)
-	walk = func(path string, v any) (any, *intake.FieldError) {
+	// comp is the component being copied ("" for the webhook's schema).
+	var walk func(comp, path string, v any) (any, *intake.FieldError)
+	walk = func(comp, path string, v any) (any, *intake.FieldError) {
 		switch v := v.(type) {
 		case map[string]any:
 			out := make(map[string]any, len(v))
@@ -201,7 +225,11 @@ func standalone(at string, raw json.RawMessage, components map[string]any) (json
 					out[k] = defsRef + name
 					continue
 				}
-				c, fe := walk(path+key(k), child)
+				if s, ok := child.(string); ok && k == "$ref" && comp != "" && strings.HasPrefix(s, defsRef) {
+					out[k] = defsRef + comp + "/$defs/" + strings.TrimPrefix(s, defsRef)
+					continue
+				}
+				c, fe := walk(comp, path+key(k), child)
 				if fe != nil {
 					return nil, fe
 				}
@@ -211,7 +239,7 @@ func standalone(at string, raw json.RawMessage, components map[string]any) (json
 		case []any:
 			out := make([]any, len(v))
 			for i, child := range v {
-				c, fe := walk(fmt.Sprintf("%s[%d]", path, i), child)
+				c, fe := walk(comp, fmt.Sprintf("%s[%d]", path, i), child)
 				if fe != nil {
 					return nil, fe
 				}
@@ -221,14 +249,14 @@ func standalone(at string, raw json.RawMessage, components map[string]any) (json
 		}
 		return v, nil
 	}
-	rewritten, fe := walk(at, root)
+	rewritten, fe := walk("", at, root)
 	if fe != nil {
 		return nil, fe
 	}
 	for len(pending) > 0 {
 		name := pending[0]
 		pending = pending[1:]
-		d, fe := walk("components.schemas"+key(name), components[name])
+		d, fe := walk(name, "components.schemas"+key(name), components[name])
 		if fe != nil {
 			return nil, fe
 		}

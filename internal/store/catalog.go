@@ -21,8 +21,8 @@ var ErrCatalogFull = errors.New("event type catalog is full")
 type CatalogEntry struct {
 	Name        string
 	Description string
-	// Schema is the JSON Schema of the event's data, as Postgres keeps
-	// jsonb (keys reordered, whitespace dropped); Example nil when none.
+	// Schema is the JSON Schema of the event's data, as stored: the
+	// canonical text catalog.Check judged; Example nil when none.
 	Schema    json.RawMessage
 	Example   json.RawMessage
 	Version   int
@@ -45,8 +45,9 @@ const (
 )
 
 // EventTypesPut stores entries in the tenant's catalog, each created,
-// updated or left unchanged (same description, schema and example, jsonb
-// equality: key order and whitespace do not count), all in one
+// updated or left unchanged (same description, schema and example, as
+// text: catalog.Check writes them canonically, so key order and
+// whitespace do not count), all in one
 // transaction: if any fails, none is stored. More than maxTypes entries
 // in the catalog afterwards (0: no cap) is ErrCatalogFull, wrapped, and
 // nothing is stored. The entries are to be judged first (catalog.Check).

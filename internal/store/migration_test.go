@@ -580,6 +580,7 @@ func TestMigration036HoldsTheCatalogAndGoesBack(t *testing.T) {
 		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'a', '{"type":"object"}')`, ""},
 		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'b', 'true')`, ""},
 		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'c', '"object"')`, "check constraint"},
+		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'e', '{"default":"` + strings.Repeat("x", 65536) + `"}')`, "check constraint"},
 		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('nobody', 'd', '{}')`, "foreign key"},
 		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', '', '{}')`, "check constraint"},
 		{`INSERT INTO event_types (tenant_id, name, schema) VALUES ('default', 'a', '{}')`, "duplicate key"},

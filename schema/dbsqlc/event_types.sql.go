@@ -180,12 +180,12 @@ func (q *Queries) CatalogSchema(ctx context.Context, arg CatalogSchemaParams) (C
 
 const CatalogUpsert = `-- name: CatalogUpsert :one
 INSERT INTO event_types AS t (tenant_id, name, description, schema, example)
-VALUES ($1, $2, $3, $4::jsonb, $5::jsonb)
+VALUES ($1, $2, $3, $4::json, $5::json)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     description = excluded.description, schema = excluded.schema, example = excluded.example,
     version = t.version + 1, updated_at = now()
-WHERE (t.description, t.schema) IS DISTINCT FROM (excluded.description, excluded.schema)
-   OR t.example IS DISTINCT FROM excluded.example
+WHERE (t.description, t.schema::text) IS DISTINCT FROM (excluded.description, excluded.schema::text)
+   OR t.example::text IS DISTINCT FROM excluded.example::text
 RETURNING name, description, schema, example, version, created_at, updated_at, (xmax = 0)::boolean AS created
 `
 
@@ -211,7 +211,9 @@ type CatalogUpsertRow struct {
 // Creates the entry at version 1, or replaces it and raises its version
 // when what it says changes; an entry that says the same is left as it is
 // (version and updated_at kept). created says which it was; changed
-// whether a row was written (false: unchanged).
+// whether a row was written (false: unchanged). The schema and example
+// are canonical text (catalog.Check), so the same content is the same
+// text, compared as text: json has no equality of its own.
 func (q *Queries) CatalogUpsert(ctx context.Context, arg CatalogUpsertParams) (CatalogUpsertRow, error) {
 	row := q.db.QueryRow(ctx, CatalogUpsert,
 		arg.TenantID,

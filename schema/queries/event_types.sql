@@ -12,14 +12,16 @@ SELECT count(*) FROM event_types WHERE tenant_id = sqlc.arg(tenant_id);
 -- Creates the entry at version 1, or replaces it and raises its version
 -- when what it says changes; an entry that says the same is left as it is
 -- (version and updated_at kept). created says which it was; changed
--- whether a row was written (false: unchanged).
+-- whether a row was written (false: unchanged). The schema and example
+-- are canonical text (catalog.Check), so the same content is the same
+-- text, compared as text: json has no equality of its own.
 INSERT INTO event_types AS t (tenant_id, name, description, schema, example)
-VALUES (sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(schema)::jsonb, sqlc.narg(example)::jsonb)
+VALUES (sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(schema)::json, sqlc.narg(example)::json)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     description = excluded.description, schema = excluded.schema, example = excluded.example,
     version = t.version + 1, updated_at = now()
-WHERE (t.description, t.schema) IS DISTINCT FROM (excluded.description, excluded.schema)
-   OR t.example IS DISTINCT FROM excluded.example
+WHERE (t.description, t.schema::text) IS DISTINCT FROM (excluded.description, excluded.schema::text)
+   OR t.example::text IS DISTINCT FROM excluded.example::text
 RETURNING name, description, schema, example, version, created_at, updated_at, (xmax = 0)::boolean AS created;
 
 -- name: CatalogGet :one

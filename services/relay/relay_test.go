@@ -680,3 +680,29 @@ func TestRelayFailsASchemaViolation(t *testing.T) {
 	_, err = b.st.EventGet(ctx, "breaks")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// A row whose data holds a number too large to compare with its type's
+// bound (the outbox keeps numbers exactly, so 1e9999999 reaches the
+// relay) is failed as a schema violation naming it, and the relay goes
+// on: the validator's panic on such a number is not the relay's.
+func TestRelayFailsANumberBeyondTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, _, err := b.st.EventTypePut(ctx, catalog.Entry{Name: "order.updated",
+		Schema: json.RawMessage(`{"type":"object","properties":{"seq":{"maximum":10}}}`)}, 0)
+	require.NoError(t, err)
+	huge := b.event("huge", "h", 1)
+	huge.Data = json.RawMessage(`{"seq":1e9999999}`)
+	b.enqueue(huge, b.event("fits", "f", 1))
+
+	n, err := b.relay(relay.Config{}).RelayOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	state, failure, _, _ := b.row("huge")
+	require.Equal(t, "failed", state)
+	require.NotNil(t, failure)
+	require.Contains(t, *failure, "data.seq is a number beyond what the type's schema can judge")
+	state, _, _, _ = b.row("fits")
+	require.Equal(t, "relayed", state)
+}
