@@ -929,6 +929,10 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 	// another load is under way the lane is kept, knowing nothing past its
 	// position until it loads: that load may have read the ledger before
 	// this one, and would make a dropped lane again from its older view.
+	// Kept, it holds nothing in flight: what it held was released before
+	// this load began (a lane releases nothing while it loads), so stored
+	// before the load read the ledger, which had nothing open in the lane.
+	// It is finished, and its finish may never come (a Reset forgot it).
 	for _, ep := range sortedKeys(began) {
 		ln := s.lanes[ep]
 		switch {
@@ -936,6 +940,7 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 		case len(ln.queue) > 0 || ln.partial:
 			s.reloadLane(ep)
 		case s.merging > 0:
+			ln.inFlight, ln.inFlightID = 0, ""
 			s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
 		default:
 			delete(s.lanes, ep)

@@ -19,23 +19,28 @@ import (
 	"github.com/hookflow/hookflow/workflows"
 )
 
-// TestSequencerFinishRacingAStaleResyncAfterAReset plays, in the workflow,
-// what an end-to-end run once left behind: an operator reset the
-// sequencer to when 1 was in flight at ep_1 (it forgot 2's arrival, 1's
-// finish and 2's release); the heads sweep started 2's workflow again
-// where the ledger had it (released) and resynced the sequencer, whose load
-// read the ledger while 2 was still delivering; 2 was delivered, and its
-// finish, unknown to the sequencer, resynced it again while the first load
-// was under way, and read the ledger with nothing open. The two loads land
-// in either order. Either way the sequencer must end through 2: its cursor
-// at 3, nothing in flight.
-func TestSequencerFinishRacingAStaleResyncAfterAReset(t *testing.T) {
+// TestSequencerFinishRacingAResyncAfterAReset plays, in the workflow, what
+// an end-to-end run once left behind: an operator reset the sequencer to
+// when 1 was in flight at ep_1 (it forgot 2's arrival, 1's finish and 2's
+// release); the heads sweep started 2's workflow again where the ledger had
+// it (released) and resynced the sequencer; 2 was delivered, and its
+// finish, unknown to the sequencer, resynced it again while the sweep's
+// load was under way, and read the ledger with nothing open. The sweep's
+// load read the ledger while 2 was still delivering, or after (both updates
+// reached the sequencer in one workflow task), and the loads land in
+// either order. Every way the sequencer must end through 2: its cursor at
+// 3, nothing in flight.
+func TestSequencerFinishRacingAResyncAfterAReset(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		staleFirst bool
+		// freshSweep: the sweep's load read the ledger after the mark too
+		// (both updates came in one workflow task).
+		freshSweep bool
 	}{
-		{"the stale load lands first", true},
-		{"the stale load lands last", false},
+		{"the stale load lands first", true, false},
+		{"the stale load lands last", false, false},
+		{"both read after the finish, the sweep's lands first", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -84,9 +89,13 @@ func TestSequencerFinishRacingAStaleResyncAfterAReset(t *testing.T) {
 				mu.Unlock()
 				sweep := id == sweepOf
 				if sweep {
-					// It read the ledger before 2's delivered mark committed.
+					// It read the ledger before 2's delivered mark committed
+					// (unless freshSweep).
 					if !tc.staleFirst {
 						<-landedCh("the finish's")
+					}
+					if tc.freshSweep {
+						return contract.SequencerLoad{Next: 3, Frontier: 3}, nil
 					}
 					return contract.SequencerLoad{Next: 2, Frontier: 3, Lanes: []contract.LaneState{lane(1, 2)}}, nil
 				}
