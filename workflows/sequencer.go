@@ -292,6 +292,14 @@ type sequencer struct {
 	// sequencer's model lowers it, so that its few lanes are dropped and
 	// reloaded as a correlation with many would be).
 	maxIdle int
+	// heard is, by endpoint, the last sequence a finished update named
+	// there that the sequencer did not know (an operator's Reset made it
+	// forget the release): the ledger is past it there. A load under way
+	// may have read the ledger before that finish was written, and would
+	// otherwise bring the delivery back open, to be released again and
+	// held in flight for good, since its finish came already (placeHeard).
+	// Kept only while a load is under way; not part of the state.
+	heard map[string]int64
 }
 
 func newSequencer(logger interface{ Warn(string, ...any) }, correlation string) *sequencer {
@@ -626,11 +634,46 @@ func (s *sequencer) finished(d contract.Done) (known bool, repeated []string) {
 			repeated = append(repeated, ld.Endpoint)
 		default:
 			known = false
+			if s.heard == nil {
+				s.heard = map[string]int64{}
+			}
+			s.heard[ld.Endpoint] = max(s.heard[ld.Endpoint], d.Sequence)
 		}
 	}
 	s.pruneVoided()
 	s.dropIdle()
+	s.forgetHeard()
 	return known, repeated
+}
+
+// placeHeard checks a load that just came into lane ep against the
+// finishes the lane heard of and did not know (heard): a lane the load
+// leaves behind such a finish has it from a read made before the finish
+// was written. What it says of the lane past its position is then stale:
+// the lane forgets it, with what it holds in flight up to there (the
+// ledger finished it), and loads again (needLoads) before it releases
+// anything. A lane still loading is checked when its own load lands.
+func (s *sequencer) placeHeard(ep string, l *lane) {
+	d := s.heard[ep]
+	if d <= l.lastFinished || l.loading || l.inFlight > d {
+		return
+	}
+	l.inFlight, l.inFlightID = 0, ""
+	l.queue, l.partial, l.knownThrough = nil, true, l.lastFinished
+}
+
+// forgetHeard drops the finishes heard once no load is under way: a load
+// that starts later reads the ledger after they were written.
+func (s *sequencer) forgetHeard() {
+	if s.heard == nil || s.merging > 0 {
+		return
+	}
+	for _, l := range s.lanes {
+		if l.loading {
+			return
+		}
+	}
+	s.heard = nil
 }
 
 // withInFlight adds to hs the release of the event each lane of eps has in
@@ -727,6 +770,7 @@ func (s *sequencer) inFlight() contract.Handoffs {
 // queue starts empty and takes the arrivals as they come, as a lane that
 // knows everything would: the load then adds what the ledger had.
 func (s *sequencer) needLoads() []contract.LaneAfter {
+	s.forgetHeard()
 	var out []contract.LaneAfter
 	for _, ep := range sortedKeys(s.lanes) {
 		l := s.lanes[ep]
@@ -764,6 +808,7 @@ func (s *sequencer) endLoad(l *lane, ll contract.LaneState) {
 		l.inFlight, l.inFlightID = 0, ""
 	}
 	s.addOpen(l, ll)
+	s.placeHeard(ll.Endpoint, l)
 }
 
 // absorb brings the ledger's view of a lane into one whose own load, if
@@ -775,6 +820,7 @@ func (s *sequencer) absorb(l *lane, ll contract.LaneState) {
 	s.addVoided(ll.Voided)
 	s.movePosition(l, ll)
 	s.addOpen(l, ll)
+	s.placeHeard(ll.Endpoint, l)
 }
 
 // addOpen adds a load's open deliveries to the lane: all of them, or, when
@@ -883,6 +929,10 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 	// another load is under way the lane is kept, knowing nothing past its
 	// position until it loads: that load may have read the ledger before
 	// this one, and would make a dropped lane again from its older view.
+	// Kept, it holds nothing in flight: what it held was released before
+	// this load began (a lane releases nothing while it loads), so stored
+	// before the load read the ledger, which had nothing open in the lane.
+	// It is finished, and its finish may never come (a Reset forgot it).
 	for _, ep := range sortedKeys(began) {
 		ln := s.lanes[ep]
 		switch {
@@ -890,6 +940,7 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 		case len(ln.queue) > 0 || ln.partial:
 			s.reloadLane(ep)
 		case s.merging > 0:
+			ln.inFlight, ln.inFlightID = 0, ""
 			s.abortLoad([]contract.LaneAfter{{Endpoint: ep}})
 		default:
 			delete(s.lanes, ep)
@@ -897,4 +948,5 @@ func (s *sequencer) merge(l contract.SequencerLoad, began map[string]bool) {
 	}
 	s.pruneVoided()
 	s.dropIdle()
+	s.forgetHeard()
 }

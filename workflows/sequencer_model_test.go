@@ -109,6 +109,7 @@ var modelTransitions = []string{
 	"replay", "skip", "finished", "finished-again", "resync", "void", "endpoint-create", "endpoint-disable",
 	"endpoint-enable", "endpoint-delete", "continue-as-new", "terminate", "reset", "tenant-disable",
 	"merge-absorbs-lane", "lane-load", "lane-overflow", "lane-drop", "merge-unnamed-reload", "merge-unnamed-drop",
+	"finish-races-resync",
 }
 
 type modelStats struct {
@@ -369,15 +370,18 @@ type model struct {
 	reached       map[string]int
 	// didReset: a Reset forgot finished updates already answered, so a
 	// lane may hold a finished event in flight until the heads sweep
-	// resyncs it; the stale-in-flight check stops there.
-	didReset bool
+	// resyncs it; the stale-in-flight check stops there, but for the
+	// finishes answered since the last Reset (answeredDone): those the
+	// sequencer heard, and must not forget by itself.
+	didReset     bool
+	answeredDone map[key]bool
 }
 
 func newModel(t *rapid.T, st *modelStats) *model {
 	m := &model{
 		ledger:   mLedger{endpoints: map[string]*mEndpoint{}, events: map[int64]*mEvent{}, voided: map[int64]bool{}, lanes: map[string]*mLane{}},
 		released: map[key]contract.LaneRelease{}, receiver: map[string]int64{}, posted: map[int64]bool{},
-		reached: map[string]int{},
+		reached: map[string]int{}, answeredDone: map[key]bool{},
 	}
 	for range rapid.IntRange(1, 3).Draw(t, "endpoints") {
 		m.addEndpoint()
@@ -466,6 +470,8 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"continueAsNew":   rare(m.continueAsNew),
 		"terminate":       rare(m.terminate),
 		"reset":           rare(m.reset),
+		"finishRaces":     m.finishRacesResync,
+		"finishRaces2":    m.finishRacesResync,
 		"":                m.check,
 	}
 }
@@ -681,6 +687,11 @@ func (m *model) answer(t *rapid.T, h *handler) {
 	}
 	if h.msg.kind != msgResync {
 		m.answered = append(m.answered, h.msg)
+	}
+	if h.msg.kind == msgFinished {
+		for _, ld := range h.msg.done.Lanes {
+			m.answeredDone[key{h.msg.done.Sequence, ld.Endpoint}] = true
+		}
 	}
 }
 
@@ -914,7 +925,39 @@ func (m *model) reset(t *rapid.T) {
 	m.s.restore(st)
 	m.loaded = true
 	m.didReset = true
+	m.answeredDone = map[key]bool{}
 	m.reach("reset")
+}
+
+// finishRacesResync: a delivery released before the sequencer's state
+// lost it (a Reset took the sequencer back to before its release; the
+// heads sweep started its workflow again where the ledger has it, released,
+// and resyncs the sequencer) is delivered while that resync is under way:
+// the resync's load reads the ledger before the delivered mark commits,
+// and the finish, which the sequencer does not know, reaches it while that
+// load is still out (it resyncs too). The loads land in the order loadLand
+// picks.
+func (m *model) finishRacesResync(t *rapid.T) {
+	if !m.loaded {
+		t.Skip("the run's first load is under way")
+	}
+	var forgot []key
+	for _, k := range m.delivering(dOpen) {
+		deleted := m.ledger.endpoints[k.ep].deleted
+		if l := m.s.lanes[k.ep]; (l == nil || l.inFlight != k.seq) && (!m.paused(k.ep) || deleted) {
+			forgot = append(forgot, k)
+		}
+	}
+	k := forgot[m.pick(t, len(forgot), "forgotten")]
+	sweep := &handler{msg: message{kind: msgResync}}
+	m.beginResync(sweep)
+	l := m.ledger.load(contract.MaxQueuedPerLane)
+	sweep.readSeq = &l
+	m.finishDelivery(t, k, m.ledger.endpoints[k.ep].deleted)
+	finish := m.pending[len(m.pending)-1]
+	m.pending = m.pending[:len(m.pending)-1]
+	m.run(t, &handler{msg: finish})
+	m.reach("finish-races-resync")
 }
 
 // check runs after every step: the lanes' invariants on the sequencer's
@@ -946,12 +989,7 @@ func (m *model) check(t *rapid.T) {
 		if l.inFlight == 0 || !m.loaded {
 			continue
 		}
-		// A lane never holds in flight an event the ledger has finished
-		// there unless the finished update is on its way: otherwise the
-		// lane would wait for the heads sweep.
-		if e := m.ledger.events[l.inFlight]; !m.didReset && e != nil && e.state[ep].finished() && !m.finishPending(l.inFlight, ep) {
-			t.Fatalf("lane %s holds %d in flight, finished in the ledger, and no finished update for it is on its way", ep, l.inFlight)
-		}
+		m.checkInFlight(t, ep)
 		for s := int64(1); s < l.inFlight; s++ {
 			if p := m.ledger.events[s]; p != nil && slices.Contains(p.routed, ep) && !p.state[ep].finished() {
 				t.Fatalf("lane %s has %d in flight while %d, routed there earlier, is open", ep, l.inFlight, s)
@@ -965,6 +1003,22 @@ func (m *model) check(t *rapid.T) {
 		var st contract.SequencerState
 		roundTrip(t, m.s.snapshot(), &st)
 		m.snapshots = append(m.snapshots, st)
+	}
+}
+
+// checkInFlight: lane ep never holds in flight an event the ledger has
+// finished there unless the finished update is on its way, or a Reset
+// made the sequencer forget the finish it had answered: otherwise the lane
+// would wait for the heads sweep, and with no event after it in the lane,
+// nothing would ever move the sequencer past it.
+func (m *model) checkInFlight(t *rapid.T, ep string) {
+	l := m.s.lanes[ep]
+	e := m.ledger.events[l.inFlight]
+	if e == nil || !e.state[ep].finished() || m.finishPending(l.inFlight, ep) {
+		return
+	}
+	if !m.didReset || m.answeredDone[key{l.inFlight, ep}] {
+		t.Fatalf("lane %s holds %d in flight, finished in the ledger, and no finished update for it is on its way", ep, l.inFlight)
 	}
 }
 
@@ -1018,7 +1072,7 @@ func (m *model) drain(t *rapid.T) {
 			}
 		}
 		if m.allFinished() {
-			return
+			break
 		}
 		m.pending = append(m.pending, message{kind: msgResync})
 		for _, seq := range sortedKeys(m.ledger.events) {
@@ -1038,6 +1092,13 @@ func (m *model) drain(t *rapid.T) {
 				_, released := m.released[key{seq, ep}]
 				t.Fatalf("after the system settled, %d is still open at %s (released: %v); sequencer: %+v", seq, ep, released, m.s.snapshot())
 			}
+		}
+	}
+	// Every finish it heard reached the sequencer's state: none holds a
+	// lane back, even with no event after it to make the sweep resync.
+	for _, ep := range sortedKeys(m.s.lanes) {
+		if m.s.lanes[ep].inFlight != 0 {
+			m.checkInFlight(t, ep)
 		}
 	}
 }
@@ -1071,6 +1132,15 @@ func (m *model) landAt(t *rapid.T, i int) {
 			}
 		}
 		m.s.merge(l, h.began)
+		// A lane the load began and does not name had nothing open when
+		// it read the ledger, after what the lane held in flight was
+		// stored (it was released before the load began, and a lane
+		// releases nothing while it loads): that delivery is finished.
+		for _, ep := range sortedKeys(h.began) {
+			if ln := m.s.lanes[ep]; !named[ep] && ln != nil && ln.inFlight != 0 {
+				t.Fatalf("a load that found nothing open at %s leaves it holding %d in flight", ep, ln.inFlight)
+			}
+		}
 	} else {
 		var lanes []contract.LaneState
 		roundTrip(t, h.readLanes, &lanes)

@@ -86,3 +86,93 @@ func TestAPartialLaneALoadLeftOutIsLoadedAgain(t *testing.T) {
 	require.NotNil(t, s.lanes["X"], "X is held, to be loaded")
 	require.False(t, s.announce(a).Finished, "6 is open at X")
 }
+
+// resetToOneInFlight is the state an operator's Reset brought a sequencer
+// back to: 1 released at X, and nothing heard since (2's arrival, 1's
+// finish and 2's release were forgotten).
+func resetToOneInFlight(t *testing.T) *sequencer {
+	s := newSequencer(nopWarn{}, "c")
+	s.merge(contract.SequencerLoad{Next: 1, Frontier: 2, Lanes: []contract.LaneState{
+		{Endpoint: "X", Queued: []contract.QueuedEvent{open(1)}}}}, s.beginMerge())
+	s.releases()
+	require.EqualValues(t, 1, s.lanes["X"].inFlight)
+	return s
+}
+
+// requireThroughTwo: the sequencer is past 1 and 2, both delivered at X.
+func requireThroughTwo(t *testing.T, s *sequencer) {
+	t.Helper()
+	require.EqualValues(t, 3, s.cursor(), "both events are delivered: %+v", s.snapshot())
+	if l := s.lanes["X"]; l != nil {
+		require.Zero(t, l.inFlight, "2 is delivered: X holds nothing in flight")
+		require.EqualValues(t, 2, l.previous, "X last delivered 2")
+	}
+}
+
+// settleFrom is the handlers' settle against a ledger whose lanes answer
+// ledger: the loads of the lanes that need one, until none does.
+func settleFrom(s *sequencer, ledger func(ep string) contract.LaneState) {
+	for range 16 {
+		eps := s.needLoads()
+		if len(eps) == 0 {
+			return
+		}
+		for _, la := range eps {
+			s.endLoad(s.lanes[la.Endpoint], ledger(la.Endpoint))
+		}
+		s.pruneVoided()
+	}
+}
+
+// finishedRacingAResync: after the Reset, the heads sweep starts 2's
+// workflow again where the ledger has it (released) and resyncs; its load
+// reads the ledger while 2 is still delivering. 2 is delivered, and its
+// finish, which the sequencer does not know, starts a resync of its own,
+// whose load finds the correlation finished. It returns the sequencer with
+// both loads read, and the two merges (the sweep's, the finish's) to land.
+func finishedRacingAResync(t *testing.T) (s *sequencer, sweep, own func()) {
+	s = resetToOneInFlight(t)
+	sweepBegan := s.beginMerge()
+	stale := contract.SequencerLoad{Next: 2, Frontier: 3, Lanes: []contract.LaneState{
+		{Endpoint: "X", LastFinished: 1, Previous: 1, Queued: []contract.QueuedEvent{open(2)}}}}
+	known, _ := s.finished(contract.Done{Sequence: 2, EventID: "evt-2", Lanes: []contract.LaneDone{{Endpoint: "X"}}})
+	require.False(t, known, "2's release was forgotten by the Reset")
+	ownBegan := s.beginMerge()
+	fresh := contract.SequencerLoad{Next: 3, Frontier: 3}
+	ledger := func(ep string) contract.LaneState {
+		return contract.LaneState{Endpoint: ep, LastFinished: 2, Previous: 2}
+	}
+	sweep = func() {
+		s.merge(stale, sweepBegan)
+		settleFrom(s, ledger)
+		s.inFlight()
+	}
+	own = func() {
+		s.merge(fresh, ownBegan)
+		settleFrom(s, ledger)
+		s.releases()
+	}
+	return s, sweep, own
+}
+
+// TestAFinishRacingAStaleResyncIsNotUndoneWhenTheResyncLandsFirst: the
+// sweep's resync, which read 2 open, lands first and must not release 2
+// again: the finish said the ledger is past it, and the finish's own
+// resync, whose load does not name X (nothing is open there), cannot take
+// it back. The sequencer must end through 2, not hold it in flight for good.
+func TestAFinishRacingAStaleResyncIsNotUndoneWhenTheResyncLandsFirst(t *testing.T) {
+	s, sweep, own := finishedRacingAResync(t)
+	sweep()
+	own()
+	requireThroughTwo(t, s)
+}
+
+// TestAFinishRacingAStaleResyncIsNotUndoneWhenTheResyncLandsLast: the
+// same, with the finish's resync landing first: the sweep's, older, must
+// not bring 2 back.
+func TestAFinishRacingAStaleResyncIsNotUndoneWhenTheResyncLandsLast(t *testing.T) {
+	s, sweep, own := finishedRacingAResync(t)
+	own()
+	sweep()
+	requireThroughTwo(t, s)
+}
