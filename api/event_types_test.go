@@ -393,7 +393,8 @@ func TestEventTypeNameCheckedOnEveryMethod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, method := range []string{http.MethodGet, http.MethodDelete} {
-		for _, name := range []string{"a%01b", "%20"} {
+		// A control character, a blank name, and bytes that are not UTF-8.
+		for _, name := range []string{"a%01b", "%20", "order.%FF"} {
 			resp, raw := b.do(t, method, "/v1/event-types/"+name, "", "", b.bearer())
 			requireProblem(t, resp, raw, http.StatusBadRequest, "name")
 		}
