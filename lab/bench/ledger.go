@@ -445,8 +445,8 @@ func (lb *ledgerBench) explain(ctx context.Context, tag string) []StatementTimin
 		args []any
 	}{
 		// As the API runs them, for the synthetic history's tenant (the
-		// default; the tenant is each statement's last parameter).
-		{"EventInsertRouted (accept)", hookflowdb.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], store.DefaultTenant, []string{lb.s.endpointID}}},
+		// default, as each statement names it).
+		{"EventInsertRouted (accept)", hookflowdb.EventInsertRouted, []any{tag + "-explain", tag + "-explain", int64(1), "bench.event", json.RawMessage(`{"amount":1}`), hash[:], store.DefaultTenant, nil, []string(nil), []string{lb.s.endpointID}}},
 		{"StatsSummary (GET /v1/stats)", hookflowdb.StatsSummary, []any{store.DefaultTenant}},
 		{"StatsBlockedCorrelations (GET /v1/stats)", hookflowdb.StatsBlockedCorrelations, []any{10, store.DefaultTenant, []string(nil)}},
 		{"EventsQueuedClaim (sweep)", hookflowdb.EventsQueuedClaim, []any{100, lease}},
