@@ -333,11 +333,15 @@ func stopStale(dataDir string) {
 	}
 }
 
-// PortFree returns an error naming the port when 127.0.0.1:port is taken.
+// ErrPortInUse is PortFree's error (wrapped) for a port that is taken.
+var ErrPortInUse = errors.New("in use")
+
+// PortFree returns an error naming the port when 127.0.0.1:port is taken
+// (ErrPortInUse, wrapped).
 func PortFree(port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("port %d on 127.0.0.1 is in use", port)
+		return fmt.Errorf("port %d on 127.0.0.1 is %w", port, ErrPortInUse)
 	}
 	return l.Close()
 }

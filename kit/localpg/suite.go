@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -67,14 +68,26 @@ func (s *Suite) start() (*Cluster, error) {
 		return nil, err
 	}
 	s.dir = dir
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return Start(ctx, Config{DataDir: filepath.Join(dir, "postgres"), Port: port, Fast: true}, slog.New(slog.DiscardHandler))
+	// A port below the kernel's ephemeral range: one from the range, free
+	// when asked, can be taken before the server binds it by any outgoing
+	// connection of the packages testing beside this one. Another package
+	// may still draw the same low port: then another is drawn.
+	for attempt := 1; ; attempt++ {
+		port, err := FreeLowPort()
+		if err != nil {
+			return nil, err
+		}
+		c, err := Start(ctx, Config{DataDir: filepath.Join(dir, "postgres"), Port: port, Fast: true}, slog.New(slog.DiscardHandler))
+		if !errors.Is(err, ErrPortInUse) || attempt == suitePortAttempts {
+			return c, err
+		}
+	}
 }
+
+// suitePortAttempts bounds the ports a package's cluster tries.
+const suitePortAttempts = 5
 
 // NewDatabase creates an empty database for this test and returns its URL.
 // It is dropped when the test ends.
