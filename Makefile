@@ -186,18 +186,9 @@ test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./internal/egress/
 	$(GO) test -run '^$$' -fuzz '^FuzzForbidden$$' -fuzztime $(FUZZTIME) ./internal/egress/
 
-# The CLI's tests (the README's tour among them, on a `hookflow dev` of
-# their own) run beside the end-to-end tests rather than after them: they
-# are short and mostly wait on their stack, so the phase takes the longer
-# of the two. Their output follows the end-to-end tests'; either failing
-# fails the target.
 test-integration: build ts-client kits
-	@cli=$$(mktemp); $(GO) test -count=1 -timeout 40m ./cmd/hookflow/ > $$cli 2>&1 & pid=$$!; \
-	echo "$(GO) test -count=1 -timeout 40m ./cmd/hookflow/ (beside the end-to-end tests)"; \
-	echo "$(GO) test -race -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./e2e/..."; \
-	$(GO) test -race -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./e2e/...; e2e=$$?; \
-	wait $$pid; code=$$?; cat $$cli; rm -f $$cli; \
-	test $$e2e -eq 0 && test $$code -eq 0
+	$(GO) test -race -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./e2e/...
+	$(GO) test -count=1 -timeout 40m ./cmd/hookflow/
 
 # The four stack runs, each hookflow as real processes on its own Postgres,
 # Temporal and ports: the chaos package's two (the short chaos run, then the
