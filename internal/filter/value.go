@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/hookflow/hookflow/kit/intake"
 )
 
 // Values, in an event and in a filter's operands alike, are what
@@ -14,14 +15,9 @@ import (
 
 // decode reads one JSON value with numbers kept exact.
 func decode(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := intake.Decode(raw)
+	if err != nil {
 		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON value")
 	}
 	return convert(v)
 }

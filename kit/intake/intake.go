@@ -293,10 +293,9 @@ func ValidType(field, v string) *FieldError {
 	return nil
 }
 
-// Canonical re-encodes a JSON value with sorted object keys and no
-// insignificant whitespace, keeping numbers as written, so equal content
-// hashes equally however the producer formatted it.
-func Canonical(raw json.RawMessage) (json.RawMessage, error) {
+// Decode reads one JSON value into any, its numbers as json.Number (as
+// written), and refuses anything after it.
+func Decode(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -306,6 +305,17 @@ func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 	// dec.More is not enough: it reports false for a stray "}" or "]".
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("trailing data after the JSON value")
+	}
+	return v, nil
+}
+
+// Canonical re-encodes a JSON value with sorted object keys and no
+// insignificant whitespace, keeping numbers as written, so equal content
+// hashes equally however the producer formatted it.
+func Canonical(raw json.RawMessage) (json.RawMessage, error) {
+	v, err := Decode(raw)
+	if err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
